@@ -1,0 +1,3 @@
+from ci_evals.main import entry
+
+entry()

@@ -1,0 +1,18 @@
+"""The subcommands, by name: module path and one-line summary.
+
+Each module defines `add_arguments(parser)` and `run(args) -> int`. Keep heavy
+imports inside `run`, so that `--help` and the hot commands stay fast.
+"""
+
+from __future__ import annotations
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "compute-stage": (
+        "ci_evals.commands.compute_stage",
+        "print the lowest stage a change from BASE to HEAD can affect",
+    ),
+    "check-coverage": (
+        "ci_evals.commands.check_coverage",
+        "fail when a plugin file is covered by no stage-map entry, or an entry matches nothing",
+    ),
+}

@@ -1,0 +1,112 @@
+"""The one user-facing error type, and the top-level handler that prints it.
+
+A `UserError` is a mistake the user can fix (bad config, unknown stage, missing
+key). It prints as one line, `FILE:LINE:COL: FIELD: message`, with no traceback.
+Anything else is a bug in ci-evals: the handler writes the traceback to a log
+file and says where it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_FAIL = 1  # the check ran and found problems (uncovered files, failed stages)
+EXIT_USAGE = 2  # the input is wrong: config error, unknown option, unknown stage
+EXIT_BUG = 3  # an unexpected error inside ci-evals
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """A mistake in the user's input, reported as one line.
+
+    `file`, `line` (1-based), `column` (1-based) and `field` locate it; `hint`
+    says what to do about it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+        exit_code: int = EXIT_USAGE,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = None if file is None else os.fspath(file)
+        self.line = line
+        self.column = column
+        self.field = field
+        self.hint = hint
+        self.exit_code = exit_code
+
+    @property
+    def location(self) -> str:
+        """`FILE:LINE:COL`, as much of it as is known ('' when nothing is)."""
+        if self.file is None:
+            return ""
+        parts = [self.file]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.field:
+            text = f"{self.field}: {text}"
+        if self.location:
+            text = f"{self.location}: {text}"
+        if self.hint:
+            text = f"{text} ({self.hint})"
+        # One line, always: a newline in a value must not split the report.
+        return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+@contextlib.contextmanager
+def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
+    """Turn exceptions into an exit code stored in the yielded one-item list.
+
+    Used by `main()`: a `UserError` prints one line, Ctrl-C exits 130, anything
+    else is logged with its traceback to a file whose path is printed.
+    """
+    code = [EXIT_OK]
+    try:
+        yield code
+    except UserError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        code[0] = exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        code[0] = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `ci-evals ... | head`: the reader went away; nothing left to say.
+        with contextlib.suppress(OSError):
+            sys.stderr.close()
+        code[0] = EXIT_FAIL
+    except Exception as exc:  # the last line of defence: a bug, not user input
+        log = _write_traceback(exc)
+        print(
+            f"{prog}: unexpected error: {type(exc).__name__}: {exc} "
+            f"(this is a bug in ci-evals; traceback in {log})",
+            file=sys.stderr,
+        )
+        code[0] = EXIT_BUG
+
+
+def _write_traceback(exc: BaseException) -> Path:
+    fd, name = tempfile.mkstemp(prefix="ci-evals-crash-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return Path(name)

@@ -1,0 +1,67 @@
+"""The `ci-evals` command line: dispatch to one module per subcommand.
+
+Only the chosen subcommand's module is imported, so `ci-evals check-coverage`
+(run on every commit) never pays for the agent SDK that `ci-evals run` needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from ci_evals import __version__
+from ci_evals.commands import COMMANDS
+from ci_evals.errors import EXIT_USAGE, error_handler
+
+
+class CommandModule(Protocol):
+    """What every `ci_evals.commands.*` module provides."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    lines = [f"  {name:<16} {summary}" for name, (_, summary) in COMMANDS.items()]
+    parser = argparse.ArgumentParser(
+        prog="ci-evals",
+        description="Evaluate phased AI agents in CI.",
+        epilog="commands:\n"
+        + "\n".join(lines)
+        + "\n\nRun `ci-evals COMMAND --help` for its options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"ci-evals {__version__}")
+    parser.add_argument("command", nargs="?", metavar="COMMAND")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not args_list or args_list[0].startswith("-"):
+        top.parse_args(args_list)  # handles --help / --version, exits
+        top.print_help(sys.stderr)
+        return EXIT_USAGE
+    name, rest = args_list[0], args_list[1:]
+    if name not in COMMANDS:
+        valid = ", ".join(COMMANDS)
+        print(f"ci-evals: error: unknown command {name!r} (valid: {valid})", file=sys.stderr)
+        return EXIT_USAGE
+    module_name, summary = COMMANDS[name]
+    module = cast(CommandModule, importlib.import_module(module_name))
+    parser = argparse.ArgumentParser(prog=f"ci-evals {name}", description=summary)
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    with error_handler() as code:
+        code[0] = module.run(args)
+    return code[0]
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Read YAML config files keeping every value's line and column.
+
+PyYAML's composed node tree carries positions; `Field` wraps a node with the
+file it came from and the dotted path of the key (`entries[3].stage`), so every
+validation error can name file, line, column and field in one line. Loaders
+(`stage_map`, `suite`) walk `Field`s and build frozen records; nothing else
+should touch raw YAML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ci_evals.errors import UserError
+
+try:  # the C loader is ~10x faster; fall back where libyaml is missing
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - depends on the PyYAML build
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+_STR = "tag:yaml.org,2002:str"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_BOOL = "tag:yaml.org,2002:bool"
+_NULL = "tag:yaml.org,2002:null"
+
+_KIND_NAMES = {
+    _STR: "a string",
+    _INT: "an integer",
+    _FLOAT: "a number",
+    _BOOL: "a boolean",
+    _NULL: "null",
+}
+
+
+def _describe(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    return _KIND_NAMES.get(node.tag, f"a value tagged {node.tag}")
+
+
+class Field:
+    """One YAML node, where it is, and how to complain about it."""
+
+    def __init__(self, node: yaml.Node, file: str, path: str) -> None:
+        self.node = node
+        self.file = file
+        self.path = path
+
+    @property
+    def line(self) -> int:
+        return int(self.node.start_mark.line) + 1
+
+    @property
+    def column(self) -> int:
+        return int(self.node.start_mark.column) + 1
+
+    def error(self, message: str, hint: str | None = None) -> UserError:
+        return UserError(
+            message,
+            file=self.file,
+            line=self.line,
+            column=self.column,
+            field=self.path or None,
+            hint=hint,
+        )
+
+    def child(self, node: yaml.Node, key: str | int) -> Field:
+        if isinstance(key, int):
+            path = f"{self.path}[{key}]"
+        else:
+            path = f"{self.path}.{key}" if self.path else key
+        return Field(node, self.file, path)
+
+    # -- containers ---------------------------------------------------------
+
+    def mapping(
+        self,
+        allowed: Collection[str],
+        required: Collection[str] = (),
+        what: str = "mapping",
+    ) -> dict[str, Field]:
+        """The mapping's fields by key. Unknown, duplicate and missing keys are errors."""
+        if not isinstance(self.node, yaml.MappingNode):
+            raise self.error(f"expected a {what}, got {_describe(self.node)}")
+        fields: dict[str, Field] = {}
+        for key_node, value_node in self.node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR:
+                raise Field(key_node, self.file, self.path).error(
+                    f"keys must be strings, got {_describe(key_node)}"
+                )
+            key = str(key_node.value)
+            key_field = self.child(key_node, key)
+            if key not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise key_field.error(f"unknown key {key!r}", hint=f"known keys: {known}")
+            if key in fields:
+                raise key_field.error(f"duplicate key {key!r}")
+            fields[key] = self.child(value_node, key)
+        missing = [key for key in required if key not in fields]
+        if missing:
+            raise self.error(f"missing required key {missing[0]!r}")
+        return fields
+
+    def sequence(self, allow_empty: bool = True) -> list[Field]:
+        if not isinstance(self.node, yaml.SequenceNode):
+            raise self.error(f"expected a list, got {_describe(self.node)}")
+        items = [self.child(node, index) for index, node in enumerate(self.node.value)]
+        if not items and not allow_empty:
+            raise self.error("must not be empty")
+        return items
+
+    def is_null(self) -> bool:
+        return isinstance(self.node, yaml.ScalarNode) and self.node.tag == _NULL
+
+    # -- scalars ------------------------------------------------------------
+
+    def _scalar(self, tag: str) -> Any:
+        if not isinstance(self.node, yaml.ScalarNode) or self.node.tag != tag:
+            raise self.error(f"expected {_KIND_NAMES[tag]}, got {_describe(self.node)}")
+        return _constructor().construct_object(self.node, deep=True)
+
+    def as_str(self, allow_empty: bool = False) -> str:
+        value = str(self._scalar(_STR))
+        if not allow_empty and not value.strip():
+            raise self.error("must not be empty")
+        return value
+
+    def as_int(self, minimum: int | None = None, maximum: int | None = None) -> int:
+        value = int(self._scalar(_INT))
+        if minimum is not None and value < minimum:
+            raise self.error(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.error(f"must be at most {maximum}, got {value}")
+        return value
+
+    def as_number(self, minimum: float | None = None) -> float:
+        if isinstance(self.node, yaml.ScalarNode) and self.node.tag == _INT:
+            value = float(self.as_int())
+        else:
+            value = float(self._scalar(_FLOAT))
+        if minimum is not None and value < minimum:
+            raise self.error(f"must be at least {minimum}, got {value}")
+        return value
+
+    def as_bool(self) -> bool:
+        return bool(self._scalar(_BOOL))
+
+    def as_str_list(self, allow_empty: bool = True) -> list[str]:
+        return [item.as_str() for item in self.sequence(allow_empty=allow_empty)]
+
+    def plain(self) -> Any:
+        """The node as plain Python data (for free-form values such as a JSON Schema)."""
+        return _constructor().construct_document(self.node)
+
+
+def _constructor() -> yaml.constructor.SafeConstructor:
+    return yaml.constructor.SafeConstructor()
+
+
+def load(path: Path, display: str | None = None) -> Field:
+    """Parse one YAML document into a root `Field`; syntax errors become `UserError`s.
+
+    `display` is the name used in error messages (defaults to `path`).
+    """
+    name = display if display is not None else str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError("file not found", file=name) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text ({exc.reason})", file=name) from None
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", file=name) from None
+    return loads(text, name)
+
+
+def loads(text: str, name: str) -> Field:
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise UserError(
+            f"YAML syntax error: {problem}",
+            file=name,
+            line=None if mark is None else mark.line + 1,
+            column=None if mark is None else mark.column + 1,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"YAML error: {exc}", file=name) from None
+    if not nodes or nodes[0] is None:
+        raise UserError("file is empty", file=name, line=1)
+    if len(nodes) > 1:
+        second = nodes[1]
+        raise UserError(
+            "expected one YAML document, found several",
+            file=name,
+            line=second.start_mark.line + 1 if second is not None else None,
+        )
+    return Field(nodes[0], name, "")
