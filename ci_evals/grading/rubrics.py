@@ -1,0 +1,204 @@
+"""Find a reviewer's rubric files and what kind of criterion each defines.
+
+Rubrics are the plugin's own markdown files (the same ones its reviewer reads
+at runtime); ci-evals only reads them to learn, for every criterion id a
+scorecard may name, its kind and the file (and hash) that defines it.
+
+Convention (documented in docs/grading.md):
+
+- A rubric file defines the criterion named by its file stem:
+  `references/evaluation/analytic/plan-lab/coherence.md` -> `coherence`.
+- Its kind is the `type:` field of its YAML frontmatter (`checklist` or
+  `analytic`) if present, else the nearest folder on its path named
+  `checklist` or `analytic`. Neither -> the kind is unknown, and a scorecard
+  naming it is an error.
+- A rubric may define more criteria in a frontmatter list, each a string or
+  `{id, type}`: `criteria: [has-goals, {id: pacing, type: analytic}]`.
+  Such a file then defines only the listed criteria, not its stem.
+
+Ids are compared normalised (case, and `_` or spaces vs `-`), so `Has_Goals`
+and `has-goals` name the same criterion; two rubric files defining the same
+normalised id is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import yaml
+
+from ci_evals.errors import UserError
+
+Kind = Literal["checklist", "analytic"]
+KINDS: tuple[Kind, ...] = ("checklist", "analytic")
+_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+_SEPARATORS = re.compile(r"[\s_]+")
+
+
+class RubricError(UserError):
+    """A rubric file the reviewer relies on is malformed or ambiguous."""
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """One criterion id and the rubric file that defines it."""
+
+    id: str
+    kind: Kind | None  # None: unknown, and a scorecard naming it is an error
+    path: Path
+    sha256: str
+
+
+def normalize_id(name: str) -> str:
+    """The form ids are compared in: lower case, `_`/spaces -> `-`, a path -> its stem."""
+    text = name.strip()
+    if "/" in text or text.endswith(".md"):
+        text = Path(text).stem if text.endswith(".md") else text.rsplit("/", 1)[-1]
+    return _SEPARATORS.sub("-", text).lower()
+
+
+class RubricSet(Mapping[str, Rubric]):
+    """Normalised criterion id -> `Rubric`, with the files they came from."""
+
+    def __init__(self, rubrics: Iterable[Rubric] = ()) -> None:
+        self._by_id: dict[str, Rubric] = {}
+        for rubric in rubrics:
+            key = normalize_id(rubric.id)
+            other = self._by_id.get(key)
+            if other is not None:
+                raise RubricError(
+                    f"criterion {rubric.id!r} is defined twice: also in {other.path}",
+                    file=str(rubric.path),
+                    hint="give rubric files unique names across the reviewer's rubric folders",
+                )
+            self._by_id[key] = rubric
+
+    def __getitem__(self, name: str) -> Rubric:
+        return self._by_id[normalize_id(name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def files(self) -> list[Rubric]:
+        """One entry per distinct file (for recording hashes), sorted by path."""
+        seen: dict[Path, Rubric] = {}
+        for rubric in self._by_id.values():
+            seen.setdefault(rubric.path, rubric)
+        return [seen[path] for path in sorted(seen)]
+
+
+def discover(root: Path, patterns: Iterable[str]) -> RubricSet:
+    """The rubrics under `root` matching `patterns` (folders or globs, relative to root).
+
+    Patterns are matched with `Path.glob` (`**` recurses); a matched folder
+    means every `*.md` below it. A pattern matching no markdown file is an error: a
+    reviewer graded against no rubric would have nothing to hold it to.
+    """
+    found: list[Rubric] = []
+    seen: set[Path] = set()
+    for pattern in patterns:
+        matches = sorted(_expand(root, pattern))
+        if not matches:
+            raise RubricError(
+                f"rubric pattern {pattern!r} matches no markdown file",
+                file=str(root),
+                hint="rubric paths are relative to the plugin folder",
+            )
+        for path in matches:
+            if path not in seen:
+                seen.add(path)
+                found.extend(read_rubric(path, root))
+    return RubricSet(found)
+
+
+def _expand(root: Path, pattern: str) -> Iterator[Path]:
+    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+        raise RubricError(
+            f"rubric pattern {pattern!r} must be relative and stay inside the plugin folder",
+            file=str(root),
+        )
+    for match in root.glob(pattern):
+        # A folder (named or globbed) stands for every markdown file below it.
+        candidates = match.rglob("*.md") if match.is_dir() else (match,)
+        for path in candidates:
+            if path.is_file() and path.suffix == ".md":
+                yield path
+
+
+def read_rubric(path: Path, root: Path | None = None) -> list[Rubric]:
+    """The criteria one rubric file defines (see the module docstring).
+
+    Only folders below `root` (when given) count for the kind, so a checkout
+    living under some `/srv/checklist/` does not make every rubric a checklist.
+    """
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    meta = _frontmatter(path, data.decode("utf-8", "replace"))
+    parent = path.parent
+    if root is not None and parent.is_relative_to(root):
+        folders = parent.relative_to(root).parts
+    else:
+        folders = parent.parts
+    file_kind = _kind_of(path, meta.get("type"), folders)
+    listed = meta.get("criteria")
+    if listed is None:
+        return [Rubric(id=path.stem, kind=file_kind, path=path, sha256=digest)]
+    if not isinstance(listed, list) or not listed:
+        raise RubricError("frontmatter 'criteria' must be a non-empty list", file=str(path))
+    rubrics = []
+    for item in listed:
+        if isinstance(item, str) and item.strip():
+            rubrics.append(Rubric(id=item.strip(), kind=file_kind, path=path, sha256=digest))
+        elif isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"].strip():
+            unknown = set(item) - {"id", "type"}
+            if unknown:
+                raise RubricError(
+                    f"criterion {item['id']!r}: unknown key {sorted(unknown)[0]!r}",
+                    file=str(path),
+                    hint="a listed criterion is a string or {id, type}",
+                )
+            kind = _kind_of(path, item.get("type"), ()) or file_kind
+            rubrics.append(Rubric(id=item["id"].strip(), kind=kind, path=path, sha256=digest))
+        else:
+            raise RubricError(
+                f"frontmatter 'criteria' item {item!r} is not an id or {{id, type}}",
+                file=str(path),
+            )
+    return rubrics
+
+
+def _frontmatter(path: Path, text: str) -> dict[str, Any]:
+    match = _FRONTMATTER.match(text)
+    if match is None:
+        return {}
+    try:
+        meta = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        raise RubricError(f"invalid YAML frontmatter: {exc}", file=str(path)) from None
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise RubricError("frontmatter must be a mapping", file=str(path))
+    return cast(dict[str, Any], meta)
+
+
+def _kind_of(path: Path, declared: object, folders: tuple[str, ...]) -> Kind | None:
+    """An explicit `type:` wins; else the nearest `checklist`/`analytic` folder."""
+    if declared is not None:
+        if declared not in KINDS:
+            raise RubricError(
+                f"type must be 'checklist' or 'analytic', got {declared!r}", file=str(path)
+            )
+        return declared
+    for part in reversed(folders):
+        if part in KINDS:
+            return part
+    return None
