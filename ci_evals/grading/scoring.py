@@ -7,8 +7,9 @@ analytic criteria is at least 3.0. Configurable per suite and per stage:
   criterion's own `passed`);
 - `weights` — per criterion id; used for the analytic mean and the binary score;
 - `advisory` — criterion ids that are reported but never fail the stage;
-- `binary_threshold` — optionally, a minimum binary score (0-100);
-- `pass_at_least` — with repeats, how many of the runs must pass (k of n).
+- `binary_threshold` — optionally, a minimum binary score (0-100).
+
+With repeats, the k-of-n rule is the suite's `pass_at_least` (see `stats`).
 
 Fail closed: a grader error makes the stage `error`; so do zero criteria, or
 only advisory ones — nothing was held to a standard, so nothing passed.
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # pydantic stays out of the config loaders' import cost
     from ci_evals.yaml_source import Field
 
 DEFAULT_ANALYTIC_THRESHOLD = 3.0
-POLICY_KEYS = ("analytic_threshold", "weights", "advisory", "binary_threshold", "pass_at_least")
+POLICY_KEYS = ("analytic_threshold", "weights", "advisory", "binary_threshold")
 
 
 def _frozen_map(values: Mapping[str, float] | None = None) -> Mapping[str, float]:
@@ -43,7 +44,6 @@ class PolicyOverride:
     weights: Mapping[str, float] = field(default_factory=_frozen_map)
     advisory: frozenset[str] = frozenset()
     binary_threshold: float | None = None
-    pass_at_least: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,6 @@ class ScoringPolicy:
     weights: Mapping[str, float] = field(default_factory=_frozen_map)
     advisory: frozenset[str] = frozenset()
     binary_threshold: float | None = None
-    # None: every repeat must pass.
-    pass_at_least: int | None = None
 
     def merge(self, override: PolicyOverride) -> ScoringPolicy:
         """This policy with `override` on top: scalars replace, weights merge by id,
@@ -74,9 +72,6 @@ class ScoringPolicy:
                 self.binary_threshold
                 if override.binary_threshold is None
                 else override.binary_threshold
-            ),
-            pass_at_least=(
-                self.pass_at_least if override.pass_at_least is None else override.pass_at_least
             ),
         )
 
@@ -109,15 +104,11 @@ def load_policy(field: Field) -> PolicyOverride:
         binary = keys["binary_threshold"].as_number(minimum=0.0)
         if binary > 100.0:
             raise keys["binary_threshold"].error(f"must be at most 100, got {binary}")
-    pass_at_least = None
-    if "pass_at_least" in keys:
-        pass_at_least = keys["pass_at_least"].as_int(minimum=1)
     return PolicyOverride(
         analytic_threshold=threshold,
         weights=_frozen_map(weights),
         advisory=advisory,
         binary_threshold=binary,
-        pass_at_least=pass_at_least,
     )
 
 

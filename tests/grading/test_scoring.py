@@ -133,14 +133,11 @@ def test_merge_suite_then_stage() -> None:
     suite = ScoringPolicy().merge(
         PolicyOverride(analytic_threshold=3.5, weights={"a": 2.0}, advisory=frozenset({"x"}))
     )
-    stage = suite.merge(
-        PolicyOverride(weights={"b": 0.5}, advisory=frozenset({"y"}), pass_at_least=2)
-    )
+    stage = suite.merge(PolicyOverride(weights={"b": 0.5}, advisory=frozenset({"y"})))
     assert stage.analytic_threshold == 3.5
     assert dict(stage.weights) == {"a": 2.0, "b": 0.5}
     assert stage.advisory == {"x", "y"}
-    assert stage.pass_at_least == 2
-    assert suite.pass_at_least is None  # frozen: merge returns a new policy
+    assert suite.advisory == {"x"}  # frozen: merge returns a new policy
     assert stage.merge(PolicyOverride(weights={"a": 1.0})).weight("A") == 1.0
 
 
@@ -149,15 +146,14 @@ def test_load_policy_from_yaml() -> None:
         "analytic_threshold: 3.5\n"
         "weights: {coherence: 2, Has_Goals: 0.5}\n"
         "advisory: [style-nits]\n"
-        "binary_threshold: 80\n"
-        "pass_at_least: 2\n",
+        "binary_threshold: 80\n",
         "ci-evals.yaml",
     )
     override = load_policy(field)
     assert override.analytic_threshold == 3.5
     assert dict(override.weights) == {"coherence": 2.0, "has-goals": 0.5}
     assert override.advisory == {"style-nits"}
-    assert (override.binary_threshold, override.pass_at_least) == (80.0, 2)
+    assert override.binary_threshold == 80.0
 
 
 @pytest.mark.parametrize(
@@ -168,7 +164,7 @@ def test_load_policy_from_yaml() -> None:
         ("threshold: 3\n", "unknown key 'threshold'"),
         ("weights: {a: -1}\n", "weights.a: must be at least 0.0"),
         ("weights: {a: 1, a: 2}\n", "duplicate key 'a'"),
-        ("pass_at_least: 0\n", "must be at least 1"),
+        ("pass_at_least: 2\n", "unknown key 'pass_at_least'"),
         ("binary_threshold: 101\n", "must be at most 100"),
         ("advisory: style\n", "expected a list"),
     ],
