@@ -33,10 +33,28 @@ class GitError(Exception):
         self.result = result
 
 
-def run(repo: Path, *args: str, check: bool = True) -> GitResult:
-    """Run `git -C repo ARGS...`; stdout is returned as bytes (names may not be UTF-8)."""
+# Local commands finish in well under this; a hung git (a lock, a credential
+# prompt) must not hang CI forever.
+DEFAULT_TIMEOUT = 600.0
+
+
+def run(
+    repo: Path, *args: str, check: bool = True, timeout: float | None = DEFAULT_TIMEOUT
+) -> GitResult:
+    """Run `git -C repo ARGS...`; stdout is returned as bytes (names may not be UTF-8).
+
+    A timeout counts as a failure (exit code -1), raised as `GitError` when `check`.
+    """
     argv = ("git", "-C", str(repo), *args)
-    proc = subprocess.run(argv, capture_output=True, check=False)
+    try:
+        proc = subprocess.run(argv, capture_output=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        result = GitResult(
+            argv=argv, returncode=-1, stdout=b"", stderr=f"timed out after {timeout} s"
+        )
+        if check:
+            raise GitError(result) from None
+        return result
     result = GitResult(
         argv=argv,
         returncode=proc.returncode,
@@ -77,3 +95,135 @@ def toplevel(cwd: Path) -> Path:
 def ls_files(repo: Path) -> list[str]:
     """Every path in the index (what a commit would contain), repo-relative, POSIX."""
     return split_z(run(repo, "ls-files", "-z", "--cached").stdout)
+
+
+# --- Revisions, merge bases, shallow clones, diffs (used by `compute-stage`) ---
+
+# Deepening talks to the remote; an unreachable one must fail, not hang.
+FETCH_TIMEOUT = 120.0
+
+
+def rev_parse(repo: Path, rev: str) -> str | None:
+    """The commit SHA `rev` names, or None when it names no commit here.
+
+    `--end-of-options` keeps a revision that starts with `-` from being read
+    as an option; `^{commit}` peels tags and refuses trees and blobs.
+    """
+    result = run(
+        repo,
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--end-of-options",
+        f"{rev}^{{commit}}",
+        check=False,
+    )
+    if result.returncode != 0:
+        return None
+    return result.stdout.decode("ascii", "replace").strip() or None
+
+
+def parents(repo: Path, commit: str) -> list[str]:
+    """The parents of `commit` as this clone sees them (none past a shallow boundary)."""
+    result = run(repo, "rev-list", "--parents", "-n", "1", "--end-of-options", commit)
+    return parse_parents(result.stdout)
+
+
+def parse_parents(output: bytes) -> list[str]:
+    """`rev-list --parents -n 1` prints `COMMIT PARENT1 PARENT2...`; return the parents."""
+    return output.decode("ascii", "replace").split()[1:]
+
+
+def is_shallow(repo: Path) -> bool:
+    result = run(repo, "rev-parse", "--is-shallow-repository")
+    return result.stdout.strip() == b"true"
+
+
+def shallow_commits(repo: Path) -> frozenset[str]:
+    """The commits at the shallow boundary (`.git/shallow`): their parents are missing.
+
+    `--git-path` finds the file in worktrees and with `$GIT_DIR` set; the path
+    it prints is relative to the directory git ran in, i.e. `repo`.
+    """
+    raw = run(repo, "rev-parse", "--git-path", "shallow").stdout
+    path = repo / raw.decode("utf-8", "surrogateescape").rstrip("\n")
+    try:
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return frozenset()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
+def merge_bases(repo: Path, a: str, b: str) -> list[str]:
+    """All best common ancestors of `a` and `b` (several after criss-cross merges).
+
+    Empty when the histories share no commit *in this clone* — unrelated
+    branches, or a shallow clone cut above the branch point.
+    """
+    result = run(repo, "merge-base", "--all", "--end-of-options", a, b, check=False)
+    if result.returncode == 1 and not result.stdout:
+        return []
+    if result.returncode != 0:
+        raise GitError(result)
+    return result.stdout.decode("ascii", "replace").split()
+
+
+def merge_base(repo: Path, a: str, b: str) -> str | None:
+    """One merge base of `a` and `b` (the first `git merge-base --all` lists), or None."""
+    bases = merge_bases(repo, a, b)
+    return bases[0] if bases else None
+
+
+def deepen(repo: Path, n: int, *, timeout: float = FETCH_TIMEOUT) -> GitResult:
+    """`git fetch --deepen=N`: N more commits of history behind the shallow boundary.
+
+    Refuses a repository that is not shallow: there `--deepen`/`--depth`
+    would *make* it shallow. The result is returned unchecked; a non-zero exit
+    (remote unreachable, timeout) is the caller's cue to give up.
+    """
+    if n < 1:
+        raise ValueError(f"deepen by at least one commit, not {n}")
+    if not is_shallow(repo):
+        raise ValueError(f"{repo} is not a shallow clone; deepening would make it one")
+    return run(
+        repo,
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-recurse-submodules",
+        f"--deepen={n}",
+        check=False,
+        timeout=timeout,
+    )
+
+
+def changed_paths(repo: Path, merge_base: str, head: str) -> list[str]:
+    """Every path that differs between `merge_base` and `head`, repo-relative.
+
+    The caller passes the *merge base* of BASE and HEAD (what `BASE...HEAD`
+    means); there is deliberately no two-dot variant. `--no-renames` lists a
+    rename as its old and its new path, deletions are listed, a changed
+    submodule gitlink is listed (`--ignore-submodules=none` overrides config
+    that would hide it), and `--no-relative` overrides `diff.relative`.
+    """
+    result = run(
+        repo,
+        "diff",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--no-ext-diff",
+        "--no-color",
+        "--no-textconv",
+        "--no-relative",
+        "--ignore-submodules=none",
+        merge_base,
+        head,
+        "--",
+    )
+    return parse_changed_paths(result.stdout)
+
+
+def parse_changed_paths(output: bytes) -> list[str]:
+    """Parse `git diff --name-only -z`: NUL-terminated names, nothing else."""
+    return split_z(output)

@@ -1,0 +1,211 @@
+"""`ci-evals compute-stage [BASE]`: the lowest stage the change BASE...HEAD can affect.
+
+Prints the stage number or `none` on stdout (the reason on stderr), or one JSON
+object with `--json`, or a report for a person with `--explain`. In GitHub
+Actions it also writes the `from_stage`, `reason`, `changed_count`,
+`matches_json` and `matches_truncated` step outputs, and reads BASE/HEAD from
+the event payload when BASE is not given.
+
+This runs on every pull request: it imports only the stdlib, PyYAML, pathspec
+and our light modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from ci_evals import github_actions as gha
+from ci_evals import selection
+from ci_evals.ci_event import range_from_event
+from ci_evals.errors import EXIT_OK, UserError
+from ci_evals.stage_map import StageMap, default_map_path, load_stage_map
+
+# `matches_json` must fit in GitHub's 1 MB of outputs per job with room to spare.
+MATCHES_OUTPUT_LIMIT = 256 * 1024
+# `--explain` lists this many relevant paths; `--json` has all of them.
+EXPLAIN_LIMIT = 50
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "base",
+        nargs="?",
+        metavar="BASE",
+        help="the commit the change starts from (diffed from its merge base with HEAD); "
+        "in GitHub Actions it defaults to the event's base",
+    )
+    parser.add_argument("--head", default="HEAD", metavar="REV", help="default: HEAD")
+    parser.add_argument(
+        "--map",
+        type=Path,
+        metavar="PATH",
+        help="the stage map (default: stage_map.yaml at the top of the repository)",
+    )
+    parser.add_argument(
+        "--deepen",
+        type=_non_negative,
+        default=selection.DEFAULT_DEEPEN_TRIES,
+        metavar="N",
+        help="in a shallow clone, fetch more history at most N times (50, 100, 200, ... "
+        "commits) to find BASE and the merge base; 0 never fetches "
+        f"(default: {selection.DEFAULT_DEEPEN_TRIES})",
+    )
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print one JSON object")
+    form.add_argument("--explain", action="store_true", help="say which file decided, and why")
+
+
+def run(args: argparse.Namespace) -> int:
+    map_path: Path = args.map if args.map is not None else default_map_path(Path.cwd())
+    stage_map = load_stage_map(map_path)
+    actions = gha.ActionsEnv.from_environ()
+    chosen = _select(stage_map, args, actions)
+
+    if args.json:
+        print(json.dumps(chosen.as_json(), ensure_ascii=False))
+    elif args.explain:
+        print(explain(chosen, stage_map))
+    else:
+        print(_stage_text(chosen))
+        print(f"ci-evals compute-stage: {_one_line(chosen)}", file=sys.stderr)
+    if actions is not None:
+        write_actions(actions, chosen, sys.stderr)
+    return EXIT_OK
+
+
+def _select(
+    stage_map: StageMap, args: argparse.Namespace, actions: gha.ActionsEnv | None
+) -> selection.Selection:
+    repo = stage_map.repo_root
+    if args.base is not None:
+        return selection.compute(repo, stage_map, args.base, args.head, deepen_tries=args.deepen)
+    if actions is None:
+        raise UserError(
+            "BASE is required outside GitHub Actions",
+            field="BASE",
+            hint="e.g. `ci-evals compute-stage origin/main`",
+        )
+    event = range_from_event(repo, actions, args.head)
+    if event.base is None:
+        return selection.fallback(selection.BASE_MISSING, event.detail, notes=(event.detail,))
+    chosen = selection.compute(repo, stage_map, event.base, event.head, deepen_tries=args.deepen)
+    return dataclasses.replace(chosen, notes=(event.detail, *chosen.notes))
+
+
+def _stage_text(chosen: selection.Selection) -> str:
+    return "none" if chosen.from_stage is None else str(chosen.from_stage)
+
+
+def _one_line(chosen: selection.Selection) -> str:
+    """`stage 2 (matched): plugin/x.md: entry 'x.md' (stage_map.yaml:3)` — one line, always."""
+    answer = "none" if chosen.from_stage is None else f"stage {chosen.from_stage}"
+    return _one_line_detail(f"{answer} ({chosen.reason}): {chosen.detail}")
+
+
+def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
+    """The selection for a person: the range, the answer, the deciding file, the rest."""
+    lines: list[str] = []
+    if chosen.head is not None:
+        if chosen.base is not None:
+            span = f"{chosen.base[:12]}...{chosen.head[:12]}"
+        else:
+            span = f"?...{chosen.head[:12]}"
+        if chosen.merge_bases:
+            span += " (merge base " + ", ".join(b[:12] for b in chosen.merge_bases) + ")"
+        lines.append(f"change:   {span}")
+    for note in chosen.notes:
+        lines.append(f"note:     {note}")
+    if chosen.from_stage is None:
+        lines.append("answer:   none — no stage needs to run")
+    else:
+        name = _stage_name(stage_map, chosen.from_stage)
+        lines.append(f"answer:   run from stage {chosen.from_stage}{name}")
+    lines.append(f"reason:   {chosen.reason} — {_one_line_detail(chosen.detail)}")
+    relevant = sorted(
+        (m for m in chosen.matches if m.stage is not None),
+        key=lambda m: (m.stage, m.path),
+    )
+    ignored = chosen.changed - len(relevant) if chosen.matches else 0
+    if chosen.matches:
+        lines.append(
+            f"changed:  {chosen.changed} path(s): {len(relevant)} relevant, {ignored} ignored"
+        )
+    for m in relevant[:EXPLAIN_LIMIT]:
+        mark = "*" if m == chosen.decided_by else " "
+        lines.append(f" {mark} stage {m.stage}  {selection.quote_path(m.path)}  [{m.rule}] {m.why}")
+    if len(relevant) > EXPLAIN_LIMIT:
+        lines.append(f"   ... {len(relevant) - EXPLAIN_LIMIT} more (see --json)")
+    if ignored:
+        lines.append(f"   {ignored} path(s) outside the plugin root ignored (see --json)")
+    return "\n".join(lines)
+
+
+def _stage_name(stage_map: StageMap, stage: int) -> str:
+    if 1 <= stage <= len(stage_map.stages):
+        return f" ({stage_map.stages[stage - 1]})"
+    return ""
+
+
+def _one_line_detail(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def write_actions(env: gha.ActionsEnv, chosen: selection.Selection, log: TextIO) -> None:
+    """Step outputs, and one notice annotation naming the deciding file (escaped)."""
+    matches, truncated = matches_output(chosen)
+    gha.write_outputs(
+        env,
+        {
+            "from_stage": _stage_text(chosen),
+            "reason": chosen.reason,
+            "changed_count": str(chosen.changed),
+            "matches_json": matches,
+            "matches_truncated": "true" if truncated else "false",
+        },
+    )
+    decided = chosen.decided_by
+    print(
+        gha.annotation(
+            "notice",
+            _one_line(chosen),
+            file=decided.path if decided is not None else None,
+            title=f"ci-evals compute-stage: {_stage_text(chosen)}",
+        ),
+        file=log,
+    )
+
+
+def matches_output(chosen: selection.Selection) -> tuple[str, bool]:
+    """`matches_json`: the relevant matches, lowest stage first, cut to fit the limit.
+
+    Ignored paths are left out (they are counted in `changed_count`); the second
+    value says whether the list was cut.
+    """
+    relevant = sorted(
+        (m for m in chosen.matches if m.stage is not None),
+        key=lambda m: (m.stage, m.path),
+    )
+    parts: list[str] = []
+    size = 2
+    for m in relevant:
+        part = json.dumps(m.as_json(), ensure_ascii=False)
+        size += len(part.encode("utf-8")) + 1
+        if size > MATCHES_OUTPUT_LIMIT:
+            return "[" + ",".join(parts) + "]", True
+        parts.append(part)
+    return "[" + ",".join(parts) + "]", False

@@ -1,0 +1,369 @@
+"""Which stage a change can affect: the lowest one any changed file touches.
+
+Two halves. `select()` is the pure decision: changed paths in, a `Selection`
+out, no git. `compute()` finds those paths for BASE...HEAD — the diff from the
+*merge base*, never a two-dot diff — and falls back to stage 1 ("run
+everything") whenever the range cannot be known exactly: a base that does not
+resolve, the all-zeros SHA of a new branch, no merge base (also a merge base
+sitting on a shallow clone's boundary, which is a guess, not an answer).
+
+Rules for one changed path, repo-relative:
+- a `global` path (or a path inside a global folder) -> stage 1 (`global-file`);
+- a path under `fixtures/<k>-*/` -> stage k+1 (`fixture-changed`): fixture k is
+  the curated output of stage k and is what stage k+1 starts from. A fixture
+  path whose k+1 is not a stage, or that is not inside a `<k>-...` folder,
+  fails closed to stage 1;
+- a path under `root` -> the lowest stage of *every* entry that matches it
+  (`matched`), or stage 1 when no entry covers it (`unmatched-file`);
+- anything else is ignored (stage None).
+A path can fall under several rules (a fixtures folder inside the plugin); the
+lowest stage wins. Over all paths the answer is the minimum stage; the path
+that decided it is the one with the lowest (stage, rule rank, path), where the
+rule rank is global-file < unmatched-file < fixture-changed < matched: among
+equal stages the broadest cause is reported, because it is the one that would
+still force that stage if the map's entries changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci_evals import git
+from ci_evals.errors import UserError
+from ci_evals.matcher import GlobMatcher
+
+if TYPE_CHECKING:
+    from ci_evals.stage_map import StageMap
+
+# Reason codes (the `reason` of `--json` and of the `reason` output).
+MATCHED = "matched"
+UNMATCHED_FILE = "unmatched-file"
+GLOBAL_FILE = "global-file"
+FIXTURE_CHANGED = "fixture-changed"
+BASE_MISSING = "base-missing"
+BASE_ZERO_SHA = "base-zero-sha"
+NO_MERGE_BASE = "no-merge-base"
+NO_RELEVANT_CHANGE = "no-relevant-change"
+BASE_EQUALS_HEAD = "base-equals-head"
+# Not a reason for the whole selection: the rule of a path that is ignored.
+IGNORED = "ignored"
+
+REASONS = (
+    MATCHED,
+    UNMATCHED_FILE,
+    GLOBAL_FILE,
+    FIXTURE_CHANGED,
+    BASE_MISSING,
+    BASE_ZERO_SHA,
+    NO_MERGE_BASE,
+    NO_RELEVANT_CHANGE,
+    BASE_EQUALS_HEAD,
+)
+
+_RULE_RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, MATCHED: 3}
+
+# `--deepen N` default: tries, each fetching twice as much as the last
+# (50, 100, 200 commits). Only ever used on a shallow clone.
+DEFAULT_DEEPEN_TRIES = 3
+FIRST_DEEPEN_STEP = 50
+
+_ZERO_SHA = re.compile(r"0{40}|0{64}")
+_FIXTURE_FOLDER = re.compile(r"([0-9]+)-")
+
+
+@dataclass(frozen=True)
+class Match:
+    """One changed path and what it means for the selection."""
+
+    path: str  # repo-relative, POSIX, exactly as git names it
+    stage: int | None  # None: the path is ignored
+    entry: str | None  # the deciding entry's glob, as written; None for the other rules
+    rule: str  # matched / unmatched-file / global-file / fixture-changed / ignored
+    why: str  # for a person: "entry 'skills/**' (stage_map.yaml:12)"
+
+    def as_json(self) -> dict[str, object]:
+        return {"path": self.path, "stage": self.stage, "entry": self.entry}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The answer: run from `from_stage` (None: nothing to run), and why."""
+
+    from_stage: int | None
+    reason: str
+    changed: int  # how many paths the diff listed (0 when it could not be computed)
+    matches: tuple[Match, ...]  # one per changed path, in diff order
+    detail: str = ""  # one line for a person: what decided it
+    decided_by: Match | None = None
+    base: str | None = None  # resolved SHAs, when known
+    head: str | None = None
+    merge_bases: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())  # what was tried on the way (deepening, event)
+
+    def as_json(self) -> dict[str, object]:
+        """The `--json` object: exactly these four keys."""
+        return {
+            "from_stage": self.from_stage,
+            "reason": self.reason,
+            "changed": self.changed,
+            "matches": [m.as_json() for m in self.matches],
+        }
+
+
+def fallback(
+    reason: str,
+    detail: str,
+    *,
+    base: str | None = None,
+    head: str | None = None,
+    notes: Sequence[str] = (),
+) -> Selection:
+    """Run everything: the change could not be known exactly."""
+    return Selection(1, reason, 0, (), detail, base=base, head=head, notes=tuple(notes))
+
+
+# --- The pure decision --------------------------------------------------------
+
+
+class _Rules:
+    """The map's rules, indexed once for many paths."""
+
+    def __init__(self, stage_map: StageMap, matcher: GlobMatcher) -> None:
+        self.map = stage_map
+        self.matcher = matcher
+        self.entry_stage = [e.stage for e in stage_map.entries]
+        self.globals = frozenset(stage_map.global_paths)
+        fixtures = stage_map.fixtures
+        self.fixtures_prefix = None if fixtures is None else (fixtures + "/" if fixtures else "")
+        self.stage_count = len(stage_map.stages)
+
+    def match(self, path: str) -> Match:
+        found: list[Match] = []
+        if self.globals and self._is_global(path):
+            found.append(Match(path, 1, None, GLOBAL_FILE, "a global path: any change runs all"))
+        if self.fixtures_prefix is not None and path.startswith(self.fixtures_prefix):
+            found.append(self._fixture(path, path[len(self.fixtures_prefix) :]))
+        relative = self.map.relative_to_root(path)
+        if relative is not None:
+            found.append(self._entries(path, relative))
+        if not found:
+            return Match(path, None, None, IGNORED, "outside the plugin root; not global")
+        return min(found, key=lambda m: (m.stage, _RULE_RANK[m.rule]))
+
+    def _is_global(self, path: str) -> bool:
+        # The path itself, or any folder above it, listed as global.
+        if path in self.globals:
+            return True
+        cut = path.rfind("/")
+        while cut > 0:
+            if path[:cut] in self.globals:
+                return True
+            cut = path.rfind("/", 0, cut)
+        return False
+
+    def _fixture(self, path: str, inside: str) -> Match:
+        folder, slash, _ = inside.partition("/")
+        found = _FIXTURE_FOLDER.match(folder) if slash else None
+        if found is None:
+            why = f"not inside a fixtures/<k>-<stage>/ folder ({folder!r}): unknown stage, runs all"
+            return Match(path, 1, None, FIXTURE_CHANGED, why)
+        k = int(found.group(1))
+        if not 0 <= k < self.stage_count:
+            why = (
+                f"fixture {k} would feed stage {k + 1}, but the map has "
+                f"{self.stage_count} stages: unknown consumer, runs all"
+            )
+            return Match(path, 1, None, FIXTURE_CHANGED, why)
+        return Match(
+            path, k + 1, None, FIXTURE_CHANGED, f"fixture {k} is what stage {k + 1} starts from"
+        )
+
+    def _entries(self, path: str, relative: str) -> Match:
+        indices = self.matcher.matches(relative)
+        if not indices:
+            return Match(path, 1, None, UNMATCHED_FILE, "under the plugin root; no entry covers it")
+        # Lowest stage over ALL matching entries; among equals the first entry.
+        best = min(indices, key=lambda i: (self.entry_stage[i], i))
+        entry = self.map.entries[best]
+        why = f"entry {entry.glob!r} ({self.map.display}:{entry.line})"
+        return Match(path, entry.stage, entry.glob, MATCHED, why)
+
+
+def select(stage_map: StageMap, matcher: GlobMatcher, paths: Sequence[str]) -> Selection:
+    """The lowest stage the changed `paths` (repo-relative) can affect."""
+    rules = _Rules(stage_map, matcher)
+    matches = tuple(rules.match(p) for p in paths)
+    best: Match | None = None
+    for m in matches:
+        if m.stage is None:
+            continue
+        if best is None or _order(m) < _order(best):
+            best = m
+    if best is None:
+        detail = f"{len(paths)} changed path(s), none under the plugin root, global or a fixture"
+        return Selection(None, NO_RELEVANT_CHANGE, len(paths), matches, detail)
+    detail = f"{quote_path(best.path)}: {best.why}"
+    return Selection(best.stage, best.rule, len(paths), matches, detail, decided_by=best)
+
+
+def _order(m: Match) -> tuple[int, int, str]:
+    assert m.stage is not None
+    return (m.stage, _RULE_RANK[m.rule], m.path)
+
+
+def quote_path(path: str) -> str:
+    """A path safe to print on one line: JSON-quoted when it has odd characters."""
+    if path.isprintable() and '"' not in path and "\\" not in path:
+        return path
+    return json.dumps(path, ensure_ascii=False)
+
+
+# --- The git side ---------------------------------------------------------------
+
+
+def is_zero_sha(rev: str) -> bool:
+    """The all-zeros SHA: GitHub's `before` of a push that created the branch."""
+    return _ZERO_SHA.fullmatch(rev) is not None
+
+
+class _Deepener:
+    """A bounded budget of `git fetch --deepen` tries, used only on a shallow clone."""
+
+    def __init__(self, repo: Path, tries: int) -> None:
+        self.repo = repo
+        self.left = max(tries, 0)
+        self.step = FIRST_DEEPEN_STEP
+        self.notes: list[str] = []
+        self.failed = False
+
+    def more(self) -> bool:
+        """Fetch more history; False when out of tries, not shallow, or the fetch failed."""
+        if self.left == 0 or self.failed or not git.is_shallow(self.repo):
+            return False
+        self.left -= 1
+        result = git.deepen(self.repo, self.step)
+        if result.returncode != 0:
+            self.failed = True
+            error = result.stderr.strip().splitlines()
+            self.notes.append(
+                f"git fetch --deepen={self.step} failed: {error[-1] if error else 'no message'}"
+            )
+            return False
+        self.notes.append(f"deepened the shallow clone by {self.step} commits")
+        self.step *= 2
+        return True
+
+    def summary(self) -> str:
+        return "; ".join(self.notes)
+
+
+def compute(
+    repo: Path,
+    stage_map: StageMap,
+    base: str,
+    head: str = "HEAD",
+    *,
+    deepen_tries: int = DEFAULT_DEEPEN_TRIES,
+    matcher: GlobMatcher | None = None,
+) -> Selection:
+    """The selection for the change BASE...HEAD in `repo` (the work-tree root).
+
+    HEAD is what is being evaluated, so a HEAD that names no commit is the
+    caller's mistake (`UserError`, exit 2), while every way BASE can be unknown
+    falls back to stage 1 with its reason.
+    """
+    head_sha = git.rev_parse(repo, head)
+    if head_sha is None:
+        raise UserError(
+            f"HEAD revision {head!r} names no commit in this repository",
+            field="--head",
+            hint="check out the commit to evaluate, or pass --head with a SHA or ref that exists",
+        )
+    if is_zero_sha(base):
+        return fallback(
+            BASE_ZERO_SHA,
+            "BASE is the all-zeros SHA (a push that created the branch): nothing to compare with",
+            head=head_sha,
+        )
+    deepener = _Deepener(repo, deepen_tries)
+    base_sha = git.rev_parse(repo, base)
+    while base_sha is None and deepener.more():
+        base_sha = git.rev_parse(repo, base)
+    if base_sha is None:
+        detail = f"BASE {base!r} names no commit in this clone"
+        return fallback(BASE_MISSING, _with(detail, deepener), head=head_sha, notes=deepener.notes)
+    if base_sha == head_sha:
+        return Selection(
+            None,
+            BASE_EQUALS_HEAD,
+            0,
+            (),
+            "BASE and HEAD are the same commit: nothing changed",
+            base=base_sha,
+            head=head_sha,
+        )
+    bases, why_unknown = _merge_bases(repo, base_sha, head_sha, deepener)
+    if not bases:
+        return fallback(
+            NO_MERGE_BASE,
+            _with(why_unknown, deepener),
+            base=base_sha,
+            head=head_sha,
+            notes=deepener.notes,
+        )
+    paths = _changed(repo, bases, head_sha)
+    if matcher is None:
+        matcher = GlobMatcher([e.glob for e in stage_map.entries])
+    chosen = select(stage_map, matcher, paths)
+    return Selection(
+        chosen.from_stage,
+        chosen.reason,
+        chosen.changed,
+        chosen.matches,
+        chosen.detail,
+        decided_by=chosen.decided_by,
+        base=base_sha,
+        head=head_sha,
+        merge_bases=tuple(bases),
+        notes=tuple(deepener.notes),
+    )
+
+
+def _merge_bases(repo: Path, base: str, head: str, deepener: _Deepener) -> tuple[list[str], str]:
+    """The merge bases, or ([], why) when there is no trustworthy one."""
+    while True:
+        bases = git.merge_bases(repo, base, head)
+        if not bases:
+            why = "BASE and HEAD share no history in this clone"
+        else:
+            boundary = git.shallow_commits(repo).intersection(bases)
+            if not boundary:
+                return bases, ""
+            # On the shallow boundary, merge-base answers from a cut history: a guess.
+            why = f"the merge base {sorted(boundary)[0][:12]} is on the shallow clone's boundary"
+        if not deepener.more():
+            return [], why
+
+
+def _changed(repo: Path, bases: Sequence[str], head: str) -> list[str]:
+    """Paths changed from the merge base to HEAD; after criss-cross merges, the union
+    over every merge base (a superset, so the answer can only run more stages)."""
+    if len(bases) == 1:
+        return git.changed_paths(repo, bases[0], head)
+    seen: dict[str, None] = {}
+    for merge_base in bases:
+        seen.update(dict.fromkeys(git.changed_paths(repo, merge_base, head)))
+    return sorted(seen)
+
+
+def _with(detail: str, deepener: _Deepener) -> str:
+    if deepener.notes:
+        return f"{detail} ({deepener.summary()})"
+    if deepener.left == 0 and git.is_shallow(deepener.repo):  # --deepen 0: never tried
+        return f"{detail} (shallow clone; not deepened: --deepen 0)"
+    return detail
