@@ -1,0 +1,57 @@
+"""Copy one regular file the way `cp` does: content and permission bits, kernel-side.
+
+`os.copy_file_range` keeps the data in the kernel (and makes a reflink on file
+systems that support it); where it is missing or refused, a plain read/write
+loop takes over. Used for fixtures (many files, speed matters) and for the
+files a stage produced (copied out of the workspace; links are never followed).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_CHUNK = 1 << 30  # ask copy_file_range for at most this much per call
+
+
+def copy_file(source: str, dest: str, *, follow_links: bool = True) -> None:
+    """Copy `source` to `dest` (created or truncated) with `source`'s permission bits.
+
+    With `follow_links=False` a `source` that is a symbolic link raises `OSError`
+    (ELOOP) instead of copying what it points at.
+    """
+    flags = os.O_RDONLY | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+    src = os.open(source, flags)
+    try:
+        info = os.fstat(src)
+        if not stat.S_ISREG(info.st_mode):
+            raise IsADirectoryError(f"not a regular file: {source}")
+        dst = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IMODE(info.st_mode))
+        try:
+            _copy_content(src, dst, info.st_size)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def _copy_content(src: int, dst: int, size: int) -> None:
+    copy_range = getattr(os, "copy_file_range", None)
+    if copy_range is not None and size > 0:
+        try:
+            while copy_range(src, dst, _CHUNK):
+                pass
+            return
+        except OSError:
+            # EXDEV on old kernels, EINVAL/ENOSYS on some file systems: start
+            # again with plain reads and writes.
+            os.lseek(src, 0, os.SEEK_SET)
+            os.lseek(dst, 0, os.SEEK_SET)
+            os.ftruncate(dst, 0)
+    while True:
+        block = os.read(src, 1 << 20)
+        if not block:
+            break
+        view = memoryview(block)
+        while view:
+            view = view[os.write(dst, view) :]

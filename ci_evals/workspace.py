@@ -1,0 +1,241 @@
+"""A fresh workspace for one scenario: the plugin copied in, fixtures laid down.
+
+Layout, under the folder `parent` the runner picks (inside its run folder):
+
+    parent/plugin/     a copy of the suite's plugin; the SDK loads it as a local plugin
+    parent/workspace/  the agent's folder: fixtures 1..N-1 merged in, plus links
+                       `agents -> ../plugin/agents`, `skills -> ../plugin/skills`, ...
+
+Why copies and not links into the repository: the agent runs with permissions
+bypassed; a link into the repo would let it rewrite the plugin or the fixtures
+under test. The plugin is small, so copying it costs milliseconds. Fixtures can
+be large, so they are copied the way `cp -r` does it (kernel-side
+`copy_file_range`, which also makes reflinks on file systems that have them),
+from a merged plan (a file that a later fixture overwrites is copied once), on
+a few threads. `benchmarks/bench_workspace.py` measures it against `cp -r`.
+
+Symbolic links in a fixture are kept as links when their target stays inside
+their own fixture folder (which becomes the workspace root, so the link stays
+valid); an absolute link, or one that climbs out, is refused before anything is
+copied. The plugin copy dereferences links, so nothing in it points back into
+the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ci_evals.errors import UserError
+from ci_evals.filecopy import copy_file
+from ci_evals.suite import Scenario, Stage, Suite
+
+PLUGIN_DIR = "plugin"
+WORKSPACE_DIR = "workspace"
+_COPY_THREADS = 4
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where one scenario runs. Paths are absolute."""
+
+    parent: Path  # the folder holding both below; remove it to clean up
+    root: Path  # the agent's workspace (`{workspace}` in templates)
+    plugin: Path  # the plugin copy (`{plugin}`; the SDK's local plugin path)
+    fixtures: tuple[Path, ...]  # fixture folders laid down, in order
+    links: tuple[str, ...] = field(default=())  # component links made in `root`
+
+    def values(self, suite: Suite, stage: Stage, scenario: Scenario) -> dict[str, str]:
+        """The template values for this workspace (inputs plus built-ins)."""
+        return suite.template_values(stage, scenario, workspace=self.root, plugin=self.plugin)
+
+    def prompt_for(self, suite: Suite, stage: Stage, scenario: Scenario) -> str:
+        return suite.prompt_for(stage, scenario, workspace=self.root, plugin=self.plugin)
+
+    def cwd_for(self, suite: Suite, stage: Stage, scenario: Scenario) -> Path:
+        """The stage's working folder inside `root`, created if a fixture did not."""
+        path = suite.cwd_for(stage, scenario, workspace=self.root, plugin=self.plugin)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def remove(self) -> None:
+        """Delete `parent` and everything in it (links are removed, not followed)."""
+        shutil.rmtree(self.parent, ignore_errors=True)
+
+
+# -- fixtures -----------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    """What to create in the workspace, merged over all fixtures (later wins)."""
+
+    dirs: dict[str, Path] = field(default_factory=dict)  # relative path -> source folder
+    files: dict[str, Path] = field(default_factory=dict)  # relative path -> source file
+    links: dict[str, str] = field(default_factory=dict)  # relative path -> link target
+
+
+def check_fixtures(suite: Suite, from_stage: Stage | int) -> tuple[Path, ...]:
+    """Check that fixtures 1..N-1 exist and hold no escaping links; return their folders.
+
+    Called by `run` before anything starts; `create_workspace` calls it again.
+    """
+    folders, _ = _plan(suite, from_stage)
+    return folders
+
+
+def _plan(suite: Suite, from_stage: Stage | int) -> tuple[tuple[Path, ...], _Plan]:
+    number = from_stage if isinstance(from_stage, int) else from_stage.number
+    if not 1 <= number <= len(suite.stages):
+        suite.stage(number)  # raises the "unknown stage" error listing the stages
+    folders: list[Path] = []
+    for stage in suite.stages[: number - 1]:
+        folder = suite.fixture_dir(stage)
+        if not folder.is_dir():
+            raise UserError(
+                f"missing fixture folder for stage {stage.number} ({stage.name}): {folder}",
+                file=suite.display,
+                hint=f"a run from stage {number} lays down the outputs of stages 1-{number - 1}"
+                f" from {suite.fixtures}/<k>-<stage>-output/",
+            )
+        folders.append(folder)
+    plan = _Plan()
+    for folder in folders:
+        _add_fixture(plan, folder)
+    return tuple(folders), plan
+
+
+def _add_fixture(plan: _Plan, folder: Path) -> None:
+    for rel, entry in _walk(folder):
+        path = Path(entry.path)
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            _check_link(folder, rel, target, path)
+            _claim(plan, rel, path, "link")
+            plan.links[rel] = target
+        elif entry.is_dir(follow_symlinks=False):
+            _claim(plan, rel, path, "dir")
+            plan.dirs[rel] = path
+        elif entry.is_file(follow_symlinks=False):
+            _claim(plan, rel, path, "file")
+            plan.files[rel] = path
+        else:
+            raise UserError(f"fixture holds something that is not a file, folder or link: {path}")
+
+
+def _walk(top: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry under `top` (not following links), with its POSIX relative path."""
+    stack = [("", str(top))]
+    while stack:
+        prefix, folder = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                yield rel, entry
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+
+
+def _check_link(folder: Path, rel: str, target: str, path: Path) -> None:
+    """Refuse a link that is absolute or leaves its fixture folder."""
+    if os.path.isabs(target):
+        raise UserError(
+            f"fixture link {path} -> {target} is absolute",
+            hint="links in fixtures must be relative and stay inside their fixture folder",
+        )
+    resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+    if resolved == ".." or resolved.startswith(".." + os.sep) or os.path.isabs(resolved):
+        raise UserError(
+            f"fixture link {path} -> {target} points outside {folder}",
+            hint="links in fixtures must stay inside their fixture folder",
+        )
+
+
+def _claim(plan: _Plan, rel: str, path: Path, kind: str) -> None:
+    """A later fixture may replace a file or link, or merge into a folder, nothing else."""
+    earlier = "dir" if rel in plan.dirs else "file" if rel in plan.files else None
+    if earlier is None and rel in plan.links:
+        earlier = "link"
+    if earlier is None:
+        return
+    if earlier == "dir" and kind == "dir":
+        return
+    if earlier != "dir" and kind != "dir":
+        plan.files.pop(rel, None)
+        plan.links.pop(rel, None)
+        return
+    raise UserError(
+        f"fixture {path} is a {kind}, but an earlier fixture has a {earlier} at {rel}",
+        hint="a later fixture can replace files, not turn a folder into a file or back",
+    )
+
+
+# -- copying ------------------------------------------------------------------
+
+
+def create_workspace(suite: Suite, from_stage: Stage | int, parent: Path) -> Workspace:
+    """Make `parent/plugin` and `parent/workspace` for a run starting at `from_stage`."""
+    folders, plan = _plan(suite, from_stage)
+    parent = Path(os.path.abspath(parent))
+    parent.mkdir(parents=True, exist_ok=True)
+    plugin = parent / PLUGIN_DIR
+    root = parent / WORKSPACE_DIR
+    _copy_plugin(suite.plugin.path, plugin)
+    root.mkdir()
+    _lay_down(plan, root)
+    links = _link_components(plugin, root)
+    return Workspace(parent=parent, root=root, plugin=plugin, fixtures=folders, links=links)
+
+
+def _copy_plugin(source: Path, dest: Path) -> None:
+    # Links are followed: a link out of the plugin folder becomes a copy of what
+    # it points at, so nothing in the copy leads back into the repository.
+    try:
+        shutil.copytree(source, dest, symlinks=False)
+    except shutil.Error as exc:
+        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+    except OSError as exc:
+        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+
+
+def _lay_down(plan: _Plan, root: Path) -> None:
+    base = str(root) + os.sep
+    # Sorted, parents come before their children.
+    for rel in sorted(plan.dirs):
+        os.mkdir(base + rel)
+    jobs = [(str(source), base + rel) for rel, source in plan.files.items()]
+    if len(jobs) < 64:
+        for source, dest in jobs:
+            copy_file(source, dest)
+    else:
+        with ThreadPoolExecutor(_COPY_THREADS) as pool:
+            # Chunks, not single files: per-task overhead dominates small files.
+            size = max(16, len(jobs) // (_COPY_THREADS * 8))
+            chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+            for _ in pool.map(_copy_files, chunks):
+                pass
+    for rel, target in plan.links.items():
+        os.symlink(target, base + rel)
+
+
+def _copy_files(jobs: list[tuple[str, str]]) -> None:
+    for source, dest in jobs:
+        copy_file(source, dest)
+
+
+def _link_components(plugin: Path, root: Path) -> tuple[str, ...]:
+    """Link each top-level plugin folder into the workspace, unless a fixture has the name."""
+    made: list[str] = []
+    for entry in sorted(os.scandir(plugin), key=lambda e: e.name):
+        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        link = root / entry.name
+        if os.path.lexists(link):
+            continue  # the fixture's file or folder wins
+        os.symlink(os.path.join("..", PLUGIN_DIR, entry.name), link)
+        made.append(entry.name)
+    return tuple(made)
