@@ -5,7 +5,8 @@ out, no git. `compute()` finds those paths for BASE...HEAD — the diff from the
 *merge base*, never a two-dot diff — and falls back to stage 1 ("run
 everything") whenever the range cannot be known exactly: a base that does not
 resolve, the all-zeros SHA of a new branch, no merge base (also a merge base
-sitting on a shallow clone's boundary, which is a guess, not an answer).
+sitting on a shallow clone's boundary, which is a guess, not an answer —
+unless it is BASE or HEAD itself, which visible edges prove).
 
 Rules for one changed path, repo-relative:
 - a `global` path (or a path inside a global folder) -> stage 1 (`global-file`);
@@ -341,10 +342,13 @@ def _merge_bases(repo: Path, base: str, head: str, deepener: _Deepener) -> tuple
         if not bases:
             why = "BASE and HEAD share no history in this clone"
         else:
-            boundary = git.shallow_commits(repo).intersection(bases)
+            # On the shallow boundary, merge-base answers from a cut history: a
+            # guess — unless it is BASE or HEAD itself. Then the ancestry is seen
+            # through real edges and nothing older can be a better answer (the
+            # synthetic PR merge commit checked out with fetch-depth 2 is this case).
+            boundary = git.shallow_commits(repo).intersection(bases) - {base, head}
             if not boundary:
                 return bases, ""
-            # On the shallow boundary, merge-base answers from a cut history: a guess.
             why = f"the merge base {sorted(boundary)[0][:12]} is on the shallow clone's boundary"
         if not deepener.more():
             return [], why
