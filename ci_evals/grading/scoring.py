@@ -3,11 +3,12 @@
 Default (the seed's): every checklist criterion scores 1 and the mean of the
 analytic criteria is at least 3.0. Configurable per suite and per stage:
 
-- `analytic_threshold` — the analytic mean's pass mark (also each analytic
-  criterion's own `passed`);
+- `analytic_mean_at_least` (`analytic_threshold`) — the analytic mean's pass
+  mark, also each analytic criterion's own `passed`;
 - `weights` — per criterion id; used for the analytic mean and the binary score;
 - `advisory` — criterion ids that are reported but never fail the stage;
-- `binary_threshold` — optionally, a minimum binary score (0-100).
+- `binary_score_at_least` (`binary_threshold`) — optionally, a minimum binary
+  score (0-100).
 
 With repeats, the k-of-n rule is the suite's `pass_at_least` (see `stats`).
 
@@ -29,7 +30,14 @@ if TYPE_CHECKING:  # pydantic stays out of the config loaders' import cost
     from ci_evals.yaml_source import Field
 
 DEFAULT_ANALYTIC_THRESHOLD = 3.0
-POLICY_KEYS = ("analytic_threshold", "weights", "advisory", "binary_threshold")
+POLICY_KEYS = (
+    "checklist",
+    "analytic_mean_at_least",
+    "binary_score_at_least",
+    "weights",
+    "advisory",
+)
+CHECKLIST_RULES = ("all-pass",)
 
 
 def _frozen_map(values: Mapping[str, float] | None = None) -> Mapping[str, float]:
@@ -83,13 +91,29 @@ class ScoringPolicy:
 
 
 def load_policy(field: Field) -> PolicyOverride:
-    """A `scoring:` mapping from ci-evals.yaml (suite or stage level)."""
+    """A `scoring:` mapping from ci-evals.yaml (suite or stage level).
+
+    ```yaml
+    scoring:
+      checklist: all-pass            # the only rule so far (and the default)
+      analytic_mean_at_least: 3.0
+      binary_score_at_least: 80      # optional
+      weights: {coherence: 2}
+      advisory: [style-nits]
+    ```
+    """
     keys = field.mapping(POLICY_KEYS, what="scoring mapping")
+    if "checklist" in keys and keys["checklist"].as_str() not in CHECKLIST_RULES:
+        raise keys["checklist"].error(
+            f"unknown checklist rule {keys['checklist'].as_str()!r}",
+            hint="'all-pass'; to let a criterion fail without failing the stage, list it "
+            "under 'advisory'",
+        )
     threshold = None
-    if "analytic_threshold" in keys:
-        threshold = keys["analytic_threshold"].as_number(minimum=1.0)
+    if "analytic_mean_at_least" in keys:
+        threshold = keys["analytic_mean_at_least"].as_number(minimum=1.0)
         if threshold > 5.0:
-            raise keys["analytic_threshold"].error(
+            raise keys["analytic_mean_at_least"].error(
                 f"must be at most 5 (analytic scores are 1-5), got {threshold}"
             )
     weights: dict[str, float] = {}
@@ -100,10 +124,10 @@ def load_policy(field: Field) -> PolicyOverride:
     if "advisory" in keys:
         advisory = frozenset(normalize_id(a) for a in keys["advisory"].as_str_list())
     binary = None
-    if "binary_threshold" in keys:
-        binary = keys["binary_threshold"].as_number(minimum=0.0)
+    if "binary_score_at_least" in keys:
+        binary = keys["binary_score_at_least"].as_number(minimum=0.0)
         if binary > 100.0:
-            raise keys["binary_threshold"].error(f"must be at most 100, got {binary}")
+            raise keys["binary_score_at_least"].error(f"must be at most 100, got {binary}")
     return PolicyOverride(
         analytic_threshold=threshold,
         weights=_frozen_map(weights),

@@ -143,10 +143,11 @@ def test_merge_suite_then_stage() -> None:
 
 def test_load_policy_from_yaml() -> None:
     field = yaml_source.loads(
-        "analytic_threshold: 3.5\n"
+        "checklist: all-pass\n"
+        "analytic_mean_at_least: 3.5\n"
         "weights: {coherence: 2, Has_Goals: 0.5}\n"
         "advisory: [style-nits]\n"
-        "binary_threshold: 80\n",
+        "binary_score_at_least: 80\n",
         "ci-evals.yaml",
     )
     override = load_policy(field)
@@ -159,13 +160,17 @@ def test_load_policy_from_yaml() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("analytic_threshold: 6\n", "ci-evals.yaml:1:21: analytic_threshold: must be at most 5"),
-        ("analytic_threshold: 0.5\n", "must be at least 1.0"),
+        (
+            "analytic_mean_at_least: 6\n",
+            "ci-evals.yaml:1:25: analytic_mean_at_least: must be at most 5",
+        ),
+        ("analytic_mean_at_least: 0.5\n", "must be at least 1.0"),
+        ("checklist: mean\n", "unknown checklist rule 'mean'"),
         ("threshold: 3\n", "unknown key 'threshold'"),
         ("weights: {a: -1}\n", "weights.a: must be at least 0.0"),
         ("weights: {a: 1, a: 2}\n", "duplicate key 'a'"),
         ("pass_at_least: 2\n", "unknown key 'pass_at_least'"),
-        ("binary_threshold: 101\n", "must be at most 100"),
+        ("binary_score_at_least: 101\n", "must be at most 100"),
         ("advisory: style\n", "expected a list"),
     ],
 )
