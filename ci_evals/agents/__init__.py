@@ -1,0 +1,166 @@
+"""Agent backends: what runs one stage, behind a Protocol and a name registry.
+
+A backend takes a `StageRequest` (prompt, working folder, plugin, limits, the
+exact environment, where to write the trajectory and stderr) and returns a
+`StageOutcome` (status, which limit was hit, turns, tokens, cost, durations).
+The runner never knows how the agent is driven; `claude` drives the real
+claude-agent-sdk. Backends are imported lazily by name: the SDK is heavy.
+
+Outcome statuses:
+
+- `completed` — the agent finished its turn; graders decide pass or fail later;
+- `limit` — a turn, time or budget limit ended it (a failure, not an error);
+- `error` — the CLI failed, reported `is_error`, or crashed;
+- `interrupted` — the run was interrupted (Ctrl-C, SIGTERM) during the stage.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ci_evals.errors import UserError
+
+OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
+LimitKind = Literal["turns", "time", "budget"]
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """Everything one stage run needs; the backend adds nothing from elsewhere."""
+
+    prompt: str
+    cwd: Path
+    plugin_dir: Path  # the plugin copy the agent loads as a local plugin
+    env: Mapping[str, str]  # the complete process environment (see agent_env)
+    trajectory_path: Path  # JSON lines, one per SDK message
+    stderr_path: Path  # the CLI's stderr
+    model: str | None = None  # None: the CLI's default
+    max_turns: int = 50
+    timeout_s: float = 1800.0
+    max_budget_usd: float | None = None
+
+
+@dataclass
+class Usage:
+    """Token counts summed over a stage's result messages."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def add(self, usage: Mapping[str, Any] | None) -> None:
+        if not usage:
+            return
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        ):
+            value = usage.get(name)
+            if isinstance(value, int):
+                setattr(self, name, getattr(self, name) + value)
+
+    @property
+    def total(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
+
+
+@dataclass
+class StageOutcome:
+    """What happened when a backend ran one stage."""
+
+    status: OutcomeStatus
+    limit: LimitKind | None = None
+    error: str | None = None
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    duration_ms: int = 0  # the CLI's own duration, summed over its result messages
+    duration_api_ms: int = 0
+    wall_s: float = 0.0  # from spawning the CLI to its exit, as the harness saw it
+    session_id: str | None = None
+    is_error: bool = False
+    result_subtypes: list[str] = field(default_factory=list)
+    # HTTP status of a failed model call (429, 500, 529, ...): the hook for
+    # retrying infrastructure errors (a later issue) — retry when it is 5xx/529.
+    api_error_status: int | None = None
+    messages: int = 0
+
+    @property
+    def infrastructure_error(self) -> bool:
+        """The model endpoint failed (5xx or overloaded), not the agent: worth a retry."""
+        status = self.api_error_status
+        return self.status == "error" and status is not None and status >= 500
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A live update while a stage runs (for the progress display)."""
+
+    turns: int
+    cost_usd: float
+    last_tool: str | None = None
+
+
+class Abort:
+    """Set by the runner to end a running stage now (interrupt, run shutdown)."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[], None]] = []
+        self.is_set = False
+
+    def set(self) -> None:
+        if self.is_set:
+            return
+        self.is_set = True
+        for callback in list(self._callbacks):
+            callback()
+
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` when set (now, if already set); returns an unsubscribe function."""
+        if self.is_set:
+            callback()
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
+
+
+class Agent(Protocol):
+    """One way of running a stage."""
+
+    name: str
+
+    async def run_stage(
+        self,
+        request: StageRequest,
+        *,
+        abort: Abort,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> StageOutcome: ...
+
+
+# name -> (module, class). Imported on first use: the claude backend pulls in the SDK.
+AGENTS: dict[str, tuple[str, str]] = {
+    "claude": ("ci_evals.agents.claude", "ClaudeAgent"),
+}
+
+
+def get_agent(name: str) -> Agent:
+    """The backend registered as `name`; an unknown name lists the valid ones."""
+    if name not in AGENTS:
+        valid = ", ".join(sorted(AGENTS))
+        raise UserError(f"unknown agent {name!r}", hint=f"valid agents: {valid}")
+    module_name, class_name = AGENTS[name]
+    module = importlib.import_module(module_name)
+    agent: Agent = getattr(module, class_name)()
+    return agent

@@ -1,0 +1,327 @@
+"""The `claude` backend: one stage is one `claude_agent_sdk.query()` with the plugin loaded.
+
+What the SDK and its bundled CLI do (and what this module does about it):
+
+- The SDK merges our whole `os.environ` into the CLI's environment. The CLI is
+  spawned here instead (`_IsolatedTransport`) with exactly the mapping the
+  runner built (`ci_evals.agent_env`), so secrets never reach the agent.
+- The CLI runs in its own process group (a new session), so the shell commands
+  its Bash tool starts can be ended with it: on a timeout, an interrupt, and
+  after every stage (a `sleep 999 &` must not outlive its stage).
+- Subagents run in the background: the main loop yields a `ResultMessage`,
+  then another turn and a second one. The iterator is read to its end, and
+  the results are combined (`_Tally`): `num_turns` and `duration_ms` are per
+  result (summed), `total_cost_usd`, `model_usage` and `duration_api_ms` are
+  session totals (the last wins; `model_usage` includes subagents' tokens).
+- A timeout or an interrupt kills the process group rather than cancelling the
+  SDK's iterator: the stream then ends on its own, the SDK's own `close()`
+  finds a dead process and returns at once, and no cancellation has to travel
+  through the SDK's task groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterable, Callable, Mapping
+from subprocess import PIPE
+from typing import IO, Any
+
+import anyio
+from anyio.streams.text import TextReceiveStream, TextSendStream
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ResultMessage,
+    ToolUseBlock,
+    query,
+)
+from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+from claude_agent_sdk._version import __version__ as sdk_version
+
+from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage
+from ci_evals.agents.processes import MARK_NAME, kill_marked, new_mark
+
+# Seconds between SIGTERM and SIGKILL when a stage's process group is ended.
+KILL_GRACE_S = 2.0
+# After the group is killed, how long the SDK may take to notice before we
+# stop waiting for it (a safety net; the stream normally ends within ms).
+DRAIN_AFTER_KILL_S = 15.0
+
+_LIMIT_SUBTYPES = {"error_max_turns": "turns", "error_max_budget_usd": "budget"}
+
+# The SDK logs "Fatal error in message reader" when we kill the CLI on purpose;
+# the outcome already says what happened, so keep it off the user's terminal.
+logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
+
+
+class _IsolatedTransport(SubprocessCLITransport):
+    """The SDK's subprocess transport, spawning the CLI with an exact environment.
+
+    Only `connect()` differs from the SDK's: the environment is ours alone
+    (not merged over `os.environ`), the CLI leads its own process group, and
+    its stderr goes straight to a file (nothing is lost if we crash).
+    Command-line flags, stdin/stdout framing and `close()` are the SDK's.
+    """
+
+    def __init__(
+        self,
+        prompt: str | AsyncIterable[dict[str, Any]],
+        options: ClaudeAgentOptions,
+        *,
+        env: Mapping[str, str],
+        stderr_file: IO[bytes],
+    ) -> None:
+        super().__init__(prompt, options)
+        self.mark = new_mark()
+        self._exact_env = {**env, MARK_NAME: self.mark}
+        self._stderr_file = stderr_file
+        self.pid: int | None = None
+
+    async def connect(self) -> None:
+        if self._process:
+            return
+        if self._cli_path is None:
+            self._cli_path = self._find_cli()
+        env = {
+            **self._exact_env,
+            # What the SDK's own transport adds, and the CLI relies on.
+            "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
+            "CLAUDE_AGENT_SDK_VERSION": sdk_version,
+            # The SDK waits for the CLI's "idle" frame to end a run (see its
+            # Query); without this the CLI does not send it.
+            "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
+        }
+        if self._cwd:
+            env["PWD"] = self._cwd
+        self._process = await anyio.open_process(
+            self._build_command(),
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=self._stderr_file,
+            cwd=self._cwd,
+            env=env,
+            start_new_session=True,
+        )
+        self.pid = self._process.pid
+        assert self._process.stdout is not None and self._process.stdin is not None
+        self._stdout_stream = TextReceiveStream(self._process.stdout)
+        self._stdin_stream = TextSendStream(self._process.stdin)
+        self._ready = True
+
+    def signal_group(self, signum: int) -> None:
+        """Send `signum` to the CLI and everything in its process group."""
+        if self.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+    def kill_all(self) -> None:
+        """SIGKILL the CLI and every process it started, even those in other sessions."""
+        self.signal_group(signal.SIGKILL)
+        if self.pid is not None:
+            kill_marked(self.mark)
+
+
+def message_record(message: object, elapsed_s: float) -> dict[str, Any]:
+    """One trajectory line: the message's type, its fields, and when it arrived."""
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        fields = dataclasses.asdict(message)
+    else:
+        fields = {"repr": repr(message)}
+    return {
+        "time": time.time(),
+        "elapsed_s": round(elapsed_s, 4),
+        "type": type(message).__name__,
+        **fields,
+    }
+
+
+class _Tally:
+    """Turns, tokens, cost and durations over a stage's result messages."""
+
+    def __init__(self) -> None:
+        self.results: list[ResultMessage] = []
+        self.live_turns = 0  # top-level assistant messages, for progress only
+        self.last_tool: str | None = None
+
+    def see(self, message: object) -> None:
+        if isinstance(message, ResultMessage):
+            self.results.append(message)
+        elif isinstance(message, AssistantMessage):
+            if message.parent_tool_use_id is None:
+                self.live_turns += 1
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    self.last_tool = block.name
+
+    @property
+    def cost_usd(self) -> float:
+        costs = [r.total_cost_usd for r in self.results if r.total_cost_usd is not None]
+        return max(costs, default=0.0)
+
+    def fill(self, outcome: StageOutcome) -> None:
+        results = self.results
+        outcome.turns = sum(r.num_turns for r in results) if results else self.live_turns
+        outcome.cost_usd = self.cost_usd
+        outcome.duration_ms = sum(r.duration_ms for r in results)
+        outcome.duration_api_ms = max((r.duration_api_ms for r in results), default=0)
+        outcome.result_subtypes = [r.subtype for r in results]
+        outcome.is_error = any(r.is_error for r in results)
+        outcome.session_id = results[-1].session_id if results else None
+        statuses = [r.api_error_status for r in results if r.api_error_status is not None]
+        outcome.api_error_status = statuses[-1] if statuses else None
+        outcome.usage = _usage(results)
+
+
+def _usage(results: list[ResultMessage]) -> Usage:
+    """Session totals from the last `model_usage` (includes subagents), else summed `usage`."""
+    usage = Usage()
+    last = next((r.model_usage for r in reversed(results) if r.model_usage), None)
+    if last:
+        for per_model in last.values():
+            usage.input_tokens += int(per_model.get("inputTokens", 0))
+            usage.output_tokens += int(per_model.get("outputTokens", 0))
+            usage.cache_read_input_tokens += int(per_model.get("cacheReadInputTokens", 0))
+            usage.cache_creation_input_tokens += int(per_model.get("cacheCreationInputTokens", 0))
+        return usage
+    for result in results:
+        usage.add(result.usage)
+    return usage
+
+
+class ClaudeAgent:
+    """Run a stage through the real claude-agent-sdk and its bundled Claude Code CLI."""
+
+    name = "claude"
+
+    async def run_stage(
+        self,
+        request: StageRequest,
+        *,
+        abort: Abort,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> StageOutcome:
+        request.trajectory_path.parent.mkdir(parents=True, exist_ok=True)
+        request.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        request.cwd.mkdir(parents=True, exist_ok=True)
+        options = ClaudeAgentOptions(
+            cwd=str(request.cwd),
+            plugins=[{"type": "local", "path": str(request.plugin_dir)}],
+            permission_mode="bypassPermissions",
+            max_turns=request.max_turns,
+            max_budget_usd=request.max_budget_usd,
+            model=request.model,
+            env=dict(request.env),
+        )
+        with (
+            request.stderr_path.open("wb") as stderr_file,
+            request.trajectory_path.open("w", encoding="utf-8") as trajectory,
+        ):
+            transport = _IsolatedTransport(
+                request.prompt, options, env=request.env, stderr_file=stderr_file
+            )
+            return await _drive(request, options, transport, trajectory, abort, on_progress)
+
+
+async def _drive(  # noqa: PLR0917 - one private call site
+    request: StageRequest,
+    options: ClaudeAgentOptions,
+    transport: _IsolatedTransport,
+    trajectory: IO[str],
+    abort: Abort,
+    on_progress: Callable[[Progress], None] | None,
+) -> StageOutcome:
+    """Read the stage's messages to the end, enforcing the timeout and honouring `abort`."""
+    loop = asyncio.get_running_loop()
+    tally = _Tally()
+    why_killed: list[str] = []  # "time" or "abort", first one wins
+    kill_handles: list[asyncio.TimerHandle] = []
+
+    def end_group(reason: str) -> None:
+        if not why_killed:
+            why_killed.append(reason)
+        transport.signal_group(signal.SIGTERM)
+        kill_handles.append(loop.call_later(KILL_GRACE_S, transport.kill_all))
+
+    timer = loop.call_later(request.timeout_s, end_group, "time")
+
+    def on_abort() -> None:
+        loop.call_soon_threadsafe(end_group, "abort")
+
+    unsubscribe = abort.on_set(on_abort)
+    started = time.monotonic()
+    failure: BaseException | None = None
+    messages = 0
+    try:
+        # Safety net: if the stream does not end after the group is killed, stop waiting.
+        with anyio.move_on_after(request.timeout_s + KILL_GRACE_S + DRAIN_AFTER_KILL_S):
+            try:
+                async for message in query(
+                    prompt=request.prompt, options=options, transport=transport
+                ):
+                    messages += 1
+                    record = message_record(message, time.monotonic() - started)
+                    trajectory.write(json.dumps(record, default=str) + "\n")
+                    trajectory.flush()
+                    tally.see(message)
+                    if on_progress is not None:
+                        on_progress(Progress(tally.live_turns, tally.cost_usd, tally.last_tool))
+            except Exception as exc:  # the CLI failed: classified below, recorded in the outcome
+                failure = exc
+    finally:
+        timer.cancel()
+        unsubscribe()
+        # Whatever the agent left running in the background ends with its stage.
+        transport.kill_all()
+        for handle in kill_handles:
+            handle.cancel()
+    outcome = _classify(tally, failure, why_killed[0] if why_killed else None, request)
+    outcome.wall_s = time.monotonic() - started
+    outcome.messages = messages
+    return outcome
+
+
+def _classify(
+    tally: _Tally,
+    failure: BaseException | None,
+    killed: str | None,
+    request: StageRequest,
+) -> StageOutcome:
+    outcome = StageOutcome(status="completed")
+    tally.fill(outcome)
+    limits = [_LIMIT_SUBTYPES[s] for s in outcome.result_subtypes if s in _LIMIT_SUBTYPES]
+    if killed == "abort":
+        outcome.status, outcome.error = "interrupted", "the run was interrupted"
+    elif killed == "time":
+        outcome.status, outcome.limit = "limit", "time"
+        outcome.error = f"timed out after {request.timeout_s:g} s"
+    elif limits:
+        outcome.status, outcome.limit = "limit", limits[0]  # type: ignore[assignment]
+        outcome.error = _limit_text(limits[0], request)
+    elif failure is not None:
+        outcome.status, outcome.error = "error", _one_line(f"{type(failure).__name__}: {failure}")
+    elif outcome.is_error:
+        last = tally.results[-1]
+        detail = last.result or ", ".join(last.errors or []) or last.subtype
+        outcome.status, outcome.error = "error", _one_line(detail)
+    elif not tally.results:
+        outcome.status, outcome.error = "error", "the CLI ended without a result"
+    return outcome
+
+
+def _limit_text(kind: str, request: StageRequest) -> str:
+    if kind == "turns":
+        return f"reached max_turns ({request.max_turns})"
+    return f"reached max_budget_usd ({request.max_budget_usd})"
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

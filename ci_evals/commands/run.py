@@ -1,0 +1,183 @@
+"""`ci-evals run`: run stages N..last of a suite's scenarios through the real agent.
+
+Everything is checked before anything starts (one line, exit 2): the suite,
+the stage, the scenarios, the fixtures for the stages before N, the model
+endpoint. Then the run folder is made, the stub model started if asked for,
+and the `Runner` takes over. Exit 0 when every stage completed, 1 when any did
+not, 130 when interrupted (Ctrl-C or SIGTERM; partial results are written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ci_evals import git
+from ci_evals.agent_env import has_endpoint
+from ci_evals.agents import get_agent
+from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
+from ci_evals.progress import make_progress, summary_table
+from ci_evals.results import RunResult
+from ci_evals.runner import Runner, RunPlan, exit_code
+from ci_evals.selection import compute
+from ci_evals.stage_map import load_stage_map
+from ci_evals.stub_model import Script, StubServer, load_script
+from ci_evals.suite import Stage, Suite, find_suite, load_suite
+from ci_evals.workspace import check_fixtures
+
+STUB_PREFIX = "stub:"
+RUNS_DIR = Path(".ci-evals") / "runs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--suite", type=Path, help="the suite file (default: ci-evals.yaml found upwards)"
+    )
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-stage", metavar="N|NAME", help="first stage to run live (default: 1)"
+    )
+    start.add_argument(
+        "--base",
+        metavar="REV",
+        help="run from the lowest stage the change BASE...HEAD can affect (as compute-stage)",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this scenario (repeatable)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME|stub:PATH",
+        help="model name, or stub:PATH to run offline on the stub model serving that script",
+    )
+    parser.add_argument(
+        "--jobs", type=_positive_int, default=1, metavar="N", help="scenarios in parallel"
+    )
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="run folder (default: .ci-evals/runs/<run-id>)"
+    )
+    parser.add_argument(
+        "--keep-workspace",
+        action="store_true",
+        help="keep each scenario's workspace in the run folder",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    environ = dict(os.environ)
+    suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
+    from_stage = _from_stage(suite, args)
+    if from_stage is None:
+        return EXIT_OK
+    scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
+    check_fixtures(suite, from_stage)
+    stub_script = _stub_script(args.model)
+    if stub_script is None and not has_endpoint(environ):
+        raise UserError("set ANTHROPIC_API_KEY, or run offline with --model stub:PATH")
+    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    run_dir = (args.out or RUNS_DIR / run_id).resolve()
+    if (run_dir / "results.json").exists():
+        raise UserError(
+            f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
+        )
+    model = suite.model if args.model is None or stub_script is not None else args.model
+
+    plan = RunPlan(
+        suite=suite,
+        from_stage=from_stage,
+        scenarios=scenarios,
+        run_dir=run_dir,
+        run_id=run_id,
+        model=model,
+        environ=environ,
+        jobs=args.jobs,
+        keep_workspace=args.keep_workspace,
+    )
+    return _execute(plan, stub_script)
+
+
+def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
+    if args.base is None:
+        return suite.stage(args.from_stage or 1)
+    if suite.stage_map is None:
+        raise UserError(
+            "--base needs a stage map", file=suite.display, hint="set `stage_map:` in the suite"
+        )
+    stage_map = load_stage_map(suite.stage_map)
+    selection = compute(git.toplevel(suite.root), stage_map, args.base)
+    if selection.from_stage is None:
+        print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
+        return None
+    print(f"from stage {selection.from_stage}: {selection.reason} {selection.detail}".rstrip())
+    return suite.stage(selection.from_stage)
+
+
+def _stub_script(model: str | None) -> Script | None:
+    if model is None or not model.startswith(STUB_PREFIX):
+        return None
+    path = model[len(STUB_PREFIX) :]
+    if not path:
+        raise UserError("--model stub: needs a script path", field="--model", hint="stub:PATH")
+    return load_script(Path(path))
+
+
+def _execute(plan: RunPlan, stub_script: Script | None) -> int:
+    agent = get_agent("claude")
+    with _stub_server(stub_script) as endpoint:
+        if endpoint is not None:
+            plan = _with_endpoint(plan, endpoint)
+        runner = Runner(plan, agent, make_progress(sys.stderr))
+        result = asyncio.run(_run_with_signals(runner))
+    print(summary_table(result))
+    print(f"run folder: {plan.run_dir}")
+    if runner.interrupted:
+        print("ci-evals: interrupted; partial results written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return exit_code(result)
+
+
+def _with_endpoint(plan: RunPlan, endpoint: Mapping[str, str]) -> RunPlan:
+    return replace(plan, endpoint=dict(endpoint))
+
+
+@contextmanager
+def _stub_server(script: Script | None) -> Iterator[Mapping[str, str] | None]:
+    if script is None:
+        yield None
+        return
+    with StubServer(script) as server:
+        yield server.cli_env()
+
+
+async def _run_with_signals(runner: Runner) -> RunResult:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, runner.interrupt)
+    try:
+        return await runner.run()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)

@@ -1,0 +1,165 @@
+"""What a person sees while `ci-evals run` works, and the summary at the end.
+
+Two displays of the same events (`RunListener`):
+
+- `LiveProgress` on a terminal: one line per scenario, redrawn in place,
+  showing the running stage, its turns, the cost so far and the elapsed time;
+- `PlainProgress` everywhere else (CI logs): one timestamped line per event,
+  never redrawn, so the log reads top to bottom.
+
+`summary_table()` is the short table printed at the end in both cases.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime, timezone
+from typing import TextIO
+
+from ci_evals.agents import Progress
+from ci_evals.results import RunResult, StageResult
+from ci_evals.runner import RunListener, RunPlan
+
+_MARKS = {
+    "completed": "ok",
+    "passed": "pass",
+    "failed": "FAIL",
+    "error": "ERROR",
+    "limit": "LIMIT",
+    "skipped": "skip",
+    "pending": "-",
+    "running": "...",
+}
+
+
+def _stage_text(stage: StageResult) -> str:
+    mark = _MARKS.get(stage.status, stage.status)
+    if stage.status == "limit" and stage.limit_hit:
+        mark = f"LIMIT:{stage.limit_hit}"
+    return mark
+
+
+def _cost(value: float | None) -> str:
+    return f"${value or 0.0:.4f}"
+
+
+class PlainProgress(RunListener):
+    """Timestamped lines for logs."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+
+    def _line(self, text: str) -> None:
+        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        print(f"[{stamp}] {text}", file=self.stream, flush=True)
+
+    def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        names = ", ".join(s.name for s in plan.stages)
+        self._line(
+            f"run {plan.run_id}: {len(plan.scenarios)} scenario(s), "
+            f"stages {plan.from_stage.number}..{plan.suite.stages[-1].number} ({names}), "
+            f"jobs {plan.jobs}"
+        )
+
+    def stage_started(self, scenario: str, stage: StageResult) -> None:
+        self._line(f"{scenario} stage {stage.number} {stage.name}: started")
+
+    def stage_finished(self, scenario: str, stage: StageResult) -> None:
+        detail = f" ({stage.error})" if stage.error else ""
+        self._line(
+            f"{scenario} stage {stage.number} {stage.name}: {_stage_text(stage)}"
+            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)}"
+            f" time={stage.duration_s or 0:.1f}s files={len(stage.produced)}{detail}"
+        )
+
+    def run_finished(self, plan: RunPlan, result: RunResult) -> None:
+        self._line(f"run {result.status}: total cost {_cost(result.total_cost_usd)}")
+
+
+class LiveProgress(RunListener):
+    """One line per scenario, redrawn in place on a terminal."""
+
+    def __init__(self, stream: TextIO | None = None, min_interval_s: float = 0.1) -> None:
+        self.stream = stream or sys.stderr
+        self.min_interval_s = min_interval_s
+        self._order: list[str] = []
+        self._lines: dict[str, str] = {}
+        self._started: dict[str, float] = {}
+        self._drawn = 0
+        self._last_draw = 0.0
+
+    def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        print(f"run {plan.run_id} -> {plan.run_dir}", file=self.stream, flush=True)
+        for scenario in result.scenarios:
+            self._order.append(scenario.id)
+            self._lines[scenario.id] = f"{scenario.id}: waiting"
+        self._draw(force=True)
+
+    def stage_started(self, scenario: str, stage: StageResult) -> None:
+        self._started[scenario] = time.monotonic()
+        self._lines[scenario] = f"{scenario}: stage {stage.number} {stage.name} starting"
+        self._draw(force=True)
+
+    def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None:
+        elapsed = time.monotonic() - self._started.get(scenario, time.monotonic())
+        tool = f" [{progress.last_tool}]" if progress.last_tool else ""
+        self._lines[scenario] = (
+            f"{scenario}: stage {stage.number} {stage.name} turns={progress.turns}"
+            f" cost={_cost(progress.cost_usd)} {elapsed:.0f}s{tool}"
+        )
+        self._draw()
+
+    def stage_finished(self, scenario: str, stage: StageResult) -> None:
+        self._lines[scenario] = (
+            f"{scenario}: stage {stage.number} {stage.name} {_stage_text(stage)}"
+            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)} {stage.duration_s or 0:.0f}s"
+        )
+        self._draw(force=True)
+
+    def run_finished(self, plan: RunPlan, result: RunResult) -> None:
+        self._draw(force=True)
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_draw < self.min_interval_s:
+            return
+        self._last_draw = now
+        up = f"\x1b[{self._drawn}F" if self._drawn else ""
+        body = "".join(f"\x1b[2K{self._lines[sid]}\n" for sid in self._order)
+        self.stream.write(up + body)
+        self.stream.flush()
+        self._drawn = len(self._order)
+
+
+def make_progress(stream: TextIO | None = None) -> RunListener:
+    """Live lines on a terminal, plain timestamped lines otherwise (CI)."""
+    stream = stream or sys.stderr
+    return LiveProgress(stream) if stream.isatty() else PlainProgress(stream)
+
+
+def summary_table(result: RunResult) -> str:
+    """The short table printed at the end: one row per scenario and stage."""
+    header = ("scenario", "stage", "status", "turns", "cost", "time", "files")
+    rows = [header]
+    for scenario in result.scenarios:
+        for stage in scenario.stages:
+            rows.append(
+                (
+                    scenario.id,
+                    f"{stage.number} {stage.name}",
+                    _stage_text(stage),
+                    str(stage.turns if stage.turns is not None else "-"),
+                    _cost(stage.cost_usd) if stage.cost_usd is not None else "-",
+                    f"{stage.duration_s:.1f}s" if stage.duration_s is not None else "-",
+                    str(len(stage.produced)),
+                )
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    lines.append(f"total cost {_cost(result.total_cost_usd)}; run {result.status}")
+    return "\n".join(lines)

@@ -1,0 +1,300 @@
+"""Run stages N..last of every chosen scenario, each in a fresh workspace.
+
+The runner owns the order of things; everything else is delegated:
+`workspace` lays down the plugin copy and fixtures, the agent backend
+(`ci_evals.agents`) runs one stage, `snapshot` says what the stage produced,
+`results` writes `results.json`. The runner adds the rules between stages:
+
+- a stage that ends in `error` or `limit` stops its scenario; the stages after
+  it are `skipped`. Other scenarios go on.
+- once the run budget is spent, no new stage starts (the stages left are
+  `skipped`); a running stage gets at most what is left as its own budget.
+- `results.json` is rewritten after every stage, so a crash or an interrupt
+  leaves a truthful partial record.
+- `interrupt()` (Ctrl-C, SIGTERM) ends every running stage's processes, marks
+  the run `interrupted`, and lets the scenarios wind down.
+
+Layout of the run folder:
+
+    <run>/results.json
+    <run>/<scenario>/<k>-<stage>/trajectory.jsonl, stderr.log, produced/
+    <run>/.work/<scenario>/                  removed at the end unless keep_workspace
+        plugin/  workspace/  agent/{home,tmp,run}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ci_evals import __version__
+from ci_evals.agent_env import agent_environment
+from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.results import (
+    RunResult,
+    ScenarioResult,
+    StageResult,
+    file_changes,
+    write_results,
+)
+from ci_evals.snapshot import Snapshot, copy_produced, diff_snapshots, take_snapshot
+from ci_evals.suite import Scenario, Stage, Suite
+from ci_evals.workspace import Workspace, create_workspace
+
+WORK_DIR = ".work"  # temp folders inside the run folder
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: everything decided, nothing started."""
+
+    suite: Suite
+    from_stage: Stage
+    scenarios: tuple[Scenario, ...]
+    run_dir: Path
+    run_id: str
+    model: str | None
+    environ: Mapping[str, str]  # the user's environment (only allow-listed names are used)
+    endpoint: Mapping[str, str] | None = None  # the stub's cli_env(), or None for the real API
+    jobs: int = 1
+    keep_workspace: bool = False
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self.suite.stages[self.from_stage.number - 1 :]
+
+
+class RunListener:
+    """What the runner reports while it works (the progress display implements it)."""
+
+    def run_started(self, plan: RunPlan, result: RunResult) -> None: ...
+
+    def stage_started(self, scenario: str, stage: StageResult) -> None: ...
+
+    def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None: ...
+
+    def stage_finished(self, scenario: str, stage: StageResult) -> None: ...
+
+    def run_finished(self, plan: RunPlan, result: RunResult) -> None: ...
+
+
+@dataclass
+class _Scenario:
+    """One scenario's live state."""
+
+    scenario: Scenario
+    result: ScenarioResult
+    parent: Path
+    workspace: Workspace | None = None
+    last: Snapshot | None = None
+    stage_results: dict[int, StageResult] = field(default_factory=dict)
+
+
+class Runner:
+    """Execute a `RunPlan` with an agent backend; `run()` returns the final `RunResult`."""
+
+    def __init__(self, plan: RunPlan, agent: Agent, listener: RunListener | None = None) -> None:
+        self.plan = plan
+        self.agent = agent
+        self.listener = listener or RunListener()
+        self.abort = Abort()
+        self.interrupted = False
+        self.result = RunResult(
+            run_id=plan.run_id,
+            tool_version=__version__,
+            started_at=datetime.now(timezone.utc),
+            model=plan.model,
+            from_stage=plan.from_stage.number,
+            suite_file=str(plan.suite.file),
+            budget_usd=plan.suite.budget_usd,
+        )
+        self._states: list[_Scenario] = []
+        for scenario in plan.scenarios:
+            stages = [StageResult(number=s.number, name=s.name) for s in plan.stages]
+            scenario_result = ScenarioResult(
+                id=scenario.id, inputs=dict(scenario.inputs), stages=stages
+            )
+            self.result.scenarios.append(scenario_result)
+            self._states.append(
+                _Scenario(
+                    scenario=scenario,
+                    result=scenario_result,
+                    parent=plan.run_dir / WORK_DIR / scenario.id,
+                    stage_results={r.number: r for r in stages},
+                )
+            )
+
+    # -- control --------------------------------------------------------------
+
+    def interrupt(self) -> None:
+        """End the run now: kill running stages, start nothing new. Safe to call twice."""
+        self.interrupted = True
+        self.abort.set()
+
+    @property
+    def spent_usd(self) -> float:
+        return sum(
+            stage.cost_usd or 0.0 for scenario in self.result.scenarios for stage in scenario.stages
+        )
+
+    def budget_left(self) -> float | None:
+        budget = self.plan.suite.budget_usd
+        return None if budget is None else budget - self.spent_usd
+
+    # -- the run --------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        self.plan.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write()
+        self.listener.run_started(self.plan, self.result)
+        semaphore = asyncio.Semaphore(max(1, self.plan.jobs))
+
+        async def one(state: _Scenario) -> None:
+            async with semaphore:
+                await self._run_scenario(state)
+
+        try:
+            await asyncio.gather(*(one(state) for state in self._states))
+        finally:
+            self.result.status = "interrupted" if self.interrupted else "completed"
+            self.result.finished_at = datetime.now(timezone.utc)
+            self.result.total_cost_usd = self.spent_usd
+            self._finish_workspaces()
+            self._write()
+        self.listener.run_finished(self.plan, self.result)
+        return self.result
+
+    async def _run_scenario(self, state: _Scenario) -> None:
+        stopped: str | None = None  # why the remaining stages are skipped
+        try:
+            for stage in self.plan.stages:
+                stage_result = state.stage_results[stage.number]
+                stopped = stopped or self._stop_reason()
+                if stopped:
+                    self._skip(stage_result, stopped)
+                    continue
+                await self._run_stage(state, stage, stage_result)
+                if stage_result.status not in ("completed", "passed"):
+                    stopped = (
+                        f"stage {stage.number} ({stage.name}) ended with {stage_result.status}"
+                    )
+        except Exception as exc:  # a bug or an OS failure: this scenario errs, the others go on
+            for stage_result in state.result.stages:
+                if stage_result.status in ("pending", "running"):
+                    stage_result.status = "error"
+                    stage_result.error = f"ci-evals failed: {type(exc).__name__}: {exc}"
+            self._write()
+
+    def _stop_reason(self) -> str | None:
+        if self.interrupted:
+            return "the run was interrupted"
+        left = self.budget_left()
+        if left is not None and left <= 0:
+            return f"the run budget ({self.plan.suite.budget_usd} USD) is spent"
+        return None
+
+    def _skip(self, stage_result: StageResult, reason: str) -> None:
+        stage_result.status = "skipped"
+        stage_result.error = reason
+        self._write()
+
+    async def _run_stage(self, state: _Scenario, stage: Stage, stage_result: StageResult) -> None:
+        plan = self.plan
+        if state.workspace is None:
+            state.workspace = await asyncio.to_thread(
+                create_workspace, plan.suite, plan.from_stage, state.parent
+            )
+        workspace = state.workspace
+        stage_dir = plan.run_dir / state.scenario.id / f"{stage.number}-{stage.name}"
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        env = agent_environment(
+            plan.environ, private_root=state.parent / "agent", endpoint=plan.endpoint
+        )
+        request = StageRequest(
+            prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
+            cwd=workspace.cwd_for(plan.suite, stage, state.scenario),
+            plugin_dir=workspace.plugin,
+            env=env,
+            trajectory_path=stage_dir / "trajectory.jsonl",
+            stderr_path=stage_dir / "stderr.log",
+            model=plan.model,
+            max_turns=stage.limits.max_turns,
+            timeout_s=stage.limits.timeout_s,
+            max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
+        )
+        before = await asyncio.to_thread(take_snapshot, workspace.root, previous=state.last)
+        stage_result.status = "running"
+        stage_result.started_at = datetime.now(timezone.utc)
+        stage_result.trajectory = _relative(request.trajectory_path, plan.run_dir)
+        stage_result.stderr = _relative(request.stderr_path, plan.run_dir)
+        self._write()
+        self.listener.stage_started(state.scenario.id, stage_result)
+        started = time.monotonic()
+
+        def on_progress(progress: Progress) -> None:
+            stage_result.turns = progress.turns
+            self.listener.stage_progress(state.scenario.id, stage_result, progress)
+
+        # The hook for retrying infrastructure errors (a later issue): when
+        # `outcome.infrastructure_error`, run the request again with backoff.
+        outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
+        after = await asyncio.to_thread(take_snapshot, workspace.root, previous=before)
+        changes = diff_snapshots(before, after)
+        produced_dir = stage_dir / "produced"
+        await asyncio.to_thread(copy_produced, changes, workspace.root, produced_dir)
+        state.last = after
+        _fill(stage_result, outcome, time.monotonic() - started)
+        stage_result.produced = file_changes(changes.all)
+        stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
+        self.result.total_cost_usd = self.spent_usd
+        self._write()
+        self.listener.stage_finished(state.scenario.id, stage_result)
+
+    # -- bookkeeping ----------------------------------------------------------------
+
+    def _write(self) -> None:
+        write_results(self.plan.run_dir, self.result)
+
+    def _finish_workspaces(self) -> None:
+        for state in self._states:
+            if self.plan.keep_workspace and state.workspace is not None:
+                state.result.workspace = str(state.workspace.parent)
+        if not self.plan.keep_workspace:
+            shutil.rmtree(self.plan.run_dir / WORK_DIR, ignore_errors=True)
+
+
+def _stage_budget(stage_cap: float | None, left: float | None) -> float | None:
+    caps = [cap for cap in (stage_cap, left) if cap is not None]
+    return max(min(caps), 0.0) if caps else None
+
+
+def _fill(stage_result: StageResult, outcome: StageOutcome, wall_s: float) -> None:
+    status = outcome.status
+    stage_result.status = "error" if status == "interrupted" else status
+    stage_result.limit_hit = outcome.limit
+    stage_result.error = outcome.error
+    stage_result.duration_s = round(wall_s, 3)
+    stage_result.duration_api_ms = outcome.duration_api_ms
+    stage_result.turns = outcome.turns
+    stage_result.input_tokens = outcome.usage.input_tokens
+    stage_result.output_tokens = outcome.usage.output_tokens
+    stage_result.cost_usd = outcome.cost_usd
+    stage_result.session_id = outcome.session_id
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    with contextlib.suppress(ValueError):
+        return path.relative_to(run_dir).as_posix()
+    return str(path)
+
+
+def exit_code(result: RunResult) -> int:
+    """0 when every stage completed or passed, else 1 (130 is the command's, on interrupt)."""
+    statuses: Sequence[str] = [s.status for sc in result.scenarios for s in sc.stages]
+    return 0 if all(status in ("completed", "passed") for status in statuses) else 1
