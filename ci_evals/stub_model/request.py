@@ -37,6 +37,7 @@ class ParsedRequest:
     session_id: str
     assistant_turns: int  # assistant messages already in the conversation
     has_tools: bool
+    stream: bool  # False for the CLI's non-streaming fallback request
     output_format: Mapping[str, Any] | None  # output_config.format, if any
 
     @property
@@ -70,6 +71,7 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> Parsed
         session_id=lowered.get("x-claude-code-session-id", ""),
         assistant_turns=sum(1 for m in messages if m.get("role") == "assistant"),
         has_tools=bool(body.get("tools")),
+        stream=body.get("stream") is True,
         output_format=output_format if isinstance(output_format, Mapping) else None,
     )
 

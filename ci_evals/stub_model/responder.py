@@ -23,6 +23,7 @@ from ci_evals.stub_model.script import Fault, Match, Rule, Script, ToolCall, Tur
 
 NONESSENTIAL_RULE = "(non-essential)"
 _PLACEHOLDER = re.compile(r"\{(cwd|args|arg[1-9]|prompt|turn|model)\}")
+_COMMAND_TAGS = re.compile(r"<command-(message|name|args)>.*?</command-\1>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def _text_block(text: str) -> dict[str, Any]:
 
 
 def _unmatched_text(request: ParsedRequest, agent: str | None) -> str:
-    head = " ".join(request.prompt.split())[:80]
+    head = " ".join(_COMMAND_TAGS.sub(" ", request.prompt).split())[:80]
     return (
         f"stub: no rule matched this request (command={request.command!r}, "
         f"agent={agent!r}, subagent={request.subagent}, prompt={head!r})"

@@ -52,6 +52,7 @@ class RequestRecord:
     command: str | None
     subagent: bool
     session_id: str
+    stream: bool
     status: int  # the HTTP status sent (0 for hang/disconnect before headers)
 
     def describe(self) -> str:
@@ -265,6 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
                 command=None,
                 subagent=False,
                 session_id=self.headers.get("X-Claude-Code-Session-Id", ""),
+                stream=False,
                 status=status,
             )
         )
@@ -300,6 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
                 command=request.command,
                 subagent=request.subagent,
                 session_id=request.session_id,
+                stream=request.stream,
                 status=status,
             )
         )
@@ -307,7 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         try:
-            self._send_reply(reply, request.model)
+            self._send_reply(reply, request.model, request.stream)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the CLI gave up on this request (its timeout)
 
@@ -318,7 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 200
         return fault.http_status  # 0 for a hang: nothing is sent
 
-    def _send_reply(self, reply: Reply, model: str) -> None:
+    def _send_reply(self, reply: Reply, model: str, stream: bool) -> None:
         stub = self.server.stub
         fault = reply.fault
         message_id = stub._next_message_id()
@@ -336,6 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        if not stream:
+            self._send_json(reply, model, message_id, request_id)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -351,11 +357,30 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(data)
             if fault is not None and fault.kind == "disconnect":
                 # Cut the stream after message_start, as a dropped connection would.
-                self.wfile.flush()
-                self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
+                self._hang_up()
                 return
         self._chunk(b"")  # the terminating zero-length chunk
+
+    def _send_json(self, reply: Reply, model: str, message_id: str, request_id: str) -> None:
+        fault = reply.fault
+        if fault is not None and fault.kind == "disconnect":
+            self._hang_up()
+            return
+        if fault is not None and fault.kind == "malformed_sse":
+            body = sse.MALFORMED_JSON
+        else:
+            body = sse.message_json(message_id, model, reply.blocks, reply.stop_reason, reply.usage)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("request-id", request_id)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _hang_up(self) -> None:
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -25,6 +25,39 @@ def event(name: str, data: Mapping[str, Any]) -> bytes:
     return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
+def _usage_json(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+
+
+def message_json(
+    message_id: str,
+    model: str,
+    blocks: Sequence[Mapping[str, Any]],
+    stop_reason: str,
+    usage: Usage,
+) -> bytes:
+    """The same message as one JSON body, for a request with `stream: false`.
+
+    The CLI sends one when a stream fails to parse (its non-streaming fallback).
+    """
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": list(blocks),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": _usage_json(usage),
+    }
+    return json.dumps(message, ensure_ascii=False).encode()
+
+
 def message_events(
     message_id: str,
     model: str,
@@ -33,12 +66,7 @@ def message_events(
     usage: Usage,
 ) -> Iterator[bytes]:
     """The events of one streamed message made of `text` and `tool_use` blocks."""
-    start_usage = {
-        "input_tokens": usage.input_tokens,
-        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-        "cache_read_input_tokens": usage.cache_read_input_tokens,
-        "output_tokens": 0,
-    }
+    start_usage = {**_usage_json(usage), "output_tokens": 0}
     yield event(
         "message_start",
         {
@@ -113,3 +141,4 @@ _ERROR_TYPES = {
 }
 
 MALFORMED_EVENT = b"event: message_start\ndata: {this is not json\n\n"
+MALFORMED_JSON = b"{this is not json"

@@ -1,0 +1,163 @@
+"""Loading stub scripts: what a valid script becomes, and one-line errors for bad ones."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.stub_model import Fault, Match, Script, Usage, load_script, loads_script
+
+
+def load_script_text(tmp_path: Path, text: str) -> Script:
+    path = tmp_path / "stub.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return load_script(path)
+
+
+def _error(tmp_path: Path, text: str) -> str:
+    with pytest.raises(UserError) as caught:
+        load_script_text(tmp_path, text)
+    return str(caught.value)
+
+
+def test_a_full_script_becomes_frozen_records(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "plan.md").write_text("# Plan\n", encoding="utf-8")
+    script = load_script_text(
+        tmp_path,
+        """
+        version: 1
+        usage: {input_tokens: 10}
+        rules:
+          - name: plan
+            match: {command: /labsmith:plan-lab}
+            turns:
+              - text: "Planning {args}"
+                tools:
+                  - write: {path: plan.md, content_file: files/plan.md}
+                  - bash: ls -la
+                  - read: plan.md
+                  - agent: {name: labsmith:researcher, prompt: "Research {args}"}
+                  - skill: {name: labsmith:style, args: short}
+                  - edit: {path: plan.md, old: Plan, new: Lab plan}
+                  - tool: {name: Glob, input: {pattern: "**/*.md"}}
+                usage: {output_tokens: 5}
+              - text: done
+                stop_reason: max_tokens
+                delay: 0.5
+          - turns:
+              - fault: {http_status: 529, times: 2}
+        """,
+    )
+    plan, catch_all = script.rules
+    assert plan.name == "plan"
+    assert plan.match == Match(command="labsmith:plan-lab")  # the leading slash is optional
+    first, second = plan.turns
+    assert first.usage == Usage(input_tokens=10, output_tokens=5)  # merged with the default
+    assert [call.name for call in first.tools] == [
+        "Write",
+        "Bash",
+        "Read",
+        "Agent",
+        "Skill",
+        "Edit",
+        "Glob",
+    ]
+    write, bash, _read, agent, skill, edit, glob = first.tools
+    assert write.input == {"file_path": "plan.md", "content": "# Plan\n"}
+    assert write.path_keys == ("file_path",)
+    assert bash.input == {"command": "ls -la"}
+    assert agent.input["subagent_type"] == "labsmith:researcher"
+    assert agent.input["run_in_background"] is False  # one result per stage by default
+    assert skill.input == {"skill": "labsmith:style", "args": "short"}
+    assert edit.input == {"file_path": "plan.md", "old_string": "Plan", "new_string": "Lab plan"}
+    assert glob.input == {"pattern": "**/*.md"}
+    assert (second.stop_reason, second.delay) == ("max_tokens", 0.5)
+    assert catch_all.name == "rules[1]"
+    assert catch_all.match == Match()
+    assert catch_all.turns[0].fault == Fault("http_status", http_status=529, times=2)
+
+
+def test_hang_forever_and_seconds() -> None:
+    script = loads_script(
+        "rules:\n  - turns:\n      - fault: {hang: forever}\n      - fault: {hang: 2.5}\n"
+    )
+    forever, seconds = script.rules[0].turns
+    assert forever.fault == Fault("hang", hang_seconds=None)
+    assert seconds.fault == Fault("hang", hang_seconds=2.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "rules:\n  - turns:\n      - text: hi\n        colour: red\n",
+            "stub.yaml:4:9: rules[0].turns[0].colour: unknown key 'colour'",
+        ),
+        ("rulez: []\n", "stub.yaml:1:1: rulez: unknown key 'rulez'"),
+        ("rules: []\n", "stub.yaml:1:8: rules: must not be empty"),
+        (
+            "rules:\n  - match: {command: x}\n",
+            "stub.yaml:2:5: rules[0]: missing required key 'turns'",
+        ),
+        (
+            "rules:\n  - turns:\n      - usage: {input_tokens: 3}\n",
+            "stub.yaml:3:9: rules[0].turns[0]: a turn needs at least one of",
+        ),
+        (
+            "rules:\n  - turns:\n      - tools:\n          - write: {path: a.txt}\n",
+            "stub.yaml:4:20: rules[0].turns[0].tools[0].write: write needs exactly one of",
+        ),
+        (
+            "rules:\n  - turns:\n      - tools:\n          - {bash: ls, read: a}\n",
+            "stub.yaml:4:13: rules[0].turns[0].tools[0]: a tool call has exactly one key",
+        ),
+        (
+            "rules:\n  - turns:\n      - tools:\n          - launch: {name: x}\n",
+            "rules[0].turns[0].tools[0].launch: unknown key 'launch'",
+        ),
+        (
+            "rules:\n  - turns:\n      - fault: {http_status: 200}\n",
+            "stub.yaml:3:30: rules[0].turns[0].fault.http_status: must be at least 400",
+        ),
+        (
+            "rules:\n  - turns:\n      - fault: {hang: soon}\n",
+            "rules[0].turns[0].fault.hang: expected a number of seconds or 'forever'",
+        ),
+        (
+            "rules:\n  - turns:\n      - fault: {hang: 1, malformed_sse: true}\n",
+            "rules[0].turns[0].fault: a fault needs exactly one of",
+        ),
+        (
+            "rules:\n  - turns:\n      - text: x\n        stop_reason: done\n",
+            "stub.yaml:4:22: rules[0].turns[0].stop_reason: unknown stop_reason 'done'",
+        ),
+        (
+            "rules:\n  - turns:\n      - text: x\n        usage: {input_tokens: -1}\n",
+            "rules[0].turns[0].usage.input_tokens: must be at least 0",
+        ),
+        (
+            "rules:\n  - {name: a, turns: [{text: x}]}\n  - {name: a, turns: [{text: y}]}\n",
+            "stub.yaml:3:5: rules[1]: duplicate rule name 'a'",
+        ),
+        (
+            "rules:\n  - turns:\n      - tools:\n"
+            "          - write: {path: a, content_file: nope.md}\n",
+            "rules[0].turns[0].tools[0].write.content_file: cannot read",
+        ),
+        ("version: 2\nrules: [{turns: [{text: x}]}]\n", "version: must be at most 1"),
+    ],
+)
+def test_errors_name_file_line_column_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    message = _error(tmp_path, text)
+    assert expected in message
+    assert message.startswith(str(tmp_path / "stub.yaml"))
+    assert "\n" not in message
+
+
+def test_a_missing_script_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="file not found"):
+        load_script(tmp_path / "absent.yaml")
