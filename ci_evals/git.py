@@ -9,6 +9,9 @@ and it runs these same git subprocesses underneath.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,24 +49,37 @@ def run(
     A timeout counts as a failure (exit code -1), raised as `GitError` when `check`.
     """
     argv = ("git", "-C", str(repo), *args)
-    try:
-        proc = subprocess.run(argv, capture_output=True, check=False, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        result = GitResult(
-            argv=argv, returncode=-1, stdout=b"", stderr=f"timed out after {timeout} s"
-        )
-        if check:
-            raise GitError(result) from None
-        return result
+    # Its own process group, so a timeout also stops git's helpers (ssh,
+    # remote-https) that would otherwise keep the pipes open after git dies.
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            result = GitResult(argv, -1, b"", f"timed out after {timeout} s")
+            if check:
+                raise GitError(result) from None
+            return result
+        except BaseException:  # Ctrl-C: the group is not in the terminal's foreground
+            _kill_group(proc)
+            raise
     result = GitResult(
         argv=argv,
         returncode=proc.returncode,
-        stdout=proc.stdout,
-        stderr=proc.stderr.decode("utf-8", "replace"),
+        stdout=stdout,
+        stderr=stderr.decode("utf-8", "replace"),
     )
     if check and result.returncode != 0:
         raise GitError(result)
     return result
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
 
 
 def split_z(output: bytes) -> list[str]:

@@ -190,7 +190,9 @@ def write_actions(env: gha.ActionsEnv, chosen: selection.Selection, log: TextIO)
     )
 
 
-def matches_output(chosen: selection.Selection) -> tuple[str, bool]:
+def matches_output(
+    chosen: selection.Selection, limit: int = MATCHES_OUTPUT_LIMIT
+) -> tuple[str, bool]:
     """`matches_json`: the relevant matches, lowest stage first, cut to fit the limit.
 
     Ignored paths are left out (they are counted in `changed_count`); the second
@@ -205,7 +207,7 @@ def matches_output(chosen: selection.Selection) -> tuple[str, bool]:
     for m in relevant:
         part = json.dumps(m.as_json(), ensure_ascii=False)
         size += len(part.encode("utf-8")) + 1
-        if size > MATCHES_OUTPUT_LIMIT:
+        if size > limit:
             return "[" + ",".join(parts) + "]", True
         parts.append(part)
     return "[" + ",".join(parts) + "]", False
