@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -381,3 +384,56 @@ def test_stop_closes_the_port() -> None:
     with pytest.raises(ConnectionRefusedError):
         http.client.HTTPConnection("127.0.0.1", port, timeout=2).connect()
     server.stop()  # a second stop is harmless
+
+
+def test_a_subagent_prompt_wrapped_by_the_cli_is_still_recognised(serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(PLAN)
+    post(server, body([command_prompt("labsmith:plan-lab", "Acme"), env_block()]))
+    wrapped = "Research Acme\n\n(Reminder: answer with absolute paths.)"
+    sub = post(server, body([user(wrapped)]), headers={"x-claude-code-agent-id": "a9"})
+    assert sub.text() == "researching"
+
+
+def test_serve_a_script_from_the_command_line(tmp_path: Path) -> None:
+    script = tmp_path / "stub.yaml"
+    script.write_text("rules:\n  - name: only\n    turns: [{text: from the command line}]\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ci_evals.stub_model", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        port = int(url.rsplit(":", 1)[1])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/v1/messages", body=json.dumps(body([user("hi")])))
+        answer = Response(200, {}, conn.getresponse().read())
+        conn.close()
+        assert answer.text() == "from the command line"
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 130
+    assert "ANTHROPIC_BASE_URL=" in stderr
+    assert "rule='only' turn=1 -> turn" in stderr
+
+
+def test_a_bad_script_on_the_command_line_is_one_line(tmp_path: Path) -> None:
+    script = tmp_path / "stub.yaml"
+    script.write_text("rules:\n  - turns: [{txt: typo}]\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals.stub_model", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"stub-model: error: {script}:2:14: rules[0].turns[0].txt: unknown key 'txt' "
+        "(known keys: delay, fault, stop_reason, text, tools, usage)\n"
+    )

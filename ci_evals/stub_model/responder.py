@@ -78,7 +78,17 @@ class Responder:
             return None
         prompt = request.prompt.strip()
         with self._lock:
-            return self._launched.get((request.session_id, prompt))
+            exact = self._launched.get((request.session_id, prompt))
+            if exact is not None:
+                return exact
+            # The CLI may wrap the prompt (e.g. reminders in the same block): the
+            # longest prompt this session launched that the message contains.
+            candidates = [
+                (len(sent), name)
+                for (session, sent), name in self._launched.items()
+                if session == request.session_id and sent and sent in prompt
+            ]
+        return max(candidates)[1] if candidates else None
 
     def _from_rule(self, rule: Rule, request: ParsedRequest, agent: str | None) -> Reply:
         index = request.assistant_turns
