@@ -1,0 +1,256 @@
+"""The labsmith example stays a working, consistent example.
+
+It is the README's main job, so these tests hold it to what the README claims:
+the plugin follows Claude Code's conventions, the stage map covers it, the suite
+and stub scripts load, the fixtures keep the stage-3 -> 4 contract, the stub's
+scorecards parse against the plugin's rubrics, and `ci-evals run` on the stub
+writes exactly the fixture files (slow: the real Claude Code CLI).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pathspec
+import pytest
+import yaml
+
+from ci_evals.grading import rubrics, scorecard
+from ci_evals.stage_map import load_stage_map
+from ci_evals.stub_model import load_script
+from ci_evals.suite import load_suite
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
+PLUGIN = EXAMPLE / "plugin"
+FIXTURES = EXAMPLE / "fixtures"
+STUB = EXAMPLE / "stub"
+_FRONTMATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
+
+
+def frontmatter(path: Path) -> dict[str, Any]:
+    found = _FRONTMATTER.match(path.read_text(encoding="utf-8"))
+    assert found, f"{path} has no YAML frontmatter"
+    data = yaml.safe_load(found.group(1))
+    assert isinstance(data, dict), path
+    return data
+
+
+def plugin_files() -> list[str]:
+    return sorted(p.relative_to(PLUGIN).as_posix() for p in PLUGIN.rglob("*") if p.is_file())
+
+
+# ------------------------------------------------------------------ the plugin
+
+
+def test_manifest_names_the_plugin() -> None:
+    manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "labsmith"
+    assert manifest["version"] and manifest["description"]
+
+
+def test_commands_have_frontmatter_and_use_their_arguments() -> None:
+    commands = sorted(p.stem for p in (PLUGIN / "commands").glob("*.md"))
+    assert commands == [
+        "generate-chapter",
+        "plan-chapter",
+        "plan-lab",
+        "research-company",
+        "research-product",
+    ]
+    for path in (PLUGIN / "commands").glob("*.md"):
+        meta = frontmatter(path)
+        assert {"description", "argument-hint", "allowed-tools"} <= meta.keys(), path
+        assert "$ARGUMENTS" in path.read_text(), path
+
+
+def test_agents_have_frontmatter_and_launch_only_existing_agents() -> None:
+    names = {p.stem for p in [*PLUGIN.glob("agents/*.md"), *PLUGIN.glob("commands/*.md")]}
+    for path in (PLUGIN / "agents").glob("*.md"):
+        meta = frontmatter(path)
+        assert meta["name"] == path.stem, path
+        assert meta["description"] and meta["tools"] and meta["model"], path
+    # Every `labsmith:<name>` a command or agent mentions is an agent, command or skill.
+    for path in [*PLUGIN.glob("commands/*.md"), *PLUGIN.glob("agents/*.md")]:
+        for named in re.findall(r"labsmith:([a-z-]+)", path.read_text()):
+            assert named in names or (PLUGIN / "skills" / named).is_dir(), (path, named)
+
+
+def test_skills_have_frontmatter_and_their_reference_files() -> None:
+    skills = sorted(p.name for p in (PLUGIN / "skills").iterdir())
+    assert len(skills) >= 2
+    for name in skills:
+        skill = PLUGIN / "skills" / name / "SKILL.md"
+        meta = frontmatter(skill)
+        assert meta["name"] == name and meta["description"], skill
+        for referenced in re.findall(r"`([a-z-]+\.md)` \(next to this file\)", skill.read_text()):
+            assert (skill.parent / referenced).is_file(), (skill, referenced)
+
+
+def test_every_rubric_declares_its_kind_in_the_folder_it_lives_in() -> None:
+    for kind in ("checklist", "analytic"):
+        for stage in ("plan-lab", "generate-chapter"):
+            files = list((PLUGIN / "references" / "evaluation" / kind / stage).glob("*.md"))
+            assert files, (kind, stage)
+            for path in files:
+                assert frontmatter(path)["type"] == kind, path
+
+
+# ------------------------------------------------------------------ the stage map and suite
+
+
+def test_stage_map_covers_every_plugin_file_and_has_no_dead_entry() -> None:
+    stage_map = load_stage_map(EXAMPLE / "stage_map.yaml")
+    assert stage_map.warnings == ()
+    files = plugin_files()
+    specs = {e.glob: pathspec.PathSpec.from_lines("gitignore", [e.glob]) for e in stage_map.entries}
+    uncovered = [f for f in files if not any(s.match_file(f) for s in specs.values())]
+    dead = [glob for glob, spec in specs.items() if not any(spec.match_file(f) for f in files)]
+    assert uncovered == []
+    assert dead == []
+
+
+def test_shared_files_map_to_the_lowest_stage_that_uses_them() -> None:
+    stage_map = load_stage_map(EXAMPLE / "stage_map.yaml")
+    stage_of = {e.glob: e.stage for e in stage_map.entries}
+    assert stage_of[".claude-plugin/plugin.json"] == 1
+    assert stage_of["skills/research-product/**"] == 2  # also used by stage 5
+    assert stage_of["agents/rubric-scorer.md"] == 3  # both reviewers
+    assert stage_of["references/evaluation/*/plan-lab/**"] == 3
+
+
+def test_suite_loads_and_matches_the_stage_map() -> None:
+    suite = load_suite(EXAMPLE / "ci-evals.yaml")
+    stage_map = load_stage_map(EXAMPLE / "stage_map.yaml")
+    assert tuple(s.name for s in suite.stages) == stage_map.stages
+    assert suite.plugin.name == "labsmith"
+    assert [s.id for s in suite.scenarios] == ["acme-arm", "acme-arm-students"]
+    for number, stage in enumerate(suite.stages[:4], start=1):
+        assert (FIXTURES / f"{number}-{stage.name}-output").is_dir()
+
+
+# ------------------------------------------------------------------ fixtures and stub content
+
+
+def test_fixture_plan_keeps_the_contract_stage_4_reads() -> None:
+    schema = json.loads((PLUGIN / "templates" / "plan.schema.json").read_text())
+    for plan_path in [
+        FIXTURES / "3-plan-lab-output" / "lab" / "plan.json",
+        STUB / "files" / "acme-arm-students" / "lab" / "plan.json",
+    ]:
+        plan = json.loads(plan_path.read_text())
+        jsonschema.validate(plan, schema, cls=jsonschema.Draft202012Validator)
+        assert plan["chapter_count"] == len(plan["chapters"])
+        table = (plan_path.parent / "lab.md").read_text()
+        rows = re.findall(r"^\| (\d+) \| ([a-z0-9-]+) \|", table, re.MULTILINE)
+        assert [(int(n), slug) for n, slug in rows] == [
+            (c["number"], c["slug"]) for c in plan["chapters"]
+        ]
+
+
+def test_each_chapter_has_a_plan_and_a_generated_chapter_with_its_sections() -> None:
+    plan = json.loads((FIXTURES / "3-plan-lab-output" / "lab" / "plan.json").read_text())
+    for chapter in plan["chapters"]:
+        name = f"{chapter['number']:02d}-{chapter['slug']}.md"
+        first_line = f"# Chapter {chapter['number']}: {chapter['title']}"
+        planned = (FIXTURES / "4-plan-chapter-output" / "lab" / "chapters" / name).read_text()
+        written = (STUB / "files" / "acme-arm" / "lab" / "content" / name).read_text()
+        assert planned.splitlines()[0] == first_line == written.splitlines()[0]
+        steps = re.findall(r"^(\d+)\. \*\*", planned, re.MULTILINE)
+        assert re.findall(r"^### (\d+)\. ", written, re.MULTILINE) == steps
+        assert re.findall(r"^## .+$", written, re.MULTILINE) == [
+            "## Before you start",
+            "## Steps",
+            "## Check your work",
+            "## If something goes wrong",
+            "## Clean up",
+        ]
+
+
+@pytest.mark.parametrize("script", ["labsmith.yaml", "broken-plan.yaml"])
+def test_stub_scripts_load(script: str) -> None:
+    assert load_script(STUB / script).rules
+
+
+@pytest.mark.parametrize(
+    ("script", "reviewer", "stage", "verdict"),
+    [
+        ("labsmith.yaml", "review-lab-plan", "plan-lab", True),
+        ("labsmith.yaml", "review-generated", "generate-chapter", True),
+        ("broken-plan.yaml", "review-lab-plan", "plan-lab", False),
+    ],
+)
+def test_stub_scorecards_score_every_rubric(
+    script: str, reviewer: str, stage: str, verdict: bool
+) -> None:
+    rubric_set = rubrics.discover(
+        PLUGIN,
+        [f"references/evaluation/checklist/{stage}", f"references/evaluation/analytic/{stage}"],
+    )
+    data = yaml.safe_load((STUB / script).read_text())
+    rule = next(r for r in data["rules"] if r["name"] == reviewer)
+    criteria = scorecard.parse_scorecard(rule["turns"][-1]["text"], rubric_set, require_all=True)
+    checklist = [c.score for c in criteria if c.kind == "checklist"]
+    analytic = [c.score for c in criteria if c.kind == "analytic"]
+    assert len(criteria) == len(rubric_set)
+    assert (all(s == 1 for s in checklist) and sum(analytic) / len(analytic) >= 3.0) is verdict
+
+
+# ------------------------------------------------------------------ end to end on the stub
+
+
+def _run(tmp_path: Path, *args: str) -> dict[str, Any]:
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(EXAMPLE / "ci-evals.yaml")]
+    argv += ["--model", f"stub:{STUB / 'labsmith.yaml'}", "--out", str(out), *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results: dict[str, Any] = json.loads((out / "results.json").read_text())
+    results["_out"] = out
+    return results
+
+
+def _produced(results: dict[str, Any], scenario: str) -> dict[str, bytes]:
+    """Every file the scenario's stages wrote, by workspace path."""
+    found: dict[str, bytes] = {}
+    stages = next(s for s in results["scenarios"] if s["id"] == scenario)["stages"]
+    for stage in stages:
+        assert stage["status"] in {"completed", "passed"}, stage
+        folder = results["_out"] / stage["produced_dir"]
+        for path in folder.rglob("*"):
+            if path.is_file():
+                found[path.relative_to(folder).as_posix()] = path.read_bytes()
+    return found
+
+
+def _expected(*folders: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for folder in folders
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.mark.slow
+def test_full_run_on_the_stub_reproduces_the_fixtures(tmp_path: Path) -> None:
+    results = _run(tmp_path, "--scenario", "acme-arm")
+    assert [s["number"] for s in results["scenarios"][0]["stages"]] == [1, 2, 3, 4, 5]
+    expected = _expected(
+        *sorted(FIXTURES.iterdir()),
+        STUB / "files" / "acme-arm",
+    )
+    assert _produced(results, "acme-arm") == expected
+
+
+@pytest.mark.slow
+def test_run_from_stage_4_writes_chapter_plans_and_chapters(tmp_path: Path) -> None:
+    results = _run(tmp_path, "--from-stage", "4", "--scenario", "acme-arm")
+    assert [s["number"] for s in results["scenarios"][0]["stages"]] == [4, 5]
+    expected = _expected(FIXTURES / "4-plan-chapter-output", STUB / "files" / "acme-arm")
+    assert _produced(results, "acme-arm") == expected
