@@ -8,12 +8,16 @@ Exact and fast at once: the content of every file is hashed, so a file that
 was rewritten with the same size and the same mtime (restored with `utime`)
 still counts as modified. Hashing is skipped only when `previous` (an earlier
 snapshot of the same folder) has the same file with the same device, inode,
-size, mtime *and ctime* — ctime cannot be set from user space, and every write,
-truncate, chmod or `utime` moves it — and the file had not changed within
-`RACY_NS` before that earlier snapshot was taken (the "racily clean" problem
-git has: a change in the same timestamp tick as the snapshot leaves the times
-equal). Files that need hashing are hashed on a few threads; hashlib releases
-the GIL for large buffers.
+size, mtime *and ctime* -- ctime cannot be set from user space, and every write,
+truncate, chmod or `utime` moves it -- and the file's times were at least one
+"racy window" older than the moment that earlier snapshot started. That window
+is git's "racily clean" problem: file times come from a coarse clock, so a
+change made in the same clock tick as the snapshot could leave them equal. The
+window is 50 ms (Linux updates file times at least every 10 ms) on file systems
+with sub-second timestamps, 2 s where every timestamp is a whole second (FAT,
+HFS+, ext3). A clock stepped backwards during a run defeats it; nothing else
+should. Files that need hashing are hashed on two threads (hashlib releases
+the GIL for large buffers).
 
 Pass the "after" snapshot of stage k as `previous` to the snapshots of stage
 k+1, and only what the agent touched is read again.
@@ -34,10 +38,10 @@ from typing import Literal
 from ci_evals.filecopy import copy_file
 
 # A file whose mtime or ctime is this close to (or after) the moment a snapshot
-# started cannot be trusted to show a later change in its times. 2 s covers file
-# systems with coarse (1-2 s) timestamps.
-RACY_NS = 2_000_000_000
-_THREADS = 4
+# started cannot be trusted to show a later change in its times (module doc).
+RACY_NS = 50_000_000
+COARSE_RACY_NS = 2_000_000_000
+_THREADS = 2
 _BLOCK = 1 << 20
 
 Kind = Literal["file", "link"]
@@ -206,12 +210,20 @@ def _walk(root: str, excluded: frozenset[str]) -> Iterable[tuple[str, str, os.st
 
 def _reusable(previous: Snapshot) -> dict[str, Entry]:
     """Entries of `previous` whose times were settled when it was taken."""
-    limit = previous.taken_ns - RACY_NS
+    limit = previous.taken_ns - racy_window(previous)
     return {
         rel: entry
         for rel, entry in previous.entries.items()
         if entry.kind == "file" and entry.mtime_ns < limit and entry.ctime_ns < limit
     }
+
+
+def racy_window(snapshot: Snapshot) -> int:
+    """Nanoseconds before `taken_ns` within which a file's times prove nothing."""
+    files = [e for e in snapshot.entries.values() if e.kind == "file"]
+    if files and all(e.mtime_ns % 1_000_000_000 == 0 for e in files):
+        return COARSE_RACY_NS
+    return RACY_NS
 
 
 def _same_file(old: Entry, info: os.stat_result) -> bool:

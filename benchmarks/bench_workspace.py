@@ -1,0 +1,142 @@
+"""Benchmark: workspace set-up vs `cp -r`, and snapshots of 10,000 files.
+
+    .venv/bin/python benchmarks/bench_workspace.py [--files 10000] [--mb 200] [--repeats 5]
+
+Generates a fixture of FILES files totalling MB megabytes (mostly small files,
+a few large ones, in nested folders), then reports medians of REPEATS runs of:
+
+- `cp -r FIXTURE DEST` (the baseline, measured here, in the same run);
+- `create_workspace` laying that fixture down (plus copying a small plugin);
+- `take_snapshot` of the resulting workspace: cold (every file hashed) and
+  warm (with the previous snapshot, as the runner does between stages);
+- `diff_snapshots` of two snapshots with 100 files changed.
+
+Targets (issue 3): set-up <= 1.5x `cp -r`; snapshot of 10,000 files <= 0.3 s.
+The page cache is warmed by one untimed run of each, so both sides read from
+memory; the figures measure the tool, not the disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ci_evals.snapshot import diff_snapshots, take_snapshot
+from ci_evals.suite import load_suite
+from ci_evals.workspace import create_workspace
+
+
+def make_fixture(folder: Path, files: int, megabytes: int) -> None:
+    """`files` files, `megabytes` in total: 1% large files hold half the bytes."""
+    total = megabytes * 1024 * 1024
+    large = max(1, files // 100)
+    small = files - large
+    large_size = total // 2 // large
+    small_size = max(1, (total - large * large_size) // small)
+    chunk = os.urandom(max(large_size, small_size) + 4096)
+    for index in range(files):
+        sub = folder / f"d{index % 50:02d}" / f"e{index % 7}"
+        sub.mkdir(parents=True, exist_ok=True)
+        size = large_size if index < large else small_size
+        start = index % 4096
+        (sub / f"f{index:05d}.md").write_bytes(chunk[start : start + size])
+
+
+def make_suite(top: Path, fixture_files: int, megabytes: int) -> Path:
+    plugin = top / "plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "bench"}')
+    for part in ("agents", "commands", "skills/s", "templates", "references"):
+        (plugin / part).mkdir(parents=True)
+        for index in range(5):
+            (plugin / part / f"x{index}.md").write_text("# component\n" * 50)
+    make_fixture(top / "fixtures" / "1-first-output", fixture_files, megabytes)
+    suite = top / "ci-evals.yaml"
+    suite.write_text(
+        "version: 1\nplugin: plugin\nstage_map: null\n"
+        "stages:\n  - {name: first, prompt: one}\n  - {name: second, prompt: two}\n"
+        "scenarios:\n  - {id: s}\n"
+    )
+    return suite
+
+
+def timed(action: Callable[[], object], cleanup: Callable[[], object], repeats: int) -> float:
+    action()  # warm the page cache and the code
+    cleanup()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+        cleanup()
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--dir", type=Path, default=None, help="where to put the data")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-ws-", dir=args.dir) as tmp:
+        top = Path(tmp)
+        print(f"generating {args.files} files, {args.mb} MB in {top} ...", flush=True)
+        suite = load_suite(make_suite(top, args.files, args.mb))
+        fixture = suite.fixture_dir(1)
+        dest = top / "cp-dest"
+        parent = top / "ws"
+
+        cp = timed(
+            lambda: subprocess.run(["cp", "-r", str(fixture), str(dest)], check=True),
+            lambda: shutil.rmtree(dest),
+            args.repeats,
+        )
+        ours = timed(
+            lambda: create_workspace(suite, 2, parent),
+            lambda: shutil.rmtree(parent),
+            args.repeats,
+        )
+        workspace = create_workspace(suite, 2, parent)
+        root = workspace.root
+
+        cold = timed(lambda: take_snapshot(root), lambda: None, args.repeats)
+        time.sleep(2.1)  # let every file's times settle (see snapshot.RACY_NS)
+        settled = take_snapshot(root)
+        warm = timed(lambda: take_snapshot(root, previous=settled), lambda: None, args.repeats)
+
+        changed = sorted(p for p in settled.entries if p.endswith(".md"))[:100]
+        for rel in changed:
+            (root / rel).write_bytes(b"changed\n")
+        after = take_snapshot(root, previous=settled)
+        diff = timed(lambda: diff_snapshots(settled, after), lambda: None, args.repeats)
+        changes = diff_snapshots(settled, after)
+        assert len(changes.modified) == len(changed), "diff missed a change"
+
+        entries = len(settled.entries)
+        print(f"cp -r fixture                     {cp:7.3f} s")
+        print(f"create_workspace                  {ours:7.3f} s   ratio {ours / cp:.2f}x cp -r")
+        print(f"take_snapshot cold ({entries} entries) {cold:7.3f} s   (every file hashed)")
+        print(f"take_snapshot warm                {warm:7.3f} s   (unchanged files not re-read)")
+        print(f"diff_snapshots (100 modified)     {diff:7.3f} s")
+        print(
+            f"targets: set-up <= 1.5x cp -r: {'ok' if ours <= 1.5 * cp else 'MISSED'}; "
+            f"snapshot <= 0.3 s: cold {'ok' if cold <= 0.3 else 'MISSED'}, "
+            f"warm {'ok' if warm <= 0.3 else 'MISSED'}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

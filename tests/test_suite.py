@@ -1,0 +1,471 @@
+"""ci-evals.yaml: loading, every validation error (file:line), templates, look-ups."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.suite import Limits, find_suite, load_suite
+from ci_evals.templates import parse_template
+from tests.conftest import git
+
+STAGES = """\
+stages:
+  - name: research
+    prompt: "/demo:research {company}"
+  - name: plan
+    prompt: "/demo:plan {company} {product}"
+    cwd: "labs/{lab}"
+    limits: { max_turns: 5 }
+"""
+SCENARIOS = """\
+scenarios:
+  - id: acme
+    inputs: { company: Acme, product: Arm, lab: acme-arm }
+  - id: zeta
+    inputs: { company: Zeta, product: Z1, lab: 7 }
+"""
+
+
+def make_plugin(top: Path, name: str = "demo") -> Path:
+    plugin = top / "plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text(f'{{"name": "{name}"}}')
+    (plugin / "commands").mkdir()
+    (plugin / "commands" / "research.md").write_text("Research $ARGUMENTS\n")
+    return plugin
+
+
+def write_suite(top: Path, body: str, *, plugin: bool = True) -> Path:
+    if plugin and not (top / "plugin").exists():
+        make_plugin(top)
+    path = top / "ci-evals.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def suite_text(head: str = "", stages: str = STAGES, scenarios: str = SCENARIOS) -> str:
+    return "version: 1\nplugin: plugin\nstage_map: null\n" + head + stages + scenarios
+
+
+def load_error(top: Path, body: str) -> str:
+    path = write_suite(top, body)
+    with pytest.raises(UserError) as info:
+        load_suite(path, "ci-evals.yaml")
+    return str(info.value)
+
+
+# -- a valid suite --------------------------------------------------------------
+
+
+def test_loads_a_full_suite(tmp_path: Path) -> None:
+    head = (
+        "fixtures: curated\nmodel: claude-sonnet-4-5\nbudget_usd: 5\n"
+        "limits: { max_turns: 30, timeout_s: 900, max_budget_usd: 2.0 }\n"
+        "repeat: 3\nscoring: { threshold: 3.5 }\n"
+    )
+    suite = load_suite(write_suite(tmp_path, suite_text(head)))
+    assert suite.plugin.name == "demo"
+    assert suite.plugin.path == tmp_path / "plugin"
+    assert suite.fixtures == tmp_path / "curated"
+    assert suite.model == "claude-sonnet-4-5"
+    assert suite.budget_usd == 5.0
+    assert suite.stage_names == ("research", "plan")
+    research, plan = suite.stages
+    assert (research.number, plan.number) == (1, 2)
+    # Suite limits are the defaults; a stage overrides only what it names.
+    assert research.limits == Limits(max_turns=30, timeout_s=900.0, max_budget_usd=2.0)
+    assert plan.limits == Limits(max_turns=5, timeout_s=900.0, max_budget_usd=2.0)
+    assert research.cwd.text == "."
+    assert plan.fixture_dirname == "2-plan-output"
+    assert suite.fixture_dir(plan) == tmp_path / "curated" / "2-plan-output"
+    # Numbers in inputs become text.
+    assert suite.scenario("zeta").inputs["lab"] == "7"
+    # Grading keys are kept, unparsed, with their positions.
+    assert set(suite.extra) == {"repeat", "scoring"}
+    assert suite.extra["repeat"].as_int() == 3
+    assert suite.extra["scoring"].line == 9
+
+
+def test_defaults(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path, suite_text()))
+    assert suite.fixtures == tmp_path / "fixtures"
+    assert suite.model is None
+    assert suite.budget_usd is None
+    assert suite.stages[0].limits == Limits()
+    assert suite.stage_map is None
+
+
+def test_stage_extra_keys_are_kept_for_grading(tmp_path: Path) -> None:
+    stages = """\
+stages:
+  - name: research
+    prompt: go
+    reviewer: { agent: agents/review.md }
+    checks: [{ exists: "*.md" }]
+"""
+    suite = load_suite(write_suite(tmp_path, suite_text(stages=stages)))
+    extra = suite.stages[0].extra
+    assert set(extra) == {"reviewer", "checks"}
+    assert extra["reviewer"].plain() == {"agent": "agents/review.md"}
+    assert extra["checks"].line == 8
+
+
+def test_stage_and_scenario_lookup(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path, suite_text()), "ci-evals.yaml")
+    assert suite.stage(2).name == "plan"
+    assert suite.stage("2").name == "plan"
+    assert suite.stage("research").number == 1
+    assert suite.scenario("zeta").id == "zeta"
+    for bad in ("3", 0, "nope"):
+        with pytest.raises(UserError) as info:
+            suite.stage(bad)
+        assert "unknown stage" in str(info.value)
+        assert "stages: 1 research, 2 plan" in str(info.value)
+    with pytest.raises(UserError) as info:
+        suite.scenario("beta")
+    assert str(info.value) == ("ci-evals.yaml: unknown scenario 'beta' (scenarios: acme, zeta)")
+
+
+def test_prompt_and_cwd_rendering(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path, suite_text()))
+    plan, acme = suite.stage("plan"), suite.scenario("acme")
+    ws, plugin = tmp_path / "ws", tmp_path / "p"
+    assert suite.prompt_for(plan, acme, workspace=ws, plugin=plugin) == "/demo:plan Acme Arm"
+    assert suite.cwd_for(plan, acme, workspace=ws, plugin=plugin) == ws / "labs" / "acme-arm"
+    values = suite.template_values(plan, acme, workspace=ws, plugin=plugin)
+    assert values["workspace"] == str(ws)
+    assert values["plugin"] == str(plugin)
+    assert values["stage"] == "plan"
+    assert values["stage_number"] == "2"
+    assert values["scenario"] == "acme"
+
+
+# -- templates -----------------------------------------------------------------
+
+
+def test_template_escapes_and_names() -> None:
+    template = parse_template("{{literal}} {a} and {b_c-d}}} {{")
+    assert template.names == {"a", "b_c-d"}
+    assert template.render({"a": "1", "b_c-d": "2"}) == "{literal} 1 and 2} {"
+
+
+def test_template_with_no_placeholders() -> None:
+    assert parse_template("plain").render({}) == "plain"
+    assert parse_template("").render({}) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a { b", "unmatched '{'"),
+        ("a } b", "unmatched '}'"),
+        ("{a.b}", "bad placeholder '{a.b}'"),
+        ("{0}", "bad placeholder '{0}'"),
+        ("{name:>10}", "bad placeholder"),
+        ("{}", "bad placeholder '{}'"),
+    ],
+)
+def test_template_syntax_errors(tmp_path: Path, text: str, problem: str) -> None:
+    stages = f'stages:\n  - name: research\n    prompt: "{text}"\n'
+    message = load_error(tmp_path, suite_text(stages=stages))
+    assert message.startswith("ci-evals.yaml:6:13: stages[0].prompt: ")
+    assert problem in message
+
+
+def test_unknown_placeholder_names_template_line_and_scenario(tmp_path: Path) -> None:
+    scenarios = """\
+scenarios:
+  - id: acme
+    inputs: { company: Acme, product: Arm, lab: x }
+  - id: beta
+    inputs: { company: Beta, lab: y }
+"""
+    message = load_error(tmp_path, suite_text(scenarios=scenarios))
+    assert message.startswith("ci-evals.yaml:8:13: stages[1].prompt: ")
+    assert "unknown placeholder {product}: scenario 'beta' has no input 'product'" in message
+    assert "its inputs: company, lab" in message
+
+
+def test_placeholder_in_cwd_checked_too(tmp_path: Path) -> None:
+    scenarios = "scenarios:\n  - id: acme\n    inputs: { company: A, product: B }\n"
+    message = load_error(tmp_path, suite_text(scenarios=scenarios))
+    assert message.startswith("ci-evals.yaml:9:10: stages[1].cwd: unknown placeholder {lab}")
+
+
+def test_builtins_need_no_inputs(tmp_path: Path) -> None:
+    stages = (
+        "stages:\n  - name: research\n"
+        '    prompt: "{workspace} {plugin} {stage} {stage_number} {scenario}"\n'
+        '    cwd: "out/{scenario}/{stage}"\n'
+    )
+    suite = load_suite(write_suite(tmp_path, suite_text(stages=stages)))
+    stage, acme = suite.stages[0], suite.scenario("acme")
+    prompt = suite.prompt_for(stage, acme, workspace=Path("/w"), plugin=Path("/p"))
+    assert prompt == "/w /p research 1 acme"
+
+
+@pytest.mark.parametrize("cwd", ["..", "labs/../../x", "/etc", "{plugin}", "{lab}/../../up"])
+def test_cwd_must_stay_in_the_workspace(tmp_path: Path, cwd: str) -> None:
+    stages = f'stages:\n  - name: research\n    prompt: go\n    cwd: "{cwd}"\n'
+    message = load_error(tmp_path, suite_text(stages=stages))
+    assert message.startswith("ci-evals.yaml:7:10: stages[0].cwd: cwd leaves the workspace")
+    assert "scenario 'acme'" in message
+
+
+def test_cwd_may_name_the_workspace(tmp_path: Path) -> None:
+    stages = 'stages:\n  - name: research\n    prompt: go\n    cwd: "{workspace}/labs"\n'
+    suite = load_suite(write_suite(tmp_path, suite_text(stages=stages)))
+    cwd = suite.cwd_for(
+        suite.stages[0], suite.scenarios[0], workspace=tmp_path / "w", plugin=tmp_path
+    )
+    assert cwd == tmp_path / "w" / "labs"
+
+
+# -- validation errors, each with file:line ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ("colour: blue\n", "ci-evals.yaml:4:1: colour: unknown key 'colour'"),
+        ("model: 3\n", "ci-evals.yaml:4:8: model: expected a string, got an integer"),
+        ("budget_usd: -1\n", "ci-evals.yaml:4:13: budget_usd: must be at least 0.0"),
+        ("limits: { max_turns: 0 }\n", "ci-evals.yaml:4:22: limits.max_turns: must be at least 1"),
+        (
+            "limits: { timeout_s: 0 }\n",
+            "ci-evals.yaml:4:22: limits.timeout_s: must be greater than 0",
+        ),
+        ("limits: { turns: 3 }\n", "ci-evals.yaml:4:11: limits.turns: unknown key 'turns'"),
+        (
+            "limits: { max_budget_usd: 0 }\n",
+            "ci-evals.yaml:4:27: limits.max_budget_usd: must be greater than 0",
+        ),
+    ],
+)
+def test_top_level_errors(tmp_path: Path, head: str, expected: str) -> None:
+    assert load_error(tmp_path, suite_text(head)).startswith(expected)
+
+
+def test_version_errors(tmp_path: Path) -> None:
+    body = suite_text().replace("version: 1", "version: 2")
+    assert load_error(tmp_path, body).startswith(
+        "ci-evals.yaml:1:10: version: unsupported version 2"
+    )
+    body = suite_text().replace("version: 1\n", "")
+    assert load_error(tmp_path, body).startswith(
+        "ci-evals.yaml:1:1: missing required key 'version'"
+    )
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    message = load_error(tmp_path, "version: 1\nstages: [\n")
+    assert message.startswith("ci-evals.yaml:3:1: YAML syntax error")
+
+
+def test_plugin_folder_missing(tmp_path: Path) -> None:
+    path = write_suite(tmp_path, suite_text().replace("plugin: plugin", "plugin: nowhere"))
+    with pytest.raises(UserError) as info:
+        load_suite(path, "ci-evals.yaml")
+    assert str(info.value).startswith("ci-evals.yaml:2:9: plugin: plugin folder not found")
+
+
+def test_plugin_without_manifest(tmp_path: Path) -> None:
+    (tmp_path / "plugin" / "agents").mkdir(parents=True)
+    message = load_error(tmp_path, suite_text())
+    assert message.startswith("ci-evals.yaml:2:9: plugin: ")
+    assert "has no .claude-plugin/plugin.json" in message
+
+
+def test_plugin_manifest_invalid_json(tmp_path: Path) -> None:
+    manifest = make_plugin(tmp_path) / ".claude-plugin" / "plugin.json"
+    manifest.write_text('{\n  "name": demo\n}')
+    message = load_error(tmp_path, suite_text())
+    assert message.startswith(f"{manifest}:2:11: invalid JSON")
+
+
+def test_plugin_manifest_without_name(tmp_path: Path) -> None:
+    manifest = make_plugin(tmp_path) / ".claude-plugin" / "plugin.json"
+    manifest.write_text('{"version": "1"}')
+    message = load_error(tmp_path, suite_text())
+    assert message == f'{manifest}: name: the manifest needs a "name" string'
+
+
+def test_duplicate_stage_name(tmp_path: Path) -> None:
+    stages = "stages:\n  - { name: research, prompt: a }\n  - { name: research, prompt: b }\n"
+    message = load_error(tmp_path, suite_text(stages=stages))
+    assert message == (
+        "ci-evals.yaml:6:13: stages[1].name: duplicate stage name 'research' (first used at line 5)"
+    )
+
+
+@pytest.mark.parametrize("name", ["Research", "12", "a b", "-x"])
+def test_bad_stage_name(tmp_path: Path, name: str) -> None:
+    stages = f'stages:\n  - {{ name: "{name}", prompt: a }}\n'
+    message = load_error(tmp_path, suite_text(stages=stages))
+    assert message.startswith(f"ci-evals.yaml:5:13: stages[0].name: bad stage name '{name}'")
+
+
+def test_stage_errors(tmp_path: Path) -> None:
+    assert load_error(tmp_path, suite_text(stages="stages: []\n")).startswith(
+        "ci-evals.yaml:4:9: stages: must not be empty"
+    )
+    assert load_error(tmp_path, suite_text(stages="stages:\n  - { name: a }\n")).startswith(
+        "ci-evals.yaml:5:5: stages[0]: missing required key 'prompt'"
+    )
+    stages = "stages:\n  - { name: a, prompt: b, command: c }\n"
+    assert load_error(tmp_path, suite_text(stages=stages)).startswith(
+        "ci-evals.yaml:5:27: stages[0].command: unknown key 'command'"
+    )
+    stages = "stages:\n  - { name: a, prompt: '' }\n"
+    assert load_error(tmp_path, suite_text(stages=stages)).startswith(
+        "ci-evals.yaml:5:24: stages[0].prompt: must not be empty"
+    )
+
+
+def test_duplicate_scenario_id(tmp_path: Path) -> None:
+    stages = "stages:\n  - { name: a, prompt: go }\n"
+    scenarios = "scenarios:\n  - id: acme\n  - id: acme\n"
+    message = load_error(tmp_path, suite_text(stages=stages, scenarios=scenarios))
+    assert message == (
+        "ci-evals.yaml:8:9: scenarios[1].id: duplicate scenario id 'acme' (first used at line 7)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("  - id: a/b\n", "ci-evals.yaml:7:9: scenarios[0].id: bad scenario id 'a/b'"),
+        (
+            "  - id: a\n    inputs: { stage: x }\n",
+            "ci-evals.yaml:8:22: scenarios[0].inputs.stage: input 'stage' shadows a built-in",
+        ),
+        (
+            "  - id: a\n    inputs: { x: [1] }\n",
+            "ci-evals.yaml:8:18: scenarios[0].inputs.x: input values must be strings or numbers",
+        ),
+        (
+            "  - id: a\n    inputs: { x: true }\n",
+            "ci-evals.yaml:8:18: scenarios[0].inputs.x: input values must be strings or numbers",
+        ),
+        (
+            "  - id: a\n    inputs: { a.b: x }\n",
+            "ci-evals.yaml:8:20: scenarios[0].inputs.a.b: bad input name 'a.b'",
+        ),
+        (
+            "  - id: a\n    inputs: [x]\n",
+            "ci-evals.yaml:8:13: scenarios[0].inputs: expected a mapping of input names",
+        ),
+        ("  - inputs: {}\n", "ci-evals.yaml:7:5: scenarios[0]: missing required key 'id'"),
+    ],
+)
+def test_scenario_errors(tmp_path: Path, scenario: str, expected: str) -> None:
+    stages = "stages:\n  - { name: a, prompt: go }\n"
+    message = load_error(tmp_path, suite_text(stages=stages, scenarios="scenarios:\n" + scenario))
+    assert message.startswith(expected)
+
+
+# -- the stage map cross-check -------------------------------------------------
+
+MAP = """\
+version: 1
+root: plugin
+stages: [{stages}]
+entries:
+  - {{ glob: "**", stage: 1 }}
+fixtures: fixtures
+"""
+
+
+def map_repo(repo: Path, stages: str = "research, plan", suite_map: str = "") -> Path:
+    (repo / "stage_map.yaml").write_text(MAP.format(stages=stages))
+    body = suite_text().replace("stage_map: null\n", suite_map)
+    path = write_suite(repo, body)
+    git(repo, "add", "-A")
+    return path
+
+
+def test_stage_map_found_next_to_the_suite_and_matching(repo: Path) -> None:
+    suite = load_suite(map_repo(repo))
+    assert suite.stage_map == repo / "stage_map.yaml"
+
+
+def test_stage_map_with_other_stage_names(repo: Path) -> None:
+    path = map_repo(repo, stages="research, planning")
+    with pytest.raises(UserError) as info:
+        load_suite(path, "ci-evals.yaml")
+    message = str(info.value)
+    assert message.startswith("ci-evals.yaml:4:3: stages: the stages differ from the stage map ")
+    assert "stage_map.yaml: map [research, planning], suite [research, plan]" in message
+    assert "(first difference at stage 2)" in message
+
+
+def test_stage_map_with_other_order_or_count(repo: Path) -> None:
+    with pytest.raises(UserError, match="first difference at stage 1"):
+        load_suite(map_repo(repo, stages="plan, research"))
+    (repo / "ci-evals.yaml").unlink()
+    with pytest.raises(UserError, match="first difference at stage 3"):
+        load_suite(map_repo(repo, stages="research, plan, ship"))
+
+
+def test_stage_map_for_another_plugin_folder(repo: Path) -> None:
+    path = map_repo(repo, suite_map="stage_map: stage_map.yaml\n")
+    (repo / "other").mkdir()
+    (repo / "stage_map.yaml").write_text(
+        MAP.format(stages="research, plan").replace("root: plugin", "root: other")
+    )
+    with pytest.raises(UserError) as info:
+        load_suite(path, "ci-evals.yaml")
+    assert str(info.value).startswith("ci-evals.yaml:3:12: stage_map: the stage map")
+    assert "has root" in str(info.value)
+
+
+def test_stage_map_for_another_fixtures_folder(repo: Path) -> None:
+    path = map_repo(repo)
+    path.write_text(path.read_text().replace("plugin: plugin\n", "plugin: plugin\nfixtures: fx\n"))
+    with pytest.raises(UserError, match=r"has fixtures .* but the suite's fixtures are"):
+        load_suite(path)
+
+
+def test_stage_map_null_turns_the_check_off(repo: Path) -> None:
+    path = map_repo(repo, stages="other", suite_map="stage_map: null\n")
+    assert load_suite(path).stage_map is None
+
+
+def test_stage_map_named_but_missing(repo: Path) -> None:
+    path = map_repo(repo, suite_map="stage_map: maps/none.yaml\n")
+    with pytest.raises(UserError, match="file not found"):
+        load_suite(path)
+
+
+# -- discovery -----------------------------------------------------------------
+
+
+def test_find_suite_from_a_subfolder_of_the_repo(repo: Path) -> None:
+    (repo / "ci-evals.yaml").write_text("version: 1\n")
+    deep = repo / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find_suite(deep) == (repo / "ci-evals.yaml").resolve()
+
+
+def test_find_suite_prefers_the_nearest(repo: Path) -> None:
+    (repo / "ci-evals.yaml").write_text("version: 1\n")
+    (repo / "examples").mkdir()
+    (repo / "examples" / "ci-evals.yaml").write_text("version: 1\n")
+    assert find_suite(repo / "examples") == (repo / "examples" / "ci-evals.yaml").resolve()
+
+
+def test_find_suite_missing(repo: Path) -> None:
+    (repo / "sub").mkdir()
+    with pytest.raises(UserError) as info:
+        find_suite(repo / "sub")
+    assert "no ci-evals.yaml found" in str(info.value)
+    assert "pass --suite PATH" in str(info.value)
+
+
+def test_find_suite_outside_a_repository(tmp_path: Path) -> None:
+    (tmp_path / "ci-evals.yaml").write_text("version: 1\n")
+    assert find_suite(tmp_path) == (tmp_path / "ci-evals.yaml").resolve()
