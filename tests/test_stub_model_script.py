@@ -149,6 +149,14 @@ def test_hang_forever_and_seconds() -> None:
             "rules[0].turns[0].tools[0].write.content_file: cannot read",
         ),
         ("version: 2\nrules: [{turns: [{text: x}]}]\n", "version: must be at most 1"),
+        (
+            "rules:\n  - {name: all, turns: [{text: x}]}\n  - {name: late, turns: [{text: y}]}\n",
+            "stub.yaml:3:5: rules[1]: rule 'late' can never match ('all' (",
+        ),
+        (
+            "rules:\n  - match: {agent: 'p:helper'}\n    turns: [{text: x}]\n",
+            "stub.yaml:2:5: rules[0]: no turn launches agent 'p:helper' with an 'agent:' call",
+        ),
     ],
 )
 def test_errors_name_file_line_column_and_field(tmp_path: Path, text: str, expected: str) -> None:

@@ -214,10 +214,14 @@ def _text_block(text: str) -> dict[str, Any]:
 
 def _unmatched_text(request: ParsedRequest, agent: str | None) -> str:
     head = " ".join(_COMMAND_TAGS.sub(" ", request.prompt).split())[:80]
-    return (
+    text = (
         f"stub: no rule matched this request (command={request.command!r}, "
         f"agent={agent!r}, subagent={request.subagent}, prompt={head!r})"
     )
+    if request.command is None and head.startswith("/"):
+        # Wiring mistake worth naming: the CLI did not expand this slash command.
+        text += "; the CLI did not expand this slash command (plugin commands are /PLUGIN:cmd)"
+    return text
 
 
 def _nonessential(request: ParsedRequest) -> Reply:

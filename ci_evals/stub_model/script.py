@@ -127,12 +127,40 @@ def _parse_script(root: Field, base_dir: Path) -> Script:
     rules = tuple(
         _parse_rule(item, index, default_usage, base_dir) for index, item in enumerate(rule_fields)
     )
-    seen: dict[str, Field] = {}
-    for rule, item in zip(rules, rule_fields, strict=True):
+    _check_rules(rules, rule_fields)
+    return Script(rules=rules, path=root.file, usage=default_usage)
+
+
+def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
+    """Mistakes that load fine but could never work: duplicates, dead rules, unlaunched agents."""
+    launched = {
+        str(call.input.get("subagent_type"))
+        for rule in rules
+        for turn in rule.turns
+        for call in turn.tools
+        if call.name == "Agent"
+    }
+    seen: set[str] = set()
+    catch_all: Rule | None = None
+    for rule, item in zip(rules, fields, strict=True):
         if rule.name in seen:
             raise item.error(f"duplicate rule name {rule.name!r}")
-        seen[rule.name] = item
-    return Script(rules=rules, path=root.file, usage=default_usage)
+        seen.add(rule.name)
+        if catch_all is not None:
+            raise item.error(
+                f"rule {rule.name!r} can never match",
+                hint=f"{catch_all.name!r} ({catch_all.where}) has no 'match' and takes every "
+                "request; move it last",
+            )
+        if rule.match == Match():
+            catch_all = rule
+        agent = rule.match.agent
+        if agent is not None and agent not in launched and "{" not in agent:
+            raise item.error(
+                f"no turn launches agent {agent!r} with an 'agent:' call, so this rule can "
+                "never match",
+                hint="match a subagent the stub did not launch with 'system_contains'",
+            )
 
 
 def _where(f: Field) -> str:
