@@ -7,10 +7,9 @@ inside the workspace; the stage map (when there is one) lists the same stages in
 the same order, for the same plugin folder. The format is documented in
 docs/suite.md.
 
-Keys reserved for grading (`reviewer`, `checks`, `graders`, `scoring`,
-`repeat`, `pass_at_least`) are accepted and kept as unparsed `Field`s in
-`extra`, with their positions, so the grading code can validate them later
-without a second YAML reader.
+The grading keys (`reviewer`, `checks`, `graders`, `scoring`, `repeat`,
+`pass_at_least`) are validated by `ci_evals.grading.config` into
+`Stage.grading` / `Suite.grading`; the positioned YAML stays in `extra`.
 """
 
 from __future__ import annotations
@@ -26,6 +25,13 @@ import yaml
 
 from ci_evals import git
 from ci_evals.errors import UserError
+from ci_evals.grading.config import (
+    REVIEWER_KEYS,
+    StageGrading,
+    SuiteGrading,
+    load_stage_grading,
+    load_suite_grading,
+)
 from ci_evals.stage_map import load_stage_map
 from ci_evals.templates import NAME, Template, parse_template
 from ci_evals.yaml_source import Field, load
@@ -73,7 +79,11 @@ class Stage:
     prompt: Template
     cwd: Template
     limits: Limits
-    # Grading keys, unparsed (see module docstring); and the stage's own node.
+    # Graders (validated by ci_evals.grading.config at load), the reviewer's
+    # prompt as a checked template, the grading keys as written, and the
+    # stage's own YAML node.
+    grading: StageGrading = field(default_factory=StageGrading)
+    reviewer_prompt: Template | None = None
     extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
     source: Field | None = field(default=None, compare=False, repr=False)
 
@@ -107,6 +117,7 @@ class Suite:
     limits: Limits  # suite defaults (already merged into every stage)
     stages: tuple[Stage, ...]
     scenarios: tuple[Scenario, ...]
+    grading: SuiteGrading = field(default_factory=SuiteGrading)
     extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
     source: Field | None = field(default=None, compare=False, repr=False)
 
@@ -233,10 +244,11 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     budget = _optional_number(keys.get("budget_usd"), positive=False)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
-    stages = _load_stages(keys["stages"], limits)
+    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin_dir=plugin.path)
     scenarios = _load_scenarios(keys["scenarios"])
     for stage in stages:
         _check_templates(stage, scenarios)
+    suite_extra = {key: keys[key] for key in LATER_SUITE_KEYS if key in keys}
 
     stage_map: Path | None
     if "stage_map" in keys:
@@ -256,7 +268,8 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         limits=limits,
         stages=stages,
         scenarios=scenarios,
-        extra={key: keys[key] for key in LATER_SUITE_KEYS if key in keys},
+        grading=load_suite_grading(suite_extra),
+        extra=suite_extra,
         source=root_field,
     )
     if stage_map is not None:
@@ -321,7 +334,9 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
     return Limits(max_turns=max_turns, timeout_s=timeout, max_budget_usd=budget)
 
 
-def _load_stages(value: Field, defaults: Limits) -> tuple[Stage, ...]:
+def _load_stages(
+    value: Field, defaults: Limits, *, suite_dir: Path, plugin_dir: Path
+) -> tuple[Stage, ...]:
     stages: list[Stage] = []
     seen: dict[str, Field] = {}
     for number, item in enumerate(value.sequence(allow_empty=False), start=1):
@@ -339,6 +354,14 @@ def _load_stages(value: Field, defaults: Limits) -> tuple[Stage, ...]:
             )
         seen[name] = name_field
         cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
+        extra = {key: keys[key] for key in LATER_STAGE_KEYS if key in keys}
+        grading = load_stage_grading(extra, suite_dir=suite_dir, plugin_dir=plugin_dir)
+        reviewer_prompt = None
+        if "reviewer" in extra:
+            # Already validated by the grading loader; kept as a template so its
+            # placeholders are checked against every scenario like a prompt.
+            prompt = extra["reviewer"].mapping(REVIEWER_KEYS)["prompt"]
+            reviewer_prompt = parse_template(prompt.as_str(), prompt)
         stages.append(
             Stage(
                 number=number,
@@ -346,7 +369,9 @@ def _load_stages(value: Field, defaults: Limits) -> tuple[Stage, ...]:
                 prompt=parse_template(keys["prompt"].as_str(), keys["prompt"]),
                 cwd=cwd if cwd is not None else parse_template("."),
                 limits=_load_limits(keys["limits"], defaults) if "limits" in keys else defaults,
-                extra={key: keys[key] for key in LATER_STAGE_KEYS if key in keys},
+                grading=grading,
+                reviewer_prompt=reviewer_prompt,
+                extra=extra,
                 source=item,
             )
         )
@@ -404,7 +429,10 @@ def _written_keys(value: Field) -> list[str]:
 
 def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
     """Every placeholder resolves for every scenario; every cwd stays in the workspace."""
-    for template in (stage.prompt, stage.cwd):
+    templates = [stage.prompt, stage.cwd]
+    if stage.reviewer_prompt is not None:
+        templates.append(stage.reviewer_prompt)
+    for template in templates:
         unknown = sorted(template.names.difference(BUILTINS))
         for scenario in scenarios:
             for name in unknown:

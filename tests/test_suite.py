@@ -65,7 +65,7 @@ def test_loads_a_full_suite(tmp_path: Path) -> None:
     head = (
         "fixtures: curated\nmodel: claude-sonnet-4-5\nbudget_usd: 5\n"
         "limits: { max_turns: 30, timeout_s: 900, max_budget_usd: 2.0 }\n"
-        "repeat: 3\nscoring: { threshold: 3.5 }\n"
+        "repeat: 3\nscoring: { analytic_mean_at_least: 3.5 }\n"
     )
     suite = load_suite(write_suite(tmp_path, suite_text(head)))
     assert suite.plugin.name == "demo"
@@ -86,8 +86,8 @@ def test_loads_a_full_suite(tmp_path: Path) -> None:
     assert suite.scenario("zeta").inputs["lab"] == "7"
     # Grading keys are kept, unparsed, with their positions.
     assert set(suite.extra) == {"repeat", "scoring"}
-    assert suite.extra["repeat"].as_int() == 3
     assert suite.extra["scoring"].line == 9
+    assert suite.grading.repeat == 3
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -99,19 +99,60 @@ def test_defaults(tmp_path: Path) -> None:
     assert suite.stage_map is None
 
 
-def test_stage_extra_keys_are_kept_for_grading(tmp_path: Path) -> None:
-    stages = """\
+def add_reviewer(top: Path) -> None:
+    plugin = top / "plugin"
+    (plugin / "agents").mkdir(parents=True, exist_ok=True)
+    (plugin / "agents" / "review.md").write_text("Review.\n")
+    rubrics = plugin / "references" / "checklist"
+    rubrics.mkdir(parents=True)
+    (rubrics / "has-goals.md").write_text("# Has goals\n")
+
+
+REVIEWED = """\
 stages:
   - name: research
     prompt: go
-    reviewer: { agent: agents/review.md }
-    checks: [{ exists: "*.md" }]
+    reviewer:
+      agent: agents/review.md
+      rubrics: [references/checklist]
+      prompt: "Read {plugin}/agents/review.md. Review {lab}/lab.md"
+    checks: [{ files: "*.md", min: 1 }]
 """
-    suite = load_suite(write_suite(tmp_path, suite_text(stages=stages)))
-    extra = suite.stages[0].extra
-    assert set(extra) == {"reviewer", "checks"}
-    assert extra["reviewer"].plain() == {"agent": "agents/review.md"}
-    assert extra["checks"].line == 8
+
+
+def test_grading_keys_are_validated_and_kept(tmp_path: Path) -> None:
+    make_plugin(tmp_path)
+    add_reviewer(tmp_path)
+    suite = load_suite(write_suite(tmp_path, suite_text(stages=REVIEWED)))
+    stage = suite.stages[0]
+    assert set(stage.extra) == {"reviewer", "checks"}
+    assert stage.extra["checks"].line == 11
+    assert stage.grading.reviewer is not None
+    assert stage.grading.reviewer.agent == "agents/review.md"
+    assert len(stage.grading.checks) == 1
+    # The reviewer prompt is a template like the stage prompt.
+    assert stage.reviewer_prompt is not None
+    assert stage.reviewer_prompt.names == {"plugin", "lab"}
+    values = suite.template_values(
+        stage, suite.scenario("acme"), workspace=Path("/w"), plugin=Path("/p")
+    )
+    rendered = stage.reviewer_prompt.render(values)
+    assert rendered == "Read /p/agents/review.md. Review acme-arm/lab.md"
+
+
+def test_reviewer_prompt_placeholders_checked_against_scenarios(tmp_path: Path) -> None:
+    make_plugin(tmp_path)
+    add_reviewer(tmp_path)
+    scenarios = "scenarios:\n  - id: acme\n"
+    message = load_error(tmp_path, suite_text(stages=REVIEWED, scenarios=scenarios))
+    assert message.startswith("ci-evals.yaml:10:15: stages[0].reviewer.prompt: ")
+    assert "unknown placeholder {lab}: scenario 'acme' has no input 'lab'" in message
+
+
+def test_grading_errors_have_positions(tmp_path: Path) -> None:
+    stages = "stages:\n  - name: research\n    prompt: go\n    reviewer: { agent: nope.md }\n"
+    message = load_error(tmp_path, suite_text(stages=stages))
+    assert message.startswith("ci-evals.yaml:7:15: stages[0].reviewer: missing required key")
 
 
 def test_stage_and_scenario_lookup(tmp_path: Path) -> None:
