@@ -184,6 +184,12 @@ def create_workspace(suite: Suite, from_stage: Stage | int, parent: Path) -> Wor
     parent.mkdir(parents=True, exist_ok=True)
     plugin = parent / PLUGIN_DIR
     root = parent / WORKSPACE_DIR
+    for path in (plugin, root):
+        if os.path.lexists(path):
+            raise UserError(
+                f"workspace folder already exists: {path}",
+                hint="every scenario and repeat needs a fresh folder",
+            )
     _copy_plugin(suite.plugin.path, plugin)
     root.mkdir()
     _lay_down(plan, root)

@@ -1,0 +1,281 @@
+"""Workspaces: the plugin copied (never linked), fixtures merged, escaping links refused."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.suite import Suite, load_suite
+from ci_evals.workspace import check_fixtures, create_workspace
+
+SUITE = """\
+version: 1
+plugin: plugin
+stage_map: null
+stages:
+  - { name: research, prompt: "/demo:research {company}" }
+  - { name: plan, prompt: "/demo:plan", cwd: "labs/{company}" }
+  - { name: build, prompt: "/demo:build in {workspace} using {plugin}/templates" }
+scenarios:
+  - { id: acme, inputs: { company: acme } }
+"""
+
+
+def write(path: Path, text: str = "x\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def top(tmp_path: Path) -> Path:
+    """A suite folder: plugin with components, fixtures for stages 1 and 2."""
+    top = tmp_path / "repo"
+    write(top / "plugin" / ".claude-plugin" / "plugin.json", '{"name": "demo"}')
+    write(top / "plugin" / "agents" / "researcher.md", "agent\n")
+    write(top / "plugin" / "commands" / "research.md", "command\n")
+    write(top / "plugin" / "templates" / "lab.md", "template\n")
+    write(top / "plugin" / "README.md", "not a folder: not linked\n")
+    fixtures = top / "fixtures"
+    write(fixtures / "1-research-output" / "research" / "company.md", "v1 company\n")
+    write(fixtures / "1-research-output" / "shared.md", "from stage 1\n")
+    (fixtures / "1-research-output" / "empty").mkdir()
+    write(fixtures / "2-plan-output" / "labs" / "acme" / "plan.md", "plan\n")
+    write(fixtures / "2-plan-output" / "shared.md", "from stage 2\n")
+    script = write(fixtures / "2-plan-output" / "run.sh", "#!/bin/sh\n")
+    script.chmod(0o755)
+    (top / "ci-evals.yaml").write_text(SUITE)
+    return top
+
+
+def suite_at(top: Path) -> Suite:
+    return load_suite(top / "ci-evals.yaml", "ci-evals.yaml")
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every entry under root: file content, `-> target` for links, `/` for folders."""
+    out: dict[str, str] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                out[rel] = "-> " + os.readlink(path)
+            elif path.is_dir():
+                out[rel] = "/"
+            else:
+                out[rel] = path.read_text()
+    return out
+
+
+def test_from_stage_one_has_the_plugin_and_no_fixtures(top: Path, tmp_path: Path) -> None:
+    suite = suite_at(top)
+    ws = create_workspace(suite, 1, tmp_path / "run" / "acme")
+    assert ws.parent == tmp_path / "run" / "acme"
+    assert ws.root == ws.parent / "workspace"
+    assert ws.plugin == ws.parent / "plugin"
+    assert ws.fixtures == ()
+    # Every top-level plugin folder is linked, relative, into the copy.
+    assert ws.links == ("agents", "commands", "templates")
+    assert tree(ws.root) == {
+        "agents": "-> ../plugin/agents",
+        "commands": "-> ../plugin/commands",
+        "templates": "-> ../plugin/templates",
+    }
+    assert (ws.root / "templates" / "lab.md").read_text() == "template\n"
+    # The plugin is a copy, not a link, with the manifest.
+    assert not ws.plugin.is_symlink()
+    assert tree(ws.plugin) == tree(top / "plugin")
+
+
+def test_fixtures_are_merged_in_order(top: Path, tmp_path: Path) -> None:
+    suite = suite_at(top)
+    ws = create_workspace(suite, suite.stage("build"), tmp_path / "ws")
+    assert ws.fixtures == (
+        top / "fixtures" / "1-research-output",
+        top / "fixtures" / "2-plan-output",
+    )
+    files = tree(ws.root)
+    assert files["research/company.md"] == "v1 company\n"
+    assert files["labs/acme/plan.md"] == "plan\n"
+    assert files["shared.md"] == "from stage 2\n"  # the later fixture wins
+    assert files["empty"] == "/"  # empty folders are kept
+    assert stat.S_IMODE((ws.root / "run.sh").stat().st_mode) & 0o111  # still executable
+
+
+def test_the_agent_cannot_write_into_the_repo(top: Path, tmp_path: Path) -> None:
+    before = tree(top)
+    ws = create_workspace(suite_at(top), 3, tmp_path / "ws")
+    # Through a component link, and over a fixture file: both land in copies.
+    (ws.root / "agents" / "researcher.md").write_text("tampered\n")
+    (ws.root / "templates" / "new.md").write_text("new\n")
+    (ws.root / "shared.md").write_text("tampered\n")
+    (ws.plugin / ".claude-plugin" / "plugin.json").write_text("{}")
+    assert tree(top) == before
+    assert (ws.plugin / "agents" / "researcher.md").read_text() == "tampered\n"
+    # No path in the workspace resolves into the repository.
+    for folder, dirs, files in os.walk(ws.parent, followlinks=True):
+        for name in dirs + files:
+            resolved = (Path(folder) / name).resolve()
+            assert not resolved.is_relative_to(top), resolved
+
+
+def test_remove_deletes_the_copies_only(top: Path, tmp_path: Path) -> None:
+    before = tree(top)
+    ws = create_workspace(suite_at(top), 3, tmp_path / "ws")
+    ws.remove()
+    assert not ws.parent.exists()
+    assert tree(top) == before
+
+
+def test_a_fixture_of_the_same_name_wins_over_a_component_link(top: Path, tmp_path: Path) -> None:
+    write(top / "fixtures" / "1-research-output" / "templates" / "mine.md", "fixture\n")
+    ws = create_workspace(suite_at(top), 2, tmp_path / "ws")
+    assert "templates" not in ws.links
+    assert not (ws.root / "templates").is_symlink()
+    assert tree(ws.root / "templates") == {"mine.md": "fixture\n"}
+
+
+def test_prompt_and_cwd_use_the_workspace_and_plugin_copy(top: Path, tmp_path: Path) -> None:
+    suite = suite_at(top)
+    ws = create_workspace(suite, 1, tmp_path / "ws")
+    scenario = suite.scenario("acme")
+    build = suite.stage("build")
+    assert ws.prompt_for(suite, build, scenario) == (
+        f"/demo:build in {ws.root} using {ws.plugin}/templates"
+    )
+    cwd = ws.cwd_for(suite, suite.stage("plan"), scenario)
+    assert cwd == ws.root / "labs" / "acme"
+    assert cwd.is_dir()  # created, since no fixture made it
+    assert ws.values(suite, build, scenario)["plugin"] == str(ws.plugin)
+
+
+def test_workspace_folders_must_be_fresh(top: Path, tmp_path: Path) -> None:
+    suite = suite_at(top)
+    create_workspace(suite, 1, tmp_path / "ws")
+    with pytest.raises(UserError, match=r"workspace folder already exists: .*ws/plugin"):
+        create_workspace(suite, 1, tmp_path / "ws")
+
+
+# -- missing fixtures -------------------------------------------------------------
+
+
+def test_missing_fixture_folder(top: Path, tmp_path: Path) -> None:
+    suite = suite_at(top)
+    (top / "fixtures" / "2-plan-output" / "run.sh").unlink()
+    for path in sorted((top / "fixtures" / "2-plan-output").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    (top / "fixtures" / "2-plan-output").rmdir()
+    assert check_fixtures(suite, 2) == (top / "fixtures" / "1-research-output",)
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite, 3)
+    message = str(info.value)
+    assert message.startswith("ci-evals.yaml: missing fixture folder for stage 2 (plan): ")
+    assert str(top / "fixtures" / "2-plan-output") in message
+    with pytest.raises(UserError):
+        create_workspace(suite, 3, tmp_path / "ws")
+    assert not (tmp_path / "ws").exists()  # nothing was created
+
+
+def test_from_stage_out_of_range(top: Path) -> None:
+    with pytest.raises(UserError, match="unknown stage '4'"):
+        check_fixtures(suite_at(top), 4)
+
+
+def test_stage_one_needs_no_fixtures_folder(top: Path, tmp_path: Path) -> None:
+    suite = suite_at(top)
+    for path in sorted((top / "fixtures").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    (top / "fixtures").rmdir()
+    assert check_fixtures(suite, 1) == ()
+    assert create_workspace(suite, 1, tmp_path / "ws").fixtures == ()
+
+
+# -- links in fixtures ----------------------------------------------------------
+
+
+def test_links_inside_a_fixture_are_kept(top: Path, tmp_path: Path) -> None:
+    fixture = top / "fixtures" / "1-research-output"
+    (fixture / "latest.md").symlink_to("research/company.md")
+    (fixture / "research" / "up.md").symlink_to("../shared.md")
+    (fixture / "data").symlink_to("research")
+    ws = create_workspace(suite_at(top), 2, tmp_path / "ws")
+    files = tree(ws.root)
+    assert files["latest.md"] == "-> research/company.md"
+    assert files["research/up.md"] == "-> ../shared.md"
+    assert files["data"] == "-> research"
+    assert (ws.root / "latest.md").read_text() == "v1 company\n"
+    assert (ws.root / "data" / "company.md").read_text() == "v1 company\n"
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        ("escape.md", "../../../../etc/passwd"),
+        ("research/escape.md", "../../ci-evals.yaml"),
+        ("sibling.md", "../2-plan-output/shared.md"),
+        ("absolute.md", "/etc/passwd"),
+        ("inside/../../x", None),
+    ],
+)
+def test_links_leaving_a_fixture_are_refused(
+    top: Path, tmp_path: Path, link: str, target: str | None
+) -> None:
+    fixture = top / "fixtures" / "1-research-output"
+    if target is None:  # a link whose own name is fine, target climbs via a folder
+        (fixture / "research" / "deep").mkdir()
+        link, target = "research/deep/x.md", "../../../outside.md"
+    (fixture / link).symlink_to(target)
+    suite = suite_at(top)
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite, 2)
+    message = str(info.value)
+    assert f"fixture link {fixture / link} -> {target}" in message
+    assert "absolute" in message if target.startswith("/") else "points outside" in message
+    with pytest.raises(UserError):
+        create_workspace(suite, 3, tmp_path / "ws")
+    assert not (tmp_path / "ws" / "workspace").exists()
+
+
+def test_escaping_link_in_a_fixture_not_laid_down_is_not_checked(top: Path, tmp_path: Path) -> None:
+    (top / "fixtures" / "2-plan-output" / "bad").symlink_to("/etc")
+    assert check_fixtures(suite_at(top), 2) == (top / "fixtures" / "1-research-output",)
+
+
+def test_folder_replaced_by_a_file_is_refused(top: Path) -> None:
+    write(top / "fixtures" / "2-plan-output" / "research", "now a file\n")
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite_at(top), 3)
+    message = str(info.value)
+    assert "is a file, but an earlier fixture has a dir at research" in message
+
+
+def test_special_files_in_a_fixture_are_refused(top: Path) -> None:
+    os.mkfifo(top / "fixtures" / "1-research-output" / "pipe")
+    with pytest.raises(UserError, match="not a file, folder or link"):
+        check_fixtures(suite_at(top), 2)
+
+
+# -- links in the plugin ------------------------------------------------------
+
+
+def test_plugin_links_are_copied_as_content(top: Path, tmp_path: Path) -> None:
+    shared = write(tmp_path / "shared" / "rubric.md", "shared rubric\n")
+    (top / "plugin" / "references").symlink_to(shared.parent)
+    (top / "plugin" / "agents" / "alias.md").symlink_to("researcher.md")
+    ws = create_workspace(suite_at(top), 1, tmp_path / "ws")
+    assert not (ws.plugin / "references").is_symlink()
+    assert (ws.plugin / "references" / "rubric.md").read_text() == "shared rubric\n"
+    assert not (ws.plugin / "agents" / "alias.md").is_symlink()
+    (ws.plugin / "references" / "rubric.md").write_text("tampered\n")
+    assert shared.read_text() == "shared rubric\n"
+
+
+def test_dangling_plugin_link_is_a_user_error(top: Path, tmp_path: Path) -> None:
+    (top / "plugin" / "agents" / "gone.md").symlink_to("missing.md")
+    with pytest.raises(UserError, match="cannot copy the plugin"):
+        create_workspace(suite_at(top), 1, tmp_path / "ws")
