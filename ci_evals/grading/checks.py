@@ -322,7 +322,9 @@ def _matches(folder: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]
     """Files matching any glob (sorted, deduplicated), and the ones refused as outside."""
     found: dict[Path, None] = {}
     outside: list[str] = []
-    for pattern in globs:
+    for given in globs:
+        # Before Python 3.13 a trailing `**` matches folders only.
+        pattern = given + "/*" if given == "**" or given.endswith("/**") else given
         for path in folder.glob(pattern):
             if not path.is_file():
                 continue
@@ -331,6 +333,15 @@ def _matches(folder: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]
                 continue
             found[path] = None
     return sorted(found), sorted(set(outside))
+
+
+def _outside_note(outside: Sequence[str]) -> str:
+    """Files skipped as links out of the folder (e.g. the plugin folders linked into
+    the workspace): named, capped, never read."""
+    if not outside:
+        return ""
+    shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
+    return f" (skipped, outside the folder: {shown})"
 
 
 def _rel(folder: Path, path: Path) -> str:
@@ -359,9 +370,7 @@ def _files_exist(check: FilesExist, folder: Path) -> Criterion:
     detail = f"{n} file(s) match {', '.join(check.globs)}, expected {want}"
     if shown:
         detail += f": {shown}"
-    if outside:
-        detail += f"; ignored (outside the folder): {', '.join(outside)}"
-    return _criterion(check.id, ok, detail)
+    return _criterion(check.id, ok, detail + _outside_note(outside))
 
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -398,9 +407,9 @@ def headings_of(markdown: str) -> list[str]:
 def _has_headings(check: HasHeadings, folder: Path) -> Criterion:
     files, outside = _matches(folder, check.globs)
     if not files:
-        extra = f" (outside the folder: {', '.join(outside)})" if outside else ""
-        return _criterion(check.id, False, f"no file matches {', '.join(check.globs)}{extra}")
-    problems = [f"{name}: outside the folder" for name in outside]
+        note = _outside_note(outside)
+        return _criterion(check.id, False, f"no file matches {', '.join(check.globs)}{note}")
+    problems = []
     for path in files:
         try:
             present = headings_of(_read_text(path))
@@ -416,8 +425,9 @@ def _has_headings(check: HasHeadings, folder: Path) -> Criterion:
         if missing:
             problems.append(f"{_rel(folder, path)}: missing {', '.join(map(repr, missing))}")
     if problems:
-        return _criterion(check.id, False, "; ".join(problems))
-    return _criterion(check.id, True, f"{len(files)} file(s) have all {len(check.require)}")
+        return _criterion(check.id, False, "; ".join(problems) + _outside_note(outside))
+    detail = f"{len(files)} file(s) have all {len(check.require)}"
+    return _criterion(check.id, True, detail + _outside_note(outside))
 
 
 def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
@@ -425,10 +435,10 @@ def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
 
     files, outside = _matches(folder, check.globs)
     if not files:
-        extra = f" (outside the folder: {', '.join(outside)})" if outside else ""
-        return _criterion(check.id, False, f"no file matches {', '.join(check.globs)}{extra}")
+        note = _outside_note(outside)
+        return _criterion(check.id, False, f"no file matches {', '.join(check.globs)}{note}")
     validator = jsonschema.validators.validator_for(check.schema)(check.schema)
-    problems = [f"{name}: outside the folder" for name in outside]
+    problems = []
     for path in files:
         name = _rel(folder, path)
         try:
@@ -441,8 +451,9 @@ def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"
             problems.append(f"{name}: at {where}: {_short(error.message)}")
     if problems:
-        return _criterion(check.id, False, "; ".join(problems))
-    return _criterion(check.id, True, f"{len(files)} file(s) valid against {check.schema_source}")
+        return _criterion(check.id, False, "; ".join(problems) + _outside_note(outside))
+    detail = f"{len(files)} file(s) valid against {check.schema_source}"
+    return _criterion(check.id, True, detail + _outside_note(outside))
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -470,8 +481,7 @@ def _equals_length(check: EqualsLength, folder: Path) -> Criterion:
     files, outside = _matches(folder, (check.file,))
     if len(files) != 1:
         found = "no file" if not files else f"{len(files)} files"
-        extra = f" (outside the folder: {', '.join(outside)})" if outside else ""
-        return _criterion(check.id, False, f"{found} match {check.file}{extra}")
+        return _criterion(check.id, False, f"{found} match {check.file}{_outside_note(outside)}")
     try:
         document = json.loads(_read_text(files[0]))
     except (OSError, ValueError) as exc:

@@ -239,7 +239,10 @@ def run_command_grader(
 
     folder = folder.resolve()
     name = f"command:{grader.id}"
-    cwd = folder / grader.cwd
+    cwd = (folder / grader.cwd).resolve()
+    if not cwd.is_dir() or not cwd.is_relative_to(folder):
+        # The folder is the agent's output: a missing (or escaping) cwd is its failure.
+        return GraderResult(grader=name, criteria=(_no_cwd(grader),))
     results_file = grader.junit or grader.json_results
     before = _fingerprint(folder / results_file) if results_file else None
     try:
@@ -258,18 +261,17 @@ def run_command_grader(
             size=len(run.output),
         )
     main = _exit_criterion(grader, run)
-    if results_file is None or run.timed_out:
-        return GraderResult(grader=name, criteria=(main,), raw_output=raw)
-    path = folder / results_file
-    try:
-        subs = _sub_results(grader, folder, path, before)
-    except _ResultsMissing as exc:
-        if run.returncode != 0:  # the command failed before writing: a failure, not an error
-            return GraderResult(grader=name, criteria=(main,), raw_output=raw)
-        return GraderResult(grader=name, criteria=(main,), error=str(exc), raw_output=raw)
-    except ValueError as exc:
-        return GraderResult(grader=name, criteria=(main,), error=str(exc), raw_output=raw)
-    return GraderResult(grader=name, criteria=(main, *subs), raw_output=raw)
+    criteria: tuple[Criterion, ...] = (main,)
+    error = None
+    if results_file is not None and not run.timed_out:
+        try:
+            criteria = (main, *_sub_results(grader, folder, folder / results_file, before))
+        except _ResultsMissing as exc:
+            # After a failing exit a missing file is part of the failure, not an error.
+            error = str(exc) if run.returncode == 0 else None
+        except ValueError as exc:
+            error = str(exc)
+    return GraderResult(grader=name, criteria=criteria, error=error, raw_output=raw)
 
 
 def _exit_criterion(grader: CommandGrader, run: ProcessRun) -> Criterion:
@@ -289,6 +291,19 @@ def _exit_criterion(grader: CommandGrader, run: ProcessRun) -> Criterion:
         passed=passed,
         source="command",
         detail=detail,
+    )
+
+
+def _no_cwd(grader: CommandGrader) -> Criterion:
+    from ci_evals.grading.criteria import Criterion  # noqa: PLC0415
+
+    return Criterion(
+        id=grader.id,
+        kind="checklist",
+        score=0.0,
+        passed=False,
+        source="command",
+        detail=f"not run: {grader.cwd} is not a folder inside the graded folder",
     )
 
 

@@ -156,7 +156,18 @@ def _find_array(text: str) -> list[Any]:
         except ValueError as exc:
             if stripped[0] == "[" and stripped[-1] == "]":
                 raise ScorecardError(f"invalid JSON: {_one_line(exc)}") from None
-    fenced = _from_fences(stripped)
+    try:
+        fenced = _from_fences(stripped)
+    except ScorecardError as fence_error:
+        # A rationale containing ``` can cut a fence short; the array may still
+        # be found whole in the text. If not, the fence's error is the useful one.
+        try:
+            found = _from_prose(stripped)
+        except ScorecardError:
+            raise fence_error from None
+        if found and all(isinstance(item, dict) for item in found):
+            return found
+        raise
     if fenced is not None:
         return fenced
     return _from_prose(stripped)
@@ -247,7 +258,7 @@ def _criterion(index: int, item: Any, rubrics: RubricSet | None) -> Criterion:
         rationale = ""
     if not isinstance(rationale, str):
         raise ScorecardError(f"{where}: rationale must be a string")
-    kind, rubric_path, rubric_hash = _kind(where, name, declared, rubrics)
+    kind, rubric_id, rubric_path, rubric_hash = _kind(where, name, declared, rubrics)
     value = float(score)
     if kind == "checklist":
         if value not in (0.0, 1.0):
@@ -258,7 +269,8 @@ def _criterion(index: int, item: Any, rubrics: RubricSet | None) -> Criterion:
             raise ScorecardError(f"{where}: score {score} is outside the analytic scale 1-5")
         passed = value >= DEFAULT_ANALYTIC_THRESHOLD
     return Criterion(
-        id=name,
+        # The rubric's spelling, so repeats and reports agree whatever the reviewer wrote.
+        id=rubric_id or name,
         kind=kind,
         score=value,
         passed=passed,
@@ -283,14 +295,14 @@ def _name(where: str, item: Mapping[str, Any]) -> str:
 
 def _kind(
     where: str, name: str, declared: Kind | None, rubrics: RubricSet | None
-) -> tuple[Kind, str | None, str | None]:
+) -> tuple[Kind, str | None, str | None, str | None]:
     if rubrics is None:
         if declared is None:
             raise ScorecardError(
                 f"{where}: cannot tell checklist from analytic "
                 "(no rubric folders configured and no 'type' given)"
             )
-        return declared, None, None
+        return declared, None, None, None
     rubric = rubrics.get(name)
     if rubric is None:
         known = ", ".join(sorted(r.id for r in rubrics.values())) or "none"
@@ -306,7 +318,7 @@ def _kind(
             f"{where}: type {declared!r} disagrees with its rubric {rubric.path.name} "
             f"({rubric.kind})"
         )
-    return rubric.kind, str(rubric.path), rubric.sha256
+    return rubric.kind, rubric.id, str(rubric.path), rubric.sha256
 
 
 def _json_type(value: Any) -> str:

@@ -213,9 +213,8 @@ def evaluate(results: Sequence[GraderResult], policy: ScoringPolicy) -> StageVer
         failures.append(
             f"checklist {len(failed_items)} of {len(checklist)} failed: " + ", ".join(failed_items)
         )
-    if analytic and analytic_mean is None:
-        failures.append("analytic criteria all have weight 0")
-    elif analytic_mean is not None and analytic_mean < policy.analytic_threshold:
+    # All analytic weights 0 leaves no mean: the analytic rule then decides nothing.
+    if analytic_mean is not None and analytic_mean < policy.analytic_threshold:
         failures.append(
             f"analytic mean {analytic_mean:.2f} < {policy.analytic_threshold:g}"
             f" (low: {', '.join(c.id for c in analytic if not c.passed)})"

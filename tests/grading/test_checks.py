@@ -100,10 +100,35 @@ def test_a_link_out_of_the_folder_is_not_counted(ws: Path, tmp_path: Path) -> No
     )
     assert got["f"] == (
         False,
-        "0 file(s) match lab/escape.md, expected at least 1; "
-        "ignored (outside the folder): lab/escape.md",
+        "0 file(s) match lab/escape.md, expected at least 1 "
+        "(skipped, outside the folder: lab/escape.md)",
     )
-    assert got["h"] == (False, "no file matches lab/escape.md (outside the folder: lab/escape.md)")
+    assert got["h"] == (
+        False,
+        "no file matches lab/escape.md (skipped, outside the folder: lab/escape.md)",
+    )
+
+
+def test_linked_plugin_folders_are_skipped_not_failed(ws: Path, tmp_path: Path) -> None:
+    # The runner links the plugin's folders into the workspace; `**` must not
+    # read (or fail on) them.
+    plugin_agents = tmp_path / "plugin" / "agents"
+    plugin_agents.mkdir(parents=True)
+    (plugin_agents / "reviewer.md").write_text("no headings here\n")
+    os.symlink(plugin_agents, ws / "agents")
+    got = results(
+        "- { headings: [lab/lab.md, 'agents/*.md'], require: ['## Overview'], id: h }\n"
+        "- { files: 'lab/**', min: 5, id: f }\n",
+        tmp_path,
+        ws,
+    )
+    assert got["h"] == (
+        True,
+        "1 file(s) have all 1 (skipped, outside the folder: agents/reviewer.md)",
+    )
+    # A trailing ** means every file below (as in Python 3.13), not just folders.
+    assert got["f"][0] is True
+    assert got["f"][1].startswith("5 file(s) match lab/**")
 
 
 # -- headings ------------------------------------------------------------------

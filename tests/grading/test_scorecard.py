@@ -100,7 +100,7 @@ def test_checklist_zero_fails(rubric_set: rubrics.RubricSet) -> None:
         ('[{"criterion": "tone", "score": 1}]', "no rubric defines this criterion"),
         (
             '[{"criterion": "has-goals", "score": 1}, {"id": "Has_Goals", "score": 0}]',
-            "item 1: criterion 'Has_Goals' is scored twice (also item 0)",
+            "item 1: criterion 'has-goals' is scored twice (also item 0)",
         ),
         ('[{"criterion": "coherence", "score": 4, "type": "checklist"}]', "disagrees"),
         ('[{"criterion": "coherence", "score": 4, "type": "likert"}]', "type must be"),
@@ -172,3 +172,22 @@ def test_grade_scorecard_turns_bad_output_into_an_error(
 def test_results_round_trip_through_json(rubric_set: rubrics.RubricSet) -> None:
     result = grade_scorecard(json.dumps(VALID), rubric_set)
     assert GraderResult.model_validate_json(result.model_dump_json()) == result
+
+
+def test_json_then_trailing_prose(rubric_set: rubrics.RubricSet) -> None:
+    text = json.dumps(VALID) + "\n\nThat is my review [final]."
+    assert len(parse_scorecard(text, rubric_set)) == 4
+
+
+def test_a_fence_in_a_rationale_does_not_hide_the_array(rubric_set: rubrics.RubricSet) -> None:
+    items = [{"criterion": "has-goals", "score": 1, "rationale": "has ```code``` blocks"}]
+    text = "```json\n" + json.dumps(items) + "\n```"
+    [criterion] = parse_scorecard(text, rubric_set)
+    assert criterion.rationale == "has ```code``` blocks"
+
+
+def test_ids_take_the_rubric_spelling(rubric_set: rubrics.RubricSet) -> None:
+    text = json.dumps(
+        [{"criterion": "Has_Goals", "score": 1}, {"id": "analytic/plan-lab/Pacing.md", "score": 4}]
+    )
+    assert [c.id for c in parse_scorecard(text, rubric_set)] == ["has-goals", "pacing"]
