@@ -24,8 +24,8 @@ built lazily, so finding all k matches among n globs costs ~k log n tests).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from pathspec.patterns.gitignore import GitIgnorePatternError
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
@@ -38,8 +38,10 @@ _META = frozenset("*?[\\")
 # repeat in a combined alternation, and we do not need it (no negation).
 _DIR_MARK = "(?P<ps_d>/)"
 
-# How many regexes a tree leaf tests one by one.
-_LEAF_SIZE = 4
+_END_OPT = "(?:/|$)"
+_END_OPT_EXACT = "(?:/|\\Z)"
+# Above this many regexes a group first tries one plain alternation (cheap "no").
+_PREFILTER_AT = 8
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,8 @@ def glob_regex(glob: str) -> str:
         raise ValueError(f"{glob!r}: {problem.message}")
     regex: str | None = GitIgnoreSpecPattern.pattern_to_regex(glob)[0]
     assert regex is not None  # glob_problem rejected the patterns that compile to nothing
-    return regex.replace(_DIR_MARK, "/")
+    # `$` would also match before a trailing newline; git's end of name is `\Z`.
+    return regex.replace(_DIR_MARK, "/").replace(_END_OPT, _END_OPT_EXACT)
 
 
 def _is_literal(segment: str) -> bool:
@@ -157,68 +160,168 @@ def _is_literal(segment: str) -> bool:
 
 
 class _RegexGroup:
-    """Regexes (all anchored at `^`) tested together; finds every one that matches.
+    """Regexes tested in ONE `re` call that reports every one that matches.
 
-    A node holds one alternation of all its regexes; only when that matches are
-    its two halves tried, down to leaves tested one by one. Nodes are compiled
-    on first use, so a bucket no path ever reaches costs nothing.
+    Each regex sits in an empty-able lookahead with a capture group,
+    `(?:(?=(R))|)`, so a single `match` at position 0 tries all of them and
+    `groups()` says which matched. Large groups first try a plain alternation,
+    which answers the common "none of them" faster. Compiled on first use: a
+    bucket no path reaches costs nothing.
     """
 
-    __slots__ = ("_children", "_combined", "_compiled", "_indices", "_regexes")
+    __slots__ = ("_all", "_any", "_indices", "_regexes")
 
     def __init__(self, indices: Sequence[int], regexes: Sequence[str]) -> None:
         self._indices = tuple(indices)
         self._regexes = tuple(regexes)
-        self._combined: re.Pattern[str] | None = None
-        self._compiled: tuple[re.Pattern[str], ...] | None = None
-        self._children: tuple[_RegexGroup, _RegexGroup] | None = None
+        self._all: re.Pattern[str] | None = None
+        self._any: re.Pattern[str] | None = None
 
-    def add_matches(self, path: str, out: list[int]) -> None:
-        if len(self._indices) <= _LEAF_SIZE:
-            if self._compiled is None:
-                self._compiled = tuple(re.compile(r) for r in self._regexes)
-            for index, regex in zip(self._indices, self._compiled, strict=True):
-                if regex.match(path) is not None:
-                    out.append(index)
-            return
-        if self._combined is None:
-            self._combined = re.compile("|".join(f"(?:{r})" for r in self._regexes))
-        if self._combined.match(path) is None:
-            return
-        if self._children is None:
-            half = len(self._indices) // 2
-            self._children = (
-                _RegexGroup(self._indices[:half], self._regexes[:half]),
-                _RegexGroup(self._indices[half:], self._regexes[half:]),
-            )
-        self._children[0].add_matches(path, out)
-        self._children[1].add_matches(path, out)
+    def _compile(self) -> re.Pattern[str]:
+        regex = re.compile("".join(f"(?:(?=({r}))|)" for r in self._regexes), re.DOTALL)
+        if regex.groups != len(self._regexes):  # pragma: no cover - pathspec changed
+            raise ValueError("a glob regex has capture groups of its own")
+        if len(self._regexes) > _PREFILTER_AT:
+            self._any = re.compile("|".join(f"(?:{r})" for r in self._regexes), re.DOTALL)
+        self._all = regex
+        return regex
+
+    def pairs(self) -> zip[tuple[int, str]]:
+        return zip(self._indices, self._regexes, strict=True)
+
+    def find(self, text: str) -> list[int]:
+        regex = self._all if self._all is not None else self._compile()
+        if self._any is not None and self._any.match(text) is None:
+            return []
+        found = regex.match(text)
+        assert found is not None  # every lookahead may match empty
+        return [i for i, g in zip(self._indices, found.groups(), strict=True) if g is not None]
 
 
-class _Pending:
-    """Regexes collected per bucket key before the groups are built."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, tuple[list[int], list[str]]] = {}
-
-    def add(self, key: str, index: int, regex: str) -> None:
-        indices, regexes = self.items.setdefault(key, ([], []))
-        indices.append(index)
-        regexes.append(regex)
-
-    def build(self) -> dict[str, _RegexGroup]:
-        return {key: _RegexGroup(i, r) for key, (i, r) in self.items.items()}
+def _raw_regex(glob: str) -> str:
+    regex: str | None = GitIgnoreSpecPattern.pattern_to_regex(glob)[0]
+    if regex is None:
+        raise ValueError(f"{glob!r} compiles to nothing")
+    return regex.replace(_DIR_MARK, "/").replace(_END_OPT, _END_OPT_EXACT)
 
 
-@dataclass
-class _Buckets:
-    lead: _Pending = field(default_factory=_Pending)  # matches all lie under a literal folder
-    segment: _Pending = field(default_factory=_Pending)  # matches all contain a literal segment
-    rest: _Pending = field(default_factory=_Pending)
+def _name_regex(name: str) -> str:
+    """pathspec's regex for one path segment `name` (matched against a whole name)."""
+    regex = _raw_regex("/" + name)  # `^NAME(?:/|\Z)`
+    if not (regex.startswith("^") and regex.endswith(_END_OPT_EXACT)):  # pragma: no cover
+        raise ValueError(f"{name!r}: unexpected regex {regex!r} from pathspec")
+    return regex[1 : -len(_END_OPT_EXACT)]
+
+
+@dataclass(frozen=True)
+class _NameRule:
+    """The last segment of a glob: which names it matches, at which folders.
+
+    Every glob is "some folder condition" + "/" + NAME: a path matches when
+    the path itself, or one of its folders, is NAME inside a folder meeting the
+    condition (that is how git applies a pattern to a path and its leading
+    folders). Dir-only rules (`foo/`) apply to folders only.
+    """
+
+    index: int
+    dir_only: bool
+    literal: str | None  # `README.md`
+    suffix: str | None  # `*.md` -> ".md"
+    regex: str | None  # anything else, matched against the whole name
+
+
+class _NameMatcher:
+    """The name rules active in one folder, indexed: dicts first, one regex call last."""
+
+    __slots__ = ("_everything", "_ext", "_lengths", "_literal", "_regexes", "_suffix")
+
+    def __init__(
+        self,
+        rules: Sequence[_NameRule],
+        groups: Callable[[Sequence[_NameRule]], _RegexGroup],
+    ) -> None:
+        self._literal: dict[str, list[int]] = {}
+        self._ext: dict[str, list[int]] = {}  # `*.md`: one look-up of the name's extension
+        self._suffix: dict[str, list[int]] = {}  # other suffixes (`*_test.py`, `*.tar.gz`)
+        self._everything: list[int] = []
+        regex_rules = [r for r in rules if r.regex is not None]
+        for rule in rules:
+            if rule.literal is not None:
+                _append(self._literal, rule.literal, rule.index)
+            elif rule.suffix == "":
+                self._everything.append(rule.index)
+            elif rule.suffix is not None:
+                is_ext = rule.suffix.startswith(".") and rule.suffix.count(".") == 1
+                _append(self._ext if is_ext else self._suffix, rule.suffix, rule.index)
+        self._lengths = tuple(sorted({len(key) for key in self._suffix}))
+        self._regexes = groups(regex_rules) if regex_rules else None
+
+    def match(self, name: str) -> list[int]:
+        out = list(self._everything)
+        hit = self._literal.get(name)
+        if hit:
+            out.extend(hit)
+        dot = name.rfind(".")
+        if dot != -1:
+            hit = self._ext.get(name[dot:])
+            if hit:
+                out.extend(hit)
+        suffix = self._suffix
+        for length in self._lengths:
+            hit = suffix.get(name[-length:])
+            if hit:
+                out.extend(hit)
+        if self._regexes is not None:
+            out.extend(self._regexes.find(name))
+        return out
+
+
+class _Folder:
+    """What a folder contributes to every path inside it (cached per folder)."""
+
+    __slots__ = ("base", "cond_groups", "files", "hits", "self_groups", "subfolders", "under")
+
+    def __init__(
+        self,
+        *,
+        hits: tuple[int, ...],
+        under: tuple[_NameRule, ...],
+        self_groups: tuple[_RegexGroup, ...],
+        cond_groups: tuple[_RegexGroup, ...],
+        base: tuple[_NameMatcher, _NameMatcher],
+        files: _NameMatcher,
+        subfolders: _NameMatcher,
+    ) -> None:
+        self.hits = hits  # globs matched by the folder or one of its parents
+        self.under = under  # `D/**/NAME` rules active here (D is this folder or above)
+        self.self_groups = self_groups  # regexes for this folder and below, by literal lead
+        self.cond_groups = cond_groups
+        self.base = base  # (files, subfolders) matchers for the rules inherited by subfolders
+        self.files = files  # name rules for the files directly in this folder
+        self.subfolders = subfolders  # ... and for its subfolders (dir-only rules too)
 
 
 def _append(table: dict[str, list[int]], key: str, index: int) -> None:
     table.setdefault(key, []).append(index)
+
+
+def _add(table: dict[str, tuple[list[int], list[str]]], key: str, index: int, regex: str) -> None:
+    indices, regexes = table.setdefault(key, ([], []))
+    indices.append(index)
+    regexes.append(regex)
+
+
+def _bucket(glob: str) -> str:
+    """Where to try a glob's folder regex: "/NAME" or a literal lead folder (see GlobMatcher)."""
+    segments = glob.strip("/").split("/")[:-1]
+    if segments and _is_literal(segments[-1]):
+        return "/" + segments[-1]  # `**/deep/x/`: only folders named `deep` can match
+    lead: list[str] = []
+    for segment in segments:
+        if not _is_literal(segment):
+            break
+        lead.append(segment)
+    return "/".join(lead)
 
 
 class GlobMatcher:
@@ -228,148 +331,212 @@ class GlobMatcher:
     name files (a dir-only glob `foo/` matches the files under `foo`). Invalid
     globs raise ValueError; the stage-map loader reports them first, with a
     position, using `glob_problem`.
+
+    Each glob is split into a folder condition and a name rule (see
+    `_NameRule`). Everything that depends on a folder is computed once per
+    distinct folder and cached: the globs the folder itself matches, and the
+    name rules active for its files. A file then costs a few dict look-ups on
+    its name (plus one regex call when a wildcard name rule such as `test_*.py`
+    is active there), whatever the number of globs.
     """
 
     def __init__(self, globs: Sequence[str]) -> None:
         self.globs = tuple(globs)
-        # path == key
-        self._exact: dict[str, list[int]] = {}
-        # some ancestor folder of the path == key
-        self._prefix: dict[str, list[int]] = {}
-        # some segment of the path == key / some folder segment == key
-        self._name_any: dict[str, list[int]] = {}
-        self._name_dir: dict[str, list[int]] = {}
-        # some segment / folder segment ends with key (`*.md`, `*.md/`)
-        self._suffix_any: dict[str, list[int]] = {}
-        self._suffix_dir: dict[str, list[int]] = {}
-        self._match_all: list[int] = []  # `*`, `**`: every path
-        self._match_nested: list[int] = []  # `*/`, `**/`: every path in a folder
-        pending = _Buckets()
+        self._everywhere: list[int] = []  # `*`, `**`: every path
+        self._nested: list[int] = []  # `*/`, `**/`: every path inside a folder
+        self._under_folder: dict[str, list[int]] = {}  # `a/b/**`: everything under a/b
+        self._any_rules: list[_NameRule] = []  # `*.md`: the name at any depth
+        self._in_folder: dict[str, list[_NameRule]] = {}  # `a/*.md`: the name directly in a
+        self._below_folder: dict[str, list[_NameRule]] = {}  # `a/**/*.md`: anywhere below a
+        # General folder conditions, as regexes matched against "folder/".
+        self._rule_of: dict[int, _NameRule] = {}
+        # Bucketed by their literal leading folders ("" when there is none).
+        cond: dict[str, tuple[list[int], list[str]]] = {}
+        selves: dict[str, tuple[list[int], list[str]]] = {}  # `a/*/**`: all under a match
+        full_indices: list[int] = []  # fallback: whole-path regex per file
+        full_regexes: list[str] = []
         for index, glob in enumerate(self.globs):
             regex = glob_regex(glob)
-            if regex == ".":
-                self._match_all.append(index)
-            elif regex == "/":
-                self._match_nested.append(index)
-            elif not regex.startswith("^"):  # pragma: no cover - pathspec changed
-                raise ValueError(f"{glob!r}: unexpected regex {regex!r} from pathspec")
-            else:
-                self._classify(index, glob, regex, pending)
-        self._by_lead = pending.lead.build()
-        self._by_segment = pending.segment.build()
-        self._rest = pending.rest.build().get("")
-        self._suffix_lengths = tuple(
-            sorted({len(key) for key in (*self._suffix_any, *self._suffix_dir)})
-        )
+            kind = self._classify(index, glob, regex)
+            if kind == "cond":
+                cond_regex = self._cond_regex(self._rule_of[index], glob, regex)
+                _add(cond, _bucket(glob), index, cond_regex)
+            elif kind == "self":
+                _add(selves, _bucket(glob), index, regex)
+            elif kind == "full":  # pragma: no cover - only if pathspec's regex shape changes
+                full_indices.append(index)
+                full_regexes.append(regex)
+        # Keyed "/name" when the glob's last folder is a literal name: tried only at
+        # folders of that name. Otherwise keyed by the literal lead: tried in it and below.
+        self._cond = {key: _RegexGroup(*pair) for key, pair in cond.items()}
+        self._self = {key: _RegexGroup(*pair) for key, pair in selves.items()}
+        self._full = _RegexGroup(full_indices, full_regexes) if full_indices else None
+        self._name_matchers: dict[tuple[int, ...], _NameMatcher] = {}
+        self._name_groups: dict[tuple[int, ...], _RegexGroup] = {}
+        self._folders: dict[str, _Folder] = {}
 
-    def _classify(
-        self,
-        index: int,
-        glob: str,
-        regex: str,
-        pending: _Buckets,
-    ) -> None:
+    # -- building ------------------------------------------------------------
+
+    def _classify(self, index: int, glob: str, regex: str) -> str:
+        """Index one glob; returns "done", or the regex table it still needs."""
+        if regex == ".":
+            self._everywhere.append(index)
+            return "done"
+        if regex == "/":
+            self._nested.append(index)
+            return "done"
         dir_only = glob.endswith("/")
         body = glob[:-1] if dir_only else glob
         anchored = "/" in body
-        if body.startswith("/"):
-            body = body[1:]
-        segments = body.split("/")
-        literal = [_is_literal(s) for s in segments]
-        if anchored and all(literal):
-            # `a/b/c` matches the path and everything under it; `a/b/c/` only the latter.
-            if not dir_only:
-                _append(self._exact, body, index)
-            _append(self._prefix, body, index)
-            return
-        if anchored and len(segments) > 1 and segments[-1] == "**" and all(literal[:-1]):
-            _append(self._prefix, "/".join(segments[:-1]), index)  # `dir/**`
-            return
-        if not anchored:
-            name = segments[0]
-            names = self._name_dir if dir_only else self._name_any
-            suffixes = self._suffix_dir if dir_only else self._suffix_any
-            if literal[0]:
-                _append(names, name, index)  # `README.md`: that name at any depth
-                return
-            if name.startswith("*") and len(name) > 1 and _is_literal(name[1:]):
-                _append(suffixes, name[1:], index)  # `*.md`
-                return
-        # A regex is left. Bucket it by something every matching path must have.
-        if anchored and literal[0] and len(segments) > 1:
-            run = 0
-            while run < len(segments) - 1 and literal[run] and segments[run] != "**":
-                run += 1
-            pending.lead.add("/".join(segments[:run]), index, regex)
-            return
-        fixed = [s for s, is_lit in zip(segments, literal, strict=True) if is_lit and s != "**"]
-        if fixed:
-            # Each glob segment matches one path segment, so a literal one must appear.
-            pending.segment.add(max(fixed, key=len), index, regex)
-            return
-        pending.rest.add("", index, regex)
+        body = body.removeprefix("/")
+        *folder_segments, name = body.split("/")
+        if name == "**":
+            if all(_is_literal(s) for s in folder_segments):
+                _append(self._under_folder, "/".join(folder_segments), index)  # `a/b/**`
+                return "done"
+            return "self" if regex.endswith("/") else "full"
+        rule = self._name_rule(index, name, dir_only)
+        self._rule_of[index] = rule
+        if not anchored or (all(s == "**" for s in folder_segments) and folder_segments):
+            self._any_rules.append(rule)  # `*.md`, `**/*.md`
+        elif all(_is_literal(s) for s in folder_segments):
+            self._in_folder.setdefault("/".join(folder_segments), []).append(rule)
+        elif (
+            len(folder_segments) > 1
+            and folder_segments[-1] == "**"
+            and all(_is_literal(s) for s in folder_segments[:-1])
+        ):
+            self._below_folder.setdefault("/".join(folder_segments[:-1]), []).append(rule)
+        else:
+            return "cond"
+        return "done"
+
+    @staticmethod
+    def _name_rule(index: int, name: str, dir_only: bool) -> _NameRule:
+        if _is_literal(name):
+            return _NameRule(index, dir_only, literal=name, suffix=None, regex=None)
+        if name.startswith("*") and _is_literal(name[1:]):
+            return _NameRule(index, dir_only, literal=None, suffix=name[1:], regex=None)
+        return _NameRule(index, dir_only, literal=None, suffix=None, regex=_name_regex(name))
+
+    @staticmethod
+    def _cond_regex(rule: _NameRule, glob: str, regex: str) -> str:
+        """The folder condition of `glob` as a regex that must match all of "folder/"."""
+        name = glob.rstrip("/").rsplit("/", 1)[1]
+        tail = _name_regex(name) + ("/" if rule.dir_only else _END_OPT_EXACT)
+        if not regex.endswith(tail) or not regex[: -len(tail)].endswith("/"):  # pragma: no cover
+            raise ValueError(f"{glob!r}: unexpected regex {regex!r} from pathspec")
+        return regex[: -len(tail)] + "\\Z"
+
+    def _names(self, rules: Sequence[_NameRule]) -> _NameMatcher:
+        key = tuple([rule.index for rule in rules])
+        matcher = self._name_matchers.get(key)
+        if matcher is None:
+            matcher = _NameMatcher(rules, self._name_group)
+            self._name_matchers[key] = matcher
+        return matcher
+
+    def _name_group(self, rules: Sequence[_NameRule]) -> _RegexGroup:
+        """One regex group for wildcard name rules (shared: many folders have the same ones)."""
+        key = tuple(rule.index for rule in rules)
+        group = self._name_groups.get(key)
+        if group is None:
+            group = _RegexGroup(key, [f"(?:{rule.regex})\\Z" for rule in rules])
+            self._name_groups[key] = group
+        return group
+
+    def _root(self) -> _Folder:
+        base = self._any_rules
+        base_files = self._names([rule for rule in base if not rule.dir_only])
+        base_subfolders = self._names(base)
+        here = self._in_folder.get("", ())  # `/*.md`
+        info = _Folder(
+            hits=tuple(sorted(set(self._everywhere))),
+            under=(),
+            self_groups=tuple(g for g in (self._self.get(""),) if g is not None),
+            cond_groups=tuple(g for g in (self._cond.get(""),) if g is not None),
+            base=(base_files, base_subfolders),
+            files=self._names([r for r in (*base, *here) if not r.dir_only])
+            if here
+            else base_files,
+            subfolders=self._names([*base, *here]) if here else base_subfolders,
+        )
+        self._folders[""] = info
+        return info
+
+    def _folder(self, folder: str) -> _Folder:
+        """The cached facts about `folder`, built from its parent's.
+
+        Most folders add nothing to their parent's answer; they share its
+        tuples and name matchers instead of building new ones.
+        """
+        if not folder:
+            return self._root()
+        parent_name, _, name = folder.rpartition("/")
+        parent = self._folders.get(parent_name) or self._folder(parent_name)
+        slashed = folder + "/"
+        extra: list[int] = parent.subfolders.match(name)
+        if not parent_name:
+            extra.extend(self._nested)
+        extra.extend(self._under_folder.get(folder, ()))
+        self_groups, cond_groups = parent.self_groups, parent.cond_groups
+        group = self._self.get(folder)
+        if group is not None:
+            self_groups = (*self_groups, group)
+        group = self._cond.get(folder)
+        if group is not None:
+            cond_groups = (*cond_groups, group)
+        named = self._self.get("/" + name)
+        for group in self_groups if named is None else (*self_groups, named):
+            extra.extend(group.find(slashed))
+        here = list(self._in_folder.get(folder, ()))
+        named = self._cond.get("/" + name)
+        for group in cond_groups if named is None else (*cond_groups, named):
+            here.extend(self._rule_of[i] for i in group.find(slashed))
+        below = self._below_folder.get(folder)
+        under, base = parent.under, parent.base
+        if below:
+            under = (*under, *below)
+            active = [*self._any_rules, *under]
+            base = (self._names([r for r in active if not r.dir_only]), self._names(active))
+        files, subfolders = base
+        if here:
+            active = [*self._any_rules, *under, *here]
+            files = self._names([r for r in active if not r.dir_only])
+            subfolders = self._names(active)
+        info = _Folder(
+            hits=tuple(sorted({*parent.hits, *extra})) if extra else parent.hits,
+            under=under,
+            self_groups=self_groups,
+            cond_groups=cond_groups,
+            base=base,
+            files=files,
+            subfolders=subfolders,
+        )
+        self._folders[folder] = info
+        return info
+
+    # -- matching ------------------------------------------------------------
 
     def matches(self, path: str) -> list[int]:
         """Indices (ascending) of every glob that matches `path`."""
-        out: list[int] = []
-        hit = self._exact.get(path)
-        if hit:
-            out.extend(hit)
-        if self._match_all:
-            out.extend(self._match_all)
-        slash = path.find("/")
-        if slash != -1 and self._match_nested:
-            out.extend(self._match_nested)
-        prefix, by_lead = self._prefix, self._by_lead
-        while slash != -1:
-            folder = path[:slash]
-            hit = prefix.get(folder)
-            if hit:
-                out.extend(hit)
-            group = by_lead.get(folder)
-            if group is not None:
-                group.add_matches(path, out)
-            slash = path.find("/", slash + 1)
-        self._match_segments(path, out)
-        if self._rest is not None:
-            self._rest.add_matches(path, out)
-        if len(out) > 1:
-            return sorted(set(out))
-        return out
+        out = self._matches(path)
+        return sorted(set(out)) if len(out) > 1 else out
 
-    def _match_segments(self, path: str, out: list[int]) -> None:
-        segments = path.split("/")
-        last = len(segments) - 1
-        name_any, name_dir = self._name_any, self._name_dir
-        suffix_any, suffix_dir = self._suffix_any, self._suffix_dir
-        lengths = self._suffix_lengths
-        by_segment = self._by_segment
-        for position, name in enumerate(segments):
-            hit = name_any.get(name)
-            if hit:
-                out.extend(hit)
-            if position < last:
-                hit = name_dir.get(name)
-                if hit:
-                    out.extend(hit)
-            for length in lengths:
-                if length > len(name):
-                    break
-                tail = name[-length:]
-                hit = suffix_any.get(tail)
-                if hit:
-                    out.extend(hit)
-                if position < last:
-                    hit = suffix_dir.get(tail)
-                    if hit:
-                        out.extend(hit)
-            group = by_segment.get(name)
-            if group is not None:
-                group.add_matches(path, out)
+    def _matches(self, path: str) -> list[int]:
+        """The matching indices in no particular order, possibly repeated (the hot path)."""
+        folder, _, name = path.rpartition("/")
+        info = self._folders.get(folder) or self._folder(folder)
+        out = info.files.match(name)
+        if info.hits:
+            out.extend(info.hits)
+        if self._full is not None:  # pragma: no cover - see _classify
+            out.extend(self._full.find(path))
+        return out
 
     def lowest(self, path: str, stage_of_index: Sequence[int]) -> int | None:
         """The lowest stage among the globs matching `path` (None when none matches)."""
-        found = self.matches(path)
+        found = self._matches(path)
         if not found:
             return None
         return min(stage_of_index[i] for i in found)
@@ -378,8 +545,9 @@ class GlobMatcher:
         """Paths no glob matches, and indices of globs that match none of `paths`."""
         uncovered: list[str] = []
         used = [False] * len(self.globs)
+        matches = self._matches
         for path in paths:
-            found = self.matches(path)
+            found = matches(path)
             if not found:
                 uncovered.append(path)
             for index in found:
