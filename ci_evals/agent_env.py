@@ -44,6 +44,10 @@ ALLOWED_NAMES: tuple[str, ...] = (
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
     "NODE_EXTRA_CA_CERTS",
+    # The CLI's own knobs for model calls (retries of 5xx/529, request timeout):
+    # tuning, not secrets.
+    "CLAUDE_CODE_MAX_RETRIES",
+    "API_TIMEOUT_MS",
 )
 ALLOWED_PREFIXES: tuple[str, ...] = ("LC_",)  # locale categories
 

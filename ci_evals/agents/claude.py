@@ -128,6 +128,19 @@ class _IsolatedTransport(SubprocessCLITransport):
         if self.pid is not None:
             kill_marked(self.mark)
 
+    def remove_fallback_socket(self) -> None:
+        """Remove the CLI's messaging socket if it fell back to /tmp.
+
+        The CLI puts it under XDG_RUNTIME_DIR, unless that path is too long for
+        a Unix socket (~108 bytes): then it uses `/tmp/cc-socks-<uid>/<pid>.sock`,
+        which a killed CLI leaves behind.
+        """
+        if self.pid is None:
+            return
+        for base in {"/tmp", self._exact_env.get("TMPDIR", "/tmp")}:  # noqa: S108 - the CLI's choice
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(base, f"cc-socks-{os.getuid()}", f"{self.pid}.sock"))
+
 
 def message_record(message: object, elapsed_s: float) -> dict[str, Any]:
     """One trajectory line: the message's type, its fields, and when it arrived."""
@@ -280,6 +293,7 @@ async def _drive(  # noqa: PLR0917 - one private call site
         unsubscribe()
         # Whatever the agent left running in the background ends with its stage.
         transport.kill_all()
+        transport.remove_fallback_socket()
         for handle in kill_handles:
             handle.cancel()
     outcome = _classify(tally, failure, why_killed[0] if why_killed else None, request)

@@ -1,0 +1,90 @@
+"""Helpers for the runner tests: a tiny real plugin and suite, processes left behind.
+
+The suite `demo` has five stages `s1`..`s5`; stage k's command is
+`/demo:sK`, and the default stub script makes it write `outK.md` in its
+working folder, then end. Fixtures 1..4 hold `outK.md` as stage k's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+STAGES = 5
+
+
+def default_rules(stages: int = STAGES) -> str:
+    """Stub rules: stage k writes outK.md (`stage K for {args}`), then says done."""
+    rules = []
+    for k in range(1, stages + 1):
+        rules.append(
+            f"""  - name: s{k}
+    match: {{command: demo:s{k}}}
+    turns:
+      - tools: [{{write: {{path: out{k}.md, content: "stage {k} for {{args}}\\n"}}}}]
+      - text: "stage {k} done"
+"""
+        )
+    return "".join(rules)
+
+
+def make_suite(
+    root: Path,
+    *,
+    scenarios: tuple[str, ...] = ("acme",),
+    rules: str | None = None,
+    limits: str = "{max_turns: 10, timeout_s: 120}",
+    budget_usd: float | None = None,
+    fixtures: bool = True,
+) -> tuple[Path, Path]:
+    """Write plugin, fixtures, ci-evals.yaml and stub.yaml under `root`; return (suite, stub)."""
+    plugin = root / "plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text(
+        json.dumps({"name": "demo", "version": "0.1.0"})
+    )
+    (plugin / "commands").mkdir()
+    for k in range(1, STAGES + 1):
+        (plugin / "commands" / f"s{k}.md").write_text(
+            f"---\ndescription: stage {k}\n---\nDo stage {k} for $ARGUMENTS.\n"
+        )
+    if fixtures:
+        for k in range(1, STAGES):
+            folder = root / "fixtures" / f"{k}-s{k}-output"
+            folder.mkdir(parents=True)
+            (folder / f"out{k}.md").write_text(f"fixture {k}\n")
+    stages = "".join(f'  - name: s{k}\n    prompt: "/demo:s{k} {{company}}"\n' for k in range(1, 6))
+    scenario_text = "".join(
+        f'  - id: {sid}\n    inputs: {{company: "{sid.title()} Corp"}}\n' for sid in scenarios
+    )
+    budget = f"budget_usd: {budget_usd}\n" if budget_usd is not None else ""
+    suite = root / "ci-evals.yaml"
+    suite.write_text(
+        f"version: 1\nplugin: plugin\nfixtures: fixtures\nstage_map: null\n{budget}"
+        f"limits: {limits}\nstages:\n{stages}scenarios:\n{scenario_text}"
+    )
+    stub = root / "stub.yaml"
+    stub.write_text("rules:\n" + (rules if rules is not None else default_rules()))
+    return suite, stub
+
+
+def processes_mentioning(text: str) -> list[tuple[int, str]]:
+    """Live (non-zombie) processes whose environment or command line contains `text`."""
+    needle = text.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            status = (entry / "stat").read_text()
+            if status.rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            blob = (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if needle in blob:
+            found.append(
+                (int(entry.name), (entry / "cmdline").read_bytes()[:200].decode(errors="replace"))
+            )
+    return found
