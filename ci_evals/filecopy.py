@@ -20,7 +20,11 @@ def copy_file(source: str, dest: str, *, follow_links: bool = True) -> None:
     With `follow_links=False` a `source` that is a symbolic link raises `OSError`
     (ELOOP) instead of copying what it points at.
     """
-    flags = os.O_RDONLY | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+    # O_NONBLOCK: a FIFO swapped in for the file must not block the open;
+    # it is refused just below. Regular files ignore the flag.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     src = os.open(source, flags)
     try:
         info = os.fstat(src)

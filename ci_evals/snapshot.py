@@ -25,6 +25,7 @@ k+1, and only what the agent touched is read again.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -162,7 +163,8 @@ def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Pa
 
     Links are not recreated (a link could point anywhere on the host; graders
     must not follow it): they appear in the changes with their target. A file
-    that vanished since the snapshot is skipped. Returns the paths copied.
+    that vanished, or became a link or a folder, since the snapshot is skipped.
+    Returns the paths copied.
     """
     items = changes.produced if isinstance(changes, Changes) else changes
     copied: list[str] = []
@@ -173,8 +175,12 @@ def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Pa
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             copy_file(str(workspace / change.path), str(target), follow_links=False)
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             continue
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                continue  # replaced by a link since the snapshot: never followed
+            raise
         copied.append(change.path)
     return copied
 
@@ -296,10 +302,13 @@ def _hash_chunk(
 def _hash_one(job: tuple[str, str, os.stat_result]) -> tuple[str, os.stat_result, str] | None:
     rel, path, _ = job
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
     except OSError:
         return None  # removed, or replaced by a link, since the walk
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # replaced by a pipe or a device since the walk
         digest = hashlib.sha256()
         while block := os.read(fd, _BLOCK):
             digest.update(block)
