@@ -194,6 +194,9 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the CLI expects
+    # Each SSE event is its own small write; with Nagle on, the client's delayed
+    # ACK stalls every turn by ~40 ms.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def setup(self) -> None:
