@@ -114,6 +114,12 @@ def _segment_problem(glob: str) -> GlobProblem | None:
             "glob has an empty path segment ('//', or just '/'), so it matches nothing",
             "globs name files relative to root, e.g. 'agents/x.md' or 'skills/**'",
         )
+    if glob.endswith("/") and len(segments) > 1 and segments[-1] == "**":
+        return GlobProblem(
+            "'**/' at the end of a glob: git and pathspec disagree on it",
+            "git reads 'dir/**/' as sub-folders only, pathspec as everything under dir; "
+            "write 'dir/**' (everything under dir) or 'dir/*/**' (only inside sub-folders)",
+        )
     if any(segment in (".", "..") for segment in segments):
         return GlobProblem(
             "glob contains a '.' or '..' segment, which never matches a path",

@@ -1,0 +1,151 @@
+"""GlobMatcher against git's own gitignore engine, on generated globs and paths.
+
+For each glob on its own (so git's "last match wins" cannot hide a match),
+`git check-ignore --no-index -z --stdin` with the glob as the only line of an
+excludes file says which paths it matches; the matcher must report exactly
+the same, for every glob at once. pathspec's per-pattern regex is checked too
+(except for names with line breaks, where pathspec's `$` differs from git).
+The generated globs deliberately hit the fast paths (exact paths, `dir/**`,
+basenames, `*.ext`) as well as the regex ones.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+from ci_evals.matcher import GlobMatcher, glob_problem
+from tests.conftest import git
+
+# Small alphabets, so that generated globs and paths actually meet.
+_NAME_CHARS = "ab.mdé *[]!#\\\n"
+_NAMES = ["a", "b", "ab", "a.md", "b.md", ".md", ".x", "x y", "é", "[a]", "a*", "#c", "!d", "md"]
+_GLOB_SEGMENTS = [
+    "*",
+    "**",
+    "?",
+    "a*",
+    "*a",
+    "*.md",
+    "*b",
+    "[ab]",
+    "[!a]*",
+    "[a-b]?",
+    "a?",
+    "\\*",
+    "x y",
+    "é",
+    "a",
+    "b",
+    "ab",
+    ".x",
+    "a.md",
+    "\\#c",
+    "\\!d",
+    "**a",
+    "a**",
+    "*.m?",
+    "[]a]",
+    "md",
+]
+
+
+def _segment() -> st.SearchStrategy[str]:
+    generated = st.text(alphabet=_NAME_CHARS, min_size=1, max_size=3)
+    return (st.sampled_from(_NAMES) | generated).filter(lambda s: s not in (".", ".."))
+
+
+paths_strategy = st.lists(
+    st.lists(_segment(), min_size=1, max_size=4).map("/".join), min_size=1, max_size=8, unique=True
+)
+
+
+@st.composite
+def globs_strategy(draw: st.DrawFn, paths: list[str]) -> list[str]:
+    """Globs of every shape, some built from the paths (exact, `dir/**`, basename)."""
+    globs: list[str] = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["free", "free", "exact", "prefix", "basename", "ext"]))
+        path = draw(st.sampled_from(paths))
+        parts = [GitIgnoreSpecPattern.escape(p) for p in path.split("/")]
+        if kind == "exact":
+            glob = "/".join(parts)
+        elif kind == "prefix":
+            glob = "/".join(parts[: draw(st.integers(1, len(parts)))]) + "/**"
+        elif kind == "basename":
+            glob = parts[-1] + draw(st.sampled_from(["", "/"]))
+        elif kind == "ext":
+            glob = "*" + draw(st.sampled_from([".md", "d", ".x", "b"]))
+        else:
+            segments = draw(st.lists(st.sampled_from(_GLOB_SEGMENTS), min_size=1, max_size=3))
+            lead = draw(st.sampled_from(["", "", "/"]))
+            trail = draw(st.sampled_from(["", "", "/"]))
+            glob = lead + "/".join(segments) + trail
+        globs.append(glob)
+    return [g for g in globs if glob_problem(g) is None]
+
+
+def _git_matches(workdir: Path, glob: str, paths: list[str]) -> set[str]:
+    excludes = workdir / "excludes"
+    excludes.write_bytes(glob.encode("utf-8") + b"\n")
+    result = subprocess.run(
+        [
+            "git",
+            "-c",
+            f"core.excludesFile={excludes}",
+            "check-ignore",
+            "--no-index",
+            "-z",
+            "--stdin",
+        ],
+        cwd=workdir / "repo",
+        input=b"".join(p.encode("utf-8") + b"\0" for p in paths),
+        capture_output=True,
+        check=False,
+        timeout=30,
+    )
+    assert result.returncode in (0, 1), result.stderr.decode()
+    return {p.decode("utf-8") for p in result.stdout.split(b"\0") if p}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("check-ignore")
+    (base / "repo").mkdir()
+    git(base / "repo", "init", "-q")
+    return base
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), paths=paths_strategy)
+def test_matcher_agrees_with_git_and_pathspec(
+    workdir: Path, data: st.DataObject, paths: list[str]
+) -> None:
+    globs = data.draw(globs_strategy(paths))
+    matcher = GlobMatcher(globs)
+    found = {path: set(matcher.matches(path)) for path in paths}
+    for index, glob in enumerate(globs):
+        mine = {path for path in paths if index in found[path]}
+        assert mine == _git_matches(workdir, glob, paths), f"glob {glob!r}"
+        pattern = GitIgnoreSpecPattern(glob)
+        for path in paths:
+            if "\n" not in path:
+                expected = pattern.match_file(path) is not None
+                assert (path in mine) == expected, f"glob {glob!r} path {path!r} vs pathspec"
+
+
+def test_trailing_double_star_slash_is_rejected_because_git_and_pathspec_disagree(
+    workdir: Path,
+) -> None:
+    assert _git_matches(workdir, "a/**/", ["a/x", "a/b/x"]) == {"a/b/x"}
+    assert GitIgnoreSpecPattern("a/**/").match_file("a/x") is not None
+    assert glob_problem("a/**/") is not None
