@@ -1,0 +1,148 @@
+"""The runner: stages N..last per scenario, real CLI on the stub model, results.json."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from ci_evals.agents import get_agent
+from ci_evals.results import RunResult, StageResult, read_results
+from ci_evals.runner import RunListener, Runner, RunPlan, exit_code
+from ci_evals.stub_model import StubServer, load_script
+from ci_evals.suite import load_suite
+from tests.run_helpers import default_rules, make_suite, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+
+class Recorder(RunListener):
+    """Reads results.json when each stage finishes: it must already say so."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.seen: list[tuple[str, int, str]] = []
+
+    def stage_finished(self, scenario: str, stage: StageResult) -> None:
+        on_disk = read_results(self.run_dir)
+        match = next(s for s in on_disk.scenarios if s.id == scenario)
+        self.seen.append(
+            (scenario, stage.number, match.stages[stage.number - match.stages[0].number].status)
+        )
+
+
+def run(
+    tmp_path: Path,
+    *,
+    from_stage: int = 1,
+    jobs: int = 1,
+    keep_workspace: bool = False,
+    **suite_args: object,
+) -> tuple[RunResult, Path, Recorder, StubServer]:
+    suite_file, stub = make_suite(tmp_path / "suite", **suite_args)  # type: ignore[arg-type]
+    suite = load_suite(suite_file)
+    run_dir = tmp_path / "run"
+    recorder = Recorder(run_dir)
+    environ = {**os.environ, "CLAUDE_CODE_MAX_RETRIES": "0"}
+    with StubServer(load_script(stub)) as server:
+        plan = RunPlan(
+            suite=suite,
+            from_stage=suite.stage(from_stage),
+            scenarios=suite.scenarios,
+            run_dir=run_dir,
+            run_id="test-run",
+            model=None,
+            environ=environ,
+            endpoint=server.cli_env(),
+            jobs=jobs,
+            keep_workspace=keep_workspace,
+        )
+        result = asyncio.run(Runner(plan, get_agent("claude"), recorder).run())
+    return result, run_dir, recorder, server
+
+
+def statuses(result: RunResult, scenario: str) -> list[str]:
+    return [s.status for s in next(sc for sc in result.scenarios if sc.id == scenario).stages]
+
+
+def test_from_stage_1_runs_every_stage_and_records_it(tmp_path: Path) -> None:
+    result, run_dir, recorder, _ = run(tmp_path)
+
+    assert result.status == "completed" and exit_code(result) == 0
+    assert statuses(result, "acme") == ["completed"] * 5
+    for stage in result.scenarios[0].stages:
+        assert [p.path for p in stage.produced] == [f"out{stage.number}.md"]
+        assert stage.produced[0].change == "added" and len(stage.produced[0].sha256) == 64
+        produced = run_dir / str(stage.produced_dir) / f"out{stage.number}.md"
+        assert produced.read_text() == f"stage {stage.number} for Acme Corp\n"
+        assert (run_dir / str(stage.trajectory)).stat().st_size > 0
+        assert (run_dir / str(stage.stderr)).exists()
+        assert stage.turns and stage.duration_s and stage.session_id
+    # results.json was rewritten after every stage, not only at the end.
+    assert recorder.seen == [("acme", k, "completed") for k in range(1, 6)]
+    assert read_results(run_dir) == result
+    assert not (run_dir / ".work").exists()  # the workspace is gone
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def test_from_stage_4_lays_fixtures_and_runs_only_4_and_5(tmp_path: Path) -> None:
+    result, _, _, server = run(tmp_path, from_stage=4, keep_workspace=True)
+
+    assert [s.number for s in result.scenarios[0].stages] == [4, 5]
+    assert statuses(result, "acme") == ["completed", "completed"]
+    assert result.from_stage == 4
+    workspace = Path(str(result.scenarios[0].workspace)) / "workspace"
+    assert sorted(p.name for p in workspace.glob("out*.md")) == [f"out{k}.md" for k in range(1, 6)]
+    assert (workspace / "out1.md").read_text() == "fixture 1\n"
+    # Fixtures are the starting state, not something stage 4 produced.
+    assert [p.path for p in result.scenarios[0].stages[0].produced] == ["out4.md"]
+    assert {r.command for r in server.requests} == {"demo:s4", "demo:s5"}
+
+
+def test_an_error_stops_its_scenario_only(tmp_path: Path) -> None:
+    rules = (
+        "  - match: {command: demo:s2, prompt_contains: Bad Corp}\n"
+        "    turns:\n      - fault: {http_status: 500}\n" + default_rules()
+    )
+    result, _, _, _ = run(tmp_path, scenarios=("good", "bad"), rules=rules, jobs=2)
+
+    assert statuses(result, "good") == ["completed"] * 5
+    assert statuses(result, "bad") == ["completed", "error", "skipped", "skipped", "skipped"]
+    bad = result.scenarios[1].stages
+    assert "stage 2 (s2) ended with error" in str(bad[2].error)
+    assert exit_code(result) == 1
+
+
+def test_a_limit_fails_the_stage_and_skips_the_rest(tmp_path: Path) -> None:
+    rules = (
+        "  - match: {command: demo:s1}\n    repeat_last: true\n"
+        '    turns:\n      - tools: [{bash: "true"}]\n' + default_rules()
+    )
+    result, _, _, _ = run(tmp_path, rules=rules, limits="{max_turns: 2}")
+
+    stages = result.scenarios[0].stages
+    assert (stages[0].status, stages[0].limit_hit) == ("limit", "turns")
+    assert [s.status for s in stages[1:]] == ["skipped"] * 4
+    assert exit_code(result) == 1
+
+
+def test_no_stage_starts_once_the_run_budget_is_spent(tmp_path: Path) -> None:
+    usage = "        usage: {input_tokens: 100000, output_tokens: 10000}\n"
+    rules = default_rules().replace(
+        '      - text: "stage 1 done"\n', '      - text: "stage 1 done"\n' + usage
+    )
+    result, _, _, server = run(
+        tmp_path, rules=rules, budget_usd=0.01, scenarios=("first", "second"), jobs=1
+    )
+
+    # The running stage is capped by what is left of the run budget...
+    first = result.scenarios[0].stages
+    assert (first[0].status, first[0].limit_hit) == ("limit", "budget")
+    assert (first[0].cost_usd or 0) > 0.01
+    # ...and once it is spent, nothing new starts, in any scenario.
+    assert statuses(result, "second") == ["skipped"] * 5
+    assert "run budget (0.01 USD) is spent" in str(result.scenarios[1].stages[0].error)
+    assert len(server.requests) == 2  # stage 1 of the first scenario only
+    assert result.total_cost_usd == first[0].cost_usd
