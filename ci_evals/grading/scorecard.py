@@ -146,31 +146,39 @@ def _reject_constant(name: str) -> Any:
 
 
 def _find_array(text: str) -> list[Any]:
-    """The scorecard array: the whole text, else the last fence, else the last array in prose."""
+    """The scorecard array: the whole text, else the last fence, else the last array in prose.
+
+    When the whole text or a fence fails to parse, the text is still searched
+    for an array of objects (a stray `]` or a ``` inside a rationale must not
+    hide a good scorecard); if none is found, the first failure is reported.
+    """
     stripped = text.strip()
     if not stripped:
         raise ScorecardError("the reviewer's output is empty")
+    failure: ScorecardError | None = None
     if stripped[0] in "[{":
         try:
             return _expect_array(_loads(stripped), "the output")
         except ValueError as exc:
             if stripped[0] == "[" and stripped[-1] == "]":
-                raise ScorecardError(f"invalid JSON: {_one_line(exc)}") from None
-    try:
-        fenced = _from_fences(stripped)
-    except ScorecardError as fence_error:
-        # A rationale containing ``` can cut a fence short; the array may still
-        # be found whole in the text. If not, the fence's error is the useful one.
+                failure = ScorecardError(f"invalid JSON: {_one_line(exc)}")
+    if failure is None:
         try:
-            found = _from_prose(stripped)
-        except ScorecardError:
-            raise fence_error from None
-        if found and all(isinstance(item, dict) for item in found):
-            return found
+            fenced = _from_fences(stripped)
+        except ScorecardError as exc:
+            failure = exc
+        else:
+            if fenced is not None:
+                return fenced
+    try:
+        found = _from_prose(stripped)
+    except ScorecardError:
+        if failure is not None:
+            raise failure from None
         raise
-    if fenced is not None:
-        return fenced
-    return _from_prose(stripped)
+    if failure is not None and not (found and all(isinstance(i, dict) for i in found)):
+        raise failure
+    return found
 
 
 def _expect_array(value: Any, where: str) -> list[Any]:
@@ -197,7 +205,7 @@ def _from_fences(text: str) -> list[Any] | None:
 
 
 def _from_prose(text: str) -> list[Any]:
-    """Try every `[`: keep arrays not nested in an earlier one; prefer arrays of objects.
+    """Try every `[`; the last array of objects not nested in another one wins.
 
     A bracket in prose (`see [1]`, `[TODO]`) decodes to a list of non-objects
     or not at all, so it never beats a real scorecard that is there too.
@@ -219,7 +227,10 @@ def _from_prose(text: str) -> list[Any]:
                 errors.append(_one_line(exc))
             continue
         arrays.append(value)
-        covered_until = end
+        if value and all(isinstance(item, dict) for item in value):
+            # Skip arrays nested in a scorecard; but look inside anything else,
+            # so prose like "[see below: [{...}]]" cannot wrap the real one.
+            covered_until = end
     of_objects = [a for a in arrays if a and all(isinstance(item, dict) for item in a)]
     if of_objects:
         return of_objects[-1]

@@ -191,3 +191,8 @@ def test_ids_take_the_rubric_spelling(rubric_set: rubrics.RubricSet) -> None:
         [{"criterion": "Has_Goals", "score": 1}, {"id": "analytic/plan-lab/Pacing.md", "score": 4}]
     )
     assert [c.id for c in parse_scorecard(text, rubric_set)] == ["has-goals", "pacing"]
+
+
+def test_prose_brackets_wrapping_the_array(rubric_set: rubrics.RubricSet) -> None:
+    text = "Scores (see [the list: " + json.dumps(VALID) + " ]) as requested."
+    assert len(parse_scorecard(text, rubric_set)) == 4
