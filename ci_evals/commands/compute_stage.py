@@ -15,14 +15,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
+from ci_evals import git, selection
 from ci_evals import github_actions as gha
-from ci_evals import selection
 from ci_evals.ci_event import range_from_event
 from ci_evals.errors import EXIT_OK, UserError
+from ci_evals.matcher import GlobMatcher
 from ci_evals.stage_map import StageMap, default_map_path, load_stage_map
 
 # `matches_json` must fit in GitHub's 1 MB of outputs per job with room to spare.
@@ -71,10 +74,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    map_path: Path = args.map if args.map is not None else default_map_path(Path.cwd())
-    stage_map = load_stage_map(map_path)
     actions = gha.ActionsEnv.from_environ()
-    chosen = _select(stage_map, args, actions)
+    if args.base is None and actions is None:
+        raise UserError(
+            "BASE is required outside GitHub Actions",
+            field="BASE",
+            hint="e.g. `ci-evals compute-stage origin/main`",
+        )
+    map_path: Path = args.map if args.map is not None else default_map_path(Path.cwd())
+    if not map_path.is_file():
+        load_stage_map(map_path)  # raises the loader's own one-line error
+    repo = git.toplevel(Path(os.path.abspath(map_path)).parent)
+    # git runs in a thread while the map loads and the matcher is built: on a
+    # big diff both take about as long, and the thread mostly waits for git.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_changes, repo, args, actions)
+        stage_map = load_stage_map(map_path)
+        matcher = GlobMatcher(stage_map.globs)
+        found = pending.result()
+    if isinstance(found, selection.Selection):
+        chosen = found
+    else:
+        chosen = selection.decide(stage_map, matcher, found)
 
     if args.json:
         print(json.dumps(chosen.as_json(), ensure_ascii=False))
@@ -88,23 +109,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _select(
-    stage_map: StageMap, args: argparse.Namespace, actions: gha.ActionsEnv | None
-) -> selection.Selection:
-    repo = stage_map.repo_root
+def _changes(
+    repo: Path, args: argparse.Namespace, actions: gha.ActionsEnv | None
+) -> selection.Changes | selection.Selection:
+    """The git side: BASE from the argument or the event, then the changed paths."""
     if args.base is not None:
-        return selection.compute(repo, stage_map, args.base, args.head, deepen_tries=args.deepen)
-    if actions is None:
-        raise UserError(
-            "BASE is required outside GitHub Actions",
-            field="BASE",
-            hint="e.g. `ci-evals compute-stage origin/main`",
-        )
+        return selection.changes(repo, args.base, args.head, deepen_tries=args.deepen)
+    assert actions is not None  # checked by `run`
     event = range_from_event(repo, actions, args.head)
     if event.base is None:
         return selection.fallback(selection.BASE_MISSING, event.detail, notes=(event.detail,))
-    chosen = selection.compute(repo, stage_map, event.base, event.head, deepen_tries=args.deepen)
-    return dataclasses.replace(chosen, notes=(event.detail, *chosen.notes))
+    found = selection.changes(repo, event.base, event.head, deepen_tries=args.deepen)
+    return dataclasses.replace(found, notes=(event.detail, *found.notes))
 
 
 def _stage_text(chosen: selection.Selection) -> str:
