@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from ci_evals.grading import rubrics, scorecard
+from ci_evals.main import main
 from ci_evals.stage_map import load_stage_map
 from ci_evals.stub_model import load_script
 from ci_evals.suite import load_suite
@@ -113,6 +114,11 @@ def test_stage_map_covers_every_plugin_file_and_has_no_dead_entry() -> None:
     dead = [glob for glob, spec in specs.items() if not any(spec.match_file(f) for f in files)]
     assert uncovered == []
     assert dead == []
+
+
+def test_check_coverage_command_passes_on_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-coverage", "--map", str(EXAMPLE / "stage_map.yaml")]) == 0
+    assert "none dead" in capsys.readouterr().out
 
 
 def test_shared_files_map_to_the_lowest_stage_that_uses_them() -> None:
