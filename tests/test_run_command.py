@@ -1,0 +1,191 @@
+"""`ci-evals run` as a user runs it: a subprocess, real CLI, stub model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ci_evals.results import read_results
+from tests.run_helpers import default_rules, make_suite, processes_mentioning
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def ci_evals(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        cwd=cwd,
+        env=env if env is not None else base_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """Our environment without a model key (tests never use the real API)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["PYTHONPATH"] = str(REPO)
+    env["CLAUDE_CODE_MAX_RETRIES"] = "0"
+    env.update(extra)
+    return env
+
+
+# -- validation: one line, exit 2, nothing started ---------------------------------
+
+
+def test_no_key_and_no_stub_is_refused(tmp_path: Path) -> None:
+    suite, _ = make_suite(tmp_path)
+    proc = ci_evals("run", "--suite", str(suite), "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "ci-evals: error: set ANTHROPIC_API_KEY, or run offline with --model stub:PATH"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from-stage", "9"], "unknown stage"),
+        (["--from-stage", "nope"], "unknown stage"),
+        (["--scenario", "zeta"], "acme"),
+    ],
+)
+def test_unknown_stage_or_scenario_is_refused(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    suite, stub = make_suite(tmp_path)
+    proc = ci_evals("run", "--suite", str(suite), "--model", f"stub:{stub}", *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert message in proc.stderr
+
+
+def test_missing_fixture_is_refused(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path, fixtures=False)
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "3", cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert "missing fixture folder for stage 1 (s1)" in proc.stderr
+    assert not (tmp_path / ".ci-evals").exists()
+
+
+def test_fixture_with_an_escaping_link_is_refused(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path)
+    (tmp_path / "secret.txt").write_text("not for the agent")
+    (tmp_path / "fixtures" / "1-s1-output" / "leak.txt").symlink_to("../../secret.txt")
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "2", cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert "leak.txt" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_plugin_without_manifest_is_refused(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path)
+    (tmp_path / "plugin" / ".claude-plugin" / "plugin.json").unlink()
+    proc = ci_evals("run", "--suite", str(suite), "--model", f"stub:{stub}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "plugin.json" in proc.stderr
+
+
+# -- runs ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_scenarios_in_parallel_then_summary(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"))
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "4", "--jobs", "2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    run_dir = Path(proc.stdout.strip().splitlines()[-1].removeprefix("run folder: "))
+    assert run_dir.parent == tmp_path / ".ci-evals" / "runs"
+    result = read_results(run_dir)
+    assert [sc.id for sc in result.scenarios] == ["acme", "globex"]
+    assert all(s.status == "completed" for sc in result.scenarios for s in sc.stages)
+    assert (run_dir / "globex" / "5-s5" / "produced" / "out5.md").read_text() == (
+        "stage 5 for Globex Corp\n"
+    )
+    # Both scenarios ran at the same time: their stage-4 runs overlap.
+    stage4 = [sc.stages[0] for sc in result.scenarios]
+    starts = [s.started_at.timestamp() for s in stage4 if s.started_at]
+    ends = [t + (s.duration_s or 0) for t, s in zip(starts, stage4, strict=True)]
+    assert max(starts) < min(ends)
+    # Not a terminal: plain timestamped lines, then the summary table on stdout.
+    assert "] acme stage 4 s4: started" in proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert [row[:4] for row in rows if row[:1] == ["globex"]][-1] == ["globex", "5", "s5", "ok"]
+    assert "total cost" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_failed_stage_exits_1(tmp_path: Path) -> None:
+    rules = "  - match: {command: demo:s5}\n    turns:\n      - fault: {malformed_sse: true}\n"
+    suite, stub = make_suite(tmp_path, rules=rules + default_rules())
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "s5",
+        "--out", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert read_results(out).scenarios[0].stages[0].status == "error"
+    assert "ERROR" in proc.stdout
+
+
+@pytest.mark.slow
+def test_sigint_interrupts_cleanly(tmp_path: Path) -> None:
+    hang = "python3 -c 'import time; time.sleep(300)'"
+    rules = (
+        "  - match: {command: demo:s4}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(hang)}}}]\n"
+    )
+    suite, stub = make_suite(tmp_path, rules=rules, scenarios=("acme", "globex"))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ci_evals", "run", "--suite", str(suite), "--model", f"stub:{stub}",
+         "--from-stage", "4", "--jobs", "2", "--out", str(out)],
+        cwd=tmp_path, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            procs = processes_mentioning(str(out))
+            if sum("time.sleep" in cmd for _, cmd in procs) >= 2:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the stages never started their commands")
+        os.kill(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    result = read_results(out)
+    assert result.status == "interrupted" and result.finished_at is not None
+    for scenario in result.scenarios:
+        assert [s.status for s in scenario.stages] == ["error", "skipped"]
+        assert scenario.stages[0].error == "the run was interrupted"
+    assert f"run folder: {out}" in stdout
+    # Nothing left behind: no process, no temp folder, no temp results file.
+    time.sleep(0.5)
+    assert processes_mentioning(str(out)) == []
+    assert processes_mentioning(str(tmp_path)) == []
+    assert not (out / ".work").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["acme", "globex", "results.json"]
