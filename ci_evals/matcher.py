@@ -23,6 +23,7 @@ built lazily, so finding all k matches among n globs costs ~k log n tests).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -129,14 +130,17 @@ def _segment_problem(glob: str) -> GlobProblem | None:
 
 
 def _compile_problem(glob: str) -> GlobProblem | None:
+    if not _META.intersection(glob):
+        return None  # a literal path always compiles
     try:
-        regex, _include = GitIgnoreSpecPattern.pattern_to_regex(glob)
+        regex = _spec_regex(glob)
         if regex is None:
             return GlobProblem(
                 "glob has an unclosed '[', so git ignores the whole pattern",
                 "write '\\[' for a literal bracket",
             )
-        re.compile(regex)
+        if "[" in regex:  # only bracket expressions are passed to `re` unescaped
+            re.compile(regex)
     except (GitIgnorePatternError, re.error) as exc:
         return GlobProblem(f"invalid glob: {exc}")
     if "[:" in glob:
@@ -155,10 +159,7 @@ def glob_regex(glob: str) -> str:
     problem = glob_problem(glob)
     if problem is not None:
         raise ValueError(f"{glob!r}: {problem.message}")
-    regex: str | None = GitIgnoreSpecPattern.pattern_to_regex(glob)[0]
-    assert regex is not None  # glob_problem rejected the patterns that compile to nothing
-    # `$` would also match before a trailing newline; git's end of name is `\Z`.
-    return regex.replace(_DIR_MARK, "/").replace(_END_OPT, _END_OPT_EXACT)
+    return _raw_regex(glob)
 
 
 def _is_literal(segment: str) -> bool:
@@ -204,10 +205,18 @@ class _RegexGroup:
         return [i for i, g in zip(self._indices, found.groups(), strict=True) if g is not None]
 
 
-def _raw_regex(glob: str) -> str:
+@functools.lru_cache(maxsize=8192)
+def _spec_regex(glob: str) -> str | None:
+    """pathspec's regex for `glob` as is (cached: the loader and the matcher both need it)."""
     regex: str | None = GitIgnoreSpecPattern.pattern_to_regex(glob)[0]
+    return regex
+
+
+def _raw_regex(glob: str) -> str:
+    regex = _spec_regex(glob)
     if regex is None:
         raise ValueError(f"{glob!r} compiles to nothing")
+    # `$` would also match before a trailing newline; git's end of name is `\Z`.
     return regex.replace(_DIR_MARK, "/").replace(_END_OPT, _END_OPT_EXACT)
 
 
@@ -362,7 +371,11 @@ class GlobMatcher:
         full_indices: list[int] = []  # fallback: whole-path regex per file
         full_regexes: list[str] = []
         for index, glob in enumerate(self.globs):
-            regex = glob_regex(glob)
+            problem = glob_problem(glob)
+            if problem is not None:
+                raise ValueError(f"{glob!r}: {problem.message}")
+            # A literal glob needs no regex: it is indexed in dicts only.
+            regex = _raw_regex(glob) if _META.intersection(glob) else ""
             kind = self._classify(index, glob, regex)
             if kind == "cond":
                 cond_regex = self._cond_regex(self._rule_of[index], glob, regex)

@@ -1,0 +1,133 @@
+"""`ci-evals check-coverage [--map PATH]`: the pre-commit hook.
+
+Exit 0 with one OK line when every staged file under the plugin root is
+covered by a stage-map entry and every entry matches a staged file; exit 1
+listing each uncovered file and each dead entry otherwise; exit 2 (one line)
+when the map itself is wrong. In GitHub Actions the problems also become
+`::error` annotations (at most 10; the full list goes to the step summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ci_evals.coverage import CoverageReport, check_coverage
+from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.github_actions import ActionsEnv, annotation, append_summary, capped
+from ci_evals.stage_map import default_map_path, load_stage_map
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--map",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the stage map (default: stage_map.yaml at the top of the repository)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    actions = ActionsEnv.from_environ()
+    try:
+        map_path = args.map if args.map is not None else default_map_path(Path.cwd())
+        stage_map = load_stage_map(map_path)
+        report = check_coverage(stage_map)
+    except UserError as exc:
+        if actions is not None:
+            _report_map_error(actions, exc)
+        raise
+    if report.ok:
+        root = f"{stage_map.root}/" if stage_map.root else "the repository"
+        print(
+            f"ci-evals: stage map OK: {report.checked} files under {root} covered "
+            f"by {len(stage_map.entries)} entries, none dead"
+        )
+        return EXIT_OK
+    for line in _problem_lines(report):
+        print(line)
+    print(_summary_line(report))
+    if actions is not None:
+        _report_to_actions(actions, report)
+    return EXIT_FAIL
+
+
+def _shown(path: str) -> str:
+    """A path as one printable line: JSON-quoted when it holds control characters."""
+    return json.dumps(path, ensure_ascii=False) if any(ord(c) < 32 for c in path) else path
+
+
+def _problem_lines(report: CoverageReport) -> list[str]:
+    display = report.stage_map.display
+    lines = [f"{_shown(path)}: not covered by any entry in {display}" for path in report.uncovered]
+    lines += [
+        f"{display}:{entry.line}:{entry.column}: entries[{entry.index}].glob: "
+        f"{entry.glob!r} matches no staged file"
+        for entry in report.dead
+    ]
+    return lines
+
+
+def _summary_line(report: CoverageReport) -> str:
+    parts = []
+    if report.uncovered:
+        n = len(report.uncovered)
+        parts.append(f"{n} uncovered file{'s' if n != 1 else ''}")
+    if report.dead:
+        n = len(report.dead)
+        parts.append(f"{n} dead entr{'ies' if n != 1 else 'y'}")
+    return (
+        f"ci-evals: stage map check failed: {', '.join(parts)} "
+        f"(add an entry for each uncovered file, remove or fix each dead entry "
+        f"in {report.stage_map.display})"
+    )
+
+
+def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
+    display = report.stage_map.display
+    lines = [
+        annotation(
+            "error",
+            f"{path} is covered by no entry in {display}; add one so changes to it select a stage",
+            file=path,
+            title="File not in the stage map",
+        )
+        for path in report.uncovered
+    ]
+    lines += [
+        annotation(
+            "error",
+            f"entries[{entry.index}] {entry.glob!r} matches no staged file; remove or fix it",
+            file=display,
+            line=entry.line,
+            column=entry.column,
+            title="Dead stage-map entry",
+        )
+        for entry in report.dead
+    ]
+    for line in capped(lines):
+        print(line)
+    rows = [f"- `{_md(path)}`: not covered by any entry" for path in report.uncovered]
+    rows += [
+        f"- `{_md(display)}` line {entry.line}: `{_md(entry.glob)}` matches no staged file"
+        for entry in report.dead
+    ]
+    append_summary(actions, "### Stage map coverage\n\n" + "\n".join(rows) + "\n")
+
+
+def _report_map_error(actions: ActionsEnv, exc: UserError) -> None:
+    print(
+        annotation(
+            "error", str(exc), file=exc.file, line=exc.line, column=exc.column, title="Stage map"
+        )
+    )
+    append_summary(
+        actions, f"### Stage map coverage\n\nThe stage map is invalid: `{_md(str(exc))}`\n"
+    )
+
+
+def _md(text: str) -> str:
+    """Text safe inside a Markdown code span on one line."""
+    return _shown(text).replace("`", "'")
