@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.results import read_results
+from tests.conftest import git
 from tests.run_helpers import default_rules, make_suite, processes_mentioning
 
 REPO = Path(__file__).resolve().parent.parent
@@ -189,3 +190,44 @@ def test_sigint_interrupts_cleanly(tmp_path: Path) -> None:
     assert processes_mentioning(str(tmp_path)) == []
     assert not (out / ".work").exists()
     assert sorted(p.name for p in out.iterdir()) == ["acme", "globex", "results.json"]
+
+
+def _repo_with_stage_map(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A git repo holding the demo suite with a stage map; one commit."""
+    repo = tmp_path / "repo"
+    suite, stub = make_suite(repo)
+    suite.write_text(suite.read_text().replace("stage_map: null", "stage_map: stage_map.yaml"))
+    entries = "".join(f'  - {{glob: "commands/s{k}.md", stage: s{k}}}\n' for k in range(1, 6))
+    (repo / "stage_map.yaml").write_text(
+        "version: 1\nroot: plugin\nstages: [s1, s2, s3, s4, s5]\nentries:\n"
+        '  - {glob: ".claude-plugin/plugin.json", stage: s1}\n' + entries
+    )
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "suite")
+    return repo, suite, stub
+
+
+def test_base_with_nothing_to_run_exits_0(tmp_path: Path) -> None:
+    repo, suite, stub = _repo_with_stage_map(tmp_path)
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--base", "HEAD", cwd=repo
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("nothing to run")
+    assert not (repo / ".ci-evals").exists()
+
+
+@pytest.mark.slow
+def test_base_runs_from_the_lowest_affected_stage(tmp_path: Path) -> None:
+    repo, suite, stub = _repo_with_stage_map(tmp_path)
+    (repo / "plugin" / "commands" / "s4.md").write_text("Do stage 4 better for $ARGUMENTS.\n")
+    git(repo, "commit", "-q", "-am", "change stage 4")
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--base", "HEAD~1",
+        "--out", str(out), cwd=repo,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("from stage 4: matched")
+    assert [s.number for s in read_results(out).scenarios[0].stages] == [4, 5]

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from ci_evals.agents import get_agent
-from ci_evals.results import RunResult, StageResult, read_results
+from ci_evals.agents import Progress, get_agent
+from ci_evals.progress import LiveProgress, summary_table
+from ci_evals.results import RunResult, ScenarioResult, StageResult, read_results
 from ci_evals.runner import RunListener, Runner, RunPlan, exit_code
 from ci_evals.stub_model import StubServer, load_script
 from ci_evals.suite import load_suite
 from tests.run_helpers import default_rules, make_suite, processes_mentioning
-
-pytestmark = pytest.mark.slow
 
 
 class Recorder(RunListener):
@@ -67,6 +68,7 @@ def statuses(result: RunResult, scenario: str) -> list[str]:
     return [s.status for s in next(sc for sc in result.scenarios if sc.id == scenario).stages]
 
 
+@pytest.mark.slow
 def test_from_stage_1_runs_every_stage_and_records_it(tmp_path: Path) -> None:
     result, run_dir, recorder, _ = run(tmp_path)
 
@@ -87,6 +89,7 @@ def test_from_stage_1_runs_every_stage_and_records_it(tmp_path: Path) -> None:
     assert processes_mentioning(str(run_dir)) == []
 
 
+@pytest.mark.slow
 def test_from_stage_4_lays_fixtures_and_runs_only_4_and_5(tmp_path: Path) -> None:
     result, _, _, server = run(tmp_path, from_stage=4, keep_workspace=True)
 
@@ -101,6 +104,7 @@ def test_from_stage_4_lays_fixtures_and_runs_only_4_and_5(tmp_path: Path) -> Non
     assert {r.command for r in server.requests} == {"demo:s4", "demo:s5"}
 
 
+@pytest.mark.slow
 def test_an_error_stops_its_scenario_only(tmp_path: Path) -> None:
     rules = (
         "  - match: {command: demo:s2, prompt_contains: Bad Corp}\n"
@@ -115,6 +119,7 @@ def test_an_error_stops_its_scenario_only(tmp_path: Path) -> None:
     assert exit_code(result) == 1
 
 
+@pytest.mark.slow
 def test_a_limit_fails_the_stage_and_skips_the_rest(tmp_path: Path) -> None:
     rules = (
         "  - match: {command: demo:s1}\n    repeat_last: true\n"
@@ -128,6 +133,7 @@ def test_a_limit_fails_the_stage_and_skips_the_rest(tmp_path: Path) -> None:
     assert exit_code(result) == 1
 
 
+@pytest.mark.slow
 def test_no_stage_starts_once_the_run_budget_is_spent(tmp_path: Path) -> None:
     usage = "        usage: {input_tokens: 100000, output_tokens: 10000}\n"
     rules = default_rules().replace(
@@ -146,3 +152,37 @@ def test_no_stage_starts_once_the_run_budget_is_spent(tmp_path: Path) -> None:
     assert "run budget (0.01 USD) is spent" in str(result.scenarios[1].stages[0].error)
     assert len(server.requests) == 2  # stage 1 of the first scenario only
     assert result.total_cost_usd == first[0].cost_usd
+
+
+def test_live_progress_redraws_one_line_per_scenario(tmp_path: Path) -> None:
+    suite_file, _ = make_suite(tmp_path / "suite", scenarios=("acme", "globex"))
+    suite = load_suite(suite_file)
+    plan = RunPlan(suite, suite.stage(4), suite.scenarios, tmp_path / "run", "r1", None, {})
+    stages = [StageResult(number=4, name="s4"), StageResult(number=5, name="s5")]
+    result = RunResult(
+        run_id="r1",
+        tool_version="0",
+        started_at=datetime.now(timezone.utc),
+        from_stage=4,
+        suite_file=str(suite_file),
+        scenarios=[ScenarioResult(id=s, stages=stages) for s in ("acme", "globex")],
+    )
+    out = io.StringIO()
+    live = LiveProgress(out, min_interval_s=0)
+    live.run_started(plan, result)
+    live.stage_started("acme", stages[0])
+    live.stage_progress("acme", stages[0], Progress(turns=3, cost_usd=0.25, last_tool="Write"))
+    stages[0].status, stages[0].turns, stages[0].cost_usd, stages[0].duration_s = (
+        "completed", 3, 0.25, 2.0,
+    )  # fmt: skip
+    live.stage_finished("acme", stages[0])
+
+    text = out.getvalue()
+    assert "\x1b[2F" in text  # moved up over the two scenario lines to redraw them
+    assert "acme: stage 4 s4 turns=3 cost=$0.2500" in text and "[Write]" in text
+    assert text.endswith(
+        "\x1b[2Kacme: stage 4 s4 ok turns=3 cost=$0.2500 2s\n\x1b[2Kglobex: waiting\n"
+    )
+    table = summary_table(result).splitlines()
+    assert table[0].split() == ["scenario", "stage", "status", "turns", "cost", "time", "files"]
+    assert table[2].split() == ["acme", "4", "s4", "ok", "3", "$0.2500", "2.0s", "0"]
