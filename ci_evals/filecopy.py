@@ -14,11 +14,12 @@ import stat
 _CHUNK = 1 << 30  # ask copy_file_range for at most this much per call
 
 
-def copy_file(source: str, dest: str, *, follow_links: bool = True) -> None:
+def copy_file(source: str, dest: str, *, follow_links: bool = True) -> os.stat_result:
     """Copy `source` to `dest` (created or truncated) with `source`'s permission bits.
 
-    With `follow_links=False` a `source` that is a symbolic link raises `OSError`
-    (ELOOP) instead of copying what it points at.
+    Returns the stat of `dest` as written (for a snapshot that needs no second
+    look). With `follow_links=False` a `source` that is a symbolic link raises
+    `OSError` (ELOOP) instead of copying what it points at.
     """
     # O_NONBLOCK: a FIFO swapped in for the file must not block the open;
     # it is refused just below. Regular files ignore the flag.
@@ -33,6 +34,7 @@ def copy_file(source: str, dest: str, *, follow_links: bool = True) -> None:
         dst = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IMODE(info.st_mode))
         try:
             _copy_content(src, dst, info.st_size)
+            return os.fstat(dst)
         finally:
             os.close(dst)
     finally:
@@ -43,8 +45,14 @@ def _copy_content(src: int, dst: int, size: int) -> None:
     copy_range = getattr(os, "copy_file_range", None)
     if copy_range is not None and size > 0:
         try:
-            while copy_range(src, dst, _CHUNK):
-                pass
+            # Up to the size seen by fstat: saves the extra call that would
+            # only confirm the end of the file.
+            remaining = size
+            while remaining > 0:
+                sent = copy_range(src, dst, min(remaining, _CHUNK))
+                if sent == 0:
+                    break  # the file shrank meanwhile
+                remaining -= sent
             return
         except OSError:
             # EXDEV on old kernels, EINVAL/ENOSYS on some file systems: start

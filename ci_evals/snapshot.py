@@ -21,6 +21,14 @@ the GIL for large buffers).
 
 Pass the "after" snapshot of stage k as `previous` to the snapshots of stage
 k+1, and only what the agent touched is read again.
+
+Files laid down from fixtures are not hashed at all until they matter: the
+workspace's baseline snapshot (`Workspace.baseline`, built from the stat of
+each copy as it was written) records them with `sha256=None` and the fixture
+file they were copied from (`source`). Their hash is computed from that source
+only when one of them is modified or deleted; unchanged ones are never read.
+So the first snapshot of a freshly laid workspace is as cheap as a warm one.
+The fixtures must not change while a run is in progress.
 """
 
 from __future__ import annotations
@@ -58,8 +66,11 @@ class Entry:
     ctime_ns: int
     ino: int
     dev: int
-    sha256: str  # of the content; for a link, of its target
+    # Of the content (for a link, of its target); None: not hashed yet, the
+    # content is that of the fixture file `source` it was copied from.
+    sha256: str | None
     target: str | None = None  # a link's target, as written
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,12 +131,11 @@ def take_snapshot(
                 target = os.readlink(path)
             except OSError:
                 continue  # removed while we looked
-            encoded = os.fsencode(target)
-            entries[rel] = _entry("link", info, len(encoded), _sha(encoded), target)
+            entries[rel] = link_entry(info, target)
             continue
         old = reusable.get(rel)
         if old is not None and _same_file(old, info):
-            entries[rel] = _entry("file", info, info.st_size, old.sha256)
+            entries[rel] = _entry("file", info, info.st_size, old.sha256, source=old.source)
         else:
             to_hash.append((rel, path, info))
     for rel, info, digest in _hash_all(to_hash):
@@ -143,8 +153,8 @@ def diff_snapshots(before: Snapshot, after: Snapshot) -> Changes:
             added.append(_change(rel, "added", new))
         elif (
             old.kind != new.kind
-            or old.sha256 != new.sha256
             or (old.mode & 0o111) != (new.mode & 0o111)  # made executable, or not
+            or not _same_content(old, new)
         ):
             modified.append(_change(rel, "modified", new))
     for rel, old in before.entries.items():
@@ -156,6 +166,33 @@ def diff_snapshots(before: Snapshot, after: Snapshot) -> Changes:
         modified=tuple(sorted(modified, key=by_path)),
         deleted=tuple(sorted(deleted, key=by_path)),
     )
+
+
+def seeded_entry(info: os.stat_result, source: str) -> Entry:
+    """An entry for a file just copied from `source`, hashed only if it is ever needed."""
+    return _entry("file", info, info.st_size, None, source=source)
+
+
+def link_entry(info: os.stat_result, target: str) -> Entry:
+    encoded = os.fsencode(target)
+    return _entry("link", info, len(encoded), _sha(encoded), target=target)
+
+
+def content_hash(entry: Entry) -> str:
+    """The entry's SHA-256, computing it from its fixture source if it was deferred."""
+    if entry.sha256 is not None:
+        return entry.sha256
+    assert entry.source is not None, "an entry without a hash must name its source"
+    result = _hash_one(("", entry.source, None))
+    # A fixture removed during the run: its content is unknown, never "equal".
+    return result[2] if result is not None else "unknown:" + entry.source
+
+
+def _same_content(old: Entry, new: Entry) -> bool:
+    if old.sha256 is None and new.sha256 is None:
+        # Both still the copy of a fixture file nobody has touched since.
+        return old.source == new.source
+    return content_hash(old) == content_hash(new)
 
 
 def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Path) -> list[str]:
@@ -243,7 +280,13 @@ def _same_file(old: Entry, info: os.stat_result) -> bool:
 
 
 def _entry(
-    kind: Kind, info: os.stat_result, size: int, digest: str, target: str | None = None
+    kind: Kind,
+    info: os.stat_result,
+    size: int,
+    digest: str | None,
+    *,
+    target: str | None = None,
+    source: str | None = None,
 ) -> Entry:
     return Entry(
         kind=kind,
@@ -255,6 +298,7 @@ def _entry(
         dev=info.st_dev,
         sha256=digest,
         target=target,
+        source=source,
     )
 
 
@@ -263,7 +307,7 @@ def _change(rel: str, change: ChangeKind, entry: Entry) -> Change:
         path=rel,
         change=change,
         kind=entry.kind,
-        sha256=entry.sha256,
+        sha256=content_hash(entry),
         size=entry.size,
         target=entry.target,
     )
@@ -299,7 +343,9 @@ def _hash_chunk(
     return [result for result in map(_hash_one, jobs) if result is not None]
 
 
-def _hash_one(job: tuple[str, str, os.stat_result]) -> tuple[str, os.stat_result, str] | None:
+def _hash_one(
+    job: tuple[str, str, os.stat_result | None],
+) -> tuple[str, os.stat_result, str] | None:
     rel, path, _ = job
     try:
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ci_evals.errors import UserError
 from ci_evals.filecopy import copy_file
-from ci_evals.snapshot import RACY_NS
+from ci_evals.snapshot import RACY_NS, Entry, Snapshot, link_entry, seeded_entry
 from ci_evals.suite import Scenario, Stage, Suite
 
 PLUGIN_DIR = "plugin"
@@ -48,6 +48,9 @@ class Workspace:
     plugin: Path  # the plugin copy (`{plugin}`; the SDK's local plugin path)
     fixtures: tuple[Path, ...]  # fixture folders laid down, in order
     links: tuple[str, ...] = field(default=())  # component links made in `root`
+    # What `root` holds right after set-up, with fixture files not yet hashed:
+    # pass it as `previous` to the first `take_snapshot` (see snapshot.py).
+    baseline: Snapshot | None = field(default=None, compare=False, repr=False)
 
     def values(self, suite: Suite, stage: Stage, scenario: Scenario) -> dict[str, str]:
         """The template values for this workspace (inputs plus built-ins)."""
@@ -72,10 +75,14 @@ class Workspace:
 
 @dataclass
 class _Plan:
-    """What to create in the workspace, merged over all fixtures (later wins)."""
+    """What to create in the workspace, merged over all fixtures (later wins).
 
-    dirs: dict[str, Path] = field(default_factory=dict)  # relative path -> source folder
-    files: dict[str, Path] = field(default_factory=dict)  # relative path -> source file
+    Plain strings, not `Path`s: building 10,000 `Path` objects costs more than
+    the walk itself.
+    """
+
+    dirs: dict[str, str] = field(default_factory=dict)  # relative path -> source folder
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> source file
     links: dict[str, str] = field(default_factory=dict)  # relative path -> link target
 
 
@@ -111,20 +118,21 @@ def _plan(suite: Suite, from_stage: Stage | int) -> tuple[tuple[Path, ...], _Pla
 
 def _add_fixture(plan: _Plan, folder: Path) -> None:
     for rel, entry in _walk(folder):
-        path = Path(entry.path)
         if entry.is_symlink():
             target = os.readlink(entry.path)
-            _check_link(folder, rel, target, path)
-            _claim(plan, rel, path, "link")
+            _check_link(folder, rel, target, entry.path)
+            _claim(plan, rel, entry.path, "link")
             plan.links[rel] = target
         elif entry.is_dir(follow_symlinks=False):
-            _claim(plan, rel, path, "dir")
-            plan.dirs[rel] = path
+            _claim(plan, rel, entry.path, "dir")
+            plan.dirs[rel] = entry.path
         elif entry.is_file(follow_symlinks=False):
-            _claim(plan, rel, path, "file")
-            plan.files[rel] = path
+            _claim(plan, rel, entry.path, "file")
+            plan.files[rel] = entry.path
         else:
-            raise UserError(f"fixture holds something that is not a file, folder or link: {path}")
+            raise UserError(
+                f"fixture holds something that is not a file, folder or link: {entry.path}"
+            )
 
 
 def _walk(top: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
@@ -140,7 +148,7 @@ def _walk(top: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
                     stack.append((rel + "/", entry.path))
 
 
-def _check_link(folder: Path, rel: str, target: str, path: Path) -> None:
+def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
     """Refuse a link that is absolute or leaves its fixture folder."""
     if os.path.isabs(target):
         raise UserError(
@@ -155,7 +163,7 @@ def _check_link(folder: Path, rel: str, target: str, path: Path) -> None:
         )
 
 
-def _claim(plan: _Plan, rel: str, path: Path, kind: str) -> None:
+def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:
     """A later fixture may replace a file or link, or merge into a folder, nothing else."""
     earlier = "dir" if rel in plan.dirs else "file" if rel in plan.files else None
     if earlier is None and rel in plan.links:
@@ -192,12 +200,22 @@ def create_workspace(suite: Suite, from_stage: Stage | int, parent: Path) -> Wor
             )
     _copy_plugin(suite.plugin.path, plugin)
     root.mkdir()
-    _lay_down(plan, root)
+    entries = _lay_down(plan, root)
     links = _link_components(plugin, root)
-    # Let the clock move past the files just written, so the first snapshot
-    # does not find them "racy" and every later one can trust their times.
-    time.sleep(RACY_NS / 1e9)
-    return Workspace(parent=parent, root=root, plugin=plugin, fixtures=folders, links=links)
+    for name in links:
+        entries[name] = link_entry(os.lstat(root / name), os.readlink(root / name))
+    # Let the clock move past the files just written, so that their times are
+    # settled (not "racy") for every snapshot from now on.
+    time.sleep(RACY_NS * 1.2 / 1e9)
+    baseline = Snapshot(root=root, entries=entries, taken_ns=time.time_ns())
+    return Workspace(
+        parent=parent,
+        root=root,
+        plugin=plugin,
+        fixtures=folders,
+        links=links,
+        baseline=baseline,
+    )
 
 
 def _copy_plugin(source: Path, dest: Path) -> None:
@@ -211,17 +229,21 @@ def _copy_plugin(source: Path, dest: Path) -> None:
         raise UserError(f"cannot copy the plugin {source}: {exc}") from None
 
 
-def _lay_down(plan: _Plan, root: Path) -> None:
+def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:
+    """Create the plan under `root`; return snapshot entries for what was made."""
     base = str(root) + os.sep
+    entries: dict[str, Entry] = {}
     # Sorted, parents come before their children.
     for rel in sorted(plan.dirs):
         os.mkdir(base + rel)
     # One thread: copy_file_range keeps the data in the kernel, and on two
     # shared cores threads measured slower than a plain loop (benchmark).
     for rel, source in plan.files.items():
-        copy_file(str(source), base + rel)
+        entries[rel] = seeded_entry(copy_file(source, base + rel), source)
     for rel, target in plan.links.items():
         os.symlink(target, base + rel)
+        entries[rel] = link_entry(os.lstat(base + rel), target)
+    return entries
 
 
 def _link_components(plugin: Path, root: Path) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.errors import UserError
+from ci_evals.snapshot import content_hash, diff_snapshots, take_snapshot
 from ci_evals.suite import Suite, load_suite
 from ci_evals.workspace import check_fixtures, create_workspace
 
@@ -23,6 +25,10 @@ stages:
 scenarios:
   - { id: acme, inputs: { company: acme } }
 """
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def write(path: Path, text: str = "x\n") -> Path:
@@ -279,3 +285,52 @@ def test_dangling_plugin_link_is_a_user_error(top: Path, tmp_path: Path) -> None
     (top / "plugin" / "agents" / "gone.md").symlink_to("missing.md")
     with pytest.raises(UserError, match="cannot copy the plugin"):
         create_workspace(suite_at(top), 1, tmp_path / "ws")
+
+
+# -- the baseline snapshot ------------------------------------------------------
+
+
+def test_baseline_matches_a_full_snapshot(top: Path, tmp_path: Path) -> None:
+    (top / "fixtures" / "1-research-output" / "latest.md").symlink_to("shared.md")
+    ws = create_workspace(suite_at(top), 3, tmp_path / "ws")
+    assert ws.baseline is not None
+    full = take_snapshot(ws.root)
+    assert set(ws.baseline.entries) == set(full.entries)
+    for rel, entry in ws.baseline.entries.items():
+        assert content_hash(entry) == full.entries[rel].sha256, rel
+        assert entry.kind == full.entries[rel].kind
+    assert ws.baseline.entries["agents"].target == "../plugin/agents"
+    assert ws.baseline.entries["latest.md"].target == "shared.md"
+
+
+def test_first_snapshot_does_not_read_fixture_files(top: Path, tmp_path: Path) -> None:
+    ws = create_workspace(suite_at(top), 3, tmp_path / "ws")
+    assert ws.baseline is not None
+    before = take_snapshot(ws.root, previous=ws.baseline)
+    entry = before.entries["shared.md"]
+    assert entry.sha256 is None  # still deferred: the file was not read
+    assert entry.source == str(top / "fixtures" / "2-plan-output" / "shared.md")
+    assert not diff_snapshots(ws.baseline, before)
+
+
+def test_changes_to_fixture_files_after_the_baseline(top: Path, tmp_path: Path) -> None:
+    ws = create_workspace(suite_at(top), 3, tmp_path / "ws")
+    before = take_snapshot(ws.root, previous=ws.baseline)
+    company = ws.root / "research" / "company.md"
+    info = company.stat()
+    company.write_text("v2 company\n")  # same size, mtime restored below
+    os.utime(company, ns=(info.st_atime_ns, info.st_mtime_ns))
+    (ws.root / "shared.md").unlink()
+    (ws.root / "labs" / "acme" / "plan.md").write_text("plan\n")  # same bytes rewritten
+    (ws.root / "run.sh").chmod(0o644)
+    (ws.root / "new.md").write_text("new\n")
+    changes = diff_snapshots(before, take_snapshot(ws.root, previous=before))
+    assert [(c.path, c.sha256) for c in changes.added] == [("new.md", sha(b"new\n"))]
+    assert [(c.path, c.sha256) for c in changes.modified] == [
+        ("research/company.md", sha(b"v2 company\n")),
+        ("run.sh", sha(b"#!/bin/sh\n")),
+    ]
+    # The deleted file's hash comes from the fixture it was copied from.
+    assert [(c.path, c.sha256, c.size) for c in changes.deleted] == [
+        ("shared.md", sha(b"from stage 2\n"), 13)
+    ]
