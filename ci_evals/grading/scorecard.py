@@ -38,6 +38,12 @@ from ci_evals.grading.rubrics import KINDS, Kind, RubricSet, normalize_id
 # policy is applied; `scoring.evaluate` recomputes it with the policy's threshold.
 DEFAULT_ANALYTIC_THRESHOLD = 3.0
 
+# A scorecard is a few KiB; a megabyte of output is a reviewer gone wrong.
+MAX_OUTPUT_CHARS = 1_000_000
+# Where a scorecard can start: `[` before an object or `]`. Prose brackets such
+# as `[1]` or `[TODO]` are never tried.
+_ARRAY_START = re.compile(r"\[(?=\s*[{\]])")
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 
 
@@ -138,7 +144,10 @@ def grade_scorecard(
 
 def _loads(text: str) -> Any:
     # NaN and Infinity are not JSON; Python would accept them as scores.
-    return json.loads(text, parse_constant=_reject_constant)
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -155,6 +164,11 @@ def _find_array(text: str) -> list[Any]:
     stripped = text.strip()
     if not stripped:
         raise ScorecardError("the reviewer's output is empty")
+    if len(stripped) > MAX_OUTPUT_CHARS:
+        raise ScorecardError(
+            f"the reviewer's output is too large ({len(stripped)} characters, "
+            f"at most {MAX_OUTPUT_CHARS})"
+        )
     failure: ScorecardError | None = None
     if stripped[0] in "[{":
         try:
@@ -205,27 +219,42 @@ def _from_fences(text: str) -> list[Any] | None:
 
 
 def _from_prose(text: str) -> list[Any]:
-    """Try every `[`; the last array of objects not nested in another one wins.
+    """Try every `[{` (and `[]`); the last array of objects not nested in another wins.
 
-    A bracket in prose (`see [1]`, `[TODO]`) decodes to a list of non-objects
-    or not at all, so it never beats a real scorecard that is there too.
+    A bracket in prose (`see [1]`, `[TODO]`) is not a candidate, and a
+    candidate that does not decode never beats a real scorecard there too.
     """
     decoder = json.JSONDecoder(parse_constant=_reject_constant)
     arrays: list[list[Any]] = []
     errors: list[str] = []  # a failure at a line-leading bracket goes first
     covered_until = -1
-    for match in re.finditer(r"\[", text):
+    # Each attempt may scan to the end of the text; bound the total so that
+    # thousands of unclosed brackets cannot make this quadratic.
+    budget = 20 * len(text) + 100_000
+    for match in _ARRAY_START.finditer(text):
         start = match.start()
         if start < covered_until:
             continue
+        if budget < 0:
+            raise ScorecardError(
+                "too many bracketed fragments to search for the scorecard "
+                "(the reviewer should print the JSON array alone)"
+            )
         try:
             value, end = decoder.raw_decode(text, start)
         except ValueError as exc:
+            # Building the error counts lines from the start of the text: O(pos).
+            budget -= exc.pos if isinstance(exc, json.JSONDecodeError) else len(text)
             if start == 0 or text[start - 1] == "\n":
                 errors.insert(0, _one_line(exc))
             else:
                 errors.append(_one_line(exc))
             continue
+        except RecursionError:
+            budget -= len(text)
+            errors.append("nested too deeply")
+            continue
+        budget -= end - start
         arrays.append(value)
         if value and all(isinstance(item, dict) for item in value):
             # Skip arrays nested in a scorecard; but look inside anything else,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -195,4 +196,27 @@ def test_ids_take_the_rubric_spelling(rubric_set: rubrics.RubricSet) -> None:
 
 def test_prose_brackets_wrapping_the_array(rubric_set: rubrics.RubricSet) -> None:
     text = "Scores (see [the list: " + json.dumps(VALID) + " ]) as requested."
+    assert len(parse_scorecard(text, rubric_set)) == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[" * 100_000, "no JSON array found"),
+        ("x " + '[{"a":' * 100_000, "too many bracketed fragments"),
+        ("see [{x} " * 50_000 + json.dumps(VALID), "too many bracketed fragments"),
+        ("x" * 1_000_001, "too large (1000001 characters, at most 1000000)"),
+    ],
+)
+def test_hostile_output_is_refused_quickly(
+    rubric_set: rubrics.RubricSet, text: str, reason: str
+) -> None:
+    # Deep nesting must not crash (RecursionError) and many fragments must not
+    # make the search quadratic; either way the result is a refusal.
+    with pytest.raises(ScorecardError, match=re.escape(reason)):
+        parse_scorecard(text, rubric_set)
+
+
+def test_many_prose_brackets_before_a_scorecard(rubric_set: rubrics.RubricSet) -> None:
+    text = "see [x] and [1] " * 20_000 + json.dumps(VALID)
     assert len(parse_scorecard(text, rubric_set)) == 4
