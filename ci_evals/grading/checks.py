@@ -348,6 +348,14 @@ def _rel(folder: Path, path: Path) -> str:
     return path.relative_to(folder).as_posix()
 
 
+def _parse_json(text: str) -> Any:
+    """`json.loads`, with absurd nesting (which the agent controls) as a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _read_text(path: Path) -> str:
     with path.open("rb") as fh:
         data = fh.read(MAX_READ_BYTES + 1)
@@ -442,11 +450,15 @@ def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
     for path in files:
         name = _rel(folder, path)
         try:
-            document = json.loads(_read_text(path))
+            document = _parse_json(_read_text(path))
         except (OSError, ValueError) as exc:
             problems.append(f"{name}: not valid JSON ({' '.join(str(exc).split())})")
             continue
-        error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+        try:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+        except RecursionError:
+            problems.append(f"{name}: nested too deeply to validate")
+            continue
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"
             problems.append(f"{name}: at {where}: {_short(error.message)}")
@@ -483,7 +495,7 @@ def _equals_length(check: EqualsLength, folder: Path) -> Criterion:
         found = "no file" if not files else f"{len(files)} files"
         return _criterion(check.id, False, f"{found} match {check.file}{_outside_note(outside)}")
     try:
-        document = json.loads(_read_text(files[0]))
+        document = _parse_json(_read_text(files[0]))
     except (OSError, ValueError) as exc:
         return _criterion(check.id, False, f"{check.file}: not valid JSON ({exc})")
     count = dotted(document, check.field)
@@ -533,10 +545,13 @@ def tool_uses(lines: Sequence[str]) -> list[ToolUse]:
         if not line.strip():
             continue
         try:
-            message = json.loads(line)
+            message = _parse_json(line)
         except ValueError as exc:
             raise ValueError(f"line {number} is not JSON ({exc})") from None
-        found.extend(_walk(message))
+        try:
+            found.extend(_walk(message))
+        except RecursionError:
+            raise ValueError(f"line {number} is nested too deeply") from None
     return found
 
 

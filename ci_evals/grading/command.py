@@ -378,6 +378,8 @@ def _junit(data: bytes, shown: str) -> list[_Row]:
 def _json_rows(data: bytes, shown: str) -> list[_Row]:
     try:
         value: Any = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"results file {shown} is nested too deeply") from None
     except ValueError as exc:
         raise ValueError(f"results file {shown} is not valid JSON: {exc}") from None
     if not isinstance(value, list):

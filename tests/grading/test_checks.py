@@ -408,3 +408,23 @@ class _AnyKey:
 
     def __len__(self) -> int:
         return 0
+
+
+def test_absurdly_nested_json_fails_the_check_without_crashing(ws: Path, tmp_path: Path) -> None:
+    (ws / "lab" / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    trajectory = tmp_path / "deep.jsonl"
+    trajectory.write_text('{"a": ' * 100_000 + "1" + "}" * 100_000 + "\n")
+    got = results(
+        "- { json_schema: lab/deep.json, schema: { type: array }, id: s }\n"
+        "- { equals_length: lab/deep.json, field: a, array: b, id: e }\n"
+        "- { trajectory: { tool: Bash, used: false }, id: t }\n",
+        tmp_path,
+        ws,
+        trajectory,
+    )
+    assert got["s"] == (False, "lab/deep.json: not valid JSON (nested too deeply)")
+    assert got["e"] == (False, "lab/deep.json: not valid JSON (nested too deeply)")
+    assert got["t"] == (
+        False,
+        "trajectory deep.jsonl unreadable: line 1 is not JSON (nested too deeply)",
+    )
