@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -132,6 +133,11 @@ def _segment_problem(glob: str) -> GlobProblem | None:
 def _compile_problem(glob: str) -> GlobProblem | None:
     if not _META.intersection(glob):
         return None  # a literal path always compiles
+    if "[:" in glob:
+        return GlobProblem(
+            "POSIX character classes ('[[:alpha:]]') are not supported",
+            "pathspec and git read them differently; use a range such as '[a-z]'",
+        )
     try:
         regex = _spec_regex(glob)
         if regex is None:
@@ -139,15 +145,14 @@ def _compile_problem(glob: str) -> GlobProblem | None:
                 "glob has an unclosed '[', so git ignores the whole pattern",
                 "write '\\[' for a literal bracket",
             )
-        if "[" in regex:  # only bracket expressions are passed to `re` unescaped
-            re.compile(regex)
-    except (GitIgnorePatternError, re.error) as exc:
+        if "[" in regex:  # only bracket expressions reach `re` unescaped
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "possible nested set": we only ask "valid?"
+                re.compile(regex)
+    except GitIgnorePatternError as exc:
         return GlobProblem(f"invalid glob: {exc}")
-    if "[:" in glob:
-        return GlobProblem(
-            "POSIX character classes ('[[:alpha:]]') are not supported",
-            "pathspec and git read them differently; use a range such as '[a-z]'",
-        )
+    except re.error as exc:
+        return GlobProblem(f"invalid glob: {exc.msg}", "check the '[...]' ranges")
     return None
 
 
