@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.gen_repo import build_repo
+from benchmarks.gen_repo import GeneratedRepo, build_repo
 from ci_evals import git, selection
 from ci_evals.matcher import GlobMatcher
 from ci_evals.stage_map import load_stage_map
@@ -43,16 +43,32 @@ def median_seconds(action: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+def _repo(path: Path, files: int, entries: int) -> GeneratedRepo:
+    if not path.exists():
+        return build_repo(path, files, entries)
+
+    def sha(ref: str) -> str:
+        return git.rev_parse(path, ref) or ""
+
+    return GeneratedRepo(
+        path, path / "stage_map.yaml", "plugin", tuple(range(files)), tuple(range(entries)),
+        sha("base"), sha("main"),
+    )  # type: ignore[arg-type]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--repo", type=Path, help="build the repository here, or reuse it if it exists"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-compute-stage-") as tmp:
         start = time.perf_counter()
-        repo = build_repo(Path(tmp) / "repo", args.files, args.entries)
+        repo = _repo(args.repo or Path(tmp) / "repo", args.files, args.entries)
         print(
             f"repository: {len(repo.files)} files, {len(repo.entries)} entries "
             f"(built in {time.perf_counter() - start:.1f} s)"

@@ -175,6 +175,35 @@ class _Rules:
         self.stage_count = len(stage_map.stages)
         self.fixture_folders: dict[str, tuple[int, str]] = {}
 
+    def match_all(self, paths: Sequence[str]) -> list[Match]:
+        """`match` for each path, with the common case — a plain file under
+        root — inlined on local variables (about twice as fast per path)."""
+        fast = not self.globals_in_root and (
+            self.fixtures_prefix is None
+            or not (
+                self.fixtures_prefix.startswith(self.root_prefix)
+                or self.root_prefix.startswith(self.fixtures_prefix)
+            )
+        )
+        prefix, cut, count = self.root_prefix, len(self.root_prefix), self.count
+        matches, rest_of, rank_of = self.matches, self.rest_of, self.rank_of.__getitem__
+        match, new = self.match, _new_tuple
+        out: list[Match] = []
+        append = out.append
+        for path in paths:
+            if fast and path.startswith(prefix):
+                indices = matches(path[cut:])
+                if len(indices) == 1:
+                    rest = rest_of[indices[0]]
+                elif indices:
+                    rest = rest_of[min(map(rank_of, indices)) % count]
+                else:
+                    rest = _UNMATCHED
+                append(new(Match, (path, *rest)))
+            else:
+                append(match(path))
+        return out
+
     def match(self, path: str) -> Match:
         rest: _Rest | None = None
         if path.startswith(self.root_prefix):
@@ -238,8 +267,7 @@ class _Rules:
 
 def select(stage_map: StageMap, matcher: GlobMatcher, paths: Sequence[str]) -> Selection:
     """The lowest stage the changed `paths` (repo-relative) can affect."""
-    match = _Rules(stage_map, matcher).match
-    matches = tuple([match(p) for p in paths])
+    matches = tuple(_Rules(stage_map, matcher).match_all(paths))
     best: Match | None = None
     best_key: tuple[int, int, str] | None = None
     for m in matches:
