@@ -1,0 +1,140 @@
+"""GlobMatcher on examples: every match is reported, with git's gitignore meaning."""
+
+from __future__ import annotations
+
+import pytest
+
+from ci_evals.matcher import GlobMatcher, glob_problem
+
+
+def _matching(glob: str, paths: list[str]) -> list[str]:
+    matcher = GlobMatcher([glob])
+    return [path for path in paths if matcher.matches(path) == [0]]
+
+
+PATHS = [
+    "README.md",
+    "docs/README.md",
+    "docs/guide.md",
+    "docs/deep/more/x.md",
+    "agents/a.md",
+    "agents/sub/b.md",
+    "foo/bar/x",
+    "foo/x",
+    "foo",
+    ".hidden",
+    "dir/.env",
+    "skills/plan/SKILL.md",
+    "skills/plan/scripts/run.py",
+    "skills/write/SKILL.md",
+    "a b/c d.md",
+    "café/naïve.md",
+    "md/x.txt",
+    "x.md/inner.txt",
+]
+
+EXAMPLES = {
+    # basename globs (no slash) match at any depth, and a folder of that name matches all in it
+    "README.md": ["README.md", "docs/README.md"],
+    "*.md": [
+        "README.md",
+        "docs/README.md",
+        "docs/guide.md",
+        "docs/deep/more/x.md",
+        "agents/a.md",
+        "agents/sub/b.md",
+        "skills/plan/SKILL.md",
+        "skills/write/SKILL.md",
+        "a b/c d.md",
+        "café/naïve.md",
+        "x.md/inner.txt",
+    ],
+    # `*` matches dotfiles (no special leading-dot rule in gitignore)
+    ".*": [".hidden", "dir/.env"],
+    "*env": ["dir/.env"],
+    # a leading slash anchors to root
+    "/README.md": ["README.md"],
+    "/*.md": ["README.md", "x.md/inner.txt"],
+    # any inner slash anchors too
+    "docs/README.md": ["docs/README.md"],
+    # `foo/*` covers foo/bar/x too: the folder foo/bar matches (git and GitIgnoreSpec)
+    "foo/*": ["foo/bar/x", "foo/x"],
+    "foo": ["foo/bar/x", "foo/x", "foo"],
+    # dir-only: the files under a folder, never a file of that name
+    "foo/": ["foo/bar/x", "foo/x"],
+    "bar/": ["foo/bar/x"],
+    "md/": ["md/x.txt"],
+    # `**` forms
+    "docs/**": ["docs/README.md", "docs/guide.md", "docs/deep/more/x.md"],
+    "**/more/*.md": ["docs/deep/more/x.md"],
+    "docs/**/x.md": ["docs/deep/more/x.md"],
+    "skills/**/SKILL.md": ["skills/plan/SKILL.md", "skills/write/SKILL.md"],
+    "skills/*/scripts/**": ["skills/plan/scripts/run.py"],
+    "**/SKILL.md": ["skills/plan/SKILL.md", "skills/write/SKILL.md"],
+    "skills/p*/**": ["skills/plan/SKILL.md", "skills/plan/scripts/run.py"],
+    "s*/*/SKILL.md": ["skills/plan/SKILL.md", "skills/write/SKILL.md"],
+    "agents/*.md": ["agents/a.md"],
+    # exact paths, names with spaces and non-ASCII
+    "agents/a.md": ["agents/a.md"],
+    "a b/c d.md": ["a b/c d.md"],
+    "café/*.md": ["café/naïve.md"],
+    "caf?/na?ve.md": ["café/naïve.md"],
+    # brackets and escapes
+    "[ac]*/*.md": ["agents/a.md", "a b/c d.md", "café/naïve.md"],
+    "[!ad]*/*.md": ["café/naïve.md"],
+    "[!ad]*/*/*.md": ["skills/plan/SKILL.md", "skills/write/SKILL.md"],
+    "\\.hidden": [".hidden"],
+    # everything
+    "*": PATHS,
+    "**": PATHS,
+    "*/": [p for p in PATHS if "/" in p],
+}
+
+
+@pytest.mark.parametrize(("glob", "expected"), list(EXAMPLES.items()), ids=list(EXAMPLES))
+def test_glob_examples(glob: str, expected: list[str]) -> None:
+    assert glob_problem(glob) is None
+    assert _matching(glob, PATHS) == [p for p in PATHS if p in expected]
+
+
+def test_reports_every_matching_glob_not_just_the_last() -> None:
+    globs = ["skills/**", "*.md", "skills/plan/SKILL.md", "nothing/**", "SKILL.md"]
+    matcher = GlobMatcher(globs)
+    assert matcher.matches("skills/plan/SKILL.md") == [0, 1, 2, 4]
+    assert matcher.matches("skills/plan/scripts/run.py") == [0]
+    assert matcher.matches("other.txt") == []
+    stages = [3, 2, 5, 1, 4]
+    assert matcher.lowest("skills/plan/SKILL.md", stages) == 2
+    assert matcher.lowest("other.txt", stages) is None
+
+
+def test_unmatched_lists_uncovered_paths_and_dead_globs() -> None:
+    matcher = GlobMatcher(["agents/*.md", "gone/**", "*.py"])
+    uncovered, dead = matcher.unmatched(["agents/a.md", "notes.txt", "x/y.py", "agents/b.txt"])
+    assert uncovered == ["notes.txt", "agents/b.txt"]
+    assert dead == [1]
+
+
+def test_same_folder_cache_gives_same_answers_in_any_order() -> None:
+    globs = ["a/*/c/**", "**/c/*.md", "a/b/", "*.md", "a/b/c/d.md", "a/**/x*"]
+    paths = ["a/b/c/d.md", "a/b/c/x1", "a/b/e.md", "a/q/c/z.md", "a/x", "b/c/y.md"]
+    forward = GlobMatcher(globs)
+    backward = GlobMatcher(globs)
+    answers = {p: forward.matches(p) for p in paths}
+    assert {p: backward.matches(p) for p in reversed(paths)} == answers
+    assert answers["a/b/c/d.md"] == [0, 1, 2, 3, 4]
+    assert answers["a/q/c/z.md"] == [0, 1, 3]
+    assert answers["a/x"] == [5]
+
+
+def test_newline_in_a_name_is_matched_like_git() -> None:
+    matcher = GlobMatcher(["*.md", "a*", "x/**/y"])
+    assert matcher.matches("dir/a\nb.md") == [0, 1]
+    assert matcher.matches("x/\n/y") == [2]
+    assert matcher.matches("notes.md\n") == []
+
+
+def test_invalid_globs_raise() -> None:
+    for glob in ["", "#x", "!x", "a\\", "a/**/", "[z-a]"]:
+        with pytest.raises(ValueError):
+            GlobMatcher([glob])
