@@ -117,6 +117,7 @@ rules:
     assert outcome.usage.input_tokens == 1500 and outcome.usage.output_tokens == 300
     assert outcome.cost_usd > 0
     assert outcome.session_id and outcome.result_subtypes == ["success"]
+    assert outcome.final_text == "done"
     assert outcome.duration_ms > 0 and outcome.wall_s > 0
     assert progress and progress[-1].turns >= 2
 
@@ -176,6 +177,7 @@ rules:
     assert (tmp_path / "ws" / "notes.md").exists()
     assert outcome.usage.input_tokens >= 1100  # the subagent's tokens are counted
     assert trajectory(stage_dir)[-1]["type"] == "ResultMessage"
+    assert outcome.final_text == "finished after the helper"
 
 
 def test_max_turns_is_a_limit(tmp_path: Path, plugin: Path) -> None:

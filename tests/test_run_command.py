@@ -148,7 +148,10 @@ def test_a_failed_stage_exits_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigint_interrupts_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_ends_everything_and_writes_partial_results(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
     hang = "python3 -c 'import time; time.sleep(300)'"
     rules = (
         "  - match: {command: demo:s4}\n    turns:\n"
@@ -171,7 +174,7 @@ def test_sigint_interrupts_cleanly(tmp_path: Path) -> None:
             time.sleep(0.2)
         else:
             pytest.fail("the stages never started their commands")
-        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signum)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

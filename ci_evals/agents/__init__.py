@@ -92,6 +92,7 @@ class StageOutcome:
     session_id: str | None = None
     is_error: bool = False
     result_subtypes: list[str] = field(default_factory=list)
+    final_text: str | None = None  # the last result's text: a reviewer's scorecard lives here
     # HTTP status of a failed model call (429, 500, 529, ...): the hook for
     # retrying infrastructure errors (a later issue) — retry when it is 5xx/529.
     api_error_status: int | None = None

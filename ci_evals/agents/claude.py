@@ -188,6 +188,7 @@ class _Tally:
         outcome.result_subtypes = [r.subtype for r in results]
         outcome.is_error = any(r.is_error for r in results)
         outcome.session_id = results[-1].session_id if results else None
+        outcome.final_text = results[-1].result if results else None
         statuses = [r.api_error_status for r in results if r.api_error_status is not None]
         outcome.api_error_status = statuses[-1] if statuses else None
         outcome.usage = _usage(results)
