@@ -6,6 +6,9 @@ The payload file (`$GITHUB_EVENT_PATH`) says what the run is about:
   default (parents: the base branch tip, then `pull_request.head.sha`); there
   the merge commit's FIRST parent is the exact base — the merge adds exactly
   the PR's changes on top of it — and it is present with `fetch-depth: 2`.
+  With fetch-depth 1 its parents are cut off: one `--deepen=1` fetch (when
+  deepening is allowed) shows them; otherwise, when HEAD is `GITHUB_SHA`,
+  `pull_request.base.sha` is used.
 - `push`: `before` (all zeros when the push created the branch).
 - `merge_group`: `merge_group.base_sha` / `head_sha`.
 
@@ -45,8 +48,14 @@ class EventRange:
     detail: str  # for a person: where base and head came from
 
 
-def range_from_event(repo: Path, env: ActionsEnv, head: str = "HEAD") -> EventRange:
-    """BASE/HEAD for the current Actions run (see the module docstring)."""
+def range_from_event(
+    repo: Path, env: ActionsEnv, head: str = "HEAD", *, deepen: bool = False
+) -> EventRange:
+    """BASE/HEAD for the current Actions run (see the module docstring).
+
+    `deepen`: in a shallow clone whose HEAD has its parents cut off (checkout's
+    default fetch-depth 1), fetch one more level to see the PR merge commit's parents.
+    """
     event = env.event_name
     if not event:
         raise UserError(
@@ -58,7 +67,7 @@ def range_from_event(repo: Path, env: ActionsEnv, head: str = "HEAD") -> EventRa
         return EventRange(event, None, head, f"a {event!r} event names no base commit")
     payload = _load(env.event_path)
     if event in PULL_REQUEST_EVENTS:
-        return _pull_request(repo, event, payload, head)
+        return _pull_request(repo, env, payload, head, deepen)
     if event == "push":
         return _simple(repo, event, payload, ("before",), ("after",), head=head)
     return _simple(
@@ -114,7 +123,10 @@ def _checkout(repo: Path, head: str) -> str:
     return sha
 
 
-def _pull_request(repo: Path, event: str, payload: dict[str, object], head: str) -> EventRange:
+def _pull_request(
+    repo: Path, env: ActionsEnv, payload: dict[str, object], head: str, deepen: bool
+) -> EventRange:
+    event = env.event_name or "pull_request"
     base_keys = ("pull_request", "base", "sha")
     head_keys = ("pull_request", "head", "sha")
     base_sha = _sha_at(payload, base_keys)
@@ -123,12 +135,26 @@ def _pull_request(repo: Path, event: str, payload: dict[str, object], head: str)
         return _missing(event, head_keys, head)
     checkout = _checkout(repo, head)
     parents = git.parents(repo, checkout)
+    cut_off = not parents and checkout in git.shallow_commits(repo)
+    if cut_off and deepen and git.deepen(repo, 1).returncode == 0:
+        # fetch-depth 1 (checkout's default): one more level shows the parents.
+        parents = git.parents(repo, checkout)
+        cut_off = not parents
     if len(parents) == 2 and parents[1] == pr_head:
         detail = (
             f"{event}: HEAD {checkout[:12]} is the merge commit of the PR head; "
             f"BASE = its first parent {parents[0][:12]}"
         )
         return EventRange(event, parents[0], head, detail)
+    if cut_off and checkout == env.sha:
+        # GitHub's own commit for this run, parents not fetched: the payload's base.
+        if base_sha is None:
+            return _missing(event, base_keys, head)
+        detail = (
+            f"{event}: HEAD {checkout[:12]} is GITHUB_SHA but its parents are not fetched "
+            "(fetch-depth: 2 makes this exact); BASE = pull_request.base.sha"
+        )
+        return EventRange(event, base_sha, head, detail)
     if checkout != pr_head:
         raise UserError(
             f"HEAD {checkout[:12]} is neither the pull request head {pr_head[:12]} "

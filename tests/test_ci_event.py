@@ -53,11 +53,11 @@ def clone(tmp_path: Path, url: str, *args: str) -> Path:
     return target
 
 
-def actions(tmp_path: Path, event: str, payload: object) -> ActionsEnv:
+def actions(tmp_path: Path, event: str, payload: object, sha: str | None = None) -> ActionsEnv:
     path = tmp_path / "event.json"
     path.write_text(json.dumps(payload), encoding="utf-8")
     return ActionsEnv(
-        output_file=None, summary_file=None, event_name=event, event_path=path, sha=None
+        output_file=None, summary_file=None, event_name=event, event_path=path, sha=sha
     )
 
 
@@ -86,6 +86,38 @@ def test_pull_request_merge_commit_uses_its_first_parent(
     assert "first parent" in event.detail
     # Exact: only the PR's stage-2 change, not main's stage-1 change.
     assert (chosen.from_stage, chosen.reason, chosen.changed) == (2, "matched", 1)
+
+
+def test_pull_request_depth_one_deepens_once_to_see_the_parents(
+    tmp_path: Path, origin: dict[str, str]
+) -> None:
+    # actions/checkout's default: fetch-depth 1, so HEAD's parents are cut off.
+    work = clone(tmp_path, origin["url"], "--depth", "1", "-b", "pr-merge")
+    env = actions(tmp_path, "pull_request", pull_request(origin["M1"], origin["F1"]), origin["Mg"])
+
+    event = range_from_event(work, env, deepen=True)
+
+    assert event.base == origin["M1"]
+    assert answer(work, event).from_stage == 2
+
+
+def test_pull_request_depth_one_without_deepening_falls_back(
+    tmp_path: Path, origin: dict[str, str]
+) -> None:
+    work = clone(tmp_path, origin["url"], "--depth", "1", "-b", "pr-merge")
+    env = actions(tmp_path, "pull_request", pull_request(origin["M1"], origin["F1"]), origin["Mg"])
+
+    event = range_from_event(work, env, deepen=False)
+
+    assert event.base == origin["M1"]
+    assert "parents are not fetched" in event.detail
+    # M1 is not in a depth-1 clone: a full run, not a guess.
+    assert answer(work, event).reason == "base-missing"
+    # Without GITHUB_SHA naming HEAD, a HEAD with unknown parents is not trusted.
+    with pytest.raises(UserError, match="neither the pull request head"):
+        range_from_event(
+            work, actions(tmp_path, "pull_request", pull_request(origin["M1"], origin["F1"]))
+        )
 
 
 def test_pull_request_head_checkout_uses_base_sha(tmp_path: Path, origin: dict[str, str]) -> None:

@@ -123,7 +123,7 @@ def _changes(
     if args.base is not None:
         return selection.changes(repo, args.base, args.head, deepen_tries=args.deepen)
     assert actions is not None  # checked by `run`
-    event = range_from_event(repo, actions, args.head)
+    event = range_from_event(repo, actions, args.head, deepen=args.deepen > 0)
     if event.base is None:
         return selection.fallback(selection.BASE_MISSING, event.detail, notes=(event.detail,))
     found = selection.changes(repo, event.base, event.head, deepen_tries=args.deepen)
