@@ -86,6 +86,7 @@ class LiveProgress(RunListener):
         self._order: list[str] = []
         self._lines: dict[str, str] = {}
         self._started: dict[str, float] = {}
+        self._running: dict[str, tuple[StageResult, Progress]] = {}
         self._drawn = 0
         self._last_draw = 0.0
 
@@ -98,19 +99,31 @@ class LiveProgress(RunListener):
 
     def stage_started(self, scenario: str, stage: StageResult) -> None:
         self._started[scenario] = time.monotonic()
-        self._lines[scenario] = f"{scenario}: stage {stage.number} {stage.name} starting"
+        self._running[scenario] = (stage, Progress(turns=0, cost_usd=0.0))
+        self._lines[scenario] = self._running_line(scenario)
         self._draw(force=True)
 
     def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None:
+        self._running[scenario] = (stage, progress)
+        self._lines[scenario] = self._running_line(scenario)
+        self._draw()
+
+    def tick(self) -> None:
+        for scenario in self._running:
+            self._lines[scenario] = self._running_line(scenario)
+        self._draw(force=True)
+
+    def _running_line(self, scenario: str) -> str:
+        stage, progress = self._running[scenario]
         elapsed = time.monotonic() - self._started.get(scenario, time.monotonic())
         tool = f" [{progress.last_tool}]" if progress.last_tool else ""
-        self._lines[scenario] = (
+        return (
             f"{scenario}: stage {stage.number} {stage.name} turns={progress.turns}"
             f" cost={_cost(progress.cost_usd)} {elapsed:.0f}s{tool}"
         )
-        self._draw()
 
     def stage_finished(self, scenario: str, stage: StageResult) -> None:
+        self._running.pop(scenario, None)
         self._lines[scenario] = (
             f"{scenario}: stage {stage.number} {stage.name} {_stage_text(stage)}"
             f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)} {stage.duration_s or 0:.0f}s"

@@ -83,6 +83,9 @@ class RunListener:
 
     def run_finished(self, plan: RunPlan, result: RunResult) -> None: ...
 
+    def tick(self) -> None:
+        """Called about once a second while the run goes on (to refresh elapsed times)."""
+
 
 @dataclass
 class _Scenario:
@@ -159,9 +162,11 @@ class Runner:
             async with semaphore:
                 await self._run_scenario(state)
 
+        ticker = asyncio.create_task(self._tick())
         try:
             await asyncio.gather(*(one(state) for state in self._states))
         finally:
+            ticker.cancel()
             self.result.status = "interrupted" if self.interrupted else "completed"
             self.result.finished_at = datetime.now(timezone.utc)
             self.result.total_cost_usd = self.spent_usd
@@ -169,6 +174,11 @@ class Runner:
             self._write()
         self.listener.run_finished(self.plan, self.result)
         return self.result
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.listener.tick()
 
     async def _run_scenario(self, state: _Scenario) -> None:
         stopped: str | None = None  # why the remaining stages are skipped

@@ -180,6 +180,7 @@ def test_live_progress_redraws_one_line_per_scenario(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "\x1b[2F" in text  # moved up over the two scenario lines to redraw them
     assert "acme: stage 4 s4 turns=3 cost=$0.2500" in text and "[Write]" in text
+    assert "acme: stage 4 s4 starting" not in text  # a running line from the start
     assert text.endswith(
         "\x1b[2Kacme: stage 4 s4 ok turns=3 cost=$0.2500 2s\n\x1b[2Kglobex: waiting\n"
     )
