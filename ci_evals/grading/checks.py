@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from ci_evals.grading.trajectory import ToolUse, What, count_calls, read_tool_uses
 
 if TYPE_CHECKING:
     from ci_evals.grading.criteria import Criterion, GraderResult
@@ -81,7 +83,7 @@ class EqualsLength:
 @dataclass(frozen=True)
 class TrajectoryUse:
     id: str
-    what: str  # "tool" | "skill" | "subagent"
+    what: What
     name: str  # "Bash"; "research-product"; "labsmith:lab-planner" or "lab-planner"
     used: bool = True
 
@@ -542,54 +544,7 @@ _RUNNERS: dict[type, Any] = {
 }
 
 
-# -- trajectories --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToolUse:
-    name: str
-    input: Mapping[str, Any]
-
-
-def tool_uses(lines: Sequence[str]) -> list[ToolUse]:
-    """Every tool call in a trajectory's JSON lines, subagents' calls included.
-
-    Accepts the SDK's message dataclasses as dicts (`AssistantMessage.content`
-    holding `ToolUseBlock`s: `{id, name, input}`), wrapped in any envelope
-    (`{"type": ..., "message": {...}, "ts": ...}`), and the CLI's stream-json
-    shape (`{"type": "tool_use", "name", "input"}` blocks). Raises ValueError
-    naming the line on invalid JSON.
-    """
-    found: list[ToolUse] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            message = _parse_json(line)
-        except ValueError as exc:
-            raise ValueError(f"line {number} is not JSON ({exc})") from None
-        try:
-            found.extend(_walk(message))
-        except RecursionError:
-            raise ValueError(f"line {number} is nested too deeply") from None
-    return found
-
-
-def _walk(value: Any) -> Iterator[ToolUse]:
-    if isinstance(value, dict):
-        name, given = value.get("name"), value.get("input")
-        if (
-            isinstance(name, str)
-            and isinstance(given, dict)
-            and ("id" in value or value.get("type") in ("tool_use", "server_tool_use"))
-        ):
-            yield ToolUse(name=name, input=given)
-            return  # a tool's input is data, not messages
-        for child in value.values():
-            yield from _walk(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from _walk(child)
+# -- trajectory --------------------------------------------------------------
 
 
 def _read_trajectory(path: Path | None) -> list[ToolUse] | str:
@@ -597,39 +552,18 @@ def _read_trajectory(path: Path | None) -> list[ToolUse] | str:
     if path is None:
         return "no trajectory was recorded for this stage"
     try:
-        return tool_uses(_read_lines(path))
+        return read_tool_uses(path)
     except FileNotFoundError:
         return f"trajectory file not found: {path}"
     except (OSError, ValueError) as exc:
         return f"trajectory {path.name} unreadable: {exc}"
 
 
-def _read_lines(path: Path) -> list[str]:
-    with path.open(encoding="utf-8") as fh:
-        return fh.read().splitlines()
-
-
-def _same(want: str, got: str) -> bool:
-    """`lab-planner` matches `labsmith:lab-planner`; a namespaced name matches only itself."""
-    return want == got or (":" not in want and got.rsplit(":", 1)[-1] == want)
-
-
-def _called(check: TrajectoryUse, use: ToolUse) -> bool:
-    if check.what == "tool":
-        return use.name == check.name
-    if check.what == "skill":
-        skill = use.input.get("skill")
-        return use.name == "Skill" and isinstance(skill, str) and _same(check.name, skill)
-    # The subagent tool was called Task before it was called Agent.
-    kind = use.input.get("subagent_type", "general-purpose")
-    return use.name in ("Agent", "Task") and isinstance(kind, str) and _same(check.name, kind)
-
-
 def _trajectory(check: TrajectoryUse, uses: list[ToolUse] | str) -> Criterion:
     label = f"{check.what} {check.name!r}"
     if isinstance(uses, str):
         return _criterion(check.id, False, uses)
-    count = sum(1 for use in uses if _called(check, use))
+    count = count_calls(uses, check.what, check.name)
     if check.used:
         detail = f"{label} called {count} time(s)" if count else f"{label} was never called"
         return _criterion(check.id, count > 0, detail)

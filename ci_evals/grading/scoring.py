@@ -62,6 +62,12 @@ class ScoringPolicy:
     advisory: frozenset[str] = frozenset()
     binary_threshold: float | None = None
 
+    def __post_init__(self) -> None:
+        # Look-ups normalise ids; so must the keys, however the policy was built.
+        weights = {normalize_id(k): v for k, v in self.weights.items()}
+        object.__setattr__(self, "weights", _frozen_map(weights))
+        object.__setattr__(self, "advisory", frozenset(normalize_id(a) for a in self.advisory))
+
     def merge(self, override: PolicyOverride) -> ScoringPolicy:
         """This policy with `override` on top: scalars replace, weights merge by id,
         advisory ids add up (a stage can mark more criteria advisory, not fewer)."""

@@ -12,8 +12,9 @@ from claude_agent_sdk import AssistantMessage, TextBlock, ToolUseBlock
 from ci_evals import yaml_source
 from ci_evals.errors import UserError
 from ci_evals.grading import checks as checkmod
-from ci_evals.grading.checks import load_checks, run_checks, tool_uses
+from ci_evals.grading.checks import load_checks, run_checks
 from ci_evals.grading.scoring import load_policy
+from ci_evals.grading.trajectory import tool_uses
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "labsmith"

@@ -178,3 +178,9 @@ def test_load_policy_errors_name_the_line(text: str, message: str) -> None:
     with pytest.raises(UserError) as info:
         load_policy(yaml_source.loads(text, "ci-evals.yaml"))
     assert message in str(info.value)
+
+
+def test_a_policy_built_directly_normalises_its_ids() -> None:
+    policy = ScoringPolicy(weights={"Has_Goals": 2.0}, advisory=frozenset({"Style Nits"}))
+    assert policy.weight("has-goals") == 2.0
+    assert policy.is_advisory("style-nits")
