@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable, Iterator
 
 _CHUNK = 1 << 30  # ask copy_file_range for at most this much per call
 
@@ -67,3 +68,38 @@ def _copy_content(src: int, dst: int, size: int) -> None:
         view = memoryview(block)
         while view:
             view = view[os.write(dst, view) :]
+
+
+def copy_many(jobs: Iterable[tuple[str, str]]) -> Iterator[os.stat_result]:
+    """`copy_file` for many (source, dest) pairs; yields each dest's stat in order.
+
+    The same system calls as `copy_file`, in one loop with everything bound
+    locally: for 10,000 small files the interpreter's per-call overhead is
+    what separates Python from `cp -r`.
+    """
+    open_, fstat, close = os.open, os.fstat, os.close
+    copy_range = getattr(os, "copy_file_range", None)
+    read_flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    write_flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    is_regular = stat.S_ISREG
+    for source, dest in jobs:
+        src = open_(source, read_flags)
+        try:
+            info = fstat(src)
+            if not is_regular(info.st_mode):
+                raise IsADirectoryError(f"not a regular file: {source}")
+            dst = open_(dest, write_flags, info.st_mode & 0o7777)
+            try:
+                size = info.st_size
+                # One call copies a whole regular file in practice; anything
+                # short (or no copy_file_range at all) takes the careful path.
+                if size and (copy_range is None or copy_range(src, dst, size) != size):
+                    os.lseek(src, 0, os.SEEK_SET)
+                    os.lseek(dst, 0, os.SEEK_SET)
+                    os.ftruncate(dst, 0)
+                    _copy_content(src, dst, size)
+                yield fstat(dst)
+            finally:
+                close(dst)
+        finally:
+            close(src)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_evals.errors import UserError
-from ci_evals.filecopy import copy_file
+from ci_evals.filecopy import copy_many
 from ci_evals.snapshot import RACY_NS, Entry, Snapshot, link_entry, seeded_entry
 from ci_evals.suite import Scenario, Stage, Suite
 
@@ -238,8 +238,10 @@ def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:
         os.mkdir(base + rel)
     # One thread: copy_file_range keeps the data in the kernel, and on two
     # shared cores threads measured slower than a plain loop (benchmark).
-    for rel, source in plan.files.items():
-        entries[rel] = seeded_entry(copy_file(source, base + rel), source)
+    files = plan.files
+    jobs = [(source, base + rel) for rel, source in files.items()]
+    for (rel, source), info in zip(files.items(), copy_many(jobs), strict=True):
+        entries[rel] = seeded_entry(info, source)
     for rel, target in plan.links.items():
         os.symlink(target, base + rel)
         entries[rel] = link_entry(os.lstat(base + rel), target)

@@ -112,7 +112,7 @@ def test_unchanged_settled_files_are_not_read_again(tmp_path: Path) -> None:
     entry = real.entries["a.md"]
     fake = Snapshot(
         root=real.root,
-        entries={"a.md": dataclasses.replace(entry, sha256="cached")},
+        entries={"a.md": entry._replace(sha256="cached")},
         taken_ns=real.taken_ns,
     )
     assert take_snapshot(tmp_path, previous=fake).entries["a.md"].sha256 == "cached"
