@@ -55,6 +55,7 @@ MAX_OUTPUT_BYTES = 64 * 1024
 DEFAULT_TIMEOUT_S = 300.0
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
 _DETAIL_TAIL = 1000  # characters of output shown in a failing criterion's detail
+_DRAIN_S = 2.0  # after the group is gone, how long the rest of the output may take
 _DEFAULT_ENV = {"PATH": os.defpath, "LANG": "C.UTF-8"}
 
 GRADER_KEYS = ("id", "command", "script", "args", "cwd", "timeout_s", "junit", "json_results")
@@ -199,8 +200,12 @@ def run_process(
         # Also on a normal exit: nothing the grader started may outlive it.
         _kill_group(proc.pid)
         proc.wait()
-        reader.join(timeout=5)
-        proc.stdout.close()
+        reader.join(timeout=_DRAIN_S)
+        # A process that left the group (setsid) may still hold the pipe: then
+        # the reader is blocked in read and closing would block on its lock.
+        # Leave both to end when that process does; the output so far is kept.
+        if not reader.is_alive():
+            proc.stdout.close()
     return ProcessRun(
         returncode=None if timed_out else proc.returncode,
         timed_out=timed_out,

@@ -255,3 +255,23 @@ def test_load_errors(tmp_path: Path, text: str, message: str) -> None:
             yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=tmp_path
         )
     assert message in str(info.value)
+
+
+def test_a_process_that_leaves_the_group_does_not_hang_the_grader(tmp_path: Path) -> None:
+    # `setsid` escapes the process group and keeps stdout open: the grader must
+    # still return (after a short drain) with the output it has.
+    pidfile = tmp_path / "escaped.pid"
+    escaper = script(
+        tmp_path,
+        "escape.py",
+        f"#!{PY}\nimport subprocess\nprint('before', flush=True)\n"
+        f"p = subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n",
+    )
+    started = time.monotonic()
+    try:
+        run = run_process([str(escaper)], tmp_path, timeout_s=20, env=ENV)
+        assert time.monotonic() - started < 10
+        assert (run.returncode, run.output) == (0, b"before\n")
+    finally:
+        os.kill(int(pidfile.read_text()), 9)
