@@ -156,7 +156,12 @@ class _AnyKey:
 
 
 def apply_policy(criterion: Criterion, policy: ScoringPolicy) -> Criterion:
-    """The criterion as the policy sees it: weight, advisory, and `passed` from its score."""
+    """The criterion as the policy sees it: weight, advisory, and `passed` from its score.
+
+    Everything is recomputed from the id and the score, so re-grading a saved
+    verdict under another policy gives what grading the raw results would.
+    An unscored criterion (a skipped test) is always advisory.
+    """
     passed = criterion.passed
     if criterion.score is not None:
         if criterion.kind == "checklist":
@@ -167,7 +172,7 @@ def apply_policy(criterion: Criterion, policy: ScoringPolicy) -> Criterion:
         update={
             "passed": passed,
             "weight": policy.weight(criterion.id),
-            "advisory": criterion.advisory or policy.is_advisory(criterion.id),
+            "advisory": criterion.score is None or policy.is_advisory(criterion.id),
         }
     )
 

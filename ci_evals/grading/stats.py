@@ -82,6 +82,8 @@ class CriterionSummary(_Frozen):
     runs: int  # how many repeats scored this criterion
     passed: int
     pass_rate: float
+    # Passed in some runs and failed in others: a verdict that rests on it is luck.
+    flaky: bool
     score: Spread
 
 
@@ -168,6 +170,7 @@ def _per_criterion(verdicts: Sequence[StageVerdict]) -> tuple[CriterionSummary, 
                 runs=len(rows),
                 passed=passed,
                 pass_rate=passed / len(rows),
+                flaky=0 < passed < len(rows),
                 score=spread([row[2] for row in rows if row[2] is not None]),
             )
         )

@@ -184,3 +184,17 @@ def test_a_policy_built_directly_normalises_its_ids() -> None:
     policy = ScoringPolicy(weights={"Has_Goals": 2.0}, advisory=frozenset({"Style Nits"}))
     assert policy.weight("has-goals") == 2.0
     assert policy.is_advisory("style-nits")
+
+
+def test_regrading_a_saved_verdict_under_a_new_policy() -> None:
+    raw = [reviewer(crit("a", "checklist", 0), crit("b", "analytic", 3), crit("c", "analytic", 4))]
+    lenient = DEFAULT.merge(
+        PolicyOverride(advisory=frozenset({"a"}), weights={"b": 2.0}, analytic_threshold=2.0)
+    )
+    saved = evaluate(raw, lenient)
+    assert saved.verdict == "passed"
+    # What `ci-evals grade RUN_DIR` will do: the saved results, a new policy.
+    again = evaluate(saved.graders, DEFAULT)
+    assert again == evaluate(raw, DEFAULT)
+    assert again.verdict == "failed"
+    assert [(c.advisory, c.weight) for c in again.criteria] == [(False, 1.0)] * 3

@@ -75,8 +75,10 @@ def test_two_of_three_passes() -> None:
     depth = next(c for c in summary.criteria if c.id == "depth")
     assert (depth.kind, depth.runs, depth.passed) == ("analytic", 3, 2)
     assert depth.pass_rate == pytest.approx(2 / 3)
+    assert depth.flaky is True
     goals = next(c for c in summary.criteria if c.id == "has-goals")
     assert (goals.pass_rate, goals.score.mean, goals.score.stdev) == (1.0, 1.0, 0.0)
+    assert goals.flaky is False
 
 
 def test_default_rule_is_every_run() -> None:
