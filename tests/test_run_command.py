@@ -170,6 +170,7 @@ def test_interrupt_ends_everything_and_writes_partial_results(
         while time.monotonic() < deadline:
             procs = processes_mentioning(str(out))
             if sum("time.sleep" in cmd for _, cmd in procs) >= 2:
+                cli_pids = [pid for pid, cmd in procs if "_bundled/claude" in cmd]
                 break
             time.sleep(0.2)
         else:
@@ -193,6 +194,10 @@ def test_interrupt_ends_everything_and_writes_partial_results(
     assert processes_mentioning(str(tmp_path)) == []
     assert not (out / ".work").exists()
     assert sorted(p.name for p in out.iterdir()) == ["acme", "globex", "results.json"]
+    # A killed CLI can leave its messaging socket in /tmp when XDG_RUNTIME_DIR is too long.
+    assert len(cli_pids) == 2
+    for pid in cli_pids:
+        assert not Path(f"/tmp/cc-socks-{os.getuid()}/{pid}.sock").exists()
 
 
 def _repo_with_stage_map(tmp_path: Path) -> tuple[Path, Path, Path]:
