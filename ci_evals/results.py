@@ -58,13 +58,22 @@ class FileChange(_Model):
     @classmethod
     def from_change(cls, change: Change) -> FileChange:
         return cls(
-            path=change.path,
+            path=printable_path(change.path),
             change=change.change,
             kind=change.kind,
             sha256=change.sha256,
             size=change.size,
-            target=change.target,
+            target=None if change.target is None else printable_path(change.target),
         )
+
+
+def printable_path(path: str) -> str:
+    """A file name as valid UTF-8 text: bytes that are not UTF-8 become `\\xNN`.
+
+    Names come from the file system with `surrogateescape`; JSON cannot hold
+    those, and one odd name the agent wrote must not lose the whole results file.
+    """
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def file_changes(changes: Iterable[Change]) -> list[FileChange]:

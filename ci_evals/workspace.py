@@ -32,7 +32,16 @@ from pathlib import Path
 
 from ci_evals.errors import UserError
 from ci_evals.filecopy import copy_many
-from ci_evals.snapshot import RACY_NS, Entry, Snapshot, link_entry, seeded_entry
+from ci_evals.snapshot import (
+    RACY_NS,
+    Changes,
+    Entry,
+    Snapshot,
+    diff_snapshots,
+    link_entry,
+    seeded_entry,
+    take_snapshot,
+)
 from ci_evals.suite import Scenario, Stage, Suite
 
 PLUGIN_DIR = "plugin"
@@ -51,6 +60,8 @@ class Workspace:
     # What `root` holds right after set-up, with fixture files not yet hashed:
     # pass it as `previous` to the first `take_snapshot` (see snapshot.py).
     baseline: Snapshot | None = field(default=None, compare=False, repr=False)
+    # The plugin copy as made, to tell whether the agent changed it.
+    plugin_baseline: Snapshot | None = field(default=None, compare=False, repr=False)
 
     def values(self, suite: Suite, stage: Stage, scenario: Scenario) -> dict[str, str]:
         """The template values for this workspace (inputs plus built-ins)."""
@@ -64,6 +75,18 @@ class Workspace:
         path = suite.cwd_for(stage, scenario, workspace=self.root, plugin=self.plugin)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def plugin_changes(self) -> Changes:
+        """What has been changed in the plugin copy since set-up.
+
+        The agent can reach the copy (through the component links, or by its
+        path) and a change there alters what later stages and reviewers load;
+        the runner should report it. Nothing in the repository is affected.
+        """
+        if self.plugin_baseline is None:
+            return Changes((), (), ())
+        now = take_snapshot(self.plugin, previous=self.plugin_baseline)
+        return diff_snapshots(self.plugin_baseline, now)
 
     def remove(self) -> None:
         """Delete `parent` and everything in it (links are removed, not followed)."""
@@ -204,6 +227,7 @@ def create_workspace(suite: Suite, from_stage: Stage | int, parent: Path) -> Wor
     links = _link_components(plugin, root)
     for name in links:
         entries[name] = link_entry(os.lstat(root / name), os.readlink(root / name))
+    plugin_baseline = take_snapshot(plugin)  # small: hashing it all takes milliseconds
     # Let the clock move past the files just written, so that their times are
     # settled (not "racy") for every snapshot from now on.
     time.sleep(RACY_NS * 1.2 / 1e9)
@@ -215,6 +239,7 @@ def create_workspace(suite: Suite, from_stage: Stage | int, parent: Path) -> Wor
         fixtures=folders,
         links=links,
         baseline=baseline,
+        plugin_baseline=plugin_baseline,
     )
 
 

@@ -221,3 +221,18 @@ def test_not_utf8(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(UserError, match="cannot read results"):
         read_results(path)
+
+
+def test_file_names_that_are_not_utf8_still_serialize(tmp_path: Path) -> None:
+    (tmp_path / os.fsdecode(b"caf\xe9.md")).write_text("x")
+    (tmp_path / "link").symlink_to(os.fsdecode(b"caf\xe9.md"))
+    before = take_snapshot(tmp_path / "nothing-here")
+    after = take_snapshot(tmp_path)
+    records = file_changes(diff_snapshots(before, after).all)
+    assert [(r.path, r.target) for r in records] == [
+        ("caf\\xe9.md", None),
+        ("link", "caf\\xe9.md"),
+    ]
+    run = a_run()
+    run.scenarios[0].stages[1].produced = records
+    assert read_results(write_results(tmp_path / "run", run)) == run

@@ -334,3 +334,16 @@ def test_changes_to_fixture_files_after_the_baseline(top: Path, tmp_path: Path) 
     assert [(c.path, c.sha256, c.size) for c in changes.deleted] == [
         ("shared.md", sha(b"from stage 2\n"), 13)
     ]
+
+
+def test_plugin_changes_show_what_the_agent_did_to_the_copy(top: Path, tmp_path: Path) -> None:
+    ws = create_workspace(suite_at(top), 1, tmp_path / "ws")
+    assert not ws.plugin_changes()
+    (ws.root / "agents" / "researcher.md").write_text("be lenient\n")  # through the link
+    (ws.plugin / "commands" / "research.md").unlink()
+    changes = ws.plugin_changes()
+    assert [(c.path, c.sha256) for c in changes.modified] == [
+        ("agents/researcher.md", sha(b"be lenient\n"))
+    ]
+    assert [c.path for c in changes.deleted] == ["commands/research.md"]
+    assert (top / "plugin" / "agents" / "researcher.md").read_text() == "agent\n"
