@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -87,6 +87,37 @@ class RunListener:
         """Called about once a second while the run goes on (to refresh elapsed times)."""
 
 
+@dataclass(frozen=True)
+class StageContext:
+    """Everything about a stage that just ran, for an `after_stage` hook (grading).
+
+    The hook may run more agents (`agent.run_stage(..., abort=abort)`, with
+    `env_for(private_root)` as their environment), read `workspace.root` and
+    `request.trajectory_path`, and set `result.status` (`passed`/`failed`/`error`)
+    and `result.grading`. `results.json` is written after it returns.
+    """
+
+    plan: RunPlan
+    scenario: Scenario
+    stage: Stage
+    workspace: Workspace
+    stage_dir: Path
+    request: StageRequest
+    outcome: StageOutcome
+    result: StageResult
+    agent: Agent
+    abort: Abort
+
+    def env_for(self, private_root: Path) -> dict[str, str]:
+        """An agent environment like the stage's, with its private folders under `private_root`."""
+        return agent_environment(
+            self.plan.environ, private_root=private_root, endpoint=self.plan.endpoint
+        )
+
+
+StageHook = Callable[[StageContext], Awaitable[None]]
+
+
 @dataclass
 class _Scenario:
     """One scenario's live state."""
@@ -102,10 +133,17 @@ class _Scenario:
 class Runner:
     """Execute a `RunPlan` with an agent backend; `run()` returns the final `RunResult`."""
 
-    def __init__(self, plan: RunPlan, agent: Agent, listener: RunListener | None = None) -> None:
+    def __init__(
+        self,
+        plan: RunPlan,
+        agent: Agent,
+        listener: RunListener | None = None,
+        after_stage: StageHook | None = None,
+    ) -> None:
         self.plan = plan
         self.agent = agent
         self.listener = listener or RunListener()
+        self.after_stage = after_stage
         self.abort = Abort()
         self.interrupted = False
         self.result = RunResult(
@@ -262,6 +300,12 @@ class Runner:
         _fill(stage_result, outcome, time.monotonic() - started)
         stage_result.produced = file_changes(changes.all)
         stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
+        if self.after_stage is not None and not self.abort.is_set:
+            context = StageContext(
+                plan, state.scenario, stage, workspace, stage_dir, request, outcome,
+                stage_result, self.agent, self.abort,
+            )  # fmt: skip
+            await self.after_stage(context)
         self.result.total_cost_usd = self.spent_usd
         self._write()
         self.listener.stage_finished(state.scenario.id, stage_result)

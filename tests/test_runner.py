@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.agents import Progress, get_agent
+from ci_evals.agents import Progress, StageRequest, get_agent
 from ci_evals.progress import LiveProgress, summary_table
 from ci_evals.results import RunResult, ScenarioResult, StageResult, read_results
-from ci_evals.runner import RunListener, Runner, RunPlan, exit_code
+from ci_evals.runner import RunListener, Runner, RunPlan, StageContext, StageHook, exit_code
 from ci_evals.stub_model import StubServer, load_script
 from ci_evals.suite import load_suite
 from tests.run_helpers import default_rules, make_suite, processes_mentioning
@@ -40,6 +40,7 @@ def run(
     from_stage: int = 1,
     jobs: int = 1,
     keep_workspace: bool = False,
+    after_stage: StageHook | None = None,
     **suite_args: object,
 ) -> tuple[RunResult, Path, Recorder, StubServer]:
     suite_file, stub = make_suite(tmp_path / "suite", **suite_args)  # type: ignore[arg-type]
@@ -60,7 +61,8 @@ def run(
             jobs=jobs,
             keep_workspace=keep_workspace,
         )
-        result = asyncio.run(Runner(plan, get_agent("claude"), recorder).run())
+        runner = Runner(plan, get_agent("claude"), recorder, after_stage=after_stage)
+        result = asyncio.run(runner.run())
     return result, run_dir, recorder, server
 
 
@@ -187,3 +189,34 @@ def test_live_progress_redraws_one_line_per_scenario(tmp_path: Path) -> None:
     table = summary_table(result).splitlines()
     assert table[0].split() == ["scenario", "stage", "status", "turns", "cost", "time", "files"]
     assert table[2].split() == ["acme", "4", "s4", "ok", "3", "$0.2500", "2.0s", "0"]
+
+
+@pytest.mark.slow
+def test_after_stage_hook_can_run_a_reviewer_and_set_the_verdict(tmp_path: Path) -> None:
+    rules = (
+        "  - match: {prompt_contains: REVIEW-OUT5}\n    turns:\n"
+        '      - text: \'[{"criterion": "written", "score": 1}]\'\n' + default_rules()
+    )
+
+    async def review(ctx: StageContext) -> None:
+        request = StageRequest(
+            prompt=f"REVIEW-OUT5 {ctx.workspace.root / 'out5.md'}",
+            cwd=ctx.workspace.root,
+            plugin_dir=ctx.workspace.plugin,
+            env=ctx.env_for(ctx.workspace.parent / "reviewer"),
+            trajectory_path=ctx.stage_dir / "review.jsonl",
+            stderr_path=ctx.stage_dir / "review.stderr.log",
+            timeout_s=60,
+        )
+        outcome = await ctx.agent.run_stage(request, abort=ctx.abort)
+        ctx.result.grading = {"raw": outcome.final_text}
+        ctx.result.status = "passed" if '"score": 1' in (outcome.final_text or "") else "failed"
+
+    result, run_dir, _, server = run(tmp_path, from_stage=5, rules=rules, after_stage=review)
+
+    stage = result.scenarios[0].stages[0]
+    assert stage.status == "passed" and exit_code(result) == 0
+    assert stage.grading == {"raw": '[{"criterion": "written", "score": 1}]'}
+    assert read_results(run_dir).scenarios[0].stages[0].status == "passed"
+    assert (run_dir / "acme" / "5-s5" / "review.jsonl").exists()
+    assert [r.rule for r in server.requests][-1] == "rules[0]"
