@@ -220,24 +220,20 @@ class Runner:
 
     async def _run_scenario(self, state: _Scenario) -> None:
         stopped: str | None = None  # why the remaining stages are skipped
-        try:
-            for stage in self.plan.stages:
-                stage_result = state.stage_results[stage.number]
-                stopped = stopped or self._stop_reason()
-                if stopped:
-                    self._skip(stage_result, stopped)
-                    continue
+        for stage in self.plan.stages:
+            stage_result = state.stage_results[stage.number]
+            stopped = stopped or self._stop_reason()
+            if stopped:
+                self._skip(stage_result, stopped)
+                continue
+            try:
                 await self._run_stage(state, stage, stage_result)
-                if stage_result.status not in ("completed", "passed"):
-                    stopped = (
-                        f"stage {stage.number} ({stage.name}) ended with {stage_result.status}"
-                    )
-        except Exception as exc:  # a bug or an OS failure: this scenario errs, the others go on
-            for stage_result in state.result.stages:
-                if stage_result.status in ("pending", "running"):
-                    stage_result.status = "error"
-                    stage_result.error = f"ci-evals failed: {type(exc).__name__}: {exc}"
-            self._write()
+            except Exception as exc:  # a bug or an OS failure: this scenario errs, others go on
+                stage_result.status = "error"
+                stage_result.error = f"ci-evals failed: {type(exc).__name__}: {exc}"
+                self._write()
+            if stage_result.status not in ("completed", "passed"):
+                stopped = f"stage {stage.number} ({stage.name}) ended with {stage_result.status}"
 
     def _stop_reason(self) -> str | None:
         if self.interrupted:

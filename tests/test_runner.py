@@ -220,3 +220,18 @@ def test_after_stage_hook_can_run_a_reviewer_and_set_the_verdict(tmp_path: Path)
     assert read_results(run_dir).scenarios[0].stages[0].status == "passed"
     assert (run_dir / "acme" / "5-s5" / "review.jsonl").exists()
     assert [r.rule for r in server.requests][-1] == "rules[0]"
+
+
+@pytest.mark.slow
+def test_a_crash_in_ci_evals_errs_the_stage_not_the_run(tmp_path: Path) -> None:
+    async def crash(ctx: StageContext) -> None:
+        if ctx.scenario.id == "bad":
+            raise RuntimeError("grader blew up")
+
+    result, _, _, _ = run(
+        tmp_path, from_stage=4, scenarios=("good", "bad"), jobs=2, after_stage=crash
+    )
+    assert statuses(result, "good") == ["completed", "completed"]
+    assert statuses(result, "bad") == ["error", "skipped"]
+    assert result.scenarios[1].stages[0].error == "ci-evals failed: RuntimeError: grader blew up"
+    assert result.status == "completed"
