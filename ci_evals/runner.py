@@ -273,6 +273,9 @@ class Runner:
             max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
         )
         before = await asyncio.to_thread(take_snapshot, workspace.root, previous=state.last)
+        if self.interrupted:  # while the workspace was being laid down
+            self._skip(stage_result, "the run was interrupted")
+            return
         stage_result.status = "running"
         stage_result.started_at = datetime.now(timezone.utc)
         stage_result.trajectory = _relative(request.trajectory_path, plan.run_dir)

@@ -295,3 +295,12 @@ def test_abort_ends_the_stage_as_interrupted(tmp_path: Path, plugin: Path) -> No
         timer.cancel()
     assert outcome.status == "interrupted", outcome
     assert processes_mentioning(str(tmp_path / "agent")) == []
+
+
+def test_abort_before_the_cli_starts_still_ends_it(tmp_path: Path, plugin: Path) -> None:
+    abort = Abort()
+    abort.set()
+    outcome, server, _ = run_stage(tmp_path, plugin, bash_script(HANG), abort=abort, timeout_s=90)
+    assert outcome.status == "interrupted", outcome
+    assert server.requests == []
+    assert processes_mentioning(str(tmp_path / "agent")) == []

@@ -83,6 +83,7 @@ class _IsolatedTransport(SubprocessCLITransport):
         self._exact_env = {**env, MARK_NAME: self.mark}
         self._stderr_file = stderr_file
         self.pid: int | None = None
+        self._kill_requested: int | None = None  # a signal asked for before the spawn
 
     async def connect(self) -> None:
         if self._process:
@@ -110,6 +111,8 @@ class _IsolatedTransport(SubprocessCLITransport):
             start_new_session=True,
         )
         self.pid = self._process.pid
+        if self._kill_requested is not None:  # timed out or aborted while starting
+            self.signal_group(self._kill_requested)
         assert self._process.stdout is not None and self._process.stdin is not None
         self._stdout_stream = TextReceiveStream(self._process.stdout)
         self._stdin_stream = TextSendStream(self._process.stdin)
@@ -118,6 +121,7 @@ class _IsolatedTransport(SubprocessCLITransport):
     def signal_group(self, signum: int) -> None:
         """Send `signum` to the CLI and everything in its process group."""
         if self.pid is None:
+            self._kill_requested = signum
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
