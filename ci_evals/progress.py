@@ -59,7 +59,7 @@ class PlainProgress(RunListener):
         self._line(
             f"run {plan.run_id}: {len(plan.scenarios)} scenario(s), "
             f"stages {plan.from_stage.number}..{plan.suite.stages[-1].number} ({names}), "
-            f"jobs {plan.jobs}"
+            f"jobs {plan.jobs}, folder {plan.run_dir}"
         )
 
     def stage_started(self, scenario: str, stage: StageResult) -> None:
