@@ -12,6 +12,7 @@ Two displays of the same events (`RunListener`):
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from datetime import datetime, timezone
@@ -139,7 +140,9 @@ class LiveProgress(RunListener):
             return
         self._last_draw = now
         up = f"\x1b[{self._drawn}F" if self._drawn else ""
-        body = "".join(f"\x1b[2K{self._lines[sid]}\n" for sid in self._order)
+        # A wrapped line would throw off the cursor-up count: cut to the width.
+        width = max(20, shutil.get_terminal_size().columns - 1)
+        body = "".join(f"\x1b[2K{self._lines[sid][:width]}\n" for sid in self._order)
         self.stream.write(up + body)
         self.stream.flush()
         self._drawn = len(self._order)
