@@ -304,3 +304,25 @@ def test_abort_before_the_cli_starts_still_ends_it(tmp_path: Path, plugin: Path)
     assert outcome.status == "interrupted", outcome
     assert server.requests == []
     assert processes_mentioning(str(tmp_path / "agent")) == []
+
+
+def test_agent_environment_is_an_allow_list(tmp_path: Path) -> None:
+    user = {
+        "PATH": "/bin",
+        "LC_ALL": "C.UTF-8",
+        "HTTPS_PROXY": "http://proxy:3128",
+        "GITHUB_TOKEN": "ghp_x",
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "ANTHROPIC_API_KEY": "sk-user",
+        "HOME": "/root",
+    }
+    real = agent_environment(user, private_root=tmp_path / "a")
+    assert real["ANTHROPIC_API_KEY"] == "sk-user" and real["HTTPS_PROXY"] == "http://proxy:3128"
+    assert real["LC_ALL"] == "C.UTF-8" and real["HOME"] == str(tmp_path / "a" / "home")
+    assert "GITHUB_TOKEN" not in real and "AWS_SECRET_ACCESS_KEY" not in real
+    assert (tmp_path / "a" / "run").stat().st_mode & 0o777 == 0o700
+    stub = agent_environment(
+        user, private_root=tmp_path / "b", endpoint={"ANTHROPIC_BASE_URL": "http://x"}
+    )
+    assert "ANTHROPIC_API_KEY" not in stub  # the user's key never goes to the stub
+    assert stub["ANTHROPIC_BASE_URL"] == "http://x"
