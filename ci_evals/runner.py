@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -127,6 +128,7 @@ class _Scenario:
     parent: Path
     workspace: Workspace | None = None
     last: Snapshot | None = None
+    plugin_changed: frozenset[str] = frozenset()  # plugin-copy paths changed so far
     stage_results: dict[int, StageResult] = field(default_factory=dict)
 
 
@@ -296,6 +298,7 @@ class Runner:
         produced_dir = stage_dir / "produced"
         await asyncio.to_thread(copy_produced, changes, workspace.root, produced_dir)
         state.last = after
+        await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir)
         _fill(stage_result, outcome, time.monotonic() - started)
         stage_result.produced = file_changes(changes.all)
         stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
@@ -320,6 +323,22 @@ class Runner:
                 state.result.workspace = str(state.workspace.parent)
         if not self.plan.keep_workspace:
             shutil.rmtree(self.plan.run_dir / WORK_DIR, ignore_errors=True)
+
+
+def _record_plugin_changes(workspace: Workspace, state: _Scenario, stage_dir: Path) -> None:
+    """Write `plugin-changes.json` when this stage changed the plugin copy.
+
+    The agent can write into the copy (through the component links); later
+    stages and reviewers then load the changed plugin. Nothing in the repository
+    is affected, but the run must say so.
+    """
+    changes = workspace.plugin_changes().all
+    paths = frozenset(change.path for change in changes)
+    if paths == state.plugin_changed:
+        return
+    state.plugin_changed = paths
+    records = [change.model_dump() for change in file_changes(changes)]
+    (stage_dir / "plugin-changes.json").write_text(json.dumps(records, indent=2) + "\n")
 
 
 def _stage_budget(stage_cap: float | None, left: float | None) -> float | None:

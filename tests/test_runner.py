@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -235,3 +236,18 @@ def test_a_crash_in_ci_evals_errs_the_stage_not_the_run(tmp_path: Path) -> None:
     assert statuses(result, "bad") == ["error", "skipped"]
     assert result.scenarios[1].stages[0].error == "ci-evals failed: RuntimeError: grader blew up"
     assert result.status == "completed"
+
+
+@pytest.mark.slow
+def test_a_stage_that_changes_the_plugin_copy_is_reported(tmp_path: Path) -> None:
+    rules = (
+        "  - match: {command: demo:s5}\n    turns:\n"
+        '      - tools: [{bash: "echo changed >> commands/s5.md"}]\n'
+        "      - text: done\n"
+    )
+    result, run_dir, _, _ = run(tmp_path, from_stage=5, rules=rules)
+
+    assert statuses(result, "acme") == ["completed"]
+    report = json.loads((run_dir / "acme" / "5-s5" / "plugin-changes.json").read_text())
+    assert [(c["path"], c["change"]) for c in report] == [("commands/s5.md", "modified")]
+    assert "changed" not in (tmp_path / "suite" / "plugin" / "commands" / "s5.md").read_text()
