@@ -6,6 +6,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ci_evals.errors import UserError
 from ci_evals.suite import Limits, find_suite, load_suite
@@ -510,3 +512,33 @@ def test_find_suite_missing(repo: Path) -> None:
 def test_find_suite_outside_a_repository(tmp_path: Path) -> None:
     (tmp_path / "ci-evals.yaml").write_text("version: 1\n")
     assert find_suite(tmp_path) == (tmp_path / "ci-evals.yaml").resolve()
+
+
+# -- templates: properties -------------------------------------------------------
+
+
+@given(st.text())
+def test_escaped_text_renders_back_to_itself(text: str) -> None:
+    escaped = text.replace("{", "{{").replace("}", "}}")
+    template = parse_template(escaped)
+    assert template.names == frozenset()
+    assert template.render({}) == text
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet=st.characters(blacklist_characters="{}")).map(lambda t: (False, t)),
+            st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,8}", fullmatch=True).map(lambda n: (True, n)),
+        ),
+        max_size=8,
+    ),
+    st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=5),
+)
+def test_placeholders_are_found_and_filled(pieces: list[tuple[bool, str]], value: str) -> None:
+    text = "".join("{" + p + "}" if is_name else p for is_name, p in pieces)
+    template = parse_template(text)
+    names = {p for is_name, p in pieces if is_name}
+    assert template.names == names
+    expected = "".join(value if is_name else p for is_name, p in pieces)
+    assert template.render(dict.fromkeys(names, value)) == expected
