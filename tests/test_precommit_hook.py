@@ -1,0 +1,159 @@
+"""The hooks end to end: the real pre-commit framework, and the plain git hook on `git commit`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+
+PROJECT = Path(__file__).resolve().parents[1]
+MAP = """\
+version: 1
+root: plugin
+stages: [research, write]
+entries:
+  - { glob: "agents/*.md", stage: 1 }
+  - { glob: "skills/**", stage: write }
+"""
+
+
+@pytest.fixture(scope="session")
+def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This project's installable files committed in a temp repo (works with uncommitted work)."""
+    path = tmp_path_factory.mktemp("hook-repo")
+    for name in ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml"]:
+        shutil.copy2(PROJECT / name, path / name)
+    shutil.copytree(
+        PROJECT / "ci_evals", path / "ci_evals", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "hooks"]):
+        subprocess.run(
+            ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
+            cwd=path,
+            env=env,
+            check=True,
+            timeout=60,
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One pre-commit store for the session: the hook's virtualenv is built once."""
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+def _plugin(repo: Path, *files: str) -> None:
+    (repo / "stage_map.yaml").write_text(MAP, encoding="utf-8")
+    for relative in files:
+        path = repo / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x\n", encoding="utf-8")
+    git(repo, "add", ".")
+
+
+def _try_repo(repo: Path, hook_repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    pre_commit = Path(sys.executable).with_name("pre-commit")
+    return subprocess.run(
+        [str(pre_commit), "try-repo", str(hook_repo), "ci-evals-coverage", "--all-files"],
+        cwd=repo,
+        env={**os.environ, "PRE_COMMIT_HOME": str(home), "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+
+
+@pytest.mark.slow
+def test_framework_hook_fails_on_an_uncovered_file(
+    repo: Path, hook_repo: Path, pre_commit_home: Path
+) -> None:
+    _plugin(repo, "plugin/agents/a.md", "plugin/skills/w/SKILL.md", "plugin/notes.txt")
+    result = _try_repo(repo, hook_repo, pre_commit_home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "stage map covers every plugin file" in result.stdout
+    assert "Failed" in result.stdout
+    assert (
+        "plugin/notes.txt: not covered by any entry in stage_map.yaml" in result.stdout
+    )  # git shows hook output on stderr
+
+
+@pytest.mark.slow
+def test_framework_hook_passes_when_covered(
+    repo: Path, hook_repo: Path, pre_commit_home: Path
+) -> None:
+    _plugin(repo, "plugin/agents/a.md", "plugin/skills/w/SKILL.md", "README.md")
+    result = _try_repo(repo, hook_repo, pre_commit_home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Passed" in result.stdout
+
+
+def _commit(repo: Path, path_dirs: list[str]) -> subprocess.CompletedProcess[str]:
+    """`git commit` with the given PATH; git shows a hook's output on stderr."""
+    env = {**os.environ, "PATH": os.pathsep.join(path_dirs)}
+    return subprocess.run(
+        ["git", "commit", "-q", "-m", "change"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def _system_dirs() -> list[str]:
+    """PATH entries for git and sh, without the project's virtualenv."""
+    venv_bin = str(Path(sys.executable).parent)
+    return [d for d in os.environ["PATH"].split(os.pathsep) if d and d != venv_bin]
+
+
+def test_plain_git_hook_refuses_an_uncovered_commit(repo: Path) -> None:
+    """Installed by copying into .git/hooks; `ci-evals` found on PATH."""
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    shutil.copy2(PROJECT / "hooks" / "pre-commit", hook)
+    _plugin(repo, "plugin/agents/a.md", "plugin/skills/w/SKILL.md", "plugin/stray.py")
+    path = [str(Path(sys.executable).parent), *_system_dirs()]
+    result = _commit(repo, path)
+    assert result.returncode != 0
+    assert (
+        "plugin/stray.py: not covered by any entry in stage_map.yaml" in result.stderr
+    )  # git shows hook output on stderr
+    assert git(repo, "rev-list", "--all") == ""  # nothing was committed
+
+    git(repo, "rm", "-q", "--cached", "plugin/stray.py")
+    assert _commit(repo, path).returncode == 0
+    assert git(repo, "rev-list", "--count", "HEAD").strip() == "1"
+
+
+def test_plain_git_hook_via_hooks_path_falls_back_to_python_module(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Installed with `git config core.hooksPath`; no `ci-evals` on PATH, only python3."""
+    hooks = repo / "githooks"
+    hooks.mkdir()
+    shutil.copy2(PROJECT / "hooks" / "pre-commit", hooks / "pre-commit")
+    git(repo, "config", "core.hooksPath", "githooks")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    # A wrapper, not a symlink: a symlinked venv python would not find its pyvenv.cfg.
+    (shim / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (shim / "python3").chmod(0o755)
+    _plugin(repo, "plugin/agents/a.md", "plugin/other.md")
+    path = [str(shim), *_system_dirs()]
+    env_python = {**os.environ, "PATH": os.pathsep.join(path)}
+    assert shutil.which("ci-evals", path=env_python["PATH"]) is None
+    result = _commit(repo, path)
+    assert result.returncode != 0
+    assert (
+        "plugin/other.md: not covered by any entry in stage_map.yaml" in result.stderr
+    )  # git shows hook output on stderr
+    assert "'skills/**' matches no staged file" in result.stderr
