@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,17 +43,25 @@ DEFAULT_TIMEOUT = 600.0
 
 
 def run(
-    repo: Path, *args: str, check: bool = True, timeout: float | None = DEFAULT_TIMEOUT
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> GitResult:
     """Run `git -C repo ARGS...`; stdout is returned as bytes (names may not be UTF-8).
 
     A timeout counts as a failure (exit code -1), raised as `GitError` when `check`.
+    stdin is empty: git never waits on the terminal.
     """
     argv = ("git", "-C", str(repo), *args)
     # Its own process group, so a timeout also stops git's helpers (ssh,
     # remote-https) that would otherwise keep the pipes open after git dies.
     with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     ) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
@@ -213,7 +222,9 @@ def deepen(repo: Path, n: int, *, timeout: float = FETCH_TIMEOUT) -> GitResult:
     )
 
 
-def changed_paths(repo: Path, merge_base: str, head: str) -> list[str]:
+def changed_paths(
+    repo: Path, merge_base: str, head: str, pathspecs: Sequence[str] = ()
+) -> list[str]:
     """Every path that differs between `merge_base` and `head`, repo-relative.
 
     The caller passes the *merge base* of BASE and HEAD (what `BASE...HEAD`
@@ -221,6 +232,7 @@ def changed_paths(repo: Path, merge_base: str, head: str) -> list[str]:
     rename as its old and its new path, deletions are listed, a changed
     submodule gitlink is listed (`--ignore-submodules=none` overrides config
     that would hide it), and `--no-relative` overrides `diff.relative`.
+    `pathspecs` limit the diff (used to split a huge diff into chunks).
     """
     result = run(
         repo,
@@ -236,8 +248,49 @@ def changed_paths(repo: Path, merge_base: str, head: str) -> list[str]:
         merge_base,
         head,
         "--",
+        *pathspecs,
     )
     return parse_changed_paths(result.stdout)
+
+
+def changed_entries(
+    repo: Path, merge_base: str, head: str, folder: str
+) -> list[tuple[str, str, str]] | None:
+    """`(old mode, new mode, name)` of each entry directly inside `folder` that differs.
+
+    `folder` is "" (the top) or a path ending in "/" that is a folder in both
+    commits. Compares two tree objects without recursing: one tree read,
+    however big the change. Mode "040000" is a folder, "000000" absent. None
+    when git cannot compare them.
+    """
+    if folder:
+        trees = (f"{merge_base}:{folder[:-1]}", f"{head}:{folder[:-1]}")
+    else:
+        trees = (f"{merge_base}^{{tree}}", f"{head}^{{tree}}")
+    result = run(repo, "diff-tree", "-z", "--no-renames", *trees, check=False)
+    if result.returncode != 0:
+        return None
+    return parse_raw_entries(result.stdout)
+
+
+def parse_raw_entries(output: bytes) -> list[tuple[str, str, str]] | None:
+    """Parse `git diff-tree -z` raw output (`:MODE MODE SHA SHA STATUS\0NAME\0`...)."""
+    parts = split_z(output)
+    if len(parts) % 2:
+        return None
+    entries: list[tuple[str, str, str]] = []
+    for meta, name in zip(parts[::2], parts[1::2], strict=True):
+        fields = meta.split()
+        if len(fields) != 5 or not fields[0].startswith(":"):
+            return None
+        entries.append((fields[0][1:], fields[1], name))
+    return entries
+
+
+def literal_pathspec(path: str) -> str:
+    """A pathspec matching exactly `path` (and what is under it), from the top,
+    with no glob or magic characters interpreted."""
+    return f":(top,literal){path}"
 
 
 def parse_changed_paths(output: bytes) -> list[str]:

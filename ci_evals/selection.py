@@ -1,12 +1,8 @@
 """Which stage a change can affect: the lowest one any changed file touches.
 
-Two halves. `select()` is the pure decision: changed paths in, a `Selection`
-out, no git. `compute()` finds those paths for BASE...HEAD — the diff from the
-*merge base*, never a two-dot diff — and falls back to stage 1 ("run
-everything") whenever the range cannot be known exactly: a base that does not
-resolve, the all-zeros SHA of a new branch, no merge base (also a merge base
-sitting on a shallow clone's boundary, which is a guess, not an answer —
-unless it is BASE or HEAD itself, which visible edges prove).
+The pure decision: changed paths in, a `Selection` out; no git here (the git
+half, `ci_evals.diff_range`, finds the paths for BASE...HEAD and makes the
+fallback selections when it cannot).
 
 Rules for one changed path, repo-relative:
 - a `global` path (or a path inside a global folder) -> stage 1 (`global-file`);
@@ -30,15 +26,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from ci_evals import git
-from ci_evals.errors import UserError
-from ci_evals.matcher import GlobMatcher
-
 if TYPE_CHECKING:
+    from ci_evals.matcher import GlobMatcher
     from ci_evals.stage_map import StageMap
 
 # Reason codes (the `reason` of `--json` and of the `reason` output).
@@ -68,12 +60,6 @@ REASONS = (
 
 _RULE_RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, MATCHED: 3}
 
-# `--deepen N` default: tries, each fetching twice as much as the last
-# (50, 100, 200 commits). Only ever used on a shallow clone.
-DEFAULT_DEEPEN_TRIES = 3
-FIRST_DEEPEN_STEP = 50
-
-_ZERO_SHA = re.compile(r"0{40}|0{64}")
 _FIXTURE_FOLDER = re.compile(r"([0-9]+)-")
 
 
@@ -265,23 +251,41 @@ class _Rules:
         return k + 1, f"fixture {k} is what stage {k + 1} starts from"
 
 
+class Selector:
+    """The selection built up from changed paths that arrive in chunks."""
+
+    def __init__(self, stage_map: StageMap, matcher: GlobMatcher) -> None:
+        self._rules = _Rules(stage_map, matcher)
+        self._matches: list[Match] = []
+
+    def add(self, paths: Sequence[str]) -> None:
+        self._matches += self._rules.match_all(paths)
+
+    def finish(self) -> Selection:
+        matches = tuple(self._matches)
+        best: Match | None = None
+        best_key: tuple[int, int, str] | None = None
+        for m in matches:
+            stage = m.stage
+            if stage is None or (best_key is not None and stage > best_key[0]):
+                continue
+            key = (stage, _RULE_RANK[m.rule], m.path)
+            if best_key is None or key < best_key:
+                best, best_key = m, key
+        if best is None:
+            detail = (
+                f"{len(matches)} changed path(s), none under the plugin root, global or a fixture"
+            )
+            return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail)
+        detail = f"{quote_path(best.path)}: {best.why}"
+        return Selection(best.stage, best.rule, len(matches), matches, detail, decided_by=best)
+
+
 def select(stage_map: StageMap, matcher: GlobMatcher, paths: Sequence[str]) -> Selection:
     """The lowest stage the changed `paths` (repo-relative) can affect."""
-    matches = tuple(_Rules(stage_map, matcher).match_all(paths))
-    best: Match | None = None
-    best_key: tuple[int, int, str] | None = None
-    for m in matches:
-        stage = m.stage
-        if stage is None or (best_key is not None and stage > best_key[0]):
-            continue
-        key = (stage, _RULE_RANK[m.rule], m.path)
-        if best_key is None or key < best_key:
-            best, best_key = m, key
-    if best is None:
-        detail = f"{len(paths)} changed path(s), none under the plugin root, global or a fixture"
-        return Selection(None, NO_RELEVANT_CHANGE, len(paths), matches, detail)
-    detail = f"{quote_path(best.path)}: {best.why}"
-    return Selection(best.stage, best.rule, len(paths), matches, detail, decided_by=best)
+    selector = Selector(stage_map, matcher)
+    selector.add(paths)
+    return selector.finish()
 
 
 def quote_path(path: str) -> str:
@@ -292,170 +296,3 @@ def quote_path(path: str) -> str:
 
 
 # --- The git side ---------------------------------------------------------------
-
-
-def is_zero_sha(rev: str) -> bool:
-    """The all-zeros SHA: GitHub's `before` of a push that created the branch."""
-    return _ZERO_SHA.fullmatch(rev) is not None
-
-
-class _Deepener:
-    """A bounded budget of `git fetch --deepen` tries, used only on a shallow clone."""
-
-    def __init__(self, repo: Path, tries: int) -> None:
-        self.repo = repo
-        self.left = max(tries, 0)
-        self.step = FIRST_DEEPEN_STEP
-        self.notes: list[str] = []
-        self.failed = False
-
-    def more(self) -> bool:
-        """Fetch more history; False when out of tries, not shallow, or the fetch failed."""
-        if self.left == 0 or self.failed or not git.is_shallow(self.repo):
-            return False
-        self.left -= 1
-        result = git.deepen(self.repo, self.step)
-        if result.returncode != 0:
-            self.failed = True
-            error = result.stderr.strip().splitlines()
-            self.notes.append(
-                f"git fetch --deepen={self.step} failed: {error[-1] if error else 'no message'}"
-            )
-            return False
-        self.notes.append(f"deepened the shallow clone by {self.step} commits")
-        self.step *= 2
-        return True
-
-    def summary(self) -> str:
-        return "; ".join(self.notes)
-
-
-@dataclass(frozen=True)
-class Changes:
-    """What git says changed from the merge base(s) of BASE and HEAD to HEAD."""
-
-    base: str
-    head: str
-    merge_bases: tuple[str, ...]
-    paths: list[str]  # repo-relative, diff order (sorted union after criss-cross merges)
-    notes: tuple[str, ...] = ()
-
-
-def changes(
-    repo: Path, base: str, head: str = "HEAD", *, deepen_tries: int = DEFAULT_DEEPEN_TRIES
-) -> Changes | Selection:
-    """The git half of `compute`: the changed paths, or the Selection to use
-    instead (a stage-1 fallback, or `none` when BASE is HEAD). Needs no map, so
-    callers can run it while the map loads."""
-    head_sha = git.rev_parse(repo, head)
-    if head_sha is None:
-        raise UserError(
-            f"HEAD revision {head!r} names no commit in this repository",
-            field="--head",
-            hint="check out the commit to evaluate, or pass --head with a SHA or ref that exists",
-        )
-    if is_zero_sha(base):
-        return fallback(
-            BASE_ZERO_SHA,
-            "BASE is the all-zeros SHA (a push that created the branch): nothing to compare with",
-            head=head_sha,
-        )
-    deepener = _Deepener(repo, deepen_tries)
-    base_sha = git.rev_parse(repo, base)
-    while base_sha is None and deepener.more():
-        base_sha = git.rev_parse(repo, base)
-    if base_sha is None:
-        detail = f"BASE {base!r} names no commit in this clone"
-        return fallback(BASE_MISSING, _with(detail, deepener), head=head_sha, notes=deepener.notes)
-    if base_sha == head_sha:
-        return Selection(
-            None,
-            BASE_EQUALS_HEAD,
-            0,
-            (),
-            "BASE and HEAD are the same commit: nothing changed",
-            base=base_sha,
-            head=head_sha,
-        )
-    bases, why_unknown = _merge_bases(repo, base_sha, head_sha, deepener)
-    if not bases:
-        return fallback(
-            NO_MERGE_BASE,
-            _with(why_unknown, deepener),
-            base=base_sha,
-            head=head_sha,
-            notes=deepener.notes,
-        )
-    paths = _changed(repo, bases, head_sha)
-    return Changes(base_sha, head_sha, tuple(bases), paths, tuple(deepener.notes))
-
-
-def decide(stage_map: StageMap, matcher: GlobMatcher, found: Changes) -> Selection:
-    """`select` over the changed paths, with the range recorded for `--explain`."""
-    chosen = select(stage_map, matcher, found.paths)
-    return replace(
-        chosen,
-        base=found.base,
-        head=found.head,
-        merge_bases=found.merge_bases,
-        notes=found.notes,
-    )
-
-
-def compute(
-    repo: Path,
-    stage_map: StageMap,
-    base: str,
-    head: str = "HEAD",
-    *,
-    deepen_tries: int = DEFAULT_DEEPEN_TRIES,
-    matcher: GlobMatcher | None = None,
-) -> Selection:
-    """The selection for the change BASE...HEAD in `repo` (the work-tree root).
-
-    HEAD is what is being evaluated, so a HEAD that names no commit is the
-    caller's mistake (`UserError`, exit 2), while every way BASE can be unknown
-    falls back to stage 1 with its reason.
-    """
-    found = changes(repo, base, head, deepen_tries=deepen_tries)
-    if isinstance(found, Selection):
-        return found
-    return decide(stage_map, matcher or GlobMatcher(stage_map.globs), found)
-
-
-def _merge_bases(repo: Path, base: str, head: str, deepener: _Deepener) -> tuple[list[str], str]:
-    """The merge bases, or ([], why) when there is no trustworthy one."""
-    while True:
-        bases = git.merge_bases(repo, base, head)
-        if not bases:
-            why = "BASE and HEAD share no history in this clone"
-        else:
-            # On the shallow boundary, merge-base answers from a cut history: a
-            # guess — unless it is BASE or HEAD itself. Then the ancestry is seen
-            # through real edges and nothing older can be a better answer (the
-            # synthetic PR merge commit checked out with fetch-depth 2 is this case).
-            boundary = git.shallow_commits(repo).intersection(bases) - {base, head}
-            if not boundary:
-                return bases, ""
-            why = f"the merge base {sorted(boundary)[0][:12]} is on the shallow clone's boundary"
-        if not deepener.more():
-            return [], why
-
-
-def _changed(repo: Path, bases: Sequence[str], head: str) -> list[str]:
-    """Paths changed from the merge base to HEAD; after criss-cross merges, the union
-    over every merge base (a superset, so the answer can only run more stages)."""
-    if len(bases) == 1:
-        return git.changed_paths(repo, bases[0], head)
-    seen: dict[str, None] = {}
-    for merge_base in bases:
-        seen.update(dict.fromkeys(git.changed_paths(repo, merge_base, head)))
-    return sorted(seen)
-
-
-def _with(detail: str, deepener: _Deepener) -> str:
-    if deepener.notes:
-        return f"{detail} ({deepener.summary()})"
-    if deepener.left == 0 and git.is_shallow(deepener.repo):  # --deepen 0: never tried
-        return f"{detail} (shallow clone; not deepened: --deepen 0)"
-    return detail

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ci_evals import diff_range, selection
+from ci_evals.stage_map import load_stage_map
 from tests.conftest import git
 
 # Three stages; entries chosen so that each rule is easy to hit on purpose.
@@ -54,3 +56,16 @@ def plugin_repo(repo: Path) -> str:
     for path, text in BASE_FILES.items():
         write(repo, path, text)
     return commit(repo, "plugin")
+
+
+def compute(repo: Path, base: str, head: str = "HEAD", tries: int = 0) -> selection.Selection:
+    stage_map = load_stage_map(repo / "stage_map.yaml")
+    return diff_range.compute(repo, stage_map, base, head, deepen_tries=tries)
+
+
+def by_path(chosen: selection.Selection) -> dict[str, tuple[int | None, str | None, str]]:
+    return {m.path: (m.stage, m.entry, m.rule) for m in chosen.matches}
+
+
+def branch(repo: Path, name: str = "feature") -> None:
+    git(repo, "checkout", "-q", "-b", name)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import selection
+from ci_evals import diff_range, selection
 from ci_evals.ci_event import EventRange, range_from_event
 from ci_evals.errors import UserError
 from ci_evals.github_actions import ActionsEnv
@@ -68,7 +68,7 @@ def pull_request(base: str, head: str) -> dict[str, object]:
 def answer(repo: Path, event: EventRange) -> selection.Selection:
     assert event.base is not None
     stage_map = load_stage_map(repo / "stage_map.yaml")
-    return selection.compute(repo, stage_map, event.base, event.head, deepen_tries=0)
+    return diff_range.compute(repo, stage_map, event.base, event.head, deepen_tries=0)
 
 
 def test_pull_request_merge_commit_uses_its_first_parent(

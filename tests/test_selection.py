@@ -1,4 +1,4 @@
-"""The selection rules and every fallback, on real git repositories."""
+"""The selection rules, end to end on real git repositories."""
 
 from __future__ import annotations
 
@@ -6,26 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import git as gitmod
 from ci_evals import selection
-from ci_evals.errors import UserError
+from ci_evals.matcher import GlobMatcher
 from ci_evals.stage_map import load_stage_map
 from tests.conftest import git
-from tests.stage_repo import commit, plugin_repo, sha, write
-
-
-def compute(repo: Path, base: str, head: str = "HEAD", tries: int = 0) -> selection.Selection:
-    stage_map = load_stage_map(repo / "stage_map.yaml")
-    return selection.compute(repo, stage_map, base, head, deepen_tries=tries)
-
-
-def by_path(chosen: selection.Selection) -> dict[str, tuple[int | None, str | None, str]]:
-    return {m.path: (m.stage, m.entry, m.rule) for m in chosen.matches}
-
-
-def branch(repo: Path, name: str = "feature") -> None:
-    git(repo, "checkout", "-q", "-b", name)
-
+from tests.stage_repo import branch, by_path, commit, compute, plugin_repo, write
 
 # --- The rules -----------------------------------------------------------------
 
@@ -228,7 +213,7 @@ def test_nothing_relevant(repo: Path) -> None:
 def test_pure_select_ties_pick_the_first_path(repo: Path) -> None:
     plugin_repo(repo)
     stage_map = load_stage_map(repo / "stage_map.yaml")
-    matcher = selection.GlobMatcher(stage_map.globs)
+    matcher = GlobMatcher(stage_map.globs)
 
     chosen = selection.select(
         stage_map,
@@ -239,175 +224,3 @@ def test_pure_select_ties_pick_the_first_path(repo: Path) -> None:
     assert chosen.decided_by is not None
     assert chosen.decided_by.path == "plugin/skills/plan/a.md"
     assert chosen.changed == 3
-
-
-# --- Fallbacks -------------------------------------------------------------------
-
-
-def test_base_that_does_not_resolve(repo: Path) -> None:
-    plugin_repo(repo)
-    for base in ("origin/nope", "1234567890abcdef1234567890abcdef12345678", "-n"):
-        chosen = compute(repo, base)
-        assert (chosen.from_stage, chosen.reason, chosen.changed) == (1, "base-missing", 0)
-
-
-def test_base_that_is_a_tree_not_a_commit(repo: Path) -> None:
-    plugin_repo(repo)
-    assert compute(repo, "HEAD^{tree}").reason == "base-missing"
-
-
-def test_zero_sha(repo: Path) -> None:
-    plugin_repo(repo)
-    chosen = compute(repo, "0" * 40)
-    assert (chosen.from_stage, chosen.reason) == (1, "base-zero-sha")
-
-
-def test_base_equals_head(repo: Path) -> None:
-    plugin_repo(repo)
-    branch(repo)
-    chosen = compute(repo, "main")  # the new branch points where main does
-    assert (chosen.from_stage, chosen.reason, chosen.changed) == (None, "base-equals-head", 0)
-
-
-def test_unrelated_histories_have_no_merge_base(repo: Path) -> None:
-    plugin_repo(repo)
-    git(repo, "checkout", "-q", "--orphan", "other")
-    write(repo, "plugin/commands/generate.md")
-    commit(repo)
-
-    chosen = compute(repo, "main", tries=3)
-
-    assert (chosen.from_stage, chosen.reason) == (1, "no-merge-base")
-    assert "share no history" in chosen.detail
-    assert chosen.notes == ()  # a full clone is never fetched into
-    assert not gitmod.is_shallow(repo)
-
-
-def test_head_that_does_not_resolve_is_a_user_error(repo: Path) -> None:
-    plugin_repo(repo)
-    with pytest.raises(UserError, match="names no commit"):
-        compute(repo, "main", "no-such-branch")
-
-
-def test_criss_cross_merge_uses_every_merge_base(repo: Path) -> None:
-    plugin_repo(repo)
-    git(repo, "branch", "x")
-    git(repo, "branch", "y")
-    git(repo, "checkout", "-q", "x")
-    write(repo, "plugin/skills/plan/SKILL.md")
-    x1 = commit(repo, "x1")
-    git(repo, "checkout", "-q", "y")
-    write(repo, "plugin/commands/generate.md")
-    y1 = commit(repo, "y1")
-    git(repo, "merge", "-q", "--no-edit", x1)
-    git(repo, "checkout", "-q", "x")
-    git(repo, "merge", "-q", "--no-edit", y1)
-    x2 = sha(repo, "HEAD")
-    git(repo, "checkout", "-q", "y")
-    write(repo, "plugin/agents/helper.txt")
-    commit(repo, "y3")
-
-    chosen = compute(repo, x2)
-
-    assert sorted(chosen.merge_bases) == sorted([x1, y1])
-    # From x1 the diff shows y1's change, from y1 it shows x1's: both counted.
-    assert set(by_path(chosen)) == {
-        "plugin/agents/helper.txt",
-        "plugin/commands/generate.md",
-        "plugin/skills/plan/SKILL.md",
-    }
-
-
-# --- Shallow clones ------------------------------------------------------------
-
-
-@pytest.fixture
-def origin(tmp_path: Path) -> dict[str, str]:
-    """A repository to clone: main moved on (stage 1) after `feature` branched (stage 2).
-
-        P0 - P - M1 - M2      main
-              \\
-               F1 - F2        feature
-    """
-    src = tmp_path / "origin"
-    src.mkdir()
-    git(src, "init", "-q", "-b", "main")
-    shas = {"P0": commit(src, "empty root"), "P": plugin_repo(src)}
-    git(src, "checkout", "-q", "-b", "feature")
-    write(src, "plugin/skills/plan/SKILL.md", "v2\n")
-    shas["F1"] = commit(src)
-    write(src, "plugin/skills/plan/SKILL.md", "v3\n")
-    shas["F2"] = commit(src)
-    git(src, "checkout", "-q", "main")
-    write(src, "plugin/agents/researcher.md", "v2\n")
-    shas["M1"] = commit(src)
-    write(src, "README.md", "v2\n")
-    shas["M2"] = commit(src)
-    shas["url"] = f"file://{src}"
-    return shas
-
-
-def clone(tmp_path: Path, url: str, *args: str) -> Path:
-    target = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", *args, url, str(target))
-    return target
-
-
-def test_shallow_without_merge_base_falls_back(tmp_path: Path, origin: dict[str, str]) -> None:
-    work = clone(tmp_path, origin["url"], "--depth", "1", "--no-single-branch", "-b", "feature")
-
-    chosen = compute(work, "origin/main", tries=0)
-
-    assert (chosen.from_stage, chosen.reason) == (1, "no-merge-base")
-    assert "--deepen 0" in chosen.detail
-    assert gitmod.shallow_commits(work) == {origin["M2"], origin["F2"]}
-
-
-def test_shallow_deepens_until_the_merge_base_is_known(
-    tmp_path: Path, origin: dict[str, str]
-) -> None:
-    work = clone(tmp_path, origin["url"], "--depth", "1", "--no-single-branch", "-b", "feature")
-
-    chosen = compute(work, "origin/main", tries=3)
-
-    assert (chosen.from_stage, chosen.reason, chosen.changed) == (2, "matched", 1)
-    assert chosen.merge_bases == (origin["P"],)
-    assert chosen.notes == ("deepened the shallow clone by 50 commits",)
-
-
-def test_deepening_an_unreachable_remote_falls_back(tmp_path: Path, origin: dict[str, str]) -> None:
-    work = clone(tmp_path, origin["url"], "--depth", "1", "--no-single-branch", "-b", "feature")
-    git(work, "remote", "set-url", "origin", f"file://{tmp_path}/gone")
-
-    chosen = compute(work, "origin/main", tries=3)
-
-    assert (chosen.from_stage, chosen.reason) == (1, "no-merge-base")
-    assert len(chosen.notes) == 1
-    assert "git fetch --deepen=50 failed" in chosen.notes[0]
-    assert gitmod.is_shallow(work)
-
-
-def test_merge_base_on_the_shallow_boundary_is_unknown(
-    tmp_path: Path, origin: dict[str, str]
-) -> None:
-    work = clone(tmp_path, origin["url"], "--depth", "3", "--no-single-branch", "-b", "feature")
-    # git itself answers P, but P's parent is cut off: that answer is a guess.
-    assert gitmod.merge_base(work, "origin/main", "HEAD") == origin["P"]
-    assert origin["P"] in gitmod.shallow_commits(work)
-
-    unknown = compute(work, "origin/main", tries=0)
-    known = compute(work, "origin/main", tries=1)
-
-    assert (unknown.from_stage, unknown.reason) == (1, "no-merge-base")
-    assert "shallow clone's boundary" in unknown.detail
-    assert (known.from_stage, known.reason) == (2, "matched")
-
-
-def test_shallow_base_missing_until_deepened(tmp_path: Path, origin: dict[str, str]) -> None:
-    work = clone(tmp_path, origin["url"], "--depth", "1", "-b", "feature")
-
-    missing = compute(work, origin["P"], tries=0)
-    found = compute(work, origin["P"], tries=2)
-
-    assert (missing.from_stage, missing.reason) == (1, "base-missing")
-    assert (found.from_stage, found.reason) == (2, "matched")

@@ -18,11 +18,10 @@ import gc
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
-from ci_evals import git, selection
+from ci_evals import diff_range, git, selection
 from ci_evals import github_actions as gha
 from ci_evals.ci_event import range_from_event
 from ci_evals.errors import EXIT_OK, UserError
@@ -63,11 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--deepen",
         type=_non_negative,
-        default=selection.DEFAULT_DEEPEN_TRIES,
+        default=diff_range.DEFAULT_DEEPEN_TRIES,
         metavar="N",
         help="in a shallow clone, fetch more history at most N times (50, 100, 200, ... "
         "commits) to find BASE and the merge base; 0 never fetches "
-        f"(default: {selection.DEFAULT_DEEPEN_TRIES})",
+        f"(default: {diff_range.DEFAULT_DEEPEN_TRIES})",
     )
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print one JSON object")
@@ -86,23 +85,20 @@ def run(args: argparse.Namespace) -> int:
     if not map_path.is_file():
         load_stage_map(map_path)  # raises the loader's own one-line error
     repo = git.toplevel(Path(os.path.abspath(map_path)).parent)
-    # git runs in a thread while the map loads and the matcher is built: on a
-    # big diff both take about as long, and the thread mostly waits for git.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_changes, repo, args, actions)
+
+    def prepare() -> tuple[StageMap, GlobMatcher]:
         stage_map = load_stage_map(map_path)
-        matcher = GlobMatcher(stage_map.globs)
-        found = pending.result()
-    if isinstance(found, selection.Selection):
-        chosen = found
-    else:
-        # One record per changed file and no cycles among them: the cyclic
-        # collector would only re-scan the growing heap (~10% on 100k paths).
-        gc.disable()
-        try:
-            chosen = selection.decide(stage_map, matcher, found)
-        finally:
-            gc.enable()
+        return stage_map, GlobMatcher(stage_map.globs)
+
+    # One record per changed file and no cycles among them: the cyclic
+    # collector would only re-scan the growing heap (~10% on 100k paths).
+    gc.disable()
+    try:
+        chosen, stage_map = diff_range.compute_overlapped(
+            repo, lambda: _range(repo, args, actions), prepare
+        )
+    finally:
+        gc.enable()
 
     if args.json:
         print(json.dumps(chosen.as_json(), ensure_ascii=False))
@@ -116,17 +112,17 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _changes(
+def _range(
     repo: Path, args: argparse.Namespace, actions: gha.ActionsEnv | None
-) -> selection.Changes | selection.Selection:
-    """The git side: BASE from the argument or the event, then the changed paths."""
+) -> diff_range.Range | selection.Selection:
+    """BASE...HEAD from the argument, or from the Actions event."""
     if args.base is not None:
-        return selection.changes(repo, args.base, args.head, deepen_tries=args.deepen)
+        return diff_range.resolve(repo, args.base, args.head, deepen_tries=args.deepen)
     assert actions is not None  # checked by `run`
     event = range_from_event(repo, actions, args.head, deepen=args.deepen > 0)
     if event.base is None:
         return selection.fallback(selection.BASE_MISSING, event.detail, notes=(event.detail,))
-    found = selection.changes(repo, event.base, event.head, deepen_tries=args.deepen)
+    found = diff_range.resolve(repo, event.base, event.head, deepen_tries=args.deepen)
     return dataclasses.replace(found, notes=(event.detail, *found.notes))
 
 

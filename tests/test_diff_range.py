@@ -1,0 +1,278 @@
+"""The git half of compute-stage: fallbacks, shallow clones, the chunked diff."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci_evals import diff_range
+from ci_evals import git as gitmod
+from ci_evals.errors import UserError
+from tests.conftest import git
+from tests.stage_repo import branch, by_path, commit, compute, plugin_repo, sha, write
+
+# --- Fallbacks -------------------------------------------------------------------
+
+
+def test_base_that_does_not_resolve(repo: Path) -> None:
+    plugin_repo(repo)
+    for base in ("origin/nope", "1234567890abcdef1234567890abcdef12345678", "-n"):
+        chosen = compute(repo, base)
+        assert (chosen.from_stage, chosen.reason, chosen.changed) == (1, "base-missing", 0)
+
+
+def test_base_that_is_a_tree_not_a_commit(repo: Path) -> None:
+    plugin_repo(repo)
+    assert compute(repo, "HEAD^{tree}").reason == "base-missing"
+
+
+def test_zero_sha(repo: Path) -> None:
+    plugin_repo(repo)
+    chosen = compute(repo, "0" * 40)
+    assert (chosen.from_stage, chosen.reason) == (1, "base-zero-sha")
+
+
+def test_base_equals_head(repo: Path) -> None:
+    plugin_repo(repo)
+    branch(repo)
+    chosen = compute(repo, "main")  # the new branch points where main does
+    assert (chosen.from_stage, chosen.reason, chosen.changed) == (None, "base-equals-head", 0)
+
+
+def test_unrelated_histories_have_no_merge_base(repo: Path) -> None:
+    plugin_repo(repo)
+    git(repo, "checkout", "-q", "--orphan", "other")
+    write(repo, "plugin/commands/generate.md")
+    commit(repo)
+
+    chosen = compute(repo, "main", tries=3)
+
+    assert (chosen.from_stage, chosen.reason) == (1, "no-merge-base")
+    assert "share no history" in chosen.detail
+    assert chosen.notes == ()  # a full clone is never fetched into
+    assert not gitmod.is_shallow(repo)
+
+
+def test_head_that_does_not_resolve_is_a_user_error(repo: Path) -> None:
+    plugin_repo(repo)
+    with pytest.raises(UserError, match="names no commit"):
+        compute(repo, "main", "no-such-branch")
+
+
+def test_criss_cross_merge_uses_every_merge_base(repo: Path) -> None:
+    plugin_repo(repo)
+    git(repo, "branch", "x")
+    git(repo, "branch", "y")
+    git(repo, "checkout", "-q", "x")
+    write(repo, "plugin/skills/plan/SKILL.md")
+    x1 = commit(repo, "x1")
+    git(repo, "checkout", "-q", "y")
+    write(repo, "plugin/commands/generate.md")
+    y1 = commit(repo, "y1")
+    git(repo, "merge", "-q", "--no-edit", x1)
+    git(repo, "checkout", "-q", "x")
+    git(repo, "merge", "-q", "--no-edit", y1)
+    x2 = sha(repo, "HEAD")
+    git(repo, "checkout", "-q", "y")
+    write(repo, "plugin/agents/helper.txt")
+    commit(repo, "y3")
+
+    chosen = compute(repo, x2)
+
+    assert sorted(chosen.merge_bases) == sorted([x1, y1])
+    # From x1 the diff shows y1's change, from y1 it shows x1's: both counted.
+    assert set(by_path(chosen)) == {
+        "plugin/agents/helper.txt",
+        "plugin/commands/generate.md",
+        "plugin/skills/plan/SKILL.md",
+    }
+
+
+# --- Shallow clones ------------------------------------------------------------
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> dict[str, str]:
+    """A repository to clone: main moved on (stage 1) after `feature` branched (stage 2).
+
+        P0 - P - M1 - M2      main
+              \\
+               F1 - F2        feature
+    """
+    src = tmp_path / "origin"
+    src.mkdir()
+    git(src, "init", "-q", "-b", "main")
+    shas = {"P0": commit(src, "empty root"), "P": plugin_repo(src)}
+    git(src, "checkout", "-q", "-b", "feature")
+    write(src, "plugin/skills/plan/SKILL.md", "v2\n")
+    shas["F1"] = commit(src)
+    write(src, "plugin/skills/plan/SKILL.md", "v3\n")
+    shas["F2"] = commit(src)
+    git(src, "checkout", "-q", "main")
+    write(src, "plugin/agents/researcher.md", "v2\n")
+    shas["M1"] = commit(src)
+    write(src, "README.md", "v2\n")
+    shas["M2"] = commit(src)
+    shas["url"] = f"file://{src}"
+    return shas
+
+
+def clone(tmp_path: Path, url: str, *args: str) -> Path:
+    target = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", *args, url, str(target))
+    return target
+
+
+def test_shallow_without_merge_base_falls_back(tmp_path: Path, origin: dict[str, str]) -> None:
+    work = clone(tmp_path, origin["url"], "--depth", "1", "--no-single-branch", "-b", "feature")
+
+    chosen = compute(work, "origin/main", tries=0)
+
+    assert (chosen.from_stage, chosen.reason) == (1, "no-merge-base")
+    assert "--deepen 0" in chosen.detail
+    assert gitmod.shallow_commits(work) == {origin["M2"], origin["F2"]}
+
+
+def test_shallow_deepens_until_the_merge_base_is_known(
+    tmp_path: Path, origin: dict[str, str]
+) -> None:
+    work = clone(tmp_path, origin["url"], "--depth", "1", "--no-single-branch", "-b", "feature")
+
+    chosen = compute(work, "origin/main", tries=3)
+
+    assert (chosen.from_stage, chosen.reason, chosen.changed) == (2, "matched", 1)
+    assert chosen.merge_bases == (origin["P"],)
+    assert chosen.notes == ("deepened the shallow clone by 50 commits",)
+
+
+def test_deepening_an_unreachable_remote_falls_back(tmp_path: Path, origin: dict[str, str]) -> None:
+    work = clone(tmp_path, origin["url"], "--depth", "1", "--no-single-branch", "-b", "feature")
+    git(work, "remote", "set-url", "origin", f"file://{tmp_path}/gone")
+
+    chosen = compute(work, "origin/main", tries=3)
+
+    assert (chosen.from_stage, chosen.reason) == (1, "no-merge-base")
+    assert len(chosen.notes) == 1
+    assert "git fetch --deepen=50 failed" in chosen.notes[0]
+    assert gitmod.is_shallow(work)
+
+
+def test_merge_base_on_the_shallow_boundary_is_unknown(
+    tmp_path: Path, origin: dict[str, str]
+) -> None:
+    work = clone(tmp_path, origin["url"], "--depth", "3", "--no-single-branch", "-b", "feature")
+    # git itself answers P, but P's parent is cut off: that answer is a guess.
+    assert gitmod.merge_base(work, "origin/main", "HEAD") == origin["P"]
+    assert origin["P"] in gitmod.shallow_commits(work)
+
+    unknown = compute(work, "origin/main", tries=0)
+    known = compute(work, "origin/main", tries=1)
+
+    assert (unknown.from_stage, unknown.reason) == (1, "no-merge-base")
+    assert "shallow clone's boundary" in unknown.detail
+    assert (known.from_stage, known.reason) == (2, "matched")
+
+
+def test_shallow_base_missing_until_deepened(tmp_path: Path, origin: dict[str, str]) -> None:
+    work = clone(tmp_path, origin["url"], "--depth", "1", "-b", "feature")
+
+    missing = compute(work, origin["P"], tries=0)
+    found = compute(work, origin["P"], tries=2)
+
+    assert (missing.from_stage, missing.reason) == (1, "base-missing")
+    assert (found.from_stage, found.reason) == (2, "matched")
+
+
+# --- The chunked diff ----------------------------------------------------------
+
+ODD_NAMES = ["a b", "*", "[x]", ":colon", "-dash", "new\nline", "ü", "x?", "!bang"]
+
+
+def wide_change(repo: Path, *, type_change: bool = False) -> None:
+    """main, then a branch that changes many entries of plugin/ in many ways."""
+    for name in [*ODD_NAMES, *(f"d{i:02}" for i in range(12))]:
+        write(repo, f"plugin/{name}/f.md", "1\n")
+    write(repo, "plugin/gone/f.md")
+    write(repo, "plugin/to-folder", "a file\n")
+    write(repo, "plugin/top.md")
+    commit(repo, "wide base")
+    branch(repo)
+    for name in [*ODD_NAMES, *(f"d{i:02}" for i in range(0, 12, 2))]:
+        write(repo, f"plugin/{name}/f.md", "2\n")
+        write(repo, f"plugin/{name}/deeper/g.md", "new\n")
+    git(repo, "rm", "-rq", "plugin/gone")
+    if type_change:
+        git(repo, "rm", "-q", "plugin/to-folder")
+        write(repo, "plugin/to-folder/now.md")  # a file became a folder
+    write(repo, "plugin/added/h.md")
+    write(repo, "plugin/top.md", "2\n")
+    commit(repo, "wide change")
+
+
+def chunks(repo: Path, **limits: int) -> list[list[str]]:
+    change = diff_range.resolve(repo, "main", "HEAD", deepen_tries=0)
+    assert isinstance(change, diff_range.Range)
+    return list(diff_range.diff_chunks(repo, change, **limits))
+
+
+def test_chunked_diff_is_exactly_the_whole_diff(repo: Path) -> None:
+    plugin_repo(repo)
+    wide_change(repo)
+    whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
+
+    split = chunks(repo, min_entries=4, max_chunks=5)
+
+    assert len(split) > 1
+    assert [path for chunk in split for path in chunk] == whole
+    assert "plugin/new\nline/deeper/g.md" in whole
+    assert "plugin/gone/f.md" in whole
+    assert "plugin/added/h.md" in whole
+
+
+def test_a_file_that_became_a_folder_gets_one_diff(repo: Path) -> None:
+    plugin_repo(repo)
+    wide_change(repo, type_change=True)
+    whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
+
+    split = chunks(repo, min_entries=4, max_chunks=5)
+
+    # The tree lists `to-folder` twice (file gone, folder new): not split.
+    assert split == [whole]
+    assert {"plugin/to-folder", "plugin/to-folder/now.md"} <= set(whole)
+
+
+def test_chunks_split_at_the_top_when_more_than_the_plugin_changed(repo: Path) -> None:
+    plugin_repo(repo)
+    wide_change(repo)
+    for i in range(6):
+        write(repo, f"other{i}/x.txt")
+    write(repo, "0-first.txt")
+    commit(repo)
+    whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
+
+    split = chunks(repo, min_entries=4, max_chunks=3)
+
+    assert len(split) == 3  # 8 changed top-level entries, at most 3 runs
+    assert [path for chunk in split for path in chunk] == whole
+
+
+def test_small_change_is_one_diff(repo: Path) -> None:
+    plugin_repo(repo)
+    branch(repo)
+    for name in ("agents/a.md", "skills/plan/b.md", "commands/c.md"):
+        write(repo, f"plugin/{name}")
+    commit(repo)
+    assert len(chunks(repo)) == 1  # 3 changed entries: under the default threshold
+
+
+def test_parse_raw_entries() -> None:
+    raw = (
+        b":040000 040000 " + b"1" * 40 + b" " + b"2" * 40 + b" M\0plugin\0"
+        b":000000 100644 " + b"0" * 40 + b" " + b"3" * 40 + b" A\0new\nname\0"
+    )
+    assert gitmod.parse_raw_entries(raw) == [
+        ("040000", "040000", "plugin"),
+        ("000000", "100644", "new\nname"),
+    ]
+    assert gitmod.parse_raw_entries(b"garbage\0") is None
