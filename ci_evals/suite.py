@@ -4,8 +4,8 @@ Everything a run needs is checked here, once, before anything starts: the
 plugin folder has `.claude-plugin/plugin.json`; stage names and scenario ids are
 unique; every prompt/cwd template resolves for every scenario; every cwd stays
 inside the workspace; the stage map (when there is one) lists the same stages in
-the same order, for the same plugin folder. The format is documented in
-docs/suite.md.
+the same order, for the same plugin and fixtures folders. The format is
+documented in docs/suite.md.
 
 The grading keys (`reviewer`, `checks`, `graders`, `scoring`, `repeat`,
 `pass_at_least`) are validated by `ci_evals.grading.config` into
@@ -25,6 +25,7 @@ import yaml
 
 from ci_evals import git
 from ci_evals.errors import UserError
+from ci_evals.grading import config as grading_config
 from ci_evals.grading.config import (
     REVIEWER_KEYS,
     StageGrading,
@@ -36,14 +37,15 @@ from ci_evals.stage_map import load_stage_map
 from ci_evals.templates import NAME, Template, parse_template
 from ci_evals.yaml_source import Field, load
 
+# The keys grading reads, validated by ci_evals.grading.config.
+GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
+GRADING_SUITE_KEYS = grading_config.SUITE_KEYS
 SUITE_FILE = "ci-evals.yaml"
 DEFAULT_STAGE_MAP = "stage_map.yaml"
 VERSION = 1
 BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
-LATER_STAGE_KEYS = ("reviewer", "checks", "graders", "scoring")
-LATER_SUITE_KEYS = ("repeat", "pass_at_least", "scoring")
 
-_STAGE_KEYS = ("name", "prompt", "cwd", "limits", *LATER_STAGE_KEYS)
+_STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS)
 _SUITE_KEYS = (
     "version",
     "plugin",
@@ -54,7 +56,7 @@ _SUITE_KEYS = (
     "limits",
     "stages",
     "scenarios",
-    *LATER_SUITE_KEYS,
+    *GRADING_SUITE_KEYS,
 )
 # Stage names become folder names (`<k>-<name>-output`) and CLI arguments; an
 # all-digit name would be ambiguous with a stage number.
@@ -248,7 +250,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     scenarios = _load_scenarios(keys["scenarios"])
     for stage in stages:
         _check_templates(stage, scenarios)
-    suite_extra = {key: keys[key] for key in LATER_SUITE_KEYS if key in keys}
+    suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}
 
     stage_map: Path | None
     if "stage_map" in keys:
@@ -354,7 +356,7 @@ def _load_stages(
             )
         seen[name] = name_field
         cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
-        extra = {key: keys[key] for key in LATER_STAGE_KEYS if key in keys}
+        extra = {key: keys[key] for key in GRADING_STAGE_KEYS if key in keys}
         grading = load_stage_grading(extra, suite_dir=suite_dir, plugin_dir=plugin_dir)
         reviewer_prompt = None
         if "reviewer" in extra:
