@@ -11,14 +11,16 @@ bypassed; a link into the repo would let it rewrite the plugin or the fixtures
 under test. The plugin is small, so copying it costs milliseconds. Fixtures can
 be large, so they are copied the way `cp -r` does it (kernel-side
 `copy_file_range`, which also makes reflinks on file systems that have them),
-from a merged plan (a file that a later fixture overwrites is copied once), on
-a few threads. `benchmarks/bench_workspace.py` measures it against `cp -r`.
+from a merged plan (a file that a later fixture overwrites is copied once).
+The stat of every copy, taken as it is written, becomes the workspace's
+baseline snapshot, so the first snapshot of a stage need not read fixture
+files. `benchmarks/bench_workspace.py` measures it against `cp -r`.
 
 Symbolic links in a fixture are kept as links when their target stays inside
 their own fixture folder (which becomes the workspace root, so the link stays
-valid); an absolute link, or one that climbs out, is refused before anything is
-copied. The plugin copy dereferences links, so nothing in it points back into
-the repository.
+valid); an absolute link, or one that climbs out -- as written, or by way of
+other links -- is refused before anything is copied. The plugin copy
+dereferences links, so nothing in it points back into the repository.
 """
 
 from __future__ import annotations
@@ -179,7 +181,15 @@ def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
             hint="links in fixtures must be relative and stay inside their fixture folder",
         )
     resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
-    if resolved == ".." or resolved.startswith(".." + os.sep) or os.path.isabs(resolved):
+    # As written, and as the system resolves it: `here -> .` makes `here/../x`
+    # climb out although it reads as staying in.
+    real_folder = os.path.realpath(folder)
+    real = os.path.realpath(path)
+    if (
+        resolved == ".."
+        or resolved.startswith(".." + os.sep)
+        or (real != real_folder and not real.startswith(real_folder + os.sep))
+    ):
         raise UserError(
             f"fixture link {path} -> {target} points outside {folder}",
             hint="links in fixtures must stay inside their fixture folder",

@@ -247,6 +247,15 @@ def test_links_leaving_a_fixture_are_refused(
     assert not (tmp_path / "ws" / "workspace").exists()
 
 
+def test_links_climbing_out_through_another_link_are_refused(top: Path) -> None:
+    fixture = top / "fixtures" / "1-research-output"
+    (fixture / "here").symlink_to(".")  # fine on its own
+    (fixture / "sneaky.md").symlink_to("here/../2-plan-output/shared.md")
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite_at(top), 2)
+    assert f"fixture link {fixture / 'sneaky.md'} -> here/../2-plan-output" in str(info.value)
+
+
 def test_escaping_link_in_a_fixture_not_laid_down_is_not_checked(top: Path, tmp_path: Path) -> None:
     (top / "fixtures" / "2-plan-output" / "bad").symlink_to("/etc")
     assert check_fixtures(suite_at(top), 2) == (top / "fixtures" / "1-research-output",)
