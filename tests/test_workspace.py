@@ -253,7 +253,27 @@ def test_links_climbing_out_through_another_link_are_refused(top: Path) -> None:
     (fixture / "sneaky.md").symlink_to("here/../2-plan-output/shared.md")
     with pytest.raises(UserError) as info:
         check_fixtures(suite_at(top), 2)
-    assert f"fixture link {fixture / 'sneaky.md'} -> here/../2-plan-output" in str(info.value)
+    message = str(info.value)
+    assert f"fixture link {fixture / 'sneaky.md'} -> here/../2-plan-output/shared.md" in message
+    assert "points outside the workspace by way of other links" in message
+
+
+def test_links_chained_across_fixtures_are_refused(top: Path) -> None:
+    # Each is harmless in its own folder; merged, `up` climbs out of the workspace.
+    (top / "fixtures" / "1-research-output" / "here").symlink_to(".")
+    (top / "fixtures" / "2-plan-output" / "up").symlink_to("here/..")
+    suite = suite_at(top)
+    assert check_fixtures(suite, 2)  # fixture 1 alone is fine
+    with pytest.raises(UserError, match=r"up -> here/\.\. points outside the workspace"):
+        check_fixtures(suite, 3)
+
+
+def test_link_loops_are_refused(top: Path) -> None:
+    fixture = top / "fixtures" / "1-research-output"
+    (fixture / "a").symlink_to("b")
+    (fixture / "b").symlink_to("a/x")
+    with pytest.raises(UserError, match="is part of a loop of links"):
+        check_fixtures(suite_at(top), 2)
 
 
 def test_escaping_link_in_a_fixture_not_laid_down_is_not_checked(top: Path, tmp_path: Path) -> None:
