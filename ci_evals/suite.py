@@ -243,7 +243,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     plugin = _load_plugin(keys["plugin"], base)
     fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
     model = _optional_str(keys.get("model"))
-    budget = _optional_number(keys.get("budget_usd"), positive=False)
+    budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
     stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin_dir=plugin.path)

@@ -92,6 +92,17 @@ def test_loads_a_full_suite(tmp_path: Path) -> None:
     assert suite.grading.repeat == 3
 
 
+def test_a_stage_can_lift_the_suite_budget_cap(tmp_path: Path) -> None:
+    head = "budget_usd: null\nlimits: { max_budget_usd: 2 }\n"
+    stages = (
+        "stages:\n  - { name: a, prompt: go }\n"
+        "  - { name: b, prompt: go, limits: { max_budget_usd: null } }\n"
+    )
+    suite = load_suite(write_suite(tmp_path, suite_text(head, stages=stages)))
+    assert suite.budget_usd is None
+    assert [s.limits.max_budget_usd for s in suite.stages] == [2.0, None]
+
+
 def test_defaults(tmp_path: Path) -> None:
     suite = load_suite(write_suite(tmp_path, suite_text()))
     assert suite.fixtures == tmp_path / "fixtures"
@@ -277,6 +288,7 @@ def test_cwd_may_name_the_workspace(tmp_path: Path) -> None:
         ("colour: blue\n", "ci-evals.yaml:4:1: colour: unknown key 'colour'"),
         ("model: 3\n", "ci-evals.yaml:4:8: model: expected a string, got an integer"),
         ("budget_usd: -1\n", "ci-evals.yaml:4:13: budget_usd: must be at least 0.0"),
+        ("budget_usd: 0\n", "ci-evals.yaml:4:13: budget_usd: must be greater than 0"),
         ("limits: { max_turns: 0 }\n", "ci-evals.yaml:4:22: limits.max_turns: must be at least 1"),
         (
             "limits: { timeout_s: 0 }\n",
