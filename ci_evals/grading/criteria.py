@@ -84,6 +84,14 @@ class GraderResult(_Frozen):
     judge_model: str | None = None
     rubrics: tuple[RubricRef, ...] = ()
     warnings: tuple[str, ...] = ()
+    # A reviewer run: what it cost, its trajectory (relative to the run folder
+    # once recorded), and `reviewer.fingerprint` of its agent file, prompt
+    # template and rubrics (a saved scorecard is re-used only while it matches).
+    cost_usd: float | None = None
+    trajectory: str | None = None
+    fingerprint: str | None = None
+    # Set when re-grading re-used a saved scorecard instead of running the reviewer.
+    reused: bool = False
 
 
 class StageVerdict(_Frozen):

@@ -1,0 +1,142 @@
+"""Grade one saved stage state: reviewer, checks, command graders -> a `StageVerdict`.
+
+One function for the three places a stage is graded: right after it ran
+(`hook.GradingHook`, inside `ci-evals run`), on a saved run (`ci-evals grade`)
+and on a curated fixture (`ci-evals check-fixtures`). Each hands it a saved
+workspace state (`state.AFTER_DIR`, or a fixture laid down) that no grader
+writes to:
+
+- checks read the state directly (they only read);
+- command graders run in a private copy of it (they may write);
+- the reviewer runs in another private copy (`reviewer.run_reviewer`), or a
+  scorecard saved by an earlier run is re-used, or it is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ci_evals.agents import Abort, Agent
+from ci_evals.grading.criteria import GraderResult, StageVerdict
+from ci_evals.grading.reviewer import ReviewJob, run_reviewer
+from ci_evals.grading.scoring import ScoringPolicy
+from ci_evals.grading.stage import grade_stage
+from ci_evals.grading.state import copy_state
+from ci_evals.suite import Scenario, Stage, Suite
+
+
+@dataclass(frozen=True)
+class GradeJob:
+    """One stage state to grade, and where everything goes."""
+
+    suite: Suite
+    stage: Stage
+    scenario: Scenario
+    state: Path  # the saved workspace state (read only)
+    trajectory: Path | None  # the stage's trajectory.jsonl (None: none, e.g. a fixture)
+    out_dir: Path  # reviewer output, scorecard.json, command logs
+    work_dir: Path  # private copies for graders; removed afterwards unless `keep`
+    run_dir: Path  # recorded paths are made relative to it
+    env_for: Callable[[Path], dict[str, str]]  # agent env with private folders under a root
+    model: str | None = None
+    keep: bool = False
+
+
+async def grade_state(
+    job: GradeJob,
+    *,
+    agent: Agent | None,
+    abort: Abort,
+    reviewer: GraderResult | None = None,
+    skip_reviewer: bool = False,
+) -> StageVerdict:
+    """The stage's verdict. `reviewer` re-uses a saved result instead of running the
+    reviewer; `skip_reviewer` leaves a configured reviewer out (checks and
+    commands alone decide); otherwise the reviewer runs through `agent`."""
+    grading = job.stage.grading
+    if skip_reviewer:
+        grading = replace(grading, reviewer=None)
+    try:
+        if grading.reviewer is not None and reviewer is None:
+            reviewer = await _run_reviewer(job, agent, abort)
+        folder = job.state
+        if grading.graders:
+            folder, _ = await asyncio.to_thread(
+                copy_state, job.state, job.suite.plugin.path, job.work_dir / "graders"
+            )
+        policy = ScoringPolicy().merge(job.suite.grading.scoring)
+        verdict = await asyncio.to_thread(
+            grade_stage,
+            grading,
+            folder,
+            policy,
+            trajectory=job.trajectory,
+            reviewer=reviewer if grading.reviewer is not None else None,
+            out_dir=job.out_dir,
+        )
+    finally:
+        if not job.keep:
+            shutil.rmtree(job.work_dir, ignore_errors=True)
+    return relative_paths(verdict, job.run_dir)
+
+
+async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> GraderResult:
+    stage, config, prompt = job.stage, job.stage.grading.reviewer, job.stage.reviewer_prompt
+    assert config is not None
+    if agent is None or prompt is None:
+        return GraderResult(grader="reviewer", error="the reviewer was configured but not run")
+    suite, scenario = job.suite, job.scenario
+
+    def values(workspace: Path, plugin: Path) -> dict[str, str]:
+        return suite.template_values(stage, scenario, workspace=workspace, plugin=plugin)
+
+    review = ReviewJob(
+        config=config,
+        prompt=prompt,
+        state=job.state,
+        plugin_source=suite.plugin.path,
+        cwd=stage_cwd(suite, stage, scenario),
+        values=values,
+        work_dir=job.work_dir / "reviewer",
+        out_dir=job.out_dir,
+        env=job.env_for(job.work_dir / "reviewer-agent"),
+        limits=stage.limits,
+        model=job.model,
+        keep=job.keep,
+    )
+    return await run_reviewer(review, agent, abort)
+
+
+def stage_cwd(suite: Suite, stage: Stage, scenario: Scenario) -> str:
+    """The stage's working folder relative to the workspace ("" for its root)."""
+    root = Path("/ci-evals-workspace")
+    path = suite.cwd_for(stage, scenario, workspace=root, plugin=root / "plugin")
+    rel = path.relative_to(root).as_posix()
+    return "" if rel == "." else rel
+
+
+def relative_paths(verdict: StageVerdict, run_dir: Path) -> StageVerdict:
+    """The verdict with every recorded path inside `run_dir` made relative to it,
+    so a run folder stays readable when it is moved (a CI artifact)."""
+
+    def rel(path: str | None) -> str | None:
+        if path is None:
+            return None
+        try:
+            return Path(path).relative_to(run_dir).as_posix()
+        except ValueError:
+            return path
+
+    graders = []
+    for result in verdict.graders:
+        update: dict[str, object] = {"trajectory": rel(result.trajectory)}
+        if result.raw_output is not None:
+            update["raw_output"] = result.raw_output.model_copy(
+                update={"path": rel(result.raw_output.path)}
+            )
+        graders.append(result.model_copy(update=update))
+    return verdict.model_copy(update={"graders": tuple(graders)})
