@@ -41,6 +41,7 @@ from ci_evals.yaml_source import Field, load
 GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
 GRADING_SUITE_KEYS = grading_config.SUITE_KEYS
 SUITE_FILE = "ci-evals.yaml"
+DEFAULT_SCENARIO = "default"
 DEFAULT_STAGE_MAP = "stage_map.yaml"
 VERSION = 1
 BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
@@ -233,7 +234,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     file = Path(os.path.abspath(path))
     name = display if display is not None else str(path)
     root_field = load(file, name)
-    keys = root_field.mapping(_SUITE_KEYS, required=("version", "plugin", "stages", "scenarios"))
+    keys = root_field.mapping(_SUITE_KEYS, required=("version", "plugin", "stages"))
 
     version = keys["version"].as_int()
     if version != VERSION:
@@ -247,7 +248,12 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
     stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin_dir=plugin.path)
-    scenarios = _load_scenarios(keys["scenarios"])
+    # A suite whose prompts need no inputs may leave scenarios out: one run.
+    scenarios = (
+        _load_scenarios(keys["scenarios"])
+        if "scenarios" in keys
+        else (Scenario(id=DEFAULT_SCENARIO, inputs={}),)
+    )
     for stage in stages:
         _check_templates(stage, scenarios)
     suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}

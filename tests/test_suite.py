@@ -168,6 +168,21 @@ def test_grading_errors_have_positions(tmp_path: Path) -> None:
     assert message.startswith("ci-evals.yaml:7:15: stages[0].reviewer: missing required key")
 
 
+def test_scenarios_may_be_left_out(tmp_path: Path) -> None:
+    stages = 'stages:\n  - { name: a, prompt: "/demo:a {scenario}" }\n'
+    suite = load_suite(write_suite(tmp_path, suite_text(stages=stages, scenarios="")))
+    assert [(s.id, dict(s.inputs)) for s in suite.scenarios] == [("default", {})]
+    # ... but then a template naming an input cannot be filled.
+    stages = 'stages:\n  - { name: a, prompt: "/demo:a {company}" }\n'
+    message = load_error(tmp_path, suite_text(stages=stages, scenarios=""))
+    assert "unknown placeholder {company}: scenario 'default' has no input 'company'" in message
+
+
+def test_empty_scenario_list(tmp_path: Path) -> None:
+    message = load_error(tmp_path, suite_text(scenarios="scenarios: []\n"))
+    assert message.startswith("ci-evals.yaml:11:12: scenarios: must not be empty")
+
+
 def test_stage_and_scenario_lookup(tmp_path: Path) -> None:
     suite = load_suite(write_suite(tmp_path, suite_text()), "ci-evals.yaml")
     assert suite.stage(2).name == "plan"
