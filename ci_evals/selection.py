@@ -117,7 +117,7 @@ def fallback(
     return Selection(1, reason, 0, (), detail, base=base, head=head, notes=tuple(notes))
 
 
-# --- The pure decision --------------------------------------------------------
+# --- Matching paths against the rules ----------------------------------------
 
 
 # Match's fields after the path, for the rules that do not depend on the path.

@@ -84,7 +84,12 @@ def run(args: argparse.Namespace) -> int:
     map_path: Path = args.map if args.map is not None else default_map_path(Path.cwd())
     if not map_path.is_file():
         load_stage_map(map_path)  # raises the loader's own one-line error
-    repo = git.toplevel(Path(os.path.abspath(map_path)).parent)
+    # The default map lies at the top of the work tree; another needs a look-up.
+    repo = (
+        map_path.parent
+        if args.map is None
+        else git.toplevel(Path(os.path.abspath(map_path)).parent)
+    )
 
     def prepare() -> tuple[StageMap, GlobMatcher]:
         stage_map = load_stage_map(map_path)
