@@ -52,6 +52,9 @@ RACY_NS = 20_000_000
 COARSE_RACY_NS = 2_000_000_000
 _THREADS = 2
 _BLOCK = 1 << 20
+# The hash recorded for a file that exists but cannot be read (never equal to
+# another file's, so it always counts as changed).
+UNREADABLE = "unreadable"
 
 Kind = Literal["file", "link"]
 ChangeKind = Literal["added", "modified", "deleted"]
@@ -205,7 +208,15 @@ def _same_content(old: Entry, new: Entry) -> bool:
     if old.sha256 is None and new.sha256 is None:
         # Both still the copy of a fixture file nobody has touched since.
         return old.source == new.source
-    return content_hash(old) == content_hash(new)
+    before, after = content_hash(old), content_hash(new)
+    if UNREADABLE in (before, after):
+        # Unknown content: the same only if it is visibly the same file, untouched.
+        return before == after and _identity(old) == _identity(new)
+    return before == after
+
+
+def _identity(entry: Entry) -> tuple[int, int, int, int, int]:
+    return entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns
 
 
 def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Path) -> list[str]:
@@ -225,7 +236,7 @@ def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Pa
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             copy_file(str(workspace / change.path), str(target), follow_links=False)
-        except (FileNotFoundError, IsADirectoryError):
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
             continue
         except OSError as exc:
             if exc.errno == errno.ELOOP:
@@ -270,7 +281,10 @@ def _reusable(previous: Snapshot) -> dict[str, Entry]:
     return {
         rel: entry
         for rel, entry in previous.entries.items()
-        if entry.kind == "file" and entry.mtime_ns < limit and entry.ctime_ns < limit
+        if entry.kind == "file"
+        and entry.sha256 != UNREADABLE  # try again: it may be readable now
+        and entry.mtime_ns < limit
+        and entry.ctime_ns < limit
     }
 
 
@@ -359,10 +373,14 @@ def _hash_chunk(
 def _hash_one(
     job: tuple[str, str, os.stat_result | None],
 ) -> tuple[str, os.stat_result, str] | None:
-    rel, path, _ = job
+    rel, path, seen = job
     try:
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(path, flags)
+    except PermissionError:
+        # The agent made it unreadable: it is there, its content unknown. Left
+        # out, it would be reported as deleted.
+        return None if seen is None else (rel, seen, UNREADABLE)
     except OSError:
         return None  # removed, or replaced by a link, since the walk
     try:

@@ -11,6 +11,8 @@ from pathlib import Path
 from ci_evals.snapshot import (
     COARSE_RACY_NS,
     RACY_NS,
+    UNREADABLE,
+    Entry,
     Snapshot,
     copy_produced,
     diff_snapshots,
@@ -250,3 +252,22 @@ def test_copy_produced_never_follows_a_swapped_in_link(tmp_path: Path) -> None:
     dest = tmp_path / "produced"
     assert copy_produced(changes, ws, dest) == []
     assert not (dest / "a.md").exists()
+
+
+def test_unreadable_files_count_as_present_and_changed_only_when_touched(tmp_path: Path) -> None:
+    # Running as root, nothing is unreadable; build the entries the walk would make.
+    path = write(tmp_path / "a.md", b"a")
+    info = path.stat()
+    readable = take_snapshot(tmp_path)
+    entry = readable.entries["a.md"]
+    unreadable = entry._replace(sha256=UNREADABLE)
+
+    def snap(e: Entry) -> Snapshot:
+        return Snapshot(root=tmp_path, entries={"a.md": e}, taken_ns=info.st_mtime_ns)
+
+    assert not diff_snapshots(snap(unreadable), snap(unreadable))  # same file, untouched
+    touched = unreadable._replace(ctime_ns=unreadable.ctime_ns + 1)
+    assert [c.path for c in diff_snapshots(snap(unreadable), snap(touched)).modified] == ["a.md"]
+    assert [c.sha256 for c in diff_snapshots(snap(entry), snap(unreadable)).modified] == [
+        UNREADABLE
+    ]
