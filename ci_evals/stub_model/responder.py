@@ -54,6 +54,8 @@ class Responder:
         self._lock = threading.Lock()
         self._launched: dict[tuple[str, str], str] = {}  # (session, prompt) -> agent name
         self._served: dict[tuple[str, str, str, int], int] = {}  # fault counters
+        # (session, agent, rule) -> the variant that conversation got, per rule
+        self._variant: dict[tuple[str, str, str], int] = {}
         self._tool_ids = itertools.count(1)
 
     def reply(self, request: ParsedRequest) -> Reply:
@@ -92,25 +94,35 @@ class Responder:
 
     def _from_rule(self, rule: Rule, request: ParsedRequest, agent: str | None) -> Reply:
         index = request.assistant_turns
-        if index >= len(rule.turns):
+        turns = self._turns_of(rule, request, agent)
+        if index >= len(turns):
             if not rule.repeat_last:
-                text = (
-                    f"stub: rule {rule.name!r} has no turn {index + 1} "
-                    f"(it scripts {len(rule.turns)})"
-                )
+                text = f"stub: rule {rule.name!r} has no turn {index + 1} (it scripts {len(turns)})"
                 return Reply("exhausted", rule.name, index + 1, agent, blocks=[_text_block(text)])
-            index = len(rule.turns) - 1
-        turn = rule.turns[index]
+            index = len(turns) - 1
+        turn = turns[index]
         if turn.fault is not None and self._fault_due(rule, request, agent, index, turn.fault):
             return Reply("fault", rule.name, index + 1, agent, delay=turn.delay, fault=turn.fault)
         return self._render(rule, turn, index, request, agent)
+
+    def _turns_of(self, rule: Rule, request: ParsedRequest, agent: str | None) -> tuple[Turn, ...]:
+        """The rule's turns; with `variants`, the one this conversation was given."""
+        if not rule.variants:
+            return rule.turns
+        key = (request.session_id, agent or "", rule.name)
+        with self._lock:
+            if key not in self._variant:
+                self._variant[key] = sum(1 for k in self._variant if k[2] == rule.name)
+            chosen = self._variant[key]
+        return rule.variants[chosen % len(rule.variants)]
 
     def _fault_due(
         self, rule: Rule, request: ParsedRequest, agent: str | None, index: int, fault: Fault
     ) -> bool:
         if fault.times is None:
             return True
-        key = (request.session_id, agent or "", rule.name, index)
+        session = request.session_id if fault.scope == "session" else ""
+        key = (session, agent or "", rule.name, index)
         with self._lock:
             count = self._served.get(key, 0)
             self._served[key] = count + 1

@@ -63,6 +63,9 @@ class Fault:
     message: str | None = None
     hang_seconds: float | None = None
     times: int | None = None
+    # What `times` counts in: each CLI session apart (a retry inside the CLI), or
+    # every request the server sees (a new CLI process retrying the whole stage).
+    scope: str = "session"
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,16 @@ class Match:
 class Rule:
     name: str
     match: Match
-    turns: tuple[Turn, ...]
+    turns: tuple[Turn, ...]  # with `variants`: the first variant
     repeat_last: bool
     where: str
+    # Alternative turn lists: each new conversation this rule serves takes the
+    # next one, cycling (per-call variation, e.g. a reviewer scoring repeats differently).
+    variants: tuple[tuple[Turn, ...], ...] = ()
+
+    @property
+    def all_turns(self) -> tuple[Turn, ...]:
+        return tuple(turn for variant in self.variants for turn in variant) or self.turns
 
 
 @dataclass(frozen=True)
@@ -136,7 +146,7 @@ def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
     launched = {
         str(call.input.get("subagent_type"))
         for rule in rules
-        for turn in rule.turns
+        for turn in rule.all_turns
         for call in turn.tools
         if call.name == "Agent"
     }
@@ -168,14 +178,32 @@ def _where(f: Field) -> str:
 
 
 def _parse_rule(item: Field, index: int, usage: Usage, base_dir: Path) -> Rule:
-    keys = item.mapping({"name", "match", "turns", "repeat_last"}, required=("turns",), what="rule")
+    keys = item.mapping({"name", "match", "turns", "variants", "repeat_last"}, what="rule")
+    if "turns" not in keys and "variants" not in keys:
+        raise item.error("missing required key 'turns'")
+    if "turns" in keys and "variants" in keys:
+        raise keys["variants"].error("a rule has 'turns' or 'variants', not both")
     name = keys["name"].as_str() if "name" in keys else f"rules[{index}]"
     match = _parse_match(keys["match"]) if "match" in keys else Match()
-    turns = tuple(
-        _parse_turn(turn, usage, base_dir) for turn in keys["turns"].sequence(allow_empty=False)
-    )
+
+    def turn_list(f: Field) -> tuple[Turn, ...]:
+        return tuple(_parse_turn(turn, usage, base_dir) for turn in f.sequence(allow_empty=False))
+
+    variants: tuple[tuple[Turn, ...], ...] = ()
+    if "variants" in keys:
+        variants = tuple(turn_list(v) for v in keys["variants"].sequence(allow_empty=False))
+        turns = variants[0]
+    else:
+        turns = turn_list(keys["turns"])
     repeat_last = keys["repeat_last"].as_bool() if "repeat_last" in keys else False
-    return Rule(name=name, match=match, turns=turns, repeat_last=repeat_last, where=_where(item))
+    return Rule(
+        name=name,
+        match=match,
+        turns=turns,
+        repeat_last=repeat_last,
+        where=_where(item),
+        variants=variants,
+    )
 
 
 def _parse_match(f: Field) -> Match:
@@ -354,27 +382,33 @@ _TOOL_PARSERS = {
 # -- faults -----------------------------------------------------------------------
 
 _ERROR_STATUSES = range(400, 600)
+FAULT_SCOPES = ("session", "server")
 
 
 def _parse_fault(f: Field) -> Fault:
     kinds = ("http_status", "malformed_sse", "disconnect", "hang")
-    keys = f.mapping({*kinds, "message", "times"}, what="fault")
+    keys = f.mapping({*kinds, "message", "times", "scope"}, what="fault")
     chosen = [kind for kind in kinds if kind in keys]
     if len(chosen) != 1:
         raise f.error("a fault needs exactly one of " + ", ".join(kinds))
     kind = chosen[0]
     times = keys["times"].as_int(minimum=1) if "times" in keys else None
+    scope = keys["scope"].as_str() if "scope" in keys else "session"
+    if scope not in FAULT_SCOPES:
+        raise keys["scope"].error(f"unknown scope {scope!r}", hint="session or server")
+    if "scope" in keys and times is None:
+        raise keys["scope"].error("'scope' counts 'times': give 'times' too")
     message = keys["message"].as_str() if "message" in keys else None
     if message is not None and kind != "http_status":
         raise keys["message"].error("'message' goes with 'http_status' only")
     if kind == "http_status":
         status = keys["http_status"].as_int(minimum=400, maximum=599)
-        return Fault(kind, http_status=status, message=message, times=times)
+        return Fault(kind, http_status=status, message=message, times=times, scope=scope)
     if kind == "hang":
-        return Fault(kind, hang_seconds=_parse_hang(keys["hang"]), times=times)
+        return Fault(kind, hang_seconds=_parse_hang(keys["hang"]), times=times, scope=scope)
     if not keys[kind].as_bool():
         raise keys[kind].error(f"write '{kind}: true', or leave the fault out")
-    return Fault(kind, times=times)
+    return Fault(kind, times=times, scope=scope)
 
 
 def _parse_hang(f: Field) -> float | None:

@@ -1,0 +1,106 @@
+"""Retry infrastructure errors — and nothing else.
+
+When the model endpoint fails (HTTP 5xx, 529 overloaded) the stage says
+nothing about the agent: `RetryingAgent` runs it again, with exponential
+backoff, a bounded number of times. A timeout, a turn or budget limit, an
+error of the CLI itself, and a failed verdict are never retried: they are
+results.
+
+`RetryingAgent` wraps any backend (the `Agent` protocol), so the stage agent
+and the reviewers are retried alike. Each failed attempt's trajectory and
+stderr are kept beside the final ones (`trajectory.attempt1.jsonl`, ...), its
+cost is added to the outcome's. The attempt runs again in the same workspace:
+files a failed attempt wrote before the endpoint failed stay (the endpoint
+usually fails on the first request, before any tool ran).
+
+Set `CLAUDE_CODE_MAX_RETRIES` (passed through to the CLI) to tune the CLI's
+own retries within one attempt; these retries come on top.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    tries: int = 3  # attempts in all, the first included
+    first_delay_s: float = 5.0
+    factor: float = 2.0
+    max_delay_s: float = 60.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        return float(min(self.max_delay_s, self.first_delay_s * self.factor ** (attempt - 1)))
+
+
+class RetryingAgent:
+    """An `Agent` that runs a stage again while it ends in an infrastructure error."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        policy: RetryPolicy | None = None,
+        on_retry: Callable[[StageRequest, StageOutcome, int, float], None] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.name = agent.name
+        self.policy = policy or RetryPolicy()
+        self.on_retry = on_retry  # (request, failed outcome, attempt, delay) -> None
+        # Attempts per trajectory path, for the record (the outcome has no field for it).
+        self.attempts: dict[Path, int] = {}
+
+    async def run_stage(
+        self,
+        request: StageRequest,
+        *,
+        abort: Abort,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> StageOutcome:
+        attempt = 1
+        spent = 0.0
+        while True:
+            outcome = await self.agent.run_stage(request, abort=abort, on_progress=on_progress)
+            self.attempts[request.trajectory_path] = attempt
+            if not outcome.infrastructure_error or attempt >= self.policy.tries or abort.is_set:
+                outcome.cost_usd += spent
+                return outcome
+            spent += outcome.cost_usd
+            delay = self.policy.delay(attempt)
+            _keep_attempt(request, attempt)
+            if self.on_retry is not None:
+                self.on_retry(request, outcome, attempt, delay)
+            if await _sleep_unless(abort, delay):
+                outcome.cost_usd = spent  # this attempt's cost is already in `spent`
+                return outcome
+            attempt += 1
+
+
+def _keep_attempt(request: StageRequest, attempt: int) -> None:
+    """Move a failed attempt's trajectory and stderr aside (`*.attemptN.*`)."""
+    for path in (request.trajectory_path, request.stderr_path):
+        with contextlib.suppress(OSError):
+            path.rename(path.with_name(f"{path.stem}.attempt{attempt}{path.suffix}"))
+
+
+async def _sleep_unless(abort: Abort, seconds: float) -> bool:
+    """Sleep; True if `abort` was set meanwhile (then return at once)."""
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(woken.set)
+
+    unsubscribe = abort.on_set(wake)
+    try:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(woken.wait(), seconds)
+    finally:
+        unsubscribe()
+    return abort.is_set
