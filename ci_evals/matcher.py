@@ -181,11 +181,14 @@ class _RegexGroup:
     bucket no path reaches costs nothing.
     """
 
-    __slots__ = ("_all", "_any", "_indices", "_regexes")
+    __slots__ = ("_all", "_any", "_indices", "_regexes", "depth")
 
-    def __init__(self, indices: Sequence[int], regexes: Sequence[str]) -> None:
+    def __init__(
+        self, indices: Sequence[int], regexes: Sequence[str], depth: int | None = None
+    ) -> None:
         self._indices = tuple(indices)
         self._regexes = tuple(regexes)
+        self.depth = depth  # folder regexes: the only folder depth they can match (None: any)
         self._all: re.Pattern[str] | None = None
         self._any: re.Pattern[str] | None = None
 
@@ -299,11 +302,21 @@ class _NameMatcher:
 class _Folder:
     """What a folder contributes to every path inside it (cached per folder)."""
 
-    __slots__ = ("base", "cond_groups", "files", "hits", "self_groups", "subfolders", "under")
+    __slots__ = (
+        "base",
+        "cond_groups",
+        "depth",
+        "files",
+        "hits",
+        "self_groups",
+        "subfolders",
+        "under",
+    )
 
     def __init__(
         self,
         *,
+        depth: int,
         hits: tuple[int, ...],
         under: tuple[_NameRule, ...],
         self_groups: tuple[_RegexGroup, ...],
@@ -312,6 +325,7 @@ class _Folder:
         files: _NameMatcher,
         subfolders: _NameMatcher,
     ) -> None:
+        self.depth = depth  # number of segments ("" is 0)
         self.hits = hits  # globs matched by the folder or one of its parents
         self.under = under  # `D/**/NAME` rules active here (D is this folder or above)
         self.self_groups = self_groups  # regexes for this folder and below, by literal lead
@@ -325,15 +339,30 @@ def _append(table: dict[str, list[int]], key: str, index: int) -> None:
     table.setdefault(key, []).append(index)
 
 
-def _add(table: dict[str, tuple[list[int], list[str]]], key: str, index: int, regex: str) -> None:
+def _add(
+    table: dict[tuple[str, int | None], tuple[list[int], list[str]]],
+    key: tuple[str, int | None],
+    index: int,
+    regex: str,
+) -> None:
     indices, regexes = table.setdefault(key, ([], []))
     indices.append(index)
     regexes.append(regex)
 
 
-def _bucket(glob: str) -> str:
-    """Where to try a glob's folder regex: "/NAME" or a literal lead folder (see GlobMatcher)."""
+def _bucket(glob: str) -> tuple[str, int | None]:
+    """Where to try a glob's folder regex, and at which folder depth (None: any depth).
+
+    The key is "/NAME" when the folder part ends in a literal name (only folders
+    of that name can match), else the literal lead folder (tried in it and
+    below). Without `**` the folder part has a fixed number of segments.
+    """
     segments = glob.strip("/").split("/")[:-1]
+    depth = None if "**" in segments else len(segments)
+    return _bucket_key(segments), depth
+
+
+def _bucket_key(segments: list[str]) -> str:
     if segments and _is_literal(segments[-1]):
         return "/" + segments[-1]  # `**/deep/x/`: only folders named `deep` can match
     lead: list[str] = []
@@ -342,6 +371,24 @@ def _bucket(glob: str) -> str:
             break
         lead.append(segment)
     return "/".join(lead)
+
+
+def _still_possible(
+    inherited: tuple[_RegexGroup, ...], depth: int, new: tuple[_RegexGroup, ...]
+) -> tuple[_RegexGroup, ...]:
+    """Regex groups a folder at `depth` (or below it) can still match."""
+    if any(g.depth is not None and g.depth < depth for g in inherited):
+        inherited = tuple(g for g in inherited if g.depth is None or g.depth >= depth)
+    return (*inherited, *new) if new else inherited
+
+
+def _by_key(
+    table: dict[tuple[str, int | None], tuple[list[int], list[str]]],
+) -> dict[str, tuple[_RegexGroup, ...]]:
+    groups: dict[str, tuple[_RegexGroup, ...]] = {}
+    for (key, depth), (indices, regexes) in table.items():
+        groups[key] = (*groups.get(key, ()), _RegexGroup(indices, regexes, depth))
+    return groups
 
 
 class GlobMatcher:
@@ -371,8 +418,8 @@ class GlobMatcher:
         # General folder conditions, as regexes matched against "folder/".
         self._rule_of: dict[int, _NameRule] = {}
         # Bucketed by their literal leading folders ("" when there is none).
-        cond: dict[str, tuple[list[int], list[str]]] = {}
-        selves: dict[str, tuple[list[int], list[str]]] = {}  # `a/*/**`: all under a match
+        cond: dict[tuple[str, int | None], tuple[list[int], list[str]]] = {}
+        selves: dict[tuple[str, int | None], tuple[list[int], list[str]]] = {}  # `a/*/**`
         full_indices: list[int] = []  # fallback: whole-path regex per file
         full_regexes: list[str] = []
         for index, glob in enumerate(self.globs):
@@ -392,8 +439,8 @@ class GlobMatcher:
                 full_regexes.append(regex)
         # Keyed "/name" when the glob's last folder is a literal name: tried only at
         # folders of that name. Otherwise keyed by the literal lead: tried in it and below.
-        self._cond = {key: _RegexGroup(*pair) for key, pair in cond.items()}
-        self._self = {key: _RegexGroup(*pair) for key, pair in selves.items()}
+        self._cond = _by_key(cond)
+        self._self = _by_key(selves)
         self._full = _RegexGroup(full_indices, full_regexes) if full_indices else None
         self._name_matchers: dict[tuple[int, ...], _NameMatcher] = {}
         self._name_groups: dict[tuple[int, ...], _RegexGroup] = {}
@@ -475,10 +522,11 @@ class GlobMatcher:
         base_subfolders = self._names(base)
         here = self._in_folder.get("", ())  # `/*.md`
         info = _Folder(
+            depth=0,
             hits=tuple(sorted(set(self._everywhere))),
             under=(),
-            self_groups=tuple(g for g in (self._self.get(""),) if g is not None),
-            cond_groups=tuple(g for g in (self._cond.get(""),) if g is not None),
+            self_groups=self._self.get("", ()),
+            cond_groups=self._cond.get("", ()),
             base=(base_files, base_subfolders),
             files=self._names([r for r in (*base, *here) if not r.dir_only])
             if here
@@ -498,25 +546,21 @@ class GlobMatcher:
             return self._root()
         parent_name, _, name = folder.rpartition("/")
         parent = self._folders.get(parent_name) or self._folder(parent_name)
+        depth = parent.depth + 1
         slashed = folder + "/"
         extra: list[int] = parent.subfolders.match(name)
         if not parent_name:
             extra.extend(self._nested)
         extra.extend(self._under_folder.get(folder, ()))
-        self_groups, cond_groups = parent.self_groups, parent.cond_groups
-        group = self._self.get(folder)
-        if group is not None:
-            self_groups = (*self_groups, group)
-        group = self._cond.get(folder)
-        if group is not None:
-            cond_groups = (*cond_groups, group)
-        named = self._self.get("/" + name)
-        for group in self_groups if named is None else (*self_groups, named):
-            extra.extend(group.find(slashed))
+        self_groups = _still_possible(parent.self_groups, depth, self._self.get(folder, ()))
+        cond_groups = _still_possible(parent.cond_groups, depth, self._cond.get(folder, ()))
+        for group in (*self_groups, *self._self.get("/" + name, ())):
+            if group.depth is None or group.depth == depth:
+                extra.extend(group.find(slashed))
         here = list(self._in_folder.get(folder, ()))
-        named = self._cond.get("/" + name)
-        for group in cond_groups if named is None else (*cond_groups, named):
-            here.extend(self._rule_of[i] for i in group.find(slashed))
+        for group in (*cond_groups, *self._cond.get("/" + name, ())):
+            if group.depth is None or group.depth == depth:
+                here.extend(self._rule_of[i] for i in group.find(slashed))
         below = self._below_folder.get(folder)
         under, base = parent.under, parent.base
         if below:
@@ -529,6 +573,7 @@ class GlobMatcher:
             files = self._names([r for r in active if not r.dir_only])
             subfolders = self._names(active)
         info = _Folder(
+            depth=depth,
             hits=tuple(sorted({*parent.hits, *extra})) if extra else parent.hits,
             under=under,
             self_groups=self_groups,
