@@ -258,6 +258,8 @@ def _walk(root: str, excluded: frozenset[str]) -> Iterable[tuple[str, str, os.st
             scan = os.scandir(folder)
         except (FileNotFoundError, NotADirectoryError):
             continue  # removed or replaced while we walked
+        except PermissionError:
+            continue  # a folder the agent closed to us: its files cannot be seen
         with scan:
             for entry in scan:
                 rel = prefix + entry.name

@@ -138,7 +138,12 @@ def _plan(suite: Suite, from_stage: Stage | int) -> tuple[tuple[Path, ...], _Pla
         folders.append(folder)
     plan = _Plan()
     for folder in folders:
-        _add_fixture(plan, folder)
+        try:
+            _add_fixture(plan, folder)
+        except OSError as exc:
+            raise UserError(
+                f"cannot read fixture {exc.filename or folder}: {exc.strerror or exc}"
+            ) from None
     _check_merged_links(plan)
     return tuple(folders), plan
 
