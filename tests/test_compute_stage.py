@@ -259,6 +259,23 @@ def test_missing_map_is_a_usage_error(feature: Path, capsys: pytest.CaptureFixtu
     assert "nope.yaml" in capsys.readouterr().err
 
 
+def test_head_that_names_no_commit_is_a_usage_error(
+    feature: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compute-stage", "main", "--head", "no-such-rev"]) == 2
+    assert "--head: HEAD revision 'no-such-rev' names no commit" in capsys.readouterr().err
+
+
+def test_broken_map_is_reported_while_git_works(
+    feature: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (feature / "stage_map.yaml").write_text("version: 1\nroot: [\n", encoding="utf-8")
+    assert main(["compute-stage", "main"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ci-evals: error: stage_map.yaml:")
+    assert len(err.splitlines()) == 1
+
+
 @pytest.mark.parametrize("extra", [["--deepen", "-1"], ["--json", "--explain"]])
 def test_bad_options(feature: Path, extra: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
