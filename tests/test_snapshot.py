@@ -8,6 +8,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ci_evals.snapshot import (
     COARSE_RACY_NS,
     RACY_NS,
@@ -271,3 +275,82 @@ def test_unreadable_files_count_as_present_and_changed_only_when_touched(tmp_pat
     assert [c.sha256 for c in diff_snapshots(snap(entry), snap(unreadable)).modified] == [
         UNREADABLE
     ]
+
+
+# -- property: the diff agrees with a model of what was done -------------------
+
+NAMES = ["a", "b", "c", "d/e", "d/f"]
+CONTENTS = [b"", b"one", b"two", b"six", b"longer content"]
+
+operation = st.tuples(
+    st.sampled_from(["write", "rewrite-same-mtime", "delete", "chmod-x", "link", "touch"]),
+    st.sampled_from(NAMES),
+    st.sampled_from(CONTENTS),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    initial=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(CONTENTS)),
+    operations=st.lists(operation, max_size=8),
+    settled=st.booleans(),
+)
+def test_diff_matches_a_model(
+    tmp_path_factory: pytest.TempPathFactory,
+    initial: dict[str, bytes],
+    operations: list[tuple[str, str, bytes]],
+    settled: bool,
+) -> None:
+    root = tmp_path_factory.mktemp("model")
+    # Model: path -> ("file", content, executable) or ("link", target, False)
+    model: dict[str, tuple[str, bytes, bool]] = {}
+    for name, content in initial.items():
+        write(root / name, content)
+        model[name] = ("file", content, False)
+    if settled:
+        settle()  # so the snapshot's stat cache, not hashing, decides
+    before = take_snapshot(root)
+    start = dict(model)
+    for op, name, content in operations:
+        path = root / name
+        if op == "write":
+            if path.is_symlink():
+                path.unlink()
+            write(path, content)
+            model[name] = ("file", content, model.get(name, ("", b"", False))[2])
+        elif op == "rewrite-same-mtime" and name in model and model[name][0] == "file":
+            old = path.stat()
+            same_size = content[: old.st_size].ljust(old.st_size, b"x")
+            path.write_bytes(same_size)
+            os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+            model[name] = ("file", same_size, model[name][2])
+        elif op == "delete" and name in model:
+            path.unlink()
+            del model[name]
+        elif op == "chmod-x" and name in model and model[name][0] == "file":
+            executable = not model[name][2]
+            path.chmod(0o755 if executable else 0o644)
+            model[name] = ("file", model[name][1], executable)
+        elif op == "link":
+            if name in model:
+                path.unlink()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(content.decode() or "x")
+            model[name] = ("link", content or b"x", False)
+        elif op == "touch" and name in model and model[name][0] == "file":
+            os.utime(path, ns=(5, 5))
+    changes = diff_snapshots(before, take_snapshot(root, previous=before))
+
+    def digest(entry: tuple[str, bytes, bool]) -> str:
+        return sha(entry[1])
+
+    added = {p: digest(e) for p, e in model.items() if p not in start}
+    deleted = {p: digest(e) for p, e in start.items() if p not in model}
+    modified = {
+        p: digest(e)
+        for p, e in model.items()
+        if p in start and (e[0], e[1], e[2]) != (start[p][0], start[p][1], start[p][2])
+    }
+    assert {c.path: c.sha256 for c in changes.added} == added
+    assert {c.path: c.sha256 for c in changes.deleted} == deleted
+    assert {c.path: c.sha256 for c in changes.modified} == modified
