@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ci_evals.matcher import GlobMatcher
     from ci_evals.stage_map import StageMap
 
@@ -296,3 +298,23 @@ def quote_path(path: str) -> str:
 
 
 # --- The git side ---------------------------------------------------------------
+
+
+def compute(
+    repo: Path,
+    stage_map: StageMap,
+    base: str,
+    head: str = "HEAD",
+    *,
+    deepen_tries: int | None = None,
+    matcher: GlobMatcher | None = None,
+) -> Selection:
+    """The selection for the change BASE...HEAD in `repo` (the work-tree root).
+
+    The git half lives in `ci_evals.diff_range` (`compute` there); this is the
+    same function, kept here for callers that think of it as "the selection".
+    """
+    from ci_evals import diff_range  # noqa: PLC0415 - diff_range builds on this module
+
+    tries = diff_range.DEFAULT_DEEPEN_TRIES if deepen_tries is None else deepen_tries
+    return diff_range.compute(repo, stage_map, base, head, deepen_tries=tries, matcher=matcher)
