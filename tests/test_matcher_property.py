@@ -138,6 +138,9 @@ def test_matcher_agrees_with_git_and_pathspec(
     globs = data.draw(globs_strategy(paths))
     matcher = GlobMatcher(globs)
     found = {path: set(matcher.matches(path)) for path in paths}
+    uncovered, dead = GlobMatcher(globs).unmatched(paths)  # the batch path, fresh cache
+    assert uncovered == [p for p in paths if not found[p]]
+    assert dead == [i for i in range(len(globs)) if not any(i in f for f in found.values())]
     for index, glob in enumerate(globs):
         mine = {path for path in paths if index in found[path]}
         comparable = paths
