@@ -21,14 +21,13 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ci_evals import git
+from ci_evals import diff_range, git
 from ci_evals.agent_env import has_endpoint
 from ci_evals.agents import get_agent
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
 from ci_evals.progress import make_progress, summary_table
 from ci_evals.results import RunResult
 from ci_evals.runner import Runner, RunPlan, exit_code
-from ci_evals.selection import compute
 from ci_evals.stage_map import load_stage_map
 from ci_evals.stub_model import Script, StubServer, load_script
 from ci_evals.suite import Stage, Suite, find_suite, load_suite
@@ -127,7 +126,7 @@ def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
             "--base needs a stage map", file=suite.display, hint="set `stage_map:` in the suite"
         )
     stage_map = load_stage_map(suite.stage_map)
-    selection = compute(git.toplevel(suite.root), stage_map, args.base)
+    selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
     if selection.from_stage is None:
         print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
         return None
