@@ -12,6 +12,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.compute_stage",
         "print the lowest stage a change from BASE to HEAD can affect",
     ),
+    "grade": (
+        "ci_evals.commands.grade",
+        "re-grade a saved run (changed rubric, threshold or check) without running any stage",
+    ),
+    "check-fixtures": (
+        "ci_evals.commands.check_fixtures",
+        "grade the curated fixtures with their stage's reviewer and checks: good work must pass",
+    ),
     "check-coverage": (
         "ci_evals.commands.check_coverage",
         "fail when a plugin file is covered by no stage-map entry, or an entry matches nothing",

@@ -134,12 +134,12 @@ async def _review(
             judge_model=judge,
             require_all=job.config.require_all,
         ).model_copy(update=extra)
-    result = _plugin_relative(result, plugin)
+    result = plugin_relative(result, plugin)
     write_scorecard(job.out_dir / SCORECARD_FILE, result, outcome.final_text)
     return result
 
 
-def _plugin_relative(result: GraderResult, plugin: Path) -> GraderResult:
+def plugin_relative(result: GraderResult, plugin: Path) -> GraderResult:
     """Rubric paths as `plugin/<path>`: the copy they were read from is temporary."""
 
     def rel(path: str | None) -> str | None:

@@ -1,0 +1,199 @@
+"""`ci-evals check-fixtures`: grade the curated fixtures; known-good work must pass.
+
+A fixture `fixtures/<k>-<name>-output/` is stage k's curated output. Laid
+down as the workspace after stage k would be (fixtures 1..k merged, the
+plugin linked in), it is graded with stage k's reviewer, checks and command
+graders — exactly as a run grades the stage. A fixture that does not pass
+means the rubric, the reviewer, a check or a threshold changed so that it
+would fail good work (or the fixture went stale). Trajectory checks are left
+out: a fixture has no trajectory.
+
+Exit 0 when every checked fixture passed, 1 listing those that did not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+
+if TYPE_CHECKING:
+    from ci_evals.suite import Stage, Suite
+
+OUT_DIR = Path(".ci-evals") / "check-fixtures"
+REPORT_FILE = "check-fixtures.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--suite", type=Path, help="the suite file (default: ci-evals.yaml found upwards)"
+    )
+    parser.add_argument(
+        "--stage",
+        action="append",
+        default=[],
+        metavar="N|NAME",
+        help="check only this stage's fixture (repeatable; default: every stage that has "
+        "a fixture and graders)",
+    )
+    parser.add_argument(
+        "--scenario",
+        metavar="ID",
+        help="the scenario whose inputs fill the reviewer prompt (default: the first)",
+    )
+    parser.add_argument(
+        "--model", metavar="NAME|stub:PATH", help="the reviewers' model (stub:PATH: offline)"
+    )
+    parser.add_argument(
+        "--no-reviewer", action="store_true", help="checks and command graders only"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="report folder (default: .ci-evals/check-fixtures/<time>)",
+    )
+    parser.add_argument("--keep-workspace", action="store_true", help="keep the laid-down fixtures")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ci_evals.agent_env import agent_environment  # noqa: PLC0415 - heavy imports below
+    from ci_evals.agents import Abort, get_agent  # noqa: PLC0415
+    from ci_evals.grading.checks import TrajectoryUse  # noqa: PLC0415
+    from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
+    from ci_evals.model_endpoint import check_endpoint, open_endpoint  # noqa: PLC0415
+    from ci_evals.retry import RetryingAgent  # noqa: PLC0415
+    from ci_evals.suite import find_suite, load_suite  # noqa: PLC0415
+
+    suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
+    scenario = suite.scenario(args.scenario) if args.scenario else suite.scenarios[0]
+    stages, notes = _chosen(suite, args.stage)
+    if not stages:
+        for note in notes:
+            print(note)
+        print("no fixture to check")
+        return EXIT_OK
+    reviewing = not args.no_reviewer and any(s.grading.reviewer for s in stages)
+    environ = dict(os.environ)
+    if reviewing:
+        check_endpoint(args.model, environ, "checking fixtures with their reviewers")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (args.out or OUT_DIR / stamp).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / ".work"
+    report: list[dict[str, object]] = []
+    failing: list[str] = []
+    with open_endpoint(args.model, suite.model) as endpoint:
+
+        def env_for(root: Path) -> dict[str, str]:
+            return agent_environment(environ, private_root=root, endpoint=endpoint.env)
+
+        agent = RetryingAgent(get_agent("claude")) if reviewing else None
+        try:
+            for stage in stages:
+                state = _lay_down(suite, stage, work / stage.fixture_dirname)
+                checks = tuple(c for c in stage.grading.checks if not isinstance(c, TrajectoryUse))
+                graded = replace(stage, grading=replace(stage.grading, checks=checks))
+                job = GradeJob(
+                    suite=suite,
+                    stage=graded,
+                    scenario=scenario,
+                    state=state,
+                    trajectory=None,
+                    out_dir=out / stage.fixture_dirname,
+                    work_dir=work / stage.fixture_dirname / "grading",
+                    run_dir=out,
+                    env_for=env_for,
+                    model=endpoint.model,
+                    keep=args.keep_workspace,
+                )
+                job.out_dir.mkdir(parents=True, exist_ok=True)
+                verdict = asyncio.run(
+                    grade_state(job, agent=agent, abort=Abort(), skip_reviewer=args.no_reviewer)
+                )
+                name = f"fixtures/{stage.fixture_dirname}"
+                where = f"stage {stage.number} {stage.name}"
+                print(f"{name} ({where}): {verdict.verdict} - {verdict.reason}")
+                report.append(
+                    {"stage": stage.number, "fixture": name, **verdict.model_dump(mode="json")}
+                )
+                if verdict.verdict != "passed":
+                    failing.append(name)
+        finally:
+            if not args.keep_workspace:
+                shutil.rmtree(work, ignore_errors=True)
+    (out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    for note in notes:
+        print(note)
+    print(f"report: {out / REPORT_FILE}")
+    if failing:
+        print(f"{len(failing)} fixture(s) would fail: {', '.join(failing)}")
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _chosen(suite: Suite, keys: list[str]) -> tuple[list[Stage], list[str]]:
+    """The stages whose fixture to check, and notes on those left out."""
+    if keys:
+        stages = [suite.stage(key) for key in dict.fromkeys(keys)]
+        for stage in stages:
+            if not suite.fixture_dir(stage).is_dir():
+                raise UserError(
+                    f"stage {stage.number} ({stage.name}) has no fixture folder: "
+                    f"{suite.fixture_dir(stage)}",
+                    field="--stage",
+                )
+            if stage.grading.empty:
+                raise UserError(
+                    f"stage {stage.number} ({stage.name}) has no graders", field="--stage"
+                )
+        return stages, []
+    stages, notes = [], []
+    for stage in suite.stages:
+        has_fixture = suite.fixture_dir(stage).is_dir()
+        if has_fixture and not stage.grading.empty:
+            stages.append(stage)
+        elif not stage.grading.empty:
+            notes.append(f"stage {stage.number} ({stage.name}): graders but no fixture")
+    return stages, notes
+
+
+def _lay_down(suite: Suite, stage: Stage, parent: Path) -> Path:
+    """The workspace as it would be after `stage`: fixtures 1..k. Returns its root."""
+    from ci_evals.workspace import create_workspace  # noqa: PLC0415
+
+    if stage.number < len(suite.stages):
+        return create_workspace(suite, stage.number + 1, parent).root
+    # The last stage: no later stage lays its fixture, so put it on top here.
+    workspace = create_workspace(suite, stage.number, parent)
+    _overlay(suite.fixture_dir(stage), workspace.root)
+    return workspace.root
+
+
+def _overlay(fixture: Path, root: Path) -> None:
+    for folder, dirs, files in os.walk(fixture):
+        rel = Path(folder).relative_to(fixture)
+        (root / rel).mkdir(parents=True, exist_ok=True)
+        for name in [*dirs, *files]:
+            source = Path(folder) / name
+            if source.is_symlink():
+                target = os.readlink(source)
+                inside = os.path.normpath(os.path.join(folder, target))
+                if os.path.isabs(target) or not inside.startswith(str(fixture) + os.sep):
+                    raise UserError(f"fixture link leaves its folder: {source} -> {target}")
+                dest = root / rel / name
+                if os.path.lexists(dest):
+                    dest.unlink()
+                os.symlink(target, dest)
+                if name in dirs:
+                    dirs.remove(name)
+            elif name in files:
+                shutil.copy2(source, root / rel / name)

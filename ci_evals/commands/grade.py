@@ -1,0 +1,116 @@
+"""`ci-evals grade RUN_DIR`: re-grade a saved run without running any agent stage.
+
+Reads `RUN_DIR/results.json` and each graded stage's saved workspace state
+(`<stage folder>/after/`), runs the suite's *current* checks, command graders
+and scoring policy on it, and writes a new results file next to the old one
+(`results.regraded-<time>.json`, or `--output`); the run's own `results.json`
+is never changed. Reviewer scorecards are re-used when the reviewer's agent
+file, prompt and rubrics are unchanged, else the reviewer runs again
+(`--reviewer`, see `ci_evals.grading.regrade`). Exit 0 when every stage
+passed (or completed), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ci_evals.errors import UserError
+
+REGRADE_PREFIX = "regrade-"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder")
+    parser.add_argument(
+        "--suite", type=Path, help="the suite file (default: the one the run recorded)"
+    )
+    parser.add_argument(
+        "--reviewer",
+        choices=("auto", "reuse", "rerun", "skip"),
+        default="auto",
+        help="re-use saved scorecards (auto: while the reviewer's agent file, prompt and "
+        "rubrics are unchanged), run the reviewer again, or leave it out (default: auto)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME|stub:PATH",
+        help="the model for reviewers that run again (stub:PATH runs offline)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="the new results file (default: RUN_DIR/results.regraded-<time>.json)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ci_evals.agent_env import agent_environment  # noqa: PLC0415 - heavy imports below
+    from ci_evals.agents import get_agent  # noqa: PLC0415
+    from ci_evals.grading import regrade  # noqa: PLC0415
+    from ci_evals.model_endpoint import check_endpoint, open_endpoint  # noqa: PLC0415
+    from ci_evals.results import read_results  # noqa: PLC0415
+    from ci_evals.retry import RetryingAgent  # noqa: PLC0415
+    from ci_evals.suite import load_suite  # noqa: PLC0415
+
+    run_dir = args.run_dir.resolve()
+    saved = read_results(run_dir)
+    suite_file = args.suite or Path(saved.suite_file)
+    if not suite_file.is_file():
+        raise UserError(
+            f"the run's suite file is gone: {suite_file}", field="--suite", hint="pass --suite"
+        )
+    suite = load_suite(suite_file)
+    result = saved.model_copy(deep=True)
+    targets, notes = regrade.plan(result, suite, run_dir, args.reviewer)
+    environ = dict(os.environ)
+    reruns = list(regrade.reruns(targets))
+    if reruns:
+        first = reruns[0]
+        check_endpoint(
+            args.model,
+            environ,
+            f"the reviewer of {first.scenario.id} stage {first.result.number} "
+            f"({first.result.name}) has to run again (its agent file, prompt or rubrics "
+            "changed, or it left no scorecard): it",
+        )
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    out_dir = run_dir / f"{REGRADE_PREFIX}{stamp}"
+    output = (args.output or run_dir / f"results.regraded-{stamp}.json").resolve()
+    if output == (run_dir / "results.json").resolve():
+        raise UserError("will not overwrite the run's own results.json", field="--output")
+
+    with open_endpoint(args.model, saved.model or suite.model) as endpoint:
+
+        def env_for(root: Path) -> dict[str, str]:
+            return agent_environment(environ, private_root=root, endpoint=endpoint.env)
+
+        agent = RetryingAgent(get_agent("claude")) if reruns else None
+        asyncio.run(
+            regrade.regrade(
+                targets,
+                suite=suite,
+                run_dir=run_dir,
+                out_dir=out_dir,
+                agent=agent,
+                env_for=env_for,
+                model=endpoint.model,
+            )
+        )
+    regrade.write(output, result)
+    for target in targets:
+        line = (
+            f"{target.scenario.id} stage {target.result.number} {target.result.name}: "
+            f"{target.before} -> {target.result.status} (reviewer: {target.reviewer})"
+        )
+        if target.result.error:
+            line += f" - {target.result.error}"
+        print(line)
+    for note in notes:
+        print(note)
+    print(f"results: {output}")
+    return regrade.exit_code(result, suite)

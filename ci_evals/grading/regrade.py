@@ -1,0 +1,259 @@
+"""Re-grade a saved run: the graders again, on the saved stage states, no agent stage.
+
+For a changed rubric, threshold, weight or check: every stage that ran to
+completion left its workspace state in `<stage folder>/after/` (see `state`),
+and its trajectory. Checks and command graders simply run again on it, under
+the suite's *current* configuration. The reviewer is a grader too, but a
+model call; per stage it is
+
+- `reuse`d: its saved final message is parsed again against the current
+  rubrics and graded under the current policy (no model call). `auto`, the
+  default, does this when the reviewer's fingerprint — its agent file, prompt
+  template, rubric files and `require_all` — is unchanged since the run;
+- `rerun`: the reviewer agent runs again on a copy of the saved state (needs a
+  model: `--model stub:PATH` or an API key). `auto` does this when the
+  fingerprint changed, or when there is no saved message (it timed out);
+- `skip`ped: left out; checks and command graders alone decide.
+
+A stage that ended in `limit`, `error` (from the agent) or `skipped` is not
+graded and keeps its status: nothing ran to grade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ci_evals.agents import Abort, Agent
+from ci_evals.errors import UserError
+from ci_evals.grading.criteria import GraderResult, StageVerdict
+from ci_evals.grading.hook import apply_verdict
+from ci_evals.grading.pipeline import GradeJob, grade_state
+from ci_evals.grading.reviewer import GRADER, fingerprint, plugin_relative
+from ci_evals.grading.scorecard import grade_scorecard
+from ci_evals.grading.state import AFTER_DIR
+from ci_evals.results import RunResult, ScenarioResult, StageResult
+from ci_evals.suite import Scenario, Stage, Suite
+
+ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
+REVIEWER_MODES: tuple[ReviewerMode, ...] = ("auto", "reuse", "rerun", "skip")
+GRADED_STATUSES = ("completed", "passed", "failed")
+
+
+@dataclass
+class Target:
+    """One saved stage to re-grade, and what to do about its reviewer."""
+
+    scenario: ScenarioResult
+    result: StageResult
+    stage: Stage
+    stage_dir: Path
+    reviewer: Literal["none", "reuse", "rerun", "skip"]
+    saved_reviewer: GraderResult | None
+    before: str  # the status before re-grading
+
+
+def saved_verdict(result: StageResult) -> StageVerdict | None:
+    """The verdict recorded for a stage, if any."""
+    grading = result.grading
+    if grading is None:
+        return None
+    if isinstance(grading, StageVerdict):
+        return grading
+    return StageVerdict.model_validate(grading)
+
+
+def plan(
+    run: RunResult, suite: Suite, run_dir: Path, mode: ReviewerMode
+) -> tuple[list[Target], list[str]]:
+    """The stages to re-grade, and one note per stage left as it was."""
+    targets: list[Target] = []
+    notes: list[str] = []
+    for scenario in run.scenarios:
+        for result in scenario.stages:
+            where = f"{scenario.id}{_repeat(scenario)} stage {result.number} ({result.name})"
+            graded = result.status in GRADED_STATUSES or (
+                result.status == "error" and result.grading is not None
+            )
+            if not graded or result.trajectory is None:
+                notes.append(f"{where}: {result.status}, not graded")
+                continue
+            stage = _stage(suite, result)
+            stage_dir = run_dir / Path(result.trajectory).parent
+            if not (stage_dir / AFTER_DIR).is_dir():
+                notes.append(f"{where}: no saved state ({AFTER_DIR}/), not re-graded")
+                continue
+            verdict = saved_verdict(result)
+            saved = None
+            if verdict is not None:
+                saved = next((g for g in verdict.graders if g.grader == GRADER), None)
+            targets.append(
+                Target(
+                    scenario=scenario,
+                    result=result,
+                    stage=stage,
+                    stage_dir=stage_dir,
+                    reviewer=_reviewer_action(stage, suite, saved, run_dir, mode),
+                    saved_reviewer=saved,
+                    before=result.status,
+                )
+            )
+    return targets, notes
+
+
+def _repeat(scenario: ScenarioResult) -> str:
+    return f" #{scenario.repeat + 1}" if scenario.repeat else ""
+
+
+def _stage(suite: Suite, result: StageResult) -> Stage:
+    if not 1 <= result.number <= len(suite.stages) or (
+        suite.stages[result.number - 1].name != result.name
+    ):
+        raise UserError(
+            f"the run's stage {result.number} ({result.name}) is not in the suite",
+            file=suite.display,
+            hint="re-grade with the suite the run was made with (--suite)",
+        )
+    return suite.stages[result.number - 1]
+
+
+def _reviewer_action(
+    stage: Stage, suite: Suite, saved: GraderResult | None, run_dir: Path, mode: ReviewerMode
+) -> Literal["none", "reuse", "rerun", "skip"]:
+    config = stage.grading.reviewer
+    if config is None:
+        return "none"
+    if mode in ("skip", "rerun"):
+        return mode
+    usable = saved is not None and _raw_path(saved, run_dir) is not None
+    if mode == "reuse":
+        return "reuse"
+    assert stage.reviewer_prompt is not None
+    current = fingerprint(config, suite.plugin.path, stage.reviewer_prompt)
+    if usable and saved is not None and saved.fingerprint == current:
+        return "reuse"
+    return "rerun"
+
+
+def _raw_path(saved: GraderResult, run_dir: Path) -> Path | None:
+    if saved.raw_output is None or saved.raw_output.path is None:
+        return None
+    path = run_dir / saved.raw_output.path
+    return path if path.is_file() else None
+
+
+def reuse_reviewer(target: Target, suite: Suite, run_dir: Path) -> GraderResult:
+    """The saved scorecard parsed again against the current rubrics (no model call)."""
+    config, prompt = target.stage.grading.reviewer, target.stage.reviewer_prompt
+    assert config is not None and prompt is not None
+    saved = target.saved_reviewer
+    if saved is None:
+        return GraderResult(grader=GRADER, error="no saved reviewer result to re-use")
+    raw = _raw_path(saved, run_dir)
+    if raw is None:
+        # Nothing to parse again (it timed out, or the file is gone): the saved error stands.
+        return saved.model_copy(
+            update={"error": saved.error or "the saved reviewer output is missing", "reused": True}
+        )
+    plugin = suite.plugin.path
+    try:
+        rubrics = config.rubric_set(plugin)
+        current = fingerprint(config, plugin, prompt)
+    except UserError as exc:
+        return GraderResult(grader=GRADER, error=f"the reviewer's rubrics: {exc.message}")
+    text = raw.read_bytes().decode("utf-8", "surrogateescape")
+    graded = grade_scorecard(
+        text, rubrics, grader=GRADER, judge_model=saved.judge_model, require_all=config.require_all
+    )
+    warnings = graded.warnings
+    if saved.fingerprint != current:
+        warnings = (*warnings, "re-used a scorecard written against other rubrics or prompt")
+    graded = graded.model_copy(
+        update={
+            "raw_output": saved.raw_output,
+            "cost_usd": 0.0,
+            "trajectory": saved.trajectory,
+            "fingerprint": current,
+            "reused": True,
+            "warnings": warnings,
+        }
+    )
+    return plugin_relative(graded, plugin)
+
+
+async def regrade(
+    targets: list[Target],
+    *,
+    suite: Suite,
+    run_dir: Path,
+    out_dir: Path,
+    agent: Agent | None,
+    env_for: Callable[[Path], dict[str, str]],
+    model: str | None,
+    abort: Abort | None = None,
+) -> None:
+    """Grade every target again; its stage result takes the new verdict."""
+    abort = abort or Abort()
+    for target in targets:
+        if target.stage.grading.empty:  # graders removed since the run: nothing decides
+            target.result.status, target.result.error, target.result.grading = (
+                "completed", None, None,
+            )  # fmt: skip
+            continue
+        reused = None
+        if target.reviewer == "reuse":
+            reused = reuse_reviewer(target, suite, run_dir)
+        scenario = Scenario(id=target.scenario.id, inputs=dict(target.scenario.inputs))
+        folder = out_dir / target.stage_dir.relative_to(run_dir)
+        job = GradeJob(
+            suite=suite,
+            stage=target.stage,
+            scenario=scenario,
+            state=target.stage_dir / AFTER_DIR,
+            trajectory=run_dir / str(target.result.trajectory),
+            out_dir=folder,
+            work_dir=out_dir / ".work" / target.stage_dir.relative_to(run_dir),
+            run_dir=run_dir,
+            env_for=env_for,
+            model=model,
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        verdict = await grade_state(
+            job,
+            agent=agent,
+            abort=abort,
+            reviewer=reused,
+            skip_reviewer=target.reviewer == "skip",
+        )
+        apply_verdict(target.result, verdict)
+
+
+def reruns(targets: list[Target]) -> Iterator[Target]:
+    """The targets whose reviewer must run again (they need a model)."""
+    return (t for t in targets if t.reviewer == "rerun")
+
+
+def write(path: Path, result: RunResult) -> None:
+    """Write a results file atomically at `path` (never the run's own results.json)."""
+    import os  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=".regraded-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(result.model_dump_json(indent=2) + "\n")
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def exit_code(result: RunResult, suite: Suite) -> int:
+    """0 when every stage passed under the k-of-n rule (see `summary`), else 1."""
+    from ci_evals.grading.summary import all_passed, summarize_run  # noqa: PLC0415
+
+    return 0 if all_passed(summarize_run(result, suite.grading.pass_at_least)) else 1
