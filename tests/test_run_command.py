@@ -239,3 +239,23 @@ def test_base_runs_from_the_lowest_affected_stage(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("from stage 4: matched")
     assert [s.number for s in read_results(out).scenarios[0].stages] == [4, 5]
+
+
+@pytest.mark.slow
+def test_a_transient_endpoint_error_is_retried(tmp_path: Path) -> None:
+    rules = (
+        "  - match: {command: demo:s5}\n    turns:\n"
+        "      - fault: {http_status: 529, times: 1, scope: server}\n"
+        "        tools: [{write: {path: out5.md, content: retried}}]\n"
+        "      - text: done\n"
+    )
+    suite, stub = make_suite(tmp_path, rules=rules)
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "5",
+        "--out", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "the model endpoint failed (HTTP 529) in 5-s5; attempt 2" in proc.stderr
+    assert read_results(out).scenarios[0].stages[0].status == "completed"
+    assert (out / "acme" / "5-s5" / "trajectory.attempt1.jsonl").exists()

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from ci_evals import diff_range, git
 from ci_evals.agent_env import has_endpoint
-from ci_evals.agents import get_agent
+from ci_evals.agents import StageOutcome, StageRequest, get_agent
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
 from ci_evals.progress import make_progress, summary_table
 from ci_evals.results import RunResult
+from ci_evals.retry import RetryingAgent
 from ci_evals.runner import Runner, RunPlan, exit_code
 from ci_evals.stage_map import load_stage_map
 from ci_evals.stub_model import Script, StubServer, load_script
@@ -144,7 +145,8 @@ def _stub_script(model: str | None) -> Script | None:
 
 
 def _execute(plan: RunPlan, stub_script: Script | None) -> int:
-    agent = get_agent("claude")
+    # Only infrastructure errors (the endpoint's 5xx/529) are retried; see ci_evals.retry.
+    agent = RetryingAgent(get_agent("claude"), on_retry=_say_retry)
     with _stub_server(stub_script) as endpoint:
         if endpoint is not None:
             plan = _with_endpoint(plan, endpoint)
@@ -156,6 +158,15 @@ def _execute(plan: RunPlan, stub_script: Script | None) -> int:
         print("ci-evals: interrupted; partial results written", file=sys.stderr)
         return EXIT_INTERRUPTED
     return exit_code(result)
+
+
+def _say_retry(request: StageRequest, outcome: StageOutcome, attempt: int, delay: float) -> None:
+    print(
+        f"ci-evals: the model endpoint failed (HTTP {outcome.api_error_status}) in "
+        f"{request.trajectory_path.parent.name}; attempt {attempt + 1} in {delay:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _with_endpoint(plan: RunPlan, endpoint: Mapping[str, str]) -> RunPlan:
