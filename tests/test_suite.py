@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -569,3 +573,68 @@ def test_placeholders_are_found_and_filled(pieces: list[tuple[bool, str]], value
     assert template.names == names
     expected = "".join(value if is_name else p for is_name, p in pieces)
     assert template.render(dict.fromkeys(names, value)) == expected
+
+
+# -- through the command line: one line, exit 2, nothing started ------------------
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", "run", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda top: (top / "plugin" / ".claude-plugin" / "plugin.json").unlink(),
+            "ci-evals.yaml:2:9: plugin: ",
+        ),
+        (
+            lambda top: (top / "ci-evals.yaml").write_text(
+                suite_text(
+                    stages="stages:\n  - { name: a, prompt: x }\n  - { name: a, prompt: y }\n"
+                )
+            ),
+            "ci-evals.yaml:6:13: stages[1].name: duplicate stage name 'a'",
+        ),
+        (
+            lambda top: (top / "ci-evals.yaml").write_text(
+                suite_text(stages="stages:\n  - { name: a, prompt: '{nope}' }\n")
+            ),
+            "ci-evals.yaml:5:24: stages[0].prompt: unknown placeholder {nope}",
+        ),
+    ],
+)
+def test_suite_errors_on_the_command_line(
+    tmp_path: Path, change: Callable[[Path], object], expected: str
+) -> None:
+    write_suite(tmp_path, suite_text())
+    change(tmp_path)
+    result = run_cli("--suite", "ci-evals.yaml", "--from-stage", "1", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ci-evals: error: " + expected), lines[0]
+    assert not (tmp_path / ".ci-evals").exists()  # nothing started
+
+
+def test_escaping_fixture_link_on_the_command_line(tmp_path: Path) -> None:
+    write_suite(tmp_path, suite_text())
+    fixture = tmp_path / "fixtures" / "1-research-output"
+    fixture.mkdir(parents=True)
+    (fixture / "passwd").symlink_to("/etc/passwd")
+    result = run_cli("--suite", "ci-evals.yaml", "--from-stage", "plan", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"ci-evals: error: fixture link {fixture / 'passwd'} -> /etc/passwd is absolute "
+        "(links in fixtures must be relative and stay inside their fixture folder)"
+    ]
