@@ -14,7 +14,10 @@ a few large ones, in nested folders), then reports medians of REPEATS runs of:
   not read), warm (with the previous snapshot, as between stages) and cold
   (no previous snapshot: every file hashed -- not on the run's path, shown for
   scale);
-- `diff_snapshots` of two snapshots with 100 files changed.
+- `diff_snapshots` of two snapshots with 100 files changed;
+- for the bundled example (examples/labsmith, from stage 4): workspace set-up,
+  and one stage's bookkeeping without the agent (two snapshots, diff, copying
+  5 produced files, writing results.json).
 
 Targets (issue 3): set-up <= 1.5x `cp -r`; snapshot of 10,000 files <= 0.3 s.
 The page cache is warmed by one untimed run of each, so both sides read from
@@ -36,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ci_evals.snapshot import diff_snapshots, take_snapshot
+from ci_evals.snapshot import copy_produced, diff_snapshots, take_snapshot
 from ci_evals.suite import load_suite
 from ci_evals.workspace import create_workspace
 
@@ -166,7 +169,64 @@ def main() -> int:
             f"snapshot <= 0.3 s: first {'ok' if first <= 0.3 else 'MISSED'}, "
             f"warm {'ok' if warm <= 0.3 else 'MISSED'} (cold hashing is not on the run's path)"
         )
+    example_stage_bookkeeping(args.repeats, args.dir)
     return 0
+
+
+def example_stage_bookkeeping(repeats: int, where: Path | None) -> None:
+    """What a stage of the bundled example costs in set-up and snapshots, without the agent."""
+    from datetime import datetime, timezone  # noqa: PLC0415
+
+    from ci_evals.results import (  # noqa: PLC0415
+        RunResult,
+        ScenarioResult,
+        StageResult,
+        file_changes,
+        write_results,
+    )
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "labsmith" / "ci-evals.yaml"
+    if not example.is_file():
+        return
+    suite = load_suite(example)
+
+    def one(tmp: Path) -> tuple[float, float]:
+        start = time.perf_counter()
+        workspace = create_workspace(suite, 4, tmp / "ws")
+        made = time.perf_counter()
+        before = take_snapshot(workspace.root, previous=workspace.baseline)
+        for index in range(5):  # what a stage writes
+            (workspace.root / f"chapter-{index}.md").write_text("# Chapter\n" * 200)
+        after = take_snapshot(workspace.root, previous=before)
+        changes = diff_snapshots(before, after)
+        copy_produced(changes, workspace.root, tmp / "produced")
+        result = RunResult(
+            run_id="bench",
+            tool_version="0",
+            started_at=datetime.now(timezone.utc),
+            from_stage=4,
+            suite_file=str(example),
+            scenarios=[
+                ScenarioResult(
+                    id="s",
+                    stages=[StageResult(number=4, name="x", produced=file_changes(changes.all))],
+                )
+            ],
+        )
+        write_results(tmp, result)
+        return made - start, time.perf_counter() - made
+
+    setups, stages = [], []
+    for _ in range(repeats + 1):
+        with tempfile.TemporaryDirectory(prefix="bench-stage-", dir=where) as tmp:
+            setup, stage = one(Path(tmp))
+        setups.append(setup)
+        stages.append(stage)
+    print(
+        f"labsmith from stage 4: create_workspace {statistics.median(setups[1:]) * 1000:.1f} ms; "
+        f"per stage (2 snapshots, diff, copy 5 files, results.json) "
+        f"{statistics.median(stages[1:]) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -1,26 +1,47 @@
-"""Copy one regular file the way `cp` does: content and permission bits, kernel-side.
+"""Copy regular files the way `cp` does: content and permission bits, kernel-side.
 
-`os.copy_file_range` keeps the data in the kernel (and makes a reflink on file
-systems that support it); where it is missing or refused, a plain read/write
-loop takes over. Used for fixtures (many files, speed matters) and for the
-files a stage produced (copied out of the workspace; links are never followed).
+`os.copy_file_range` keeps the data in the kernel and makes a reflink on file
+systems that support it, but recent Linux refuses it between two different
+file systems (EXDEV: fixtures on disk, the run folder on tmpfs) and some file
+systems refuse it outright. Then `os.sendfile` (also kernel-side) takes over,
+and where even that is refused, a plain read/write loop. Used for fixtures
+(many files, speed matters) and for the files a stage produced (copied out of
+the workspace; links are never followed).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable, Iterator
 
-_CHUNK = 1 << 30  # ask copy_file_range for at most this much per call
+_CHUNK = 1 << 30  # ask the kernel for at most this much per call
+_BLOCK = 1 << 20  # read/write block when nothing kernel-side works
+# copy_file_range errors that mean "not between these files", not "broken".
+_UNSUPPORTED = frozenset(
+    code
+    for code in (
+        errno.EXDEV,
+        errno.EINVAL,
+        errno.ENOSYS,
+        errno.EOPNOTSUPP,
+        getattr(errno, "ENOTSUP", errno.EOPNOTSUPP),
+        errno.EBADF,
+        errno.ETXTBSY,
+    )
+)
 
 
-def copy_file(source: str, dest: str, *, follow_links: bool = True) -> os.stat_result:
+def copy_file(
+    source: str, dest: str, *, follow_links: bool = True, kernel: bool = True
+) -> os.stat_result:
     """Copy `source` to `dest` (created or truncated) with `source`'s permission bits.
 
     Returns the stat of `dest` as written (for a snapshot that needs no second
     look). With `follow_links=False` a `source` that is a symbolic link raises
-    `OSError` (ELOOP) instead of copying what it points at.
+    `OSError` (ELOOP) instead of copying what it points at. `kernel=False`
+    skips `copy_file_range` (tests use it to exercise the fallbacks).
     """
     # O_NONBLOCK: a FIFO swapped in for the file must not block the open;
     # it is refused just below. Regular files ignore the flag.
@@ -34,7 +55,8 @@ def copy_file(source: str, dest: str, *, follow_links: bool = True) -> os.stat_r
             raise IsADirectoryError(f"not a regular file: {source}")
         dst = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IMODE(info.st_mode))
         try:
-            _copy_content(src, dst, info.st_size)
+            if not (kernel and _copy_range(src, dst, info.st_size)):
+                _copy_fallback(src, dst, info.st_size)
             return os.fstat(dst)
         finally:
             os.close(dst)
@@ -42,43 +64,16 @@ def copy_file(source: str, dest: str, *, follow_links: bool = True) -> os.stat_r
         os.close(src)
 
 
-def _copy_content(src: int, dst: int, size: int) -> None:
-    copy_range = getattr(os, "copy_file_range", None)
-    if copy_range is not None and size > 0:
-        try:
-            # Up to the size seen by fstat: saves the extra call that would
-            # only confirm the end of the file.
-            remaining = size
-            while remaining > 0:
-                sent = copy_range(src, dst, min(remaining, _CHUNK))
-                if sent == 0:
-                    break  # the file shrank meanwhile
-                remaining -= sent
-            return
-        except OSError:
-            # EXDEV on old kernels, EINVAL/ENOSYS on some file systems: start
-            # again with plain reads and writes.
-            os.lseek(src, 0, os.SEEK_SET)
-            os.lseek(dst, 0, os.SEEK_SET)
-            os.ftruncate(dst, 0)
-    while True:
-        block = os.read(src, 1 << 20)
-        if not block:
-            break
-        view = memoryview(block)
-        while view:
-            view = view[os.write(dst, view) :]
-
-
-def copy_many(jobs: Iterable[tuple[str, str]]) -> Iterator[os.stat_result]:
+def copy_many(jobs: Iterable[tuple[str, str]], *, kernel: bool = True) -> Iterator[os.stat_result]:
     """`copy_file` for many (source, dest) pairs; yields each dest's stat in order.
 
     The same system calls as `copy_file`, in one loop with everything bound
     locally: for 10,000 small files the interpreter's per-call overhead is
-    what separates Python from `cp -r`.
+    what separates Python from `cp -r`. Once `copy_file_range` is refused
+    between the two folders, it is not tried again for the rest.
     """
     open_, fstat, close = os.open, os.fstat, os.close
-    copy_range = getattr(os, "copy_file_range", None)
+    use_range = kernel and hasattr(os, "copy_file_range")
     read_flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     write_flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     is_regular = stat.S_ISREG
@@ -91,15 +86,58 @@ def copy_many(jobs: Iterable[tuple[str, str]]) -> Iterator[os.stat_result]:
             dst = open_(dest, write_flags, info.st_mode & 0o7777)
             try:
                 size = info.st_size
-                # One call copies a whole regular file in practice; anything
-                # short (or no copy_file_range at all) takes the careful path.
-                if size and (copy_range is None or copy_range(src, dst, size) != size):
-                    os.lseek(src, 0, os.SEEK_SET)
-                    os.lseek(dst, 0, os.SEEK_SET)
-                    os.ftruncate(dst, 0)
-                    _copy_content(src, dst, size)
+                if size:
+                    if use_range:
+                        use_range = _copy_range(src, dst, size)
+                    if not use_range:
+                        _copy_fallback(src, dst, size)
                 yield fstat(dst)
             finally:
                 close(dst)
         finally:
             close(src)
+
+
+def _copy_range(src: int, dst: int, size: int) -> bool:
+    """Copy with copy_file_range; False (nothing written) if it is refused here."""
+    remaining = size
+    try:
+        # Up to the size fstat saw: saves the call that would only confirm EOF.
+        while remaining > 0:
+            sent = os.copy_file_range(src, dst, min(remaining, _CHUNK))
+            if sent == 0:
+                break  # the file shrank meanwhile
+            remaining -= sent
+    except OSError as exc:
+        if exc.errno not in _UNSUPPORTED:
+            raise
+        if remaining != size:  # refused midway: start again from the top
+            os.lseek(src, 0, os.SEEK_SET)
+            os.lseek(dst, 0, os.SEEK_SET)
+            os.ftruncate(dst, 0)
+        return False
+    return True
+
+
+def _copy_fallback(src: int, dst: int, size: int) -> None:
+    """sendfile, else read/write; `src` and `dst` are at offset 0."""
+    sendfile = getattr(os, "sendfile", None)
+    if sendfile is not None:
+        offset = 0
+        try:
+            while offset < size:
+                sent = sendfile(dst, src, offset, min(size - offset, _CHUNK))
+                if sent == 0:
+                    break
+                offset += sent
+            return
+        except OSError as exc:
+            if exc.errno not in _UNSUPPORTED:
+                raise
+            os.lseek(dst, 0, os.SEEK_SET)
+            os.ftruncate(dst, 0)
+    os.lseek(src, 0, os.SEEK_SET)
+    while block := os.read(src, _BLOCK):
+        view = memoryview(block)
+        while view:
+            view = view[os.write(dst, view) :]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -376,3 +378,18 @@ def test_plugin_changes_show_what_the_agent_did_to_the_copy(top: Path, tmp_path:
     ]
     assert [c.path for c in changes.deleted] == ["commands/research.md"]
     assert (top / "plugin" / "agents" / "researcher.md").read_text() == "agent\n"
+
+
+def test_workspace_on_another_file_system(top: Path) -> None:
+    # Fixtures on disk, run folder on tmpfs: copy_file_range is refused (EXDEV).
+    shm = Path("/dev/shm")
+    assert shm.is_dir() and shm.stat().st_dev != top.stat().st_dev, (
+        "this test needs /dev/shm on its own file system (tmpfs), as on any Linux host"
+    )
+    parent = Path(tempfile.mkdtemp(prefix="ci-evals-test-", dir=shm))
+    try:
+        ws = create_workspace(suite_at(top), 3, parent / "acme")
+        assert tree(ws.root / "research") == {"company.md": "v1 company\n"}
+        assert (ws.root / "shared.md").read_text() == "from stage 2\n"
+    finally:
+        shutil.rmtree(parent)
