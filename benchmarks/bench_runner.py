@@ -157,12 +157,17 @@ def main() -> None:
 
         sdk_over, ours_over, sdk_walls, ours_walls = [], [], [], []
         for i in range(args.repeats):
-            wall, duration = baseline_sdk_stage(stub, plugin, base / f"sdk-{i}")
-            sdk_walls.append(wall)
-            sdk_over.append(wall - duration)
-            wall, duration = runner_stage(suite_file, stub, base / f"run-{i}")
-            ours_walls.append(wall)
-            ours_over.append(wall - duration)
+            # Alternate the order, so a change in the machine's load hits both alike.
+            order = ("sdk", "ours") if i % 2 == 0 else ("ours", "sdk")
+            for which in order:
+                if which == "sdk":
+                    wall, duration = baseline_sdk_stage(stub, plugin, base / f"sdk-{i}")
+                    sdk_walls.append(wall)
+                    sdk_over.append(wall - duration)
+                else:
+                    wall, duration = runner_stage(suite_file, stub, base / f"run-{i}")
+                    ours_walls.append(wall)
+                    ours_over.append(wall - duration)
         med = statistics.median
         print(f"one stub stage, median of {args.repeats}:")
         for name, walls_, over in (
@@ -170,7 +175,8 @@ def main() -> None:
             ("ci-evals Runner", ours_walls, ours_over),
         ):
             print(f"  {name}: wall {med(walls_):.3f} s, beyond duration_ms {med(over):.3f} s")
-        print(f"  added by ci-evals (Runner - plain SDK): {med(ours_over) - med(sdk_over):+.3f} s")
+        paired = [ours - sdk for ours, sdk in zip(ours_over, sdk_over, strict=True)]
+        print(f"  added by ci-evals, median of paired differences: {med(paired):+.3f} s")
 
         suite4, stub4 = make_suite(base / "four", scenarios=("a1", "b2", "c3", "d4"))
         walls: dict[int, list[float]] = {1: [], 4: []}
