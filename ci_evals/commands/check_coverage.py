@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_evals.coverage import CoverageReport, check_coverage
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
-from ci_evals.github_actions import ActionsEnv, annotation, append_summary, capped
 from ci_evals.stage_map import default_map_path, load_stage_map
+
+if TYPE_CHECKING:
+    from ci_evals.github_actions import ActionsEnv
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    actions = ActionsEnv.from_environ()
+    actions = _actions_env()
     try:
         map_path = args.map if args.map is not None else default_map_path(Path.cwd())
         stage_map = load_stage_map(map_path)
@@ -52,6 +56,15 @@ def run(args: argparse.Namespace) -> int:
     if actions is not None:
         _report_to_actions(actions, report)
     return EXIT_FAIL
+
+
+def _actions_env() -> ActionsEnv | None:
+    """The Actions settings, importing that module only in Actions (the hook runs per commit)."""
+    if "GITHUB_ACTIONS" not in os.environ and "GITHUB_OUTPUT" not in os.environ:
+        return None
+    from ci_evals.github_actions import ActionsEnv  # noqa: PLC0415
+
+    return ActionsEnv.from_environ()
 
 
 def _shown(path: str) -> str:
@@ -86,6 +99,8 @@ def _summary_line(report: CoverageReport) -> str:
 
 
 def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
+    from ci_evals.github_actions import annotation, append_summary, capped  # noqa: PLC0415
+
     display = report.stage_map.display
     lines = [
         annotation(
@@ -118,6 +133,8 @@ def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
 
 
 def _report_map_error(actions: ActionsEnv, exc: UserError) -> None:
+    from ci_evals.github_actions import annotation, append_summary  # noqa: PLC0415
+
     print(
         annotation(
             "error", str(exc), file=exc.file, line=exc.line, column=exc.column, title="Stage map"
