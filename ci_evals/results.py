@@ -128,6 +128,13 @@ class RunResult(_Model):
     scenarios: list[ScenarioResult] = Field(default_factory=list)
 
 
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of `results.json` (checked in as docs/results.schema.json)."""
+    schema = RunResult.model_json_schema()
+    schema["$id"] = f"https://ci-evals/results/v{VERSION}.schema.json"
+    return schema
+
+
 def write_results(run_dir: Path, result: RunResult) -> Path:
     """Write `run_dir/results.json` atomically: readers see the old file or the new one."""
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from ci_evals.errors import UserError
@@ -19,6 +20,7 @@ from ci_evals.results import (
     ScenarioResult,
     StageResult,
     file_changes,
+    json_schema,
     read_results,
     write_results,
 )
@@ -236,3 +238,16 @@ def test_file_names_that_are_not_utf8_still_serialize(tmp_path: Path) -> None:
     run = a_run()
     run.scenarios[0].stages[1].produced = records
     assert read_results(write_results(tmp_path / "run", run)) == run
+
+
+def test_checked_in_schema_is_current() -> None:
+    path = Path(__file__).resolve().parent.parent / "docs" / "results.schema.json"
+    assert json.loads(path.read_text()) == json_schema(), (
+        "regenerate: python -c 'import json; from ci_evals.results import json_schema; "
+        "print(json.dumps(json_schema(), indent=2, sort_keys=True))' > docs/results.schema.json"
+    )
+
+
+def test_a_written_file_validates_against_the_schema(tmp_path: Path) -> None:
+    path = write_results(tmp_path, a_run())
+    jsonschema.validate(json.loads(path.read_text()), json_schema())
