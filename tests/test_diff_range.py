@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from ci_evals import diff_range
 from ci_evals import git as gitmod
@@ -276,3 +278,58 @@ def test_parse_raw_entries() -> None:
         ("000000", "100644", "new\nname"),
     ]
     assert gitmod.parse_raw_entries(b"garbage\0") is None
+
+
+_NAME = st.text(alphabet="ab*?[]:! -é\n", min_size=1, max_size=3).filter(
+    lambda n: n not in (".", "..") and not n.startswith(" ") and not n.endswith(" ")
+)
+_PATH = st.lists(_NAME, min_size=1, max_size=3).map("/".join)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    before=st.sets(_PATH, min_size=1, max_size=25),
+    after=st.sets(_PATH, min_size=1, max_size=25),
+    prefix=st.sampled_from(["", "plugin/", "plugin/deep/"]),
+)
+def test_chunks_always_concatenate_to_the_whole_diff(
+    tmp_path_factory: pytest.TempPathFactory, before: set[str], after: set[str], prefix: str
+) -> None:
+    """Property: for any two trees, the chunks are exactly git's own diff, in order."""
+    repo = tmp_path_factory.mktemp("prop")
+    git(repo, "init", "-q", "-b", "main")
+    files = _consistent({prefix + p for p in before})
+    for path in files:
+        write(repo, path, "v1\n")
+    commit(repo, "before")
+    git(repo, "checkout", "-q", "-b", "feature")
+    git(repo, "rm", "-rq", "--ignore-unmatch", ".")
+    for path in _consistent({prefix + p for p in after}):
+        write(repo, path, "v2\n" if path in files else "v1\n")
+    commit(repo, "after")
+    whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
+
+    split = chunks(repo, min_entries=2, max_chunks=3)
+
+    event(f"chunks: {min(len(split), 3)}")
+    assert [path for chunk in split for path in chunk] == whole
+
+
+def _consistent(paths: set[str]) -> list[str]:
+    """Drop paths that would need a file and a folder of the same name."""
+    kept: list[str] = []
+    taken: set[str] = set()
+    folders: set[str] = set()
+    for path in sorted(paths, key=len):
+        parts = path.split("/")
+        ancestors = {"/".join(parts[:i]) for i in range(1, len(parts))}
+        if path in folders or ancestors & taken:
+            continue
+        kept.append(path)
+        taken.add(path)
+        folders |= ancestors
+    return kept
