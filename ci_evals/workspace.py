@@ -132,8 +132,7 @@ def _plan(suite: Suite, from_stage: Stage | int) -> tuple[tuple[Path, ...], _Pla
             raise UserError(
                 f"missing fixture folder for stage {stage.number} ({stage.name}): {folder}",
                 file=suite.display,
-                hint=f"a run from stage {number} lays down the outputs of stages 1-{number - 1}"
-                f" from {suite.fixtures}/<k>-<stage>-output/",
+                hint=_missing_fixture_hint(suite.fixtures, stage.number, number),
             )
         folders.append(folder)
     plan = _Plan()
@@ -146,6 +145,24 @@ def _plan(suite: Suite, from_stage: Stage | int) -> tuple[tuple[Path, ...], _Pla
             ) from None
     _check_merged_links(plan)
     return tuple(folders), plan
+
+
+def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
+    """Name a near miss (`3-plan-output` for `3-plan-lab-output`) if there is one."""
+    try:
+        near = sorted(
+            entry.name
+            for entry in os.scandir(fixtures)
+            if entry.is_dir() and entry.name.startswith(f"{stage}-")
+        )
+    except OSError:
+        near = []
+    if near:
+        return f"found {', '.join(near)}; the folder must be named <k>-<stage name>-output"
+    return (
+        f"a run from stage {from_stage} lays down the outputs of stages 1-{from_stage - 1}"
+        f" from {fixtures}/<k>-<stage>-output/"
+    )
 
 
 def _add_fixture(plan: _Plan, folder: Path) -> None:

@@ -189,6 +189,15 @@ def test_missing_fixture_folder(top: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "ws").exists()  # nothing was created
 
 
+def test_missing_fixture_folder_names_a_near_miss(top: Path) -> None:
+    (top / "fixtures" / "2-plan-output").rename(top / "fixtures" / "2-planning-output")
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite_at(top), 3)
+    assert str(info.value).endswith(
+        "(found 2-planning-output; the folder must be named <k>-<stage name>-output)"
+    )
+
+
 def test_from_stage_out_of_range(top: Path) -> None:
     with pytest.raises(UserError, match="unknown stage '4'"):
         check_fixtures(suite_at(top), 4)
