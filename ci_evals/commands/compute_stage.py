@@ -126,7 +126,7 @@ def _range(
     assert actions is not None  # checked by `run`
     event = range_from_event(repo, actions, args.head, deepen=args.deepen > 0)
     if event.base is None:
-        return selection.fallback(selection.BASE_MISSING, event.detail, notes=(event.detail,))
+        return selection.fallback(selection.BASE_MISSING, event.detail)
     found = diff_range.resolve(repo, event.base, event.head, deepen_tries=args.deepen)
     return dataclasses.replace(found, notes=(event.detail, *found.notes))
 
