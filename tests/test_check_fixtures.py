@@ -1,0 +1,94 @@
+"""`ci-evals check-fixtures` on the labsmith example: good fixtures pass, a change that
+would fail good work is caught."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ci_evals.main import main
+from tests.conftest import git
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    shutil.copytree(EXAMPLE, tmp_path / "labsmith", symlinks=True)
+    git(tmp_path / "labsmith", "init", "-q", "-b", "main")  # the stage map lives in a repo
+    return tmp_path / "labsmith"
+
+
+def check(example: Path, out: Path, *args: str) -> int:
+    return main(
+        ["check-fixtures", "--suite", str(example / "ci-evals.yaml"), "--out", str(out), *args]
+    )
+
+
+@pytest.mark.slow
+def test_the_curated_fixtures_pass_their_reviewers_and_checks(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stub = f"stub:{example / 'stub' / 'labsmith.yaml'}"
+    assert check(example, tmp_path / "out", "--model", stub) == 0
+
+    out = capsys.readouterr().out
+    assert "fixtures/3-plan-lab-output (stage 3 plan-lab): passed" in out
+    assert "stage 5 (generate-chapter): graders but no fixture" in out
+    report = json.loads((tmp_path / "out" / "check-fixtures.json").read_text())
+    assert [(r["stage"], r["verdict"]) for r in report] == [
+        (1, "passed"), (2, "passed"), (3, "passed"), (4, "passed"),
+    ]  # fmt: skip
+    plan_lab = report[2]
+    graders = [g["grader"] for g in plan_lab["graders"]]
+    assert graders == ["checks", "reviewer"]
+    # A fixture has no trajectory: trajectory checks are left out, not failed.
+    checks = [c["id"] for c in plan_lab["graders"][0]["criteria"]]
+    assert not any(c.startswith("trajectory") for c in checks)
+    assert len(plan_lab["graders"][1]["criteria"]) == 6  # every rubric scored
+    assert not (tmp_path / "out" / ".work").exists()
+
+
+@pytest.mark.slow
+def test_a_threshold_that_would_fail_good_work_is_caught(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = example / "ci-evals.yaml"
+    suite.write_text(
+        suite.read_text().replace("analytic_mean_at_least: 3.0", "analytic_mean_at_least: 4.8")
+    )
+    stub = f"stub:{example / 'stub' / 'labsmith.yaml'}"
+
+    assert check(example, tmp_path / "out", "--model", stub, "--stage", "plan-lab") == 1
+    out = capsys.readouterr().out
+    assert "fixtures/3-plan-lab-output (stage 3 plan-lab): failed - analytic mean 4.50 < 4.8" in out
+    assert "1 fixture(s) would fail: fixtures/3-plan-lab-output" in out
+
+
+def test_a_broken_fixture_fails_its_checks_without_a_model(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chapter = example / "fixtures/4-plan-chapter-output/lab/chapters/02-pick-and-place.md"
+    chapter.write_text(chapter.read_text().replace("## Steps", "## Things to do"))
+
+    assert check(example, tmp_path / "out", "--no-reviewer") == 1
+    out = capsys.readouterr().out
+    assert "fixtures/4-plan-chapter-output (stage 4 plan-chapter): failed" in out
+    assert "fixtures/3-plan-lab-output (stage 3 plan-lab): passed" in out
+    assert out.rstrip().endswith("1 fixture(s) would fail: fixtures/4-plan-chapter-output")
+
+
+def test_reviewers_need_a_model(
+    example: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert check(example, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert "set ANTHROPIC_API_KEY, or run offline with --model stub:PATH" in err
