@@ -104,6 +104,15 @@ class RepeatSummary(_Frozen):
     verdicts: tuple[Literal["passed", "failed", "error"], ...]
 
 
+class StageSummary(_Frozen):
+    """One stage of one scenario over its repeats (what `results.json` keeps)."""
+
+    scenario: str
+    stage: int
+    name: str
+    summary: RepeatSummary
+
+
 def summarize_repeats(
     verdicts: Sequence[StageVerdict], pass_at_least: int | None = None
 ) -> RepeatSummary:

@@ -22,23 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
-
 from ci_evals.grading.criteria import StageVerdict, Verdict
 from ci_evals.grading.scoring import DEFAULT_ANALYTIC_THRESHOLD
-from ci_evals.grading.stats import RepeatSummary, summarize_repeats
+from ci_evals.grading.stats import StageSummary, summarize_repeats
 from ci_evals.results import RunResult, StageResult
-
-
-class StageSummary(BaseModel):
-    """One stage of one scenario over its repeats."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    scenario: str
-    stage: int
-    name: str
-    summary: RepeatSummary
 
 
 def stage_verdict(result: StageResult) -> StageVerdict:
@@ -90,3 +77,49 @@ def summarize_run(result: RunResult, pass_at_least: int | None) -> list[StageSum
 
 def all_passed(summaries: Sequence[StageSummary]) -> bool:
     return all(s.summary.verdict == "passed" for s in summaries)
+
+
+def _number(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def repeat_table(summaries: Sequence[StageSummary]) -> str:
+    """The repeats table printed after a run with `--repeat K` (K > 1): per stage the
+    k-of-n verdict, the analytic mean with its 95% interval, the binary score;
+    under it, per criterion the mean, standard deviation and pass rate."""
+    rows: list[tuple[str, ...]] = [
+        ("scenario", "stage", "verdict", "passed", "analytic mean", "95% CI", "stdev", "binary")
+    ]
+    detail: dict[int, list[str]] = {}
+    for summary in summaries:
+        s = summary.summary
+        mean = s.analytic_mean
+        ci = "-" if mean.ci95_low is None else f"[{mean.ci95_low:.2f}, {mean.ci95_high:.2f}]"
+        rows.append(
+            (
+                summary.scenario,
+                f"{summary.stage} {summary.name}",
+                s.verdict,
+                f"{s.passed}/{s.runs} (need {s.pass_at_least})",
+                _number(mean.mean),
+                ci,
+                _number(mean.stdev),
+                _number(s.binary_score.mean, 1),
+            )
+        )
+        lines = []
+        for c in s.criteria:
+            flaky = "  flaky" if c.flaky else ""
+            lines.append(
+                f"    {c.id} ({c.kind}): mean {_number(c.score.mean)} stdev "
+                f"{_number(c.score.stdev)} passed {c.passed}/{c.runs}{flaky}"
+            )
+        detail[len(rows) - 1] = lines
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for index, row in enumerate(rows):
+        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if index == 0:
+            out.append("  ".join("-" * w for w in widths))
+        out.extend(detail.get(index, []))
+    return "\n".join(out)
