@@ -119,6 +119,11 @@ def _segment_problem(glob: str) -> GlobProblem | None:
             "git reads 'dir/**/' as sub-folders only, pathspec as everything under dir; "
             "write 'dir/**' (everything under dir) or 'dir/*/**' (only inside sub-folders)",
         )
+    if any("**" in segment and segment != "**" for segment in segments):
+        return GlobProblem(
+            "'**' inside a name (like 'a**' or '**.md'): git and pathspec disagree on it",
+            "'**' means any folders only as a whole segment ('a/**/b'); inside a name write '*'",
+        )
     if any(segment in (".", "..") for segment in segments):
         return GlobProblem(
             "glob contains a '.' or '..' segment, which never matches a path",
@@ -620,6 +625,42 @@ class GlobMatcher:
         if not found:
             return None
         return min(stage_of_index[i] for i in found)
+
+    def matches_many(self, paths: Iterable[str]) -> list[list[int]]:
+        """`matches` for many paths at once, each list in no particular order.
+
+        A glob index may appear twice in one list (a folder and the file both
+        match it); take `min`/`set` of it, do not count it. Faster than calling
+        `matches` per path: folder facts are fetched once per run of paths in
+        the same folder, and the name rules are applied inline.
+        """
+        out: list[list[int]] = []
+        append = out.append
+        last: str | None = None
+        hits: tuple[int, ...] = ()
+        files = self._folder("").files
+        for path in paths:
+            folder, _, name = path.rpartition("/")
+            if folder != last:
+                last = folder
+                info = self._folders.get(folder) or self._folder(folder)
+                hits = (*info.hits, *info.files.everything)
+                files = info.files
+            found = list(hits)
+            hit = files.literal.get(name)
+            if hit:
+                found.extend(hit)
+            dot = name.rfind(".")
+            if dot != -1:
+                hit = files.ext.get(name[dot:])
+                if hit:
+                    found.extend(hit)
+            if files.lengths or files.regexes is not None:
+                found.extend(files.match_rest(name))
+            if self._full is not None:  # pragma: no cover - see _classify
+                found.extend(self._full.find(path))
+            append(found)
+        return out
 
     def unmatched(self, paths: Iterable[str]) -> tuple[list[str], list[int]]:
         """Paths no glob matches, and indices of globs that match none of `paths`.

@@ -138,7 +138,9 @@ def test_matcher_agrees_with_git_and_pathspec(
     globs = data.draw(globs_strategy(paths))
     matcher = GlobMatcher(globs)
     found = {path: set(matcher.matches(path)) for path in paths}
-    uncovered, dead = GlobMatcher(globs).unmatched(paths)  # the batch path, fresh cache
+    batch = GlobMatcher(globs).matches_many(paths)  # the batch paths, fresh caches
+    assert [set(found) for found in batch] == [found[p] for p in paths]
+    uncovered, dead = GlobMatcher(globs).unmatched(paths)
     assert uncovered == [p for p in paths if not found[p]]
     assert dead == [i for i in range(len(globs)) if not any(i in f for f in found.values())]
     for index, glob in enumerate(globs):
@@ -161,6 +163,15 @@ def test_question_mark_is_one_character_not_one_byte(workdir: Path) -> None:
     matcher = GlobMatcher(["caf?.md"])
     assert matcher.matches("café.md") == [0]
     assert GitIgnoreSpecPattern("caf?.md").match_file("café.md") is not None
+
+
+def test_double_star_inside_a_name_is_rejected_because_git_and_pathspec_disagree(
+    workdir: Path,
+) -> None:
+    assert _git_matches(workdir, "a**/*.md", ["a.md", "ab/c.md"]) == {"a.md", "ab/c.md"}
+    assert GitIgnoreSpecPattern("a**/*.md").match_file("a.md") is None
+    assert glob_problem("a**/*.md") is not None
+    assert glob_problem("**.md") is not None
 
 
 def test_trailing_double_star_slash_is_rejected_because_git_and_pathspec_disagree(

@@ -126,6 +126,12 @@ ERRORS = {
         "under dir; write 'dir/**' (everything under dir) or 'dir/*/**' (only inside "
         "sub-folders))",
     ),
+    "double star inside a name": (
+        _entry('"skills/a**/x.md"'),
+        "stage_map.yaml:5:13: entries[0].glob: '**' inside a name (like 'a**' or '**.md'): git "
+        "and pathspec disagree on it ('**' means any folders only as a whole segment "
+        "('a/**/b'); inside a name write '*')",
+    ),
     "bad range": (
         _entry('"[z-a].md"'),
         "stage_map.yaml:5:13: entries[0].glob: invalid glob: bad character range z-a "
