@@ -568,13 +568,24 @@ class GlobMatcher:
         if not parent_name:
             extra.extend(self._nested)
         extra.extend(self._under_folder.get(folder, ()))
-        self_groups = _still_possible(parent.self_groups, depth, self._self.get(folder, ()))
-        cond_groups = _still_possible(parent.cond_groups, depth, self._cond.get(folder, ()))
-        for group in (*self_groups, *self._self.get("/" + name, ())):
+        self_groups, cond_groups = parent.self_groups, parent.cond_groups
+        if self_groups or folder in self._self:
+            self_groups = _still_possible(self_groups, depth, self._self.get(folder, ()))
+        if cond_groups or folder in self._cond:
+            cond_groups = _still_possible(cond_groups, depth, self._cond.get(folder, ()))
+        named = "/" + name
+        if named in self._self:
+            self_groups_here = (*self_groups, *self._self[named])
+        else:
+            self_groups_here = self_groups
+        for group in self_groups_here:
             if group.depth is None or group.depth == depth:
                 extra.extend(group.find(slashed))
         here = list(self._in_folder.get(folder, ()))
-        for group in (*cond_groups, *self._cond.get("/" + name, ())):
+        cond_groups_here = (
+            (*cond_groups, *self._cond[named]) if named in self._cond else cond_groups
+        )
+        for group in cond_groups_here:
             if group.depth is None or group.depth == depth:
                 here.extend(self._rule_of[i] for i in group.find(slashed))
         below = self._below_folder.get(folder)
