@@ -24,6 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_evals.errors import UserError
+from ci_evals.grading.criteria import StageVerdict
+from ci_evals.grading.stats import StageSummary
 from ci_evals.snapshot import Change
 
 VERSION = 1
@@ -100,9 +102,13 @@ class StageResult(_Model):
     trajectory: str | None = None
     stderr: str | None = None
     produced_dir: str | None = None
-    # Filled in by grading (reviewer scorecards, checks, verdict); free-form
-    # until the grading models land.
-    grading: dict[str, Any] | None = None
+    # How many times the stage was started: > 1 when an infrastructure error
+    # (HTTP 5xx/529 from the model endpoint) was retried (docs/grading.md).
+    attempts: int | None = None
+    # The graders' verdict (status passed/failed/error came from it): every
+    # criterion, each grader's result, judge model, rubric hashes, raw output paths.
+    grading: StageVerdict | None = None
+    grading_cost_usd: float | None = None  # what the reviewer's model calls cost
 
 
 class ScenarioResult(_Model):
@@ -124,8 +130,13 @@ class RunResult(_Model):
     from_stage: int
     suite_file: str
     budget_usd: float | None = None
-    total_cost_usd: float = 0.0
+    total_cost_usd: float = 0.0  # stages and reviewers
+    repeat: int = 1  # runs per scenario
+    pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
     scenarios: list[ScenarioResult] = Field(default_factory=list)
+    # One per (scenario, stage), over its repeats: the k-of-n verdict and statistics.
+    summaries: list[StageSummary] = Field(default_factory=list)
+    regraded_at: datetime | None = None  # set by `ci-evals grade` on the file it writes
 
 
 def json_schema() -> dict[str, Any]:

@@ -74,8 +74,9 @@ def test_a_higher_threshold_fails_the_saved_run_without_any_model_call(
     s1, s2 = regraded.scenarios[0].stages
     assert (s1.status, s2.status) == ("failed", "completed")
     assert s1.error == "analytic mean 4.00 < 4.5 (low: quality)"
-    reviewer = next(g for g in s1.grading["graders"] if g["grader"] == "reviewer")  # type: ignore[index]
-    assert reviewer["reused"] is True
+    assert s1.grading is not None
+    reviewer = next(g for g in s1.grading.graders if g.grader == "reviewer")
+    assert reviewer.reused is True
     assert stub.requests == []  # no stage, no reviewer: nothing asked the model
     assert (copy / "run" / "results.json").read_bytes() == before  # the run's record stands
     out = capsys.readouterr().out
@@ -91,7 +92,7 @@ def test_the_same_policy_gives_the_same_verdict(copy: Path, stub: StubServer) ->
     regraded = read_results(output).scenarios[0].stages[0]
     assert regraded.status == saved.status == "passed"
     assert regraded.grading is not None and saved.grading is not None
-    assert regraded.grading["reason"] == saved.grading["reason"]
+    assert regraded.grading.reason == saved.grading.reason
     assert stub.requests == []
 
 
@@ -106,15 +107,16 @@ def test_a_changed_rubric_runs_the_reviewer_again_but_no_stage(
 
     assert code == 0
     reviewer = next(
-        g for g in read_results(output).scenarios[0].stages[0].grading["graders"]  # type: ignore[index]
-        if g["grader"] == "reviewer"
+        g for g in read_results(output).scenarios[0].stages[0].grading.graders  # type: ignore[union-attr]
+        if g.grader == "reviewer"
     )  # fmt: skip
-    assert reviewer["reused"] is False
+    assert reviewer.reused is False
     rules = {r.rule for r in stub.requests if r.outcome == "turn"}
     assert rules == {"review-valid"}  # the reviewer ran; stages s1 and s2 did not
     # Its new output went to a folder of its own in the run folder.
-    assert reviewer["raw_output"]["path"].startswith("regrade-")
-    assert (copy / "run" / reviewer["raw_output"]["path"]).read_text() == GOOD
+    assert reviewer.raw_output is not None and reviewer.raw_output.path is not None
+    assert reviewer.raw_output.path.startswith("regrade-")
+    assert (copy / "run" / reviewer.raw_output.path).read_text() == GOOD
 
 
 @pytest.mark.slow
@@ -133,10 +135,10 @@ def test_a_changed_rubric_offline_needs_a_model_or_reuse(
     code, output = grade(copy, "--reviewer", "reuse")
     assert code == 0
     reviewer = next(
-        g for g in read_results(output).scenarios[0].stages[0].grading["graders"]  # type: ignore[index]
-        if g["grader"] == "reviewer"
+        g for g in read_results(output).scenarios[0].stages[0].grading.graders  # type: ignore[union-attr]
+        if g.grader == "reviewer"
     )  # fmt: skip
-    assert "re-used a scorecard written against other rubrics or prompt" in reviewer["warnings"]
+    assert "re-used a scorecard written against other rubrics or prompt" in reviewer.warnings
 
 
 @pytest.mark.slow
@@ -154,7 +156,7 @@ def test_a_new_check_and_no_reviewer(copy: Path, stub: StubServer) -> None:
     s1 = read_results(output).scenarios[0].stages[0]
     assert s1.status == "failed"
     assert s1.grading is not None
-    assert [g["grader"] for g in s1.grading["graders"]] == ["checks"]
+    assert [g.grader for g in s1.grading.graders] == ["checks"]
     assert "files:missing.md" in str(s1.error)
     assert stub.requests == []
 

@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from ci_evals.errors import UserError
+from ci_evals.grading.criteria import StageVerdict
 from ci_evals.results import (
     RESULTS_FILE,
     FileChange,
@@ -65,7 +66,15 @@ def a_run(status: str = "completed") -> RunResult:
                         ],
                         trajectory="acme/2-plan/trajectory.jsonl",
                         stderr="acme/2-plan/stderr.log",
-                        grading={"verdict": "failed", "criteria": [{"id": "x", "score": 0}]},
+                        grading=StageVerdict(
+                            verdict="failed",
+                            reason="checklist 1 of 1 failed: x",
+                            graders=(),
+                            checklist_all_passed=False,
+                            analytic_mean=None,
+                            analytic_threshold=3.0,
+                            binary_score=0.0,
+                        ),
                     ),
                 ],
             )

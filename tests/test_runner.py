@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.agents import Progress, StageRequest, get_agent
+from ci_evals.grading.criteria import StageVerdict
 from ci_evals.progress import LiveProgress, summary_table
 from ci_evals.results import RunResult, ScenarioResult, StageResult, read_results
 from ci_evals.runner import RunListener, Runner, RunPlan, StageContext, StageHook, exit_code
@@ -210,14 +211,19 @@ def test_after_stage_hook_can_run_a_reviewer_and_set_the_verdict(tmp_path: Path)
             timeout_s=60,
         )
         outcome = await ctx.agent.run_stage(request, abort=ctx.abort)
-        ctx.result.grading = {"raw": outcome.final_text}
+        ctx.result.grading = StageVerdict(
+            verdict="passed", reason=outcome.final_text or "", graders=(),
+            checklist_all_passed=True, analytic_mean=None, analytic_threshold=3.0,
+            binary_score=100.0,
+        )  # fmt: skip
         ctx.result.status = "passed" if '"score": 1' in (outcome.final_text or "") else "failed"
 
     result, run_dir, _, server = run(tmp_path, from_stage=5, rules=rules, after_stage=review)
 
     stage = result.scenarios[0].stages[0]
     assert stage.status == "passed" and exit_code(result) == 0
-    assert stage.grading == {"raw": '[{"criterion": "written", "score": 1}]'}
+    assert stage.grading is not None
+    assert stage.grading.reason == '[{"criterion": "written", "score": 1}]'
     assert read_results(run_dir).scenarios[0].stages[0].status == "passed"
     assert (run_dir / "acme" / "5-s5" / "review.jsonl").exists()
     assert [r.rule for r in server.requests][-1] == "rules[0]"

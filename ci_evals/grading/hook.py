@@ -75,4 +75,6 @@ def apply_verdict(result: StageResult, verdict: StageVerdict) -> None:
     """The stage's status and one-line reason from its verdict."""
     result.status = verdict.verdict
     result.error = None if verdict.verdict == "passed" else verdict.reason
-    result.grading = verdict.model_dump(mode="json")
+    result.grading = verdict
+    costs = [g.cost_usd for g in verdict.graders if g.cost_usd is not None]
+    result.grading_cost_usd = sum(costs) if costs else None

@@ -28,7 +28,7 @@ from typing import Literal
 
 from ci_evals.agents import Abort, Agent
 from ci_evals.errors import UserError
-from ci_evals.grading.criteria import GraderResult, StageVerdict
+from ci_evals.grading.criteria import GraderResult
 from ci_evals.grading.hook import apply_verdict
 from ci_evals.grading.pipeline import GradeJob, grade_state
 from ci_evals.grading.reviewer import GRADER, fingerprint, plugin_relative
@@ -55,16 +55,6 @@ class Target:
     before: str  # the status before re-grading
 
 
-def saved_verdict(result: StageResult) -> StageVerdict | None:
-    """The verdict recorded for a stage, if any."""
-    grading = result.grading
-    if grading is None:
-        return None
-    if isinstance(grading, StageVerdict):
-        return grading
-    return StageVerdict.model_validate(grading)
-
-
 def plan(
     run: RunResult, suite: Suite, run_dir: Path, mode: ReviewerMode
 ) -> tuple[list[Target], list[str]]:
@@ -85,7 +75,7 @@ def plan(
             if not (stage_dir / AFTER_DIR).is_dir():
                 notes.append(f"{where}: no saved state ({AFTER_DIR}/), not re-graded")
                 continue
-            verdict = saved_verdict(result)
+            verdict = result.grading
             saved = None
             if verdict is not None:
                 saved = next((g for g in verdict.graders if g.grader == GRADER), None)
@@ -173,7 +163,7 @@ def reuse_reviewer(target: Target, suite: Suite, run_dir: Path) -> GraderResult:
     graded = graded.model_copy(
         update={
             "raw_output": saved.raw_output,
-            "cost_usd": 0.0,
+            "cost_usd": saved.cost_usd,  # what the scorecard in use cost
             "trajectory": saved.trajectory,
             "fingerprint": current,
             "reused": True,

@@ -31,10 +31,7 @@ from ci_evals.results import RunResult, StageResult
 def stage_verdict(result: StageResult) -> StageVerdict:
     """The stage's recorded verdict, or one standing in for a run without a verdict."""
     if result.grading is not None and result.status in ("passed", "failed", "error"):
-        grading = result.grading
-        return (
-            grading if isinstance(grading, StageVerdict) else StageVerdict.model_validate(grading)
-        )
+        return result.grading
     kind: Verdict
     if result.status == "completed":
         kind, reason = "passed", "completed (no graders)"

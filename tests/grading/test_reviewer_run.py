@@ -76,18 +76,19 @@ def test_each_scripted_reviewer_answer_gives_its_verdict(
     result, run_dir = graded_run
     s1, s2 = stages(result, case)
     assert s1.status == status
-    assert s1.grading is not None and reason in s1.grading["reason"]
+    assert s1.grading is not None and reason in s1.grading.reason
     # Anything but a pass stops the scenario: stage 2 needs stage 1's files.
     assert s2.status == ("completed" if status == "passed" else "skipped")
     # The raw message is kept in the run folder whatever it was.
     raw = run_dir / case / "1-s1" / "reviewer-output.txt"
     assert raw.read_text() == CASES[case]
-    reviewer = next(g for g in s1.grading["graders"] if g["grader"] == "reviewer")
-    assert reviewer["raw_output"]["path"] == f"{case}/1-s1/reviewer-output.txt"
-    assert reviewer["raw_output"]["sha256"] == hashlib.sha256(CASES[case].encode()).hexdigest()
+    reviewer = next(g for g in s1.grading.graders if g.grader == "reviewer")
+    assert reviewer.raw_output is not None
+    assert reviewer.raw_output.path == f"{case}/1-s1/reviewer-output.txt"
+    assert reviewer.raw_output.sha256 == hashlib.sha256(CASES[case].encode()).hexdigest()
     saved = json.loads((run_dir / case / "1-s1" / "scorecard.json").read_text())
     assert saved["raw"] == CASES[case]
-    assert saved["result"]["error"] == reviewer["error"]
+    assert saved["result"]["error"] == reviewer.error
     assert exit_code(result) == 1  # some cases fail, so the run does
 
 
@@ -99,10 +100,10 @@ def test_the_verdict_records_judge_rubric_hashes_and_criteria(
     s1 = stages(result, "valid")[0]
     assert s1.grading is not None
     assert read_results(run_dir).scenarios[0].stages[0].grading == s1.grading
-    reviewer = next(g for g in s1.grading["graders"] if g["grader"] == "reviewer")
-    assert reviewer["judge_model"]  # the model the reviewer's CLI was answered as
+    reviewer = next(g for g in s1.grading.graders if g.grader == "reviewer")
+    assert reviewer.judge_model  # the model the reviewer's CLI was answered as
     plugin = run_dir.parent / "suite" / "plugin"
-    hashes = {r["id"]: r["sha256"] for r in reviewer["rubrics"]}
+    hashes = {r.id: r.sha256 for r in reviewer.rubrics}
     assert hashes == {
         "quality": hashlib.sha256(
             (plugin / "references/evaluation/analytic/s1/quality.md").read_bytes()
@@ -111,11 +112,11 @@ def test_the_verdict_records_judge_rubric_hashes_and_criteria(
             (plugin / "references/evaluation/checklist/s1/written.md").read_bytes()
         ).hexdigest(),
     }
-    kinds = {c["id"]: (c["kind"], c["score"], c["passed"]) for c in reviewer["criteria"]}
+    kinds = {c.id: (c.kind, c.score, c.passed) for c in reviewer.criteria}
     assert kinds == {"written": ("checklist", 1.0, True), "quality": ("analytic", 4.0, True)}
-    checks = next(g for g in s1.grading["graders"] if g["grader"] == "checks")
-    assert [c["id"] for c in checks["criteria"]] == ["files:out1.md"]
-    assert (run_dir / reviewer["trajectory"]).stat().st_size > 0
+    checks = next(g for g in s1.grading.graders if g.grader == "checks")
+    assert [c.id for c in checks.criteria] == ["files:out1.md"]
+    assert (run_dir / str(reviewer.trajectory)).stat().st_size > 0
 
 
 @pytest.mark.slow
