@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 model=endpoint.model,
             )
         )
+    regrade.finish(result, suite)
     regrade.write(output, result)
     for target in targets:
         line = (
@@ -112,5 +113,9 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     for note in notes:
         print(note)
+    if result.repeat > 1:
+        from ci_evals.grading.summary import repeat_table  # noqa: PLC0415
+
+        print(repeat_table(result.summaries))
     print(f"results: {output}")
-    return regrade.exit_code(result, suite)
+    return regrade.exit_code(result)

@@ -242,8 +242,19 @@ def write(path: Path, result: RunResult) -> None:
         raise
 
 
-def exit_code(result: RunResult, suite: Suite) -> int:
-    """0 when every stage passed under the k-of-n rule (see `summary`), else 1."""
-    from ci_evals.grading.summary import all_passed, summarize_run  # noqa: PLC0415
+def finish(result: RunResult, suite: Suite) -> None:
+    """Mark the result re-graded and recompute its repeat summaries (current k-of-n)."""
+    from datetime import datetime, timezone  # noqa: PLC0415
 
-    return 0 if all_passed(summarize_run(result, suite.grading.pass_at_least)) else 1
+    from ci_evals.grading.summary import summarize_run  # noqa: PLC0415
+
+    result.regraded_at = datetime.now(timezone.utc)
+    result.pass_at_least = suite.grading.pass_at_least
+    result.summaries = summarize_run(result, suite.grading.pass_at_least)
+
+
+def exit_code(result: RunResult) -> int:
+    """0 when every stage passed under the k-of-n rule (see `summary`), else 1."""
+    from ci_evals.grading.summary import all_passed  # noqa: PLC0415
+
+    return 0 if all_passed(result.summaries) else 1
