@@ -9,7 +9,9 @@ writes exactly the fixture files (slow: the real Claude Code CLI).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,10 +23,13 @@ import pathspec
 import pytest
 import yaml
 
+from ci_evals.agents import get_agent
 from ci_evals.grading import rubrics, scorecard
+from ci_evals.grading.hook import GradingHook
 from ci_evals.main import main
+from ci_evals.runner import Runner, RunPlan
 from ci_evals.stage_map import load_stage_map
-from ci_evals.stub_model import load_script
+from ci_evals.stub_model import StubServer, load_script
 from ci_evals.suite import load_suite
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
@@ -260,3 +265,39 @@ def test_run_from_stage_4_writes_chapter_plans_and_chapters(tmp_path: Path) -> N
     assert [s["number"] for s in results["scenarios"][0]["stages"]] == [4, 5]
     expected = _expected(FIXTURES / "4-plan-chapter-output", STUB / "files" / "acme-arm")
     assert _produced(results, "acme-arm") == expected
+
+
+def _graded(tmp_path: Path, script: str, from_stage: int) -> dict[int, Any]:
+    """Run scenario acme-arm from `from_stage` on the stub, graded; stage number -> result."""
+    suite = load_suite(EXAMPLE / "ci-evals.yaml")
+    with StubServer(load_script(STUB / script)) as server:
+        plan = RunPlan(
+            suite=suite,
+            from_stage=suite.stage(from_stage),
+            scenarios=tuple(s for s in suite.scenarios if s.id == "acme-arm"),
+            run_dir=tmp_path / "run",
+            run_id="labsmith",
+            model=None,
+            environ=dict(os.environ),
+            endpoint=server.cli_env(),
+            jobs=1,
+        )
+        result = asyncio.run(Runner(plan, get_agent("claude"), after_stage=GradingHook()).run())
+        assert [r for r in server.requests if r.rule is None] == []
+    return {stage.number: stage for stage in result.scenarios[0].stages}
+
+
+@pytest.mark.slow
+def test_graded_run_from_stage_3_passes_with_both_reviewers(tmp_path: Path) -> None:
+    stages = _graded(tmp_path, "labsmith.yaml", 3)
+    assert {n: s.status for n, s in stages.items()} == {3: "passed", 4: "passed", 5: "passed"}
+    reviewed = {c.id for n in (3, 5) for c in stages[n].grading.criteria if c.source == "reviewer"}
+    assert {"chapter-count-consistent", "progression", "follows-plan", "clarity"} <= reviewed
+
+
+@pytest.mark.slow
+def test_broken_plan_fails_stage_3_on_the_check_and_the_reviewer(tmp_path: Path) -> None:
+    stages = _graded(tmp_path, "broken-plan.yaml", 3)
+    assert {n: s.status for n, s in stages.items()} == {3: "failed", 4: "skipped", 5: "skipped"}
+    failed = {c.id for c in stages[3].grading.criteria if not c.passed}
+    assert failed == {"equals_length:lab/plan.json:chapter_count", "chapter-count-consistent"}
