@@ -1,0 +1,109 @@
+"""Saved stage states (after/) and the k-of-n run summary."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ci_evals.grading.criteria import Criterion, GraderResult
+from ci_evals.grading.scoring import ScoringPolicy, evaluate
+from ci_evals.grading.state import copy_state, save_state
+from ci_evals.grading.summary import all_passed, repeat_table, summarize_run
+from ci_evals.results import RunResult, ScenarioResult, StageResult
+
+
+def test_a_saved_state_keeps_everything_and_shares_unchanged_files(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    (live / "lab").mkdir(parents=True)
+    (live / "lab" / "plan.md").write_text("plan")
+    (live / "notes.md").write_text("notes")
+    (live / "agents").symlink_to("../plugin/agents")
+    weird = os.fsdecode(b"caf\xe9.md")  # not UTF-8: recorded escaped, so never trusted
+    (live / weird).write_text("bytes")
+
+    first = tmp_path / "s1" / "after"
+    assert save_state(live, first) == 3
+    (live / "notes.md").write_text("notes, edited")
+    second = tmp_path / "s2" / "after"
+    copied = save_state(live, second, previous=first, changed={"notes.md"})
+
+    assert copied == 2  # notes.md (changed) and the odd name; plan.md is linked
+    assert (second / "lab" / "plan.md").stat().st_ino == (first / "lab" / "plan.md").stat().st_ino
+    assert (first / "notes.md").read_text() == "notes"  # the earlier state is untouched
+    assert (second / "notes.md").read_text() == "notes, edited"
+    assert os.readlink(second / "agents") == "../plugin/agents"
+
+
+def test_a_graders_copy_has_a_fresh_plugin_its_links_resolve_to(tmp_path: Path) -> None:
+    state = tmp_path / "after"
+    state.mkdir()
+    (state / "out.md").write_text("x")
+    (state / "agents").symlink_to("../plugin/agents")
+    plugin = tmp_path / "repo-plugin"
+    (plugin / "agents").mkdir(parents=True)
+    (plugin / "agents" / "review.md").write_text("review")
+
+    workspace, copy = copy_state(state, plugin, tmp_path / "copy")
+    (workspace / "out.md").write_text("the grader wrote here")
+
+    assert (workspace / "agents" / "review.md").read_text() == "review"
+    assert (workspace / "agents").resolve() == (copy / "agents").resolve()
+    assert (state / "out.md").read_text() == "x"
+
+
+def verdict(score: float) -> object:
+    criteria = (
+        Criterion(id="written", kind="checklist", score=1, passed=True, source="reviewer"),
+        Criterion(id="quality", kind="analytic", score=score, passed=True, source="reviewer"),
+    )
+    return evaluate([GraderResult(grader="reviewer", criteria=criteria)], ScoringPolicy())
+
+
+def run_of(*stages_per_repeat: list[StageResult]) -> RunResult:
+    return RunResult(
+        run_id="r", tool_version="0", started_at=datetime.now(timezone.utc), from_stage=1,
+        suite_file="s", repeat=len(stages_per_repeat),
+        scenarios=[
+            ScenarioResult(id="acme", repeat=i, stages=stages)
+            for i, stages in enumerate(stages_per_repeat)
+        ],
+    )  # fmt: skip
+
+
+def graded(score: float) -> StageResult:
+    v = verdict(score)
+    return StageResult(number=1, name="plan", status=v.verdict, grading=v)  # type: ignore[attr-defined]
+
+
+def test_k_of_n_over_repeats_with_statistics() -> None:
+    run = run_of(
+        [graded(5), StageResult(number=2, name="write", status="completed")],
+        [graded(4), StageResult(number=2, name="write", status="completed")],
+        [graded(2), StageResult(number=2, name="write", status="skipped")],
+    )
+    plan, write = summarize_run(run, pass_at_least=2)
+
+    assert (plan.summary.verdict, plan.summary.passed, plan.summary.runs) == ("passed", 2, 3)
+    assert plan.summary.analytic_mean.mean == 11 / 3
+    assert plan.summary.analytic_mean.ci95_low is not None
+    quality = next(c for c in plan.summary.criteria if c.id == "quality")
+    assert (quality.passed, quality.flaky) == (2, True)
+    # Stage 2 did not run in the third repeat: that counts as an error, not a pass.
+    assert (write.summary.passed, write.summary.errors, write.summary.verdict) == (2, 1, "passed")
+    assert all_passed([plan, write])
+    assert not all_passed(summarize_run(run, pass_at_least=None))  # every repeat must pass
+
+    table = repeat_table([plan, write])
+    assert "acme      1 plan   passed   2/3 (need 2)  3.67" in table
+    assert "    quality (analytic): mean 3.67 stdev 1.53 passed 2/3  flaky" in table
+
+
+def test_a_limit_counts_as_failed_and_completed_as_passed() -> None:
+    run = run_of(
+        [StageResult(number=1, name="plan", status="limit", limit_hit="turns")],
+        [StageResult(number=1, name="plan", status="completed")],
+    )
+    (summary,) = summarize_run(run, pass_at_least=2)
+    assert summary.summary.verdicts == ("failed", "passed")
+    assert summary.summary.verdict == "failed"
