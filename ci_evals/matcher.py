@@ -12,13 +12,19 @@ files belong to a stage, so "the folder matches, and everything in it" is the
 answer users expect. Negation is rejected at load time, so git's
 re-include rules never come into play.
 
-Speed comes from indexing, not from a different engine: most globs in a real
-map are exact paths, `dir/**` prefixes or basenames (`*.md`, `README.md`), and
-those are dictionary look-ups per path segment. Only the rest go through
-regexes, bucketed by a literal part every matching path must contain, and each
-bucket is tested with one combined alternation first (a binary tree of them,
-built lazily, so finding all k matches among n globs costs ~k log n tests).
-`tests/test_matcher_property.py` checks the result against git.
+Speed comes from indexing, not from a different engine. A glob matches a path
+when the path itself, or one of its folders, is NAME inside a folder meeting a
+condition, so each glob is split into that folder condition (anywhere; a
+literal folder; anywhere below a literal folder; or a regex on the folder) and
+a name rule (a literal name, an extension/suffix, or a regex on the name).
+Everything that depends on a folder is computed once per distinct folder and
+cached; a file then costs dict look-ups on its name, plus one regex call that
+reports every matching wildcard name at once. Folder regexes are only tried
+where they can match (below their literal lead, at folders of their literal
+last name, at their fixed depth). pathspec still defines each glob's meaning:
+the regexes are pathspec's, cut at segment boundaries. Globs on which git and
+pathspec disagree are rejected by `glob_problem`, and
+`tests/test_matcher_property.py` checks every answer against both.
 """
 
 from __future__ import annotations
@@ -202,9 +208,6 @@ class _RegexGroup:
             self._any = re.compile("|".join(f"(?:{r})" for r in self._regexes), re.DOTALL)
         self._all = regex
         return regex
-
-    def pairs(self) -> zip[tuple[int, str]]:
-        return zip(self._indices, self._regexes, strict=True)
 
     def find(self, text: str) -> list[int]:
         regex = self._all if self._all is not None else self._compile()
