@@ -267,7 +267,7 @@ class _NameRule:
 class _NameMatcher:
     """The name rules active in one folder, indexed: dicts first, one regex call last."""
 
-    __slots__ = ("everything", "ext", "lengths", "literal", "regexes", "suffix")
+    __slots__ = ("everything", "ext", "folder_cache", "lengths", "literal", "regexes", "suffix")
 
     def __init__(
         self,
@@ -289,6 +289,16 @@ class _NameMatcher:
                 _append(self.ext if is_ext else self.suffix, rule.suffix, rule.index)
         self.lengths = tuple(sorted({len(key) for key in self.suffix}))
         self.regexes = groups(regex_rules) if regex_rules else None
+        # Folder names repeat (`src`, `tests` in every module): their answers are kept.
+        self.folder_cache: dict[str, tuple[int, ...]] = {}
+
+    def match_folder(self, name: str) -> tuple[int, ...]:
+        """`match` for a folder name, cached."""
+        found = self.folder_cache.get(name)
+        if found is None:
+            found = tuple(self.match(name))
+            self.folder_cache[name] = found
+        return found
 
     def match(self, name: str) -> list[int]:
         out = list(self.everything)
@@ -567,7 +577,7 @@ class GlobMatcher:
         parent = self._folders.get(parent_name) or self._folder(parent_name)
         depth = parent.depth + 1
         slashed = folder + "/"
-        extra: list[int] = parent.subfolders.match(name)
+        extra: list[int] = list(parent.subfolders.match_folder(name))
         if not parent_name:
             extra.extend(self._nested)
         extra.extend(self._under_folder.get(folder, ()))
