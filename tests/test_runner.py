@@ -196,7 +196,7 @@ def test_live_progress_redraws_one_line_per_scenario(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_after_stage_hook_can_run_a_reviewer_and_set_the_verdict(tmp_path: Path) -> None:
     rules = (
-        "  - match: {prompt_contains: REVIEW-OUT5}\n    turns:\n"
+        "  - name: reviewer\n    match: {prompt_contains: REVIEW-OUT5}\n    turns:\n"
         '      - text: \'[{"criterion": "written", "score": 1}]\'\n' + default_rules()
     )
 
@@ -226,7 +226,7 @@ def test_after_stage_hook_can_run_a_reviewer_and_set_the_verdict(tmp_path: Path)
     assert stage.grading.reason == '[{"criterion": "written", "score": 1}]'
     assert read_results(run_dir).scenarios[0].stages[0].status == "passed"
     assert (run_dir / "acme" / "5-s5" / "review.jsonl").exists()
-    assert [r.rule for r in server.requests][-1] == "rules[0]"
+    assert [r.rule for r in server.requests][-1] == "reviewer"
 
 
 @pytest.mark.slow
