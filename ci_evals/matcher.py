@@ -267,7 +267,16 @@ class _NameRule:
 class _NameMatcher:
     """The name rules active in one folder, indexed: dicts first, one regex call last."""
 
-    __slots__ = ("everything", "ext", "folder_cache", "lengths", "literal", "regexes", "suffix")
+    __slots__ = (
+        "everything",
+        "ext",
+        "folder_cache",
+        "indices",
+        "lengths",
+        "literal",
+        "regexes",
+        "suffix",
+    )
 
     def __init__(
         self,
@@ -289,6 +298,7 @@ class _NameMatcher:
                 _append(self.ext if is_ext else self.suffix, rule.suffix, rule.index)
         self.lengths = tuple(sorted({len(key) for key in self.suffix}))
         self.regexes = groups(regex_rules) if regex_rules else None
+        self.indices = tuple(rule.index for rule in rules)
         # Folder names repeat (`src`, `tests` in every module): their answers are kept.
         self.folder_cache: dict[str, tuple[int, ...]] = {}
 
@@ -360,6 +370,13 @@ class _Folder:
         self.base = base  # (files, subfolders) matchers for the rules inherited by subfolders
         self.files = files  # name rules for the files directly in this folder
         self.subfolders = subfolders  # ... and for its subfolders (dir-only rules too)
+
+
+def _all_used(files: _NameMatcher, used: bytearray, spent: set[int]) -> bool:
+    if all(used[index] for index in files.indices):
+        spent.add(id(files))
+        return True
+    return False
 
 
 def _append(table: dict[str, list[int]], key: str, index: int) -> None:
@@ -686,6 +703,35 @@ class GlobMatcher:
             append(found)
         return out
 
+    def _enter_folder(
+        self, folder: str, used: bytearray, spent: set[int]
+    ) -> tuple[_NameMatcher, bool, bool]:
+        """For `unmatched`: mark the folder's own matches; (its files' rules, covered, skip)."""
+        info = self._folders.get(folder) or self._folder(folder)
+        for index in info.hits:
+            used[index] = 1
+        files = info.files
+        for index in files.everything:
+            used[index] = 1
+        covers = bool(info.hits or files.everything)
+        # A covered folder whose name rules have all matched somewhere already
+        # cannot change the answer: its files need no look-ups.
+        skip = covers and (id(files) in spent or _all_used(files, used, spent))
+        return files, covers, skip
+
+    def _unmatched_by_path(  # pragma: no cover - see _classify
+        self, paths: Iterable[str]
+    ) -> tuple[list[str], list[int]]:
+        uncovered: list[str] = []
+        used = bytearray(len(self.globs))
+        for path in paths:
+            found = self._matches(path)
+            if not found:
+                uncovered.append(path)
+            for index in found:
+                used[index] = 1
+        return uncovered, [i for i, u in enumerate(used) if not u]
+
     def unmatched(self, paths: Iterable[str]) -> tuple[list[str], list[int]]:
         """Paths no glob matches, and indices of globs that match none of `paths`.
 
@@ -693,22 +739,21 @@ class GlobMatcher:
         (it runs on every commit): the folder's facts are fetched once per run
         of paths in the same folder, and the name rules are applied inline.
         """
+        if self._full is not None:  # pragma: no cover - see _classify
+            return self._unmatched_by_path(paths)
         uncovered: list[str] = []
         used = bytearray(len(self.globs))
         last: str | None = None
-        folder_covers = False
+        folder_covers = skip = False
         files = self._folder("").files
+        spent: set[int] = set()  # name matchers whose every rule is already used
         for path in paths:
             folder, _, name = path.rpartition("/")
             if folder != last:
                 last = folder
-                info = self._folders.get(folder) or self._folder(folder)
-                for index in info.hits:
-                    used[index] = 1
-                files = info.files
-                for index in files.everything:
-                    used[index] = 1
-                folder_covers = bool(info.hits or files.everything)
+                files, folder_covers, skip = self._enter_folder(folder, used, spent)
+            if skip:
+                continue
             covered = folder_covers
             hit = files.literal.get(name)
             if hit:

@@ -195,3 +195,20 @@ def test_actions_map_error_is_annotated_and_exits_2(plugin_repo: Path, tmp_path:
     ]
     assert result.stderr.startswith("ci-evals: error: stage_map.yaml:6:38: entries[1].stage:")
     assert "The stage map is invalid" in summary.read_text(encoding="utf-8")
+
+
+def test_root_inside_a_global_folder_needs_no_entries(
+    plugin_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any change under a global folder already means a full run."""
+    _write(
+        plugin_repo,
+        "stage_map.yaml",
+        MAP.replace("root: plugin", "root: plugin/skills").replace(
+            "global: [plugin/suite.yaml]", "global: [plugin]"
+        ),
+    )
+    git(plugin_repo, "rm", "-q", "-r", "--cached", "plugin/agents")
+    code, out, _ = _run(plugin_repo, capsys)
+    assert code == 1  # every entry is dead now: no file needs one
+    assert out[-1] == FAILED.format(what="3 dead entries")
