@@ -7,7 +7,8 @@ never the work tree: an untracked scratch file is not the map's business, and a
 file deleted but not yet staged is still part of the commit.
 
 Files that `compute-stage` handles before matching — the `global` paths and
-everything under `fixtures` — need no entry.
+everything under `fixtures` — need no entry (an entry matching only them is
+not dead, though: it matches a file).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ci_evals.stage_map import Entry, StageMap
 @dataclass(frozen=True)
 class CoverageReport:
     stage_map: StageMap
-    checked: int  # files under root that needed an entry
+    checked: int  # staged files under root
     uncovered: tuple[str, ...]  # repo-relative paths, index order
     dead: tuple[Entry, ...]  # entries matching no staged file, map order
 
@@ -33,28 +34,26 @@ class CoverageReport:
 
 
 def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> CoverageReport:
-    """Match the staged files under `root` against the map (`staged` defaults to the index)."""
+    """Match the staged files under `root` against the map (`staged` defaults to the index).
+
+    An entry is dead when it matches no staged file under root at all; a file
+    is uncovered when no entry matches it and it is not global or a fixture.
+    """
     paths = git.ls_files(stage_map.repo_root) if staged is None else staged
-    # Global files and fixtures are handled by compute-stage without an entry.
     root = stage_map.root + "/" if stage_map.root else ""
-    folders = [*stage_map.global_paths, *([stage_map.fixtures] if stage_map.fixtures else [])]
-    exempt = {f for f in stage_map.global_paths if f.startswith(root)}
-    exempt_under = tuple(f + "/" for f in folders if (f + "/").startswith(root))
     cut = len(root)
-    if root and any(root.startswith(f + "/") for f in folders):
-        relative: list[str] = []  # root lies inside a global or fixtures folder
-    elif exempt or exempt_under:
-        relative = [
-            path[cut:]
-            for path in paths
-            if path.startswith(root) and path not in exempt and not path.startswith(exempt_under)
-        ]
-    else:  # the usual case: nothing exempt lies under root (100,000 paths: ~10 ms saved)
-        relative = [path[cut:] for path in paths if path.startswith(root)]
+    relative = [path[cut:] for path in paths if path.startswith(root)]
     uncovered, dead = GlobMatcher(stage_map.globs).unmatched(relative)
+    exempt = set(stage_map.global_paths)
+    folders = [*stage_map.global_paths, *([stage_map.fixtures] if stage_map.fixtures else [])]
+    exempt_under = tuple(folder + "/" for folder in folders)
     return CoverageReport(
         stage_map=stage_map,
         checked=len(relative),
-        uncovered=tuple(root + rel for rel in uncovered),
+        uncovered=tuple(
+            path
+            for path in (root + rel for rel in uncovered)
+            if path not in exempt and not path.startswith(exempt_under)
+        ),
         dead=tuple(stage_map.entries[i] for i in dead),
     )

@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if report.ok:
         root = f"{stage_map.root}/" if stage_map.root else "the repository"
         print(
-            f"ci-evals: stage map OK: {report.checked} files under {root} covered "
-            f"by {len(stage_map.entries)} entries, none dead"
+            f"ci-evals: stage map OK: {report.checked} staged files under {root}, "
+            f"{len(stage_map.entries)} entries: every file covered, every entry used"
         )
         return EXIT_OK
     for line in _problem_lines(report):
