@@ -29,9 +29,9 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from subprocess import PIPE
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import anyio
 from anyio.streams.text import TextReceiveStream, TextSendStream
@@ -281,16 +281,20 @@ async def _drive(  # noqa: PLR0917 - one private call site
         # Safety net: if the stream does not end after the group is killed, stop waiting.
         with anyio.move_on_after(request.timeout_s + KILL_GRACE_S + DRAIN_AFTER_KILL_S):
             try:
-                async for message in query(
-                    prompt=request.prompt, options=options, transport=transport
-                ):
-                    messages += 1
-                    record = message_record(message, time.monotonic() - started)
-                    trajectory.write(json.dumps(record, default=str) + "\n")
-                    trajectory.flush()
-                    tally.see(message)
-                    if on_progress is not None:
-                        on_progress(Progress(tally.live_turns, tally.cost_usd, tally.last_tool))
+                # aclosing: if the safety net cancels us, the SDK's own clean-up still runs.
+                stream = cast(
+                    AsyncGenerator[object, None],  # typed as an iterator; it is a generator
+                    query(prompt=request.prompt, options=options, transport=transport),
+                )
+                async with contextlib.aclosing(stream):
+                    async for message in stream:
+                        messages += 1
+                        record = message_record(message, time.monotonic() - started)
+                        trajectory.write(json.dumps(record, default=str) + "\n")
+                        trajectory.flush()
+                        tally.see(message)
+                        if on_progress is not None:
+                            on_progress(Progress(tally.live_turns, tally.cost_usd, tally.last_tool))
             except Exception as exc:  # the CLI failed: classified below, recorded in the outcome
                 failure = exc
     finally:
