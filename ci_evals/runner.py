@@ -95,7 +95,8 @@ class StageContext:
     The hook may run more agents (`agent.run_stage(..., abort=abort)`, with
     `env_for(private_root)` as their environment), read `workspace.root` and
     `request.trajectory_path`, and set `result.status` (`passed`/`failed`/`error`)
-    and `result.grading`. `results.json` is written after it returns.
+    and `result.grading`. Add what its agents cost to `result.cost_usd`: the run
+    budget counts stage costs. `results.json` is written after it returns.
     """
 
     plan: RunPlan
@@ -290,8 +291,7 @@ class Runner:
             stage_result.turns = progress.turns
             self.listener.stage_progress(state.scenario.id, stage_result, progress)
 
-        # The hook for retrying infrastructure errors (a later issue): when
-        # `outcome.infrastructure_error`, run the request again with backoff.
+        # Infrastructure errors are retried by the agent wrapper (ci_evals.retry), not here.
         outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
         after = await asyncio.to_thread(take_snapshot, workspace.root, previous=before)
         changes = diff_snapshots(before, after)
