@@ -244,12 +244,13 @@ rules:
     assert [r.status for r in server.requests if r.outcome == "fault"] == [500]
 
 
-def test_malformed_sse_is_an_error(tmp_path: Path, plugin: Path) -> None:
-    script = """
+@pytest.mark.parametrize("fault", ["{malformed_sse: true}", "{disconnect: true}"])
+def test_malformed_or_cut_stream_is_an_error(tmp_path: Path, plugin: Path, fault: str) -> None:
+    script = f"""
 rules:
-  - match: {command: demo:s1}
+  - match: {{command: demo:s1}}
     turns:
-      - fault: {malformed_sse: true}
+      - fault: {fault}
 """
     outcome, _, _ = run_stage(tmp_path, plugin, script, extra_env={"CLAUDE_CODE_MAX_RETRIES": "0"})
     assert outcome.status == "error", outcome

@@ -259,3 +259,24 @@ def test_a_transient_endpoint_error_is_retried(tmp_path: Path) -> None:
     assert "the model endpoint failed (HTTP 529) in 5-s5; attempt 2" in proc.stderr
     assert read_results(out).scenarios[0].stages[0].status == "completed"
     assert (out / "acme" / "5-s5" / "trajectory.attempt1.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_secrets_in_our_environment_never_reach_the_agent(tmp_path: Path) -> None:
+    rules = (
+        "  - match: {command: demo:s5}\n    turns:\n"
+        '      - tools: [{bash: "env > env.txt"}]\n      - text: done\n'
+    )
+    suite, stub = make_suite(tmp_path, rules=rules)
+    out = tmp_path / "out"
+    env = base_env(GITHUB_TOKEN="ghp_from_ci", NPM_TOKEN="npm_from_ci", ANTHROPIC_API_KEY="sk-real")
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "5",
+        "--out", str(out), cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    dumped = (out / "acme" / "5-s5" / "produced" / "env.txt").read_text()
+    for secret in ("ghp_from_ci", "npm_from_ci", "sk-real", "GITHUB_TOKEN", "NPM_TOKEN"):
+        assert secret not in dumped
+    assert "ANTHROPIC_API_KEY=stub-model-key" in dumped
+    assert f"HOME={out}/.work/acme/agent/home" in dumped
