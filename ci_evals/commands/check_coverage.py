@@ -10,6 +10,7 @@ when the map itself is wrong. In GitHub Actions the problems also become
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 from pathlib import Path
@@ -35,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     actions = _actions_env()
+    # Reading 100,000 paths allocates 100,000+ objects and no cycles: the cyclic
+    # collector would only walk them over and over (~10% of the run).
+    gc.disable()
     try:
         map_path = args.map if args.map is not None else default_map_path(Path.cwd())
         stage_map = load_stage_map(map_path)
@@ -43,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         if actions is not None:
             _report_map_error(actions, exc)
         raise
+    finally:
+        gc.enable()
     if report.ok:
         root = f"{stage_map.root}/" if stage_map.root else "the repository"
         print(
