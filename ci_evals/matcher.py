@@ -342,9 +342,9 @@ class _Folder:
     __slots__ = (
         "base",
         "cond_groups",
-        "depth",
         "files",
         "hits",
+        "plain_child",
         "self_groups",
         "subfolders",
         "under",
@@ -353,7 +353,6 @@ class _Folder:
     def __init__(
         self,
         *,
-        depth: int,
         hits: tuple[int, ...],
         under: tuple[_NameRule, ...],
         self_groups: tuple[_RegexGroup, ...],
@@ -362,7 +361,10 @@ class _Folder:
         files: _NameMatcher,
         subfolders: _NameMatcher,
     ) -> None:
-        self.depth = depth  # number of segments ("" is 0)
+        # The facts of an unremarkable subfolder (no glob mentions it or matches
+        # it, no regex to try): shared by all of them, whatever their depth,
+        # which then only matters where regex groups exist (never for these).
+        self.plain_child: _Folder | None = None
         self.hits = hits  # globs matched by the folder or one of its parents
         self.under = under  # `D/**/NAME` rules active here (D is this folder or above)
         self.self_groups = self_groups  # regexes for this folder and below, by literal lead
@@ -491,6 +493,14 @@ class GlobMatcher:
         self._name_matchers: dict[tuple[int, ...], _NameMatcher] = {}
         self._name_groups: dict[tuple[int, ...], _RegexGroup] = {}
         self._folders: dict[str, _Folder] = {}
+        # Folders and folder names some glob singles out (see `_folder`'s fast path).
+        self._special_folders = {
+            *self._under_folder,
+            *self._in_folder,
+            *self._below_folder,
+            *(key for key in (*self._self, *self._cond) if not key.startswith("/")),
+        }
+        self._special_names = {key[1:] for key in (*self._self, *self._cond) if key.startswith("/")}
 
     # -- building ------------------------------------------------------------
 
@@ -568,7 +578,6 @@ class GlobMatcher:
         base_subfolders = self._names(base)
         here = self._in_folder.get("", ())  # `/*.md`
         info = _Folder(
-            depth=0,
             hits=tuple(sorted(set(self._everywhere))),
             under=(),
             self_groups=self._self.get("", ()),
@@ -592,7 +601,24 @@ class GlobMatcher:
             return self._root()
         parent_name, _, name = folder.rpartition("/")
         parent = self._folders.get(parent_name) or self._folder(parent_name)
-        depth = parent.depth + 1
+        if (
+            parent_name
+            and not parent.self_groups
+            and not parent.cond_groups
+            and folder not in self._special_folders
+            and name not in self._special_names
+            and not parent.subfolders.match_folder(name)
+        ):
+            info = parent.plain_child or self._plain_child(parent)
+            self._folders[folder] = info
+            return info
+        return self._remarkable_folder(folder, parent_name, name, parent)
+
+    def _remarkable_folder(
+        self, folder: str, parent_name: str, name: str, parent: _Folder
+    ) -> _Folder:
+        """`_folder` for a folder some glob mentions, matches, or may match by regex."""
+        depth = folder.count("/") + 1
         slashed = folder + "/"
         extra: list[int] = list(parent.subfolders.match_folder(name))
         if not parent_name:
@@ -630,7 +656,6 @@ class GlobMatcher:
             files = self._names([r for r in active if not r.dir_only])
             subfolders = self._names(active)
         info = _Folder(
-            depth=depth,
             hits=tuple(sorted({*parent.hits, *extra})) if extra else parent.hits,
             under=under,
             self_groups=self_groups,
@@ -641,6 +666,23 @@ class GlobMatcher:
         )
         self._folders[folder] = info
         return info
+
+    def _plain_child(self, parent: _Folder) -> _Folder:
+        files, subfolders = parent.base
+        if parent.files is files and parent.subfolders is subfolders:
+            child = parent
+        else:
+            child = _Folder(
+                hits=parent.hits,
+                under=parent.under,
+                self_groups=(),
+                cond_groups=(),
+                base=parent.base,
+                files=files,
+                subfolders=subfolders,
+            )
+        parent.plain_child = child
+        return child
 
     # -- matching ------------------------------------------------------------
 
