@@ -18,7 +18,7 @@ Layout of the run folder:
 
     <run>/results.json
     <run>/<scenario>/<k>-<stage>/trajectory.jsonl, stderr.log, produced/
-    <run>/.work/<scenario>/                  removed at the end unless keep_workspace
+    $TMPDIR/ci-evals-<run-id>-*/<scenario>/  the workspace; removed at the end unless keep_workspace
         plugin/  workspace/  agent/{home,tmp,run}
 """
 
@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,8 +49,6 @@ from ci_evals.snapshot import Snapshot, copy_produced, diff_snapshots, take_snap
 from ci_evals.suite import Scenario, Stage, Suite
 from ci_evals.workspace import Workspace, create_workspace
 
-WORK_DIR = ".work"  # temp folders inside the run folder
-
 
 @dataclass(frozen=True)
 class RunPlan:
@@ -65,6 +64,7 @@ class RunPlan:
     endpoint: Mapping[str, str] | None = None  # the stub's cli_env(), or None for the real API
     jobs: int = 1
     keep_workspace: bool = False
+    temp_root: Path | None = None  # where workspaces go; None = the system temp folder
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -158,6 +158,13 @@ class Runner:
             suite_file=str(plan.suite.file),
             budget_usd=plan.suite.budget_usd,
         )
+        # Workspaces live in a temp folder, not in the run folder: the run folder
+        # is usually inside the user's repository, and Claude Code reads every
+        # CLAUDE.md in the folders above its cwd and sees the repo in `git
+        # status` -- context the agent would not have on a user's machine.
+        self.work_root = Path(
+            tempfile.mkdtemp(prefix=f"ci-evals-{plan.run_id}-", dir=plan.temp_root)
+        )
         self._states: list[_Scenario] = []
         for scenario in plan.scenarios:
             stages = [StageResult(number=s.number, name=s.name) for s in plan.stages]
@@ -169,7 +176,7 @@ class Runner:
                 _Scenario(
                     scenario=scenario,
                     result=scenario_result,
-                    parent=plan.run_dir / WORK_DIR / scenario.id,
+                    parent=self.work_root / scenario.id,
                     stage_results={r.number: r for r in stages},
                 )
             )
@@ -322,7 +329,7 @@ class Runner:
             if self.plan.keep_workspace and state.workspace is not None:
                 state.result.workspace = str(state.workspace.parent)
         if not self.plan.keep_workspace:
-            shutil.rmtree(self.plan.run_dir / WORK_DIR, ignore_errors=True)
+            shutil.rmtree(self.work_root, ignore_errors=True)
 
 
 def _record_plugin_changes(workspace: Workspace, state: _Scenario, stage_dir: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,16 +160,18 @@ def test_interrupt_ends_everything_and_writes_partial_results(
     )
     suite, stub = make_suite(tmp_path, rules=rules, scenarios=("acme", "globex"))
     out = tmp_path / "out"
+    temp = tmp_path / "tmp"  # the workspaces' temp folder, checked empty at the end
+    temp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ci_evals", "run", "--suite", str(suite), "--model", f"stub:{stub}",
          "--from-stage", "4", "--jobs", "2", "--out", str(out)],
-        cwd=tmp_path, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        cwd=tmp_path, env=base_env(TMPDIR=str(temp)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            procs = processes_mentioning(str(out))
+            procs = processes_mentioning(str(temp))
             if sum("time.sleep" in cmd for _, cmd in procs) >= 2:
                 cli_pids = [pid for pid, cmd in procs if "_bundled/claude" in cmd]
                 break
@@ -192,7 +195,7 @@ def test_interrupt_ends_everything_and_writes_partial_results(
     time.sleep(0.5)
     assert processes_mentioning(str(out)) == []
     assert processes_mentioning(str(tmp_path)) == []
-    assert not (out / ".work").exists()
+    assert list(temp.iterdir()) == []
     assert sorted(p.name for p in out.iterdir()) == ["acme", "globex", "results.json"]
     # A killed CLI can leave its messaging socket in /tmp when XDG_RUNTIME_DIR is too long.
     assert len(cli_pids) == 2
@@ -269,7 +272,14 @@ def test_secrets_in_our_environment_never_reach_the_agent(tmp_path: Path) -> Non
     )
     suite, stub = make_suite(tmp_path, rules=rules)
     out = tmp_path / "out"
-    env = base_env(GITHUB_TOKEN="ghp_from_ci", NPM_TOKEN="npm_from_ci", ANTHROPIC_API_KEY="sk-real")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = base_env(
+        GITHUB_TOKEN="ghp_from_ci",
+        NPM_TOKEN="npm_from_ci",
+        ANTHROPIC_API_KEY="sk-real",
+        TMPDIR=str(temp),
+    )
     proc = ci_evals(
         "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "5",
         "--out", str(out), cwd=tmp_path, env=env,
@@ -279,4 +289,5 @@ def test_secrets_in_our_environment_never_reach_the_agent(tmp_path: Path) -> Non
     for secret in ("ghp_from_ci", "npm_from_ci", "sk-real", "GITHUB_TOKEN", "NPM_TOKEN"):
         assert secret not in dumped
     assert "ANTHROPIC_API_KEY=stub-model-key" in dumped
-    assert f"HOME={out}/.work/acme/agent/home" in dumped
+    # The agent's HOME is private, inside the run's temp folder, not the real one.
+    assert re.search(rf"^HOME={re.escape(str(temp))}/ci-evals-[^/]+/acme/agent/home$", dumped, re.M)

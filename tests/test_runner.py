@@ -50,6 +50,7 @@ def run(
     run_dir = tmp_path / "run"
     recorder = Recorder(run_dir)
     environ = {**os.environ, "CLAUDE_CODE_MAX_RETRIES": "0"}
+    (tmp_path / "tmp").mkdir(exist_ok=True)
     with StubServer(load_script(stub)) as server:
         plan = RunPlan(
             suite=suite,
@@ -62,6 +63,7 @@ def run(
             endpoint=server.cli_env(),
             jobs=jobs,
             keep_workspace=keep_workspace,
+            temp_root=tmp_path / "tmp",
         )
         runner = Runner(plan, get_agent("claude"), recorder, after_stage=after_stage)
         result = asyncio.run(runner.run())
@@ -89,8 +91,8 @@ def test_from_stage_1_runs_every_stage_and_records_it(tmp_path: Path) -> None:
     # results.json was rewritten after every stage, not only at the end.
     assert recorder.seen == [("acme", k, "completed") for k in range(1, 6)]
     assert read_results(run_dir) == result
-    assert not (run_dir / ".work").exists()  # the workspace is gone
-    assert processes_mentioning(str(run_dir)) == []
+    assert list((tmp_path / "tmp").iterdir()) == []  # the workspace is gone
+    assert processes_mentioning(str(tmp_path)) == []
 
 
 @pytest.mark.slow
