@@ -45,6 +45,26 @@ def _cost(value: float | None) -> str:
     return f"${value or 0.0:.4f}"
 
 
+def _criteria(stage: StageResult) -> tuple[str, str]:
+    """(criteria passed/total, analytic mean) of a graded stage; ("-", "-") otherwise.
+    Advisory criteria are left out: they never decide the verdict."""
+    verdict = stage.grading
+    if verdict is None:
+        return "-", "-"
+    counted = [c for c in verdict.criteria if not c.advisory]
+    passed = sum(1 for c in counted if c.passed)
+    mean = "-" if verdict.analytic_mean is None else f"{verdict.analytic_mean:.2f}"
+    return f"{passed}/{len(counted)}", mean
+
+
+def _verdict_text(stage: StageResult) -> str:
+    """` criteria 7/8 mean 3.50` for a graded stage, else nothing."""
+    if stage.grading is None:
+        return ""
+    criteria, mean = _criteria(stage)
+    return f" criteria {criteria} mean {mean}"
+
+
 class PlainProgress(RunListener):
     """Timestamped lines for logs."""
 
@@ -70,6 +90,7 @@ class PlainProgress(RunListener):
         detail = f" ({stage.error})" if stage.error else ""
         self._line(
             f"{scenario} stage {stage.number} {stage.name}: {_stage_text(stage)}"
+            f"{_verdict_text(stage)}"
             f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)}"
             f" time={stage.duration_s or 0:.1f}s files={len(stage.produced)}{detail}"
         )
@@ -127,6 +148,7 @@ class LiveProgress(RunListener):
         self._running.pop(scenario, None)
         self._lines[scenario] = (
             f"{scenario}: stage {stage.number} {stage.name} {_stage_text(stage)}"
+            f"{_verdict_text(stage)}"
             f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)} {stage.duration_s or 0:.0f}s"
         )
         self._draw(force=True)
@@ -156,15 +178,18 @@ def make_progress(stream: TextIO | None = None) -> RunListener:
 
 def summary_table(result: RunResult) -> str:
     """The short table printed at the end: one row per scenario and stage."""
-    header = ("scenario", "stage", "status", "turns", "cost", "time", "files")
+    header = ("scenario", "stage", "status", "criteria", "mean", "turns", "cost", "time", "files")
     rows = [header]
+    repeated = result.repeat > 1
     for scenario in result.scenarios:
+        label = f"{scenario.id}#{scenario.repeat + 1}" if repeated else scenario.id
         for stage in scenario.stages:
             rows.append(
                 (
-                    scenario.id,
+                    label,
                     f"{stage.number} {stage.name}",
                     _stage_text(stage),
+                    *_criteria(stage),
                     str(stage.turns if stage.turns is not None else "-"),
                     _cost(stage.cost_usd) if stage.cost_usd is not None else "-",
                     f"{stage.duration_s:.1f}s" if stage.duration_s is not None else "-",
@@ -177,5 +202,7 @@ def summary_table(result: RunResult) -> str:
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    lines.append(f"total cost {_cost(result.total_cost_usd)}; run {result.status}")
+    graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
+    of_which = f" (reviewers {_cost(graders)})" if graders else ""
+    lines.append(f"total cost {_cost(result.total_cost_usd)}{of_which}; run {result.status}")
     return "\n".join(lines)

@@ -67,6 +67,7 @@ class RetryingAgent:
         spent = 0.0
         while True:
             outcome = await self.agent.run_stage(request, abort=abort, on_progress=on_progress)
+            outcome.attempts = attempt
             self.attempts[request.trajectory_path] = attempt
             if not outcome.infrastructure_error or attempt >= self.policy.tries or abort.is_set:
                 outcome.cost_usd += spent

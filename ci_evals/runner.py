@@ -17,7 +17,8 @@ The runner owns the order of things; everything else is delegated:
 Layout of the run folder:
 
     <run>/results.json
-    <run>/<scenario>/<k>-<stage>/trajectory.jsonl, stderr.log, produced/
+    <run>/<scenario>/<k>-<stage>/trajectory.jsonl, stderr.log, produced/, after/ (grading)
+    <run>/<scenario>/r<i>/<k>-<stage>/...     with --repeat K > 1, one folder per repeat
     $TMPDIR/ci-evals-<run-id>-*/<scenario>/  the workspace; removed at the end unless keep_workspace
         plugin/  workspace/  agent/{home,tmp,run}
 """
@@ -38,6 +39,7 @@ from pathlib import Path
 from ci_evals import __version__
 from ci_evals.agent_env import agent_environment
 from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.grading.summary import all_passed, summarize_run
 from ci_evals.results import (
     RunResult,
     ScenarioResult,
@@ -65,6 +67,8 @@ class RunPlan:
     jobs: int = 1
     keep_workspace: bool = False
     temp_root: Path | None = None  # where workspaces go; None = the system temp folder
+    repeat: int = 1  # runs per scenario, each in its own workspace and run subfolder
+    pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -127,6 +131,8 @@ class _Scenario:
     scenario: Scenario
     result: ScenarioResult
     parent: Path
+    folder: str  # under the run folder: "<id>", or "<id>/r<i>" with repeats
+    label: str  # for progress lines: "<id>", or "<id>#<i>" with repeats
     workspace: Workspace | None = None
     last: Snapshot | None = None
     plugin_changed: frozenset[str] = frozenset()  # plugin-copy paths changed so far
@@ -157,6 +163,8 @@ class Runner:
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
             budget_usd=plan.suite.budget_usd,
+            repeat=plan.repeat,
+            pass_at_least=plan.pass_at_least,
         )
         # Workspaces live in a temp folder, not in the run folder: the run folder
         # is usually inside the user's repository, and Claude Code reads every
@@ -167,19 +175,24 @@ class Runner:
         )
         self._states: list[_Scenario] = []
         for scenario in plan.scenarios:
-            stages = [StageResult(number=s.number, name=s.name) for s in plan.stages]
-            scenario_result = ScenarioResult(
-                id=scenario.id, inputs=dict(scenario.inputs), stages=stages
-            )
-            self.result.scenarios.append(scenario_result)
-            self._states.append(
-                _Scenario(
-                    scenario=scenario,
-                    result=scenario_result,
-                    parent=self.work_root / scenario.id,
-                    stage_results={r.number: r for r in stages},
+            for repeat in range(plan.repeat):
+                stages = [StageResult(number=s.number, name=s.name) for s in plan.stages]
+                scenario_result = ScenarioResult(
+                    id=scenario.id, inputs=dict(scenario.inputs), repeat=repeat, stages=stages
                 )
-            )
+                self.result.scenarios.append(scenario_result)
+                many = plan.repeat > 1
+                folder = f"{scenario.id}/r{repeat + 1}" if many else scenario.id
+                self._states.append(
+                    _Scenario(
+                        scenario=scenario,
+                        result=scenario_result,
+                        parent=self.work_root / folder,
+                        folder=folder,
+                        label=f"{scenario.id}#{repeat + 1}" if many else scenario.id,
+                        stage_results={r.number: r for r in stages},
+                    )
+                )
 
     # -- control --------------------------------------------------------------
 
@@ -190,8 +203,11 @@ class Runner:
 
     @property
     def spent_usd(self) -> float:
+        # Stages and their graders' model calls (reviewers) alike.
         return sum(
-            stage.cost_usd or 0.0 for scenario in self.result.scenarios for stage in scenario.stages
+            (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0)
+            for scenario in self.result.scenarios
+            for stage in scenario.stages
         )
 
     def budget_left(self) -> float | None:
@@ -218,6 +234,7 @@ class Runner:
             self.result.status = "interrupted" if self.interrupted else "completed"
             self.result.finished_at = datetime.now(timezone.utc)
             self.result.total_cost_usd = self.spent_usd
+            self.result.summaries = summarize_run(self.result, self.plan.pass_at_least)
             self._finish_workspaces()
             self._write()
         self.listener.run_finished(self.plan, self.result)
@@ -265,7 +282,7 @@ class Runner:
                 create_workspace, plan.suite, plan.from_stage, state.parent
             )
         workspace = state.workspace
-        stage_dir = plan.run_dir / state.scenario.id / f"{stage.number}-{stage.name}"
+        stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
         stage_dir.mkdir(parents=True, exist_ok=True)
         env = agent_environment(
             plan.environ, private_root=state.parent / "agent", endpoint=plan.endpoint
@@ -291,12 +308,12 @@ class Runner:
         stage_result.trajectory = _relative(request.trajectory_path, plan.run_dir)
         stage_result.stderr = _relative(request.stderr_path, plan.run_dir)
         self._write()
-        self.listener.stage_started(state.scenario.id, stage_result)
+        self.listener.stage_started(state.label, stage_result)
         started = time.monotonic()
 
         def on_progress(progress: Progress) -> None:
             stage_result.turns = progress.turns
-            self.listener.stage_progress(state.scenario.id, stage_result, progress)
+            self.listener.stage_progress(state.label, stage_result, progress)
 
         # Infrastructure errors are retried by the agent wrapper (ci_evals.retry), not here.
         outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
@@ -317,7 +334,7 @@ class Runner:
             await self.after_stage(context)
         self.result.total_cost_usd = self.spent_usd
         self._write()
-        self.listener.stage_finished(state.scenario.id, stage_result)
+        self.listener.stage_finished(state.label, stage_result)
 
     # -- bookkeeping ----------------------------------------------------------------
 
@@ -365,6 +382,7 @@ def _fill(stage_result: StageResult, outcome: StageOutcome, wall_s: float) -> No
     stage_result.output_tokens = outcome.usage.output_tokens
     stage_result.cost_usd = outcome.cost_usd
     stage_result.session_id = outcome.session_id
+    stage_result.attempts = outcome.attempts
 
 
 def _relative(path: Path, run_dir: Path) -> str:
@@ -374,6 +392,10 @@ def _relative(path: Path, run_dir: Path) -> str:
 
 
 def exit_code(result: RunResult) -> int:
-    """0 when every stage completed or passed, else 1 (130 is the command's, on interrupt)."""
+    """0 when every stage passed (or completed, without graders), else 1 (130 is the
+    command's, on interrupt). With repeats, per (scenario, stage) under the k-of-n
+    rule (`result.summaries`, see ci_evals.grading.summary)."""
+    if result.summaries:
+        return 0 if all_passed(result.summaries) else 1
     statuses: Sequence[str] = [s.status for sc in result.scenarios for s in sc.stages]
     return 0 if all(status in ("completed", "passed") for status in statuses) else 1

@@ -191,8 +191,10 @@ def test_live_progress_redraws_one_line_per_scenario(tmp_path: Path) -> None:
         "\x1b[2Kacme: stage 4 s4 ok turns=3 cost=$0.2500 2s\n\x1b[2Kglobex: waiting\n"
     )
     table = summary_table(result).splitlines()
-    assert table[0].split() == ["scenario", "stage", "status", "turns", "cost", "time", "files"]
-    assert table[2].split() == ["acme", "4", "s4", "ok", "3", "$0.2500", "2.0s", "0"]
+    assert table[0].split() == [
+        "scenario", "stage", "status", "criteria", "mean", "turns", "cost", "time", "files",
+    ]  # fmt: skip
+    assert table[2].split() == ["acme", "4", "s4", "ok", "-", "-", "3", "$0.2500", "2.0s", "0"]
 
 
 @pytest.mark.slow

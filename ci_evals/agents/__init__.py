@@ -96,6 +96,7 @@ class StageOutcome:
     # HTTP status of a failed model call (429, 500, 529, ...): the hook for
     # retrying infrastructure errors (a later issue) — retry when it is 5xx/529.
     api_error_status: int | None = None
+    attempts: int = 1  # > 1 when a wrapper (ci_evals.retry) ran it again after an endpoint error
     messages: int = 0
 
     @property

@@ -3,8 +3,10 @@
 Everything is checked before anything starts (one line, exit 2): the suite,
 the stage, the scenarios, the fixtures for the stages before N, the model
 endpoint. Then the run folder is made, the stub model started if asked for,
-and the `Runner` takes over. Exit 0 when every stage completed, 1 when any did
-not, 130 when interrupted (Ctrl-C or SIGTERM; partial results are written).
+and the `Runner` takes over, grading every stage that completes
+(`ci_evals.grading.hook`). Exit 0 when every stage passed (or completed,
+without graders) — over `--repeat` runs, under the k-of-n rule — 1 when any
+did not, 130 when interrupted (Ctrl-C or SIGTERM; partial results are written).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from ci_evals import diff_range, git
 from ci_evals.agent_env import has_endpoint
 from ci_evals.agents import StageOutcome, StageRequest, get_agent
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
+from ci_evals.grading.hook import GradingHook
+from ci_evals.grading.summary import repeat_table
 from ci_evals.progress import make_progress, summary_table
 from ci_evals.results import RunResult
 from ci_evals.retry import RetryingAgent
@@ -64,7 +68,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model name, or stub:PATH to run offline on the stub model serving that script",
     )
     parser.add_argument(
-        "--jobs", type=_positive_int, default=1, metavar="N", help="scenarios in parallel"
+        "--jobs",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="scenarios (and repeats) in parallel",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_positive_int,
+        metavar="K",
+        help="run each scenario K times (default: the suite's `repeat:`, else 1)",
     )
     parser.add_argument(
         "--out", type=Path, metavar="DIR", help="run folder (default: .ci-evals/runs/<run-id>)"
@@ -104,6 +118,15 @@ def run(args: argparse.Namespace) -> int:
             f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
         )
     model = suite.model if args.model is None or stub_script is not None else args.model
+    repeat = args.repeat or suite.grading.repeat
+    pass_at_least = suite.grading.pass_at_least
+    if pass_at_least is not None and pass_at_least > repeat:
+        raise UserError(
+            f"pass_at_least is {pass_at_least} but --repeat is {repeat}",
+            file=suite.display,
+            field="pass_at_least",
+            hint="raise --repeat, or lower pass_at_least",
+        )
 
     plan = RunPlan(
         suite=suite,
@@ -115,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         environ=environ,
         jobs=args.jobs,
         keep_workspace=args.keep_workspace,
+        repeat=repeat,
+        pass_at_least=pass_at_least,
     )
     return _execute(plan, stub_script)
 
@@ -150,9 +175,12 @@ def _execute(plan: RunPlan, stub_script: Script | None) -> int:
     with _stub_server(stub_script) as endpoint:
         if endpoint is not None:
             plan = _with_endpoint(plan, endpoint)
-        runner = Runner(plan, agent, make_progress(sys.stderr))
+        grading = GradingHook(keep_work=plan.keep_workspace)
+        runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
         result = asyncio.run(_run_with_signals(runner))
     print(summary_table(result))
+    if result.repeat > 1:
+        print(repeat_table(result.summaries))
     print(f"run folder: {plan.run_dir}")
     if runner.interrupted:
         print("ci-evals: interrupted; partial results written", file=sys.stderr)
