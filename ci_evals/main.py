@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from ci_evals import __version__
-from ci_evals.commands import COMMANDS
-from ci_evals.errors import EXIT_USAGE, error_handler
+from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA
+from ci_evals.errors import EXIT_OK, EXIT_USAGE, error_handler
 
 
 class CommandModule(Protocol):
@@ -53,6 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ci-evals: error: unknown command {name!r} (valid: {valid})", file=sys.stderr)
         return EXIT_USAGE
     module_name, summary = COMMANDS[name]
+    if name in NEEDS_RUN_EXTRA:  # before the import, which would fail with a traceback
+        from ci_evals.requirements import require_run_extra  # noqa: PLC0415
+
+        with error_handler() as code:
+            require_run_extra(name)
+        if code[0] != EXIT_OK:
+            return code[0]
     module = cast(CommandModule, importlib.import_module(module_name))
     parser = argparse.ArgumentParser(prog=f"ci-evals {name}", description=summary)
     module.add_arguments(parser)

@@ -25,3 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fail when a plugin file is covered by no stage-map entry, or an entry matches nothing",
     ),
 }
+
+# Commands that drive agents: they need the `run` extra (claude-agent-sdk,
+# pydantic, jsonschema), checked by `main` before their module is imported.
+NEEDS_RUN_EXTRA = frozenset({"run", "grade", "check-fixtures"})
