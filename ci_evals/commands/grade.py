@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     regrade.write(output, result)
     for target in targets:
         line = (
-            f"{target.scenario.id} stage {target.result.number} {target.result.name}: "
+            f"{regrade.label(result, target.scenario)} stage {target.result.number} "
+            f"{target.result.name}: "
             f"{target.before} -> {target.result.status} (reviewer: {target.reviewer})"
         )
         if target.result.error:

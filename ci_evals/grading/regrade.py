@@ -63,7 +63,7 @@ def plan(
     notes: list[str] = []
     for scenario in run.scenarios:
         for result in scenario.stages:
-            where = f"{scenario.id}{_repeat(scenario)} stage {result.number} ({result.name})"
+            where = f"{label(run, scenario)} stage {result.number} ({result.name})"
             graded = result.status in GRADED_STATUSES or (
                 result.status == "error" and result.grading is not None
             )
@@ -93,8 +93,9 @@ def plan(
     return targets, notes
 
 
-def _repeat(scenario: ScenarioResult) -> str:
-    return f" #{scenario.repeat + 1}" if scenario.repeat else ""
+def label(run: RunResult, scenario: ScenarioResult) -> str:
+    """`acme`, or `acme#2` for the second repeat of a run with repeats."""
+    return f"{scenario.id}#{scenario.repeat + 1}" if run.repeat > 1 else scenario.id
 
 
 def _stage(suite: Suite, result: StageResult) -> Stage:
