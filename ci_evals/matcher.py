@@ -29,7 +29,6 @@ pathspec disagree are rejected by `glob_problem`, and
 
 from __future__ import annotations
 
-import functools
 import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -218,17 +217,51 @@ class _RegexGroup:
         return [i for i, g in zip(self._indices, found.groups(), strict=True) if g is not None]
 
 
-@functools.lru_cache(maxsize=8192)
+# pathspec's regex per glob: filled on first need, or from the stage-map cache
+# (`ci_evals.map_cache`, keyed on pathspec's installed files), so that a map
+# loaded from the cache never imports pathspec (~30-60 ms).
+_REGEX_OF: dict[str, str | None] = {}
+# While `needed_regexes` runs: every glob `_spec_regex` is asked about.
+_asked: set[str] | None = None
+
+
 def _spec_regex(glob: str) -> str | None:
-    """pathspec's regex for `glob` as is (cached: the loader and the matcher both need it).
+    """pathspec's regex for `glob` as is (kept: the loader and the matcher both need it).
 
     pathspec is imported here, on first need: maps of plain paths, `dir/**` and
     `*.ext` never need it, and the hook starts ~30 ms faster without it.
     """
+    if _asked is not None:
+        _asked.add(glob)
+    if glob in _REGEX_OF:
+        return _REGEX_OF[glob]
     from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern  # noqa: PLC0415
 
     regex: str | None = GitIgnoreSpecPattern.pattern_to_regex(glob)[0]
+    _REGEX_OF[glob] = regex
     return regex
+
+
+def needed_regexes(globs: Sequence[str]) -> dict[str, str | None]:
+    """Every pathspec regex that validating `globs` and building their matcher asks for.
+
+    Saved with a cached stage map; `remember_regexes` hands them back, so the
+    next run needs no pathspec at all (matching itself never asks for more).
+    """
+    global _asked  # noqa: PLW0603 - a recording switch for this one call
+    _asked = set()
+    try:
+        GlobMatcher(globs)
+        asked = _asked
+    finally:
+        _asked = None
+    return {glob: _spec_regex(glob) for glob in sorted(asked)}
+
+
+def remember_regexes(regexes: dict[str, str | None]) -> None:
+    """Use these regexes (from `needed_regexes`, same pathspec) instead of asking pathspec."""
+    for glob, regex in regexes.items():
+        _REGEX_OF.setdefault(glob, regex)
 
 
 def _raw_regex(glob: str) -> str:

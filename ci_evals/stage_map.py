@@ -24,13 +24,14 @@ import posixpath
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import yaml
-
-from ci_evals import git
+from ci_evals import git, map_cache
 from ci_evals.errors import UserError
-from ci_evals.matcher import glob_problem
-from ci_evals.yaml_source import Field, load
+from ci_evals.matcher import glob_problem, needed_regexes, remember_regexes
+
+if TYPE_CHECKING:
+    from ci_evals.yaml_source import Field
 
 MAP_NAME = "stage_map.yaml"
 SUPPORTED_VERSION = 1
@@ -84,16 +85,30 @@ class StageMap:
         return tuple(entry.glob for entry in self.entries)
 
 
+# Work-tree roots found by `default_map_path`: loading the map it returns
+# then needs no second `git rev-parse --show-toplevel`.
+_known_roots: set[Path] = set()
+
+
 def default_map_path(cwd: Path) -> Path:
     """`<git toplevel>/stage_map.yaml` for the repository containing `cwd`."""
-    return git.toplevel(cwd) / MAP_NAME
+    top = git.toplevel(cwd)
+    _known_roots.add(top)
+    return top / MAP_NAME
 
 
-def load_stage_map(path: Path, *, warn: bool = True) -> StageMap:
+def _toplevel(folder: Path) -> Path:
+    if folder in _known_roots and (folder / ".git").exists():
+        return folder
+    return git.toplevel(folder)
+
+
+def load_stage_map(path: Path, *, warn: bool = True, cache: bool = True) -> StageMap:
     """Read and validate a stage map; any mistake is a one-line `UserError`.
 
     Duplicate entries are warnings: printed to stderr (unless `warn` is False)
-    and kept in `StageMap.warnings`.
+    and kept in `StageMap.warnings`. A map that loaded before, unchanged, comes
+    from `ci_evals.map_cache` (same record, no YAML or pathspec import).
     """
     file = Path(os.path.abspath(path))
     if not file.is_file():
@@ -102,9 +117,68 @@ def load_stage_map(path: Path, *, warn: bool = True) -> StageMap:
             file=str(path),
             hint=f"create {MAP_NAME} at the top of your repository, or pass --map PATH",
         )
-    repo_root = git.toplevel(file.parent)
+    repo_root = _toplevel(file.parent)
     folder = _repo_relative_folder(file.parent, repo_root)
     display = posixpath.join(folder, file.name) if folder else file.name
+    stage_map: StageMap | None = None
+    if cache and map_cache.enabled():
+        where = map_cache.cache_path(repo_root, file)
+        key = map_cache.key(file, repo_root, folder, file.read_bytes())
+        stage_map = _from_cache(map_cache.read(where, key), file, repo_root, display)
+        if stage_map is None:
+            stage_map = _load(file, repo_root, folder, display)
+            map_cache.write(where, key, _to_cache(stage_map))
+    else:
+        stage_map = _load(file, repo_root, folder, display)
+    if warn:
+        for line in stage_map.warnings:
+            print(line, file=sys.stderr)
+    return stage_map
+
+
+def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
+    """The record as plain values (marshal-able), with the pathspec regexes it needs."""
+    return (
+        stage_map.root,
+        stage_map.stages,
+        tuple((e.glob, e.stage, e.line, e.index, e.column) for e in stage_map.entries),
+        stage_map.global_paths,
+        stage_map.fixtures,
+        stage_map.warnings,
+        needed_regexes(stage_map.globs),
+    )
+
+
+def _from_cache(value: object, file: Path, repo_root: Path, display: str) -> StageMap | None:
+    """`_to_cache` reversed, or None when `value` is not what it wrote (or root is gone)."""
+    if not isinstance(value, tuple) or len(value) != 7:
+        return None
+    root, stages, entries, global_paths, fixtures, warnings, regexes = value
+    try:
+        record = StageMap(
+            file=file,
+            repo_root=repo_root,
+            display=display,
+            root=str(root),
+            stages=tuple(stages),
+            entries=tuple(Entry(*fields) for fields in entries),
+            global_paths=tuple(global_paths),
+            fixtures=None if fixtures is None else str(fixtures),
+            warnings=tuple(warnings),
+        )
+        # The loader checked this on disk; the disk may have changed since.
+        if not (repo_root / root if root else repo_root).is_dir():
+            return None
+        remember_regexes(dict(regexes))
+    except (TypeError, ValueError):
+        return None
+    return record
+
+
+def _load(file: Path, repo_root: Path, folder: str, display: str) -> StageMap:
+    """The real loader: parse and validate everything (warnings not printed here)."""
+    from ci_evals.yaml_source import load  # noqa: PLC0415 - not needed on a cache hit
+
     doc = load(file, display)
     top = doc.mapping(_TOP_KEYS, _REQUIRED_TOP, what="mapping of stage-map settings")
 
@@ -126,9 +200,6 @@ def load_stage_map(path: Path, *, warn: bool = True) -> StageMap:
     fixtures = None
     if "fixtures" in top and not top["fixtures"].is_null():
         fixtures = _inside_repo(top["fixtures"], folder, repo_root)
-    if warn:
-        for line in warnings:
-            print(line, file=sys.stderr)
     return StageMap(
         file=file,
         repo_root=repo_root,
@@ -191,6 +262,8 @@ def _entries(
 
 
 def _stage_field(node: Field, stages: tuple[str, ...]) -> int:
+    import yaml  # noqa: PLC0415 - only the real loader gets here
+
     tag = node.node.tag
     if tag == "tag:yaml.org,2002:int":
         number = node.as_int()
