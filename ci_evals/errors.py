@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +104,10 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
 
 
 def _write_traceback(exc: BaseException) -> Path:
+    # Imported here: every command imports this module, only a crash needs these.
+    import tempfile  # noqa: PLC0415
+    import traceback  # noqa: PLC0415
+
     fd, name = tempfile.mkstemp(prefix="ci-evals-crash-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))

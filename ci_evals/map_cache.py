@@ -3,11 +3,12 @@
 Loading a 1,000-entry map costs more than the rest of the hook on a small
 repository: importing PyYAML and pathspec, parsing, validating every glob. The
 result depends only on inputs we can name, so it is saved under the
-repository's git dir (`.git/ci-evals/`, per `git rev-parse --git-path`) and
-reused when ALL of them are unchanged:
+repository's git dir (`.git/ci-evals/`; `git rev-parse --git-common-dir` when
+`.git` is not a plain folder) and reused when ALL of them are unchanged:
 
-- the map file's bytes (SHA-256), its absolute path, the work-tree root and the
-  map's folder (every stored path is derived from them);
+- the map file's bytes (kept whole in the key and compared, not hashed: exact,
+  and no hashlib/OpenSSL import on the hot path), its absolute path, the
+  work-tree root and the map's folder (every stored path derives from them);
 - the ci-evals version and the source files that give the map its meaning
   (`stage_map`, `matcher`, `yaml_source`, this module): size, mtime, inode;
 - the installed pathspec and PyYAML (their `__init__.py`: size, mtime, inode;
@@ -19,17 +20,17 @@ error message still comes from the real loader. A cache that cannot be read,
 does not match its checksum, or does not parse is ignored (and rewritten);
 one that cannot be written is skipped. Set `CI_EVALS_NO_MAP_CACHE=1` to
 bypass it. `marshal` is used because it is built in and the fastest to load;
-the checksum guards it against a truncated or corrupted file.
+a CRC-32 of the payload guards it against a truncated or corrupted file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import marshal
 import os
 import sys
-from importlib.util import find_spec
+import zlib
+from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ _HERE = Path(__file__).resolve().parent
 _SOURCES = ("stage_map.py", "matcher.py", "yaml_source.py", "map_cache.py")
 # Third-party packages whose behaviour is part of the answer.
 _PACKAGES = ("pathspec", "yaml")
-_DIGEST = 32  # bytes of SHA-256 in front of the payload
+_CHECK = 4  # bytes of CRC-32 in front of the payload
 
 
 def enabled() -> bool:
@@ -54,7 +55,8 @@ def cache_path(repo_root: Path, map_file: Path) -> Path | None:
     git_dir = _git_dir(repo_root)
     if git_dir is None:
         return None
-    name = hashlib.sha256(os.fsencode(map_file)).hexdigest()[:16]
+    # The name only spreads maps over files; the key inside says whose it is.
+    name = f"{zlib.crc32(os.fsencode(map_file)):08x}"
     return git_dir / "ci-evals" / f"stage-map-{name}.cache"
 
 
@@ -83,7 +85,7 @@ def key(map_file: Path, repo_root: Path, folder: str, data: bytes) -> tuple[Any,
         os.fsencode(map_file),
         os.fsencode(repo_root),
         folder,
-        hashlib.sha256(data).digest(),
+        data,
         tuple(_stamp(_HERE / name) for name in _SOURCES),
         tuple(_package_stamp(name) for name in _PACKAGES),
     )
@@ -101,7 +103,7 @@ def _package_stamp(name: str) -> tuple[str, int, int, int]:
     module = sys.modules.get(name)
     origin = getattr(module, "__file__", None) if module is not None else None
     if origin is None:
-        spec = find_spec(name)  # locates the package without importing it
+        spec = PathFinder.find_spec(name)  # locates the package without importing it
         origin = spec.origin if spec is not None else None
     return _stamp(Path(origin)) if origin else (name, -1, -1, -1)
 
@@ -114,8 +116,8 @@ def read(path: Path | None, expected_key: tuple[object, ...]) -> object | None:
         blob = path.read_bytes()
     except OSError:
         return None
-    digest, payload = blob[:_DIGEST], blob[_DIGEST:]
-    if len(digest) != _DIGEST or hashlib.sha256(payload).digest() != digest:
+    check, payload = blob[:_CHECK], blob[_CHECK:]
+    if len(check) != _CHECK or zlib.crc32(payload).to_bytes(_CHECK, "big") != check:
         return None
     try:
         # Our own file under .git (trusted like .git/hooks), checksum verified.
@@ -133,7 +135,7 @@ def write(path: Path | None, cache_key: tuple[Any, ...], value: tuple[Any, ...])
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_bytes(hashlib.sha256(payload).digest() + payload)
+        temporary.write_bytes(zlib.crc32(payload).to_bytes(_CHECK, "big") + payload)
         os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError):

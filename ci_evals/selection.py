@@ -23,7 +23,6 @@ still force that stage if the map's entries changed.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -294,6 +293,8 @@ def quote_path(path: str) -> str:
     """A path safe to print on one line: JSON-quoted when it has odd characters."""
     if path.isprintable() and '"' not in path and "\\" not in path:
         return path
+    import json  # noqa: PLC0415 - rare; kept off the start-up path
+
     return json.dumps(path, ensure_ascii=False)
 
 

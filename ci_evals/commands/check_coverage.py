@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,7 +74,11 @@ def _actions_env() -> ActionsEnv | None:
 
 def _shown(path: str) -> str:
     """A path as one printable line: JSON-quoted when it holds control characters."""
-    return json.dumps(path, ensure_ascii=False) if any(ord(c) < 32 for c in path) else path
+    if not any(ord(c) < 32 for c in path):
+        return path
+    import json  # noqa: PLC0415 - rare; the hook does not pay for it
+
+    return json.dumps(path, ensure_ascii=False)
 
 
 def _problem_lines(report: CoverageReport) -> list[str]:
