@@ -414,6 +414,10 @@ def _all_used(files: _NameMatcher, used: bytearray, spent: set[int]) -> bool:
     return False
 
 
+def _min_ranks(table: dict[str, list[int]], rank_of: Sequence[int]) -> dict[str, int]:
+    return {key: min([rank_of[i] for i in indices]) for key, indices in table.items()}
+
+
 def _append(table: dict[str, list[int]], key: str, index: int) -> None:
     table.setdefault(key, []).append(index)
 
@@ -741,6 +745,62 @@ class GlobMatcher:
         if not found:
             return None
         return min(stage_of_index[i] for i in found)
+
+    def lowest_many(self, paths: Iterable[str], rank_of: Sequence[int]) -> list[int]:
+        """For each path, the smallest `rank_of[i]` over the globs `i` matching it; -1 for none.
+
+        What `compute-stage` needs per changed file (ranks order entries by
+        stage, then position), without building a list of matches per path:
+        the folder's own matches are reduced to one number when the folder is
+        entered, and literal-name and extension rules to per-matcher tables of
+        minimum ranks. Ranks must be >= 0.
+        """
+        out: list[int] = []
+        append = out.append
+        last: str | None = None
+        floor = -1  # the folder's own best rank (globs matching the folder or all its files)
+        tables: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+        literal: dict[str, int] = {}
+        ext: dict[str, int] = {}
+        files = self._folder("").files
+        slow = False
+        for path in paths:
+            folder, _, name = path.rpartition("/")
+            if folder != last:
+                last = folder
+                info = self._folders.get(folder) or self._folder(folder)
+                files = info.files
+                hits = (*info.hits, *files.everything)
+                floor = min([rank_of[i] for i in hits]) if hits else -1
+                known = tables.get(id(files))
+                if known is None:
+                    known = tables[id(files)] = (
+                        _min_ranks(files.literal, rank_of),
+                        _min_ranks(files.ext, rank_of),
+                    )
+                literal, ext = known
+                slow = bool(files.lengths) or files.regexes is not None
+            best = floor
+            rank = literal.get(name, -1)
+            if rank >= 0 and (best < 0 or rank < best):
+                best = rank
+            dot = name.rfind(".")
+            if dot != -1:
+                rank = ext.get(name[dot:], -1)
+                if rank >= 0 and (best < 0 or rank < best):
+                    best = rank
+            if slow:
+                for index in files.match_rest(name):
+                    rank = rank_of[index]
+                    if best < 0 or rank < best:
+                        best = rank
+            if self._full is not None:  # pragma: no cover - see _classify
+                for index in self._full.find(path):
+                    rank = rank_of[index]
+                    if best < 0 or rank < best:
+                        best = rank
+            append(best)
+        return out
 
     def matches_many(self, paths: Iterable[str]) -> list[list[int]]:
         """`matches` for many paths at once, each list in no particular order.

@@ -138,6 +138,7 @@ class _Rules:
     """
 
     def __init__(self, stage_map: StageMap, matcher: GlobMatcher) -> None:
+        self.matcher = matcher
         self.matches = matcher.matches
         entries = stage_map.entries
         count = max(len(entries), 1)
@@ -173,20 +174,20 @@ class _Rules:
             )
         )
         prefix, cut, count = self.root_prefix, len(self.root_prefix), self.count
-        matches, rest_of, rank_of = self.matches, self.rest_of, self.rank_of.__getitem__
-        match, new = self.match, _new_tuple
+        match, new, rest_of = self.match, _new_tuple, self.rest_of
         out: list[Match] = []
         append = out.append
+        if not fast:
+            return [match(path) for path in paths]
+        # One batch call for every path under root (in diff order, so runs of
+        # same-folder paths share the folder's work), then one record each.
+        ranks = iter(
+            self.matcher.lowest_many([p[cut:] for p in paths if p.startswith(prefix)], self.rank_of)
+        )
         for path in paths:
-            if fast and path.startswith(prefix):
-                indices = matches(path[cut:])
-                if len(indices) == 1:
-                    rest = rest_of[indices[0]]
-                elif indices:
-                    rest = rest_of[min(map(rank_of, indices)) % count]
-                else:
-                    rest = _UNMATCHED
-                append(new(Match, (path, *rest)))
+            if path.startswith(prefix):
+                rank = next(ranks)
+                append(new(Match, (path, *(rest_of[rank % count] if rank >= 0 else _UNMATCHED))))
             else:
                 append(match(path))
         return out

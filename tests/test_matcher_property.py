@@ -140,6 +140,10 @@ def test_matcher_agrees_with_git_and_pathspec(
     found = {path: set(matcher.matches(path)) for path in paths}
     batch = GlobMatcher(globs).matches_many(paths)  # the batch paths, fresh caches
     assert [set(found) for found in batch] == [found[p] for p in paths]
+    # The min-rank batch form (compute-stage), with ranks in a scrambled order.
+    rank_of = [(7 * i) % (len(globs) + 3) + 1 for i in range(len(globs))]
+    lowest = GlobMatcher(globs).lowest_many(paths, rank_of)
+    assert lowest == [min((rank_of[i] for i in found[p]), default=-1) for p in paths]
     uncovered, dead = GlobMatcher(globs).unmatched(paths)
     assert uncovered == [p for p in paths if not found[p]]
     assert dead == [i for i in range(len(globs)) if not any(i in f for f in found.values())]
