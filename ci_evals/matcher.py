@@ -528,6 +528,9 @@ class GlobMatcher:
         self._self = _by_key(selves)
         self._full = _RegexGroup(full_indices, full_regexes) if full_indices else None
         self._name_matchers: dict[tuple[int, ...], _NameMatcher] = {}
+        self._active: dict[
+            tuple[tuple[int, ...], tuple[int, ...]], tuple[_NameMatcher, _NameMatcher]
+        ] = {}
         self._name_groups: dict[tuple[int, ...], _RegexGroup] = {}
         self._folders: dict[str, _Folder] = {}
         # Folders and folder names some glob singles out (see `_folder`'s fast path).
@@ -591,6 +594,22 @@ class GlobMatcher:
         if not regex.endswith(tail) or not regex[: -len(tail)].endswith("/"):  # pragma: no cover
             raise ValueError(f"{glob!r}: unexpected regex {regex!r} from pathspec")
         return regex[: -len(tail)] + "\\Z"
+
+    def _active_names(
+        self, under: Sequence[_NameRule], here: Sequence[_NameRule]
+    ) -> tuple[_NameMatcher, _NameMatcher]:
+        """(files, subfolders) matchers for the `_any_rules` plus `under` and `here`.
+
+        Kept by the rules' indices: many folders get the same extra rules, and
+        building the key of `_names` walks every `_any_rules` entry.
+        """
+        key = (tuple([r.index for r in under]), tuple([r.index for r in here]))
+        found = self._active.get(key)
+        if found is None:
+            active = [*self._any_rules, *under, *here]
+            found = (self._names([r for r in active if not r.dir_only]), self._names(active))
+            self._active[key] = found
+        return found
 
     def _names(self, rules: Sequence[_NameRule]) -> _NameMatcher:
         key = tuple([rule.index for rule in rules])
@@ -685,13 +704,10 @@ class GlobMatcher:
         under, base = parent.under, parent.base
         if below:
             under = (*under, *below)
-            active = [*self._any_rules, *under]
-            base = (self._names([r for r in active if not r.dir_only]), self._names(active))
+            base = self._active_names(under, ())
         files, subfolders = base
         if here:
-            active = [*self._any_rules, *under, *here]
-            files = self._names([r for r in active if not r.dir_only])
-            subfolders = self._names(active)
+            files, subfolders = self._active_names(under, here)
         info = _Folder(
             hits=tuple(sorted({*parent.hits, *extra})) if extra else parent.hits,
             under=under,

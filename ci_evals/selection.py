@@ -174,23 +174,24 @@ class _Rules:
             )
         )
         prefix, cut, count = self.root_prefix, len(self.root_prefix), self.count
-        match, new, rest_of = self.match, _new_tuple, self.rest_of
-        out: list[Match] = []
-        append = out.append
+        match, new = self.match, _new_tuple
         if not fast:
             return [match(path) for path in paths]
         # One batch call for every path under root (in diff order, so runs of
         # same-folder paths share the folder's work), then one record each.
-        ranks = iter(
-            self.matcher.lowest_many([p[cut:] for p in paths if p.startswith(prefix)], self.rank_of)
-        )
-        for path in paths:
-            if path.startswith(prefix):
-                rank = next(ranks)
-                append(new(Match, (path, *(rest_of[rank % count] if rank >= 0 else _UNMATCHED))))
-            else:
-                append(match(path))
-        return out
+        under = [p[cut:] for p in paths if p.startswith(prefix)] if prefix else list(paths)
+        ranks = self.matcher.lowest_many(under, self.rank_of)
+        rest_of_rank: dict[int, _Rest] = {-1: _UNMATCHED}
+        for rank in set(ranks):
+            if rank >= 0:
+                rest_of_rank[rank] = self.rest_of[rank % count]
+        if len(under) == len(paths):  # the usual case: every path under root
+            return [new(Match, (p, *rest_of_rank[r])) for p, r in zip(paths, ranks, strict=True)]
+        next_rank = iter(ranks).__next__
+        return [
+            new(Match, (p, *rest_of_rank[next_rank()])) if p.startswith(prefix) else match(p)
+            for p in paths
+        ]
 
     def match(self, path: str) -> Match:
         rest: _Rest | None = None
