@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict
 
 from ci_evals.errors import UserError
 from ci_evals.grading.criteria import CriterionKind, StageVerdict, Verdict
-from ci_evals.grading.rubrics import normalize_id
 
 # Two-sided 95% (the 0.975 quantile) of Student's t for 1..30 degrees of freedom.
 _T975 = (
@@ -159,18 +158,22 @@ def summarize_repeats(
 
 
 def _per_criterion(verdicts: Sequence[StageVerdict]) -> tuple[CriterionSummary, ...]:
-    order: list[str] = []
-    grouped: dict[str, list[tuple[str, CriterionKind, float | None, bool]]] = {}
+    # Keyed by source and exact id: reviewer ids are already stored in the
+    # rubric's spelling, and check ids such as `files:research/company.md` and
+    # `headings:research/company.md` must stay two criteria (normalising them
+    # to a file stem merged them into one, with doubled counts).
+    order: list[tuple[str, str]] = []
+    grouped: dict[tuple[str, str], list[tuple[str, CriterionKind, float | None, bool]]] = {}
     for verdict in verdicts:
         for c in verdict.criteria:
-            key = normalize_id(c.id)
+            key: tuple[str, str] = (c.source, c.id)
             if key not in grouped:
                 order.append(key)
                 grouped[key] = []
             grouped[key].append((c.id, c.kind, c.score, c.passed))
     summaries = []
-    for key in order:
-        rows = grouped[key]
+    for group in order:
+        rows = grouped[group]
         passed = sum(1 for row in rows if row[3])
         summaries.append(
             CriterionSummary(

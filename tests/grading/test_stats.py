@@ -110,3 +110,30 @@ def test_pass_at_least_above_the_runs_is_a_user_error() -> None:
         summarize_repeats([run(1, 4), run(1, 4)], pass_at_least=3)
     with pytest.raises(ValueError, match="at least one verdict"):
         summarize_repeats([])
+
+
+def test_checks_on_the_same_file_stay_separate_criteria() -> None:
+    def verdict(headings_ok: bool) -> StageVerdict:
+        criteria = (
+            Criterion(
+                id="files:research/company.md", kind="checklist", score=1, passed=True,
+                source="check",
+            ),
+            Criterion(
+                id="headings:research/company.md", kind="checklist", score=int(headings_ok),
+                passed=headings_ok, source="check",
+            ),
+        )  # fmt: skip
+        return evaluate([GraderResult(grader="checks", criteria=criteria)], ScoringPolicy())
+
+    summary = summarize_repeats([verdict(True), verdict(False), verdict(True)])
+    by_id = {c.id: c for c in summary.criteria}
+    assert set(by_id) == {"files:research/company.md", "headings:research/company.md"}
+    assert (by_id["files:research/company.md"].runs, by_id["files:research/company.md"].passed) == (
+        3,
+        3,
+    )
+    assert (
+        by_id["headings:research/company.md"].runs,
+        by_id["headings:research/company.md"].passed,
+    ) == (3, 2)
