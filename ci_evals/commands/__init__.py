@@ -7,7 +7,10 @@ imports inside `run`, so that `--help` and the hot commands stay fast.
 from __future__ import annotations
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("ci_evals.commands.run", "run stages N..last of the suite's scenarios through the agent"),
+    "run": (
+        "ci_evals.commands.run",
+        "run stages N..last of the suite's scenarios through the agent",
+    ),
     "compute-stage": (
         "ci_evals.commands.compute_stage",
         "print the lowest stage a change from BASE to HEAD can affect",
