@@ -13,7 +13,6 @@ code receives that record and never reads `os.environ` itself.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +103,8 @@ def format_outputs(outputs: Mapping[str, str]) -> str:
         if "\n" not in value and "\r" not in value:
             lines.append(f"{name}={value}")
             continue
+        import secrets  # noqa: PLC0415 - ~10 ms (hashlib, OpenSSL); only multi-line outputs
+
         delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
         while delimiter in value:  # pragma: no cover - 128 random bits
             delimiter = f"ghadelimiter_{secrets.token_hex(16)}"

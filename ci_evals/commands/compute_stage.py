@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import sys
 from pathlib import Path
@@ -23,7 +22,6 @@ from typing import TextIO
 
 from ci_evals import diff_range, git, selection
 from ci_evals import github_actions as gha
-from ci_evals.ci_event import range_from_event
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.matcher import GlobMatcher
 from ci_evals.stage_map import StageMap, default_map_path, load_stage_map
@@ -106,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         gc.enable()
 
     if args.json:
+        import json  # noqa: PLC0415 - only for --json and Actions outputs
+
         print(json.dumps(chosen.as_json(), ensure_ascii=False))
     elif args.explain:
         print(explain(chosen, stage_map))
@@ -124,6 +124,8 @@ def _range(
     if args.base is not None:
         return diff_range.resolve(repo, args.base, args.head, deepen_tries=args.deepen)
     assert actions is not None  # checked by `run`
+    from ci_evals.ci_event import range_from_event  # noqa: PLC0415 - Actions without BASE only
+
     event = range_from_event(repo, actions, args.head, deepen=args.deepen > 0)
     if event.base is None:
         return selection.fallback(selection.BASE_MISSING, event.detail)
@@ -226,6 +228,8 @@ def matches_output(
         (m for m in chosen.matches if m.stage is not None),
         key=lambda m: (m.stage, m.path),
     )
+    import json  # noqa: PLC0415 - see `run`
+
     parts: list[str] = []
     size = 2
     for m in relevant:
