@@ -39,10 +39,11 @@ def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> 
     An entry is dead when it matches no staged file under root at all; a file
     is uncovered when no entry matches it and it is not global or a fixture.
     """
-    paths = git.ls_files(stage_map.repo_root) if staged is None else staged
     root = stage_map.root + "/" if stage_map.root else ""
-    cut = len(root)
-    relative = [path[cut:] for path in paths if path.startswith(root)]
+    if staged is None:
+        relative = git.ls_files_under(stage_map.repo_root, stage_map.root)
+    else:
+        relative = [path[len(root) :] for path in staged if path.startswith(root)]
     uncovered, dead = GlobMatcher(stage_map.globs).unmatched(relative)
     exempt = set(stage_map.global_paths)
     folders = [*stage_map.global_paths, *([stage_map.fixtures] if stage_map.fixtures else [])]
