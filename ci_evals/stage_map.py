@@ -123,11 +123,14 @@ def load_stage_map(path: Path, *, warn: bool = True, cache: bool = True) -> Stag
     stage_map: StageMap | None = None
     if cache and map_cache.enabled():
         where = map_cache.cache_path(repo_root, file)
-        key = map_cache.key(file, repo_root, folder, file.read_bytes())
+        data = file.read_bytes()
+        key = map_cache.key(file, repo_root, folder, data)
         stage_map = _from_cache(map_cache.read(where, key), file, repo_root, display)
         if stage_map is None:
             stage_map = _load(file, repo_root, folder, display)
-            map_cache.write(where, key, _to_cache(stage_map))
+            # The loader read the file again: save only if that was these bytes.
+            if file.read_bytes() == data:
+                map_cache.write(where, key, _to_cache(stage_map))
     else:
         stage_map = _load(file, repo_root, folder, display)
     if warn:
