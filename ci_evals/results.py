@@ -127,6 +127,10 @@ class RunResult(_Model):
     finished_at: datetime | None = None
     status: RunStatus = "running"
     model: str | None = None
+    # Which endpoint served the model calls: "anthropic" (the real API) or
+    # "stub:PATH" (the stub model and its script) -- a stub run's verdicts are
+    # a wiring check, never evidence about the model.
+    model_endpoint: str = "anthropic"
     from_stage: int
     suite_file: str
     budget_usd: float | None = None

@@ -67,6 +67,7 @@ class RunPlan:
     jobs: int = 1
     keep_workspace: bool = False
     temp_root: Path | None = None  # where workspaces go; None = the system temp folder
+    model_endpoint: str = "anthropic"  # recorded in results: "anthropic" or "stub:PATH"
     repeat: int = 1  # runs per scenario, each in its own workspace and run subfolder
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
 
@@ -160,6 +161,7 @@ class Runner:
             tool_version=__version__,
             started_at=datetime.now(timezone.utc),
             model=plan.model,
+            model_endpoint=plan.model_endpoint,
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
             budget_usd=plan.suite.budget_usd,

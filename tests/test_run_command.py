@@ -118,6 +118,7 @@ def test_two_scenarios_in_parallel_then_summary(tmp_path: Path) -> None:
     assert run_dir.parent == tmp_path / ".ci-evals" / "runs"
     result = read_results(run_dir)
     assert [sc.id for sc in result.scenarios] == ["acme", "globex"]
+    assert result.model_endpoint == f"stub:{stub}"
     assert all(s.status == "completed" for sc in result.scenarios for s in sc.stages)
     assert (run_dir / "globex" / "5-s5" / "produced" / "out5.md").read_text() == (
         "stage 5 for Globex Corp\n"

@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         environ=environ,
         jobs=args.jobs,
         keep_workspace=args.keep_workspace,
+        model_endpoint="anthropic" if stub_script is None else str(args.model),
         repeat=repeat,
         pass_at_least=pass_at_least,
     )
