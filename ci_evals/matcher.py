@@ -414,6 +414,10 @@ def _all_used(files: _NameMatcher, used: bytearray, spent: set[int]) -> bool:
     return False
 
 
+# `lowest_many`'s "no match" inside its loop: larger than any rank it accepts.
+_NO_RANK = 1 << 62
+
+
 def _min_ranks(table: dict[str, list[int]], rank_of: Sequence[int]) -> dict[str, int]:
     return {key: min([rank_of[i] for i in indices]) for key, indices in table.items()}
 
@@ -762,32 +766,41 @@ class GlobMatcher:
             return None
         return min(stage_of_index[i] for i in found)
 
-    def lowest_many(self, paths: Iterable[str], rank_of: Sequence[int]) -> list[int]:
+    def lowest_many(
+        self, paths: Iterable[str], rank_of: Sequence[int], *, cut: int = 0
+    ) -> list[int]:
         """For each path, the smallest `rank_of[i]` over the globs `i` matching it; -1 for none.
 
         What `compute-stage` needs per changed file (ranks order entries by
         stage, then position), without building a list of matches per path:
         the folder's own matches are reduced to one number when the folder is
         entered, and literal-name and extension rules to per-matcher tables of
-        minimum ranks. Ranks must be >= 0.
+        minimum ranks. Ranks must be >= 0 and below 2**62. Each path's first `cut` characters
+        are skipped (the root folder and its slash, so the caller need not
+        copy 100,000 paths to cut it off); the folder is cut once per run of
+        same-folder paths instead.
         """
         out: list[int] = []
         append = out.append
         last: str | None = None
-        floor = -1  # the folder's own best rank (globs matching the folder or all its files)
+        none = _NO_RANK  # "no match" while looping: `rank < best` needs no extra test
+        floor = none  # the folder's own best rank (globs matching the folder or all its files)
         tables: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
         files = self._folder("").files
+        full = self._full
+        get_folder = self._folders.get
         slow = False
         for path in paths:
             folder, _, name = path.rpartition("/")
             if folder != last:
                 last = folder
-                info = self._folders.get(folder) or self._folder(folder)
+                relative = folder[cut:]
+                info = get_folder(relative) or self._folder(relative)
                 files = info.files
                 hits = (*info.hits, *files.everything)
-                floor = min([rank_of[i] for i in hits]) if hits else -1
+                floor = min([rank_of[i] for i in hits]) if hits else none
                 known = tables.get(id(files))
                 if known is None:
                     known = tables[id(files)] = (
@@ -795,27 +808,27 @@ class GlobMatcher:
                         _min_ranks(files.ext, rank_of),
                     )
                 literal, ext = known
-                slow = bool(files.lengths) or files.regexes is not None
+                slow = bool(files.lengths) or files.regexes is not None or full is not None
             best = floor
-            rank = literal.get(name, -1)
-            if rank >= 0 and (best < 0 or rank < best):
+            rank = literal.get(name, none)
+            if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
                 best = rank
             dot = name.rfind(".")
             if dot != -1:
-                rank = ext.get(name[dot:], -1)
-                if rank >= 0 and (best < 0 or rank < best):
+                rank = ext.get(name[dot:], none)
+                if rank < best:  # noqa: PLR1730
                     best = rank
             if slow:
-                for index in files.match_rest(name):
+                found = files.match_rest(name)
+                if full is not None:  # pragma: no cover - see _classify
+                    found.extend(full.find(path[cut:]))
+                for index in found:
                     rank = rank_of[index]
-                    if best < 0 or rank < best:
-                        best = rank
-            if self._full is not None:  # pragma: no cover - see _classify
-                for index in self._full.find(path):
-                    rank = rank_of[index]
-                    if best < 0 or rank < best:
+                    if rank < best:  # noqa: PLR1730
                         best = rank
             append(best)
+        if none in out:
+            return [-1 if rank == none else rank for rank in out]
         return out
 
     def matches_many(self, paths: Iterable[str]) -> list[list[int]]:

@@ -26,6 +26,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
+from operator import add
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -173,25 +176,34 @@ class _Rules:
                 or self.root_prefix.startswith(self.fixtures_prefix)
             )
         )
-        prefix, cut, count = self.root_prefix, len(self.root_prefix), self.count
+        prefix, cut = self.root_prefix, len(self.root_prefix)
         match, new = self.match, _new_tuple
         if not fast:
             return [match(path) for path in paths]
         # One batch call for every path under root (in diff order, so runs of
         # same-folder paths share the folder's work), then one record each.
-        under = [p[cut:] for p in paths if p.startswith(prefix)] if prefix else list(paths)
+        if all(map(str.startswith, paths, repeat(prefix))):  # the usual case: all under root
+            ranks = self.matcher.lowest_many(paths, self.rank_of, cut=cut)
+            rest_of_rank = self._rests(ranks)
+            # `(path, *rest)` per path, built by C-level calls only: (path,) + rest.
+            rests = map(rest_of_rank.__getitem__, ranks)
+            return list(map(partial(new, Match), map(add, zip(paths), rests)))
+        under = [p[cut:] for p in paths if p.startswith(prefix)]
         ranks = self.matcher.lowest_many(under, self.rank_of)
-        rest_of_rank: dict[int, _Rest] = {-1: _UNMATCHED}
-        for rank in set(ranks):
-            if rank >= 0:
-                rest_of_rank[rank] = self.rest_of[rank % count]
-        if len(under) == len(paths):  # the usual case: every path under root
-            return [new(Match, (p, *rest_of_rank[r])) for p, r in zip(paths, ranks, strict=True)]
+        rest_of_rank = self._rests(ranks)
         next_rank = iter(ranks).__next__
         return [
             new(Match, (p, *rest_of_rank[next_rank()])) if p.startswith(prefix) else match(p)
             for p in paths
         ]
+
+    def _rests(self, ranks: list[int]) -> dict[int, _Rest]:
+        """Match's fields after the path, for each rank `lowest_many` gave (-1: unmatched)."""
+        rest_of_rank: dict[int, _Rest] = {-1: _UNMATCHED}
+        for rank in set(ranks):
+            if rank >= 0:
+                rest_of_rank[rank] = self.rest_of[rank % self.count]
+        return rest_of_rank
 
     def match(self, path: str) -> Match:
         rest: _Rest | None = None

@@ -144,6 +144,9 @@ def test_matcher_agrees_with_git_and_pathspec(
     rank_of = [(7 * i) % (len(globs) + 3) + 1 for i in range(len(globs))]
     lowest = GlobMatcher(globs).lowest_many(paths, rank_of)
     assert lowest == [min((rank_of[i] for i in found[p]), default=-1) for p in paths]
+    # The same with a root folder in front that `cut` skips (how compute-stage calls it).
+    rooted = ["plug in/" + p for p in paths]
+    assert GlobMatcher(globs).lowest_many(rooted, rank_of, cut=len("plug in/")) == lowest
     uncovered, dead = GlobMatcher(globs).unmatched(paths)
     assert uncovered == [p for p in paths if not found[p]]
     assert dead == [i for i in range(len(globs)) if not any(i in f for f in found.values())]
