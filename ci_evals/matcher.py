@@ -440,9 +440,12 @@ def _add(
 def _bucket(glob: str) -> tuple[str, int | None]:
     """Where to try a glob's folder regex, and at which folder depth (None: any depth).
 
-    The key is "/NAME" when the folder part ends in a literal name (only folders
-    of that name can match), else the literal lead folder (tried in it and
-    below). Without `**` the folder part has a fixed number of segments.
+    The key is "/NAME" + NUL + FIRST when the folder part ends in a literal
+    name (only folders of that name can match; FIRST is the glob's first
+    segment when literal, else "": the regex is anchored at the root, so only
+    folders under FIRST can match — `area_1/*/tests/**` is not tried at the
+    `tests` folders of the other areas), else the literal lead folder (tried in
+    it and below). Without `**` the folder part has a fixed number of segments.
     """
     segments = glob.strip("/").split("/")[:-1]
     depth = None if "**" in segments else len(segments)
@@ -451,7 +454,9 @@ def _bucket(glob: str) -> tuple[str, int | None]:
 
 def _bucket_key(segments: list[str]) -> str:
     if segments and _is_literal(segments[-1]):
-        return "/" + segments[-1]  # `**/deep/x/`: only folders named `deep` can match
+        # `**/deep/x/`: only folders named `deep` can match (NUL is in no glob or path).
+        first = segments[0] if _is_literal(segments[0]) else ""
+        return f"/{segments[-1]}\0{first}"
     lead: list[str] = []
     for segment in segments:
         if not _is_literal(segment):
@@ -544,7 +549,9 @@ class GlobMatcher:
             *self._below_folder,
             *(key for key in (*self._self, *self._cond) if not key.startswith("/")),
         }
-        self._special_names = {key[1:] for key in (*self._self, *self._cond) if key.startswith("/")}
+        self._special_names = {
+            key[1:].partition("\0")[0] for key in (*self._self, *self._cond) if key.startswith("/")
+        }
 
     # -- building ------------------------------------------------------------
 
@@ -689,18 +696,23 @@ class GlobMatcher:
             self_groups = _still_possible(self_groups, depth, self._self.get(folder, ()))
         if cond_groups or folder in self._cond:
             cond_groups = _still_possible(cond_groups, depth, self._cond.get(folder, ()))
-        named = "/" + name
-        if named in self._self:
-            self_groups_here = (*self_groups, *self._self[named])
-        else:
-            self_groups_here = self_groups
+        self_groups_here, cond_groups_here = self_groups, cond_groups
+        if name in self._special_names:
+            anywhere, under_first = f"/{name}\0", f"/{name}\0{folder.partition('/')[0]}"
+            self_groups_here = (
+                *self_groups,
+                *self._self.get(anywhere, ()),
+                *self._self.get(under_first, ()),
+            )
+            cond_groups_here = (
+                *cond_groups,
+                *self._cond.get(anywhere, ()),
+                *self._cond.get(under_first, ()),
+            )
         for group in self_groups_here:
             if group.depth is None or group.depth == depth:
                 extra.extend(group.find(slashed))
         here = list(self._in_folder.get(folder, ()))
-        cond_groups_here = (
-            (*cond_groups, *self._cond[named]) if named in self._cond else cond_groups
-        )
         for group in cond_groups_here:
             if group.depth is None or group.depth == depth:
                 here.extend(self._rule_of[i] for i in group.find(slashed))
