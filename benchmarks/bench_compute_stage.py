@@ -146,7 +146,7 @@ def main() -> None:
         answers = GlobMatcher(stage_map.globs).lowest_many(relative, ranks)
         known = SimpleNamespace(
             matches=GlobMatcher(stage_map.globs).matches,  # for paths outside root: none here
-            lowest_many=lambda _paths, _ranks: answers,
+            lowest_many=lambda _paths, _ranks, cut=0: answers,
         )
         rules = median_seconds(lambda: selection.select(stage_map, known, paths), 5)  # type: ignore[arg-type]
 
