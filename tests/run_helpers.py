@@ -80,11 +80,11 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
             status = (entry / "stat").read_text()
             if status.rsplit(")", 1)[1].split()[0] == "Z":
                 continue
-            blob = (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes()
         except (OSError, IndexError):
-            continue
-        if needle in blob:
-            found.append(
-                (int(entry.name), (entry / "cmdline").read_bytes()[:200].decode(errors="replace"))
-            )
+            continue  # gone meanwhile (ProcessLookupError is an OSError) or not ours to read
+        if needle in environ or needle in cmdline:
+            # Read once above: a second read could race with the process exiting.
+            found.append((int(entry.name), cmdline[:200].decode(errors="replace")))
     return found
