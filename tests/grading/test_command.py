@@ -98,7 +98,7 @@ def _alive(pid: int) -> bool:
     while time.monotonic() < deadline:
         try:
             status = Path(f"/proc/{pid}/stat").read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or going while read
             return False
         if status.rsplit(")", 1)[1].split()[0] == "Z":
             return False
