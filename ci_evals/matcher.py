@@ -849,7 +849,7 @@ class GlobMatcher:
         A glob index may appear twice in one list (a folder and the file both
         match it); take `min`/`set` of it, do not count it. Faster than calling
         `matches` per path: folder facts are fetched once per run of paths in
-        the same folder, and the name rules are applied inline.
+        the same folder.
         """
         out: list[list[int]] = []
         append = out.append
@@ -861,19 +861,9 @@ class GlobMatcher:
             if folder != last:
                 last = folder
                 info = self._folders.get(folder) or self._folder(folder)
-                hits = (*info.hits, *info.files.everything)
+                hits = info.hits
                 files = info.files
-            found = list(hits)
-            hit = files.literal.get(name)
-            if hit:
-                found.extend(hit)
-            dot = name.rfind(".")
-            if dot != -1:
-                hit = files.ext.get(name[dot:])
-                if hit:
-                    found.extend(hit)
-            if files.lengths or files.regexes is not None:
-                found.extend(files.match_rest(name))
+            found = [*hits, *files.match(name)]
             if self._full is not None:  # pragma: no cover - see _classify
                 found.extend(self._full.find(path))
             append(found)
