@@ -278,32 +278,63 @@ def changed_entries(
     """`(old mode, new mode, name)` of each entry directly inside `folder` that differs.
 
     `folder` is "" (the top) or a path ending in "/" that is a folder in both
-    commits. Compares two tree objects without recursing: one tree read,
-    however big the change. Mode "040000" is a folder, "000000" absent. None
-    when git cannot compare them.
+    commits. Mode "040000" is a folder, "000000" absent. The same entries, in
+    the same order, as `git diff-tree -z MERGE_BASE:folder HEAD:folder` (an
+    entry whose kind changed, file <-> folder, is listed twice, as a deletion
+    and an addition), but from two `git ls-tree` runs: `diff-tree` reads the
+    whole index first (~10 ms on 100,000 files) although it never uses it.
+    None when git cannot list either tree.
     """
     if folder:
         trees = (f"{merge_base}:{folder[:-1]}", f"{head}:{folder[:-1]}")
     else:
         trees = (f"{merge_base}^{{tree}}", f"{head}^{{tree}}")
-    result = run(repo, "diff-tree", "-z", "--no-renames", *trees, check=False)
+    old, new = (tree_entries(repo, tree) for tree in trees)
+    if old is None or new is None:
+        return None
+    changed: list[tuple[bytes, str, str, str]] = []  # (sort key, old mode, new mode, name)
+    absent = ("000000", "")
+    for name in old.keys() | new.keys():
+        (old_mode, old_oid), (new_mode, new_oid) = old.get(name, absent), new.get(name, absent)
+        if (old_mode, old_oid) == (new_mode, new_oid):
+            continue
+        if (
+            old_mode != "000000"
+            and new_mode != "000000"
+            and _is_tree(old_mode) != _is_tree(new_mode)
+        ):  # git compares a file and a folder of one name as two different entries
+            changed.append((_tree_order(name, old_mode), old_mode, "000000", name))
+            changed.append((_tree_order(name, new_mode), "000000", new_mode, name))
+        else:
+            mode = new_mode if new_mode != "000000" else old_mode
+            changed.append((_tree_order(name, mode), old_mode, new_mode, name))
+    changed.sort()
+    return [(old_mode, new_mode, name) for _, old_mode, new_mode, name in changed]
+
+
+def tree_entries(repo: Path, tree: str) -> dict[str, tuple[str, str]] | None:
+    """`name -> (mode, object id)` for each entry of the tree `tree` names; None if none."""
+    result = run(repo, "ls-tree", "-z", "--full-tree", "--end-of-options", tree, check=False)
     if result.returncode != 0:
         return None
-    return parse_raw_entries(result.stdout)
-
-
-def parse_raw_entries(output: bytes) -> list[tuple[str, str, str]] | None:
-    """Parse `git diff-tree -z` raw output (`:MODE MODE SHA SHA STATUS\0NAME\0`...)."""
-    parts = split_z(output)
-    if len(parts) % 2:
-        return None
-    entries: list[tuple[str, str, str]] = []
-    for meta, name in zip(parts[::2], parts[1::2], strict=True):
-        fields = meta.split()
-        if len(fields) != 5 or not fields[0].startswith(":"):
+    entries: dict[str, tuple[str, str]] = {}
+    for line in split_z(result.stdout):
+        meta, tab, name = line.partition("\t")  # `MODE TYPE OID\tNAME`
+        fields = meta.split(" ")
+        if not tab or len(fields) != 3:
             return None
-        entries.append((fields[0][1:], fields[1], name))
+        entries[name] = (fields[0], fields[2])
     return entries
+
+
+def _is_tree(mode: str) -> bool:
+    return mode == "040000"
+
+
+def _tree_order(name: str, mode: str) -> bytes:
+    """git's order of tree entries: by name bytes, a folder's name read as `name/`."""
+    key = name + "/" if _is_tree(mode) else name
+    return key.encode("utf-8", "surrogateescape")
 
 
 def literal_pathspec(path: str) -> str:

@@ -268,16 +268,37 @@ def test_small_change_is_one_diff(repo: Path) -> None:
     assert len(chunks(repo)) == 1  # 3 changed entries: under the default threshold
 
 
-def test_parse_raw_entries() -> None:
-    raw = (
-        b":040000 040000 " + b"1" * 40 + b" " + b"2" * 40 + b" M\0plugin\0"
-        b":000000 100644 " + b"0" * 40 + b" " + b"3" * 40 + b" A\0new\nname\0"
-    )
-    assert gitmod.parse_raw_entries(raw) == [
-        ("040000", "040000", "plugin"),
-        ("000000", "100644", "new\nname"),
+def diff_tree_entries(repo: Path, folder: str) -> list[tuple[str, str, str]]:
+    """git's own answer: `git diff-tree -z` (raw) of main and HEAD at `folder`."""
+    trees = [f"{rev}:{folder}" if folder else f"{rev}^{{tree}}" for rev in ("main", "HEAD")]
+    parts = git(repo, "diff-tree", "-z", "--no-renames", *trees).split("\0")[:-1]
+    metas, names = parts[::2], parts[1::2]
+    return [
+        (meta.split()[0][1:], meta.split()[1], name)
+        for meta, name in zip(metas, names, strict=True)
     ]
-    assert gitmod.parse_raw_entries(b"garbage\0") is None
+
+
+def test_changed_entries_are_diff_trees_entries(repo: Path) -> None:
+    plugin_repo(repo)
+    wide_change(repo, type_change=True)  # a file became a folder: listed twice
+    git(repo, "rm", "-rq", "plugin/d01")
+    write(repo, "plugin/d01", "a folder became a file\n")
+    write(repo, "plugin/top.md", "exec\n")
+    (repo / "plugin/top.md").chmod(0o755)  # a mode change alone
+    (repo / "plugin/link").symlink_to("top.md")
+    write(repo, "plugin/a-b", "sorts between 'a' and 'a/'\n")
+    write(repo, "plugin/a/x.md")
+    commit(repo, "more kinds of change")
+    main, head = sha(repo, "main"), sha(repo, "HEAD")
+
+    for folder in ("", "plugin"):
+        expected = diff_tree_entries(repo, folder)
+        got = gitmod.changed_entries(repo, main, head, f"{folder}/" if folder else "")
+        assert got == expected
+    assert ("100644", "000000", "to-folder") in expected
+    assert ("000000", "040000", "to-folder") in expected
+    assert gitmod.changed_entries(repo, main, head, "no-such-folder/") is None
 
 
 _NAME = st.text(alphabet="ab*?[]:! -é\n", min_size=1, max_size=3).filter(
@@ -317,6 +338,9 @@ def test_chunks_always_concatenate_to_the_whole_diff(
 
     event(f"chunks: {min(len(split), 3)}")
     assert [path for chunk in split for path in chunk] == whole
+    # The folder of `prefix` holds files in both commits, so both trees exist.
+    got = gitmod.changed_entries(repo, sha(repo, "main"), sha(repo, "HEAD"), prefix)
+    assert got == diff_tree_entries(repo, prefix.rstrip("/"))
 
 
 def _consistent(paths: set[str]) -> list[str]:
