@@ -53,10 +53,9 @@ if TYPE_CHECKING:
 DEFAULT_DEEPEN_TRIES = 3
 FIRST_DEEPEN_STEP = 50
 
-# Split the diff when the changed folder has at least this many changed
-# entries, into at most MAX_CHUNKS runs. A small change is one `git diff`.
+# Diff entry by entry when the changed folder has at least this many changed
+# entries. A small change is one `git diff`.
 CHUNK_MIN_ENTRIES = 16
-MAX_CHUNKS = 8
 # How far to follow a chain of single changed folders (`plugin/` -> ...).
 MAX_DESCENT = 4
 
@@ -64,7 +63,6 @@ MAX_DESCENT = 4
 SWITCH_INTERVAL = 0.0002
 
 _ZERO_SHA = re.compile(r"0{40}|0{64}")
-_TREE_MODE = "040000"
 
 
 def is_zero_sha(rev: str) -> bool:
@@ -179,11 +177,7 @@ def _merge_bases(repo: Path, base: str, head: str, deepener: _Deepener) -> tuple
 
 
 def diff_chunks(
-    repo: Path,
-    change: Range,
-    *,
-    min_entries: int = CHUNK_MIN_ENTRIES,
-    max_chunks: int = MAX_CHUNKS,
+    repo: Path, change: Range, *, min_entries: int = CHUNK_MIN_ENTRIES
 ) -> Iterator[list[str]]:
     """The changed paths, in git's order, as one or more lists (see `_plan`).
 
@@ -197,8 +191,12 @@ def diff_chunks(
         yield sorted(seen)
         return
     merge_base = change.merge_bases[0]
-    for pathspecs in _plan(repo, merge_base, change.head, min_entries, max_chunks):
-        yield git.changed_paths(repo, merge_base, change.head, pathspecs)
+    plan = _plan(repo, merge_base, change.head, min_entries)
+    if plan is None:
+        yield git.changed_paths(repo, merge_base, change.head)
+        return
+    folder, entries = plan
+    yield from _streamed(repo, folder, entries)
 
 
 def changed_paths(repo: Path, change: Range) -> list[str]:
@@ -207,41 +205,79 @@ def changed_paths(repo: Path, change: Range) -> list[str]:
 
 
 def _plan(
-    repo: Path, merge_base: str, head: str, min_entries: int, max_chunks: int
-) -> list[tuple[str, ...]]:
-    """Pathspec sets whose diffs, concatenated, are exactly the whole diff, in order.
+    repo: Path, merge_base: str, head: str, min_entries: int
+) -> tuple[str, list[git.TreeChange]] | None:
+    """The folder to split a huge diff at, and its changed entries; None: one plain diff.
 
     From the top tree, follow a chain of folders that are the *only* changed
     entry of their parent (`plugin/` in a repo where only the plugin changed):
-    every changed path lies under the last one. When that folder has many
-    changed entries, cut them, in tree order, into runs of consecutive names;
-    each run is one `git diff` limited to those entries (`:(top,literal)`, so
-    no name is read as a glob). Comparing trees entry by entry is exact: a path
-    differs iff every folder above it differs. Anything unexpected — too
-    few entries, an entry listed twice (a file became a folder), a folder too
-    deep — is one plain diff of everything.
+    every changed path lies under the last one. When that folder has at least
+    `min_entries` changed entries, the diff is done entry by entry (`_streamed`).
     """
-    whole: list[tuple[str, ...]] = [()]
     folder = ""
     for _ in range(MAX_DESCENT + 1):
         entries = git.changed_entries(repo, merge_base, head, folder)
         if entries is None:
-            return whole
-        if len(entries) == 1 and entries[0][0] == entries[0][1] == _TREE_MODE:
-            folder = f"{folder}{entries[0][2]}/"
+            return None
+        if len(entries) == 1 and entries[0].old_mode == entries[0].new_mode == git.TREE_MODE:
+            folder = f"{folder}{entries[0].name}/"
             continue
         break
     else:
-        return whole
-    names = [name for _, _, name in entries]
-    if len(names) < min_entries or len(set(names)) != len(names):
-        return whole
-    count = min(max_chunks, len(names) // max(min_entries // 2, 1))
-    size = -(-len(names) // count)
-    return [
-        tuple(git.literal_pathspec(folder + name) for name in names[start : start + size])
-        for start in range(0, len(names), size)
-    ]
+        return None
+    if len(entries) < min_entries:
+        return None
+    return folder, entries
+
+
+def _streamed(repo: Path, folder: str, entries: list[git.TreeChange]) -> Iterator[list[str]]:
+    """The diff below `folder`, entry by entry, exactly as one `git diff` lists it.
+
+    git lists a diff in tree order, a folder's files together, so the whole
+    diff is the concatenation, in `entries`' order, of each changed entry:
+    a file (or link, or submodule) is its own path; a folder is the tree diff
+    of its two versions (an empty tree for a side where it is absent). The tree
+    diffs come from one `git diff-tree --stdin` process, which writes each as
+    soon as it is done: the caller matches the first folders while git diffs
+    the rest.
+    """
+    pairs: list[tuple[str, str]] = []
+    prefixes: list[bytes] = []
+    # Per entry: the path itself (a file), or None (the next tree diff).
+    order: list[str | None] = []
+    for entry in entries:
+        if not entry.is_folder_change():
+            order.append(folder + entry.name)
+            continue
+        empty = git.EMPTY_TREE[len(entry.old_oid)]
+        old = entry.old_oid if entry.old_mode == git.TREE_MODE else empty
+        new = entry.new_oid if entry.new_mode == git.TREE_MODE else empty
+        pairs.append((old, new))
+        prefixes.append(f"{folder}{entry.name}/".encode("utf-8", "surrogateescape"))
+        order.append(None)
+    position = 0
+    done = 0
+    files: list[str] = []
+    while position < len(order) and order[position] is not None:  # files before any folder
+        files.append(order[position])  # type: ignore[arg-type]
+        position += 1
+    if files or not pairs:
+        yield files
+    if not pairs:
+        return
+    for outputs in git.diff_trees_streamed(repo, pairs):
+        raw: list[bytes] = []
+        for output in outputs:
+            prefix = prefixes[done]
+            done += 1
+            position += 1
+            if output:  # b"a\0b\0" -> b"PREFIXa\0PREFIXb\0"
+                raw.append(prefix + output[:-1].replace(b"\0", b"\0" + prefix) + b"\0")
+            while position < len(order) and order[position] is not None:
+                name = order[position]
+                raw.append(name.encode("utf-8", "surrogateescape") + b"\0")  # type: ignore[union-attr]
+                position += 1
+        yield git.split_z(b"".join(raw))
 
 
 def compute(

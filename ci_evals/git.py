@@ -10,12 +10,15 @@ and it runs these same git subprocesses underneath.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+import threading
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple, cast
 
 from ci_evals.errors import UserError
 
@@ -272,18 +275,34 @@ def changed_paths(
     return parse_changed_paths(result.stdout)
 
 
-def changed_entries(
-    repo: Path, merge_base: str, head: str, folder: str
-) -> list[tuple[str, str, str]] | None:
-    """`(old mode, new mode, name)` of each entry directly inside `folder` that differs.
+class TreeChange(NamedTuple):
+    """One entry of a folder that differs between two commits (as `git diff-tree` lists it)."""
+
+    old_mode: str  # "000000": absent; "040000": a folder
+    old_oid: str  # all zeros when absent
+    new_mode: str
+    new_oid: str
+    name: str
+
+    def is_folder_change(self) -> bool:
+        """A folder on each side (or absent on one): its files' changes are a tree diff."""
+        return {self.old_mode, self.new_mode} <= {TREE_MODE, ABSENT_MODE}
+
+
+TREE_MODE = "040000"
+ABSENT_MODE = "000000"
+
+
+def changed_entries(repo: Path, merge_base: str, head: str, folder: str) -> list[TreeChange] | None:
+    """Each entry directly inside `folder` that differs between the two commits.
 
     `folder` is "" (the top) or a path ending in "/" that is a folder in both
-    commits. Mode "040000" is a folder, "000000" absent. The same entries, in
-    the same order, as `git diff-tree -z MERGE_BASE:folder HEAD:folder` (an
-    entry whose kind changed, file <-> folder, is listed twice, as a deletion
-    and an addition), but from two `git ls-tree` runs: `diff-tree` reads the
-    whole index first (~10 ms on 100,000 files) although it never uses it.
-    None when git cannot list either tree.
+    commits. The same entries, in the same order, as `git diff-tree -z
+    MERGE_BASE:folder HEAD:folder` (an entry whose kind changed, file <->
+    folder, is listed twice, as a deletion and an addition), but from two
+    `git ls-tree` runs: `diff-tree` reads the whole index first (~10 ms on
+    100,000 files) although it never uses it. None when git cannot list
+    either tree.
     """
     if folder:
         trees = (f"{merge_base}:{folder[:-1]}", f"{head}:{folder[:-1]}")
@@ -292,24 +311,29 @@ def changed_entries(
     old, new = (tree_entries(repo, tree) for tree in trees)
     if old is None or new is None:
         return None
-    changed: list[tuple[bytes, str, str, str]] = []  # (sort key, old mode, new mode, name)
-    absent = ("000000", "")
+    zeros = "0" * len(next(iter({**old, **new}.values()), ("", "0" * 40))[1])
+    absent = (ABSENT_MODE, zeros)
+    changed: list[tuple[bytes, TreeChange]] = []  # (git's sort key, change)
     for name in old.keys() | new.keys():
         (old_mode, old_oid), (new_mode, new_oid) = old.get(name, absent), new.get(name, absent)
         if (old_mode, old_oid) == (new_mode, new_oid):
             continue
-        if (
-            old_mode != "000000"
-            and new_mode != "000000"
-            and _is_tree(old_mode) != _is_tree(new_mode)
+        if ABSENT_MODE not in (old_mode, new_mode) and (old_mode == TREE_MODE) != (
+            new_mode == TREE_MODE
         ):  # git compares a file and a folder of one name as two different entries
-            changed.append((_tree_order(name, old_mode), old_mode, "000000", name))
-            changed.append((_tree_order(name, new_mode), "000000", new_mode, name))
+            changed.append(
+                (_tree_order(name, old_mode), TreeChange(old_mode, old_oid, *absent, name))
+            )
+            changed.append(
+                (_tree_order(name, new_mode), TreeChange(*absent, new_mode, new_oid, name))
+            )
         else:
-            mode = new_mode if new_mode != "000000" else old_mode
-            changed.append((_tree_order(name, mode), old_mode, new_mode, name))
+            mode = new_mode if new_mode != ABSENT_MODE else old_mode
+            changed.append(
+                (_tree_order(name, mode), TreeChange(old_mode, old_oid, new_mode, new_oid, name))
+            )
     changed.sort()
-    return [(old_mode, new_mode, name) for _, old_mode, new_mode, name in changed]
+    return [change for _, change in changed]
 
 
 def tree_entries(repo: Path, tree: str) -> dict[str, tuple[str, str]] | None:
@@ -327,14 +351,128 @@ def tree_entries(repo: Path, tree: str) -> dict[str, tuple[str, str]] | None:
     return entries
 
 
-def _is_tree(mode: str) -> bool:
-    return mode == "040000"
-
-
 def _tree_order(name: str, mode: str) -> bytes:
     """git's order of tree entries: by name bytes, a folder's name read as `name/`."""
-    key = name + "/" if _is_tree(mode) else name
+    key = name + "/" if mode == TREE_MODE else name
     return key.encode("utf-8", "surrogateescape")
+
+
+# The empty tree, by object-id length (SHA-1, SHA-256); git knows it without storing it.
+EMPTY_TREE = {
+    40: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    64: "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321",
+}
+# Sent after each pair of trees; `diff-tree --stdin` echoes a line that is not
+# an object id. No path starts with "/", so after a name's NUL it is a clear end.
+_PAIR_END = b"/\n"
+
+
+def diff_trees_streamed(
+    repo: Path, pairs: Sequence[tuple[str, str]], *, timeout: float = DEFAULT_TIMEOUT
+) -> Iterator[list[bytes]]:
+    """`git diff-tree -r` of each (old tree id, new tree id) pair, in order, as git writes them.
+
+    Yields lists of raw outputs, one per pair (its paths relative to the
+    trees, each NUL-terminated), as soon as git has finished them: one
+    process for all pairs, so a caller can work on the first folders of a
+    huge diff while git computes the rest. The options are those of
+    `changed_paths`. Raises `GitError` when git fails or times out.
+    """
+    argv = (
+        "git", "-C", str(repo), "diff-tree", "--stdin", "-r", "-z", "--name-only",
+        "--no-renames", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none",
+    )  # fmt: skip
+    request = b"".join(f"{old} {new}\n".encode("ascii") + _PAIR_END for old, new in pairs)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+    errors: list[bytes] = []
+
+    def feed() -> None:
+        # Its own thread: git writes while it reads, and both pipes are finite.
+        with contextlib.suppress(OSError):
+            stdin.write(request)
+        with contextlib.suppress(OSError):
+            stdin.close()
+        errors.append(stderr.read())
+
+    feeder = threading.Thread(target=feed, name="ci-evals-git-feed", daemon=True)
+    timer = threading.Timer(timeout, _signal_group, (proc,))
+    timer.daemon = True
+    feeder.start()
+    timer.start()
+    headers = [f"{old} {new}\n".encode("ascii") for old, new in pairs]
+    try:
+        complete = yield from _split_pairs(cast(io.BufferedReader, stdout), headers)
+        proc.wait()
+        feeder.join()
+        if proc.returncode != 0 or not complete:
+            if not timer.is_alive():
+                message = f"timed out after {timeout} s"
+            else:
+                message = b"".join(errors).decode("utf-8", "replace") or "output ended early"
+            raise GitError(GitResult(argv, proc.returncode or -1, b"", message))
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            _signal_group(proc)
+            proc.wait()
+        feeder.join()
+        stdout.close()
+        stderr.close()
+
+
+def _split_pairs(
+    stdout: io.BufferedReader, headers: Sequence[bytes]
+) -> Generator[list[bytes], None, bool]:
+    """Cut git's `--stdin` output into one piece per pair (`HEADER names... /\n`),
+    yielded as they complete; False when the output ends early."""
+    buffer = bytearray()
+    index = 0
+    searched = 0  # where to resume looking for the current pair's end
+    while index < len(headers):
+        data = stdout.read1(1 << 20)
+        if not data:
+            return False
+        buffer += data
+        done: list[bytes] = []
+        pos = 0
+        while index < len(headers):
+            header = headers[index]
+            start = pos + len(header)
+            if len(buffer) < start + len(_PAIR_END):
+                break
+            if buffer[pos:start] != header:
+                return False
+            if buffer[start : start + len(_PAIR_END)] == _PAIR_END:
+                end = start  # the trees differ in nothing git lists
+            else:
+                found = buffer.find(b"\0" + _PAIR_END, max(start, searched))
+                if found == -1:
+                    searched = max(len(buffer) - len(_PAIR_END), start)
+                    break
+                end = found + 1
+            done.append(bytes(buffer[start:end]))
+            pos = end + len(_PAIR_END)
+            searched = 0
+            index += 1
+        if pos:
+            del buffer[:pos]
+            searched = max(searched - pos, 0)
+        if done:
+            yield done
+    return not buffer and not stdout.read(1)
+
+
+def _signal_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def literal_pathspec(path: str) -> str:

@@ -223,25 +223,28 @@ def test_chunked_diff_is_exactly_the_whole_diff(repo: Path) -> None:
     wide_change(repo)
     whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
 
-    split = chunks(repo, min_entries=4, max_chunks=5)
+    split = chunks(repo, min_entries=4)
 
-    assert len(split) > 1
+    assert diff_range._plan(repo, sha(repo, "main"), sha(repo, "HEAD"), 4) is not None
     assert [path for chunk in split for path in chunk] == whole
     assert "plugin/new\nline/deeper/g.md" in whole
     assert "plugin/gone/f.md" in whole
     assert "plugin/added/h.md" in whole
 
 
-def test_a_file_that_became_a_folder_gets_one_diff(repo: Path) -> None:
+def test_a_file_that_became_a_folder_is_listed_where_git_lists_it(repo: Path) -> None:
     plugin_repo(repo)
     wide_change(repo, type_change=True)
+    write(repo, "plugin/to-folder-2", "sorts between the file and the folder\n")
+    commit(repo)
     whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
 
-    split = chunks(repo, min_entries=4, max_chunks=5)
+    split = chunks(repo, min_entries=4)
 
-    # The tree lists `to-folder` twice (file gone, folder new): not split.
-    assert split == [whole]
-    assert {"plugin/to-folder", "plugin/to-folder/now.md"} <= set(whole)
+    # The tree lists `to-folder` twice: the file gone, the folder new (an empty old side).
+    assert [path for chunk in split for path in chunk] == whole
+    assert whole.index("plugin/to-folder") < whole.index("plugin/to-folder-2")
+    assert whole.index("plugin/to-folder-2") < whole.index("plugin/to-folder/now.md")
 
 
 def test_chunks_split_at_the_top_when_more_than_the_plugin_changed(repo: Path) -> None:
@@ -253,10 +256,10 @@ def test_chunks_split_at_the_top_when_more_than_the_plugin_changed(repo: Path) -
     commit(repo)
     whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
 
-    split = chunks(repo, min_entries=4, max_chunks=3)
+    split = chunks(repo, min_entries=4)
 
-    assert len(split) == 3  # 8 changed top-level entries, at most 3 runs
     assert [path for chunk in split for path in chunk] == whole
+    assert split[0] == ["0-first.txt"]  # a file before the first folder comes at once
 
 
 def test_small_change_is_one_diff(repo: Path) -> None:
@@ -268,14 +271,14 @@ def test_small_change_is_one_diff(repo: Path) -> None:
     assert len(chunks(repo)) == 1  # 3 changed entries: under the default threshold
 
 
-def diff_tree_entries(repo: Path, folder: str) -> list[tuple[str, str, str]]:
+def diff_tree_entries(repo: Path, folder: str) -> list[tuple[str, ...]]:
     """git's own answer: `git diff-tree -z` (raw) of main and HEAD at `folder`."""
     trees = [f"{rev}:{folder}" if folder else f"{rev}^{{tree}}" for rev in ("main", "HEAD")]
     parts = git(repo, "diff-tree", "-z", "--no-renames", *trees).split("\0")[:-1]
-    metas, names = parts[::2], parts[1::2]
+    metas = [meta[1:].split() for meta in parts[::2]]  # `:MODE MODE OID OID STATUS`
     return [
-        (meta.split()[0][1:], meta.split()[1], name)
-        for meta, name in zip(metas, names, strict=True)
+        (meta[0], meta[2], meta[1], meta[3], name)
+        for meta, name in zip(metas, parts[1::2], strict=True)
     ]
 
 
@@ -296,8 +299,8 @@ def test_changed_entries_are_diff_trees_entries(repo: Path) -> None:
         expected = diff_tree_entries(repo, folder)
         got = gitmod.changed_entries(repo, main, head, f"{folder}/" if folder else "")
         assert got == expected
-    assert ("100644", "000000", "to-folder") in expected
-    assert ("000000", "040000", "to-folder") in expected
+    kinds = {(e.old_mode, e.new_mode) for e in got if e.name == "to-folder"}  # type: ignore[union-attr]
+    assert kinds == {("100644", "000000"), ("000000", "040000")}
     assert gitmod.changed_entries(repo, main, head, "no-such-folder/") is None
 
 
@@ -334,7 +337,7 @@ def test_chunks_always_concatenate_to_the_whole_diff(
     commit(repo, "after")
     whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
 
-    split = chunks(repo, min_entries=2, max_chunks=3)
+    split = chunks(repo, min_entries=2)
 
     event(f"chunks: {min(len(split), 3)}")
     assert [path for chunk in split for path in chunk] == whole
