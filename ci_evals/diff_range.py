@@ -177,12 +177,18 @@ def _merge_bases(repo: Path, base: str, head: str, deepener: _Deepener) -> tuple
 
 
 def diff_chunks(
-    repo: Path, change: Range, *, min_entries: int = CHUNK_MIN_ENTRIES
+    repo: Path,
+    change: Range,
+    *,
+    min_entries: int = CHUNK_MIN_ENTRIES,
+    differ: git.TreeDiffer | None = None,
 ) -> Iterator[list[str]]:
     """The changed paths, in git's order, as one or more lists (see `_plan`).
 
     After criss-cross merges (several merge bases) it is the sorted union of
     the diffs from each: a superset, so the answer can only run more stages.
+    `differ`, started early by the caller, is used if the diff is split (the
+    caller closes it either way).
     """
     if len(change.merge_bases) > 1:
         seen: dict[str, None] = {}
@@ -196,7 +202,11 @@ def diff_chunks(
         yield git.changed_paths(repo, merge_base, change.head)
         return
     folder, entries = plan
-    yield from _streamed(repo, folder, entries)
+    if differ is None:
+        with git.TreeDiffer(repo) as own:
+            yield from _streamed(own, folder, entries)
+    else:
+        yield from _streamed(differ, folder, entries)
 
 
 def changed_paths(repo: Path, change: Range) -> list[str]:
@@ -230,7 +240,9 @@ def _plan(
     return folder, entries
 
 
-def _streamed(repo: Path, folder: str, entries: list[git.TreeChange]) -> Iterator[list[str]]:
+def _streamed(
+    differ: git.TreeDiffer, folder: str, entries: list[git.TreeChange]
+) -> Iterator[list[str]]:
     """The diff below `folder`, entry by entry, exactly as one `git diff` lists it.
 
     git lists a diff in tree order, a folder's files together, so the whole
@@ -265,7 +277,7 @@ def _streamed(repo: Path, folder: str, entries: list[git.TreeChange]) -> Iterato
         yield files
     if not pairs:
         return
-    for outputs in git.diff_trees_streamed(repo, pairs):
+    for outputs in differ.diffs(pairs):
         raw: list[bytes] = []
         for output in outputs:
             prefix = prefixes[done]
@@ -327,15 +339,20 @@ def compute_overlapped(
     failure: list[BaseException] = []
 
     def work() -> None:
+        differ: git.TreeDiffer | None = None
         try:
+            # Started first: git's start-up work overlaps finding the range.
+            differ = git.TreeDiffer(repo)
             change = get_range()
             arrivals.put(change)
             if isinstance(change, Range):
-                for chunk in diff_chunks(repo, change):
+                for chunk in diff_chunks(repo, change, differ=differ):
                     arrivals.put(chunk)
         except BaseException as exc:  # handed to the main thread below
             failure.append(exc)
         finally:
+            if differ is not None:
+                differ.close()
             arrivals.put(_DONE)
 
     worker = threading.Thread(target=work, name="ci-evals-git", daemon=True)
