@@ -23,13 +23,14 @@ still force that stage if the map's entries changed.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import add
-from typing import TYPE_CHECKING, NamedTuple, overload
+from typing import TYPE_CHECKING, NamedTuple, cast, overload
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -372,6 +373,48 @@ class _Matches(Sequence[Match]):
 
     def __repr__(self) -> str:
         return repr(self._all())
+
+    def ranked_only(self) -> bool:
+        """True while every path is a plain file under root (kept as ranks)."""
+        return self._built is None and all(type(b) is _RankBatch for b in self._batches)
+
+    def lowest(self, count: int) -> list[Match]:
+        """`lowest_relevant` for ranked batches (every path has a stage)."""
+        batches = cast(list[_RankBatch], self._batches)
+        if not batches or count <= 0:
+            return []
+        paths = list(chain.from_iterable(b.paths for b in batches))
+        ranks = list(chain.from_iterable(b.ranks for b in batches))
+        rest_of_rank: dict[int, _Rest] = {}
+        for batch in batches:
+            rest_of_rank.update(batch.rest_of_rank)
+        stage_of = {rank: rest[0] for rank, rest in rest_of_rank.items()}
+        stages = list(map(stage_of.__getitem__, ranks))
+        out: list[Match] = []
+        for stage in sorted(set(stages)):  # type: ignore[type-var]  # never None here
+            if len(out) >= count:
+                break
+            at_stage = compress(zip(paths, ranks, strict=True), map(stage.__eq__, stages))
+            chosen = heapq.nsmallest(count - len(out), at_stage)
+            out.extend(_new_tuple(Match, (path, *rest_of_rank[rank])) for path, rank in chosen)
+        return out
+
+
+def lowest_relevant(matches: Sequence[Match], count: int) -> tuple[int, list[Match]]:
+    """How many of `matches` are relevant (have a stage), and the `count` lowest
+    of those by (stage, path) — what a report lists first.
+
+    Equal to sorting every relevant match and cutting, without building 100,000
+    records to show 50: the usual batches are ranked in C-level passes.
+    """
+    if isinstance(matches, _Matches) and matches.ranked_only():
+        return len(matches), matches.lowest(count)
+    relevant = [m for m in matches if m.stage is not None]
+    return len(relevant), heapq.nsmallest(count, relevant, key=_stage_then_path)
+
+
+def _stage_then_path(match: Match) -> tuple[int, str]:
+    return match.stage or 0, match.path
 
 
 class Selector:

@@ -95,21 +95,27 @@ def test_selector_follows_the_rules(
         selector.add(paths[start:end])
 
     chosen = selector.finish()
+    # Before anything reads the records (the ranked fast path), then after.
+    lowest = [selection.lowest_relevant(chosen.matches, k) for k in (0, 1, 3, 20)]
+    records = list(chosen.matches)
+    assert [selection.lowest_relevant(chosen.matches, k) for k in (0, 1, 3, 20)] == lowest
+    relevant = sorted((m for m in records if m.stage is not None), key=lambda m: (m.stage, m.path))
+    assert lowest == [(len(relevant), relevant[:k]) for k in (0, 1, 3, 20)]
 
     expected = [reference(stage_map, p) for p in paths]
     assert [(m.path, m.stage, m.rule, m.entry) for m in chosen.matches] == [
         (p, *e) for p, e in zip(paths, expected, strict=True)
     ]
     assert chosen.changed == len(paths)
-    relevant = [(s, RULE_RANK[r], p) for p, (s, r, _) in zip(paths, expected, strict=True) if s]
-    if not relevant:
+    keys = [(s, RULE_RANK[r], p) for p, (s, r, _) in zip(paths, expected, strict=True) if s]
+    if not keys:
         assert (chosen.from_stage, chosen.reason, chosen.decided_by) == (
             None,
             "no-relevant-change",
             None,
         )
         return
-    stage, _, path = min(relevant)
+    stage, _, path = min(keys)
     assert chosen.from_stage == stage
     assert chosen.decided_by is not None
     assert chosen.decided_by.path == path

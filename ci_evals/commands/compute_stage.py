@@ -28,6 +28,7 @@ from ci_evals.stage_map import StageMap, default_map_path, load_stage_map
 
 # `matches_json` must fit in GitHub's 1 MB of outputs per job with room to spare.
 MATCHES_OUTPUT_LIMIT = 256 * 1024
+_SHORTEST_RECORD = len('{"path": "x", "stage": 1, "entry": null}') + 1  # with its comma
 # `--explain` lists this many relevant paths; `--json` has all of them.
 EXPLAIN_LIMIT = 50
 
@@ -162,20 +163,15 @@ def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
         name = _stage_name(stage_map, chosen.from_stage)
         lines.append(f"answer:   run from stage {chosen.from_stage}{name}")
     lines.append(f"reason:   {chosen.reason} — {_one_line_detail(chosen.detail)}")
-    relevant = sorted(
-        (m for m in chosen.matches if m.stage is not None),
-        key=lambda m: (m.stage, m.path),
-    )
-    ignored = chosen.changed - len(relevant) if chosen.matches else 0
+    relevant, shown = selection.lowest_relevant(chosen.matches, EXPLAIN_LIMIT)
+    ignored = chosen.changed - relevant if chosen.matches else 0
     if chosen.matches:
-        lines.append(
-            f"changed:  {chosen.changed} path(s): {len(relevant)} relevant, {ignored} ignored"
-        )
-    for m in relevant[:EXPLAIN_LIMIT]:
+        lines.append(f"changed:  {chosen.changed} path(s): {relevant} relevant, {ignored} ignored")
+    for m in shown:
         mark = "*" if m == chosen.decided_by else " "
         lines.append(f" {mark} stage {m.stage}  {selection.quote_path(m.path)}  [{m.rule}] {m.why}")
-    if len(relevant) > EXPLAIN_LIMIT:
-        lines.append(f"   ... {len(relevant) - EXPLAIN_LIMIT} more (see --json)")
+    if relevant > len(shown):
+        lines.append(f"   ... {relevant - len(shown)} more (see --json)")
     if ignored:
         lines.append(f"   {ignored} path(s) outside the plugin root ignored (see --json)")
     return "\n".join(lines)
@@ -224,10 +220,9 @@ def matches_output(
     Ignored paths are left out (they are counted in `changed_count`); the second
     value says whether the list was cut.
     """
-    relevant = sorted(
-        (m for m in chosen.matches if m.stage is not None),
-        key=lambda m: (m.stage, m.path),
-    )
+    # No record is shorter than `{"path": "x", "stage": 1, "entry": null}`,
+    # so no more than this many can fit.
+    total, relevant = selection.lowest_relevant(chosen.matches, limit // _SHORTEST_RECORD + 1)
     import json  # noqa: PLC0415 - see `run`
 
     parts: list[str] = []
@@ -238,4 +233,4 @@ def matches_output(
         if size > limit:
             return "[" + ",".join(parts) + "]", True
         parts.append(part)
-    return "[" + ",".join(parts) + "]", False
+    return "[" + ",".join(parts) + "]", total > len(parts)
