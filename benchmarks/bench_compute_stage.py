@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -98,7 +99,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-compute-stage-") as tmp:
         ENV.update(os.environ, PYTHONPYCACHEPREFIX=str(Path(tmp) / "pyc"))
         ENV.pop("PYTHONDONTWRITEBYTECODE", None)
-        cold_env = {**ENV, "CI_EVALS_NO_MAP_CACHE": "1"}
         start = time.perf_counter()
         repo = _repo(args.repo or Path(tmp) / "repo", args.files, args.entries)
         print(
@@ -114,8 +114,17 @@ def main() -> None:
             "ci-evals compute-stage BASE --head HEAD": [
                 str(CI_EVALS), "compute-stage", repo.base, "--head", repo.head,
             ],
-            "  the same, map cache off (a fresh CI clone)": [
+            "  the same, fresh clone (no map cache yet)": [
                 str(CI_EVALS), "compute-stage", repo.base, "--head", repo.head,
+            ],
+            "  in GitHub Actions (step outputs, matches_json)": [
+                str(CI_EVALS), "compute-stage", repo.base, "--head", repo.head,
+            ],
+            "  in GitHub Actions, fresh clone (a PR's CI job)": [
+                str(CI_EVALS), "compute-stage", repo.base, "--head", repo.head,
+            ],
+            "  --json (every path's record on stdout, ~9 MB)": [
+                str(CI_EVALS), "compute-stage", repo.base, "--head", repo.head, "--json",
             ],
             "  fixed part: the same with BASE = HEAD (no diff)": [
                 str(CI_EVALS), "compute-stage", repo.head, "--head", repo.head,
@@ -126,9 +135,20 @@ def main() -> None:
         ours = "ci-evals compute-stage BASE --head HEAD"
         assert timings[ours].run(commands[ours], repo.path).strip() == b"1"  # warm caches
         load_before = os.getloadavg()[0]
+        outputs = Path(tmp) / "github_output"
+        actions_env = {**ENV, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs)}
+        envs = {
+            "  in GitHub Actions (step outputs, matches_json)": actions_env,
+            "  in GitHub Actions, fresh clone (a PR's CI job)": actions_env,
+        }
+        # A fresh clone has no map cache: the run loads the map and writes it.
+        cache = repo.path / ".git" / "ci-evals"
         for _ in range(args.repeats):  # interleaved, so drift hits all alike
             for name, argv in commands.items():
-                timings[name].run(argv, repo.path, cold_env if "cache off" in name else None)
+                outputs.unlink(missing_ok=True)
+                if "fresh clone" in name:
+                    shutil.rmtree(cache, ignore_errors=True)
+                timings[name].run(argv, repo.path, envs.get(name))
         load_after = os.getloadavg()[0]
 
         # In process, a fresh matcher each time (its caches start cold, as in the CLI).
@@ -142,29 +162,40 @@ def main() -> None:
         select = median_seconds(
             lambda: selection.select(stage_map, GlobMatcher(stage_map.globs), paths), 3
         )
-        # The rules and records alone: every answer precomputed.
+        chosen = selection.select(stage_map, GlobMatcher(stage_map.globs), paths)
+        # The rules alone: every answer precomputed.
         answers = GlobMatcher(stage_map.globs).lowest_many(relative, ranks)
         known = SimpleNamespace(
             matches=GlobMatcher(stage_map.globs).matches,  # for paths outside root: none here
             lowest_many=lambda _paths, _ranks, cut=0: answers,
         )
         rules = median_seconds(lambda: selection.select(stage_map, known, paths), 5)  # type: ignore[arg-type]
+        assert chosen.from_stage == 1
+        records = median_seconds(
+            lambda: tuple(selection.select(stage_map, known, paths).matches), 3
+        )  # type: ignore[arg-type]
 
     for name, timing in timings.items():
         print(f"{name:<52} {timing.text()}")
     print(f"in process, {len(paths)} paths: GlobMatcher.lowest_many {matching:.3f} s; ")
-    print(f"  selection.select (matching + rules + records) {select:.3f} s")
-    print(f"  selection.select with matches precomputed (rules + records) {rules:.3f} s")
+    print(f"  selection.select (matching + rules; records are built on first read) {select:.3f} s")
+    print(f"  selection.select with matches precomputed (rules alone) {rules:.3f} s")
+    print(f"  the same, then reading every record (as --json does) {records:.3f} s")
     git_t, our_t = timings["git diff --name-only -z --no-renames BASE...HEAD"], timings[ours]
     ratio = statistics.median(our_t.wall) / statistics.median(git_t.wall)
     cpu_ratio = statistics.median(our_t.cpu) / statistics.median(git_t.cpu)
     verdict = "ok" if ratio <= 2.0 else "OVER TARGET"
     print(f"ratio compute-stage / git diff: wall {ratio:.2f}x (target <= 2x: {verdict}), "
           f"cpu {cpu_ratio:.2f}x")  # fmt: skip
-    cold = timings["  the same, map cache off (a fresh CI clone)"]
-    cold_ratio = statistics.median(cold.wall) / statistics.median(git_t.wall)
-    print(f"  map cache off: wall {cold_ratio:.2f}x, "
-          f"cpu {statistics.median(cold.cpu) / statistics.median(git_t.cpu):.2f}x")  # fmt: skip
+    for label, name in (
+        ("fresh clone", "  the same, fresh clone (no map cache yet)"),
+        ("in Actions", "  in GitHub Actions (step outputs, matches_json)"),
+        ("in Actions, fresh clone", "  in GitHub Actions, fresh clone (a PR's CI job)"),
+        ("--json", "  --json (every path's record on stdout, ~9 MB)"),
+    ):
+        other = timings[name]
+        print(f"  {label}: wall {statistics.median(other.wall) / statistics.median(git_t.wall):.2f}x, "
+              f"cpu {statistics.median(other.cpu) / statistics.median(git_t.cpu):.2f}x")  # fmt: skip
     print(
         f"repeats: {args.repeats}; load average {load_before:.1f} -> {load_after:.1f} "
         f"on {os.cpu_count()} cores; python {sys.version.split()[0]}"

@@ -177,18 +177,12 @@ def _merge_bases(repo: Path, base: str, head: str, deepener: _Deepener) -> tuple
 
 
 def diff_chunks(
-    repo: Path,
-    change: Range,
-    *,
-    min_entries: int = CHUNK_MIN_ENTRIES,
-    differ: git.TreeDiffer | None = None,
+    repo: Path, change: Range, *, min_entries: int = CHUNK_MIN_ENTRIES
 ) -> Iterator[list[str]]:
     """The changed paths, in git's order, as one or more lists (see `_plan`).
 
     After criss-cross merges (several merge bases) it is the sorted union of
     the diffs from each: a superset, so the answer can only run more stages.
-    `differ`, started early by the caller, is used if the diff is split (the
-    caller closes it either way).
     """
     if len(change.merge_bases) > 1:
         seen: dict[str, None] = {}
@@ -202,10 +196,7 @@ def diff_chunks(
         yield git.changed_paths(repo, merge_base, change.head)
         return
     folder, entries = plan
-    if differ is None:
-        with git.TreeDiffer(repo) as own:
-            yield from _streamed(own, folder, entries)
-    else:
+    with git.TreeDiffer(repo) as differ:
         yield from _streamed(differ, folder, entries)
 
 
@@ -339,20 +330,15 @@ def compute_overlapped(
     failure: list[BaseException] = []
 
     def work() -> None:
-        differ: git.TreeDiffer | None = None
         try:
-            # Started first: git's start-up work overlaps finding the range.
-            differ = git.TreeDiffer(repo)
             change = get_range()
             arrivals.put(change)
             if isinstance(change, Range):
-                for chunk in diff_chunks(repo, change, differ=differ):
+                for chunk in diff_chunks(repo, change):
                     arrivals.put(chunk)
         except BaseException as exc:  # handed to the main thread below
             failure.append(exc)
         finally:
-            if differ is not None:
-                differ.close()
             arrivals.put(_DONE)
 
     worker = threading.Thread(target=work, name="ci-evals-git", daemon=True)

@@ -10,15 +10,16 @@ and it runs these same git subprocesses underneath.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
+import select
+import selectors
 import signal
 import subprocess
-import threading
-from collections.abc import Generator, Iterator, Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 from ci_evals.errors import UserError
 
@@ -370,10 +371,12 @@ _PAIR_END = b"/\n"
 class TreeDiffer:
     """A `git diff-tree -r --stdin` process: the tree diffs of many pairs, streamed.
 
-    Started before the pairs are known, so git reads the index (which
-    `diff-tree` does first, ~10 ms on 100,000 files, though it never uses it)
-    while the caller is still finding them. `diffs` may be called once;
-    `close` (or leaving the `with` block) stops git if it is still running.
+    `diffs` may be called once; `close` (or leaving the `with` block) stops
+    git if it is still running. (`diff-tree` reads the whole index first,
+    ~10 ms on 100,000 files, though it never uses it: starting it before the
+    pairs are known hid that, but cost as much on every small change.)
+    No threads: one `selectors` loop writes the pairs, reads the diffs and
+    git's messages, and enforces the timeout (as `subprocess.communicate` does).
     """
 
     def __init__(self, repo: Path, *, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -382,6 +385,7 @@ class TreeDiffer:
             "--no-renames", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none",
         )  # fmt: skip
         self.timeout = timeout
+        self._deadline = time.monotonic() + timeout
         self._proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.PIPE,
@@ -389,10 +393,7 @@ class TreeDiffer:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        self._timer = threading.Timer(timeout, _signal_group, (self._proc,))
-        self._timer.daemon = True
-        self._timer.start()
-        self._feeder: threading.Thread | None = None
+        self._used = False
 
     def __enter__(self) -> TreeDiffer:
         return self
@@ -409,99 +410,118 @@ class TreeDiffer:
         the rest. The options are those of `changed_paths`. Raises `GitError`
         when git fails or times out.
         """
+        assert not self._used, "diffs() runs once per process"
+        self._used = True
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        assert self._feeder is None, "diffs() runs once per process"
-        stdin, stderr = proc.stdin, proc.stderr
-        request = b"".join(f"{old} {new}\n".encode("ascii") + _PAIR_END for old, new in pairs)
+        request = memoryview(
+            b"".join(f"{old} {new}\n".encode("ascii") + _PAIR_END for old, new in pairs)
+        )
+        splitter = PairSplitter([f"{old} {new}\n".encode("ascii") for old, new in pairs])
         errors: list[bytes] = []
-
-        def feed() -> None:
-            # Its own thread: git writes while it reads, and both pipes are finite.
-            with contextlib.suppress(OSError):
-                stdin.write(request)
-            with contextlib.suppress(OSError):
-                stdin.close()
-            errors.append(stderr.read())
-
-        self._feeder = threading.Thread(target=feed, name="ci-evals-git-feed", daemon=True)
-        self._feeder.start()
-        headers = [f"{old} {new}\n".encode("ascii") for old, new in pairs]
+        written = 0
         try:
-            complete = yield from _split_pairs(cast(io.BufferedReader, proc.stdout), headers)
+            with selectors.DefaultSelector() as selector:
+                selector.register(proc.stdin, selectors.EVENT_WRITE)
+                selector.register(proc.stdout, selectors.EVENT_READ)
+                selector.register(proc.stderr, selectors.EVENT_READ)
+                while selector.get_map():  # until git's stdout and stderr close
+                    remaining = self._deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise GitError(
+                            GitResult(self.argv, -1, b"", f"timed out after {self.timeout} s")
+                        )
+                    for key, _ in selector.select(remaining):
+                        if key.fileobj is proc.stdin:
+                            try:
+                                written += os.write(key.fd, request[written : written + _CHUNK])
+                            except BrokenPipeError:  # git stopped reading: its exit says why
+                                written = len(request)
+                            if written >= len(request):
+                                selector.unregister(proc.stdin)
+                                proc.stdin.close()
+                            continue
+                        data = os.read(key.fd, 1 << 16)
+                        if not data:
+                            selector.unregister(key.fileobj)
+                        elif key.fileobj is proc.stdout:
+                            done = splitter.feed(data)
+                            if done:
+                                yield done
+                        else:
+                            errors.append(data)
             proc.wait()
-            self._feeder.join()
-            if proc.returncode != 0 or not complete:
-                if not self._timer.is_alive():
-                    message = f"timed out after {self.timeout} s"
-                else:
-                    message = b"".join(errors).decode("utf-8", "replace") or "output ended early"
-                raise GitError(GitResult(self.argv, proc.returncode or -1, b"", message))
+            if proc.returncode != 0 or not splitter.finished():
+                message = b"".join(errors).decode("utf-8", "replace").strip()
+                raise GitError(
+                    GitResult(self.argv, proc.returncode, b"", message or "unexpected output")
+                )
         finally:
             self.close()
 
     def close(self) -> None:
         proc = self._proc
-        self._timer.cancel()
         if proc.poll() is None:
             _signal_group(proc)
             proc.wait()
-        if self._feeder is not None:
-            self._feeder.join()
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
 
 
-def diff_trees_streamed(
-    repo: Path, pairs: Sequence[tuple[str, str]], *, timeout: float = DEFAULT_TIMEOUT
-) -> Iterator[list[bytes]]:
-    """`TreeDiffer(repo).diffs(pairs)`, for a caller with nothing to do meanwhile."""
-    with TreeDiffer(repo, timeout=timeout) as differ:
-        yield from differ.diffs(pairs)
+# Bytes written to git's stdin at a time: a pipe that polls writable takes this
+# many without blocking.
+_CHUNK = select.PIPE_BUF
 
 
-def _split_pairs(
-    stdout: io.BufferedReader, headers: Sequence[bytes]
-) -> Generator[list[bytes], None, bool]:
-    """Cut git's `--stdin` output into one piece per pair (`HEADER names... /\n`),
-    yielded as they complete; False when the output ends early."""
-    buffer = bytearray()
-    index = 0
-    searched = 0  # where to resume looking for the current pair's end
-    while index < len(headers):
-        data = stdout.read1(1 << 20)
-        if not data:
-            return False
+class PairSplitter:
+    """Cuts `diff-tree --stdin` output into one piece per pair: `HEADER names... /\n`.
+
+    Fed git's output as it arrives (in pieces cut anywhere); `feed` returns
+    the pairs it completed. Each header must be the pair asked for, in order.
+    """
+
+    def __init__(self, headers: Sequence[bytes]) -> None:
+        self.headers = headers
+        self.index = 0  # the next pair
+        self.buffer = bytearray()
+        self.searched = 0  # where to resume looking for the current pair's end
+        self.broken = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buffer, headers = self.buffer, self.headers
         buffer += data
         done: list[bytes] = []
         pos = 0
-        while index < len(headers):
-            header = headers[index]
+        while self.index < len(headers) and not self.broken:
+            header = headers[self.index]
             start = pos + len(header)
             if len(buffer) < start + len(_PAIR_END):
                 break
             if buffer[pos:start] != header:
-                return False
+                self.broken = True
+                break
             if buffer[start : start + len(_PAIR_END)] == _PAIR_END:
                 end = start  # the trees differ in nothing git lists
             else:
-                found = buffer.find(b"\0" + _PAIR_END, max(start, searched))
+                found = buffer.find(b"\0" + _PAIR_END, max(start, self.searched))
                 if found == -1:
-                    searched = max(len(buffer) - len(_PAIR_END), start)
+                    self.searched = max(len(buffer) - len(_PAIR_END), start)
                     break
                 end = found + 1
             done.append(bytes(buffer[start:end]))
             pos = end + len(_PAIR_END)
-            searched = 0
-            index += 1
+            self.searched = 0
+            self.index += 1
         if pos:
             del buffer[:pos]
-            searched = max(searched - pos, 0)
-        if done:
-            yield done
-    return not buffer and not stdout.read(1)
+            self.searched = max(self.searched - pos, 0)
+        return done
+
+    def finished(self) -> bool:
+        """Every pair arrived, whole, and nothing else."""
+        return not self.broken and self.index == len(self.headers) and not self.buffer
 
 
 def _signal_group(proc: subprocess.Popen[bytes]) -> None:

@@ -64,11 +64,19 @@ def glob_problem(glob: str) -> GlobProblem | None:
     (`!` negation), or would be read differently by git and by pathspec
     (trailing whitespace, a trailing backslash, POSIX classes).
     """
+    if glob in _USABLE:
+        return None
     for check in (_spelling_problem, _ending_problem, _segment_problem, _compile_problem):
         problem = check(glob)
         if problem is not None:
             return problem
+    _USABLE.add(glob)
     return None
+
+
+# Globs `glob_problem` found usable: the loader checks every glob, then the
+# matcher it builds would check them all again.
+_USABLE: set[str] = set()
 
 
 def _spelling_problem(glob: str) -> GlobProblem | None:

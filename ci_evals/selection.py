@@ -381,20 +381,21 @@ class _Matches(Sequence[Match]):
     def lowest(self, count: int) -> list[Match]:
         """`lowest_relevant` for ranked batches (every path has a stage)."""
         batches = cast(list[_RankBatch], self._batches)
-        if not batches or count <= 0:
-            return []
-        paths = list(chain.from_iterable(b.paths for b in batches))
-        ranks = list(chain.from_iterable(b.ranks for b in batches))
         rest_of_rank: dict[int, _Rest] = {}
         for batch in batches:
             rest_of_rank.update(batch.rest_of_rank)
-        stage_of = {rank: rest[0] for rank, rest in rest_of_rank.items()}
-        stages = list(map(stage_of.__getitem__, ranks))
+        present = set(chain.from_iterable(set(b.ranks) for b in batches))
+        ranks_at: dict[int, set[int]] = {}  # stage -> the ranks seen with that stage
+        for rank in present:
+            ranks_at.setdefault(rest_of_rank[rank][0], set()).add(rank)  # type: ignore[arg-type]
         out: list[Match] = []
-        for stage in sorted(set(stages)):  # type: ignore[type-var]  # never None here
+        for stage in sorted(ranks_at):
             if len(out) >= count:
                 break
-            at_stage = compress(zip(paths, ranks, strict=True), map(stage.__eq__, stages))
+            wanted = ranks_at[stage].__contains__
+            at_stage = chain.from_iterable(
+                compress(zip(b.paths, b.ranks, strict=True), map(wanted, b.ranks)) for b in batches
+            )
             chosen = heapq.nsmallest(count - len(out), at_stage)
             out.extend(_new_tuple(Match, (path, *rest_of_rank[rank])) for path, rank in chosen)
         return out

@@ -28,7 +28,6 @@ from ci_evals.stage_map import StageMap, default_map_path, load_stage_map
 
 # `matches_json` must fit in GitHub's 1 MB of outputs per job with room to spare.
 MATCHES_OUTPUT_LIMIT = 256 * 1024
-_SHORTEST_RECORD = len('{"path": "x", "stage": 1, "entry": null}') + 1  # with its comma
 # `--explain` lists this many relevant paths; `--json` has all of them.
 EXPLAIN_LIMIT = 50
 
@@ -220,17 +219,23 @@ def matches_output(
     Ignored paths are left out (they are counted in `changed_count`); the second
     value says whether the list was cut.
     """
-    # No record is shorter than `{"path": "x", "stage": 1, "entry": null}`,
-    # so no more than this many can fit.
-    total, relevant = selection.lowest_relevant(chosen.matches, limit // _SHORTEST_RECORD + 1)
     import json  # noqa: PLC0415 - see `run`
 
+    encode = json.JSONEncoder(ensure_ascii=False).encode  # `dumps` would make one per call
     parts: list[str] = []
     size = 2
-    for m in relevant:
-        part = json.dumps(m.as_json(), ensure_ascii=False)
-        size += len(part.encode("utf-8")) + 1
-        if size > limit:
-            return "[" + ",".join(parts) + "]", True
-        parts.append(part)
+    # Ask for as many as fit when records average 64 bytes (most are longer),
+    # and for more only if they all fit: a few thousand of 100,000, not all.
+    want = max(limit // 64, 16)
+    while True:
+        total, relevant = selection.lowest_relevant(chosen.matches, want)
+        for m in relevant[len(parts) :]:
+            part = encode(m.as_json())
+            size += len(part.encode("utf-8")) + 1
+            if size > limit:
+                return "[" + ",".join(parts) + "]", True
+            parts.append(part)
+        if len(relevant) < want:
+            break
+        want *= 2
     return "[" + ",".join(parts) + "]", total > len(parts)
