@@ -193,9 +193,9 @@ def main() -> None:
         ("in Actions, fresh clone", "  in GitHub Actions, fresh clone (a PR's CI job)"),
         ("--json", "  --json (every path's record on stdout, ~9 MB)"),
     ):
-        other = timings[name]
-        print(f"  {label}: wall {statistics.median(other.wall) / statistics.median(git_t.wall):.2f}x, "
-              f"cpu {statistics.median(other.cpu) / statistics.median(git_t.cpu):.2f}x")  # fmt: skip
+        wall = statistics.median(timings[name].wall) / statistics.median(git_t.wall)
+        cpu = statistics.median(timings[name].cpu) / statistics.median(git_t.cpu)
+        print(f"  {label}: wall {wall:.2f}x, cpu {cpu:.2f}x")
     print(
         f"repeats: {args.repeats}; load average {load_before:.1f} -> {load_after:.1f} "
         f"on {os.cpu_count()} cores; python {sys.version.split()[0]}"

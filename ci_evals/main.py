@@ -7,7 +7,9 @@ Only the chosen subcommand's module is imported, so `ci-evals check-coverage`
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Protocol, cast
@@ -69,6 +71,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code[0]
 
 
+# Run on every commit and pull request over up to 100,000 paths; they leave
+# nothing behind to clean up (no child process, no temporary file).
+QUICK_EXIT = frozenset({"compute-stage", "check-coverage"})
+
+
 def entry() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    quick = len(sys.argv) > 1 and sys.argv[1] in QUICK_EXIT
+    if quick:
+        # 100,000+ objects and no cycles among them: the cyclic collector
+        # would only re-scan the growing heap (~10% of a big run).
+        gc.disable()
+    code = main()
+    if not quick:
+        sys.exit(code)
+    # Interpreter shutdown would free every object one by one and collect
+    # once more (~10-15 ms after a 100,000-path diff) for nothing: flush the
+    # answer and leave. Python itself exits 120 when it cannot flush stdout.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        code = code or 120
+    os._exit(code)
