@@ -64,7 +64,7 @@ def glob_problem(glob: str) -> GlobProblem | None:
     (`!` negation), or would be read differently by git and by pathspec
     (trailing whitespace, a trailing backslash, POSIX classes).
     """
-    if glob in _USABLE:
+    if glob in _USABLE and _asked is None:  # `needed_regexes` records what checking asks
         return None
     for check in (_spelling_problem, _ending_problem, _segment_problem, _compile_problem):
         problem = check(glob)

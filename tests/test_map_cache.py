@@ -24,6 +24,7 @@ entries:
   - { glob: "a/*/deep/[a-c]*.md", stage: 3 }
   - { glob: "docs/", stage: write }
   - { glob: "agents/*.md", stage: 2 }
+  - { glob: "mod_0[0-4]/", stage: 2 }
 fixtures: fixtures
 """
 PATHS = [
@@ -33,6 +34,7 @@ PATHS = [
     "a/q/deep/b1.md",
     "a/q/deep/d1.md",
     "docs/z/y.txt",
+    "x/mod_03/y.txt",
     "other.txt",
 ]
 
@@ -180,4 +182,4 @@ def test_from_the_cache_neither_yaml_nor_pathspec_is_imported_and_answers_agree(
     cached = _probe(plugin)
     assert cached == {"answers": uncached["answers"], "yaml": False, "pathspec": False}
     assert first["answers"] == uncached["answers"]
-    assert uncached["answers"] == [[0, 4], [1], [], [2], [], [3], []]
+    assert uncached["answers"] == [[0, 4], [1], [], [2], [], [3], [5], []]
