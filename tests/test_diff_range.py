@@ -232,6 +232,28 @@ def test_chunked_diff_is_exactly_the_whole_diff(repo: Path) -> None:
     assert "plugin/added/h.md" in whole
 
 
+def test_submodule_changes_are_listed_in_a_streamed_diff(repo: Path) -> None:
+    plugin_repo(repo)
+    gitlinks = ("plugin/d03/sub", "plugin/vendored")  # inside a folder, and at the split
+    for path in gitlinks:  # as submodules that are not checked out: empty folders
+        (repo / path).mkdir(parents=True)
+        git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'a' * 40},{path}")
+    write(repo, ".gitmodules", '[submodule "s"]\n\tpath = plugin/d03/sub\n\tignore = all\n')
+    commit(repo, "submodules")
+    wide_change(repo)
+    for path in gitlinks:
+        git(repo, "update-index", "--cacheinfo", f"160000,{'b' * 40},{path}")
+    git(repo, "commit", "-qm", "bump both")
+    git(repo, "config", "diff.ignoreSubmodules", "all")
+    whole = gitmod.changed_paths(repo, sha(repo, "main"), sha(repo, "HEAD"))
+
+    split = chunks(repo, min_entries=4)
+
+    assert diff_range._plan(repo, sha(repo, "main"), sha(repo, "HEAD"), 4) is not None
+    assert set(gitlinks) <= set(whole)
+    assert [path for chunk in split for path in chunk] == whole
+
+
 def test_a_file_that_became_a_folder_is_listed_where_git_lists_it(repo: Path) -> None:
     plugin_repo(repo)
     wide_change(repo, type_change=True)
