@@ -114,6 +114,9 @@ class StageContext:
     result: StageResult
     agent: Agent
     abort: Abort
+    # What is left of the run budget once the stage's own cost is counted (None:
+    # no run budget): the most the hook's agents may spend.
+    budget_left: float | None = None
 
     def env_for(self, private_root: Path) -> dict[str, str]:
         """An agent environment like the stage's, with its private folders under `private_root`."""
@@ -331,7 +334,7 @@ class Runner:
         if self.after_stage is not None and not self.abort.is_set:
             context = StageContext(
                 plan, state.scenario, stage, workspace, stage_dir, request, outcome,
-                stage_result, self.agent, self.abort,
+                stage_result, self.agent, self.abort, self.budget_left(),
             )  # fmt: skip
             await self.after_stage(context)
         self.result.total_cost_usd = self.spent_usd

@@ -66,6 +66,7 @@ class GradingHook:
             env_for=ctx.env_for,
             model=ctx.plan.model,
             keep=self.keep_work,
+            budget_usd=ctx.budget_left,
         )
         verdict = await grade_state(job, agent=ctx.agent, abort=ctx.abort)
         apply_verdict(ctx.result, verdict)

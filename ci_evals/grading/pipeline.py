@@ -44,6 +44,8 @@ class GradeJob:
     env_for: Callable[[Path], dict[str, str]]  # agent env with private folders under a root
     model: str | None = None
     keep: bool = False
+    # What is left of the run budget for the graders' agents (None: no run budget).
+    budget_usd: float | None = None
 
 
 async def grade_state(
@@ -89,6 +91,15 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
     assert config is not None
     if agent is None or prompt is None:
         return GraderResult(grader="reviewer", error="the reviewer was configured but not run")
+    limits = stage.limits
+    if job.budget_usd is not None:
+        if job.budget_usd <= 0:  # fail closed: no verdict without the review
+            return GraderResult(
+                grader="reviewer", error="the run budget is spent: the reviewer was not run"
+            )
+        cap = limits.max_budget_usd
+        left = job.budget_usd if cap is None else min(cap, job.budget_usd)
+        limits = replace(limits, max_budget_usd=left)
     suite, scenario = job.suite, job.scenario
 
     def values(workspace: Path, plugin: Path) -> dict[str, str]:
@@ -104,7 +115,7 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
         work_dir=job.work_dir / "reviewer",
         out_dir=job.out_dir,
         env=job.env_for(job.work_dir / "reviewer-agent"),
-        limits=stage.limits,
+        limits=limits,
         model=job.model,
         keep=job.keep,
     )

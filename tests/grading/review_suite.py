@@ -38,6 +38,7 @@ def make_review_suite(
     extra_rules: str = "",
     scoring: str = "",
     repeat: str = "",
+    budget_usd: float | None = None,
 ) -> tuple[Path, Path]:
     """Write plugin, ci-evals.yaml and stub.yaml; `cases` maps a case id to the
     reviewer's final message (`reviewer_turns` replaces a case's turns wholesale)."""
@@ -61,13 +62,14 @@ def make_review_suite(
     (analytic / "quality.md").write_text("# Quality\n\n1 = poor ... 5 = excellent\n")
     (root / "fixtures").mkdir()
     scenarios = "".join(f"  - id: {case}\n    inputs: {{case: {case}}}\n" for case in cases)
+    budget = f"budget_usd: {budget_usd}\n" if budget_usd is not None else ""
     (root / "ci-evals.yaml").write_text(
         f"""version: 1
 plugin: plugin
 fixtures: fixtures
 stage_map: null
 limits: {limits}
-{scoring}{repeat}stages:
+{budget}{scoring}{repeat}stages:
   - name: s1
     prompt: "/demo:s1 {{case}}"
     checks:

@@ -8,6 +8,7 @@ parsed against the plugin's rubrics, policy applied, status set.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import shutil
@@ -16,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from ci_evals.agents import Abort, get_agent
+from ci_evals.grading.pipeline import GradeJob, grade_state
 from ci_evals.results import RunResult, read_results
 from ci_evals.runner import exit_code
+from ci_evals.suite import load_suite
 from tests.grading.review_suite import make_review_suite, run_graded
 
 GOOD = [
@@ -168,3 +172,53 @@ def test_a_rubric_missing_when_the_reviewer_runs_is_an_error(tmp_path: Path) -> 
     assert s1.error is not None and "matches no markdown file" in s1.error
     # Nothing to grade against: the reviewer was not even asked.
     assert not any(r.rule == "review-valid" for r in server.requests)
+
+
+@pytest.mark.slow
+def test_a_reviewer_gets_at_most_what_is_left_of_the_run_budget(tmp_path: Path) -> None:
+    costly = (
+        f"      - text: {json.dumps(CASES['valid'])}\n"
+        "        usage: {input_tokens: 100000, output_tokens: 10000}\n"
+    )
+    suite, stub = make_review_suite(
+        tmp_path / "suite",
+        {"valid": CASES["valid"]},
+        reviewer_turns={"valid": costly},
+        budget_usd=0.05,
+    )
+
+    result, _ = run_graded(suite, stub, tmp_path / "run")
+
+    s1, s2 = result.scenarios[0].stages
+    # Without a cap the reviewer would finish and pass the stage, over budget.
+    assert (s1.status, s2.status) == ("error", "skipped")
+    assert str(s1.error).startswith("reviewer: the reviewer hit its budget limit")
+    assert (s1.cost_usd or 0) < 0.05 < result.total_cost_usd
+    assert exit_code(result) == 1
+
+
+def test_no_review_once_the_run_budget_is_spent_is_not_a_pass(tmp_path: Path) -> None:
+    suite_file, _ = make_review_suite(tmp_path / "suite", {"valid": CASES["valid"]})
+    suite = load_suite(suite_file)
+    state = tmp_path / "state"
+    (state / "plugin").mkdir(parents=True)
+    (state / "out1.md").write_text("stage 1 output\n")  # the check alone would pass
+    job = GradeJob(
+        suite=suite,
+        stage=suite.stages[0],
+        scenario=suite.scenarios[0],
+        state=state,
+        trajectory=None,
+        out_dir=tmp_path / "out",
+        work_dir=tmp_path / "work",
+        run_dir=tmp_path,
+        env_for=lambda root: {"HOME": str(root)},
+        budget_usd=0.0,
+    )
+
+    verdict = asyncio.run(grade_state(job, agent=get_agent("claude"), abort=Abort()))
+
+    assert verdict.verdict == "error"
+    reviewer = next(g for g in verdict.graders if g.grader == "reviewer")
+    assert reviewer.error == "the run budget is spent: the reviewer was not run"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
