@@ -9,9 +9,12 @@ results.
 `RetryingAgent` wraps any backend (the `Agent` protocol), so the stage agent
 and the reviewers are retried alike. Each failed attempt's trajectory and
 stderr are kept beside the final ones (`trajectory.attempt1.jsonl`, ...), its
-cost is added to the outcome's. The attempt runs again in the same workspace:
-files a failed attempt wrote before the endpoint failed stay (the endpoint
-usually fails on the first request, before any tool ran).
+cost is added to the outcome's. A request with a `checkpoint` (the runner's
+stages) starts every attempt from the same files: the checkpoint is saved
+before the first attempt and restored before each next one, so nothing a
+failed attempt wrote, changed or deleted reaches the next or its verdict. When
+it cannot be restored the stage is not run again: its outcome is the failed
+attempt's, with why.
 
 Set `CLAUDE_CODE_MAX_RETRIES` (passed through to the CLI) to tune the CLI's
 own retries within one attempt; these retries come on top.
@@ -25,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.agents import Abort, Agent, Checkpoint, Progress, StageOutcome, StageRequest
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,22 @@ class RetryingAgent:
         abort: Abort,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> StageOutcome:
+        checkpoint = request.checkpoint if self.policy.tries > 1 else None
+        if checkpoint is not None:
+            await asyncio.to_thread(checkpoint.save)
+        try:
+            return await self._attempts(request, checkpoint, abort, on_progress)
+        finally:
+            if checkpoint is not None:
+                await asyncio.to_thread(checkpoint.discard)
+
+    async def _attempts(
+        self,
+        request: StageRequest,
+        checkpoint: Checkpoint | None,
+        abort: Abort,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> StageOutcome:
         attempt = 1
         spent = 0.0
         while True:
@@ -80,6 +99,16 @@ class RetryingAgent:
             if await _sleep_unless(abort, delay):
                 outcome.cost_usd = spent  # this attempt's cost is already in `spent`
                 return outcome
+            if checkpoint is not None:
+                try:
+                    await asyncio.to_thread(checkpoint.restore)
+                except OSError as exc:  # never retry on top of a failed attempt's files
+                    outcome.cost_usd = spent
+                    outcome.error = (
+                        f"{outcome.error}; not retried: the workspace could not be "
+                        f"restored ({exc.strerror or exc})"
+                    )
+                    return outcome
             attempt += 1
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from ci_evals import __version__
 from ci_evals.agent_env import agent_environment
 from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.checkpoint import FolderCheckpoint
 from ci_evals.grading.summary import all_passed, summarize_run
 from ci_evals.results import (
     RunResult,
@@ -303,6 +304,10 @@ class Runner:
             max_turns=stage.limits.max_turns,
             timeout_s=stage.limits.timeout_s,
             max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
+            # A retried attempt starts from the files this one starts from.
+            checkpoint=FolderCheckpoint(
+                (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
+            ),
         )
         before = await asyncio.to_thread(take_snapshot, workspace.root, previous=state.last)
         if self.interrupted:  # while the workspace was being laid down

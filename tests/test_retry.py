@@ -100,3 +100,51 @@ def test_a_timeout_is_never_retried(tmp_path: Path) -> None:
 def test_backoff_grows_exponentially_up_to_a_cap() -> None:
     policy = RetryPolicy(tries=6, first_delay_s=2.0, factor=3.0, max_delay_s=30.0)
     assert [policy.delay(n) for n in range(1, 6)] == [2.0, 6.0, 18.0, 30.0, 30.0]
+
+
+FAILS_AFTER_WRITING = """  - name: s5-fails-after-writing
+    match: {command: demo:s5}
+    variants:
+      - - tools:
+            - write: {path: partial.md, content: "from the failed attempt\\n"}
+            - write: {path: out4.md, content: "the fixture, overwritten\\n"}
+        - fault: {http_status: 529}
+      - - tools: [{write: {path: out5.md, content: "stage 5\\n"}}]
+        - text: "stage 5 done"
+"""
+
+
+@pytest.mark.slow
+def test_a_retried_stage_starts_from_the_files_the_stage_started_from(tmp_path: Path) -> None:
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_delay_s=0.1))
+    result, server = run_stage_5(tmp_path, FAILS_AFTER_WRITING, agent)
+
+    stage = result.scenarios[0].stages[0]
+    assert stage.status == "completed"
+    assert agent.attempts[tmp_path / "run" / "acme" / "5-s5" / "trajectory.jsonl"] == 2
+    # Only what the attempt that counted did: no partial file, the fixture intact.
+    assert [(p.path, p.change) for p in stage.produced] == [("out5.md", "added")]
+    assert len([r for r in server.requests if r.outcome == "fault"]) == 1
+    assert not list(tmp_path.rglob("checkpoint-*"))  # the saved copy is gone
+
+
+REMOVES_THE_CHECKPOINT = """  - name: s5-removes-the-checkpoint
+    match: {command: demo:s5}
+    variants:
+      - - tools: [{bash: "rm -rf ../checkpoint-5"}]
+        - fault: {http_status: 529}
+      - - text: "stage 5 done"
+"""
+
+
+@pytest.mark.slow
+def test_a_stage_whose_files_cannot_be_restored_is_not_retried(tmp_path: Path) -> None:
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_delay_s=0.1))
+    result, server = run_stage_5(tmp_path, REMOVES_THE_CHECKPOINT, agent)
+
+    stage = result.scenarios[0].stages[0]
+    assert stage.status == "error"
+    assert "529" in str(stage.error)
+    assert "not retried: the workspace could not be restored" in str(stage.error)
+    assert agent.attempts[tmp_path / "run" / "acme" / "5-s5" / "trajectory.jsonl"] == 1
+    assert [r.rule for r in server.requests].count("s5-removes-the-checkpoint") == 2

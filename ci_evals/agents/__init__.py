@@ -28,6 +28,17 @@ OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
 LimitKind = Literal["turns", "time", "budget"]
 
 
+class Checkpoint(Protocol):
+    """The stage's starting state, for a wrapper that runs the stage again
+    (`ci_evals.retry`; `ci_evals.checkpoint.FolderCheckpoint` implements it)."""
+
+    def save(self) -> None: ...
+
+    def restore(self) -> None: ...
+
+    def discard(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class StageRequest:
     """Everything one stage run needs; the backend adds nothing from elsewhere."""
@@ -42,6 +53,9 @@ class StageRequest:
     max_turns: int = 50
     timeout_s: float = 1800.0
     max_budget_usd: float | None = None
+    # What the stage starts from; a retrying wrapper saves it before the first
+    # attempt and restores it before the next. Backends themselves ignore it.
+    checkpoint: Checkpoint | None = field(default=None, compare=False)
 
 
 @dataclass
