@@ -285,7 +285,7 @@ class Runner:
         plan = self.plan
         if state.workspace is None:
             state.workspace = await asyncio.to_thread(
-                create_workspace, plan.suite, plan.from_stage, state.parent
+                create_workspace, plan.suite, plan.from_stage, state.parent, state.scenario
             )
         workspace = state.workspace
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"

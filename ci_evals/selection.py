@@ -7,9 +7,9 @@ fallback selections when it cannot).
 Rules for one changed path, repo-relative:
 - a `global` path (or a path inside a global folder) -> stage 1 (`global-file`);
 - a path under `fixtures/<k>-*/` -> stage k+1 (`fixture-changed`): fixture k is
-  the curated output of stage k and is what stage k+1 starts from. A fixture
-  path whose k+1 is not a stage, or that is not inside a `<k>-...` folder,
-  fails closed to stage 1;
+  the curated output of stage k and is what stage k+1 starts from; so is a
+  scenario's own `fixtures/<name>/<k>-*/`. A fixture path whose k+1 is not a
+  stage, or that is in neither kind of folder, fails closed to stage 1;
 - a path under `root` -> the lowest stage of *every* entry that matches it
   (`matched`), or stage 1 when no entry covers it (`unmatched-file`);
 - anything else is ignored (stage None).
@@ -239,15 +239,20 @@ class _Rules:
         return False
 
     def _fixture(self, inside: str) -> tuple[int, str]:
-        folder, slash, _ = inside.partition("/")
-        if not slash:  # a file directly in the fixtures folder
+        """Stage k+1 for `<k>-*/...` and for a scenario's own `<name>/<k>-*/...`."""
+        folder, slash, rest = inside.partition("/")
+        if slash and not _FIXTURE_FOLDER.match(folder):  # a scenario's own fixtures?
+            sub, slash, _ = rest.partition("/")
+            folder = f"{folder}/{sub}" if slash and _FIXTURE_FOLDER.match(sub) else ""
+        if not slash or not folder:
             return (
                 1,
-                f"not inside a fixtures/<k>-<stage>/ folder ({inside!r}): unknown stage, runs all",
+                f"not inside a fixtures/<k>-<stage>/ (or fixtures/<scenario>/<k>-<stage>/) "
+                f"folder ({inside!r}): unknown stage, runs all",
             )
         known = self.fixture_folders.get(folder)
         if known is None:
-            known = self.fixture_folders[folder] = self._fixture_folder(folder)
+            known = self.fixture_folders[folder] = self._fixture_folder(folder.rpartition("/")[2])
         return known
 
     def _fixture_folder(self, folder: str) -> tuple[int, str]:

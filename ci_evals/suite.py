@@ -63,6 +63,7 @@ _SUITE_KEYS = (
 # all-digit name would be ambiguous with a stage number.
 _STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # Scenario ids become folder names in the run folder.
+_STAGE_FIXTURE = re.compile(r"[0-9]+-")
 _SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -100,6 +101,9 @@ class Stage:
 class Scenario:
     id: str
     inputs: Mapping[str, str]
+    # Its own fixtures: a folder (one name) inside the suite's fixtures folder,
+    # laid out like it (`<k>-<stage>-output/`). None: the suite's fixtures.
+    fixtures: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,9 +160,15 @@ class Suite:
             f"unknown scenario {scenario_id!r}", file=self.display, hint=f"scenarios: {valid}"
         )
 
-    def fixture_dir(self, stage: Stage | int) -> Path:
+    def fixtures_for(self, scenario: Scenario | None) -> Path:
+        """The fixtures folder a scenario's runs start from (its own, or the suite's)."""
+        if scenario is not None and scenario.fixtures is not None:
+            return self.fixtures / scenario.fixtures
+        return self.fixtures
+
+    def fixture_dir(self, stage: Stage | int, scenario: Scenario | None = None) -> Path:
         number = stage if isinstance(stage, int) else stage.number
-        return self.fixtures / self.stages[number - 1].fixture_dirname
+        return self.fixtures_for(scenario) / self.stages[number - 1].fixture_dirname
 
     def template_values(
         self, stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path
@@ -390,7 +400,7 @@ def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
     scenarios: list[Scenario] = []
     seen: dict[str, Field] = {}
     for item in value.sequence(allow_empty=False):
-        keys = item.mapping(("id", "inputs"), required=("id",))
+        keys = item.mapping(("id", "inputs", "fixtures"), required=("id",))
         id_field = keys["id"]
         scenario_id = id_field.as_str()
         if not _SCENARIO_ID.fullmatch(scenario_id):
@@ -404,8 +414,30 @@ def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
             )
         seen[scenario_id] = id_field
         inputs = _load_inputs(keys["inputs"]) if "inputs" in keys else {}
-        scenarios.append(Scenario(id=scenario_id, inputs=inputs))
+        fixtures = _scenario_fixtures(keys["fixtures"]) if "fixtures" in keys else None
+        scenarios.append(Scenario(id=scenario_id, inputs=inputs, fixtures=fixtures))
     return tuple(scenarios)
+
+
+def _scenario_fixtures(value: Field) -> str:
+    """One folder name inside the suite's fixtures folder.
+
+    Only there, and only one level down, can `compute-stage` tell which stage a
+    change to it feeds (`fixtures/<name>/<k>-*/` -> stage k+1); a name shaped
+    like a stage's fixture folder (`3-...`) would read as one.
+    """
+    name = value.as_str()
+    if not _SCENARIO_ID.fullmatch(name) or name in (".", ".."):
+        raise value.error(
+            f"bad scenario fixtures folder {name!r}",
+            hint="one folder name inside the suite's fixtures folder, e.g. 'globex'",
+        )
+    if _STAGE_FIXTURE.match(name):
+        raise value.error(
+            f"scenario fixtures folder {name!r} looks like a stage's fixture folder",
+            hint="start it with a letter, e.g. 'globex'",
+        )
+    return name
 
 
 def _load_inputs(value: Field) -> dict[str, str]:

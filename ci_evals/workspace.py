@@ -112,27 +112,33 @@ class _Plan:
     link_sources: dict[str, str] = field(default_factory=dict)  # relative path -> fixture link
 
 
-def check_fixtures(suite: Suite, from_stage: Stage | int) -> tuple[Path, ...]:
+def check_fixtures(
+    suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
+) -> tuple[Path, ...]:
     """Check that fixtures 1..N-1 exist and hold no escaping links; return their folders.
 
-    Called by `run` before anything starts; `create_workspace` calls it again.
+    `scenario`'s own fixtures when it has some, else the suite's. Called by
+    `run` before anything starts; `create_workspace` calls it again.
     """
-    folders, _ = _plan(suite, from_stage)
+    folders, _ = _plan(suite, from_stage, scenario)
     return folders
 
 
-def _plan(suite: Suite, from_stage: Stage | int) -> tuple[tuple[Path, ...], _Plan]:
+def _plan(
+    suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
+) -> tuple[tuple[Path, ...], _Plan]:
     number = from_stage if isinstance(from_stage, int) else from_stage.number
     if not 1 <= number <= len(suite.stages):
         suite.stage(number)  # raises the "unknown stage" error listing the stages
     folders: list[Path] = []
     for stage in suite.stages[: number - 1]:
-        folder = suite.fixture_dir(stage)
+        folder = suite.fixture_dir(stage, scenario)
         if not folder.is_dir():
+            whose = f" of scenario {scenario.id!r}" if scenario and scenario.fixtures else ""
             raise UserError(
-                f"missing fixture folder for stage {stage.number} ({stage.name}): {folder}",
+                f"missing fixture folder{whose} for stage {stage.number} ({stage.name}): {folder}",
                 file=suite.display,
-                hint=_missing_fixture_hint(suite.fixtures, stage.number, number),
+                hint=_missing_fixture_hint(suite.fixtures_for(scenario), stage.number, number),
             )
         folders.append(folder)
     plan = _Plan()
@@ -279,9 +285,12 @@ def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:
 # -- copying ------------------------------------------------------------------
 
 
-def create_workspace(suite: Suite, from_stage: Stage | int, parent: Path) -> Workspace:
-    """Make `parent/plugin` and `parent/workspace` for a run starting at `from_stage`."""
-    folders, plan = _plan(suite, from_stage)
+def create_workspace(
+    suite: Suite, from_stage: Stage | int, parent: Path, scenario: Scenario | None = None
+) -> Workspace:
+    """Make `parent/plugin` and `parent/workspace` for a run starting at `from_stage`
+    (with `scenario`'s own fixtures when it has some)."""
+    folders, plan = _plan(suite, from_stage, scenario)
     parent = Path(os.path.abspath(parent))
     parent.mkdir(parents=True, exist_ok=True)
     plugin = parent / PLUGIN_DIR

@@ -37,8 +37,12 @@ def make_suite(
     limits: str = "{max_turns: 10, timeout_s: 120}",
     budget_usd: float | None = None,
     fixtures: bool = True,
+    own_fixtures: tuple[str, ...] = (),
 ) -> tuple[Path, Path]:
-    """Write plugin, fixtures, ci-evals.yaml and stub.yaml under `root`; return (suite, stub)."""
+    """Write plugin, fixtures, ci-evals.yaml and stub.yaml under `root`; return (suite, stub).
+
+    Scenarios named in `own_fixtures` get their own (`fixtures/<id>/`, saying
+    `<id> fixture <k>`) instead of the suite's (`fixture <k>`)."""
     plugin = root / "plugin"
     (plugin / ".claude-plugin").mkdir(parents=True)
     (plugin / ".claude-plugin" / "plugin.json").write_text(
@@ -54,9 +58,16 @@ def make_suite(
             folder = root / "fixtures" / f"{k}-s{k}-output"
             folder.mkdir(parents=True)
             (folder / f"out{k}.md").write_text(f"fixture {k}\n")
+    for sid in own_fixtures:
+        for k in range(1, STAGES):
+            folder = root / "fixtures" / sid / f"{k}-s{k}-output"
+            folder.mkdir(parents=True)
+            (folder / f"out{k}.md").write_text(f"{sid} fixture {k}\n")
     stages = "".join(f'  - name: s{k}\n    prompt: "/demo:s{k} {{company}}"\n' for k in range(1, 6))
     scenario_text = "".join(
-        f'  - id: {sid}\n    inputs: {{company: "{sid.title()} Corp"}}\n' for sid in scenarios
+        f'  - id: {sid}\n    inputs: {{company: "{sid.title()} Corp"}}\n'
+        + (f"    fixtures: {sid}\n" if sid in own_fixtures else "")
+        for sid in scenarios
     )
     budget = f"budget_usd: {budget_usd}\n" if budget_usd is not None else ""
     suite = root / "ci-evals.yaml"

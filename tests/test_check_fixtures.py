@@ -92,3 +92,27 @@ def test_reviewers_need_a_model(
     assert check(example, tmp_path / "out") == 2
     err = capsys.readouterr().err
     assert "set ANTHROPIC_API_KEY, or run offline with --model stub:PATH" in err
+
+
+def test_a_scenario_with_its_own_fixtures_has_them_checked(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = example / "ci-evals.yaml"
+    suite.write_text(
+        suite.read_text().replace(
+            "  - id: acme-arm-students", "  - id: acme-arm-students\n    fixtures: students"
+        )
+    )
+    own = example / "fixtures" / "students"
+    for folder in sorted((example / "fixtures").glob("[0-9]-*")):
+        shutil.copytree(folder, own / folder.name, symlinks=True)
+    chapter = own / "4-plan-chapter-output/lab/chapters/02-pick-and-place.md"
+    chapter.write_text(chapter.read_text().replace("## Steps", "## Things to do"))
+
+    assert check(example, tmp_path / "shared", "--no-reviewer") == 0
+    args = ("--no-reviewer", "--scenario", "acme-arm-students")
+    assert check(example, tmp_path / "own", *args) == 1
+
+    out = capsys.readouterr().out
+    assert "fixtures/4-plan-chapter-output (stage 4 plan-chapter): passed" in out
+    assert "fixtures/students/4-plan-chapter-output (stage 4 plan-chapter): failed" in out

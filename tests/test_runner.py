@@ -261,3 +261,21 @@ def test_a_stage_that_changes_the_plugin_copy_is_reported(tmp_path: Path) -> Non
     report = json.loads((run_dir / "acme" / "5-s5" / "plugin-changes.json").read_text())
     assert [(c["path"], c["change"]) for c in report] == [("commands/s5.md", "modified")]
     assert "changed" not in (tmp_path / "suite" / "plugin" / "commands" / "s5.md").read_text()
+
+
+@pytest.mark.slow
+def test_each_scenario_starts_from_its_own_fixtures(tmp_path: Path) -> None:
+    result, _, _, _ = run(
+        tmp_path,
+        from_stage=5,
+        keep_workspace=True,
+        scenarios=("acme", "globex"),
+        own_fixtures=("globex",),
+    )
+
+    assert statuses(result, "acme") == statuses(result, "globex") == ["completed"]
+    laid = {
+        scenario.id: (Path(str(scenario.workspace)) / "workspace" / "out4.md").read_text()
+        for scenario in result.scenarios
+    }
+    assert laid == {"acme": "fixture 4\n", "globex": "globex fixture 4\n"}

@@ -181,8 +181,13 @@ def test_the_map_itself_is_global(repo: Path) -> None:
         ("fixtures/0-inputs/brief.md", 1, "fixture 0 is what stage 1 starts from"),
         # The last stage's output feeds no stage: unknown, so fail closed.
         ("fixtures/3-generate-output/x.md", 1, "the map has 3 stages"),
-        ("fixtures/README.md", 1, "not inside a fixtures/<k>-<stage>/ folder"),
-        ("fixtures/plan-output/x.md", 1, "not inside a fixtures/<k>-<stage>/ folder"),
+        ("fixtures/README.md", 1, "not inside a fixtures/<k>-<stage>/ (or"),
+        ("fixtures/plan-output/x.md", 1, "not inside a fixtures/<k>-<stage>/ (or"),
+        # A scenario's own fixtures: fixtures/<scenario>/<k>-<stage>-output/.
+        ("fixtures/globex/2-plan-output/plan.md", 3, "fixture 2 is what stage 3 starts from"),
+        ("fixtures/globex/3-generate-output/x.md", 1, "the map has 3 stages"),
+        ("fixtures/globex/notes.md", 1, "not inside a fixtures/<k>-<stage>/ (or"),
+        ("fixtures/globex/drafts/2-plan-output/x.md", 1, "not inside a fixtures/<k>-<stage>/ (or"),
     ],
 )
 def test_fixture_change(repo: Path, path: str, stage: int, why: str) -> None:

@@ -3,6 +3,7 @@ rules in `ci_evals.selection`'s docstring say, path by path."""
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 from pathlib import Path
 
@@ -24,7 +25,19 @@ _UNDER = st.lists(_SEGMENT, min_size=1, max_size=4).map("/".join)
 _PATH = st.one_of(
     _UNDER.map(lambda p: f"plugin/{p}"),  # under root
     _UNDER.map(lambda p: f"fixtures/{p}"),  # fixtures: `2-x/...` and malformed
-    st.sampled_from(["fixtures/0-seed/a", "fixtures/2-plan/b", "fixtures/9-late/c", "global.yml"]),
+    st.sampled_from(
+        [
+            "fixtures/0-seed/a",
+            "fixtures/2-plan/b",
+            "fixtures/9-late/c",
+            "fixtures/acme/2-plan/b",
+            "fixtures/acme/3-x/deep/c",
+            "fixtures/acme/9-late/c",
+            "fixtures/acme/notes.md",
+            "fixtures/2-plan/3-more/d",
+            "global.yml",
+        ]
+    ),
     _UNDER,  # outside root
 )
 RULE_RANK = {"global-file": 0, "unmatched-file": 1, "fixture-changed": 2, "matched": 3}
@@ -43,10 +56,15 @@ def reference(stage_map: StageMap, path: str) -> tuple[int | None, str, str | No
         else:
             candidates.append((1, 1, None, "unmatched-file"))
     if path.startswith("fixtures/"):
-        folder, slash, _ = path.removeprefix("fixtures/").partition("/")
-        k = folder.split("-")[0]
-        good = slash and "-" in folder and k.isdigit() and int(k) < len(STAGES)
-        candidates.append((int(k) + 1 if good else 1, 2, None, "fixture-changed"))
+        # fixtures/<k>-*/... or, for a scenario's own, fixtures/<name>/<k>-*/...
+        parts = path.removeprefix("fixtures/").split("/")
+        stage_folder = re.compile(r"([0-9]+)-")
+        found = stage_folder.match(parts[0]) if len(parts) > 1 else None
+        if found is None and len(parts) > 2 and not stage_folder.match(parts[0]):
+            found = stage_folder.match(parts[1])
+        k = int(found.group(1)) if found else None
+        good = k is not None and k < len(STAGES)
+        candidates.append((k + 1 if good and k is not None else 1, 2, None, "fixture-changed"))
     if not candidates:
         return None, "ignored", None
     stage, _, entry, rule = min(candidates, key=lambda c: (c[0], c[1]))

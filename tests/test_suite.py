@@ -638,3 +638,34 @@ def test_escaping_fixture_link_on_the_command_line(tmp_path: Path) -> None:
         f"ci-evals: error: fixture link {fixture / 'passwd'} -> /etc/passwd is absolute "
         "(links in fixtures must be relative and stay inside their fixture folder)"
     ]
+
+
+def test_a_scenario_may_have_its_own_fixtures(tmp_path: Path) -> None:
+    scenarios = (
+        "scenarios:\n"
+        "  - { id: acme, inputs: { company: A, product: B, lab: c }, fixtures: acme }\n"
+        "  - { id: zeta, inputs: { company: Z, product: Z, lab: z } }\n"
+    )
+    suite = load_suite(write_suite(tmp_path, suite_text(scenarios=scenarios)), "ci-evals.yaml")
+    acme, zeta = suite.scenarios
+    assert (acme.fixtures, zeta.fixtures) == ("acme", None)
+    assert suite.fixture_dir(2, acme) == tmp_path / "fixtures" / "acme" / "2-plan-output"
+    assert suite.fixture_dir(2, zeta) == tmp_path / "fixtures" / "2-plan-output"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("acme/x", "bad scenario fixtures folder 'acme/x'"),
+        ("..", "bad scenario fixtures folder '..'"),
+        ("2-plan-output", "looks like a stage's fixture folder"),
+    ],
+)
+def test_a_scenario_fixtures_folder_is_one_name_not_shaped_like_a_stage(
+    tmp_path: Path, value: str, problem: str
+) -> None:
+    scenarios = f'scenarios:\n  - {{ id: acme, inputs: {{ company: A }}, fixtures: "{value}" }}\n'
+    stages = 'stages:\n  - { name: a, prompt: "/demo:a {company}" }\n'
+    message = load_error(tmp_path, suite_text(stages=stages, scenarios=scenarios))
+    assert message.startswith("ci-evals.yaml:7:")
+    assert "scenarios[0].fixtures" in message and problem in message

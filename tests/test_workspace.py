@@ -402,3 +402,39 @@ def test_workspace_on_another_file_system(top: Path) -> None:
         assert (ws.root / "shared.md").read_text() == "from stage 2\n"
     finally:
         shutil.rmtree(parent)
+
+
+def test_a_scenario_with_its_own_fixtures_gets_them(top: Path, tmp_path: Path) -> None:
+    own = top / "fixtures" / "globex"
+    write(own / "1-research-output" / "research" / "company.md", "globex company\n")
+    write(own / "2-plan-output" / "labs" / "globex" / "plan.md", "globex plan\n")
+    (top / "ci-evals.yaml").write_text(
+        SUITE + "  - { id: globex, inputs: { company: globex }, fixtures: globex }\n"
+    )
+    suite = suite_at(top)
+    acme, globex = suite.scenarios
+
+    theirs = create_workspace(suite, 3, tmp_path / "globex", globex)
+    shared = create_workspace(suite, 3, tmp_path / "acme", acme)
+
+    assert theirs.fixtures == (own / "1-research-output", own / "2-plan-output")
+    files = tree(theirs.root)
+    assert files["research/company.md"] == "globex company\n"
+    assert files["labs/globex/plan.md"] == "globex plan\n"
+    assert "shared.md" not in files  # the suite's fixtures are not mixed in
+    assert tree(shared.root)["research/company.md"] == "v1 company\n"
+
+
+def test_a_scenario_missing_one_of_its_fixtures_is_named(top: Path) -> None:
+    write(top / "fixtures" / "globex" / "1-research-output" / "a.md")
+    (top / "ci-evals.yaml").write_text(
+        SUITE + "  - { id: globex, inputs: { company: globex }, fixtures: globex }\n"
+    )
+    suite = suite_at(top)
+
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite, 3, suite.scenario("globex"))
+
+    message = str(info.value)
+    assert "missing fixture folder of scenario 'globex' for stage 2 (plan)" in message
+    assert str(top / "fixtures" / "globex" / "2-plan-output") in message

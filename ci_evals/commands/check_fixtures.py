@@ -1,6 +1,7 @@
 """`ci-evals check-fixtures`: grade the curated fixtures; known-good work must pass.
 
-A fixture `fixtures/<k>-<name>-output/` is stage k's curated output. Laid
+A fixture `fixtures/<k>-<name>-output/` is stage k's curated output (a
+scenario with its own fixtures has them in `fixtures/<folder>/`). Laid
 down as the workspace after stage k would be (fixtures 1..k merged, the
 plugin linked in), it is graded with stage k's reviewer, checks and command
 graders — exactly as a run grades the stage. A fixture that does not pass
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 
 if TYPE_CHECKING:
-    from ci_evals.suite import Stage, Suite
+    from ci_evals.suite import Scenario, Stage, Suite
 
 OUT_DIR = Path(".ci-evals") / "check-fixtures"
 REPORT_FILE = "check-fixtures.json"
@@ -47,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario",
         metavar="ID",
-        help="the scenario whose inputs fill the reviewer prompt (default: the first)",
+        help="the scenario whose inputs fill the reviewer prompt, and whose fixtures are "
+        "checked if it has its own (default: the first)",
     )
     parser.add_argument(
         "--model", metavar="NAME|stub:PATH", help="the reviewers' model (stub:PATH: offline)"
@@ -75,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
     suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
     scenario = suite.scenario(args.scenario) if args.scenario else suite.scenarios[0]
-    stages, notes = _chosen(suite, args.stage)
+    stages, notes = _chosen(suite, args.stage, scenario)
     if not stages:
         for note in notes:
             print(note)
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         agent = RetryingAgent(get_agent("claude")) if reviewing else None
         try:
             for stage in stages:
-                state = _lay_down(suite, stage, work / stage.fixture_dirname)
+                state = _lay_down(suite, stage, scenario, work / stage.fixture_dirname)
                 checks = tuple(c for c in stage.grading.checks if not isinstance(c, TrajectoryUse))
                 graded = replace(stage, grading=replace(stage.grading, checks=checks))
                 job = GradeJob(
@@ -119,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
                 verdict = asyncio.run(
                     grade_state(job, agent=agent, abort=Abort(), skip_reviewer=args.no_reviewer)
                 )
-                name = f"fixtures/{stage.fixture_dirname}"
+                inside = suite.fixture_dir(stage, scenario).relative_to(suite.fixtures)
+                name = f"{suite.fixtures.name}/{inside.as_posix()}"
                 where = f"stage {stage.number} {stage.name}"
                 print(f"{name} ({where}): {verdict.verdict} - {verdict.reason}")
                 report.append(
@@ -140,15 +143,15 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _chosen(suite: Suite, keys: list[str]) -> tuple[list[Stage], list[str]]:
-    """The stages whose fixture to check, and notes on those left out."""
+def _chosen(suite: Suite, keys: list[str], scenario: Scenario) -> tuple[list[Stage], list[str]]:
+    """The stages whose fixture (`scenario`'s) to check, and notes on those left out."""
     if keys:
         stages = [suite.stage(key) for key in dict.fromkeys(keys)]
         for stage in stages:
-            if not suite.fixture_dir(stage).is_dir():
+            if not suite.fixture_dir(stage, scenario).is_dir():
                 raise UserError(
                     f"stage {stage.number} ({stage.name}) has no fixture folder: "
-                    f"{suite.fixture_dir(stage)}",
+                    f"{suite.fixture_dir(stage, scenario)}",
                     field="--stage",
                 )
             if stage.grading.empty:
@@ -158,7 +161,7 @@ def _chosen(suite: Suite, keys: list[str]) -> tuple[list[Stage], list[str]]:
         return stages, []
     stages, notes = [], []
     for stage in suite.stages:
-        has_fixture = suite.fixture_dir(stage).is_dir()
+        has_fixture = suite.fixture_dir(stage, scenario).is_dir()
         if has_fixture and not stage.grading.empty:
             stages.append(stage)
         elif not stage.grading.empty:
@@ -166,15 +169,15 @@ def _chosen(suite: Suite, keys: list[str]) -> tuple[list[Stage], list[str]]:
     return stages, notes
 
 
-def _lay_down(suite: Suite, stage: Stage, parent: Path) -> Path:
+def _lay_down(suite: Suite, stage: Stage, scenario: Scenario, parent: Path) -> Path:
     """The workspace as it would be after `stage`: fixtures 1..k. Returns its root."""
     from ci_evals.workspace import create_workspace  # noqa: PLC0415
 
     if stage.number < len(suite.stages):
-        return create_workspace(suite, stage.number + 1, parent).root
+        return create_workspace(suite, stage.number + 1, parent, scenario).root
     # The last stage: no later stage lays its fixture, so put it on top here.
-    workspace = create_workspace(suite, stage.number, parent)
-    _overlay(suite.fixture_dir(stage), workspace.root)
+    workspace = create_workspace(suite, stage.number, parent, scenario)
+    _overlay(suite.fixture_dir(stage, scenario), workspace.root)
     return workspace.root
 
 

@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if from_stage is None:
         return EXIT_OK
     scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
-    check_fixtures(suite, from_stage)
+    for scenario in scenarios:
+        check_fixtures(suite, from_stage, scenario)
     stub_script = _stub_script(args.model)
     if stub_script is None and not has_endpoint(environ):
         raise UserError("set ANTHROPIC_API_KEY, or run offline with --model stub:PATH")
