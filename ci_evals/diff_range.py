@@ -188,7 +188,8 @@ def diff_chunks(
         seen: dict[str, None] = {}
         for merge_base in change.merge_bases:
             seen.update(dict.fromkeys(git.changed_paths(repo, merge_base, change.head)))
-        yield sorted(seen)
+        # git's order: by the names' bytes (str order differs for names not in UTF-8).
+        yield sorted(seen, key=lambda path: path.encode("utf-8", "surrogateescape"))
         return
     merge_base = change.merge_bases[0]
     plan = _plan(repo, merge_base, change.head, min_entries)

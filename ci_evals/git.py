@@ -268,6 +268,7 @@ def changed_paths(
         "--no-textconv",
         "--no-relative",
         "--ignore-submodules=none",
+        f"-O{os.devnull}",  # `diff.orderFile` reorders `git diff` (not `diff-tree`): cancel it
         merge_base,
         head,
         "--",
@@ -299,11 +300,11 @@ def changed_entries(repo: Path, merge_base: str, head: str, folder: str) -> list
 
     `folder` is "" (the top) or a path ending in "/" that is a folder in both
     commits. The same entries, in the same order, as `git diff-tree -z
-    MERGE_BASE:folder HEAD:folder` (an entry whose kind changed, file <->
-    folder, is listed twice, as a deletion and an addition), but from two
-    `git ls-tree` runs: `diff-tree` reads the whole index first (~10 ms on
-    100,000 files) although it never uses it. None when git cannot list
-    either tree.
+    MERGE_BASE:folder HEAD:folder`, but from two `git ls-tree` runs: `diff-tree`
+    reads the whole index first (~10 ms on 100,000 files) although it never
+    uses it. Entries are compared as git compares them, by their sort key (a
+    folder's name read as `name/`): a file that became a folder is a deletion
+    and an addition, at their two places. None when git cannot list either tree.
     """
     if folder:
         trees = (f"{merge_base}:{folder[:-1]}", f"{head}:{folder[:-1]}")
@@ -312,43 +313,39 @@ def changed_entries(repo: Path, merge_base: str, head: str, folder: str) -> list
     old, new = (tree_entries(repo, tree) for tree in trees)
     if old is None or new is None:
         return None
-    zeros = "0" * len(next(iter({**old, **new}.values()), ("", "0" * 40))[1])
-    absent = (ABSENT_MODE, zeros)
-    changed: list[tuple[bytes, TreeChange]] = []  # (git's sort key, change)
-    for name in old.keys() | new.keys():
-        (old_mode, old_oid), (new_mode, new_oid) = old.get(name, absent), new.get(name, absent)
-        if (old_mode, old_oid) == (new_mode, new_oid):
-            continue
-        if ABSENT_MODE not in (old_mode, new_mode) and (old_mode == TREE_MODE) != (
-            new_mode == TREE_MODE
-        ):  # git compares a file and a folder of one name as two different entries
+    some = next(iter({**old, **new}.values()), None)
+    absent = (ABSENT_MODE, "0" * len(some[1]) if some else "0" * 40, "")
+    changed: list[tuple[bytes, TreeChange]] = []
+    for key in old.keys() | new.keys():
+        (old_mode, old_oid, name), (new_mode, new_oid, new_name) = (
+            old.get(key, absent),
+            new.get(key, absent),
+        )
+        if (old_mode, old_oid) != (new_mode, new_oid):
             changed.append(
-                (_tree_order(name, old_mode), TreeChange(old_mode, old_oid, *absent, name))
-            )
-            changed.append(
-                (_tree_order(name, new_mode), TreeChange(*absent, new_mode, new_oid, name))
-            )
-        else:
-            mode = new_mode if new_mode != ABSENT_MODE else old_mode
-            changed.append(
-                (_tree_order(name, mode), TreeChange(old_mode, old_oid, new_mode, new_oid, name))
+                (key, TreeChange(old_mode, old_oid, new_mode, new_oid, name or new_name))
             )
     changed.sort()
     return [change for _, change in changed]
 
 
-def tree_entries(repo: Path, tree: str) -> dict[str, tuple[str, str]] | None:
-    """`name -> (mode, object id)` for each entry of the tree `tree` names; None if none."""
+def tree_entries(repo: Path, tree: str) -> dict[bytes, tuple[str, str, str]] | None:
+    """The entries of the tree `tree` names, keyed by git's sort key (`_tree_order`):
+    `key -> (mode, object id, name)`. None when there is no such tree.
+
+    Keyed so, a tree holding a file and a folder of one name (which `git fsck`
+    rejects but git writes and diffs) keeps both, as git does.
+    """
     result = run(repo, "ls-tree", "-z", "--full-tree", "--end-of-options", tree, check=False)
     if result.returncode != 0:
         return None
-    entries: dict[str, tuple[str, str]] = {}
+    entries: dict[bytes, tuple[str, str, str]] = {}
     for line in split_z(result.stdout):
         meta, tab, name = line.partition("\t")  # `MODE TYPE OID\tNAME`
         fields = meta.split(" ")
         if not tab or len(fields) != 3:
             return None
-        entries[name] = (fields[0], fields[2])
+        entries[_tree_order(name, fields[0])] = (fields[0], fields[2], name)
     return entries
 
 
@@ -363,6 +360,10 @@ EMPTY_TREE = {
     40: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
     64: "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321",
 }
+# Only "no such file" means "empty index" to git. Nothing can be created in
+# /proc/self (ENOENT even for root), and where there is no /proc the open fails
+# the same way.
+_NO_INDEX = "/proc/self/ci-evals-no-index"
 # Sent after each pair of trees; `diff-tree --stdin` echoes a line that is not
 # an object id. No path starts with "/", so after a name's NUL it is a clear end.
 _PAIR_END = b"/\n"
@@ -372,11 +373,15 @@ class TreeDiffer:
     """A `git diff-tree -r --stdin` process: the tree diffs of many pairs, streamed.
 
     `diffs` may be called once; `close` (or leaving the `with` block) stops
-    git if it is still running. (`diff-tree` reads the whole index first,
-    ~10 ms on 100,000 files, though it never uses it: starting it before the
-    pairs are known hid that, but cost as much on every small change.)
-    No threads: one `selectors` loop writes the pairs, reads the diffs and
-    git's messages, and enforces the timeout (as `subprocess.communicate` does).
+    git if it is still running. No threads: one `selectors` loop writes the
+    pairs, reads the diffs and git's messages, and enforces the timeout (as
+    `subprocess.communicate` does).
+
+    `diff-tree` reads the whole index before anything else, though comparing
+    two trees never uses it: ~10 ms on 100,000 files, and an unreadable index
+    would fail it where `git diff A B` (which never reads it) works. So it runs
+    with `GIT_INDEX_FILE` naming a file that cannot exist: git takes a missing
+    index for an empty one.
     """
 
     def __init__(self, repo: Path, *, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -392,6 +397,7 @@ class TreeDiffer:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env={**os.environ, "GIT_INDEX_FILE": _NO_INDEX},
         )
         self._used = False
 
