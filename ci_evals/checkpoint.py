@@ -39,10 +39,24 @@ class FolderCheckpoint:
         self.saved = True
 
     def restore(self) -> None:
-        """Make each folder exactly what it was at `save` (raises OSError when it cannot)."""
+        """Make each folder exactly what it was at `save` (raises OSError when it cannot).
+
+        Never through a link: the agent may have replaced a folder (or one
+        inside it) with a link to somewhere else; the link is removed, and
+        what it points at is left alone.
+        """
         if not self.saved:
             raise RuntimeError("restore() before save()")
         for index, folder in enumerate(self.folders):
+            try:
+                kind = os.lstat(folder).st_mode
+            except FileNotFoundError:
+                kind = None
+            if kind is not None and not stat.S_ISDIR(kind):  # a link or a file in its place
+                os.unlink(folder)
+                kind = None
+            if kind is None:
+                os.mkdir(folder)
             _empty(folder)
             _mirror(self.store / str(index), folder)
 
@@ -93,13 +107,20 @@ def _tree(top: Path) -> Iterator[tuple[str, list[tuple[str, str]]]]:
 
 
 def _empty(folder: Path) -> None:
-    """Remove everything inside `folder`, making folders writable on the way down."""
-    os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | stat.S_IRWXU)
-    with os.scandir(folder) as entries:
-        inside = list(entries)
-    for entry in inside:
-        if entry.is_dir(follow_symlinks=False):
-            _empty(Path(entry.path))
-            os.rmdir(entry.path)
-        else:
-            os.unlink(entry.path)
+    """Remove everything inside the real folder `folder` (not a link: checked by the
+    caller), making folders writable on the way down. Links are removed, never
+    followed. No recursion: an agent can make a tree thousands of folders deep."""
+    folders = [str(folder)]
+    index = 0
+    while index < len(folders):  # top-down: open each folder before looking inside
+        current = folders[index]
+        index += 1
+        os.chmod(current, stat.S_IMODE(os.lstat(current).st_mode) | stat.S_IRWXU)
+        with os.scandir(current) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+    for current in reversed(folders[1:]):  # bottom-up: each is empty by now
+        os.rmdir(current)

@@ -89,9 +89,10 @@ def entry() -> None:
     # Interpreter shutdown would free every object one by one and collect
     # once more (~10-15 ms after a 100,000-path diff) for nothing: flush the
     # answer and leave. Python itself exits 120 when it cannot flush stdout.
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:
-        code = code or 120
+    for stream in (sys.stdout, sys.stderr):  # None when started with the stream closed
+        if stream is not None and not stream.closed:
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # the reader went away
+                code = code or 120
     os._exit(code)

@@ -217,7 +217,7 @@ def matches_output(
 
     encode = json.JSONEncoder(ensure_ascii=False).encode  # `dumps` would make one per call
     parts: list[str] = []
-    size = 2
+    size = 1  # "[" and "]", less the comma the first record does not need
     # Ask for as many as fit when records average 64 bytes (most are longer),
     # and for more only if they all fit: a few thousand of 100,000, not all.
     want = max(limit // 64, 16)
