@@ -282,10 +282,26 @@ def _raw_regex(glob: str) -> str:
 
 def _name_regex(name: str) -> str:
     """pathspec's regex for one path segment `name` (matched against a whole name)."""
-    regex = _raw_regex("/" + name)  # `^NAME(?:/|\Z)`
+    regex = _raw_regex("/" + _keep_trailing_spaces(name))  # `^NAME(?:/|\Z)`
     if not (regex.startswith("^") and regex.endswith(_END_OPT_EXACT)):  # pragma: no cover
         raise ValueError(f"{name!r}: unexpected regex {regex!r} from pathspec")
     return regex[1 : -len(_END_OPT_EXACT)]
+
+
+def _keep_trailing_spaces(name: str) -> str:
+    """`name` with its trailing spaces escaped.
+
+    In the glob the segment came from (`\\[ /`, `a /b`) they were not at the end
+    of the line, so they are part of the name; alone, as `/NAME`, gitignore
+    (and pathspec) would drop them and match another name (`[`).
+    """
+    body = name.rstrip(" ")
+    spaces = len(name) - len(body)
+    if not spaces:
+        return name
+    if (len(body) - len(body.rstrip("\\"))) % 2:  # the first space is escaped already
+        return body + " " + "\\ " * (spaces - 1)
+    return body + "\\ " * spaces
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,22 @@ def test_matcher_agrees_with_git_and_pathspec(
                 assert (path in mine) == expected, f"glob {glob!r} path {path!r} vs pathspec"
 
 
+@pytest.mark.parametrize(
+    ("glob", "path"),
+    [
+        ("\\[ /", "[/[ "),
+        ("\\[ /", "[ /x"),
+        ("a[b] /", "ab /x"),
+        ("a[b] /", "ab/x"),
+        ("x\\  /", "x  /y"),
+    ],
+)
+def test_spaces_ending_a_wildcard_name_are_kept(workdir: Path, glob: str, path: str) -> None:
+    """A name's trailing spaces are not at the end of the glob (a `/` follows), so
+    they count; found by the property test above (the matcher matched `[` for `\\[ /`)."""
+    assert bool(GlobMatcher([glob]).matches(path)) == bool(_git_matches(workdir, glob, [path]))
+
+
 def test_question_mark_is_one_character_not_one_byte(workdir: Path) -> None:
     """The one known difference from git (pathspec is the reference here)."""
     assert _git_matches(workdir, "caf?.md", ["café.md", "cafe.md"]) == {"cafe.md"}
