@@ -255,10 +255,38 @@ def test_full_run_on_the_stub_reproduces_the_fixtures(tmp_path: Path) -> None:
     results = _run(tmp_path, "--scenario", "acme-arm")
     assert [s["number"] for s in results["scenarios"][0]["stages"]] == [1, 2, 3, 4, 5]
     expected = _expected(
-        *sorted(FIXTURES.iterdir()),
+        *sorted(FIXTURES.glob("[0-9]-*-output")),
         STUB / "files" / "acme-arm",
     )
     assert _produced(results, "acme-arm") == expected
+
+
+@pytest.mark.slow
+def test_the_second_scenarios_own_fixtures_are_what_its_stages_write(tmp_path: Path) -> None:
+    results = _run(tmp_path, "--scenario", "acme-arm-students")
+    own = FIXTURES / "acme-arm-students"
+    produced = _produced(results, "acme-arm-students")
+    stages_1_to_4 = {p: c for p, c in produced.items() if not p.startswith("lab/content/")}
+    assert stages_1_to_4 == _expected(*sorted(own.iterdir()))
+    # Its lab plan is its own (another audience); the rest equals the shared fixtures.
+    plan = "3-plan-lab-output/lab/lab.md"
+    assert (own / plan).read_bytes() != (FIXTURES / plan).read_bytes()
+
+
+@pytest.mark.slow
+def test_a_run_from_stage_4_lays_each_scenario_its_own_fixtures(tmp_path: Path) -> None:
+    results = _run(tmp_path, "--from-stage", "4")
+    out = results["_out"]
+    titles = {
+        scenario: (out / scenario / "4-plan-chapter" / "after" / "lab" / "lab.md")
+        .read_text()
+        .splitlines()[0]
+        for scenario in ("acme-arm", "acme-arm-students")
+    }
+    assert titles == {
+        "acme-arm": "# Program the Acme Arm in Python",
+        "acme-arm-students": "# Your first industrial robot program: the Acme Arm in Python",
+    }
 
 
 @pytest.mark.slow
