@@ -39,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ci_evals.checkpoint import FolderCheckpoint
 from ci_evals.snapshot import copy_produced, diff_snapshots, take_snapshot
 from ci_evals.suite import load_suite
 from ci_evals.workspace import create_workspace
@@ -157,6 +158,15 @@ def main() -> int:
         changes = diff_snapshots(settled, after)
         assert len(changes.modified) == len(changed), "diff missed a change"
 
+        # What a retried stage costs (ci_evals.checkpoint): the copy taken before
+        # every stage when retries are on, and putting it back before a retry.
+        store = top / "checkpoint"
+        checkpoint = FolderCheckpoint((root, workspace.plugin), store)
+        save = timed(checkpoint.save, checkpoint.discard, args.repeats)
+        checkpoint.save()
+        restore = timed(checkpoint.restore, lambda: None, args.repeats)
+        checkpoint.discard()
+
         entries = len(settled.entries)
         print(f"cp -r fixture                     {cp:7.3f} s")
         print(f"create_workspace                  {ours:7.3f} s   ratio {ratio:.2f}x cp -r")
@@ -164,6 +174,8 @@ def main() -> int:
         print(f"take_snapshot cold                {cold:7.3f} s   (every file hashed)")
         print(f"take_snapshot warm                {warm:7.3f} s   (unchanged files not re-read)")
         print(f"diff_snapshots (100 modified)     {diff:7.3f} s")
+        print(f"FolderCheckpoint.save             {save:7.3f} s   (before each stage, retries on)")
+        print(f"FolderCheckpoint.restore          {restore:7.3f} s   (before a retried attempt)")
         print(
             f"targets: set-up <= 1.5x cp -r: {'ok' if ratio <= 1.5 else 'MISSED'}; "
             f"snapshot <= 0.3 s: first {'ok' if first <= 0.3 else 'MISSED'}, "
