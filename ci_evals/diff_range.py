@@ -197,8 +197,7 @@ def diff_chunks(
         yield git.changed_paths(repo, merge_base, change.head)
         return
     folder, entries = plan
-    with git.TreeDiffer(repo) as differ:
-        yield from _streamed(differ, folder, entries)
+    yield from _streamed(repo, folder, entries)
 
 
 def changed_paths(repo: Path, change: Range) -> list[str]:
@@ -232,56 +231,48 @@ def _plan(
     return folder, entries
 
 
-def _streamed(
-    differ: git.TreeDiffer, folder: str, entries: list[git.TreeChange]
-) -> Iterator[list[str]]:
+def _streamed(repo: Path, folder: str, entries: list[git.TreeChange]) -> Iterator[list[str]]:
     """The diff below `folder`, entry by entry, exactly as one `git diff` lists it.
 
     git lists a diff in tree order, a folder's files together, so the whole
     diff is the concatenation, in `entries`' order, of each changed entry:
     a file (or link, or submodule) is its own path; a folder is the tree diff
     of its two versions (an empty tree for a side where it is absent). The tree
-    diffs come from one `git diff-tree --stdin` process, which writes each as
-    soon as it is done: the caller matches the first folders while git diffs
-    the rest.
+    diffs come from one `git diff-tree --stdin` process (`git.TreeDiffer`),
+    which writes each as soon as it is done: the caller matches the first
+    folders while git diffs the rest.
     """
-    pairs: list[tuple[str, str]] = []
-    prefixes: list[bytes] = []
-    # Per entry: the path itself (a file), or None (the next tree diff).
-    order: list[str | None] = []
+    pairs: list[tuple[str, str]] = []  # (old tree, new tree) per changed folder
+    prefixes: list[bytes] = []  # the folder's path, to put before its diff's paths
+    leading: list[str] = []  # changed files before the first changed folder
+    following: list[list[bytes]] = []  # per folder: the changed files after it
     for entry in entries:
-        if not entry.is_folder_change():
-            order.append(folder + entry.name)
-            continue
-        empty = git.EMPTY_TREE[len(entry.old_oid)]
-        old = entry.old_oid if entry.old_mode == git.TREE_MODE else empty
-        new = entry.new_oid if entry.new_mode == git.TREE_MODE else empty
-        pairs.append((old, new))
-        prefixes.append(f"{folder}{entry.name}/".encode("utf-8", "surrogateescape"))
-        order.append(None)
-    position = 0
-    done = 0
-    files: list[str] = []
-    while position < len(order) and order[position] is not None:  # files before any folder
-        files.append(order[position])  # type: ignore[arg-type]
-        position += 1
-    if files or not pairs:
-        yield files
+        if entry.is_folder_change():
+            empty = git.EMPTY_TREE[len(entry.old_oid)]
+            old = entry.old_oid if entry.old_mode == git.TREE_MODE else empty
+            new = entry.new_oid if entry.new_mode == git.TREE_MODE else empty
+            pairs.append((old, new))
+            prefixes.append(f"{folder}{entry.name}/".encode("utf-8", "surrogateescape"))
+            following.append([])
+        elif following:
+            following[-1].append(f"{folder}{entry.name}".encode("utf-8", "surrogateescape"))
+        else:
+            leading.append(folder + entry.name)
+    if leading or not pairs:
+        yield leading
     if not pairs:
-        return
-    for outputs in differ.diffs(pairs):
-        raw: list[bytes] = []
-        for output in outputs:
-            prefix = prefixes[done]
-            done += 1
-            position += 1
-            if output:  # b"a\0b\0" -> b"PREFIXa\0PREFIXb\0"
-                raw.append(prefix + output[:-1].replace(b"\0", b"\0" + prefix) + b"\0")
-            while position < len(order) and order[position] is not None:
-                name = order[position]
-                raw.append(name.encode("utf-8", "surrogateescape") + b"\0")  # type: ignore[union-attr]
-                position += 1
-        yield git.split_z(b"".join(raw))
+        return  # no git process for a change of files alone
+    done = 0
+    with git.TreeDiffer(repo) as differ:
+        for outputs in differ.diffs(pairs):
+            raw: list[bytes] = []
+            for output in outputs:
+                prefix = prefixes[done]
+                if output:  # b"a\0b\0" -> b"PREFIXa\0PREFIXb\0"
+                    raw.append(prefix + output[:-1].replace(b"\0", b"\0" + prefix) + b"\0")
+                raw.extend(path + b"\0" for path in following[done])
+                done += 1
+            yield git.split_z(b"".join(raw))
 
 
 def compute(
