@@ -337,8 +337,9 @@ def compute_overlapped(
     # The worker reads git's output in pipe-sized pieces and needs the GIL after
     # each; with the default 5 ms switch interval the busy matching thread can
     # make it wait up to that long per piece while git stalls on a full pipe
-    # (~80 pieces per chunk of a 100,000-path diff). A short interval hands the
-    # GIL over promptly; the extra switches cost nothing measurable.
+    # (~120 pieces for a 100,000-path diff). A short interval hands the GIL over
+    # promptly: ~15 ms less on that diff (measured again with the streamed
+    # diff-tree), and the extra switches cost nothing measurable.
     interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:

@@ -535,12 +535,6 @@ def _signal_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def literal_pathspec(path: str) -> str:
-    """A pathspec matching exactly `path` (and what is under it), from the top,
-    with no glob or magic characters interpreted."""
-    return f":(top,literal){path}"
-
-
 def parse_changed_paths(output: bytes) -> list[str]:
     """Parse `git diff --name-only -z`: NUL-terminated names, nothing else."""
     return split_z(output)
