@@ -1,4 +1,4 @@
-"""`git.diff_trees_streamed`: one `git diff-tree --stdin` for many tree pairs,
+"""`git.TreeDiffer`: one `git diff-tree --stdin` for many tree pairs,
 cut into one output per pair however git's writes arrive."""
 
 from __future__ import annotations
