@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.grade",
         "re-grade a saved run (changed rubric, threshold or check) without running any stage",
     ),
+    "report": (
+        "ci_evals.commands.report",
+        "JUnit XML and a Markdown summary of a saved run, for CI reporters and the step summary",
+    ),
     "check-fixtures": (
         "ci_evals.commands.check_fixtures",
         "grade the curated fixtures with their stage's reviewer and checks: good work must pass",
@@ -29,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 
-# Commands that drive agents: they need the `run` extra (claude-agent-sdk,
-# pydantic, jsonschema), checked by `main` before their module is imported.
-NEEDS_RUN_EXTRA = frozenset({"run", "grade", "check-fixtures"})
+# Commands that drive agents, or read results.json (pydantic models): they need
+# the `run` extra (claude-agent-sdk, pydantic, jsonschema), checked by `main`
+# before their module is imported.
+NEEDS_RUN_EXTRA = frozenset({"run", "grade", "check-fixtures", "report"})

@@ -1,0 +1,145 @@
+"""Reports of a saved run for CI: JUnit XML (`junit`) and a Markdown summary (`markdown`).
+
+Both read only `results.json` (a `RunResult`) and share the rules here: how a
+stage's status maps to an outcome, which criteria failed, and how text an agent
+wrote is made safe to embed. The rules fail closed: a stage nobody saw finish
+(`pending`/`running`, or skipped because the run stopped early) is an error,
+never a pass.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ci_evals.grading.criteria import Criterion
+    from ci_evals.results import RunResult, ScenarioResult, StageResult
+
+Outcome = Literal["passed", "failure", "error", "skipped"]
+
+INTERRUPTED = "run interrupted"
+
+# XML 1.0 allows tab, LF, CR and everything from U+0020 except surrogates and
+# U+FFFE/U+FFFF. Agent output can hold any of the rest (ANSI escapes, NUL, lone
+# surrogates from undecodable file names); one of them makes the whole file
+# unreadable to a CI reporter.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The same, plus the C1 controls and DEL: invisible in Markdown, and a terminal
+# escape in a log.
+_NOT_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def xml_safe(text: str) -> str:
+    """`text` with every character XML 1.0 forbids written as a visible `\\xNN` escape."""
+    return _NOT_XML.sub(_visible, text)
+
+
+def printable(text: str) -> str:
+    """`text` with control characters written as visible `\\xNN` escapes."""
+    return _NOT_PRINTABLE.sub(_visible, text)
+
+
+def cap(text: str, limit: int) -> str:
+    """At most `limit` characters; a cut text ends with a note saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    note = f"... ({len(text) - limit} more characters)"
+    return text[: max(0, limit - len(note))] + note
+
+
+def scenario_label(result: RunResult, scenario: ScenarioResult) -> str:
+    """The scenario id, with `#N` (1-based) when the run repeated each scenario."""
+    return f"{scenario.id}#{scenario.repeat + 1}" if result.repeat > 1 else scenario.id
+
+
+def stage_label(stage: StageResult) -> str:
+    return f"{stage.number} {stage.name}"
+
+
+def outcome(result: RunResult, stage: StageResult) -> Outcome:
+    """How a CI report shows the stage: a pass only for one that was seen to pass."""
+    status = stage.status
+    if status in ("passed", "completed"):
+        return "passed"
+    if status in ("failed", "limit"):
+        return "failure"
+    if status == "skipped" and result.status == "completed":
+        return "skipped"
+    # error, pending, running, and skipped in a run that stopped early.
+    return "error"
+
+
+def unfinished(result: RunResult, stage: StageResult) -> bool:
+    """True for a stage the run never got to judge because it stopped early."""
+    if stage.status in ("pending", "running"):
+        return True
+    return stage.status == "skipped" and result.status != "completed"
+
+
+def status_word(stage: StageResult) -> str:
+    """The stage's status as one short word (`limit:turns` names the limit)."""
+    if stage.status == "limit" and stage.limit_hit:
+        return f"limit:{stage.limit_hit}"
+    return stage.status
+
+
+def reason(result: RunResult, stage: StageResult) -> str:
+    """One line on why the stage did not pass ('' for a pass)."""
+    if outcome(result, stage) == "passed":
+        return ""
+    if unfinished(result, stage):
+        detail = stage.error or f"stage was {stage.status}"
+        return f"{INTERRUPTED}: {detail}" if result.status != "running" else detail
+    parts: list[str] = []
+    if stage.status == "limit":
+        parts.append(f"hit its {stage.limit_hit or 'a'} limit")
+    if stage.grading is not None:
+        parts.append(stage.grading.reason)
+    if stage.error and stage.error not in parts:
+        parts.append(stage.error)
+    return "; ".join(parts) or stage.status
+
+
+def counted_criteria(stage: StageResult) -> list[Criterion]:
+    """The criteria that decide the verdict (advisory ones never do)."""
+    if stage.grading is None:
+        return []
+    return [c for c in stage.grading.criteria if not c.advisory]
+
+
+def failed_criteria(stage: StageResult) -> list[Criterion]:
+    return [c for c in counted_criteria(stage) if not c.passed]
+
+
+def grader_errors(stage: StageResult) -> list[str]:
+    """`grader: error` for every grader that could not produce a scorecard."""
+    if stage.grading is None:
+        return []
+    return [f"{g.grader}: {g.error}" for g in stage.grading.graders if g.error]
+
+
+def criterion_line(criterion: Criterion) -> str:
+    """`id (checklist, score 0): why` — the rationale, else the check's detail."""
+    score = "-" if criterion.score is None else f"{criterion.score:g}"
+    why = criterion.rationale or criterion.detail
+    line = f"{criterion.id} ({criterion.kind}, score {score})"
+    return f"{line}: {why}" if why else line
+
+
+def run_passed(result: RunResult) -> bool:
+    """The command's exit rule: every stage passed or completed, in a finished run.
+
+    `runner.exit_code` applies the k-of-n rule of repeats; a run that did not
+    finish (`interrupted`, or `running` because the writer died) never passes,
+    even when every stage it recorded did, and neither does a run with no stage.
+    """
+    from ci_evals.runner import exit_code  # noqa: PLC0415 - only the report needs it
+
+    seen = any(scenario.stages for scenario in result.scenarios)
+    return seen and result.status == "completed" and exit_code(result) == 0

@@ -1,0 +1,168 @@
+"""JUnit XML of a run, as CI test reporters read it (GitHub reporter actions, Jenkins, GitLab).
+
+One `<testsuite>` per scenario (per scenario and repeat when the run repeated
+them), one `<testcase>` per stage. `failed` and `limit` stages are
+`<failure>`s listing the failed criteria, `error` stages `<error>`s, skipped
+stages `<skipped>`; a stage an interrupted run never finished is an `<error>`
+("run interrupted"), never a pass. Turns, cost, tokens and the criteria count
+go to each test case's `<system-out>`, run facts to each suite's
+`<properties>` (the Ant schema most reporters follow has no test-case
+properties).
+
+Built with ElementTree, so `<`, `&` and quotes are escaped for us; characters
+XML 1.0 cannot hold at all are written as visible `\\xNN` text first.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
+
+from ci_evals.report import (
+    INTERRUPTED,
+    cap,
+    counted_criteria,
+    criterion_line,
+    failed_criteria,
+    grader_errors,
+    outcome,
+    reason,
+    scenario_label,
+    stage_label,
+    status_word,
+    unfinished,
+    xml_safe,
+)
+
+if TYPE_CHECKING:
+    from ci_evals.results import RunResult, ScenarioResult, StageResult
+
+# A reporter shows the message on one line and the body in a fold; the body of
+# a command grader's criterion can be a 64 KiB output tail.
+MESSAGE_LIMIT = 1000
+CRITERION_LIMIT = 2000
+BODY_LIMIT = 64 * 1024
+
+
+def _element(
+    parent: ET.Element | None, tag: str, text: str | None = None, **attrs: str
+) -> ET.Element:
+    safe = {key: xml_safe(value) for key, value in attrs.items()}
+    element = ET.Element(tag, safe) if parent is None else ET.SubElement(parent, tag, safe)
+    if text is not None:
+        element.text = xml_safe(text)
+    return element
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _counts(result: RunResult, stages: list[StageResult]) -> dict[str, str]:
+    outcomes = [outcome(result, stage) for stage in stages]
+    return {
+        "tests": str(len(stages)),
+        "failures": str(outcomes.count("failure")),
+        "errors": str(outcomes.count("error")),
+        "skipped": str(outcomes.count("skipped")),
+        "time": _seconds(sum(stage.duration_s or 0.0 for stage in stages)),
+    }
+
+
+def _body(stage: StageResult) -> str:
+    """The failure's details: every failed criterion, grader errors, the stage's error."""
+    lines = [cap(criterion_line(c), CRITERION_LIMIT) for c in failed_criteria(stage)]
+    lines += [cap(error, CRITERION_LIMIT) for error in grader_errors(stage)]
+    verdict = stage.grading.reason if stage.grading else None
+    if stage.error and stage.error != verdict:  # the grading reason is already the message
+        lines.append(f"stage error: {stage.error}")
+    return cap("\n".join(lines), BODY_LIMIT)
+
+
+def _metrics(stage: StageResult) -> str:
+    """`key=value` lines of what the stage used, for the test case's output."""
+    values: list[tuple[str, object]] = [
+        ("status", status_word(stage)),
+        ("turns", stage.turns),
+        ("cost_usd", stage.cost_usd),
+        ("grading_cost_usd", stage.grading_cost_usd),
+        ("input_tokens", stage.input_tokens),
+        ("output_tokens", stage.output_tokens),
+        ("duration_s", stage.duration_s),
+        ("attempts", stage.attempts),
+        ("produced_files", len(stage.produced)),
+    ]
+    if stage.grading is not None:
+        counted = counted_criteria(stage)
+        passed = sum(1 for c in counted if c.passed)
+        values.append(("criteria_passed", f"{passed}/{len(counted)}"))
+        values.append(("analytic_mean", stage.grading.analytic_mean))
+    return "".join(f"{key}={_number(value)}\n" for key, value in values if value is not None)
+
+
+def _number(value: object) -> str:
+    # 0.07100000000000001 is what float sums look like; costs are cents.
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def _testcase(
+    suite: ET.Element, result: RunResult, scenario: ScenarioResult, stage: StageResult
+) -> None:
+    case = _element(
+        suite,
+        "testcase",
+        classname=f"ci-evals.{scenario_label(result, scenario)}",
+        name=stage_label(stage),
+        time=_seconds(stage.duration_s or 0.0),
+    )
+    kind = outcome(result, stage)
+    message = cap(reason(result, stage), MESSAGE_LIMIT)
+    if kind == "failure":
+        _element(case, "failure", _body(stage), message=message, type=status_word(stage))
+    elif kind == "error" and unfinished(result, stage):
+        _element(case, "error", message, message=INTERRUPTED, type=stage.status)
+    elif kind == "error":
+        _element(case, "error", _body(stage), message=message, type=status_word(stage))
+    elif kind == "skipped":
+        _element(case, "skipped", message=cap(stage.error or "skipped", MESSAGE_LIMIT))
+    _element(case, "system-out", _metrics(stage))
+
+
+def _properties(suite: ET.Element, result: RunResult, scenario: ScenarioResult) -> None:
+    values = {
+        "run_id": result.run_id,
+        "run_status": result.status,
+        "model": result.model or "(suite default)",
+        "model_endpoint": result.model_endpoint,
+        "tool_version": result.tool_version,
+        "total_cost_usd": f"{result.total_cost_usd:.4f}",
+        "repeat": str(scenario.repeat + 1),
+        **{f"input.{key}": value for key, value in scenario.inputs.items()},
+    }
+    properties = _element(suite, "properties")
+    for name, value in values.items():
+        _element(properties, "property", name=name, value=value)
+
+
+def _testsuite(root: ET.Element, result: RunResult, scenario: ScenarioResult) -> None:
+    suite = _element(
+        root,
+        "testsuite",
+        name=scenario_label(result, scenario),
+        timestamp=result.started_at.strftime("%Y-%m-%dT%H:%M:%S"),
+        **_counts(result, scenario.stages),
+    )
+    _properties(suite, result, scenario)
+    for stage in scenario.stages:
+        _testcase(suite, result, scenario, stage)
+
+
+def junit_xml(result: RunResult) -> str:
+    """The run as a JUnit XML document (UTF-8 text with its XML declaration)."""
+    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+    root = _element(None, "testsuites", name="ci-evals", **_counts(result, stages))
+    for scenario in result.scenarios:
+        _testsuite(root, result, scenario)
+    ET.indent(root)
+    body = ET.tostring(root, encoding="unicode")
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'

@@ -1,0 +1,162 @@
+"""A compact GitHub-flavoured Markdown summary of a run.
+
+What the step summary (`$GITHUB_STEP_SUMMARY`) and the sticky PR comment show:
+a headline with the verdict, the stage counts and the total cost; a table per
+scenario; then each stage that did not pass with its reason and every failed
+criterion.
+
+Everything an agent or a grader wrote is data, not Markdown: it is escaped so
+that a `|` cannot split a table cell, a newline cannot end it, `<` cannot open
+HTML (or a hidden `<!-- marker -->` of the sticky comment) and `@name` cannot
+notify anyone. Long texts are cut; a PR comment holds at most 65,536 characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from ci_evals.report import (
+    cap,
+    counted_criteria,
+    criterion_line,
+    failed_criteria,
+    grader_errors,
+    outcome,
+    printable,
+    reason,
+    run_passed,
+    scenario_label,
+    stage_label,
+    status_word,
+)
+
+if TYPE_CHECKING:
+    from ci_evals.results import RunResult, ScenarioResult, StageResult
+
+CELL_LIMIT = 200
+REASON_LIMIT = 500
+CRITERION_LIMIT = 300
+CRITERIA_SHOWN = 20  # per stage; the JUnit file has them all
+HEADER = ("stage", "status", "criteria", "mean", "turns", "cost", "time")
+
+# Punctuation with a meaning inside a line (emphasis, code, links, strike,
+# table cells, `$` math); a backslash makes it literal. Our texts never start a line, so
+# `#`, `-`, `+` and `1.` (which matter only there) are left alone.
+_MARKUP = re.compile(r"([\\`*_\[\]|~$])")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;"}
+
+
+def text(value: str, limit: int) -> str:
+    """`value` as literal one-line Markdown text, at most about `limit` characters."""
+    one_line = " ".join(printable(value).split())
+    escaped = _MARKUP.sub(r"\\\1", cap(one_line, limit))
+    return "".join(_ENTITIES.get(char, char) for char in escaped)
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def _criteria(stage: StageResult) -> tuple[str, str]:
+    """(passed/total of the deciding criteria, analytic mean), "-" when not graded."""
+    if stage.grading is None:
+        return "-", "-"
+    counted = counted_criteria(stage)
+    passed = sum(1 for c in counted if c.passed)
+    mean = stage.grading.analytic_mean
+    return f"{passed}/{len(counted)}", "-" if mean is None else f"{mean:.2f}"
+
+
+def _row(stage: StageResult) -> str:
+    cells = (
+        text(stage_label(stage), CELL_LIMIT),
+        text(status_word(stage), CELL_LIMIT),
+        *_criteria(stage),
+        "-" if stage.turns is None else str(stage.turns),
+        _cost(stage.cost_usd),
+        "-" if stage.duration_s is None else f"{stage.duration_s:.1f}s",
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(result: RunResult, scenario: ScenarioResult) -> list[str]:
+    lines = [f"### {text(scenario_label(result, scenario), CELL_LIMIT)}", ""]
+    if not scenario.stages:
+        return [*lines, "No stage recorded.", ""]
+    lines.append("| " + " | ".join(HEADER) + " |")
+    lines.append("|" + "---|" * len(HEADER))
+    lines.extend(_row(stage) for stage in scenario.stages)
+    return [*lines, ""]
+
+
+def _headline(result: RunResult) -> list[str]:
+    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+    if result.status != "completed":
+        verdict: str = result.status  # interrupted, error, or running (the writer died)
+    else:
+        verdict = "passed" if run_passed(result) else "failed"
+    counts = Counter(stage.status for stage in stages)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    scenarios = len({scenario.id for scenario in result.scenarios})
+    repeats = f" x {result.repeat} repeats" if result.repeat > 1 else ""
+    stub = " (stub model: a wiring check)" if result.model_endpoint.startswith("stub:") else ""
+    return [
+        f"## ci-evals: {verdict}",
+        "",
+        f"{scenarios} scenario(s){repeats}, {len(stages)} stage run(s): {parts or 'none'}; "
+        f"total cost {_cost(result.total_cost_usd)}; run {text(result.run_id, CELL_LIMIT)}{stub}",
+        "",
+    ]
+
+
+def _failure(result: RunResult, scenario: ScenarioResult, stage: StageResult) -> list[str]:
+    where = f"{scenario_label(result, scenario)} stage {stage_label(stage)}"
+    lines = [
+        f"- **{text(where, CELL_LIMIT)}** ({text(status_word(stage), CELL_LIMIT)}): "
+        f"{text(reason(result, stage), REASON_LIMIT)}"
+    ]
+    failed = failed_criteria(stage)
+    for criterion in failed[:CRITERIA_SHOWN]:
+        lines.append(f"  - {text(criterion_line(criterion), CRITERION_LIMIT)}")
+    if len(failed) > CRITERIA_SHOWN:
+        lines.append(f"  - ... and {len(failed) - CRITERIA_SHOWN} more failed criteria")
+    lines.extend(f"  - grader error: {text(e, CRITERION_LIMIT)}" for e in grader_errors(stage))
+    return lines
+
+
+def _repeats(result: RunResult) -> list[str]:
+    """With repeats, the k-of-n verdict per scenario and stage decides the run."""
+    if result.repeat <= 1 or not result.summaries:
+        return []
+    lines = ["### Over repeats", "", "| scenario | stage | verdict | reason |", "|---|---|---|---|"]
+    for item in result.summaries:
+        cells = (
+            item.scenario,
+            f"{item.stage} {item.name}",
+            item.summary.verdict,
+            item.summary.reason,
+        )
+        lines.append("| " + " | ".join(text(cell, CELL_LIMIT) for cell in cells) + " |")
+    return [*lines, ""]
+
+
+def markdown_summary(result: RunResult) -> str:
+    """The run as Markdown for a step summary or a PR comment."""
+    lines = _headline(result)
+    for scenario in result.scenarios:
+        lines.extend(_table(result, scenario))
+    lines.extend(_repeats(result))
+    failing = [
+        _failure(result, scenario, stage)
+        for scenario in result.scenarios
+        for stage in scenario.stages
+        if outcome(result, stage) in ("failure", "error")
+    ]
+    if failing:
+        lines.extend(["### Not passed", ""])
+        for block in failing:
+            lines.extend(block)
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
