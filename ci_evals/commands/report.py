@@ -10,6 +10,12 @@ summary is also appended to the step summary.
 Exit 0 when every stage passed or completed in a finished run, 1 otherwise
 (a failed, errored, limited or unfinished stage; an interrupted run), 2 when
 the run folder or its results file is missing or unreadable.
+
+`--comment` (GitHub Actions, a pull request): also post the summary as the
+pull request's sticky comment, edited in place on every run (one per
+`--comment-key`). Outside a pull request, without `GITHUB_TOKEN` or with a
+read-only token (a fork's pull request) it prints a one-line note and goes on;
+any other GitHub error exits 2.
 """
 
 from __future__ import annotations
@@ -17,10 +23,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+
+if TYPE_CHECKING:
+    from ci_evals.github_actions import ActionsEnv
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +47,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write the Markdown summary here instead of printing it",
     )
+    parser.add_argument(
+        "--comment",
+        action="store_true",
+        help="in GitHub Actions on a pull request: post the summary as a sticky PR comment "
+        "(needs GITHUB_TOKEN and `pull-requests: write`)",
+    )
+    parser.add_argument(
+        "--comment-key",
+        default="ci-evals",
+        metavar="KEY",
+        help="the sticky comment to keep up to date: one per key (default: ci-evals)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
     from ci_evals.results import read_results  # noqa: PLC0415
 
+    if args.comment:
+        _check_comment_key(args.comment_key)  # before any file is written
     result = read_results(args.run_dir)
     markdown = markdown_summary(result)
     if args.junit is not None:
@@ -56,7 +81,38 @@ def run(args: argparse.Namespace) -> int:
     env = ActionsEnv.from_environ()
     if env is not None:
         append_summary(env, markdown)
+    if args.comment:
+        _comment(env, markdown, key=args.comment_key)
     return EXIT_OK if run_passed(result) else EXIT_FAIL
+
+
+def _check_comment_key(key: str) -> None:
+    from ci_evals.report.github_comment import sticky_marker  # noqa: PLC0415 - urllib
+
+    sticky_marker(key)  # a UserError names the rule
+
+
+def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
+    """Post or update the sticky PR comment; one line on stderr says what happened.
+
+    stderr, because stdout may be the Markdown summary itself.
+    """
+    from ci_evals.report.github_comment import (  # noqa: PLC0415 - urllib
+        CommentSettings,
+        comment_on_pull_request,
+    )
+
+    if env is None:
+        note = "no PR comment: not running in GitHub Actions"
+    else:
+        note = comment_on_pull_request(
+            markdown,
+            event_name=env.event_name,
+            event_path=env.event_path,
+            settings=CommentSettings.from_environ(),
+            marker_key=key,
+        )
+    print(f"ci-evals report: --comment: {note}", file=sys.stderr)
 
 
 def write_atomic(path: Path, text: str, *, option: str) -> None:
