@@ -16,7 +16,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -51,11 +51,13 @@ def run(
     *args: str,
     check: bool = True,
     timeout: float | None = DEFAULT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
 ) -> GitResult:
     """Run `git -C repo ARGS...`; stdout is returned as bytes (names may not be UTF-8).
 
     A timeout counts as a failure (exit code -1), raised as `GitError` when `check`.
-    stdin is empty: git never waits on the terminal.
+    stdin is empty: git never waits on the terminal. `env`: the whole environment
+    (default: this process's).
     """
     argv = ("git", "-C", str(repo), *args)
     # Its own process group, so a timeout also stops git's helpers (ssh,
@@ -66,6 +68,7 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        env=env,
     ) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
@@ -299,60 +302,44 @@ def changed_entries(repo: Path, merge_base: str, head: str, folder: str) -> list
     """Each entry directly inside `folder` that differs between the two commits.
 
     `folder` is "" (the top) or a path ending in "/" that is a folder in both
-    commits. The same entries, in the same order, as `git diff-tree -z
-    MERGE_BASE:folder HEAD:folder`, but from two `git ls-tree` runs: `diff-tree`
-    reads the whole index first (~10 ms on 100,000 files) although it never
-    uses it. Entries are compared as git compares them, by their sort key (a
-    folder's name read as `name/`): a file that became a folder is a deletion
-    and an addition, at their two places. None when git cannot list either tree.
+    commits. `git diff-tree -z` of the two trees, not recursing: one tree read
+    each, however big the change (an entry whose kind changed, file <-> folder,
+    is listed twice, as a deletion and an addition). None when git cannot
+    compare them.
     """
     if folder:
         trees = (f"{merge_base}:{folder[:-1]}", f"{head}:{folder[:-1]}")
     else:
         trees = (f"{merge_base}^{{tree}}", f"{head}^{{tree}}")
-    old, new = (tree_entries(repo, tree) for tree in trees)
-    if old is None or new is None:
-        return None
-    some = next(iter({**old, **new}.values()), None)
-    absent = (ABSENT_MODE, "0" * len(some[1]) if some else "0" * 40, "")
-    changed: list[tuple[bytes, TreeChange]] = []
-    for key in old.keys() | new.keys():
-        (old_mode, old_oid, name), (new_mode, new_oid, new_name) = (
-            old.get(key, absent),
-            new.get(key, absent),
-        )
-        if (old_mode, old_oid) != (new_mode, new_oid):
-            changed.append(
-                (key, TreeChange(old_mode, old_oid, new_mode, new_oid, name or new_name))
-            )
-    changed.sort()
-    return [change for _, change in changed]
-
-
-def tree_entries(repo: Path, tree: str) -> dict[bytes, tuple[str, str, str]] | None:
-    """The entries of the tree `tree` names, keyed by git's sort key (`_tree_order`):
-    `key -> (mode, object id, name)`. None when there is no such tree.
-
-    Keyed so, a tree holding a file and a folder of one name (which `git fsck`
-    rejects but git writes and diffs) keeps both, as git does.
-    """
-    result = run(repo, "ls-tree", "-z", "--full-tree", "--end-of-options", tree, check=False)
+    result = run(repo, "diff-tree", "-z", "--no-renames", *trees, check=False, env=without_index())
     if result.returncode != 0:
         return None
-    entries: dict[bytes, tuple[str, str, str]] = {}
-    for line in split_z(result.stdout):
-        meta, tab, name = line.partition("\t")  # `MODE TYPE OID\tNAME`
-        fields = meta.split(" ")
-        if not tab or len(fields) != 3:
+    return parse_raw_entries(result.stdout)
+
+
+def parse_raw_entries(output: bytes) -> list[TreeChange] | None:
+    """Parse `git diff-tree -z` raw output (`:MODE MODE OID OID STATUS\0NAME\0`...)."""
+    parts = split_z(output)
+    if len(parts) % 2:
+        return None
+    entries: list[TreeChange] = []
+    for meta, name in zip(parts[::2], parts[1::2], strict=True):
+        fields = meta.split()
+        if len(fields) != 5 or not fields[0].startswith(":"):
             return None
-        entries[_tree_order(name, fields[0])] = (fields[0], fields[2], name)
+        entries.append(TreeChange(fields[0][1:], fields[2], fields[1], fields[3], name))
     return entries
 
 
-def _tree_order(name: str, mode: str) -> bytes:
-    """git's order of tree entries: by name bytes, a folder's name read as `name/`."""
-    key = name + "/" if mode == TREE_MODE else name
-    return key.encode("utf-8", "surrogateescape")
+def without_index() -> dict[str, str]:
+    """This process's environment, with git reading no index.
+
+    `diff-tree` reads the whole index before anything else, though comparing
+    two trees never uses it: ~10 ms on 100,000 files, and an unreadable index
+    would fail it where `git diff A B` (which never reads it) works.
+    `GIT_INDEX_FILE` naming a file that cannot exist makes it an empty index.
+    """
+    return {**os.environ, "GIT_INDEX_FILE": _NO_INDEX}
 
 
 # The empty tree, by object-id length (SHA-1, SHA-256); git knows it without storing it.
@@ -375,13 +362,8 @@ class TreeDiffer:
     `diffs` may be called once; `close` (or leaving the `with` block) stops
     git if it is still running. No threads: one `selectors` loop writes the
     pairs, reads the diffs and git's messages, and enforces the timeout (as
-    `subprocess.communicate` does).
-
-    `diff-tree` reads the whole index before anything else, though comparing
-    two trees never uses it: ~10 ms on 100,000 files, and an unreadable index
-    would fail it where `git diff A B` (which never reads it) works. So it runs
-    with `GIT_INDEX_FILE` naming a file that cannot exist: git takes a missing
-    index for an empty one.
+    `subprocess.communicate` does). Like `changed_entries`, it reads no index
+    (`without_index`).
     """
 
     def __init__(self, repo: Path, *, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -397,7 +379,7 @@ class TreeDiffer:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            env={**os.environ, "GIT_INDEX_FILE": _NO_INDEX},
+            env=without_index(),
         )
         self._used = False
 
