@@ -8,7 +8,6 @@ command that drives agents refuses in one line, exit 2, naming the extra.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,17 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
+from tests.install_helpers import PROJECT, SMALL_MAP, copy_installable
 
-PROJECT = Path(__file__).resolve().parents[1]
 MESSAGE = "needs the agent dependencies: pip install 'ci-evals[run]'"
-MAP = """\
-version: 1
-root: plugin
-stages: [research, write]
-entries:
-  - { glob: "agents/*.md", stage: 1 }
-  - { glob: "skills/**", stage: write }
-"""
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +26,7 @@ def core_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("core-install")
     source = work / "src"
     source.mkdir()
-    for name in ["pyproject.toml", "README.md"]:
-        shutil.copy2(PROJECT / name, source / name)
-    shutil.copytree(
-        PROJECT / "ci_evals", source / "ci_evals", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    copy_installable(source)
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
@@ -102,7 +89,7 @@ def test_run_with_its_real_arguments_gives_the_same_line(core_venv: Path) -> Non
 
 @pytest.mark.slow
 def test_hook_and_compute_stage_work_on_the_core_alone(core_venv: Path, repo: Path) -> None:
-    (repo / "stage_map.yaml").write_text(MAP, encoding="utf-8")
+    (repo / "stage_map.yaml").write_text(SMALL_MAP, encoding="utf-8")
     for relative in ["plugin/agents/a.md", "plugin/skills/w/SKILL.md"]:
         (repo / relative).parent.mkdir(parents=True, exist_ok=True)
         (repo / relative).write_text("x\n", encoding="utf-8")

@@ -11,27 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-
-PROJECT = Path(__file__).resolve().parents[1]
-MAP = """\
-version: 1
-root: plugin
-stages: [research, write]
-entries:
-  - { glob: "agents/*.md", stage: 1 }
-  - { glob: "skills/**", stage: write }
-"""
+from tests.install_helpers import PROJECT, SMALL_MAP, copy_installable
 
 
 @pytest.fixture(scope="session")
 def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This project's installable files committed in a temp repo (works with uncommitted work)."""
     path = tmp_path_factory.mktemp("hook-repo")
-    for name in ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml"]:
-        shutil.copy2(PROJECT / name, path / name)
-    shutil.copytree(
-        PROJECT / "ci_evals", path / "ci_evals", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    copy_installable(path, ".pre-commit-hooks.yaml")
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
     for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "hooks"]):
         subprocess.run(
@@ -51,7 +38,7 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _plugin(repo: Path, *files: str) -> None:
-    (repo / "stage_map.yaml").write_text(MAP, encoding="utf-8")
+    (repo / "stage_map.yaml").write_text(SMALL_MAP, encoding="utf-8")
     for relative in files:
         path = repo / relative
         path.parent.mkdir(parents=True, exist_ok=True)
