@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +31,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.gen_repo import GeneratedRepo, build_repo
+from benchmarks.timing import median_seconds
 from ci_evals import git, selection
 from ci_evals.matcher import GlobMatcher
 from ci_evals.stage_map import load_stage_map
@@ -62,15 +62,6 @@ class Timing:
     def text(self) -> str:
         wall, cpu = statistics.median(self.wall), statistics.median(self.cpu)
         return f"wall {wall:.3f} s, cpu {cpu:.3f} s"
-
-
-def median_seconds(action: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _repo(path: Path, files: int, entries: int) -> GeneratedRepo:

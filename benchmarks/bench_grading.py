@@ -14,29 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.timing import median_seconds
 from ci_evals import yaml_source
 from ci_evals.grading.checks import load_checks, run_checks
 from ci_evals.grading.command import CommandGrader, run_command_grader
 from ci_evals.grading.scorecard import parse_scorecard
-
-
-def median_seconds(action: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def report(name: str, ours: float, base: float) -> None:
