@@ -32,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.gen_repo import GeneratedRepo, build_repo
 from benchmarks.timing import median_seconds
-from ci_evals import git, selection
-from ci_evals.matcher import GlobMatcher
-from ci_evals.stage_map import load_stage_map
+from ci_evals import git
+from ci_evals.selection import decide as selection
+from ci_evals.selection.matcher import GlobMatcher
+from ci_evals.selection.stage_map import load_stage_map
 
 CI_EVALS = Path(sys.executable).with_name("ci-evals")
 # Subprocesses run as an installed package would: with compiled bytecode (pip

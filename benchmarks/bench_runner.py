@@ -34,12 +34,12 @@ sys.path.insert(0, str(REPO))
 
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query  # noqa: E402
 
-from ci_evals.agent_env import agent_environment  # noqa: E402
 from ci_evals.agents import get_agent  # noqa: E402
-from ci_evals.results import read_results  # noqa: E402
-from ci_evals.runner import Runner, RunPlan  # noqa: E402
-from ci_evals.stub_model import StubServer, load_script  # noqa: E402
-from ci_evals.suite import load_suite  # noqa: E402
+from ci_evals.agents.environment import agent_environment  # noqa: E402
+from ci_evals.endpoints.stub_model import StubServer, load_script  # noqa: E402
+from ci_evals.results.model import read_results  # noqa: E402
+from ci_evals.run.runner import Runner, RunPlan  # noqa: E402
+from ci_evals.suite.load import load_suite  # noqa: E402
 from tests.run_helpers import make_suite  # noqa: E402
 
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pathspec
 
 from benchmarks.gen_repo import build_repo, map_entries, plugin_paths
-from ci_evals.matcher import GlobMatcher
+from ci_evals.selection.matcher import GlobMatcher
 
 PYTHON = sys.executable
 CI_EVALS = Path(sys.executable).with_name("ci-evals")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_workspace import make_fixture
 
-from ci_evals.grading.state import copy_state, save_state
+from ci_evals.fs.state import copy_state, save_state
 
 
 def timed(action: object) -> float:

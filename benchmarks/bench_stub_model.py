@@ -28,9 +28,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ci_evals.stub_model import StubServer, loads_script
-from ci_evals.stub_model.script import Usage
-from ci_evals.stub_model.sse import message_events
+from ci_evals.endpoints.stub_model import StubServer, loads_script
+from ci_evals.endpoints.stub_model.script import Usage
+from ci_evals.endpoints.stub_model.sse import message_events
 from tests.stub_helpers import run_query
 
 SCRIPT = """

@@ -39,10 +39,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ci_evals.checkpoint import FolderCheckpoint
-from ci_evals.snapshot import copy_produced, diff_snapshots, take_snapshot
-from ci_evals.suite import load_suite
-from ci_evals.workspace import create_workspace
+from ci_evals.fs.checkpoint import FolderCheckpoint
+from ci_evals.fs.snapshot import copy_produced, diff_snapshots, take_snapshot
+from ci_evals.suite.load import load_suite
+from ci_evals.workspace.create import create_workspace
 
 
 def make_fixture(folder: Path, files: int, megabytes: int) -> None:
@@ -158,7 +158,7 @@ def main() -> int:
         changes = diff_snapshots(settled, after)
         assert len(changes.modified) == len(changed), "diff missed a change"
 
-        # What a retried stage costs (ci_evals.checkpoint): the copy taken before
+        # What a retried stage costs (ci_evals.fs.checkpoint): the copy taken before
         # every stage when retries are on, and putting it back before a retry.
         store = top / "checkpoint"
         checkpoint = FolderCheckpoint((root, workspace.plugin), store)
@@ -189,7 +189,7 @@ def example_stage_bookkeeping(repeats: int, where: Path | None) -> None:
     """What a stage of the bundled example costs in set-up and snapshots, without the agent."""
     from datetime import datetime, timezone  # noqa: PLC0415
 
-    from ci_evals.results import (  # noqa: PLC0415
+    from ci_evals.results.model import (  # noqa: PLC0415
         RunResult,
         ScenarioResult,
         StageResult,

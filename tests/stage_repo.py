@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci_evals import diff_range, selection
-from ci_evals.stage_map import load_stage_map
+from ci_evals.selection import decide as selection
+from ci_evals.selection import diff as diff_range
+from ci_evals.selection.stage_map import load_stage_map
 from tests.conftest import git
 
 # Three stages; entries chosen so that each rule is easy to hit on purpose.

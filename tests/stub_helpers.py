@@ -21,7 +21,7 @@ from claude_agent_sdk import (
     query,
 )
 
-from ci_evals.stub_model import StubServer
+from ci_evals.endpoints.stub_model import StubServer
 
 
 @dataclass

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.agent_env import agent_environment
 from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, get_agent
+from ci_evals.agents.environment import agent_environment
+from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.errors import UserError
-from ci_evals.stub_model import StubServer, loads_script
 from tests.run_helpers import make_suite, processes_mentioning
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.checkpoint import FolderCheckpoint
+from ci_evals.fs.checkpoint import FolderCheckpoint
 
 
 def tree(top: Path) -> dict[str, tuple[str, int, str]]:

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import diff_range, selection
-from ci_evals.ci_event import EventRange, range_from_event
 from ci_evals.errors import UserError
-from ci_evals.github_actions import ActionsEnv
+from ci_evals.github.actions import ActionsEnv
+from ci_evals.github.event import EventRange, range_from_event
 from ci_evals.main import main
-from ci_evals.stage_map import load_stage_map
+from ci_evals.selection import decide as selection
+from ci_evals.selection import diff as diff_range
+from ci_evals.selection.stage_map import load_stage_map
 from tests.conftest import git
 from tests.stage_repo import commit, plugin_repo, sha, write
 

@@ -12,7 +12,7 @@ import pytest
 
 from ci_evals.commands.compute_stage import matches_output
 from ci_evals.main import main
-from ci_evals.selection import Match, Selection
+from ci_evals.selection.decide import Match, Selection
 from tests.conftest import git
 from tests.stage_repo import commit, plugin_repo, write
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ci_evals import diff_range
 from ci_evals import git as gitmod
 from ci_evals.errors import UserError
+from ci_evals.selection import diff as diff_range
 from tests.conftest import git
 from tests.stage_repo import branch, by_path, commit, compute, plugin_repo, sha, write
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import selection
-from ci_evals.checkpoint import FolderCheckpoint
 from ci_evals.commands.compute_stage import EXPLAIN_LIMIT, explain, matches_output
-from ci_evals.matcher import GlobMatcher
-from ci_evals.selection import Match, Selection
-from ci_evals.stage_map import StageMap, load_stage_map
+from ci_evals.fs.checkpoint import FolderCheckpoint
+from ci_evals.selection import decide as selection
+from ci_evals.selection.decide import Match, Selection
+from ci_evals.selection.matcher import GlobMatcher
+from ci_evals.selection.stage_map import StageMap, load_stage_map
 from tests.conftest import git
 from tests.stage_repo import branch, commit, plugin_repo, write
 
@@ -487,7 +487,7 @@ REPLACES_THE_PLUGIN = """  - name: s5-replaces-the-plugin
 @pytest.mark.slow
 def test_a_retry_never_deletes_outside_the_run(tmp_path: Path) -> None:
     from ci_evals.agents import get_agent  # noqa: PLC0415
-    from ci_evals.retry import RetryingAgent, RetryPolicy  # noqa: PLC0415
+    from ci_evals.agents.retry import RetryingAgent, RetryPolicy  # noqa: PLC0415
     from tests.test_retry import run_stage_5  # noqa: PLC0415
 
     outside = tmp_path / "elsewhere"

@@ -24,13 +24,13 @@ import pytest
 import yaml
 
 from ci_evals.agents import get_agent
-from ci_evals.grading import rubrics, scorecard
-from ci_evals.grading.hook import GradingHook
+from ci_evals.endpoints.stub_model import StubServer, load_script
+from ci_evals.graders import rubrics, scorecard
 from ci_evals.main import main
-from ci_evals.runner import Runner, RunPlan
-from ci_evals.stage_map import load_stage_map
-from ci_evals.stub_model import StubServer, load_script
-from ci_evals.suite import load_suite
+from ci_evals.run.grading_hook import GradingHook
+from ci_evals.run.runner import Runner, RunPlan
+from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.suite.load import load_suite
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 PLUGIN = EXAMPLE / "plugin"

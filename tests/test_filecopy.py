@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.filecopy import copy_file, copy_many
+from ci_evals.fs.copy import copy_file, copy_many
 
 SIZES = [0, 1, 4096, 3 * 1024 * 1024 + 7]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci_evals import github_actions as gha
+from ci_evals.github import actions as gha
 
 
 def test_annotation_escapes_message_and_properties() -> None:

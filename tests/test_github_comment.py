@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.report.github_comment import (
+from ci_evals.github.comment import (
     COMMENT_LIMIT,
     CommentSettings,
     comment_body,
@@ -595,7 +595,7 @@ def test_the_report_command_posts_and_then_updates_the_comment(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from ci_evals.main import main  # noqa: PLC0415
-    from ci_evals.results import write_results  # noqa: PLC0415
+    from ci_evals.results.model import write_results  # noqa: PLC0415
     from tests.test_report import a_run, finished, passed_stage, scenario  # noqa: PLC0415
 
     run_dir = tmp_path / "run"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import map_cache
 from ci_evals.errors import UserError
-from ci_evals.stage_map import load_stage_map
+from ci_evals.selection import map_cache
+from ci_evals.selection.stage_map import load_stage_map
 
 MAP = """\
 version: 1
@@ -149,8 +149,8 @@ def test_the_environment_switch_bypasses_it(plugin: Path) -> None:
 _PROBE = """
 import json, sys
 from pathlib import Path
-from ci_evals.stage_map import load_stage_map
-from ci_evals.matcher import GlobMatcher
+from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.selection.matcher import GlobMatcher
 m = load_stage_map(Path("stage_map.yaml"), warn=False)
 paths = json.loads(sys.argv[1])
 answers = [GlobMatcher(m.globs).matches(p) for p in paths]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ci_evals.matcher import GlobMatcher, glob_problem
+from ci_evals.selection.matcher import GlobMatcher, glob_problem
 
 
 def _matching(glob: str, paths: list[str]) -> list[str]:

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from ci_evals.matcher import GlobMatcher, glob_problem
+from ci_evals.selection.matcher import GlobMatcher, glob_problem
 from tests.conftest import git
 
 # Small alphabets, so that generated globs and paths actually meet.

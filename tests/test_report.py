@@ -20,11 +20,11 @@ import pytest
 
 from ci_evals.commands import report as report_command
 from ci_evals.errors import UserError
-from ci_evals.grading.criteria import Criterion, GraderResult, StageVerdict
-from ci_evals.grading.summary import summarize_run
 from ci_evals.report.junit import junit_xml
 from ci_evals.report.markdown import markdown_summary
-from ci_evals.results import RunResult, ScenarioResult, StageResult, write_results
+from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult, write_results
+from ci_evals.results.summary import summarize_run
 
 START = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"

@@ -13,8 +13,9 @@ import jsonschema
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.grading.criteria import StageVerdict
-from ci_evals.results import (
+from ci_evals.fs.snapshot import diff_snapshots, take_snapshot
+from ci_evals.results.criteria import StageVerdict
+from ci_evals.results.model import (
     RESULTS_FILE,
     FileChange,
     RunResult,
@@ -25,7 +26,6 @@ from ci_evals.results import (
     read_results,
     write_results,
 )
-from ci_evals.snapshot import diff_snapshots, take_snapshot
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
@@ -252,7 +252,7 @@ def test_file_names_that_are_not_utf8_still_serialize(tmp_path: Path) -> None:
 def test_checked_in_schema_is_current() -> None:
     path = Path(__file__).resolve().parent.parent / "docs" / "results.schema.json"
     assert json.loads(path.read_text()) == json_schema(), (
-        "regenerate: python -c 'import json; from ci_evals.results import json_schema; "
+        "regenerate: python -c 'import json; from ci_evals.results.model import json_schema; "
         "print(json.dumps(json_schema(), indent=2, sort_keys=True))' > docs/results.schema.json"
     )
 

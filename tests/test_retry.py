@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from ci_evals.agents import StageOutcome, StageRequest, get_agent
-from ci_evals.results import RunResult
-from ci_evals.retry import RetryingAgent, RetryPolicy
-from ci_evals.runner import Runner, RunPlan
-from ci_evals.stub_model import StubServer, load_script
-from ci_evals.suite import load_suite
+from ci_evals.agents.retry import RetryingAgent, RetryPolicy
+from ci_evals.endpoints.stub_model import StubServer, load_script
+from ci_evals.results.model import RunResult
+from ci_evals.run.runner import Runner, RunPlan
+from ci_evals.suite.load import load_suite
 from tests.run_helpers import default_rules, make_suite
 
 OVERLOADED_ONCE = """  - name: s5-overloaded

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.results import read_results
+from ci_evals.results.model import read_results
 from tests.conftest import git
 from tests.run_helpers import default_rules, make_suite, processes_mentioning
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.main import main
-from ci_evals.results import read_results
+from ci_evals.results.model import read_results
 from tests.grading.review_suite import make_review_suite
 
 GOOD = '[{"criterion": "written", "score": 1}, {"criterion": "quality", "score": 4}]'

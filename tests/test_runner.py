@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from ci_evals.agents import Progress, StageRequest, get_agent
-from ci_evals.grading.criteria import StageVerdict
-from ci_evals.progress import LiveProgress, summary_table
-from ci_evals.results import RunResult, ScenarioResult, StageResult, read_results
-from ci_evals.runner import RunListener, Runner, RunPlan, StageContext, StageHook, exit_code
-from ci_evals.stub_model import StubServer, load_script
-from ci_evals.suite import load_suite
+from ci_evals.endpoints.stub_model import StubServer, load_script
+from ci_evals.results.criteria import StageVerdict
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult, read_results
+from ci_evals.results.summary import exit_code
+from ci_evals.run.progress import LiveProgress, summary_table
+from ci_evals.run.runner import RunListener, Runner, RunPlan, StageContext, StageHook
+from ci_evals.suite.load import load_suite
 from tests.run_helpers import default_rules, make_suite, processes_mentioning
 
 

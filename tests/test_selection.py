@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import selection
-from ci_evals.matcher import GlobMatcher
-from ci_evals.stage_map import load_stage_map
+from ci_evals.selection import decide as selection
+from ci_evals.selection.matcher import GlobMatcher
+from ci_evals.selection.stage_map import load_stage_map
 from tests.conftest import git
 from tests.stage_repo import branch, by_path, commit, compute, plugin_repo, write
 
@@ -229,16 +229,3 @@ def test_pure_select_ties_pick_the_first_path(repo: Path) -> None:
     assert chosen.decided_by is not None
     assert chosen.decided_by.path == "plugin/skills/plan/a.md"
     assert chosen.changed == 3
-
-
-def test_compute_is_also_reachable_from_selection(repo: Path) -> None:
-    plugin_repo(repo)
-    branch(repo)
-    write(repo, "plugin/commands/generate.md")
-    commit(repo)
-    stage_map = load_stage_map(repo / "stage_map.yaml")
-
-    chosen = selection.compute(repo, stage_map, "main")
-
-    assert (chosen.from_stage, chosen.reason) == (3, "matched")
-    assert chosen == compute(repo, "main")

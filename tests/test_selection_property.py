@@ -1,5 +1,5 @@
 """Property: `Selector` (batched, records built lazily) gives exactly what the
-rules in `ci_evals.selection`'s docstring say, path by path."""
+rules in `ci_evals.selection.decide`'s docstring say, path by path."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci_evals import selection
-from ci_evals.matcher import GlobMatcher
-from ci_evals.stage_map import StageMap, load_stage_map
+from ci_evals.selection import decide as selection
+from ci_evals.selection.matcher import GlobMatcher
+from ci_evals.selection.stage_map import StageMap, load_stage_map
 from tests.conftest import git
 
 STAGES = ["one", "two", "three", "four"]

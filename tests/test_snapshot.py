@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci_evals.snapshot import (
+from ci_evals.fs.snapshot import (
     COARSE_RACY_NS,
     RACY_NS,
     UNREADABLE,

@@ -8,7 +8,7 @@ import pytest
 
 from ci_evals.errors import UserError
 from ci_evals.main import main
-from ci_evals.stage_map import load_stage_map
+from ci_evals.selection.stage_map import load_stage_map
 from tests.conftest import git
 
 HEAD = "version: 1\nroot: plugin\nstages: [research, plan, write]\nentries:\n"

@@ -23,10 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci_evals import diff_range, selection
 from ci_evals import git as gitmod
-from ci_evals.matcher import GlobMatcher
-from ci_evals.stage_map import load_stage_map
+from ci_evals.selection import decide as selection
+from ci_evals.selection import diff as diff_range
+from ci_evals.selection.matcher import GlobMatcher
+from ci_evals.selection.stage_map import load_stage_map
 from tests.stage_repo import commit, plugin_repo, write
 
 FORMATS = ("sha1", "sha256")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.stub_model import StubServer, loads_script
+from ci_evals.endpoints.stub_model import StubServer, loads_script
 from tests.stub_helpers import run_query
 
 pytestmark = pytest.mark.slow

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.endpoints.stub_model import Fault, Match, Script, Usage, load_script, loads_script
 from ci_evals.errors import UserError
-from ci_evals.stub_model import Fault, Match, Script, Usage, load_script, loads_script
 
 
 def load_script_text(tmp_path: Path, text: str) -> Script:

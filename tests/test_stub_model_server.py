@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ci_evals.stub_model import StubServer, loads_script
+from ci_evals.endpoints.stub_model import StubServer, loads_script
 
 CWD = "/work/space"
 SESSION = "session-1"
@@ -398,7 +398,7 @@ def test_serve_a_script_from_the_command_line(tmp_path: Path) -> None:
     script = tmp_path / "stub.yaml"
     script.write_text("rules:\n  - name: only\n    turns: [{text: from the command line}]\n")
     process = subprocess.Popen(
-        [sys.executable, "-m", "ci_evals.stub_model", str(script)],
+        [sys.executable, "-m", "ci_evals.endpoints.stub_model", str(script)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -425,7 +425,7 @@ def test_a_bad_script_on_the_command_line_is_one_line(tmp_path: Path) -> None:
     script = tmp_path / "stub.yaml"
     script.write_text("rules:\n  - turns: [{txt: typo}]\n")
     done = subprocess.run(
-        [sys.executable, "-m", "ci_evals.stub_model", str(script)],
+        [sys.executable, "-m", "ci_evals.endpoints.stub_model", str(script)],
         capture_output=True,
         text=True,
         timeout=30,

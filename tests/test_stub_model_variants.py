@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ci_evals.endpoints.stub_model import loads_script
+from ci_evals.endpoints.stub_model.request import ParsedRequest
+from ci_evals.endpoints.stub_model.responder import Responder
 from ci_evals.errors import UserError
-from ci_evals.stub_model import loads_script
-from ci_evals.stub_model.request import ParsedRequest
-from ci_evals.stub_model.responder import Responder
 
 SCRIPT = """rules:
   - name: review

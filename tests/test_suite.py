@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ci_evals.config.templates import parse_template
 from ci_evals.errors import UserError
-from ci_evals.suite import Limits, find_suite, load_suite
-from ci_evals.templates import parse_template
+from ci_evals.suite.load import Limits, find_suite, load_suite
 from tests.conftest import git
 
 STAGES = """\

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.snapshot import content_hash, diff_snapshots, take_snapshot
-from ci_evals.suite import Suite, load_suite
-from ci_evals.workspace import check_fixtures, create_workspace
+from ci_evals.fs.snapshot import content_hash, diff_snapshots, take_snapshot
+from ci_evals.suite.load import Suite, load_suite
+from ci_evals.workspace.create import check_fixtures, create_workspace
 
 SUITE = """\
 version: 1

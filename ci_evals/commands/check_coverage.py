@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci_evals.coverage import CoverageReport, check_coverage
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
-from ci_evals.stage_map import default_map_path, load_stage_map
+from ci_evals.selection.coverage import CoverageReport, check_coverage
+from ci_evals.selection.stage_map import default_map_path, load_stage_map
 
 if TYPE_CHECKING:
-    from ci_evals.github_actions import ActionsEnv
+    from ci_evals.github.actions import ActionsEnv
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +62,7 @@ def _actions_env() -> ActionsEnv | None:
     """The Actions settings, importing that module only in Actions (the hook runs per commit)."""
     if "GITHUB_ACTIONS" not in os.environ and "GITHUB_OUTPUT" not in os.environ:
         return None
-    from ci_evals.github_actions import ActionsEnv  # noqa: PLC0415
+    from ci_evals.github.actions import ActionsEnv  # noqa: PLC0415
 
     return ActionsEnv.from_environ()
 
@@ -103,7 +103,7 @@ def _summary_line(report: CoverageReport) -> str:
 
 
 def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
-    from ci_evals.github_actions import annotation, append_summary, capped  # noqa: PLC0415
+    from ci_evals.github.actions import annotation, append_summary, capped  # noqa: PLC0415
 
     display = report.stage_map.display
     lines = [
@@ -137,7 +137,7 @@ def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
 
 
 def _report_map_error(actions: ActionsEnv, exc: UserError) -> None:
-    from ci_evals.github_actions import annotation, append_summary  # noqa: PLC0415
+    from ci_evals.github.actions import annotation, append_summary  # noqa: PLC0415
 
     print(
         annotation(

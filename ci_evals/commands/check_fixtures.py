@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 
 if TYPE_CHECKING:
-    from ci_evals.suite import Scenario, Stage, Suite
+    from ci_evals.suite.load import Scenario, Stage, Suite
 
 OUT_DIR = Path(".ci-evals") / "check-fixtures"
 REPORT_FILE = "check-fixtures.json"
@@ -67,13 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.agent_env import agent_environment  # noqa: PLC0415 - heavy imports below
     from ci_evals.agents import Abort, get_agent  # noqa: PLC0415
-    from ci_evals.grading.checks import TrajectoryUse  # noqa: PLC0415
+    from ci_evals.agents.environment import agent_environment  # noqa: PLC0415 - heavy imports below
+    from ci_evals.agents.retry import RetryingAgent  # noqa: PLC0415
+    from ci_evals.endpoints.registry import check_endpoint, open_endpoint  # noqa: PLC0415
+    from ci_evals.graders.checks import TrajectoryUse  # noqa: PLC0415
     from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
-    from ci_evals.model_endpoint import check_endpoint, open_endpoint  # noqa: PLC0415
-    from ci_evals.retry import RetryingAgent  # noqa: PLC0415
-    from ci_evals.suite import find_suite, load_suite  # noqa: PLC0415
+    from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
     suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
     scenario = suite.scenario(args.scenario) if args.scenario else suite.scenarios[0]
@@ -171,7 +171,7 @@ def _chosen(suite: Suite, keys: list[str], scenario: Scenario) -> tuple[list[Sta
 
 def _lay_down(suite: Suite, stage: Stage, scenario: Scenario, parent: Path) -> Path:
     """The workspace as it would be after `stage`: fixtures 1..k. Returns its root."""
-    from ci_evals.workspace import create_workspace  # noqa: PLC0415
+    from ci_evals.workspace.create import create_workspace  # noqa: PLC0415
 
     if stage.number < len(suite.stages):
         return create_workspace(suite, stage.number + 1, parent, scenario).root

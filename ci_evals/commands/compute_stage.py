@@ -19,11 +19,13 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ci_evals import diff_range, git, selection
-from ci_evals import github_actions as gha
+from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
-from ci_evals.matcher import GlobMatcher
-from ci_evals.stage_map import StageMap, default_map_path, load_stage_map
+from ci_evals.github import actions as gha
+from ci_evals.selection import decide as selection
+from ci_evals.selection import diff as diff_range
+from ci_evals.selection.matcher import GlobMatcher
+from ci_evals.selection.stage_map import StageMap, default_map_path, load_stage_map
 
 # `matches_json` must fit in GitHub's 1 MB of outputs per job with room to spare.
 MATCHES_OUTPUT_LIMIT = 256 * 1024
@@ -118,7 +120,7 @@ def _range(
     if args.base is not None:
         return diff_range.resolve(repo, args.base, args.head, deepen_tries=args.deepen)
     assert actions is not None  # checked by `run`
-    from ci_evals.ci_event import range_from_event  # noqa: PLC0415 - Actions without BASE only
+    from ci_evals.github.event import range_from_event  # noqa: PLC0415 - Actions without BASE only
 
     event = range_from_event(repo, actions, args.head, deepen=args.deepen > 0)
     if event.base is None:

@@ -49,13 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.agent_env import agent_environment  # noqa: PLC0415 - heavy imports below
     from ci_evals.agents import get_agent  # noqa: PLC0415
+    from ci_evals.agents.environment import agent_environment  # noqa: PLC0415 - heavy imports below
+    from ci_evals.agents.retry import RetryingAgent  # noqa: PLC0415
+    from ci_evals.endpoints.registry import check_endpoint, open_endpoint  # noqa: PLC0415
     from ci_evals.grading import regrade  # noqa: PLC0415
-    from ci_evals.model_endpoint import check_endpoint, open_endpoint  # noqa: PLC0415
-    from ci_evals.results import read_results  # noqa: PLC0415
-    from ci_evals.retry import RetryingAgent  # noqa: PLC0415
-    from ci_evals.suite import load_suite  # noqa: PLC0415
+    from ci_evals.results.model import read_results  # noqa: PLC0415
+    from ci_evals.suite.load import load_suite  # noqa: PLC0415
 
     run_dir = args.run_dir.resolve()
     saved = read_results(run_dir)
@@ -114,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     for note in notes:
         print(note)
-    if result.repeat > 1:
-        from ci_evals.grading.summary import repeat_table  # noqa: PLC0415
+    from ci_evals.results.summary import exit_code, repeat_table  # noqa: PLC0415
 
+    if result.repeat > 1:
         print(repeat_table(result.summaries))
     print(f"results: {output}")
-    return regrade.exit_code(result)
+    return exit_code(result)

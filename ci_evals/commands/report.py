@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 
 if TYPE_CHECKING:
-    from ci_evals.github_actions import ActionsEnv
+    from ci_evals.github.actions import ActionsEnv
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,11 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.github_actions import ActionsEnv, append_summary  # noqa: PLC0415
+    from ci_evals.github.actions import ActionsEnv, append_summary  # noqa: PLC0415
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
-    from ci_evals.results import read_results  # noqa: PLC0415
+    from ci_evals.results.model import read_results  # noqa: PLC0415
 
     if args.comment:
         _check_comment_key(args.comment_key)  # before any file is written
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_comment_key(key: str) -> None:
-    from ci_evals.report.github_comment import sticky_marker  # noqa: PLC0415 - urllib
+    from ci_evals.github.comment import sticky_marker  # noqa: PLC0415 - urllib
 
     sticky_marker(key)  # a UserError names the rule
 
@@ -97,7 +97,7 @@ def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
 
     stderr, because stdout may be the Markdown summary itself.
     """
-    from ci_evals.report.github_comment import (  # noqa: PLC0415 - urllib
+    from ci_evals.github.comment import (  # noqa: PLC0415 - urllib
         CommentSettings,
         comment_on_pull_request,
     )

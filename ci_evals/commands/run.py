@@ -4,7 +4,7 @@ Everything is checked before anything starts (one line, exit 2): the suite,
 the stage, the scenarios, the fixtures for the stages before N, the model
 endpoint. Then the run folder is made, the stub model started if asked for,
 and the `Runner` takes over, grading every stage that completes
-(`ci_evals.grading.hook`). Exit 0 when every stage passed (or completed,
+(`ci_evals.run.grading_hook`). Exit 0 when every stage passed (or completed,
 without graders) — over `--repeat` runs, under the k-of-n rule — 1 when any
 did not, 130 when interrupted (Ctrl-C or SIGTERM; partial results are written).
 """
@@ -23,20 +23,21 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ci_evals import diff_range, git
-from ci_evals.agent_env import has_endpoint
+from ci_evals import git
 from ci_evals.agents import StageOutcome, StageRequest, get_agent
+from ci_evals.agents.retry import RetryingAgent
+from ci_evals.endpoints.registry import has_endpoint
+from ci_evals.endpoints.stub_model import Script, StubServer, load_script
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
-from ci_evals.grading.hook import GradingHook
-from ci_evals.grading.summary import repeat_table
-from ci_evals.progress import make_progress, summary_table
-from ci_evals.results import RunResult
-from ci_evals.retry import RetryingAgent
-from ci_evals.runner import Runner, RunPlan, exit_code
-from ci_evals.stage_map import load_stage_map
-from ci_evals.stub_model import Script, StubServer, load_script
-from ci_evals.suite import Stage, Suite, find_suite, load_suite
-from ci_evals.workspace import check_fixtures
+from ci_evals.results.model import RunResult
+from ci_evals.results.summary import exit_code, repeat_table
+from ci_evals.run.grading_hook import GradingHook
+from ci_evals.run.progress import make_progress, summary_table
+from ci_evals.run.runner import Runner, RunPlan
+from ci_evals.selection import diff as diff_range
+from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.suite.load import Stage, Suite, find_suite, load_suite
+from ci_evals.workspace.create import check_fixtures
 
 STUB_PREFIX = "stub:"
 RUNS_DIR = Path(".ci-evals") / "runs"
@@ -172,7 +173,7 @@ def _stub_script(model: str | None) -> Script | None:
 
 
 def _execute(plan: RunPlan, stub_script: Script | None) -> int:
-    # Only infrastructure errors (the endpoint's 5xx/529) are retried; see ci_evals.retry.
+    # Only infrastructure errors (the endpoint's 5xx/529) are retried; see ci_evals.agents.retry.
     agent = RetryingAgent(get_agent("claude"), on_retry=_say_retry)
     with _stub_server(stub_script) as endpoint:
         if endpoint is not None:

@@ -19,14 +19,18 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_evals.agents import Abort, Agent
-from ci_evals.grading.criteria import GraderResult, StageVerdict
-from ci_evals.grading.reviewer import ReviewJob, run_reviewer
-from ci_evals.grading.scoring import ScoringPolicy
+from ci_evals.fs.state import copy_state
+from ci_evals.graders.reviewer import ReviewJob, run_reviewer
+from ci_evals.graders.scoring import ScoringPolicy
 from ci_evals.grading.stage import grade_stage
-from ci_evals.grading.state import copy_state
-from ci_evals.suite import Scenario, Stage, Suite
+from ci_evals.results.criteria import GraderResult, StageVerdict
+from ci_evals.suite.load import Scenario, Stage, Suite
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import StageResult
 
 
 @dataclass(frozen=True)
@@ -151,3 +155,12 @@ def relative_paths(verdict: StageVerdict, run_dir: Path) -> StageVerdict:
             )
         graders.append(result.model_copy(update=update))
     return verdict.model_copy(update={"graders": tuple(graders)})
+
+
+def apply_verdict(result: StageResult, verdict: StageVerdict) -> None:
+    """The stage's status and one-line reason from its verdict."""
+    result.status = verdict.verdict
+    result.error = None if verdict.verdict == "passed" else verdict.reason
+    result.grading = verdict
+    costs = [g.cost_usd for g in verdict.graders if g.cost_usd is not None]
+    result.grading_cost_usd = sum(costs) if costs else None

@@ -28,14 +28,13 @@ from typing import Literal
 
 from ci_evals.agents import Abort, Agent
 from ci_evals.errors import UserError
-from ci_evals.grading.criteria import GraderResult
-from ci_evals.grading.hook import apply_verdict
-from ci_evals.grading.pipeline import GradeJob, grade_state
-from ci_evals.grading.reviewer import GRADER, fingerprint, plugin_relative
-from ci_evals.grading.scorecard import grade_scorecard
-from ci_evals.grading.state import AFTER_DIR
-from ci_evals.results import RunResult, ScenarioResult, StageResult
-from ci_evals.suite import Scenario, Stage, Suite
+from ci_evals.fs.state import AFTER_DIR
+from ci_evals.graders.reviewer import GRADER, fingerprint, plugin_relative
+from ci_evals.graders.scorecard import grade_scorecard
+from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
+from ci_evals.results.criteria import GraderResult
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult
+from ci_evals.suite.load import Scenario, Stage, Suite
 
 ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
 REVIEWER_MODES: tuple[ReviewerMode, ...] = ("auto", "reuse", "rerun", "skip")
@@ -247,15 +246,8 @@ def finish(result: RunResult, suite: Suite) -> None:
     """Mark the result re-graded and recompute its repeat summaries (current k-of-n)."""
     from datetime import datetime, timezone  # noqa: PLC0415
 
-    from ci_evals.grading.summary import summarize_run  # noqa: PLC0415
+    from ci_evals.results.summary import summarize_run  # noqa: PLC0415
 
     result.regraded_at = datetime.now(timezone.utc)
     result.pass_at_least = suite.grading.pass_at_least
     result.summaries = summarize_run(result, suite.grading.pass_at_least)
-
-
-def exit_code(result: RunResult) -> int:
-    """0 when every stage passed under the k-of-n rule (see `summary`), else 1."""
-    from ci_evals.grading.summary import all_passed  # noqa: PLC0415
-
-    return 0 if all_passed(result.summaries) else 1

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci_evals.grading.checks import run_checks
-from ci_evals.grading.command import run_command_grader
-from ci_evals.grading.config import StageGrading
-from ci_evals.grading.criteria import GraderResult, StageVerdict
-from ci_evals.grading.scoring import ScoringPolicy, evaluate
+from ci_evals.graders.checks import run_checks
+from ci_evals.graders.command import run_command_grader
+from ci_evals.graders.config import StageGrading
+from ci_evals.graders.scoring import ScoringPolicy, evaluate
+from ci_evals.results.criteria import GraderResult, StageVerdict
 
 
 def grade_stage(

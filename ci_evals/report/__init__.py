@@ -13,8 +13,8 @@ import re
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from ci_evals.grading.criteria import Criterion
-    from ci_evals.results import RunResult, ScenarioResult, StageResult
+    from ci_evals.results.criteria import Criterion
+    from ci_evals.results.model import RunResult, ScenarioResult, StageResult
 
 Outcome = Literal["passed", "failure", "error", "skipped"]
 
@@ -135,11 +135,9 @@ def criterion_line(criterion: Criterion) -> str:
 def run_passed(result: RunResult) -> bool:
     """The command's exit rule: every stage passed or completed, in a finished run.
 
-    `runner.exit_code` applies the k-of-n rule of repeats; a run that did not
-    finish (`interrupted`, or `running` because the writer died) never passes,
-    even when every stage it recorded did, and neither does a run with no stage.
+    The rule is `ci_evals.results.summary.exit_code` (k-of-n over repeats; a
+    run that did not finish, or recorded no stage, never passes).
     """
-    from ci_evals.runner import exit_code  # noqa: PLC0415 - only the report needs it
+    from ci_evals.results.summary import exit_code  # noqa: PLC0415 - only the report needs it
 
-    seen = any(scenario.stages for scenario in result.scenarios)
-    return seen and result.status == "completed" and exit_code(result) == 0
+    return exit_code(result) == 0

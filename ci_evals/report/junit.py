@@ -35,7 +35,7 @@ from ci_evals.report import (
 )
 
 if TYPE_CHECKING:
-    from ci_evals.results import RunResult, ScenarioResult, StageResult
+    from ci_evals.results.model import RunResult, ScenarioResult, StageResult
 
 # A reporter shows the message on one line and the body in a fold; the body of
 # a command grader's criterion can be a 64 KiB output tail.

@@ -33,7 +33,7 @@ from ci_evals.report import (
 )
 
 if TYPE_CHECKING:
-    from ci_evals.results import RunResult, ScenarioResult, StageResult
+    from ci_evals.results.model import RunResult, ScenarioResult, StageResult
 
 CELL_LIMIT = 200
 REASON_LIMIT = 500

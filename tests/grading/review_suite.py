@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ci_evals.agents import Agent, get_agent
-from ci_evals.grading.hook import GradingHook
-from ci_evals.results import RunResult
-from ci_evals.runner import Runner, RunPlan
-from ci_evals.stub_model import StubServer, load_script
-from ci_evals.suite import load_suite
+from ci_evals.endpoints.stub_model import StubServer, load_script
+from ci_evals.results.model import RunResult
+from ci_evals.run.grading_hook import GradingHook
+from ci_evals.run.runner import Runner, RunPlan
+from ci_evals.suite.load import load_suite
 
 REVIEW_PROMPT = (
     "Read {plugin}/agents/review.md for your instructions. "

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from claude_agent_sdk import AssistantMessage, TextBlock, ToolUseBlock
 
-from ci_evals import yaml_source
+from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
-from ci_evals.grading import checks as checkmod
-from ci_evals.grading.checks import load_checks, run_checks
-from ci_evals.grading.scoring import load_policy
-from ci_evals.grading.trajectory import tool_uses
+from ci_evals.graders import checks as checkmod
+from ci_evals.graders.checks import load_checks, run_checks
+from ci_evals.graders.scoring import load_policy
+from ci_evals.graders.trajectory import tool_uses
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "labsmith"

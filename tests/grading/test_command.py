@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import yaml_source
+from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
-from ci_evals.grading.command import (
+from ci_evals.graders.command import (
     MAX_OUTPUT_BYTES,
     CommandGrader,
     load_command_graders,

@@ -19,9 +19,9 @@ import pytest
 
 from ci_evals.agents import Abort, get_agent
 from ci_evals.grading.pipeline import GradeJob, grade_state
-from ci_evals.results import RunResult, read_results
-from ci_evals.runner import exit_code
-from ci_evals.suite import load_suite
+from ci_evals.results.model import RunResult, read_results
+from ci_evals.results.summary import exit_code
+from ci_evals.suite.load import load_suite
 from tests.grading.review_suite import make_review_suite, run_graded
 
 GOOD = [

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.grading import rubrics
-from ci_evals.grading.criteria import GraderResult
-from ci_evals.grading.scorecard import ScorecardError, grade_scorecard, parse_scorecard
+from ci_evals.graders import rubrics
+from ci_evals.graders.scorecard import ScorecardError, grade_scorecard, parse_scorecard
+from ci_evals.results.criteria import GraderResult
 
 VALID = [
     {"criterion": "has-goals", "score": 1, "rationale": "goals listed"},

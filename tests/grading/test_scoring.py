@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from ci_evals import yaml_source
+from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
-from ci_evals.grading.criteria import Criterion, GraderResult
-from ci_evals.grading.scoring import PolicyOverride, ScoringPolicy, evaluate, load_policy
+from ci_evals.graders.scoring import PolicyOverride, ScoringPolicy, evaluate, load_policy
+from ci_evals.results.criteria import Criterion, GraderResult
 
 
 def crit(cid: str, kind: str, score: float, source: str = "reviewer") -> Criterion:

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import yaml_source
+from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
-from ci_evals.grading.config import (
+from ci_evals.graders.config import (
     StageGrading,
     load_stage_grading,
     load_suite_grading,
 )
-from ci_evals.grading.scorecard import grade_scorecard
-from ci_evals.grading.scoring import ScoringPolicy
+from ci_evals.graders.scorecard import grade_scorecard
+from ci_evals.graders.scoring import ScoringPolicy
 from ci_evals.grading.stage import grade_stage
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,107 @@
+"""The environment an agent's CLI process gets: an allow-list, never the whole of ours.
+
+The agent runs with permissions bypassed and can run any shell command, so
+whatever is in its environment it can read, print into a produced file, or send
+to the model. CI jobs carry secrets in the environment (`GITHUB_TOKEN`, cloud
+keys, registry passwords); none of them may reach the agent. So the CLI gets
+only:
+
+- a few harmless variables from the user's environment (`ALLOWED_NAMES`,
+  `ALLOWED_PREFIXES`), so tools find programs and print text sensibly;
+- the model endpoint (`ENDPOINT_NAMES`): the user's key, or the stub's URL;
+- its own HOME, TMPDIR, CLAUDE_CODE_TMPDIR and XDG_RUNTIME_DIR inside a
+  private folder, so the CLI's config, transcripts, sockets and temp files land
+  in the run's own folder and nowhere else;
+- the switches the CLI needs to run unattended (`FIXED`).
+
+`claude_agent_sdk` merges `os.environ` into the CLI's environment by default;
+`ci_evals.agents.claude` spawns the CLI with exactly this mapping instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from ci_evals.endpoints.registry import ENDPOINT_NAMES
+
+# Taken from the user's environment when set. Each is here for a reason:
+ALLOWED_NAMES: tuple[str, ...] = (
+    "PATH",  # find git, python, the tools a stage's Bash calls use
+    "LANG",  # text encoding of tool output
+    "LANGUAGE",
+    "TZ",  # timestamps in produced files match the user's
+    "TERM",  # some tools refuse to run with no TERM at all
+    "USER",  # `whoami`-style look-ups and git's fallback identity; not secret
+    "LOGNAME",
+    "SHELL",  # the CLI's Bash tool picks the user's shell
+    # Reaching the model endpoint through a corporate proxy or TLS inspection.
+    # (A proxy URL can carry a password; it is needed to reach the API at all.)
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    # The CLI's own knobs for model calls (retries of 5xx/529, request timeout):
+    # tuning, not secrets.
+    "CLAUDE_CODE_MAX_RETRIES",
+    "API_TIMEOUT_MS",
+)
+ALLOWED_PREFIXES: tuple[str, ...] = ("LC_",)  # locale categories
+
+
+FIXED: dict[str, str] = {
+    # The CLI refuses `bypassPermissions` as root unless it believes it runs in
+    # a sandbox; CI containers run as root, and the workspace is throw-away.
+    "IS_SANDBOX": "1",
+    # No title generation, update checks, telemetry or /api/hello probes: they
+    # cost money on the real API and fail (slowly) offline.
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
+
+
+def private_dirs(root: Path) -> dict[str, str]:
+    """HOME, TMPDIR, CLAUDE_CODE_TMPDIR and XDG_RUNTIME_DIR under `root`, created (mode 0700)."""
+    home, tmp, runtime = root / "home", root / "tmp", root / "run"
+    for folder in (home, tmp, runtime):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)  # XDG_RUNTIME_DIR must be private; the others hold transcripts
+    return {
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "CLAUDE_CODE_TMPDIR": str(tmp),
+        "XDG_RUNTIME_DIR": str(runtime),
+    }
+
+
+def agent_environment(
+    source: Mapping[str, str],
+    *,
+    private_root: Path,
+    endpoint: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The complete environment for one agent CLI process.
+
+    `source` is the user's environment (the command passes `os.environ`);
+    only allow-listed names are copied from it. `endpoint`, when given (the
+    stub's `cli_env()`), replaces the user's endpoint variables entirely, so a
+    stub run can never send the user's real key anywhere.
+    """
+    env = {
+        name: value
+        for name, value in source.items()
+        if name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+    }
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    if endpoint is None:
+        env.update({name: source[name] for name in ENDPOINT_NAMES if source.get(name)})
+    else:
+        env.update({name: value for name, value in endpoint.items() if name in ENDPOINT_NAMES})
+    env.update(private_dirs(private_root))
+    env.update(FIXED)
+    return env

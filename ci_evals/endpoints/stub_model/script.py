@@ -1,0 +1,421 @@
+"""Load and validate a stub script: rules that map requests to scripted turns.
+
+The format is documented for users in docs/stub-model.md. Everything is
+checked here, once, with `file:line:col: field` errors, so the server never
+meets a malformed script. The records are frozen; tool inputs stay as plain
+JSON-like data with placeholders, filled in per request by `responder`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ci_evals.config import yaml_source
+from ci_evals.config.yaml_source import Field
+from ci_evals.errors import UserError
+
+STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal")
+USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts reported for one turn; the CLI prices them into `total_cost_usd`."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One `tool_use` block: the CLI tool `name` and its `input` (with placeholders).
+
+    `path_keys` name the input keys holding a path relative to the working
+    directory; they are made absolute per request.
+    """
+
+    name: str
+    input: dict[str, Any]
+    path_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure served instead of the turn's answer.
+
+    `kind` is one of `http_status`, `malformed_sse`, `disconnect`, `hang`.
+    `hang_seconds` None means until the server stops. `times` None means always.
+    """
+
+    kind: str
+    http_status: int = 0
+    message: str | None = None
+    hang_seconds: float | None = None
+    times: int | None = None
+    # What `times` counts in: each CLI session apart (a retry inside the CLI), or
+    # every request the server sees (a new CLI process retrying the whole stage).
+    scope: str = "session"
+
+
+@dataclass(frozen=True)
+class Turn:
+    text: str | None
+    tools: tuple[ToolCall, ...]
+    usage: Usage
+    stop_reason: str | None  # None: tool_use when there are tools, else end_turn
+    delay: float
+    fault: Fault | None
+    where: str  # "FILE:LINE", for records and messages
+
+
+@dataclass(frozen=True)
+class Match:
+    """Conditions on a request; all given ones must hold. All None matches everything."""
+
+    command: str | None = None
+    agent: str | None = None
+    prompt_contains: str | None = None
+    system_contains: str | None = None
+    model: str | None = None
+    subagent: bool | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    match: Match
+    turns: tuple[Turn, ...]  # with `variants`: the first variant
+    repeat_last: bool
+    where: str
+    # Alternative turn lists: each new conversation this rule serves takes the
+    # next one, cycling (per-call variation, e.g. a reviewer scoring repeats differently).
+    variants: tuple[tuple[Turn, ...], ...] = ()
+
+    @property
+    def all_turns(self) -> tuple[Turn, ...]:
+        return tuple(turn for variant in self.variants for turn in variant) or self.turns
+
+
+@dataclass(frozen=True)
+class Script:
+    rules: tuple[Rule, ...]
+    path: str = "<script>"
+    usage: Usage = field(default_factory=Usage)
+
+
+def load_script(path: Path, display: str | None = None) -> Script:
+    """Read and validate a stub script file; raises `UserError` with file:line on problems."""
+    root = yaml_source.load(path, display)
+    return _parse_script(root, base_dir=path.parent)
+
+
+def loads_script(text: str, name: str = "<script>", base_dir: Path | None = None) -> Script:
+    """Like `load_script`, from a string (`content_file` paths resolve against `base_dir`)."""
+    return _parse_script(yaml_source.loads(text, name), base_dir=base_dir or Path.cwd())
+
+
+# -- parsing ------------------------------------------------------------------
+
+
+def _parse_script(root: Field, base_dir: Path) -> Script:
+    keys = root.mapping({"version", "usage", "rules"}, required=("rules",), what="stub script")
+    if "version" in keys:
+        keys["version"].as_int(minimum=1, maximum=1)
+    default_usage = _parse_usage(keys["usage"], Usage()) if "usage" in keys else Usage()
+    rule_fields = keys["rules"].sequence(allow_empty=False)
+    rules = tuple(
+        _parse_rule(item, index, default_usage, base_dir) for index, item in enumerate(rule_fields)
+    )
+    _check_rules(rules, rule_fields)
+    return Script(rules=rules, path=root.file, usage=default_usage)
+
+
+def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
+    """Mistakes that load fine but could never work: duplicates, dead rules, unlaunched agents."""
+    launched = {
+        str(call.input.get("subagent_type"))
+        for rule in rules
+        for turn in rule.all_turns
+        for call in turn.tools
+        if call.name == "Agent"
+    }
+    seen: set[str] = set()
+    catch_all: Rule | None = None
+    for rule, item in zip(rules, fields, strict=True):
+        if rule.name in seen:
+            raise item.error(f"duplicate rule name {rule.name!r}")
+        seen.add(rule.name)
+        if catch_all is not None:
+            raise item.error(
+                f"rule {rule.name!r} can never match",
+                hint=f"{catch_all.name!r} ({catch_all.where}) has no 'match' and takes every "
+                "request; move it last",
+            )
+        if rule.match == Match():
+            catch_all = rule
+        agent = rule.match.agent
+        if agent is not None and agent not in launched and "{" not in agent:
+            raise item.error(
+                f"no turn launches agent {agent!r} with an 'agent:' call, so this rule can "
+                "never match",
+                hint="match a subagent the stub did not launch with 'system_contains'",
+            )
+
+
+def _where(f: Field) -> str:
+    return f"{f.file}:{f.line}"
+
+
+def _parse_rule(item: Field, index: int, usage: Usage, base_dir: Path) -> Rule:
+    keys = item.mapping({"name", "match", "turns", "variants", "repeat_last"}, what="rule")
+    if "turns" not in keys and "variants" not in keys:
+        raise item.error("missing required key 'turns'")
+    if "turns" in keys and "variants" in keys:
+        raise keys["variants"].error("a rule has 'turns' or 'variants', not both")
+    name = keys["name"].as_str() if "name" in keys else f"rules[{index}]"
+    match = _parse_match(keys["match"]) if "match" in keys else Match()
+
+    def turn_list(f: Field) -> tuple[Turn, ...]:
+        return tuple(_parse_turn(turn, usage, base_dir) for turn in f.sequence(allow_empty=False))
+
+    variants: tuple[tuple[Turn, ...], ...] = ()
+    if "variants" in keys:
+        variants = tuple(turn_list(v) for v in keys["variants"].sequence(allow_empty=False))
+        turns = variants[0]
+    else:
+        turns = turn_list(keys["turns"])
+    repeat_last = keys["repeat_last"].as_bool() if "repeat_last" in keys else False
+    return Rule(
+        name=name,
+        match=match,
+        turns=turns,
+        repeat_last=repeat_last,
+        where=_where(item),
+        variants=variants,
+    )
+
+
+def _parse_match(f: Field) -> Match:
+    if f.is_null():
+        return Match()
+    keys = f.mapping(
+        {"command", "agent", "prompt_contains", "system_contains", "model", "subagent"},
+        what="match",
+    )
+
+    def text(key: str) -> str | None:
+        return keys[key].as_str() if key in keys else None
+
+    command = text("command")
+    return Match(
+        command=command.lstrip("/") if command is not None else None,
+        agent=text("agent"),
+        prompt_contains=text("prompt_contains"),
+        system_contains=text("system_contains"),
+        model=text("model"),
+        subagent=keys["subagent"].as_bool() if "subagent" in keys else None,
+    )
+
+
+def _parse_usage(f: Field, base: Usage) -> Usage:
+    keys = f.mapping(USAGE_KEYS, what="usage mapping")
+    values = {key: keys[key].as_int(minimum=0) for key in keys}
+    return Usage(**{key: values.get(key, getattr(base, key)) for key in USAGE_KEYS})
+
+
+def _parse_turn(f: Field, usage: Usage, base_dir: Path) -> Turn:
+    keys = f.mapping(
+        {"text", "tools", "usage", "stop_reason", "delay", "fault"},
+        what="turn (text, tools, usage, stop_reason, delay, fault)",
+    )
+    if not {"text", "tools", "fault"} & keys.keys():
+        raise f.error("a turn needs at least one of 'text', 'tools', 'fault'")
+    tools = (
+        tuple(_parse_tool(item, base_dir) for item in keys["tools"].sequence(allow_empty=False))
+        if "tools" in keys
+        else ()
+    )
+    stop_reason = None
+    if "stop_reason" in keys:
+        stop_reason = keys["stop_reason"].as_str()
+        if stop_reason not in STOP_REASONS:
+            raise keys["stop_reason"].error(
+                f"unknown stop_reason {stop_reason!r}", hint="one of " + ", ".join(STOP_REASONS)
+            )
+    return Turn(
+        text=keys["text"].as_str(allow_empty=True) if "text" in keys else None,
+        tools=tools,
+        usage=_parse_usage(keys["usage"], usage) if "usage" in keys else usage,
+        stop_reason=stop_reason,
+        delay=keys["delay"].as_number(minimum=0) if "delay" in keys else 0.0,
+        fault=_parse_fault(keys["fault"]) if "fault" in keys else None,
+        where=_where(f),
+    )
+
+
+# -- tool calls -----------------------------------------------------------------
+
+_TOOL_KINDS = ("write", "edit", "read", "bash", "agent", "skill", "tool")
+
+
+def _parse_tool(f: Field, base_dir: Path) -> ToolCall:
+    keys = f.mapping(_TOOL_KINDS, what=f"tool call (one of: {', '.join(_TOOL_KINDS)})")
+    if len(keys) != 1:
+        raise f.error(f"a tool call has exactly one key, got {len(keys)}: {', '.join(keys)}")
+    kind, body = next(iter(keys.items()))
+    return _TOOL_PARSERS[kind](body, base_dir)
+
+
+def _shorthand(body: Field, key: str) -> dict[str, Field] | None:
+    """`read: PATH` is short for `read: {path: PATH}`; None when `body` is a mapping."""
+    if isinstance(body.node, yaml.ScalarNode):
+        return {key: body}
+    return None
+
+
+def _write(body: Field, base_dir: Path) -> ToolCall:
+    keys = body.mapping({"path", "content", "content_file"}, required=("path",), what="write")
+    if ("content" in keys) == ("content_file" in keys):
+        raise body.error("write needs exactly one of 'content' or 'content_file'")
+    if "content" in keys:
+        content = keys["content"].as_str(allow_empty=True)
+    else:
+        source = base_dir / keys["content_file"].as_str()
+        try:
+            content = source.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise keys["content_file"].error(f"cannot read {source}: {exc}") from None
+    return ToolCall(
+        "Write", {"file_path": keys["path"].as_str(), "content": content}, path_keys=("file_path",)
+    )
+
+
+def _edit(body: Field, _base_dir: Path) -> ToolCall:
+    keys = body.mapping(
+        {"path", "old", "new", "replace_all"}, required=("path", "old", "new"), what="edit"
+    )
+    tool_input: dict[str, Any] = {
+        "file_path": keys["path"].as_str(),
+        "old_string": keys["old"].as_str(allow_empty=True),
+        "new_string": keys["new"].as_str(allow_empty=True),
+    }
+    if "replace_all" in keys:
+        tool_input["replace_all"] = keys["replace_all"].as_bool()
+    return ToolCall("Edit", tool_input, path_keys=("file_path",))
+
+
+def _read(body: Field, _base_dir: Path) -> ToolCall:
+    keys = _shorthand(body, "path") or body.mapping({"path"}, required=("path",), what="read")
+    return ToolCall("Read", {"file_path": keys["path"].as_str()}, path_keys=("file_path",))
+
+
+def _bash(body: Field, _base_dir: Path) -> ToolCall:
+    keys = _shorthand(body, "command") or body.mapping(
+        {"command", "description", "timeout_ms"}, required=("command",), what="bash"
+    )
+    tool_input: dict[str, Any] = {"command": keys["command"].as_str()}
+    if "description" in keys:
+        tool_input["description"] = keys["description"].as_str()
+    if "timeout_ms" in keys:
+        tool_input["timeout"] = keys["timeout_ms"].as_int(minimum=1)
+    return ToolCall("Bash", tool_input)
+
+
+def _agent(body: Field, _base_dir: Path) -> ToolCall:
+    keys = body.mapping(
+        {"name", "prompt", "description", "background"}, required=("name", "prompt"), what="agent"
+    )
+    name = keys["name"].as_str()
+    description = keys["description"].as_str() if "description" in keys else f"Run {name}"
+    background = keys["background"].as_bool() if "background" in keys else False
+    return ToolCall(
+        "Agent",
+        {
+            "description": description,
+            "prompt": keys["prompt"].as_str(),
+            "subagent_type": name,
+            "run_in_background": background,
+        },
+    )
+
+
+def _skill(body: Field, _base_dir: Path) -> ToolCall:
+    keys = _shorthand(body, "name") or body.mapping(
+        {"name", "args"}, required=("name",), what="skill"
+    )
+    tool_input: dict[str, Any] = {"skill": keys["name"].as_str()}
+    if "args" in keys:
+        tool_input["args"] = keys["args"].as_str(allow_empty=True)
+    return ToolCall("Skill", tool_input)
+
+
+def _raw_tool(body: Field, _base_dir: Path) -> ToolCall:
+    keys = body.mapping({"name", "input"}, required=("name",), what="tool")
+    tool_input: Any = keys["input"].plain() if "input" in keys else {}
+    if not isinstance(tool_input, dict):
+        raise keys["input"].error("expected a mapping (the tool's input object)")
+    return ToolCall(keys["name"].as_str(), tool_input)
+
+
+_TOOL_PARSERS = {
+    "write": _write,
+    "edit": _edit,
+    "read": _read,
+    "bash": _bash,
+    "agent": _agent,
+    "skill": _skill,
+    "tool": _raw_tool,
+}
+
+
+# -- faults -----------------------------------------------------------------------
+
+_ERROR_STATUSES = range(400, 600)
+FAULT_SCOPES = ("session", "server")
+
+
+def _parse_fault(f: Field) -> Fault:
+    kinds = ("http_status", "malformed_sse", "disconnect", "hang")
+    keys = f.mapping({*kinds, "message", "times", "scope"}, what="fault")
+    chosen = [kind for kind in kinds if kind in keys]
+    if len(chosen) != 1:
+        raise f.error("a fault needs exactly one of " + ", ".join(kinds))
+    kind = chosen[0]
+    times = keys["times"].as_int(minimum=1) if "times" in keys else None
+    scope = keys["scope"].as_str() if "scope" in keys else "session"
+    if scope not in FAULT_SCOPES:
+        raise keys["scope"].error(f"unknown scope {scope!r}", hint="session or server")
+    if "scope" in keys and times is None:
+        raise keys["scope"].error("'scope' counts 'times': give 'times' too")
+    message = keys["message"].as_str() if "message" in keys else None
+    if message is not None and kind != "http_status":
+        raise keys["message"].error("'message' goes with 'http_status' only")
+    if kind == "http_status":
+        status = keys["http_status"].as_int(minimum=400, maximum=599)
+        return Fault(kind, http_status=status, message=message, times=times, scope=scope)
+    if kind == "hang":
+        return Fault(kind, hang_seconds=_parse_hang(keys["hang"]), times=times, scope=scope)
+    if not keys[kind].as_bool():
+        raise keys[kind].error(f"write '{kind}: true', or leave the fault out")
+    return Fault(kind, times=times, scope=scope)
+
+
+def _parse_hang(f: Field) -> float | None:
+    node = f.node
+    if isinstance(node, yaml.ScalarNode) and node.value == "forever":
+        return None
+    try:
+        return f.as_number(minimum=0)
+    except UserError:
+        raise f.error("expected a number of seconds or 'forever'") from None

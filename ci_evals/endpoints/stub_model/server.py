@@ -1,0 +1,390 @@
+"""The stub's HTTP server: a stdlib ThreadingHTTPServer on 127.0.0.1 in a background thread.
+
+`POST /v1/messages` is answered from the script (streamed SSE, chunked, on a
+keep-alive connection like the real API). `POST /v1/messages/count_tokens`
+gets zero; `HEAD`/`GET` (the CLI's `/api/hello` probe) get an empty 200;
+anything else a JSON 404. Every request is recorded.
+
+Stopping is clean: hanging handlers wait on an event that `stop()` sets, open
+keep-alive sockets are shut down so their threads leave `readline`, and the
+handler threads are joined.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import itertools
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from ci_evals.endpoints.stub_model import sse
+from ci_evals.endpoints.stub_model.request import parse_request
+from ci_evals.endpoints.stub_model.responder import Reply, Responder
+from ci_evals.endpoints.stub_model.script import Script
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request the stub received, and what it did about it.
+
+    `outcome`: `turn`, `fault`, `exhausted`, `unmatched`, `nonessential`
+    (see `Reply`), or `other` for paths that are not the Messages API.
+    """
+
+    index: int
+    time: float  # time.time() when the request arrived
+    method: str
+    path: str
+    model: str | None
+    outcome: str
+    rule: str | None
+    turn: int | None
+    agent: str | None
+    command: str | None
+    subagent: bool
+    session_id: str
+    stream: bool
+    status: int  # the HTTP status sent (0 for hang/disconnect before headers)
+
+    def describe(self) -> str:
+        """One log line."""
+        who = self.agent or self.command or ("subagent" if self.subagent else "main")
+        where = f"rule={self.rule!r} turn={self.turn}" if self.rule else "rule=None"
+        return f"#{self.index} {self.method} {self.path} [{who}] {where} -> {self.outcome}"
+
+
+class StubServer:
+    """Serve a stub `Script` on 127.0.0.1 (port 0: a free one) until stopped.
+
+    Use as a context manager: `with StubServer(script) as server: server.url`.
+    """
+
+    def __init__(
+        self,
+        script: Script,
+        port: int = 0,
+        on_request: Callable[[RequestRecord], None] | None = None,
+    ) -> None:
+        self.script = script
+        self.responder = Responder(script)
+        self._on_request = on_request
+        self._records: list[RequestRecord] = []
+        self._lock = threading.Lock()
+        self._indexes = itertools.count(1)
+        self._message_ids = itertools.count(1)
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._port = port
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> StubServer:
+        if self._httpd is not None:
+            raise RuntimeError("stub server already started")
+        self._httpd = _HTTPServer(("127.0.0.1", self._port), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"stub-model:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, thread = self._httpd, self._thread
+        if httpd is None or thread is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        thread.join()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):  # already closed by the client
+                conn.shutdown(socket.SHUT_RDWR)
+        httpd.server_close()  # joins the handler threads (block_on_close)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- what callers use ----------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("stub server not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of the records of every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._records)
+
+    def unmatched(self) -> list[RequestRecord]:
+        """Requests no rule fit, or that asked for a turn past a rule's last."""
+        return [r for r in self.requests if r.outcome in ("unmatched", "exhausted")]
+
+    def cli_env(self) -> dict[str, str]:
+        """The environment variables that point the Claude Code CLI at this stub.
+
+        Only the model endpoint; the caller owns the rest of the CLI's
+        environment (HOME, TMPDIR, IS_SANDBOX, ...).
+        """
+        return {
+            "ANTHROPIC_BASE_URL": self.url,
+            "ANTHROPIC_API_KEY": "stub-model-key",  # the CLI needs one; the stub ignores it
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+
+    # -- used by the handler ----------------------------------------------------------
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._records.append(record)
+        if self._on_request is not None:
+            self._on_request(record)
+
+    def _next_index(self) -> int:
+        return next(self._indexes)
+
+    def _next_message_id(self) -> str:
+        return f"msg_stub_{next(self._message_ids):06d}"
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = False  # tracked, so server_close() can join them
+    block_on_close = True
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], stub: StubServer) -> None:
+        self.stub = stub
+        super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up is normal (timeouts, killed CLIs); anything else is a bug.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the CLI expects
+    # Each SSE event is its own small write; with Nagle on, the client's delayed
+    # ACK stalls every turn by ~40 ms.
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.stub._lock:
+            self.server.stub._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.stub._lock:
+            self.server.stub._connections.discard(self.connection)
+        with contextlib.suppress(OSError):  # the peer went away; nothing to flush to
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # records replace the access log
+
+    # -- verbs ---------------------------------------------------------------------
+
+    def do_HEAD(self) -> None:
+        self._other(200, b"")
+
+    def do_GET(self) -> None:
+        self._other(200, b"") if self.path.startswith("/api/hello") else self._not_found()
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        route = self.path.split("?", 1)[0]
+        if route == "/v1/messages/count_tokens":
+            self._other(200, b'{"input_tokens": 0}', content_type="application/json")
+        elif route == "/v1/messages":
+            self._messages(body)
+        else:
+            self._not_found()
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.headers.get("Content-Encoding", "").lower() == "gzip":
+            raw = gzip.decompress(raw)
+        return raw
+
+    def _other(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
+        self._record_plain(status)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _not_found(self) -> None:
+        body = sse.error_body(404, f"stub: no such endpoint {self.path}", "req_stub")
+        self._other(404, body, content_type="application/json")
+
+    def _record_plain(self, status: int) -> None:
+        stub = self.server.stub
+        stub._record(
+            RequestRecord(
+                index=stub._next_index(),
+                time=time.time(),
+                method=self.command,
+                path=self.path,
+                model=None,
+                outcome="other",
+                rule=None,
+                turn=None,
+                agent=None,
+                command=None,
+                subagent=False,
+                session_id=self.headers.get("X-Claude-Code-Session-Id", ""),
+                stream=False,
+                status=status,
+            )
+        )
+
+    def _messages(self, body: bytes) -> None:
+        stub = self.server.stub
+        arrived = time.time()
+        try:
+            decoded = json.loads(body)
+            if not isinstance(decoded, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            self._other(
+                400,
+                sse.error_body(400, f"stub: request body is not JSON: {exc}", "req_stub"),
+                content_type="application/json",
+            )
+            return
+        request = parse_request(decoded, dict(self.headers.items()))
+        reply = stub.responder.reply(request)
+        status = self._status_of(reply)
+        stub._record(
+            RequestRecord(
+                index=stub._next_index(),
+                time=arrived,
+                method=self.command,
+                path=self.path,
+                model=request.model,
+                outcome=reply.outcome,
+                rule=reply.rule,
+                turn=reply.turn,
+                agent=reply.agent,
+                command=request.command,
+                subagent=request.subagent,
+                session_id=request.session_id,
+                stream=request.stream,
+                status=status,
+            )
+        )
+        if reply.delay and stub._stopping.wait(reply.delay):
+            self.close_connection = True
+            return
+        try:
+            self._send_reply(reply, request.model, request.stream)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the CLI gave up on this request (its timeout)
+
+    @staticmethod
+    def _status_of(reply: Reply) -> int:
+        fault = reply.fault
+        if fault is None or fault.kind in ("malformed_sse", "disconnect"):
+            return 200
+        return fault.http_status  # 0 for a hang: nothing is sent
+
+    def _send_reply(self, reply: Reply, model: str, stream: bool) -> None:
+        stub = self.server.stub
+        fault = reply.fault
+        message_id = stub._next_message_id()
+        request_id = message_id.replace("msg_", "req_", 1)
+        if fault is not None and fault.kind == "hang":
+            stub._stopping.wait(fault.hang_seconds)
+            self.close_connection = True
+            return
+        if fault is not None and fault.kind == "http_status":
+            body = sse.error_body(fault.http_status, fault.message, request_id)
+            self.send_response(fault.http_status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("request-id", request_id)
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if not stream:
+            self._send_json(reply, model, message_id, request_id)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("request-id", request_id)
+        self.end_headers()
+        if fault is not None and fault.kind == "malformed_sse":
+            self._chunk(sse.MALFORMED_EVENT)
+            self._chunk(b"")
+            return
+        events = sse.message_events(message_id, model, reply.blocks, reply.stop_reason, reply.usage)
+        for data in events:
+            self._chunk(data)
+            if fault is not None and fault.kind == "disconnect":
+                # Cut the stream after message_start, as a dropped connection would.
+                self._hang_up()
+                return
+        self._chunk(b"")  # the terminating zero-length chunk
+
+    def _send_json(self, reply: Reply, model: str, message_id: str, request_id: str) -> None:
+        fault = reply.fault
+        if fault is not None and fault.kind == "disconnect":
+            self._hang_up()
+            return
+        if fault is not None and fault.kind == "malformed_sse":
+            body = sse.MALFORMED_JSON
+        else:
+            body = sse.message_json(message_id, model, reply.blocks, reply.stop_reason, reply.usage)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("request-id", request_id)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _hang_up(self) -> None:
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()

@@ -1,0 +1,126 @@
+"""The workspace as it was before a stage, put back before a retried attempt.
+
+A stage whose model endpoint failed is run again (`ci_evals.agents.retry`). The
+failed attempt may already have written, changed or deleted files; the next
+attempt must start from what the stage started from, or its verdict would
+rest on files it did not write. `FolderCheckpoint.save` copies the folders
+(the workspace and the plugin copy) before the first attempt; `restore` empties
+them and copies the saved state back; `discard` removes the copy.
+
+A full copy, made only when retries are possible: an agent's tools may write
+a file in place (truncate and rewrite), so hard links would share the damage,
+and which files an attempt will touch is not known before it runs. Links are
+copied as links (never followed); files keep their permission bits.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from ci_evals.fs.copy import copy_many
+
+
+class FolderCheckpoint:
+    """A saved copy of `folders`, kept under `store` (which must not exist yet)."""
+
+    def __init__(self, folders: Sequence[Path], store: Path) -> None:
+        self.folders = tuple(folders)
+        self.store = store
+        self.saved = False
+
+    def save(self) -> None:
+        self.store.mkdir(parents=True)
+        for index, folder in enumerate(self.folders):
+            _mirror(folder, self.store / str(index))
+        self.saved = True
+
+    def restore(self) -> None:
+        """Make each folder exactly what it was at `save` (raises OSError when it cannot).
+
+        Never through a link: the agent may have replaced a folder (or one
+        inside it) with a link to somewhere else; the link is removed, and
+        what it points at is left alone.
+        """
+        if not self.saved:
+            raise RuntimeError("restore() before save()")
+        for index, folder in enumerate(self.folders):
+            try:
+                kind = os.lstat(folder).st_mode
+            except FileNotFoundError:
+                kind = None
+            if kind is not None and not stat.S_ISDIR(kind):  # a link or a file in its place
+                os.unlink(folder)
+                kind = None
+            if kind is None:
+                os.mkdir(folder)
+            _empty(folder)
+            _mirror(self.store / str(index), folder)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.store, ignore_errors=True)
+        self.saved = False
+
+
+def _mirror(source: Path, dest: Path) -> None:
+    """Copy the tree `source` into the folder `dest` (created if missing)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    files: list[tuple[str, str]] = []
+    folders: list[tuple[Path, Path]] = [(source, dest)]
+    for folder, names in _tree(source):
+        target = dest / folder if folder else dest
+        for name, kind in names:
+            src, dst = source / folder / name, target / name
+            if kind == "dir":
+                dst.mkdir()
+                folders.append((src, dst))
+            elif kind == "link":
+                os.symlink(os.readlink(src), dst)
+            else:
+                files.append((str(src), str(dst)))
+    for _ in copy_many(files):
+        pass
+    for src, dst in reversed(folders):  # last: a read-only folder takes no new files
+        shutil.copymode(src, dst)
+
+
+def _tree(top: Path) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """(folder relative to `top`, [(name, "dir" | "link" | "file")]), parents first."""
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        names: list[tuple[str, str]] = []
+        with os.scandir(top / folder) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    names.append((entry.name, "link"))
+                elif entry.is_dir(follow_symlinks=False):
+                    names.append((entry.name, "dir"))
+                    pending.append(f"{folder}/{entry.name}" if folder else entry.name)
+                elif stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+                    names.append((entry.name, "file"))
+                # anything else (a FIFO, a socket) is not workspace content
+        yield folder, names
+
+
+def _empty(folder: Path) -> None:
+    """Remove everything inside the real folder `folder` (not a link: checked by the
+    caller), making folders writable on the way down. Links are removed, never
+    followed. No recursion: an agent can make a tree thousands of folders deep."""
+    folders = [str(folder)]
+    index = 0
+    while index < len(folders):  # top-down: open each folder before looking inside
+        current = folders[index]
+        index += 1
+        os.chmod(current, stat.S_IMODE(os.lstat(current).st_mode) | stat.S_IRWXU)
+        with os.scandir(current) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+    for current in reversed(folders[1:]):  # bottom-up: each is empty by now
+        os.rmdir(current)

@@ -1,0 +1,398 @@
+"""Snapshots of a workspace before and after a stage, and what changed between them.
+
+A snapshot records every regular file and symbolic link under a folder (links
+are recorded with their target, never followed; folders themselves are not
+recorded) with its stat identity and a SHA-256 of its content.
+
+Exact and fast at once: the content of every file is hashed, so a file that
+was rewritten with the same size and the same mtime (restored with `utime`)
+still counts as modified. Hashing is skipped only when `previous` (an earlier
+snapshot of the same folder) has the same file with the same device, inode,
+size, mtime *and ctime* -- ctime cannot be set from user space, and every write,
+truncate, chmod or `utime` moves it -- and the file's times were at least one
+"racy window" older than the moment that earlier snapshot started. That window
+is git's "racily clean" problem: file times come from a coarse clock, so a
+change made in the same clock tick as the snapshot could leave them equal. The
+window is 20 ms (Linux updates file times at least every 10 ms) on file systems
+with sub-second timestamps, 2 s where every timestamp is a whole second (FAT,
+HFS+, ext3). A clock stepped backwards during a run defeats it; nothing else
+should. Files that need hashing are hashed on two threads (hashlib releases
+the GIL for large buffers).
+
+Pass the "after" snapshot of stage k as `previous` to the snapshots of stage
+k+1, and only what the agent touched is read again.
+
+Files laid down from fixtures are not hashed at all until they matter: the
+workspace's baseline snapshot (`Workspace.baseline`, built from the stat of
+each copy as it was written) records them with `sha256=None` and the fixture
+file they were copied from (`source`). Their hash is computed from that source
+only when one of them is modified or deleted; unchanged ones are never read.
+So the first snapshot of a freshly laid workspace is as cheap as a warm one.
+The fixtures must not change while a run is in progress.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Collection, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from ci_evals.fs.copy import copy_file
+
+# A file whose mtime or ctime is this close to (or after) the moment a snapshot
+# started cannot be trusted to show a later change in its times (module doc).
+RACY_NS = 20_000_000
+COARSE_RACY_NS = 2_000_000_000
+_THREADS = 2
+_BLOCK = 1 << 20
+# The hash recorded for a file that exists but cannot be read (never equal to
+# another file's, so it always counts as changed).
+UNREADABLE = "unreadable"
+
+Kind = Literal["file", "link"]
+ChangeKind = Literal["added", "modified", "deleted"]
+
+
+class Entry(NamedTuple):
+    """One file or link. A NamedTuple, not a dataclass: a snapshot makes one per
+    file, and a frozen dataclass takes ~5x longer to build."""
+
+    kind: Kind
+    size: int  # bytes of content, or of the link target
+    mode: int  # permission bits
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+    # Of the content (for a link, of its target); None: not hashed yet, the
+    # content is that of the fixture file `source` it was copied from.
+    sha256: str | None
+    target: str | None = None  # a link's target, as written
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    root: Path
+    entries: Mapping[str, Entry]  # POSIX path relative to root -> entry
+    taken_ns: int  # wall clock when the walk started
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str  # POSIX, relative to the workspace
+    change: ChangeKind
+    kind: Kind
+    sha256: str  # new content (added, modified) or the content that was deleted
+    size: int
+    target: str | None = None  # for links
+
+
+@dataclass(frozen=True)
+class Changes:
+    added: tuple[Change, ...]
+    modified: tuple[Change, ...]
+    deleted: tuple[Change, ...]
+
+    @property
+    def all(self) -> tuple[Change, ...]:
+        """Every change, sorted by path."""
+        return tuple(sorted((*self.added, *self.modified, *self.deleted), key=lambda c: c.path))
+
+    @property
+    def produced(self) -> tuple[Change, ...]:
+        """Added and modified entries, sorted by path: what the stage left behind."""
+        return tuple(sorted((*self.added, *self.modified), key=lambda c: c.path))
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.modified or self.deleted)
+
+
+def take_snapshot(
+    root: Path,
+    exclude: Collection[str] = (),
+    previous: Snapshot | None = None,
+) -> Snapshot:
+    """Record every file and link under `root`.
+
+    `exclude` holds POSIX paths relative to `root`; an excluded folder is not
+    entered. `previous` lets unchanged files keep their hash (see module doc).
+    """
+    taken_ns = time.time_ns()
+    excluded = frozenset(p.strip("/") for p in exclude)
+    reusable = _reusable(previous) if previous is not None and previous.root == root else {}
+    entries: dict[str, Entry] = {}
+    to_hash: list[tuple[str, str, os.stat_result]] = []
+    for rel, path, info in _walk(str(root), excluded):
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                target = os.readlink(path)
+            except OSError:
+                continue  # removed while we looked
+            entries[rel] = link_entry(info, target)
+            continue
+        old = reusable.get(rel)
+        if old is not None and _same_file(old, info):
+            entries[rel] = _entry("file", info, info.st_size, old.sha256, source=old.source)
+        else:
+            to_hash.append((rel, path, info))
+    for rel, info, digest in _hash_all(to_hash):
+        entries[rel] = _entry("file", info, info.st_size, digest)
+    return Snapshot(root=root, entries=entries, taken_ns=taken_ns)
+
+
+def diff_snapshots(before: Snapshot, after: Snapshot) -> Changes:
+    added: list[Change] = []
+    modified: list[Change] = []
+    deleted: list[Change] = []
+    for rel, new in after.entries.items():
+        old = before.entries.get(rel)
+        if old is None:
+            added.append(_change(rel, "added", new))
+        elif (
+            old.kind != new.kind
+            or (old.mode & 0o111) != (new.mode & 0o111)  # made executable, or not
+            or not _same_content(old, new)
+        ):
+            modified.append(_change(rel, "modified", new))
+    for rel, old in before.entries.items():
+        if rel not in after.entries:
+            deleted.append(_change(rel, "deleted", old))
+    by_path = lambda c: c.path  # noqa: E731
+    return Changes(
+        added=tuple(sorted(added, key=by_path)),
+        modified=tuple(sorted(modified, key=by_path)),
+        deleted=tuple(sorted(deleted, key=by_path)),
+    )
+
+
+def seeded_entry(info: os.stat_result, source: str) -> Entry:
+    """An entry for a file just copied from `source`, hashed only if it is ever needed."""
+    return Entry(
+        "file",
+        info.st_size,
+        info.st_mode & 0o7777,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+        info.st_ino,
+        info.st_dev,
+        None,
+        None,
+        source,
+    )
+
+
+def link_entry(info: os.stat_result, target: str) -> Entry:
+    encoded = os.fsencode(target)
+    return _entry("link", info, len(encoded), _sha(encoded), target=target)
+
+
+def content_hash(entry: Entry) -> str:
+    """The entry's SHA-256, computing it from its fixture source if it was deferred."""
+    if entry.sha256 is not None:
+        return entry.sha256
+    assert entry.source is not None, "an entry without a hash must name its source"
+    result = _hash_one(("", entry.source, None))
+    # A fixture removed during the run: its content is unknown, never "equal".
+    return result[2] if result is not None else "unknown:" + entry.source
+
+
+def _same_content(old: Entry, new: Entry) -> bool:
+    if old.sha256 is None and new.sha256 is None:
+        # Both still the copy of a fixture file nobody has touched since.
+        return old.source == new.source
+    before, after = content_hash(old), content_hash(new)
+    if UNREADABLE in (before, after):
+        # Unknown content: the same only if it is visibly the same file, untouched.
+        return before == after and _identity(old) == _identity(new)
+    return before == after
+
+
+def _identity(entry: Entry) -> tuple[int, int, int, int, int]:
+    return entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns
+
+
+def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Path) -> list[str]:
+    """Copy the added and modified regular files from `workspace` into `dest`.
+
+    Links are not recreated (a link could point anywhere on the host; graders
+    must not follow it): they appear in the changes with their target. A file
+    that vanished, or became a link or a folder, since the snapshot is skipped.
+    Returns the paths copied.
+    """
+    items = changes.produced if isinstance(changes, Changes) else changes
+    copied: list[str] = []
+    for change in items:
+        if change.kind != "file" or change.change == "deleted":
+            continue
+        target = dest / change.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            copy_file(str(workspace / change.path), str(target), follow_links=False)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            continue
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                continue  # replaced by a link since the snapshot: never followed
+            raise
+        copied.append(change.path)
+    return copied
+
+
+# -- internals ----------------------------------------------------------------
+
+
+def _walk(root: str, excluded: frozenset[str]) -> Iterable[tuple[str, str, os.stat_result]]:
+    """(relative path, path, lstat) of every file and link; links are not followed."""
+    stack = [("", root)]
+    while stack:
+        prefix, folder = stack.pop()
+        try:
+            scan = os.scandir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed or replaced while we walked
+        except PermissionError:
+            continue  # a folder the agent closed to us: its files cannot be seen
+        with scan:
+            for entry in scan:
+                rel = prefix + entry.name
+                if rel in excluded:
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((rel + "/", entry.path))
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                    yield rel, entry.path, info
+                # sockets, pipes and devices are not content: left out
+
+
+def _reusable(previous: Snapshot) -> dict[str, Entry]:
+    """Entries of `previous` whose times were settled when it was taken."""
+    limit = previous.taken_ns - racy_window(previous)
+    return {
+        rel: entry
+        for rel, entry in previous.entries.items()
+        if entry.kind == "file"
+        and entry.sha256 != UNREADABLE  # try again: it may be readable now
+        and entry.mtime_ns < limit
+        and entry.ctime_ns < limit
+    }
+
+
+def racy_window(snapshot: Snapshot) -> int:
+    """Nanoseconds before `taken_ns` within which a file's times prove nothing."""
+    files = [e for e in snapshot.entries.values() if e.kind == "file"]
+    if files and all(e.mtime_ns % 1_000_000_000 == 0 for e in files):
+        return COARSE_RACY_NS
+    return RACY_NS
+
+
+def _same_file(old: Entry, info: os.stat_result) -> bool:
+    return (
+        old.ino == info.st_ino
+        and old.dev == info.st_dev
+        and old.size == info.st_size
+        and old.mtime_ns == info.st_mtime_ns
+        and old.ctime_ns == info.st_ctime_ns
+    )
+
+
+def _entry(
+    kind: Kind,
+    info: os.stat_result,
+    size: int,
+    digest: str | None,
+    *,
+    target: str | None = None,
+    source: str | None = None,
+) -> Entry:
+    return Entry(
+        kind=kind,
+        size=size,
+        mode=stat.S_IMODE(info.st_mode),
+        mtime_ns=info.st_mtime_ns,
+        ctime_ns=info.st_ctime_ns,
+        ino=info.st_ino,
+        dev=info.st_dev,
+        sha256=digest,
+        target=target,
+        source=source,
+    )
+
+
+def _change(rel: str, change: ChangeKind, entry: Entry) -> Change:
+    return Change(
+        path=rel,
+        change=change,
+        kind=entry.kind,
+        sha256=content_hash(entry),
+        size=entry.size,
+        target=entry.target,
+    )
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _hash_all(
+    jobs: list[tuple[str, str, os.stat_result]],
+) -> list[tuple[str, os.stat_result, str]]:
+    """Hash files; the ones that vanished meanwhile are left out."""
+    if len(jobs) < 64:
+        return [result for result in map(_hash_one, jobs) if result is not None]
+    # Chunks balanced by bytes, so one thread does not get every large file.
+    chunks: list[list[tuple[str, str, os.stat_result]]] = [[] for _ in range(_THREADS * 4)]
+    loads = [0] * len(chunks)
+    for job in sorted(jobs, key=lambda j: j[2].st_size, reverse=True):
+        index = loads.index(min(loads))
+        chunks[index].append(job)
+        loads[index] += job[2].st_size + 4096  # + a fixed cost per file
+    results: list[tuple[str, os.stat_result, str]] = []
+    with ThreadPoolExecutor(_THREADS) as pool:
+        for part in pool.map(_hash_chunk, chunks):
+            results.extend(part)
+    return results
+
+
+def _hash_chunk(
+    jobs: list[tuple[str, str, os.stat_result]],
+) -> list[tuple[str, os.stat_result, str]]:
+    return [result for result in map(_hash_one, jobs) if result is not None]
+
+
+def _hash_one(
+    job: tuple[str, str, os.stat_result | None],
+) -> tuple[str, os.stat_result, str] | None:
+    rel, path, seen = job
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
+    except PermissionError:
+        # The agent made it unreadable: it is there, its content unknown. Left
+        # out, it would be reported as deleted.
+        return None if seen is None else (rel, seen, UNREADABLE)
+    except OSError:
+        return None  # removed, or replaced by a link, since the walk
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # replaced by a pipe or a device since the walk
+        digest = hashlib.sha256()
+        while block := os.read(fd, _BLOCK):
+            digest.update(block)
+        # The content just read belongs to the stat taken now, not the one from the walk.
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return rel, after, digest.hexdigest()

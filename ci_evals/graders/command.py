@@ -1,0 +1,433 @@
+"""Command graders: run a program in the graded folder; exit 0 passes.
+
+```yaml
+graders:
+  - id: plan-lint
+    command: [python3, -m, labsmith_lint, lab/plan.json]   # argv, never a shell string
+    timeout_s: 60
+  - id: unit
+    script: plugin:scripts/run-tests.sh     # or a path relative to the suite file
+    args: [--fast]
+    cwd: lab                                # inside the folder (default: the folder itself)
+    junit: lab/report.xml                   # optional: one criterion per test case
+  - id: smoke
+    command: [./smoke]
+    json_results: smoke.json                # optional: [{"name", "passed", "detail"?}]
+```
+
+The command runs in its own process group with stdin closed; on timeout
+the whole group is killed (and so is anything it left running when it
+exits). Output (stdout and stderr together) keeps only the last
+`MAX_OUTPUT_BYTES`. The result is one checklist criterion for the exit
+code, plus one per sub-result when a results file is configured.
+
+Fail closed: a command that cannot start, or a configured results file that
+is missing (after exit 0), unreadable, empty, or left over from before the
+command ran, makes the grader's result an error, not a pass.
+
+The command runs on the host with the environment the caller passes
+(default: only PATH and LANG): graders that execute what the agent built
+belong in a sandbox, which is the caller's choice of `argv` and `env`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from ci_evals.config.yaml_source import Field
+    from ci_evals.results.criteria import Criterion, GraderResult
+
+MAX_OUTPUT_BYTES = 64 * 1024
+DEFAULT_TIMEOUT_S = 300.0
+MAX_RESULTS_BYTES = 16 * 1024 * 1024
+_DETAIL_TAIL = 1000  # characters of output shown in a failing criterion's detail
+_DRAIN_S = 2.0  # after the group is gone, how long the rest of the output may take
+_DEFAULT_ENV = {"PATH": os.defpath, "LANG": "C.UTF-8"}
+
+GRADER_KEYS = ("id", "command", "script", "args", "cwd", "timeout_s", "junit", "json_results")
+
+
+@dataclass(frozen=True)
+class CommandGrader:
+    id: str
+    argv: tuple[str, ...]
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    cwd: str = "."  # relative to the graded folder
+    junit: str | None = None  # relative to the graded folder
+    json_results: str | None = None
+
+
+# -- loading -------------------------------------------------------------------
+
+
+def load_command_graders(
+    field: Field, *, suite_dir: Path, plugin_dir: Path
+) -> tuple[CommandGrader, ...]:
+    """A stage's `graders:` list; ids must be unique."""
+    graders: list[CommandGrader] = []
+    seen: dict[str, int] = {}
+    for item in field.sequence():
+        grader = load_command_grader(item, suite_dir=suite_dir, plugin_dir=plugin_dir)
+        if grader.id in seen:
+            raise item.error(f"duplicate grader id {grader.id!r} (also line {seen[grader.id]})")
+        seen[grader.id] = item.line
+        graders.append(grader)
+    return tuple(graders)
+
+
+def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> CommandGrader:
+    keys = item.mapping(GRADER_KEYS, required=("id",), what="command grader")
+    if ("command" in keys) == ("script" in keys):
+        raise item.error("a command grader has exactly one of 'command' or 'script'")
+    if "command" in keys:
+        if "args" in keys:
+            raise keys["args"].error("'args' goes with 'script'; put them in 'command'")
+        command = keys["command"]
+        if not isinstance(command.node, yaml.SequenceNode):
+            raise command.error(
+                "command must be a list of arguments",
+                hint="e.g. [pytest, -q]; a shell string is never run (use script: for a script)",
+            )
+        argv = tuple(command.as_str_list(allow_empty=False))
+    else:
+        script = _script_path(keys["script"], suite_dir, plugin_dir)
+        args = keys["args"].as_str_list() if "args" in keys else []
+        argv = (str(script), *args)
+    timeout = DEFAULT_TIMEOUT_S
+    if "timeout_s" in keys:
+        timeout = keys["timeout_s"].as_number(minimum=0.001)
+    if "junit" in keys and "json_results" in keys:
+        raise keys["json_results"].error("use either 'junit' or 'json_results'")
+    return CommandGrader(
+        id=keys["id"].as_str(),
+        argv=argv,
+        timeout_s=timeout,
+        cwd=_inside(keys["cwd"]) if "cwd" in keys else ".",
+        junit=_inside(keys["junit"]) if "junit" in keys else None,
+        json_results=_inside(keys["json_results"]) if "json_results" in keys else None,
+    )
+
+
+def _script_path(value: Field, suite_dir: Path, plugin_dir: Path) -> Path:
+    text = value.as_str()
+    if text.startswith("plugin:"):
+        path = plugin_dir / text.removeprefix("plugin:")
+    else:
+        path = suite_dir / text
+    if not path.is_file():
+        raise value.error(
+            f"script not found: {path}",
+            hint="relative to the suite file; write plugin:PATH for the plugin folder",
+        )
+    if not os.access(path, os.X_OK):
+        raise value.error(f"script is not executable: {path}", hint=f"chmod +x {text}")
+    return path.resolve()
+
+
+def _inside(value: Field) -> str:
+    text = value.as_str()
+    if Path(text).is_absolute() or ".." in Path(text).parts:
+        raise value.error(f"{text!r} must be relative to the graded folder and stay inside it")
+    return text
+
+
+# -- running a process -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    returncode: int | None  # None when it timed out
+    timed_out: bool
+    output: bytes  # the last MAX_OUTPUT_BYTES of stdout+stderr
+    dropped: int  # bytes cut from the front
+    seconds: float
+
+    def tail(self, limit: int = _DETAIL_TAIL) -> str:
+        text = self.output.decode("utf-8", "replace")
+        cut = self.dropped + max(0, len(text) - limit)
+        return (f"[{cut} bytes cut] " if cut else "") + text[-limit:].strip()
+
+
+def run_process(
+    argv: Sequence[str],
+    cwd: Path,
+    *,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    max_output: int = MAX_OUTPUT_BYTES,
+) -> ProcessRun:
+    """Run `argv` in `cwd` in a new process group; kill the group on timeout or exit.
+
+    Raises OSError when the program cannot be started.
+    """
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(_DEFAULT_ENV if env is None else env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so we can end all of it
+    )
+    assert proc.stdout is not None
+    buffer = bytearray()
+    dropped = [0]
+    reader = threading.Thread(
+        target=_read_tail, args=(proc.stdout, buffer, dropped, max_output), daemon=True
+    )
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # Also on a normal exit: nothing the grader started may outlive it.
+        _kill_group(proc.pid)
+        proc.wait()
+        reader.join(timeout=_DRAIN_S)
+        # A process that left the group (setsid) may still hold the pipe: then
+        # the reader is blocked in read and closing would block on its lock.
+        # Leave both to end when that process does; the output so far is kept.
+        if not reader.is_alive():
+            proc.stdout.close()
+    return ProcessRun(
+        returncode=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        output=bytes(buffer),
+        dropped=dropped[0],
+        seconds=time.monotonic() - start,
+    )
+
+
+def _read_tail(stream: IO[bytes], buffer: bytearray, dropped: list[int], cap: int) -> None:
+    with contextlib.suppress(OSError, ValueError):  # closed under us after a timeout
+        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+            buffer.extend(chunk)
+            if len(buffer) > cap:
+                dropped[0] += len(buffer) - cap
+                del buffer[: len(buffer) - cap]
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+# -- grading ---------------------------------------------------------------------
+
+
+def run_command_grader(
+    grader: CommandGrader,
+    folder: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    output_path: Path | None = None,
+) -> GraderResult:
+    """Run one command grader in `folder`; write its (capped) output to `output_path`."""
+    from ci_evals.results.criteria import GraderResult, RawOutput  # noqa: PLC0415
+
+    folder = folder.resolve()
+    name = f"command:{grader.id}"
+    cwd = (folder / grader.cwd).resolve()
+    if not cwd.is_dir() or not cwd.is_relative_to(folder):
+        # The folder is the agent's output: a missing (or escaping) cwd is its failure.
+        return GraderResult(grader=name, criteria=(_no_cwd(grader),))
+    results_file = grader.junit or grader.json_results
+    before = _fingerprint(folder / results_file) if results_file else None
+    try:
+        run = run_process(grader.argv, cwd, timeout_s=grader.timeout_s, env=env)
+    except OSError as exc:
+        return GraderResult(
+            grader=name, error=f"cannot run {grader.argv[0]}: {exc.strerror or exc}"
+        )
+    raw = None
+    if output_path is not None:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        output_path.write_bytes(run.output)
+        raw = RawOutput(
+            path=str(output_path),
+            sha256=hashlib.sha256(run.output).hexdigest(),
+            size=len(run.output),
+        )
+    main = _exit_criterion(grader, run)
+    criteria: tuple[Criterion, ...] = (main,)
+    error = None
+    if results_file is not None and not run.timed_out:
+        try:
+            criteria = (main, *_sub_results(grader, folder, folder / results_file, before))
+        except _ResultsMissing as exc:
+            # After a failing exit a missing file is part of the failure, not an error.
+            error = str(exc) if run.returncode == 0 else None
+        except ValueError as exc:
+            error = str(exc)
+    return GraderResult(grader=name, criteria=criteria, error=error, raw_output=raw)
+
+
+def _exit_criterion(grader: CommandGrader, run: ProcessRun) -> Criterion:
+    from ci_evals.results.criteria import Criterion  # noqa: PLC0415
+
+    if run.timed_out:
+        detail = f"timed out after {grader.timeout_s:g}s (process group killed)"
+    else:
+        detail = f"exit {run.returncode} in {run.seconds:.2f}s"
+    passed = run.returncode == 0
+    if not passed and run.output:
+        detail += f"; output: {run.tail()}"
+    return Criterion(
+        id=grader.id,
+        kind="checklist",
+        score=1.0 if passed else 0.0,
+        passed=passed,
+        source="command",
+        detail=detail,
+    )
+
+
+def _no_cwd(grader: CommandGrader) -> Criterion:
+    from ci_evals.results.criteria import Criterion  # noqa: PLC0415
+
+    return Criterion(
+        id=grader.id,
+        kind="checklist",
+        score=0.0,
+        passed=False,
+        source="command",
+        detail=f"not run: {grader.cwd} is not a folder inside the graded folder",
+    )
+
+
+class _ResultsMissing(ValueError):
+    pass
+
+
+def _fingerprint(path: Path) -> tuple[int, int, str] | None:
+    try:
+        stat = path.stat()
+        return stat.st_mtime_ns, stat.st_size, hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _sub_results(
+    grader: CommandGrader, folder: Path, path: Path, before: tuple[int, int, str] | None
+) -> list[Criterion]:
+    shown = path.relative_to(folder).as_posix()
+    if not path.is_file():
+        raise _ResultsMissing(f"results file {shown} was not written")
+    if not path.resolve().is_relative_to(folder):
+        raise ValueError(f"results file {shown} points outside the graded folder")
+    if before is not None and _fingerprint(path) == before:
+        # Left in the folder before the command ran (perhaps by the agent): not its result.
+        raise _ResultsMissing(f"results file {shown} was not rewritten by the command")
+    if path.stat().st_size > MAX_RESULTS_BYTES:
+        raise ValueError(f"results file {shown} is larger than {MAX_RESULTS_BYTES} bytes")
+    data = path.read_bytes()
+    rows = _junit(data, shown) if grader.junit else _json_rows(data, shown)
+    if not rows:
+        raise ValueError(f"results file {shown} lists no results")
+    return _criteria(grader.id, rows)
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    passed: bool | None  # None: skipped
+    detail: str
+
+
+def _junit(data: bytes, shown: str) -> list[_Row]:
+    # The stdlib parser is safe here: expat >= 2.4.1 refuses entity-expansion
+    # bombs, and external entities are never fetched.
+    import xml.etree.ElementTree as ET  # noqa: PLC0415
+
+    try:
+        root = ET.fromstring(data)  # noqa: S314
+    except ET.ParseError as exc:
+        raise ValueError(f"results file {shown} is not valid JUnit XML: {exc}") from None
+    if root.tag not in ("testsuites", "testsuite"):
+        raise ValueError(f"results file {shown}: root element is <{root.tag}>, not <testsuite(s)>")
+    rows = []
+    for case in root.iter("testcase"):
+        name = case.get("name") or "(unnamed)"
+        classname = case.get("classname")
+        full = f"{classname}.{name}" if classname else name
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
+            message = problem.get("message") or (problem.text or "").strip()
+            rows.append(_Row(full, False, f"{problem.tag}: {_first_line(message)}"))
+        elif case.find("skipped") is not None:
+            rows.append(_Row(full, None, "skipped"))
+        else:
+            rows.append(_Row(full, True, ""))
+    return rows
+
+
+def _json_rows(data: bytes, shown: str) -> list[_Row]:
+    try:
+        value: Any = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"results file {shown} is nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"results file {shown} is not valid JSON: {exc}") from None
+    if not isinstance(value, list):
+        raise ValueError(f"results file {shown} must hold a JSON array of {{name, passed}}")
+    rows = []
+    for index, item in enumerate(value):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("name"), str)
+            or not item["name"].strip()
+            or not isinstance(item.get("passed"), bool)
+        ):
+            raise ValueError(
+                f"results file {shown}: item {index} is not {{name: string, passed: boolean}}"
+            )
+        detail = item.get("detail", "")
+        rows.append(_Row(item["name"].strip(), item["passed"], str(detail or "")))
+    return rows
+
+
+def _criteria(grader_id: str, rows: list[_Row]) -> list[Criterion]:
+    from ci_evals.results.criteria import Criterion  # noqa: PLC0415
+
+    criteria = []
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.name] = counts.get(row.name, 0) + 1
+        suffix = "" if counts[row.name] == 1 else f"#{counts[row.name]}"
+        criteria.append(
+            Criterion(
+                id=f"{grader_id}/{row.name}{suffix}",
+                kind="checklist",
+                score=None if row.passed is None else float(row.passed),
+                passed=bool(row.passed),
+                # A skipped test says nothing either way: reported, never failing.
+                advisory=row.passed is None,
+                source="command",
+                detail=row.detail,
+            )
+        )
+    return criteria
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."

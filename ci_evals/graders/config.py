@@ -1,0 +1,138 @@
+"""The grading keys of `ci-evals.yaml`, validated at load into frozen records.
+
+The suite loader keeps these keys as positioned YAML (`Stage.extra`,
+`Suite.extra`); it calls `load_stage_grading` / `load_suite_grading` on them
+and gets file:line errors for free. Per stage:
+
+```yaml
+reviewer:                         # the plugin's own review agent
+  agent: agents/review-lab-plan.md          # relative to the plugin folder
+  rubrics: [references/evaluation/checklist/plan-lab, references/evaluation/analytic/plan-lab]
+  prompt: "Read {plugin}/agents/review-lab-plan.md ... Output format: json"
+  model: claude-opus-4-1          # optional judge model (default: the suite's)
+  require_all: true               # optional: every rubric criterion must be scored
+checks: [...]                     # see checks.py
+graders: [...]                    # command graders, see command.py
+scoring: {...}                    # overrides the suite's scoring, see scoring.py
+```
+
+Suite level: `scoring`, `repeat` (runs per scenario, default 1) and
+`pass_at_least` (k of `repeat`; default: all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci_evals.errors import UserError
+from ci_evals.graders.checks import Check, load_checks
+from ci_evals.graders.command import CommandGrader, load_command_graders
+from ci_evals.graders.rubrics import RubricSet, discover
+from ci_evals.graders.scoring import PolicyOverride, load_policy
+
+if TYPE_CHECKING:
+    from ci_evals.config.yaml_source import Field
+
+STAGE_KEYS = ("reviewer", "checks", "graders", "scoring")
+SUITE_KEYS = ("scoring", "repeat", "pass_at_least")
+REVIEWER_KEYS = ("agent", "rubrics", "prompt", "model", "require_all")
+
+
+@dataclass(frozen=True)
+class ReviewerConfig:
+    agent: str  # relative to the plugin folder
+    prompt: str  # a template, rendered by the runner like a stage prompt
+    rubrics: tuple[str, ...]  # folders or globs relative to the plugin folder
+    model: str | None = None
+    require_all: bool = False
+
+    def rubric_set(self, plugin_dir: Path) -> RubricSet:
+        """The rubrics as found in `plugin_dir` (grade against the copy the reviewer read)."""
+        return discover(plugin_dir, self.rubrics)
+
+
+@dataclass(frozen=True)
+class StageGrading:
+    reviewer: ReviewerConfig | None = None
+    checks: tuple[Check, ...] = ()
+    graders: tuple[CommandGrader, ...] = ()
+    scoring: PolicyOverride = field(default_factory=PolicyOverride)
+
+    @property
+    def empty(self) -> bool:
+        """No grader at all: the stage can only be `completed`, never `passed`."""
+        return self.reviewer is None and not self.checks and not self.graders
+
+
+@dataclass(frozen=True)
+class SuiteGrading:
+    scoring: PolicyOverride = field(default_factory=PolicyOverride)
+    repeat: int = 1
+    pass_at_least: int | None = None  # None: every repeat must pass
+
+
+def load_stage_grading(
+    extra: Mapping[str, Field], *, suite_dir: Path, plugin_dir: Path
+) -> StageGrading:
+    """A stage's grading keys (any subset of `STAGE_KEYS`)."""
+    return StageGrading(
+        reviewer=(_load_reviewer(extra["reviewer"], plugin_dir) if "reviewer" in extra else None),
+        checks=(
+            load_checks(extra["checks"], suite_dir=suite_dir, plugin_dir=plugin_dir)
+            if "checks" in extra
+            else ()
+        ),
+        graders=(
+            load_command_graders(extra["graders"], suite_dir=suite_dir, plugin_dir=plugin_dir)
+            if "graders" in extra
+            else ()
+        ),
+        scoring=load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride(),
+    )
+
+
+def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
+    """The suite-level grading keys (any subset of `SUITE_KEYS`)."""
+    repeat = extra["repeat"].as_int(minimum=1) if "repeat" in extra else 1
+    pass_at_least = None
+    if "pass_at_least" in extra:
+        pass_at_least = extra["pass_at_least"].as_int(minimum=1)
+        if pass_at_least > repeat:
+            raise extra["pass_at_least"].error(
+                f"is {pass_at_least} but repeat is {repeat}",
+                hint="set repeat: to at least pass_at_least",
+            )
+    return SuiteGrading(
+        scoring=load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride(),
+        repeat=repeat,
+        pass_at_least=pass_at_least,
+    )
+
+
+def _load_reviewer(value: Field, plugin_dir: Path) -> ReviewerConfig:
+    keys = value.mapping(REVIEWER_KEYS, required=("agent", "rubrics", "prompt"), what="reviewer")
+    agent = keys["agent"].as_str()
+    if Path(agent).is_absolute() or ".." in Path(agent).parts:
+        raise keys["agent"].error("must be a path inside the plugin folder")
+    if not (plugin_dir / agent).is_file():
+        raise keys["agent"].error(
+            f"reviewer agent not found: {plugin_dir / agent}",
+            hint="the path is relative to the plugin folder",
+        )
+    config = ReviewerConfig(
+        agent=agent,
+        prompt=keys["prompt"].as_str(),
+        rubrics=tuple(keys["rubrics"].as_str_list(allow_empty=False)),
+        model=keys["model"].as_str() if "model" in keys else None,
+        require_all=keys["require_all"].as_bool() if "require_all" in keys else False,
+    )
+    try:
+        config.rubric_set(plugin_dir)  # fail at load on a typo'd folder or a bad rubric
+    except UserError as exc:
+        where = keys["rubrics"]
+        detail = f"{exc.message} ({exc.file})" if exc.file else exc.message
+        raise where.error(detail, hint=exc.hint) from None
+    return config

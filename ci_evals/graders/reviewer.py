@@ -1,0 +1,209 @@
+"""Run a stage's reviewer — the plugin's own review agent — and grade its scorecard.
+
+The reviewer is invoked *directly* with its prompt template ("Read
+{plugin}/agents/review-lab-plan.md for your instructions. Review ... Output
+format: json"), not through a slash command, so its scorecard is its final
+message. It runs through the same agent backend and limits as the stage, on a
+fresh copy of the workspace state the stage left (`state.copy_state`), next
+to a pristine copy of the plugin: it can neither change what is graded nor
+read a rubric the agent under test rewrote. Its trajectory, stderr, raw final
+message and parsed scorecard go to the run folder, out of its reach.
+
+Fail closed: a reviewer that times out, hits a limit, fails, or returns
+anything `scorecard.grade_scorecard` does not accept gives a `GraderResult`
+with `error` set (the stage is then `error`, never a pass), and whatever it
+said is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci_evals.agents import Abort, Agent, Limits, StageOutcome, StageRequest
+from ci_evals.config.templates import Template
+from ci_evals.errors import UserError
+from ci_evals.fs.state import copy_state
+from ci_evals.graders.config import ReviewerConfig
+from ci_evals.graders.rubrics import RubricSet
+from ci_evals.graders.scorecard import grade_scorecard
+from ci_evals.results.criteria import GraderResult, RawOutput, RubricRef
+
+GRADER = "reviewer"
+SCORECARD_FILE = "scorecard.json"
+OUTPUT_FILE = "reviewer-output.txt"
+TRAJECTORY_FILE = "reviewer-trajectory.jsonl"
+STDERR_FILE = "reviewer-stderr.log"
+
+
+@dataclass(frozen=True)
+class ReviewJob:
+    """Everything one reviewer run needs."""
+
+    config: ReviewerConfig
+    prompt: Template  # the reviewer's prompt template (`Stage.reviewer_prompt`)
+    state: Path  # the saved workspace state to review (never written)
+    plugin_source: Path  # the suite's plugin folder in the repository
+    cwd: str  # the stage's working folder, relative to the workspace ("" = its root)
+    values: Callable[[Path, Path], dict[str, str]]  # (workspace, plugin) -> template values
+    work_dir: Path  # a fresh folder for the copies; removed afterwards unless `keep`
+    out_dir: Path  # in the run folder: trajectory, stderr, raw output, scorecard.json
+    env: Mapping[str, str]  # the complete agent environment (see agent_env)
+    limits: Limits
+    model: str | None = None  # the run's model; the reviewer's own `model:` wins
+    keep: bool = False
+
+
+def fingerprint(config: ReviewerConfig, plugin_dir: Path, prompt: Template) -> str:
+    """A hash of everything that decides how a saved scorecard is read and what the
+    reviewer was told: its agent file, its prompt template, its rubric files and
+    `require_all`. Equal fingerprints mean a saved scorecard can be re-used."""
+    digest = hashlib.sha256()
+    digest.update(prompt.text.encode())
+    digest.update(b"\0require_all=" + str(config.require_all).encode())
+    agent_file = plugin_dir / config.agent
+    digest.update(b"\0agent=" + _file_hash(agent_file).encode())
+    for rubric in config.rubric_set(plugin_dir).files():
+        rel = rubric.path.relative_to(plugin_dir).as_posix()
+        digest.update(f"\0{rel}={rubric.sha256}".encode())
+    return digest.hexdigest()
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+async def run_reviewer(job: ReviewJob, agent: Agent, abort: Abort) -> GraderResult:
+    """Copy the state, run the reviewer agent on it, grade its final message."""
+    job.out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        workspace, plugin = copy_state(job.state, job.plugin_source, job.work_dir)
+    except (OSError, UserError) as exc:
+        return GraderResult(grader=GRADER, error=f"cannot prepare the reviewer's copy: {exc}")
+    try:
+        return await _review(job, agent, abort, workspace, plugin)
+    finally:
+        if not job.keep:
+            shutil.rmtree(job.work_dir, ignore_errors=True)
+
+
+async def _review(
+    job: ReviewJob, agent: Agent, abort: Abort, workspace: Path, plugin: Path
+) -> GraderResult:
+    try:
+        rubrics = job.config.rubric_set(plugin)
+        stamp = fingerprint(job.config, plugin, job.prompt)
+        prompt = job.prompt.render(job.values(workspace, plugin))
+    except UserError as exc:  # a rubric folder gone or broken since the suite was loaded
+        return GraderResult(grader=GRADER, error=f"the reviewer's rubrics: {exc.message}")
+    request = StageRequest(
+        prompt=prompt,
+        cwd=workspace / job.cwd if job.cwd else workspace,
+        plugin_dir=plugin,
+        env=job.env,
+        trajectory_path=job.out_dir / TRAJECTORY_FILE,
+        stderr_path=job.out_dir / STDERR_FILE,
+        model=job.config.model or job.model,
+        max_turns=job.limits.max_turns,
+        timeout_s=job.limits.timeout_s,
+        max_budget_usd=job.limits.max_budget_usd,
+    )
+    outcome = await agent.run_stage(request, abort=abort)
+    judge = job.config.model or job.model or judge_model(request.trajectory_path)
+    extra = {
+        "cost_usd": outcome.cost_usd,
+        "trajectory": str(request.trajectory_path),
+        "fingerprint": stamp,
+    }
+    if outcome.status != "completed":
+        result = _failed(outcome, job, judge, rubrics).model_copy(update=extra)
+    else:
+        result = grade_scorecard(
+            outcome.final_text or "",
+            rubrics,
+            grader=GRADER,
+            raw_path=job.out_dir / OUTPUT_FILE,
+            judge_model=judge,
+            require_all=job.config.require_all,
+        ).model_copy(update=extra)
+    result = plugin_relative(result, plugin)
+    write_scorecard(job.out_dir / SCORECARD_FILE, result, outcome.final_text)
+    return result
+
+
+def plugin_relative(result: GraderResult, plugin: Path) -> GraderResult:
+    """Rubric paths as `plugin/<path>`: the copy they were read from is temporary."""
+
+    def rel(path: str | None) -> str | None:
+        if path is None:
+            return None
+        try:
+            return "plugin/" + Path(path).relative_to(plugin).as_posix()
+        except ValueError:
+            return path
+
+    return result.model_copy(
+        update={
+            "rubrics": tuple(r.model_copy(update={"path": rel(r.path)}) for r in result.rubrics),
+            "criteria": tuple(
+                c.model_copy(update={"rubric": rel(c.rubric)}) for c in result.criteria
+            ),
+        }
+    )
+
+
+def _failed(
+    outcome: StageOutcome, job: ReviewJob, judge: str | None, rubrics: RubricSet
+) -> GraderResult:
+    """A reviewer run that produced no scorecard to trust; its last words are kept."""
+    if outcome.limit == "time":
+        reason = f"the reviewer timed out after {job.limits.timeout_s:g} s"
+    elif outcome.status == "limit":
+        reason = f"the reviewer hit its {outcome.limit} limit ({outcome.error})"
+    elif outcome.status == "interrupted":
+        reason = "the reviewer was interrupted"
+    else:
+        reason = f"the reviewer failed: {outcome.error}"
+    raw = None
+    if outcome.final_text is not None:
+        path = job.out_dir / OUTPUT_FILE
+        data = outcome.final_text.encode("utf-8", "surrogateescape")
+        path.write_bytes(data)
+        raw = RawOutput(path=str(path), sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    refs = tuple(
+        RubricRef(id=r.id, kind=r.kind, path=str(r.path), sha256=r.sha256) for r in rubrics.files()
+    )
+    return GraderResult(
+        grader=GRADER, error=reason, raw_output=raw, judge_model=judge, rubrics=refs
+    )
+
+
+def write_scorecard(path: Path, result: GraderResult, raw: str | None) -> None:
+    """`scorecard.json`: the raw final message and the graded result, side by side."""
+    record = {"raw": raw, "result": result.model_dump(mode="json")}
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def judge_model(trajectory: Path) -> str | None:
+    """The model the reviewer's CLI actually answered with (first real assistant message)."""
+    try:
+        lines = trajectory.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("type") == "AssistantMessage":
+            model = record.get("model")
+            if isinstance(model, str) and model and not model.startswith("<"):
+                return model
+    return None

@@ -1,0 +1,208 @@
+"""`results.json`: the typed, versioned record of one run.
+
+The run writes it (again after every stage, so an interrupted run still leaves
+one); `grade`, `report` and the PR comment only read it. Models reject unknown
+fields, and a file of another `version` is refused with a clear message rather
+than half-read. Bump `VERSION` when a change would make an old reader
+misunderstand a new file (adding an optional field with a default does not).
+
+This module imports pydantic (~0.15 s): only run/grade/report import it, never
+the hook or compute-stage path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ci_evals.errors import UserError
+from ci_evals.fs.snapshot import Change
+from ci_evals.results.criteria import StageVerdict
+from ci_evals.results.stats import StageSummary
+
+VERSION = 1
+RESULTS_FILE = "results.json"
+
+RunStatus = Literal["running", "completed", "interrupted", "error"]
+StageStatus = Literal[
+    "completed",  # ran to the end; no graders (yet) to say passed or failed
+    "passed",
+    "failed",
+    "error",  # the CLI failed, reported is_error, or crashed
+    "limit",  # a turn, time or budget limit was hit: a failure, not an error
+    "skipped",  # an earlier stage did not complete, or the run budget was spent
+    "pending",  # not started yet
+    "running",
+]
+LimitHit = Literal["turns", "time", "budget"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FileChange(_Model):
+    path: str  # POSIX, relative to the workspace
+    change: Literal["added", "modified", "deleted"]
+    kind: Literal["file", "link"] = "file"
+    sha256: str  # new content; for `deleted`, the content that was removed
+    size: int
+    target: str | None = None  # a link's target
+
+    @classmethod
+    def from_change(cls, change: Change) -> FileChange:
+        return cls(
+            path=printable_path(change.path),
+            change=change.change,
+            kind=change.kind,
+            sha256=change.sha256,
+            size=change.size,
+            target=None if change.target is None else printable_path(change.target),
+        )
+
+
+def printable_path(path: str) -> str:
+    """A file name as valid UTF-8 text: bytes that are not UTF-8 become `\\xNN`.
+
+    Names come from the file system with `surrogateescape`; JSON cannot hold
+    those, and one odd name the agent wrote must not lose the whole results file.
+    """
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def file_changes(changes: Iterable[Change]) -> list[FileChange]:
+    """Snapshot changes (`Changes.all`) as result records."""
+    return [FileChange.from_change(change) for change in changes]
+
+
+class StageResult(_Model):
+    number: int
+    name: str
+    status: StageStatus = "pending"
+    limit_hit: LimitHit | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    duration_s: float | None = None  # wall clock, measured by ci-evals
+    duration_api_ms: int | None = None  # as the CLI reports it
+    turns: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    session_id: str | None = None
+    produced: list[FileChange] = Field(default_factory=list)
+    # Paths relative to the run folder (where results.json is).
+    trajectory: str | None = None
+    stderr: str | None = None
+    produced_dir: str | None = None
+    # How many times the stage was started: > 1 when an infrastructure error
+    # (HTTP 5xx/529 from the model endpoint) was retried (docs/grading.md).
+    attempts: int | None = None
+    # The graders' verdict (status passed/failed/error came from it): every
+    # criterion, each grader's result, judge model, rubric hashes, raw output paths.
+    grading: StageVerdict | None = None
+    grading_cost_usd: float | None = None  # what the reviewer's model calls cost
+
+
+class ScenarioResult(_Model):
+    id: str
+    inputs: dict[str, str] = Field(default_factory=dict)
+    repeat: int = 0  # 0-based repeat index
+    workspace: str | None = None  # kept workspace (--keep-workspace), else None
+    stages: list[StageResult] = Field(default_factory=list)
+
+
+class RunResult(_Model):
+    version: int = VERSION
+    run_id: str
+    tool_version: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: RunStatus = "running"
+    model: str | None = None
+    # Which endpoint served the model calls: "anthropic" (the real API) or
+    # "stub:PATH" (the stub model and its script) -- a stub run's verdicts are
+    # a wiring check, never evidence about the model.
+    model_endpoint: str = "anthropic"
+    from_stage: int
+    suite_file: str
+    budget_usd: float | None = None
+    total_cost_usd: float = 0.0  # stages and reviewers
+    repeat: int = 1  # runs per scenario
+    pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
+    scenarios: list[ScenarioResult] = Field(default_factory=list)
+    # One per (scenario, stage), over its repeats: the k-of-n verdict and statistics.
+    summaries: list[StageSummary] = Field(default_factory=list)
+    regraded_at: datetime | None = None  # set by `ci-evals grade` on the file it writes
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of `results.json` (checked in as docs/results.schema.json)."""
+    schema = RunResult.model_json_schema()
+    schema["$id"] = f"https://ci-evals/results/v{VERSION}.schema.json"
+    return schema
+
+
+def write_results(run_dir: Path, result: RunResult) -> Path:
+    """Write `run_dir/results.json` atomically: readers see the old file or the new one."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RESULTS_FILE
+    text = result.model_dump_json(indent=2) + "\n"
+    fd, temp = tempfile.mkstemp(prefix=".results-", suffix=".json.tmp", dir=run_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(temp, 0o644)  # mkstemp makes it 0600; the file is a CI artifact
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return path
+
+
+def read_results(path: Path) -> RunResult:
+    """Read a results file (or a run folder holding one); `UserError` when unusable."""
+    if path.is_dir():
+        path = path / RESULTS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError("results file not found", file=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read results: {exc}", file=path) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"not valid JSON: {exc.msg}", file=path, line=exc.lineno, column=exc.colno
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError("not a ci-evals results file (expected a JSON object)", file=path)
+    version = data.get("version")
+    if version != VERSION:
+        raise UserError(
+            f"results version {version!r} is not supported (this ci-evals reads {VERSION})",
+            file=path,
+            hint="read it with the ci-evals version that wrote it",
+        )
+    try:
+        return RunResult.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UserError(
+            f"not a valid results file: {first['msg']}",
+            file=path,
+            field=where or None,
+            hint=f"{exc.error_count()} problem(s)",
+        ) from None

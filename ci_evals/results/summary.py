@@ -1,0 +1,140 @@
+"""A run's verdict per scenario and stage, over its repeats (k-of-n).
+
+Every (scenario, stage) gets one `StageSummary` folding the stage's runs in
+all repeats of the scenario with `stats.summarize_repeats`: mean, standard
+deviation and pass rate per criterion, the analytic mean's 95% interval, and
+the verdict under the suite's `pass_at_least` rule (default: every repeat).
+With one repeat the summary is simply that run's verdict.
+
+A run that reached no verdict still counts toward k-of-n:
+
+| stage status | counts as |
+|---|---|
+| `passed` / `failed` / `error` with a verdict | that verdict |
+| `completed` (the stage has no graders) | passed |
+| `limit` (turns, time, budget) | failed — a limit is the agent's failure |
+| `error` from the agent, `skipped`, `pending`, `running` | error — nothing was judged |
+
+The run passes (exit 0) when every summary passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD
+from ci_evals.results.criteria import StageVerdict, Verdict
+from ci_evals.results.model import RunResult, StageResult
+from ci_evals.results.stats import StageSummary, summarize_repeats
+
+
+def stage_verdict(result: StageResult) -> StageVerdict:
+    """The stage's recorded verdict, or one standing in for a run without a verdict."""
+    if result.grading is not None and result.status in ("passed", "failed", "error"):
+        return result.grading
+    kind: Verdict
+    if result.status == "completed":
+        kind, reason = "passed", "completed (no graders)"
+    elif result.status == "limit":
+        kind, reason = "failed", f"hit its {result.limit_hit} limit"
+    else:
+        kind, reason = "error", f"{result.status}: {result.error or 'no verdict'}"
+    return StageVerdict(
+        verdict=kind,
+        reason=reason,
+        graders=(),
+        checklist_all_passed=None,
+        analytic_mean=None,
+        analytic_threshold=DEFAULT_ANALYTIC_THRESHOLD,
+        binary_score=None,
+        error=reason if kind == "error" else None,
+    )
+
+
+def summarize_run(result: RunResult, pass_at_least: int | None) -> list[StageSummary]:
+    """One summary per (scenario, stage), in the order they first appear."""
+    grouped: dict[tuple[str, int], tuple[str, list[StageVerdict]]] = {}
+    for scenario in sorted(result.scenarios, key=lambda s: s.repeat):
+        for stage in scenario.stages:
+            key = (scenario.id, stage.number)
+            grouped.setdefault(key, (stage.name, []))[1].append(stage_verdict(stage))
+    summaries = []
+    for (scenario_id, number), (name, verdicts) in grouped.items():
+        k = None if pass_at_least is None else min(pass_at_least, len(verdicts))
+        summaries.append(
+            StageSummary(
+                scenario=scenario_id,
+                stage=number,
+                name=name,
+                summary=summarize_repeats(verdicts, k),
+            )
+        )
+    return summaries
+
+
+def all_passed(summaries: Sequence[StageSummary]) -> bool:
+    return all(s.summary.verdict == "passed" for s in summaries)
+
+
+def exit_code(result: RunResult) -> int:
+    """The one verdict rule of `run`, `grade` and `report`: 0 or 1 (130 is the
+    command's own, on interrupt).
+
+    0 only when the run finished (`completed`), recorded at least one stage, and
+    every (scenario, stage) passed — under the k-of-n rule of repeats when the
+    run has summaries, else every stage `passed` or `completed` (no graders).
+    An interrupted or unfinished run never passes, even when every stage it
+    recorded did.
+    """
+    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+    if result.status != "completed" or not stages:
+        return 1
+    if result.summaries:
+        return 0 if all_passed(result.summaries) else 1
+    return 0 if all(stage.status in ("completed", "passed") for stage in stages) else 1
+
+
+def _number(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def repeat_table(summaries: Sequence[StageSummary]) -> str:
+    """The repeats table printed after a run with `--repeat K` (K > 1): per stage the
+    k-of-n verdict, the analytic mean with its 95% interval, the binary score;
+    under it, per criterion the mean, standard deviation and pass rate."""
+    rows: list[tuple[str, ...]] = [
+        ("scenario", "stage", "verdict", "passed", "analytic mean", "95% CI", "stdev", "binary")
+    ]
+    detail: dict[int, list[str]] = {}
+    for summary in summaries:
+        s = summary.summary
+        mean = s.analytic_mean
+        ci = "-" if mean.ci95_low is None else f"[{mean.ci95_low:.2f}, {mean.ci95_high:.2f}]"
+        rows.append(
+            (
+                summary.scenario,
+                f"{summary.stage} {summary.name}",
+                s.verdict,
+                f"{s.passed}/{s.runs} (need {s.pass_at_least})",
+                _number(mean.mean),
+                ci,
+                _number(mean.stdev),
+                _number(s.binary_score.mean, 1),
+            )
+        )
+        lines = []
+        for c in s.criteria:
+            flaky = "  flaky" if c.flaky else ""
+            lines.append(
+                f"    {c.id} ({c.kind}): mean {_number(c.score.mean)} stdev "
+                f"{_number(c.score.stdev)} passed {c.passed}/{c.runs}{flaky}"
+            )
+        detail[len(rows) - 1] = lines
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for index, row in enumerate(rows):
+        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if index == 0:
+            out.append("  ".join("-" * w for w in widths))
+        out.extend(detail.get(index, []))
+    return "\n".join(out)

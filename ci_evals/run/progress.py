@@ -1,0 +1,208 @@
+"""What a person sees while `ci-evals run` works, and the summary at the end.
+
+Two displays of the same events (`RunListener`):
+
+- `LiveProgress` on a terminal: one line per scenario, redrawn in place,
+  showing the running stage, its turns, the cost so far and the elapsed time;
+- `PlainProgress` everywhere else (CI logs): one timestamped line per event,
+  never redrawn, so the log reads top to bottom.
+
+`summary_table()` is the short table printed at the end in both cases.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from typing import TextIO
+
+from ci_evals.agents import Progress
+from ci_evals.results.model import RunResult, StageResult
+from ci_evals.run.runner import RunListener, RunPlan
+
+_MARKS = {
+    "completed": "ok",
+    "passed": "pass",
+    "failed": "FAIL",
+    "error": "ERROR",
+    "limit": "LIMIT",
+    "skipped": "skip",
+    "pending": "-",
+    "running": "...",
+}
+
+
+def _stage_text(stage: StageResult) -> str:
+    mark = _MARKS.get(stage.status, stage.status)
+    if stage.status == "limit" and stage.limit_hit:
+        mark = f"LIMIT:{stage.limit_hit}"
+    return mark
+
+
+def _cost(value: float | None) -> str:
+    return f"${value or 0.0:.4f}"
+
+
+def _criteria(stage: StageResult) -> tuple[str, str]:
+    """(criteria passed/total, analytic mean) of a graded stage; ("-", "-") otherwise.
+    Advisory criteria are left out: they never decide the verdict."""
+    verdict = stage.grading
+    if verdict is None:
+        return "-", "-"
+    counted = [c for c in verdict.criteria if not c.advisory]
+    passed = sum(1 for c in counted if c.passed)
+    mean = "-" if verdict.analytic_mean is None else f"{verdict.analytic_mean:.2f}"
+    return f"{passed}/{len(counted)}", mean
+
+
+def _verdict_text(stage: StageResult) -> str:
+    """` criteria 7/8 mean 3.50` for a graded stage, else nothing."""
+    if stage.grading is None:
+        return ""
+    criteria, mean = _criteria(stage)
+    return f" criteria {criteria} mean {mean}"
+
+
+class PlainProgress(RunListener):
+    """Timestamped lines for logs."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+
+    def _line(self, text: str) -> None:
+        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        print(f"[{stamp}] {text}", file=self.stream, flush=True)
+
+    def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        names = ", ".join(s.name for s in plan.stages)
+        self._line(
+            f"run {plan.run_id}: {len(plan.scenarios)} scenario(s), "
+            f"stages {plan.from_stage.number}..{plan.suite.stages[-1].number} ({names}), "
+            f"jobs {plan.jobs}, folder {plan.run_dir}"
+        )
+
+    def stage_started(self, scenario: str, stage: StageResult) -> None:
+        self._line(f"{scenario} stage {stage.number} {stage.name}: started")
+
+    def stage_finished(self, scenario: str, stage: StageResult) -> None:
+        detail = f" ({stage.error})" if stage.error else ""
+        self._line(
+            f"{scenario} stage {stage.number} {stage.name}: {_stage_text(stage)}"
+            f"{_verdict_text(stage)}"
+            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)}"
+            f" time={stage.duration_s or 0:.1f}s files={len(stage.produced)}{detail}"
+        )
+
+    def run_finished(self, plan: RunPlan, result: RunResult) -> None:
+        self._line(f"run {result.status}: total cost {_cost(result.total_cost_usd)}")
+
+
+class LiveProgress(RunListener):
+    """One line per scenario, redrawn in place on a terminal."""
+
+    def __init__(self, stream: TextIO | None = None, min_interval_s: float = 0.1) -> None:
+        self.stream = stream or sys.stderr
+        self.min_interval_s = min_interval_s
+        self._order: list[str] = []
+        self._lines: dict[str, str] = {}
+        self._started: dict[str, float] = {}
+        self._running: dict[str, tuple[StageResult, Progress]] = {}
+        self._drawn = 0
+        self._last_draw = 0.0
+
+    def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        print(f"run {plan.run_id} -> {plan.run_dir}", file=self.stream, flush=True)
+        for scenario in result.scenarios:
+            self._order.append(scenario.id)
+            self._lines[scenario.id] = f"{scenario.id}: waiting"
+        self._draw(force=True)
+
+    def stage_started(self, scenario: str, stage: StageResult) -> None:
+        self._started[scenario] = time.monotonic()
+        self._running[scenario] = (stage, Progress(turns=0, cost_usd=0.0))
+        self._lines[scenario] = self._running_line(scenario)
+        self._draw(force=True)
+
+    def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None:
+        self._running[scenario] = (stage, progress)
+        self._lines[scenario] = self._running_line(scenario)
+        self._draw()
+
+    def tick(self) -> None:
+        for scenario in self._running:
+            self._lines[scenario] = self._running_line(scenario)
+        self._draw(force=True)
+
+    def _running_line(self, scenario: str) -> str:
+        stage, progress = self._running[scenario]
+        elapsed = time.monotonic() - self._started.get(scenario, time.monotonic())
+        tool = f" [{progress.last_tool}]" if progress.last_tool else ""
+        return (
+            f"{scenario}: stage {stage.number} {stage.name} turns={progress.turns}"
+            f" cost={_cost(progress.cost_usd)} {elapsed:.0f}s{tool}"
+        )
+
+    def stage_finished(self, scenario: str, stage: StageResult) -> None:
+        self._running.pop(scenario, None)
+        self._lines[scenario] = (
+            f"{scenario}: stage {stage.number} {stage.name} {_stage_text(stage)}"
+            f"{_verdict_text(stage)}"
+            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)} {stage.duration_s or 0:.0f}s"
+        )
+        self._draw(force=True)
+
+    def run_finished(self, plan: RunPlan, result: RunResult) -> None:
+        self._draw(force=True)
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_draw < self.min_interval_s:
+            return
+        self._last_draw = now
+        up = f"\x1b[{self._drawn}F" if self._drawn else ""
+        # A wrapped line would throw off the cursor-up count: cut to the width.
+        width = max(20, shutil.get_terminal_size().columns - 1)
+        body = "".join(f"\x1b[2K{self._lines[sid][:width]}\n" for sid in self._order)
+        self.stream.write(up + body)
+        self.stream.flush()
+        self._drawn = len(self._order)
+
+
+def make_progress(stream: TextIO | None = None) -> RunListener:
+    """Live lines on a terminal, plain timestamped lines otherwise (CI)."""
+    stream = stream or sys.stderr
+    return LiveProgress(stream) if stream.isatty() else PlainProgress(stream)
+
+
+def summary_table(result: RunResult) -> str:
+    """The short table printed at the end: one row per scenario and stage."""
+    header = ("scenario", "stage", "status", "criteria", "mean", "turns", "cost", "time", "files")
+    rows = [header]
+    repeated = result.repeat > 1
+    for scenario in result.scenarios:
+        label = f"{scenario.id}#{scenario.repeat + 1}" if repeated else scenario.id
+        for stage in scenario.stages:
+            rows.append(
+                (
+                    label,
+                    f"{stage.number} {stage.name}",
+                    _stage_text(stage),
+                    *_criteria(stage),
+                    str(stage.turns if stage.turns is not None else "-"),
+                    _cost(stage.cost_usd) if stage.cost_usd is not None else "-",
+                    f"{stage.duration_s:.1f}s" if stage.duration_s is not None else "-",
+                    str(len(stage.produced)),
+                )
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
+    of_which = f" (reviewers {_cost(graders)})" if graders else ""
+    lines.append(f"total cost {_cost(result.total_cost_usd)}{of_which}; run {result.status}")
+    return "\n".join(lines)

@@ -1,0 +1,401 @@
+"""Run stages N..last of every chosen scenario, each in a fresh workspace.
+
+The runner owns the order of things; everything else is delegated:
+`workspace` lays down the plugin copy and fixtures, the agent backend
+(`ci_evals.agents`) runs one stage, `snapshot` says what the stage produced,
+`results` writes `results.json`. The runner adds the rules between stages:
+
+- a stage that ends in `error` or `limit` stops its scenario; the stages after
+  it are `skipped`. Other scenarios go on.
+- once the run budget is spent, no new stage starts (the stages left are
+  `skipped`); a running stage gets at most what is left as its own budget.
+- `results.json` is rewritten after every stage, so a crash or an interrupt
+  leaves a truthful partial record.
+- `interrupt()` (Ctrl-C, SIGTERM) ends every running stage's processes, marks
+  the run `interrupted`, and lets the scenarios wind down.
+
+Layout of the run folder:
+
+    <run>/results.json
+    <run>/<scenario>/<k>-<stage>/trajectory.jsonl, stderr.log, produced/, after/ (grading)
+    <run>/<scenario>/r<i>/<k>-<stage>/...     with --repeat K > 1, one folder per repeat
+    $TMPDIR/ci-evals-<run-id>-*/<scenario>/  the workspace; removed at the end unless keep_workspace
+        plugin/  workspace/  agent/{home,tmp,run}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ci_evals import __version__
+from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.agents.environment import agent_environment
+from ci_evals.fs.checkpoint import FolderCheckpoint
+from ci_evals.fs.snapshot import Snapshot, copy_produced, diff_snapshots, take_snapshot
+from ci_evals.results.model import (
+    RunResult,
+    ScenarioResult,
+    StageResult,
+    file_changes,
+    write_results,
+)
+from ci_evals.results.summary import summarize_run
+from ci_evals.suite.load import Scenario, Stage, Suite
+from ci_evals.workspace.create import Workspace, create_workspace
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: everything decided, nothing started."""
+
+    suite: Suite
+    from_stage: Stage
+    scenarios: tuple[Scenario, ...]
+    run_dir: Path
+    run_id: str
+    model: str | None
+    environ: Mapping[str, str]  # the user's environment (only allow-listed names are used)
+    endpoint: Mapping[str, str] | None = None  # the stub's cli_env(), or None for the real API
+    jobs: int = 1
+    keep_workspace: bool = False
+    temp_root: Path | None = None  # where workspaces go; None = the system temp folder
+    model_endpoint: str = "anthropic"  # recorded in results: "anthropic" or "stub:PATH"
+    repeat: int = 1  # runs per scenario, each in its own workspace and run subfolder
+    pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self.suite.stages[self.from_stage.number - 1 :]
+
+
+class RunListener:
+    """What the runner reports while it works (the progress display implements it)."""
+
+    def run_started(self, plan: RunPlan, result: RunResult) -> None: ...
+
+    def stage_started(self, scenario: str, stage: StageResult) -> None: ...
+
+    def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None: ...
+
+    def stage_finished(self, scenario: str, stage: StageResult) -> None: ...
+
+    def run_finished(self, plan: RunPlan, result: RunResult) -> None: ...
+
+    def tick(self) -> None:
+        """Called about once a second while the run goes on (to refresh elapsed times)."""
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """Everything about a stage that just ran, for an `after_stage` hook (grading).
+
+    The hook may run more agents (`agent.run_stage(..., abort=abort)`, with
+    `env_for(private_root)` as their environment), read `workspace.root` and
+    `request.trajectory_path`, and set `result.status` (`passed`/`failed`/`error`)
+    and `result.grading`. Add what its agents cost to `result.cost_usd`: the run
+    budget counts stage costs. `results.json` is written after it returns.
+    """
+
+    plan: RunPlan
+    scenario: Scenario
+    stage: Stage
+    workspace: Workspace
+    stage_dir: Path
+    request: StageRequest
+    outcome: StageOutcome
+    result: StageResult
+    agent: Agent
+    abort: Abort
+    # What is left of the run budget once the stage's own cost is counted (None:
+    # no run budget): the most the hook's agents may spend.
+    budget_left: float | None = None
+
+    def env_for(self, private_root: Path) -> dict[str, str]:
+        """An agent environment like the stage's, with its private folders under `private_root`."""
+        return agent_environment(
+            self.plan.environ, private_root=private_root, endpoint=self.plan.endpoint
+        )
+
+
+StageHook = Callable[[StageContext], Awaitable[None]]
+
+
+@dataclass
+class _Scenario:
+    """One scenario's live state."""
+
+    scenario: Scenario
+    result: ScenarioResult
+    parent: Path
+    folder: str  # under the run folder: "<id>", or "<id>/r<i>" with repeats
+    label: str  # for progress lines: "<id>", or "<id>#<i>" with repeats
+    workspace: Workspace | None = None
+    last: Snapshot | None = None
+    plugin_changed: frozenset[str] = frozenset()  # plugin-copy paths changed so far
+    stage_results: dict[int, StageResult] = field(default_factory=dict)
+
+
+class Runner:
+    """Execute a `RunPlan` with an agent backend; `run()` returns the final `RunResult`."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        agent: Agent,
+        listener: RunListener | None = None,
+        after_stage: StageHook | None = None,
+    ) -> None:
+        self.plan = plan
+        self.agent = agent
+        self.listener = listener or RunListener()
+        self.after_stage = after_stage
+        self.abort = Abort()
+        self.interrupted = False
+        self.result = RunResult(
+            run_id=plan.run_id,
+            tool_version=__version__,
+            started_at=datetime.now(timezone.utc),
+            model=plan.model,
+            model_endpoint=plan.model_endpoint,
+            from_stage=plan.from_stage.number,
+            suite_file=str(plan.suite.file),
+            budget_usd=plan.suite.budget_usd,
+            repeat=plan.repeat,
+            pass_at_least=plan.pass_at_least,
+        )
+        # Workspaces live in a temp folder, not in the run folder: the run folder
+        # is usually inside the user's repository, and Claude Code reads every
+        # CLAUDE.md in the folders above its cwd and sees the repo in `git
+        # status` -- context the agent would not have on a user's machine.
+        self.work_root = Path(
+            tempfile.mkdtemp(prefix=f"ci-evals-{plan.run_id}-", dir=plan.temp_root)
+        )
+        self._states: list[_Scenario] = []
+        for scenario in plan.scenarios:
+            for repeat in range(plan.repeat):
+                stages = [StageResult(number=s.number, name=s.name) for s in plan.stages]
+                scenario_result = ScenarioResult(
+                    id=scenario.id, inputs=dict(scenario.inputs), repeat=repeat, stages=stages
+                )
+                self.result.scenarios.append(scenario_result)
+                many = plan.repeat > 1
+                folder = f"{scenario.id}/r{repeat + 1}" if many else scenario.id
+                self._states.append(
+                    _Scenario(
+                        scenario=scenario,
+                        result=scenario_result,
+                        parent=self.work_root / folder,
+                        folder=folder,
+                        label=f"{scenario.id}#{repeat + 1}" if many else scenario.id,
+                        stage_results={r.number: r for r in stages},
+                    )
+                )
+
+    # -- control --------------------------------------------------------------
+
+    def interrupt(self) -> None:
+        """End the run now: kill running stages, start nothing new. Safe to call twice."""
+        self.interrupted = True
+        self.abort.set()
+
+    @property
+    def spent_usd(self) -> float:
+        # Stages and their graders' model calls (reviewers) alike.
+        return sum(
+            (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0)
+            for scenario in self.result.scenarios
+            for stage in scenario.stages
+        )
+
+    def budget_left(self) -> float | None:
+        budget = self.plan.suite.budget_usd
+        return None if budget is None else budget - self.spent_usd
+
+    # -- the run --------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        self.plan.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write()
+        self.listener.run_started(self.plan, self.result)
+        semaphore = asyncio.Semaphore(max(1, self.plan.jobs))
+
+        async def one(state: _Scenario) -> None:
+            async with semaphore:
+                await self._run_scenario(state)
+
+        ticker = asyncio.create_task(self._tick())
+        try:
+            await asyncio.gather(*(one(state) for state in self._states))
+        finally:
+            ticker.cancel()
+            self.result.status = "interrupted" if self.interrupted else "completed"
+            self.result.finished_at = datetime.now(timezone.utc)
+            self.result.total_cost_usd = self.spent_usd
+            self.result.summaries = summarize_run(self.result, self.plan.pass_at_least)
+            self._finish_workspaces()
+            self._write()
+        self.listener.run_finished(self.plan, self.result)
+        return self.result
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.listener.tick()
+
+    async def _run_scenario(self, state: _Scenario) -> None:
+        stopped: str | None = None  # why the remaining stages are skipped
+        for stage in self.plan.stages:
+            stage_result = state.stage_results[stage.number]
+            stopped = stopped or self._stop_reason()
+            if stopped:
+                self._skip(stage_result, stopped)
+                continue
+            try:
+                await self._run_stage(state, stage, stage_result)
+            except Exception as exc:  # a bug or an OS failure: this scenario errs, others go on
+                stage_result.status = "error"
+                stage_result.error = f"ci-evals failed: {type(exc).__name__}: {exc}"
+                self._write()
+            if stage_result.status not in ("completed", "passed"):
+                stopped = f"stage {stage.number} ({stage.name}) ended with {stage_result.status}"
+
+    def _stop_reason(self) -> str | None:
+        if self.interrupted:
+            return "the run was interrupted"
+        left = self.budget_left()
+        if left is not None and left <= 0:
+            return f"the run budget ({self.plan.suite.budget_usd} USD) is spent"
+        return None
+
+    def _skip(self, stage_result: StageResult, reason: str) -> None:
+        stage_result.status = "skipped"
+        stage_result.error = reason
+        self._write()
+
+    async def _run_stage(self, state: _Scenario, stage: Stage, stage_result: StageResult) -> None:
+        plan = self.plan
+        if state.workspace is None:
+            state.workspace = await asyncio.to_thread(
+                create_workspace, plan.suite, plan.from_stage, state.parent, state.scenario
+            )
+        workspace = state.workspace
+        stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        env = agent_environment(
+            plan.environ, private_root=state.parent / "agent", endpoint=plan.endpoint
+        )
+        request = StageRequest(
+            prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
+            cwd=workspace.cwd_for(plan.suite, stage, state.scenario),
+            plugin_dir=workspace.plugin,
+            env=env,
+            trajectory_path=stage_dir / "trajectory.jsonl",
+            stderr_path=stage_dir / "stderr.log",
+            model=plan.model,
+            max_turns=stage.limits.max_turns,
+            timeout_s=stage.limits.timeout_s,
+            max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
+            # A retried attempt starts from the files this one starts from.
+            checkpoint=FolderCheckpoint(
+                (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
+            ),
+        )
+        before = await asyncio.to_thread(take_snapshot, workspace.root, previous=state.last)
+        if self.interrupted:  # while the workspace was being laid down
+            self._skip(stage_result, "the run was interrupted")
+            return
+        stage_result.status = "running"
+        stage_result.started_at = datetime.now(timezone.utc)
+        stage_result.trajectory = _relative(request.trajectory_path, plan.run_dir)
+        stage_result.stderr = _relative(request.stderr_path, plan.run_dir)
+        self._write()
+        self.listener.stage_started(state.label, stage_result)
+        started = time.monotonic()
+
+        def on_progress(progress: Progress) -> None:
+            stage_result.turns = progress.turns
+            self.listener.stage_progress(state.label, stage_result, progress)
+
+        # Infrastructure errors are retried by the agent wrapper (ci_evals.agents.retry), not here.
+        outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
+        after = await asyncio.to_thread(take_snapshot, workspace.root, previous=before)
+        changes = diff_snapshots(before, after)
+        produced_dir = stage_dir / "produced"
+        await asyncio.to_thread(copy_produced, changes, workspace.root, produced_dir)
+        state.last = after
+        await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir)
+        _fill(stage_result, outcome, time.monotonic() - started)
+        stage_result.produced = file_changes(changes.all)
+        stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
+        if self.after_stage is not None and not self.abort.is_set:
+            context = StageContext(
+                plan, state.scenario, stage, workspace, stage_dir, request, outcome,
+                stage_result, self.agent, self.abort, self.budget_left(),
+            )  # fmt: skip
+            await self.after_stage(context)
+        self.result.total_cost_usd = self.spent_usd
+        self._write()
+        self.listener.stage_finished(state.label, stage_result)
+
+    # -- bookkeeping ----------------------------------------------------------------
+
+    def _write(self) -> None:
+        write_results(self.plan.run_dir, self.result)
+
+    def _finish_workspaces(self) -> None:
+        for state in self._states:
+            if self.plan.keep_workspace and state.workspace is not None:
+                state.result.workspace = str(state.workspace.parent)
+        if not self.plan.keep_workspace:
+            shutil.rmtree(self.work_root, ignore_errors=True)
+
+
+def _record_plugin_changes(workspace: Workspace, state: _Scenario, stage_dir: Path) -> None:
+    """Write `plugin-changes.json` when this stage changed the plugin copy.
+
+    The agent can write into the copy (through the component links); later
+    stages and reviewers then load the changed plugin. Nothing in the repository
+    is affected, but the run must say so.
+    """
+    changes = workspace.plugin_changes().all
+    paths = frozenset(change.path for change in changes)
+    if paths == state.plugin_changed:
+        return
+    state.plugin_changed = paths
+    records = [change.model_dump() for change in file_changes(changes)]
+    (stage_dir / "plugin-changes.json").write_text(json.dumps(records, indent=2) + "\n")
+
+
+def _stage_budget(stage_cap: float | None, left: float | None) -> float | None:
+    caps = [cap for cap in (stage_cap, left) if cap is not None]
+    return max(min(caps), 0.0) if caps else None
+
+
+def _fill(stage_result: StageResult, outcome: StageOutcome, wall_s: float) -> None:
+    status = outcome.status
+    stage_result.status = "error" if status == "interrupted" else status
+    stage_result.limit_hit = outcome.limit
+    stage_result.error = outcome.error
+    stage_result.duration_s = round(wall_s, 3)
+    stage_result.duration_api_ms = outcome.duration_api_ms
+    stage_result.turns = outcome.turns
+    stage_result.input_tokens = outcome.usage.input_tokens
+    stage_result.output_tokens = outcome.usage.output_tokens
+    stage_result.cost_usd = outcome.cost_usd
+    stage_result.session_id = outcome.session_id
+    stage_result.attempts = outcome.attempts
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    with contextlib.suppress(ValueError):
+        return path.relative_to(run_dir).as_posix()
+    return str(path)

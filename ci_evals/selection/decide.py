@@ -1,0 +1,461 @@
+"""Which stage a change can affect: the lowest one any changed file touches.
+
+The pure decision: changed paths in, a `Selection` out; no git here (the git
+half, `ci_evals.selection.diff`, finds the paths for BASE...HEAD and makes the
+fallback selections when it cannot).
+
+Rules for one changed path, repo-relative:
+- a `global` path (or a path inside a global folder) -> stage 1 (`global-file`);
+- a path under `fixtures/<k>-*/` -> stage k+1 (`fixture-changed`): fixture k is
+  the curated output of stage k and is what stage k+1 starts from; so is a
+  scenario's own `fixtures/<name>/<k>-*/`. A fixture path whose k+1 is not a
+  stage, or that is in neither kind of folder, fails closed to stage 1;
+- a path under `root` -> the lowest stage of *every* entry that matches it
+  (`matched`), or stage 1 when no entry covers it (`unmatched-file`);
+- anything else is ignored (stage None).
+A path can fall under several rules (a fixtures folder inside the plugin); the
+lowest stage wins. Over all paths the answer is the minimum stage; the path
+that decided it is the one with the lowest (stage, rule rank, path), where the
+rule rank is global-file < unmatched-file < fixture-changed < matched: among
+equal stages the broadest cause is reported, because it is the one that would
+still force that stage if the map's entries changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import chain, compress, repeat
+from operator import add
+from typing import TYPE_CHECKING, NamedTuple, cast, overload
+
+if TYPE_CHECKING:
+    from ci_evals.selection.matcher import GlobMatcher
+    from ci_evals.selection.stage_map import StageMap
+
+# Reason codes (the `reason` of `--json` and of the `reason` output).
+MATCHED = "matched"
+UNMATCHED_FILE = "unmatched-file"
+GLOBAL_FILE = "global-file"
+FIXTURE_CHANGED = "fixture-changed"
+BASE_MISSING = "base-missing"
+BASE_ZERO_SHA = "base-zero-sha"
+NO_MERGE_BASE = "no-merge-base"
+NO_RELEVANT_CHANGE = "no-relevant-change"
+BASE_EQUALS_HEAD = "base-equals-head"
+# Not a reason for the whole selection: the rule of a path that is ignored.
+IGNORED = "ignored"
+
+REASONS = (
+    MATCHED,
+    UNMATCHED_FILE,
+    GLOBAL_FILE,
+    FIXTURE_CHANGED,
+    BASE_MISSING,
+    BASE_ZERO_SHA,
+    NO_MERGE_BASE,
+    NO_RELEVANT_CHANGE,
+    BASE_EQUALS_HEAD,
+)
+
+_RULE_RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, MATCHED: 3}
+
+_FIXTURE_FOLDER = re.compile(r"([0-9]+)-")
+
+
+class Match(NamedTuple):
+    """One changed path and what it means for the selection.
+
+    A named tuple, not a dataclass: one is made per changed file, 100,000 on a
+    big diff, and tuples are several times cheaper to create.
+    """
+
+    path: str  # repo-relative, POSIX, exactly as git names it
+    stage: int | None  # None: the path is ignored
+    entry: str | None  # the deciding entry's glob, as written; None for the other rules
+    rule: str  # matched / unmatched-file / global-file / fixture-changed / ignored
+    why: str  # for a person: "entry 'skills/**' (stage_map.yaml:12)"
+
+    def as_json(self) -> dict[str, object]:
+        return {"path": self.path, "stage": self.stage, "entry": self.entry}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The answer: run from `from_stage` (None: nothing to run), and why."""
+
+    from_stage: int | None
+    reason: str
+    changed: int  # how many paths the diff listed (0 when it could not be computed)
+    matches: Sequence[Match]  # one per changed path, in diff order (built on first use)
+    detail: str = ""  # one line for a person: what decided it
+    decided_by: Match | None = None
+    base: str | None = None  # resolved SHAs, when known
+    head: str | None = None
+    merge_bases: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())  # what was tried on the way (deepening, event)
+
+    def as_json(self) -> dict[str, object]:
+        """The `--json` object: exactly these four keys."""
+        return {
+            "from_stage": self.from_stage,
+            "reason": self.reason,
+            "changed": self.changed,
+            "matches": [m.as_json() for m in self.matches],
+        }
+
+
+def fallback(
+    reason: str,
+    detail: str,
+    *,
+    base: str | None = None,
+    head: str | None = None,
+    notes: Sequence[str] = (),
+) -> Selection:
+    """Run everything: the change could not be known exactly."""
+    return Selection(1, reason, 0, (), detail, base=base, head=head, notes=tuple(notes))
+
+
+# --- Matching paths against the rules ----------------------------------------
+
+
+# Match's fields after the path, for the rules that do not depend on the path.
+_Rest = tuple[int | None, str | None, str, str]
+_GLOBAL: _Rest = (1, None, GLOBAL_FILE, "a global path: any change runs all")
+_UNMATCHED: _Rest = (1, None, UNMATCHED_FILE, "under the plugin root; no entry covers it")
+_IGNORED: _Rest = (None, None, IGNORED, "outside the plugin root; not global")
+# `Match(...)` goes through a Python-level __new__; this is the C one.
+_new_tuple = tuple.__new__
+
+
+class _Rules:
+    """The map's rules, indexed once for many paths.
+
+    `match` runs once per changed file — 100,000 times on a big diff — so it
+    works on precomputed tuples and ints rather than records.
+    """
+
+    def __init__(self, stage_map: StageMap, matcher: GlobMatcher) -> None:
+        self.matcher = matcher
+        self.matches = matcher.matches
+        entries = stage_map.entries
+        count = max(len(entries), 1)
+        self.count = count
+        # One int per entry orders by (stage, position): the min over matches is
+        # a C-level `min(map(...))` instead of a Python key function.
+        self.rank_of = [e.stage * count + position for position, e in enumerate(entries)]
+        self.rest_of: list[_Rest] = [
+            (e.stage, e.glob, MATCHED, f"entry {e.glob!r} ({stage_map.display}:{e.line})")
+            for e in entries
+        ]
+        root = stage_map.root
+        self.root_prefix = root + "/" if root else ""
+        self.globals = frozenset(stage_map.global_paths)
+        # Most maps have no global path inside the plugin root: skip the check there.
+        self.globals_in_root = any(
+            not root or g == root or g.startswith(self.root_prefix) or root.startswith(g + "/")
+            for g in self.globals
+        )
+        fixtures = stage_map.fixtures
+        self.fixtures_prefix = None if fixtures is None else (fixtures + "/" if fixtures else "")
+        self.stage_count = len(stage_map.stages)
+        self.fixture_folders: dict[str, tuple[int, str]] = {}
+
+    def batch(self, paths: Sequence[str]) -> _Batch:
+        """`match` for each path, with the common case — a plain file under
+        root — done in one batch call and its records built only when asked."""
+        fast = not self.globals_in_root and (
+            self.fixtures_prefix is None
+            or not (
+                self.fixtures_prefix.startswith(self.root_prefix)
+                or self.root_prefix.startswith(self.fixtures_prefix)
+            )
+        )
+        prefix, cut = self.root_prefix, len(self.root_prefix)
+        match, new = self.match, _new_tuple
+        if not fast:
+            return _MatchBatch([match(path) for path in paths])
+        # One batch call for every path under root (in diff order, so runs of
+        # same-folder paths share the folder's work).
+        if all(map(str.startswith, paths, repeat(prefix))):  # the usual case: all under root
+            ranks = self.matcher.lowest_many(paths, self.rank_of, cut=cut)
+            return _RankBatch(paths, ranks, self._rests(ranks), self.count)
+        under = [p[cut:] for p in paths if p.startswith(prefix)]
+        ranks = self.matcher.lowest_many(under, self.rank_of)
+        rest_of_rank = self._rests(ranks)
+        next_rank = iter(ranks).__next__
+        return _MatchBatch(
+            [
+                new(Match, (p, *rest_of_rank[next_rank()])) if p.startswith(prefix) else match(p)
+                for p in paths
+            ]
+        )
+
+    def _rests(self, ranks: list[int]) -> dict[int, _Rest]:
+        """Match's fields after the path, for each rank `lowest_many` gave (-1: unmatched)."""
+        rest_of_rank: dict[int, _Rest] = {-1: _UNMATCHED}
+        for rank in set(ranks):
+            if rank >= 0:
+                rest_of_rank[rank] = self.rest_of[rank % self.count]
+        return rest_of_rank
+
+    def match(self, path: str) -> Match:
+        rest: _Rest | None = None
+        if path.startswith(self.root_prefix):
+            if self.globals_in_root and self._is_global(path):
+                return _new_tuple(Match, (path, *_GLOBAL))  # nothing ranks lower
+            indices = self.matches(path[len(self.root_prefix) :])
+            if len(indices) == 1:
+                rest = self.rest_of[indices[0]]
+            elif indices:
+                rest = self.rest_of[min(map(self.rank_of.__getitem__, indices)) % self.count]
+            else:
+                rest = _UNMATCHED
+        elif self.globals and self._is_global(path):
+            return _new_tuple(Match, (path, *_GLOBAL))
+        if self.fixtures_prefix is not None and path.startswith(self.fixtures_prefix):
+            stage, why = self._fixture(path[len(self.fixtures_prefix) :])
+            # Lower stage wins; at the same stage a fixture outranks an entry
+            # match and is outranked by an unmatched file (see the module doc).
+            if rest is None or stage < rest[0] or (stage == rest[0] and rest[2] == MATCHED):  # type: ignore[operator]
+                rest = (stage, None, FIXTURE_CHANGED, why)
+        return _new_tuple(Match, (path, *(rest or _IGNORED)))
+
+    def _is_global(self, path: str) -> bool:
+        # The path itself, or any folder above it, listed as global.
+        if path in self.globals:
+            return True
+        cut = path.rfind("/")
+        while cut > 0:
+            if path[:cut] in self.globals:
+                return True
+            cut = path.rfind("/", 0, cut)
+        return False
+
+    def _fixture(self, inside: str) -> tuple[int, str]:
+        """Stage k+1 for `<k>-*/...` and for a scenario's own `<name>/<k>-*/...`."""
+        folder, slash, rest = inside.partition("/")
+        if slash and not _FIXTURE_FOLDER.match(folder):  # a scenario's own fixtures?
+            sub, slash, _ = rest.partition("/")
+            folder = f"{folder}/{sub}" if slash and _FIXTURE_FOLDER.match(sub) else ""
+        if not slash or not folder:
+            return (
+                1,
+                f"not inside a fixtures/<k>-<stage>/ (or fixtures/<scenario>/<k>-<stage>/) "
+                f"folder ({inside!r}): unknown stage, runs all",
+            )
+        known = self.fixture_folders.get(folder)
+        if known is None:
+            known = self.fixture_folders[folder] = self._fixture_folder(folder.rpartition("/")[2])
+        return known
+
+    def _fixture_folder(self, folder: str) -> tuple[int, str]:
+        found = _FIXTURE_FOLDER.match(folder)
+        if found is None:
+            return (
+                1,
+                f"not inside a fixtures/<k>-<stage>/ folder ({folder!r}): unknown stage, runs all",
+            )
+        k = int(found.group(1))
+        if not 0 <= k < self.stage_count:
+            return 1, (
+                f"fixture {k} would feed stage {k + 1}, but the map has "
+                f"{self.stage_count} stages: unknown consumer, runs all"
+            )
+        return k + 1, f"fixture {k} is what stage {k + 1} starts from"
+
+
+# A path's place in the choice of the deciding path: (stage, rule rank, path).
+_Key = tuple[int, int, str]
+
+
+class _MatchBatch:
+    """Changed paths whose records are built (paths outside root, fixtures, globals)."""
+
+    def __init__(self, matches: list[Match]) -> None:
+        self.matches = matches
+
+    def __len__(self) -> int:
+        return len(self.matches)
+
+    def records(self) -> list[Match]:
+        return self.matches
+
+    def best(self) -> tuple[_Key, Match] | None:
+        best: tuple[_Key, Match] | None = None
+        for m in self.matches:
+            stage = m.stage
+            if stage is None or (best is not None and stage > best[0][0]):
+                continue
+            key = (stage, _RULE_RANK[m.rule], m.path)
+            if best is None or key < best[0]:
+                best = key, m
+        return best
+
+
+class _RankBatch:
+    """Paths under root with the lowest rank each matched (-1: none): the usual
+    case, kept as two lists. A record per path (~0.2 us each) is built only
+    when someone reads the matches: the plain answer needs just the minimum."""
+
+    def __init__(
+        self, paths: Sequence[str], ranks: list[int], rest_of_rank: dict[int, _Rest], count: int
+    ) -> None:
+        self.paths = paths
+        self.ranks = ranks
+        self.rest_of_rank = rest_of_rank
+        self.count = count
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def records(self) -> list[Match]:
+        # `(path, *rest)` per path, built by C-level calls only: (path,) + rest.
+        rests = map(self.rest_of_rank.__getitem__, self.ranks)
+        return list(map(partial(_new_tuple, Match), map(add, zip(self.paths), rests)))
+
+    def best(self) -> tuple[_Key, Match] | None:
+        if not self.ranks:
+            return None
+        paths, ranks = self.paths, self.ranks
+        if -1 in ranks:  # an uncovered file: stage 1, and no matched rule outranks it
+            path = min(compress(paths, map((-1).__eq__, ranks)))
+            rank, rule = -1, _RULE_RANK[UNMATCHED_FILE]
+        else:
+            stage = min(ranks) // self.count
+            # Every path at that stage (its ranks are below the next stage's first).
+            path = min(compress(paths, map(((stage + 1) * self.count).__gt__, ranks)))
+            rank, rule = ranks[paths.index(path)], _RULE_RANK[MATCHED]
+        match: Match = _new_tuple(Match, (path, *self.rest_of_rank[rank]))
+        return (match.stage, rule, path), match  # type: ignore[return-value]
+
+
+_Batch = _MatchBatch | _RankBatch
+
+
+class _Matches(Sequence[Match]):
+    """The changed paths' records, built from the batches on first use."""
+
+    __slots__ = ("_batches", "_built", "_length")
+
+    def __init__(self, batches: list[_Batch]) -> None:
+        self._batches = batches
+        self._length = sum(map(len, batches))
+        self._built: tuple[Match, ...] | None = None
+
+    def _all(self) -> tuple[Match, ...]:
+        if self._built is None:
+            self._built = tuple(m for batch in self._batches for m in batch.records())
+            self._batches = []
+        return self._built
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Match: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Match, ...]: ...
+    def __getitem__(self, index: int | slice) -> Match | tuple[Match, ...]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[Match]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return self._all() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+    def ranked_only(self) -> bool:
+        """True while every path is a plain file under root (kept as ranks)."""
+        return self._built is None and all(type(b) is _RankBatch for b in self._batches)
+
+    def lowest(self, count: int) -> list[Match]:
+        """`lowest_relevant` for ranked batches (every path has a stage)."""
+        batches = cast(list[_RankBatch], self._batches)
+        rest_of_rank: dict[int, _Rest] = {}
+        for batch in batches:
+            rest_of_rank.update(batch.rest_of_rank)
+        present = set(chain.from_iterable(set(b.ranks) for b in batches))
+        ranks_at: dict[int, set[int]] = {}  # stage -> the ranks seen with that stage
+        for rank in present:
+            ranks_at.setdefault(rest_of_rank[rank][0], set()).add(rank)  # type: ignore[arg-type]
+        out: list[Match] = []
+        for stage in sorted(ranks_at):
+            if len(out) >= count:
+                break
+            wanted = ranks_at[stage].__contains__
+            at_stage = chain.from_iterable(
+                compress(zip(b.paths, b.ranks, strict=True), map(wanted, b.ranks)) for b in batches
+            )
+            chosen = heapq.nsmallest(count - len(out), at_stage)
+            out.extend(_new_tuple(Match, (path, *rest_of_rank[rank])) for path, rank in chosen)
+        return out
+
+
+def lowest_relevant(matches: Sequence[Match], count: int) -> tuple[int, list[Match]]:
+    """How many of `matches` are relevant (have a stage), and the `count` lowest
+    of those by (stage, path) — what a report lists first.
+
+    Equal to sorting every relevant match and cutting, without building 100,000
+    records to show 50: the usual batches are ranked in C-level passes.
+    """
+    if isinstance(matches, _Matches) and matches.ranked_only():
+        return len(matches), matches.lowest(count)
+    relevant = [m for m in matches if m.stage is not None]
+    return len(relevant), heapq.nsmallest(count, relevant, key=_stage_then_path)
+
+
+def _stage_then_path(match: Match) -> tuple[int, str]:
+    return match.stage or 0, match.path
+
+
+class Selector:
+    """The selection built up from changed paths that arrive in chunks."""
+
+    def __init__(self, stage_map: StageMap, matcher: GlobMatcher) -> None:
+        self._rules = _Rules(stage_map, matcher)
+        self._batches: list[_Batch] = []
+
+    def add(self, paths: Sequence[str]) -> None:
+        if paths:
+            self._batches.append(self._rules.batch(paths))
+
+    def finish(self) -> Selection:
+        matches = _Matches(self._batches)
+        found = [one for batch in self._batches if (one := batch.best()) is not None]
+        if not found:
+            detail = (
+                f"{len(matches)} changed path(s), none under the plugin root, global or a fixture"
+            )
+            return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail)
+        _, best = min(found, key=lambda item: item[0])
+        detail = f"{quote_path(best.path)}: {best.why}"
+        return Selection(best.stage, best.rule, len(matches), matches, detail, decided_by=best)
+
+
+def select(stage_map: StageMap, matcher: GlobMatcher, paths: Sequence[str]) -> Selection:
+    """The lowest stage the changed `paths` (repo-relative) can affect."""
+    selector = Selector(stage_map, matcher)
+    selector.add(paths)
+    return selector.finish()
+
+
+def quote_path(path: str) -> str:
+    """A path safe to print on one line: JSON-quoted when it has odd characters."""
+    if path.isprintable() and '"' not in path and "\\" not in path:
+        return path
+    import json  # noqa: PLC0415 - rare; kept off the start-up path
+
+    return json.dumps(path, ensure_ascii=False)

@@ -1,0 +1,351 @@
+"""`stage_map.yaml`: which plugin files belong to which stage, loaded once into frozen records.
+
+The format (documented in README.md, "The stage map"):
+
+    version: 1
+    root: plugin                 # the plugin folder; globs are relative to it
+    stages: [research, plan, generate]
+    entries:
+      - { glob: "agents/researcher.md", stage: 1 }
+      - { glob: "skills/plan/**",       stage: plan }
+    global: [ci-evals.yaml, .github/workflows/evals.yml]  # any change -> stage 1
+    fixtures: fixtures           # fixtures/<k>-*/ changed -> stage k+1
+
+Paths (`root`, `global`, `fixtures`) are relative to the map file's folder and
+are stored repo-relative. Every mistake is a `UserError` naming file, line,
+column and field (exit 2); duplicate entries only warn. Globs are checked by
+`ci_evals.selection.matcher.glob_problem`, the same rules the matcher relies on.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci_evals import git
+from ci_evals.errors import UserError
+from ci_evals.selection import map_cache
+from ci_evals.selection.matcher import glob_problem, needed_regexes, remember_regexes
+
+if TYPE_CHECKING:
+    from ci_evals.config.yaml_source import Field
+
+MAP_NAME = "stage_map.yaml"
+SUPPORTED_VERSION = 1
+# `global` when the key is absent: the suite config next to the map and the
+# usual workflow file (the map itself is always added).
+DEFAULT_GLOBAL = ("ci-evals.yaml", "/.github/workflows/evals.yml")
+
+_TOP_KEYS = ("version", "root", "stages", "entries", "global", "fixtures")
+_REQUIRED_TOP = ("version", "root", "stages", "entries")
+_ENTRY_KEYS = ("glob", "stage")
+
+
+@dataclass(frozen=True)
+class Entry:
+    glob: str  # as written (root-relative, gitignore style)
+    stage: int  # 1-based stage number (names resolved at load)
+    line: int  # 1-based line of the entry in the map file
+    index: int  # position in `entries`
+    column: int = 1  # 1-based column of the entry's glob
+
+
+@dataclass(frozen=True)
+class StageMap:
+    file: Path  # absolute path of the map file
+    repo_root: Path  # absolute work-tree root
+    display: str  # the map's path as shown in messages (repo-relative)
+    root: str  # plugin folder, repo-relative POSIX, no trailing slash ("" = repo top)
+    stages: tuple[str, ...]  # stage names, index 0 = stage 1
+    entries: tuple[Entry, ...]
+    global_paths: tuple[str, ...]  # repo-relative POSIX (the map file itself is always included)
+    fixtures: str | None  # repo-relative POSIX folder, or None
+    warnings: tuple[str, ...] = field(default=())  # one line each, `file:line: warning: ...`
+
+    def stage_of(self, value: str | int) -> int:
+        """A stage name or number (1-based, also as a string) -> its number."""
+        return _stage_number(value, self.stages, None, self.display)
+
+    def relative_to_root(self, repo_path: str) -> str | None:
+        """`repo_path` relative to `root`, or None when it is not under `root`."""
+        if not self.root:
+            return repo_path
+        if (
+            repo_path.startswith(self.root)
+            and repo_path[len(self.root) : len(self.root) + 1] == "/"
+        ):
+            return repo_path[len(self.root) + 1 :]
+        return None
+
+    @property
+    def globs(self) -> tuple[str, ...]:
+        return tuple(entry.glob for entry in self.entries)
+
+
+# Work-tree roots found by `default_map_path`: loading the map it returns
+# then needs no second `git rev-parse --show-toplevel`.
+_known_roots: set[Path] = set()
+
+
+def default_map_path(cwd: Path) -> Path:
+    """`<git toplevel>/stage_map.yaml` for the repository containing `cwd`."""
+    top = git.toplevel(cwd)
+    _known_roots.add(top)
+    return top / MAP_NAME
+
+
+def _toplevel(folder: Path) -> Path:
+    if folder in _known_roots and (folder / ".git").exists():
+        return folder
+    return git.toplevel(folder)
+
+
+def load_stage_map(path: Path, *, warn: bool = True, cache: bool = True) -> StageMap:
+    """Read and validate a stage map; any mistake is a one-line `UserError`.
+
+    Duplicate entries are warnings: printed to stderr (unless `warn` is False)
+    and kept in `StageMap.warnings`. A map that loaded before, unchanged, comes
+    from `ci_evals.selection.map_cache` (same record, no YAML or pathspec import).
+    """
+    file = Path(os.path.abspath(path))
+    if not file.is_file():
+        raise UserError(
+            "file not found" if not file.exists() else "not a file",
+            file=str(path),
+            hint=f"create {MAP_NAME} at the top of your repository, or pass --map PATH",
+        )
+    repo_root = _toplevel(file.parent)
+    folder = _repo_relative_folder(file.parent, repo_root)
+    display = posixpath.join(folder, file.name) if folder else file.name
+    stage_map: StageMap | None = None
+    if cache and map_cache.enabled():
+        where = map_cache.cache_path(repo_root, file)
+        data = file.read_bytes()
+        key = map_cache.key(file, repo_root, folder, data)
+        stage_map = _from_cache(map_cache.read(where, key), file, repo_root, display)
+        if stage_map is None:
+            stage_map = _load(file, repo_root, folder, display)
+            # The loader read the file again: save only if that was these bytes.
+            if file.read_bytes() == data:
+                map_cache.write(where, key, _to_cache(stage_map))
+    else:
+        stage_map = _load(file, repo_root, folder, display)
+    if warn:
+        for line in stage_map.warnings:
+            print(line, file=sys.stderr)
+    return stage_map
+
+
+def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
+    """The record as plain values (marshal-able), with the pathspec regexes it needs."""
+    return (
+        stage_map.root,
+        stage_map.stages,
+        tuple((e.glob, e.stage, e.line, e.index, e.column) for e in stage_map.entries),
+        stage_map.global_paths,
+        stage_map.fixtures,
+        stage_map.warnings,
+        needed_regexes(stage_map.globs),
+    )
+
+
+def _from_cache(value: object, file: Path, repo_root: Path, display: str) -> StageMap | None:
+    """`_to_cache` reversed, or None when `value` is not what it wrote (or root is gone)."""
+    if not isinstance(value, tuple) or len(value) != 7:
+        return None
+    root, stages, entries, global_paths, fixtures, warnings, regexes = value
+    try:
+        record = StageMap(
+            file=file,
+            repo_root=repo_root,
+            display=display,
+            root=str(root),
+            stages=tuple(stages),
+            entries=tuple(Entry(*fields) for fields in entries),
+            global_paths=tuple(global_paths),
+            fixtures=None if fixtures is None else str(fixtures),
+            warnings=tuple(warnings),
+        )
+        # The loader checked this on disk; the disk may have changed since.
+        if not (repo_root / root if root else repo_root).is_dir():
+            return None
+        remember_regexes(dict(regexes))
+    except (TypeError, ValueError):
+        return None
+    return record
+
+
+def _load(file: Path, repo_root: Path, folder: str, display: str) -> StageMap:
+    """The real loader: parse and validate everything (warnings not printed here)."""
+    from ci_evals.config.yaml_source import load  # noqa: PLC0415 - not needed on a cache hit
+
+    doc = load(file, display)
+    top = doc.mapping(_TOP_KEYS, _REQUIRED_TOP, what="mapping of stage-map settings")
+
+    version = top["version"].as_int()
+    if version != SUPPORTED_VERSION:
+        raise top["version"].error(
+            f"unsupported version {version}",
+            hint=f"this ci-evals reads version {SUPPORTED_VERSION}",
+        )
+    stages = _stages(top["stages"])
+    root = _inside_repo(top["root"], folder, repo_root, must_be_dir=True)
+    entries, warnings = _entries(top["entries"], stages, display)
+    global_paths = [display]
+    if "global" in top:
+        items = top["global"].sequence()
+        global_paths += [_inside_repo(item, folder, repo_root) for item in items]
+    else:
+        global_paths += [_join(folder, p) for p in DEFAULT_GLOBAL]
+    fixtures = None
+    if "fixtures" in top and not top["fixtures"].is_null():
+        fixtures = _inside_repo(top["fixtures"], folder, repo_root)
+    return StageMap(
+        file=file,
+        repo_root=repo_root,
+        display=display,
+        root=root,
+        stages=stages,
+        entries=entries,
+        global_paths=tuple(dict.fromkeys(global_paths)),
+        fixtures=fixtures,
+        warnings=tuple(warnings),
+    )
+
+
+def _stages(node: Field) -> tuple[str, ...]:
+    seen: dict[str, int] = {}
+    for item in node.sequence(allow_empty=False):
+        name = item.as_str()
+        if name.strip() != name:
+            raise item.error("stage name has leading or trailing whitespace")
+        if name.isdigit():
+            raise item.error(
+                f"stage name {name!r} is a number",
+                hint="entries may give a stage by number or by name, so names cannot be numbers",
+            )
+        if name in seen:
+            raise item.error(
+                f"duplicate stage name {name!r}", hint=f"also stage {seen[name]} in this list"
+            )
+        seen[name] = len(seen) + 1
+    return tuple(seen)
+
+
+def _entries(
+    node: Field, stages: tuple[str, ...], display: str
+) -> tuple[tuple[Entry, ...], list[str]]:
+    entries: list[Entry] = []
+    warnings: list[str] = []
+    first_seen: dict[str, Entry] = {}
+    for index, item in enumerate(node.sequence()):
+        fields = item.mapping(_ENTRY_KEYS, _ENTRY_KEYS, what="mapping with 'glob' and 'stage'")
+        glob_field = fields["glob"]
+        glob = glob_field.as_str(allow_empty=True)
+        problem = glob_problem(glob)
+        if problem is not None:
+            raise glob_field.error(problem.message, hint=problem.hint)
+        stage = _stage_field(fields["stage"], stages)
+        entry = Entry(glob=glob, stage=stage, line=item.line, index=index, column=glob_field.column)
+        earlier = first_seen.get(glob)
+        if earlier is None:
+            first_seen[glob] = entry
+        else:
+            same = "same stage" if earlier.stage == stage else f"stage {earlier.stage} there"
+            warnings.append(
+                f"{display}:{glob_field.line}: warning: entries[{index}].glob: "
+                f"{glob!r} repeats entries[{earlier.index}] (line {earlier.line}, {same}); "
+                "the lowest stage wins, remove one"
+            )
+        entries.append(entry)
+    return tuple(entries), warnings
+
+
+def _stage_field(node: Field, stages: tuple[str, ...]) -> int:
+    import yaml  # noqa: PLC0415 - only the real loader gets here
+
+    tag = node.node.tag
+    if tag == "tag:yaml.org,2002:int":
+        number = node.as_int()
+        if not 1 <= number <= len(stages):
+            raise node.error(f"stage {number} is out of range", hint=_stage_hint(stages))
+        return number
+    if tag != "tag:yaml.org,2002:str" or not isinstance(node.node, yaml.ScalarNode):
+        raise node.error("expected a stage number or name", hint=_stage_hint(stages))
+    return _stage_number(node.as_str(), stages, node, None)
+
+
+def _stage_number(
+    value: str | int, stages: tuple[str, ...], node: Field | None, file: str | None
+) -> int:
+    number: int | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif value in stages:
+        return stages.index(value) + 1
+    elif value.strip().isdigit():
+        number = int(value.strip())
+    if number is not None and 1 <= number <= len(stages):
+        return number
+    message = (
+        f"stage {number} is out of range" if number is not None else f"unknown stage {value!r}"
+    )
+    if node is not None:
+        raise node.error(message, hint=_stage_hint(stages))
+    raise UserError(message, file=file, field="stage", hint=_stage_hint(stages))
+
+
+def _stage_hint(stages: tuple[str, ...]) -> str:
+    names = ", ".join(f"{i}={name}" for i, name in enumerate(stages, start=1))
+    return f"use 1..{len(stages)} or a name: {names}"
+
+
+def _repo_relative_folder(folder: Path, repo_root: Path) -> str:
+    """`folder` relative to the work-tree root, POSIX ('' for the top)."""
+    try:
+        relative = folder.resolve().relative_to(repo_root.resolve())
+    except ValueError:  # pragma: no cover - git said folder is inside repo_root
+        raise UserError("not inside the repository", file=str(folder)) from None
+    text = relative.as_posix()
+    return "" if text == "." else text
+
+
+def _join(folder: str, path: str) -> str:
+    """A path from the map (relative to `folder`, or repo-absolute with a leading '/')."""
+    if path.startswith("/"):
+        return posixpath.normpath(path.lstrip("/"))
+    return posixpath.normpath(posixpath.join(folder, path)) if folder else posixpath.normpath(path)
+
+
+def _inside_repo(node: Field, folder: str, repo_root: Path, must_be_dir: bool = False) -> str:
+    """A folder/file path from the map, checked to stay in the repo, as repo-relative POSIX."""
+    raw = node.as_str()
+    if "\\" in raw:
+        raise node.error("use '/' as the path separator", hint="paths are POSIX, relative")
+    if os.path.isabs(raw) or raw.startswith("/"):
+        raise node.error(
+            f"absolute path {raw!r}", hint="paths are relative to the stage map's folder"
+        )
+    joined = _join(folder, raw)
+    if joined == ".." or joined.startswith("../"):
+        raise node.error(
+            f"{raw!r} is outside the repository",
+            hint="paths are relative to the stage map's folder and must stay in the repository",
+        )
+    if joined == ".git" or joined.startswith(".git/"):
+        raise node.error(f"{raw!r} is inside .git")
+    relative = "" if joined == "." else joined
+    if must_be_dir:
+        target = repo_root / relative if relative else repo_root
+        if not target.is_dir():
+            what = "is not a folder" if target.exists() else "does not exist"
+            raise node.error(
+                f"{raw!r} {what}", hint="root is the plugin folder, relative to the stage map"
+            )
+    return relative

@@ -1,0 +1,535 @@
+"""Load and validate `ci-evals.yaml` (the suite) into frozen records.
+
+Everything a run needs is checked here, once, before anything starts: the
+plugin folder has `.claude-plugin/plugin.json`; stage names and scenario ids are
+unique; every prompt/cwd template resolves for every scenario; every cwd stays
+inside the workspace; the stage map (when there is one) lists the same stages in
+the same order, for the same plugin and fixtures folders. The format is
+documented in docs/suite.md.
+
+The grading keys (`reviewer`, `checks`, `graders`, `scoring`, `repeat`,
+`pass_at_least`) are validated by `ci_evals.graders.config` into
+`Stage.grading` / `Suite.grading`; the positioned YAML stays in `extra`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ci_evals import git
+from ci_evals.agents import Limits
+from ci_evals.config.templates import NAME, Template, parse_template
+from ci_evals.config.yaml_source import Field, load
+from ci_evals.errors import UserError
+from ci_evals.graders import config as grading_config
+from ci_evals.graders.config import (
+    REVIEWER_KEYS,
+    StageGrading,
+    SuiteGrading,
+    load_stage_grading,
+    load_suite_grading,
+)
+from ci_evals.selection.stage_map import load_stage_map
+
+# The keys grading reads, validated by ci_evals.graders.config.
+GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
+GRADING_SUITE_KEYS = grading_config.SUITE_KEYS
+SUITE_FILE = "ci-evals.yaml"
+DEFAULT_SCENARIO = "default"
+DEFAULT_STAGE_MAP = "stage_map.yaml"
+VERSION = 1
+BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
+
+_STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS)
+_SUITE_KEYS = (
+    "version",
+    "plugin",
+    "fixtures",
+    "stage_map",
+    "model",
+    "budget_usd",
+    "limits",
+    "stages",
+    "scenarios",
+    *GRADING_SUITE_KEYS,
+)
+# Stage names become folder names (`<k>-<name>-output`) and CLI arguments; an
+# all-digit name would be ambiguous with a stage number.
+_STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+# Scenario ids become folder names in the run folder.
+_STAGE_FIXTURE = re.compile(r"[0-9]+-")
+_SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class Stage:
+    number: int  # 1-based
+    name: str
+    prompt: Template
+    cwd: Template
+    limits: Limits
+    # Graders (validated by ci_evals.graders.config at load), the reviewer's
+    # prompt as a checked template, the grading keys as written, and the
+    # stage's own YAML node.
+    grading: StageGrading = field(default_factory=StageGrading)
+    reviewer_prompt: Template | None = None
+    extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
+    source: Field | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def fixture_dirname(self) -> str:
+        """The folder under `fixtures/` holding this stage's curated output."""
+        return f"{self.number}-{self.name}-output"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    inputs: Mapping[str, str]
+    # Its own fixtures: a folder (one name) inside the suite's fixtures folder,
+    # laid out like it (`<k>-<stage>-output/`). None: the suite's fixtures.
+    fixtures: str | None = None
+
+
+@dataclass(frozen=True)
+class Plugin:
+    path: Path  # absolute folder holding .claude-plugin/plugin.json
+    name: str  # from plugin.json; commands are `/NAME:command`
+
+
+@dataclass(frozen=True)
+class Suite:
+    file: Path  # absolute path of ci-evals.yaml
+    display: str  # the file as named in messages
+    plugin: Plugin
+    fixtures: Path  # absolute; need not exist unless a run starts after stage 1
+    stage_map: Path | None
+    model: str | None  # None: the CLI's default
+    budget_usd: float | None  # run budget; None: unlimited
+    limits: Limits  # suite defaults (already merged into every stage)
+    stages: tuple[Stage, ...]
+    scenarios: tuple[Scenario, ...]
+    grading: SuiteGrading = field(default_factory=SuiteGrading)
+    extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
+    source: Field | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def root(self) -> Path:
+        """The folder holding the suite file; relative paths start here."""
+        return self.file.parent
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(stage.name for stage in self.stages)
+
+    def stage(self, key: str | int) -> Stage:
+        """A stage by 1-based number (int or digits) or by name; else a `UserError`."""
+        text = str(key).strip()
+        if text.isdigit():
+            number = int(text)
+            if 1 <= number <= len(self.stages):
+                return self.stages[number - 1]
+        else:
+            for stage in self.stages:
+                if stage.name == text:
+                    return stage
+        valid = ", ".join(f"{s.number} {s.name}" for s in self.stages)
+        raise UserError(f"unknown stage {text!r}", file=self.display, hint=f"stages: {valid}")
+
+    def scenario(self, scenario_id: str) -> Scenario:
+        for scenario in self.scenarios:
+            if scenario.id == scenario_id:
+                return scenario
+        valid = ", ".join(s.id for s in self.scenarios)
+        raise UserError(
+            f"unknown scenario {scenario_id!r}", file=self.display, hint=f"scenarios: {valid}"
+        )
+
+    def fixtures_for(self, scenario: Scenario | None) -> Path:
+        """The fixtures folder a scenario's runs start from (its own, or the suite's)."""
+        if scenario is not None and scenario.fixtures is not None:
+            return self.fixtures / scenario.fixtures
+        return self.fixtures
+
+    def fixture_dir(self, stage: Stage | int, scenario: Scenario | None = None) -> Path:
+        number = stage if isinstance(stage, int) else stage.number
+        return self.fixtures_for(scenario) / self.stages[number - 1].fixture_dirname
+
+    def template_values(
+        self, stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path
+    ) -> dict[str, str]:
+        """Everything a template can name: the scenario's inputs plus the built-ins."""
+        values = dict(scenario.inputs)
+        values.update(
+            workspace=str(workspace),
+            plugin=str(plugin),
+            stage=stage.name,
+            stage_number=str(stage.number),
+            scenario=scenario.id,
+        )
+        return values
+
+    def prompt_for(self, stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path) -> str:
+        values = self.template_values(stage, scenario, workspace=workspace, plugin=plugin)
+        return stage.prompt.render(values)
+
+    def cwd_for(self, stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path) -> Path:
+        """The stage's absolute working folder, inside `workspace` (not created here)."""
+        values = self.template_values(stage, scenario, workspace=workspace, plugin=plugin)
+        path = _inside(stage.cwd.render(values), workspace)
+        if path is None:
+            raise stage.cwd.error(
+                f"cwd leaves the workspace for scenario {scenario.id!r}",
+                hint="cwd is relative to the workspace and must stay inside it",
+            )
+        return path
+
+
+def _inside(rendered: str, workspace: Path) -> Path | None:
+    """`rendered` joined to `workspace` and normalised, or None if it leaves it."""
+    base = os.path.normpath(workspace)
+    joined = os.path.normpath(os.path.join(base, rendered))
+    if joined != base and not joined.startswith(base.rstrip(os.sep) + os.sep):
+        return None
+    return Path(joined)
+
+
+# -- discovery ----------------------------------------------------------------
+
+
+def find_suite(cwd: Path) -> Path:
+    """The nearest `ci-evals.yaml` from `cwd` up to the repository's top folder.
+
+    Outside a git repository only `cwd` itself is looked at.
+    """
+    start = cwd.resolve()
+    try:
+        top = git.toplevel(start).resolve()
+    except UserError:
+        top = start
+    folder = start
+    while True:
+        candidate = folder / SUITE_FILE
+        if candidate.is_file():
+            return candidate
+        if folder in (top, folder.parent):
+            break
+        folder = folder.parent
+    raise UserError(
+        f"no {SUITE_FILE} found in {start} or above it up to {top}",
+        hint="create one (see docs/suite.md) or pass --suite PATH",
+    )
+
+
+# -- loading ------------------------------------------------------------------
+
+
+def load_suite(path: Path, display: str | None = None) -> Suite:
+    """Read and validate a suite file; any mistake is a one-line `UserError`."""
+    file = Path(os.path.abspath(path))
+    name = display if display is not None else str(path)
+    root_field = load(file, name)
+    keys = root_field.mapping(_SUITE_KEYS, required=("version", "plugin", "stages"))
+
+    version = keys["version"].as_int()
+    if version != VERSION:
+        raise keys["version"].error(f"unsupported version {version}", hint=f"use {VERSION}")
+
+    base = file.parent
+    plugin = _load_plugin(keys["plugin"], base)
+    fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
+    model = _optional_str(keys.get("model"))
+    budget = _optional_number(keys.get("budget_usd"), positive=True)
+    limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
+
+    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin_dir=plugin.path)
+    # A suite whose prompts need no inputs may leave scenarios out: one run.
+    scenarios = (
+        _load_scenarios(keys["scenarios"])
+        if "scenarios" in keys
+        else (Scenario(id=DEFAULT_SCENARIO, inputs={}),)
+    )
+    for stage in stages:
+        _check_templates(stage, scenarios)
+    suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}
+
+    stage_map: Path | None
+    if "stage_map" in keys:
+        stage_map = None if keys["stage_map"].is_null() else _path(keys["stage_map"], base)
+    else:
+        default = base / DEFAULT_STAGE_MAP
+        stage_map = default if default.is_file() else None
+
+    suite = Suite(
+        file=file,
+        display=name,
+        plugin=plugin,
+        fixtures=fixtures,
+        stage_map=stage_map,
+        model=model,
+        budget_usd=budget,
+        limits=limits,
+        stages=stages,
+        scenarios=scenarios,
+        grading=load_suite_grading(suite_extra),
+        extra=suite_extra,
+        source=root_field,
+    )
+    if stage_map is not None:
+        _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"])
+    return suite
+
+
+def _path(value: Field, base: Path) -> Path:
+    return Path(os.path.normpath(base / value.as_str()))
+
+
+def _optional_str(value: Field | None) -> str | None:
+    if value is None or value.is_null():
+        return None
+    return value.as_str()
+
+
+def _optional_number(value: Field | None, *, positive: bool) -> float | None:
+    if value is None or value.is_null():
+        return None
+    number = value.as_number(minimum=0.0)
+    if positive and number == 0:
+        raise value.error("must be greater than 0")
+    return number
+
+
+def _load_plugin(value: Field, base: Path) -> Plugin:
+    path = _path(value, base)
+    if not path.is_dir():
+        raise value.error(f"plugin folder not found: {path}")
+    manifest = path / ".claude-plugin" / "plugin.json"
+    if not manifest.is_file():
+        raise value.error(
+            f"{path} has no .claude-plugin/plugin.json",
+            hint="a Claude Code plugin folder needs a manifest with at least a name",
+        )
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read plugin manifest: {exc}", file=manifest) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"invalid JSON: {exc.msg}", file=manifest, line=exc.lineno, column=exc.colno
+        ) from None
+    plugin_name = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(plugin_name, str) or not plugin_name.strip():
+        raise UserError('the manifest needs a "name" string', file=manifest, field="name")
+    return Plugin(path=path, name=plugin_name)
+
+
+def _load_limits(value: Field, defaults: Limits) -> Limits:
+    keys = value.mapping(("max_turns", "timeout_s", "max_budget_usd"))
+    max_turns = keys["max_turns"].as_int(minimum=1) if "max_turns" in keys else defaults.max_turns
+    timeout = defaults.timeout_s
+    if "timeout_s" in keys:
+        timeout = keys["timeout_s"].as_number(minimum=0.0)
+        if timeout == 0:
+            raise keys["timeout_s"].error("must be greater than 0")
+    budget = defaults.max_budget_usd
+    if "max_budget_usd" in keys:
+        budget = _optional_number(keys["max_budget_usd"], positive=True)
+    return Limits(max_turns=max_turns, timeout_s=timeout, max_budget_usd=budget)
+
+
+def _load_stages(
+    value: Field, defaults: Limits, *, suite_dir: Path, plugin_dir: Path
+) -> tuple[Stage, ...]:
+    stages: list[Stage] = []
+    seen: dict[str, Field] = {}
+    for number, item in enumerate(value.sequence(allow_empty=False), start=1):
+        keys = item.mapping(_STAGE_KEYS, required=("name", "prompt"))
+        name_field = keys["name"]
+        name = name_field.as_str()
+        if not _STAGE_NAME.fullmatch(name) or name.isdigit():
+            raise name_field.error(
+                f"bad stage name {name!r}",
+                hint="use lowercase letters, digits, '-' and '_', not only digits",
+            )
+        if name in seen:
+            raise name_field.error(
+                f"duplicate stage name {name!r}", hint=f"first used at line {seen[name].line}"
+            )
+        seen[name] = name_field
+        cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
+        extra = {key: keys[key] for key in GRADING_STAGE_KEYS if key in keys}
+        grading = load_stage_grading(extra, suite_dir=suite_dir, plugin_dir=plugin_dir)
+        reviewer_prompt = None
+        if "reviewer" in extra:
+            # Already validated by the grading loader; kept as a template so its
+            # placeholders are checked against every scenario like a prompt.
+            prompt = extra["reviewer"].mapping(REVIEWER_KEYS)["prompt"]
+            reviewer_prompt = parse_template(prompt.as_str(), prompt)
+        stages.append(
+            Stage(
+                number=number,
+                name=name,
+                prompt=parse_template(keys["prompt"].as_str(), keys["prompt"]),
+                cwd=cwd if cwd is not None else parse_template("."),
+                limits=_load_limits(keys["limits"], defaults) if "limits" in keys else defaults,
+                grading=grading,
+                reviewer_prompt=reviewer_prompt,
+                extra=extra,
+                source=item,
+            )
+        )
+    return tuple(stages)
+
+
+def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
+    scenarios: list[Scenario] = []
+    seen: dict[str, Field] = {}
+    for item in value.sequence(allow_empty=False):
+        keys = item.mapping(("id", "inputs", "fixtures"), required=("id",))
+        id_field = keys["id"]
+        scenario_id = id_field.as_str()
+        if not _SCENARIO_ID.fullmatch(scenario_id):
+            raise id_field.error(
+                f"bad scenario id {scenario_id!r}", hint="use letters, digits, '.', '_' and '-'"
+            )
+        if scenario_id in seen:
+            raise id_field.error(
+                f"duplicate scenario id {scenario_id!r}",
+                hint=f"first used at line {seen[scenario_id].line}",
+            )
+        seen[scenario_id] = id_field
+        inputs = _load_inputs(keys["inputs"]) if "inputs" in keys else {}
+        fixtures = _scenario_fixtures(keys["fixtures"]) if "fixtures" in keys else None
+        scenarios.append(Scenario(id=scenario_id, inputs=inputs, fixtures=fixtures))
+    return tuple(scenarios)
+
+
+def _scenario_fixtures(value: Field) -> str:
+    """One folder name inside the suite's fixtures folder.
+
+    Only there, and only one level down, can `compute-stage` tell which stage a
+    change to it feeds (`fixtures/<name>/<k>-*/` -> stage k+1); a name shaped
+    like a stage's fixture folder (`3-...`) would read as one.
+    """
+    name = value.as_str()
+    if not _SCENARIO_ID.fullmatch(name) or name in (".", ".."):
+        raise value.error(
+            f"bad scenario fixtures folder {name!r}",
+            hint="one folder name inside the suite's fixtures folder, e.g. 'globex'",
+        )
+    if _STAGE_FIXTURE.match(name):
+        raise value.error(
+            f"scenario fixtures folder {name!r} looks like a stage's fixture folder",
+            hint="start it with a letter, e.g. 'globex'",
+        )
+    return name
+
+
+def _load_inputs(value: Field) -> dict[str, str]:
+    inputs: dict[str, str] = {}
+    if value.is_null():
+        return inputs
+    # Any name is allowed, so the allowed keys are the ones written.
+    fields = value.mapping(_written_keys(value), what="mapping of input names to values")
+    for key, item in fields.items():
+        if not NAME.fullmatch(key):
+            raise item.error(f"bad input name {key!r}", hint="use letters, digits, '_' and '-'")
+        if key in BUILTINS:
+            raise item.error(
+                f"input {key!r} shadows a built-in placeholder",
+                hint=f"built-ins: {', '.join(BUILTINS)}",
+            )
+        data = item.plain()
+        if isinstance(data, bool) or not isinstance(data, (str, int, float)):
+            raise item.error("input values must be strings or numbers")
+        inputs[key] = str(data)
+    return inputs
+
+
+def _written_keys(value: Field) -> list[str]:
+    if not isinstance(value.node, yaml.MappingNode):
+        return []  # `mapping()` reports the wrong kind of node
+    return [str(key.value) for key, _ in value.node.value if isinstance(key, yaml.ScalarNode)]
+
+
+def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
+    """Every placeholder resolves for every scenario; every cwd stays in the workspace."""
+    templates = [stage.prompt, stage.cwd]
+    if stage.reviewer_prompt is not None:
+        templates.append(stage.reviewer_prompt)
+    for template in templates:
+        unknown = sorted(template.names.difference(BUILTINS))
+        for scenario in scenarios:
+            for name in unknown:
+                if name not in scenario.inputs:
+                    inputs = ", ".join(sorted(scenario.inputs)) or "none"
+                    raise template.error(
+                        f"unknown placeholder {{{name}}}: scenario {scenario.id!r} has no "
+                        f"input {name!r}",
+                        hint=f"its inputs: {inputs}; built-ins: {', '.join(BUILTINS)}",
+                    )
+    # The workspace's real path is not known yet; a stand-in is enough to see
+    # whether the rendered cwd is absolute elsewhere or climbs out with `..`.
+    workspace = Path(os.path.abspath(os.sep + "ci-evals-workspace"))
+    plugin = Path(os.path.abspath(os.sep + "ci-evals-plugin"))
+    for scenario in scenarios:
+        values = dict(scenario.inputs)
+        values.update(
+            workspace=str(workspace),
+            plugin=str(plugin),
+            stage=stage.name,
+            stage_number=str(stage.number),
+            scenario=scenario.id,
+        )
+        if _inside(stage.cwd.render(values), workspace) is None:
+            raise stage.cwd.error(
+                f"cwd leaves the workspace for scenario {scenario.id!r}",
+                hint="cwd is relative to the workspace and must stay inside it",
+            )
+
+
+def _cross_check_stage_map(suite: Suite, where: Field | None, stages_field: Field) -> None:
+    """The stage map must list the suite's stages, in order, for the same folders.
+
+    Otherwise `compute-stage` would answer for a different plugin, fixtures
+    folder or stage order than the one `run` runs.
+    """
+    assert suite.stage_map is not None
+    stage_map = load_stage_map(suite.stage_map, warn=False)
+    map_name = stage_map.display
+    theirs = tuple(stage_map.stages)
+    ours = suite.stage_names
+    if theirs != ours:
+        differ = next(
+            (i for i, pair in enumerate(zip(theirs, ours, strict=False)) if pair[0] != pair[1]),
+            min(len(theirs), len(ours)),
+        )
+        raise stages_field.error(
+            f"the stages differ from the stage map {map_name}: "
+            f"map [{', '.join(theirs)}], suite [{', '.join(ours)}] "
+            f"(first difference at stage {differ + 1})",
+            hint="both files must list the same stage names in the same order",
+        )
+    where = where or stages_field
+    map_plugin = Path(os.path.normpath(stage_map.repo_root / stage_map.root))
+    if map_plugin.resolve() != suite.plugin.path.resolve():
+        raise where.error(
+            f"the stage map {map_name} has root {map_plugin}, but the suite's plugin is "
+            f"{suite.plugin.path}",
+            hint="the map's root and the suite's plugin must be the same folder",
+        )
+    if stage_map.fixtures is not None:
+        map_fixtures = Path(os.path.normpath(stage_map.repo_root / stage_map.fixtures))
+        if map_fixtures.resolve() != suite.fixtures.resolve():
+            raise where.error(
+                f"the stage map {map_name} has fixtures {map_fixtures}, but the suite's "
+                f"fixtures are {suite.fixtures}",
+                hint="point both files at the same fixtures folder",
+            )

@@ -1,0 +1,367 @@
+"""A fresh workspace for one scenario: the plugin copied in, fixtures laid down.
+
+Layout, under the folder `parent` the runner picks (inside its run folder):
+
+    parent/plugin/     a copy of the suite's plugin; the SDK loads it as a local plugin
+    parent/workspace/  the agent's folder: fixtures 1..N-1 merged in, plus links
+                       `agents -> ../plugin/agents`, `skills -> ../plugin/skills`, ...
+
+Why copies and not links into the repository: the agent runs with permissions
+bypassed; a link into the repo would let it rewrite the plugin or the fixtures
+under test. The plugin is small, so copying it costs milliseconds. Fixtures can
+be large, so they are copied the way `cp -r` does it (kernel-side
+`copy_file_range`, which also makes reflinks on file systems that have them),
+from a merged plan (a file that a later fixture overwrites is copied once).
+The stat of every copy, taken as it is written, becomes the workspace's
+baseline snapshot, so the first snapshot of a stage need not read fixture
+files. `benchmarks/bench_workspace.py` measures it against `cp -r`.
+
+Symbolic links in a fixture are kept as links when their target stays inside
+their own fixture folder (which becomes the workspace root, so the link stays
+valid); an absolute link, or one that climbs out -- as written, or by way of
+other links -- is refused before anything is copied. The plugin copy
+dereferences links, so nothing in it points back into the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ci_evals.errors import UserError
+from ci_evals.fs.copy import copy_many
+from ci_evals.fs.snapshot import (
+    RACY_NS,
+    Changes,
+    Entry,
+    Snapshot,
+    diff_snapshots,
+    link_entry,
+    seeded_entry,
+    take_snapshot,
+)
+from ci_evals.suite.load import Scenario, Stage, Suite
+
+PLUGIN_DIR = "plugin"
+WORKSPACE_DIR = "workspace"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where one scenario runs. Paths are absolute."""
+
+    parent: Path  # the folder holding both below; remove it to clean up
+    root: Path  # the agent's workspace (`{workspace}` in templates)
+    plugin: Path  # the plugin copy (`{plugin}`; the SDK's local plugin path)
+    fixtures: tuple[Path, ...]  # fixture folders laid down, in order
+    links: tuple[str, ...] = field(default=())  # component links made in `root`
+    # What `root` holds right after set-up, with fixture files not yet hashed:
+    # pass it as `previous` to the first `take_snapshot` (see snapshot.py).
+    baseline: Snapshot | None = field(default=None, compare=False, repr=False)
+    # The plugin copy as made, to tell whether the agent changed it.
+    plugin_baseline: Snapshot | None = field(default=None, compare=False, repr=False)
+
+    def values(self, suite: Suite, stage: Stage, scenario: Scenario) -> dict[str, str]:
+        """The template values for this workspace (inputs plus built-ins)."""
+        return suite.template_values(stage, scenario, workspace=self.root, plugin=self.plugin)
+
+    def prompt_for(self, suite: Suite, stage: Stage, scenario: Scenario) -> str:
+        return suite.prompt_for(stage, scenario, workspace=self.root, plugin=self.plugin)
+
+    def cwd_for(self, suite: Suite, stage: Stage, scenario: Scenario) -> Path:
+        """The stage's working folder inside `root`, created if a fixture did not."""
+        path = suite.cwd_for(stage, scenario, workspace=self.root, plugin=self.plugin)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def plugin_changes(self) -> Changes:
+        """What has been changed in the plugin copy since set-up.
+
+        The agent can reach the copy (through the component links, or by its
+        path) and a change there alters what later stages and reviewers load;
+        the runner should report it. Nothing in the repository is affected.
+        """
+        if self.plugin_baseline is None:
+            return Changes((), (), ())
+        now = take_snapshot(self.plugin, previous=self.plugin_baseline)
+        return diff_snapshots(self.plugin_baseline, now)
+
+    def remove(self) -> None:
+        """Delete `parent` and everything in it (links are removed, not followed)."""
+        shutil.rmtree(self.parent, ignore_errors=True)
+
+
+# -- fixtures -----------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    """What to create in the workspace, merged over all fixtures (later wins).
+
+    Plain strings, not `Path`s: building 10,000 `Path` objects costs more than
+    the walk itself.
+    """
+
+    dirs: dict[str, str] = field(default_factory=dict)  # relative path -> source folder
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> source file
+    links: dict[str, str] = field(default_factory=dict)  # relative path -> link target
+    link_sources: dict[str, str] = field(default_factory=dict)  # relative path -> fixture link
+
+
+def check_fixtures(
+    suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
+) -> tuple[Path, ...]:
+    """Check that fixtures 1..N-1 exist and hold no escaping links; return their folders.
+
+    `scenario`'s own fixtures when it has some, else the suite's. Called by
+    `run` before anything starts; `create_workspace` calls it again.
+    """
+    folders, _ = _plan(suite, from_stage, scenario)
+    return folders
+
+
+def _plan(
+    suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
+) -> tuple[tuple[Path, ...], _Plan]:
+    number = from_stage if isinstance(from_stage, int) else from_stage.number
+    if not 1 <= number <= len(suite.stages):
+        suite.stage(number)  # raises the "unknown stage" error listing the stages
+    folders: list[Path] = []
+    for stage in suite.stages[: number - 1]:
+        folder = suite.fixture_dir(stage, scenario)
+        if not folder.is_dir():
+            whose = f" of scenario {scenario.id!r}" if scenario and scenario.fixtures else ""
+            raise UserError(
+                f"missing fixture folder{whose} for stage {stage.number} ({stage.name}): {folder}",
+                file=suite.display,
+                hint=_missing_fixture_hint(suite.fixtures_for(scenario), stage.number, number),
+            )
+        folders.append(folder)
+    plan = _Plan()
+    for folder in folders:
+        try:
+            _add_fixture(plan, folder)
+        except OSError as exc:
+            raise UserError(
+                f"cannot read fixture {exc.filename or folder}: {exc.strerror or exc}"
+            ) from None
+    _check_merged_links(plan)
+    return tuple(folders), plan
+
+
+def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
+    """Name a near miss (`3-plan-output` for `3-plan-lab-output`) if there is one."""
+    try:
+        near = sorted(
+            entry.name
+            for entry in os.scandir(fixtures)
+            if entry.is_dir() and entry.name.startswith(f"{stage}-")
+        )
+    except OSError:
+        near = []
+    if near:
+        return f"found {', '.join(near)}; the folder must be named <k>-<stage name>-output"
+    return (
+        f"a run from stage {from_stage} lays down the outputs of stages 1-{from_stage - 1}"
+        f" from {fixtures}/<k>-<stage>-output/"
+    )
+
+
+def _add_fixture(plan: _Plan, folder: Path) -> None:
+    for rel, entry in _walk(folder):
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            _check_link(folder, rel, target, entry.path)
+            _claim(plan, rel, entry.path, "link")
+            plan.links[rel] = target
+            plan.link_sources[rel] = entry.path
+        elif entry.is_dir(follow_symlinks=False):
+            _claim(plan, rel, entry.path, "dir")
+            plan.dirs[rel] = entry.path
+        elif entry.is_file(follow_symlinks=False):
+            _claim(plan, rel, entry.path, "file")
+            plan.files[rel] = entry.path
+        else:
+            raise UserError(
+                f"fixture holds something that is not a file, folder or link: {entry.path}"
+            )
+
+
+def _walk(top: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry under `top` (not following links), with its POSIX relative path."""
+    stack = [("", str(top))]
+    while stack:
+        prefix, folder = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                yield rel, entry
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+
+
+def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
+    """Refuse a link that is absolute or leaves its fixture folder."""
+    if os.path.isabs(target):
+        raise UserError(
+            f"fixture link {path} -> {target} is absolute",
+            hint="links in fixtures must be relative and stay inside their fixture folder",
+        )
+    resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+    if resolved == ".." or resolved.startswith(".." + os.sep):
+        raise UserError(
+            f"fixture link {path} -> {target} points outside {folder}",
+            hint="links in fixtures must stay inside their fixture folder",
+        )
+
+
+_MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
+
+
+def _check_merged_links(plan: _Plan) -> None:
+    """Resolve every link the way the system will in the merged workspace.
+
+    Read as text, `here/../x` stays inside; but if `here -> .`, the system
+    resolves it to the workspace's parent. Links from different fixtures can
+    chain like that, so the check runs on the merged plan.
+    """
+    for rel, target in plan.links.items():
+        problem = _resolve_inside(plan.links, rel, target)
+        if problem:
+            raise UserError(
+                f"fixture link {plan.link_sources[rel]} -> {target} {problem}",
+                hint="links in fixtures must stay inside their fixture folder",
+            )
+
+
+def _resolve_inside(links: dict[str, str], rel: str, target: str) -> str | None:
+    """None if link `rel` resolves inside the root; else what is wrong."""
+    resolved: list[str] = rel.split("/")[:-1]
+    todo = target.split("/")
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return "points outside the workspace by way of other links"
+            resolved.pop()
+            continue
+        resolved.append(part)
+        through = links.get("/".join(resolved))
+        if through is not None:
+            hops += 1
+            if hops > _MAX_LINK_HOPS:
+                return "is part of a loop of links"
+            resolved.pop()
+            todo[:0] = through.split("/")
+    return None
+
+
+def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:
+    """A later fixture may replace a file or link, or merge into a folder, nothing else."""
+    earlier = "dir" if rel in plan.dirs else "file" if rel in plan.files else None
+    if earlier is None and rel in plan.links:
+        earlier = "link"
+    if earlier is None:
+        return
+    if earlier == "dir" and kind == "dir":
+        return
+    if earlier != "dir" and kind != "dir":
+        plan.files.pop(rel, None)
+        plan.links.pop(rel, None)
+        return
+    raise UserError(
+        f"fixture {path} is a {kind}, but an earlier fixture has a {earlier} at {rel}",
+        hint="a later fixture can replace files, not turn a folder into a file or back",
+    )
+
+
+# -- copying ------------------------------------------------------------------
+
+
+def create_workspace(
+    suite: Suite, from_stage: Stage | int, parent: Path, scenario: Scenario | None = None
+) -> Workspace:
+    """Make `parent/plugin` and `parent/workspace` for a run starting at `from_stage`
+    (with `scenario`'s own fixtures when it has some)."""
+    folders, plan = _plan(suite, from_stage, scenario)
+    parent = Path(os.path.abspath(parent))
+    parent.mkdir(parents=True, exist_ok=True)
+    plugin = parent / PLUGIN_DIR
+    root = parent / WORKSPACE_DIR
+    for path in (plugin, root):
+        if os.path.lexists(path):
+            raise UserError(
+                f"workspace folder already exists: {path}",
+                hint="every scenario and repeat needs a fresh folder",
+            )
+    _copy_plugin(suite.plugin.path, plugin)
+    root.mkdir()
+    entries = _lay_down(plan, root)
+    links = _link_components(plugin, root)
+    for name in links:
+        entries[name] = link_entry(os.lstat(root / name), os.readlink(root / name))
+    plugin_baseline = take_snapshot(plugin)  # small: hashing it all takes milliseconds
+    # Let the clock move past the files just written, so that their times are
+    # settled (not "racy") for every snapshot from now on.
+    time.sleep(RACY_NS * 1.2 / 1e9)
+    baseline = Snapshot(root=root, entries=entries, taken_ns=time.time_ns())
+    return Workspace(
+        parent=parent,
+        root=root,
+        plugin=plugin,
+        fixtures=folders,
+        links=links,
+        baseline=baseline,
+        plugin_baseline=plugin_baseline,
+    )
+
+
+def _copy_plugin(source: Path, dest: Path) -> None:
+    # Links are followed: a link out of the plugin folder becomes a copy of what
+    # it points at, so nothing in the copy leads back into the repository.
+    try:
+        shutil.copytree(source, dest, symlinks=False)
+    except shutil.Error as exc:
+        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+    except OSError as exc:
+        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+
+
+def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:
+    """Create the plan under `root`; return snapshot entries for what was made."""
+    base = str(root) + os.sep
+    entries: dict[str, Entry] = {}
+    # Sorted, parents come before their children.
+    for rel in sorted(plan.dirs):
+        os.mkdir(base + rel)
+    # One thread: copy_file_range keeps the data in the kernel, and on two
+    # shared cores threads measured slower than a plain loop (benchmark).
+    files = plan.files
+    jobs = [(source, base + rel) for rel, source in files.items()]
+    for (rel, source), info in zip(files.items(), copy_many(jobs), strict=True):
+        entries[rel] = seeded_entry(info, source)
+    for rel, target in plan.links.items():
+        os.symlink(target, base + rel)
+        entries[rel] = link_entry(os.lstat(base + rel), target)
+    return entries
+
+
+def _link_components(plugin: Path, root: Path) -> tuple[str, ...]:
+    """Link each top-level plugin folder into the workspace, unless a fixture has the name."""
+    made: list[str] = []
+    for entry in sorted(os.scandir(plugin), key=lambda e: e.name):
+        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        link = root / entry.name
+        if os.path.lexists(link):
+            continue  # the fixture's file or folder wins
+        os.symlink(os.path.join("..", PLUGIN_DIR, entry.name), link)
+        made.append(entry.name)
+    return tuple(made)
