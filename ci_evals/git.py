@@ -13,7 +13,6 @@ import contextlib
 import os
 import select
 import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ci_evals import process
 from ci_evals.errors import UserError
 
 
@@ -60,42 +60,23 @@ def run(
     (default: this process's).
     """
     argv = ("git", "-C", str(repo), *args)
-    # Its own process group, so a timeout also stops git's helpers (ssh,
-    # remote-https) that would otherwise keep the pipes open after git dies.
-    with subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=env,
-    ) as proc:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            result = GitResult(argv, -1, b"", f"timed out after {timeout} s")
-            if check:
-                raise GitError(result) from None
-            return result
-        except BaseException:  # Ctrl-C: the group is not in the terminal's foreground
-            _kill_group(proc)
-            raise
+    # Its own process group (process.run), so a timeout also stops git's
+    # helpers (ssh, remote-https) that would otherwise keep the pipes open.
+    done = process.run(argv, env=env, timeout=timeout)
+    if done.returncode is None:
+        result = GitResult(argv, -1, b"", f"timed out after {timeout} s")
+        if check:
+            raise GitError(result)
+        return result
     result = GitResult(
         argv=argv,
-        returncode=proc.returncode,
-        stdout=stdout,
-        stderr=stderr.decode("utf-8", "replace"),
+        returncode=done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr.decode("utf-8", "replace"),
     )
     if check and result.returncode != 0:
         raise GitError(result)
     return result
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate()
 
 
 def split_z(output: bytes) -> list[str]:
@@ -450,7 +431,7 @@ class TreeDiffer:
     def close(self) -> None:
         proc = self._proc
         if proc.poll() is None:
-            _signal_group(proc)
+            process.kill_group(proc.pid)
             proc.wait()
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
@@ -510,11 +491,6 @@ class PairSplitter:
     def finished(self) -> bool:
         """Every pair arrived, whole, and nothing else."""
         return not self.broken and self.index == len(self.headers) and not self.buffer
-
-
-def _signal_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def parse_changed_paths(output: bytes) -> list[str]:

@@ -30,13 +30,22 @@ LimitKind = Literal["turns", "time", "budget"]
 
 class Checkpoint(Protocol):
     """The stage's starting state, for a wrapper that runs the stage again
-    (`ci_evals.retry`; `ci_evals.checkpoint.FolderCheckpoint` implements it)."""
+    (`ci_evals.agents.retry`; `ci_evals.fs.checkpoint.FolderCheckpoint` implements it)."""
 
     def save(self) -> None: ...
 
     def restore(self) -> None: ...
 
     def discard(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-stage limits (the suite's `limits:`); `None` means no limit of that kind."""
+
+    max_turns: int = 50
+    timeout_s: float = 1800.0
+    max_budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,10 @@ class StageRequest:
     max_turns: int = 50
     timeout_s: float = 1800.0
     max_budget_usd: float | None = None
+    # Where it runs (a `ci_evals.sandbox` kind) and what it may write there
+    # besides `cwd` and `plugin_dir`: the workspace root, the private HOME/TMP.
+    sandbox: str = "local"
+    writable: tuple[Path, ...] = ()
     # What the stage starts from; a retrying wrapper saves it before the first
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)
@@ -107,10 +120,10 @@ class StageOutcome:
     is_error: bool = False
     result_subtypes: list[str] = field(default_factory=list)
     final_text: str | None = None  # the last result's text: a reviewer's scorecard lives here
-    # HTTP status of a failed model call (429, 500, 529, ...): the hook for
-    # retrying infrastructure errors (a later issue) — retry when it is 5xx/529.
+    # HTTP status of a failed model call (429, 500, 529, ...): `ci_evals.agents.retry`
+    # runs the stage again when it is 5xx/529.
     api_error_status: int | None = None
-    attempts: int = 1  # > 1 when a wrapper (ci_evals.retry) ran it again after an endpoint error
+    attempts: int = 1  # > 1 when `ci_evals.agents.retry` ran it again after an endpoint error
     messages: int = 0
 
     @property

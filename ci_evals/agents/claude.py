@@ -4,7 +4,7 @@ What the SDK and its bundled CLI do (and what this module does about it):
 
 - The SDK merges our whole `os.environ` into the CLI's environment. The CLI is
   spawned here instead (`_IsolatedTransport`) with exactly the mapping the
-  runner built (`ci_evals.agent_env`), so secrets never reach the agent.
+  runner built (`ci_evals.agents.environment`), so secrets never reach the agent.
 - The CLI runs in its own process group (a new session), so the shell commands
   its Bash tool starts can be ended with it: on a timeout, an interrupt, and
   after every stage (a `sleep 999 &` must not outlive its stage).
@@ -30,8 +30,10 @@ import os
 import signal
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
+from pathlib import Path
 from subprocess import PIPE
 from typing import IO, Any, cast
+from urllib.parse import urlsplit
 
 import anyio
 from anyio.streams.text import TextReceiveStream, TextSendStream
@@ -46,7 +48,8 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from claude_agent_sdk._version import __version__ as sdk_version
 
 from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage
-from ci_evals.agents.processes import MARK_NAME, kill_marked, new_mark
+from ci_evals.sandbox.base import Sandbox, SandboxSpec
+from ci_evals.sandbox.registry import open_sandbox
 
 # Seconds between SIGTERM and SIGKILL when a stage's process group is ended.
 KILL_GRACE_S = 2.0
@@ -64,9 +67,10 @@ logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
 class _IsolatedTransport(SubprocessCLITransport):
     """The SDK's subprocess transport, spawning the CLI with an exact environment.
 
-    Only `connect()` differs from the SDK's: the environment is ours alone
-    (not merged over `os.environ`), the CLI leads its own process group, and
-    its stderr goes straight to a file (nothing is lost if we crash).
+    Only `connect()` differs from the SDK's: the CLI starts inside the stage's
+    sandbox, its environment is ours alone (not merged over `os.environ`), it
+    leads its own process group, and its stderr goes straight to a file
+    (nothing is lost if we crash).
     Command-line flags, stdin/stdout framing and `close()` are the SDK's.
     """
 
@@ -77,10 +81,11 @@ class _IsolatedTransport(SubprocessCLITransport):
         *,
         env: Mapping[str, str],
         stderr_file: IO[bytes],
+        sandbox: Sandbox,
     ) -> None:
         super().__init__(prompt, options)
-        self.mark = new_mark()
-        self._exact_env = {**env, MARK_NAME: self.mark}
+        self._sandbox = sandbox
+        self._exact_env = dict(env)
         self._stderr_file = stderr_file
         self.pid: int | None = None
         self._kill_requested: int | None = None  # a signal asked for before the spawn
@@ -101,13 +106,16 @@ class _IsolatedTransport(SubprocessCLITransport):
         }
         if self._cwd:
             env["PWD"] = self._cwd
+        spawn = self._sandbox.spawn(
+            self._build_command(), cwd=Path(self._cwd or os.getcwd()), env=env
+        )
         self._process = await anyio.open_process(
-            self._build_command(),
+            spawn.argv,
             stdin=PIPE,
             stdout=PIPE,
             stderr=self._stderr_file,
-            cwd=self._cwd,
-            env=env,
+            cwd=spawn.cwd,
+            env=spawn.env,
             start_new_session=True,
         )
         self.pid = self._process.pid
@@ -127,10 +135,11 @@ class _IsolatedTransport(SubprocessCLITransport):
             os.killpg(self.pid, signum)
 
     def kill_all(self) -> None:
-        """SIGKILL the CLI and every process it started, even those in other sessions."""
+        """SIGKILL the CLI and every process it started, even those in other sessions
+        (the sandbox's `close()` finds those)."""
         self.signal_group(signal.SIGKILL)
         if self.pid is not None:
-            kill_marked(self.mark)
+            self._sandbox.close()
 
     def remove_fallback_socket(self) -> None:
         """Remove the CLI's messaging socket if it fell back to /tmp.
@@ -238,14 +247,36 @@ class ClaudeAgent:
             model=request.model,
             env=dict(request.env),
         )
+        spec = SandboxSpec(
+            writable=(request.cwd, request.plugin_dir, *request.writable),
+            readonly=(_cli_binary(request.prompt, options),),
+            endpoint=endpoint_address(request.env),
+        )
         with (
+            open_sandbox(request.sandbox, spec) as sandbox,
             request.stderr_path.open("wb") as stderr_file,
             request.trajectory_path.open("w", encoding="utf-8") as trajectory,
         ):
             transport = _IsolatedTransport(
-                request.prompt, options, env=request.env, stderr_file=stderr_file
+                request.prompt, options, env=request.env, stderr_file=stderr_file, sandbox=sandbox
             )
             return await _drive(request, options, transport, trajectory, abort, on_progress)
+
+
+def _cli_binary(prompt: str, options: ClaudeAgentOptions) -> Path:
+    """The CLI the SDK would start (its bundled binary): an isolating sandbox must
+    see it, although it lives in a virtualenv that may be inside the repository."""
+    probe = SubprocessCLITransport(prompt, options)
+    return Path(probe._cli_path or probe._find_cli()).resolve()
+
+
+def endpoint_address(env: Mapping[str, str]) -> tuple[str, int] | None:
+    """The loopback (host, port) of the model endpoint the CLI is pointed at, if any:
+    the one address an isolating sandbox lets it reach."""
+    url = urlsplit(env.get("ANTHROPIC_BASE_URL", ""))
+    if url.scheme != "http" or url.hostname not in ("127.0.0.1", "localhost"):
+        return None
+    return ("127.0.0.1", url.port or 80)
 
 
 async def _drive(  # noqa: PLR0917 - one private call site

@@ -1,0 +1,195 @@
+"""The one way ci-evals runs a program to completion: argv in, `ExecResult` out.
+
+git, command graders and every sandbox backend start processes through
+`run`: an argv list (never a shell string), its own session and process group
+(so a timeout, Ctrl-C or a normal exit also ends the helpers it started),
+stdin given or empty, stdout and stderr each kept up to a cap (the tail: a
+compiler's last errors matter most), and the exit code, output and a
+`timed_out` flag returned even when the program fails.
+
+Streaming processes the caller drives itself (the agent CLI the SDK talks to,
+git's `diff-tree --stdin`) are spawned by their owners with the same rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+UNCAPPED = -1
+# How long to wait for the output pipes after the process exited: a process
+# that left the group (setsid) may keep them open; its output so far is kept.
+_DRAIN_S = 2.0
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a program ended. `returncode` is None when it was killed on timeout."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    stdout_dropped: int = 0  # bytes cut from the front of stdout by the cap
+    stderr_dropped: int = 0
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    timeout: float | None = None,
+    output_cap: int = UNCAPPED,
+    merge_stderr: bool = False,
+) -> ExecResult:
+    """Run `argv` to its end (or `timeout`), then kill whatever is left of its group.
+
+    `env` is the whole environment (None: this process's). `output_cap` keeps
+    the last N bytes of each stream (`UNCAPPED`: all). `merge_stderr` sends
+    stderr into stdout, in order. Raises OSError when the program cannot start.
+    """
+    start = time.monotonic()
+    if output_cap == UNCAPPED and not merge_stderr:
+        return _run_whole(argv, cwd=cwd, env=env, stdin=stdin, timeout=timeout, start=start)
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+        start_new_session=True,  # its own group: we can end all of it
+    )
+    streams = [_Tail(proc.stdout, output_cap)]
+    if not merge_stderr:
+        streams.append(_Tail(proc.stderr, output_cap))
+    feeder = None
+    if stdin is not None:
+        feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
+        feeder.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # Also on a normal exit and on Ctrl-C: nothing it started may outlive it.
+        kill_group(proc.pid)
+        proc.wait()
+        for stream in streams:
+            stream.finish()
+        if feeder is not None:
+            feeder.join(timeout=_DRAIN_S)
+    out = streams[0]
+    err = streams[1] if len(streams) > 1 else None
+    return ExecResult(
+        argv=tuple(argv),
+        returncode=None if timed_out else proc.returncode,
+        stdout=out.data(),
+        stderr=err.data() if err else b"",
+        timed_out=timed_out,
+        stdout_dropped=out.dropped,
+        stderr_dropped=err.dropped if err else 0,
+        duration_s=time.monotonic() - start,
+    )
+
+
+def _run_whole(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    stdin: bytes | None,
+    timeout: float | None,
+    start: float,
+) -> ExecResult:
+    # Everything kept: `communicate` reads both pipes without threads (git's
+    # calls on the compute-stage path take this branch).
+    with subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            stdout, stderr = proc.communicate()
+            return ExecResult(
+                tuple(argv), None, stdout, stderr, True, 0, 0, time.monotonic() - start
+            )
+        except BaseException:  # Ctrl-C: the group is not in the terminal's foreground
+            kill_group(proc.pid)
+            proc.communicate()
+            raise
+        kill_group(proc.pid)  # helpers it left behind
+    took = time.monotonic() - start
+    return ExecResult(tuple(argv), proc.returncode, stdout, stderr, duration_s=took)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a process group; nothing happens when it is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    if pipe is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # the program exited before reading it all
+        pipe.write(data)
+    with contextlib.suppress(OSError, ValueError):
+        pipe.close()
+
+
+class _Tail:
+    """Reads a pipe on a thread, keeping at most `cap` bytes (the last ones)."""
+
+    def __init__(self, pipe: IO[bytes] | None, cap: int) -> None:
+        assert pipe is not None
+        self._pipe = pipe
+        self._cap = cap
+        self._buffer = bytearray()
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # closed under us
+            while chunk := self._pipe.read1(65536):  # type: ignore[attr-defined]
+                self._buffer.extend(chunk)
+                if self._cap >= 0 and len(self._buffer) > self._cap:
+                    cut = len(self._buffer) - self._cap
+                    self.dropped += cut
+                    del self._buffer[:cut]
+
+    def finish(self) -> None:
+        self._thread.join(timeout=_DRAIN_S)
+        # A process that left the group may still hold the pipe: then the reader
+        # is blocked in read and closing would block on its lock. Leave both to
+        # end when that process does.
+        if not self._thread.is_alive():
+            self._pipe.close()
+
+    def data(self) -> bytes:
+        return bytes(self._buffer)

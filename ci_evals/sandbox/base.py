@@ -1,0 +1,73 @@
+"""The Sandbox Protocol: where an agent's CLI, its tools and the graders that run
+its code execute.
+
+A sandbox is opened per stage (and per reviewer or command grader run) from a
+`SandboxSpec` — the folders it may write, the extra paths it may read, the one
+model endpoint it may reach — and closed when that stage ends; `close()` leaves
+nothing running. Backends (`local`, `bwrap`; `docker` later) differ in how much
+of the host the agent can see, never in how callers use them:
+
+- `spawn()` turns an argv into the host argv/env/cwd of a long-lived process
+  the caller drives itself (the CLI the SDK talks to over stdin/stdout);
+- `exec()` runs an argv to its end with a timeout and an output cap
+  (`ci_evals.process.ExecResult`);
+- `put()` / `get()` move files in and out by their path inside the sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ci_evals.process import ExecResult
+
+DEFAULT_OUTPUT_CAP = 64 * 1024
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What one sandbox is made of."""
+
+    writable: tuple[Path, ...]  # bound read-write: the workspace, the plugin copy, private HOME/TMP
+    readonly: tuple[Path, ...] = ()  # extra read-only paths (e.g. the agent CLI's binary)
+    # The one address the agent may reach (the model endpoint, on the loopback);
+    # an isolating sandbox makes `http://HOST:PORT` work inside and nothing else.
+    endpoint: tuple[str, int] | None = None
+    network: bool = False  # full network, only when a suite asks for it
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """How to start a process on the host so that it runs inside the sandbox."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(repr=False)  # may hold the endpoint's per-run token
+    cwd: Path
+
+
+class Sandbox(Protocol):
+    """One backend; see the module doc."""
+
+    name: str
+    isolated: bool  # False for `local`: the results and reports say so
+
+    def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn: ...
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdin: bytes | None = None,
+        timeout: float,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult: ...
+
+    def put(self, path: Path, data: bytes) -> None: ...
+
+    def get(self, path: Path) -> bytes: ...
+
+    def close(self) -> None: ...
