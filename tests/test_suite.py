@@ -146,7 +146,9 @@ def test_grading_keys_are_validated_and_kept(tmp_path: Path) -> None:
     assert stage.extra["checks"].line == 11
     assert stage.grading.reviewer is not None
     assert stage.grading.reviewer.agent == "agents/review.md"
-    assert len(stage.grading.checks) == 1
+    (checks,) = stage.grading.graders
+    assert checks.name == "checks"
+    assert len(checks.checks) == 1  # type: ignore[attr-defined]
     # The reviewer prompt is a template like the stage prompt.
     assert stage.reviewer_prompt is not None
     assert stage.reviewer_prompt.names == {"plugin", "lab"}

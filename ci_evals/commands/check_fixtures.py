@@ -71,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.agents.environment import agent_environment  # noqa: PLC0415 - heavy imports below
     from ci_evals.agents.retry import RetryingAgent  # noqa: PLC0415
     from ci_evals.endpoints.registry import check_endpoint, open_endpoint  # noqa: PLC0415
-    from ci_evals.graders.checks import TrajectoryUse  # noqa: PLC0415
     from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
     from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
@@ -102,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             for stage in stages:
                 state = _lay_down(suite, stage, scenario, work / stage.fixture_dirname)
-                checks = tuple(c for c in stage.grading.checks if not isinstance(c, TrajectoryUse))
-                graded = replace(stage, grading=replace(stage.grading, checks=checks))
+                graded = replace(stage, grading=stage.grading.files_only())
                 job = GradeJob(
                     suite=suite,
                     stage=graded,

@@ -27,7 +27,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from ci_evals.graders.trajectory import ToolUse, What, count_calls, read_tool_us
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
+    from ci_evals.graders.base import GradeContext, LoadContext
     from ci_evals.results.criteria import Criterion, GraderResult
 
 # Cap what a check reads: a 2 GB "JSON" file written by a runaway agent must
@@ -99,6 +100,39 @@ _KEYS = {
     "equals_length": ("equals_length", "field", "array"),
     "trajectory": ("trajectory",),
 }
+
+
+# -- the grader kind ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChecksGrader:
+    """A stage's `checks:`, graded together as one `GraderResult` ("checks")."""
+
+    checks: tuple[Check, ...]
+    name: str = "checks"
+    writes: bool = False
+
+    def grade(self, ctx: GradeContext) -> GraderResult:
+        return run_checks(self.checks, ctx.folder, ctx.trajectory)
+
+    def files_only(self) -> ChecksGrader:
+        """Without the trajectory checks (a fixture has no trajectory)."""
+        return replace(
+            self, checks=tuple(c for c in self.checks if not isinstance(c, TrajectoryUse))
+        )
+
+
+class _ChecksKind:
+    key = "checks"
+
+    def load(self, value: Field, ctx: LoadContext) -> tuple[ChecksGrader, ...]:
+        return (
+            ChecksGrader(load_checks(value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir)),
+        )
+
+
+KIND = _ChecksKind()
 
 
 # -- loading -------------------------------------------------------------------

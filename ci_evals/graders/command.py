@@ -32,23 +32,19 @@ belong in a sandbox, which is the caller's choice of `argv` and `env`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import signal
-import subprocess
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
+    from ci_evals.graders.base import GradeContext, LoadContext
     from ci_evals.results.criteria import Criterion, GraderResult
 
 MAX_OUTPUT_BYTES = 64 * 1024
@@ -69,6 +65,32 @@ class CommandGrader:
     cwd: str = "."  # relative to the graded folder
     junit: str | None = None  # relative to the graded folder
     json_results: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"command:{self.id}"
+
+    writes = True  # it runs in (and may change) a private copy
+
+    def grade(self, ctx: GradeContext) -> GraderResult:
+        log = None if ctx.out_dir is None else ctx.out_dir / f"command-{_safe(self.id)}.log"
+        return run_command_grader(
+            self, ctx.folder, env=ctx.env, output_path=log, sandbox=ctx.sandbox
+        )
+
+
+class _CommandKind:
+    key = "graders"
+
+    def load(self, value: Field, ctx: LoadContext) -> tuple[CommandGrader, ...]:
+        return load_command_graders(value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir)
+
+
+KIND = _CommandKind()
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
 # -- loading -------------------------------------------------------------------
@@ -169,64 +191,33 @@ def run_process(
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
+    sandbox: str = "local",
+    writable: Path | None = None,
 ) -> ProcessRun:
-    """Run `argv` in `cwd` in a new process group; kill the group on timeout or exit.
+    """Run `argv` in `cwd` inside a sandbox of kind `sandbox` that may write only
+    `writable` (default: `cwd`); nothing it started outlives it.
 
     Raises OSError when the program cannot be started.
     """
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=dict(_DEFAULT_ENV if env is None else env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so we can end all of it
-    )
-    assert proc.stdout is not None
-    buffer = bytearray()
-    dropped = [0]
-    reader = threading.Thread(
-        target=_read_tail, args=(proc.stdout, buffer, dropped, max_output), daemon=True
-    )
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        # Also on a normal exit: nothing the grader started may outlive it.
-        _kill_group(proc.pid)
-        proc.wait()
-        reader.join(timeout=_DRAIN_S)
-        # A process that left the group (setsid) may still hold the pipe: then
-        # the reader is blocked in read and closing would block on its lock.
-        # Leave both to end when that process does; the output so far is kept.
-        if not reader.is_alive():
-            proc.stdout.close()
+    from ci_evals.sandbox.base import SandboxSpec  # noqa: PLC0415 - only when a grader runs
+    from ci_evals.sandbox.registry import open_sandbox  # noqa: PLC0415
+
+    with open_sandbox(sandbox, SandboxSpec(writable=(writable or cwd,))) as box:
+        done = box.exec(
+            argv,
+            cwd=cwd,
+            env=dict(_DEFAULT_ENV if env is None else env),
+            timeout=timeout_s,
+            output_cap=max_output,
+            merge_stderr=True,
+        )
     return ProcessRun(
-        returncode=None if timed_out else proc.returncode,
-        timed_out=timed_out,
-        output=bytes(buffer),
-        dropped=dropped[0],
-        seconds=time.monotonic() - start,
+        returncode=done.returncode,
+        timed_out=done.timed_out,
+        output=done.stdout,
+        dropped=done.stdout_dropped,
+        seconds=done.duration_s,
     )
-
-
-def _read_tail(stream: IO[bytes], buffer: bytearray, dropped: list[int], cap: int) -> None:
-    with contextlib.suppress(OSError, ValueError):  # closed under us after a timeout
-        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
-            buffer.extend(chunk)
-            if len(buffer) > cap:
-                dropped[0] += len(buffer) - cap
-                del buffer[: len(buffer) - cap]
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 # -- grading ---------------------------------------------------------------------
@@ -238,6 +229,7 @@ def run_command_grader(
     *,
     env: Mapping[str, str] | None = None,
     output_path: Path | None = None,
+    sandbox: str = "local",
 ) -> GraderResult:
     """Run one command grader in `folder`; write its (capped) output to `output_path`."""
     from ci_evals.results.criteria import GraderResult, RawOutput  # noqa: PLC0415
@@ -251,7 +243,9 @@ def run_command_grader(
     results_file = grader.junit or grader.json_results
     before = _fingerprint(folder / results_file) if results_file else None
     try:
-        run = run_process(grader.argv, cwd, timeout_s=grader.timeout_s, env=env)
+        run = run_process(
+            grader.argv, cwd, timeout_s=grader.timeout_s, env=env, sandbox=sandbox, writable=folder
+        )
     except OSError as exc:
         return GraderResult(
             grader=name, error=f"cannot run {grader.argv[0]}: {exc.strerror or exc}"

@@ -28,15 +28,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
-from ci_evals.graders.checks import Check, load_checks
-from ci_evals.graders.command import CommandGrader, load_command_graders
+from ci_evals.graders.base import Grader, LoadContext
+from ci_evals.graders.checks import ChecksGrader
+from ci_evals.graders.registry import KINDS
 from ci_evals.graders.rubrics import RubricSet, discover
 from ci_evals.graders.scoring import PolicyOverride, load_policy
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
 
-STAGE_KEYS = ("reviewer", "checks", "graders", "scoring")
+STAGE_KEYS = ("reviewer", *KINDS, "scoring")
 SUITE_KEYS = ("scoring", "repeat", "pass_at_least")
 REVIEWER_KEYS = ("agent", "rubrics", "prompt", "model", "require_all")
 
@@ -57,14 +58,23 @@ class ReviewerConfig:
 @dataclass(frozen=True)
 class StageGrading:
     reviewer: ReviewerConfig | None = None
-    checks: tuple[Check, ...] = ()
-    graders: tuple[CommandGrader, ...] = ()
+    graders: tuple[Grader, ...] = ()  # every other grader, in registry order
     scoring: PolicyOverride = field(default_factory=PolicyOverride)
 
     @property
     def empty(self) -> bool:
         """No grader at all: the stage can only be `completed`, never `passed`."""
-        return self.reviewer is None and not self.checks and not self.graders
+        return self.reviewer is None and not self.graders
+
+    @property
+    def writes(self) -> bool:
+        """Some grader may change the folder: grade a private copy."""
+        return any(grader.writes for grader in self.graders)
+
+    def files_only(self) -> StageGrading:
+        """Without the checks that read a trajectory (a fixture has none)."""
+        graders = tuple(g.files_only() if isinstance(g, ChecksGrader) else g for g in self.graders)
+        return StageGrading(reviewer=self.reviewer, graders=graders, scoring=self.scoring)
 
 
 @dataclass(frozen=True)
@@ -77,19 +87,18 @@ class SuiteGrading:
 def load_stage_grading(
     extra: Mapping[str, Field], *, suite_dir: Path, plugin_dir: Path
 ) -> StageGrading:
-    """A stage's grading keys (any subset of `STAGE_KEYS`)."""
+    """A stage's grading keys (any subset of `STAGE_KEYS`); each grader kind in the
+    registry loads (and validates) its own key."""
+    ctx = LoadContext(suite_dir=suite_dir, plugin_dir=plugin_dir)
+    graders = tuple(
+        grader
+        for key, kind in KINDS.items()
+        if key in extra
+        for grader in kind.load(extra[key], ctx)
+    )
     return StageGrading(
         reviewer=(_load_reviewer(extra["reviewer"], plugin_dir) if "reviewer" in extra else None),
-        checks=(
-            load_checks(extra["checks"], suite_dir=suite_dir, plugin_dir=plugin_dir)
-            if "checks" in extra
-            else ()
-        ),
-        graders=(
-            load_command_graders(extra["graders"], suite_dir=suite_dir, plugin_dir=plugin_dir)
-            if "graders" in extra
-            else ()
-        ),
+        graders=graders,
         scoring=load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride(),
     )
 

@@ -70,7 +70,7 @@ async def grade_state(
         if grading.reviewer is not None and reviewer is None:
             reviewer = await _run_reviewer(job, agent, abort)
         folder = job.state
-        if grading.graders:
+        if grading.writes:
             folder, _ = await asyncio.to_thread(
                 copy_state, job.state, job.suite.plugin.path, job.work_dir / "graders"
             )

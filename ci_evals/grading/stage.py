@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci_evals.graders.checks import run_checks
-from ci_evals.graders.command import run_command_grader
+from ci_evals.graders.base import GradeContext
 from ci_evals.graders.config import StageGrading
 from ci_evals.graders.scoring import ScoringPolicy, evaluate
 from ci_evals.results.criteria import GraderResult, StageVerdict
@@ -27,21 +26,18 @@ def grade_stage(
     reviewer: GraderResult | None = None,
     env: Mapping[str, str] | None = None,
     out_dir: Path | None = None,
+    sandbox: str = "local",
 ) -> StageVerdict:
     """The stage's verdict under the suite's policy with the stage's overrides on top.
 
     `folder` is what the graders look at (the workspace after the stage, or a
     copy of it); `trajectory` the stage's JSONL; `reviewer` the reviewer's
     graded scorecard when the stage has a reviewer (missing -> error, never a
-    pass); `out_dir` receives each command grader's output as
-    `command-<id>.log`.
+    pass); `out_dir` receives the graders' logs (a command grader's output as
+    `command-<id>.log`); graders that run programs run them in a `sandbox`.
     """
-    results: list[GraderResult] = []
-    if grading.checks:
-        results.append(run_checks(grading.checks, folder, trajectory))
-    for command in grading.graders:
-        log = None if out_dir is None else out_dir / f"command-{_safe(command.id)}.log"
-        results.append(run_command_grader(command, folder, env=env, output_path=log))
+    ctx = GradeContext(folder, trajectory, out_dir=out_dir, sandbox=sandbox, env=env)
+    results: list[GraderResult] = [grader.grade(ctx) for grader in grading.graders]
     if grading.reviewer is not None:
         results.append(
             reviewer
@@ -51,7 +47,3 @@ def grade_stage(
     elif reviewer is not None:
         results.append(reviewer)
     return evaluate(results, suite_policy.merge(grading.scoring))
-
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)

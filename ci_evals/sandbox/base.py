@@ -10,7 +10,7 @@ of the host the agent can see, never in how callers use them:
 - `spawn()` turns an argv into the host argv/env/cwd of a long-lived process
   the caller drives itself (the CLI the SDK talks to over stdin/stdout);
 - `exec()` runs an argv to its end with a timeout and an output cap
-  (`ci_evals.process.ExecResult`);
+  (`ci_evals.process.ExecResult`; `merge_stderr` keeps both streams in order);
 - `put()` / `get()` move files in and out by their path inside the sandbox.
 """
 
@@ -64,6 +64,7 @@ class Sandbox(Protocol):
         stdin: bytes | None = None,
         timeout: float,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        merge_stderr: bool = False,
     ) -> ExecResult: ...
 
     def put(self, path: Path, data: bytes) -> None: ...

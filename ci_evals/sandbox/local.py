@@ -39,6 +39,7 @@ class LocalSandbox:
         stdin: bytes | None = None,
         timeout: float,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        merge_stderr: bool = False,
     ) -> ExecResult:
         try:
             return process.run(
@@ -48,6 +49,7 @@ class LocalSandbox:
                 stdin=stdin,
                 timeout=timeout,
                 output_cap=output_cap,
+                merge_stderr=merge_stderr,
             )
         finally:
             kill_marked(self._mark)  # what left the group (setsid) goes too
