@@ -34,8 +34,8 @@ sys.path.insert(0, str(REPO))
 
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query  # noqa: E402
 
-from ci_evals.agents import get_agent  # noqa: E402
 from ci_evals.agents.environment import agent_environment  # noqa: E402
+from ci_evals.agents.registry import get_agent  # noqa: E402
 from ci_evals.endpoints.stub_model import StubServer, load_script  # noqa: E402
 from ci_evals.results.model import read_results  # noqa: E402
 from ci_evals.run.runner import Runner, RunPlan  # noqa: E402

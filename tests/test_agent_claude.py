@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, get_agent
+from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
+from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.errors import UserError
 from tests.run_helpers import make_suite, processes_mentioning
@@ -317,8 +318,10 @@ def test_agent_environment_is_an_allow_list(tmp_path: Path) -> None:
         "ANTHROPIC_API_KEY": "sk-user",
         "HOME": "/root",
     }
-    real = agent_environment(user, private_root=tmp_path / "a")
-    assert real["ANTHROPIC_API_KEY"] == "sk-user" and real["HTTPS_PROXY"] == "http://proxy:3128"
+    proxy = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "run-token"}
+    real = agent_environment(user, private_root=tmp_path / "a", endpoint=proxy)
+    # The endpoint's per-run token, never the user's key.
+    assert real["ANTHROPIC_API_KEY"] == "run-token" and real["HTTPS_PROXY"] == "http://proxy:3128"
     assert real["LC_ALL"] == "C.UTF-8" and real["HOME"] == str(tmp_path / "a" / "home")
     assert "GITHUB_TOKEN" not in real and "AWS_SECRET_ACCESS_KEY" not in real
     assert (tmp_path / "a" / "run").stat().st_mode & 0o777 == 0o700

@@ -486,7 +486,7 @@ REPLACES_THE_PLUGIN = """  - name: s5-replaces-the-plugin
 
 @pytest.mark.slow
 def test_a_retry_never_deletes_outside_the_run(tmp_path: Path) -> None:
-    from ci_evals.agents import get_agent  # noqa: PLC0415
+    from ci_evals.agents.registry import get_agent  # noqa: PLC0415
     from ci_evals.agents.retry import RetryingAgent, RetryPolicy  # noqa: PLC0415
     from tests.test_retry import run_stage_5  # noqa: PLC0415
 

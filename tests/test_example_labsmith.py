@@ -23,7 +23,7 @@ import pathspec
 import pytest
 import yaml
 
-from ci_evals.agents import get_agent
+from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, load_script
 from ci_evals.graders import rubrics, scorecard
 from ci_evals.main import main

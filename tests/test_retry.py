@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.agents import StageOutcome, StageRequest, get_agent
+from ci_evals.agents import StageOutcome, StageRequest
+from ci_evals.agents.registry import get_agent
 from ci_evals.agents.retry import RetryingAgent, RetryPolicy
 from ci_evals.endpoints.stub_model import StubServer, load_script
 from ci_evals.results.model import RunResult

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.agents import Progress, StageRequest, get_agent
+from ci_evals.agents import Progress, StageRequest
+from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, load_script
 from ci_evals.results.criteria import StageVerdict
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult, read_results

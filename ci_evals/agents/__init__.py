@@ -16,13 +16,10 @@ Outcome statuses:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
-
-from ci_evals.errors import UserError
 
 OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
 LimitKind = Literal["turns", "time", "budget"]
@@ -176,20 +173,3 @@ class Agent(Protocol):
         abort: Abort,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> StageOutcome: ...
-
-
-# name -> (module, class). Imported on first use: the claude backend pulls in the SDK.
-AGENTS: dict[str, tuple[str, str]] = {
-    "claude": ("ci_evals.agents.claude", "ClaudeAgent"),
-}
-
-
-def get_agent(name: str) -> Agent:
-    """The backend registered as `name`; an unknown name lists the valid ones."""
-    if name not in AGENTS:
-        valid = ", ".join(sorted(AGENTS))
-        raise UserError(f"unknown agent {name!r}", hint=f"valid agents: {valid}")
-    module_name, class_name = AGENTS[name]
-    module = importlib.import_module(module_name)
-    agent: Agent = getattr(module, class_name)()
-    return agent

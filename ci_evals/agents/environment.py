@@ -8,7 +8,8 @@ only:
 
 - a few harmless variables from the user's environment (`ALLOWED_NAMES`,
   `ALLOWED_PREFIXES`), so tools find programs and print text sensibly;
-- the model endpoint (`ENDPOINT_NAMES`): the user's key, or the stub's URL;
+- the model endpoint (`ENDPOINT_NAMES`), from the endpoint ci-evals opened: the
+  stub's URL, or the local proxy's URL and a per-run token (never the real key);
 - its own HOME, TMPDIR, CLAUDE_CODE_TMPDIR and XDG_RUNTIME_DIR inside a
   private folder, so the CLI's config, transcripts, sockets and temp files land
   in the run's own folder and nowhere else;
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci_evals.endpoints.registry import ENDPOINT_NAMES
+from ci_evals.endpoints.base import ENDPOINT_NAMES
 
 # Taken from the user's environment when set. Each is here for a reason:
 ALLOWED_NAMES: tuple[str, ...] = (
@@ -83,14 +84,15 @@ def agent_environment(
     source: Mapping[str, str],
     *,
     private_root: Path,
-    endpoint: Mapping[str, str] | None = None,
+    endpoint: Mapping[str, str],
 ) -> dict[str, str]:
     """The complete environment for one agent CLI process.
 
     `source` is the user's environment (the command passes `os.environ`);
-    only allow-listed names are copied from it. `endpoint`, when given (the
-    stub's `cli_env()`), replaces the user's endpoint variables entirely, so a
-    stub run can never send the user's real key anywhere.
+    only allow-listed names are copied from it. The model endpoint's
+    variables come from `endpoint` alone (an `OpenEndpoint.env`: the stub's
+    URL, or the forwarding proxy's URL and per-run token), never from
+    `source`: the agent never holds the user's real key.
     """
     env = {
         name: value
@@ -98,10 +100,22 @@ def agent_environment(
         if name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
     }
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    if endpoint is None:
-        env.update({name: source[name] for name in ENDPOINT_NAMES if source.get(name)})
-    else:
-        env.update({name: value for name, value in endpoint.items() if name in ENDPOINT_NAMES})
+    env.update({name: value for name, value in endpoint.items() if name in ENDPOINT_NAMES})
     env.update(private_dirs(private_root))
     env.update(FIXED)
     return env
+
+
+# What a credential's name looks like. Fail closed: a false alarm costs a
+# `--isolation none`, a miss could cost the key.
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def secret_names(source: Mapping[str, str]) -> list[str]:
+    """Names in `source` that look like credentials (sorted): what an unisolated
+    agent could read from our own /proc entry, whatever its environment holds."""
+    return sorted(
+        name
+        for name, value in source.items()
+        if value and any(word in name.upper() for word in _SECRET_WORDS)
+    )

@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ci_evals.endpoints.base import Endpoint
     from ci_evals.suite.load import Scenario, Stage, Suite
 
 OUT_DIR = Path(".ci-evals") / "check-fixtures"
@@ -67,11 +70,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.agents import Abort, get_agent  # noqa: PLC0415
-    from ci_evals.agents.environment import agent_environment  # noqa: PLC0415 - heavy imports below
-    from ci_evals.agents.retry import RetryingAgent  # noqa: PLC0415
-    from ci_evals.endpoints.registry import check_endpoint, open_endpoint  # noqa: PLC0415
+    from ci_evals.agents import Abort  # noqa: PLC0415
+    from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
+        agent_environment,
+        secret_names,
+    )
+    from ci_evals.agents.registry import build_agent  # noqa: PLC0415
+    from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
+    from ci_evals.endpoints.registry import no_endpoint  # noqa: PLC0415
     from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
+    from ci_evals.sandbox import registry as sandbox_registry  # noqa: PLC0415
     from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
     suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
@@ -84,20 +92,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     reviewing = not args.no_reviewer and any(s.grading.reviewer for s in stages)
     environ = dict(os.environ)
-    if reviewing:
-        check_endpoint(args.model, environ, "checking fixtures with their reviewers")
+    endpoint = _endpoint(args.model, environ, reviewing)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (args.out or OUT_DIR / stamp).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = out / ".work"
     report: list[dict[str, object]] = []
     failing: list[str] = []
-    with open_endpoint(args.model, suite.model) as endpoint:
+    sandbox = sandbox_registry.choose(suite.sandbox, secrets=secret_names(environ))
+    options = EndpointOptions(default_model=suite.model)
+    with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
 
         def env_for(root: Path) -> dict[str, str]:
-            return agent_environment(environ, private_root=root, endpoint=endpoint.env)
+            return agent_environment(environ, private_root=root, endpoint=opened.env)
 
-        agent = RetryingAgent(get_agent("claude")) if reviewing else None
+        agent = build_agent(suite.agent) if reviewing else None
         try:
             for stage in stages:
                 state = _lay_down(suite, stage, scenario, work / stage.fixture_dirname)
@@ -112,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
                     work_dir=work / stage.fixture_dirname / "grading",
                     run_dir=out,
                     env_for=env_for,
-                    model=endpoint.model,
+                    model=opened.model,
                     keep=args.keep_workspace,
+                    sandbox=sandbox,
                 )
                 job.out_dir.mkdir(parents=True, exist_ok=True)
                 verdict = asyncio.run(
@@ -139,6 +149,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(failing)} fixture(s) would fail: {', '.join(failing)}")
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _endpoint(model: str | None, environ: Mapping[str, str], reviewing: bool) -> Endpoint:
+    from ci_evals.endpoints.registry import endpoint_for  # noqa: PLC0415
+
+    endpoint = endpoint_for(model)
+    if reviewing:
+        endpoint.check(
+            environ,
+            "checking fixtures with their reviewers",
+            hint="--no-reviewer leaves the reviewers out",
+        )
+    return endpoint
 
 
 def _chosen(suite: Suite, keys: list[str], scenario: Scenario) -> tuple[list[Stage], list[str]]:

@@ -49,12 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.agents import get_agent  # noqa: PLC0415
-    from ci_evals.agents.environment import agent_environment  # noqa: PLC0415 - heavy imports below
-    from ci_evals.agents.retry import RetryingAgent  # noqa: PLC0415
-    from ci_evals.endpoints.registry import check_endpoint, open_endpoint  # noqa: PLC0415
+    from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
+        agent_environment,
+        secret_names,
+    )
+    from ci_evals.agents.registry import build_agent  # noqa: PLC0415
+    from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
+    from ci_evals.endpoints.registry import endpoint_for, no_endpoint  # noqa: PLC0415
     from ci_evals.grading import regrade  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
+    from ci_evals.sandbox import registry as sandbox_registry  # noqa: PLC0415
     from ci_evals.suite.load import load_suite  # noqa: PLC0415
 
     run_dir = args.run_dir.resolve()
@@ -69,14 +73,15 @@ def run(args: argparse.Namespace) -> int:
     targets, notes = regrade.plan(result, suite, run_dir, args.reviewer)
     environ = dict(os.environ)
     reruns = list(regrade.reruns(targets))
+    endpoint = endpoint_for(args.model)
     if reruns:
         first = reruns[0]
-        check_endpoint(
-            args.model,
+        endpoint.check(
             environ,
             f"the reviewer of {first.scenario.id} stage {first.result.number} "
             f"({first.result.name}) has to run again (its agent file, prompt or rubrics "
             "changed, or it left no scorecard): it",
+            hint="--reviewer skip leaves the reviewers out",
         )
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     out_dir = run_dir / f"{REGRADE_PREFIX}{stamp}"
@@ -84,12 +89,14 @@ def run(args: argparse.Namespace) -> int:
     if output == (run_dir / "results.json").resolve():
         raise UserError("will not overwrite the run's own results.json", field="--output")
 
-    with open_endpoint(args.model, saved.model or suite.model) as endpoint:
+    sandbox = sandbox_registry.choose(suite.sandbox, secrets=secret_names(environ))
+    options = EndpointOptions(default_model=saved.model or suite.model)
+    with endpoint.open(environ, options) if reruns else no_endpoint(options) as opened:
 
         def env_for(root: Path) -> dict[str, str]:
-            return agent_environment(environ, private_root=root, endpoint=endpoint.env)
+            return agent_environment(environ, private_root=root, endpoint=opened.env)
 
-        agent = RetryingAgent(get_agent("claude")) if reruns else None
+        agent = build_agent(suite.agent) if reruns else None
         asyncio.run(
             regrade.regrade(
                 targets,
@@ -98,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
                 out_dir=out_dir,
                 agent=agent,
                 env_for=env_for,
-                model=endpoint.model,
+                model=opened.model,
+                sandbox=sandbox,
             )
         )
     regrade.finish(result, suite)

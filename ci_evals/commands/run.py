@@ -17,23 +17,23 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ci_evals import git
-from ci_evals.agents import StageOutcome, StageRequest, get_agent
-from ci_evals.agents.retry import RetryingAgent
-from ci_evals.endpoints.registry import has_endpoint
-from ci_evals.endpoints.stub_model import Script, StubServer, load_script
+from ci_evals.agents import StageOutcome, StageRequest
+from ci_evals.agents.environment import secret_names
+from ci_evals.agents.registry import build_agent
+from ci_evals.endpoints.base import Endpoint, EndpointOptions
+from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
 from ci_evals.results.model import RunResult
 from ci_evals.results.summary import exit_code, repeat_table
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
+from ci_evals.sandbox import registry as sandbox_registry
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.suite.load import Stage, Suite, find_suite, load_suite
@@ -85,6 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, metavar="DIR", help="run folder (default: .ci-evals/runs/<run-id>)"
     )
     parser.add_argument(
+        "--isolation",
+        choices=("bwrap", "none"),
+        help="where the agent runs: bubblewrap namespaces (default: the suite's `sandbox:`), "
+        "or none (unisolated: only when asked; see docs/isolation.md)",
+    )
+    parser.add_argument(
         "--keep-workspace",
         action="store_true",
         help="keep each scenario's workspace in the run folder",
@@ -110,16 +116,17 @@ def run(args: argparse.Namespace) -> int:
     scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
     for scenario in scenarios:
         check_fixtures(suite, from_stage, scenario)
-    stub_script = _stub_script(args.model)
-    if stub_script is None and not has_endpoint(environ):
-        raise UserError("set ANTHROPIC_API_KEY, or run offline with --model stub:PATH")
+    endpoint = endpoint_for(args.model)
+    endpoint.check(environ, "ci-evals run")
+    sandbox = sandbox_registry.choose(
+        args.isolation or suite.sandbox, secrets=secret_names(environ)
+    )
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     run_dir = (args.out or RUNS_DIR / run_id).resolve()
     if (run_dir / "results.json").exists():
         raise UserError(
             f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
         )
-    model = suite.model if args.model is None or stub_script is not None else args.model
     repeat = args.repeat or suite.grading.repeat
     pass_at_least = suite.grading.pass_at_least
     if pass_at_least is not None and pass_at_least > repeat:
@@ -136,15 +143,16 @@ def run(args: argparse.Namespace) -> int:
         scenarios=scenarios,
         run_dir=run_dir,
         run_id=run_id,
-        model=model,
+        model=suite.model,
         environ=environ,
         jobs=args.jobs,
         keep_workspace=args.keep_workspace,
-        model_endpoint="anthropic" if stub_script is None else str(args.model),
+        model_endpoint=endpoint.name,
+        sandbox=sandbox,
         repeat=repeat,
         pass_at_least=pass_at_least,
     )
-    return _execute(plan, stub_script)
+    return _execute(plan, endpoint)
 
 
 def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
@@ -163,21 +171,12 @@ def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
     return suite.stage(selection.from_stage)
 
 
-def _stub_script(model: str | None) -> Script | None:
-    if model is None or not model.startswith(STUB_PREFIX):
-        return None
-    path = model[len(STUB_PREFIX) :]
-    if not path:
-        raise UserError("--model stub: needs a script path", field="--model", hint="stub:PATH")
-    return load_script(Path(path))
-
-
-def _execute(plan: RunPlan, stub_script: Script | None) -> int:
+def _execute(plan: RunPlan, endpoint: Endpoint) -> int:
     # Only infrastructure errors (the endpoint's 5xx/529) are retried; see ci_evals.agents.retry.
-    agent = RetryingAgent(get_agent("claude"), on_retry=_say_retry)
-    with _stub_server(stub_script) as endpoint:
-        if endpoint is not None:
-            plan = _with_endpoint(plan, endpoint)
+    agent = build_agent(plan.suite.agent, on_retry=_say_retry)
+    options = EndpointOptions(default_model=plan.model, budget_usd=plan.suite.budget_usd)
+    with endpoint.open(plan.environ, options) as opened:
+        plan = replace(plan, endpoint=dict(opened.env), model=opened.model)
         grading = GradingHook(keep_work=plan.keep_workspace)
         runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
         result = asyncio.run(_run_with_signals(runner))
@@ -198,19 +197,6 @@ def _say_retry(request: StageRequest, outcome: StageOutcome, attempt: int, delay
         file=sys.stderr,
         flush=True,
     )
-
-
-def _with_endpoint(plan: RunPlan, endpoint: Mapping[str, str]) -> RunPlan:
-    return replace(plan, endpoint=dict(endpoint))
-
-
-@contextmanager
-def _stub_server(script: Script | None) -> Iterator[Mapping[str, str] | None]:
-    if script is None:
-        yield None
-        return
-    with StubServer(script) as server:
-        yield server.cli_env()
 
 
 async def _run_with_signals(runner: Runner) -> RunResult:

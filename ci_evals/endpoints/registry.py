@@ -1,69 +1,40 @@
-"""Where reviewers (and agents) get their model: the real API, or the stub.
-
-`--model stub:PATH` starts the stub model serving that script for as long as
-the command runs; any other `--model NAME` (or none) uses the real API, which
-needs `ANTHROPIC_API_KEY` (or another endpoint variable `agent_env` passes
-through). Used by `ci-evals grade` and `ci-evals check-fixtures`, which run
-reviewer agents but no stage.
-"""
+"""Endpoints by `--model`: `stub:PATH` is the stub, any other value (or none) a
+model name on the real API. Adding a kind is a module and a line in `KINDS`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci_evals.endpoints.anthropic import AnthropicEndpoint
+from ci_evals.endpoints.base import Endpoint, EndpointOptions, OpenEndpoint
+from ci_evals.endpoints.stub import PREFIX as STUB_PREFIX
+from ci_evals.endpoints.stub import StubEndpoint
 from ci_evals.errors import UserError
 
-STUB_PREFIX = "stub:"
 
-# The model endpoint: from the user's environment, or from the stub server.
-ENDPOINT_NAMES: tuple[str, ...] = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_AUTH_TOKEN",
-)
-
-
-def has_endpoint(source: Mapping[str, str]) -> bool:
-    """Whether `source` names a way to reach the real model (a key or a token)."""
-    return bool(source.get("ANTHROPIC_API_KEY") or source.get("ANTHROPIC_AUTH_TOKEN"))
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    env: Mapping[str, str] | None  # the stub's variables, or None for the real API
-    model: str | None  # the model name to ask for (None: the CLI's default)
-
-
-def stub_path(model: str | None) -> Path | None:
-    if model is None or not model.startswith(STUB_PREFIX):
-        return None
-    path = model[len(STUB_PREFIX) :]
-    if not path:
+def _stub(rest: str) -> Endpoint:
+    if not rest:
         raise UserError("--model stub: needs a script path", field="--model", hint="stub:PATH")
-    return Path(path)
+    return StubEndpoint(Path(rest))
 
 
-def check_endpoint(model: str | None, environ: Mapping[str, str], why: str) -> None:
-    """Fail before anything starts when a model is needed and none can be reached."""
-    if stub_path(model) is None and not has_endpoint(environ):
-        raise UserError(
-            f"{why} needs a model: set ANTHROPIC_API_KEY, or run offline with --model stub:PATH",
-            hint="or leave the reviewer out (--reviewer skip / --no-reviewer)",
-        )
+# `--model PREFIX:REST` -> the endpoint; anything else is a model name on the API.
+KINDS: dict[str, Callable[[str], Endpoint]] = {
+    STUB_PREFIX: _stub,
+}
 
 
 @contextmanager
-def open_endpoint(model: str | None, default_model: str | None) -> Iterator[Endpoint]:
-    """The endpoint for `--model` (a stub server is started and stopped here)."""
-    path = stub_path(model)
-    if path is None:
-        yield Endpoint(env=None, model=model or default_model)
-        return
-    from ci_evals.endpoints.stub_model import StubServer, load_script  # noqa: PLC0415 - heavy
+def no_endpoint(options: EndpointOptions) -> Iterator[OpenEndpoint]:
+    """Nothing to reach: for a command that turns out to call no model at all."""
+    yield OpenEndpoint(name="none", env={}, model=options.default_model)
 
-    script = load_script(path)
-    with StubServer(script) as server:
-        yield Endpoint(env=server.cli_env(), model=default_model)
+
+def endpoint_for(model: str | None) -> Endpoint:
+    """The endpoint `--model` names (see the module doc)."""
+    for prefix, make in KINDS.items():
+        if model is not None and model.startswith(prefix):
+            return make(model[len(prefix) :])
+    return AnthropicEndpoint(model)

@@ -56,6 +56,8 @@ class ReviewJob:
     limits: Limits
     model: str | None = None  # the run's model; the reviewer's own `model:` wins
     keep: bool = False
+    sandbox: str = "local"  # where the reviewer's CLI runs (a sandbox kind)
+    writable: tuple[Path, ...] = ()  # what it may write besides its copies: its private HOME/TMP
 
 
 def fingerprint(config: ReviewerConfig, plugin_dir: Path, prompt: Template) -> str:
@@ -114,6 +116,8 @@ async def _review(
         max_turns=job.limits.max_turns,
         timeout_s=job.limits.timeout_s,
         max_budget_usd=job.limits.max_budget_usd,
+        sandbox=job.sandbox,
+        writable=(job.work_dir, *job.writable),
     )
     outcome = await agent.run_stage(request, abort=abort)
     judge = job.config.model or job.model or judge_model(request.trajectory_path)

@@ -50,6 +50,7 @@ class GradeJob:
     keep: bool = False
     # What is left of the run budget for the graders' agents (None: no run budget).
     budget_usd: float | None = None
+    sandbox: str = "local"  # where the reviewer and command graders run
 
 
 async def grade_state(
@@ -83,6 +84,7 @@ async def grade_state(
             trajectory=job.trajectory,
             reviewer=reviewer if grading.reviewer is not None else None,
             out_dir=job.out_dir,
+            sandbox=job.sandbox,
         )
     finally:
         if not job.keep:
@@ -119,6 +121,8 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
         work_dir=job.work_dir / "reviewer",
         out_dir=job.out_dir,
         env=job.env_for(job.work_dir / "reviewer-agent"),
+        sandbox=job.sandbox,
+        writable=(job.work_dir / "reviewer-agent",),
         limits=limits,
         model=job.model,
         keep=job.keep,

@@ -183,6 +183,7 @@ async def regrade(
     env_for: Callable[[Path], dict[str, str]],
     model: str | None,
     abort: Abort | None = None,
+    sandbox: str = "local",
 ) -> None:
     """Grade every target again; its stage result takes the new verdict."""
     abort = abort or Abort()
@@ -208,6 +209,7 @@ async def regrade(
             run_dir=run_dir,
             env_for=env_for,
             model=model,
+            sandbox=sandbox,
         )
         folder.mkdir(parents=True, exist_ok=True)
         verdict = await grade_state(

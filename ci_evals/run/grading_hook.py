@@ -65,6 +65,7 @@ class GradingHook:
             model=ctx.plan.model,
             keep=self.keep_work,
             budget_usd=ctx.budget_left,
+            sandbox=ctx.plan.sandbox,
         )
         verdict = await grade_state(job, agent=ctx.agent, abort=ctx.abort)
         apply_verdict(ctx.result, verdict)

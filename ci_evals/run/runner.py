@@ -64,11 +64,14 @@ class RunPlan:
     run_id: str
     model: str | None
     environ: Mapping[str, str]  # the user's environment (only allow-listed names are used)
-    endpoint: Mapping[str, str] | None = None  # the stub's cli_env(), or None for the real API
+    # The model endpoint's variables for the agent (`OpenEndpoint.env`: the stub's
+    # URL, or the forwarding proxy's URL and per-run token).
+    endpoint: Mapping[str, str] = field(default_factory=dict, repr=False)
     jobs: int = 1
     keep_workspace: bool = False
     temp_root: Path | None = None  # where workspaces go; None = the system temp folder
     model_endpoint: str = "anthropic"  # recorded in results: "anthropic" or "stub:PATH"
+    sandbox: str = "local"  # where stages, reviewers and command graders run (a sandbox kind)
     repeat: int = 1  # runs per scenario, each in its own workspace and run subfolder
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
 
@@ -305,6 +308,8 @@ class Runner:
             timeout_s=stage.limits.timeout_s,
             max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
             # A retried attempt starts from the files this one starts from.
+            sandbox=plan.sandbox,
+            writable=(workspace.root, state.parent / "agent"),
             checkpoint=FolderCheckpoint(
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),

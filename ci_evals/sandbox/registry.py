@@ -6,12 +6,17 @@ Backends are imported on first use; an unknown name lists the valid ones.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import cast
 
 from ci_evals.errors import UserError
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
+
+# Namespaces (bubblewrap) by default: see docs/isolation.md for where they are
+# unavailable, and `--isolation none`.
+DEFAULT_SANDBOX = "bwrap"
 
 # name -> (module, class). The class takes a SandboxSpec; a module-level
 # `available() -> str | None` says why it cannot run here (None: it can).
@@ -32,6 +37,38 @@ def unavailable(name: str) -> str | None:
     """Why sandbox `name` cannot run on this machine, in one line; None when it can."""
     check = getattr(_module(name), "available", None)
     return None if check is None else cast("Callable[[], str | None]", check)()
+
+
+def choose(requested: str, *, secrets: Sequence[str]) -> str:
+    """The sandbox a command uses; a one-line warning on stderr when it is `local`.
+
+    `requested` is the suite's `sandbox:` or `--isolation` (`none` = `local`).
+    When it cannot run here: with `secrets` in our environment (names of
+    credentials a hostile agent could read from this process's /proc entry)
+    the command stops before anything starts; without any (the stub model, the
+    user's own script) it goes on unisolated, saying so.
+    """
+    kind = "local" if requested == "none" else requested
+    if kind == "local":
+        _warn(
+            "the agent runs unisolated (--isolation none): it can read this "
+            "machine's secrets and write anywhere you can"
+        )
+        return kind
+    why = unavailable(kind)
+    if why is None:
+        return kind
+    if secrets:
+        raise UserError(
+            f"cannot isolate the agent: {why}; {', '.join(secrets)} would be readable by it",
+            hint="install it (docs/isolation.md), or pass --isolation none to run unisolated",
+        )
+    _warn(f"{why}; the agent runs unisolated (no credential is at stake)")
+    return "local"
+
+
+def _warn(text: str) -> None:
+    print(f"ci-evals: warning: {text}", file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -25,6 +25,7 @@ import yaml
 
 from ci_evals import git
 from ci_evals.agents import Limits
+from ci_evals.agents.registry import AGENTS, DEFAULT_AGENT
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import UserError
@@ -36,6 +37,7 @@ from ci_evals.graders.config import (
     load_stage_grading,
     load_suite_grading,
 )
+from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
 from ci_evals.selection.stage_map import load_stage_map
 
 # The keys grading reads, validated by ci_evals.graders.config.
@@ -50,6 +52,8 @@ BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
 _STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS)
 _SUITE_KEYS = (
     "version",
+    "agent",
+    "sandbox",
     "plugin",
     "fixtures",
     "stage_map",
@@ -119,6 +123,8 @@ class Suite:
     grading: SuiteGrading = field(default_factory=SuiteGrading)
     extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
     source: Field | None = field(default=None, compare=False, repr=False)
+    agent: str = DEFAULT_AGENT  # the backend that runs stages and reviewers (agents.registry)
+    sandbox: str = DEFAULT_SANDBOX  # where they run (sandbox.registry); `--isolation` overrides
 
     @property
     def root(self) -> Path:
@@ -246,6 +252,8 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     plugin = _load_plugin(keys["plugin"], base)
     fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
     model = _optional_str(keys.get("model"))
+    agent = _registered(keys.get("agent"), AGENTS, DEFAULT_AGENT, "agent")
+    sandbox = _registered(keys.get("sandbox"), SANDBOXES, DEFAULT_SANDBOX, "sandbox")
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
@@ -281,10 +289,23 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         grading=load_suite_grading(suite_extra),
         extra=suite_extra,
         source=root_field,
+        agent=agent,
+        sandbox=sandbox,
     )
     if stage_map is not None:
         _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"])
     return suite
+
+
+def _registered(value: Field | None, names: Mapping[str, object], default: str, kind: str) -> str:
+    """A backend name from a registry; an unknown one lists the valid names."""
+    if value is None:
+        return default
+    name = value.as_str()
+    if name not in names:
+        valid = ", ".join(sorted(names))
+        raise value.error(f"unknown {kind} {name!r}", hint=f"valid: {valid}")
+    return name
 
 
 def _path(value: Field, base: Path) -> Path:

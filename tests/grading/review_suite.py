@@ -16,7 +16,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci_evals.agents import Agent, get_agent
+from ci_evals.agents import Agent
+from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, load_script
 from ci_evals.results.model import RunResult
 from ci_evals.run.grading_hook import GradingHook

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from ci_evals.agents import Abort, get_agent
+from ci_evals.agents import Abort
+from ci_evals.agents.registry import get_agent
 from ci_evals.grading.pipeline import GradeJob, grade_state
 from ci_evals.results.model import RunResult, read_results
 from ci_evals.results.summary import exit_code

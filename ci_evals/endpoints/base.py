@@ -1,0 +1,60 @@
+"""The Endpoint Protocol: where an agent's model calls go.
+
+An endpoint is chosen by `--model` (`registry.endpoint_for`): `stub:PATH`
+serves a script offline; anything else is the real Anthropic API behind a
+local forwarding proxy that holds the key (the agent only ever gets a
+per-run token). `open()` starts it for as long as the command runs and gives
+an `OpenEndpoint`: what the agent's environment gets, the model to ask for,
+and what results record about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+# The variables that point the CLI at a model: set only from an endpoint.
+ENDPOINT_NAMES: tuple[str, ...] = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_AUTH_TOKEN",
+)
+
+
+def has_credential(environ: Mapping[str, str]) -> bool:
+    """Whether `environ` holds a way to reach the real model (a key or a token)."""
+    return bool(environ.get("ANTHROPIC_API_KEY") or environ.get("ANTHROPIC_AUTH_TOKEN"))
+
+
+@dataclass(frozen=True)
+class OpenEndpoint:
+    """A started endpoint."""
+
+    name: str  # recorded in results: "anthropic" or "stub:PATH"
+    env: Mapping[str, str] = field(repr=False)  # the agent's ENDPOINT_NAMES (URL, run token)
+    model: str | None  # the model to ask for (None: the CLI's default)
+    # A real credential sits behind it: the agent must then run isolated.
+    holds_credential: bool = False
+    spent_usd: Callable[[], float] | None = None  # cost counted at the endpoint, if it counts
+
+
+@dataclass(frozen=True)
+class EndpointOptions:
+    default_model: str | None = None  # the suite's `model:`
+    budget_usd: float | None = None  # a hard budget the endpoint enforces, if it can
+    record_path: Path | None = None  # every exchange as JSON lines, if it can
+
+
+class Endpoint(Protocol):
+    name: str
+
+    def check(self, environ: Mapping[str, str], why: str, hint: str | None = None) -> None:
+        """Fail (one line: `why` needs it, `hint`) before anything starts when it
+        cannot be reached."""
+
+    def open(
+        self, environ: Mapping[str, str], options: EndpointOptions
+    ) -> AbstractContextManager[OpenEndpoint]: ...
