@@ -93,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-workspace",
         action="store_true",
-        help="keep each scenario's workspace in the run folder",
+        help="keep each scenario's workspace (under $TMPDIR; its path is printed) "
+        "instead of removing it at the end",
     )
 
 

@@ -3,7 +3,7 @@
 A grader kind is one module: it validates its own part of a stage in
 `ci-evals.yaml` (`GraderKind.load`, file:line errors) into frozen graders, and
 each grader grades a folder (`Grader.grade`). The registry (`registry`) maps
-stage keys to kinds; `config.load_stage_grading` and `grading.stage` only
+stage keys to kinds; `config.load_stage_grading` and `grading.files` only
 loop over what the registry gives them.
 
 The reviewer is the one grader that is an agent: it is loaded here too

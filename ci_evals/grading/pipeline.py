@@ -25,7 +25,7 @@ from ci_evals.agents import Abort, Agent
 from ci_evals.fs.state import copy_state
 from ci_evals.graders.reviewer import ReviewJob, run_reviewer
 from ci_evals.graders.scoring import ScoringPolicy
-from ci_evals.grading.stage import grade_stage
+from ci_evals.grading.files import grade_files
 from ci_evals.results.criteria import GraderResult, StageVerdict
 from ci_evals.suite.load import Scenario, Stage, Suite
 
@@ -77,7 +77,7 @@ async def grade_state(
             )
         policy = ScoringPolicy().merge(job.suite.grading.scoring)
         verdict = await asyncio.to_thread(
-            grade_stage,
+            grade_files,
             grading,
             folder,
             policy,

@@ -1,6 +1,7 @@
 """A fresh workspace for one scenario: the plugin copied in, fixtures laid down.
 
-Layout, under the folder `parent` the runner picks (inside its run folder):
+Layout, under the folder `parent` the runner picks (a temporary folder outside the
+repository and the run folder: `$TMPDIR/ci-evals-<run-id>-*/`):
 
     parent/plugin/     a copy of the suite's plugin; the SDK loads it as a local plugin
     parent/workspace/  the agent's folder: fixtures 1..N-1 merged in, plus links

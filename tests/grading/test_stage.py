@@ -19,7 +19,7 @@ from ci_evals.graders.config import (
 )
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.graders.scoring import ScoringPolicy
-from ci_evals.grading.stage import grade_stage
+from ci_evals.grading.files import grade_files
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "labsmith"
@@ -82,7 +82,7 @@ def grade(workspace: Path, scorecard: str, policy: ScoringPolicy | None = None, 
         require_all=grading.reviewer.require_all,
     )
     env = {"PATH": os.environ["PATH"]}
-    return grade_stage(
+    return grade_files(
         grading,
         workspace,
         policy or ScoringPolicy(),
@@ -155,7 +155,7 @@ def test_unusable_scorecard_makes_the_stage_error(
 
 
 def test_a_configured_reviewer_that_did_not_run_is_an_error(workspace: Path) -> None:
-    verdict = grade_stage(stage_grading(), workspace, ScoringPolicy(), trajectory=None)
+    verdict = grade_files(stage_grading(), workspace, ScoringPolicy(), trajectory=None)
     assert verdict.verdict == "error"
     assert verdict.reason == "reviewer: the reviewer was configured but not run"
 
@@ -165,7 +165,7 @@ def test_stage_scoring_overrides_the_suite(workspace: Path) -> None:
         "checks: [{ files: lab/lab.md }, { files: lab/missing.md, id: optional-notes }]\n"
         "scoring: { advisory: [optional-notes] }\n"
     )
-    verdict = grade_stage(grading, workspace, ScoringPolicy(), trajectory=None)
+    verdict = grade_files(grading, workspace, ScoringPolicy(), trajectory=None)
     assert verdict.verdict == "passed"
     assert [c.advisory for c in verdict.criteria] == [False, True]
 

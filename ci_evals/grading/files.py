@@ -17,7 +17,7 @@ from ci_evals.graders.scoring import ScoringPolicy, evaluate
 from ci_evals.results.criteria import GraderResult, StageVerdict
 
 
-def grade_stage(
+def grade_files(
     grading: StageGrading,
     folder: Path,
     suite_policy: ScoringPolicy,
