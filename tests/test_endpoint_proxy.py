@@ -24,6 +24,8 @@ import pytest
 
 from ci_evals.endpoints.pricing import Price, Pricing, Usage, model_key
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings, SSEUsage, retry_wait
+from ci_evals.stub_model import StubServer, loads_script
+from tests.stub_helpers import run_query
 
 REAL_KEY = "sk-ant-REAL-key-0123456789"
 MODEL = "claude-sonnet-4-5-20250929"
@@ -456,7 +458,7 @@ def test_the_budget_refuses_the_next_request_once_spent() -> None:
         refusal = json.loads(body)
         assert refusal["type"] == "error"
         assert refusal["error"]["type"] == "billing_error"
-        assert "budget of $0.00" in refusal["error"]["message"]
+        assert "budget of $0.004 is spent ($0.004)" in refusal["error"]["message"]
         assert len(up.received) == 2
         assert proxy.budget_refusals == 1
 
@@ -570,3 +572,97 @@ def test_one_hour_cache_writes_cost_twice_the_input_price() -> None:
         }
     )
     assert pricing.cost("m", usage) == pytest.approx(1.25 + 4.0)
+
+
+# -- the real CLI --------------------------------------------------------------------------------
+
+
+class Tee:
+    """A TCP relay to `target` that keeps every byte the proxy sent upstream."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.sent = bytearray()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.threads: list[threading.Thread] = []
+        self.accepting = threading.Thread(target=self._accept, daemon=True)
+        self.accepting.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self.listener.accept()
+                server = socket.create_connection(self.target)
+                for a, b, keep in ((client, server, True), (server, client, False)):
+                    t = threading.Thread(target=self._pump, args=(a, b, keep), daemon=True)
+                    t.start()
+                    self.threads.append(t)
+
+    def _pump(self, source: socket.socket, sink: socket.socket, keep: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if keep:
+                    self.sent += data
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.slow
+def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
+    script = loads_script(
+        "rules:\n  - repeat_last: true\n    turns:\n"
+        "      - text: through the proxy\n"
+        "        usage: {input_tokens: 1000, output_tokens: 100}\n"
+    )
+    record = tmp_path / "exchanges.jsonl"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    # One turn at Sonnet 4.5 prices: 1000 x $3 + 100 x $15 per MTok = $0.0045.
+    with StubServer(script) as stub:
+        tee = Tee(("127.0.0.1", stub.port))
+        settings = ProxySettings(
+            upstream=f"http://127.0.0.1:{tee.port}",
+            api_key=REAL_KEY,
+            budget_usd=0.004,
+            record_path=record,
+        )
+        with ForwardingProxy(settings) as proxy:
+            env = {
+                **proxy.cli_env(),
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "CLAUDE_CODE_MAX_RETRIES": "0",
+            }
+            first = run_query(
+                stub, "hello", cwd, tmp_path / "a", env=env, model="claude-sonnet-4-5"
+            )
+            assert first.error is None, first.stderr[-10:]
+            assert first.texts() == ["through the proxy"]
+            assert proxy.spent_usd == pytest.approx(0.0045)
+            assert proxy.budget_exhausted
+            second = run_query(
+                stub, "again", cwd, tmp_path / "b", env=env, model="claude-sonnet-4-5"
+            )
+            token = proxy.token
+        tee.close()
+        forwarded = [r for r in stub.requests if r.path.startswith("/v1/messages")]
+    # The stub got the real key, never the token; the CLI never saw the key.
+    assert b"x-api-key: " + REAL_KEY.encode() in tee.sent
+    assert token.encode() not in tee.sent
+    assert len(forwarded) == 1
+    refusal = (
+        "API Error: 402 ci-evals: this run's budget of $0.004 is spent ($0.0045); "
+        "no further model requests are forwarded"
+    )
+    result = second.result
+    assert result.is_error
+    assert result.result == refusal
+    assert second.texts() == [refusal]
+    assert refusal in str(second.error)
+    text = record.read_text()
+    assert REAL_KEY not in text
+    assert token not in text

@@ -153,6 +153,11 @@ def retry_wait(
     return min(cap, backoff * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not crypto
 
 
+def _usd(amount: float) -> str:
+    """$5, $0.004, $0.0045: four decimals at most, no trailing zeros."""
+    return "$" + f"{amount:.4f}".rstrip("0").rstrip(".")
+
+
 class SSEUsage:
     """Reads `usage` and `model` from a Messages API event stream fed in pieces."""
 
@@ -377,7 +382,7 @@ class ForwardingProxy:
             self._budget_refusals += 1
             spent = self._spent
         return (
-            f"ci-evals: this run's budget of ${budget:.2f} is spent (${spent:.4f}); "
+            f"ci-evals: this run's budget of {_usd(budget)} is spent ({_usd(spent)}); "
             "no further model requests are forwarded"
         )
 
