@@ -1,0 +1,789 @@
+"""A per-run forwarding endpoint that holds the real API key, so the agent never does.
+
+The agent's CLI gets `cli_env()`: `ANTHROPIC_BASE_URL` pointing here (127.0.0.1)
+and `ANTHROPIC_API_KEY` set to a random per-run token that is worthless
+anywhere else. Every request must carry that token (`x-api-key` or
+`Authorization: Bearer`); the proxy drops it and sends the real credential
+upstream. On the way it
+
+- forwards `POST /v1/messages` and `POST /v1/messages/count_tokens` (any query
+  string, e.g. `?beta=true`); answers the CLI's reachability probe
+  (`HEAD`/`GET` `/` and `/api/hello`) itself with an empty 200; refuses every
+  other path with 404. Nothing reaches upstream without the token;
+- streams the response as it arrives (each read is flushed to the client at
+  once) while reading the SSE events for `usage` and `model`; a JSON body is
+  read for them at its end;
+- prices that usage (`pricing.Pricing`) and enforces the run's hard budget:
+  once the spend reaches `budget_usd`, `POST /v1/messages` is refused with
+  **402 `billing_error`**, which the CLI does not retry (it ends the run with
+  `API Error: 402 ...`; a 400 is retried, a 403 is shown as "Failed to
+  authenticate", 429/5xx are retried). Requests already in flight when the
+  budget is reached still complete, so the spend can exceed the budget by at
+  most one response per concurrent request;
+- limits concurrent upstream requests (`max_concurrency`; a streamed response
+  holds its slot until it ends) and retries 429 and 529 that arrive before
+  anything was sent to the client, honouring `retry-after` (seconds or an
+  HTTP date, capped at `max_retry_wait_s`) or else exponential backoff with
+  jitter, `max_retries` times, then passes the last error through unchanged.
+  Other 5xx are passed through at once: the CLI retries them itself, and
+  ci-evals retries a failed stage, so a third layer would multiply the waits.
+  An unreachable upstream is a 502 `api_error`;
+- records, when `record_path` is set, one JSON line per exchange (see
+  `_Exchange.record`) with the auth headers removed; the key and the token are
+  scrubbed from every line and never logged.
+
+`Accept-Encoding` is forced to `identity` upstream so the stream can be read
+on the fly. The real credential is never in `repr`, the recording or the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import hmac
+import http.client
+import json
+import logging
+import random
+import secrets
+import socket
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from ci_evals.endpoints.pricing import Pricing, Usage
+
+log = logging.getLogger(__name__)
+
+RETRIED_STATUSES = frozenset({429, 529})
+BUDGET_STATUS = 402
+FORWARDED_ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+BUDGETED_ROUTE = "/v1/messages"
+PROBE_ROUTES = frozenset({"/", "/api/hello"})
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+AUTH_HEADERS = frozenset({"x-api-key", "authorization"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_NOT_FORWARDED_UP = (
+    HOP_BY_HOP | AUTH_HEADERS | {"host", "content-length", "accept-encoding", "expect"}
+)
+_NOT_FORWARDED_DOWN = HOP_BY_HOP | {"content-length"}
+_READ_SIZE = 64 * 1024
+_REDACTED = "[redacted]"
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """How one run's proxy reaches the API and what it allows.
+
+    Give `api_key` (sent as `x-api-key`) or `auth_token` (sent as
+    `Authorization: Bearer`), not both; neither hidden from `repr`.
+    """
+
+    upstream: str  # "https://api.anthropic.com"; tests: "http://127.0.0.1:PORT"
+    api_key: str | None = field(default=None, repr=False)
+    auth_token: str | None = field(default=None, repr=False)
+    budget_usd: float | None = None  # the whole run's hard budget; None: no budget
+    max_concurrency: int = 4
+    max_retries: int = 4  # for upstream 429 and 529 only
+    max_retry_wait_s: float = 60.0
+    retry_base_s: float = 0.5  # first backoff without retry-after (then x2, with jitter)
+    upstream_timeout_s: float = 600.0  # per socket read, like the CLI's API_TIMEOUT_MS
+    record_path: Path | None = None  # JSON lines, one per exchange
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"upstream must be an http(s) URL, not {self.upstream!r}")
+        if self.api_key is not None and self.auth_token is not None:
+            raise ValueError("give api_key or auth_token, not both")
+        if self.budget_usd is not None and self.budget_usd < 0:
+            raise ValueError("budget_usd must not be negative")
+        if self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        if self.max_retries < 0 or self.max_retry_wait_s < 0 or self.retry_base_s < 0:
+            raise ValueError("max_retries, max_retry_wait_s and retry_base_s must not be negative")
+
+
+def error_body(kind: str, message: str) -> bytes:
+    """An Anthropic-shaped error: `{"type": "error", "error": {"type": ..., "message": ...}}`."""
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
+def retry_wait(
+    retry_after: str | None, attempt: int, settings: ProxySettings, now: float | None = None
+) -> float:
+    """Seconds to wait before attempt `attempt + 1`: `retry-after` (seconds or an HTTP
+    date) when given, else `retry_base_s * 2**(attempt-1)` with jitter; capped."""
+    cap = settings.max_retry_wait_s
+    if retry_after is not None:
+        text = retry_after.strip()
+        try:
+            return min(cap, max(0.0, float(text)))
+        except ValueError:
+            pass
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            when = email.utils.parsedate_to_datetime(text)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+            current = time.time() if now is None else now
+            return min(cap, max(0.0, when.timestamp() - current))
+    backoff = settings.retry_base_s * 2.0 ** (attempt - 1)
+    return min(cap, backoff * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not crypto
+
+
+def _usd(amount: float) -> str:
+    """$5, $0.004, $0.0045: four decimals at most, no trailing zeros."""
+    return "$" + f"{amount:.4f}".rstrip("0").rstrip(".")
+
+
+class SSEUsage:
+    """Reads `usage` and `model` from a Messages API event stream fed in pieces."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.model: str | None = None
+        self.error: str | None = None  # an `error` event's type, if the stream had one
+        self.stopped = False  # message_stop seen: the usage is final
+        self._pending = b""
+
+    def feed(self, data: bytes) -> None:
+        self._pending += data
+        while True:
+            cut = _event_end(self._pending)
+            if cut is None:
+                return
+            end, skip = cut
+            self._event(self._pending[:end])
+            self._pending = self._pending[end + skip :]
+
+    def _event(self, raw: bytes) -> None:
+        data = [
+            line[5:].lstrip(b" ")
+            for line in raw.replace(b"\r\n", b"\n").split(b"\n")
+            if line.startswith(b"data:")
+        ]
+        if not data:
+            return
+        try:
+            payload = json.loads(b"\n".join(data))
+        except ValueError:
+            return  # not ours to judge; the client sees the same bytes
+        if isinstance(payload, dict):
+            self.observe(payload)
+
+    def observe(self, payload: Mapping[str, Any]) -> None:
+        kind = payload.get("type")
+        if kind == "message_start":
+            message = payload.get("message")
+            if isinstance(message, Mapping):
+                self._take(message.get("usage"))
+                if isinstance(message.get("model"), str):
+                    self.model = message["model"]
+        elif kind == "message_delta":
+            self._take(payload.get("usage"))
+        elif kind == "message":  # a whole (non-streamed) message
+            self._take(payload.get("usage"))
+            if isinstance(payload.get("model"), str):
+                self.model = payload["model"]
+        elif kind == "message_stop":
+            self.stopped = True
+        elif kind == "error":
+            error = payload.get("error")
+            self.error = str(error.get("type")) if isinstance(error, Mapping) else "error"
+
+    def _take(self, usage: object) -> None:
+        if isinstance(usage, Mapping):
+            self.usage = (self.usage or Usage()).updated(usage)
+
+
+def _event_end(buffer: bytes) -> tuple[int, int] | None:
+    """Where the first complete SSE event ends (a blank line), and the separator's length."""
+    found = [(i, len(sep)) for sep in (b"\n\n", b"\r\n\r\n") if (i := buffer.find(sep)) >= 0]
+    return min(found) if found else None
+
+
+class ForwardingProxy:
+    """The run's model endpoint on 127.0.0.1; `with ForwardingProxy(settings) as proxy:`."""
+
+    def __init__(self, settings: ProxySettings, *, prices: Pricing | None = None) -> None:
+        self.settings = settings
+        self.prices = prices or Pricing()
+        self.token = secrets.token_urlsafe(32)
+        parts = urlsplit(settings.upstream)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or ""
+        self._upstream_port = parts.port or (443 if self._https else 80)
+        self._host_header = parts.netloc.rsplit("@", 1)[-1]
+        self._base_path = parts.path.rstrip("/")
+        self._ssl = ssl.create_default_context() if self._https else None
+        self._secrets = [s for s in (self.token, settings.api_key, settings.auth_token) if s]
+        self._lock = threading.Lock()
+        self._spent = 0.0
+        self._usage = Usage()
+        self._requests = 0
+        self._budget_refusals = 0
+        self._slots = threading.BoundedSemaphore(settings.max_concurrency)
+        self._stopping = threading.Event()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._busy: set[http.client.HTTPConnection] = set()
+        self._clients: set[socket.socket] = set()
+        self._handlers: set[threading.Thread] = set()
+        self._record_file: IO[str] | None = None
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._httpd is not None:
+            raise RuntimeError("proxy already started")
+        if self.settings.record_path is not None:
+            self._record_file = self.settings.record_path.open("a", encoding="utf-8")
+        self._stopping.clear()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"model-proxy:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving, abort what is in flight, join every thread, close the recording."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None or thread is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        thread.join()
+        while True:
+            # Unblock handlers: keep-alive reads from the CLI, reads from upstream.
+            # Repeated, since a handler may have opened a connection meanwhile.
+            with self._lock:
+                handlers = list(self._handlers)
+                sockets = list(self._clients) + [c.sock for c in self._busy if c.sock is not None]
+            if not handlers:
+                break
+            for sock in sockets:
+                with contextlib.suppress(OSError):  # already closed
+                    sock.shutdown(socket.SHUT_RDWR)
+            for handler in handlers:
+                handler.join(timeout=0.1)
+        httpd.server_close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        if self._record_file is not None:
+            self._record_file.close()
+            self._record_file = None
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> ForwardingProxy:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- what callers use --------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("proxy not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def cli_env(self) -> dict[str, str]:
+        """What the agent's CLI gets: this endpoint and the per-run token, nothing real."""
+        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": self.token}
+
+    @property
+    def spent_usd(self) -> float:
+        with self._lock:
+            return self._spent
+
+    @property
+    def usage(self) -> Usage:
+        """Token totals of every response forwarded so far."""
+        with self._lock:
+            return self._usage
+
+    @property
+    def requests(self) -> int:
+        """Requests forwarded upstream (each counted once, however many attempts)."""
+        with self._lock:
+            return self._requests
+
+    @property
+    def budget_refusals(self) -> int:
+        with self._lock:
+            return self._budget_refusals
+
+    @property
+    def budget_exhausted(self) -> bool:
+        """The spend has reached the budget: no further Messages request is forwarded."""
+        budget = self.settings.budget_usd
+        with self._lock:
+            return budget is not None and self._spent >= budget
+
+    # -- used by the handler -------------------------------------------------------------
+
+    def _authorized(self, headers: Mapping[str, str]) -> bool:
+        expected = self.token.encode()
+        offered = [headers.get("x-api-key", "")]
+        bearer = headers.get("authorization", "")
+        if bearer[:7].lower() == "bearer ":
+            offered.append(bearer[7:].strip())
+        # Compare every candidate, so timing does not tell which header was tried.
+        matches = [hmac.compare_digest(o.encode(), expected) for o in offered]
+        return any(matches)
+
+    def _refuse_for_budget(self) -> str | None:
+        """The refusal message when the budget is spent (and count it), else None."""
+        budget = self.settings.budget_usd
+        with self._lock:
+            if budget is None or self._spent < budget:
+                self._requests += 1
+                return None
+            self._budget_refusals += 1
+            spent = self._spent
+        return (
+            f"ci-evals: this run's budget of {_usd(budget)} is spent ({_usd(spent)}); "
+            "no further model requests are forwarded"
+        )
+
+    def _count_unbudgeted(self) -> None:
+        with self._lock:
+            self._requests += 1
+
+    def _account(self, model: str | None, usage: Usage) -> float:
+        cost = self.prices.cost(model, usage)
+        with self._lock:
+            self._spent += cost
+            self._usage = self._usage + usage
+        return cost
+
+    def _acquire_slot(self) -> bool:
+        while not self._slots.acquire(timeout=0.1):
+            if self._stopping.is_set():
+                return False
+        return True
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An upstream connection (reused when one is idle) and whether it was reused."""
+        if self._stopping.is_set():
+            raise ConnectionAbortedError("the proxy is stopping")
+        with self._lock:
+            if self._idle:
+                conn = self._idle.pop()
+                self._busy.add(conn)
+                return conn, True
+        timeout = self.settings.upstream_timeout_s
+        fresh: http.client.HTTPConnection
+        if self._ssl is not None:
+            fresh = http.client.HTTPSConnection(
+                self._host, self._upstream_port, timeout=timeout, context=self._ssl
+            )
+        else:
+            fresh = http.client.HTTPConnection(self._host, self._upstream_port, timeout=timeout)
+        with self._lock:
+            self._busy.add(fresh)
+        return fresh, False
+
+    def _release(self, conn: http.client.HTTPConnection, reusable: bool) -> None:
+        with self._lock:
+            self._busy.discard(conn)
+            if reusable and not self._stopping.is_set():
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _send(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """One upstream attempt; a reused connection the server closed meanwhile is
+        replaced once by a fresh one."""
+        for _ in range(2):
+            conn, reused = self._connection()
+            try:
+                conn.request(method, self._base_path + path, body=body, headers=headers)
+                return conn, conn.getresponse()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self._release(conn, reusable=False)
+                if not reused or self._stopping.is_set():
+                    raise
+            except BaseException:
+                self._release(conn, reusable=False)
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _upstream_headers(self, incoming: Mapping[str, str]) -> dict[str, str]:
+        named = {n.strip().lower() for n in incoming.get("connection", "").split(",")}
+        headers = {
+            name: value
+            for name, value in incoming.items()
+            if name.lower() not in _NOT_FORWARDED_UP and name.lower() not in named
+        }
+        headers["Host"] = self._host_header
+        headers["Accept-Encoding"] = "identity"
+        if self.settings.api_key is not None:
+            headers["x-api-key"] = self.settings.api_key
+        elif self.settings.auth_token is not None:
+            headers["Authorization"] = f"Bearer {self.settings.auth_token}"
+        return headers
+
+    def _write_record(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        line = self._scrub(line)
+        with self._lock:
+            if self._record_file is not None:
+                self._record_file.write(line + "\n")
+                self._record_file.flush()
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, _REDACTED)
+        return text
+
+
+class _Server(ThreadingHTTPServer):
+    """Handler threads are daemons (never block exit) but tracked, so stop() joins them."""
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[_Handler], proxy: ForwardingProxy
+    ) -> None:
+        self.proxy = proxy
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._handle_tracked,
+            args=(request, client_address),
+            name="model-proxy-request",
+            daemon=True,
+        )
+        with self.proxy._lock:  # started under the lock: stop() never joins an unstarted one
+            self.proxy._handlers.add(thread)
+            thread.start()
+
+    def _handle_tracked(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self.proxy._lock:
+                self.proxy._handlers.discard(threading.current_thread())
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up is normal (timeouts, killed CLIs); anything else is a bug.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the CLI expects
+    disable_nagle_algorithm = True  # each SSE event goes out at once
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.proxy._lock:
+            self.server.proxy._clients.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.proxy._lock:
+            self.server.proxy._clients.discard(self.connection)
+        with contextlib.suppress(OSError):  # the peer went away; nothing to flush to
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one debug line per exchange instead, without headers
+
+    def do_HEAD(self) -> None:
+        self._probe()
+
+    def do_GET(self) -> None:
+        self._probe()
+
+    def do_POST(self) -> None:
+        _Exchange(self).run()
+
+    def _probe(self) -> None:
+        if self.path.split("?", 1)[0] in PROBE_ROUTES:
+            self.reply(200, b"", content_type="text/plain")
+        else:
+            self.reply(404, error_body("not_found_error", f"ci-evals proxy: no route {self.path}"))
+
+    def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+class _Exchange:
+    """One POST: checked, forwarded (with retries), streamed back, accounted, recorded."""
+
+    def __init__(self, handler: _Handler) -> None:
+        self.handler = handler
+        self.proxy = handler.server.proxy
+        self.started = time.time()
+        self.headers = {k.lower(): v for k, v in handler.headers.items()}
+        self.route = handler.path.split("?", 1)[0]
+        self.body = b""
+        self.outcome = "forwarded"
+        self.status = 0
+        self.response_headers: dict[str, str] = {}
+        self.response = bytearray()
+        self.attempts: list[dict[str, Any]] = []
+        self.parser = SSEUsage()
+        self.cost = 0.0
+        self.settled = False
+        self.streamed = False
+        self.error: str | None = None
+
+    def run(self) -> None:
+        handler = self.handler
+        if not self.proxy._authorized(self.headers):
+            handler.close_connection = True  # the body is not read: no keep-alive
+            self._refuse(401, "authentication_error", "ci-evals proxy: invalid or missing token")
+            self.outcome = "refused_auth"
+        elif self.route not in FORWARDED_ROUTES:
+            handler.close_connection = True
+            self._refuse(404, "not_found_error", f"ci-evals proxy: no route {handler.path}")
+            self.outcome = "not_found"
+        elif not self._read_body():
+            self.outcome = "bad_request"
+        else:
+            refusal = None
+            if self.route == BUDGETED_ROUTE:
+                refusal = self.proxy._refuse_for_budget()
+            else:
+                self.proxy._count_unbudgeted()
+            if refusal is not None:
+                self._refuse(BUDGET_STATUS, "billing_error", refusal)
+                self.outcome = "refused_budget"
+            else:
+                self._forward()
+        self._finish()
+
+    def _read_body(self) -> bool:
+        handler = self.handler
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                size = int(handler.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                total += size
+                if total > MAX_REQUEST_BYTES:
+                    break
+                if size == 0:
+                    while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    self.body = b"".join(chunks)
+                    return True
+                chunks.append(handler.rfile.read(size))
+                handler.rfile.readline()
+        else:
+            length = int(self.headers.get("content-length") or 0)
+            if length <= MAX_REQUEST_BYTES:
+                self.body = handler.rfile.read(length) if length > 0 else b""
+                return True
+        handler.close_connection = True
+        self._refuse(413, "request_too_large", "ci-evals proxy: request body too large")
+        return False
+
+    def _refuse(self, status: int, kind: str, message: str) -> None:
+        body = error_body(kind, message)
+        self.status = status
+        self.response += body
+        self.handler.reply(status, body)
+
+    def _forward(self) -> None:
+        proxy, settings, handler = self.proxy, self.proxy.settings, self.handler
+        headers = proxy._upstream_headers(dict(handler.headers.items()))
+        while True:
+            if not proxy._acquire_slot():
+                self.error = "stopped"
+                handler.close_connection = True
+                return
+            try:
+                began = time.monotonic()
+                try:
+                    conn, response = proxy._send(handler.command, handler.path, headers, self.body)
+                except (OSError, http.client.HTTPException) as exc:
+                    self.attempts.append({"status": None, "error": type(exc).__name__})
+                    self.error = f"upstream unreachable: {type(exc).__name__}: {exc}"
+                    self.outcome = "upstream_error"
+                    self._refuse(502, "api_error", f"ci-evals proxy: {self.error}")
+                    return
+                self.attempts.append({"status": response.status, "seconds": 0.0})
+                retries_left = len(self.attempts) <= settings.max_retries
+                if response.status in RETRIED_STATUSES and retries_left:
+                    with contextlib.suppress(OSError, http.client.HTTPException):
+                        response.read()
+                    proxy._release(conn, reusable=not response.will_close)
+                    wait = retry_wait(
+                        response.getheader("retry-after"), len(self.attempts), settings
+                    )
+                    self.attempts[-1].update(seconds=time.monotonic() - began, wait=wait)
+                    if proxy._stopping.wait(wait):
+                        self.error = "stopped"
+                        handler.close_connection = True
+                        return
+                    continue
+                self._relay(conn, response)
+                self.attempts[-1]["seconds"] = time.monotonic() - began
+                return
+            finally:
+                proxy._slots.release()
+
+    def _relay(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
+        """Send the response on as it arrives; read usage on the way."""
+        handler = self.handler
+        self.status = response.status
+        self.response_headers = {k.lower(): v for k, v in response.getheaders()}
+        named = {n.strip().lower() for n in self.response_headers.get("connection", "").split(",")}
+        length = None if response.chunked else response.getheader("content-length")
+        handler.send_response_only(response.status, response.reason)
+        for name, value in response.getheaders():
+            if name.lower() not in _NOT_FORWARDED_DOWN and name.lower() not in named:
+                handler.send_header(name, value)
+        if length is not None:
+            handler.send_header("Content-Length", length)
+        else:
+            handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        self.streamed = self.response_headers.get("content-type", "").startswith(
+            "text/event-stream"
+        )
+        client_ok = True
+        upstream_ok = False
+        try:
+            handler.wfile.flush()
+            while True:
+                data = response.read1(_READ_SIZE)
+                if not data:
+                    upstream_ok = True
+                    break
+                self.response += data
+                if self.streamed:
+                    self.parser.feed(data)
+                if self.parser.stopped or (length is not None and not response.length):
+                    # Charged before the client has it all: its next request sees the spend.
+                    self._settle()
+                framed = data if length is not None else b"%x\r\n%s\r\n" % (len(data), data)
+                handler.wfile.write(framed)
+                handler.wfile.flush()
+            if length is None:
+                self._settle()
+                handler.wfile.write(b"0\r\n\r\n")
+                handler.wfile.flush()
+        except (OSError, http.client.HTTPException) as exc:
+            client_ok = False
+            self.error = f"stream broken: {type(exc).__name__}: {exc}"
+            handler.close_connection = True
+        finally:
+            reusable = upstream_ok and client_ok and not response.will_close
+            response.close()  # read1 leaves a Content-Length response open at its end
+            self.proxy._release(conn, reusable=reusable)
+
+    def _settle(self) -> None:
+        """Charge the response's usage to the run, once."""
+        if self.settled:
+            return
+        self.settled = True
+        if not self.streamed and self.status == 200:
+            with contextlib.suppress(ValueError):
+                payload = json.loads(bytes(self.response))
+                if isinstance(payload, dict):
+                    self.parser.observe(payload)
+        if self.parser.usage is not None:
+            model = self.parser.model or self._request_model()
+            self.cost = self.proxy._account(model, self.parser.usage)
+
+    def _finish(self) -> None:
+        self._settle()  # a broken stream is charged what it reported
+        usage = self.parser.usage
+        model = self.parser.model or self._request_model()
+        if self.proxy.settings.record_path is not None:
+            self.proxy._write_record(self.record(model, usage))
+        log.debug(
+            "%s %s -> %s (%s, %d attempts, $%.6f)",
+            self.handler.command,
+            self.proxy._scrub(self.handler.path),
+            self.status,
+            self.outcome,
+            len(self.attempts),
+            self.cost,
+        )
+
+    def _request_model(self) -> str | None:
+        with contextlib.suppress(ValueError):
+            request = json.loads(self.body)
+            if isinstance(request, dict) and isinstance(request.get("model"), str):
+                return str(request["model"])
+        return None
+
+    def record(self, model: str | None, usage: Usage | None) -> dict[str, Any]:
+        """The recording's line for this exchange (what a replay endpoint needs to answer)."""
+        request_body: Any = None
+        if self.body:
+            try:
+                request_body = json.loads(self.body)
+            except ValueError:
+                request_body = self.body.decode("utf-8", errors="replace")
+        return {
+            "time": datetime.fromtimestamp(self.started, timezone.utc).isoformat(),
+            "duration_s": round(time.time() - self.started, 6),
+            "method": self.handler.command,
+            "path": self.handler.path,
+            "request_headers": {k: v for k, v in self.headers.items() if k not in AUTH_HEADERS},
+            "request_body": request_body,
+            "outcome": self.outcome,
+            "status": self.status,
+            "response_headers": self.response_headers,
+            "response_body": bytes(self.response).decode("utf-8", errors="replace"),
+            "model": model,
+            "usage": usage.as_dict() if usage is not None else None,
+            "cost_usd": self.cost,
+            "attempts": self.attempts,
+            "error": self.error,
+        }

@@ -1,0 +1,668 @@
+"""The forwarding proxy against real HTTP servers on 127.0.0.1 standing in for the API.
+
+`Upstream` is a small ThreadingHTTPServer serving a scripted list of
+responses and recording what it received; the slow test runs the real
+Claude Code CLI through the proxy to the project's stub model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci_evals.endpoints.pricing import Price, Pricing, Usage, model_key
+from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings, SSEUsage, retry_wait
+from ci_evals.stub_model import StubServer, loads_script
+from tests.stub_helpers import run_query
+
+REAL_KEY = "sk-ant-REAL-key-0123456789"
+MODEL = "claude-sonnet-4-5-20250929"
+SONNET = Pricing().price("claude-sonnet-4-5")
+
+# -- a stand-in for the API ------------------------------------------------------------
+
+
+Responder = Callable[["_UpstreamHandler"], None]
+
+
+class Upstream:
+    """Serves `responses` in order (the last one repeats); records every request."""
+
+    def __init__(self, *responses: Responder) -> None:
+        self.responses = list(responses)
+        self.received: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.httpd = _UpstreamServer(("127.0.0.1", 0), _UpstreamHandler, self)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> Upstream:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.thread.join()
+        self.httpd.server_close()
+
+    def next_response(self) -> Responder:
+        with self.lock:
+            index = min(len(self.received) - 1, len(self.responses) - 1)
+            return self.responses[index]
+
+
+class _UpstreamServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: Any, handler: Any, upstream: Upstream) -> None:
+        self.upstream = upstream
+        super().__init__(address, handler)
+
+
+class _UpstreamHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _UpstreamServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        upstream = self.server.upstream
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with upstream.lock:
+            upstream.received.append(
+                {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": json.loads(body) if body else None,
+                    "time": time.monotonic(),
+                }
+            )
+            upstream.in_flight += 1
+            upstream.max_in_flight = max(upstream.max_in_flight, upstream.in_flight)
+        try:
+            upstream.next_response()(self)
+        finally:
+            with upstream.lock:
+                upstream.in_flight -= 1
+
+    def chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+def sse_event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def sse_events(
+    usage: dict[str, int], output_tokens: int, text: str = "hello", model: str = MODEL
+) -> list[bytes]:
+    start_usage = {**usage, "output_tokens": 1}
+    return [
+        sse_event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": start_usage,
+                },
+            },
+        ),
+        sse_event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+        ),
+        sse_event(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": text},
+            },
+        ),
+        sse_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        sse_event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": output_tokens},
+            },
+        ),
+        sse_event("message_stop", {"type": "message_stop"}),
+    ]
+
+
+def sse(
+    usage: dict[str, int] | None = None,
+    output_tokens: int = 10,
+    *,
+    gate: threading.Event | None = None,
+    content_length: bool = False,
+) -> Responder:
+    """A streamed message; with `gate`, everything after message_start waits for it."""
+    events = sse_events(usage or {"input_tokens": 100}, output_tokens)
+
+    def respond(handler: _UpstreamHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        handler.send_header("request-id", "req_upstream")
+        if content_length:
+            handler.send_header("Content-Length", str(sum(len(e) for e in events)))
+        else:
+            handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        for i, data in enumerate(events):
+            if i == 1 and gate is not None:
+                assert gate.wait(10), "the client never saw the first event"
+            if content_length:
+                handler.wfile.write(data)
+                handler.wfile.flush()
+            else:
+                handler.chunk(data)
+        if not content_length:
+            handler.chunk(b"")
+
+    return respond
+
+
+def error(status: int, kind: str, headers: dict[str, str] | None = None) -> Responder:
+    def respond(handler: _UpstreamHandler) -> None:
+        body = json.dumps({"type": "error", "error": {"type": kind, "message": f"up {status}"}})
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(body.encode())
+
+    return respond
+
+
+def json_message(usage: dict[str, int]) -> Responder:
+    def respond(handler: _UpstreamHandler) -> None:
+        body = json.dumps({"type": "message", "model": MODEL, "content": [], "usage": usage})
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body.encode())
+
+    return respond
+
+
+def slow(seconds: float, then: Responder) -> Responder:
+    def respond(handler: _UpstreamHandler) -> None:
+        time.sleep(seconds)
+        then(handler)
+
+    return respond
+
+
+# -- a client like the CLI -----------------------------------------------------------------
+
+REQUEST = {"model": MODEL, "max_tokens": 100, "stream": True, "messages": []}
+
+
+def post(
+    proxy: ForwardingProxy,
+    headers: dict[str, str] | None = None,
+    path: str = "/v1/messages?beta=true",
+    body: dict[str, Any] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    try:
+        auth = {"x-api-key": proxy.token} if headers is None else headers
+        conn.request(
+            "POST",
+            path,
+            body=json.dumps(body or REQUEST),
+            headers={"content-type": "application/json", **auth},
+        )
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def proxy_for(upstream: Upstream, **settings: Any) -> Iterator[ForwardingProxy]:
+    prices = settings.pop("prices", None)
+    options: dict[str, Any] = {"api_key": REAL_KEY, **settings}
+    with ForwardingProxy(ProxySettings(upstream=upstream.url, **options), prices=prices) as proxy:
+        yield proxy
+
+
+# -- forwarding ------------------------------------------------------------------------------
+
+
+def test_forwards_with_the_real_key_and_streams_the_body_unchanged() -> None:
+    usage = {"input_tokens": 1000, "cache_read_input_tokens": 2000}
+    with Upstream(sse(usage, 50)) as up, proxy_for(up) as proxy:
+        status, headers, body = post(proxy, {"x-api-key": proxy.token, "anthropic-beta": "x"})
+        assert status == 200
+        assert body == b"".join(sse_events({"input_tokens": 1000}, 50)).replace(
+            b'"input_tokens": 1000', b'"input_tokens": 1000, "cache_read_input_tokens": 2000'
+        )
+        assert headers["content-type"].startswith("text/event-stream")
+        assert headers["request-id"] == "req_upstream"
+        (got,) = up.received
+        assert got["path"] == "/v1/messages?beta=true"
+        assert got["headers"]["x-api-key"] == REAL_KEY
+        assert "authorization" not in got["headers"]
+        assert proxy.token not in json.dumps(got["headers"])
+        assert got["headers"]["host"] == up.url.removeprefix("http://")
+        assert got["headers"]["anthropic-beta"] == "x"
+        assert got["headers"]["accept-encoding"] == "identity"
+        assert got["body"] == REQUEST
+        assert proxy.usage == Usage(
+            input_tokens=1000, output_tokens=50, cache_read_input_tokens=2000
+        )
+        expected = (1000 * SONNET.input + 50 * SONNET.output + 2000 * SONNET.cache_read) / 1e6
+        assert proxy.spent_usd == pytest.approx(expected)
+        assert proxy.requests == 1
+        assert not proxy.budget_exhausted
+
+
+def test_auth_token_goes_upstream_as_bearer_and_the_cli_may_send_bearer() -> None:
+    with Upstream(sse()) as up:
+        settings = ProxySettings(upstream=up.url, auth_token="real-oauth-token")
+        with ForwardingProxy(settings) as proxy:
+            status, _, _ = post(proxy, {"Authorization": f"Bearer {proxy.token}"})
+            assert status == 200
+            assert up.received[0]["headers"]["authorization"] == "Bearer real-oauth-token"
+            assert "x-api-key" not in up.received[0]["headers"]
+
+
+def test_content_length_upstream_and_json_usage() -> None:
+    usage = {"input_tokens": 7, "output_tokens": 3}
+    with Upstream(sse(content_length=True), json_message(usage)) as up, proxy_for(up) as proxy:
+        status, headers, body = post(proxy)
+        assert status == 200
+        assert body.endswith(b'{"type": "message_stop"}\n\n')
+        assert headers["content-length"] == str(len(body))
+        status, _, body = post(proxy, body={**REQUEST, "stream": False})
+        assert status == 200
+        assert json.loads(body)["usage"] == usage
+        assert proxy.usage == Usage(input_tokens=107, output_tokens=13)
+
+
+def test_the_client_gets_the_first_event_before_upstream_sends_the_rest() -> None:
+    gate = threading.Event()
+    with Upstream(sse(gate=gate)) as up, proxy_for(up) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+        conn.request("POST", "/v1/messages", json.dumps(REQUEST), {"x-api-key": proxy.token})
+        response = conn.getresponse()
+        first = b""
+        while not first.endswith(b"\n\n"):
+            first += response.read1(1)  # would time out if the proxy buffered the body
+        assert first.startswith(b"event: message_start\n")
+        gate.set()
+        rest = response.read()
+        assert rest.endswith(b"event: message_stop\n" + b'data: {"type": "message_stop"}\n\n')
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"x-api-key": "wrong"},
+        {"Authorization": "Bearer wrong"},
+        {"x-api-key": REAL_KEY},  # the real key is not the token either
+    ],
+)
+def test_a_request_without_the_token_is_refused_and_never_forwarded(
+    headers: dict[str, str],
+) -> None:
+    with Upstream(sse()) as up, proxy_for(up) as proxy:
+        status, _, body = post(proxy, headers)
+        assert status == 401
+        assert json.loads(body)["type"] == "error"
+        assert json.loads(body)["error"]["type"] == "authentication_error"
+        assert up.received == []
+        assert proxy.requests == 0
+
+
+def test_only_the_messages_api_is_forwarded() -> None:
+    with Upstream(sse()) as up, proxy_for(up) as proxy:
+        status, _, body = post(proxy, path="/v1/complete")
+        assert status == 404
+        assert json.loads(body)["error"]["type"] == "not_found_error"
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+        conn.request("HEAD", "/api/hello")
+        assert conn.getresponse().status == 200  # the CLI's probe, answered here
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+        conn.request("GET", "/v1/models", headers={"x-api-key": proxy.token})
+        assert conn.getresponse().status == 404
+        conn.close()
+        assert up.received == []
+
+
+def test_count_tokens_is_forwarded_and_not_budgeted() -> None:
+    with Upstream(json_message({"input_tokens": 0})) as up, proxy_for(up, budget_usd=0) as proxy:
+        status, _, _ = post(proxy, path="/v1/messages/count_tokens")
+        assert status == 200
+        assert up.received[0]["path"] == "/v1/messages/count_tokens"
+
+
+# -- retries, errors, concurrency -------------------------------------------------------------
+
+
+def test_429_with_retry_after_is_waited_out_then_retried() -> None:
+    responses = (error(429, "rate_limit_error", {"retry-after": "1"}), sse())
+    with Upstream(*responses) as up, proxy_for(up) as proxy:
+        began = time.monotonic()
+        status, _, _ = post(proxy)
+        elapsed = time.monotonic() - began
+        assert status == 200
+        assert len(up.received) == 2
+        assert 1.0 <= up.received[1]["time"] - up.received[0]["time"] < 1.5
+        assert 1.0 <= elapsed < 2.0
+        assert proxy.requests == 1
+
+
+def test_529_past_max_retries_is_passed_through_unchanged() -> None:
+    upstream = Upstream(error(529, "overloaded_error"))
+    with upstream as up, proxy_for(up, max_retries=2, retry_base_s=0.01) as proxy:
+        status, _, body = post(proxy)
+        assert status == 529
+        assert json.loads(body) == {
+            "type": "error",
+            "error": {"type": "overloaded_error", "message": "up 529"},
+        }
+        assert len(up.received) == 3
+
+
+def test_500_is_not_retried_by_the_proxy() -> None:
+    with Upstream(error(500, "api_error")) as up, proxy_for(up, retry_base_s=0.01) as proxy:
+        assert post(proxy)[0] == 500
+        assert len(up.received) == 1
+
+
+def test_retry_wait_reads_seconds_and_http_dates_and_caps_them() -> None:
+    settings = ProxySettings(upstream="http://127.0.0.1:1", max_retry_wait_s=30, retry_base_s=1)
+    assert retry_wait("2", 1, settings) == 2.0
+    assert retry_wait("0.5", 1, settings) == 0.5
+    assert retry_wait("3600", 1, settings) == 30.0
+    now = 1_800_000_000.0
+    assert retry_wait(formatdate(now + 10, usegmt=True), 1, settings, now=now) == 10.0
+    assert retry_wait(formatdate(now - 10, usegmt=True), 1, settings, now=now) == 0.0
+    assert 2.0 <= retry_wait(None, 3, settings) <= 4.0  # 1 s x 2**2, jittered down to half
+    assert 0.5 <= retry_wait("soon", 1, settings) <= 1.0  # unreadable: backoff
+
+
+def test_an_unreachable_upstream_is_a_502() -> None:
+    with socket.socket() as placeholder:
+        placeholder.bind(("127.0.0.1", 0))
+        port = placeholder.getsockname()[1]  # nothing listens there
+    settings = ProxySettings(upstream=f"http://127.0.0.1:{port}", api_key=REAL_KEY)
+    with ForwardingProxy(settings) as proxy:
+        status, _, body = post(proxy)
+        assert status == 502
+        assert json.loads(body)["error"]["type"] == "api_error"
+
+
+def test_concurrent_upstream_requests_are_limited() -> None:
+    with Upstream(slow(0.3, sse())) as up, proxy_for(up, max_concurrency=2) as proxy:
+        threads = [threading.Thread(target=post, args=(proxy,)) for _ in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(up.received) == 5
+        assert up.max_in_flight == 2
+
+
+# -- budget ------------------------------------------------------------------------------------
+
+
+def test_the_budget_refuses_the_next_request_once_spent() -> None:
+    prices = Pricing({"claude-test": Price(input=10.0, output=10.0, cache_write=0, cache_read=0)})
+    # Each response: 100 input + 100 output tokens at $10/MTok = $0.002.
+    response = sse({"input_tokens": 100}, 100)
+    with Upstream(response) as up, proxy_for(up, budget_usd=0.004, prices=prices) as proxy:
+        assert post(proxy, body={**REQUEST, "model": "claude-test"})[0] == 200
+        assert not proxy.budget_exhausted
+        assert post(proxy, body={**REQUEST, "model": "claude-test"})[0] == 200
+        assert proxy.spent_usd == pytest.approx(0.004)
+        assert proxy.budget_exhausted
+        status, _, body = post(proxy)
+        assert status == 402
+        refusal = json.loads(body)
+        assert refusal["type"] == "error"
+        assert refusal["error"]["type"] == "billing_error"
+        assert "budget of $0.004 is spent ($0.004)" in refusal["error"]["message"]
+        assert len(up.received) == 2
+        assert proxy.budget_refusals == 1
+
+
+# -- recording, secrets, lifecycle --------------------------------------------------------------
+
+
+def test_the_recording_has_every_exchange_and_no_secret(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    record = tmp_path / "exchanges.jsonl"
+    responses = (error(429, "rate_limit_error", {"retry-after": "0"}), sse())
+    with Upstream(*responses) as up, proxy_for(up, record_path=record) as proxy:
+        token = proxy.token
+        assert post(proxy)[0] == 200
+        assert post(proxy, {"Authorization": f"Bearer {token}x"})[0] == 401
+        assert REAL_KEY not in repr(proxy.settings)
+    text = record.read_text()
+    for secret in (REAL_KEY, token):
+        assert secret not in text
+        assert secret not in caplog.text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [line["status"] for line in lines] == [200, 401]
+    forwarded = lines[0]
+    assert forwarded["method"] == "POST"
+    assert forwarded["path"] == "/v1/messages?beta=true"
+    assert "x-api-key" not in forwarded["request_headers"]
+    assert forwarded["request_body"] == REQUEST
+    assert [a["status"] for a in forwarded["attempts"]] == [429, 200]
+    assert forwarded["response_body"].startswith("event: message_start\n")
+    assert forwarded["usage"]["input_tokens"] == 100
+    assert forwarded["cost_usd"] > 0
+    assert forwarded["model"] == MODEL
+    assert lines[1]["outcome"] == "refused_auth"
+    assert "authorization" not in lines[1]["request_headers"]
+
+
+def test_stop_leaves_no_thread_and_closes_the_port() -> None:
+    gate = threading.Event()
+    before = set(threading.enumerate())
+    with Upstream(sse(), sse(gate=gate)) as up:
+        proxy = ForwardingProxy(ProxySettings(upstream=up.url, api_key=REAL_KEY))
+        proxy.start()
+        port = proxy.port
+        idle = http.client.HTTPConnection("127.0.0.1", port, timeout=5)  # kept alive
+        idle.request("POST", "/v1/messages", json.dumps(REQUEST), {"x-api-key": proxy.token})
+        idle.getresponse().read()
+        stuck = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        stuck.request("POST", "/v1/messages", json.dumps(REQUEST), {"x-api-key": proxy.token})
+        stuck.getresponse()  # headers arrived; upstream now waits on the gate
+        began = time.monotonic()
+        proxy.stop()
+        assert time.monotonic() - began < 2
+        proxy.stop()  # idempotent
+        gate.set()
+        assert not [t for t in threading.enumerate() if t.name.startswith("model-proxy")]
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        idle.close()
+        stuck.close()
+    time.sleep(0.1)  # the stand-in's own daemon handler threads finish
+    assert set(threading.enumerate()) <= before
+
+
+# -- pieces ---------------------------------------------------------------------------------------
+
+
+def test_sse_usage_reads_events_split_anywhere() -> None:
+    stream = b"".join(sse_events({"input_tokens": 5, "cache_creation_input_tokens": 9}, 42))
+    stream = stream.replace(b"\n", b"\r\n")
+    parser = SSEUsage()
+    for i in range(0, len(stream), 7):
+        parser.feed(stream[i : i + 7])
+    assert parser.model == MODEL
+    assert parser.usage == Usage(input_tokens=5, output_tokens=42, cache_creation_input_tokens=9)
+
+
+def test_model_keys_drop_dates_and_provider_decorations() -> None:
+    assert model_key("claude-sonnet-4-5-20250929") == "claude-sonnet-4-5"
+    assert model_key("us.anthropic.claude-sonnet-4-5-20250929-v1:0") == "claude-sonnet-4-5"
+    assert model_key("claude-sonnet-4-5@20250929") == "claude-sonnet-4-5"
+    assert model_key("claude-opus-4-0") == "claude-opus-4"
+    assert model_key("claude-opus-4-20250514") == "claude-opus-4"
+    assert model_key("claude-3-5-haiku-latest") == "claude-3-5-haiku"
+
+
+def test_unknown_models_cost_the_ceiling_and_overrides_apply() -> None:
+    pricing = Pricing()
+    assert not pricing.is_known("claude-opus-9")
+    assert pricing.price("claude-opus-9") == pricing.ceiling
+    assert pricing.price(None) == pricing.ceiling
+    assert pricing.ceiling.output == max(p.output for p in pricing.prices.values())
+    custom = pricing.with_overrides({"claude-opus-9": {"input": 1, "output": 2}})
+    assert custom.price("claude-opus-9-20270101") == Price(1.0, 2.0, 1.25, 0.1)
+    with pytest.raises(ValueError, match="unknown key 'inptu'"):
+        pricing.with_overrides({"x": {"inptu": 1, "output": 2}})
+    with pytest.raises(ValueError, match="non-negative"):
+        pricing.with_overrides({"x": {"input": -1, "output": 2}})
+
+
+def test_one_hour_cache_writes_cost_twice_the_input_price() -> None:
+    pricing = Pricing({"m": Price(input=1.0, output=0, cache_write=1.25, cache_read=0)})
+    usage = Usage().updated(
+        {
+            "cache_creation_input_tokens": 3_000_000,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 1_000_000,
+                "ephemeral_1h_input_tokens": 2_000_000,
+            },
+        }
+    )
+    assert pricing.cost("m", usage) == pytest.approx(1.25 + 4.0)
+
+
+# -- the real CLI --------------------------------------------------------------------------------
+
+
+class Tee:
+    """A TCP relay to `target` that keeps every byte the proxy sent upstream."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.sent = bytearray()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.threads: list[threading.Thread] = []
+        self.accepting = threading.Thread(target=self._accept, daemon=True)
+        self.accepting.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self.listener.accept()
+                server = socket.create_connection(self.target)
+                for a, b, keep in ((client, server, True), (server, client, False)):
+                    t = threading.Thread(target=self._pump, args=(a, b, keep), daemon=True)
+                    t.start()
+                    self.threads.append(t)
+
+    def _pump(self, source: socket.socket, sink: socket.socket, keep: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if keep:
+                    self.sent += data
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.slow
+def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
+    script = loads_script(
+        "rules:\n  - repeat_last: true\n    turns:\n"
+        "      - text: through the proxy\n"
+        "        usage: {input_tokens: 1000, output_tokens: 100}\n"
+    )
+    record = tmp_path / "exchanges.jsonl"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    # One turn at Sonnet 4.5 prices: 1000 x $3 + 100 x $15 per MTok = $0.0045.
+    with StubServer(script) as stub:
+        tee = Tee(("127.0.0.1", stub.port))
+        settings = ProxySettings(
+            upstream=f"http://127.0.0.1:{tee.port}",
+            api_key=REAL_KEY,
+            budget_usd=0.004,
+            record_path=record,
+        )
+        with ForwardingProxy(settings) as proxy:
+            env = {
+                **proxy.cli_env(),
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "CLAUDE_CODE_MAX_RETRIES": "0",
+            }
+            first = run_query(
+                stub, "hello", cwd, tmp_path / "a", env=env, model="claude-sonnet-4-5"
+            )
+            assert first.error is None, first.stderr[-10:]
+            assert first.texts() == ["through the proxy"]
+            assert proxy.spent_usd == pytest.approx(0.0045)
+            assert proxy.budget_exhausted
+            second = run_query(
+                stub, "again", cwd, tmp_path / "b", env=env, model="claude-sonnet-4-5"
+            )
+            token = proxy.token
+        tee.close()
+        forwarded = [r for r in stub.requests if r.path.startswith("/v1/messages")]
+    # The stub got the real key, never the token; the CLI never saw the key.
+    assert b"x-api-key: " + REAL_KEY.encode() in tee.sent
+    assert token.encode() not in tee.sent
+    assert len(forwarded) == 1
+    refusal = (
+        "API Error: 402 ci-evals: this run's budget of $0.004 is spent ($0.0045); "
+        "no further model requests are forwarded"
+    )
+    result = second.result
+    assert result.is_error
+    assert result.result == refusal
+    assert second.texts() == [refusal]
+    assert refusal in str(second.error)
+    text = record.read_text()
+    assert REAL_KEY not in text
+    assert token not in text
