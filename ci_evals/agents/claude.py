@@ -57,6 +57,10 @@ KILL_GRACE_S = 2.0
 # stop waiting for it (a safety net; the stream normally ends within ms).
 DRAIN_AFTER_KILL_S = 15.0
 
+# What the CLI reports when `endpoints.proxy` refused a request over the run's
+# hard budget (HTTP 402, "API Error: 402 ci-evals: this run's budget ...").
+BUDGET_REFUSAL = "ci-evals: this run's budget"
+
 _LIMIT_SUBTYPES = {"error_max_turns": "turns", "error_max_budget_usd": "budget"}
 
 # The SDK logs "Fatal error in message reader" when we kill the CLI on purpose;
@@ -359,6 +363,10 @@ def _classify(
     elif limits:
         outcome.status, outcome.limit = "limit", limits[0]  # type: ignore[assignment]
         outcome.error = _limit_text(limits[0], request)
+    elif outcome.is_error and BUDGET_REFUSAL in (tally.results[-1].result or ""):
+        # The forwarding proxy refused a request: the run's hard budget is spent.
+        outcome.status, outcome.limit = "limit", "budget"
+        outcome.error = _one_line(tally.results[-1].result or BUDGET_REFUSAL)
     elif failure is not None:
         outcome.status, outcome.error = "error", _one_line(f"{type(failure).__name__}: {failure}")
     elif outcome.is_error:
