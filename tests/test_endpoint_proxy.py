@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ci_evals.endpoints.stub_model import StubServer, loads_script
 
 from ci_evals.endpoints.pricing import Price, Pricing, Usage, model_key
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings, SSEUsage, retry_wait
+from ci_evals.endpoints.stub_model import StubServer, loads_script
 from tests.stub_helpers import run_query
 
 REAL_KEY = "sk-ant-REAL-key-0123456789"
