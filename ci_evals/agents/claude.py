@@ -63,6 +63,11 @@ BUDGET_REFUSAL = "ci-evals: this run's budget"
 
 _LIMIT_SUBTYPES = {"error_max_turns": "turns", "error_max_budget_usd": "budget"}
 
+# The longest line the SDK reads from the CLI (its default: 1 MiB). Far above
+# what our own checks refuse (a reviewer's final message of 1,000,000
+# characters, ~6 MB escaped as JSON), so that they decide, with their reason.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
 # The SDK logs "Fatal error in message reader" when we kill the CLI on purpose;
 # the outcome already says what happened, so keep it off the user's terminal.
 logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
@@ -250,6 +255,7 @@ class ClaudeAgent:
             max_budget_usd=request.max_budget_usd,
             model=request.model,
             env=dict(request.env),
+            max_buffer_size=MAX_MESSAGE_BYTES,
         )
         spec = SandboxSpec(
             writable=(request.cwd, request.plugin_dir, *request.writable),

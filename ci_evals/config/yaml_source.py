@@ -9,6 +9,7 @@ should touch raw YAML.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -141,10 +142,17 @@ class Field:
         return value
 
     def as_number(self, minimum: float | None = None) -> float:
+        """A finite number: `.nan`, `.inf` and values too big for a float are errors
+        (a NaN compares false with every bound, so it would slip through all of them)."""
         if isinstance(self.node, yaml.ScalarNode) and self.node.tag == _INT:
-            value = float(self.as_int())
+            try:
+                value = float(self.as_int())
+            except OverflowError:
+                raise _non_finite(self) from None
         else:
             value = float(self._scalar(_FLOAT))
+        if not math.isfinite(value):
+            raise _non_finite(self)
         if minimum is not None and value < minimum:
             raise self.error(f"must be at least {minimum}, got {value}")
         return value
@@ -156,8 +164,43 @@ class Field:
         return [item.as_str() for item in self.sequence(allow_empty=allow_empty)]
 
     def plain(self) -> Any:
-        """The node as plain Python data (for free-form values such as a JSON Schema)."""
+        """The node as plain Python data (for free-form values such as a JSON Schema).
+
+        JSON has no NaN or infinity, and every free-form value ends up as JSON
+        (a schema, a tool's input) or text, so `.nan`/`.inf` are refused here too.
+        """
+        _reject_non_finite(self.node, self)
         return _constructor().construct_document(self.node)
+
+
+def _reject_non_finite(node: yaml.Node, where: Field) -> None:
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:  # an alias, possibly of its own parent
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            stack.extend(value for pair in current.value for value in pair)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif (
+            isinstance(current, yaml.ScalarNode)
+            and current.tag == _FLOAT
+            and not math.isfinite(float(_constructor().construct_object(current)))
+        ):
+            raise _non_finite(Field(current, where.file, where.path), "; quote it to mean text")
+
+
+def _non_finite(field: Field, more: str = "") -> UserError:
+    written = str(field.node.value)
+    if "inf" in written.lower() or "nan" in written.lower():
+        return field.error(
+            f"must be a finite number, got {written}",
+            hint=f"NaN and infinities are not allowed{more}",
+        )
+    shown = written if len(written) <= 40 else written[:37] + "..."
+    return field.error(f"number too large: {shown}")
 
 
 def _constructor() -> yaml.constructor.SafeConstructor:

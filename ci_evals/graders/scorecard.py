@@ -1,10 +1,10 @@
 """Read a reviewer's final message as a scorecard — and fail closed on anything else.
 
 A scorecard is a JSON array of `{criterion | id, score, rationale?, type?}`.
-It may be the whole message, inside a ```json fence, or follow prose; when a
-message holds several arrays the *last* array of objects wins (reviewers think
-aloud before answering). Anything else — no JSON, invalid JSON, an empty
-array, a missing or non-numeric score, a score outside its scale, a
+It may be the whole message, inside a ```json fence, or follow prose; a
+message holding two scorecards that differ is ambiguous (identical repeats
+are fine). Anything else — no JSON, invalid JSON, an empty
+array, a missing, non-numeric or non-finite score, a score outside its scale, a
 duplicate, a criterion no rubric defines, a criterion whose kind is unknown —
 raises `ScorecardError` with a one-line reason. `grade_scorecard` turns that
 into a `GraderResult` with `error` set, so the stage becomes `error`, never a pass.
@@ -176,6 +176,7 @@ def _find_array(text: str) -> list[Any]:
         except ValueError as exc:
             if stripped[0] == "[" and stripped[-1] == "]":
                 failure = ScorecardError(f"invalid JSON: {_one_line(exc)}")
+    scan = _Scan(stripped)
     if failure is None:
         try:
             fenced = _from_fences(stripped)
@@ -183,16 +184,44 @@ def _find_array(text: str) -> list[Any]:
             failure = exc
         else:
             if fenced is not None:
-                return fenced
+                return _only_one(fenced, scan)
     try:
-        found = _from_prose(stripped)
+        found = _from_prose(scan)
     except ScorecardError:
         if failure is not None:
             raise failure from None
         raise
-    if failure is not None and not (found and all(isinstance(i, dict) for i in found)):
+    if failure is not None and not _of_objects(found):
         raise failure
-    return found
+    return _only_one(found, scan)
+
+
+def _only_one(chosen: list[Any], scan: _Scan) -> list[Any]:
+    """`chosen`, unless the text holds another scorecard that says something else.
+
+    "On reflection, the real scores are: [...]" after a fenced card leaves no
+    way to tell which one the reviewer meant; identical repeats are harmless.
+    A scorecard here is an array of objects one of which has a `criterion` or
+    a `score`.
+    """
+    others: list[list[Any]] = []
+    for array in scan.arrays():
+        if array != chosen and _looks_like_scorecard(array) and array not in others:
+            others.append(array)
+    if others:
+        raise ScorecardError(
+            f"the output holds {len(others) + 1} different scorecards; the reviewer "
+            "must give exactly one (repeating the same one is accepted)"
+        )
+    return chosen
+
+
+def _of_objects(value: list[Any]) -> bool:
+    return bool(value) and all(isinstance(item, dict) for item in value)
+
+
+def _looks_like_scorecard(value: list[Any]) -> bool:
+    return _of_objects(value) and any("criterion" in i or "score" in i for i in value)
 
 
 def _expect_array(value: Any, where: str) -> list[Any]:
@@ -218,55 +247,73 @@ def _from_fences(text: str) -> list[Any] | None:
     raise ScorecardError(f"invalid JSON in the fenced block: {errors[0]}")
 
 
-def _from_prose(text: str) -> list[Any]:
-    """Try every `[{` (and `[]`); the last array of objects not nested in another wins.
+class _Scan:
+    """Every top-level JSON array in the text, found once and kept (see `arrays`)."""
 
-    A bracket in prose (`see [1]`, `[TODO]`) is not a candidate, and a
-    candidate that does not decode never beats a real scorecard there too.
-    """
-    decoder = json.JSONDecoder(parse_constant=_reject_constant)
-    arrays: list[list[Any]] = []
-    errors: list[str] = []  # a failure at a line-leading bracket goes first
-    covered_until = -1
-    # Each attempt may scan to the end of the text; bound the total so that
-    # thousands of unclosed brackets cannot make this quadratic.
-    budget = 20 * len(text) + 100_000
-    for match in _ARRAY_START.finditer(text):
-        start = match.start()
-        if start < covered_until:
-            continue
-        if budget < 0:
-            raise ScorecardError(
-                "too many bracketed fragments to search for the scorecard "
-                "(the reviewer should print the JSON array alone)"
-            )
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except ValueError as exc:
-            # Building the error counts lines from the start of the text: O(pos).
-            budget -= exc.pos if isinstance(exc, json.JSONDecodeError) else len(text)
-            if start == 0 or text[start - 1] == "\n":
-                errors.insert(0, _one_line(exc))
-            else:
-                errors.append(_one_line(exc))
-            continue
-        except RecursionError:
-            budget -= len(text)
-            errors.append("nested too deeply")
-            continue
-        budget -= end - start
-        arrays.append(value)
-        if value and all(isinstance(item, dict) for item in value):
-            # Skip arrays nested in a scorecard; but look inside anything else,
-            # so prose like "[see below: [{...}]]" cannot wrap the real one.
-            covered_until = end
-    of_objects = [a for a in arrays if a and all(isinstance(item, dict) for item in a)]
-    if of_objects:
-        return of_objects[-1]
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._arrays: list[list[Any]] | None = None
+        self.errors: list[str] = []  # a failure at a line-leading bracket goes first
+
+    def arrays(self) -> list[list[Any]]:
+        """Try every `[{` (and `[]`); arrays nested in an array of objects are skipped.
+
+        A bracket in prose (`see [1]`, `[TODO]`) is not a candidate.
+        """
+        if self._arrays is not None:
+            return self._arrays
+        text = self.text
+        decoder = json.JSONDecoder(parse_constant=_reject_constant)
+        arrays: list[list[Any]] = []
+        covered_until = -1
+        # Each attempt may scan to the end of the text; bound the total so that
+        # thousands of unclosed brackets cannot make this quadratic.
+        budget = 20 * len(text) + 100_000
+        for match in _ARRAY_START.finditer(text):
+            start = match.start()
+            if start < covered_until:
+                continue
+            if budget < 0:
+                raise ScorecardError(
+                    "too many bracketed fragments to search for the scorecard "
+                    "(the reviewer should print the JSON array alone)"
+                )
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except ValueError as exc:
+                # Building the error counts lines from the start of the text: O(pos).
+                budget -= exc.pos if isinstance(exc, json.JSONDecodeError) else len(text)
+                if start == 0 or text[start - 1] == "\n":
+                    self.errors.insert(0, _one_line(exc))
+                else:
+                    self.errors.append(_one_line(exc))
+                continue
+            except RecursionError:
+                budget -= len(text)
+                self.errors.append("nested too deeply")
+                continue
+            budget -= end - start
+            arrays.append(value)
+            if _of_objects(value):
+                # Skip arrays nested in a scorecard; but look inside anything else,
+                # so prose like "[see below: [{...}]]" cannot wrap the real one.
+                covered_until = end
+        self._arrays = arrays
+        return arrays
+
+
+def _from_prose(scan: _Scan) -> list[Any]:
+    """The last scorecard-like array in the text, else the last array of objects,
+    else the last array; a candidate that does not decode never beats a real one."""
+    arrays = scan.arrays()
+    for wanted in (_looks_like_scorecard, _of_objects):
+        found = [a for a in arrays if wanted(a)]
+        if found:
+            return found[-1]
     if arrays:
         return arrays[-1]
-    if errors:
-        raise ScorecardError(f"invalid JSON: {errors[0]}")
+    if scan.errors:
+        raise ScorecardError(f"invalid JSON: {scan.errors[0]}")
     raise ScorecardError("no JSON array found in the reviewer's output")
 
 
@@ -286,8 +333,14 @@ def _criterion(index: int, item: Any, rubrics: RubricSet | None) -> Criterion:
     if "score" not in item or item["score"] is None:
         raise ScorecardError(f"{where}: missing score")
     score = item["score"]
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-        raise ScorecardError(f"{where}: score must be a number, got {json.dumps(score)}")
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        raise ScorecardError(f"{where}: score must be a number, got {_shown(score)}")
+    try:
+        value = float(score)  # an integer too big for a float raises OverflowError
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise ScorecardError(f"{where}: score must be a finite number, got {_shown(score)}")
     declared = item.get("type")
     if declared is not None and declared not in KINDS:
         raise ScorecardError(
@@ -299,14 +352,17 @@ def _criterion(index: int, item: Any, rubrics: RubricSet | None) -> Criterion:
     if not isinstance(rationale, str):
         raise ScorecardError(f"{where}: rationale must be a string")
     kind, rubric_id, rubric_path, rubric_hash = _kind(where, name, declared, rubrics)
-    value = float(score)
     if kind == "checklist":
         if value not in (0.0, 1.0):
-            raise ScorecardError(f"{where}: score {score} is outside the checklist scale 0/1")
+            raise ScorecardError(
+                f"{where}: score {_shown(score)} is outside the checklist scale 0/1"
+            )
         passed = value == 1.0
     else:
         if not ANALYTIC_MIN <= value <= ANALYTIC_MAX:
-            raise ScorecardError(f"{where}: score {score} is outside the analytic scale 1-5")
+            raise ScorecardError(
+                f"{where}: score {_shown(score)} is outside the analytic scale 1-5"
+            )
         passed = value >= DEFAULT_ANALYTIC_THRESHOLD
     return Criterion(
         # The rubric's spelling, so repeats and reports agree whatever the reviewer wrote.
@@ -319,6 +375,12 @@ def _criterion(index: int, item: Any, rubrics: RubricSet | None) -> Criterion:
         rubric=rubric_path,
         rubric_sha256=rubric_hash,
     )
+
+
+def _shown(value: Any) -> str:
+    """A value as JSON for a one-line reason, cut short (a score may have 4,000 digits)."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _name(where: str, item: Mapping[str, Any]) -> str:

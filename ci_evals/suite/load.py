@@ -29,6 +29,7 @@ from ci_evals.agents.registry import AGENTS, DEFAULT_AGENT
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import UserError
+from ci_evals.fs.copyable import copy_problem
 from ci_evals.graders import config as grading_config
 from ci_evals.graders.config import (
     REVIEWER_KEYS,
@@ -70,6 +71,8 @@ _STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # Scenario ids become folder names in the run folder.
 _STAGE_FIXTURE = re.compile(r"[0-9]+-")
 _SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A plugin name as Claude Code uses it: /NAME:command, and a folder name in its caches.
+PLUGIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -348,7 +351,34 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
     plugin_name = data.get("name") if isinstance(data, dict) else None
     if not isinstance(plugin_name, str) or not plugin_name.strip():
         raise UserError('the manifest needs a "name" string', file=manifest, field="name")
+    if not PLUGIN_NAME.fullmatch(plugin_name) or ".." in plugin_name:
+        raise UserError(
+            f"not a plain plugin name: {plugin_name!r}",
+            file=manifest,
+            line=_json_key_line(manifest, "name"),
+            field="name",
+            hint="letters, digits, '-', '_' and '.', starting with a letter or digit "
+            "(no '/', no '..'): it names the commands, /NAME:command",
+        )
+    found = copy_problem(path)
+    if found is not None:
+        where, problem = found
+        raise value.error(
+            f"{where} {problem}",
+            hint="the plugin folder is copied into every workspace, links followed; "
+            "remove or fix that entry",
+        )
     return Plugin(path=path, name=plugin_name)
+
+
+def _json_key_line(path: Path, key: str) -> int | None:
+    """The line of the first `"key":` in a JSON file (for the error message), if found."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    match = re.search(rf'"{re.escape(key)}"\s*:', text)
+    return None if match is None else text.count("\n", 0, match.start()) + 1
 
 
 def _load_limits(value: Field, defaults: Limits) -> Limits:

@@ -51,18 +51,21 @@ def test_fenced_json(rubric_set: rubrics.RubricSet) -> None:
 def test_prose_then_json_with_brackets_in_the_prose(rubric_set: rubrics.RubricSet) -> None:
     text = (
         "I read lab.md [all 3 sections] and scored it, see [1].\n"
-        'A first draft was [{"criterion": "pacing", "score": 1}] but I revised it.\n'
         "Final:\n" + json.dumps(VALID) + "\nThat is all [end]."
     )
     criteria = parse_scorecard(text, rubric_set)
-    assert len(criteria) == 4  # the last array of objects, not the draft
+    assert len(criteria) == 4
     assert scores(criteria)["pacing"] == ("analytic", 3.0, True)
 
 
-def test_last_fence_wins(rubric_set: rubrics.RubricSet) -> None:
+def test_a_draft_that_disagrees_with_the_answer_is_ambiguous(
+    rubric_set: rubrics.RubricSet,
+) -> None:
+    # Which one did the reviewer mean? Neither wins (see test_scorecard_ambiguity.py).
     draft = [{"criterion": "pacing", "score": 2}]
     text = f"```json\n{json.dumps(draft)}\n```\nrevised:\n```json\n{json.dumps(VALID)}\n```"
-    assert len(parse_scorecard(text, rubric_set)) == 4
+    with pytest.raises(ScorecardError, match="2 different scorecards"):
+        parse_scorecard(text, rubric_set)
 
 
 def test_analytic_one_is_a_failing_analytic_score(rubric_set: rubrics.RubricSet) -> None:

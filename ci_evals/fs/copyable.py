@@ -1,0 +1,73 @@
+"""Can a folder be copied with its links followed (as the plugin is)? Find out first.
+
+The plugin is copied into every workspace and every reviewer's copy with
+`shutil.copytree(symlinks=False)`. A named pipe, a socket or a device in it, a
+link that dangles, or a link back to a folder it is in (`templates/loop -> .`,
+which a copy following links would repeat until paths are too long) each makes
+that copy fail mid-run, once per scenario. `copy_problem` walks the folder the
+way the copy will and names the first such entry, so the suite can refuse it
+before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_KINDS = {
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def copy_problem(root: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """(path, what is wrong) for the first entry a link-following copy cannot copy, or None.
+
+    Links are followed (a link to shared files elsewhere is fine); each folder
+    is entered with the chain of real folders above it, so a link to one of
+    them, or to a folder holding one of them, is a loop.
+    """
+    top = os.fspath(root)
+    stack: list[tuple[str, frozenset[str]]] = [(top, frozenset({os.path.realpath(top)}))]
+    while stack:
+        folder, chain = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = sorted(entries, key=lambda e: e.name)
+        except OSError as exc:
+            return folder, f"cannot be read ({exc.strerror or exc})"
+        below: list[tuple[str, frozenset[str]]] = []
+        for entry in listed:
+            path = entry.path
+            try:
+                info = os.stat(path)  # follows links, as the copy does
+            except OSError as exc:
+                if entry.is_symlink():
+                    return path, _link_problem(path, exc)
+                return path, f"cannot be read ({exc.strerror or exc})"
+            if stat.S_ISDIR(info.st_mode):
+                real = os.path.realpath(path)
+                if any(c == real or c.startswith(real + os.sep) for c in chain):
+                    what = repr(os.readlink(path)) if entry.is_symlink() else real
+                    return path, (
+                        f"is a link to {what}, a folder it is inside (copying it would never end)"
+                    )
+                below.append((path, chain | {real}))
+            elif not stat.S_ISREG(info.st_mode):
+                kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file or folder")
+                via = " (through a link)" if entry.is_symlink() else ""
+                return path, f"is {kind}{via}; only files, folders and links can be copied"
+        stack.extend(reversed(below))  # depth first, in name order
+    return None
+
+
+def _link_problem(path: str, exc: OSError) -> str:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    if isinstance(exc, FileNotFoundError):
+        return f"is a dangling link (to {target!r}, which does not exist)"
+    return f"is a link to {target!r} that cannot be followed ({exc.strerror or exc})"
