@@ -11,6 +11,16 @@ medians of the repeats are compared. The in-process split (diff vs. select)
 is printed too, to show where the time goes.
 
     .venv/bin/python benchmarks/bench_compute_stage.py [--files 100000] [--entries 1000]
+        [--shape bench|wildcards|late|late-wildcard]
+
+`--before REV` compares two versions instead, interleaved in one run: the
+`ci_evals` package of commit REV (exported to a temporary folder) and this
+checkout's, both as `python -m ci_evals` with `PYTHONPATH`, each on its own
+clone of the repository (the map cache is keyed on the sources), for every
+map shape in `--shapes`, in the plain, `--explain`, `--json` and Actions forms,
+with `git diff` alone as the baseline of each shape:
+
+    .venv/bin/python benchmarks/bench_compute_stage.py --before REV --repeats 7
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.gen_repo import GeneratedRepo, build_repo
+from benchmarks.gen_repo import SHAPES, GeneratedRepo, build_repo
 from benchmarks.timing import median_seconds
 from ci_evals import git
 from ci_evals.selection import decide as selection
@@ -65,9 +75,9 @@ class Timing:
         return f"wall {wall:.3f} s, cpu {cpu:.3f} s"
 
 
-def _repo(path: Path, files: int, entries: int) -> GeneratedRepo:
+def _repo(path: Path, files: int, entries: int, shape: str = "bench") -> GeneratedRepo:
     if not path.exists():
-        return build_repo(path, files, entries)
+        return build_repo(path, files, entries, shape=shape)
 
     def sha(ref: str) -> str:
         return git.rev_parse(path, ref) or ""
@@ -86,13 +96,21 @@ def main() -> None:
     parser.add_argument(
         "--repo", type=Path, help="build the repository here, or reuse it if it exists"
     )
+    parser.add_argument("--shape", choices=SHAPES, default="bench", help="the map's shape")
+    parser.add_argument("--before", metavar="REV", help="compare with commit REV's ci_evals")
+    parser.add_argument(
+        "--shapes", default=",".join(SHAPES), help="with --before: the map shapes, comma-separated"
+    )
     args = parser.parse_args()
+    if args.before:
+        compare(args)
+        return
 
     with tempfile.TemporaryDirectory(prefix="bench-compute-stage-") as tmp:
         ENV.update(os.environ, PYTHONPYCACHEPREFIX=str(Path(tmp) / "pyc"))
         ENV.pop("PYTHONDONTWRITEBYTECODE", None)
         start = time.perf_counter()
-        repo = _repo(args.repo or Path(tmp) / "repo", args.files, args.entries)
+        repo = _repo(args.repo or Path(tmp) / "repo", args.files, args.entries, args.shape)
         print(
             f"repository: {len(repo.files)} files, {len(repo.entries)} entries "
             f"(built in {time.perf_counter() - start:.1f} s)"
@@ -126,6 +144,8 @@ def main() -> None:
         timings = {name: Timing() for name in commands}
         ours = "ci-evals compute-stage BASE --head HEAD"
         assert timings[ours].run(commands[ours], repo.path).strip() == b"1"  # warm caches
+        timings[ours].wall.clear()
+        timings[ours].cpu.clear()
         load_before = os.getloadavg()[0]
         outputs = Path(tmp) / "github_output"
         actions_env = {**ENV, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs)}
@@ -188,6 +208,104 @@ def main() -> None:
         wall = statistics.median(timings[name].wall) / statistics.median(git_t.wall)
         cpu = statistics.median(timings[name].cpu) / statistics.median(git_t.cpu)
         print(f"  {label}: wall {wall:.2f}x, cpu {cpu:.2f}x")
+    print(
+        f"repeats: {args.repeats}; load average {load_before:.1f} -> {load_after:.1f} "
+        f"on {os.cpu_count()} cores; python {sys.version.split()[0]}"
+    )
+
+
+FORMS = {
+    "plain": [],
+    "--explain": ["--explain"],
+    "--json": ["--json"],
+    "Actions": [],  # the plain form with GITHUB_ACTIONS: step outputs, matches_json
+}
+
+
+def _clone(repo: GeneratedRepo, dest: Path) -> GeneratedRepo:
+    """A local clone (objects hard-linked) with the same index and map: its own map cache."""
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(repo.path), str(dest)], check=True)
+    subprocess.run(["git", "-C", str(dest), "read-tree", "main"], check=True)
+    (dest / "plugin").mkdir()
+    shutil.copy(repo.map_path, dest / "stage_map.yaml")
+    return GeneratedRepo(
+        dest, dest / "stage_map.yaml", repo.root, repo.files, repo.entries, repo.base, repo.head
+    )
+
+
+def compare(args: argparse.Namespace) -> None:
+    """`--before REV`: REV's compute-stage vs this checkout's, interleaved (see the docstring)."""
+    shapes = [shape for shape in args.shapes.split(",") if shape]
+    here = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="bench-compute-stage-") as tmp:
+        ENV.update(os.environ, PYTHONPYCACHEPREFIX=str(Path(tmp) / "pyc"))
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        before_tree = Path(tmp) / "before"
+        before_tree.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(here), "archive", args.before, "ci_evals"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(before_tree)], input=archive, check=True)
+        trees = {"before": before_tree, "after": here}
+        outputs = Path(tmp) / "github_output"
+        runs: list[tuple[str, str, str, list[str], Path, dict[str, str]]] = []
+        timings: dict[tuple[str, str, str], Timing] = {}
+        answers: dict[tuple[str, str, str], bytes] = {}
+        for shape in shapes:
+            start = time.perf_counter()
+            repo = _repo(Path(tmp) / shape, args.files, args.entries, shape)
+            print(
+                f"{shape}: {len(repo.entries)} entries "
+                f"(built in {time.perf_counter() - start:.1f} s)"
+            )
+            git_argv = [
+                "git", "-C", str(repo.path), "diff", "--name-only", "-z", "--no-renames",
+                f"{repo.base}...{repo.head}",
+            ]  # fmt: skip
+            runs.append((shape, "git diff", "", git_argv, repo.path, ENV))
+            for version, tree in trees.items():
+                clone = _clone(repo, Path(tmp) / f"{shape}-{version}")
+                env = {**ENV, "PYTHONPATH": str(tree)}
+                for form, extra in FORMS.items():
+                    argv = [
+                        sys.executable, "-m", "ci_evals", "compute-stage", repo.base,
+                        "--head", repo.head, *extra,
+                    ]  # fmt: skip
+                    form_env = env
+                    if form == "Actions":
+                        form_env = {**env, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs)}
+                    runs.append((shape, form, version, argv, clone.path, form_env))
+        for shape, form, version, argv, cwd, env in runs:  # warm caches, write the map caches
+            outputs.unlink(missing_ok=True)
+            answers[shape, form, version] = Timing().run(argv, cwd, env)
+            timings[shape, form, version] = Timing()
+        load_before = os.getloadavg()[0]
+        for _ in range(args.repeats):  # interleaved, so drift hits all alike
+            for shape, form, version, argv, cwd, env in runs:
+                outputs.unlink(missing_ok=True)
+                timings[shape, form, version].run(argv, cwd, env)
+        load_after = os.getloadavg()[0]
+    for shape in shapes:
+        for form in FORMS:
+            if answers[shape, form, "before"] != answers[shape, form, "after"]:
+                print(f"  {shape} {form}: the output DIFFERS between before and after")
+    print(f"\n{'shape':<14} {'form':<10} {'before':>26} {'after':>26}")
+    for shape in shapes:
+        git_t = timings[shape, "git diff", ""]
+        git_wall = statistics.median(git_t.wall)
+        print(f"{shape:<14} {'git diff':<10} {git_wall * 1000:>7.0f} ms wall, "
+              f"{statistics.median(git_t.cpu) * 1000:.0f} ms CPU")  # fmt: skip
+        for form in FORMS:
+            cells = []
+            for version in trees:
+                t = timings[shape, form, version]
+                wall, cpu = statistics.median(t.wall), statistics.median(t.cpu)
+                cells.append(f"{wall * 1000:.0f} ms ({wall / git_wall:.2f}x) {cpu * 1000:.0f} CPU")
+            print(f"{'':<14} {form:<10} {cells[0]:>26} {cells[1]:>26}")
+    answer = {shape: answers[shape, "plain", "after"].strip().decode() for shape in shapes}
+    print(f"answers (plain): {answer}")
     print(
         f"repeats: {args.repeats}; load average {load_before:.1f} -> {load_after:.1f} "
         f"on {os.cpu_count()} cores; python {sys.version.split()[0]}"

@@ -10,7 +10,15 @@ The repository (built with `git fast-import`, so 100,000 files take seconds):
 - `stage_map.yaml` at the top with `root: plugin`, 5 stages and N entries:
   exact paths, `dir/**` prefixes, `*.ext` anywhere, bare names (`README.md`),
   deep wildcards (`area_03/**/*.py`, `area_03/mod_*/tests/**`, ...). Every
-  file is covered and every entry matches at least one file;
+  file is covered and every entry matches at least one file. Other map
+  shapes (`SHAPES`, `--shape`) add what makes matching slow or the answer
+  late: `wildcards` adds `**/`-anchored wildcard names active in every
+  folder (`**/test_1*`, `**/tests/test_2*`, ...) at stages 2..5 (one regex
+  call per file unless pruned); `late` is `wildcards` with no stage-1 entry
+  but one exact path at stage 1, the last file in path order (the minimum is
+  found at the very end); `late-wildcard` the same with that stage-1 entry a
+  wildcard name active everywhere (`**/test_95394*`), which no bound can
+  prune;
 - two commits: branch `base` (every file at version 1) and branch `main`
   (every plugin file changed), so `git diff base...main` lists every file.
   The index holds `main`; only the folder `plugin/` exists on disk unless
@@ -69,6 +77,41 @@ def plugin_paths(n_files: int, seed: int = 0) -> list[str]:
         counter += 1
         paths.add(f"area_{area:02d}/mod_{module:02d}/" + template.format(i=counter))
     return sorted(paths)
+
+
+SHAPES = ("bench", "wildcards", "late", "late-wildcard")
+# The names the generated files start with (see `_KINDS`).
+_STEMS = ("notes_", "impl_", "table_", "page_", "test_", "leaf_", "img_")
+
+
+def wildcard_entries() -> list[tuple[str, int]]:
+    """`**/`-anchored wildcard names, active in every folder (or every `tests/`), stages 2..5."""
+    entries: list[tuple[str, int]] = []
+    for digit in range(1, 10):
+        for n, stem in enumerate(_STEMS):
+            entries.append((f"**/{stem}{digit}*", 2 + (digit + n) % 4))
+        entries.append((f"**/tests/test_{digit}*", 2 + digit % 4))
+    return entries
+
+
+def shaped_entries(
+    paths: list[str], n_entries: int, shape: str = "bench", seed: int = 0
+) -> list[tuple[str, int]]:
+    """`map_entries`, then the changes `shape` names (see the module docstring)."""
+    entries = map_entries(paths, n_entries, seed)
+    if shape == "bench":
+        return entries
+    entries += wildcard_entries()
+    if shape == "wildcards":
+        return entries
+    last = paths[-1]  # the last file in path order (git's, for these ASCII names)
+    entries = [(glob, max(stage, 2)) for glob, stage in entries]
+    if shape == "late":
+        return [*entries, (last, 1)]
+    if shape == "late-wildcard":
+        name = last.rsplit("/", 1)[1]
+        return [*entries, (f"**/{name.rsplit('.', 1)[0]}*", 1)]
+    raise ValueError(f"unknown map shape {shape!r}; one of {', '.join(SHAPES)}")
 
 
 def map_entries(paths: list[str], n_entries: int, seed: int = 0) -> list[tuple[str, int]]:
@@ -139,10 +182,11 @@ def build_repo(
     n_entries: int = 1000,
     seed: int = 0,
     checkout: bool = False,
+    shape: str = "bench",
 ) -> GeneratedRepo:
     """Create the repository at `dest` (which must not exist yet)."""
     files = plugin_paths(n_files, seed)
-    entries = map_entries(files, n_entries, seed)
+    entries = shaped_entries(files, n_entries, shape, seed)
     map_text = stage_map_yaml(entries)
     dest.mkdir(parents=True)
     git = ["git", "-C", str(dest)]
@@ -178,8 +222,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkout", action="store_true")
+    parser.add_argument("--shape", choices=SHAPES, default="bench", help="the map's shape")
     args = parser.parse_args()
-    repo = build_repo(args.dest, args.files, args.entries, args.seed, args.checkout)
+    repo = build_repo(args.dest, args.files, args.entries, args.seed, args.checkout, args.shape)
     print(f"{repo.path}: {len(repo.files)} files, {len(repo.entries)} entries")
     print(f"base {repo.base}  main {repo.head}")
 

@@ -147,6 +147,17 @@ def test_matcher_agrees_with_git_and_pathspec(
     # The same with a root folder in front that `cut` skips (how compute-stage calls it).
     rooted = ["plug in/" + p for p in paths]
     assert GlobMatcher(globs).lowest_many(rooted, rank_of, cut=len("plug in/")) == lowest
+    # The pruned search for the lowest (level, path): levels from ranks, any bound.
+    level_of = [rank // 3 for rank in range(max(rank_of, default=0) + 1)]
+    keys = [
+        (level_of[r] if r != -1 else 1, "plug in/" + p, r)
+        for p, r in zip(paths, lowest, strict=True)
+    ]
+    for bound in [(1 << 62, ""), *(key[:2] for key in keys), (2, "plug in/b")]:
+        below = [key for key in keys if key[:2] < bound]
+        expected_key = min(below) if below else None
+        pruned = GlobMatcher(globs).lowest_below(rooted, rank_of, level_of, 1, bound, cut=8)
+        assert pruned == expected_key, bound
     uncovered, dead = GlobMatcher(globs).unmatched(paths)
     assert uncovered == [p for p in paths if not found[p]]
     assert dead == [i for i in range(len(globs)) if not any(i in f for f in found.values())]

@@ -62,6 +62,12 @@ REASONS = (
 )
 
 _RULE_RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, MATCHED: 3}
+# (stage, rule rank) as one int, `stage * _RULES + rule rank`: what orders the
+# candidates for the deciding path before their paths do (see `Selector`).
+_RULES = len(_RULE_RANK)
+_UNMATCHED_LEVEL = 1 * _RULES + _RULE_RANK[UNMATCHED_FILE]
+# Above every level: no bound yet.
+_NO_BOUND = (1 << 62, "")
 
 _FIXTURE_FOLDER = re.compile(r"([0-9]+)-")
 
@@ -164,10 +170,19 @@ class _Rules:
         self.fixtures_prefix = None if fixtures is None else (fixtures + "/" if fixtures else "")
         self.stage_count = len(stage_map.stages)
         self.fixture_folders: dict[str, tuple[int, str]] = {}
+        # Per rank: the level (stage, matched) of a path whose lowest rank it is.
+        top = max((e.stage for e in entries), default=1) + 1
+        self.level_of = [
+            rank // count * _RULES + _RULE_RANK[MATCHED] for rank in range(top * count)
+        ]
 
-    def batch(self, paths: Sequence[str]) -> _Batch:
+    def batch(self, paths: Sequence[str], bound: tuple[int, str] | None = None) -> _Batch:
         """`match` for each path, with the common case — a plain file under
-        root — done in one batch call and its records built only when asked."""
+        root — done in one batch call and its records built only when asked.
+
+        With a `bound` (the level and path of the lowest candidate so far), a
+        batch of plain files under root is only searched for a path below it
+        (`GlobMatcher.lowest_below`); its ranks are computed when read."""
         fast = not self.globals_in_root and (
             self.fixtures_prefix is None
             or not (
@@ -182,8 +197,13 @@ class _Rules:
         # One batch call for every path under root (in diff order, so runs of
         # same-folder paths share the folder's work).
         if all(map(str.startswith, paths, repeat(prefix))):  # the usual case: all under root
+            if bound is not None:
+                found = self.matcher.lowest_below(
+                    paths, self.rank_of, self.level_of, _UNMATCHED_LEVEL, bound, cut=cut
+                )
+                return _RankBatch(paths, None, self, found=found)
             ranks = self.matcher.lowest_many(paths, self.rank_of, cut=cut)
-            return _RankBatch(paths, ranks, self._rests(ranks), self.count)
+            return _RankBatch(paths, ranks, self)
         under = [p[cut:] for p in paths if p.startswith(prefix)]
         ranks = self.matcher.lowest_many(under, self.rank_of)
         rest_of_rank = self._rests(ranks)
@@ -194,6 +214,10 @@ class _Rules:
                 for p in paths
             ]
         )
+
+    def ranks(self, paths: Sequence[str]) -> list[int]:
+        """`lowest_many` for paths that are all under root."""
+        return self.matcher.lowest_many(paths, self.rank_of, cut=len(self.root_prefix))
 
     def _rests(self, ranks: list[int]) -> dict[int, _Rest]:
         """Match's fields after the path, for each rank `lowest_many` gave (-1: unmatched)."""
@@ -300,15 +324,39 @@ class _MatchBatch:
 class _RankBatch:
     """Paths under root with the lowest rank each matched (-1: none): the usual
     case, kept as two lists. A record per path (~0.2 us each) is built only
-    when someone reads the matches: the plain answer needs just the minimum."""
+    when someone reads the matches: the plain answer needs just the minimum.
+
+    Made with `found` (a pruned search's answer: the path below the bound
+    before this batch, if any), its ranks are computed on first read; the
+    plain answer never reads them."""
 
     def __init__(
-        self, paths: Sequence[str], ranks: list[int], rest_of_rank: dict[int, _Rest], count: int
+        self,
+        paths: Sequence[str],
+        ranks: list[int] | None,
+        rules: _Rules,
+        *,
+        found: tuple[int, str, int] | None = None,
     ) -> None:
         self.paths = paths
-        self.ranks = ranks
-        self.rest_of_rank = rest_of_rank
-        self.count = count
+        self._ranks = ranks
+        self._rest_of_rank: dict[int, _Rest] | None = None
+        self.rules = rules
+        self.count = rules.count
+        self.pruned = ranks is None
+        self.found = found
+
+    @property
+    def ranks(self) -> list[int]:
+        if self._ranks is None:
+            self._ranks = self.rules.ranks(self.paths)
+        return self._ranks
+
+    @property
+    def rest_of_rank(self) -> dict[int, _Rest]:
+        if self._rest_of_rank is None:
+            self._rest_of_rank = self.rules._rests(self.ranks)
+        return self._rest_of_rank
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -319,6 +367,19 @@ class _RankBatch:
         return list(map(partial(_new_tuple, Match), map(add, zip(self.paths), rests)))
 
     def best(self) -> tuple[_Key, Match] | None:
+        """The lowest (stage, rule rank, path) here — or, when pruned, only if it
+        is below the bound the batch was searched with (else None)."""
+        if not self.pruned:
+            return self.full_best()
+        if self.found is None:
+            return None
+        _, path, rank = self.found
+        rest = _UNMATCHED if rank == -1 else self.rules.rest_of[rank % self.count]
+        match: Match = _new_tuple(Match, (path, *rest))
+        return (match.stage, _RULE_RANK[match.rule], path), match  # type: ignore[return-value]
+
+    def full_best(self) -> tuple[_Key, Match] | None:
+        """`best` from every path's rank (the unpruned computation)."""
         if not self.ranks:
             return None
         paths, ranks = self.paths, self.ranks
@@ -422,19 +483,38 @@ def _stage_then_path(match: Match) -> tuple[int, str]:
 
 
 class Selector:
-    """The selection built up from changed paths that arrive in chunks."""
+    """The selection built up from changed paths that arrive in chunks.
 
-    def __init__(self, stage_map: StageMap, matcher: GlobMatcher) -> None:
+    The answer is decided as the chunks come: once the lowest candidate so far
+    is (stage k, rule r, path p), a later path matters only if its (stage,
+    rule, path) is below that, so each batch of plain files under root is
+    searched only for such a path (`prune=False`: every path's rank is
+    computed at once, the reference). Either way `Selection.matches` has every
+    path's record, computed when first read.
+    """
+
+    def __init__(self, stage_map: StageMap, matcher: GlobMatcher, *, prune: bool = True) -> None:
         self._rules = _Rules(stage_map, matcher)
         self._batches: list[_Batch] = []
+        self._found: list[tuple[_Key, Match]] = []
+        self._prune = prune
+        self._bound = _NO_BOUND
 
     def add(self, paths: Sequence[str]) -> None:
-        if paths:
-            self._batches.append(self._rules.batch(paths))
+        if not paths:
+            return
+        batch = self._rules.batch(paths, self._bound if self._prune else None)
+        self._batches.append(batch)
+        one = batch.best()
+        if one is not None:
+            self._found.append(one)
+            (stage, rule, path), _ = one
+            bound = (stage * _RULES + rule, path)
+            self._bound = min(self._bound, bound)
 
     def finish(self) -> Selection:
         matches = _Matches(self._batches)
-        found = [one for batch in self._batches if (one := batch.best()) is not None]
+        found = self._found
         if not found:
             detail = (
                 f"{len(matches)} changed path(s), none under the plugin root, global or a fixture"

@@ -33,6 +33,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 # Characters that make a glob segment more than a literal name. A backslash is
 # an escape: segments containing one take the (always exact) regex path.
@@ -215,6 +216,11 @@ class _RegexGroup:
             self._any = re.compile("|".join(f"(?:{r})" for r in self._regexes), re.DOTALL)
         self._all = regex
         return regex
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """The glob indices this group reports, in its order."""
+        return self._indices
 
     def find(self, text: str) -> list[int]:
         regex = self._all if self._all is not None else self._compile()
@@ -440,6 +446,23 @@ def _all_used(files: _NameMatcher, used: bytearray, spent: set[int]) -> bool:
 
 # `lowest_many`'s "no match" inside its loop: larger than any rank it accepts.
 _NO_RANK = 1 << 62
+
+
+# `lowest_below`'s facts per name matcher: the min rank per literal name and
+# per extension, over all its rules, and over its `match_rest` rules.
+_Bounds = tuple[dict[str, int], dict[str, int], int, int]
+
+
+def _bounds(files: _NameMatcher, rank_of: Sequence[int]) -> _Bounds:
+    rest = [*chain.from_iterable(files.suffix.values())]
+    if files.regexes is not None:
+        rest.extend(files.regexes.indices)
+    return (
+        _min_ranks(files.literal, rank_of),
+        _min_ranks(files.ext, rank_of),
+        min([rank_of[i] for i in files.indices], default=_NO_RANK),
+        min([rank_of[i] for i in rest], default=_NO_RANK),
+    )
 
 
 def _min_ranks(table: dict[str, list[int]], rank_of: Sequence[int]) -> dict[str, int]:
@@ -866,6 +889,94 @@ class GlobMatcher:
         if none in out:
             return [-1 if rank == none else rank for rank in out]
         return out
+
+    def lowest_below(  # noqa: PLR0912, PLR0915 - one hot loop, inlined for speed
+        self,
+        paths: Sequence[str],
+        rank_of: Sequence[int],
+        level_of: Sequence[int],
+        unmatched: int,
+        bound: tuple[int, str],
+        *,
+        cut: int = 0,
+    ) -> tuple[int, str, int] | None:
+        """The path of `paths` with the lowest key (level, path) if that key is below `bound`.
+
+        A path's key is `(level_of[rank], path)` for its `lowest_many` rank, or
+        `(unmatched, path)` when no glob matches it; `level_of` must not
+        decrease as ranks grow. Returns (level, path, rank; -1 for none) of the
+        lowest key below `bound`, or None when no path goes below it: the same
+        answer as taking the minimum key over `lowest_many`'s ranks, but a path
+        is only tested as far as it could still go below the running minimum.
+        A folder whose every file is matched (by globs on the folder, or that
+        match all its files) and whose active rules are all of a level above
+        the minimum — or equal, for a path that is not smaller — is skipped
+        without a look-up; and the regex call for wildcard names is made only
+        when its rules could lower a path's key below the minimum.
+        """
+        level_b, path_b = bound
+        if self._full is not None:  # pragma: no cover - see _classify
+            ranks = self.lowest_many(paths, rank_of, cut=cut)
+            keys = [
+                (unmatched if rank == -1 else level_of[rank], path, rank)
+                for path, rank in zip(paths, ranks, strict=True)
+            ]
+            lowest_key = min(keys, default=None)
+            return lowest_key if lowest_key is not None and lowest_key[:2] < bound else None
+        found: tuple[int, str, int] | None = None
+        last: str | None = None
+        none = _NO_RANK
+        floor = rest_low = none
+        lowest = unmatched  # the lowest level a file of the current folder can have
+        tables: dict[int, _Bounds] = {}
+        literal: dict[str, int] = {}
+        ext: dict[str, int] = {}
+        files = self._folder("").files
+        get_folder = self._folders.get
+        for path in paths:
+            folder, _, name = path.rpartition("/")
+            if folder != last:
+                last = folder
+                relative = folder[cut:]
+                info = get_folder(relative) or self._folder(relative)
+                files = info.files
+                hits = (*info.hits, *files.everything)
+                floor = min([rank_of[i] for i in hits]) if hits else none
+                known = tables.get(id(files))
+                if known is None:
+                    known = tables[id(files)] = _bounds(files, rank_of)
+                literal, ext, low, rest_low = known
+                if floor == none:  # a file here may match nothing
+                    lowest = unmatched if low == none else min(unmatched, level_of[low])
+                else:
+                    lowest = level_of[min(floor, low)]
+            if lowest > level_b or (lowest == level_b and path >= path_b):
+                continue  # nothing in this folder goes below the minimum
+            best = floor
+            rank = literal.get(name, none)
+            if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
+                best = rank
+            dot = name.rfind(".")
+            if dot != -1:
+                rank = ext.get(name[dot:], none)
+                if rank < best:  # noqa: PLR1730
+                    best = rank
+            if rest_low != none:  # suffix or wildcard rules (`match_rest`) apply here
+                if best != none:  # matched: would the other rules take it below the minimum?
+                    level = level_of[best if best < rest_low else rest_low]
+                    ask = level < level_b or (level == level_b and path < path_b)
+                else:
+                    ask = True  # they decide whether it is matched at all
+                if ask:
+                    for index in files.match_rest(name):
+                        rank = rank_of[index]
+                        if rank < best:  # noqa: PLR1730
+                            best = rank
+            level = unmatched if best == none else level_of[best]
+            if level < level_b or (level == level_b and path < path_b):
+                level_b, path_b = level, path
+                found = (level, path, -1 if best == none else best)
+        return found
 
     def matches_many(self, paths: Iterable[str]) -> list[list[int]]:
         """`matches` for many paths at once, each list in no particular order.
