@@ -21,14 +21,12 @@ any other GitHub error exits 2.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.fs.atomic import write_atomic
 
 if TYPE_CHECKING:
     from ci_evals.github.actions import ActionsEnv
@@ -73,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
     result = read_results(args.run_dir)
     markdown = markdown_summary(result)
     if args.junit is not None:
-        write_atomic(args.junit, junit_xml(result), option="--junit")
+        write_output(args.junit, junit_xml(result), option="--junit")
     if args.markdown is not None:
-        write_atomic(args.markdown, markdown, option="--markdown")
+        write_output(args.markdown, markdown, option="--markdown")
     else:
         print(markdown, end="")
     env = ActionsEnv.from_environ()
@@ -115,23 +113,10 @@ def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
     print(f"ci-evals report: --comment: {note}", file=sys.stderr)
 
 
-def write_atomic(path: Path, text: str, *, option: str) -> None:
+def write_output(path: Path, text: str, *, option: str) -> None:
     """Write `text` to `path` (parents created): readers see the old file or the new one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+        write_atomic(path, text.encode("utf-8"), mode=0o644)
     except OSError as exc:
         raise UserError(f"cannot write: {exc.strerror or exc}", file=path, field=option) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(temp, 0o644)  # mkstemp makes it 0600; the file is a CI artifact
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise UserError(f"cannot write: {exc.strerror or exc}", file=path, field=option) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise

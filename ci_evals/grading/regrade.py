@@ -28,12 +28,13 @@ from typing import Literal
 
 from ci_evals.agents import Abort, Agent
 from ci_evals.errors import UserError
+from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
 from ci_evals.graders.reviewer import GRADER, fingerprint, plugin_relative
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.results.criteria import GraderResult
-from ci_evals.results.model import RunResult, ScenarioResult, StageResult
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult, dump_results
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
@@ -227,19 +228,8 @@ def reruns(targets: list[Target]) -> Iterator[Target]:
 
 def write(path: Path, result: RunResult) -> None:
     """Write a results file atomically at `path` (never the run's own results.json)."""
-    import os  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".regraded-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(result.model_dump_json(indent=2) + "\n")
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, dump_results(result), mode=0o644)
 
 
 def finish(result: RunResult, suite: Suite) -> None:
