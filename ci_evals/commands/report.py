@@ -9,7 +9,9 @@ summary is also appended to the step summary.
 
 Exit 0 when every stage passed or completed in a finished run, 1 otherwise
 (a failed, errored, limited or unfinished stage; an interrupted run), 2 when
-the run folder or its results file is missing or unreadable.
+the run folder or its results file is missing or unreadable — or
+inconsistent (`ci_evals.report.verify`): then the reports are still written,
+headed `error` with every problem listed, and a line on stderr says so.
 
 `--comment` (GitHub Actions, a pull request): also post the summary as the
 pull request's sticky comment, edited in place on every run (one per
@@ -25,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UserError
 from ci_evals.fs.atomic import write_atomic
 
 if TYPE_CHECKING:
@@ -64,14 +66,16 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
+    from ci_evals.report.verify import problems  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
 
     if args.comment:
         _check_comment_key(args.comment_key)  # before any file is written
     result = read_results(args.run_dir)
-    markdown = markdown_summary(result)
+    found = problems(result)
+    markdown = markdown_summary(result, found)
     if args.junit is not None:
-        write_output(args.junit, junit_xml(result), option="--junit")
+        write_output(args.junit, junit_xml(result, found), option="--junit")
     if args.markdown is not None:
         write_output(args.markdown, markdown, option="--markdown")
     else:
@@ -81,7 +85,14 @@ def run(args: argparse.Namespace) -> int:
         append_summary(env, markdown)
     if args.comment:
         _comment(env, markdown, key=args.comment_key)
-    return EXIT_OK if run_passed(result) else EXIT_FAIL
+    if found:
+        print(
+            f"ci-evals report: {args.run_dir}: the results file is inconsistent "
+            f"({len(found)} problem(s), listed in the report): {found[0]}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return EXIT_OK if run_passed(result, found) else EXIT_FAIL
 
 
 def _check_comment_key(key: str) -> None:

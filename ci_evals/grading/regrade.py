@@ -188,6 +188,7 @@ async def regrade(
     """Grade every target again; its stage result takes the new verdict."""
     abort = abort or Abort()
     for target in targets:
+        target.result.graded = not target.stage.grading.empty
         if target.stage.grading.empty:  # graders removed since the run: nothing decides
             target.result.status, target.result.error, target.result.grading = (
                 "completed", None, None,
@@ -233,7 +234,8 @@ def write(path: Path, result: RunResult) -> None:
 
 
 def finish(result: RunResult, suite: Suite) -> None:
-    """Mark the result re-graded and recompute its repeat summaries (current k-of-n)."""
+    """Mark the result re-graded; recompute its total cost (stages plus the reviewers
+    in use) and its repeat summaries (current k-of-n)."""
     from datetime import datetime, timezone  # noqa: PLC0415
 
     from ci_evals.results.summary import summarize_run  # noqa: PLC0415
@@ -241,3 +243,8 @@ def finish(result: RunResult, suite: Suite) -> None:
     result.regraded_at = datetime.now(timezone.utc)
     result.pass_at_least = suite.grading.pass_at_least
     result.summaries = summarize_run(result, suite.grading.pass_at_least)
+    result.total_cost_usd = sum(
+        (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0)
+        for scenario in result.scenarios
+        for stage in scenario.stages
+    )
