@@ -12,8 +12,10 @@ What is checked here (no grading code needed):
   its `total_cost_usd` is the sum of the stages' and reviewers' costs; `repeat`
   and `pass_at_least` fit; every scenario was run `repeat` times;
 - the stages: every scenario (and repeat) has the same stages, numbered from
-  `from_stage` on without a gap; no stage ran after one was skipped, nor
-  (except in a re-graded file) after one that did not pass;
+  `from_stage` on without a gap, with graders (`graded`) and an analytic
+  threshold that are the same in every scenario (they are the suite's); no
+  stage ran after one was skipped, nor (except in a re-graded file) after one
+  that did not pass;
 - each stage: its status is its verdict's (`passed`/`failed` need one);
   `limit` goes with `limit_hit`; a stage without graders has no verdict;
 - each verdict: a `passed` one has no grader error, no error, at least one
@@ -123,6 +125,21 @@ def _scenarios(result: RunResult) -> list[str]:
     shapes = {tuple((s.number, s.name) for s in scenario.stages) for scenario in result.scenarios}
     if len(shapes) > 1:
         found.append("the scenarios do not all have the same stages (one was added or removed)")
+    # Graders and the scoring policy are the suite's, per stage: the same in every scenario.
+    graded: dict[int, set[bool]] = defaultdict(set)
+    thresholds: dict[int, set[float]] = defaultdict(set)
+    for stage in _stages(result):
+        graded[stage.number].add(stage.graded)
+        if stage.grading is not None:
+            thresholds[stage.number].add(stage.grading.analytic_threshold)
+    found += [
+        f"stage {n} has graders in some scenarios only" for n, g in graded.items() if len(g) > 1
+    ]
+    found += [
+        f"stage {n} was graded against different analytic thresholds {sorted(t)}"
+        for n, t in thresholds.items()
+        if len(t) > 1
+    ]
     for scenario in result.scenarios:
         label = f"{scenario.id}#{scenario.repeat + 1}" if result.repeat > 1 else scenario.id
         numbers = [stage.number for stage in scenario.stages]
@@ -167,6 +184,8 @@ def _stage(stage: StageResult) -> Iterator[str]:
     if not stage.graded:
         if verdict is not None:
             yield "has a verdict but no graders"
+        if stage.grading_cost_usd is not None:
+            yield "has a reviewer's cost but no graders"
         if status in ("passed", "failed"):
             yield f"is {status} but has no graders to decide that"
     if verdict is None:
