@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -46,19 +46,24 @@ def criterion(cid: str, passed: bool, kind: str = "checklist", **kw: object) -> 
 
 
 def verdict(kind: str, reason: str, *criteria: Criterion, error: str | None = None) -> StageVerdict:
-    analytic = [c.score for c in criteria if c.kind == "analytic" and c.score is not None]
+    """A verdict whose numbers follow from its criteria, as `scoring.evaluate` gives them."""
+    counted = [c for c in criteria if not c.advisory]
+    checklist = [c.passed for c in counted if c.kind == "checklist"]
+    analytic = [c.score for c in counted if c.kind == "analytic" and c.score is not None]
     return StageVerdict(
         verdict=kind,  # type: ignore[arg-type]
         reason=reason,
         graders=(GraderResult(grader="checks", criteria=criteria, error=error),),
-        checklist_all_passed=all(c.passed for c in criteria if c.kind == "checklist"),
+        checklist_all_passed=all(checklist) if checklist else None,
         analytic_mean=sum(analytic) / len(analytic) if analytic else None,
         analytic_threshold=3.0,
-        binary_score=None,
+        binary_score=100.0 * sum(c.passed for c in counted) / len(counted) if counted else None,
     )
 
 
 def stage(number: int, status: str, **kw: object) -> StageResult:
+    """A stage; a `completed` one has no graders unless `graded=True` is given."""
+    kw.setdefault("graded", status != "completed")
     return StageResult(number=number, name=f"s{number}", status=status, **kw)  # type: ignore[arg-type]
 
 
@@ -81,17 +86,23 @@ def failed_stage(number: int, reason: str = "checklist 1 of 2 failed: b") -> Sta
 
 
 def a_run(*scenarios: ScenarioResult, status: str = "completed", **kw: object) -> RunResult:
-    return RunResult(
+    """A run as the runner leaves it: finished (unless running), its total cost the
+    sum of its stages', its summaries computed from them."""
+    stages = [stage for sc in scenarios for stage in sc.stages]
+    kw.setdefault("from_stage", min((stage.number for stage in stages), default=1))
+    kw.setdefault("total_cost_usd", sum(stage.cost_usd or 0.0 for stage in stages))
+    if status != "running":
+        kw.setdefault("finished_at", START + timedelta(minutes=1))
+    result = RunResult(
         run_id="20260304T050607Z-abcdef",
         tool_version="0.1.0",
         started_at=START,
         status=status,  # type: ignore[arg-type]
-        from_stage=1,
         suite_file="ci-evals.yaml",
-        total_cost_usd=1.25,
         scenarios=list(scenarios),
         **kw,  # type: ignore[arg-type]
     )
+    return finished(result)
 
 
 def scenario(sid: str, *stages: StageResult, repeat: int = 0) -> ScenarioResult:
@@ -261,13 +272,13 @@ def test_markdown_headline_and_a_table_per_scenario() -> None:
     result = finished(
         a_run(
             scenario("acme", passed_stage(1), failed_stage(2), stage(3, "skipped", error="x")),
-            scenario("globex", passed_stage(1), stage(2, "completed")),
+            scenario("globex", passed_stage(1), stage(2, "completed"), stage(3, "completed")),
         )
     )
     markdown = markdown_summary(result)
     assert markdown.startswith("## ci-evals: failed\n")
-    assert "2 scenario(s), 5 stage run(s): 1 completed, 1 failed, 2 passed, 1 skipped" in markdown
-    assert "total cost $1.2500" in markdown
+    assert "2 scenario(s), 6 stage run(s): 2 completed, 1 failed, 2 passed, 1 skipped" in markdown
+    assert "total cost $0.7500" in markdown
     assert table_rows(markdown, "acme") == [
         ["1 s1", "passed", "2/2", "4.00", "3", "$0.1250", "1.5s"],
         ["2 s2", "failed", "1/2", "-", "2", "$0.5000", "2.2s"],

@@ -17,6 +17,7 @@ from ci_evals.fs.snapshot import diff_snapshots, take_snapshot
 from ci_evals.results.criteria import StageVerdict
 from ci_evals.results.model import (
     RESULTS_FILE,
+    VERSION,
     FileChange,
     RunResult,
     ScenarioResult,
@@ -89,7 +90,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert read_results(path) == result
     assert read_results(tmp_path / "run") == result  # a run folder works too
     data = json.loads(path.read_text())
-    assert data["version"] == 1
+    assert data["version"] == VERSION == 2
     assert data["started_at"] == "2026-01-02T03:04:05Z"
     assert data["scenarios"][0]["stages"][1]["limit_hit"] == "turns"
 
@@ -191,8 +192,8 @@ def test_not_an_object(tmp_path: Path) -> None:
         read_results(path)
 
 
-@pytest.mark.parametrize("version", [2, 0, None, "1"])
-def test_other_versions_are_refused(tmp_path: Path, version: object) -> None:
+@pytest.mark.parametrize("version", [0, None, "1", True, 1.0])
+def test_a_version_that_is_not_one_is_refused(tmp_path: Path, version: object) -> None:
     data = json.loads(a_run().model_dump_json())
     if version is None:
         del data["version"]
@@ -202,9 +203,20 @@ def test_other_versions_are_refused(tmp_path: Path, version: object) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(UserError) as info:
         read_results(path)
-    assert f"results version {version!r} is not supported (this ci-evals reads 1)" in str(
-        info.value
-    )
+    assert f"results version {version!r} is not a ci-evals results version" in str(info.value)
+
+
+def test_a_newer_version_says_upgrade(tmp_path: Path) -> None:
+    data = json.loads(a_run().model_dump_json())
+    data["version"] = VERSION + 1
+    path = tmp_path / RESULTS_FILE
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError) as info:
+        read_results(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    assert f"results version {VERSION + 1} is newer than this ci-evals reads ({VERSION})" in message
+    assert "upgrade ci-evals" in message
 
 
 def test_invalid_content_names_the_field(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ and scoring policy on it, and writes a new results file next to the old one
 is never changed. Reviewer scorecards are re-used when the reviewer's agent
 file, prompt and rubrics are unchanged, else the reviewer runs again
 (`--reviewer`, see `ci_evals.grading.regrade`). Exit 0 when every stage
-passed (or completed), 1 otherwise.
+passed (or completed), 1 otherwise; 2 (nothing written) when the saved
+results file is inconsistent (`ci_evals.report.verify`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
 
+if TYPE_CHECKING:
+    from ci_evals.results.model import RunResult
+
 REGRADE_PREFIX = "regrade-"
+
+
+def _check_consistent(saved: RunResult, run_dir: Path) -> None:
+    """Refuse to re-grade a results file that contradicts itself (exit 2, problems on stderr).
+
+    Re-grading recomputes only the stages it can grade again; the rest would
+    carry the file's claims into a new file that looks trustworthy.
+    """
+    from ci_evals.report.verify import problems  # noqa: PLC0415
+
+    found = problems(saved)
+    if not found:
+        return
+    for problem in found:
+        print(f"ci-evals grade: {problem}", file=sys.stderr)
+    raise UserError(
+        f"the results file is inconsistent ({len(found)} problem(s), listed above)",
+        file=run_dir / "results.json",
+        hint="re-grade only a results file as the run wrote it",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = args.run_dir.resolve()
     saved = read_results(run_dir)
+    _check_consistent(saved, run_dir)
     suite_file = args.suite or Path(saved.suite_file)
     if not suite_file.is_file():
         raise UserError(

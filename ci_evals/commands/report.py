@@ -9,7 +9,9 @@ summary is also appended to the step summary.
 
 Exit 0 when every stage passed or completed in a finished run, 1 otherwise
 (a failed, errored, limited or unfinished stage; an interrupted run), 2 when
-the run folder or its results file is missing or unreadable.
+the run folder or its results file is missing or unreadable — or
+inconsistent (`ci_evals.report.verify`): then the reports are still written,
+headed `error` with every problem listed, and a line on stderr says so.
 
 `--comment` (GitHub Actions, a pull request): also post the summary as the
 pull request's sticky comment, edited in place on every run (one per
@@ -21,14 +23,12 @@ any other GitHub error exits 2.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UserError
+from ci_evals.fs.atomic import write_atomic
 
 if TYPE_CHECKING:
     from ci_evals.github.actions import ActionsEnv
@@ -66,16 +66,18 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
+    from ci_evals.report.verify import problems  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
 
     if args.comment:
         _check_comment_key(args.comment_key)  # before any file is written
     result = read_results(args.run_dir)
-    markdown = markdown_summary(result)
+    found = problems(result)
+    markdown = markdown_summary(result, found)
     if args.junit is not None:
-        write_atomic(args.junit, junit_xml(result), option="--junit")
+        write_output(args.junit, junit_xml(result, found), option="--junit")
     if args.markdown is not None:
-        write_atomic(args.markdown, markdown, option="--markdown")
+        write_output(args.markdown, markdown, option="--markdown")
     else:
         print(markdown, end="")
     env = ActionsEnv.from_environ()
@@ -83,7 +85,14 @@ def run(args: argparse.Namespace) -> int:
         append_summary(env, markdown)
     if args.comment:
         _comment(env, markdown, key=args.comment_key)
-    return EXIT_OK if run_passed(result) else EXIT_FAIL
+    if found:
+        print(
+            f"ci-evals report: {args.run_dir}: the results file is inconsistent "
+            f"({len(found)} problem(s), listed in the report): {found[0]}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return EXIT_OK if run_passed(result, found) else EXIT_FAIL
 
 
 def _check_comment_key(key: str) -> None:
@@ -115,23 +124,10 @@ def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
     print(f"ci-evals report: --comment: {note}", file=sys.stderr)
 
 
-def write_atomic(path: Path, text: str, *, option: str) -> None:
+def write_output(path: Path, text: str, *, option: str) -> None:
     """Write `text` to `path` (parents created): readers see the old file or the new one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+        write_atomic(path, text.encode("utf-8"), mode=0o644)
     except OSError as exc:
         raise UserError(f"cannot write: {exc.strerror or exc}", file=path, field=option) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(temp, 0o644)  # mkstemp makes it 0600; the file is a CI artifact
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise UserError(f"cannot write: {exc.strerror or exc}", file=path, field=option) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise

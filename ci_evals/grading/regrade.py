@@ -28,12 +28,13 @@ from typing import Literal
 
 from ci_evals.agents import Abort, Agent
 from ci_evals.errors import UserError
+from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
 from ci_evals.graders.reviewer import GRADER, fingerprint, plugin_relative
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.results.criteria import GraderResult
-from ci_evals.results.model import RunResult, ScenarioResult, StageResult
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult, dump_results
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
@@ -188,6 +189,7 @@ async def regrade(
     """Grade every target again; its stage result takes the new verdict."""
     abort = abort or Abort()
     for target in targets:
+        target.result.graded = not target.stage.grading.empty
         if target.stage.grading.empty:  # graders removed since the run: nothing decides
             target.result.status, target.result.error, target.result.grading = (
                 "completed", None, None,
@@ -229,23 +231,13 @@ def reruns(targets: list[Target]) -> Iterator[Target]:
 
 def write(path: Path, result: RunResult) -> None:
     """Write a results file atomically at `path` (never the run's own results.json)."""
-    import os  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".regraded-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(result.model_dump_json(indent=2) + "\n")
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, dump_results(result), mode=0o644)
 
 
 def finish(result: RunResult, suite: Suite) -> None:
-    """Mark the result re-graded and recompute its repeat summaries (current k-of-n)."""
+    """Mark the result re-graded; recompute its total cost (stages plus the reviewers
+    in use) and its repeat summaries (current k-of-n)."""
     from datetime import datetime, timezone  # noqa: PLC0415
 
     from ci_evals.results.summary import summarize_run  # noqa: PLC0415
@@ -253,3 +245,8 @@ def finish(result: RunResult, suite: Suite) -> None:
     result.regraded_at = datetime.now(timezone.utc)
     result.pass_at_least = suite.grading.pass_at_least
     result.summaries = summarize_run(result, suite.grading.pass_at_least)
+    result.total_cost_usd = sum(
+        (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0)
+        for scenario in result.scenarios
+        for stage in scenario.stages
+    )

@@ -4,13 +4,19 @@ Both read only `results.json` (a `RunResult`) and share the rules here: how a
 stage's status maps to an outcome, which criteria failed, and how text an agent
 wrote is made safe to embed. The rules fail closed: a stage nobody saw finish
 (`pending`/`running`, or skipped because the run stopped early) is an error,
-never a pass.
+never a pass, and so is a stage with graders left `completed` (never graded).
+A file that disagrees with itself (`verify.problems`: statuses against
+verdicts, verdicts against their criteria, summaries against the stages) is
+an error of the whole run: both reports say so first, and it never passes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
+
+from ci_evals.results import NOT_GRADED
 
 if TYPE_CHECKING:
     from ci_evals.results.criteria import Criterion
@@ -19,6 +25,7 @@ if TYPE_CHECKING:
 Outcome = Literal["passed", "failure", "error", "skipped"]
 
 INTERRUPTED = "run interrupted"
+INCONSISTENT = "results file inconsistent"
 
 # XML 1.0 allows tab, LF, CR and everything from U+0020 except surrogates and
 # U+FFFE/U+FFFF. Agent output can hold any of the rest (ANSI escapes, NUL, lone
@@ -65,6 +72,8 @@ def stage_label(stage: StageResult) -> str:
 def outcome(result: RunResult, stage: StageResult) -> Outcome:
     """How a CI report shows the stage: a pass only for one that was seen to pass."""
     status = stage.status
+    if status == "completed" and stage.graded:
+        return "error"  # graders were configured, and nobody ran them
     if status in ("passed", "completed"):
         return "passed"
     if status in ("failed", "limit"):
@@ -86,6 +95,8 @@ def status_word(stage: StageResult) -> str:
     """The stage's status as one short word (`limit:turns` names the limit)."""
     if stage.status == "limit" and stage.limit_hit:
         return f"limit:{stage.limit_hit}"
+    if stage.status == "completed" and stage.graded:
+        return "completed:ungraded"
     return stage.status
 
 
@@ -93,6 +104,8 @@ def reason(result: RunResult, stage: StageResult) -> str:
     """One line on why the stage did not pass ('' for a pass)."""
     if outcome(result, stage) == "passed":
         return ""
+    if stage.status == "completed":  # and graded: never graded
+        return NOT_GRADED
     if unfinished(result, stage):
         detail = stage.error or f"stage was {stage.status}"
         return f"{INTERRUPTED}: {detail}" if result.status != "running" else detail
@@ -132,12 +145,25 @@ def criterion_line(criterion: Criterion) -> str:
     return f"{line}: {why}" if why else line
 
 
-def run_passed(result: RunResult) -> bool:
-    """The command's exit rule: every stage passed or completed, in a finished run.
+def run_problems(result: RunResult, problems: Sequence[str] | None) -> Sequence[str]:
+    """`problems` when the caller has them, else `verify.problems(result)`."""
+    if problems is not None:
+        return problems
+    from ci_evals.report.verify import problems as find  # noqa: PLC0415 - the scoring rules
+
+    return find(result)
+
+
+def run_passed(result: RunResult, problems: Sequence[str] | None = None) -> bool:
+    """The command's exit rule: every stage passed or completed, in a finished run
+    whose results file agrees with itself.
 
     The rule is `ci_evals.results.summary.exit_code` (k-of-n over repeats; a
-    run that did not finish, or recorded no stage, never passes).
+    run that did not finish, or recorded no stage, never passes), on a file
+    with no `verify.problems` (computed here unless given).
     """
     from ci_evals.results.summary import exit_code  # noqa: PLC0415 - only the report needs it
 
+    if run_problems(result, problems):
+        return False
     return exit_code(result) == 0

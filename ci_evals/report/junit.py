@@ -16,9 +16,11 @@ XML 1.0 cannot hold at all are written as visible `\\xNN` text first.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ci_evals.report import (
+    INCONSISTENT,
     INTERRUPTED,
     cap,
     counted_criteria,
@@ -27,6 +29,7 @@ from ci_evals.report import (
     grader_errors,
     outcome,
     reason,
+    run_problems,
     scenario_label,
     stage_label,
     status_word,
@@ -157,10 +160,33 @@ def _testsuite(root: ET.Element, result: RunResult, scenario: ScenarioResult) ->
         _testcase(suite, result, scenario, stage)
 
 
-def junit_xml(result: RunResult) -> str:
-    """The run as a JUnit XML document (UTF-8 text with its XML declaration)."""
+def _inconsistent(root: ET.Element, result: RunResult, problems: Sequence[str]) -> None:
+    """One failing case for a results file that contradicts itself, before the stages."""
+    counts = {"tests": "1", "failures": "0", "errors": "1", "skipped": "0", "time": _seconds(0)}
+    suite = _element(root, "testsuite", name="ci-evals.results", **counts)
+    case = _element(suite, "testcase", classname="ci-evals", name="results.json", time=_seconds(0))
+    message = f"{INCONSISTENT}: {len(problems)} problem(s); the run is an error"
+    body = cap("\n".join(cap(p, CRITERION_LIMIT) for p in problems), BODY_LIMIT)
+    _element(case, "error", body, message=message, type="inconsistent")
+    _element(case, "system-out", f"run_id={result.run_id}\n")
+
+
+def junit_xml(result: RunResult, problems: Sequence[str] | None = None) -> str:
+    """The run as a JUnit XML document (UTF-8 text with its XML declaration).
+
+    `problems` are the file's inconsistencies (`verify.problems`, computed when
+    not given): any adds a first suite `ci-evals.results` with one `<error>`
+    case listing them, so the document never reads as a pass.
+    """
+    found = run_problems(result, problems)
     stages = [stage for scenario in result.scenarios for stage in scenario.stages]
-    root = _element(None, "testsuites", name="ci-evals", **_counts(result, stages))
+    counts = _counts(result, stages)
+    if found:
+        counts["tests"] = str(int(counts["tests"]) + 1)
+        counts["errors"] = str(int(counts["errors"]) + 1)
+    root = _element(None, "testsuites", name="ci-evals", **counts)
+    if found:
+        _inconsistent(root, result, found)
     for scenario in result.scenarios:
         _testsuite(root, result, scenario)
     ET.indent(root)

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ci_evals.report import (
+    INCONSISTENT,
     cap,
     counted_criteria,
     criterion_line,
@@ -27,6 +29,7 @@ from ci_evals.report import (
     printable,
     reason,
     run_passed,
+    run_problems,
     scenario_label,
     stage_label,
     status_word,
@@ -39,6 +42,7 @@ CELL_LIMIT = 200
 REASON_LIMIT = 500
 CRITERION_LIMIT = 300
 CRITERIA_SHOWN = 20  # per stage; the JUnit file has them all
+PROBLEMS_SHOWN = 50  # of an inconsistent results file; the JUnit file has them all
 HEADER = ("stage", "status", "criteria", "mean", "turns", "cost", "time")
 
 # Punctuation with a meaning inside a line (emphasis, code, links, strike,
@@ -91,12 +95,15 @@ def _table(result: RunResult, scenario: ScenarioResult) -> list[str]:
     return [*lines, ""]
 
 
-def _headline(result: RunResult) -> list[str]:
+def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
     stages = [stage for scenario in result.scenarios for stage in scenario.stages]
-    if result.status != "completed":
-        verdict: str = result.status  # interrupted, error, or running (the writer died)
+    verdict: str
+    if problems:
+        verdict = "error"  # the file contradicts itself: no verdict in it can be trusted
+    elif result.status != "completed":
+        verdict = result.status  # interrupted, error, or running (the writer died)
     else:
-        verdict = "passed" if run_passed(result) else "failed"
+        verdict = "passed" if run_passed(result, problems) else "failed"
     counts = Counter(stage.status for stage in stages)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     scenarios = len({scenario.id for scenario in result.scenarios})
@@ -142,9 +149,31 @@ def _repeats(result: RunResult) -> list[str]:
     return [*lines, ""]
 
 
-def markdown_summary(result: RunResult) -> str:
-    """The run as Markdown for a step summary or a PR comment."""
-    lines = _headline(result)
+def _inconsistent(problems: Sequence[str]) -> list[str]:
+    if not problems:
+        return []
+    lines = [
+        f"### {INCONSISTENT[0].upper()}{INCONSISTENT[1:]}",
+        "",
+        f"The results file does not agree with itself ({len(problems)} problem(s)), so the "
+        "run is an error and no status below can be trusted.",
+        "",
+    ]
+    lines.extend(f"- {text(problem, REASON_LIMIT)}" for problem in problems[:PROBLEMS_SHOWN])
+    if len(problems) > PROBLEMS_SHOWN:
+        lines.append(f"- ... and {len(problems) - PROBLEMS_SHOWN} more")
+    return [*lines, ""]
+
+
+def markdown_summary(result: RunResult, problems: Sequence[str] | None = None) -> str:
+    """The run as Markdown for a step summary or a PR comment.
+
+    `problems` are the file's inconsistencies (`verify.problems`, computed when
+    not given): any makes the headline `error`, listed first.
+    """
+    found = run_problems(result, problems)
+    lines = _headline(result, found)
+    lines.extend(_inconsistent(found))
     for scenario in result.scenarios:
         lines.extend(_table(result, scenario))
     lines.extend(_repeats(result))

@@ -2,9 +2,11 @@
 
 The run writes it (again after every stage, so an interrupted run still leaves
 one); `grade`, `report` and the PR comment only read it. Models reject unknown
-fields, and a file of another `version` is refused with a clear message rather
-than half-read. Bump `VERSION` when a change would make an old reader
-misunderstand a new file (adding an optional field with a default does not).
+fields. A file of an earlier `version` is migrated forward step by step
+(`ci_evals.results.migrate`) before it is validated; a newer one is refused
+with a clear message rather than half-read. Bump `VERSION` when a change would
+make an old reader misunderstand a new file (adding an optional field with a
+default does not), and add the migration from the previous version.
 
 This module imports pydantic (~0.15 s): only run/grade/report import it, never
 the hook or compute-stage path.
@@ -12,10 +14,8 @@ the hook or compute-stage path.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -24,11 +24,30 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_evals.errors import UserError
+from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.snapshot import Change
 from ci_evals.results.criteria import StageVerdict
+from ci_evals.results.migrate import VERSION, migrate
 from ci_evals.results.stats import StageSummary
 
-VERSION = 1
+__all__ = [
+    "RESULTS_FILE",
+    "VERSION",
+    "FileChange",
+    "LimitHit",
+    "RunResult",
+    "RunStatus",
+    "ScenarioResult",
+    "StageResult",
+    "StageStatus",
+    "dump_results",
+    "file_changes",
+    "json_schema",
+    "printable_path",
+    "read_results",
+    "write_results",
+]
+
 RESULTS_FILE = "results.json"
 
 RunStatus = Literal["running", "completed", "interrupted", "error"]
@@ -87,6 +106,10 @@ class StageResult(_Model):
     number: int
     name: str
     status: StageStatus = "pending"
+    # The suite configures graders for this stage: it ends `passed`, `failed` or
+    # `error`, never `completed` (a graded stage left `completed` was never
+    # graded, and is reported as an error). Missing means graded: fail closed.
+    graded: bool = True
     limit_hit: LimitHit | None = None
     error: str | None = None
     started_at: datetime | None = None
@@ -154,20 +177,13 @@ def write_results(run_dir: Path, result: RunResult) -> Path:
     """Write `run_dir/results.json` atomically: readers see the old file or the new one."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RESULTS_FILE
-    text = result.model_dump_json(indent=2) + "\n"
-    fd, temp = tempfile.mkstemp(prefix=".results-", suffix=".json.tmp", dir=run_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(temp, 0o644)  # mkstemp makes it 0600; the file is a CI artifact
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_atomic(path, dump_results(result), mode=0o644)
     return path
+
+
+def dump_results(result: RunResult) -> bytes:
+    """The results file's bytes (indented JSON, one trailing newline)."""
+    return (result.model_dump_json(indent=2) + "\n").encode("utf-8")
 
 
 def read_results(path: Path) -> RunResult:
@@ -188,13 +204,7 @@ def read_results(path: Path) -> RunResult:
         ) from None
     if not isinstance(data, dict):
         raise UserError("not a ci-evals results file (expected a JSON object)", file=path)
-    version = data.get("version")
-    if version != VERSION:
-        raise UserError(
-            f"results version {version!r} is not supported (this ci-evals reads {VERSION})",
-            file=path,
-            hint="read it with the ci-evals version that wrote it",
-        )
+    data = migrate(data, file=path)
     try:
         return RunResult.model_validate(data)
     except ValidationError as exc:

@@ -12,6 +12,7 @@ A run that reached no verdict still counts toward k-of-n:
 |---|---|
 | `passed` / `failed` / `error` with a verdict | that verdict |
 | `completed` (the stage has no graders) | passed |
+| `completed` but the stage has graders (never graded) | error |
 | `limit` (turns, time, budget) | failed — a limit is the agent's failure |
 | `error` from the agent, `skipped`, `pending`, `running` | error — nothing was judged |
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD
+from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD, NOT_GRADED
 from ci_evals.results.criteria import StageVerdict, Verdict
 from ci_evals.results.model import RunResult, StageResult
 from ci_evals.results.stats import StageSummary, summarize_repeats
@@ -33,7 +34,9 @@ def stage_verdict(result: StageResult) -> StageVerdict:
     if result.grading is not None and result.status in ("passed", "failed", "error"):
         return result.grading
     kind: Verdict
-    if result.status == "completed":
+    if result.status == "completed" and result.graded:
+        kind, reason = "error", NOT_GRADED
+    elif result.status == "completed":
         kind, reason = "passed", "completed (no graders)"
     elif result.status == "limit":
         kind, reason = "failed", f"hit its {result.limit_hit} limit"
@@ -83,6 +86,7 @@ def exit_code(result: RunResult) -> int:
     0 only when the run finished (`completed`), recorded at least one stage, and
     every (scenario, stage) passed — under the k-of-n rule of repeats when the
     run has summaries, else every stage `passed` or `completed` (no graders).
+    Whether the file agrees with itself is `ci_evals.report.verify`'s question.
     An interrupted or unfinished run never passes, even when every stage it
     recorded did.
     """
@@ -91,7 +95,7 @@ def exit_code(result: RunResult) -> int:
         return 1
     if result.summaries:
         return 0 if all_passed(result.summaries) else 1
-    return 0 if all(stage.status in ("completed", "passed") for stage in stages) else 1
+    return 0 if all(stage_verdict(stage).verdict == "passed" for stage in stages) else 1
 
 
 def _number(value: float | None, digits: int = 2) -> str:

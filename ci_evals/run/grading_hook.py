@@ -10,7 +10,8 @@ After a stage that *completed* (the agent finished its turn), the hook:
    and records the verdict in `results.json`.
 
 A stage that ended in `limit` or `error` keeps that status and is not graded.
-A stage with no graders stays `completed`.
+A stage with no graders stays `completed`; one with graders that the hook did
+not grade (the run was interrupted first) is made an `error` by the runner.
 """
 
 from __future__ import annotations

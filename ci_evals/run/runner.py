@@ -11,6 +11,9 @@ The runner owns the order of things; everything else is delegated:
   `skipped`); a running stage gets at most what is left as its own budget.
 - `results.json` is rewritten after every stage, so a crash or an interrupt
   leaves a truthful partial record.
+- a stage whose suite config has graders (`StageResult.graded`) ends
+  `passed`, `failed` or `error`, never `completed`: interrupted between the
+  agent and its graders, it is an `error` ("not graded").
 - `interrupt()` (Ctrl-C, SIGTERM) ends every running stage's processes, marks
   the run `interrupted`, and lets the scenarios wind down.
 
@@ -185,7 +188,10 @@ class Runner:
         self._states: list[_Scenario] = []
         for scenario in plan.scenarios:
             for repeat in range(plan.repeat):
-                stages = [StageResult(number=s.number, name=s.name) for s in plan.stages]
+                stages = [
+                    StageResult(number=s.number, name=s.name, graded=not s.grading.empty)
+                    for s in plan.stages
+                ]
                 scenario_result = ScenarioResult(
                     id=scenario.id, inputs=dict(scenario.inputs), repeat=repeat, stages=stages
                 )
@@ -347,6 +353,7 @@ class Runner:
                 stage_result, self.agent, self.abort, self.budget_left(),
             )  # fmt: skip
             await self.after_stage(context)
+        _never_graded(stage_result, interrupted=self.abort.is_set)
         self.result.total_cost_usd = self.spent_usd
         self._write()
         self.listener.stage_finished(state.label, stage_result)
@@ -398,6 +405,16 @@ def _fill(stage_result: StageResult, outcome: StageOutcome, wall_s: float) -> No
     stage_result.cost_usd = outcome.cost_usd
     stage_result.session_id = outcome.session_id
     stage_result.attempts = outcome.attempts
+
+
+def _never_graded(stage_result: StageResult, *, interrupted: bool) -> None:
+    """A stage with graders that the agent finished but nothing graded (interrupted
+    before grading, or no grading hook) becomes an `error`: left `completed` it
+    would read as a pass."""
+    if stage_result.status == "completed" and stage_result.graded:
+        stage_result.status = "error"
+        why = "the run was interrupted before grading" if interrupted else "no grader ran"
+        stage_result.error = f"not graded: {why}"
 
 
 def _relative(path: Path, run_dir: Path) -> str:

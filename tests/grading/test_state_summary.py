@@ -78,8 +78,8 @@ def graded(score: float) -> StageResult:
 
 def test_k_of_n_over_repeats_with_statistics() -> None:
     run = run_of(
-        [graded(5), StageResult(number=2, name="write", status="completed")],
-        [graded(4), StageResult(number=2, name="write", status="completed")],
+        [graded(5), StageResult(number=2, name="write", status="completed", graded=False)],
+        [graded(4), StageResult(number=2, name="write", status="completed", graded=False)],
         [graded(2), StageResult(number=2, name="write", status="skipped")],
     )
     plan, write = summarize_run(run, pass_at_least=2)
@@ -102,7 +102,7 @@ def test_k_of_n_over_repeats_with_statistics() -> None:
 def test_a_limit_counts_as_failed_and_completed_as_passed() -> None:
     run = run_of(
         [StageResult(number=1, name="plan", status="limit", limit_hit="turns")],
-        [StageResult(number=1, name="plan", status="completed")],
+        [StageResult(number=1, name="plan", status="completed", graded=False)],
     )
     (summary,) = summarize_run(run, pass_at_least=2)
     assert summary.summary.verdicts == ("failed", "passed")

@@ -1,0 +1,275 @@
+"""Does a results file agree with itself? Every way it could not, as one line each.
+
+`results.json` travels as a CI artifact, and the agent under test can write
+where it lies: anyone may have edited it. The report therefore believes no
+single field. `problems` cross-checks what the runner and `ci-evals grade`
+always write together, and lists every disagreement; a report of a file with
+any problem is an error, never a pass (docs/report.md).
+
+What is checked here (no grading code needed):
+
+- the run: a finished run has `finished_at` and no `pending`/`running` stage;
+  its `total_cost_usd` is the sum of the stages' and reviewers' costs; `repeat`
+  and `pass_at_least` fit; every scenario was run `repeat` times;
+- the stages: every scenario (and repeat) has the same stages, numbered from
+  `from_stage` on without a gap, with graders (`graded`) and an analytic
+  threshold that are the same in every scenario (they are the suite's); no
+  stage ran after one was skipped, nor (except in a re-graded file) after one
+  that did not pass;
+- each stage: its status is its verdict's (`passed`/`failed` need one);
+  `limit` goes with `limit_hit`; a stage without graders has no verdict;
+- each verdict: a `passed` one has no grader error, no error, at least one
+  deciding (non-advisory) criterion, none of them failed, no failed checklist
+  and an analytic mean at or above its threshold; a `failed` one has no grader
+  error and some deciding criterion; scores are in range (checklist 0/1,
+  analytic 1-5) and an unscored criterion is advisory;
+- the summaries: recomputed from the stages (`summary.summarize_run`, k-of-n)
+  they equal the recorded ones.
+
+The scoring rules themselves (each criterion's `passed` from its score, the
+checklist flag, the weighted means) live in `ci_evals.graders.scoring`, above
+this package: `ci_evals.report.verify` recomputes the verdicts with them and
+adds its findings to these.
+
+What no check can catch is a file rewritten *consistently* (every score, verdict,
+summary and cost forged together): the file carries no signature.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ci_evals.errors import UserError
+from ci_evals.results.criteria import ANALYTIC_MAX, ANALYTIC_MIN, CHECKLIST_SCORES
+from ci_evals.results.summary import summarize_run
+
+if TYPE_CHECKING:
+    from ci_evals.results.criteria import StageVerdict
+    from ci_evals.results.model import RunResult, ScenarioResult, StageResult
+
+RAN = frozenset({"completed", "passed", "failed", "error", "limit", "running"})
+NOT_RAN = frozenset({"skipped", "pending"})
+GOES_ON = frozenset({"completed", "passed"})  # the runner starts the next stage after these
+VERDICT_STATUSES = frozenset({"passed", "failed", "error"})
+# Costs are sums of floats: equal within a millionth of a cent.
+COST_TOLERANCE = 1e-8
+
+
+def problems(result: RunResult) -> list[str]:
+    """Every inconsistency in `result`, one line each; empty when it agrees with itself."""
+    found = list(_run(result))
+    found += _scenarios(result)
+    for scenario in result.scenarios:
+        for stage in scenario.stages:
+            where = stage_where(result, scenario, stage)
+            found += [f"{where}: {problem}" for problem in _stage(stage)]
+            if stage.grading is not None:
+                found += [f"{where}: {problem}" for problem in _verdict(stage.grading)]
+    found += _summaries(result)
+    return found
+
+
+def stage_where(result: RunResult, scenario: ScenarioResult, stage: StageResult) -> str:
+    """`acme stage 3 (plan)`, `acme#2 stage 3 (plan)` with repeats."""
+    label = f"{scenario.id}#{scenario.repeat + 1}" if result.repeat > 1 else scenario.id
+    return f"{label} stage {stage.number} ({stage.name})"
+
+
+def _stages(result: RunResult) -> Iterator[StageResult]:
+    return (stage for scenario in result.scenarios for stage in scenario.stages)
+
+
+def _run(result: RunResult) -> Iterator[str]:
+    status = result.status
+    if status == "running":
+        if result.finished_at is not None:
+            yield "the run is still running but has a finished_at time"
+    elif result.finished_at is None:
+        yield f"the run is {status} but has no finished_at time"
+    if status == "completed":
+        for scenario in result.scenarios:
+            for stage in scenario.stages:
+                if stage.status in ("pending", "running"):
+                    where = stage_where(result, scenario, stage)
+                    yield f"the run is completed but {where} is {stage.status}"
+    if result.repeat < 1:
+        yield f"repeat is {result.repeat}: a run runs each scenario at least once"
+    k = result.pass_at_least
+    if k is not None and not 1 <= k <= max(result.repeat, 1):
+        yield f"pass_at_least is {k} but the run repeated each scenario {result.repeat} time(s)"
+    if status != "running":  # a writer that died mid-stage may not have added the last cost
+        spent = math.fsum(
+            (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0) for stage in _stages(result)
+        )
+        if not math.isclose(result.total_cost_usd, spent, abs_tol=COST_TOLERANCE):
+            yield (
+                f"total_cost_usd is {result.total_cost_usd:.6f} but the stages and reviewers "
+                f"cost {spent:.6f}"
+            )
+
+
+def _scenarios(result: RunResult) -> list[str]:
+    found: list[str] = []
+    repeats: dict[str, list[int]] = defaultdict(list)
+    for scenario in result.scenarios:
+        repeats[scenario.id].append(scenario.repeat)
+    for sid, seen in repeats.items():
+        if sorted(seen) != list(range(result.repeat)):
+            found.append(
+                f"scenario {sid} has repeats {sorted(r + 1 for r in seen)} but the run "
+                f"repeated each scenario {result.repeat} time(s)"
+            )
+    shapes = {tuple((s.number, s.name) for s in scenario.stages) for scenario in result.scenarios}
+    if len(shapes) > 1:
+        found.append("the scenarios do not all have the same stages (one was added or removed)")
+    # Graders and the scoring policy are the suite's, per stage: the same in every scenario.
+    graded: dict[int, set[bool]] = defaultdict(set)
+    thresholds: dict[int, set[float]] = defaultdict(set)
+    for stage in _stages(result):
+        graded[stage.number].add(stage.graded)
+        if stage.grading is not None:
+            thresholds[stage.number].add(stage.grading.analytic_threshold)
+    found += [
+        f"stage {n} has graders in some scenarios only" for n, g in graded.items() if len(g) > 1
+    ]
+    found += [
+        f"stage {n} was graded against different analytic thresholds {sorted(t)}"
+        for n, t in thresholds.items()
+        if len(t) > 1
+    ]
+    for scenario in result.scenarios:
+        label = f"{scenario.id}#{scenario.repeat + 1}" if result.repeat > 1 else scenario.id
+        numbers = [stage.number for stage in scenario.stages]
+        expected = list(range(result.from_stage, result.from_stage + len(numbers)))
+        if numbers != expected:
+            found.append(
+                f"{label}: stages {numbers} are not the stages from {result.from_stage} on, "
+                "in order, without a gap"
+            )
+        found += [
+            f"{label}: {p}" for p in _order(scenario, regraded=result.regraded_at is not None)
+        ]
+    return found
+
+
+def _order(scenario: ScenarioResult, *, regraded: bool) -> Iterator[str]:
+    """The runner's rule between stages: once one did not pass, the rest did not run.
+
+    Re-grading may turn an earlier stage's pass into a failure (or back) while
+    the later ones keep their statuses, so in a re-graded file only "nothing
+    ran after a stage that did not run" holds.
+    """
+    stopped: StageResult | None = None
+    for stage in scenario.stages:
+        if stopped is not None and stage.status in RAN:
+            yield (
+                f"stage {stage.number} is {stage.status} although stage {stopped.number} "
+                f"before it was {stopped.status}: the runner would not have started it"
+            )
+        if stopped is None and (
+            stage.status in NOT_RAN or (not regraded and stage.status not in GOES_ON)
+        ):
+            stopped = stage
+
+
+def _stage(stage: StageResult) -> Iterator[str]:
+    status, verdict = stage.status, stage.grading
+    if status == "limit" and stage.limit_hit is None:
+        yield "status limit without the limit it hit"
+    if status != "limit" and stage.limit_hit is not None:
+        yield f"hit its {stage.limit_hit} limit but its status is {status}"
+    if not stage.graded:
+        if verdict is not None:
+            yield "has a verdict but no graders"
+        if stage.grading_cost_usd is not None:
+            yield "has a reviewer's cost but no graders"
+        if status in ("passed", "failed"):
+            yield f"is {status} but has no graders to decide that"
+    if verdict is None:
+        if status in ("passed", "failed"):
+            yield f"is {status} but has no verdict"
+        return
+    if status not in VERDICT_STATUSES:
+        yield f"is {status} but has a verdict ({verdict.verdict})"
+    elif status != verdict.verdict:
+        yield f"is {status} but its verdict is {verdict.verdict}"
+
+
+def _scores(verdict: StageVerdict) -> Iterator[str]:
+    for c in verdict.criteria:
+        if c.score is None:
+            if not c.advisory:
+                yield f"criterion {c.id} has no score but decides the verdict"
+        elif c.kind == "checklist" and c.score not in CHECKLIST_SCORES:
+            yield f"checklist criterion {c.id} has score {c.score:g} (not 0 or 1)"
+        elif c.kind == "analytic" and not ANALYTIC_MIN <= c.score <= ANALYTIC_MAX:
+            yield f"analytic criterion {c.id} has score {c.score:g} (not 1-5)"
+
+
+def _verdict(verdict: StageVerdict) -> Iterator[str]:
+    yield from _scores(verdict)
+    counted = [c for c in verdict.criteria if not c.advisory]
+    if verdict.verdict == "error":
+        return
+    errors = [g.grader for g in verdict.graders if g.error is not None]
+    if errors:
+        yield f"verdict {verdict.verdict} although grader {', '.join(errors)} failed"
+    if verdict.error is not None:
+        yield f"verdict {verdict.verdict} with an error"
+    if not counted:
+        yield f"verdict {verdict.verdict} with no criterion deciding it"
+    if verdict.verdict != "passed":
+        return
+    failed = [c.id for c in counted if not c.passed]
+    if failed:
+        yield f"verdict passed but criteria failed: {', '.join(failed)}"
+    if verdict.checklist_all_passed is False:
+        yield "verdict passed but the checklist did not all pass"
+    mean, threshold = verdict.analytic_mean, verdict.analytic_threshold
+    if mean is not None and mean < threshold:
+        yield f"verdict passed with analytic mean {mean:.2f} < {threshold:g}"
+
+
+def _summaries(result: RunResult) -> list[str]:
+    if result.status == "running" and not result.summaries:
+        return []  # written at the end of the run
+    try:
+        expected = summarize_run(result, result.pass_at_least)
+    except UserError as exc:
+        return [f"the summaries cannot be recomputed: {exc.message}"]
+    recorded = {(s.scenario, s.stage): s for s in result.summaries}
+    wanted = {(s.scenario, s.stage): s for s in expected}
+    found: list[str] = []
+    if len(recorded) != len(result.summaries):
+        found.append("a (scenario, stage) has more than one summary")
+    for key in sorted(recorded.keys() - wanted.keys()):
+        found.append(f"a summary for {key[0]} stage {key[1]}, which has no stage")
+    for key in sorted(wanted.keys() - recorded.keys()):
+        found.append(f"no summary for {key[0]} stage {key[1]}")
+    for key in sorted(wanted.keys() & recorded.keys()):
+        mine, theirs = wanted[key], recorded[key]
+        if not _same(mine.model_dump(mode="json"), theirs.model_dump(mode="json")):
+            found.append(
+                f"the summary of {key[0]} stage {key[1]} says {theirs.summary.verdict} "
+                f"({theirs.summary.reason}); recomputed from the stages it is "
+                f"{mine.summary.verdict} ({mine.summary.reason})"
+            )
+    return found
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal JSON values, floats equal within rounding."""
+    if isinstance(a, float) or isinstance(b, float):
+        return (
+            isinstance(a, int | float)
+            and isinstance(b, int | float)
+            and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b

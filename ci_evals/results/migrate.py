@@ -1,0 +1,79 @@
+"""Reading every earlier `results.json` version: a chain of migrations to the current one.
+
+A baseline saved last week must stay readable after the next schema change.
+Each migration takes the JSON object of version N to version N + 1 (plain
+dicts, before any validation) and says in its docstring what changed;
+`migrate` applies them in order and the models then validate the result as a
+file of the current version. A file newer than this ci-evals is refused with
+one line: it would be half-read.
+
+| version | change |
+|---|---|
+| 1 | the first versioned file |
+| 2 | `StageResult.graded`: the suite configures graders for the stage |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ci_evals.errors import UserError
+
+VERSION = 2
+
+Data = dict[str, Any]
+
+
+def _v1_to_v2(data: Data) -> Data:
+    """Add `graded` to every stage.
+
+    A version 1 file does not say whether a stage had graders. A stage with a
+    verdict had; a `completed` one in a finished run had none (a v1 runner
+    left a graded stage `completed` only when the run was interrupted before
+    grading). Anything else is unknown and taken as graded: a `completed`
+    stage of an unfinished run is then reported as never graded, not a pass.
+    """
+    finished = data.get("status") == "completed"
+    for scenario in _dicts(data.get("scenarios")):
+        for stage in _dicts(scenario.get("stages")):
+            ungraded = (
+                finished and stage.get("status") == "completed" and stage.get("grading") is None
+            )
+            stage.setdefault("graded", not ungraded)
+    return data
+
+
+# MIGRATIONS[n] takes a version-n file to version n + 1.
+MIGRATIONS: dict[int, Callable[[Data], Data]] = {1: _v1_to_v2}
+
+
+def migrate(data: Data, *, file: Path) -> Data:
+    """`data` (a results file's JSON object) as a file of the current `VERSION`."""
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UserError(
+            f"results version {version!r} is not a ci-evals results version",
+            file=file,
+            field="version",
+        )
+    if version > VERSION:
+        raise UserError(
+            f"results version {version} is newer than this ci-evals reads ({VERSION})",
+            file=file,
+            field="version",
+            hint="upgrade ci-evals",
+        )
+    while version < VERSION:
+        data = MIGRATIONS[version](data)
+        version += 1
+        data["version"] = version
+    return data
+
+
+def _dicts(value: object) -> list[Data]:
+    """The JSON objects in a list (anything else is left for validation to reject)."""
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, dict)]
