@@ -25,7 +25,8 @@ with permissions bypassed, and may be hostile):
   model endpoint: `relay.py` listens on 127.0.0.1:PORT inside and passes each
   connection through a Unix socket to `_Forwarder`, which connects to the real
   endpoint on the host.
-- Exactly the environment it is given (`--clearenv`, then `--setenv` each).
+- Exactly the environment it is given (`--clearenv`, then `--setenv` each),
+  and PWD, which bwrap sets to the working folder after `--chdir`.
 """
 
 from __future__ import annotations
@@ -85,6 +86,13 @@ ETC_FILES = (
     "alternatives",
     "os-release",
 )
+
+# What the relay's interpreter adds to its environment on its own (PEP 538
+# locale coercion), removed again before the command starts unless asked for.
+PYTHON_ADDS = ("LC_CTYPE",)
+# Ports below this need a capability the sandbox does not have.
+FIRST_UNPRIVILEGED_PORT = 1024
+INNER_PORT_FALLBACK = 8080 + FIRST_UNPRIVILEGED_PORT
 
 _PROBE_TIMEOUT_S = 10.0
 _KILL_WAIT_S = 5.0
@@ -230,15 +238,28 @@ class BwrapSandbox:
             self._python = _python_binds()
 
     @property
+    def inner_port(self) -> int | None:
+        """The port the model endpoint has inside: its own, unless that is privileged."""
+        if self.endpoint is None:
+            return None
+        port = self.endpoint[1]
+        if self.network or port >= FIRST_UNPRIVILEGED_PORT:
+            return port
+        return INNER_PORT_FALLBACK
+
+    @property
     def inner_url(self) -> str | None:
-        """The model endpoint's URL inside the sandbox, when there is one."""
+        """The model endpoint's URL inside the sandbox (for ANTHROPIC_BASE_URL), if any."""
         if self.endpoint is None:
             return None
         host = self.endpoint[0] if self.network else "127.0.0.1"
-        return f"http://{host}:{self.endpoint[1]}"
+        return f"http://{host}:{self.inner_port}"
 
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
-        """The host argv that runs `argv` inside the sandbox with exactly `env` in `cwd`."""
+        """The host argv that runs `argv` inside the sandbox with exactly `env` in `cwd`.
+
+        Spawn it with any environment: bwrap starts with an empty one (`env -i`).
+        """
         if not argv:
             raise ValueError("nothing to run")
         args = [
@@ -286,9 +307,10 @@ class BwrapSandbox:
                 "-S",
                 f"{RUNTIME_DIR}/{RELAY_SCRIPT}",
                 "--listen",
-                f"127.0.0.1:{self.endpoint[1]}",
+                f"127.0.0.1:{self.inner_port}",
                 "--to",
                 f"{RUNTIME_DIR}/{MODEL_SOCKET}",
+                *[arg for name in PYTHON_ADDS if name not in env for arg in ("--unset", name)],
                 "--",
                 *command,
             ]

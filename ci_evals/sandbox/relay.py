@@ -1,6 +1,7 @@
 """Inside a sandbox: run a command, and relay a loopback TCP port to a Unix socket meanwhile.
 
-    python3 -I -S relay.py --listen 127.0.0.1:PORT --to /run/ci-evals/model.sock -- ARGV...
+    python3 -I -S relay.py --listen 127.0.0.1:PORT --to /run/ci-evals/model.sock \
+        [--unset NAME]... -- ARGV...
 
 The sandbox has a network namespace of its own, so its 127.0.0.1 is not the
 host's. This script listens on 127.0.0.1:PORT inside it, starts ARGV (stdin,
@@ -88,11 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="relay.py")
     parser.add_argument("--listen", required=True, help="HOST:PORT to listen on")
     parser.add_argument("--to", required=True, help="the Unix socket to relay to")
+    parser.add_argument(
+        "--unset",
+        action="append",
+        default=[],
+        help="a variable to remove before ARGV starts (LC_CTYPE, which Python's C-locale "
+        "coercion adds)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command after --")
+    for name in args.unset:
+        os.environ.pop(name, None)
     listener = _listen(args.listen)  # bound before ARGV starts; accepted once we serve
     child = os.fork()  # before any thread is started
     if child == 0:  # pragma: no cover - replaced by exec
