@@ -500,25 +500,42 @@ def test_relay_passes_stdio_and_exit_status_through(ws: Path) -> None:
 
 def test_close_leaves_no_thread_socket_or_process(ws: Path) -> None:
     threads_before = set(threading.enumerate())
+    marker = f"ci-evals-close-{uuid.uuid4().hex}"
     with _HostServer() as server:
         box = BwrapSandbox(Mounts(writable=(ws,), readonly=()), endpoint=server.endpoint)
-        private = next(
-            Path(a) for a in box.wrap(["true"], cwd=ws, env=ENV) if "ci-evals-bwrap-" in a
-        )
-        assert (private / "model.sock").exists()
-        # a connection still open (keep-alive) when close() is called
         client = socket.socket(socket.AF_UNIX)
-        client.connect(str(private / "model.sock"))
-        client.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
-        client.settimeout(10)
-        answer = b""
-        while b"hello from endpoint" not in answer and (chunk := client.recv(4096)):
-            answer += chunk
-        assert answer.endswith(b"hello from endpoint"), answer
-        box.close()
-        client.close()
+        try:
+            private = next(
+                Path(a) for a in box.wrap(["true"], cwd=ws, env=ENV) if "ci-evals-bwrap-" in a
+            )
+            assert (private / "model.sock").exists()
+            assert private.stat().st_mode & 0o777 == 0o700
+            # a connection still open (keep-alive) when close() is called
+            client.connect(str(private / "model.sock"))
+            client.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            client.settimeout(10)
+            answer = b""
+            while b"hello from endpoint" not in answer and (chunk := client.recv(4096)):
+                answer += chunk
+            assert answer.endswith(b"hello from endpoint"), answer
+            # and a sandbox still running
+            results = []
+            running = threading.Thread(
+                target=lambda: results.append(
+                    box.exec(["sh", "-c", f"sleep 30 # {marker}"], cwd=ws, env=ENV, timeout=60)
+                )
+            )
+            running.start()
+            assert wait_until(lambda: host_pids_with(marker, starting=b"sh\0"), 10)
+        finally:
+            box.close()
+            client.close()
+        running.join(10)
+        assert results and results[0].returncode == -signal.SIGKILL
+        assert not results[0].timed_out
         box.close()  # twice is fine
     assert not private.exists()
+    assert host_pids_with(marker) == []
     leftover = [t for t in set(threading.enumerate()) - threads_before if t.is_alive()]
     assert leftover == [], leftover
 

@@ -18,7 +18,6 @@ sees a refused connection.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
@@ -85,25 +84,34 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
+USAGE = "usage: relay.py --listen HOST:PORT --to SOCKET [--unset NAME]... -- ARGV..."
+
+
+def _parse(argv: list[str]) -> tuple[str, str, list[str], list[str]]:
+    """(listen, to, unset, command) from the command line (argparse costs ~15 ms to import)."""
+    options: dict[str, list[str]] = {"--listen": [], "--to": [], "--unset": []}
+    rest = list(argv)
+    while rest and rest[0] != "--":
+        if rest[0] not in options or len(rest) < 2:
+            raise ValueError(f"unexpected {rest[0]!r}")
+        options[rest[0]].append(rest[1])
+        del rest[:2]
+    if len(options["--listen"]) != 1 or len(options["--to"]) != 1:
+        raise ValueError("--listen and --to are needed, once each")
+    if len(rest) < 2:
+        raise ValueError("no command after --")
+    return options["--listen"][0], options["--to"][0], options["--unset"], rest[1:]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="relay.py")
-    parser.add_argument("--listen", required=True, help="HOST:PORT to listen on")
-    parser.add_argument("--to", required=True, help="the Unix socket to relay to")
-    parser.add_argument(
-        "--unset",
-        action="append",
-        default=[],
-        help="a variable to remove before ARGV starts (LC_CTYPE, which Python's C-locale "
-        "coercion adds)",
-    )
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("no command after --")
-    for name in args.unset:
+    try:
+        listen, target, unset, command = _parse(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
+        print(f"relay: {exc}\n{USAGE}", file=sys.stderr)
+        return 2
+    for name in unset:
         os.environ.pop(name, None)
-    listener = _listen(args.listen)  # bound before ARGV starts; accepted once we serve
+    listener = _listen(listen)  # bound before ARGV starts; accepted once we serve
     child = os.fork()  # before any thread is started
     if child == 0:  # pragma: no cover - replaced by exec
         for signum in _FORWARDED_SIGNALS:
@@ -120,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for signum in _FORWARDED_SIGNALS:
         signal.signal(signum, forward)
-    threading.Thread(target=_serve, args=(listener, args.to), daemon=True).start()
+    threading.Thread(target=_serve, args=(listener, target), daemon=True).start()
     while True:
         try:
             _, status = os.waitpid(child, 0)
@@ -130,4 +138,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown: the relay threads need none, and it costs ~50 ms
