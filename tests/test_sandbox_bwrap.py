@@ -613,3 +613,94 @@ def test_the_real_cli_in_the_sandbox_cannot_leak_write_or_linger(tmp_path: Path)
         assert not path.exists(), path
     time.sleep(max(0.0, finished + 4 - time.monotonic()))
     assert not (ws / "survived.txt").exists()
+
+
+@pytest.mark.slow
+def test_the_sdk_drives_the_cli_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """claude_agent_sdk.query() over a transport whose argv is `wrap()`ped: stdin/stdout
+    (the SDK's JSON-lines control protocol) pass through bwrap and the relay untouched,
+    and the SDK's merging of our os.environ into the CLI's environment is undone by env -i."""
+    import asyncio  # noqa: PLC0415
+
+    from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query  # noqa: PLC0415
+    from claude_agent_sdk._internal.transport.subprocess_cli import (  # noqa: PLC0415
+        SubprocessCLITransport,
+    )
+    from claude_agent_sdk._version import __version__ as sdk_version  # noqa: PLC0415
+
+    from ci_evals.stub_model import StubServer, loads_script  # noqa: PLC0415
+
+    secret = f"sk-ant-fake-{uuid.uuid4().hex}"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)  # what the SDK would hand the CLI
+    ws = tmp_path / "ws"
+    base = tmp_path / "agent"
+    for folder in (ws, base / "home", base / "tmp", base / "run"):
+        folder.mkdir(parents=True)
+    script = textwrap.dedent(
+        """
+        rules:
+          - turns:
+              - tools:
+                  - write: {path: hello.txt, content: "written in the sandbox\\n"}
+                  - bash: "env > env.txt; find REPO > repo.txt 2>&1; true"
+              - text: finished
+        """
+    )
+    script = script.replace("REPO", str(REPO))
+    cli = _cli_path()
+
+    class SandboxedTransport(SubprocessCLITransport):
+        def __init__(self, options: ClaudeAgentOptions, box: BwrapSandbox, env: dict[str, str]):
+            super().__init__("go", options)
+            self.box = box
+            self.sandbox_env = env
+
+        def _build_command(self) -> list[str]:
+            env = {
+                **self.sandbox_env,
+                "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
+                "CLAUDE_AGENT_SDK_VERSION": sdk_version,
+                "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
+            }
+            return self.box.wrap(super()._build_command(), cwd=ws, env=env)
+
+    stderr: list[str] = []
+    with StubServer(loads_script(script, "stub.yaml", base_dir=tmp_path)) as server:
+        mounts = Mounts(writable=(ws, base), readonly=(cli,))
+        with BwrapSandbox(mounts, endpoint=("127.0.0.1", server.port)) as box:
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(base / "home"),
+                "TMPDIR": str(base / "tmp"),
+                "CLAUDE_CODE_TMPDIR": str(base / "tmp"),
+                "XDG_RUNTIME_DIR": str(base / "run"),
+                "IS_SANDBOX": "1",
+                "ANTHROPIC_BASE_URL": str(box.inner_url),
+                "ANTHROPIC_API_KEY": "stub-key",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            }
+            options = ClaudeAgentOptions(
+                cwd=str(ws),
+                cli_path=str(cli),
+                permission_mode="bypassPermissions",
+                setting_sources=[],
+                max_turns=5,
+                stderr=stderr.append,
+            )
+
+            async def run() -> list[object]:
+                transport = SandboxedTransport(options, box, env)
+                return [m async for m in query(prompt="go", options=options, transport=transport)]
+
+            messages = asyncio.run(asyncio.wait_for(run(), 60))
+    results = [m for m in messages if isinstance(m, ResultMessage)]
+    assert results and results[-1].result == "finished", (messages[-3:], stderr[-10:])
+    assert (ws / "hello.txt").read_text() == "written in the sandbox\n"
+    sandbox_env = (ws / "env.txt").read_text()
+    assert "ANTHROPIC_API_KEY=stub-key" in sandbox_env and secret not in sandbox_env
+    # of the repository, only the folders on the way to the CLI binary (bound alone)
+    seen = (ws / "repo.txt").read_text().split()
+    assert str(cli) in seen or not cli.is_relative_to(REPO)
+    assert all(cli == Path(p) or cli.is_relative_to(p) for p in seen if p.startswith("/")), seen
