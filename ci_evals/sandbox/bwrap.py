@@ -1,0 +1,533 @@
+"""The `bwrap` sandbox: each stage's processes in namespaces of their own, through bubblewrap.
+
+What the agent under test sees inside (it runs as our user, often root in CI,
+with permissions bypassed, and may be hostile):
+
+- Its own PID namespace: `/proc` lists only the sandbox's processes, so the
+  environment of ci-evals (`/proc/<pid>/environ`: ANTHROPIC_API_KEY,
+  GITHUB_TOKEN...) is out of reach. bwrap's own init is PID 1 there and shows
+  its environment too, so bwrap is always started with an empty one
+  (`env -i`). When the wrapped command exits, bwrap's init exits with its
+  status and the kernel kills everything left in the namespace, whatever
+  session it made (`setsid env -i sh -c 'sleep 40; ...'` included).
+  `--die-with-parent` ends the sandbox when ci-evals dies (Ctrl-C, SIGKILL).
+- No capabilities (`--cap-drop ALL`): as root it would otherwise keep them
+  all, and could remount the read-only binds read-write or create device
+  nodes. `/proc/sys` and `/proc/sysrq-trigger` are read-only (uid 0 may
+  write them without capabilities; `kernel.core_pattern` names a program the
+  host runs as root).
+- A file system of its own: the system folders read-only, a minimal `/etc`
+  (`ETC_FILES`), a fresh `/tmp`, the `Mounts` (bound at the same paths), and
+  nothing else: not `/root`, `/home`, `/work`, `/run` (the Docker socket), the
+  repository or the run folder. The root itself is read-only.
+- No network (`--unshare-net`): neither the host's loopback nor its abstract
+  Unix sockets (containerd's are a known escape). The one way out is the
+  model endpoint: `relay.py` listens on 127.0.0.1:PORT inside and passes each
+  connection through a Unix socket to `_Forwarder`, which connects to the real
+  endpoint on the host.
+- Exactly the environment it is given (`--clearenv`, then `--setenv` each),
+  and PWD, which bwrap sets to the working folder after `--chdir`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+# Where the private folder (relay.py, the model socket) appears inside.
+RUNTIME_DIR = "/run/ci-evals"
+MODEL_SOCKET = "model.sock"
+RELAY_SCRIPT = "relay.py"
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+# /etc, read-only, when present. What a CLI, a shell and the tools they run need:
+# user and group names (`id`, `whoami`, git's and ssh's look-ups), name
+# resolution and its configuration (`localhost` above all), the dynamic
+# linker's cache and configuration (libraries outside the default paths),
+# certificates and OpenSSL's configuration (TLS, when the network is on), the
+# time zone, Debian's alternatives (`/usr/bin/awk` and friends are links into
+# /etc/alternatives) and os-release (tools that report the platform). Left
+# out: shadow, sudoers, ssh keys, ssl/private, machine-id, the host's git,
+# Docker and containerd configuration.
+ETC_FILES = (
+    "passwd",
+    "group",
+    "hosts",
+    "host.conf",
+    "resolv.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "crypto-policies",
+    "localtime",
+    "timezone",
+    "alternatives",
+    "os-release",
+)
+
+# What the relay's interpreter adds to its environment on its own (PEP 538
+# locale coercion), removed again before the command starts unless asked for.
+PYTHON_ADDS = ("LC_CTYPE",)
+# Ports below this need a capability the sandbox does not have.
+FIRST_UNPRIVILEGED_PORT = 1024
+INNER_PORT_FALLBACK = 8080 + FIRST_UNPRIVILEGED_PORT
+
+_PROBE_TIMEOUT_S = 10.0
+_KILL_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """What a sandbox sees of the host besides the system, each at its own path."""
+
+    writable: tuple[Path, ...]  # bound read-write: the workspace, plugin copy, private HOME/TMP
+    readonly: tuple[Path, ...]  # bound read-only: files or folders (the CLI binary alone)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command in a sandbox did; stdout and stderr keep their last `output_cap` bytes."""
+
+    argv: tuple[str, ...]
+    returncode: int | None  # None when it was killed on timeout
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    duration_s: float
+
+
+@functools.cache
+def available() -> str | None:
+    """None when bubblewrap works here, else one line saying what to install or enable."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap is not installed: apt-get install bubblewrap"
+    probe = [
+        bwrap,
+        "--unshare-pid",
+        "--unshare-net",
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        shutil.which("true") or "/bin/true",
+    ]
+    try:
+        done = subprocess.run(
+            probe, capture_output=True, timeout=_PROBE_TIMEOUT_S, env={}, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap does not run here ({exc}): apt-get install bubblewrap"
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    said = lines[-1] if lines else f"exit {done.returncode}"
+    return (
+        f"bubblewrap cannot create namespaces here ({said}): user namespaces are restricted; "
+        "on Ubuntu 24.04 (GitHub runners) run "
+        "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, elsewhere "
+        "`sysctl -w kernel.unprivileged_userns_clone=1`; in a container allow them "
+        "(docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined)"
+    )
+
+
+def _system_args() -> list[str]:
+    """The read-only system: folders bound, merged-/usr links recreated, a minimal /etc."""
+    args: list[str] = []
+    for folder in SYSTEM_DIRS:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    for name in ETC_FILES:
+        path = f"/etc/{name}"
+        if os.path.lexists(path):
+            args += ["--ro-bind-try", path, path]
+    return args
+
+
+def _python_binds() -> tuple[str, list[str]]:
+    """The interpreter that runs relay.py inside, and the binds it needs.
+
+    The real binary behind sys.executable (a venv's python lives in the
+    repository), its shared libpython and the standard library of
+    sys.base_prefix, read-only; that installation's site-packages is hidden.
+    """
+    python = os.path.realpath(sys.executable)
+    stdlib = sysconfig.get_path("stdlib")
+    args = ["--ro-bind", python, python, "--ro-bind", stdlib, stdlib]
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        libdir = sysconfig.get_config_var("LIBDIR")
+        soname = sysconfig.get_config_var("INSTSONAME")
+        if libdir and soname and os.path.exists(os.path.join(libdir, soname)):
+            lib = os.path.join(libdir, soname)
+            args += ["--ro-bind", os.path.realpath(lib), lib]
+    site = os.path.join(stdlib, "site-packages")
+    if os.path.isdir(site):
+        args += ["--tmpfs", site]
+    return python, args
+
+
+class BwrapSandbox:
+    """Run commands of one stage inside bubblewrap namespaces (see the module docstring).
+
+    `endpoint=(host, port)`: the model endpoint on the host, reachable inside
+    as `http://127.0.0.1:PORT` (`inner_url`). `network=True` shares the host's
+    network instead (no relay, no network isolation).
+    """
+
+    name = "bwrap"
+
+    def __init__(
+        self,
+        mounts: Mounts,
+        *,
+        endpoint: tuple[str, int] | None = None,
+        network: bool = False,
+    ) -> None:
+        for path in (*mounts.writable, *mounts.readonly):
+            if not path.is_absolute() or not path.exists():
+                raise ValueError(f"sandbox mount {path} must be an existing absolute path")
+            if path == Path("/"):
+                raise ValueError("the whole file system cannot be a sandbox mount")
+        bwrap = shutil.which("bwrap")
+        env_bin = shutil.which("env")
+        if bwrap is None or env_bin is None:
+            raise RuntimeError(available() or "env(1) not found")
+        self.mounts = mounts
+        self.endpoint = endpoint
+        self.network = network
+        self._prefix = [env_bin, "-i", bwrap]
+        self._system = _system_args()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self._private: Path | None = None
+        self._forwarder: _Forwarder | None = None
+        self._python: tuple[str, list[str]] | None = None
+        if endpoint is not None and not network:
+            self._private = Path(tempfile.mkdtemp(prefix="ci-evals-bwrap-"))  # mode 0700
+            shutil.copyfile(Path(__file__).with_name(RELAY_SCRIPT), self._private / RELAY_SCRIPT)
+            self._forwarder = _Forwarder(self._private / MODEL_SOCKET, endpoint)
+            self._python = _python_binds()
+
+    @property
+    def inner_port(self) -> int | None:
+        """The port the model endpoint has inside: its own, unless that is privileged."""
+        if self.endpoint is None:
+            return None
+        port = self.endpoint[1]
+        if self.network or port >= FIRST_UNPRIVILEGED_PORT:
+            return port
+        return INNER_PORT_FALLBACK
+
+    @property
+    def inner_url(self) -> str | None:
+        """The model endpoint's URL inside the sandbox (for ANTHROPIC_BASE_URL), if any."""
+        if self.endpoint is None:
+            return None
+        host = self.endpoint[0] if self.network else "127.0.0.1"
+        return f"http://{host}:{self.inner_port}"
+
+    def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
+        """The host argv that runs `argv` inside the sandbox with exactly `env` in `cwd`.
+
+        Spawn it with any environment: bwrap starts with an empty one (`env -i`).
+        """
+        if not argv:
+            raise ValueError("nothing to run")
+        args = [
+            *self._prefix,
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            *([] if self.network else ["--unshare-net"]),
+            "--hostname",
+            "ci-evals-sandbox",
+            "--new-session",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+            *self._system,
+            "--proc",
+            "/proc",
+            # bwrap covers these only when it sees them writable, which with
+            # capabilities dropped it does not: as uid 0, /proc/sys/kernel/core_pattern
+            # (a program the host kernel runs as root) would stay writable.
+            "--ro-bind",
+            "/proc/sys",
+            "/proc/sys",
+            "--ro-bind-try",
+            "/proc/sysrq-trigger",
+            "/proc/sysrq-trigger",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",  # noqa: S108 - a fresh tmpfs, the sandbox's own
+        ]
+        binds = [(p, "--bind") for p in self.mounts.writable]
+        binds += [(p, "--ro-bind") for p in self.mounts.readonly]
+        for path, option in sorted(binds, key=lambda bind: len(bind[0].parts)):  # parents first
+            args += [option, str(path), str(path)]
+        command = list(argv)
+        if self._private is not None and self._python is not None and self.endpoint is not None:
+            python, python_binds = self._python
+            args += python_binds
+            args += ["--ro-bind", str(self._private), RUNTIME_DIR]
+            command = [
+                python,
+                "-I",
+                "-S",
+                f"{RUNTIME_DIR}/{RELAY_SCRIPT}",
+                "--listen",
+                f"127.0.0.1:{self.inner_port}",
+                "--to",
+                f"{RUNTIME_DIR}/{MODEL_SOCKET}",
+                *[arg for name in PYTHON_ADDS if name not in env for arg in ("--unset", name)],
+                "--",
+                *command,
+            ]
+        args += ["--remount-ro", "/", "--chdir", str(cwd), "--clearenv"]
+        for key, value in env.items():
+            if not key or "=" in key:
+                raise ValueError(f"invalid environment variable name {key!r}")
+            args += ["--setenv", key, value]
+        return [*args, "--", *command]
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdin: bytes | None = None,
+        timeout: float,
+        output_cap: int = 64 * 1024,
+    ) -> ExecResult:
+        """Run `argv` in the sandbox to its end or `timeout`, when the whole sandbox is killed."""
+        host_argv = self.wrap(argv, cwd=cwd, env=env)
+        start = time.monotonic()
+        process = subprocess.Popen(
+            host_argv,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={},
+            start_new_session=True,
+        )
+        with self._lock:
+            self._running.add(process)
+        assert process.stdout is not None and process.stderr is not None
+        out, err = _Tail(process.stdout, output_cap), _Tail(process.stderr, output_cap)
+        feeder = None
+        if stdin is not None:
+            feeder = threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True)
+            feeder.start()
+        timed_out = False
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            if process.poll() is None:
+                _kill_group(process)
+            with self._lock:
+                self._running.discard(process)
+        out.join()
+        err.join()
+        if feeder is not None:
+            feeder.join(_KILL_WAIT_S)
+        return ExecResult(
+            argv=tuple(host_argv),
+            returncode=None if timed_out else process.returncode,
+            stdout=out.data(),
+            stderr=err.data(),
+            timed_out=timed_out,
+            duration_s=time.monotonic() - start,
+        )
+
+    def close(self) -> None:
+        """Kill any sandbox `exec` left running, stop the relay, remove the private folder."""
+        with self._lock:
+            running = list(self._running)
+            self._running.clear()
+        for process in running:
+            _kill_group(process)
+        if self._forwarder is not None:
+            self._forwarder.close()
+            self._forwarder = None
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
+
+    def __enter__(self) -> BwrapSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL bwrap's process group; its init dies with it, and the namespace with that."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(_KILL_WAIT_S)
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    if pipe is None:
+        return
+    with contextlib.suppress(BrokenPipeError, OSError):
+        pipe.write(data)
+    with contextlib.suppress(BrokenPipeError, OSError):
+        pipe.close()
+
+
+class _Tail:
+    """Read a pipe to its end on a thread, keeping only its last `cap` bytes."""
+
+    def __init__(self, pipe: IO[bytes], cap: int) -> None:
+        self._pipe = pipe
+        self._cap = cap
+        self._buffer = bytearray()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with self._pipe:
+            while chunk := os.read(self._pipe.fileno(), 64 * 1024):
+                self._buffer += chunk
+                if len(self._buffer) > 2 * self._cap:
+                    del self._buffer[: -self._cap]
+
+    def join(self) -> None:
+        self._thread.join(_KILL_WAIT_S)
+
+    def data(self) -> bytes:
+        return bytes(self._buffer[-self._cap :]) if self._cap > 0 else b""
+
+
+class _Forwarder:
+    """On the host: accept on a Unix socket, forward each connection to `endpoint` over TCP."""
+
+    def __init__(self, path: Path, endpoint: tuple[str, int]) -> None:
+        self._path = path
+        self._endpoint = endpoint
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._threads: set[threading.Thread] = set()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(path))
+        self._listener.listen(64)
+        self._thread = threading.Thread(target=self._serve, name=f"bwrap-relay:{path}")
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._closing.is_set():
+                client.close()
+                return
+            self._start(self._handle, client)
+
+    def _start(self, target: object, *args: object) -> None:
+        thread = threading.Thread(target=target, args=args)  # type: ignore[arg-type]
+        with self._lock:
+            self._threads.add(thread)
+        thread.start()
+
+    def _track(self, sock: socket.socket) -> bool:
+        with self._lock:
+            if self._closing.is_set():
+                return False
+            self._sockets.add(sock)
+            return True
+
+    def _handle(self, client: socket.socket) -> None:
+        upstream: socket.socket | None = None
+        try:
+            if not self._track(client):
+                return
+            try:
+                upstream = socket.create_connection(self._endpoint, timeout=10)
+            except OSError:
+                return
+            upstream.settimeout(None)
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if not self._track(upstream):
+                return
+            back = threading.Thread(target=_pump, args=(upstream, client))
+            back.start()
+            _pump(client, upstream)
+            back.join()
+        finally:
+            for sock in (client, upstream):
+                if sock is not None:
+                    with self._lock:
+                        self._sockets.discard(sock)
+                    sock.close()
+            with self._lock:
+                self._threads.discard(threading.current_thread())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closing.set()
+            sockets = list(self._sockets)
+        waker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with waker, contextlib.suppress(OSError):  # wake accept()
+            waker.connect(str(self._path))
+        self._thread.join()
+        self._listener.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
+        with contextlib.suppress(FileNotFoundError):
+            self._path.unlink()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copy bytes until `source` ends, then half-close `sink`."""
+    try:
+        while data := source.recv(64 * 1024):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
