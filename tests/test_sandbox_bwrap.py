@@ -624,13 +624,12 @@ def test_the_sdk_drives_the_cli_in_the_sandbox(
     and the SDK's merging of our os.environ into the CLI's environment is undone by env -i."""
     import asyncio  # noqa: PLC0415
 
+    from ci_evals.stub_model import StubServer, loads_script  # noqa: PLC0415
     from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query  # noqa: PLC0415
     from claude_agent_sdk._internal.transport.subprocess_cli import (  # noqa: PLC0415
         SubprocessCLITransport,
     )
     from claude_agent_sdk._version import __version__ as sdk_version  # noqa: PLC0415
-
-    from ci_evals.stub_model import StubServer, loads_script  # noqa: PLC0415
 
     secret = f"sk-ant-fake-{uuid.uuid4().hex}"
     monkeypatch.setenv("ANTHROPIC_API_KEY", secret)  # what the SDK would hand the CLI

@@ -35,18 +35,18 @@ import contextlib
 import functools
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+
+from ci_evals import process
+from ci_evals.process import ExecResult
+from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
 
 # Where the private folder (relay.py, the model socket) appears inside.
 RUNTIME_DIR = "/run/ci-evals"
@@ -98,24 +98,8 @@ _PROBE_TIMEOUT_S = 10.0
 _KILL_WAIT_S = 5.0
 
 
-@dataclass(frozen=True)
-class Mounts:
-    """What a sandbox sees of the host besides the system, each at its own path."""
-
-    writable: tuple[Path, ...]  # bound read-write: the workspace, plugin copy, private HOME/TMP
-    readonly: tuple[Path, ...]  # bound read-only: files or folders (the CLI binary alone)
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """What one command in a sandbox did; stdout and stderr keep their last `output_cap` bytes."""
-
-    argv: tuple[str, ...]
-    returncode: int | None  # None when it was killed on timeout
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool
-    duration_s: float
+# What a sandbox sees of the host besides the system, each at its own path.
+Mounts = SandboxSpec
 
 
 @functools.cache
@@ -204,14 +188,17 @@ class BwrapSandbox:
     """
 
     name = "bwrap"
+    isolated = True
 
     def __init__(
         self,
-        mounts: Mounts,
+        mounts: SandboxSpec,
         *,
         endpoint: tuple[str, int] | None = None,
-        network: bool = False,
+        network: bool | None = None,
     ) -> None:
+        endpoint = endpoint if endpoint is not None else mounts.endpoint
+        network = mounts.network if network is None else network
         for path in (*mounts.writable, *mounts.readonly):
             if not path.is_absolute() or not path.exists():
                 raise ValueError(f"sandbox mount {path} must be an existing absolute path")
@@ -226,8 +213,6 @@ class BwrapSandbox:
         self.network = network
         self._prefix = [env_bin, "-i", bwrap]
         self._system = _system_args()
-        self._running: set[subprocess.Popen[bytes]] = set()
-        self._lock = threading.Lock()
         self._private: Path | None = None
         self._forwarder: _Forwarder | None = None
         self._python: tuple[str, list[str]] | None = None
@@ -321,6 +306,9 @@ class BwrapSandbox:
             args += ["--setenv", key, value]
         return [*args, "--", *command]
 
+    def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
+        return Spawn(argv=tuple(self.wrap(argv, cwd=cwd, env=env)), env={}, cwd=cwd)
+
     def exec(
         self,
         argv: Sequence[str],
@@ -329,57 +317,31 @@ class BwrapSandbox:
         env: Mapping[str, str],
         stdin: bytes | None = None,
         timeout: float,
-        output_cap: int = 64 * 1024,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        merge_stderr: bool = False,
     ) -> ExecResult:
-        """Run `argv` in the sandbox to its end or `timeout`, when the whole sandbox is killed."""
-        host_argv = self.wrap(argv, cwd=cwd, env=env)
-        start = time.monotonic()
-        process = subprocess.Popen(
-            host_argv,
-            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+        """Run `argv` in the sandbox to its end or `timeout`, when the whole sandbox is
+        killed (bwrap's group; its init dies with it, and the namespace with that)."""
+        return process.run(
+            self.wrap(argv, cwd=cwd, env=env),
             env={},
-            start_new_session=True,
-        )
-        with self._lock:
-            self._running.add(process)
-        assert process.stdout is not None and process.stderr is not None
-        out, err = _Tail(process.stdout, output_cap), _Tail(process.stderr, output_cap)
-        feeder = None
-        if stdin is not None:
-            feeder = threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True)
-            feeder.start()
-        timed_out = False
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            if process.poll() is None:
-                _kill_group(process)
-            with self._lock:
-                self._running.discard(process)
-        out.join()
-        err.join()
-        if feeder is not None:
-            feeder.join(_KILL_WAIT_S)
-        return ExecResult(
-            argv=tuple(host_argv),
-            returncode=None if timed_out else process.returncode,
-            stdout=out.data(),
-            stderr=err.data(),
-            timed_out=timed_out,
-            duration_s=time.monotonic() - start,
+            stdin=stdin,
+            timeout=timeout,
+            output_cap=output_cap,
+            merge_stderr=merge_stderr,
         )
 
+    def put(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the same path inside and out
+        path.write_bytes(data)
+
+    def get(self, path: Path) -> bytes:
+        return path.read_bytes()
+
     def close(self) -> None:
-        """Kill any sandbox `exec` left running, stop the relay, remove the private folder."""
-        with self._lock:
-            running = list(self._running)
-            self._running.clear()
-        for process in running:
-            _kill_group(process)
+        """Stop the relay and remove the private folder (idempotent). What ran inside
+        is gone already: each `exec`'s group is killed when it returns, and a spawned
+        process's namespace dies with its init."""
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
@@ -392,47 +354,6 @@ class BwrapSandbox:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL bwrap's process group; its init dies with it, and the namespace with that."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(_KILL_WAIT_S)
-
-
-def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
-    if pipe is None:
-        return
-    with contextlib.suppress(BrokenPipeError, OSError):
-        pipe.write(data)
-    with contextlib.suppress(BrokenPipeError, OSError):
-        pipe.close()
-
-
-class _Tail:
-    """Read a pipe to its end on a thread, keeping only its last `cap` bytes."""
-
-    def __init__(self, pipe: IO[bytes], cap: int) -> None:
-        self._pipe = pipe
-        self._cap = cap
-        self._buffer = bytearray()
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        with self._pipe:
-            while chunk := os.read(self._pipe.fileno(), 64 * 1024):
-                self._buffer += chunk
-                if len(self._buffer) > 2 * self._cap:
-                    del self._buffer[: -self._cap]
-
-    def join(self) -> None:
-        self._thread.join(_KILL_WAIT_S)
-
-    def data(self) -> bytes:
-        return bytes(self._buffer[-self._cap :]) if self._cap > 0 else b""
 
 
 class _Forwarder:
