@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest, get_agent
+from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, load_script
 from ci_evals.main import main
 from ci_evals.report.verify import problems

@@ -553,7 +553,7 @@ def _cli_path() -> Path:
 
 @pytest.mark.slow
 def test_the_real_cli_in_the_sandbox_cannot_leak_write_or_linger(tmp_path: Path) -> None:
-    from ci_evals.stub_model import StubServer, loads_script  # noqa: PLC0415
+    from ci_evals.endpoints.stub_model import StubServer, loads_script  # noqa: PLC0415
 
     ws = tmp_path / "ws"
     base = tmp_path / "agent"  # its private HOME, TMPDIR, XDG_RUNTIME_DIR
@@ -624,12 +624,13 @@ def test_the_sdk_drives_the_cli_in_the_sandbox(
     and the SDK's merging of our os.environ into the CLI's environment is undone by env -i."""
     import asyncio  # noqa: PLC0415
 
-    from ci_evals.stub_model import StubServer, loads_script  # noqa: PLC0415
     from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query  # noqa: PLC0415
     from claude_agent_sdk._internal.transport.subprocess_cli import (  # noqa: PLC0415
         SubprocessCLITransport,
     )
     from claude_agent_sdk._version import __version__ as sdk_version  # noqa: PLC0415
+
+    from ci_evals.endpoints.stub_model import StubServer, loads_script  # noqa: PLC0415
 
     secret = f"sk-ant-fake-{uuid.uuid4().hex}"
     monkeypatch.setenv("ANTHROPIC_API_KEY", secret)  # what the SDK would hand the CLI

@@ -64,8 +64,10 @@ def test_check_fixtures_reports_a_huge_score_as_a_failing_fixture(
     fixture.mkdir(parents=True)
     (fixture / "out1.md").write_text("stage 1\n")
     code = main(
-        ["check-fixtures", "--suite", str(suite), "--model", f"stub:{stub}"]
-        + ["--out", str(tmp_path / "out")]
+        [
+            *("check-fixtures", "--suite", str(suite), "--model", f"stub:{stub}"),
+            *("--out", str(tmp_path / "out")),
+        ]
     )
     captured = capsys.readouterr()
     assert code == 1, captured.err  # a fixture that would fail, not 3 ("a bug in ci-evals")
