@@ -324,7 +324,7 @@ def test_plugin_links_are_copied_as_content(top: Path, tmp_path: Path) -> None:
 def test_dangling_plugin_link_is_a_user_error(top: Path, tmp_path: Path) -> None:
     (top / "plugin" / "agents" / "gone.md").symlink_to("missing.md")
     # Refused when the suite loads, before any workspace (test_fail_closed_plugin.py).
-    with pytest.raises(UserError, match="gone.md is a dangling link"):
+    with pytest.raises(UserError, match=r"gone\.md is a dangling link"):
         create_workspace(suite_at(top), 1, tmp_path / "ws")
 
 
