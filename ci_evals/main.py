@@ -10,13 +10,14 @@ import argparse
 import gc
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Protocol, cast
 
 from ci_evals import __version__
 from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA
-from ci_evals.errors import EXIT_OK, EXIT_USAGE, error_handler
+from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_handler
 
 
 class CommandModule(Protocol):
@@ -76,14 +77,47 @@ def main(argv: Sequence[str] | None = None) -> int:
 QUICK_EXIT = frozenset({"compute-stage", "check-coverage"})
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _note_signals(received: list[int]) -> None:
+    """From now on a SIGINT or SIGTERM is only noted in `received`, never raised."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, _frame: received.append(number))
+
+
 def entry() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    One signal rule from here on: SIGTERM means what Ctrl-C does (a
+    `KeyboardInterrupt`, so also while the command's modules are imported), and
+    either one, at any moment, ends the command with exit 130 and one line, no
+    traceback. `ci-evals run` handles them itself while stages run (partial
+    results, see commands/run.py); once the command has returned, a late signal
+    is only noted, and still makes the exit code 130; at the very end they are
+    ignored (interpreter shutdown would reset a Python handler to the default,
+    and a SIGTERM there would end the process with 143).
+    """
+    signal.signal(signal.SIGTERM, _interrupt)
     quick = len(sys.argv) > 1 and sys.argv[1] in QUICK_EXIT
     if quick:
         # 100,000+ objects and no cycles among them: the cyclic collector
         # would only re-scan the growing heap (~10% of a big run).
         gc.disable()
-    code = main()
+    received: list[int] = []
+    try:
+        try:
+            code = main()
+        finally:
+            _note_signals(received)
+    except KeyboardInterrupt:  # outside the command's own handler: imports, argument parsing
+        print("ci-evals: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    if received:
+        code = EXIT_INTERRUPTED
     if not quick:
         sys.exit(code)
     # Interpreter shutdown would free every object one by one and collect

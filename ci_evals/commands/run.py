@@ -202,10 +202,18 @@ def _say_retry(request: StageRequest, outcome: StageOutcome, attempt: int, delay
 
 async def _run_with_signals(runner: Runner) -> RunResult:
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # Put back what was there (`main.entry`'s handlers), not asyncio's default
+    # (SIG_DFL for SIGTERM: a signal after the run would end it with 143).
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
         loop.add_signal_handler(signum, runner.interrupt)
     try:
         return await runner.run()
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        # Blocked while swapping, so that none arrives to find SIG_DFL in between.
+        signal.pthread_sigmask(signal.SIG_BLOCK, previous)
+        for signum, handler in previous.items():
             loop.remove_signal_handler(signum)
+            if handler is not None:
+                signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, previous)

@@ -63,12 +63,8 @@ def test_check_fixtures_reports_a_huge_score_as_a_failing_fixture(
     fixture = tmp_path / "fixtures" / "1-s1-output"
     fixture.mkdir(parents=True)
     (fixture / "out1.md").write_text("stage 1\n")
-    code = main(
-        [
-            *("check-fixtures", "--suite", str(suite), "--model", f"stub:{stub}"),
-            *("--out", str(tmp_path / "out")),
-        ]
-    )
+    out = str(tmp_path / "out")
+    code = main(["check-fixtures", "--suite", str(suite), "--model", f"stub:{stub}", "--out", out])
     captured = capsys.readouterr()
     assert code == 1, captured.err  # a fixture that would fail, not 3 ("a bug in ci-evals")
     assert "score must be a finite number" in captured.out
