@@ -10,6 +10,7 @@ import pytest
 
 from ci_evals.endpoints.stub_model import StubServer, load_script
 from ci_evals.main import main
+from ci_evals.report.verify import problems
 from ci_evals.results.model import read_results
 from tests.grading.review_suite import make_review_suite, run_graded
 
@@ -49,6 +50,8 @@ def grade(copy: Path, *args: str) -> tuple[int, Path]:
         ["grade", str(copy / "run"), "--suite", str(copy / "suite" / "ci-evals.yaml"),
          "--output", str(output), *args]
     )  # fmt: skip
+    if output.exists():  # what grade writes, a report believes: it agrees with itself
+        assert problems(read_results(output)) == []
     return code, output
 
 

@@ -271,20 +271,25 @@ def test_repeats_get_one_suite_per_repeat() -> None:
 def test_markdown_headline_and_a_table_per_scenario() -> None:
     result = finished(
         a_run(
-            scenario("acme", passed_stage(1), failed_stage(2), stage(3, "skipped", error="x")),
-            scenario("globex", passed_stage(1), stage(2, "completed"), stage(3, "completed")),
+            scenario(
+                "acme",
+                passed_stage(1),
+                failed_stage(2),
+                stage(3, "skipped", error="x", graded=False),
+            ),
+            scenario("globex", passed_stage(1), passed_stage(2), stage(3, "completed")),
         )
     )
     markdown = markdown_summary(result)
     assert markdown.startswith("## ci-evals: failed\n")
-    assert "2 scenario(s), 6 stage run(s): 2 completed, 1 failed, 2 passed, 1 skipped" in markdown
-    assert "total cost $0.7500" in markdown
+    assert "2 scenario(s), 6 stage run(s): 1 completed, 1 failed, 3 passed, 1 skipped" in markdown
+    assert "total cost $0.8750" in markdown
     assert table_rows(markdown, "acme") == [
         ["1 s1", "passed", "2/2", "4.00", "3", "$0.1250", "1.5s"],
         ["2 s2", "failed", "1/2", "-", "2", "$0.5000", "2.2s"],
         ["3 s3", "skipped", "-", "-", "-", "-", "-"],
     ]
-    assert table_rows(markdown, "globex")[1] == ["2 s2", "completed", "-", "-", "-", "-", "-"]
+    assert table_rows(markdown, "globex")[2] == ["3 s3", "completed", "-", "-", "-", "-", "-"]
     failing = markdown.split("### Not passed\n\n", 1)[1]
     assert "**acme stage 2 s2** (failed): checklist 1 of 2 failed: b" in failing
     assert "  - b (checklist, score 0): plan.json: 4 != 3" in failing
