@@ -107,9 +107,12 @@ def test_pruned_answer_is_the_full_one(
         for start, end in pairwise(bounds):  # the paths in a few chunks
             selector.add(paths[start:end])
         chosen = selector.finish()
-        answers.append((_answer(chosen), list(chosen.matches)))
-    (pruned, pruned_records), (full, full_records) = answers
+        # `--explain`'s and `matches_json`'s lowest first (pruned while unread), then all.
+        lowest = [selection.lowest_relevant(chosen.matches, k) for k in (0, 1, 2, 5, 40)]
+        answers.append((_answer(chosen), lowest, list(chosen.matches)))
+    (pruned, pruned_lowest, pruned_records), (full, full_lowest, full_records) = answers
     assert pruned == full
+    assert pruned_lowest == full_lowest
     assert pruned_records == full_records
     # The records (`--json`) decide the same: the lowest (stage, rule rank, path).
     relevant = [m for m in full_records if m.stage is not None]

@@ -175,6 +175,22 @@ class _Rules:
         self.level_of = [
             rank // count * _RULES + _RULE_RANK[MATCHED] for rank in range(top * count)
         ]
+        self.stage_of_rank = [rank // count for rank in range(top * count)]
+
+    def lowest(
+        self, paths: Sequence[str], count: int, bound: tuple[int, str]
+    ) -> list[tuple[int, str, int]]:
+        """The `count` lowest (stage, path, rank) below `bound` of paths all under root
+        (an uncovered one is stage 1, rank -1)."""
+        return self.matcher.lowest_below(
+            paths,
+            self.rank_of,
+            self.stage_of_rank,
+            1,
+            bound,
+            keep=count,
+            cut=len(self.root_prefix),
+        )
 
     def batch(self, paths: Sequence[str], bound: tuple[int, str] | None = None) -> _Batch:
         """`match` for each path, with the common case — a plain file under
@@ -201,7 +217,7 @@ class _Rules:
                 found = self.matcher.lowest_below(
                     paths, self.rank_of, self.level_of, _UNMATCHED_LEVEL, bound, cut=cut
                 )
-                return _RankBatch(paths, None, self, found=found)
+                return _RankBatch(paths, None, self, found=found[0] if found else None)
             ranks = self.matcher.lowest_many(paths, self.rank_of, cut=cut)
             return _RankBatch(paths, ranks, self)
         under = [p[cut:] for p in paths if p.startswith(prefix)]
@@ -347,6 +363,11 @@ class _RankBatch:
         self.found = found
 
     @property
+    def unread(self) -> bool:
+        """True while the ranks have not been computed."""
+        return self._ranks is None
+
+    @property
     def ranks(self) -> list[int]:
         if self._ranks is None:
             self._ranks = self.rules.ranks(self.paths)
@@ -445,6 +466,29 @@ class _Matches(Sequence[Match]):
     def lowest(self, count: int) -> list[Match]:
         """`lowest_relevant` for ranked batches (every path has a stage)."""
         batches = cast(list[_RankBatch], self._batches)
+        if count > 0 and all(b.pruned and b.unread for b in batches):
+            return self._lowest_pruned(batches, count)
+        return self._lowest_full(batches, count)
+
+    @staticmethod
+    def _lowest_pruned(batches: list[_RankBatch], count: int) -> list[Match]:
+        """`_lowest_full` by searching each batch only below the `count`-th lowest so far."""
+        found: list[tuple[int, str, int]] = []
+        bound = _NO_BOUND
+        for batch in batches:
+            found = sorted([*found, *batch.rules.lowest(batch.paths, count, bound)])[:count]
+            if len(found) == count:
+                bound = found[-1][:2]
+        rest_of = batches[0].rules.rest_of if batches else []
+        size = batches[0].count if batches else 1
+        return [
+            _new_tuple(Match, (path, *(_UNMATCHED if rank == -1 else rest_of[rank % size])))
+            for _, path, rank in found
+        ]
+
+    @staticmethod
+    def _lowest_full(batches: list[_RankBatch], count: int) -> list[Match]:
+        """`lowest` from every path's rank (the unpruned computation)."""
         rest_of_rank: dict[int, _Rest] = {}
         for batch in batches:
             rest_of_rank.update(batch.rest_of_rank)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -898,16 +899,18 @@ class GlobMatcher:
         unmatched: int,
         bound: tuple[int, str],
         *,
+        keep: int = 1,
         cut: int = 0,
-    ) -> tuple[int, str, int] | None:
-        """The path of `paths` with the lowest key (level, path) if that key is below `bound`.
+    ) -> list[tuple[int, str, int]]:
+        """The `keep` lowest keys (level, path) of `paths` that are below `bound`, ascending.
 
         A path's key is `(level_of[rank], path)` for its `lowest_many` rank, or
         `(unmatched, path)` when no glob matches it; `level_of` must not
-        decrease as ranks grow. Returns (level, path, rank; -1 for none) of the
-        lowest key below `bound`, or None when no path goes below it: the same
-        answer as taking the minimum key over `lowest_many`'s ranks, but a path
-        is only tested as far as it could still go below the running minimum.
+        decrease as ranks grow. Returns (level, path, rank; -1 for none) for
+        each: the same answer as sorting the keys of `lowest_many`'s ranks that
+        are below `bound` and keeping `keep` of them, but a path is only tested
+        as far as it could still go below the running bound (`bound`, or the
+        `keep`-th lowest key so far).
         A folder whose every file is matched (by globs on the folder, or that
         match all its files) and whose active rules are all of a level above
         the minimum — or equal, for a path that is not smaller — is skipped
@@ -921,9 +924,8 @@ class GlobMatcher:
                 (unmatched if rank == -1 else level_of[rank], path, rank)
                 for path, rank in zip(paths, ranks, strict=True)
             ]
-            lowest_key = min(keys, default=None)
-            return lowest_key if lowest_key is not None and lowest_key[:2] < bound else None
-        found: tuple[int, str, int] | None = None
+            return sorted(key for key in keys if key[:2] < bound)[:keep]
+        found: list[tuple[int, str, int]] = []
         last: str | None = None
         none = _NO_RANK
         floor = rest_low = none
@@ -974,8 +976,11 @@ class GlobMatcher:
                             best = rank
             level = unmatched if best == none else level_of[best]
             if level < level_b or (level == level_b and path < path_b):
-                level_b, path_b = level, path
-                found = (level, path, -1 if best == none else best)
+                insort(found, (level, path, -1 if best == none else best))
+                if len(found) > keep:
+                    found.pop()
+                if len(found) == keep:
+                    level_b, path_b, _ = found[-1]
         return found
 
     def matches_many(self, paths: Iterable[str]) -> list[list[int]]:
