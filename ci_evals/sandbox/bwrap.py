@@ -43,7 +43,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -110,7 +110,7 @@ class Mounts:
 class ExecResult:
     """What one command in a sandbox did; stdout and stderr keep their last `output_cap` bytes."""
 
-    argv: tuple[str, ...]
+    argv: tuple[str, ...]  # the command as asked for (`wrap()` gives the host's bwrap argv)
     returncode: int | None  # None when it was killed on timeout
     stdout: bytes
     stderr: bytes
@@ -278,9 +278,10 @@ class BwrapSandbox:
             *self._system,
             "--proc",
             "/proc",
-            # bwrap covers these only when it sees them writable, which with
-            # capabilities dropped it does not: as uid 0, /proc/sys/kernel/core_pattern
-            # (a program the host kernel runs as root) would stay writable.
+            # bwrap's own cover of these hinges on an access() check that failed
+            # here as root (bwrap 0.8, with or without --cap-drop): uid 0 may write
+            # /proc/sys/kernel/core_pattern (a program the host runs as root) even
+            # without capabilities.
             "--ro-bind",
             "/proc/sys",
             "/proc/sys",
@@ -365,7 +366,7 @@ class BwrapSandbox:
         if feeder is not None:
             feeder.join(_KILL_WAIT_S)
         return ExecResult(
-            argv=tuple(host_argv),
+            argv=tuple(argv),
             returncode=None if timed_out else process.returncode,
             stdout=out.data(),
             stderr=err.data(),
@@ -426,7 +427,7 @@ class _Tail:
             while chunk := os.read(self._pipe.fileno(), 64 * 1024):
                 self._buffer += chunk
                 if len(self._buffer) > 2 * self._cap:
-                    del self._buffer[: -self._cap]
+                    del self._buffer[: len(self._buffer) - self._cap]
 
     def join(self) -> None:
         self._thread.join(_KILL_WAIT_S)
@@ -462,8 +463,8 @@ class _Forwarder:
                 return
             self._start(self._handle, client)
 
-    def _start(self, target: object, *args: object) -> None:
-        thread = threading.Thread(target=target, args=args)  # type: ignore[arg-type]
+    def _start(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, name=f"bwrap-relay:{self._path}")
         with self._lock:
             self._threads.add(thread)
         thread.start()
