@@ -32,6 +32,7 @@ with permissions bypassed, and may be hostile):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -322,7 +323,7 @@ class BwrapSandbox:
     ) -> ExecResult:
         """Run `argv` in the sandbox to its end or `timeout`, when the whole sandbox is
         killed (bwrap's group; its init dies with it, and the namespace with that)."""
-        return process.run(
+        done = process.run(
             self.wrap(argv, cwd=cwd, env=env),
             env={},
             stdin=stdin,
@@ -330,6 +331,7 @@ class BwrapSandbox:
             output_cap=output_cap,
             merge_stderr=merge_stderr,
         )
+        return dataclasses.replace(done, argv=tuple(argv))  # what was asked, not bwrap's argv
 
     def put(self, path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)  # the same path inside and out
