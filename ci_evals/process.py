@@ -57,15 +57,18 @@ def run(
     timeout: float | None = None,
     output_cap: int = UNCAPPED,
     merge_stderr: bool = False,
+    groups: set[int] | None = None,
 ) -> ExecResult:
     """Run `argv` to its end (or `timeout`), then kill whatever is left of its group.
 
     `env` is the whole environment (None: this process's). `output_cap` keeps
     the last N bytes of each stream (`UNCAPPED`: all). `merge_stderr` sends
-    stderr into stdout, in order. Raises OSError when the program cannot start.
+    stderr into stdout, in order. `groups`, when given, holds the process
+    group while it runs, so another thread can end it early (`kill_group`).
+    Raises OSError when the program cannot start.
     """
     start = time.monotonic()
-    if output_cap == UNCAPPED and not merge_stderr:
+    if output_cap == UNCAPPED and not merge_stderr and groups is None:
         return _run_whole(argv, cwd=cwd, env=env, stdin=stdin, timeout=timeout, start=start)
     proc = subprocess.Popen(
         list(argv),
@@ -76,6 +79,8 @@ def run(
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,  # its own group: we can end all of it
     )
+    if groups is not None:
+        groups.add(proc.pid)
     streams = [_Tail(proc.stdout, output_cap)]
     if not merge_stderr:
         streams.append(_Tail(proc.stderr, output_cap))
@@ -92,6 +97,8 @@ def run(
         # Also on a normal exit and on Ctrl-C: nothing it started may outlive it.
         kill_group(proc.pid)
         proc.wait()
+        if groups is not None:
+            groups.discard(proc.pid)
         for stream in streams:
             stream.finish()
         if feeder is not None:

@@ -51,7 +51,8 @@ def test_no_key_and_no_stub_is_refused(tmp_path: Path) -> None:
     proc = ci_evals("run", "--suite", str(suite), "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "ci-evals: error: set ANTHROPIC_API_KEY, or run offline with --model stub:PATH"
+        "ci-evals: error: ci-evals run needs a model: set ANTHROPIC_API_KEY, "
+        "or run offline with --model stub:PATH"
     ]
     assert not (tmp_path / "run").exists()
 

@@ -214,6 +214,7 @@ class BwrapSandbox:
         self.network = network
         self._prefix = [env_bin, "-i", bwrap]
         self._system = _system_args()
+        self._running: set[int] = set()  # process groups of the execs in progress
         self._private: Path | None = None
         self._forwarder: _Forwarder | None = None
         self._python: tuple[str, list[str]] | None = None
@@ -330,6 +331,7 @@ class BwrapSandbox:
             timeout=timeout,
             output_cap=output_cap,
             merge_stderr=merge_stderr,
+            groups=self._running,
         )
         return dataclasses.replace(done, argv=tuple(argv))  # what was asked, not bwrap's argv
 
@@ -341,9 +343,10 @@ class BwrapSandbox:
         return path.read_bytes()
 
     def close(self) -> None:
-        """Stop the relay and remove the private folder (idempotent). What ran inside
-        is gone already: each `exec`'s group is killed when it returns, and a spawned
-        process's namespace dies with its init."""
+        """Kill any `exec` still running, stop the relay, remove the private folder
+        (idempotent). A spawned process's namespace dies with its init."""
+        for group in list(self._running):  # an exec still running in another thread
+            process.kill_group(group)
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
