@@ -370,3 +370,13 @@ def test_a_tampered_real_run_is_never_a_pass(
     everything_passed(data)
     rewrite(run_dir, data)
     assert_inconsistent(Report(tmp_path, run_dir, capsys), "verdict passed but criteria failed")
+
+
+def _isolation_run(sandbox: str, isolated: bool) -> RunResult:
+    return passing_run().model_copy(update={"sandbox": sandbox, "isolated": isolated})
+
+
+def test_isolation_claim_of_a_local_run_is_an_inconsistency() -> None:
+    assert any("isolated" in line for line in problems(_isolation_run("local", True)))
+    assert not any("isolated" in line for line in problems(_isolation_run("bwrap", True)))
+    assert not any("isolated" in line for line in problems(_isolation_run("local", False)))

@@ -499,3 +499,13 @@ def test_report_on_a_real_failing_run(tmp_path: Path) -> None:
     text = markdown.read_text(encoding="utf-8")
     assert [row[1] for row in table_rows(text, "acme-arm")] == ["failed", "skipped", "skipped"]
     assert "plan-chapter-count (checklist, score 0)" in text
+
+
+def test_a_run_that_was_not_isolated_says_so() -> None:
+    local = a_run(scenario("acme", passed_stage(1)))
+    isolated = local.model_copy(update={"sandbox": "bwrap", "isolated": True})
+    assert "**Not isolated:**" in markdown_summary(local)
+    assert "Not isolated" not in markdown_summary(isolated)
+    props = ET.fromstring(junit_xml(isolated)).find(".//properties")
+    assert props is not None
+    assert {p.get("name"): p.get("value") for p in props}["isolated"] == "true"

@@ -137,6 +137,8 @@ def _properties(suite: ET.Element, result: RunResult, scenario: ScenarioResult) 
         "run_status": result.status,
         "model": result.model or "(suite default)",
         "model_endpoint": result.model_endpoint,
+        "sandbox": result.sandbox,
+        "isolated": "true" if result.isolated else "false",
         "tool_version": result.tool_version,
         "total_cost_usd": f"{result.total_cost_usd:.4f}",
         "repeat": str(scenario.repeat + 1),

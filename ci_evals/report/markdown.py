@@ -109,13 +109,21 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
     scenarios = len({scenario.id for scenario in result.scenarios})
     repeats = f" x {result.repeat} repeats" if result.repeat > 1 else ""
     stub = " (stub model: a wiring check)" if result.model_endpoint.startswith("stub:") else ""
-    return [
+    lines = [
         f"## ci-evals: {verdict}",
         "",
         f"{scenarios} scenario(s){repeats}, {len(stages)} stage run(s): {parts or 'none'}; "
         f"total cost {_cost(result.total_cost_usd)}; run {text(result.run_id, CELL_LIMIT)}{stub}",
         "",
     ]
+    if not result.isolated:
+        lines += [
+            f"**Not isolated:** the agent ran on the host (sandbox "
+            f"`{text(result.sandbox, CELL_LIMIT)}`), able to read this machine's secrets and "
+            "write anywhere the runner could; see docs/isolation.md.",
+            "",
+        ]
+    return lines
 
 
 def _failure(result: RunResult, scenario: ScenarioResult, stage: StageResult) -> list[str]:

@@ -95,6 +95,8 @@ def _run(result: RunResult) -> Iterator[str]:
                 if stage.status in ("pending", "running"):
                     where = stage_where(result, scenario, stage)
                     yield f"the run is completed but {where} is {stage.status}"
+    if result.isolated and result.sandbox == "local":
+        yield "the run says it was isolated, but its agent ran in the local sandbox"
     if result.repeat < 1:
         yield f"repeat is {result.repeat}: a run runs each scenario at least once"
     k = result.pass_at_least

@@ -10,7 +10,7 @@ one line: it would be half-read.
 | version | change |
 |---|---|
 | 1 | the first versioned file |
-| 2 | `StageResult.graded`: the suite configures graders for the stage |
+| 2 | `StageResult.graded`: the suite configures graders for the stage; `sandbox`, `isolated` |
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ Data = dict[str, Any]
 
 
 def _v1_to_v2(data: Data) -> Data:
-    """Add `graded` to every stage.
+    """Add `graded` to every stage, and where the agent ran (`local`, unisolated).
 
     A version 1 file does not say whether a stage had graders. A stage with a
     verdict had; a `completed` one in a finished run had none (a v1 runner
@@ -35,6 +35,9 @@ def _v1_to_v2(data: Data) -> Data:
     grading). Anything else is unknown and taken as graded: a `completed`
     stage of an unfinished run is then reported as never graded, not a pass.
     """
+    # Every version 1 run ran its agent on the host.
+    data.setdefault("sandbox", "local")
+    data.setdefault("isolated", False)
     finished = data.get("status") == "completed"
     for scenario in _dicts(data.get("scenarios")):
         for stage in _dicts(scenario.get("stages")):

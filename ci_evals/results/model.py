@@ -154,6 +154,10 @@ class RunResult(_Model):
     # "stub:PATH" (the stub model and its script) -- a stub run's verdicts are
     # a wiring check, never evidence about the model.
     model_endpoint: str = "anthropic"
+    # Where the agent ran (a sandbox kind) and whether that isolated it from
+    # this machine's secrets, repository and run folder (`local` does not).
+    sandbox: str = "local"
+    isolated: bool = False
     from_stage: int
     suite_file: str
     budget_usd: float | None = None

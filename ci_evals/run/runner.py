@@ -52,6 +52,7 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
+from ci_evals.sandbox.registry import isolates
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
 
@@ -172,6 +173,8 @@ class Runner:
             started_at=datetime.now(timezone.utc),
             model=plan.model,
             model_endpoint=plan.model_endpoint,
+            sandbox=plan.sandbox,
+            isolated=isolates(plan.sandbox),
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
             budget_usd=plan.suite.budget_usd,

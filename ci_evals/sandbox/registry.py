@@ -33,6 +33,11 @@ def _module(name: str) -> object:
     return importlib.import_module(SANDBOXES[name][0])
 
 
+def isolates(name: str) -> bool:
+    """Whether sandbox `name` keeps the agent from the host (`local` does not)."""
+    return bool(getattr(getattr(_module(name), SANDBOXES[name][1]), "isolated", False))
+
+
 def unavailable(name: str) -> str | None:
     """Why sandbox `name` cannot run on this machine, in one line; None when it can."""
     check = getattr(_module(name), "available", None)
