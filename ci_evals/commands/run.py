@@ -39,8 +39,8 @@ from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.suite.load import Stage, Suite, find_suite, load_suite
 from ci_evals.workspace.create import check_fixtures
 
-STUB_PREFIX = "stub:"
 RUNS_DIR = Path(".ci-evals") / "runs"
+RECORD_FILE = "model-exchanges.jsonl"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("bwrap", "none"),
         help="where the agent runs: bubblewrap namespaces (default: the suite's `sandbox:`), "
         "or none (unisolated: only when asked; see docs/isolation.md)",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="record every model request and response (key and token removed) in "
+        "RUN_DIR/model-exchanges.jsonl (the real API only)",
     )
     parser.add_argument(
         "--keep-workspace",
@@ -153,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         repeat=repeat,
         pass_at_least=pass_at_least,
     )
-    return _execute(plan, endpoint)
+    return _execute(plan, endpoint, record=args.record)
 
 
 def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
@@ -172,10 +178,14 @@ def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
     return suite.stage(selection.from_stage)
 
 
-def _execute(plan: RunPlan, endpoint: Endpoint) -> int:
+def _execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
     # Only infrastructure errors (the endpoint's 5xx/529) are retried; see ci_evals.agents.retry.
     agent = build_agent(plan.suite.agent, on_retry=_say_retry)
-    options = EndpointOptions(default_model=plan.model, budget_usd=plan.suite.budget_usd)
+    options = EndpointOptions(
+        default_model=plan.model,
+        budget_usd=plan.suite.budget_usd,
+        record_path=plan.run_dir / RECORD_FILE if record else None,
+    )
     with endpoint.open(plan.environ, options) as opened:
         plan = replace(plan, endpoint=dict(opened.env), model=opened.model)
         grading = GradingHook(keep_work=plan.keep_workspace)

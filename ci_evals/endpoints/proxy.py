@@ -260,6 +260,7 @@ class ForwardingProxy:
         if self._httpd is not None:
             raise RuntimeError("proxy already started")
         if self.settings.record_path is not None:
+            self.settings.record_path.parent.mkdir(parents=True, exist_ok=True)
             self._record_file = self.settings.record_path.open("a", encoding="utf-8")
         self._stopping.clear()
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
