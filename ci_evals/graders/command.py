@@ -202,7 +202,13 @@ def run_process(
     from ci_evals.sandbox.base import SandboxSpec  # noqa: PLC0415 - only when a grader runs
     from ci_evals.sandbox.registry import open_sandbox  # noqa: PLC0415
 
-    with open_sandbox(sandbox, SandboxSpec(writable=(writable or cwd,))) as box:
+    # A `script:` grader is an absolute path into the repository, which an
+    # isolating sandbox hides: its folder is shown read-only (scripts find their
+    # siblings there), nothing else of the repository is.
+    program = Path(argv[0])
+    readonly = (program.parent,) if program.is_absolute() and program.is_file() else ()
+    spec = SandboxSpec(writable=(writable or cwd,), readonly=readonly)
+    with open_sandbox(sandbox, spec) as box:
         done = box.exec(
             argv,
             cwd=cwd,

@@ -275,3 +275,30 @@ def test_a_process_that_leaves_the_group_does_not_hang_the_grader(tmp_path: Path
         assert (run.returncode, run.output) == (0, b"before\n")
     finally:
         os.kill(int(pidfile.read_text()), 9)
+
+
+def test_in_bwrap_a_script_sees_its_folder_read_only_and_the_graded_folder_writable(
+    tmp_path: Path,
+) -> None:
+    # What the grader runs is the agent's work: it gets the sandbox too.
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    (repo / "scripts").mkdir(parents=True)
+    state.mkdir()
+    (repo / "scripts" / "expected.txt").write_text("42\n")
+    (repo / "secret.txt").write_text("not for graders\n")
+    check = script(
+        repo / "scripts",
+        "check.sh",
+        "#!/bin/sh\n"
+        'here=$(dirname "$0")\n'
+        'cp "$here/expected.txt" seen.txt\n'
+        'echo pwned > "$here/pwned.txt" 2>/dev/null && exit 3\n'
+        f"cat {repo / 'secret.txt'} >/dev/null 2>&1 && exit 4\n"
+        "exit 0\n",
+    )
+    result = run_command_grader(grader(str(check)), state, env=ENV, sandbox="bwrap")
+    assert result.error is None, result.error
+    (exit_criterion,) = result.criteria
+    assert exit_criterion.passed, exit_criterion.detail
+    assert (state / "seen.txt").read_text() == "42\n"
+    assert not (repo / "scripts" / "pwned.txt").exists()
