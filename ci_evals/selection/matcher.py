@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from bisect import insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -926,6 +926,10 @@ class GlobMatcher:
             ]
             return sorted(key for key in keys if key[:2] < bound)[:keep]
         found: list[tuple[int, str, int]] = []
+        # Ranks below these can take a path below the bound (below it or equal to it).
+        limit_lt = bisect_left(level_of, level_b)
+        limit_le = bisect_right(level_of, level_b)
+        below: dict[tuple[int, int], _NameMatcher] = {}
         last: str | None = None
         none = _NO_RANK
         floor = rest_low = none
@@ -970,7 +974,13 @@ class GlobMatcher:
                 else:
                     ask = True  # they decide whether it is matched at all
                 if ask:
-                    for index in files.match_rest(name):
+                    rest_rules = files
+                    if best != none:  # only the rules that can take it below the bound
+                        limit = limit_le if path < path_b else limit_lt
+                        rest_rules = below.get((id(files), limit)) or self._rules_below(
+                            files, rank_of, limit, below
+                        )
+                    for index in rest_rules.match_rest(name):
                         rank = rank_of[index]
                         if rank < best:  # noqa: PLR1730
                             best = rank
@@ -981,7 +991,22 @@ class GlobMatcher:
                     found.pop()
                 if len(found) == keep:
                     level_b, path_b, _ = found[-1]
+                    limit_lt = bisect_left(level_of, level_b)
+                    limit_le = bisect_right(level_of, level_b)
         return found
+
+    def _rules_below(
+        self,
+        files: _NameMatcher,
+        rank_of: Sequence[int],
+        limit: int,
+        below: dict[tuple[int, int], _NameMatcher],
+    ) -> _NameMatcher:
+        """For `lowest_below`: `files`, with only its suffix and wildcard rules below `limit`."""
+        rules = [self._rule_of[i] for i in files.indices if rank_of[i] < limit]
+        rest = self._names([r for r in rules if r.literal is None and r.suffix != ""])
+        below[id(files), limit] = rest
+        return rest
 
     def matches_many(self, paths: Iterable[str]) -> list[list[int]]:
         """`matches` for many paths at once, each list in no particular order.
