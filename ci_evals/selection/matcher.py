@@ -926,7 +926,8 @@ class GlobMatcher:
             ]
             return sorted(key for key in keys if key[:2] < bound)[:keep]
         found: list[tuple[int, str, int]] = []
-        # Ranks below these can take a path below the bound (below it or equal to it).
+        # Ranks below `limit_lt` are of a level below the bound's, below `limit_le` of
+        # one at most equal to it (`level_of` does not decrease).
         limit_lt = bisect_left(level_of, level_b)
         limit_le = bisect_right(level_of, level_b)
         below: dict[tuple[int, int], _NameMatcher] = {}
@@ -969,8 +970,8 @@ class GlobMatcher:
                     best = rank
             if rest_low != none:  # suffix or wildcard rules (`match_rest`) apply here
                 if best != none:  # matched: would the other rules take it below the minimum?
-                    level = level_of[best if best < rest_low else rest_low]
-                    ask = level < level_b or (level == level_b and path < path_b)
+                    rank = best if best < rest_low else rest_low
+                    ask = rank < limit_lt or (rank < limit_le and path < path_b)
                 else:
                     ask = True  # they decide whether it is matched at all
                 if ask:
@@ -984,15 +985,21 @@ class GlobMatcher:
                         rank = rank_of[index]
                         if rank < best:  # noqa: PLR1730
                             best = rank
-            level = unmatched if best == none else level_of[best]
-            if level < level_b or (level == level_b and path < path_b):
-                insort(found, (level, path, -1 if best == none else best))
-                if len(found) > keep:
-                    found.pop()
-                if len(found) == keep:
-                    level_b, path_b, _ = found[-1]
-                    limit_lt = bisect_left(level_of, level_b)
-                    limit_le = bisect_right(level_of, level_b)
+            # Below the bound? (ranks below `limit_lt` are of a lower level, see above)
+            if best == none:
+                if not (unmatched < level_b or (unmatched == level_b and path < path_b)):
+                    continue
+                insort(found, (unmatched, path, -1))
+            elif best < limit_lt or (best < limit_le and path < path_b):
+                insort(found, (level_of[best], path, best))
+            else:
+                continue
+            if len(found) > keep:
+                found.pop()
+            if len(found) == keep:
+                level_b, path_b, _ = found[-1]
+                limit_lt = bisect_left(level_of, level_b)
+                limit_le = bisect_right(level_of, level_b)
         return found
 
     def _rules_below(
