@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from bisect import insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -926,6 +926,11 @@ class GlobMatcher:
             ]
             return sorted(key for key in keys if key[:2] < bound)[:keep]
         found: list[tuple[int, str, int]] = []
+        # Ranks below `limit_lt` are of a level below the bound's, below `limit_le` of
+        # one at most equal to it (`level_of` does not decrease).
+        limit_lt = bisect_left(level_of, level_b)
+        limit_le = bisect_right(level_of, level_b)
+        below: dict[tuple[int, int], _NameMatcher] = {}
         last: str | None = None
         none = _NO_RANK
         floor = rest_low = none
@@ -965,23 +970,50 @@ class GlobMatcher:
                     best = rank
             if rest_low != none:  # suffix or wildcard rules (`match_rest`) apply here
                 if best != none:  # matched: would the other rules take it below the minimum?
-                    level = level_of[best if best < rest_low else rest_low]
-                    ask = level < level_b or (level == level_b and path < path_b)
+                    rank = best if best < rest_low else rest_low
+                    ask = rank < limit_lt or (rank < limit_le and path < path_b)
                 else:
                     ask = True  # they decide whether it is matched at all
                 if ask:
-                    for index in files.match_rest(name):
+                    rest_rules = files
+                    if best != none:  # only the rules that can take it below the bound
+                        limit = limit_le if path < path_b else limit_lt
+                        rest_rules = below.get((id(files), limit)) or self._rules_below(
+                            files, rank_of, limit, below
+                        )
+                    for index in rest_rules.match_rest(name):
                         rank = rank_of[index]
                         if rank < best:  # noqa: PLR1730
                             best = rank
-            level = unmatched if best == none else level_of[best]
-            if level < level_b or (level == level_b and path < path_b):
-                insort(found, (level, path, -1 if best == none else best))
-                if len(found) > keep:
-                    found.pop()
-                if len(found) == keep:
-                    level_b, path_b, _ = found[-1]
+            # Below the bound? (ranks below `limit_lt` are of a lower level, see above)
+            if best == none:
+                if not (unmatched < level_b or (unmatched == level_b and path < path_b)):
+                    continue
+                insort(found, (unmatched, path, -1))
+            elif best < limit_lt or (best < limit_le and path < path_b):
+                insort(found, (level_of[best], path, best))
+            else:
+                continue
+            if len(found) > keep:
+                found.pop()
+            if len(found) == keep:
+                level_b, path_b, _ = found[-1]
+                limit_lt = bisect_left(level_of, level_b)
+                limit_le = bisect_right(level_of, level_b)
         return found
+
+    def _rules_below(
+        self,
+        files: _NameMatcher,
+        rank_of: Sequence[int],
+        limit: int,
+        below: dict[tuple[int, int], _NameMatcher],
+    ) -> _NameMatcher:
+        """For `lowest_below`: `files`, with only its suffix and wildcard rules below `limit`."""
+        rules = [self._rule_of[i] for i in files.indices if rank_of[i] < limit]
+        rest = self._names([r for r in rules if r.literal is None and r.suffix != ""])
+        below[id(files), limit] = rest
+        return rest
 
     def matches_many(self, paths: Iterable[str]) -> list[list[int]]:
         """`matches` for many paths at once, each list in no particular order.
