@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     # (`ci_evals.main.entry` runs this command with the cyclic collector off.)
     chosen, stage_map = diff_range.compute_overlapped(
-        repo, lambda: _range(repo, args, actions), prepare
+        repo, lambda: _range(repo, args, actions), prepare, every_record=args.json
     )
 
     if args.json:

@@ -311,9 +311,14 @@ def compute_overlapped(
     repo: Path,
     get_range: Callable[[], Range | Selection],
     prepare: Callable[[], tuple[StageMap, GlobMatcher]],
+    *,
+    every_record: bool = False,
 ) -> tuple[Selection, StageMap]:
     """`compute`, with git working in a thread while this one loads the map
     (`prepare`) and matches each chunk of changed paths as it arrives.
+
+    `every_record` (`--json`): rank every path as its chunk arrives, overlapped
+    with git, instead of searching only below the running minimum.
 
     git's diff writes nothing until it is done, so on a huge change the
     chunks are what lets matching and diffing run at the same time.
@@ -344,7 +349,7 @@ def compute_overlapped(
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         worker.start()
-        return _consume(arrivals, failure, worker, prepare)
+        return _consume(arrivals, failure, worker, prepare, prune=not every_record)
     finally:
         sys.setswitchinterval(interval)
 
@@ -354,6 +359,8 @@ def _consume(
     failure: list[BaseException],
     worker: threading.Thread,
     prepare: Callable[[], tuple[StageMap, GlobMatcher]],
+    *,
+    prune: bool,
 ) -> tuple[Selection, StageMap]:
     try:
         stage_map, matcher = prepare()
@@ -368,7 +375,7 @@ def _consume(
         assert isinstance(first, Selection)
         return first, stage_map
     assert isinstance(first, Range)
-    selector = Selector(stage_map, matcher)
+    selector = Selector(stage_map, matcher, prune=prune)
     while (chunk := arrivals.get()) is not _DONE:
         selector.add(chunk)  # type: ignore[arg-type]
     worker.join()
