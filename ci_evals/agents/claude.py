@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from pathlib import Path
@@ -56,6 +57,8 @@ KILL_GRACE_S = 2.0
 # After the group is killed, how long the SDK may take to notice before we
 # stop waiting for it (a safety net; the stream normally ends within ms).
 DRAIN_AFTER_KILL_S = 15.0
+# How long the CLI's stderr may take to arrive after the stage's processes are gone.
+STDERR_DRAIN_S = 5.0
 
 # What the CLI reports when `endpoints.proxy` refused a request over the run's
 # hard budget (HTTP 402, "API Error: 402 ci-evals: this run's budget ...").
@@ -73,13 +76,50 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
 
 
+class _StderrCopy:
+    """The CLI's stderr: a pipe whose bytes a thread writes into `path` as they come.
+
+    Not the file itself: every process in the sandbox could read the file's host
+    path (the run folder) from `/proc/<pid>/fd/2`, and open it again there.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self.write_fd: int | None = None
+
+    def __enter__(self) -> _StderrCopy:
+        self._file = self._path.open("wb")
+        self._read_fd, self.write_fd = os.pipe()
+        self._thread = threading.Thread(target=self._copy, name="cli-stderr", daemon=True)
+        self._thread.start()
+        return self
+
+    def _copy(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while data := os.read(self._read_fd, 64 * 1024):
+                self._file.write(data)
+                self._file.flush()
+
+    def close_write(self) -> None:
+        if self.write_fd is not None:
+            os.close(self.write_fd)
+            self.write_fd = None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close_write()
+        self._thread.join(STDERR_DRAIN_S)
+        if not self._thread.is_alive():  # else something still holds the pipe: leave it
+            os.close(self._read_fd)
+            self._file.close()
+
+
 class _IsolatedTransport(SubprocessCLITransport):
     """The SDK's subprocess transport, spawning the CLI with an exact environment.
 
     Only `connect()` differs from the SDK's: the CLI starts inside the stage's
     sandbox, its environment is ours alone (not merged over `os.environ`), it
-    leads its own process group, and its stderr goes straight to a file
-    (nothing is lost if we crash).
+    leads its own process group, and its stderr goes through a pipe into a file
+    (`_StderrCopy`: the file's path stays out of the sandbox's /proc).
     Command-line flags, stdin/stdout framing and `close()` are the SDK's.
     """
 
@@ -89,13 +129,13 @@ class _IsolatedTransport(SubprocessCLITransport):
         options: ClaudeAgentOptions,
         *,
         env: Mapping[str, str],
-        stderr_file: IO[bytes],
+        stderr: _StderrCopy,
         sandbox: Sandbox,
     ) -> None:
         super().__init__(prompt, options)
         self._sandbox = sandbox
         self._exact_env = dict(env)
-        self._stderr_file = stderr_file
+        self._stderr = stderr
         self.pid: int | None = None
         self._kill_requested: int | None = None  # a signal asked for before the spawn
 
@@ -122,12 +162,13 @@ class _IsolatedTransport(SubprocessCLITransport):
             spawn.argv,
             stdin=PIPE,
             stdout=PIPE,
-            stderr=self._stderr_file,
+            stderr=self._stderr.write_fd,
             cwd=spawn.cwd,
             env=spawn.env,
             start_new_session=True,
         )
         self.pid = self._process.pid
+        self._stderr.close_write()  # the CLI holds it now: EOF when the sandbox is gone
         if self._kill_requested is not None:  # timed out or aborted while starting
             self.signal_group(self._kill_requested)
         assert self._process.stdout is not None and self._process.stdin is not None
@@ -263,12 +304,12 @@ class ClaudeAgent:
             endpoint=endpoint_address(request.env),
         )
         with (
+            _StderrCopy(request.stderr_path) as stderr,  # closed last: after the sandbox
             open_sandbox(request.sandbox, spec) as sandbox,
-            request.stderr_path.open("wb") as stderr_file,
             request.trajectory_path.open("w", encoding="utf-8") as trajectory,
         ):
             transport = _IsolatedTransport(
-                request.prompt, options, env=request.env, stderr_file=stderr_file, sandbox=sandbox
+                request.prompt, options, env=request.env, stderr=stderr, sandbox=sandbox
             )
             return await _drive(request, options, transport, trajectory, abort, on_progress)
 

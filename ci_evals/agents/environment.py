@@ -21,6 +21,7 @@ only:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -111,11 +112,18 @@ def agent_environment(
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
+# A value that carries a password whatever its name: a URL with one in its
+# user info (`DATABASE_URL=postgres://app:pw@db/app`, `REDIS_URL`, a proxy URL).
+_PASSWORD_IN_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
+
+
 def secret_names(source: Mapping[str, str]) -> list[str]:
     """Names in `source` that look like credentials (sorted): what an unisolated
-    agent could read from our own /proc entry, whatever its environment holds."""
+    agent could read from our own /proc entry, whatever its environment holds.
+    By name (`_SECRET_WORDS`), or by value (a URL with a password in it)."""
     return sorted(
         name
         for name, value in source.items()
-        if value and any(word in name.upper() for word in _SECRET_WORDS)
+        if value
+        and (any(word in name.upper() for word in _SECRET_WORDS) or _PASSWORD_IN_URL.search(value))
     )

@@ -185,9 +185,10 @@ class Runner:
         # is usually inside the user's repository, and Claude Code reads every
         # CLAUDE.md in the folders above its cwd and sees the repo in `git
         # status` -- context the agent would not have on a user's machine.
+        # Resolved: a sandbox refuses mounts that pass through a link (sandbox/bwrap.py).
         self.work_root = Path(
             tempfile.mkdtemp(prefix=f"ci-evals-{plan.run_id}-", dir=plan.temp_root)
-        )
+        ).resolve()
         self._states: list[_Scenario] = []
         for scenario in plan.scenarios:
             for repeat in range(plan.repeat):

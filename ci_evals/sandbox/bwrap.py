@@ -205,6 +205,11 @@ class BwrapSandbox:
                 raise ValueError(f"sandbox mount {path} must be an existing absolute path")
             if path == Path("/"):
                 raise ValueError("the whole file system cannot be a sandbox mount")
+            if os.path.realpath(path) != str(path):
+                # bwrap follows links on both sides of a bind: a stage's cwd that an
+                # earlier stage replaced with `lab -> ../../..(depth)/tmp` would bind
+                # the host's /tmp (or /etc) read-write.
+                raise ValueError(f"sandbox mount {path} is or passes through a symbolic link")
         bwrap = shutil.which("bwrap")
         env_bin = shutil.which("env")
         if bwrap is None or env_bin is None:

@@ -76,7 +76,15 @@ class Workspace:
     def cwd_for(self, suite: Suite, stage: Stage, scenario: Scenario) -> Path:
         """The stage's working folder inside `root`, created if a fixture did not."""
         path = suite.cwd_for(stage, scenario, workspace=self.root, plugin=self.plugin)
-        path.mkdir(parents=True, exist_ok=True)
+        # Folder by folder, never through a link: an earlier stage may have replaced
+        # one with a link out of the workspace (the host's folders are not ours to
+        # create in, and the sandbox must not bind what it points at).
+        current = self.root
+        for part in path.relative_to(self.root).parts:
+            current = current / part
+            if current.is_symlink():
+                raise ValueError(f"the stage's folder {current} is a symbolic link")
+            current.mkdir(exist_ok=True)
         return path
 
     def plugin_changes(self) -> Changes:
