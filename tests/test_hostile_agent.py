@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.results.model import read_results
 from ci_evals.sandbox.bwrap import available
 from tests.conftest import git
 from tests.run_helpers import make_suite, processes_mentioning
@@ -405,22 +406,21 @@ def test_the_agent_cannot_forge_its_trajectory(tmp_path: Path) -> None:
     assert run.stage()["status"] == "failed", run.stage()  # it never called the skill
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: no size limit on what a stage leaves: a sparse file (`truncate -s`, "
-    "no disk used in the workspace) is hashed in full and written out in full to produced/ "
-    "and after/ (ext4: holes become blocks); `truncate -s 8T` would hash for hours and "
-    "fill the disk",
-)
 def test_a_sparse_giant_does_not_fill_the_run_folder(tmp_path: Path) -> None:
-    run = attack(tmp_path, bash_rule(5, "truncate -s 1G giant.bin; echo ok"))
-    assert run.proc.returncode == 0, run.proc.stderr
+    """`truncate -s 8T` takes no disk in the workspace but would be hashed for hours
+    and written out in full (ext4: holes become blocks). Over `limits.max_output_mb`
+    (default 1 GiB) the stage ends `limit: output`, with nothing hashed or copied."""
+    run = attack(tmp_path, bash_rule(5, "truncate -s 8T giant.bin; echo ok"))
+    assert run.proc.returncode == 1, run.proc.stderr
     used = sum(
         (Path(folder) / name).lstat().st_blocks * 512
         for folder, _, files in os.walk(run.out)
         for name in files
     )
     assert used < 64 * 1024 * 1024, f"{used} bytes allocated in the run folder"
+    stage = read_results(run.out).scenarios[0].stages[-1]
+    assert (stage.status, stage.limit_hit) == ("limit", "output")
+    assert "giant.bin" in (stage.error or "") and "max_output_mb" in (stage.error or "")
 
 
 def test_a_password_in_a_url_stops_an_unisolated_run(tmp_path: Path) -> None:
