@@ -369,15 +369,11 @@ def test_links_fifos_and_hard_links_in_the_workspace_are_not_followed(tmp_path: 
     assert sha(cli) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: any process in the sandbox can open /proc/<cli>/fd/1 (the CLI's "
-    "stdout pipe to the SDK, same uid, dumpable) and write SDK messages into it: a forged "
-    "Skill call makes a trajectory check pass. Pipes would need to be sockets (not "
-    "reopenable through /proc) and ptrace/pidfd_getfd blocked (seccomp), or tools run "
-    "as another uid than the CLI",
-)
 def test_the_agent_cannot_forge_its_trajectory(tmp_path: Path) -> None:
+    """A process in the sandbox writes an SDK message into /proc/<cli>/fd/1. With
+    pipes that reached the SDK (a forged Skill call passed a trajectory check);
+    the CLI's stdin and stdout are socket pairs now, which /proc cannot reopen.
+    (ptrace and /proc/<cli>/mem of the same uid stay open: docs/isolation.md.)"""
     forged = json.dumps(
         {
             "type": "assistant",
