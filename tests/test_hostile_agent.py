@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.results.model import read_results
 from ci_evals.sandbox.bwrap import available
 from tests.conftest import git
 from tests.run_helpers import make_suite, processes_mentioning
@@ -368,15 +369,11 @@ def test_links_fifos_and_hard_links_in_the_workspace_are_not_followed(tmp_path: 
     assert sha(cli) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: any process in the sandbox can open /proc/<cli>/fd/1 (the CLI's "
-    "stdout pipe to the SDK, same uid, dumpable) and write SDK messages into it: a forged "
-    "Skill call makes a trajectory check pass. Pipes would need to be sockets (not "
-    "reopenable through /proc) and ptrace/pidfd_getfd blocked (seccomp), or tools run "
-    "as another uid than the CLI",
-)
 def test_the_agent_cannot_forge_its_trajectory(tmp_path: Path) -> None:
+    """A process in the sandbox writes an SDK message into /proc/<cli>/fd/1. With
+    pipes that reached the SDK (a forged Skill call passed a trajectory check);
+    the CLI's stdin and stdout are socket pairs now, which /proc cannot reopen.
+    (ptrace and /proc/<cli>/mem of the same uid stay open: docs/isolation.md.)"""
     forged = json.dumps(
         {
             "type": "assistant",
@@ -405,22 +402,21 @@ def test_the_agent_cannot_forge_its_trajectory(tmp_path: Path) -> None:
     assert run.stage()["status"] == "failed", run.stage()  # it never called the skill
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: no size limit on what a stage leaves: a sparse file (`truncate -s`, "
-    "no disk used in the workspace) is hashed in full and written out in full to produced/ "
-    "and after/ (ext4: holes become blocks); `truncate -s 8T` would hash for hours and "
-    "fill the disk",
-)
 def test_a_sparse_giant_does_not_fill_the_run_folder(tmp_path: Path) -> None:
-    run = attack(tmp_path, bash_rule(5, "truncate -s 1G giant.bin; echo ok"))
-    assert run.proc.returncode == 0, run.proc.stderr
+    """`truncate -s 8T` takes no disk in the workspace but would be hashed for hours
+    and written out in full (ext4: holes become blocks). Over `limits.max_output_mb`
+    (default 1 GiB) the stage ends `limit: output`, with nothing hashed or copied."""
+    run = attack(tmp_path, bash_rule(5, "truncate -s 8T giant.bin; echo ok"))
+    assert run.proc.returncode == 1, run.proc.stderr
     used = sum(
         (Path(folder) / name).lstat().st_blocks * 512
         for folder, _, files in os.walk(run.out)
         for name in files
     )
     assert used < 64 * 1024 * 1024, f"{used} bytes allocated in the run folder"
+    stage = read_results(run.out).scenarios[0].stages[-1]
+    assert (stage.status, stage.limit_hit) == ("limit", "output")
+    assert "giant.bin" in (stage.error or "") and "max_output_mb" in (stage.error or "")
 
 
 def test_a_password_in_a_url_stops_an_unisolated_run(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
-LimitKind = Literal["turns", "time", "budget"]
+LimitKind = Literal["turns", "time", "budget", "output"]
 
 
 class Checkpoint(Protocol):
@@ -43,6 +43,10 @@ class Limits:
     max_turns: int = 50
     timeout_s: float = 1800.0
     max_budget_usd: float | None = None
+    # What the workspace may hold after the stage (bytes, every file's size as
+    # copying would write it): a hostile agent's `truncate -s 8T` must not be
+    # hashed for hours and copied into the run folder.
+    max_output_bytes: int = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -28,15 +28,16 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from pathlib import Path
-from subprocess import PIPE
 from typing import IO, Any, cast
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 from anyio.streams.text import TextReceiveStream, TextSendStream
 from claude_agent_sdk import (
     AssistantMessage,
@@ -134,6 +135,7 @@ class _IsolatedTransport(SubprocessCLITransport):
     ) -> None:
         super().__init__(prompt, options)
         self._sandbox = sandbox
+        self._sockets: tuple[anyio.abc.SocketStream, ...] = ()
         self._exact_env = dict(env)
         self._stderr = stderr
         self.pid: int | None = None
@@ -158,23 +160,46 @@ class _IsolatedTransport(SubprocessCLITransport):
         spawn = self._sandbox.spawn(
             self._build_command(), cwd=Path(self._cwd or os.getcwd()), env=env
         )
-        self._process = await anyio.open_process(
-            spawn.argv,
-            stdin=PIPE,
-            stdout=PIPE,
-            stderr=self._stderr.write_fd,
-            cwd=spawn.cwd,
-            env=spawn.env,
-            start_new_session=True,
-        )
+        # The CLI's stdin and stdout are socket pairs, not pipes: any process in
+        # the sandbox could reopen a pipe through /proc/<cli>/fd/1 and write SDK
+        # messages into our stream (a forged trajectory, a forged final result);
+        # a socket cannot be reopened that way (ENXIO).
+        stdin_ours, stdin_theirs = socket.socketpair()
+        stdout_ours, stdout_theirs = socket.socketpair()
+        try:
+            self._process = await anyio.open_process(
+                spawn.argv,
+                stdin=stdin_theirs.fileno(),
+                stdout=stdout_theirs.fileno(),
+                stderr=self._stderr.write_fd,
+                cwd=spawn.cwd,
+                env=spawn.env,
+                start_new_session=True,
+            )
+        except BaseException:
+            stdin_ours.close()
+            stdout_ours.close()
+            raise
+        finally:
+            stdin_theirs.close()
+            stdout_theirs.close()
         self.pid = self._process.pid
         self._stderr.close_write()  # the CLI holds it now: EOF when the sandbox is gone
         if self._kill_requested is not None:  # timed out or aborted while starting
             self.signal_group(self._kill_requested)
-        assert self._process.stdout is not None and self._process.stdin is not None
-        self._stdout_stream = TextReceiveStream(self._process.stdout)
-        self._stdin_stream = TextSendStream(self._process.stdin)
+        stdout = await anyio.abc.SocketStream.from_socket(stdout_ours)
+        stdin = await anyio.abc.SocketStream.from_socket(stdin_ours)
+        self._sockets = (stdout, stdin)
+        self._stdout_stream = TextReceiveStream(stdout)
+        self._stdin_stream = TextSendStream(stdin)
         self._ready = True
+
+    async def close(self) -> None:
+        await super().close()
+        for stream in self._sockets:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        self._sockets = ()
 
     def signal_group(self, signum: int) -> None:
         """Send `signum` to the CLI and everything in its process group."""

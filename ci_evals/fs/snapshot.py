@@ -115,15 +115,29 @@ class Changes:
         return bool(self.added or self.modified or self.deleted)
 
 
+class TooLarge(Exception):
+    """The tree holds more bytes than the snapshot may read."""
+
+    def __init__(self, total: int, largest: str, limit: int) -> None:
+        super().__init__(
+            f"the workspace holds {total:,} bytes (largest: {largest}), "
+            f"over the limit of {limit:,} (limits.max_output_mb)"
+        )
+
+
 def take_snapshot(
     root: Path,
     exclude: Collection[str] = (),
     previous: Snapshot | None = None,
+    *,
+    max_bytes: int | None = None,
 ) -> Snapshot:
     """Record every file and link under `root`.
 
     `exclude` holds POSIX paths relative to `root`; an excluded folder is not
     entered. `previous` lets unchanged files keep their hash (see module doc).
+    `max_bytes`: raise `TooLarge` before hashing anything when the files'
+    sizes (as a copy would write them: holes count) add up to more.
     """
     taken_ns = time.time_ns()
     excluded = frozenset(p.strip("/") for p in exclude)
@@ -143,6 +157,12 @@ def take_snapshot(
             entries[rel] = _entry("file", info, info.st_size, old.sha256, source=old.source)
         else:
             to_hash.append((rel, path, info))
+    if max_bytes is not None:
+        sizes = [(info.st_size, rel) for rel, _, info in to_hash]
+        sizes += [(entry.size, rel) for rel, entry in entries.items() if entry.kind == "file"]
+        total = sum(size for size, _ in sizes)
+        if total > max_bytes:
+            raise TooLarge(total, max(sizes)[1], max_bytes)
     for rel, info, digest in _hash_all(to_hash):
         entries[rel] = _entry("file", info, info.st_size, digest)
     return Snapshot(root=root, entries=entries, taken_ns=taken_ns)

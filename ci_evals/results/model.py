@@ -61,7 +61,7 @@ StageStatus = Literal[
     "pending",  # not started yet
     "running",
 ]
-LimitHit = Literal["turns", "time", "budget"]
+LimitHit = Literal["turns", "time", "budget", "output"]
 
 
 class _Model(BaseModel):

@@ -43,7 +43,13 @@ from ci_evals import __version__
 from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
 from ci_evals.fs.checkpoint import FolderCheckpoint
-from ci_evals.fs.snapshot import Snapshot, copy_produced, diff_snapshots, take_snapshot
+from ci_evals.fs.snapshot import (
+    Snapshot,
+    TooLarge,
+    copy_produced,
+    diff_snapshots,
+    take_snapshot,
+)
 from ci_evals.results.model import (
     RunResult,
     ScenarioResult,
@@ -342,7 +348,25 @@ class Runner:
 
         # Infrastructure errors are retried by the agent wrapper (ci_evals.agents.retry), not here.
         outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
-        after = await asyncio.to_thread(take_snapshot, workspace.root, previous=before)
+        try:
+            after = await asyncio.to_thread(
+                take_snapshot,
+                workspace.root,
+                previous=before,
+                max_bytes=stage.limits.max_output_bytes,
+            )
+        except TooLarge as exc:
+            # Nothing of it is hashed, copied or graded: the stage hit a limit.
+            _fill(stage_result, outcome, time.monotonic() - started)
+            stage_result.status, stage_result.limit_hit, stage_result.error = (
+                "limit",
+                "output",
+                str(exc),
+            )
+            self.result.total_cost_usd = self.spent_usd
+            self._write()
+            self.listener.stage_finished(state.label, stage_result)
+            return
         changes = diff_snapshots(before, after)
         produced_dir = stage_dir / "produced"
         await asyncio.to_thread(copy_produced, changes, workspace.root, produced_dir)

@@ -382,7 +382,7 @@ def _json_key_line(path: Path, key: str) -> int | None:
 
 
 def _load_limits(value: Field, defaults: Limits) -> Limits:
-    keys = value.mapping(("max_turns", "timeout_s", "max_budget_usd"))
+    keys = value.mapping(("max_turns", "timeout_s", "max_budget_usd", "max_output_mb"))
     max_turns = keys["max_turns"].as_int(minimum=1) if "max_turns" in keys else defaults.max_turns
     timeout = defaults.timeout_s
     if "timeout_s" in keys:
@@ -392,7 +392,12 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
     budget = defaults.max_budget_usd
     if "max_budget_usd" in keys:
         budget = _optional_number(keys["max_budget_usd"], positive=True)
-    return Limits(max_turns=max_turns, timeout_s=timeout, max_budget_usd=budget)
+    output = defaults.max_output_bytes
+    if "max_output_mb" in keys:
+        output = int(keys["max_output_mb"].as_number(minimum=1.0) * (1 << 20))
+    return Limits(
+        max_turns=max_turns, timeout_s=timeout, max_budget_usd=budget, max_output_bytes=output
+    )
 
 
 def _load_stages(
