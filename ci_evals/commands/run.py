@@ -195,6 +195,8 @@ def _execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
     if result.repeat > 1:
         print(repeat_table(result.summaries))
     print(f"run folder: {plan.run_dir}")
+    if not result.isolated:  # said at the start too; repeated where the verdict is read
+        print("ci-evals: this run was not isolated (see docs/isolation.md)", file=sys.stderr)
     if runner.interrupted:
         print("ci-evals: interrupted; partial results written", file=sys.stderr)
         return EXIT_INTERRUPTED
