@@ -56,10 +56,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from ci_evals.endpoints.local_http import LocalHTTPService
 from ci_evals.endpoints.pricing import Pricing, Usage
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ def _event_end(buffer: bytes) -> tuple[int, int] | None:
     return min(found) if found else None
 
 
-class ForwardingProxy:
+class ForwardingProxy(LocalHTTPService):
     """The run's model endpoint on 127.0.0.1; `with ForwardingProxy(settings) as proxy:`."""
 
     def __init__(self, settings: ProxySettings, *, prices: Pricing | None = None) -> None:
@@ -245,41 +245,27 @@ class ForwardingProxy:
         self._requests = 0
         self._budget_refusals = 0
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
-        self._stopping = threading.Event()
         self._idle: list[http.client.HTTPConnection] = []
         self._busy: set[http.client.HTTPConnection] = set()
         self._clients: set[socket.socket] = set()
         self._handlers: set[threading.Thread] = set()
         self._record_file: IO[str] | None = None
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> None:
-        if self._httpd is not None:
-            raise RuntimeError("proxy already started")
+    thread_name = "model-proxy"
+
+    def _before_start(self) -> None:
         if self.settings.record_path is not None:
             self.settings.record_path.parent.mkdir(parents=True, exist_ok=True)
             self._record_file = self.settings.record_path.open("a", encoding="utf-8")
-        self._stopping.clear()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"model-proxy:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
 
-    def stop(self) -> None:
-        """Stop serving, abort what is in flight, join every thread, close the recording."""
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None:
-            return
-        self._stopping.set()
-        httpd.shutdown()
-        thread.join()
+    def _make_server(self, address: tuple[str, int]) -> _Server:
+        return _Server(address, _Handler, self)
+
+    def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
+        """Abort what is in flight, join every handler thread, close the recording."""
         while True:
             # Unblock handlers: keep-alive reads from the CLI, reads from upstream.
             # Repeated, since a handler may have opened a connection meanwhile.
@@ -301,32 +287,8 @@ class ForwardingProxy:
         if self._record_file is not None:
             self._record_file.close()
             self._record_file = None
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> ForwardingProxy:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- what callers use --------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("proxy not started")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def cli_env(self) -> dict[str, str]:
         """What the agent's CLI gets: this endpoint and the per-run token, nothing real."""

@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
+from ci_evals.endpoints.local_http import LocalHTTPService
 from ci_evals.endpoints.stub_model import sse
 from ci_evals.endpoints.stub_model.request import parse_request
 from ci_evals.endpoints.stub_model.responder import Reply, Responder
@@ -62,7 +62,7 @@ class RequestRecord:
         return f"#{self.index} {self.method} {self.path} [{who}] {where} -> {self.outcome}"
 
 
-class StubServer:
+class StubServer(LocalHTTPService):
     """Serve a stub `Script` on 127.0.0.1 (port 0: a free one) until stopped.
 
     Use as a context manager: `with StubServer(script) as server: server.url`.
@@ -81,65 +81,25 @@ class StubServer:
         self._lock = threading.Lock()
         self._indexes = itertools.count(1)
         self._message_ids = itertools.count(1)
-        self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
-        self._port = port
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(port)
 
     # -- lifecycle -------------------------------------------------------------
 
-    def start(self) -> StubServer:
-        if self._httpd is not None:
-            raise RuntimeError("stub server already started")
-        self._httpd = _HTTPServer(("127.0.0.1", self._port), _Handler, self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"stub-model:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
+    thread_name = "stub-model"
 
-    def stop(self) -> None:
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None:
-            return
-        self._stopping.set()
-        httpd.shutdown()
-        thread.join()
+    def _make_server(self, address: tuple[str, int]) -> _HTTPServer:
+        return _HTTPServer(address, _Handler, self)
+
+    def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
         with self._lock:
             connections = list(self._connections)
         for conn in connections:
             with contextlib.suppress(OSError):  # already closed by the client
                 conn.shutdown(socket.SHUT_RDWR)
         httpd.server_close()  # joins the handler threads (block_on_close)
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> StubServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- what callers use ----------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("stub server not started")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def requests(self) -> list[RequestRecord]:

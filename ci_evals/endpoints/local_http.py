@@ -1,0 +1,86 @@
+"""An HTTP server on 127.0.0.1 served by a daemon thread: the life cycle the stub
+model and the forwarding proxy share.
+
+A subclass builds its server (`_make_server`) and says what stopping must
+undo besides the server itself (`_after_shutdown`: open connections, handler
+threads, files). `stop()` is idempotent; `with Service(...) as s:` starts and
+stops it.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from http.server import ThreadingHTTPServer
+from types import TracebackType
+from typing import TypeVar
+
+_Self = TypeVar("_Self", bound="LocalHTTPService")
+
+
+class LocalHTTPService(ABC):
+    thread_name = "local-http"  # a subclass names its thread
+
+    def __init__(self, port: int = 0) -> None:
+        self._bind_port = port  # 0: a free one
+        self._stopping = threading.Event()  # set while stopping: handlers give up
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @abstractmethod
+    def _make_server(self, address: tuple[str, int]) -> ThreadingHTTPServer:
+        """The server, with this service's request handler."""
+
+    def _before_start(self) -> None:  # noqa: B027 - a hook most services leave empty
+        """What must be ready before the first request (e.g. a recording file)."""
+
+    def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
+        """After the serving thread ended: end what is in flight, close the server."""
+        httpd.server_close()
+
+    def start(self: _Self) -> _Self:
+        if self._httpd is not None:
+            raise RuntimeError(f"{self.thread_name} already started")
+        self._before_start()
+        self._stopping.clear()
+        self._httpd = self._make_server(("127.0.0.1", self._bind_port))
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"{self.thread_name}:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, thread = self._httpd, self._thread
+        if httpd is None or thread is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        thread.join()
+        self._after_shutdown(httpd)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self: _Self) -> _Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError(f"{self.thread_name} not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
