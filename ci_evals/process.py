@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import threading
@@ -126,8 +127,10 @@ def _run_whole(
     timeout: float | None,
     start: float,
 ) -> ExecResult:
-    # Everything kept: `communicate` reads both pipes without threads (git's
-    # calls on the compute-stage path take this branch).
+    # Everything kept, read with one `selectors` loop (no threads: git's calls
+    # on the compute-stage path take this branch). Unlike `communicate`, it
+    # stops waiting `_DRAIN_S` after the program ended even when a process that
+    # left the group (ssh's ControlPersist master) still holds a pipe open.
     with subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -138,20 +141,88 @@ def _run_whole(
         start_new_session=True,
     ) as proc:
         try:
-            stdout, stderr = proc.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            stdout, stderr = proc.communicate()
-            return ExecResult(
-                tuple(argv), None, stdout, stderr, True, 0, 0, time.monotonic() - start
-            )
+            stdout, stderr, timed_out = _collect(proc, stdin, timeout)
         except BaseException:  # Ctrl-C: the group is not in the terminal's foreground
             kill_group(proc.pid)
-            proc.communicate()
             raise
-        kill_group(proc.pid)  # helpers it left behind
+        finally:
+            kill_group(proc.pid)  # helpers it left behind
     took = time.monotonic() - start
-    return ExecResult(tuple(argv), proc.returncode, stdout, stderr, duration_s=took)
+    code = None if timed_out else proc.returncode
+    return ExecResult(tuple(argv), code, stdout, stderr, timed_out, duration_s=took)
+
+
+_POLL_S = 0.05  # how often to look whether the program ended while its pipes stay open
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], stdin: bytes | None, timeout: float | None
+) -> tuple[bytes, bytes, bool]:
+    """Feed `stdin`, read both pipes to EOF (or `_DRAIN_S` after the program
+    ended), kill the group at `timeout`. Returns stdout, stderr, timed out."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out: [], err: []}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    drain_until: float | None = None
+    timed_out = False
+    feeder = _Feeder(proc.stdin, stdin)
+    with selectors.DefaultSelector() as selector:
+        for fd in chunks:
+            selector.register(fd, selectors.EVENT_READ)
+        feeder.register(selector)
+        while selector.get_map():
+            now = time.monotonic()
+            if drain_until is None and proc.poll() is not None:
+                drain_until = now + _DRAIN_S  # it ended: wait a little for what it wrote
+            if drain_until is None and deadline is not None and now >= deadline:
+                timed_out = True
+                kill_group(proc.pid)
+                drain_until = now + _DRAIN_S
+            if drain_until is not None and now >= drain_until:
+                break
+            wait = _POLL_S if drain_until is None else drain_until - now
+            if deadline is not None and drain_until is None:
+                wait = min(wait, deadline - now)
+            for key, _ in selector.select(max(0.0, wait)):
+                if key.fd not in chunks:
+                    feeder.write(selector)
+                elif data := os.read(key.fd, 65536):
+                    chunks[key.fd].append(data)
+                else:
+                    selector.unregister(key.fd)
+    proc.wait()
+    return b"".join(chunks[out]), b"".join(chunks[err]), timed_out
+
+
+class _Feeder:
+    """Writes `data` to a child's stdin as the pipe takes it (no thread)."""
+
+    def __init__(self, pipe: IO[bytes] | None, data: bytes | None) -> None:
+        self._pipe = pipe
+        self._left = memoryview(data or b"")
+
+    def register(self, selector: selectors.BaseSelector) -> None:
+        if self._pipe is None:
+            return
+        if not self._left:
+            self._pipe.close()
+            return
+        os.set_blocking(self._pipe.fileno(), False)
+        selector.register(self._pipe.fileno(), selectors.EVENT_WRITE)
+
+    def write(self, selector: selectors.BaseSelector) -> None:
+        assert self._pipe is not None
+        try:
+            self._left = self._left[os.write(self._pipe.fileno(), self._left[:65536]) :]
+        except BlockingIOError:
+            return
+        except OSError:  # the program exited before reading it all
+            self._left = self._left[:0]
+        if not self._left:
+            selector.unregister(self._pipe.fileno())
+            with contextlib.suppress(OSError):
+                self._pipe.close()
 
 
 def kill_group(pgid: int) -> None:
