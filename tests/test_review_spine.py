@@ -4,6 +4,8 @@ behaviour it changed by accident. Known open bugs are strict xfails."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,8 +13,6 @@ import pytest
 
 from ci_evals import git, process
 from ci_evals.agents.environment import secret_names
-from ci_evals.main import main
-from ci_evals.sandbox import bwrap
 from ci_evals.selection import map_cache
 from tests.conftest import git as git_cmd
 
@@ -87,11 +87,6 @@ def test_map_cache_sources_exist_after_the_move() -> None:
 # --- isolation: the credential heuristic and the commands without --isolation ---
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="secret_names matches substrings: XAUTHORITY, KEYTIMEOUT, TOKENIZERS_PARALLELISM, "
-    "GIT_AUTHOR_NAME are no credentials, yet without bwrap they stop a stub-model run",
-)
 def test_common_harmless_names_are_not_credentials() -> None:
     environ = {
         "XAUTHORITY": "/run/user/1000/gdm/Xauthority",
@@ -99,8 +94,16 @@ def test_common_harmless_names_are_not_credentials() -> None:
         "TOKENIZERS_PARALLELISM": "false",
         "GIT_AUTHOR_NAME": "Ada",
         "GIT_AUTHOR_EMAIL": "ada@example.com",
+        "GPG_KEY": "7169605F62C751356D054A26A821E680E5FA6305",  # python images: a fingerprint
     }
     assert secret_names(environ) == []
+    # ... while the real ones still count.
+    assert secret_names(
+        {"GPG_KEY": "-----BEGIN PGP PRIVATE KEY BLOCK-----", "PGPASSWORD": "x"}
+    ) == [
+        "GPG_KEY",
+        "PGPASSWORD",
+    ]
 
 
 @pytest.fixture
@@ -110,48 +113,50 @@ def labsmith(tmp_path: Path) -> Path:
     return tmp_path / "labsmith"
 
 
-@pytest.fixture
-def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bwrap, "available", lambda: "bubblewrap is not installed")
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="check-fixtures calls sandbox.choose even when nothing runs in a sandbox "
-    "(--no-reviewer, checks only) and has no --isolation flag, yet the error's hint says "
-    "`pass --isolation none`",
-)
-def test_check_fixtures_without_bwrap_with_a_key_in_the_environment(
-    labsmith: Path,
-    tmp_path: Path,
-    no_bwrap: None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-used")
-    code = main(
-        ["check-fixtures", "--suite", str(labsmith / "ci-evals.yaml"),
-         "--out", str(tmp_path / "out"), "--no-reviewer"]
+def _without_bwrap(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`ci-evals ARGS` where bubblewrap cannot be found (a PATH with git alone), with a
+    credential in the environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    git_path = shutil.which("git")
+    assert git_path is not None
+    if not (bin_dir / "git").exists():
+        (bin_dir / "git").symlink_to(git_path)
+    env = {
+        "PATH": str(bin_dir),
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(tmp_path),
+        "ANTHROPIC_API_KEY": "sk-ant-not-used",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert "--isolation none" not in capsys.readouterr().err
-    assert code == 0  # as before the refactor: the curated fixtures pass their checks
 
 
-def test_check_fixtures_hint_names_a_flag_it_does_not_have(
-    labsmith: Path,
-    tmp_path: Path,
-    no_bwrap: None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+def test_check_fixtures_without_bwrap_runs_when_nothing_needs_a_sandbox(
+    labsmith: Path, tmp_path: Path
 ) -> None:
-    """The reproduction of the xfail above, as it behaves today."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-used")
-    args = ["check-fixtures", "--suite", str(labsmith / "ci-evals.yaml"), "--no-reviewer"]
-    assert main([*args, "--out", str(tmp_path / "out")]) == 2
-    assert "pass --isolation none" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exited:  # and the flag it names is refused
-        main([*args, "--out", str(tmp_path / "out2"), "--isolation", "none"])
-    assert exited.value.code == 2
+    # Checks only (--no-reviewer): nothing runs a program, nothing to isolate.
+    suite = str(labsmith / "ci-evals.yaml")
+    done = _without_bwrap(tmp_path, "check-fixtures", "--suite", suite, "--no-reviewer",
+                          "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "isolation" not in done.stderr
+
+
+def test_check_fixtures_without_bwrap_names_a_flag_it_has(labsmith: Path, tmp_path: Path) -> None:
+    suite = str(labsmith / "ci-evals.yaml")
+    stub = f"stub:{labsmith / 'stub' / 'labsmith.yaml'}"
+    args = ("check-fixtures", "--suite", suite, "--model", stub)
+    refused = _without_bwrap(tmp_path, *args, "--out", str(tmp_path / "out"))
+    assert refused.returncode == 2, refused.stderr
+    assert "cannot isolate the agent" in refused.stderr and "--isolation none" in refused.stderr
+    unisolated = _without_bwrap(
+        tmp_path, *args, "--isolation", "none", "--out", str(tmp_path / "out2")
+    )
+    assert unisolated.returncode == 0, unisolated.stderr
+    assert "unisolated" in unisolated.stderr
 
 
 # --- docs ---

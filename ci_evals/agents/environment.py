@@ -117,13 +117,31 @@ _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "
 _PASSWORD_IN_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
 
 
+# Names with a credential word in them that hold none (a display's cookie
+# file path, a shell's key timeout, a library switch, who wrote a commit).
+_HARMLESS_NAMES = frozenset({"XAUTHORITY", "KEYTIMEOUT", "TOKENIZERS_PARALLELISM"})
+_HARMLESS_PREFIXES = ("GIT_AUTHOR_", "GIT_COMMITTER_")
+# The official python images set GPG_KEY to the release signing key's
+# fingerprint: public, and where bubblewrap is often unavailable.
+_FINGERPRINT = re.compile(r"[0-9A-Fa-f]{40}")
+
+
 def secret_names(source: Mapping[str, str]) -> list[str]:
     """Names in `source` that look like credentials (sorted): what an unisolated
     agent could read from our own /proc entry, whatever its environment holds.
-    By name (`_SECRET_WORDS`), or by value (a URL with a password in it)."""
+    By name (`_SECRET_WORDS`, less a few known to hold none), or by value (a URL
+    with a password in it)."""
     return sorted(
         name
         for name, value in source.items()
-        if value
-        and (any(word in name.upper() for word in _SECRET_WORDS) or _PASSWORD_IN_URL.search(value))
+        if value and (_looks_secret(name, value) or _PASSWORD_IN_URL.search(value))
     )
+
+
+def _looks_secret(name: str, value: str) -> bool:
+    upper = name.upper()
+    if upper in _HARMLESS_NAMES or upper.startswith(_HARMLESS_PREFIXES):
+        return False
+    if upper == "GPG_KEY" and _FINGERPRINT.fullmatch(value.replace(" ", "")):
+        return False
+    return any(word in upper for word in _SECRET_WORDS)

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci_evals.commands import isolation
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 
 if TYPE_CHECKING:
@@ -67,19 +68,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report folder (default: .ci-evals/check-fixtures/<time>)",
     )
     parser.add_argument("--keep-workspace", action="store_true", help="keep the laid-down fixtures")
+    isolation.add_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ci_evals.agents import Abort  # noqa: PLC0415
     from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
         agent_environment,
-        secret_names,
     )
     from ci_evals.agents.registry import build_agent  # noqa: PLC0415
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
     from ci_evals.endpoints.registry import no_endpoint  # noqa: PLC0415
     from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
-    from ci_evals.sandbox import registry as sandbox_registry  # noqa: PLC0415
     from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
     suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     work = out / ".work"
     report: list[dict[str, object]] = []
     failing: list[str] = []
-    sandbox = sandbox_registry.choose(suite.sandbox, secrets=secret_names(environ))
+    runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)
+    sandbox = isolation.choose(args, suite.sandbox, environ, needed=runs_programs)
     options = EndpointOptions(default_model=suite.model)
     with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
 

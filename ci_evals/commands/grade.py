@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci_evals.commands import isolation
 from ci_evals.errors import UserError
 
 if TYPE_CHECKING:
@@ -72,19 +73,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the new results file (default: RUN_DIR/results.regraded-<time>.json)",
     )
+    isolation.add_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
         agent_environment,
-        secret_names,
     )
     from ci_evals.agents.registry import build_agent  # noqa: PLC0415
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
     from ci_evals.endpoints.registry import endpoint_for, no_endpoint  # noqa: PLC0415
     from ci_evals.grading import regrade  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
-    from ci_evals.sandbox import registry as sandbox_registry  # noqa: PLC0415
     from ci_evals.suite.load import load_suite  # noqa: PLC0415
 
     run_dir = args.run_dir.resolve()
@@ -116,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
     if output == (run_dir / "results.json").resolve():
         raise UserError("will not overwrite the run's own results.json", field="--output")
 
-    sandbox = sandbox_registry.choose(suite.sandbox, secrets=secret_names(environ))
+    runs_programs = bool(reruns) or any(
+        g.sandboxed for t in targets for g in t.stage.grading.graders
+    )
+    sandbox = isolation.choose(args, suite.sandbox, environ, needed=runs_programs)
     options = EndpointOptions(default_model=saved.model or suite.model)
     with endpoint.open(environ, options) if reruns else no_endpoint(options) as opened:
 

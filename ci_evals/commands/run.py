@@ -23,8 +23,8 @@ from pathlib import Path
 
 from ci_evals import git
 from ci_evals.agents import StageOutcome, StageRequest
-from ci_evals.agents.environment import secret_names
 from ci_evals.agents.registry import build_agent
+from ci_evals.commands import isolation
 from ci_evals.endpoints.base import Endpoint, EndpointOptions
 from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
@@ -33,7 +33,6 @@ from ci_evals.results.summary import exit_code, repeat_table
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
-from ci_evals.sandbox import registry as sandbox_registry
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.suite.load import Stage, Suite, find_suite, load_suite
@@ -84,12 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, metavar="DIR", help="run folder (default: .ci-evals/runs/<run-id>)"
     )
-    parser.add_argument(
-        "--isolation",
-        choices=("bwrap", "none"),
-        help="where the agent runs: bubblewrap namespaces (default: the suite's `sandbox:`), "
-        "or none (unisolated: only when asked; see docs/isolation.md)",
-    )
+    isolation.add_option(parser)
     parser.add_argument(
         "--record",
         action="store_true",
@@ -125,9 +119,7 @@ def run(args: argparse.Namespace) -> int:
         check_fixtures(suite, from_stage, scenario)
     endpoint = endpoint_for(args.model)
     endpoint.check(environ, "ci-evals run")
-    sandbox = sandbox_registry.choose(
-        args.isolation or suite.sandbox, secrets=secret_names(environ)
-    )
+    sandbox = isolation.choose(args, suite.sandbox, environ, needed=True)
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     run_dir = (args.out or RUNS_DIR / run_id).resolve()
     if (run_dir / "results.json").exists():

@@ -51,6 +51,10 @@ class Grader(Protocol):
     def writes(self) -> bool:
         """It may change the folder: it gets a private copy."""
 
+    @property
+    def sandboxed(self) -> bool:
+        """It runs programs (the agent's code, often): in the run's sandbox."""
+
     def grade(self, ctx: GradeContext) -> GraderResult: ...
 
 

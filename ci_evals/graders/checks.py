@@ -112,6 +112,7 @@ class ChecksGrader:
     checks: tuple[Check, ...]
     name: str = "checks"
     writes: bool = False
+    sandboxed: bool = False  # reads files in this process; runs nothing
 
     def grade(self, ctx: GradeContext) -> GraderResult:
         return run_checks(self.checks, ctx.folder, ctx.trajectory)

@@ -71,6 +71,7 @@ class CommandGrader:
         return f"command:{self.id}"
 
     writes = True  # it runs in (and may change) a private copy
+    sandboxed = True
 
     def grade(self, ctx: GradeContext) -> GraderResult:
         log = None if ctx.out_dir is None else ctx.out_dir / f"command-{_safe(self.id)}.log"

@@ -71,6 +71,11 @@ class StageGrading:
         """Some grader may change the folder: grade a private copy."""
         return any(grader.writes for grader in self.graders)
 
+    @property
+    def sandboxed(self) -> bool:
+        """Something runs in a sandbox: the reviewer's CLI or a grader's program."""
+        return self.reviewer is not None or any(g.sandboxed for g in self.graders)
+
     def files_only(self) -> StageGrading:
         """Without the checks that read a trajectory (a fixture has none)."""
         graders = tuple(g.files_only() if isinstance(g, ChecksGrader) else g for g in self.graders)

@@ -56,8 +56,8 @@ def choose(requested: str, *, secrets: Sequence[str]) -> str:
     kind = "local" if requested == "none" else requested
     if kind == "local":
         _warn(
-            "the agent runs unisolated (--isolation none): it can read this "
-            "machine's secrets and write anywhere you can"
+            "the agent runs unisolated (sandbox: local, or --isolation none): it can "
+            "read this machine's secrets and write anywhere you can"
         )
         return kind
     why = unavailable(kind)

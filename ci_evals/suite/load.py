@@ -256,7 +256,9 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
     model = _optional_str(keys.get("model"))
     agent = _registered(keys.get("agent"), AGENTS, DEFAULT_AGENT, "agent")
-    sandbox = _registered(keys.get("sandbox"), SANDBOXES, DEFAULT_SANDBOX, "sandbox")
+    sandbox = _registered(
+        keys.get("sandbox"), dict.fromkeys([*SANDBOXES, "none"]), DEFAULT_SANDBOX, "sandbox"
+    )
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
