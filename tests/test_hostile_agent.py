@@ -451,7 +451,8 @@ def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None
     assert run.proc.returncode == 0, run.proc.stderr
     warnings = [line for line in run.proc.stderr.splitlines() if "warning" in line]
     assert warnings == [
-        "ci-evals: warning: the agent runs unisolated (--isolation none): it can read this "
+        "ci-evals: warning: the agent runs unisolated (sandbox: local, or --isolation none): "
+        "it can read this "
         "machine's secrets and write anywhere you can"
     ]
     leak = (run.stage_dir / "produced" / "leak.txt").read_text()
