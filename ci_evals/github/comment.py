@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ci_evals.errors import UserError
+from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
 
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub answers 422 "body is too long (maximum is 65536 characters)".
@@ -48,7 +49,6 @@ USER_AGENT = "ci-evals (sticky PR comment)"
 PER_PAGE = 100  # GitHub's maximum
 MAX_PAGES = 200  # 20,000 comments: far beyond any real PR; a Link loop must still end
 RESPONSE_LIMIT = 32 * 1024 * 1024  # a page of 100 comments of 64 Ki characters fits
-PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 
 Action = Literal["created", "updated", "skipped-read-only"]
 
@@ -477,19 +477,6 @@ def pr_number_from_event(
     return number
 
 
-def load_event(path: Path | None) -> Mapping[str, object]:
-    """The Actions event payload (`GITHUB_EVENT_PATH`) as a JSON object."""
-    if path is None:
-        raise UserError("GITHUB_EVENT_PATH is not set", hint="run --comment in GitHub Actions")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"cannot read the event payload: {exc}", file=path) from None
-    if not isinstance(data, dict):
-        raise UserError("the event payload is not a JSON object", file=path)
-    return data
-
-
 def comment_on_pull_request(
     markdown: str,
     *,
@@ -507,6 +494,8 @@ def comment_on_pull_request(
     if event_name not in PULL_REQUEST_EVENTS:
         what = f"a {event_name!r} event" if event_name else "this run"
         return f"no PR comment: {what} is not a pull request"
+    if event_path is None:
+        raise UserError("GITHUB_EVENT_PATH is not set", hint="run --comment in GitHub Actions")
     number = pr_number_from_event(load_event(event_path), event_name=event_name)
     if number is None:
         return "no PR comment: the event payload has no pull_request.number"
