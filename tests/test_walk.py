@@ -84,10 +84,14 @@ def test_an_unreadable_folder_raises_unless_skipped(tmp_path: Path) -> None:
 
 def test_a_deep_tree_needs_no_recursion(tmp_path: Path) -> None:
     depth = 1100  # deeper than Python's recursion limit, within PATH_MAX
-    here = str(tmp_path)
+    folders = [str(tmp_path)]
     for _ in range(depth):
-        here = os.path.join(here, "d")
-        os.mkdir(here)
-    found = [(rel, kind) for rel, kind, _ in walk(tmp_path)]
-    assert len(found) == depth
-    assert found[-1] == ("/".join(["d"] * depth), "dir")
+        folders.append(os.path.join(folders[-1], "d"))
+        os.mkdir(folders[-1])
+    try:
+        found = [(rel, kind) for rel, kind, _ in walk(tmp_path)]
+        assert len(found) == depth
+        assert found[-1] == ("/".join(["d"] * depth), "dir")
+    finally:  # bottom-up: pytest's own clean-up (shutil.rmtree) recurses
+        for folder in reversed(folders[1:]):
+            os.rmdir(folder)
