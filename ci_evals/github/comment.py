@@ -40,6 +40,7 @@ from typing import IO, Literal
 
 from ci_evals.errors import UserError
 from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
+from ci_evals.text import one_line
 
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub answers 422 "body is too long (maximum is 65536 characters)".
@@ -49,6 +50,7 @@ USER_AGENT = "ci-evals (sticky PR comment)"
 PER_PAGE = 100  # GitHub's maximum
 MAX_PAGES = 200  # 20,000 comments: far beyond any real PR; a Link loop must still end
 RESPONSE_LIMIT = 32 * 1024 * 1024  # a page of 100 comments of 64 Ki characters fits
+_MESSAGE_CHARS = 300  # GitHub's message or a network error, on one line
 
 Action = Literal["created", "updated", "skipped-read-only"]
 
@@ -187,11 +189,6 @@ def _error_message(raw: bytes, fallback: str) -> str:
     return message
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 class _Client:
     """Authenticated JSON requests to one API origin."""
 
@@ -248,7 +245,8 @@ class _Client:
         finally:
             exc.close()  # the error holds the open response
         # Redacted before it is shortened: a cut must not leave half a token.
-        message = _one_line(self._redact(_error_message(raw, exc.reason or "no message")))
+        redacted = self._redact(_error_message(raw, exc.reason or "no message"))
+        message = one_line(redacted, _MESSAGE_CHARS)
         headers = exc.headers
         rate_limited = (
             headers.get("x-ratelimit-remaining") == "0"
@@ -277,7 +275,7 @@ def _reason(exc: BaseException) -> str:
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror
-    return _one_line(str(reason) or type(reason).__name__)
+    return one_line(str(reason) or type(reason).__name__, _MESSAGE_CHARS)
 
 
 def _path(url: str) -> str:
