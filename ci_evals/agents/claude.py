@@ -52,6 +52,7 @@ from claude_agent_sdk._version import __version__ as sdk_version
 from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
+from ci_evals.text import one_line
 
 # Seconds between SIGTERM and SIGKILL when a stage's process group is ended.
 KILL_GRACE_S = 2.0
@@ -65,6 +66,7 @@ STDERR_DRAIN_S = 5.0
 # hard budget (HTTP 402, "API Error: 402 ci-evals: this run's budget ...").
 BUDGET_REFUSAL = "ci-evals: this run's budget"
 
+_ERROR_CHARS = 500  # an outcome's error: one line of at most this many characters
 _LIMIT_SUBTYPES = {"error_max_turns": "turns", "error_max_budget_usd": "budget"}
 
 # The longest line the SDK reads from the CLI (its default: 1 MiB). Far above
@@ -438,13 +440,15 @@ def _classify(
     elif outcome.is_error and BUDGET_REFUSAL in (tally.results[-1].result or ""):
         # The forwarding proxy refused a request: the run's hard budget is spent.
         outcome.status, outcome.limit = "limit", "budget"
-        outcome.error = _one_line(tally.results[-1].result or BUDGET_REFUSAL)
+        detail = tally.results[-1].result or BUDGET_REFUSAL
+        outcome.error = one_line(detail, _ERROR_CHARS, ellipsis="…")
     elif failure is not None:
-        outcome.status, outcome.error = "error", _one_line(f"{type(failure).__name__}: {failure}")
+        detail = f"{type(failure).__name__}: {failure}"
+        outcome.status, outcome.error = "error", one_line(detail, _ERROR_CHARS, ellipsis="…")
     elif outcome.is_error:
         last = tally.results[-1]
         detail = last.result or ", ".join(last.errors or []) or last.subtype
-        outcome.status, outcome.error = "error", _one_line(detail)
+        outcome.status, outcome.error = "error", one_line(detail, _ERROR_CHARS, ellipsis="…")
     elif not tally.results:
         outcome.status, outcome.error = "error", "the CLI ended without a result"
     return outcome
@@ -454,8 +458,3 @@ def _limit_text(kind: str, request: StageRequest) -> str:
     if kind == "turns":
         return f"reached max_turns ({request.max_turns})"
     return f"reached max_budget_usd ({request.max_budget_usd})"
-
-
-def _one_line(text: str, limit: int = 500) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

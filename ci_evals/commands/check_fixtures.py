@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ci_evals.commands import isolation
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.fs.walk import walk
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -204,21 +205,20 @@ def _lay_down(suite: Suite, stage: Stage, scenario: Scenario, parent: Path) -> P
 
 
 def _overlay(fixture: Path, root: Path) -> None:
-    for folder, dirs, files in os.walk(fixture):
-        rel = Path(folder).relative_to(fixture)
-        (root / rel).mkdir(parents=True, exist_ok=True)
-        for name in [*dirs, *files]:
-            source = Path(folder) / name
-            if source.is_symlink():
-                target = os.readlink(source)
-                inside = os.path.normpath(os.path.join(folder, target))
-                if os.path.isabs(target) or not inside.startswith(str(fixture) + os.sep):
-                    raise UserError(f"fixture link leaves its folder: {source} -> {target}")
-                dest = root / rel / name
-                if os.path.lexists(dest):
-                    dest.unlink()
-                os.symlink(target, dest)
-                if name in dirs:
-                    dirs.remove(name)
-            elif name in files:
-                shutil.copy2(source, root / rel / name)
+    # As os.walk did: a folder that cannot be listed is passed over.
+    root.mkdir(parents=True, exist_ok=True)
+    base = str(root) + os.sep
+    for rel, kind, entry in walk(fixture, skip_vanished=True, skip_unreadable=True):
+        dest = base + rel
+        if kind == "link":
+            target = os.readlink(entry.path)
+            inside = os.path.normpath(os.path.join(os.path.dirname(entry.path), target))
+            if os.path.isabs(target) or not inside.startswith(str(fixture) + os.sep):
+                raise UserError(f"fixture link leaves its folder: {entry.path} -> {target}")
+            if os.path.lexists(dest):
+                os.unlink(dest)
+            os.symlink(target, dest)
+        elif kind == "dir":
+            os.makedirs(dest, exist_ok=True)
+        else:
+            shutil.copy2(entry.path, dest)

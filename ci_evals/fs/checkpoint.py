@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from ci_evals.fs.copy import copy_many
+from ci_evals.fs.walk import walk
 
 
 class FolderCheckpoint:
@@ -68,42 +69,23 @@ class FolderCheckpoint:
 def _mirror(source: Path, dest: Path) -> None:
     """Copy the tree `source` into the folder `dest` (created if missing)."""
     dest.mkdir(parents=True, exist_ok=True)
+    base = str(dest) + os.sep
     files: list[tuple[str, str]] = []
-    folders: list[tuple[Path, Path]] = [(source, dest)]
-    for folder, names in _tree(source):
-        target = dest / folder if folder else dest
-        for name, kind in names:
-            src, dst = source / folder / name, target / name
-            if kind == "dir":
-                dst.mkdir()
-                folders.append((src, dst))
-            elif kind == "link":
-                os.symlink(os.readlink(src), dst)
-            else:
-                files.append((str(src), str(dst)))
+    folders: list[tuple[str, str]] = [(str(source), str(dest))]
+    for rel, kind, entry in walk(source):
+        target = base + rel
+        if kind == "dir":
+            os.mkdir(target)
+            folders.append((entry.path, target))
+        elif kind == "link":
+            os.symlink(os.readlink(entry.path), target)
+        elif kind == "file":
+            files.append((entry.path, target))
+        # anything else (a FIFO, a socket) is not workspace content
     for _ in copy_many(files):
         pass
     for src, dst in reversed(folders):  # last: a read-only folder takes no new files
         shutil.copymode(src, dst)
-
-
-def _tree(top: Path) -> Iterator[tuple[str, list[tuple[str, str]]]]:
-    """(folder relative to `top`, [(name, "dir" | "link" | "file")]), parents first."""
-    pending = [""]
-    while pending:
-        folder = pending.pop()
-        names: list[tuple[str, str]] = []
-        with os.scandir(top / folder) as entries:
-            for entry in entries:
-                if entry.is_symlink():
-                    names.append((entry.name, "link"))
-                elif entry.is_dir(follow_symlinks=False):
-                    names.append((entry.name, "dir"))
-                    pending.append(f"{folder}/{entry.name}" if folder else entry.name)
-                elif stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
-                    names.append((entry.name, "file"))
-                # anything else (a FIFO, a socket) is not workspace content
-        yield folder, names
 
 
 def _empty(folder: Path) -> None:

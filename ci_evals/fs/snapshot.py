@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from ci_evals.fs.copy import copy_file
+from ci_evals.fs.walk import walk
 
 # A file whose mtime or ctime is this close to (or after) the moment a snapshot
 # started cannot be trusted to show a later change in its times (module doc).
@@ -144,7 +145,14 @@ def take_snapshot(
     reusable = _reusable(previous) if previous is not None and previous.root == root else {}
     entries: dict[str, Entry] = {}
     to_hash: list[tuple[str, str, os.stat_result]] = []
-    for rel, path, info in _walk(str(root), excluded):
+    for rel, kind, found in walk(root, exclude=excluded, skip_vanished=True, skip_unreadable=True):
+        if kind == "dir":
+            continue
+        path = found.path
+        try:
+            info = found.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
         if stat.S_ISLNK(info.st_mode):
             try:
                 target = os.readlink(path)
@@ -152,6 +160,8 @@ def take_snapshot(
                 continue  # removed while we looked
             entries[rel] = link_entry(info, target)
             continue
+        if not stat.S_ISREG(info.st_mode):
+            continue  # sockets, pipes and devices are not content: left out
         old = reusable.get(rel)
         if old is not None and _same_file(old, info):
             entries[rel] = _entry("file", info, info.st_size, old.sha256, source=old.source)
@@ -267,34 +277,6 @@ def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Pa
 
 
 # -- internals ----------------------------------------------------------------
-
-
-def _walk(root: str, excluded: frozenset[str]) -> Iterable[tuple[str, str, os.stat_result]]:
-    """(relative path, path, lstat) of every file and link; links are not followed."""
-    stack = [("", root)]
-    while stack:
-        prefix, folder = stack.pop()
-        try:
-            scan = os.scandir(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            continue  # removed or replaced while we walked
-        except PermissionError:
-            continue  # a folder the agent closed to us: its files cannot be seen
-        with scan:
-            for entry in scan:
-                rel = prefix + entry.name
-                if rel in excluded:
-                    continue
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((rel + "/", entry.path))
-                        continue
-                    info = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
-                    yield rel, entry.path, info
-                # sockets, pipes and devices are not content: left out
 
 
 def _reusable(previous: Snapshot) -> dict[str, Entry]:

@@ -23,36 +23,16 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from pathlib import Path
 
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
+from ci_evals.fs.walk import walk
 
 AFTER_DIR = "after"
 WORKSPACE_DIR = "workspace"
 PLUGIN_DIR = "plugin"
-
-
-def _walk(root: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """(relative POSIX path, entry) of every folder, file and link under `root`; links
-    are not followed. Folders come before their contents."""
-    stack = [("", str(root))]
-    while stack:
-        prefix, folder = stack.pop()
-        try:
-            scan = os.scandir(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with scan:
-            for entry in scan:
-                rel = prefix + entry.name
-                yield rel, entry
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((rel + "/", entry.path))
-                except OSError:
-                    continue
 
 
 def save_state(
@@ -75,14 +55,14 @@ def save_state(
     base = str(dest) + os.sep
     old = None if previous is None or not previous.is_dir() else str(previous) + os.sep
     copies: list[tuple[str, str]] = []
-    for rel, entry in _walk(root):
+    for rel, kind, entry in walk(root, skip_vanished=True):
         target = base + rel
         try:
-            if entry.is_symlink():
+            if kind == "link":
                 os.symlink(os.readlink(entry.path), target)
-            elif entry.is_dir(follow_symlinks=False):
+            elif kind == "dir":
                 os.mkdir(target)
-            elif entry.is_file(follow_symlinks=False):
+            elif kind == "file":
                 if old is not None and _unchanged(rel, entry, old + rel, changed):
                     try:
                         os.link(old + rel, target)
@@ -121,26 +101,9 @@ def copy_state(state: Path, plugin_source: Path, dest: Path) -> tuple[Path, Path
     for path in (workspace, plugin):
         if os.path.lexists(path):
             raise FileExistsError(f"grading copy already exists: {path}")
-    copy_tree(state, workspace)
+    save_state(state, workspace)  # the same copy: folders, files, links as links
     try:
         shutil.copytree(plugin_source, plugin, symlinks=False)
     except (OSError, shutil.Error) as exc:
         raise UserError(f"cannot copy the plugin {plugin_source}: {exc}") from None
     return workspace, plugin
-
-
-def copy_tree(source: Path, dest: Path) -> None:
-    """Copy folders, files and links (as links) from `source` into a new `dest`."""
-    dest.mkdir(parents=True)
-    base = str(dest) + os.sep
-    copies: list[tuple[str, str]] = []
-    for rel, entry in _walk(source):
-        target = base + rel
-        if entry.is_symlink():
-            os.symlink(os.readlink(entry.path), target)
-        elif entry.is_dir(follow_symlinks=False):
-            os.mkdir(target)
-        elif entry.is_file(follow_symlinks=False):
-            copies.append((entry.path, target))
-    for _ in copy_many(copies):
-        pass

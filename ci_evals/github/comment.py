@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ci_evals.errors import UserError
+from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
+from ci_evals.text import one_line
 
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub answers 422 "body is too long (maximum is 65536 characters)".
@@ -48,7 +50,7 @@ USER_AGENT = "ci-evals (sticky PR comment)"
 PER_PAGE = 100  # GitHub's maximum
 MAX_PAGES = 200  # 20,000 comments: far beyond any real PR; a Link loop must still end
 RESPONSE_LIMIT = 32 * 1024 * 1024  # a page of 100 comments of 64 Ki characters fits
-PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
+_MESSAGE_CHARS = 300  # GitHub's message or a network error, on one line
 
 Action = Literal["created", "updated", "skipped-read-only"]
 
@@ -187,11 +189,6 @@ def _error_message(raw: bytes, fallback: str) -> str:
     return message
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 class _Client:
     """Authenticated JSON requests to one API origin."""
 
@@ -248,7 +245,8 @@ class _Client:
         finally:
             exc.close()  # the error holds the open response
         # Redacted before it is shortened: a cut must not leave half a token.
-        message = _one_line(self._redact(_error_message(raw, exc.reason or "no message")))
+        redacted = self._redact(_error_message(raw, exc.reason or "no message"))
+        message = one_line(redacted, _MESSAGE_CHARS)
         headers = exc.headers
         rate_limited = (
             headers.get("x-ratelimit-remaining") == "0"
@@ -277,7 +275,7 @@ def _reason(exc: BaseException) -> str:
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror
-    return _one_line(str(reason) or type(reason).__name__)
+    return one_line(str(reason) or type(reason).__name__, _MESSAGE_CHARS)
 
 
 def _path(url: str) -> str:
@@ -477,19 +475,6 @@ def pr_number_from_event(
     return number
 
 
-def load_event(path: Path | None) -> Mapping[str, object]:
-    """The Actions event payload (`GITHUB_EVENT_PATH`) as a JSON object."""
-    if path is None:
-        raise UserError("GITHUB_EVENT_PATH is not set", hint="run --comment in GitHub Actions")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"cannot read the event payload: {exc}", file=path) from None
-    if not isinstance(data, dict):
-        raise UserError("the event payload is not a JSON object", file=path)
-    return data
-
-
 def comment_on_pull_request(
     markdown: str,
     *,
@@ -507,6 +492,8 @@ def comment_on_pull_request(
     if event_name not in PULL_REQUEST_EVENTS:
         what = f"a {event_name!r} event" if event_name else "this run"
         return f"no PR comment: {what} is not a pull request"
+    if event_path is None:
+        raise UserError("GITHUB_EVENT_PATH is not set", hint="run --comment in GitHub Actions")
     number = pr_number_from_event(load_event(event_path), event_name=event_name)
     if number is None:
         return "no PR comment: the event payload has no pull_request.number"

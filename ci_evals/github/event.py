@@ -65,7 +65,13 @@ def range_from_event(
         )
     if event not in (*PULL_REQUEST_EVENTS, "push", "merge_group"):
         return EventRange(event, None, head, f"a {event!r} event names no base commit")
-    payload = _load(env.event_path)
+    if env.event_path is None:
+        raise UserError(
+            "no BASE given and GITHUB_EVENT_PATH is not set",
+            field="BASE",
+            hint="pass BASE explicitly",
+        )
+    payload = load_event(env.event_path, hint="pass BASE explicitly, or check GITHUB_EVENT_PATH")
     if event in PULL_REQUEST_EVENTS:
         return _pull_request(repo, env, payload, head, deepen)
     if event == "push":
@@ -75,21 +81,16 @@ def range_from_event(
     )
 
 
-def _load(path: Path | None) -> dict[str, object]:
-    if path is None:
-        raise UserError(
-            "no BASE given and GITHUB_EVENT_PATH is not set",
-            field="BASE",
-            hint="pass BASE explicitly",
-        )
+def load_event(path: Path, *, hint: str | None = None) -> dict[str, object]:
+    """The Actions event payload (`GITHUB_EVENT_PATH`) as a JSON object.
+
+    A file that cannot be read or parsed (with `hint`), or that holds no JSON
+    object: a one-line `UserError` naming it.
+    """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(
-            f"cannot read the event payload: {exc}",
-            file=path,
-            hint="pass BASE explicitly, or check GITHUB_EVENT_PATH",
-        ) from None
+        raise UserError(f"cannot read the event payload: {exc}", file=path, hint=hint) from None
     if not isinstance(data, dict):
         raise UserError("the event payload is not a JSON object", file=path)
     return data

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ci_evals.graders.trajectory import ToolUse, What, count_calls, read_tool_uses
+from ci_evals.text import one_line
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -445,8 +446,8 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 def _normalize_heading(text: str) -> str:
     match = _ATX.match(text.strip())
     if match:
-        return f"{match.group(1)} {' '.join((match.group(2) or '').split())}"
-    return " ".join(text.split())
+        return f"{match.group(1)} {one_line(match.group(2) or '')}"
+    return one_line(text)
 
 
 def headings_of(markdown: str) -> list[str]:
@@ -465,7 +466,7 @@ def headings_of(markdown: str) -> list[str]:
             continue
         match = _ATX.match(line)
         if match:
-            found.append(f"{match.group(1)} {' '.join((match.group(2) or '').split())}")
+            found.append(f"{match.group(1)} {one_line(match.group(2) or '')}")
     return found
 
 
@@ -509,7 +510,7 @@ def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
         try:
             document = _parse_json(_read_text(path))
         except (OSError, ValueError) as exc:
-            problems.append(f"{name}: not valid JSON ({' '.join(str(exc).split())})")
+            problems.append(f"{name}: not valid JSON ({one_line(str(exc))})")
             continue
         try:
             error = jsonschema.exceptions.best_match(validator.iter_errors(document))
@@ -518,16 +519,11 @@ def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
             continue
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-            problems.append(f"{name}: at {where}: {_short(error.message)}")
+            problems.append(f"{name}: at {where}: {one_line(error.message, 200)}")
     if problems:
         return _criterion(check.id, False, "; ".join(problems) + _outside_note(outside))
     detail = f"{len(files)} file(s) valid against {check.schema_source}"
     return _criterion(check.id, True, detail + _outside_note(outside))
-
-
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _MISSING = object()

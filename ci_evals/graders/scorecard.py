@@ -34,6 +34,7 @@ from ci_evals.results.criteria import (
     RawOutput,
     RubricRef,
 )
+from ci_evals.text import one_line
 
 # The analytic pass mark used for each criterion's own `passed` before a
 # policy is applied; `scoring.evaluate` recomputes it with the policy's threshold.
@@ -175,7 +176,7 @@ def _find_array(text: str) -> list[Any]:
             return _expect_array(_loads(stripped), "the output")
         except ValueError as exc:
             if stripped[0] == "[" and stripped[-1] == "]":
-                failure = ScorecardError(f"invalid JSON: {_one_line(exc)}")
+                failure = ScorecardError(f"invalid JSON: {one_line(str(exc))}")
     scan = _Scan(stripped)
     if failure is None:
         try:
@@ -241,7 +242,7 @@ def _from_fences(text: str) -> list[Any] | None:
         try:
             value = _loads(body)
         except ValueError as exc:
-            errors.append(_one_line(exc))
+            errors.append(one_line(str(exc)))
             continue
         return _expect_array(value, "the ```json block")
     raise ScorecardError(f"invalid JSON in the fenced block: {errors[0]}")
@@ -284,9 +285,9 @@ class _Scan:
                 # Building the error counts lines from the start of the text: O(pos).
                 budget -= exc.pos if isinstance(exc, json.JSONDecodeError) else len(text)
                 if start == 0 or text[start - 1] == "\n":
-                    self.errors.insert(0, _one_line(exc))
+                    self.errors.insert(0, one_line(str(exc)))
                 else:
-                    self.errors.append(_one_line(exc))
+                    self.errors.append(one_line(str(exc)))
                 continue
             except RecursionError:
                 budget -= len(text)
@@ -315,10 +316,6 @@ def _from_prose(scan: _Scan) -> list[Any]:
     if scan.errors:
         raise ScorecardError(f"invalid JSON: {scan.errors[0]}")
     raise ScorecardError("no JSON array found in the reviewer's output")
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
 
 
 # -- one item ----------------------------------------------------------------

@@ -34,6 +34,7 @@ from ci_evals.report import (
     stage_label,
     status_word,
 )
+from ci_evals.text import one_line
 
 if TYPE_CHECKING:
     from ci_evals.results.model import RunResult, ScenarioResult, StageResult
@@ -54,8 +55,7 @@ _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;"}
 
 def text(value: str, limit: int) -> str:
     """`value` as literal one-line Markdown text, at most about `limit` characters."""
-    one_line = " ".join(printable(value).split())
-    escaped = _MARKUP.sub(r"\\\1", cap(one_line, limit))
+    escaped = _MARKUP.sub(r"\\\1", cap(one_line(printable(value)), limit))
     return "".join(_ENTITIES.get(char, char) for char in escaped)
 
 

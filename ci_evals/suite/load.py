@@ -171,8 +171,9 @@ class Suite:
         number = stage if isinstance(stage, int) else stage.number
         return self.fixtures_for(scenario) / self.stages[number - 1].fixture_dirname
 
+    @staticmethod
     def template_values(
-        self, stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path
+        stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path
     ) -> dict[str, str]:
         """Everything a template can name: the scenario's inputs plus the built-ins."""
         values = dict(scenario.inputs)
@@ -189,9 +190,10 @@ class Suite:
         values = self.template_values(stage, scenario, workspace=workspace, plugin=plugin)
         return stage.prompt.render(values)
 
-    def cwd_for(self, stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path) -> Path:
+    @staticmethod
+    def cwd_for(stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path) -> Path:
         """The stage's absolute working folder, inside `workspace` (not created here)."""
-        values = self.template_values(stage, scenario, workspace=workspace, plugin=plugin)
+        values = Suite.template_values(stage, scenario, workspace=workspace, plugin=plugin)
         path = _inside(stage.cwd.render(values), workspace)
         if path is None:
             raise stage.cwd.error(
@@ -537,20 +539,8 @@ def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
     # whether the rendered cwd is absolute elsewhere or climbs out with `..`.
     workspace = Path(os.path.abspath(os.sep + "ci-evals-workspace"))
     plugin = Path(os.path.abspath(os.sep + "ci-evals-plugin"))
-    for scenario in scenarios:
-        values = dict(scenario.inputs)
-        values.update(
-            workspace=str(workspace),
-            plugin=str(plugin),
-            stage=stage.name,
-            stage_number=str(stage.number),
-            scenario=scenario.id,
-        )
-        if _inside(stage.cwd.render(values), workspace) is None:
-            raise stage.cwd.error(
-                f"cwd leaves the workspace for scenario {scenario.id!r}",
-                hint="cwd is relative to the workspace and must stay inside it",
-            )
+    for scenario in scenarios:  # raises what the run would raise
+        Suite.cwd_for(stage, scenario, workspace=workspace, plugin=plugin)
 
 
 def _cross_check_stage_map(suite: Suite, where: Field | None, stages_field: Field) -> None:

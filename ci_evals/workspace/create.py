@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from ci_evals.fs.snapshot import (
     seeded_entry,
     take_snapshot,
 )
+from ci_evals.fs.walk import walk
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 PLUGIN_DIR = "plugin"
@@ -181,36 +181,23 @@ def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
 
 
 def _add_fixture(plan: _Plan, folder: Path) -> None:
-    for rel, entry in _walk(folder):
-        if entry.is_symlink():
+    for rel, kind, entry in walk(folder):
+        if kind == "link":
             target = os.readlink(entry.path)
             _check_link(folder, rel, target, entry.path)
             _claim(plan, rel, entry.path, "link")
             plan.links[rel] = target
             plan.link_sources[rel] = entry.path
-        elif entry.is_dir(follow_symlinks=False):
+        elif kind == "dir":
             _claim(plan, rel, entry.path, "dir")
             plan.dirs[rel] = entry.path
-        elif entry.is_file(follow_symlinks=False):
+        elif kind == "file":
             _claim(plan, rel, entry.path, "file")
             plan.files[rel] = entry.path
         else:
             raise UserError(
                 f"fixture holds something that is not a file, folder or link: {entry.path}"
             )
-
-
-def _walk(top: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every entry under `top` (not following links), with its POSIX relative path."""
-    stack = [("", str(top))]
-    while stack:
-        prefix, folder = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                rel = prefix + entry.name
-                yield rel, entry
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((rel + "/", entry.path))
 
 
 def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
