@@ -704,3 +704,11 @@ def test_the_sdk_drives_the_cli_in_the_sandbox(
     seen = (ws / "repo.txt").read_text().split()
     assert str(cli) in seen or not cli.is_relative_to(REPO)
     assert all(cli == Path(p) or cli.is_relative_to(p) for p in seen if p.startswith("/")), seen
+
+
+def test_the_sandboxs_tmp_is_capped(ws: Path) -> None:
+    # Its /tmp is memory: filling it must not take the machine's.
+    with BwrapSandbox(Mounts(writable=(ws,), readonly=(), tmp_bytes=1 << 20)) as box:
+        script = "dd if=/dev/zero of=/tmp/fill bs=64k count=64 2>/dev/null; wc -c < /tmp/fill"
+        fill = sh(box, script, ws)
+    assert int(fill) <= 1 << 20  # 4 MiB asked for

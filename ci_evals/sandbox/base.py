@@ -36,6 +36,9 @@ class SandboxSpec:
     # an isolating sandbox makes `http://HOST:PORT` work inside and nothing else.
     endpoint: tuple[str, int] | None = None
     network: bool = False  # full network, only when a suite asks for it
+    # The sandbox's own /tmp (memory, in an isolating sandbox): a cap, so that
+    # filling it cannot take the machine's memory.
+    tmp_bytes: int = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -281,6 +281,8 @@ class BwrapSandbox:
             "/proc/sysrq-trigger",
             "--dev",
             "/dev",
+            "--size",
+            str(self.mounts.tmp_bytes),
             "--tmpfs",
             "/tmp",  # noqa: S108 - a fresh tmpfs, the sandbox's own
         ]
