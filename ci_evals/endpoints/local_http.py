@@ -9,11 +9,13 @@ stops it.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from abc import ABC, abstractmethod
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 _Self = TypeVar("_Self", bound="LocalHTTPService")
 
@@ -26,6 +28,8 @@ class LocalHTTPService(ABC):
         self._stopping = threading.Event()  # set while stopping: handlers give up
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._connections_lock = threading.Lock()
+        self._connections: set[socket.socket] = set()  # open client connections
 
     @abstractmethod
     def _make_server(self, address: tuple[str, int]) -> ThreadingHTTPServer:
@@ -75,6 +79,18 @@ class LocalHTTPService(ABC):
     ) -> None:
         self.stop()
 
+    def open_connections(self) -> list[socket.socket]:
+        """The client connections open now (`_after_shutdown` ends them)."""
+        with self._connections_lock:
+            return list(self._connections)
+
+    def _track(self, connection: socket.socket, *, open_: bool) -> None:
+        with self._connections_lock:
+            if open_:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
     @property
     def port(self) -> int:
         if self._httpd is None:
@@ -84,3 +100,39 @@ class LocalHTTPService(ABC):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+class LocalServer(ThreadingHTTPServer):
+    """The server of a `LocalHTTPService`: its handlers reach the service through it."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        service: LocalHTTPService,
+    ) -> None:
+        self.service = service
+        super().__init__(address, handler)
+
+
+class LocalHandler(BaseHTTPRequestHandler):
+    """A request handler whose connection its service can end when it stops."""
+
+    server: LocalServer
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the CLI expects
+    # Each SSE event is its own small write; with Nagle on, the client's delayed
+    # ACK stalls every turn by ~40 ms.
+    disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.service._track(self.connection, open_=True)
+
+    def finish(self) -> None:
+        self.server.service._track(self.connection, open_=False)
+        with contextlib.suppress(OSError):  # the peer went away; nothing to flush to
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # each service records its exchanges its own way

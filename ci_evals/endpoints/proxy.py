@@ -54,12 +54,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from ci_evals.endpoints.local_http import LocalHTTPService
+from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
 from ci_evals.endpoints.pricing import Pricing, Usage
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,6 @@ class ForwardingProxy(LocalHTTPService):
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
         self._idle: list[http.client.HTTPConnection] = []
         self._busy: set[http.client.HTTPConnection] = set()
-        self._clients: set[socket.socket] = set()
         self._handlers: set[threading.Thread] = set()
         self._record_file: IO[str] | None = None
         super().__init__()
@@ -271,7 +270,8 @@ class ForwardingProxy(LocalHTTPService):
             # Repeated, since a handler may have opened a connection meanwhile.
             with self._lock:
                 handlers = list(self._handlers)
-                sockets = list(self._clients) + [c.sock for c in self._busy if c.sock is not None]
+                upstream = [c.sock for c in self._busy if c.sock is not None]
+            sockets = self.open_connections() + upstream
             if not handlers:
                 break
             for sock in sockets:
@@ -443,7 +443,7 @@ class ForwardingProxy(LocalHTTPService):
         return text
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(LocalServer):
     """Handler threads are daemons (never block exit) but tracked, so stop() joins them."""
 
     daemon_threads = True
@@ -452,7 +452,7 @@ class _Server(ThreadingHTTPServer):
         self, address: tuple[str, int], handler: type[_Handler], proxy: ForwardingProxy
     ) -> None:
         self.proxy = proxy
-        super().__init__(address, handler)
+        super().__init__(address, handler, proxy)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(
@@ -478,24 +478,8 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the CLI expects
-    disable_nagle_algorithm = True  # each SSE event goes out at once
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.proxy._lock:
-            self.server.proxy._clients.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.proxy._lock:
-            self.server.proxy._clients.discard(self.connection)
-        with contextlib.suppress(OSError):  # the peer went away; nothing to flush to
-            super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # one debug line per exchange instead, without headers
+class _Handler(LocalHandler):
+    server: _Server  # one debug line per exchange instead of the access log, no headers
 
     def do_HEAD(self) -> None:
         self._probe()

@@ -22,10 +22,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
-from ci_evals.endpoints.local_http import LocalHTTPService
+from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
 from ci_evals.endpoints.stub_model import sse
 from ci_evals.endpoints.stub_model.request import parse_request
 from ci_evals.endpoints.stub_model.responder import Reply, Responder
@@ -81,7 +81,6 @@ class StubServer(LocalHTTPService):
         self._lock = threading.Lock()
         self._indexes = itertools.count(1)
         self._message_ids = itertools.count(1)
-        self._connections: set[socket.socket] = set()
         super().__init__(port)
 
     # -- lifecycle -------------------------------------------------------------
@@ -92,9 +91,7 @@ class StubServer(LocalHTTPService):
         return _HTTPServer(address, _Handler, self)
 
     def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
+        for conn in self.open_connections():
             with contextlib.suppress(OSError):  # already closed by the client
                 conn.shutdown(socket.SHUT_RDWR)
         httpd.server_close()  # joins the handler threads (block_on_close)
@@ -138,13 +135,13 @@ class StubServer(LocalHTTPService):
         return f"msg_stub_{next(self._message_ids):06d}"
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(LocalServer):
     daemon_threads = False  # tracked, so server_close() can join them
     block_on_close = True
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], stub: StubServer) -> None:
         self.stub = stub
-        super().__init__(address, handler)
+        super().__init__(address, handler, stub)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up is normal (timeouts, killed CLIs); anything else is a bug.
@@ -152,26 +149,8 @@ class _HTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the CLI expects
-    # Each SSE event is its own small write; with Nagle on, the client's delayed
-    # ACK stalls every turn by ~40 ms.
-    disable_nagle_algorithm = True
-    server: _HTTPServer
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.stub._lock:
-            self.server.stub._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.stub._lock:
-            self.server.stub._connections.discard(self.connection)
-        with contextlib.suppress(OSError):  # the peer went away; nothing to flush to
-            super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # records replace the access log
+class _Handler(LocalHandler):
+    server: _HTTPServer  # records replace the access log
 
     # -- verbs ---------------------------------------------------------------------
 
