@@ -48,6 +48,4 @@ class AnthropicEndpoint:
                 name=self.name,
                 env=proxy.cli_env(),
                 model=self.model or options.default_model,
-                holds_credential=True,
-                spent_usd=lambda: proxy.spent_usd,
             )

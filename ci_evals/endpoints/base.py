@@ -10,7 +10,7 @@ and what results record about it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +36,6 @@ class OpenEndpoint:
     name: str  # recorded in results: "anthropic" or "stub:PATH"
     env: Mapping[str, str] = field(repr=False)  # the agent's ENDPOINT_NAMES (URL, run token)
     model: str | None  # the model to ask for (None: the CLI's default)
-    # A real credential sits behind it: the agent must then run isolated.
-    holds_credential: bool = False
-    spent_usd: Callable[[], float] | None = None  # cost counted at the endpoint, if it counts
 
 
 @dataclass(frozen=True)
