@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,16 +72,41 @@ def test_a_missing_top_raises_unless_vanished_folders_are_skipped(tmp_path: Path
     assert listing(tmp_path / "gone", skip_vanished=True) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any folder")
+# As root a mode-0 folder is still readable (CAP_DAC_OVERRIDE): the walk runs in a
+# child without capabilities (setpriv, util-linux), so the test means the same as
+# root (CI) and as a user.
+_WALK_WITHOUT_CAPS = """
+import json, sys
+from ci_evals.fs.walk import walk
+options = json.loads(sys.argv[2])
+try:
+    print(json.dumps([[rel, kind] for rel, kind, _ in walk(sys.argv[1], **options)]))
+except PermissionError:
+    print("PermissionError")
+"""
+
+
+def _listing_without_capabilities(top: Path, **options: bool) -> object:
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None, "needs setpriv (util-linux): apt-get install util-linux"
+    done = subprocess.run(
+        [setpriv, "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c",
+         _WALK_WITHOUT_CAPS, str(top), json.dumps(options)],
+        capture_output=True, text=True, check=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )  # fmt: skip
+    out = done.stdout.strip()
+    return out if out == "PermissionError" else [tuple(item) for item in json.loads(out)]
+
+
 def test_an_unreadable_folder_raises_unless_skipped(tmp_path: Path) -> None:
     closed = tmp_path / "closed"
     closed.mkdir()
     (closed / "secret").write_text("s")
     closed.chmod(0)
     try:
-        with pytest.raises(PermissionError):
-            listing(tmp_path, skip_vanished=True)
-        assert listing(tmp_path, skip_unreadable=True) == [("closed", "dir")]
+        assert _listing_without_capabilities(tmp_path, skip_vanished=True) == "PermissionError"
+        assert _listing_without_capabilities(tmp_path, skip_unreadable=True) == [("closed", "dir")]
     finally:
         closed.chmod(0o755)
 
