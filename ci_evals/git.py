@@ -186,6 +186,14 @@ def shallow_commits(repo: Path) -> frozenset[str]:
     return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
+def has_changes(repo: Path, paths: Sequence[str]) -> bool:
+    """Whether anything under `paths` (repo-relative) differs from HEAD: staged,
+    unstaged or untracked (not ignored). Paths are literal, never globs."""
+    specs = [f":(literal){path}" for path in paths]
+    result = run(repo, "status", "--porcelain", "-z", "--untracked-files=all", "--", *specs)
+    return bool(result.stdout)
+
+
 def merge_bases(repo: Path, a: str, b: str) -> list[str]:
     """All best common ancestors of `a` and `b` (several after criss-cross merges).
 
