@@ -188,10 +188,12 @@ def shallow_commits(repo: Path) -> frozenset[str]:
 
 def has_changes(repo: Path, paths: Sequence[str]) -> bool:
     """Whether anything under `paths` (repo-relative) differs from HEAD: staged,
-    unstaged or untracked (not ignored). Paths are literal, never globs."""
+    unstaged or untracked (not ignored). Paths are literal, never globs. True
+    when git cannot tell (fail closed: a clean tree is a claim)."""
     specs = [f":(literal){path}" for path in paths]
-    result = run(repo, "status", "--porcelain", "-z", "--untracked-files=all", "--", *specs)
-    return bool(result.stdout)
+    argv = ("status", "--porcelain", "-z", "--untracked-files=all", "--", *specs)
+    result = run(repo, *argv, check=False)
+    return result.returncode != 0 or bool(result.stdout)
 
 
 def merge_bases(repo: Path, a: str, b: str) -> list[str]:

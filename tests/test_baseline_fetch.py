@@ -110,7 +110,7 @@ def test_no_successful_run_is_no_baseline_and_exit_0(
     assert not (out / "results.json").exists()
     summary = tmp_path / "summary.md"
     assert main(["report", str(V2), "--baseline", str(out), "--markdown", str(summary)]) == 0
-    assert "**No baseline:** no successful run of evals.yml on main." in summary.read_text()
+    assert "**No baseline:** no successful run of evals.yml on main (push," in summary.read_text()
 
 
 def test_runs_without_the_artifact_are_said(env: ActionsGitHub, tmp_path: Path) -> None:
@@ -172,8 +172,10 @@ def test_a_bad_token_is_one_line_without_the_token(
     err = capsys.readouterr().err.strip()
     assert "answered 401: Bad credentials" in err and "actions: read" in err
     assert "ghs_wrong" not in err and "\n" not in err
+    # Said where the report will look, too.
+    assert "answered 401" in str(source(tmp_path / "baseline")["reason"])
     monkeypatch.delenv("GITHUB_TOKEN")
-    assert fetch(tmp_path / "baseline") == 2
+    assert fetch(tmp_path / "other") == 2
     assert "GITHUB_TOKEN not set" in capsys.readouterr().err
 
 

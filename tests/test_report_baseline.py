@@ -312,3 +312,14 @@ def test_a_dirty_baseline_and_an_unfinished_one_are_said(tmp_path: Path) -> None
     _, markdown = report(str(after), "--baseline", str(before), tmp_path=tmp_path)
     assert "the baseline ran with uncommitted changes" in markdown
     assert "the baseline run did not finish (status interrupted)" in markdown
+
+
+def test_an_inconsistent_run_is_not_compared_nor_priced(tmp_path: Path) -> None:
+    broken = repeated((True, 4))
+    broken.scenarios[0].stages[0].status = "failed"
+    after = save(tmp_path, "after", broken)
+    before = save(tmp_path, "before", repeated((True, 4)))
+    code, markdown = report(str(after), "--baseline", str(before), tmp_path=tmp_path)
+    assert code == 2
+    assert "Not compared: this run's results file is inconsistent." in markdown
+    assert "### Cost" not in markdown

@@ -13,20 +13,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.github.artifacts import read_source
 from ci_evals.report.baseline import NoBaseline, compare, revision_notes, same_suite
-from ci_evals.report.baseline_markdown import comparison_section, cost_section
+from ci_evals.report.baseline_markdown import comparison_section, cost_section, not_compared
 from ci_evals.report.costs import cost_summary
-from ci_evals.report.verify import problems
+from ci_evals.report.verify import problems as inconsistencies
 from ci_evals.results.model import RESULTS_FILE, RunResult, read_results
 
 
-def against_baseline(result: RunResult, args: argparse.Namespace) -> str:
-    """The *Against the baseline* (with `--baseline`) and *Cost* sections."""
+def against_baseline(
+    result: RunResult, args: argparse.Namespace, problems: Sequence[str] = ()
+) -> str:
+    """The *Against the baseline* (with `--baseline`) and *Cost* sections.
+
+    Nothing in a results file that disagrees with itself (`problems`) can be
+    believed, its costs included: then there is nothing to compare.
+    """
+    if problems:
+        return not_compared("this run's results file is inconsistent") if args.baseline else ""
     if args.baseline is None:
         return cost_section(cost_summary(result, None))
     source, reason = read_source(args.baseline)
@@ -56,7 +65,7 @@ def load_baseline(path: Path, reason: str | None = None) -> tuple[RunResult | No
         baseline = read_results(file)
     except UserError as exc:
         return None, f"the baseline cannot be read: {exc}"
-    found = problems(baseline)
+    found = inconsistencies(baseline)
     if found:
         return None, (
             f"the baseline's results file is inconsistent ({len(found)} problem(s)), so none of "

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         _check_comment_key(args.comment_key)  # before any file is written
     result = read_results(args.run_dir)
     found = problems(result)
-    markdown = markdown_summary(result, found) + "\n" + against_baseline(result, args)
+    markdown = markdown_summary(result, found) + "\n" + against_baseline(result, args, found)
     if args.junit is not None:
         write_output(args.junit, junit_xml(result, found), option="--junit")
     if args.markdown is not None:

@@ -8,12 +8,13 @@ takes the first run it can trust that still has the artifact
 on another host), unpacks it safely (`safe_zip`) and puts its `results.json`
 at `OUT/results.json`, where `ci-evals report --baseline OUT` reads it.
 
-Trust: only runs of this repository (`head_repository`) on a branch event
-(never a `pull_request*` event: a fork's pull request from a branch named
-`main` is a run "on main" too) count; the artifact's declared size and the
-bytes actually received are capped; the redirect is followed once, by hand,
-without the token (urllib would send the Authorization header to the storage
-host); the unpacked archive must hold plain files only.
+Trust: only runs of this repository (`head_repository`) started by `push`,
+`schedule` or `workflow_dispatch` count (never a `pull_request*` event: a
+fork's pull request from a branch named `main` is a run "on main" too); the
+artifact's declared size and the bytes actually received are capped; the
+redirect is followed once, by hand, without the token (urllib would send the
+Authorization header to the storage host); the unpacked archive must hold
+plain files only.
 
 `OUT/baseline-source.json` says where the baseline came from, or why there is
 none (no such run, no artifact left, a refused artifact), so the report can say
@@ -142,14 +143,17 @@ def read_source(folder: Path) -> tuple[str | None, str | None]:
 # ------------------------------------------------------------------ the REST calls
 
 
+# Events that run the branch's own code. A `pull_request` run is listed under
+# its head branch's name -- a fork's `main` too --, so it is never a baseline.
+TRUSTED_EVENTS = frozenset({"push", "schedule", "workflow_dispatch"})
+
+
 def _trusted(run: Mapping[str, Any], repository: str, branch: str) -> bool:
     """A run of this repository's own branch, not one a pull request (a fork's) started."""
-    event = run.get("event")
     head = run.get("head_repository")
     full_name = head.get("full_name") if isinstance(head, Mapping) else None
     return (
-        isinstance(event, str)
-        and not event.startswith("pull_request")
+        run.get("event") in TRUSTED_EVENTS
         and isinstance(full_name, str)
         and full_name.lower() == repository.lower()
         and run.get("head_branch") == branch
@@ -280,14 +284,10 @@ def _check(request: FetchRequest) -> None:
         raise UserError("the folder is not empty", file=request.out, field="--out")
 
 
-def fetch_baseline(settings: CommentSettings, request: FetchRequest) -> Source:
-    """Find, download and unpack the baseline into `request.out`; the `Source` is also
-    written there. No baseline to be found is a `Source` with `found=False`, not an error;
-    a refused artifact raises `UserError` after writing why."""
-    _check(request)
-    api, repository, token = _checked(settings)
-    none = Source(False, repository, request.workflow, request.branch, request.artifact)
-    client = _Client(api, token, request.timeout)
+def _find(
+    client: _Client, api: str, repository: str, request: FetchRequest
+) -> tuple[Mapping[str, Any], Mapping[str, Any]] | str:
+    """The newest trusted successful run with the artifact, and the artifact; else why not."""
     repo_url = f"{api}/repos/{repository}"
     query = urllib.parse.urlencode(
         {"branch": request.branch, "status": "success", "per_page": PER_PAGE}
@@ -301,68 +301,77 @@ def fetch_baseline(settings: CommentSettings, request: FetchRequest) -> Source:
                 continue
             looked += 1
             artifact = _artifact(client, repo_url, run_id, request.artifact)
-            if artifact is None:
-                continue  # e.g. a run that selected no stage and uploaded nothing
-            found = Source(
-                True,
-                repository,
-                request.workflow,
-                request.branch,
-                request.artifact,
-                run_id=run_id,
-                run_number=_int(run.get("run_number")),
-                run_url=run.get("html_url") if isinstance(run.get("html_url"), str) else None,
-                head_sha=run.get("head_sha") if isinstance(run.get("head_sha"), str) else None,
-                artifact_id=_int(artifact.get("id")),
-            )
-            return _unpack(found, artifact, request, api, token)
+            if artifact is not None:
+                return run, artifact
+            # else e.g. a run that selected no stage and uploaded nothing: an older one
     except _StatusError as exc:
         hint = "the token needs `actions: read`" if exc.status in (401, 403, 404) else None
         raise UserError(
             f"GitHub API: {exc.method} {exc.url} answered {exc.status}: {exc.message}", hint=hint
         ) from None
-    reason = (
-        f"no successful run of {request.workflow} on {request.branch}"
-        if looked == 0
-        else f"none of the last {looked} successful run(s) of {request.workflow} on "
+    if looked == 0:
+        return f"no successful run of {request.workflow} on {request.branch} (push, schedule or "
+        "workflow_dispatch)"
+    return (
+        f"none of the last {looked} successful run(s) of {request.workflow} on "
         f"{request.branch} has an artifact named {request.artifact!r} (expired, or never uploaded)"
     )
-    source = replace(none, reason=reason)
+
+
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def fetch_baseline(settings: CommentSettings, request: FetchRequest) -> Source:
+    """Find, download and unpack the baseline into `request.out`; the `Source` is also
+    written there. No baseline to be found is a `Source` with `found=False`, not an error;
+    a refused artifact or a GitHub error raises `UserError` after writing why."""
+    _check(request)
+    api, repository, token = _checked(settings)
+    source = Source(False, repository, request.workflow, request.branch, request.artifact)
+    try:
+        found = _find(_Client(api, token, request.timeout), api, repository, request)
+        if isinstance(found, str):
+            source = replace(source, reason=found)
+        else:
+            run, artifact = found
+            source = replace(
+                source,
+                found=True,
+                run_id=_int(run.get("id")),
+                run_number=_int(run.get("run_number")),
+                run_url=_string(run.get("html_url")),
+                head_sha=_string(run.get("head_sha")),
+                artifact_id=_int(artifact.get("id")),
+            )
+            _unpack(artifact, request, api, token)
+    except UserError as exc:
+        write_source(request.out, replace(source, found=False, reason=f"refused: {exc}"))
+        raise
     write_source(request.out, source)
     return source
 
 
-def _unpack(
-    source: Source, artifact: Mapping[str, Any], request: FetchRequest, api: str, token: str
-) -> Source:
+def _unpack(artifact: Mapping[str, Any], request: FetchRequest, api: str, token: str) -> None:
+    """The artifact's zip, downloaded and unpacked into `OUT/artifact/`; its results.json
+    copied to `OUT/results.json`."""
     out = request.out
-    try:
-        size = _int(artifact.get("size_in_bytes"))
-        if size is not None and size > request.max_bytes:
-            raise _too_large(size, request.max_bytes)
-        url = artifact.get("archive_download_url")
-        if (
-            not isinstance(url, str)
-            or urllib.parse.urlsplit(url)[:2] != urllib.parse.urlsplit(api)[:2]
-        ):
-            raise UserError("the artifact's download URL is not on the API's host")
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="ci-evals-baseline-") as temp:
-            archive = Path(temp) / "artifact.zip"
-            _download(
-                url, token, api, archive, max_bytes=request.max_bytes, timeout=request.timeout
-            )
-            files = safe_extract(archive, out / ARTIFACT_FOLDER, ZipLimits(request.max_bytes * 4))
-        results = _results_in(files)
-        if results is None:
-            raise UserError(f"the artifact holds no {RESULTS_FILE}", file=out / ARTIFACT_FOLDER)
-        shutil.copyfile(out / ARTIFACT_FOLDER / results, out / RESULTS_FILE)
-    except UserError as exc:
-        refused = replace(source, found=False, reason=f"refused: {exc}")
-        write_source(out, refused)
-        raise
-    write_source(out, source)
-    return source
+    size = _int(artifact.get("size_in_bytes"))
+    if size is not None and size > request.max_bytes:
+        raise _too_large(size, request.max_bytes)
+    url = artifact.get("archive_download_url")
+    same_host = urllib.parse.urlsplit(str(url))[:2] == urllib.parse.urlsplit(api)[:2]
+    if not isinstance(url, str) or not same_host:
+        raise UserError("the artifact's download URL is not on the API's host")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ci-evals-baseline-") as temp:
+        archive = Path(temp) / "artifact.zip"
+        _download(url, token, api, archive, max_bytes=request.max_bytes, timeout=request.timeout)
+        files = safe_extract(archive, out / ARTIFACT_FOLDER, ZipLimits(request.max_bytes * 4))
+    results = _results_in(files)
+    if results is None:
+        raise UserError(f"the artifact holds no {RESULTS_FILE}", file=out / ARTIFACT_FOLDER)
+    shutil.copyfile(out / ARTIFACT_FOLDER / results, out / RESULTS_FILE)
 
 
 def _results_in(files: list[str]) -> str | None:

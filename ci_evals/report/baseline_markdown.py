@@ -92,6 +92,11 @@ def _counts(comparison: Comparison) -> str:
     )
 
 
+def not_compared(reason: str) -> str:
+    """*Against the baseline* when this run itself cannot be compared."""
+    return f"### Against the baseline\n\nNot compared: {text(reason, REASON_LIMIT)}.\n"
+
+
 def comparison_section(outcome: Comparison | NoBaseline, source: str | None = None) -> str:
     """*Against the baseline*: the deltas, or why there is nothing to compare with."""
     lines = ["### Against the baseline", ""]
@@ -113,7 +118,7 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
     lines.extend(_deltas("Regressions", outcome.regressions))
     lines.extend(_deltas("Improvements", outcome.improvements))
     lines.extend(_deltas("Other changes", outcome.changes))
-    missing = [*(f"{s} (new)" for s in outcome.only_here)]
+    missing = [f"{s} (not in the baseline)" for s in outcome.only_here]
     missing += [f"{s} (not in this run)" for s in outcome.only_baseline]
     if missing:
         shown = ", ".join(text(item, CELL_LIMIT) for item in missing[:DELTAS_SHOWN])
