@@ -23,6 +23,7 @@ from ci_evals.results.model import (
     RESULTS_FILE,
     Revision,
     RunResult,
+    StageResult,
     SuiteIdentity,
     read_results,
     write_results,
@@ -175,19 +176,19 @@ def test_run_with_base_records_the_merge_base(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ built results (fast)
 
 
-def graded(number: int, passed: bool, score: float) -> object:
+def graded(number: int, passed: bool, score: float) -> StageResult:
     """A stage with one checklist and one analytic criterion (`score`)."""
-    crit = (criterion("a", passed), criterion("b", score >= 3, "analytic"))
-    crit = (crit[0], crit[1].model_copy(update={"score": score}))
+    analytic = criterion("b", score >= 3, "analytic").model_copy(update={"score": score})
+    crit = (criterion("a", passed), analytic)
     kind = "passed" if passed and score >= 3 else "failed"
     return stage(number, kind, cost_usd=0.25, grading=verdict(kind, kind, *crit))
 
 
 def repeated(*runs: tuple[bool, float], **kw: object) -> RunResult:
     """One scenario `acme`, stage 3, one repeat per (checklist passed, analytic score)."""
-    scenarios = [scenario("acme", graded(3, p, s), repeat=i) for i, (p, s) in enumerate(runs)]  # type: ignore[arg-type]
+    scenarios = [scenario("acme", graded(3, p, s), repeat=i) for i, (p, s) in enumerate(runs)]
     kw.setdefault("suite", SUITE)
-    return a_run(*scenarios, repeat=len(runs), pass_at_least=1, **kw)
+    return a_run(*scenarios, repeat=len(runs), pass_at_least=1, **kw)  # type: ignore[arg-type]
 
 
 def test_a_change_inside_both_intervals_is_within_the_noise(tmp_path: Path) -> None:
@@ -323,3 +324,36 @@ def test_an_inconsistent_run_is_not_compared_nor_priced(tmp_path: Path) -> None:
     assert code == 2
     assert "Not compared: this run's results file is inconsistent." in markdown
     assert "### Cost" not in markdown
+
+
+def test_a_version_1_baseline_is_read_and_compared(tmp_path: Path) -> None:
+    v1 = DATA / "results-v1.json"
+    code, markdown = report(str(v1), "--baseline", str(v1), tmp_path=tmp_path)
+    assert code == 0
+    assert "**0 regression(s)** (0 beyond the noise), 0 improvement(s), 0 other change(s); " in (
+        markdown
+    )
+    assert "2 stage(s) compared, 2 unchanged." in markdown
+    assert "the baseline does not record its suite" in markdown
+
+
+def test_base_without_a_baseline_is_a_usage_error(tmp_path: Path) -> None:
+    after = save(tmp_path, "after", repeated((True, 4)))
+    assert report(str(after), "--base", "main", tmp_path=tmp_path) == (2, "")
+
+
+def test_the_recorded_revision_is_dirty_only_for_the_suites_own_files(tmp_path: Path) -> None:
+    from ci_evals.run.provenance import revision, suite_identity  # noqa: PLC0415
+    from ci_evals.suite.load import load_suite  # noqa: PLC0415
+
+    repo, suite_file, _ = _repo_with_stage_map(tmp_path)
+    suite = load_suite(suite_file)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert revision(suite) == Revision(commit=head, dirty=False)
+    assert suite_identity(suite) == SUITE
+    (repo / "notes.txt").write_text("not the suite's\n")
+    (repo / ".ci-evals" / "runs").mkdir(parents=True)  # a run folder at the top
+    (repo / ".ci-evals" / "runs" / "results.json").write_text("{}")
+    assert revision(suite) == Revision(commit=head, dirty=False)
+    (repo / "plugin" / "commands" / "new.md").write_text("untracked\n")
+    assert revision(suite) == Revision(commit=head, dirty=True)

@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.report.verify import problems  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
 
+    if args.base is not None and args.baseline is None:
+        raise UserError("--base compares with a baseline: give --baseline RUN too", field="--base")
     if args.comment:
         _check_comment_key(args.comment_key)  # before any file is written
     result = read_results(args.run_dir)

@@ -38,6 +38,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 from ci_evals.github.comment import (
+    _TOKEN,
     API_VERSION,
     PER_PAGE,
     CommentSettings,
@@ -62,7 +63,6 @@ USER_AGENT = "ci-evals (baseline fetch)"
 _CHUNK = 1024 * 1024
 _WORKFLOW = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _ARTIFACT = re.compile(r"[^\x00-\x1f\x7f\"<>|*?\\/:]{1,255}")
-_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 
 def _checked(settings: CommentSettings) -> tuple[str, str, str]:
@@ -209,7 +209,7 @@ def _download(
     request = urllib.request.Request(url, headers=headers)  # noqa: S310 - checked by the caller
     try:
         with opener.open(request, timeout=timeout) as response:
-            _save(response, target, max_bytes, url)  # a server that serves it directly
+            _save(response, target, max_bytes)  # a server that serves it directly
             return
     except urllib.error.HTTPError as exc:
         location = exc.headers.get("Location") if exc.code in (301, 302, 303, 307, 308) else None
@@ -233,7 +233,7 @@ def _download(
     blob = urllib.request.Request(where, headers={"User-Agent": USER_AGENT})  # noqa: S310
     try:
         with opener.open(blob, timeout=timeout) as response:
-            _save(response, target, max_bytes, "the artifact's storage URL")
+            _save(response, target, max_bytes)
     except urllib.error.HTTPError as exc:
         exc.close()
         raise UserError(f"the artifact download answered {exc.code}: {exc.reason}") from None
@@ -241,7 +241,7 @@ def _download(
         raise UserError(f"the artifact download failed: {one_line(str(exc), 300)}") from None
 
 
-def _save(response: http.client.HTTPResponse, target: Path, max_bytes: int, what: str) -> None:
+def _save(response: http.client.HTTPResponse, target: Path, max_bytes: int) -> None:
     length = response.headers.get("Content-Length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise _too_large(int(length), max_bytes)
