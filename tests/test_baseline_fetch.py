@@ -104,6 +104,7 @@ def test_no_successful_run_is_no_baseline_and_exit_0(
 ) -> None:
     env.add_run(conclusion="failure")
     env.add_run(branch="feature")
+    env.add_run(event="pull_request")  # this repository's, but a pull request's
     out = tmp_path / "baseline"
     assert fetch(out) == 0
     assert "no baseline: no successful run of evals.yml on main" in capsys.readouterr().out
@@ -111,6 +112,21 @@ def test_no_successful_run_is_no_baseline_and_exit_0(
     summary = tmp_path / "summary.md"
     assert main(["report", str(V2), "--baseline", str(out), "--markdown", str(summary)]) == 0
     assert "**No baseline:** no successful run of evals.yml on main (push," in summary.read_text()
+
+
+def test_in_actions_the_step_outputs_say_what_was_found(
+    env: ActionsGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outputs = tmp_path / "outputs"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
+    assert fetch(tmp_path / "none") == 0
+    assert outputs.read_text() == "found=false\nresults=\n"
+    run = env.add_run(event="schedule")
+    env.add_artifact(run, run_folder_zip())
+    outputs.unlink()
+    assert fetch(tmp_path / "found") == 0
+    assert outputs.read_text() == f"found=true\nresults={tmp_path / 'found' / 'results.json'}\n"
 
 
 def test_runs_without_the_artifact_are_said(env: ActionsGitHub, tmp_path: Path) -> None:

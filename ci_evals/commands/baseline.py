@@ -6,7 +6,8 @@ Downloads the results artifact of the workflow's last successful run on the
 branch (`ci_evals.github.artifacts`) into `--out`: `results.json` there, the
 whole artifact under `artifact/`, and `baseline-source.json` saying which run
 it came from. Reads GITHUB_TOKEN (`actions: read`), GITHUB_REPOSITORY and
-GITHUB_API_URL. No such run or no artifact left: a note, exit 0, and the
+GITHUB_API_URL; in Actions it sets the step outputs `found` (true/false) and
+`results` (the results file, or empty). No such run or no artifact left: a note, exit 0, and the
 report says *No baseline*. A refused artifact (too large, unsafe entries) or
 a GitHub error: one line, exit 2 (the report still says why).
 """
@@ -17,9 +18,11 @@ import argparse
 from pathlib import Path
 
 from ci_evals.errors import EXIT_OK
+from ci_evals.github.actions import ActionsEnv, write_outputs
 from ci_evals.github.artifacts import (
     DEFAULT_ARTIFACT,
     MAX_ZIP_BYTES,
+    RESULTS_FILE,
     FetchRequest,
     fetch_baseline,
 )
@@ -66,8 +69,12 @@ def run(args: argparse.Namespace) -> int:
         max_bytes=args.max_bytes,
     )
     source = fetch_baseline(CommentSettings.from_environ(), request)
+    env = ActionsEnv.from_environ()
+    if env is not None:  # for a later step: `if: steps.baseline.outputs.found == 'true'`
+        results = str(args.out / RESULTS_FILE) if source.found else ""
+        write_outputs(env, {"found": str(source.found).lower(), "results": results})
     if source.found:
-        print(f"{source.line()}: {args.out / 'results.json'}")
+        print(f"{source.line()}: {args.out / RESULTS_FILE}")
     else:
         print(f"ci-evals baseline fetch: {source.line()} (the report will say so)")
     return EXIT_OK
