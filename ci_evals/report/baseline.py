@@ -22,7 +22,7 @@ Nothing here changes the run's verdict or exit code.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -101,7 +101,6 @@ class NoBaseline:
     """`--baseline` was asked for and there is none to compare with: said, never hidden."""
 
     reason: str
-    notes: tuple[str, ...] = field(default=())
 
 
 _NOISE_ORDER = {"beyond": 0, "unknown": 1, "within": 2}
@@ -178,8 +177,8 @@ def revision_notes(
         )
     if baseline.status != "completed":
         notes.append(f"the baseline run did not finish (status {baseline.status})")
-    if _stub(baseline) != _stub(current):
-        side = "the baseline" if _stub(baseline) else "this run"
+    if is_stub(baseline) != is_stub(current):
+        side = "the baseline" if is_stub(baseline) else "this run"
         notes.append(f"{side} ran on the stub model: its scores are a wiring check, not a model's")
     elif baseline.model != current.model:
         notes.append(
@@ -189,7 +188,8 @@ def revision_notes(
     return notes
 
 
-def _stub(result: RunResult) -> bool:
+def is_stub(result: RunResult) -> bool:
+    """The run's model was the stub: its scores and costs are a wiring check."""
     return result.model_endpoint.startswith("stub:")
 
 

@@ -108,7 +108,6 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
             "the verdict above is this run's alone.",
             "",
         ]
-        lines.extend(f"- {text(note, REASON_LIMIT)}" for note in outcome.notes)
         return "\n".join(lines).rstrip("\n") + "\n"
     lines += [_headline(outcome), ""]
     if outcome.notes:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci_evals.report.baseline import stage_cost, stage_costs
+from ci_evals.report.baseline import is_stub, stage_cost, stage_costs
 from ci_evals.results.model import RunResult
 
 
@@ -29,10 +29,6 @@ class CostSummary:
     saving_simulated: bool  # the estimate comes from a stub-model baseline
     basis: str = ""  # where the estimate comes from
     no_estimate: str = ""
-
-
-def _stub(result: RunResult) -> bool:
-    return result.model_endpoint.startswith("stub:")
 
 
 def _live(result: RunResult) -> tuple[tuple[str, ...], int]:
@@ -90,9 +86,9 @@ def cost_summary(current: RunResult, baseline: RunResult | None) -> CostSummary:
         fixtures=_fixture_names(current, baseline),
         stage_runs=runs,
         run_cost=current.total_cost_usd,
-        simulated=_stub(current),
+        simulated=is_stub(current),
         saving=saving,
-        saving_simulated=baseline is not None and _stub(baseline),
+        saving_simulated=baseline is not None and is_stub(baseline),
         basis=why if saving is not None else "",
         no_estimate=why if saving is None else "",
     )
