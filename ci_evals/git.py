@@ -186,6 +186,16 @@ def shallow_commits(repo: Path) -> frozenset[str]:
     return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
+def has_changes(repo: Path, paths: Sequence[str]) -> bool:
+    """Whether anything under `paths` (repo-relative) differs from HEAD: staged,
+    unstaged or untracked (not ignored). Paths are literal, never globs. True
+    when git cannot tell (fail closed: a clean tree is a claim)."""
+    specs = [f":(literal){path}" for path in paths]
+    argv = ("status", "--porcelain", "-z", "--untracked-files=all", "--", *specs)
+    result = run(repo, *argv, check=False)
+    return result.returncode != 0 or bool(result.stdout)
+
+
 def merge_bases(repo: Path, a: str, b: str) -> list[str]:
     """All best common ancestors of `a` and `b` (several after criss-cross merges).
 

@@ -384,7 +384,9 @@ def test_command_prints_the_markdown_and_exits_0_on_a_pass(
     run_dir = saved(tmp_path, finished(a_run(scenario("acme", passed_stage(1)))))
     assert report_command.run(args(run_dir)) == 0
     out = capsys.readouterr().out
-    assert out == markdown_summary(finished(a_run(scenario("acme", passed_stage(1)))))
+    summary = markdown_summary(finished(a_run(scenario("acme", passed_stage(1)))))
+    # Then the cost section (docs/report.md, Cost): a full run saved nothing.
+    assert out.startswith(summary + "\n### Cost\n")
 
 
 def test_command_writes_both_files_and_exits_1_on_a_failure(

@@ -3,6 +3,8 @@
 `tests/data/results-v1.json` is a version 1 file as the v1 runner wrote it
 (no `graded`), checked against the v1 schema kept next to it
 (`results.v1.schema.json`, docs/results.schema.json as it was at version 1).
+`results-v2-full.json` is a real version 2 file (a full run of
+examples/labsmith on the stub model), with `results.v2.schema.json`.
 """
 
 from __future__ import annotations
@@ -95,3 +97,17 @@ def test_a_newer_file_is_one_line_naming_file_and_version(tmp_path: Path) -> Non
     assert str(path) in line and f"results version {VERSION + 7} is newer" in line
     assert "upgrade ci-evals" in line
     assert main(["report", str(path)]) == 2
+
+
+V2 = DATA / "results-v2-full.json"  # a real full run of examples/labsmith on the stub model
+
+
+def test_the_saved_version_2_file_is_valid_and_reads_without_suite_or_revision() -> None:
+    data = json.loads(V2.read_text(encoding="utf-8"))
+    assert data["version"] == 2
+    jsonschema.validate(data, json.loads((DATA / "results.v2.schema.json").read_text()))
+    result = read_results(V2)
+    assert result.version == VERSION
+    # Never guessed: a version 2 file does not say which suite or commit it ran.
+    assert (result.suite, result.revision) == (None, None)
+    assert problems(result) == []

@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.report",
         "JUnit XML and a Markdown summary of a saved run, for CI reporters and the step summary",
     ),
+    "baseline": (
+        "ci_evals.commands.baseline",
+        "fetch the baseline run for `report --baseline` (the last successful run's artifact)",
+    ),
     "check-fixtures": (
         "ci_evals.commands.check_fixtures",
         "grade the curated fixtures with their stage's reviewer and checks: good work must pass",

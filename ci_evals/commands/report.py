@@ -13,6 +13,11 @@ the run folder or its results file is missing or unreadable — or
 inconsistent (`ci_evals.report.verify`): then the reports are still written,
 headed `error` with every problem listed, and a line on stderr says so.
 
+`--baseline RUN`: the summary gets *Against the baseline* (deltas per stage
+and criterion, regressions first) and *Cost* (what was served from fixtures
+and the estimated saving); a missing baseline is said, a baseline of another
+suite refused (exit 2). It never changes the exit code otherwise.
+
 `--comment` (GitHub Actions, a pull request): also post the summary as the
 pull request's sticky comment, edited in place on every run (one per
 `--comment-key`). Outside a pull request, without `GITHUB_TOKEN` or with a
@@ -48,6 +53,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the Markdown summary here instead of printing it",
     )
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="RUN",
+        help="compare with this run (a run folder, a results file, or a folder written by "
+        "`ci-evals baseline fetch`): regressions and improvements per stage and criterion",
+    )
+    parser.add_argument(
+        "--base",
+        metavar="REV",
+        help="with --baseline: the base the change is compared with, to tell a stale baseline "
+        "(default: the merge base the run recorded with `run --base`)",
+    )
+    parser.add_argument(
         "--comment",
         action="store_true",
         help="in GitHub Actions on a pull request: post the summary as a sticky PR comment "
@@ -62,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ci_evals.commands.baseline_report import against_baseline  # noqa: PLC0415
     from ci_evals.github.actions import ActionsEnv, append_summary  # noqa: PLC0415
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
@@ -69,11 +88,13 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.report.verify import problems  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
 
+    if args.base is not None and args.baseline is None:
+        raise UserError("--base compares with a baseline: give --baseline RUN too", field="--base")
     if args.comment:
         _check_comment_key(args.comment_key)  # before any file is written
     result = read_results(args.run_dir)
     found = problems(result)
-    markdown = markdown_summary(result, found)
+    markdown = markdown_summary(result, found) + "\n" + against_baseline(result, args, found)
     if args.junit is not None:
         write_output(args.junit, junit_xml(result, found), option="--junit")
     if args.markdown is not None:

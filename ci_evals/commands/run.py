@@ -30,10 +30,12 @@ from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
 from ci_evals.results.model import RunResult
 from ci_evals.results.summary import exit_code, repeat_table
+from ci_evals.run import provenance
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
 from ci_evals.selection import diff as diff_range
+from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.suite.load import Stage, Suite, find_suite, load_suite
 from ci_evals.workspace.create import check_fixtures
@@ -111,7 +113,7 @@ def _positive_int(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
-    from_stage = _from_stage(suite, args)
+    from_stage, selection = _from_stage(suite, args)
     if from_stage is None:
         return EXIT_OK
     scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
@@ -150,13 +152,16 @@ def run(args: argparse.Namespace) -> int:
         sandbox=sandbox,
         repeat=repeat,
         pass_at_least=pass_at_least,
+        suite_identity=provenance.suite_identity(suite),
+        revision=provenance.revision(suite, selection),
     )
     return _execute(plan, endpoint, record=args.record)
 
 
-def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
+def _from_stage(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
+    """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
     if args.base is None:
-        return suite.stage(args.from_stage or 1)
+        return suite.stage(args.from_stage or 1), None
     if suite.stage_map is None:
         raise UserError(
             "--base needs a stage map", file=suite.display, hint="set `stage_map:` in the suite"
@@ -165,9 +170,9 @@ def _from_stage(suite: Suite, args: argparse.Namespace) -> Stage | None:
     selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
     if selection.from_stage is None:
         print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
-        return None
+        return None, selection
     print(f"from stage {selection.from_stage}: {selection.reason} {selection.detail}".rstrip())
-    return suite.stage(selection.from_stage)
+    return suite.stage(selection.from_stage), selection
 
 
 def _execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:

@@ -11,6 +11,7 @@ one line: it would be half-read.
 |---|---|
 | 1 | the first versioned file |
 | 2 | `StageResult.graded`: the suite configures graders for the stage; `sandbox`, `isolated` |
+| 3 | `suite` (suite path and plugin name) and `revision` (commit, dirty, base, merge base) |
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 2
+VERSION = 3
 
 Data = dict[str, Any]
 
@@ -48,8 +49,19 @@ def _v1_to_v2(data: Data) -> Data:
     return data
 
 
+def _v2_to_v3(data: Data) -> Data:
+    """`suite` and `revision` did not exist: unknown (None), never guessed.
+
+    A baseline without them is still compared, and the report says that which
+    suite and which commit it ran cannot be checked (docs/report.md).
+    """
+    data.setdefault("suite", None)
+    data.setdefault("revision", None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
-MIGRATIONS: dict[int, Callable[[Data], Data]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Data], Data]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(data: Data, *, file: Path) -> Data:

@@ -35,11 +35,13 @@ __all__ = [
     "VERSION",
     "FileChange",
     "LimitHit",
+    "Revision",
     "RunResult",
     "RunStatus",
     "ScenarioResult",
     "StageResult",
     "StageStatus",
+    "SuiteIdentity",
     "dump_results",
     "file_changes",
     "json_schema",
@@ -142,6 +144,26 @@ class ScenarioResult(_Model):
     stages: list[StageResult] = Field(default_factory=list)
 
 
+class SuiteIdentity(_Model):
+    """Which suite ran: a baseline from another suite cannot be compared (docs/report.md)."""
+
+    path: str  # the suite file, relative to the repository's top (POSIX); its name outside git
+    plugin: str  # the plugin's name (plugin.json)
+
+
+class Revision(_Model):
+    """The source a run evaluated, so a baseline can be checked against the merge base."""
+
+    # HEAD of the repository holding the suite when the run started; None outside git.
+    commit: str | None = None
+    # The suite file, plugin or fixtures had changes that commit does not hold.
+    dirty: bool = False
+    # With `run --base`: the base as a commit, and the merge base of HEAD and it --
+    # the revision a baseline of this change should have run at.
+    base: str | None = None
+    merge_base: str | None = None
+
+
 class RunResult(_Model):
     version: int = VERSION
     run_id: str
@@ -160,6 +182,8 @@ class RunResult(_Model):
     isolated: bool = False
     from_stage: int
     suite_file: str
+    suite: SuiteIdentity | None = None  # None: not recorded (files before version 3)
+    revision: Revision | None = None  # None: not recorded (files before version 3)
     budget_usd: float | None = None
     total_cost_usd: float = 0.0  # stages and reviewers
     repeat: int = 1  # runs per scenario

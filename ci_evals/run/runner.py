@@ -51,9 +51,11 @@ from ci_evals.fs.snapshot import (
     take_snapshot,
 )
 from ci_evals.results.model import (
+    Revision,
     RunResult,
     ScenarioResult,
     StageResult,
+    SuiteIdentity,
     file_changes,
     write_results,
 )
@@ -84,6 +86,9 @@ class RunPlan:
     sandbox: str = "local"  # where stages, reviewers and command graders run (a sandbox kind)
     repeat: int = 1  # runs per scenario, each in its own workspace and run subfolder
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
+    # Recorded in results so a later run can be compared with this one (docs/report.md).
+    suite_identity: SuiteIdentity | None = None
+    revision: Revision | None = None
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -183,6 +188,8 @@ class Runner:
             isolated=isolates(plan.sandbox),
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
+            suite=plan.suite_identity,
+            revision=plan.revision,
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,

@@ -1,0 +1,97 @@
+"""`report --baseline`: load the baseline, check it is comparable, render the sections.
+
+The I/O half of the comparison (`ci_evals.report.baseline` is the pure half):
+reading the baseline's results file (any earlier version, migrated), what
+`ci-evals baseline fetch` wrote next to it (`github.artifacts.read_source`:
+which workflow run it came from, or why there was none), the merge base for
+the staleness check (`git merge-base` of the run's commit and `--base`).
+A baseline that is missing, unreadable or inconsistent becomes *No baseline*
+with the reason; one of another suite is refused (`UserError`, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci_evals import git
+from ci_evals.errors import UserError
+from ci_evals.github.artifacts import read_source
+from ci_evals.report.baseline import NoBaseline, compare, revision_notes, same_suite
+from ci_evals.report.baseline_markdown import comparison_section, cost_section, not_compared
+from ci_evals.report.costs import cost_summary
+from ci_evals.report.verify import problems as inconsistencies
+from ci_evals.results.model import RESULTS_FILE, RunResult, read_results
+
+
+def against_baseline(
+    result: RunResult, args: argparse.Namespace, problems: Sequence[str] = ()
+) -> str:
+    """The *Against the baseline* (with `--baseline`) and *Cost* sections.
+
+    Nothing in a results file that disagrees with itself (`problems`) can be
+    believed, its costs included: then there is nothing to compare.
+    """
+    if problems:
+        return not_compared("this run's results file is inconsistent") if args.baseline else ""
+    if args.baseline is None:
+        return cost_section(cost_summary(result, None))
+    source, reason = read_source(args.baseline)
+    baseline, missing = load_baseline(args.baseline, reason)
+    if baseline is None:
+        print(f"ci-evals report: --baseline: no baseline: {missing}", file=sys.stderr)
+        outcome = NoBaseline(missing)
+        return comparison_section(outcome, source) + "\n" + cost_section(cost_summary(result, None))
+    notes = same_suite(result, baseline, baseline_file=_results_file(args.baseline))
+    merge_base, why = merge_base_of(result, args.base)
+    notes += revision_notes(result, baseline, merge_base, why)
+    comparison = compare(result, baseline, notes)
+    costs = cost_summary(result, baseline)
+    return comparison_section(comparison, source) + "\n" + cost_section(costs)
+
+
+def _results_file(path: Path) -> Path:
+    return path / RESULTS_FILE if path.is_dir() else path
+
+
+def load_baseline(path: Path, reason: str | None = None) -> tuple[RunResult | None, str]:
+    """The baseline run, or None and why there is none to compare with."""
+    file = _results_file(path)
+    if not file.exists():
+        return None, reason or f"{file} does not exist"
+    try:
+        baseline = read_results(file)
+    except UserError as exc:
+        return None, f"the baseline cannot be read: {exc}"
+    found = inconsistencies(baseline)
+    if found:
+        return None, (
+            f"the baseline's results file is inconsistent ({len(found)} problem(s)), so none of "
+            f"its numbers can be believed: {found[0]}"
+        )
+    return baseline, ""
+
+
+def merge_base_of(result: RunResult, base: str | None) -> tuple[str | None, str]:
+    """Where a baseline of this change should have run, or None and why it is not known."""
+    revision = result.revision
+    if base is None:
+        if revision is not None and revision.merge_base is not None:
+            return revision.merge_base, ""
+        return None, "this run records no merge base: staleness not checked (pass --base REV)"
+    if revision is None or revision.commit is None:
+        return None, "this run records no commit: staleness not checked"
+    try:
+        top = git.toplevel(Path.cwd())
+    except UserError:
+        return None, "--base: not inside a git repository: staleness not checked"
+    resolved = git.rev_parse(top, base)
+    found = None if resolved is None else git.merge_base(top, revision.commit, resolved)
+    if found is None:
+        return None, (
+            f"no merge base of {revision.commit[:12]} and {base!r} in this clone (an unknown "
+            "revision, or a shallow clone): staleness not checked"
+        )
+    return found, ""

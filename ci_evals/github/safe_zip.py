@@ -1,0 +1,143 @@
+"""Unpack a zip that came from elsewhere (a workflow artifact) without trusting it.
+
+Every entry is checked before anything is written, and one bad entry refuses
+the whole archive (a crafted entry is a reason to believe nothing in it):
+
+- names: relative, `/`-separated, no `..`, `.` or empty part, no backslash, no
+  drive letter, no NUL — so nothing lands outside the destination;
+- kinds: plain files and folders only (no symbolic link — which a later entry
+  could write through —, no device, no FIFO), not encrypted;
+- counts and sizes: at most `max_entries` entries and `max_bytes` unpacked in
+  all, counted on the bytes actually written, not only on what the archive
+  declares (a zip bomb declares little).
+
+Files are created with `O_EXCL | O_NOFOLLOW` in a destination that must not
+exist yet, so nothing already on disk is overwritten or followed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci_evals.errors import UserError
+
+CHUNK = 1024 * 1024
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    max_bytes: int = 1024 * 1024 * 1024  # unpacked, in all
+    max_entries: int = 20_000
+
+
+def _refuse(archive: Path, why: str) -> UserError:
+    return UserError(
+        f"refusing the artifact: {why}",
+        file=archive,
+        hint="an artifact ci-evals uploaded holds plain files only; this one was not made so",
+    )
+
+
+def _parts(archive: Path, info: zipfile.ZipInfo) -> tuple[str, ...]:
+    name = info.filename
+    shown = name.encode("unicode_escape").decode("ascii")[:200]
+    body = name[:-1] if info.is_dir() else name
+    parts = tuple(body.split("/"))
+    if (
+        not body
+        or "\0" in name
+        or "\\" in name
+        or name.startswith("/")
+        or _DRIVE.match(name)
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise _refuse(archive, f"entry {shown!r} would be written outside the folder")
+    return parts
+
+
+def _check_kind(archive: Path, info: zipfile.ZipInfo) -> None:
+    shown = info.filename.encode("unicode_escape").decode("ascii")[:200]
+    mode = info.external_attr >> 16
+    if info.flag_bits & 0x1:
+        raise _refuse(archive, f"entry {shown!r} is encrypted")
+    kind = stat.S_IFMT(mode)
+    if kind == stat.S_IFLNK:
+        raise _refuse(archive, f"entry {shown!r} is a symbolic link")
+    # 0: made on a system that records no Unix mode (what upload-artifact writes).
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        raise _refuse(archive, f"entry {shown!r} is not a plain file or folder")
+
+
+def _plan(archive: Path, infos: list[zipfile.ZipInfo], limits: ZipLimits) -> None:
+    if len(infos) > limits.max_entries:
+        raise _refuse(archive, f"{len(infos)} entries, over the limit of {limits.max_entries}")
+    declared = 0
+    seen: set[tuple[str, ...]] = set()
+    for info in infos:
+        parts = _parts(archive, info)
+        _check_kind(archive, info)
+        if parts in seen:
+            raise _refuse(archive, f"entry {info.filename!r} appears twice")
+        seen.add(parts)
+        declared += info.file_size
+        if declared > limits.max_bytes:
+            raise _refuse(archive, f"it unpacks to more than {limits.max_bytes} bytes")
+
+
+def safe_extract(archive: Path, dest: Path, limits: ZipLimits | None = None) -> list[str]:
+    """Unpack `archive` into `dest` (created; must not exist); the files written, relative.
+
+    On any refusal (`UserError`) nothing is left behind: `dest` is removed.
+    """
+    limits = limits or ZipLimits()
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            infos = opened.infolist()
+            _plan(archive, infos, limits)
+            dest.mkdir(parents=True)
+            try:
+                return _write_all(archive, opened, infos, dest, limits)
+            except BaseException:
+                shutil.rmtree(dest, ignore_errors=True)
+                raise
+    except zipfile.BadZipFile as exc:
+        raise _refuse(archive, f"not a zip file ({exc})") from None
+    except FileExistsError:
+        raise UserError("the folder already exists", file=dest, hint="use a new folder") from None
+
+
+def _write_all(
+    archive: Path,
+    opened: zipfile.ZipFile,
+    infos: list[zipfile.ZipInfo],
+    dest: Path,
+    limits: ZipLimits,
+) -> list[str]:
+    written: list[str] = []
+    total = 0
+    for info in infos:
+        parts = _parts(archive, info)
+        target = dest.joinpath(*parts)
+        if info.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise _refuse(archive, f"entry {info.filename!r} cannot be written: {exc}") from None
+        with os.fdopen(fd, "wb") as out, opened.open(info) as source:
+            while chunk := source.read(CHUNK):
+                total += len(chunk)
+                if total > limits.max_bytes:
+                    raise _refuse(archive, f"it unpacks to more than {limits.max_bytes} bytes")
+                out.write(chunk)
+        written.append("/".join(parts))
+    return written

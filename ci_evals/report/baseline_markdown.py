@@ -1,0 +1,170 @@
+"""The Markdown sections after the run's summary: *Against the baseline* and *Cost*.
+
+Appended to the step summary and the sticky comment by `ci-evals report`.
+Regressions come first, then improvements, then changes without a direction,
+each list led by the changes beyond the noise; then a table of every compared
+stage. A missing, unreadable or stale baseline is said in the section, never
+left out. Text from the results files (ids, names, run ids) is escaped like
+the rest of the summary (`markdown.text`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ci_evals.report.baseline import NOT_RUN, STALE, Comparison, Delta, NoBaseline, StageRow
+from ci_evals.report.costs import CostSummary
+from ci_evals.report.markdown import CELL_LIMIT, REASON_LIMIT, text
+
+DELTAS_SHOWN = 30  # per list; the rest are counted
+ROWS_SHOWN = 100
+
+_NOISE = {
+    "beyond": "beyond the noise",
+    "within": "within the noise",
+    "unknown": "noise unknown: one run on a side",
+}
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def _mean(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _delta_line(delta: Delta) -> str:
+    where = text(f"{delta.scenario} {delta.stage}", CELL_LIMIT)
+    change = text(f"{delta.what}: {delta.before} → {delta.after}", REASON_LIMIT)
+    if delta.before == "-" or delta.after == "-":
+        noise = "new" if delta.before == "-" else "gone"
+    elif NOT_RUN in (delta.before, delta.after):
+        return f"- **{where}** {change}"
+    else:
+        noise = _NOISE[delta.noise]
+        if delta.intervals:
+            noise += f", {delta.intervals}"
+    return f"- **{where}** {change} ({noise})"
+
+
+def _deltas(title: str, deltas: Sequence[Delta]) -> list[str]:
+    if not deltas:
+        return []
+    lines = [f"#### {title} ({len(deltas)})", ""]
+    lines.extend(_delta_line(d) for d in deltas[:DELTAS_SHOWN])
+    if len(deltas) > DELTAS_SHOWN:
+        lines.append(f"- ... and {len(deltas) - DELTAS_SHOWN} more")
+    return [*lines, ""]
+
+
+def _row(row: StageRow) -> str:
+    cells = (
+        text(row.scenario, CELL_LIMIT),
+        text(row.stage, CELL_LIMIT),
+        text(row.before, CELL_LIMIT),
+        text(row.after, CELL_LIMIT),
+        f"{_mean(row.mean_before)} → {_mean(row.mean_after)}",
+        f"{_money(row.cost_before)} → {_money(row.cost_after)}",
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def _headline(comparison: Comparison) -> str:
+    baseline = comparison.baseline
+    where = ""
+    if baseline.revision is not None and baseline.revision.commit is not None:
+        where = f" at {baseline.revision.commit[:12]}"
+    started = baseline.started_at.strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"Baseline: run {text(baseline.run_id, CELL_LIMIT)}{where}, from stage "
+        f"{baseline.from_stage}, started {started}."
+    )
+
+
+def _counts(comparison: Comparison) -> str:
+    regressions, improvements = len(comparison.regressions), len(comparison.improvements)
+    beyond = sum(1 for d in comparison.regressions if d.noise == "beyond")
+    return (
+        f"**{regressions} regression(s)** ({beyond} beyond the noise), {improvements} "
+        f"improvement(s), {len(comparison.changes)} other change(s); {len(comparison.rows)} "
+        f"stage(s) compared, {comparison.unchanged} unchanged."
+    )
+
+
+def not_compared(reason: str) -> str:
+    """*Against the baseline* when this run itself cannot be compared."""
+    return f"### Against the baseline\n\nNot compared: {text(reason, REASON_LIMIT)}.\n"
+
+
+def comparison_section(outcome: Comparison | NoBaseline, source: str | None = None) -> str:
+    """*Against the baseline*: the deltas, or why there is nothing to compare with."""
+    lines = ["### Against the baseline", ""]
+    if source:
+        lines += [text(source, REASON_LIMIT), ""]
+    if isinstance(outcome, NoBaseline):
+        lines += [
+            f"**No baseline:** {text(outcome.reason, REASON_LIMIT)}. Nothing to compare with; "
+            "the verdict above is this run's alone.",
+            "",
+        ]
+        return "\n".join(lines).rstrip("\n") + "\n"
+    lines += [_headline(outcome), ""]
+    if outcome.notes:
+        lines.extend(f"- {_note(note)}" for note in outcome.notes)
+        lines.append("")
+    lines += [_counts(outcome), ""]
+    lines.extend(_deltas("Regressions", outcome.regressions))
+    lines.extend(_deltas("Improvements", outcome.improvements))
+    lines.extend(_deltas("Other changes", outcome.changes))
+    missing = [f"{s} (not in the baseline)" for s in outcome.only_here]
+    missing += [f"{s} (not in this run)" for s in outcome.only_baseline]
+    if missing:
+        shown = ", ".join(text(item, CELL_LIMIT) for item in missing[:DELTAS_SHOWN])
+        more = f", and {len(missing) - DELTAS_SHOWN} more" if len(missing) > DELTAS_SHOWN else ""
+        lines += [f"Not compared: {shown}{more}.", ""]
+    if outcome.rows:
+        lines += [
+            "| scenario | stage | baseline | now | analytic mean | cost per run |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines.extend(_row(row) for row in outcome.rows[:ROWS_SHOWN])
+        if len(outcome.rows) > ROWS_SHOWN:
+            lines.append(f"\n... and {len(outcome.rows) - ROWS_SHOWN} more stages")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _note(note: str) -> str:
+    """A note as text; the label of a stale baseline in bold (it is the one to act on)."""
+    if note.startswith(STALE):
+        return f"**{STALE}** {text(note.removeprefix(STALE), REASON_LIMIT)}"
+    return text(note, REASON_LIMIT)
+
+
+def _stages(names: Sequence[str]) -> str:
+    return ", ".join(text(name, CELL_LIMIT) for name in names) or "none"
+
+
+def cost_section(costs: CostSummary) -> str:
+    """*Cost*: live and fixture stages, the run's cost, the estimated saving."""
+    simulated = " (simulated: stub-model prices, nothing was paid)" if costs.simulated else ""
+    lines = [
+        "### Cost",
+        "",
+        f"- Ran live: {_stages(costs.live)} — {costs.stage_runs} stage run(s), "
+        f"{_money(costs.run_cost)}{simulated}",
+    ]
+    if costs.fixtures:
+        lines.append(f"- Served from fixtures (not run): {_stages(costs.fixtures)}")
+        if costs.saving is None:
+            lines.append(f"- Estimated saving against a full run: no estimate: {costs.no_estimate}")
+        else:
+            mark = " (simulated)" if costs.saving_simulated else ""
+            lines.append(
+                f"- Estimated saving against a full run: {_money(costs.saving)}{mark}, from "
+                f"{text(costs.basis, REASON_LIMIT)}"
+            )
+    else:
+        lines.append("- Served from fixtures: none (a full run); nothing saved")
+    return "\n".join(lines) + "\n"
