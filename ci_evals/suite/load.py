@@ -28,7 +28,7 @@ from ci_evals.agents import Limits
 from ci_evals.agents.registry import AGENTS, DEFAULT_AGENT
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
-from ci_evals.errors import UserError
+from ci_evals.errors import Problems, UserError
 from ci_evals.fs.copyable import copy_problem
 from ci_evals.graders import config as grading_config
 from ci_evals.graders.config import (
@@ -40,6 +40,7 @@ from ci_evals.graders.config import (
 )
 from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
 from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.suite import references
 
 # The keys grading reads, validated by ci_evals.graders.config.
 GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
@@ -109,6 +110,8 @@ class Scenario:
 class Plugin:
     path: Path  # absolute folder holding .claude-plugin/plugin.json
     name: str  # from plugin.json; commands are `/NAME:command`
+    commands: tuple[str, ...] = ()  # its commands and skills (`/NAME:command`), see references
+    agents: tuple[str, ...] = ()  # its agent files, relative to `path`
 
 
 @dataclass(frozen=True)
@@ -242,8 +245,17 @@ def find_suite(cwd: Path) -> Path:
 # -- loading ------------------------------------------------------------------
 
 
-def load_suite(path: Path, display: str | None = None) -> Suite:
-    """Read and validate a suite file; any mistake is a one-line `UserError`."""
+def load_suite(
+    path: Path, display: str | None = None, *, problems: Problems | None = None
+) -> Suite:
+    """Read and validate a suite file; any mistake is a one-line `UserError`.
+
+    The mistakes that do not stop the suite from being built — slash commands,
+    reviewer agents and rubrics the plugin does not have — go to `problems`:
+    raised at once by default, collected for `ci-evals check`.
+    """
+    if problems is None:
+        problems = Problems()
     file = Path(os.path.abspath(path))
     name = display if display is not None else str(path)
     root_field = load(file, name)
@@ -264,7 +276,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
-    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin_dir=plugin.path)
+    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin=plugin, problems=problems)
     # A suite whose prompts need no inputs may leave scenarios out: one run.
     scenarios = (
         _load_scenarios(keys["scenarios"])
@@ -372,7 +384,12 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
             hint="the plugin folder is copied into every workspace, links followed; "
             "remove or fix that entry",
         )
-    return Plugin(path=path, name=plugin_name)
+    return Plugin(
+        path=path,
+        name=plugin_name,
+        commands=references.plugin_commands(path, data),
+        agents=references.plugin_agents(path, data),
+    )
 
 
 def _json_key_line(path: Path, key: str) -> int | None:
@@ -405,7 +422,7 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
 
 
 def _load_stages(
-    value: Field, defaults: Limits, *, suite_dir: Path, plugin_dir: Path
+    value: Field, defaults: Limits, *, suite_dir: Path, plugin: Plugin, problems: Problems
 ) -> tuple[Stage, ...]:
     stages: list[Stage] = []
     seen: dict[str, Field] = {}
@@ -425,18 +442,26 @@ def _load_stages(
         seen[name] = name_field
         cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
         extra = {key: keys[key] for key in GRADING_STAGE_KEYS if key in keys}
-        grading = load_stage_grading(extra, suite_dir=suite_dir, plugin_dir=plugin_dir)
+        grading = load_stage_grading(
+            extra, suite_dir=suite_dir, plugin_dir=plugin.path, problems=problems
+        )
+        prompt = parse_template(keys["prompt"].as_str(), keys["prompt"])
+        references.check_prompts([prompt], plugin.name, plugin.commands, problems)
         reviewer_prompt = None
         if "reviewer" in extra:
             # Already validated by the grading loader; kept as a template so its
             # placeholders are checked against every scenario like a prompt.
-            prompt = extra["reviewer"].mapping(REVIEWER_KEYS)["prompt"]
-            reviewer_prompt = parse_template(prompt.as_str(), prompt)
+            reviewer_keys = extra["reviewer"].mapping(REVIEWER_KEYS)
+            review = reviewer_keys["prompt"]
+            reviewer_prompt = parse_template(review.as_str(), review)
+            references.check_reviewer_agent(
+                reviewer_keys["agent"], plugin.path, plugin.agents, problems
+            )
         stages.append(
             Stage(
                 number=number,
                 name=name,
-                prompt=parse_template(keys["prompt"].as_str(), keys["prompt"]),
+                prompt=prompt,
                 cwd=cwd if cwd is not None else parse_template("."),
                 limits=_load_limits(keys["limits"], defaults) if "limits" in keys else defaults,
                 grading=grading,

@@ -1,0 +1,25 @@
+"""The onboarding fixture: a copy of a real public plugin (anthropics/claude-code's
+`plugins/feature-dev`, tests/data/onboarding/NOTICE.md) laid into a temporary
+folder the way a user evaluating someone else's plugin would keep it."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+FEATURE_DEV = Path(__file__).parent / "data" / "onboarding" / "feature-dev"
+AGENTS = ("agents/code-architect.md", "agents/code-explorer.md", "agents/code-reviewer.md")
+
+
+def copy_feature_dev(top: Path, folder: str = "plugin") -> Path:
+    """The plugin copied to `top/folder`; returns its path."""
+    plugin = top / folder
+    shutil.copytree(FEATURE_DEV, plugin)
+    return plugin
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
