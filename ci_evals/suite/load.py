@@ -68,7 +68,7 @@ _SUITE_KEYS = (
 )
 # Stage names become folder names (`<k>-<name>-output`) and CLI arguments; an
 # all-digit name would be ambiguous with a stage number.
-_STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # Scenario ids become folder names in the run folder.
 _STAGE_FIXTURE = re.compile(r"[0-9]+-")
 _SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -356,15 +356,8 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
             f"{path} has no .claude-plugin/plugin.json",
             hint="a Claude Code plugin folder needs a manifest with at least a name",
         )
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read plugin manifest: {exc}", file=manifest) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"invalid JSON: {exc.msg}", file=manifest, line=exc.lineno, column=exc.colno
-        ) from None
-    plugin_name = data.get("name") if isinstance(data, dict) else None
+    data = read_manifest(manifest)
+    plugin_name = data.get("name")
     if not isinstance(plugin_name, str) or not plugin_name.strip():
         raise UserError('the manifest needs a "name" string', file=manifest, field="name")
     if not PLUGIN_NAME.fullmatch(plugin_name) or ".." in plugin_name:
@@ -390,6 +383,19 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
         commands=references.plugin_commands(path, data),
         agents=references.plugin_agents(path, data),
     )
+
+
+def read_manifest(manifest: Path) -> dict[str, object]:
+    """A plugin's `.claude-plugin/plugin.json` as a JSON object ({} when it is not one)."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read plugin manifest: {exc}", file=manifest) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"invalid JSON: {exc.msg}", file=manifest, line=exc.lineno, column=exc.colno
+        ) from None
+    return data if isinstance(data, dict) else {}
 
 
 def _json_key_line(path: Path, key: str) -> int | None:
@@ -430,7 +436,7 @@ def _load_stages(
         keys = item.mapping(_STAGE_KEYS, required=("name", "prompt"))
         name_field = keys["name"]
         name = name_field.as_str()
-        if not _STAGE_NAME.fullmatch(name) or name.isdigit():
+        if not STAGE_NAME.fullmatch(name) or name.isdigit():
             raise name_field.error(
                 f"bad stage name {name!r}",
                 hint="use lowercase letters, digits, '-' and '_', not only digits",

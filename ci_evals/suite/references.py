@@ -31,15 +31,21 @@ _SLASH_COMMAND = re.compile(r"(?:^|(?<=\s))/([A-Za-z0-9][A-Za-z0-9._-]*):(\S+)")
 
 def plugin_commands(plugin_dir: Path, manifest: Mapping[str, object]) -> tuple[str, ...]:
     """Every command name (`feature-dev`, `a:b`) and skill name the plugin offers."""
-    names: set[str] = set()
-    for folder in _component_paths(plugin_dir, manifest, "commands"):
-        for path in _markdown(folder):
-            rel = path.relative_to(folder) if folder.is_dir() else Path(path.name)
-            names.add(":".join(rel.with_suffix("").parts))
+    names = set(command_files(plugin_dir, manifest))
     skills = plugin_dir / "skills"
     if skills.is_dir():
         names.update(p.parent.name for p in skills.glob("*/SKILL.md") if p.is_file())
     return tuple(sorted(names))
+
+
+def command_files(plugin_dir: Path, manifest: Mapping[str, object]) -> dict[str, Path]:
+    """Command name -> its markdown file (the first found, default folder first)."""
+    found: dict[str, Path] = {}
+    for folder in _component_paths(plugin_dir, manifest, "commands"):
+        for path in _markdown(folder):
+            rel = path.relative_to(folder) if folder.is_dir() else Path(path.name)
+            found.setdefault(":".join(rel.with_suffix("").parts), path)
+    return dict(sorted(found.items()))
 
 
 def plugin_agents(plugin_dir: Path, manifest: Mapping[str, object]) -> tuple[str, ...]:
