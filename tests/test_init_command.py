@@ -14,27 +14,9 @@ import pytest
 
 from ci_evals.suite import draft
 from tests.conftest import git
-from tests.onboarding_helpers import copy_feature_dev, write
+from tests.onboarding_helpers import cli, copy_feature_dev, write
 
 STAGES = "explore,architect,implement"
-
-
-def cli(
-    cwd: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The real command line, with ci-evals itself on PATH (the drafted hook runs it)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{base.get('PATH', '')}"
-    base["TMPDIR"] = str(cwd.parent)
-    return subprocess.run(
-        [sys.executable, "-m", "ci_evals", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=base,
-    )
 
 
 def repo_with_plugin(tmp_path: Path, folder: str = "plugin") -> Path:

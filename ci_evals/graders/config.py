@@ -8,6 +8,7 @@ and gets file:line errors for free. Per stage:
 reviewer:                         # the plugin's own review agent
   agent: agents/review-lab-plan.md          # relative to the plugin folder
   rubrics: [references/evaluation/checklist/plan-lab, references/evaluation/analytic/plan-lab]
+                                  # relative to the plugin folder; suite:PATH to the suite's
   prompt: "Read {plugin}/agents/review-lab-plan.md ... Output format: json"
   model: claude-opus-4-1          # optional judge model (default: the suite's)
   require_all: true               # optional: every rubric criterion must be scored
@@ -46,13 +47,15 @@ REVIEWER_KEYS = ("agent", "rubrics", "prompt", "model", "require_all")
 class ReviewerConfig:
     agent: str  # relative to the plugin folder
     prompt: str  # a template, rendered by the runner like a stage prompt
-    rubrics: tuple[str, ...]  # folders or globs relative to the plugin folder
+    # Folders or globs relative to the plugin folder; `suite:PATH` to the suite's folder.
+    rubrics: tuple[str, ...]
     model: str | None = None
     require_all: bool = False
 
-    def rubric_set(self, plugin_dir: Path) -> RubricSet:
-        """The rubrics as found in `plugin_dir` (grade against the copy the reviewer read)."""
-        return discover(plugin_dir, self.rubrics)
+    def rubric_set(self, plugin_dir: Path, suite_dir: Path | None = None) -> RubricSet:
+        """The rubrics as found in `plugin_dir` and, for `suite:` ones, `suite_dir`
+        (grade against the copies the reviewer read)."""
+        return discover(plugin_dir, self.rubrics, suite_dir)
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,9 @@ def load_stage_grading(
     )
     return StageGrading(
         reviewer=(
-            _load_reviewer(extra["reviewer"], plugin_dir, problems) if "reviewer" in extra else None
+            _load_reviewer(extra["reviewer"], plugin_dir, suite_dir, problems)
+            if "reviewer" in extra
+            else None
         ),
         graders=graders,
         scoring=load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride(),
@@ -135,7 +140,9 @@ def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
     )
 
 
-def _load_reviewer(value: Field, plugin_dir: Path, problems: Problems) -> ReviewerConfig:
+def _load_reviewer(
+    value: Field, plugin_dir: Path, suite_dir: Path, problems: Problems
+) -> ReviewerConfig:
     # The agent file itself is checked by the suite (ci_evals.suite.references),
     # which knows the plugin's agents and lists them.
     keys = value.mapping(REVIEWER_KEYS, required=("agent", "rubrics", "prompt"), what="reviewer")
@@ -147,7 +154,7 @@ def _load_reviewer(value: Field, plugin_dir: Path, problems: Problems) -> Review
         require_all=keys["require_all"].as_bool() if "require_all" in keys else False,
     )
     try:
-        config.rubric_set(plugin_dir)  # fail at load on a typo'd folder or a bad rubric
+        config.rubric_set(plugin_dir, suite_dir)  # fail at load on a typo or a bad rubric
     except UserError as exc:
         where = keys["rubrics"]
         detail = f"{exc.message} ({exc.file})" if exc.file else exc.message

@@ -38,8 +38,9 @@ from ci_evals.graders.config import (
     load_stage_grading,
     load_suite_grading,
 )
+from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
 from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
-from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import references
 
 # The keys grading reads, validated by ci_evals.graders.config.
@@ -50,6 +51,8 @@ DEFAULT_SCENARIO = "default"
 DEFAULT_STAGE_MAP = "stage_map.yaml"
 VERSION = 1
 BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
+# A reviewer's prompt may also name the folder holding its copy of the suite's rubrics.
+REVIEWER_BUILTINS = (*BUILTINS, "rubrics")
 
 _STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS)
 _SUITE_KEYS = (
@@ -312,7 +315,7 @@ def load_suite(
         sandbox=sandbox,
     )
     if stage_map is not None:
-        _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"])
+        _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)
     return suite
 
 
@@ -532,10 +535,10 @@ def _load_inputs(value: Field) -> dict[str, str]:
     for key, item in fields.items():
         if not NAME.fullmatch(key):
             raise item.error(f"bad input name {key!r}", hint="use letters, digits, '_' and '-'")
-        if key in BUILTINS:
+        if key in REVIEWER_BUILTINS:
             raise item.error(
                 f"input {key!r} shadows a built-in placeholder",
-                hint=f"built-ins: {', '.join(BUILTINS)}",
+                hint=f"built-ins: {', '.join(REVIEWER_BUILTINS)}",
             )
         data = item.plain()
         if isinstance(data, bool) or not isinstance(data, (str, int, float)):
@@ -552,11 +555,14 @@ def _written_keys(value: Field) -> list[str]:
 
 def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
     """Every placeholder resolves for every scenario; every cwd stays in the workspace."""
-    templates = [stage.prompt, stage.cwd]
+    templates: list[tuple[Template, tuple[str, ...]]] = [
+        (stage.prompt, BUILTINS),
+        (stage.cwd, BUILTINS),
+    ]
     if stage.reviewer_prompt is not None:
-        templates.append(stage.reviewer_prompt)
-    for template in templates:
-        unknown = sorted(template.names.difference(BUILTINS))
+        templates.append((stage.reviewer_prompt, REVIEWER_BUILTINS))
+    for template, builtins in templates:
+        unknown = sorted(template.names.difference(builtins))
         for scenario in scenarios:
             for name in unknown:
                 if name not in scenario.inputs:
@@ -564,7 +570,7 @@ def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
                     raise template.error(
                         f"unknown placeholder {{{name}}}: scenario {scenario.id!r} has no "
                         f"input {name!r}",
-                        hint=f"its inputs: {inputs}; built-ins: {', '.join(BUILTINS)}",
+                        hint=f"its inputs: {inputs}; built-ins: {', '.join(builtins)}",
                     )
     # The workspace's real path is not known yet; a stand-in is enough to see
     # whether the rendered cwd is absolute elsewhere or climbs out with `..`.
@@ -574,11 +580,14 @@ def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
         Suite.cwd_for(stage, scenario, workspace=workspace, plugin=plugin)
 
 
-def _cross_check_stage_map(suite: Suite, where: Field | None, stages_field: Field) -> None:
-    """The stage map must list the suite's stages, in order, for the same folders.
+def _cross_check_stage_map(
+    suite: Suite, where: Field | None, stages_field: Field, problems: Problems
+) -> None:
+    """The stage map must list the suite's stages, in order, for the same folders,
+    and reach the suite's own rubrics (`suite:`).
 
     Otherwise `compute-stage` would answer for a different plugin, fixtures
-    folder or stage order than the one `run` runs.
+    folder or stage order than the one `run` runs, or ignore a changed rubric.
     """
     assert suite.stage_map is not None
     stage_map = load_stage_map(suite.stage_map, warn=False)
@@ -612,3 +621,36 @@ def _cross_check_stage_map(suite: Suite, where: Field | None, stages_field: Fiel
                 f"fixtures are {suite.fixtures}",
                 hint="point both files at the same fixtures folder",
             )
+    for stage in suite.stages:
+        _check_rubrics_mapped(suite, stage, stage_map, problems)
+
+
+def _check_rubrics_mapped(
+    suite: Suite, stage: Stage, stage_map: StageMap, problems: Problems
+) -> None:
+    """Each of the stage reviewer's `suite:` rubric files is under the map's root
+    (entries then cover it, check-coverage sees to that) or a global path: else a
+    change to it would select no stage at all."""
+    config = stage.grading.reviewer
+    if config is None or not any(p.startswith(SUITE_PREFIX) for p in config.rubrics):
+        return
+    try:
+        found = config.rubric_set(suite.plugin.path, suite.root)
+    except UserError:
+        return  # already reported where the reviewer was loaded
+    for path in suite_files(found):
+        rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
+        parents = [rel, *(p.as_posix() for p in Path(rel).parents if p != Path("."))]
+        if stage_map.relative_to_root(rel) is None and not set(parents) & set(
+            stage_map.global_paths
+        ):
+            field = stage.extra["reviewer"].mapping(REVIEWER_KEYS)["rubrics"]
+            folder = Path(os.path.relpath(path.parent, stage_map.file.parent)).as_posix()
+            problems.report(
+                field.error(
+                    f"the rubric {rel} is in no stage of the stage map {stage_map.display}: "
+                    "a change to it would run nothing",
+                    hint=f"add {folder!r} to its global: (a change then runs every stage)",
+                )
+            )
+            return
