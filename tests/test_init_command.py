@@ -140,6 +140,20 @@ def test_a_plugin_at_the_repository_top_and_the_real_pre_commit_hook(tmp_path: P
     assert cli(repo, "check", "--model", "stub:stub/feature-dev.yaml").returncode == 0
 
 
+def test_odd_file_names_get_entries_that_match_only_them(tmp_path: Path) -> None:
+    repo = repo_with_plugin(tmp_path)
+    odd = ["notes [old].md", "a*b?.md", "#hash.md", "!bang.md", "back\\slash.md", "trail.md "]
+    for name in odd:
+        write(repo / "plugin" / name, "x\n")
+    write(repo / "plugin" / "skills" / "t[1]" / "SKILL.md", "A skill.\n")
+    git(repo, "add", "-A")
+    assert cli(repo, "init", "plugin").returncode == 0
+    git(repo, "add", "-A")
+    coverage = cli(repo, "check-coverage")  # every file covered, every entry used
+    assert coverage.returncode == 0, coverage.stdout + coverage.stderr
+    assert "13 entries" in coverage.stdout, coverage.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -257,12 +257,23 @@ def _components(
     entries = []
     for key in units:
         reason = why.get(key, "named by no command: stage 1 runs everything")
-        glob = key if key.endswith("/**") else "/" + _GLOB_SPECIAL.sub(r"\\\1", key)
+        if key.endswith("/**"):
+            glob = _literal(key.removesuffix("/**")) + "/**"
+        else:
+            glob = "/" + _literal(key)  # anchored: a bare name would match at any depth
         entries.append(Component(glob=glob, stage=stage_of.get(key, 1), why=reason))
     agents = {}
     for path in references.plugin_agents(plugin_dir, _manifest(plugin_dir)):
         agents[_agent_name(path, texts.get(path, ""))] = stage_of.get(path, 1)
     return tuple(entries), agents
+
+
+def _literal(path: str) -> str:
+    """`path` as a glob matching only itself: wildcards and backslashes escaped,
+    and trailing spaces (which gitignore would drop)."""
+    escaped = _GLOB_SPECIAL.sub(r"\\\1", path)
+    stripped = escaped.rstrip(" ")
+    return stripped + "\\ " * (len(escaped) - len(stripped))
 
 
 def _spread(
