@@ -131,3 +131,31 @@ def test_collected_problems_are_all_listed(tmp_path: Path) -> None:
         "ci-evals.yaml:9:16: stages[0].reviewer.rubrics: rubric pattern 'rubric' matches",
     ):
         assert sum(line.startswith(expected) for line in found) == 1, (expected, found)
+
+
+@pytest.mark.slow
+def test_the_names_are_the_ones_the_real_cli_offers(tmp_path: Path) -> None:
+    """What `plugin_commands` finds is what the bundled CLI lists as the plugin's
+    slash commands (its init message): commands, sub-folders as `a:b`, skills."""
+    from ci_evals.endpoints.stub_model import StubServer, loads_script  # noqa: PLC0415
+    from ci_evals.suite.references import plugin_commands  # noqa: PLC0415
+    from tests.stub_helpers import run_query  # noqa: PLC0415
+
+    plugin = copy_feature_dev(tmp_path)
+    write(plugin / "commands" / "git" / "commit.md", "Commit.\n")
+    write(plugin / "skills" / "tidy" / "SKILL.md", "---\nname: tidy\ndescription: t\n---\nTidy.\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = loads_script("rules:\n  - turns: [{text: done}]\n")
+    with StubServer(script) as server:
+        run = run_query(server, "hello", workspace, tmp_path, plugins=[plugin])
+    offered = next(
+        m.data["slash_commands"]
+        for m in run.messages
+        if isinstance(getattr(m, "data", None), dict) and "slash_commands" in m.data
+    )
+    ours = plugin_commands(plugin, json.loads((plugin / ".claude-plugin/plugin.json").read_text()))
+    assert sorted(
+        c.removeprefix("feature-dev:") for c in offered if c.startswith("feature-dev:")
+    ) == [*ours]
+    assert ours == ("feature-dev", "git:commit", "tidy")
