@@ -72,6 +72,24 @@ class UserError(Exception):
         return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
+class Problems:
+    """Where a loader puts the mistakes it can go on past.
+
+    By default `report` raises at once (what `run` wants: one line, nothing
+    started); `Problems(collect=True)` keeps them instead, so `ci-evals check`
+    can list every problem from the very same checks.
+    """
+
+    def __init__(self, *, collect: bool = False) -> None:
+        self.collect = collect
+        self.found: list[UserError] = []
+
+    def report(self, error: UserError) -> None:
+        if not self.collect:
+            raise error
+        self.found.append(error)
+
+
 @contextlib.contextmanager
 def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
     """Turn exceptions into an exit code stored in the yielded one-item list.

@@ -129,6 +129,14 @@ def ls_files_under(repo: Path, folder: str) -> list[str]:
     return split_z(run(inside, "ls-files", "-z", "--cached").stdout)
 
 
+def files_to_commit(folder: Path) -> list[str]:
+    """The files under `folder` that `git add -A` would leave in the index: tracked
+    ones and untracked ones git does not ignore; relative to `folder`, POSIX."""
+    return split_z(
+        run(folder, "ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout
+    )
+
+
 # --- Revisions, merge bases, shallow clones, diffs (used by `compute-stage`) ---
 
 # Deepening talks to the remote; an unreachable one must fail, not hang.

@@ -143,4 +143,5 @@ def test_plain_plugin_names_load(tmp_path: Path, name: str) -> None:
     suite, _ = make_suite(tmp_path)
     manifest = tmp_path / "plugin" / ".claude-plugin" / "plugin.json"
     manifest.write_text(json.dumps({"name": name}))
+    suite.write_text(suite.read_text().replace("/demo:", f"/{name}:"))  # its commands' new name
     assert load_suite(suite).plugin.name == name

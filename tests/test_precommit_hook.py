@@ -83,6 +83,43 @@ def test_framework_hook_passes_when_covered(
     assert "Passed" in result.stdout
 
 
+@pytest.mark.slow
+def test_the_documented_config_pinned_by_autoupdate_freeze(
+    repo: Path, hook_repo: Path, pre_commit_home: Path
+) -> None:
+    """What the README says works until there is a release tag: `rev:` a full commit
+    SHA, filled in by `pre-commit autoupdate --freeze` (no tag: the default branch's
+    latest commit). `rev: v0.1.0` names no tag and fails (issue 10, item 9)."""
+    _plugin(repo, "plugin/agents/a.md", "plugin/skills/w/SKILL.md")
+    config = repo / ".pre-commit-config.yaml"
+    config.write_text(
+        f"repos:\n  - repo: {hook_repo}\n    rev: main\n    hooks:\n"
+        "      - id: ci-evals-coverage\n",
+        encoding="utf-8",
+    )
+    git(repo, "add", ".")
+    pre_commit = str(Path(sys.executable).with_name("pre-commit"))
+    env = {**os.environ, "PRE_COMMIT_HOME": str(pre_commit_home), "NO_COLOR": "1"}
+
+    def framework(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [pre_commit, *args], cwd=repo, env=env, capture_output=True, text=True,
+            check=False, timeout=900,
+        )  # fmt: skip
+
+    frozen = framework("autoupdate", "--freeze")
+    assert frozen.returncode == 0, frozen.stdout + frozen.stderr
+    sha = git(hook_repo, "rev-parse", "HEAD").strip()
+    assert f"rev: {sha}" in config.read_text(encoding="utf-8")
+    git(repo, "add", ".")
+    ran = framework("run", "--all-files")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "stage map covers every plugin file" in ran.stdout
+    config.write_text(config.read_text(encoding="utf-8").replace(sha, "v0.1.0"), encoding="utf-8")
+    git(repo, "add", ".")
+    assert framework("run", "--all-files").returncode != 0  # no such tag
+
+
 def _commit(repo: Path, path_dirs: list[str]) -> subprocess.CompletedProcess[str]:
     """`git commit` with the given PATH; git shows a hook's output on stderr."""
     env = {**os.environ, "PATH": os.pathsep.join(path_dirs)}

@@ -25,6 +25,7 @@ from ci_evals.report.markdown import markdown_summary
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult, write_results
 from ci_evals.results.summary import summarize_run
+from ci_evals.run.progress import summary_table
 
 START = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
@@ -511,3 +512,20 @@ def test_a_run_that_was_not_isolated_says_so() -> None:
     props = ET.fromstring(junit_xml(isolated)).find(".//properties")
     assert props is not None
     assert {p.get("name"): p.get("value") for p in props}["isolated"] == "true"
+
+
+def test_a_stub_run_s_cost_is_said_to_be_simulated() -> None:
+    """The quickstart prints a cost right after "no API key": wherever a stub run's
+    cost is shown (summary table, Markdown report and comment, JUnit) it says it
+    is simulated (issue 10, item 9)."""
+    real = a_run(scenario("acme", passed_stage(1)))
+    stub = real.model_copy(update={"model_endpoint": "stub:examples/labsmith/stub/labsmith.yaml"})
+    cost = f"total cost ${real.total_cost_usd:.4f}"
+    assert f"{cost} (simulated: stub model);" in markdown_summary(stub)
+    assert "simulated" not in markdown_summary(real)
+    assert summary_table(stub).splitlines()[-1].startswith(f"{cost} (simulated: stub model)")
+    assert "simulated" not in summary_table(real)
+    for result, simulated in ((stub, "true"), (real, "false")):
+        props = ET.fromstring(junit_xml(result)).find(".//properties")
+        assert props is not None
+        assert {p.get("name"): p.get("value") for p in props}["cost_simulated"] == simulated

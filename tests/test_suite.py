@@ -42,6 +42,7 @@ def make_plugin(top: Path, name: str = "demo") -> Path:
     (plugin / ".claude-plugin" / "plugin.json").write_text(f'{{"name": "{name}"}}')
     (plugin / "commands").mkdir()
     (plugin / "commands" / "research.md").write_text("Research $ARGUMENTS\n")
+    (plugin / "commands" / "plan.md").write_text("Plan $ARGUMENTS\n")
     return plugin
 
 
@@ -175,11 +176,11 @@ def test_grading_errors_have_positions(tmp_path: Path) -> None:
 
 
 def test_scenarios_may_be_left_out(tmp_path: Path) -> None:
-    stages = 'stages:\n  - { name: a, prompt: "/demo:a {scenario}" }\n'
+    stages = 'stages:\n  - { name: a, prompt: "/demo:research {scenario}" }\n'
     suite = load_suite(write_suite(tmp_path, suite_text(stages=stages, scenarios="")))
     assert [(s.id, dict(s.inputs)) for s in suite.scenarios] == [("default", {})]
     # ... but then a template naming an input cannot be filled.
-    stages = 'stages:\n  - { name: a, prompt: "/demo:a {company}" }\n'
+    stages = 'stages:\n  - { name: a, prompt: "/demo:research {company}" }\n'
     message = load_error(tmp_path, suite_text(stages=stages, scenarios=""))
     assert "unknown placeholder {company}: scenario 'default' has no input 'company'" in message
 
@@ -667,7 +668,7 @@ def test_a_scenario_fixtures_folder_is_one_name_not_shaped_like_a_stage(
     tmp_path: Path, value: str, problem: str
 ) -> None:
     scenarios = f'scenarios:\n  - {{ id: acme, inputs: {{ company: A }}, fixtures: "{value}" }}\n'
-    stages = 'stages:\n  - { name: a, prompt: "/demo:a {company}" }\n'
+    stages = 'stages:\n  - { name: a, prompt: "/demo:research {company}" }\n'
     message = load_error(tmp_path, suite_text(stages=stages, scenarios=scenarios))
     assert message.startswith("ci-evals.yaml:7:")
     assert "scenarios[0].fixtures" in message and problem in message

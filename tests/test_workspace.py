@@ -45,7 +45,8 @@ def top(tmp_path: Path) -> Path:
     top = tmp_path / "repo"
     write(top / "plugin" / ".claude-plugin" / "plugin.json", '{"name": "demo"}')
     write(top / "plugin" / "agents" / "researcher.md", "agent\n")
-    write(top / "plugin" / "commands" / "research.md", "command\n")
+    for command in ("research", "plan", "build"):  # the suite's prompts name them
+        write(top / "plugin" / "commands" / f"{command}.md", "command\n")
     write(top / "plugin" / "templates" / "lab.md", "template\n")
     write(top / "plugin" / "README.md", "not a folder: not linked\n")
     fixtures = top / "fixtures"

@@ -67,6 +67,7 @@ class StageRequest:
     # besides `cwd` and `plugin_dir`: the workspace root, the private HOME/TMP.
     sandbox: str = "local"
     writable: tuple[Path, ...] = ()
+    readonly: tuple[Path, ...] = ()  # what it may read there but never write (a reviewer's rubrics)
     # What the stage starts from; a retrying wrapper saves it before the first
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)

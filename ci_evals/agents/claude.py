@@ -327,7 +327,7 @@ class ClaudeAgent:
         )
         spec = SandboxSpec(
             writable=(request.cwd, request.plugin_dir, *request.writable),
-            readonly=(_cli_binary(request.prompt, options),),
+            readonly=(_cli_binary(request.prompt, options), *request.readonly),
             endpoint=endpoint_address(request.env),
         )
         with (

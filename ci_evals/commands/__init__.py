@@ -11,6 +11,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.run",
         "run stages N..last of the suite's scenarios through the agent",
     ),
+    "init": (
+        "ci_evals.commands.init",
+        "draft a suite for a plugin (stage map, ci-evals.yaml, fixtures, stub script, "
+        "pre-commit hook), never overwriting a file",
+    ),
+    "check": (
+        "ci_evals.commands.check",
+        "check everything a run checks first (suite, map, stub script, commands, fixtures), "
+        "listing every problem; nothing is started",
+    ),
     "compute-stage": (
         "ci_evals.commands.compute_stage",
         "print the lowest stage a change from BASE to HEAD can affect",
@@ -40,4 +50,4 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # Commands that drive agents, or read results.json (pydantic models): they need
 # the `run` extra (claude-agent-sdk, pydantic, jsonschema), checked by `main`
 # before their module is imported.
-NEEDS_RUN_EXTRA = frozenset({"run", "grade", "check-fixtures", "report"})
+NEEDS_RUN_EXTRA = frozenset({"run", "init", "check", "grade", "check-fixtures", "report"})

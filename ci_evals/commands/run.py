@@ -17,7 +17,9 @@ import os
 import secrets
 import signal
 import sys
-from dataclasses import replace
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from ci_evals.agents.registry import build_agent
 from ci_evals.commands import isolation
 from ci_evals.endpoints.base import Endpoint, EndpointOptions
 from ci_evals.endpoints.registry import endpoint_for
-from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, UserError
+from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.results.model import RunResult
 from ci_evals.results.summary import exit_code, repeat_table
 from ci_evals.run import provenance
@@ -37,7 +39,7 @@ from ci_evals.run.runner import Runner, RunPlan
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
-from ci_evals.suite.load import Stage, Suite, find_suite, load_suite
+from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
 from ci_evals.workspace.create import check_fixtures
 
 RUNS_DIR = Path(".ci-evals") / "runs"
@@ -71,14 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="scenarios (and repeats) in parallel",
     )
     parser.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=positive_int,
         metavar="K",
         help="run each scenario K times (default: the suite's `repeat:`, else 1)",
     )
@@ -100,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -110,52 +112,122 @@ def _positive_int(text: str) -> int:
     return value
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A run checked before anything starts (`prepare`)."""
+
+    suite: Suite
+    from_stage: Stage | None  # None: --base found nothing to run (or it could not be known)
+    selection: Selection | None  # with --base: what compute-stage decided
+    scenarios: tuple[Scenario, ...]
+    endpoint: Endpoint | None  # None only when collecting: it could not be made
+    sandbox: str
+    repeat: int
+    pass_at_least: int | None
+
+
+def prepare(
+    args: argparse.Namespace, environ: Mapping[str, str], problems: Problems
+) -> Prepared | None:
+    """Everything `run` validates before it starts, in its order: the suite (with its
+    stage map, slash commands, reviewer agents and rubrics), the stage, the
+    scenarios and their fixtures, the model endpoint (a stub script is loaded),
+    the sandbox, the repeats.
+
+    Each mistake goes to `problems`: `run` raises at the first; `ci-evals check`
+    collects them all, going on wherever a later check does not depend on a
+    failed one (None: the suite did not load; the endpoint is still checked).
+    """
+    suite = None
+    with _checking(problems):
+        path = args.suite or find_suite(Path.cwd())
+        suite = load_suite(path, problems=problems)
+    if suite is None:
+        with _checking(problems):
+            endpoint_for(args.model).check(environ, "ci-evals run")
+        return None
+    from_stage: Stage | None = None
+    selection: Selection | None = None
+    with _checking(problems):
+        from_stage, selection = _from_stage(suite, args)
+    scenarios: tuple[Scenario, ...] = suite.scenarios
+    with _checking(problems):
+        scenarios = (
+            tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
+        )
+    if from_stage is not None:
+        for scenario in scenarios:
+            with _checking(problems):
+                check_fixtures(suite, from_stage, scenario)
+    endpoint = None
+    with _checking(problems):
+        endpoint = endpoint_for(args.model)
+        endpoint.check(environ, "ci-evals run")
+    sandbox = "local"
+    with _checking(problems):
+        sandbox = isolation.choose(args, suite.sandbox, environ, needed=True)
+    repeat = args.repeat or suite.grading.repeat
+    pass_at_least = suite.grading.pass_at_least
+    if pass_at_least is not None and pass_at_least > repeat:
+        problems.report(
+            UserError(
+                f"pass_at_least is {pass_at_least} but --repeat is {repeat}",
+                file=suite.display,
+                field="pass_at_least",
+                hint="raise --repeat, or lower pass_at_least",
+            )
+        )
+    return Prepared(
+        suite=suite,
+        from_stage=from_stage,
+        selection=selection,
+        scenarios=scenarios,
+        endpoint=endpoint,
+        sandbox=sandbox,
+        repeat=repeat,
+        pass_at_least=pass_at_least,
+    )
+
+
+@contextmanager
+def _checking(problems: Problems) -> Iterator[None]:
+    """One check: its `UserError` goes to `problems` (raised again unless collecting)."""
+    try:
+        yield
+    except UserError as exc:
+        problems.report(exc)
+
+
 def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
-    suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
-    from_stage, selection = _from_stage(suite, args)
-    if from_stage is None:
+    ready = prepare(args, environ, Problems())  # raises at the first problem
+    assert ready is not None and ready.endpoint is not None
+    if ready.from_stage is None:
         return EXIT_OK
-    scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
-    for scenario in scenarios:
-        check_fixtures(suite, from_stage, scenario)
-    endpoint = endpoint_for(args.model)
-    endpoint.check(environ, "ci-evals run")
-    sandbox = isolation.choose(args, suite.sandbox, environ, needed=True)
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     run_dir = (args.out or RUNS_DIR / run_id).resolve()
     if (run_dir / "results.json").exists():
         raise UserError(
             f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
         )
-    repeat = args.repeat or suite.grading.repeat
-    pass_at_least = suite.grading.pass_at_least
-    if pass_at_least is not None and pass_at_least > repeat:
-        raise UserError(
-            f"pass_at_least is {pass_at_least} but --repeat is {repeat}",
-            file=suite.display,
-            field="pass_at_least",
-            hint="raise --repeat, or lower pass_at_least",
-        )
-
     plan = RunPlan(
-        suite=suite,
-        from_stage=from_stage,
-        scenarios=scenarios,
+        suite=ready.suite,
+        from_stage=ready.from_stage,
+        scenarios=ready.scenarios,
         run_dir=run_dir,
         run_id=run_id,
-        model=suite.model,
+        model=ready.suite.model,
         environ=environ,
         jobs=args.jobs,
         keep_workspace=args.keep_workspace,
-        model_endpoint=endpoint.name,
-        sandbox=sandbox,
-        repeat=repeat,
-        pass_at_least=pass_at_least,
-        suite_identity=provenance.suite_identity(suite),
-        revision=provenance.revision(suite, selection),
+        model_endpoint=ready.endpoint.name,
+        sandbox=ready.sandbox,
+        repeat=ready.repeat,
+        pass_at_least=ready.pass_at_least,
+        suite_identity=provenance.suite_identity(ready.suite),
+        revision=provenance.revision(ready.suite, ready.selection),
     )
-    return _execute(plan, endpoint, record=args.record)
+    return _execute(plan, ready.endpoint, record=args.record)
 
 
 def _from_stage(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:

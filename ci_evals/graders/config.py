@@ -8,6 +8,7 @@ and gets file:line errors for free. Per stage:
 reviewer:                         # the plugin's own review agent
   agent: agents/review-lab-plan.md          # relative to the plugin folder
   rubrics: [references/evaluation/checklist/plan-lab, references/evaluation/analytic/plan-lab]
+                                  # relative to the plugin folder; suite:PATH to the suite's
   prompt: "Read {plugin}/agents/review-lab-plan.md ... Output format: json"
   model: claude-opus-4-1          # optional judge model (default: the suite's)
   require_all: true               # optional: every rubric criterion must be scored
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci_evals.errors import UserError
+from ci_evals.errors import Problems, UserError
 from ci_evals.graders.base import Grader, LoadContext
 from ci_evals.graders.checks import ChecksGrader
 from ci_evals.graders.registry import KINDS
@@ -46,13 +47,15 @@ REVIEWER_KEYS = ("agent", "rubrics", "prompt", "model", "require_all")
 class ReviewerConfig:
     agent: str  # relative to the plugin folder
     prompt: str  # a template, rendered by the runner like a stage prompt
-    rubrics: tuple[str, ...]  # folders or globs relative to the plugin folder
+    # Folders or globs relative to the plugin folder; `suite:PATH` to the suite's folder.
+    rubrics: tuple[str, ...]
     model: str | None = None
     require_all: bool = False
 
-    def rubric_set(self, plugin_dir: Path) -> RubricSet:
-        """The rubrics as found in `plugin_dir` (grade against the copy the reviewer read)."""
-        return discover(plugin_dir, self.rubrics)
+    def rubric_set(self, plugin_dir: Path, suite_dir: Path | None = None) -> RubricSet:
+        """The rubrics as found in `plugin_dir` and, for `suite:` ones, `suite_dir`
+        (grade against the copies the reviewer read)."""
+        return discover(plugin_dir, self.rubrics, suite_dir)
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,17 @@ class SuiteGrading:
 
 
 def load_stage_grading(
-    extra: Mapping[str, Field], *, suite_dir: Path, plugin_dir: Path
+    extra: Mapping[str, Field],
+    *,
+    suite_dir: Path,
+    plugin_dir: Path,
+    problems: Problems | None = None,
 ) -> StageGrading:
     """A stage's grading keys (any subset of `STAGE_KEYS`); each grader kind in the
-    registry loads (and validates) its own key."""
+    registry loads (and validates) its own key. Rubric problems go to `problems`
+    (default: raised at once)."""
+    if problems is None:
+        problems = Problems()
     ctx = LoadContext(suite_dir=suite_dir, plugin_dir=plugin_dir)
     graders = tuple(
         grader
@@ -102,7 +112,11 @@ def load_stage_grading(
         for grader in kind.load(extra[key], ctx)
     )
     return StageGrading(
-        reviewer=(_load_reviewer(extra["reviewer"], plugin_dir) if "reviewer" in extra else None),
+        reviewer=(
+            _load_reviewer(extra["reviewer"], plugin_dir, suite_dir, problems)
+            if "reviewer" in extra
+            else None
+        ),
         graders=graders,
         scoring=load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride(),
     )
@@ -126,27 +140,23 @@ def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
     )
 
 
-def _load_reviewer(value: Field, plugin_dir: Path) -> ReviewerConfig:
+def _load_reviewer(
+    value: Field, plugin_dir: Path, suite_dir: Path, problems: Problems
+) -> ReviewerConfig:
+    # The agent file itself is checked by the suite (ci_evals.suite.references),
+    # which knows the plugin's agents and lists them.
     keys = value.mapping(REVIEWER_KEYS, required=("agent", "rubrics", "prompt"), what="reviewer")
-    agent = keys["agent"].as_str()
-    if Path(agent).is_absolute() or ".." in Path(agent).parts:
-        raise keys["agent"].error("must be a path inside the plugin folder")
-    if not (plugin_dir / agent).is_file():
-        raise keys["agent"].error(
-            f"reviewer agent not found: {plugin_dir / agent}",
-            hint="the path is relative to the plugin folder",
-        )
     config = ReviewerConfig(
-        agent=agent,
+        agent=keys["agent"].as_str(),
         prompt=keys["prompt"].as_str(),
         rubrics=tuple(keys["rubrics"].as_str_list(allow_empty=False)),
         model=keys["model"].as_str() if "model" in keys else None,
         require_all=keys["require_all"].as_bool() if "require_all" in keys else False,
     )
     try:
-        config.rubric_set(plugin_dir)  # fail at load on a typo'd folder or a bad rubric
+        config.rubric_set(plugin_dir, suite_dir)  # fail at load on a typo or a bad rubric
     except UserError as exc:
         where = keys["rubrics"]
         detail = f"{exc.message} ({exc.file})" if exc.file else exc.message
-        raise where.error(detail, hint=exc.hint) from None
+        problems.report(where.error(detail, hint=exc.hint))
     return config

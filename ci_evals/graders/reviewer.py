@@ -6,8 +6,12 @@ format: json"), not through a slash command, so its scorecard is its final
 message. It runs through the same agent backend and limits as the stage, on a
 fresh copy of the workspace state the stage left (`state.copy_state`), next
 to a pristine copy of the plugin: it can neither change what is graded nor
-read a rubric the agent under test rewrote. Its trajectory, stderr, raw final
-message and parsed scorecard go to the run folder, out of its reach.
+read a rubric the agent under test rewrote. Rubrics kept next to the suite
+(`suite:PATH`, for a plugin you do not own) are copied too, read-only (files
+0444, and a read-only mount in an isolating sandbox), to `{rubrics}/PATH`.
+Every rubric is hashed from the copies before the reviewer starts, so nothing
+it does to them changes what it is graded against. Its trajectory, stderr, raw
+final message and parsed scorecard go to the run folder, out of its reach.
 
 Fail closed: a reviewer that times out, hits a limit, fails, or returns
 anything `scorecard.grade_scorecard` does not accept gives a `GraderResult`
@@ -29,7 +33,7 @@ from ci_evals.config.templates import Template
 from ci_evals.errors import UserError
 from ci_evals.fs.state import copy_state
 from ci_evals.graders.config import ReviewerConfig
-from ci_evals.graders.rubrics import RubricSet
+from ci_evals.graders.rubrics import SUITE_PREFIX, RubricSet, suite_files
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.results.criteria import GraderResult, RawOutput, RubricRef
 
@@ -38,6 +42,7 @@ SCORECARD_FILE = "scorecard.json"
 OUTPUT_FILE = "reviewer-output.txt"
 TRAJECTORY_FILE = "reviewer-trajectory.jsonl"
 STDERR_FILE = "reviewer-stderr.log"
+RUBRICS_DIR = "rubrics"  # in the reviewer's copy: the suite's rubrics (`{rubrics}`)
 
 
 @dataclass(frozen=True)
@@ -58,19 +63,26 @@ class ReviewJob:
     keep: bool = False
     sandbox: str = "local"  # where the reviewer's CLI runs (a sandbox kind)
     writable: tuple[Path, ...] = ()  # what it may write besides its copies: its private HOME/TMP
+    suite_dir: Path | None = None  # where `suite:` rubrics are (the suite's folder)
 
 
-def fingerprint(config: ReviewerConfig, plugin_dir: Path, prompt: Template) -> str:
+def fingerprint(
+    config: ReviewerConfig, plugin_dir: Path, prompt: Template, suite_dir: Path | None = None
+) -> str:
     """A hash of everything that decides how a saved scorecard is read and what the
-    reviewer was told: its agent file, its prompt template, its rubric files and
-    `require_all`. Equal fingerprints mean a saved scorecard can be re-used."""
+    reviewer was told: its agent file, its prompt template, its rubric files (the
+    suite's as `suite:PATH`) and `require_all`. Equal fingerprints mean a saved
+    scorecard can be re-used."""
     digest = hashlib.sha256()
     digest.update(prompt.text.encode())
     digest.update(b"\0require_all=" + str(config.require_all).encode())
     agent_file = plugin_dir / config.agent
     digest.update(b"\0agent=" + _file_hash(agent_file).encode())
-    for rubric in config.rubric_set(plugin_dir).files():
-        rel = rubric.path.relative_to(plugin_dir).as_posix()
+    for rubric in config.rubric_set(plugin_dir, suite_dir).files():
+        if rubric.origin == "suite" and suite_dir is not None:
+            rel = SUITE_PREFIX + rubric.path.relative_to(suite_dir).as_posix()
+        else:
+            rel = rubric.path.relative_to(plugin_dir).as_posix()
         digest.update(f"\0{rel}={rubric.sha256}".encode())
     return digest.hexdigest()
 
@@ -87,22 +99,45 @@ async def run_reviewer(job: ReviewJob, agent: Agent, abort: Abort) -> GraderResu
     job.out_dir.mkdir(parents=True, exist_ok=True)
     try:
         workspace, plugin = copy_state(job.state, job.plugin_source, job.work_dir)
+        rubrics = _copy_suite_rubrics(job, job.work_dir / RUBRICS_DIR)
     except (OSError, UserError) as exc:
         return GraderResult(grader=GRADER, error=f"cannot prepare the reviewer's copy: {exc}")
     try:
-        return await _review(job, agent, abort, workspace, plugin)
+        return await _review(job, agent, abort, workspace, plugin, suite_rubrics=rubrics)
     finally:
         if not job.keep:
             shutil.rmtree(job.work_dir, ignore_errors=True)
 
 
+def _copy_suite_rubrics(job: ReviewJob, dest: Path) -> Path:
+    """The suite's rubric files (`suite:`) copied under `dest` at their paths
+    relative to the suite's folder, read-only; `dest` exists even when empty."""
+    dest.mkdir(parents=True)
+    if job.suite_dir is None:
+        return dest
+    found = job.config.rubric_set(job.plugin_source, job.suite_dir)
+    for source in suite_files(found):
+        target = dest / source.relative_to(job.suite_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        target.chmod(0o444)
+    return dest
+
+
 async def _review(
-    job: ReviewJob, agent: Agent, abort: Abort, workspace: Path, plugin: Path
+    job: ReviewJob,
+    agent: Agent,
+    abort: Abort,
+    workspace: Path,
+    plugin: Path,
+    *,
+    suite_rubrics: Path,
 ) -> GraderResult:
     try:
-        rubrics = job.config.rubric_set(plugin)
-        stamp = fingerprint(job.config, plugin, job.prompt)
-        prompt = job.prompt.render(job.values(workspace, plugin))
+        rubrics = job.config.rubric_set(plugin, suite_rubrics)
+        stamp = fingerprint(job.config, plugin, job.prompt, suite_rubrics)
+        values = {**job.values(workspace, plugin), "rubrics": str(suite_rubrics)}
+        prompt = job.prompt.render(values)
     except UserError as exc:  # a rubric folder gone or broken since the suite was loaded
         return GraderResult(grader=GRADER, error=f"the reviewer's rubrics: {exc.message}")
     request = StageRequest(
@@ -118,6 +153,7 @@ async def _review(
         max_budget_usd=job.limits.max_budget_usd,
         sandbox=job.sandbox,
         writable=(job.work_dir, *job.writable),
+        readonly=(suite_rubrics,),
     )
     outcome = await agent.run_stage(request, abort=abort)
     judge = job.config.model or job.model or judge_model(request.trajectory_path)
@@ -137,21 +173,22 @@ async def _review(
             judge_model=judge,
             require_all=job.config.require_all,
         ).model_copy(update=extra)
-    result = plugin_relative(result, plugin)
+    result = plugin_relative(result, plugin, suite_rubrics)
     write_scorecard(job.out_dir / SCORECARD_FILE, result, outcome.final_text)
     return result
 
 
-def plugin_relative(result: GraderResult, plugin: Path) -> GraderResult:
-    """Rubric paths as `plugin/<path>`: the copy they were read from is temporary."""
+def plugin_relative(result: GraderResult, plugin: Path, suite: Path | None = None) -> GraderResult:
+    """Rubric paths as `plugin/<path>` (and `suite/<path>` for the suite's rubrics):
+    the copies they were read from are temporary."""
 
     def rel(path: str | None) -> str | None:
         if path is None:
             return None
-        try:
-            return "plugin/" + Path(path).relative_to(plugin).as_posix()
-        except ValueError:
-            return path
+        for root, label in ((plugin, "plugin/"), (suite, "suite/")):
+            if root is not None and Path(path).is_relative_to(root):
+                return label + Path(path).relative_to(root).as_posix()
+        return path
 
     return result.model_copy(
         update={

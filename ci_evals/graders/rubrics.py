@@ -16,6 +16,10 @@ Convention (documented in docs/grading.md):
   `{id, type}`: `criteria: [has-goals, {id: pacing, type: analytic}]`.
   Such a file then defines only the listed criteria, not its stem.
 
+Rubric paths are relative to the plugin folder; `suite:PATH` is relative to the
+suite's folder instead, for rubrics kept outside a plugin you do not own (the
+reviewer gets a read-only copy of them, see `reviewer`).
+
 Ids are compared normalised (case, and `_` or spaces vs `-`), so `Has_Goals`
 and `has-goals` name the same criterion; two rubric files defining the same
 normalised id is an error.
@@ -26,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -36,6 +40,8 @@ from ci_evals.errors import UserError
 
 Kind = Literal["checklist", "analytic"]
 KINDS: tuple[Kind, ...] = ("checklist", "analytic")
+Origin = Literal["plugin", "suite"]
+SUITE_PREFIX = "suite:"
 _FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _SEPARATORS = re.compile(r"[\s_]+")
 
@@ -52,6 +58,7 @@ class Rubric:
     kind: Kind | None  # None: unknown, and a scorecard naming it is an error
     path: Path
     sha256: str
+    origin: Origin = "plugin"  # the folder its path is relative to in the config
 
 
 def normalize_id(name: str) -> str:
@@ -95,8 +102,9 @@ class RubricSet(Mapping[str, Rubric]):
         return [seen[path] for path in sorted(seen)]
 
 
-def discover(root: Path, patterns: Iterable[str]) -> RubricSet:
-    """The rubrics under `root` matching `patterns` (folders or globs, relative to root).
+def discover(root: Path, patterns: Iterable[str], suite_dir: Path | None = None) -> RubricSet:
+    """The rubrics matching `patterns` (folders or globs): relative to `root` (the
+    plugin folder), or with `suite:` relative to `suite_dir` (the suite's folder).
 
     Patterns are matched with `Path.glob` (`**` recurses); a matched folder
     means every `*.md` below it. A pattern matching no markdown file is an error: a
@@ -105,24 +113,35 @@ def discover(root: Path, patterns: Iterable[str]) -> RubricSet:
     found: list[Rubric] = []
     seen: set[Path] = set()
     for pattern in patterns:
-        matches = sorted(_expand(root, pattern))
+        origin: Origin = "suite" if pattern.startswith(SUITE_PREFIX) else "plugin"
+        base = root if origin == "plugin" else suite_dir
+        relative = pattern.removeprefix(SUITE_PREFIX)
+        if base is None:
+            raise RubricError(f"rubric pattern {pattern!r}: no suite folder to look in")
+        matches = sorted(_expand(base, relative, origin))
         if not matches:
             raise RubricError(
                 f"rubric pattern {pattern!r} matches no markdown file",
-                file=str(root),
-                hint="rubric paths are relative to the plugin folder",
+                file=str(base),
+                hint="rubric paths are relative to the plugin folder; "
+                "suite:PATH to the suite's folder",
             )
         for path in matches:
             if path not in seen:
                 seen.add(path)
-                found.extend(read_rubric(path, root))
+                found.extend(replace(rubric, origin=origin) for rubric in read_rubric(path, base))
     return RubricSet(found)
 
 
-def _expand(root: Path, pattern: str) -> Iterator[Path]:
+def suite_files(rubrics: RubricSet) -> list[Path]:
+    """The files of the rubrics that come from the suite's folder (`suite:`)."""
+    return [rubric.path for rubric in rubrics.files() if rubric.origin == "suite"]
+
+
+def _expand(root: Path, pattern: str, origin: Origin) -> Iterator[Path]:
     if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
         raise RubricError(
-            f"rubric pattern {pattern!r} must be relative and stay inside the plugin folder",
+            f"rubric pattern {pattern!r} must be relative and stay inside the {origin} folder",
             file=str(root),
         )
     for match in root.glob(pattern):

@@ -116,6 +116,7 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
         prompt=prompt,
         state=job.state,
         plugin_source=suite.plugin.path,
+        suite_dir=suite.root,
         cwd=stage_cwd(suite, stage, scenario),
         values=values,
         work_dir=job.work_dir / "reviewer",

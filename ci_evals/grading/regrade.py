@@ -122,7 +122,7 @@ def _reviewer_action(
     if mode == "reuse":
         return "reuse"
     assert stage.reviewer_prompt is not None
-    current = fingerprint(config, suite.plugin.path, stage.reviewer_prompt)
+    current = fingerprint(config, suite.plugin.path, stage.reviewer_prompt, suite.root)
     if usable and saved is not None and saved.fingerprint == current:
         return "reuse"
     return "rerun"
@@ -150,8 +150,8 @@ def reuse_reviewer(target: Target, suite: Suite, run_dir: Path) -> GraderResult:
         )
     plugin = suite.plugin.path
     try:
-        rubrics = config.rubric_set(plugin)
-        current = fingerprint(config, plugin, prompt)
+        rubrics = config.rubric_set(plugin, suite.root)
+        current = fingerprint(config, plugin, prompt, suite.root)
     except UserError as exc:
         return GraderResult(grader=GRADER, error=f"the reviewer's rubrics: {exc.message}")
     text = raw.read_bytes().decode("utf-8", "surrogateescape")
@@ -171,7 +171,7 @@ def reuse_reviewer(target: Target, suite: Suite, run_dir: Path) -> GraderResult:
             "warnings": warnings,
         }
     )
-    return plugin_relative(graded, plugin)
+    return plugin_relative(graded, plugin, suite.root)
 
 
 async def regrade(

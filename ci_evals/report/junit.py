@@ -141,6 +141,8 @@ def _properties(suite: ET.Element, result: RunResult, scenario: ScenarioResult) 
         "isolated": "true" if result.isolated else "false",
         "tool_version": result.tool_version,
         "total_cost_usd": f"{result.total_cost_usd:.4f}",
+        # A stub's cost is scripted usage at list price, not money spent.
+        "cost_simulated": "true" if result.cost_note else "false",
         "repeat": str(scenario.repeat + 1),
         **{f"input.{key}": value for key, value in scenario.inputs.items()},
     }

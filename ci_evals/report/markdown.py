@@ -108,12 +108,13 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     scenarios = len({scenario.id for scenario in result.scenarios})
     repeats = f" x {result.repeat} repeats" if result.repeat > 1 else ""
-    stub = " (stub model: a wiring check)" if result.model_endpoint.startswith("stub:") else ""
+    stub = " (stub model: a wiring check)" if result.cost_note else ""
     lines = [
         f"## ci-evals: {verdict}",
         "",
         f"{scenarios} scenario(s){repeats}, {len(stages)} stage run(s): {parts or 'none'}; "
-        f"total cost {_cost(result.total_cost_usd)}; run {text(result.run_id, CELL_LIMIT)}{stub}",
+        f"total cost {_cost(result.total_cost_usd)}{result.cost_note}; "
+        f"run {text(result.run_id, CELL_LIMIT)}{stub}",
         "",
     ]
     if not result.isolated:

@@ -193,6 +193,12 @@ class RunResult(_Model):
     summaries: list[StageSummary] = Field(default_factory=list)
     regraded_at: datetime | None = None  # set by `ci-evals grade` on the file it writes
 
+    @property
+    def cost_note(self) -> str:
+        """What to say after a cost: a stub's cost is its scripted token counts at
+        list price, never money spent (" (simulated: stub model)"), else ""."""
+        return " (simulated: stub model)" if self.model_endpoint.startswith("stub:") else ""
+
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of `results.json` (checked in as docs/results.schema.json)."""

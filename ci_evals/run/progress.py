@@ -96,7 +96,9 @@ class PlainProgress(RunListener):
         )
 
     def run_finished(self, plan: RunPlan, result: RunResult) -> None:
-        self._line(f"run {result.status}: total cost {_cost(result.total_cost_usd)}")
+        self._line(
+            f"run {result.status}: total cost {_cost(result.total_cost_usd)}{result.cost_note}"
+        )
 
 
 class LiveProgress(RunListener):
@@ -204,5 +206,6 @@ def summary_table(result: RunResult) -> str:
     lines.insert(1, "  ".join("-" * width for width in widths))
     graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
     of_which = f" (reviewers {_cost(graders)})" if graders else ""
-    lines.append(f"total cost {_cost(result.total_cost_usd)}{of_which}; run {result.status}")
+    total = f"total cost {_cost(result.total_cost_usd)}{result.cost_note}{of_which}"
+    lines.append(f"{total}; run {result.status}")
     return "\n".join(lines)

@@ -28,7 +28,7 @@ from ci_evals.agents import Limits
 from ci_evals.agents.registry import AGENTS, DEFAULT_AGENT
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
-from ci_evals.errors import UserError
+from ci_evals.errors import Problems, UserError
 from ci_evals.fs.copyable import copy_problem
 from ci_evals.graders import config as grading_config
 from ci_evals.graders.config import (
@@ -38,8 +38,10 @@ from ci_evals.graders.config import (
     load_stage_grading,
     load_suite_grading,
 )
+from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
 from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
-from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.selection.stage_map import StageMap, load_stage_map
+from ci_evals.suite import references
 
 # The keys grading reads, validated by ci_evals.graders.config.
 GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
@@ -49,6 +51,8 @@ DEFAULT_SCENARIO = "default"
 DEFAULT_STAGE_MAP = "stage_map.yaml"
 VERSION = 1
 BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
+# A reviewer's prompt may also name the folder holding its copy of the suite's rubrics.
+REVIEWER_BUILTINS = (*BUILTINS, "rubrics")
 
 _STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS)
 _SUITE_KEYS = (
@@ -67,7 +71,7 @@ _SUITE_KEYS = (
 )
 # Stage names become folder names (`<k>-<name>-output`) and CLI arguments; an
 # all-digit name would be ambiguous with a stage number.
-_STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # Scenario ids become folder names in the run folder.
 _STAGE_FIXTURE = re.compile(r"[0-9]+-")
 _SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -109,6 +113,8 @@ class Scenario:
 class Plugin:
     path: Path  # absolute folder holding .claude-plugin/plugin.json
     name: str  # from plugin.json; commands are `/NAME:command`
+    commands: tuple[str, ...] = ()  # its commands and skills (`/NAME:command`), see references
+    agents: tuple[str, ...] = ()  # its agent files, relative to `path`
 
 
 @dataclass(frozen=True)
@@ -242,8 +248,17 @@ def find_suite(cwd: Path) -> Path:
 # -- loading ------------------------------------------------------------------
 
 
-def load_suite(path: Path, display: str | None = None) -> Suite:
-    """Read and validate a suite file; any mistake is a one-line `UserError`."""
+def load_suite(
+    path: Path, display: str | None = None, *, problems: Problems | None = None
+) -> Suite:
+    """Read and validate a suite file; any mistake is a one-line `UserError`.
+
+    The mistakes that do not stop the suite from being built — slash commands,
+    reviewer agents and rubrics the plugin does not have — go to `problems`:
+    raised at once by default, collected for `ci-evals check`.
+    """
+    if problems is None:
+        problems = Problems()
     file = Path(os.path.abspath(path))
     name = display if display is not None else str(path)
     root_field = load(file, name)
@@ -264,7 +279,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
-    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin_dir=plugin.path)
+    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin=plugin, problems=problems)
     # A suite whose prompts need no inputs may leave scenarios out: one run.
     scenarios = (
         _load_scenarios(keys["scenarios"])
@@ -300,7 +315,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         sandbox=sandbox,
     )
     if stage_map is not None:
-        _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"])
+        _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)
     return suite
 
 
@@ -344,15 +359,8 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
             f"{path} has no .claude-plugin/plugin.json",
             hint="a Claude Code plugin folder needs a manifest with at least a name",
         )
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read plugin manifest: {exc}", file=manifest) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"invalid JSON: {exc.msg}", file=manifest, line=exc.lineno, column=exc.colno
-        ) from None
-    plugin_name = data.get("name") if isinstance(data, dict) else None
+    data = read_manifest(manifest)
+    plugin_name = data.get("name")
     if not isinstance(plugin_name, str) or not plugin_name.strip():
         raise UserError('the manifest needs a "name" string', file=manifest, field="name")
     if not PLUGIN_NAME.fullmatch(plugin_name) or ".." in plugin_name:
@@ -372,7 +380,25 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
             hint="the plugin folder is copied into every workspace, links followed; "
             "remove or fix that entry",
         )
-    return Plugin(path=path, name=plugin_name)
+    return Plugin(
+        path=path,
+        name=plugin_name,
+        commands=references.plugin_commands(path, data),
+        agents=references.plugin_agents(path, data),
+    )
+
+
+def read_manifest(manifest: Path) -> dict[str, object]:
+    """A plugin's `.claude-plugin/plugin.json` as a JSON object ({} when it is not one)."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read plugin manifest: {exc}", file=manifest) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"invalid JSON: {exc.msg}", file=manifest, line=exc.lineno, column=exc.colno
+        ) from None
+    return data if isinstance(data, dict) else {}
 
 
 def _json_key_line(path: Path, key: str) -> int | None:
@@ -405,7 +431,7 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
 
 
 def _load_stages(
-    value: Field, defaults: Limits, *, suite_dir: Path, plugin_dir: Path
+    value: Field, defaults: Limits, *, suite_dir: Path, plugin: Plugin, problems: Problems
 ) -> tuple[Stage, ...]:
     stages: list[Stage] = []
     seen: dict[str, Field] = {}
@@ -413,7 +439,7 @@ def _load_stages(
         keys = item.mapping(_STAGE_KEYS, required=("name", "prompt"))
         name_field = keys["name"]
         name = name_field.as_str()
-        if not _STAGE_NAME.fullmatch(name) or name.isdigit():
+        if not STAGE_NAME.fullmatch(name) or name.isdigit():
             raise name_field.error(
                 f"bad stage name {name!r}",
                 hint="use lowercase letters, digits, '-' and '_', not only digits",
@@ -425,18 +451,26 @@ def _load_stages(
         seen[name] = name_field
         cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
         extra = {key: keys[key] for key in GRADING_STAGE_KEYS if key in keys}
-        grading = load_stage_grading(extra, suite_dir=suite_dir, plugin_dir=plugin_dir)
+        grading = load_stage_grading(
+            extra, suite_dir=suite_dir, plugin_dir=plugin.path, problems=problems
+        )
+        prompt = parse_template(keys["prompt"].as_str(), keys["prompt"])
+        references.check_prompts([prompt], plugin.name, plugin.commands, problems)
         reviewer_prompt = None
         if "reviewer" in extra:
             # Already validated by the grading loader; kept as a template so its
             # placeholders are checked against every scenario like a prompt.
-            prompt = extra["reviewer"].mapping(REVIEWER_KEYS)["prompt"]
-            reviewer_prompt = parse_template(prompt.as_str(), prompt)
+            reviewer_keys = extra["reviewer"].mapping(REVIEWER_KEYS)
+            review = reviewer_keys["prompt"]
+            reviewer_prompt = parse_template(review.as_str(), review)
+            references.check_reviewer_agent(
+                reviewer_keys["agent"], plugin.path, plugin.agents, problems
+            )
         stages.append(
             Stage(
                 number=number,
                 name=name,
-                prompt=parse_template(keys["prompt"].as_str(), keys["prompt"]),
+                prompt=prompt,
                 cwd=cwd if cwd is not None else parse_template("."),
                 limits=_load_limits(keys["limits"], defaults) if "limits" in keys else defaults,
                 grading=grading,
@@ -501,10 +535,10 @@ def _load_inputs(value: Field) -> dict[str, str]:
     for key, item in fields.items():
         if not NAME.fullmatch(key):
             raise item.error(f"bad input name {key!r}", hint="use letters, digits, '_' and '-'")
-        if key in BUILTINS:
+        if key in REVIEWER_BUILTINS:
             raise item.error(
                 f"input {key!r} shadows a built-in placeholder",
-                hint=f"built-ins: {', '.join(BUILTINS)}",
+                hint=f"built-ins: {', '.join(REVIEWER_BUILTINS)}",
             )
         data = item.plain()
         if isinstance(data, bool) or not isinstance(data, (str, int, float)):
@@ -521,11 +555,14 @@ def _written_keys(value: Field) -> list[str]:
 
 def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
     """Every placeholder resolves for every scenario; every cwd stays in the workspace."""
-    templates = [stage.prompt, stage.cwd]
+    templates: list[tuple[Template, tuple[str, ...]]] = [
+        (stage.prompt, BUILTINS),
+        (stage.cwd, BUILTINS),
+    ]
     if stage.reviewer_prompt is not None:
-        templates.append(stage.reviewer_prompt)
-    for template in templates:
-        unknown = sorted(template.names.difference(BUILTINS))
+        templates.append((stage.reviewer_prompt, REVIEWER_BUILTINS))
+    for template, builtins in templates:
+        unknown = sorted(template.names.difference(builtins))
         for scenario in scenarios:
             for name in unknown:
                 if name not in scenario.inputs:
@@ -533,7 +570,7 @@ def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
                     raise template.error(
                         f"unknown placeholder {{{name}}}: scenario {scenario.id!r} has no "
                         f"input {name!r}",
-                        hint=f"its inputs: {inputs}; built-ins: {', '.join(BUILTINS)}",
+                        hint=f"its inputs: {inputs}; built-ins: {', '.join(builtins)}",
                     )
     # The workspace's real path is not known yet; a stand-in is enough to see
     # whether the rendered cwd is absolute elsewhere or climbs out with `..`.
@@ -543,11 +580,14 @@ def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
         Suite.cwd_for(stage, scenario, workspace=workspace, plugin=plugin)
 
 
-def _cross_check_stage_map(suite: Suite, where: Field | None, stages_field: Field) -> None:
-    """The stage map must list the suite's stages, in order, for the same folders.
+def _cross_check_stage_map(
+    suite: Suite, where: Field | None, stages_field: Field, problems: Problems
+) -> None:
+    """The stage map must list the suite's stages, in order, for the same folders,
+    and reach the suite's own rubrics (`suite:`).
 
     Otherwise `compute-stage` would answer for a different plugin, fixtures
-    folder or stage order than the one `run` runs.
+    folder or stage order than the one `run` runs, or ignore a changed rubric.
     """
     assert suite.stage_map is not None
     stage_map = load_stage_map(suite.stage_map, warn=False)
@@ -581,3 +621,36 @@ def _cross_check_stage_map(suite: Suite, where: Field | None, stages_field: Fiel
                 f"fixtures are {suite.fixtures}",
                 hint="point both files at the same fixtures folder",
             )
+    for stage in suite.stages:
+        _check_rubrics_mapped(suite, stage, stage_map, problems)
+
+
+def _check_rubrics_mapped(
+    suite: Suite, stage: Stage, stage_map: StageMap, problems: Problems
+) -> None:
+    """Each of the stage reviewer's `suite:` rubric files is under the map's root
+    (entries then cover it, check-coverage sees to that) or a global path: else a
+    change to it would select no stage at all."""
+    config = stage.grading.reviewer
+    if config is None or not any(p.startswith(SUITE_PREFIX) for p in config.rubrics):
+        return
+    try:
+        found = config.rubric_set(suite.plugin.path, suite.root)
+    except UserError:
+        return  # already reported where the reviewer was loaded
+    for path in suite_files(found):
+        rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
+        parents = [rel, *(p.as_posix() for p in Path(rel).parents if p != Path("."))]
+        if stage_map.relative_to_root(rel) is None and not set(parents) & set(
+            stage_map.global_paths
+        ):
+            field = stage.extra["reviewer"].mapping(REVIEWER_KEYS)["rubrics"]
+            folder = Path(os.path.relpath(path.parent, stage_map.file.parent)).as_posix()
+            problems.report(
+                field.error(
+                    f"the rubric {rel} is in no stage of the stage map {stage_map.display}: "
+                    "a change to it would run nothing",
+                    hint=f"add {folder!r} to its global: (a change then runs every stage)",
+                )
+            )
+            return

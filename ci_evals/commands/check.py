@@ -1,0 +1,88 @@
+"""`ci-evals check`: everything `run` validates before it starts, with nothing started.
+
+The suite, its stage map, the slash commands and reviewer agents it names, the
+rubric files, the scenarios, the fixtures a `--from-stage` needs, the stub
+script of `--model stub:PATH` (or a key for the real API), the sandbox: the
+very checks `run` makes (`commands.run.prepare`), but every problem is listed
+instead of stopping at the first. No stub server, agent or workspace is
+started. Exit 0 when a run could start, 2 with one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ci_evals.commands import isolation
+from ci_evals.commands.run import positive_int, prepare
+from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--suite", type=Path, help="the suite file (default: ci-evals.yaml found upwards)"
+    )
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-stage",
+        metavar="N|NAME",
+        help="check what a run from this stage needs: the fixtures of the stages before it",
+    )
+    start.add_argument(
+        "--base", metavar="REV", help="the stage the change BASE...HEAD can affect (as run)"
+    )
+    parser.add_argument(
+        "--scenario", action="append", default=[], metavar="ID", help="only this scenario"
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME|stub:PATH",
+        help="the model the run will use; stub:PATH loads and checks that stub script",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=positive_int,
+        metavar="K",
+        help="the run's --repeat (checked with pass_at_least)",
+    )
+    isolation.add_option(parser)
+
+
+def _by_place(found: list[UserError]) -> list[UserError]:
+    """File by file, in line order (stable: same-line problems keep their order)."""
+    return sorted(found, key=lambda p: (p.file or "", p.line or 0))
+
+
+def run(args: argparse.Namespace) -> int:
+    problems = Problems(collect=True)
+    ready = prepare(args, dict(os.environ), problems)
+    if problems.found:
+        # Two scenarios sharing the suite's fixtures find the same missing folder.
+        found = list(dict.fromkeys(str(problem) for problem in _by_place(problems.found)))
+        for line in found:
+            print(f"ci-evals check: {line}", file=sys.stderr)
+        print(
+            f"ci-evals check: {_count(len(found), 'problem')}; nothing was started",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    assert ready is not None
+    suite = ready.suite
+    parts = [
+        f"{os.path.relpath(suite.file)}: {_count(len(suite.stages), 'stage')}",
+        _count(len(ready.scenarios), "scenario"),
+    ]
+    if suite.stage_map is not None:
+        parts.append(f"stage map {os.path.relpath(suite.stage_map)}")
+    if ready.endpoint is not None:
+        parts.append(f"model {ready.endpoint.name}")
+    if ready.from_stage is not None:
+        parts.append(f"from stage {ready.from_stage.number} ({ready.from_stage.name})")
+    print("ci-evals check: OK: " + ", ".join(parts))
+    return EXIT_OK
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -1,0 +1,116 @@
+"""`ci-evals init [PLUGIN_DIR]`: draft a suite for a plugin, never overwriting a file.
+
+Writes, in the current folder: `stage_map.yaml` (every plugin file given the
+stage it can affect, `suite.draft`), `ci-evals.yaml` (a stage per command, or
+the stages `--stages` names, each prompt from its command), a
+`fixtures/<k>-<stage>-output/` folder per stage with a placeholder, a stub
+script whose rules match the stages' commands and the plugin's agents and
+write the placeholders the drafted checks look for, and a
+`.pre-commit-config.yaml` (at the repository's top) running `check-coverage`.
+A file that exists is kept and said so. What it writes passes `check-coverage`
+and `ci-evals check` as it is, and runs end to end on the stub model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ci_evals import git
+from ci_evals.errors import EXIT_OK, UserError
+from ci_evals.suite import draft as drafting
+
+SUITE = "ci-evals.yaml"
+STAGE_MAP = "stage_map.yaml"
+PRECOMMIT = ".pre-commit-config.yaml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "plugin",
+        nargs="?",
+        default=".",
+        metavar="PLUGIN_DIR",
+        help="the plugin's folder (holding .claude-plugin/plugin.json; default: .)",
+    )
+    parser.add_argument(
+        "--stages",
+        metavar="A,B=CMD,...",
+        help="the stages, in order, each running the command of its name, the plugin's "
+        "only command, or CMD (default: one stage per command)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    here = Path.cwd()
+    plugin_dir = Path(os.path.abspath(args.plugin))
+    if not plugin_dir.is_dir():
+        raise UserError(f"no such folder: {args.plugin}", hint="pass the plugin's folder")
+    top = git.toplevel(here)  # the stage map lives in a repository
+    plugin_rel = Path(os.path.relpath(plugin_dir, here)).as_posix()
+    if plugin_rel.startswith("../") and not plugin_dir.is_relative_to(top):
+        raise UserError(
+            f"{args.plugin} is outside the repository {top}",
+            hint="copy or vendor the plugin into the repository first",
+        )
+    ours = [SUITE, STAGE_MAP, "stub/", "fixtures/", PRECOMMIT]
+    files = [
+        path for path in git.files_to_commit(plugin_dir) if not _ours(plugin_dir / path, here, ours)
+    ]
+    # What init writes inside the plugin folder itself (PLUGIN_DIR = .) must not
+    # read as plugin files: the stub script is global (a change re-runs all).
+    inside = plugin_dir == here or here.is_relative_to(plugin_dir)
+    global_paths = [SUITE, "stub"] if inside else [SUITE]
+    if inside and here == top:
+        global_paths.append(PRECOMMIT)
+    plan = drafting.plan(plugin_dir, plugin_rel, files, args.stages, global_paths)
+
+    written: list[str] = []
+    kept: list[str] = []
+
+    def put(path: Path, text: str) -> None:
+        shown = os.path.relpath(path, here)
+        if os.path.lexists(path):
+            kept.append(shown)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as handle:  # never over a file made meanwhile
+            handle.write(text)
+        written.append(shown)
+
+    put(here / STAGE_MAP, drafting.render_stage_map(plan))
+    put(here / SUITE, drafting.render_suite(plan))
+    put(here / plan.stub_file, drafting.render_stub(plan))
+    for stage in plan.stages:
+        folder = here / plan.fixture_dir(stage)
+        if folder.exists():
+            kept.append(os.path.relpath(folder, here) + "/")
+        else:
+            put(folder / plan.output_file(stage), drafting.render_fixture(stage))
+    map_path = Path(os.path.relpath(here / STAGE_MAP, top)).as_posix()
+    put(top / PRECOMMIT, drafting.render_precommit(None if map_path == STAGE_MAP else map_path))
+
+    for shown in written:
+        print(f"wrote {shown}")
+    for shown in kept:
+        print(f"kept {shown} (exists; not overwritten)")
+    if os.path.relpath(top / PRECOMMIT, here) in kept:
+        hook = drafting.render_precommit(None if map_path == STAGE_MAP else map_path)
+        print(f"add to {PRECOMMIT}'s repos:")
+        print(hook[hook.index("  - repo: local") :], end="")
+    stub = f"stub:{plan.stub_file}"
+    print(
+        "next: git add -A && ci-evals check-coverage && "
+        f"ci-evals check --model {stub} && ci-evals run --model {stub}"
+    )
+    return EXIT_OK
+
+
+def _ours(path: Path, here: Path, ours: list[str]) -> bool:
+    """A file init writes (when the plugin folder holds the suite's folder)."""
+    try:
+        rel = path.relative_to(here).as_posix()
+    except ValueError:
+        return False
+    return any(rel == item or (item.endswith("/") and rel.startswith(item)) for item in ours)

@@ -1,0 +1,469 @@
+"""Draft a suite for a plugin from its tree: the plan `ci-evals init` writes out.
+
+Stages are the user's (`--stages a,b=cmd,c`) or one per command. Every file of
+the plugin gets the stage it can affect, failing closed: a command's file is
+its first stage's; any other file (an agent, a skill, a reference, a template)
+is the lowest stage of every file that names it — a command, or a component
+such a file already reached — and a file nothing names is stage 1 (it may be
+used in ways a text search cannot see; stage 1 runs everything). Nothing here
+writes: `render_*` give the files' text, `commands/init.py` writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci_evals.errors import UserError
+from ci_evals.suite import references
+from ci_evals.suite.load import BUILTINS, STAGE_NAME, read_manifest
+
+MANIFEST = ".claude-plugin/plugin.json"
+OUTPUT_DIR = "outputs"  # where the stub's placeholder outputs go, in the workspace
+# Where a command stops for a person: a stage runs unattended and must say what
+# the person would have said (docs/onboarding.md).
+_ASKS_USER = re.compile(
+    r"wait for (?:the |explicit )?(?:user|answers|approval)|user approval|"
+    r"ask (?:the )?user|confirm with (?:the )?user",
+    re.IGNORECASE,
+)
+_ARGUMENTS = re.compile(r"\$ARGUMENTS|\$[1-9]")
+_NAME_FIELD = re.compile(r"^name:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
+_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---", re.DOTALL)
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    number: int
+    name: str
+    command: str  # the plugin command its prompt runs
+    command_file: str  # plugin-relative
+    input_name: str | None  # the scenario input passed as the command's arguments
+    argument_hint: str | None
+    shared: bool  # the command also serves other stages: the prompt must say which part
+    asks_user: tuple[int, str, int] | None  # where the command waits for a person (_asks_user)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One stage-map entry: a plugin file (or a skill's folder) and its stage."""
+
+    glob: str
+    stage: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Draft:
+    plugin_name: str
+    plugin: str  # the plugin folder, relative to the suite folder (POSIX)
+    stages: tuple[StagePlan, ...]
+    entries: tuple[Component, ...]
+    agents: Mapping[str, int]  # agent name -> its stage (the stub launches it there)
+    global_paths: tuple[str, ...]  # relative to the suite folder
+
+    @property
+    def stub_file(self) -> str:
+        return f"stub/{self.plugin_name}.yaml"
+
+    def fixture_dir(self, stage: StagePlan) -> str:
+        return f"fixtures/{stage.number}-{stage.name}-output"
+
+    def output_file(self, stage: StagePlan) -> str:
+        return f"{OUTPUT_DIR}/{stage.name}.md"
+
+
+def plan(
+    plugin_dir: Path,
+    plugin_rel: str,
+    files: Sequence[str],
+    stages_arg: str | None,
+    global_paths: Sequence[str] = ("ci-evals.yaml",),
+) -> Draft:
+    """The draft for the plugin at `plugin_dir` whose files (plugin-relative) are `files`."""
+    manifest = _manifest(plugin_dir)
+    name = manifest.get("name")
+    if not isinstance(name, str) or not name:
+        raise UserError('the manifest needs a "name" string', file=plugin_dir / MANIFEST)
+    commands = {
+        command: path.relative_to(plugin_dir).as_posix()
+        for command, path in references.command_files(plugin_dir, manifest).items()
+    }
+    if not commands:
+        raise UserError(
+            f"{plugin_dir} has no commands (commands/*.md): nothing to draft stage prompts from",
+            hint="write ci-evals.yaml by hand (docs/suite.md)",
+        )
+    stages = _stages(stages_arg, commands, plugin_dir)
+    texts = {path: _read(plugin_dir / path) for path in files}
+    entries, agents = _components(files, texts, stages, name, plugin_dir)
+    return Draft(
+        plugin_name=name,
+        plugin=plugin_rel,
+        stages=stages,
+        entries=entries,
+        agents=agents,
+        global_paths=tuple(global_paths),
+    )
+
+
+def _manifest(plugin_dir: Path) -> dict[str, object]:
+    path = plugin_dir / MANIFEST
+    if not path.is_file():
+        raise UserError(
+            f"{plugin_dir} is not a Claude Code plugin: no {MANIFEST}",
+            hint="pass the plugin's folder: ci-evals init PLUGIN_DIR",
+        )
+    return read_manifest(path)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _stages(
+    stages_arg: str | None, commands: Mapping[str, str], plugin_dir: Path
+) -> tuple[StagePlan, ...]:
+    names = sorted(commands)
+    if stages_arg is None:
+        pairs = [(command.replace(":", "-").lower(), command) for command in names]
+    else:
+        pairs = _named_stages(stages_arg, names)
+    seen: set[str] = set()
+    for stage, _ in pairs:
+        if not STAGE_NAME.fullmatch(stage) or stage.isdigit():
+            raise UserError(
+                f"bad stage name {stage!r}",
+                field="--stages",
+                hint="lowercase letters, digits, '-' and '_', not only digits",
+            )
+        if stage in seen:
+            raise UserError(f"stage {stage!r} is named twice", field="--stages")
+        seen.add(stage)
+    uses = [command for _, command in pairs]
+    plans = []
+    for number, (stage, command) in enumerate(pairs, start=1):
+        text = _read(plugin_dir / commands[command])
+        plans.append(
+            StagePlan(
+                number=number,
+                name=stage,
+                command=command,
+                command_file=commands[command],
+                input_name=_input_name(command) if _takes_arguments(text) else None,
+                argument_hint=_frontmatter_value(text, "argument-hint"),
+                shared=uses.count(command) > 1,
+                asks_user=_asks_user(text),
+            )
+        )
+    return tuple(plans)
+
+
+def _named_stages(stages_arg: str, commands: Sequence[str]) -> list[tuple[str, str]]:
+    """`a,b=cmd,c`: each stage with the command it runs (see docs/onboarding.md)."""
+    items = [item.strip() for item in stages_arg.split(",") if item.strip()]
+    if not items:
+        raise UserError("no stage names", field="--stages", hint="e.g. --stages plan,build")
+    valid = ", ".join(commands)
+    pairs = []
+    for position, item in enumerate(items):
+        stage, _, command = item.partition("=")
+        if command:
+            if command not in commands:
+                raise UserError(
+                    f"stage {stage!r}: the plugin has no command {command!r}",
+                    field="--stages",
+                    hint=f"its commands: {valid}",
+                )
+        elif stage in commands:
+            command = stage
+        elif len(commands) == 1:
+            command = commands[0]
+        elif len(commands) == len(items):
+            command = commands[position]  # one each, in name order
+        else:
+            raise UserError(
+                f"which command does stage {stage!r} run?",
+                field="--stages",
+                hint=f"write STAGE=COMMAND (its commands: {valid})",
+            )
+        pairs.append((stage, command))
+    return pairs
+
+
+def _takes_arguments(text: str) -> bool:
+    return bool(_ARGUMENTS.search(text)) or _frontmatter_value(text, "argument-hint") is not None
+
+
+def _input_name(command: str) -> str:
+    name = command.replace(":", "-")
+    return f"{name}-args" if name in BUILTINS else name
+
+
+def _frontmatter_value(text: str, key: str) -> str | None:
+    match = _FRONTMATTER.match(text)
+    if match is None:
+        return None
+    found = re.search(rf"^{re.escape(key)}:\s*(.+?)\s*$", match.group(1), re.MULTILINE)
+    return found.group(1).strip("'\"") if found else None
+
+
+def _asks_user(text: str) -> tuple[int, str, int] | None:
+    """Where the command first stops for a person: (line, its sentence, how many more)."""
+    matches = list(_ASKS_USER.finditer(text))
+    if not matches:
+        return None
+    first = matches[0]
+    start = max(text.rfind(c, 0, first.start()) for c in ".\n:") + 1
+    ends = [i for i in (text.find(c, first.end()) for c in ".\n") if i != -1]
+    sentence = text[start : min(ends) if ends else len(text)].replace("**", "").strip(" -*#")
+    return text.count("\n", 0, first.start()) + 1, sentence, len(matches) - 1
+
+
+def _components(
+    files: Sequence[str],
+    texts: Mapping[str, str],
+    stages: tuple[StagePlan, ...],
+    plugin_name: str,
+    plugin_dir: Path,
+) -> tuple[tuple[Component, ...], dict[str, int]]:
+    first_stage: dict[str, int] = {}
+    for plan_ in stages:
+        first_stage.setdefault(plan_.command_file, plan_.number)
+    # Units: a skill's folder is one (its files name each other); any other file is its own.
+    units: dict[str, list[str]] = {}
+    for path in sorted(files):
+        parts = path.split("/")
+        key = f"skills/{parts[1]}/**" if parts[0] == "skills" and len(parts) > 2 else path
+        units.setdefault(key, []).append(path)
+    stage_of: dict[str, int] = {}
+    why: dict[str, str] = {}
+    for key in units:
+        if key in first_stage:
+            stage_of[key] = first_stage[key]
+            users = [s.name for s in stages if s.command_file == key]
+            why[key] = f"the command of {', '.join(users)}"
+        elif key == MANIFEST:
+            stage_of[key] = 1
+            why[key] = f"names every /{plugin_name}:* command"
+    _spread(units, texts, stage_of, why)
+    entries = []
+    for key in units:
+        reason = why.get(key, "named by no command: stage 1 runs everything")
+        if key.endswith("/**"):
+            glob = _literal(key.removesuffix("/**")) + "/**"
+        else:
+            glob = "/" + _literal(key)  # anchored: a bare name would match at any depth
+        entries.append(Component(glob=glob, stage=stage_of.get(key, 1), why=reason))
+    agents = {}
+    for path in references.plugin_agents(plugin_dir, _manifest(plugin_dir)):
+        agents[_agent_name(path, texts.get(path, ""))] = stage_of.get(path, 1)
+    return tuple(entries), agents
+
+
+def _literal(path: str) -> str:
+    """`path` as a glob matching only itself: wildcards and backslashes escaped,
+    and trailing spaces (which gitignore would drop)."""
+    escaped = _GLOB_SPECIAL.sub(r"\\\1", path)
+    stripped = escaped.rstrip(" ")
+    return stripped + "\\ " * (len(escaped) - len(stripped))
+
+
+def _spread(
+    units: Mapping[str, Sequence[str]],
+    texts: Mapping[str, str],
+    stage_of: dict[str, int],
+    why: dict[str, str],
+) -> None:
+    """To a fixed point: a unit not yet fixed takes the lowest stage of any staged
+    unit whose text names it (an agent a command launches, a template it reads)."""
+    fixed = set(stage_of)
+    text_of = {key: "\n".join(texts.get(p, "") for p in paths) for key, paths in units.items()}
+    names = {key: _unit_names(key, units[key], texts) for key in units}
+    changed = True
+    while changed:
+        changed = False
+        for key in units:
+            if key in fixed:
+                continue
+            for other, stage in sorted(stage_of.items(), key=lambda item: item[1]):
+                if other == key or not _names_any(text_of[other], names[key]):
+                    continue
+                if stage < stage_of.get(key, 1 << 30):
+                    stage_of[key], why[key] = stage, f"named by {other.removesuffix('/**')}"
+                    changed = True
+                break
+
+
+def _unit_names(key: str, paths: Sequence[str], texts: Mapping[str, str]) -> tuple[str, ...]:
+    """How other files refer to a unit: a skill by its folder, an agent by its name,
+    anything else by its file name (with and without the extension)."""
+    if key.endswith("/**"):
+        return (key.split("/")[1],)
+    path = paths[0]
+    stem = Path(path).stem
+    found = {Path(path).name, path}
+    if path.startswith("agents/"):
+        found.add(_agent_name(path, texts.get(path, "")))
+    if len(stem) > 3 and stem.lower() not in ("readme", "license", "changelog"):
+        found.add(stem)
+    return tuple(sorted(found))
+
+
+def _agent_name(path: str, text: str) -> str:
+    match = _FRONTMATTER.match(text)
+    name = _NAME_FIELD.search(match.group(1)) if match else None
+    return name.group(1) if name else Path(path).stem
+
+
+def _names_any(text: str, names: Sequence[str]) -> bool:
+    return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) for name in names)
+
+
+# -- the files' text -------------------------------------------------------------
+
+
+def _q(text: str) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def prompt_for(draft: Draft, stage: StagePlan) -> str:
+    prompt = f"/{draft.plugin_name}:{stage.command}"
+    if stage.input_name is not None:
+        prompt += f" {{{stage.input_name}}}"
+    if stage.shared:
+        prompt += f" (ci-evals stage {stage.name}: do only this stage's part, then stop)"
+    return prompt
+
+
+def render_suite(draft: Draft) -> str:
+    lines = [
+        f"# Drafted by `ci-evals init` from {draft.plugin}/ ({draft.plugin_name}): edit the",
+        "# prompts, checks and scenario inputs. Format: docs/suite.md; onboarding a plugin",
+        "# you did not write: docs/onboarding.md.",
+        "version: 1",
+        f"plugin: {_q(draft.plugin)}",
+        "fixtures: fixtures              # fixtures/<k>-<stage>-output/: stage k's curated output",
+        "stage_map: stage_map.yaml",
+        "budget_usd: 5.0                 # the run's budget on the real model",
+        "limits: { max_turns: 30, timeout_s: 900, max_budget_usd: 2.0 }",
+        "stages:",
+    ]
+    for stage in draft.stages:
+        lines.append(f"  - name: {stage.name}")
+        if stage.asks_user is not None:
+            line, text, more = stage.asks_user
+            also = f" (and {more} more places)" if more else ""
+            lines += [
+                f"    # {stage.command_file}:{line} stops for a person{also}:",
+                f"    #   {_q(text[:80])}",
+                "    # A stage runs unattended: answer in the prompt (docs/onboarding.md).",
+            ]
+        if stage.shared:
+            lines.append("    # One command, several stages: say what this stage does and writes.")
+        lines.append(f"    prompt: {_q(prompt_for(draft, stage))}")
+        lines += [
+            "    checks:                     # the stub's placeholder; check what the stage writes",
+            f"      - {{ id: {stage.name}-output-written, "
+            f"files: {_q(draft.output_file(stage))}, count: 1 }}",
+        ]
+    inputs = {s.input_name: s.argument_hint or s.command for s in draft.stages if s.input_name}
+    lines.append("scenarios:")
+    if inputs:
+        lines.append("  - id: example                 # one set of inputs; add more")
+        values = ", ".join(f"{_q(name)}: {_q(value)}" for name, value in inputs.items())
+        lines.append(f"    inputs: {{ {values} }}")
+    else:
+        lines.append("  - id: example")
+    return "\n".join(lines) + "\n"
+
+
+def render_stage_map(draft: Draft) -> str:
+    names = ", ".join(stage.name for stage in draft.stages)
+    lines = [
+        f"# Drafted by `ci-evals init` from {draft.plugin}/: which stage each plugin file can",
+        "# affect. A file maps to the lowest stage whose command (or a file such a command",
+        "# names) names it; a file nothing names maps to stage 1, which runs everything.",
+        "# Refine by hand (docs/onboarding.md); `ci-evals check-coverage` keeps it complete.",
+        "version: 1",
+        f"root: {_q(draft.plugin)}",
+        f"stages: [{names}]",
+        "entries:",
+    ]
+    for entry in draft.entries:
+        stage = draft.stages[entry.stage - 1].name
+        lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: {stage} }}   # {entry.why}")
+    globals_ = ", ".join(_q(path) for path in draft.global_paths)
+    lines += [f"global: [{globals_}]", "fixtures: fixtures"]
+    return "\n".join(lines) + "\n"
+
+
+def render_stub(draft: Draft) -> str:
+    lines = [
+        "# Drafted by `ci-evals init`: the stub model's script for this suite",
+        "# (docs/stub-model.md). One rule per stage (its command) and per agent; each stage",
+        "# writes the placeholder file its check looks for. Script what a good run does.",
+        "rules:",
+    ]
+    for stage in draft.stages:
+        match = f'command: "{draft.plugin_name}:{stage.command}"'
+        if stage.shared:
+            match += f', prompt_contains: "ci-evals stage {stage.name}:"'
+        content = f"placeholder output of stage {stage.name} (stub) for: {{args}}\\n"
+        lines += [
+            f"  - name: {stage.name}",
+            f"    match: {{{match}}}",
+            "    turns:",
+            "      - tools:",
+            f'          - write: {{path: {_q(draft.output_file(stage))}, content: "{content}"}}',
+        ]
+        for agent, number in draft.agents.items():
+            if number == stage.number:
+                task = f"Placeholder task for {agent} in stage {stage.name}: {{args}}"
+                lines.append(
+                    f"          - agent: {{name: {_q(f'{draft.plugin_name}:{agent}')}, "
+                    f"prompt: {_q(task)}}}"
+                )
+        lines.append(f"      - text: {_q(f'Stage {stage.name} done (stub).')}")
+    for agent in draft.agents:
+        lines += [
+            f"  - name: {agent}",
+            f"    match: {{agent: {_q(f'{draft.plugin_name}:{agent}')}}}",
+            "    turns:",
+            f"      - text: {_q(f'Placeholder findings of {agent} (stub).')}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def render_fixture(stage: StagePlan) -> str:
+    return (
+        f"Placeholder output of stage {stage.name}: replace this folder with a curated,\n"
+        f"known-good output of stage {stage.number} (what stage {stage.number + 1} starts from).\n"
+    )
+
+
+def render_precommit(map_arg: str | None) -> str:
+    args = f"\n        args: [--map, {_q(map_arg)}]" if map_arg else ""
+    return f"""\
+# Drafted by `ci-evals init`: every commit checks that the stage map covers every
+# plugin file. `language: system` runs the ci-evals you installed; to pin ci-evals'
+# own hook instead (docs: README, check-coverage), use `repo:` its repository URL,
+# `rev:` a full commit SHA (`pre-commit autoupdate --freeze`) and `id: ci-evals-coverage`.
+repos:
+  - repo: local
+    hooks:
+      - id: ci-evals-coverage
+        name: stage map covers every plugin file
+        entry: ci-evals check-coverage{args}
+        language: system
+        pass_filenames: false
+        always_run: true
+"""

@@ -1,0 +1,205 @@
+"""`ci-evals init` on a copy of a real plugin (feature-dev, tests/data/onboarding/):
+what it drafts passes check-coverage (also through the real pre-commit framework)
+and `ci-evals check` at once, and runs end to end with the real CLI on the stub."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci_evals.suite import draft
+from tests.conftest import git
+from tests.onboarding_helpers import cli, copy_feature_dev, write
+
+STAGES = "explore,architect,implement"
+
+
+def repo_with_plugin(tmp_path: Path, folder: str = "plugin") -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    if folder == ".":
+        copy_feature_dev(tmp_path, "repo-plugin")
+        for item in (tmp_path / "repo-plugin").iterdir():
+            item.rename(repo / item.name)
+    else:
+        copy_feature_dev(repo, folder)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the plugin, as its authors wrote it")
+    return repo
+
+
+def snapshot(top: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(top).as_posix(): p.read_bytes()
+        for p in sorted(top.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(top).parts
+    }
+
+
+@pytest.mark.slow
+def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) -> None:
+    repo = repo_with_plugin(tmp_path)
+    proc = cli(repo, "init", "plugin", "--stages", STAGES)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "wrote stage_map.yaml",
+        "wrote ci-evals.yaml",
+        "wrote stub/feature-dev.yaml",
+        "wrote fixtures/1-explore-output/outputs/explore.md",
+        "wrote fixtures/2-architect-output/outputs/architect.md",
+        "wrote fixtures/3-implement-output/outputs/implement.md",
+        "wrote .pre-commit-config.yaml",
+        "next: git add -A && ci-evals check-coverage && ci-evals check --model "
+        "stub:stub/feature-dev.yaml && ci-evals run --model stub:stub/feature-dev.yaml",
+    ]
+    suite = (repo / "ci-evals.yaml").read_text()
+    # Each stage's prompt comes from the command, and says which part it is.
+    assert (
+        'prompt: "/feature-dev:feature-dev {feature-dev} (ci-evals stage architect: '
+        "do only this stage's part, then stop)\"" in suite
+    )
+    # The command stops to ask the user: the draft says where, and what to do.
+    assert "commands/feature-dev.md:12 stops for a person" in suite
+    assert '"Wait for user answers before proceeding with implementation"' in suite
+    stage_map = (repo / "stage_map.yaml").read_text()
+    assert '{ glob: "/agents/code-explorer.md", stage: explore }' in stage_map
+
+    git(repo, "add", "-A")
+    coverage = cli(repo, "check-coverage")
+    assert coverage.returncode == 0, coverage.stdout + coverage.stderr
+    stub = "stub:stub/feature-dev.yaml"
+    checked = cli(repo, "check", "--model", stub, "--from-stage", "3")
+    assert checked.returncode == 0, checked.stderr
+
+    for start in ("1", "2"):
+        out = tmp_path / f"run-from-{start}"
+        ran = cli(repo, "run", "--model", stub, "--from-stage", start, "--out", str(out))
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        results = json.loads((out / "results.json").read_text())
+        stages = results["scenarios"][0]["stages"]
+        expected = {"1": ["explore", "architect", "implement"], "2": ["architect", "implement"]}
+        assert [s["name"] for s in stages] == expected[start]
+        assert {s["status"] for s in stages} == {"passed"}
+        for stage in stages:  # the stub script matched every request of every stage
+            trajectory = (out / stage["trajectory"]).read_text()
+            assert "stub: no rule matched" not in trajectory
+            assert "has no turn" not in trajectory
+    explore = (tmp_path / "run-from-1" / "example" / "1-explore" / "trajectory.jsonl").read_text()
+    for agent in ("code-architect", "code-explorer", "code-reviewer"):
+        assert f"Placeholder findings of {agent} (stub)." in explore  # each subagent ran
+
+
+def test_init_never_overwrites(tmp_path: Path) -> None:
+    repo = repo_with_plugin(tmp_path)
+    assert cli(repo, "init", "plugin", "--stages", STAGES).returncode == 0
+    (repo / "ci-evals.yaml").write_text("# mine now\n")
+    before = snapshot(repo)
+    again = cli(repo, "init", "plugin", "--stages", STAGES)
+    assert again.returncode == 0, again.stderr
+    assert snapshot(repo) == before
+    assert not [line for line in again.stdout.splitlines() if line.startswith("wrote ")]
+    assert "kept ci-evals.yaml (exists; not overwritten)" in again.stdout
+    # The pre-commit file was there already: the entry to add is printed instead.
+    assert "add to .pre-commit-config.yaml's repos:" in again.stdout
+    assert "id: ci-evals-coverage" in again.stdout
+
+
+def test_a_plugin_at_the_repository_top_and_the_real_pre_commit_hook(tmp_path: Path) -> None:
+    repo = repo_with_plugin(tmp_path, ".")
+    proc = cli(repo, "init")  # one stage per command: feature-dev
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote fixtures/1-feature-dev-output/outputs/feature-dev.md" in proc.stdout
+    # Its own files live inside the plugin's root: global, so nothing is uncovered.
+    assert (
+        'global: ["ci-evals.yaml", "stub", ".pre-commit-config.yaml"]'
+        in (repo / "stage_map.yaml").read_text()
+    )
+    git(repo, "add", "-A")
+    home = tmp_path / "pre-commit-home"
+    framework = subprocess.run(
+        [Path(sys.executable).parent / "pre-commit", "run", "--all-files"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={
+            **os.environ,
+            "PRE_COMMIT_HOME": str(home),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        },
+    )
+    assert framework.returncode == 0, framework.stdout + framework.stderr
+    assert "stage map covers every plugin file" in framework.stdout
+    assert cli(repo, "check", "--model", "stub:stub/feature-dev.yaml").returncode == 0
+
+
+def test_odd_file_names_get_entries_that_match_only_them(tmp_path: Path) -> None:
+    repo = repo_with_plugin(tmp_path)
+    odd = ["notes [old].md", "a*b?.md", "#hash.md", "!bang.md", "back\\slash.md", "trail.md "]
+    for name in odd:
+        write(repo / "plugin" / name, "x\n")
+    write(repo / "plugin" / "skills" / "t[1]" / "SKILL.md", "A skill.\n")
+    git(repo, "add", "-A")
+    assert cli(repo, "init", "plugin").returncode == 0
+    git(repo, "add", "-A")
+    coverage = cli(repo, "check-coverage")  # every file covered, every entry used
+    assert coverage.returncode == 0, coverage.stdout + coverage.stderr
+    assert "13 entries" in coverage.stdout, coverage.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("plugin", "--stages", "explore=nope"), "stage 'explore': the plugin has no command"),
+        (("plugin", "--stages", "Explore"), "--stages: bad stage name 'Explore'"),
+        (("plugin", "--stages", "a,a"), "--stages: stage 'a' is named twice"),
+        (("missing",), "no such folder: missing"),
+        ((".",), "is not a Claude Code plugin: no .claude-plugin/plugin.json"),
+    ],
+)
+def test_mistakes_are_one_line_and_write_nothing(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    repo = repo_with_plugin(tmp_path)
+    before = snapshot(repo)
+    proc = cli(repo, "init", *args)
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_components_take_the_lowest_stage_that_names_them(tmp_path: Path) -> None:
+    """A fixed point over who names whom; what nothing names is stage 1 (fail closed)."""
+    plugin = tmp_path / "p"
+    write(plugin / ".claude-plugin" / "plugin.json", '{"name": "lab"}')
+    write(plugin / "commands" / "plan.md", "Plan $ARGUMENTS with the planner agent.\n")
+    write(plugin / "commands" / "write.md", "Use the drafting skill to write.\n")
+    write(plugin / "agents" / "planner.md", "---\nname: planner\n---\nFill templates/plan.md.\n")
+    write(plugin / "agents" / "orphan.md", "No one calls me.\n")
+    write(plugin / "skills" / "drafting" / "SKILL.md", "Follow chapter.md.\n")
+    write(plugin / "skills" / "drafting" / "notes.md", "More.\n")
+    write(plugin / "templates" / "plan.md", "# Plan\n")
+    write(plugin / "templates" / "chapter.md", "# Chapter\n")
+    files = [p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()]
+    planned = draft.plan(plugin, "p", files, "plan,write")
+    stages = {entry.glob: entry.stage for entry in planned.entries}
+    assert stages == {
+        "/.claude-plugin/plugin.json": 1,
+        "/commands/plan.md": 1,
+        "/commands/write.md": 2,
+        "/agents/planner.md": 1,  # named by plan.md
+        "/agents/orphan.md": 1,  # named by nothing
+        "skills/drafting/**": 2,  # named by write.md
+        "/templates/plan.md": 1,  # named by the planner (stage 1) -- and by plan.md's name
+        "/templates/chapter.md": 2,  # named by the skill (stage 2)
+    }
+    assert planned.stages[0].input_name == "plan"  # $ARGUMENTS: an input
+    assert planned.stages[1].input_name is None  # no arguments
+    assert dict(planned.agents) == {"orphan": 1, "planner": 1}
