@@ -30,7 +30,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci_evals.graders.checks import (
@@ -44,6 +44,7 @@ from ci_evals.graders.checks import (
     load_schema,
     normalize_heading,
 )
+from ci_evals.selection.suite_change import covers as _covers
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -268,17 +269,6 @@ def _producer(
         hint="declare it in an earlier stage's produces (files:), or put it in the seed "
         "fixture fixtures/0-<name>/",
     )
-
-
-def _covers(glob: str, path: str) -> bool:
-    """The produced `glob` covers the consumed `path` (the same glob, or a path it matches)."""
-    if glob == path:
-        return True
-    if "**" in glob:
-        prefix = glob.split("**", 1)[0]
-        return path.startswith(prefix)
-    pure = PurePosixPath(path)
-    return len(pure.parts) == len(PurePosixPath(glob).parts) and pure.match(glob)
 
 
 def _unproduced(item: Consumed, produced: Produced) -> str:
