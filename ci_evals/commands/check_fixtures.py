@@ -108,7 +108,11 @@ def _contracts(suite: Suite, scenario: Scenario | None) -> int:
 def run(args: argparse.Namespace) -> int:
     from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
-    suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
+    if args.suite:
+        suite = load_suite(args.suite)
+    else:
+        found = find_suite(Path.cwd())
+        suite = load_suite(found, os.path.relpath(found))  # messages name it as you would
     chosen = suite.scenario(args.scenario) if args.scenario else None
     # Stale fixtures are found before any model is called.
     code = _contracts(suite, chosen)

@@ -43,6 +43,7 @@ from ci_evals import __version__
 from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
 from ci_evals.fs.checkpoint import FolderCheckpoint
+from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.fs.snapshot import (
     Snapshot,
     TooLarge,
@@ -183,6 +184,8 @@ class Runner:
             isolated=isolates(plan.sandbox),
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
+            suite_sha256=file_sha256(plan.suite.file),
+            plugin_sha256=tree_sha256(plan.suite.plugin.path),
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,
