@@ -4,7 +4,6 @@ compile to, and the fixtures of the labsmith example checked against them."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from ci_evals.graders.checks import run_checks
 from ci_evals.main import main
 from ci_evals.suite.contracts import pointer_schema
 from ci_evals.suite.load import load_suite
-from tests.conftest import git
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 
@@ -142,11 +140,8 @@ def test_front_matter_fields(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(EXAMPLE, tmp_path / "labsmith", symlinks=True)
-    git(tmp_path / "labsmith", "init", "-q", "-b", "main")  # the stage map lives in a repo
-    monkeypatch.chdir(tmp_path / "labsmith")
-    return tmp_path / "labsmith"
+def example(labsmith: Path) -> Path:
+    return labsmith
 
 
 def _contracts(capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -11,18 +11,14 @@ from pathlib import Path
 import pytest
 
 from ci_evals.main import main
-from tests.conftest import git
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 CHAPTERS = Path("fixtures/4-plan-chapter-output/lab/chapters")
 
 
 @pytest.fixture
-def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(EXAMPLE, tmp_path / "labsmith", symlinks=True)
-    git(tmp_path / "labsmith", "init", "-q", "-b", "main")  # the stage map lives in a repo
-    monkeypatch.chdir(tmp_path / "labsmith")
-    return tmp_path / "labsmith"
+def example(labsmith: Path) -> Path:
+    return labsmith
 
 
 def _run(example: Path, out: Path, script: str, *args: str) -> int:
