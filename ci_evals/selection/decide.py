@@ -555,14 +555,24 @@ class Selector:
         self._rules = _Rules(stage_map, matcher)
         self._hold = hold
         self._held: list[str] = []
+        # Held paths outside root cannot be in a chunk that starts and ends under
+        # root (a diff lists a folder's paths together); the scan is skipped there.
+        # Skipping wrongly would only match the path as global: a full run.
+        root = self._rules.root_prefix
+        self._hold_outside_root = bool(root) and not any(h.startswith(root) for h in hold)
         self._batches: list[_Batch] = []
         self._found: list[tuple[_Key, Match]] = []
         self._prune = prune
         self._bound = _NO_BOUND
 
     def add(self, paths: Sequence[str]) -> None:
-        # One or two held paths: a C-level scan of the chunk each, no set of it.
-        held = [path for path in self._hold if path in paths]
+        # One or two held paths: a C-level scan of the chunk each (~1 ms per
+        # 100,000 paths), unless the chunk lies under root and they do not.
+        root = self._rules.root_prefix
+        inside = self._hold_outside_root and paths and paths[0].startswith(root)
+        held = (
+            [] if inside and paths[-1].startswith(root) else [p for p in self._hold if p in paths]
+        )
         if held:
             self._held.extend(held)
             paths = [path for path in paths if path not in self._hold]
