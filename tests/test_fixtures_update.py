@@ -3,14 +3,17 @@ or a run of another revision, does not. Real runs of the labsmith example on the
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from ci_evals.main import main
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult, write_results
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 CHAPTERS = Path("fixtures/4-plan-chapter-output/lab/chapters")
@@ -77,6 +80,26 @@ def test_a_passing_stage_is_promoted_and_the_fixtures_hold(
     assert _files(example / CHAPTERS.parent.parent) == _files(EXAMPLE / CHAPTERS.parent.parent)
     assert not [p for p in (example / "fixtures").iterdir() if p.name.startswith(".")]
     assert main(["check-fixtures", "--suite", "ci-evals.yaml", "--contracts-only"]) == 0
+    capsys.readouterr()
+
+    # A broken contract is a criterion of its own: re-grading the saved run under a
+    # contract that asks for one more heading fails stage 4 on exactly that field.
+    suite.write_text(written.replace('"## Check", "## Pitfalls"] }', '"## Check", "## Pitfalls", "## Summary"] }'))  # fmt: skip  # noqa: E501
+    regraded = tmp_path / "regraded.json"
+    assert main(["grade", str(run), "--reviewer", "reuse", "--output", str(regraded)]) == 1
+    stages = json.loads(regraded.read_text())["scenarios"][0]["stages"]
+    plan = next(s for s in stages if s["number"] == 4)
+    failed = [
+        (g["grader"], c)
+        for g in plan["grading"]["graders"]
+        for c in g["criteria"]
+        if not c["passed"]
+    ]
+    assert (plan["status"], [(g, c["id"]) for g, c in failed]) == (
+        "failed",
+        [("contract", "contract:produces[0].headings")],
+    )
+    assert "lab/chapters/01-connect-and-home.md: missing '## Summary'" in failed[0][1]["detail"]
 
 
 @pytest.mark.slow
@@ -96,3 +119,31 @@ def test_a_failed_stage_is_refused(
     code, _, err = _update(capsys, run, "--stage", "4")
     assert (code, "stage 4 (plan-chapter) of scenario 'acme-arm' ended skipped" in err) == (2, True)
     assert _files(example / "fixtures") == before
+
+
+def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results file from before the revision was recorded: nothing proves it is of
+    this suite and plugin."""
+    run = tmp_path / "run"
+    run.mkdir()
+    stage = StageResult(number=4, name="plan-chapter", status="failed", error="checklist failed")
+    result = RunResult(
+        run_id="old",
+        tool_version="0",
+        started_at=datetime.now(timezone.utc),
+        from_stage=4,
+        suite_file=str(example / "ci-evals.yaml"),
+        scenarios=[ScenarioResult(id="acme-arm", stages=[stage])],
+    )
+    write_results(run, result)
+
+    code, _, err = _update(capsys, run, "--stage", "4")
+    assert code == 2
+    assert "the run did not record its suite and plugin revision" in err
+    # Forced past that, the stage's own verdict still decides.
+    code, out, err = _update(capsys, run, "--stage", "4", "--force")
+    assert code == 2
+    assert "warning: the run did not record its suite and plugin revision (--force)" in out
+    assert "stage 4 (plan-chapter) of scenario 'acme-arm' ended failed: checklist failed" in err
