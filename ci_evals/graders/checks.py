@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
@@ -39,7 +39,7 @@ from ci_evals.text import one_line
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
     from ci_evals.graders.base import GradeContext, LoadContext
-    from ci_evals.results.criteria import Criterion, GraderResult
+    from ci_evals.results.criteria import GraderResult
 
 # Cap what a check reads: a 2 GB "JSON" file written by a runaway agent must
 # not take the grader down with it.
@@ -349,6 +349,36 @@ def load_schema(value: Field, suite_dir: Path, plugin_dir: Path) -> tuple[Mappin
 # -- running -------------------------------------------------------------------
 
 
+class Outcome(NamedTuple):
+    """One check's result before it becomes a `Criterion` (no pydantic needed)."""
+
+    id: str
+    passed: bool
+    detail: str
+
+
+def check_outcomes(
+    checks: Sequence[Check], folder: Path, trajectory: Path | None = None
+) -> list[Outcome]:
+    """Run every check on `folder` (and the stage's trajectory JSONL); one outcome each.
+
+    A check never raises on what the agent wrote: a missing or malformed file
+    is a failed outcome with the reason in its `detail`. Imports no pydantic:
+    what the fixtures' contract check (a commit hook) runs.
+    """
+    folder = folder.resolve()
+    uses: list[ToolUse] | str | None = None  # read once, and only if a check needs it
+    outcomes = []
+    for check in checks:
+        if isinstance(check, TrajectoryUse):
+            if uses is None:
+                uses = _read_trajectory(trajectory)
+            outcomes.append(_trajectory(check, uses))
+        else:
+            outcomes.append(_RUNNERS[type(check)](check, folder))
+    return outcomes
+
+
 def run_checks(
     checks: Sequence[Check],
     folder: Path,
@@ -356,37 +386,25 @@ def run_checks(
     *,
     grader: str = "checks",
 ) -> GraderResult:
-    """Run every check on `folder` (and the stage's trajectory JSONL); one criterion each.
+    """`check_outcomes` as one `GraderResult` named `grader`: a checklist criterion each."""
+    from ci_evals.results.criteria import Criterion, GraderResult  # noqa: PLC0415 - see module doc
 
-    A check never raises on what the agent wrote: a missing or malformed file
-    is a failed criterion with the reason in its `detail`.
-    """
-    from ci_evals.results.criteria import GraderResult  # noqa: PLC0415 - see module doc
-
-    folder = folder.resolve()
-    uses: list[ToolUse] | str | None = None  # read once, and only if a check needs it
-    criteria = []
-    for check in checks:
-        if isinstance(check, TrajectoryUse):
-            if uses is None:
-                uses = _read_trajectory(trajectory)
-            criteria.append(_trajectory(check, uses))
-        else:
-            criteria.append(_RUNNERS[type(check)](check, folder))
-    return GraderResult(grader=grader, criteria=tuple(criteria))
-
-
-def _criterion(check_id: str, passed: bool, detail: str) -> Criterion:
-    from ci_evals.results.criteria import Criterion  # noqa: PLC0415 - see module doc
-
-    return Criterion(
-        id=check_id,
-        kind="checklist",
-        score=1.0 if passed else 0.0,
-        passed=passed,
-        source="check",
-        detail=detail,
+    criteria = tuple(
+        Criterion(
+            id=outcome.id,
+            kind="checklist",
+            score=1.0 if outcome.passed else 0.0,
+            passed=outcome.passed,
+            source="check",
+            detail=outcome.detail,
+        )
+        for outcome in check_outcomes(checks, folder, trajectory)
     )
+    return GraderResult(grader=grader, criteria=criteria)
+
+
+def _criterion(check_id: str, passed: bool, detail: str) -> Outcome:
+    return Outcome(check_id, passed, detail)
 
 
 def _matches(folder: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -454,7 +472,7 @@ def _read_text(path: Path) -> str:
     return data.decode("utf-8")
 
 
-def _files_exist(check: FilesExist, folder: Path) -> Criterion:
+def _files_exist(check: FilesExist, folder: Path) -> Outcome:
     files, outside = _matches(folder, check.globs)
     n = len(files)
     if check.count is not None:
@@ -543,7 +561,7 @@ def _each_file(
     folder: Path,
     problem: Callable[[Path, str], str | None],
     passed: str,
-) -> Criterion:
+) -> Outcome:
     """A check of every file matching `globs` (at least one): `problem(path, name)`
     says what is wrong with one (None: nothing); `passed` is the detail when all pass."""
     files, outside = _matches(folder, globs)
@@ -556,7 +574,7 @@ def _each_file(
     return _criterion(check_id, True, f"{len(files)} file(s) {passed}" + _outside_note(outside))
 
 
-def _has_headings(check: HasHeadings, folder: Path) -> Criterion:
+def _has_headings(check: HasHeadings, folder: Path) -> Outcome:
     def problem(path: Path, name: str) -> str | None:
         try:
             present = headings_of(_read_text(path))
@@ -580,7 +598,7 @@ def front_matter_of(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _front_matter(check: FrontMatter, folder: Path) -> Criterion:
+def _front_matter(check: FrontMatter, folder: Path) -> Outcome:
     def problem(path: Path, name: str) -> str | None:
         try:
             data = front_matter_of(_read_text(path))
@@ -595,7 +613,7 @@ def _front_matter(check: FrontMatter, folder: Path) -> Criterion:
     return _each_file(check.id, check.globs, folder, problem, passed)
 
 
-def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
+def _json_schema(check: JsonSchema, folder: Path) -> Outcome:
     import jsonschema  # noqa: PLC0415 - see load_schema
 
     files, outside = _matches(folder, check.globs)
@@ -641,7 +659,7 @@ def dotted(document: Any, path: str) -> Any:
     return value
 
 
-def _equals_length(check: EqualsLength, folder: Path) -> Criterion:
+def _equals_length(check: EqualsLength, folder: Path) -> Outcome:
     files, outside = _matches(folder, (check.file,))
     if len(files) != 1:
         found = "no file" if not files else f"{len(files)} files"
@@ -690,7 +708,7 @@ def _read_trajectory(path: Path | None) -> list[ToolUse] | str:
         return f"trajectory {path.name} unreadable: {exc}"
 
 
-def _trajectory(check: TrajectoryUse, uses: list[ToolUse] | str) -> Criterion:
+def _trajectory(check: TrajectoryUse, uses: list[ToolUse] | str) -> Outcome:
     label = f"{check.what} {check.name!r}"
     if isinstance(uses, str):
         return _criterion(check.id, False, uses)

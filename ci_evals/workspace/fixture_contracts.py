@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_file
 from ci_evals.fs.walk import walk
-from ci_evals.graders.checks import FilesExist, FrontMatter, HasHeadings, JsonSchema, run_checks
+from ci_evals.graders.checks import FilesExist, FrontMatter, HasHeadings, JsonSchema, check_outcomes
 from ci_evals.suite.contracts import CONTRACT_GRADER, SEED_PREFIX, Consumed, Produced
 
 if TYPE_CHECKING:
@@ -162,8 +162,7 @@ def _problems(
 ) -> list[str]:
     lines = []
     for one in item.checks():
-        result = run_checks((one,), root, grader=CONTRACT_GRADER)
-        criterion = result.criteria[0]
+        [criterion] = check_outcomes((one,), root)
         if criterion.passed:
             continue
         field = one.id.removeprefix(f"{CONTRACT_GRADER}:")
@@ -193,7 +192,7 @@ def _where(one: _FileCheck, root: Path, layout: _Layout) -> tuple[str, list[str]
         failing = [
             rel
             for rel in matched
-            if not run_checks((replace(one, globs=(rel,)),), root).criteria[0].passed
+            if not check_outcomes((replace(one, globs=(rel,)),), root)[0].passed
         ]
         if failing:
             return ", ".join(_shown(layout.sources[rel]) for rel in failing), failing
