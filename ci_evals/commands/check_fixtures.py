@@ -101,7 +101,10 @@ def _contracts(suite: Suite, scenario: Scenario | None) -> int:
             "(ci-evals fixtures update --from RUN_DIR --stage K) or the contract"
         )
         return EXIT_FAIL
-    print(f"contracts: {report.checked} item(s) hold on the fixtures")
+    if report.checked:
+        print(f"contracts: {report.checked} item(s) hold on the fixtures")
+    else:
+        print("contracts: none declared (produces/consumes, docs/contracts.md)")
     return EXIT_OK
 
 
