@@ -195,3 +195,17 @@ def test_renaming_it_in_stage_3_alone_is_a_load_error_naming_both_stages(
         "produce it (its contract: line 41)"
     )
     assert len(err.splitlines()) == 1
+
+
+def test_a_missing_fixture_file_names_the_folder_that_should_hold_it(
+    example: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (example / "fixtures" / "3-plan-lab-output" / "lab" / "plan.json").unlink()
+
+    code, out, _ = _contracts(capsys)
+    assert code == 1
+    assert (
+        "fixtures/3-plan-lab-output: 0 file(s) match lab/plan.json, expected at least 1 -- "
+        "stage 4 (plan-chapter) consumes[0].file (produced by stage 3 (plan-lab)), ci-evals.yaml:63"
+    ) in out.splitlines()
+    assert "stage 3 (plan-lab) produces[1].files, ci-evals.yaml:42" in out

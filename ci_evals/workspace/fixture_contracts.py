@@ -167,7 +167,7 @@ def _problems(
             continue
         field = one.id.removeprefix(f"{CONTRACT_GRADER}:")
         assert isinstance(one, _FileCheck)  # what contract items compile to
-        where, failing = _where(one, root, layout)
+        where, failing = _where(one, root, layout, _expected(suite, stage, item, layout))
         detail = criterion.detail
         if len(failing) == 1:  # the detail starts with the file the line already names
             detail = detail.removeprefix(f"{failing[0]}: ")
@@ -183,9 +183,18 @@ def _problems(
     return lines
 
 
-def _where(one: _FileCheck, root: Path, layout: _Layout) -> tuple[str, list[str]]:
+def _expected(suite: Suite, stage: Stage, item: Produced | Consumed, layout: _Layout) -> Path:
+    """The fixture folder that should hold the item's files: the stage's own for
+    `produces`, the producer's for `consumes` (the seed for stage 0)."""
+    number = item.producer if isinstance(item, Consumed) else stage.number
+    if number == 0 and layout.seed is not None:
+        return layout.seed
+    return suite.fixture_dir(max(number, 1), layout.scenario)
+
+
+def _where(one: _FileCheck, root: Path, layout: _Layout, expected: Path) -> tuple[str, list[str]]:
     """The fixture files that fail `one` (each checked alone) and their relative
-    paths, or the folders looked in and []."""
+    paths, or the fixture folder(s) that hold (or should hold) its files and []."""
     matched = sorted({str(p.relative_to(root)) for g in one.globs for p in root.glob(g)})
     matched = [rel for rel in matched if rel in layout.sources]
     if matched and not isinstance(one, FilesExist):
@@ -196,10 +205,9 @@ def _where(one: _FileCheck, root: Path, layout: _Layout) -> tuple[str, list[str]
         ]
         if failing:
             return ", ".join(_shown(layout.sources[rel]) for rel in failing), failing
-    folders = sorted({_shown(os.path.dirname(layout.sources[rel])) for rel in matched})
-    if folders:
-        return ", ".join(folders), []
-    return _shown(str(layout.suite.fixtures_for(layout.scenario))), []
+    if matched:
+        return ", ".join(_shown(layout.sources[rel]) for rel in matched), []
+    return _shown(str(expected)), []
 
 
 def _shown(path: str) -> str:
