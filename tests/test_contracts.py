@@ -57,7 +57,8 @@ TWO = """\
         ),
         (
             '      - { file: notes.md, headings: ["## A"] }\n',
-            "stage 2 (write) consumes notes.md, but no earlier stage produces it",
+            "stage 2 (write) consumes notes.md, but no earlier stage's contract produces it, "
+            "and no seed fixture",
         ),
         (
             '      - { file: lab.md, from: write, headings: ["## Chapters"] }\n',

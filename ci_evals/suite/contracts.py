@@ -262,10 +262,19 @@ def _producer(
             hint="add it to that stage's produces (headings / fields / schema), "
             "or stop reading it here",
         )
-    source = _label(wanted, names) if wanted is not None else "no earlier stage"
-    seed = f" nor the seed fixture {seed_display}" if seed_display and wanted in (None, 0) else ""
+    if wanted is not None and wanted > 0:
+        whose = f"the contract of {_label(wanted, names)} does not produce it"
+    else:
+        seed = (
+            f"nor does the seed fixture {seed_display} hold it"
+            if seed_display
+            else "and no seed fixture"
+        )
+        whose = f"no earlier stage's contract produces it, {seed}"
+        if wanted == 0:
+            whose = f"the seed fixture {seed_display or 'fixtures/0-*/'} does not hold it"
     raise where.error(
-        f"{me} consumes {item.file}, but {source}{seed} produces it",
+        f"{me} consumes {item.file}, but {whose}",
         hint="declare it in an earlier stage's produces (files:), or put it in the seed "
         "fixture fixtures/0-<name>/",
     )
