@@ -406,7 +406,9 @@ def _deref(root: Mapping[str, Any], node: Any) -> Any:
 def seed_files(fixtures: Path) -> tuple[str | None, list[str]]:
     """The seed fixture folder (`fixtures/0-*/`, shown relative) and its files."""
     try:
-        seeds = sorted(p for p in fixtures.iterdir() if p.is_dir() and p.name.startswith("0-"))
+        seeds = sorted(
+            p for p in fixtures.iterdir() if p.is_dir() and p.name.startswith(SEED_PREFIX)
+        )
     except OSError:
         return None, []
     if not seeds:
