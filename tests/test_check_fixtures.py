@@ -48,7 +48,8 @@ def test_the_curated_fixtures_pass_their_reviewers_and_checks(
     # A fixture has no trajectory: trajectory checks are left out, not failed.
     checks = [c["id"] for c in plan_lab["graders"][0]["criteria"]]
     assert not any(c.startswith("trajectory") for c in checks)
-    assert len(plan_lab["graders"][1]["criteria"]) == 6  # every rubric scored
+    assert len(plan_lab["graders"][1]["criteria"]) == 4  # files, headings; files, schema
+    assert len(plan_lab["graders"][2]["criteria"]) == 6  # every rubric scored
     assert not (tmp_path / "out" / ".work").exists()
 
 
