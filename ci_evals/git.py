@@ -163,6 +163,13 @@ def rev_parse(repo: Path, rev: str) -> str | None:
     return result.stdout.decode("ascii", "replace").strip() or None
 
 
+def blob_at(repo: Path, commit: str, path: str) -> bytes | None:
+    """The content of `path` (repo-relative) at `commit` — `git show COMMIT:PATH` —
+    or None when it is not a file there. `commit` is a SHA (never an option)."""
+    result = run(repo, "cat-file", "blob", f"{commit}:{path}", check=False)
+    return result.stdout if result.returncode == 0 else None
+
+
 def parents(repo: Path, commit: str) -> list[str]:
     """The parents of `commit` as this clone sees them (none past a shallow boundary)."""
     result = run(repo, "rev-list", "--parents", "-n", "1", "--end-of-options", commit)

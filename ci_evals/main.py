@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from ci_evals import __version__
-from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA
+from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA, NO_AGENT_FLAGS
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_handler
 
 
@@ -59,8 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name in NEEDS_RUN_EXTRA:  # before the import, which would fail with a traceback
         from ci_evals.requirements import require_run_extra  # noqa: PLC0415
 
+        flag = NO_AGENT_FLAGS.get(name)
+        agent = flag is None or (flag != "" and flag not in rest)
         with error_handler() as code:
-            require_run_extra(name)
+            require_run_extra(name, agent=agent)
         if code[0] != EXIT_OK:
             return code[0]
     module = cast(CommandModule, importlib.import_module(module_name))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,3 +52,15 @@ def repo(tmp_path: Path) -> Path:
     path.mkdir()
     git(path, "init", "-q", "-b", "main")
     return path
+
+
+@pytest.fixture
+def labsmith(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the labsmith example in its own git repository (the stage map lives
+    in one), made the current folder: messages name its files as a user would see them."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
+    copy = tmp_path / "labsmith"
+    shutil.copytree(example, copy, symlinks=True)
+    git(copy, "init", "-q", "-b", "main")
+    monkeypatch.chdir(copy)
+    return copy

@@ -44,11 +44,12 @@ def test_the_curated_fixtures_pass_their_reviewers_and_checks(
     ]  # fmt: skip
     plan_lab = report[2]
     graders = [g["grader"] for g in plan_lab["graders"]]
-    assert graders == ["checks", "reviewer"]
+    assert graders == ["checks", "contract", "reviewer"]  # the contract: its `produces`
     # A fixture has no trajectory: trajectory checks are left out, not failed.
     checks = [c["id"] for c in plan_lab["graders"][0]["criteria"]]
     assert not any(c.startswith("trajectory") for c in checks)
-    assert len(plan_lab["graders"][1]["criteria"]) == 6  # every rubric scored
+    assert len(plan_lab["graders"][1]["criteria"]) == 4  # files, headings; files, schema
+    assert len(plan_lab["graders"][2]["criteria"]) == 6  # every rubric scored
     assert not (tmp_path / "out" / ".work").exists()
 
 
@@ -68,17 +69,46 @@ def test_a_threshold_that_would_fail_good_work_is_caught(
     assert "1 fixture(s) would fail: fixtures/3-plan-lab-output" in out
 
 
+def _break_chapter_count(fixture: Path) -> None:
+    """A plan the schema accepts (so the contract holds) but the stage's check does not."""
+    plan = fixture / "3-plan-lab-output/lab/plan.json"
+    plan.write_text(plan.read_text().replace('"chapter_count": 3', '"chapter_count": 4'))
+
+
 def test_a_broken_fixture_fails_its_checks_without_a_model(
     example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _break_chapter_count(example / "fixtures")
+
+    assert check(example, tmp_path / "out", "--no-reviewer") == 1
+    out = capsys.readouterr().out
+    assert "contracts: 28 item(s) hold on the fixtures" in out
+    assert "fixtures/3-plan-lab-output (stage 3 plan-lab): failed" in out
+    assert "fixtures/4-plan-chapter-output (stage 4 plan-chapter): passed" in out
+    assert out.rstrip().endswith("1 fixture(s) would fail: fixtures/3-plan-lab-output")
+
+
+def test_a_fixture_that_breaks_a_contract_fails_before_any_grader(
+    example: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     chapter = example / "fixtures/4-plan-chapter-output/lab/chapters/02-pick-and-place.md"
     chapter.write_text(chapter.read_text().replace("## Steps", "## Things to do"))
 
-    assert check(example, tmp_path / "out", "--no-reviewer") == 1
-    out = capsys.readouterr().out
-    assert "fixtures/4-plan-chapter-output (stage 4 plan-chapter): failed" in out
-    assert "fixtures/3-plan-lab-output (stage 3 plan-lab): passed" in out
-    assert out.rstrip().endswith("1 fixture(s) would fail: fixtures/4-plan-chapter-output")
+    # No --no-reviewer and no model: the contracts stop it before a model is needed.
+    monkeypatch.chdir(example)  # paths are shown relative to the current folder
+    assert main(["check-fixtures", "--suite", "ci-evals.yaml", "--out", str(tmp_path / "out")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    shown = "fixtures/4-plan-chapter-output/lab/chapters/02-pick-and-place.md: missing '## Steps'"
+    assert [line.split(" -- ")[1] for line in out if line.startswith(shown)] == [
+        "stage 4 (plan-chapter) produces[0].headings, ci-evals.yaml:67",
+        "stage 5 (generate-chapter) consumes[0].headings (produced by stage 4 (plan-chapter)), "
+        "ci-evals.yaml:72",
+    ]
+    assert out[-1].startswith("2 contract problem(s) in the fixtures")
+    assert not (tmp_path / "out").exists()  # nothing graded, no report
 
 
 def test_reviewers_need_a_model(
@@ -98,13 +128,12 @@ def test_a_scenario_with_its_own_fixtures_has_them_checked(
     example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     own = example / "fixtures" / "acme-arm-students"  # the example's second scenario has its own
-    chapter = own / "4-plan-chapter-output/lab/chapters/02-pick-and-place.md"
-    chapter.write_text(chapter.read_text().replace("## Steps", "## Things to do"))
+    _break_chapter_count(own)
 
     assert check(example, tmp_path / "shared", "--no-reviewer") == 0
     args = ("--no-reviewer", "--scenario", "acme-arm-students")
     assert check(example, tmp_path / "own", *args) == 1
 
     out = capsys.readouterr().out
-    assert "fixtures/4-plan-chapter-output (stage 4 plan-chapter): passed" in out
-    assert "fixtures/acme-arm-students/4-plan-chapter-output (stage 4 plan-chapter): failed" in out
+    assert "fixtures/3-plan-lab-output (stage 3 plan-lab): passed" in out
+    assert "fixtures/acme-arm-students/3-plan-lab-output (stage 3 plan-lab): failed" in out

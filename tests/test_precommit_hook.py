@@ -46,10 +46,12 @@ def _plugin(repo: Path, *files: str) -> None:
     git(repo, "add", ".")
 
 
-def _try_repo(repo: Path, hook_repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def _try_repo(
+    repo: Path, hook_repo: Path, home: Path, hook: str = "ci-evals-coverage"
+) -> subprocess.CompletedProcess[str]:
     pre_commit = Path(sys.executable).with_name("pre-commit")
     return subprocess.run(
-        [str(pre_commit), "try-repo", str(hook_repo), "ci-evals-coverage", "--all-files"],
+        [str(pre_commit), "try-repo", str(hook_repo), hook, "--all-files"],
         cwd=repo,
         env={**os.environ, "PRE_COMMIT_HOME": str(home), "NO_COLOR": "1"},
         capture_output=True,
@@ -118,6 +120,30 @@ def test_the_documented_config_pinned_by_autoupdate_freeze(
     config.write_text(config.read_text(encoding="utf-8").replace(sha, "v0.1.0"), encoding="utf-8")
     git(repo, "add", ".")
     assert framework("run", "--all-files").returncode != 0  # no such tag
+
+
+def test_framework_fixtures_hook_fails_on_a_stale_fixture(
+    repo: Path, hook_repo: Path, pre_commit_home: Path
+) -> None:
+    """`ci-evals-fixtures` in the real framework: its own environment (the package and
+    pydantic + jsonschema, no agent SDK), the labsmith example at the top of a repo."""
+    shutil.copytree(PROJECT / "examples" / "labsmith", repo, dirs_exist_ok=True)
+    git(repo, "add", ".")
+    result = _try_repo(repo, hook_repo, pre_commit_home, "ci-evals-fixtures")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fixtures hold the stages' contracts" in result.stdout
+    assert "Passed" in result.stdout
+
+    lab = repo / "fixtures" / "3-plan-lab-output" / "lab" / "lab.md"
+    lab.write_text(lab.read_text().replace("## Environment", "## Setup"))
+    git(repo, "add", ".")
+    result = _try_repo(repo, hook_repo, pre_commit_home, "ci-evals-fixtures")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        "fixtures/3-plan-lab-output/lab/lab.md: missing '## Environment' -- "
+        "stage 4 (plan-chapter) consumes[1].headings (produced by stage 3 (plan-lab)), "
+        "ci-evals.yaml:64"
+    ) in result.stdout
 
 
 def _commit(repo: Path, path_dirs: list[str]) -> subprocess.CompletedProcess[str]:

@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.check_fixtures",
         "grade the curated fixtures with their stage's reviewer and checks: good work must pass",
     ),
+    "fixtures": (
+        "ci_evals.commands.fixtures",
+        "promote a passing run's saved stage state to the stage's fixture (fixtures update)",
+    ),
     "check-coverage": (
         "ci_evals.commands.check_coverage",
         "fail when a plugin file is covered by no stage-map entry, or an entry matches nothing",
@@ -50,4 +54,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # Commands that drive agents, or read results.json (pydantic models): they need
 # the `run` extra (claude-agent-sdk, pydantic, jsonschema), checked by `main`
 # before their module is imported.
-NEEDS_RUN_EXTRA = frozenset({"run", "init", "check", "grade", "check-fixtures", "report"})
+NEEDS_RUN_EXTRA = frozenset(
+    {"run", "init", "check", "grade", "check-fixtures", "report", "fixtures"}
+)
+# Ways of running those commands that drive no agent: they need only pydantic
+# and jsonschema (what the `ci-evals-fixtures` pre-commit hook installs).
+NO_AGENT_FLAGS = {"check-fixtures": "--contracts-only", "fixtures": ""}

@@ -9,6 +9,14 @@ means the rubric, the reviewer, a check or a threshold changed so that it
 would fail good work (or the fixture went stale). Trajectory checks are left
 out: a fixture has no trajectory.
 
+First, before any model is called, every fixture set is checked against the
+phase contracts (`workspace.fixture_contracts`): fixture k satisfies stage
+k's `produces`, and the fixtures before stage k satisfy its `consumes`. A
+stale fixture is one line naming the fixture file, the contract field and
+the contract's line, and stops the command (exit 1). `--contracts-only` does
+only that: no model, no plugin copy, fast enough for the pre-commit hook
+(`ci-evals-fixtures`).
+
 Exit 0 when every checked fixture passed, 1 listing those that did not.
 """
 
@@ -69,10 +77,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report folder (default: .ci-evals/check-fixtures/<time>)",
     )
     parser.add_argument("--keep-workspace", action="store_true", help="keep the laid-down fixtures")
+    parser.add_argument(
+        "--contracts-only",
+        action="store_true",
+        help="only check the fixtures against the stages' produces/consumes contracts "
+        "(no model, no graders; what the ci-evals-fixtures pre-commit hook runs)",
+    )
     isolation.add_option(parser)
 
 
+def _contracts(suite: Suite, scenario: Scenario | None) -> int:
+    """The fixtures against the contracts; prints every problem. Exit code."""
+    from ci_evals.workspace import fixture_contracts  # noqa: PLC0415
+
+    report = fixture_contracts.check(suite, scenario)
+    for note in report.notes:
+        print(f"note: {note}")
+    for line in report.problems:
+        print(line)
+    if report.problems:
+        print(
+            f"{len(report.problems)} contract problem(s) in the fixtures: update the fixtures "
+            "(ci-evals fixtures update --from RUN_DIR --stage K) or the contract"
+        )
+        return EXIT_FAIL
+    if report.checked:
+        print(f"contracts: {report.checked} item(s) hold on the fixtures")
+    else:
+        print("contracts: none declared (produces/consumes, docs/contracts.md)")
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
+    from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
+
+    if args.suite:
+        suite = load_suite(args.suite)
+    else:
+        found = find_suite(Path.cwd())
+        suite = load_suite(found, os.path.relpath(found))  # messages name it as you would
+    chosen = suite.scenario(args.scenario) if args.scenario else None
+    # Stale fixtures are found before any model is called.
+    code = _contracts(suite, chosen)
+    if code != EXIT_OK or args.contracts_only:
+        return code
+    return _grade(args, suite, chosen or suite.scenarios[0])
+
+
+def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
+    """Each chosen fixture graded with its stage's graders, as a run grades the stage."""
     from ci_evals.agents import Abort  # noqa: PLC0415
     from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
         agent_environment,
@@ -81,10 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
     from ci_evals.endpoints.registry import no_endpoint  # noqa: PLC0415
     from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
-    from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
-    suite = load_suite(args.suite) if args.suite else load_suite(find_suite(Path.cwd()))
-    scenario = suite.scenario(args.scenario) if args.scenario else suite.scenarios[0]
     stages, notes = _chosen(suite, args.stage, scenario)
     if not stages:
         for note in notes:

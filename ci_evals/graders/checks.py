@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
@@ -39,7 +39,7 @@ from ci_evals.text import one_line
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
     from ci_evals.graders.base import GradeContext, LoadContext
-    from ci_evals.results.criteria import Criterion, GraderResult
+    from ci_evals.results.criteria import GraderResult
 
 # Cap what a check reads: a 2 GB "JSON" file written by a runaway agent must
 # not take the grader down with it.
@@ -67,6 +67,13 @@ class HasHeadings:
 
 
 @dataclass(frozen=True)
+class FrontMatter:
+    id: str
+    globs: tuple[str, ...]
+    require: tuple[str, ...]  # keys of the YAML front matter (`---` block at the top)
+
+
+@dataclass(frozen=True)
 class JsonSchema:
     id: str
     globs: tuple[str, ...]
@@ -90,13 +97,14 @@ class TrajectoryUse:
     used: bool = True
 
 
-Check = FilesExist | HasHeadings | JsonSchema | EqualsLength | TrajectoryUse
+Check = FilesExist | HasHeadings | FrontMatter | JsonSchema | EqualsLength | TrajectoryUse
 
-KINDS = ("files", "headings", "json_schema", "equals_length", "trajectory")
+KINDS = ("files", "headings", "front_matter", "json_schema", "equals_length", "trajectory")
 _COMMON = ("id",)
 _KEYS = {
     "files": ("files", "count", "min", "max"),
     "headings": ("headings", "require"),
+    "front_matter": ("front_matter", "require"),
     "json_schema": ("json_schema", "schema"),
     "equals_length": ("equals_length", "field", "array"),
     "trajectory": ("trajectory",),
@@ -116,7 +124,7 @@ class ChecksGrader:
     sandboxed: bool = False  # reads files in this process; runs nothing
 
     def grade(self, ctx: GradeContext) -> GraderResult:
-        return run_checks(self.checks, ctx.folder, ctx.trajectory)
+        return run_checks(self.checks, ctx.folder, ctx.trajectory, grader=self.name)
 
     def files_only(self) -> ChecksGrader:
         """Without the trajectory checks (a fixture has no trajectory)."""
@@ -205,10 +213,23 @@ def _load_headings(
 ) -> HasHeadings:
     if "require" not in raw:
         raise item.error("missing required key 'require'")
-    require = tuple(_normalize_heading(h) for h in raw["require"].as_str_list(False))
+    require = tuple(normalize_heading(h) for h in raw["require"].as_str_list(False))
     globs = _globs(raw["headings"])
     return HasHeadings(
         id=explicit_id or f"headings:{','.join(globs)}", globs=globs, require=require
+    )
+
+
+def _load_front_matter(
+    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: Path
+) -> FrontMatter:
+    if "require" not in raw:
+        raise item.error("missing required key 'require'")
+    globs = _globs(raw["front_matter"])
+    return FrontMatter(
+        id=explicit_id or f"front_matter:{','.join(globs)}",
+        globs=globs,
+        require=tuple(raw["require"].as_str_list(False)),
     )
 
 
@@ -217,7 +238,7 @@ def _load_json_schema(
 ) -> JsonSchema:
     if "schema" not in raw:
         raise item.error("missing required key 'schema'")
-    schema, source = _load_schema(raw["schema"], suite_dir, plugin_dir)
+    schema, source = load_schema(raw["schema"], suite_dir, plugin_dir)
     globs = _globs(raw["json_schema"])
     return JsonSchema(
         id=explicit_id or f"json_schema:{','.join(globs)}",
@@ -260,10 +281,16 @@ def _load_trajectory(
 _LOADERS: dict[str, Callable[..., Check]] = {
     "files": _load_files,
     "headings": _load_headings,
+    "front_matter": _load_front_matter,
     "json_schema": _load_json_schema,
     "equals_length": _load_equals_length,
     "trajectory": _load_trajectory,
 }
+
+
+def globs_of(value: Field) -> tuple[str, ...]:
+    """A path/glob or a list of them, each relative to the graded folder."""
+    return _globs(value)
 
 
 def _globs(value: Field) -> tuple[str, ...]:
@@ -285,7 +312,8 @@ def _relative(value: Field) -> str:
     return text
 
 
-def _load_schema(value: Field, suite_dir: Path, plugin_dir: Path) -> tuple[Mapping[str, Any], str]:
+def load_schema(value: Field, suite_dir: Path, plugin_dir: Path) -> tuple[Mapping[str, Any], str]:
+    """A JSON Schema given inline, as a suite-relative file or as `plugin:PATH`; checked."""
     import jsonschema  # noqa: PLC0415 - ~130 ms; only suites with schema checks pay it
 
     if isinstance(value.node, yaml.MappingNode):
@@ -321,40 +349,62 @@ def _load_schema(value: Field, suite_dir: Path, plugin_dir: Path) -> tuple[Mappi
 # -- running -------------------------------------------------------------------
 
 
-def run_checks(
+class Outcome(NamedTuple):
+    """One check's result before it becomes a `Criterion` (no pydantic needed)."""
+
+    id: str
+    passed: bool
+    detail: str
+
+
+def check_outcomes(
     checks: Sequence[Check], folder: Path, trajectory: Path | None = None
-) -> GraderResult:
-    """Run every check on `folder` (and the stage's trajectory JSONL); one criterion each.
+) -> list[Outcome]:
+    """Run every check on `folder` (and the stage's trajectory JSONL); one outcome each.
 
     A check never raises on what the agent wrote: a missing or malformed file
-    is a failed criterion with the reason in its `detail`.
+    is a failed outcome with the reason in its `detail`. Imports no pydantic:
+    what the fixtures' contract check (a commit hook) runs.
     """
-    from ci_evals.results.criteria import GraderResult  # noqa: PLC0415 - see module doc
-
     folder = folder.resolve()
     uses: list[ToolUse] | str | None = None  # read once, and only if a check needs it
-    criteria = []
+    outcomes = []
     for check in checks:
         if isinstance(check, TrajectoryUse):
             if uses is None:
                 uses = _read_trajectory(trajectory)
-            criteria.append(_trajectory(check, uses))
+            outcomes.append(_trajectory(check, uses))
         else:
-            criteria.append(_RUNNERS[type(check)](check, folder))
-    return GraderResult(grader="checks", criteria=tuple(criteria))
+            outcomes.append(_RUNNERS[type(check)](check, folder))
+    return outcomes
 
 
-def _criterion(check_id: str, passed: bool, detail: str) -> Criterion:
-    from ci_evals.results.criteria import Criterion  # noqa: PLC0415 - see module doc
+def run_checks(
+    checks: Sequence[Check],
+    folder: Path,
+    trajectory: Path | None = None,
+    *,
+    grader: str = "checks",
+) -> GraderResult:
+    """`check_outcomes` as one `GraderResult` named `grader`: a checklist criterion each."""
+    from ci_evals.results.criteria import Criterion, GraderResult  # noqa: PLC0415 - see module doc
 
-    return Criterion(
-        id=check_id,
-        kind="checklist",
-        score=1.0 if passed else 0.0,
-        passed=passed,
-        source="check",
-        detail=detail,
+    criteria = tuple(
+        Criterion(
+            id=outcome.id,
+            kind="checklist",
+            score=1.0 if outcome.passed else 0.0,
+            passed=outcome.passed,
+            source="check",
+            detail=outcome.detail,
+        )
+        for outcome in check_outcomes(checks, folder, trajectory)
     )
+    return GraderResult(grader=grader, criteria=criteria)
+
+
+def _criterion(check_id: str, passed: bool, detail: str) -> Outcome:
+    return Outcome(check_id, passed, detail)
 
 
 def _matches(folder: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -422,7 +472,7 @@ def _read_text(path: Path) -> str:
     return data.decode("utf-8")
 
 
-def _files_exist(check: FilesExist, folder: Path) -> Criterion:
+def _files_exist(check: FilesExist, folder: Path) -> Outcome:
     files, outside = _matches(folder, check.globs)
     n = len(files)
     if check.count is not None:
@@ -443,11 +493,46 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
-def _normalize_heading(text: str) -> str:
+# A heading path: "## Capabilities > ### Gripper" is a `### Gripper` inside the
+# `## Capabilities` section.
+PATH_SEPARATOR = " > "
+
+
+def normalize_heading(text: str) -> str:
+    """ "##  Steps " -> "## Steps"; a heading path has each of its parts normalised."""
+    if PATH_SEPARATOR in text:
+        return PATH_SEPARATOR.join(normalize_heading(part) for part in text.split(PATH_SEPARATOR))
     match = _ATX.match(text.strip())
     if match:
         return f"{match.group(1)} {one_line(match.group(2) or '')}"
     return one_line(text)
+
+
+def _heading_matches(present: str, want: str) -> bool:
+    """`present` ("## Steps") is `want` ("## Steps", or "Steps" at any level)."""
+    if want.startswith("#"):
+        return present == want
+    return present.split(" ", 1)[1] == want
+
+
+def _has_heading(present: Sequence[str], want: str) -> bool:
+    """`want` (a heading or a heading path) is among the file's headings `present`."""
+    parts = want.split(PATH_SEPARATOR)
+    stack: list[str] = []  # the headings enclosing the current one, outermost first
+    for heading in present:
+        level = len(heading) - len(heading.lstrip("#"))
+        while stack and len(stack[-1]) - len(stack[-1].lstrip("#")) >= level:
+            stack.pop()
+        if _heading_matches(heading, parts[-1]) and _within(stack, parts[:-1]):
+            return True
+        stack.append(heading)
+    return False
+
+
+def _within(enclosing: Sequence[str], parts: Sequence[str]) -> bool:
+    """`parts` appear in `enclosing` in order (each one inside the one before)."""
+    found = iter(enclosing)
+    return all(any(_heading_matches(h, part) for h in found) for part in parts)
 
 
 def headings_of(markdown: str) -> list[str]:
@@ -470,34 +555,66 @@ def headings_of(markdown: str) -> list[str]:
     return found
 
 
-def _has_headings(check: HasHeadings, folder: Path) -> Criterion:
-    files, outside = _matches(folder, check.globs)
+def _each_file(
+    check_id: str,
+    globs: Sequence[str],
+    folder: Path,
+    problem: Callable[[Path, str], str | None],
+    passed: str,
+) -> Outcome:
+    """A check of every file matching `globs` (at least one): `problem(path, name)`
+    says what is wrong with one (None: nothing); `passed` is the detail when all pass."""
+    files, outside = _matches(folder, globs)
     if not files:
         note = _outside_note(outside)
-        return _criterion(check.id, False, f"no file matches {', '.join(check.globs)}{note}")
-    problems = []
-    for path in files:
+        return _criterion(check_id, False, f"no file matches {', '.join(globs)}{note}")
+    problems = [p for p in (problem(path, _rel(folder, path)) for path in files) if p]
+    if problems:
+        return _criterion(check_id, False, "; ".join(problems) + _outside_note(outside))
+    return _criterion(check_id, True, f"{len(files)} file(s) {passed}" + _outside_note(outside))
+
+
+def _has_headings(check: HasHeadings, folder: Path) -> Outcome:
+    def problem(path: Path, name: str) -> str | None:
         try:
             present = headings_of(_read_text(path))
         except (OSError, ValueError) as exc:
-            problems.append(f"{_rel(folder, path)}: cannot read ({exc})")
-            continue
-        texts = {h.split(" ", 1)[1] for h in present}
-        missing = [
-            want
-            for want in check.require
-            if (want not in present if want.startswith("#") else want not in texts)
-        ]
-        if missing:
-            problems.append(f"{_rel(folder, path)}: missing {', '.join(map(repr, missing))}")
-    if problems:
-        return _criterion(check.id, False, "; ".join(problems) + _outside_note(outside))
-    detail = f"{len(files)} file(s) have all {len(check.require)}"
-    return _criterion(check.id, True, detail + _outside_note(outside))
+            return f"{name}: cannot read ({exc})"
+        missing = [want for want in check.require if not _has_heading(present, want)]
+        return f"{name}: missing {', '.join(map(repr, missing))}" if missing else None
+
+    return _each_file(check.id, check.globs, folder, problem, f"have all {len(check.require)}")
 
 
-def _json_schema(check: JsonSchema, folder: Path) -> Criterion:
-    import jsonschema  # noqa: PLC0415 - see _load_schema
+def front_matter_of(text: str) -> dict[str, Any] | None:
+    """The YAML mapping between a leading `---` line and the next, or None if there is none."""
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return None
+    for end, line in enumerate(lines[1:], start=1):
+        if line.rstrip() in ("---", "..."):
+            data = yaml.safe_load("\n".join(lines[1:end]))
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def _front_matter(check: FrontMatter, folder: Path) -> Outcome:
+    def problem(path: Path, name: str) -> str | None:
+        try:
+            data = front_matter_of(_read_text(path))
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            return f"{name}: cannot read its front matter ({one_line(str(exc), 200)})"
+        if data is None:
+            return f"{name}: no front matter (a leading '---' YAML block)"
+        missing = [key for key in check.require if key not in data]
+        return f"{name}: front matter lacks {', '.join(map(repr, missing))}" if missing else None
+
+    passed = f"have all {len(check.require)} front-matter field(s)"
+    return _each_file(check.id, check.globs, folder, problem, passed)
+
+
+def _json_schema(check: JsonSchema, folder: Path) -> Outcome:
+    import jsonschema  # noqa: PLC0415 - see load_schema
 
     files, outside = _matches(folder, check.globs)
     if not files:
@@ -542,7 +659,7 @@ def dotted(document: Any, path: str) -> Any:
     return value
 
 
-def _equals_length(check: EqualsLength, folder: Path) -> Criterion:
+def _equals_length(check: EqualsLength, folder: Path) -> Outcome:
     files, outside = _matches(folder, (check.file,))
     if len(files) != 1:
         found = "no file" if not files else f"{len(files)} files"
@@ -570,6 +687,7 @@ def _equals_length(check: EqualsLength, folder: Path) -> Criterion:
 _RUNNERS: dict[type, Any] = {
     FilesExist: _files_exist,
     HasHeadings: _has_headings,
+    FrontMatter: _front_matter,
     JsonSchema: _json_schema,
     EqualsLength: _equals_length,
 }
@@ -590,7 +708,7 @@ def _read_trajectory(path: Path | None) -> list[ToolUse] | str:
         return f"trajectory {path.name} unreadable: {exc}"
 
 
-def _trajectory(check: TrajectoryUse, uses: list[ToolUse] | str) -> Criterion:
+def _trajectory(check: TrajectoryUse, uses: list[ToolUse] | str) -> Outcome:
     label = f"{check.what} {check.name!r}"
     if isinstance(uses, str):
         return _criterion(check.id, False, uses)

@@ -184,6 +184,10 @@ class RunResult(_Model):
     suite_file: str
     suite: SuiteIdentity | None = None  # None: not recorded (files before version 3)
     revision: Revision | None = None  # None: not recorded (files before version 3)
+    # What was run: the suite file's and the plugin folder's SHA-256 (fs.digest), so a
+    # run of another revision is not promoted to a fixture unnoticed (None: not recorded).
+    suite_sha256: str | None = None
+    plugin_sha256: str | None = None
     budget_usd: float | None = None
     total_cost_usd: float = 0.0  # stages and reviewers
     repeat: int = 1  # runs per scenario

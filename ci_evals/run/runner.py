@@ -43,6 +43,7 @@ from ci_evals import __version__
 from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
 from ci_evals.fs.checkpoint import FolderCheckpoint
+from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.fs.snapshot import (
     Snapshot,
     TooLarge,
@@ -190,6 +191,8 @@ class Runner:
             suite_file=str(plan.suite.file),
             suite=plan.suite_identity,
             revision=plan.revision,
+            suite_sha256=file_sha256(plan.suite.file),
+            plugin_sha256=tree_sha256(plan.suite.plugin.path),
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,

@@ -6,6 +6,8 @@ fallback selections when it cannot).
 
 Rules for one changed path, repo-relative:
 - a `global` path (or a path inside a global folder) -> stage 1 (`global-file`);
+  a global suite file (`ci-evals.yaml`) can be held out (`Selector(hold=)`) and
+  decided by `suite_change` instead (`contract-changed` when only contracts changed);
 - a path under `fixtures/<k>-*/` -> stage k+1 (`fixture-changed`): fixture k is
   the curated output of stage k and is what stage k+1 starts from; so is a
   scenario's own `fixtures/<name>/<k>-*/`. A fixture path whose k+1 is not a
@@ -41,6 +43,7 @@ MATCHED = "matched"
 UNMATCHED_FILE = "unmatched-file"
 GLOBAL_FILE = "global-file"
 FIXTURE_CHANGED = "fixture-changed"
+CONTRACT_CHANGED = "contract-changed"  # only stage contracts changed in the suite
 BASE_MISSING = "base-missing"
 BASE_ZERO_SHA = "base-zero-sha"
 NO_MERGE_BASE = "no-merge-base"
@@ -54,6 +57,7 @@ REASONS = (
     UNMATCHED_FILE,
     GLOBAL_FILE,
     FIXTURE_CHANGED,
+    CONTRACT_CHANGED,
     BASE_MISSING,
     BASE_ZERO_SHA,
     NO_MERGE_BASE,
@@ -103,6 +107,9 @@ class Selection:
     head: str | None = None
     merge_bases: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())  # what was tried on the way (deepening, event)
+    # Changed suite files the Selector held out (`Selector(hold=...)`): the caller
+    # decides them by comparing their two versions (`suite_change`).
+    held_out: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         """The `--json` object: exactly these four keys."""
@@ -537,14 +544,38 @@ class Selector:
     path's record, computed when first read.
     """
 
-    def __init__(self, stage_map: StageMap, matcher: GlobMatcher, *, prune: bool = True) -> None:
+    def __init__(
+        self,
+        stage_map: StageMap,
+        matcher: GlobMatcher,
+        *,
+        prune: bool = True,
+        hold: frozenset[str] = frozenset(),
+    ) -> None:
         self._rules = _Rules(stage_map, matcher)
+        self._hold = hold
+        self._held: list[str] = []
+        # Held paths outside root cannot be in a chunk that starts and ends under
+        # root (a diff lists a folder's paths together); the scan is skipped there.
+        # Skipping wrongly would only match the path as global: a full run.
+        root = self._rules.root_prefix
+        self._hold_outside_root = bool(root) and not any(h.startswith(root) for h in hold)
         self._batches: list[_Batch] = []
         self._found: list[tuple[_Key, Match]] = []
         self._prune = prune
         self._bound = _NO_BOUND
 
     def add(self, paths: Sequence[str]) -> None:
+        # One or two held paths: a C-level scan of the chunk each (~1 ms per
+        # 100,000 paths), unless the chunk lies under root and they do not.
+        root = self._rules.root_prefix
+        inside = self._hold_outside_root and paths and paths[0].startswith(root)
+        held = (
+            [] if inside and paths[-1].startswith(root) else [p for p in self._hold if p in paths]
+        )
+        if held:
+            self._held.extend(held)
+            paths = [path for path in paths if path not in self._hold]
         if not paths:
             return
         batch = self._rules.batch(paths, self._bound if self._prune else None)
@@ -559,14 +590,17 @@ class Selector:
     def finish(self) -> Selection:
         matches = _Matches(self._batches)
         found = self._found
+        held = tuple(self._held)
         if not found:
             detail = (
                 f"{len(matches)} changed path(s), none under the plugin root, global or a fixture"
             )
-            return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail)
+            return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail, held_out=held)
         _, best = min(found, key=lambda item: item[0])
         detail = f"{quote_path(best.path)}: {best.why}"
-        return Selection(best.stage, best.rule, len(matches), matches, detail, decided_by=best)
+        return Selection(
+            best.stage, best.rule, len(matches), matches, detail, decided_by=best, held_out=held
+        )
 
 
 def select(stage_map: StageMap, matcher: GlobMatcher, paths: Sequence[str]) -> Selection:

@@ -1,5 +1,9 @@
 """The change BASE...HEAD as git knows it: which commits, and which paths.
 
+A changed suite file (`ci-evals.yaml` among the map's global paths) is held out
+of the matching and decided by comparing its two versions
+(`suite_change.decide_held`): a change to contracts alone runs less than all.
+
 `resolve()` turns BASE and HEAD into SHAs and finds the merge base — the diff
 is always from the merge base (what `BASE...HEAD` means), never two-dot — or
 returns the fallback `Selection` when the change cannot be known exactly:
@@ -44,6 +48,7 @@ from ci_evals.selection.decide import (
     fallback,
 )
 from ci_evals.selection.matcher import GlobMatcher
+from ci_evals.selection.suite_change import decide_held, suite_paths
 
 if TYPE_CHECKING:
     from ci_evals.selection.stage_map import StageMap
@@ -288,10 +293,12 @@ def compute(
     change = resolve(repo, base, head, deepen_tries=deepen_tries)
     if isinstance(change, Selection):
         return change
-    selector = Selector(stage_map, matcher or GlobMatcher(stage_map.globs))
+    selector = Selector(
+        stage_map, matcher or GlobMatcher(stage_map.globs), hold=suite_paths(stage_map.global_paths)
+    )
     for chunk in diff_chunks(repo, change):
         selector.add(chunk)
-    return _with_range(selector.finish(), change)
+    return decide_held(repo, _with_range(selector.finish(), change))
 
 
 def _with_range(chosen: Selection, change: Range) -> Selection:
@@ -349,7 +356,8 @@ def compute_overlapped(
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         worker.start()
-        return _consume(arrivals, failure, worker, prepare, prune=not every_record)
+        chosen, stage_map = _consume(arrivals, failure, worker, prepare, prune=not every_record)
+        return decide_held(repo, chosen), stage_map
     finally:
         sys.setswitchinterval(interval)
 
@@ -375,7 +383,7 @@ def _consume(
         assert isinstance(first, Selection)
         return first, stage_map
     assert isinstance(first, Range)
-    selector = Selector(stage_map, matcher, prune=prune)
+    selector = Selector(stage_map, matcher, prune=prune, hold=suite_paths(stage_map.global_paths))
     while (chunk := arrivals.get()) is not _DONE:
         selector.add(chunk)  # type: ignore[arg-type]
     worker.join()

@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -41,12 +41,15 @@ from ci_evals.graders.config import (
 from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
 from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
 from ci_evals.selection.stage_map import StageMap, load_stage_map
-from ci_evals.suite import references
+from ci_evals.suite import contracts, references
+from ci_evals.suite.contracts import Contract
 
 # The keys grading reads, validated by ci_evals.graders.config.
 GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
 GRADING_SUITE_KEYS = grading_config.SUITE_KEYS
 SUITE_FILE = "ci-evals.yaml"
+# A stage's phase contract (ci_evals.suite.contracts, docs/contracts.md).
+CONTRACT_KEYS = ("produces", "consumes")
 DEFAULT_SCENARIO = "default"
 DEFAULT_STAGE_MAP = "stage_map.yaml"
 VERSION = 1
@@ -54,7 +57,7 @@ BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
 # A reviewer's prompt may also name the folder holding its copy of the suite's rubrics.
 REVIEWER_BUILTINS = (*BUILTINS, "rubrics")
 
-_STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS)
+_STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS, *CONTRACT_KEYS)
 _SUITE_KEYS = (
     "version",
     "agent",
@@ -93,6 +96,10 @@ class Stage:
     reviewer_prompt: Template | None = None
     extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
     source: Field | None = field(default=None, compare=False, repr=False)
+    # What it produces for later stages and consumes of earlier ones; its
+    # `produces` is also in `grading` (the `contract` grader).
+    contract: Contract | None = None
+    contract_fields: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def fixture_dirname(self) -> str:
@@ -288,6 +295,7 @@ def load_suite(
     )
     for stage in stages:
         _check_templates(stage, scenarios)
+    stages = _load_contracts(stages, base, plugin.path, fixtures, scenarios)
     suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}
 
     stage_map: Path | None
@@ -477,9 +485,49 @@ def _load_stages(
                 reviewer_prompt=reviewer_prompt,
                 extra=extra,
                 source=item,
+                contract_fields={key: keys[key] for key in CONTRACT_KEYS if key in keys},
             )
         )
     return tuple(stages)
+
+
+def _load_contracts(
+    stages: tuple[Stage, ...],
+    suite_dir: Path,
+    plugin_dir: Path,
+    fixtures: Path,
+    scenarios: tuple[Scenario, ...],
+) -> tuple[Stage, ...]:
+    """Each stage's contract, its consumes checked against the stages before it
+    (and the seed fixtures); its produces added to its graders as `contract`."""
+    seed_display, seed = contracts.seed_files(fixtures)
+    for scenario in scenarios:  # a scenario's own seed counts too
+        if scenario.fixtures is not None:
+            shown, files = contracts.seed_files(fixtures / scenario.fixtures)
+            seed_display = seed_display or shown
+            seed += files
+    names = tuple(stage.name for stage in stages)
+    done: list[Contract] = []
+    out: list[Stage] = []
+    for stage in stages:
+        keys = stage.contract_fields
+        contract = Contract(stage=stage.number)
+        if "produces" in keys:
+            produces = contracts.load_produces(
+                keys["produces"], suite_dir=suite_dir, plugin_dir=plugin_dir
+            )
+            contract = replace(contract, produces=produces)
+        if "consumes" in keys:
+            upstream = contracts.Upstream(stage.number, names, tuple(done), seed, seed_display)
+            consumes = contracts.load_consumes(keys["consumes"], upstream)
+            contract = replace(contract, consumes=consumes)
+        done.append(contract)
+        grader = contract.grader()
+        grading = stage.grading
+        if grader is not None:
+            grading = replace(grading, graders=(*grading.graders, grader))
+        out.append(replace(stage, contract=contract, grading=grading))
+    return tuple(out)
 
 
 def _load_scenarios(value: Field) -> tuple[Scenario, ...]:

@@ -177,7 +177,8 @@ def test_every_example_stage_loads() -> None:
         keys = stage.mapping(_AnyKey())
         extra = {k: v for k, v in keys.items() if k in ("reviewer", "checks", "graders", "scoring")}
         grading = load_stage_grading(extra, suite_dir=EXAMPLE, plugin_dir=PLUGIN)
-        assert not grading.empty
+        # A stage without grading keys is graded by its contract (`produces`).
+        assert not grading.empty or "produces" in keys
         names.append(keys["name"].as_str())
     assert "generate-chapter" in names
     suite = load_suite_grading(

@@ -1,0 +1,291 @@
+"""`ci-evals fixtures update --from RUN_DIR --stage K`: a good run's stage becomes fixture K.
+
+Promoted only when:
+- the run was of this suite and this plugin (their SHA-256 in `results.json`
+  equal today's; `--force` promotes another revision's run anyway);
+- stage K of the chosen scenario (and repeat) ended `passed`: its graders
+  passed (a `completed` stage had none, so nothing vouches for it);
+- its saved state (`after/`) still satisfies stage K's contract as it is now;
+- the files it produced are in `after/` exactly as `results.json` recorded
+  them (SHA-256), and it deleted no file of an earlier fixture (a fixture
+  cannot delete).
+
+Fixture K becomes exactly the files stage K added or changed (`produced`),
+taken from `after/`; a summary lists what was added, changed and removed
+compared with the old fixture. The new folder is built beside the old one
+and swapped in; then every fixture set is checked against the contracts
+(`check-fixtures --contracts-only`), and a promotion that breaks a later
+stage's `consumes` is rolled back. `--dry-run` shows the summary and
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.fs.digest import file_sha256, tree_sha256
+from ci_evals.fs.state import AFTER_DIR
+from ci_evals.fs.walk import walk
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import RunResult, ScenarioResult, StageResult
+    from ci_evals.suite.load import Scenario, Stage, Suite
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    update = actions.add_parser(
+        "update", help="promote a passing run's saved stage state to the stage's fixture"
+    )
+    update.add_argument("--from", dest="run_dir", type=Path, required=True, metavar="RUN_DIR")
+    update.add_argument("--stage", required=True, metavar="K|NAME", help="the stage to promote")
+    update.add_argument(
+        "--scenario", metavar="ID", help="whose run (required when the run has several)"
+    )
+    update.add_argument(
+        "--repeat", type=int, metavar="I", help="which repeat, 1-based (required with several)"
+    )
+    update.add_argument(
+        "--suite", type=Path, help="the suite file (default: the one the run recorded)"
+    )
+    update.add_argument(
+        "--force",
+        action="store_true",
+        help="promote a run of another suite or plugin revision",
+    )
+    update.add_argument("--dry-run", action="store_true", help="show the changes, write nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ci_evals.results.model import read_results  # noqa: PLC0415 - pydantic
+    from ci_evals.suite.load import load_suite  # noqa: PLC0415
+
+    run_dir = args.run_dir.resolve()
+    result = read_results(run_dir / "results.json")
+    suite_path = args.suite or Path(result.suite_file)
+    suite = load_suite(suite_path)
+    _same_revision(result, suite, force=args.force)
+    stage = suite.stage(args.stage)
+    ran = _scenario_result(result, args.scenario, args.repeat)
+    scenario = suite.scenario(ran.id)
+    stage_result = _passed_stage(ran, stage)
+    folder = ran.id if result.repeat == 1 else f"{ran.id}/r{ran.repeat + 1}"
+    state = run_dir / folder / f"{stage.number}-{stage.name}" / AFTER_DIR
+    if not state.is_dir():
+        raise UserError(f"no saved state for stage {stage.number} ({stage.name}): {state}")
+    _contract_holds(suite, stage, state)
+    files = _produced_files(stage_result, state, suite, stage, scenario)
+
+    target = suite.fixture_dir(stage, scenario)
+    added, changed, removed = _diff(files, target)
+    shown = os.path.relpath(target)
+    print(f"fixture {shown} from {args.run_dir}: scenario {ran.id}, stage {stage.number}")
+    for label, paths in (("added", added), ("changed", changed), ("removed", removed)):
+        for path in paths:
+            print(f"  {label:8} {path}")
+    print(f"{len(added)} added, {len(changed)} changed, {len(removed)} removed")
+    if args.dry_run:
+        print("dry run: nothing written")
+        return EXIT_OK
+    if not (added or changed or removed):
+        print("the fixture already holds exactly this")
+        return EXIT_OK
+    old = _swap_in(files, target)
+    problems = _later_contracts(suite, scenario)
+    if problems:
+        _roll_back(target, old)
+        for line in problems:
+            print(line)
+        print(f"not promoted: {len(problems)} contract problem(s) with the new fixture")
+        return EXIT_FAIL
+    if old is not None:
+        shutil.rmtree(old)
+    print(f"updated {shown}; the fixtures hold every contract")
+    return EXIT_OK
+
+
+def _same_revision(result: RunResult, suite: Suite, *, force: bool) -> None:
+    if Path(result.suite_file).resolve() != suite.file.resolve():
+        other = f"the run is of another suite: {result.suite_file}"
+    elif result.suite_sha256 != file_sha256(suite.file):
+        other = f"{suite.display} changed since the run"
+    elif result.plugin_sha256 != tree_sha256(suite.plugin.path):
+        other = f"the plugin {suite.plugin.path} changed since the run"
+    else:
+        return
+    if result.suite_sha256 is None or result.plugin_sha256 is None:
+        other = "the run did not record its suite and plugin revision"
+    if force:
+        print(f"warning: {other} (--force)")
+        return
+    raise UserError(
+        other,
+        field="--from",
+        hint="a fixture must be what this suite and plugin produce: run again, "
+        "or pass --force to promote it anyway",
+    )
+
+
+def _scenario_result(result: RunResult, wanted: str | None, repeat: int | None) -> ScenarioResult:
+    ids = list(dict.fromkeys(s.id for s in result.scenarios))
+    if wanted is None:
+        if len(ids) != 1:
+            raise UserError(
+                f"the run has {len(ids)} scenarios",
+                field="--scenario",
+                hint=f"one of: {', '.join(ids)}",
+            )
+        wanted = ids[0]
+    runs = [s for s in result.scenarios if s.id == wanted]
+    if not runs:
+        raise UserError(
+            f"the run has no scenario {wanted!r}",
+            field="--scenario",
+            hint=f"one of: {', '.join(ids)}",
+        )
+    if repeat is None:
+        if len(runs) > 1:
+            raise UserError(
+                f"scenario {wanted!r} ran {len(runs)} times",
+                field="--repeat",
+                hint=f"1..{len(runs)}",
+            )
+        return runs[0]
+    chosen = [s for s in runs if s.repeat == repeat - 1]
+    if not chosen:
+        raise UserError(
+            f"no repeat {repeat} of {wanted!r}", field="--repeat", hint=f"1..{len(runs)}"
+        )
+    return chosen[0]
+
+
+def _passed_stage(ran: ScenarioResult, stage: Stage) -> StageResult:
+    found = next((s for s in ran.stages if s.number == stage.number), None)
+    if found is None:
+        raise UserError(
+            f"stage {stage.number} ({stage.name}) did not run in this run", field="--stage"
+        )
+    if found.status != "passed":
+        why = f": {found.error}" if found.error else ""
+        raise UserError(
+            f"stage {stage.number} ({stage.name}) of scenario {ran.id!r} ended {found.status}{why}",
+            field="--stage",
+            hint="only a stage whose graders passed becomes a fixture",
+        )
+    return found
+
+
+def _contract_holds(suite: Suite, stage: Stage, state: Path) -> None:
+    from ci_evals.graders.checks import run_checks  # noqa: PLC0415
+
+    if stage.contract is None:
+        return
+    grader = stage.contract.grader()
+    if grader is None:
+        return
+    failed = [c for c in run_checks(grader.checks, state).criteria if not c.passed]
+    if failed:
+        first = failed[0]
+        raise UserError(
+            f"the saved state breaks stage {stage.number}'s contract: "
+            f"{first.id.removeprefix('contract:')}: {first.detail}",
+            file=suite.display,
+            hint="the contract changed since the run, or the stage did not meet it",
+        )
+
+
+def _produced_files(
+    stage_result: StageResult, state: Path, suite: Suite, stage: Stage, scenario: Scenario
+) -> dict[str, Path]:
+    """The files stage K added or changed, from its saved state (checked against the record)."""
+    files: dict[str, Path] = {}
+    for change in stage_result.produced:
+        if change.change == "deleted":
+            earlier = [
+                suite.fixture_dir(s, scenario)
+                for s in suite.stages[: stage.number - 1]
+                if (suite.fixture_dir(s, scenario) / change.path).exists()
+            ]
+            if earlier:
+                raise UserError(
+                    f"stage {stage.number} deleted {change.path}, a file of "
+                    f"{os.path.relpath(earlier[-1])}: a fixture cannot delete it",
+                    field="--stage",
+                )
+            continue
+        path = state / change.path
+        if change.kind == "file":
+            if not path.is_file() or path.is_symlink() or file_sha256(path) != change.sha256:
+                raise UserError(
+                    f"{path} is not what the run recorded (SHA-256 differs or missing)",
+                    field="--from",
+                    hint="the run folder was changed after the run",
+                )
+        elif os.readlink(path) != change.target:
+            raise UserError(f"{path} is not the link the run recorded", field="--from")
+        files[change.path] = path
+    if not files:
+        raise UserError(f"stage {stage.number} ({stage.name}) produced no file", field="--stage")
+    return files
+
+
+def _diff(files: dict[str, Path], target: Path) -> tuple[list[str], list[str], list[str]]:
+    old: dict[str, str] = {}
+    if target.is_dir():
+        old = {rel: e.path for rel, kind, e in walk(target) if kind != "dir"}
+    added = sorted(p for p in files if p not in old)
+    removed = sorted(p for p in old if p not in files)
+    changed = sorted(p for p in files if p in old and not _same(files[p], Path(old[p])))
+    return added, changed, removed
+
+
+def _same(new: Path, old: Path) -> bool:
+    if new.is_symlink() or old.is_symlink():
+        return new.is_symlink() and old.is_symlink() and os.readlink(new) == os.readlink(old)
+    return filecmp.cmp(new, old, shallow=False)
+
+
+def _swap_in(files: dict[str, Path], target: Path) -> Path | None:
+    """Write the new fixture beside `target` and swap it in; the old one's new place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    old = None
+    try:
+        for rel, source in files.items():
+            dest = new / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                os.symlink(os.readlink(source), dest)
+            else:
+                shutil.copy2(source, dest)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.rmdir(old)
+            os.rename(target, old)
+        os.rename(new, target)
+    except BaseException:  # Ctrl-C included: the old fixture is put back
+        shutil.rmtree(new, ignore_errors=True)
+        if old is not None and not target.exists():
+            os.rename(old, target)
+        raise
+    return old
+
+
+def _roll_back(target: Path, old: Path | None) -> None:
+    shutil.rmtree(target)
+    if old is not None:
+        os.rename(old, target)
+
+
+def _later_contracts(suite: Suite, scenario: Scenario) -> list[str]:
+    from ci_evals.workspace import fixture_contracts  # noqa: PLC0415
+
+    chosen = scenario if scenario.fixtures is not None else None
+    return list(fixture_contracts.check(suite, chosen).problems)

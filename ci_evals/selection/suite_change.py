@@ -1,0 +1,249 @@
+"""A change to `ci-evals.yaml` that touches only phase contracts: which stages it affects.
+
+The suite is a global file of the stage map: any change to it used to mean a
+full run. But a change to stage k's `produces`/`consumes` (docs/contracts.md)
+changes what stage k is graded on, and what stages after it may read; it
+cannot change stages 1..k-1. So the suite is compared at the merge base and
+at HEAD (`git cat-file blob REV:PATH`), structurally (parsed YAML, so
+comments, layout and key order do not count):
+
+- everything but the stages' `produces` and `consumes` is equal: the answer
+  is the lowest stage whose contract differs (`contract-changed`); the later
+  stages that consume what it produces are named as affected too;
+- anything else differs (a prompt, a limit, a grader, a stage added), the
+  file is missing on either side, or either side does not parse: a full run
+  from stage 1 (`global-file`), as before — fail closed.
+
+Hot path: only PyYAML (already needed for the stage map) and git; no
+validation of the suite (the run does that).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ci_evals import git
+from ci_evals.selection.decide import (
+    CONTRACT_CHANGED,
+    FIXTURE_CHANGED,
+    GLOBAL_FILE,
+    IGNORED,
+    MATCHED,
+    UNMATCHED_FILE,
+    Match,
+    Selection,
+    quote_path,
+)
+
+SUITE_FILE = "ci-evals.yaml"
+CONTRACT_KEYS = ("produces", "consumes")
+
+
+def suite_paths(global_paths: Sequence[str]) -> frozenset[str]:
+    """The stage map's global paths that are suites (named `ci-evals.yaml`)."""
+    return frozenset(p for p in global_paths if posixpath.basename(p) == SUITE_FILE)
+
+
+@dataclass(frozen=True)
+class SuiteChange:
+    stage: int | None  # the lowest stage affected (1 on a fallback); None: nothing
+    contracts_only: bool  # only contracts changed (else: a full run)
+    detail: str  # one line for a person
+    affected: tuple[int, ...] = ()  # every stage the contract change affects
+
+
+# Which cause is reported when two have the same stage (as in `decide`).
+_RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, CONTRACT_CHANGED: 2, MATCHED: 3}
+
+
+def decide_held(repo: Path, chosen: Selection) -> Selection:
+    """`chosen` with the suite files the Selector held out decided by `compare`."""
+    if not chosen.held_out:
+        return chosen
+    extra: list[Match] = []
+    for path in chosen.held_out:
+        if chosen.head is None or not chosen.merge_bases:
+            change = _full(path, "cannot be compared (no merge base)")
+        else:
+            change = compare(repo, path, chosen.merge_bases, chosen.head)
+        if change.stage is None:
+            extra.append(Match(path, None, None, IGNORED, change.detail))
+        elif change.contracts_only:
+            extra.append(Match(path, change.stage, None, CONTRACT_CHANGED, change.detail))
+        else:
+            extra.append(Match(path, 1, None, GLOBAL_FILE, change.detail))
+    notes = (
+        *chosen.notes,
+        *(
+            f"{quote_path(m.path)} compared at the merge base and at HEAD (its YAML, "
+            "not the suite loader): only `produces`/`consumes` may differ for less than a full run"
+            for m in extra
+        ),
+    )
+    candidates = [m for m in (chosen.decided_by, *extra) if m is not None and m.stage is not None]
+    best = min(candidates, key=lambda m: (m.stage, _RANK.get(m.rule, 3), m.path), default=None)
+    changed = chosen.changed + len(extra)
+    matches = (*chosen.matches, *extra)
+    if best is None or best is chosen.decided_by:
+        return replace(chosen, changed=changed, matches=matches, notes=notes, held_out=())
+    return replace(
+        chosen,
+        from_stage=best.stage,
+        reason=best.rule,
+        changed=changed,
+        matches=matches,
+        detail=f"{quote_path(best.path)}: {best.why}",
+        decided_by=best,
+        notes=notes,
+        held_out=(),
+    )
+
+
+def compare(repo: Path, path: str, merge_bases: Sequence[str], head: str) -> SuiteChange:
+    """How the suite at `path` changed from the merge base(s) to `head`.
+
+    With several merge bases (criss-cross) each is compared and the lowest
+    answer wins: a superset, as for the diff itself.
+    """
+    answers = [_compare_one(repo, path, base, head) for base in merge_bases]
+    if not answers:
+        return _full(path, "no merge base to compare with")
+    return min(answers, key=lambda a: (a.stage is None, a.stage or 0, a.contracts_only))
+
+
+def _full(path: str, why: str) -> SuiteChange:
+    return SuiteChange(1, False, f"the suite {why}: any change but to a contract runs all", (1,))
+
+
+def _compare_one(repo: Path, path: str, base: str, head: str) -> SuiteChange:
+    old, new = git.blob_at(repo, base, path), git.blob_at(repo, head, path)
+    if old is None or new is None:
+        return _full(path, "added" if old is None else "removed")
+    try:
+        before, after = _parse(old), _parse(new)
+    except ValueError as exc:
+        return _full(path, f"cannot compare ({exc})")
+    (rest_before, contracts_before), (rest_after, contracts_after) = before, after
+    if rest_before != rest_after:
+        where = _first_difference(rest_before, rest_after)
+        return _full(path, f"changed more than contracts ({where})")
+    changed = [
+        number
+        for number, (was, now) in enumerate(
+            zip(contracts_before, contracts_after, strict=True), start=1
+        )
+        if was != now
+    ]
+    if not changed:
+        return SuiteChange(None, True, "the suite's meaning did not change (layout, comments)")
+    names = [str(stage.get("name", number)) for number, stage in enumerate(_stages(after), 1)]
+    lowest = changed[0]
+    affected = _affected(changed, contracts_before, contracts_after, names)
+    fields = ", ".join(
+        key
+        for key in CONTRACT_KEYS
+        if contracts_before[lowest - 1].get(key) != contracts_after[lowest - 1].get(key)
+    )
+    detail = f"only contracts changed: stage {lowest} ({names[lowest - 1]}) {fields}"
+    if len(changed) > 1:
+        detail += f"; also the contract of stage(s) {', '.join(map(str, changed[1:]))}"
+    consumers = [n for n in affected if n not in changed]
+    if consumers:
+        detail += f"; stage(s) {', '.join(map(str, consumers))} consume what changed"
+    return SuiteChange(lowest, True, detail, tuple(affected))
+
+
+def _parse(data: bytes) -> tuple[Any, list[dict[str, Any]]]:
+    """(the suite without contracts, each stage's contract keys) — or ValueError."""
+    import yaml  # noqa: PLC0415 - only when the suite changed
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        doc = yaml.load(data, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "YAML"
+        raise ValueError(f"invalid YAML at {where}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("stages"), list):
+        raise ValueError("no list of stages")
+    rest = dict(doc)
+    stages, contracts = [], []
+    for stage in doc["stages"]:
+        if not isinstance(stage, dict):
+            raise ValueError("a stage is not a mapping")
+        stages.append({k: v for k, v in stage.items() if k not in CONTRACT_KEYS})
+        contracts.append({k: stage[k] for k in CONTRACT_KEYS if k in stage})
+    rest["stages"] = stages
+    return rest, contracts
+
+
+def _stages(parsed: tuple[Any, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    stages: list[dict[str, Any]] = parsed[0]["stages"]
+    return stages
+
+
+def _first_difference(before: dict[str, Any], after: dict[str, Any]) -> str:
+    for key in sorted(set(before) | set(after), key=str):
+        if before.get(key) != after.get(key):
+            if key == "stages" and len(before["stages"]) == len(after["stages"]):
+                for number, (was, now) in enumerate(
+                    zip(before[key], after[key], strict=True), start=1
+                ):
+                    for name in sorted(set(was) | set(now), key=str):
+                        if was.get(name) != now.get(name):
+                            return f"stages[{number - 1}].{name}"
+            return str(key)
+    return "?"  # pragma: no cover - called only when they differ
+
+
+def _affected(
+    changed: list[int],
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    names: list[str],
+) -> list[int]:
+    """The changed stages, and each later stage that consumes a file whose
+    `produces` changed (as it was or as it is)."""
+    affected = set(changed)
+    for number in changed:
+        was, now = before[number - 1], after[number - 1]
+        if was.get("produces") == now.get("produces"):
+            continue  # only what it reads changed: nothing later sees a difference
+        produced = _produced_globs(was) | _produced_globs(now)
+        for later in range(number + 1, len(after) + 1):
+            for item in _items(after[later - 1].get("consumes")):
+                source = item.get("from")
+                named = source in (number, str(number), names[number - 1])
+                file = item.get("file")
+                if named or (isinstance(file, str) and any(covers(g, file) for g in produced)):
+                    affected.add(later)
+    return sorted(affected)
+
+
+def _items(value: object) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _produced_globs(contract: dict[str, Any]) -> set[str]:
+    globs: set[str] = set()
+    for item in _items(contract.get("produces")):
+        files = item.get("files")
+        globs.update(
+            [files] if isinstance(files, str) else [f for f in files or () if isinstance(f, str)]
+        )
+    return globs
+
+
+def covers(glob: str, path: str) -> bool:
+    """A produced `glob` covers a consumed `path`: the same glob, or a path it matches
+    (also how `suite.contracts` pairs a consumes item with its producer)."""
+    if glob == path:
+        return True
+    if "**" in glob:
+        return path.startswith(glob.split("**", 1)[0])
+    pure = PurePosixPath(path)
+    return len(pure.parts) == len(PurePosixPath(glob).parts) and pure.match(glob)

@@ -1,0 +1,149 @@
+"""`ci-evals fixtures update`: a passing run's stage becomes its fixture; a failed one,
+or a run of another revision, does not. Real runs of the labsmith example on the stub."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from ci_evals.main import main
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult, write_results
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
+CHAPTERS = Path("fixtures/4-plan-chapter-output/lab/chapters")
+
+
+@pytest.fixture
+def example(labsmith: Path) -> Path:
+    return labsmith
+
+
+def _run(example: Path, out: Path, script: str, *args: str) -> int:
+    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(example / "ci-evals.yaml")]
+    argv += ["--model", f"stub:{example / 'stub' / script}", "--out", str(out), *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    return done.returncode
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def _update(capsys: pytest.CaptureFixture[str], run: Path, *args: str) -> tuple[int, str, str]:
+    code = main(["fixtures", "update", "--from", str(run), *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.slow
+def test_a_passing_stage_is_promoted_and_the_fixtures_hold(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    assert _run(example, run, "labsmith.yaml", "--from-stage", "4", "--scenario", "acme-arm") == 0
+    # Fixture 4 went stale: one plan edited by hand, one plan of a chapter that is gone.
+    # (After the run: the stub writes its plans from these very files.)
+    chapter = example / CHAPTERS / "02-pick-and-place.md"
+    chapter.write_text(chapter.read_text() + "\nA note nobody should keep.\n")
+    stale = example / CHAPTERS / "04-old-chapter.md"
+    shutil.copy(example / CHAPTERS / "03-safety-zones.md", stale)
+
+    # A run of another suite revision is refused unless told.
+    suite = example / "ci-evals.yaml"
+    written = suite.read_text()
+    suite.write_text(written.replace("budget_usd: 5.0", "budget_usd: 6.0"))
+    code, _, err = _update(capsys, run, "--stage", "4")
+    assert code == 2
+    assert "ci-evals.yaml changed since the run" in err
+    assert "pass --force to promote it anyway" in err
+    suite.write_text(written)
+
+    code, out, _ = _update(capsys, run, "--stage", "plan-chapter", "--dry-run")
+    assert code == 0
+    assert "  changed  lab/chapters/02-pick-and-place.md" in out
+    assert "  removed  lab/chapters/04-old-chapter.md" in out
+    assert "0 added, 1 changed, 1 removed" in out
+    assert stale.exists()
+
+    code, out, _ = _update(capsys, run, "--stage", "4")
+    assert code == 0, out
+    assert "updated fixtures/4-plan-chapter-output; the fixtures hold every contract" in out
+    # The fixture is now exactly what the stage wrote (the stub writes the curated plans).
+    assert _files(example / CHAPTERS.parent.parent) == _files(EXAMPLE / CHAPTERS.parent.parent)
+    assert not [p for p in (example / "fixtures").iterdir() if p.name.startswith(".")]
+    assert main(["check-fixtures", "--suite", "ci-evals.yaml", "--contracts-only"]) == 0
+    capsys.readouterr()
+
+    # A broken contract is a criterion of its own: re-grading the saved run under a
+    # contract that asks for one more heading fails stage 4 on exactly that field.
+    suite.write_text(written.replace('"## Check", "## Pitfalls"] }', '"## Check", "## Pitfalls", "## Summary"] }'))  # fmt: skip  # noqa: E501
+    regraded = tmp_path / "regraded.json"
+    assert main(["grade", str(run), "--reviewer", "reuse", "--output", str(regraded)]) == 1
+    stages = json.loads(regraded.read_text())["scenarios"][0]["stages"]
+    plan = next(s for s in stages if s["number"] == 4)
+    failed = [
+        (g["grader"], c)
+        for g in plan["grading"]["graders"]
+        for c in g["criteria"]
+        if not c["passed"]
+    ]
+    assert (plan["status"], [(g, c["id"]) for g, c in failed]) == (
+        "failed",
+        [("contract", "contract:produces[0].headings")],
+    )
+    assert "lab/chapters/01-connect-and-home.md: missing '## Summary'" in failed[0][1]["detail"]
+
+
+@pytest.mark.slow
+def test_a_failed_stage_is_refused(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    before = _files(example / "fixtures")
+    assert (
+        _run(example, run, "broken-plan.yaml", "--from-stage", "3", "--scenario", "acme-arm") == 1
+    )
+
+    code, _, err = _update(capsys, run, "--stage", "3")
+    assert code == 2
+    assert "stage 3 (plan-lab) of scenario 'acme-arm' ended failed" in err
+    assert "only a stage whose graders passed becomes a fixture" in err
+    code, _, err = _update(capsys, run, "--stage", "4")
+    assert (code, "stage 4 (plan-chapter) of scenario 'acme-arm' ended skipped" in err) == (2, True)
+    assert _files(example / "fixtures") == before
+
+
+def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results file from before the revision was recorded: nothing proves it is of
+    this suite and plugin."""
+    run = tmp_path / "run"
+    run.mkdir()
+    stage = StageResult(number=4, name="plan-chapter", status="failed", error="checklist failed")
+    result = RunResult(
+        run_id="old",
+        tool_version="0",
+        started_at=datetime.now(timezone.utc),
+        from_stage=4,
+        suite_file=str(example / "ci-evals.yaml"),
+        scenarios=[ScenarioResult(id="acme-arm", stages=[stage])],
+    )
+    write_results(run, result)
+
+    code, _, err = _update(capsys, run, "--stage", "4")
+    assert code == 2
+    assert "the run did not record its suite and plugin revision" in err
+    # Forced past that, the stage's own verdict still decides.
+    code, out, err = _update(capsys, run, "--stage", "4", "--force")
+    assert code == 2
+    assert "warning: the run did not record its suite and plugin revision (--force)" in out
+    assert "stage 4 (plan-chapter) of scenario 'acme-arm' ended failed: checklist failed" in err
