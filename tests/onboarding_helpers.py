@@ -1,5 +1,5 @@
-"""The onboarding fixture: a copy of a real public plugin (anthropics/claude-code's
-`plugins/feature-dev`, tests/data/onboarding/NOTICE.md) laid into a temporary
+"""The onboarding fixture: an original test plugin in the layout of anthropics/claude-code's
+`plugins/feature-dev` (tests/data/onboarding/README.md), laid into a temporary
 folder the way a user evaluating someone else's plugin would keep it."""
 
 from __future__ import annotations

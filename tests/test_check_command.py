@@ -1,5 +1,5 @@
 """`ci-evals check`: run's own checks, every problem listed, nothing started (issue 10),
-on a copy of a real plugin (feature-dev), through the real command line."""
+on the feature-dev test plugin (tests/data/onboarding/), through the real command line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`ci-evals init` on a copy of a real plugin (feature-dev, tests/data/onboarding/):
+"""`ci-evals init` on the feature-dev test plugin (tests/data/onboarding/):
 what it drafts passes check-coverage (also through the real pre-commit framework)
 and `ci-evals check` at once, and runs end to end with the real CLI on the stub."""
 
@@ -66,7 +66,8 @@ def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) ->
     )
     # The command stops to ask the user: the draft says where, and what to do.
     assert "commands/feature-dev.md:12 stops for a person" in suite
-    assert '"Wait for user answers before proceeding with implementation"' in suite
+    assert '"Wait for user answers before writing code"' in suite
+    assert "(and 5 more places)" in suite  # confirm, answers, approach, approval, review
     stage_map = (repo / "stage_map.yaml").read_text()
     assert '{ glob: "/agents/code-explorer.md", stage: explore }' in stage_map
 

@@ -1,5 +1,5 @@
 """Stage prompts' slash commands and reviewer agents are checked against the plugin
-at load (issue 10, item 4), on a copy of a real plugin (feature-dev)."""
+at load (issue 10, item 4), on the feature-dev test plugin."""
 
 from __future__ import annotations
 
