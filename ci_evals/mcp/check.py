@@ -154,6 +154,8 @@ def _run_one(
             outcome = test(session, options)
         except NoReply as exc:
             outcome = Outcome(False, str(exc))
+        except Exception as exc:  # an answer we did not foresee fails its sub-test only
+            outcome = Outcome(False, f"unexpected answer ({type(exc).__name__}: {exc})")
     return _Run(outcome, tuple(session.violations), session.stderr)
 
 

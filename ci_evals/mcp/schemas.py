@@ -26,6 +26,8 @@ def schema_problem(schema: object) -> str | None:
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         return f"is not a valid JSON Schema at {where}: {exc.message[:200]}"
+    except Exception as exc:  # nested too deeply, an unknown $schema: the server's
+        return f"cannot be checked ({type(exc).__name__}: {str(exc)[:200]})"
     return None
 
 
@@ -33,8 +35,11 @@ def instance_problem(instance: Any, schema: dict[str, Any]) -> str | None:
     """Why `instance` does not conform to `schema`; None when it does."""
     import jsonschema  # noqa: PLC0415
 
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    error = jsonschema.exceptions.best_match(cls(schema).iter_errors(instance))
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        error = jsonschema.exceptions.best_match(cls(schema).iter_errors(instance))
+    except Exception as exc:  # the schema is the server's data: any failure is its
+        return f"the schema cannot be applied ({type(exc).__name__}: {str(exc)[:200]})"
     if error is None:
         return None
     where = "/".join(str(p) for p in error.path) or "(root)"

@@ -130,6 +130,8 @@ class Session:
             return self._stderr.decode("utf-8", "replace")
 
     def _ended(self) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=_EXIT_GRACE_S)  # its stdout closed: it is probably exiting
         code = self._proc.poll()
         if code is None:
             return ""

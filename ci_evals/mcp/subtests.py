@@ -92,7 +92,7 @@ def _marker(session: Session, opts: Options) -> int:
 
 
 def _after_marker(
-    session: Session, opts: Options, wanted: Callable[[Message], bool]
+    session: Session, opts: Options, what: str, wanted: Callable[[Message], bool]
 ) -> Message | None:
     """The first message `wanted` holds for, waiting until the marker is answered (+ grace).
 
@@ -105,7 +105,9 @@ def _after_marker(
 
     found = session.wait_for(lambda m: wanted(m) or answered(m), opts.timeout_s)
     if found is None:
-        raise NoReply(session.why_silent("no reply to the request sent after it", opts.timeout_s))
+        raise NoReply(
+            session.why_silent(f"no reply to {what} nor to the request after it", opts.timeout_s)
+        )
     return found if wanted(found) else session.wait_for(wanted, _GRACE_S)
 
 
@@ -179,7 +181,7 @@ def initialized_notification(session: Session, opts: Options) -> Outcome:
 
 def _no_stray_reply(session: Session, opts: Options, what: str) -> Outcome:
     stray = _after_marker(
-        session, opts, lambda m: m.is_reply and m.body.get("id") not in session.sent_ids
+        session, opts, what, lambda m: m.is_reply and m.body.get("id") not in session.sent_ids
     )
     if stray is not None:
         return Outcome(False, f"{what} got a reply: {_shown(stray.body)}")
@@ -354,10 +356,12 @@ def invalid_request(session: Session, opts: Options) -> Outcome:
 def _expect_error(
     session: Session, opts: Options, code: int, what: str, ids: tuple[object, ...]
 ) -> Outcome:
+    # Only an error can answer it: a stray result (to a notification) is another sub-test's.
     answer = _after_marker(
         session,
         opts,
-        lambda m: m.is_reply and (m.body.get("id") in ids or _error_code(m) == code),
+        what,
+        lambda m: "error" in m.body and (m.body.get("id") in ids or _error_code(m) == code),
     )
     if answer is None:
         return Outcome(False, f"no reply to {what} (the request after it was answered)")
