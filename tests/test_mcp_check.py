@@ -22,6 +22,7 @@ from ci_evals.mcp.subtests import Options
 from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.bwrap import available as bwrap_available
 from ci_evals.sandbox.local import LocalSandbox
+from ci_evals.sandbox.registry import SANDBOXES
 
 DATA = Path(__file__).parent / "data" / "mcp"
 SDK_SERVER = DATA / "sdk_server.py"
@@ -36,7 +37,11 @@ def check(argv: list[str], revision: str, **options: object) -> Report:
     box = LocalSandbox(SandboxSpec(writable=()))
     try:
         return run_check(
-            box, argv, cwd=DATA, env=ENV, options=Options(revision=revision, **options)  # type: ignore[arg-type]
+            box,
+            argv,
+            cwd=DATA,
+            env=ENV,
+            options=Options(revision=revision, **options),  # type: ignore[arg-type]
         )
     finally:
         box.close()
@@ -48,7 +53,12 @@ def failed(report: Report) -> set[str]:
 
 def ci_evals(*args: str, cwd: Path = DATA) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ci_evals", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ci_evals", *args],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -114,7 +124,10 @@ def test_the_unknown_tool_rule_is_configurable() -> None:
 
 def test_tool_and_arguments_from_the_config() -> None:
     report = check(
-        [sys.executable, str(SDK_SERVER)], HANDSHAKE, tool="shout", arguments={"text": "hi", "times": 2}
+        [sys.executable, str(SDK_SERVER)],
+        HANDSHAKE,
+        tool="shout",
+        arguments={"text": "hi", "times": 2},
     )
     call = next(s for s in report.subtests if s.id == "tools-call")
     assert call.passed and "HI HI" in call.reason
@@ -178,7 +191,9 @@ def test_mcp_check_exit_1_when_a_required_sub_test_fails_and_the_table_says_whic
     assert done.returncode == 1
     assert "FAIL  tools-call" in done.stdout
     assert "required sub-test(s) failed: tools-call" in done.stdout
-    required = ci_evals("mcp-check", "--require", "parse-error", "--", sys.executable, str(SDK_SERVER))
+    required = ci_evals(
+        "mcp-check", "--require", "parse-error", "--", sys.executable, str(SDK_SERVER)
+    )
     assert required.returncode == 1
 
 
@@ -208,8 +223,6 @@ def test_mcp_check_bad_usage_is_exit_2_and_one_line(args: list[str], said: str) 
 
 
 def test_mcp_check_image_needs_the_docker_sandbox() -> None:
-    from ci_evals.sandbox.registry import SANDBOXES
-
     done = ci_evals("mcp-check", "--image", "debian:12", "--", "python3", "server.py")
     if "docker" in SANDBOXES:
         pytest.skip("the docker sandbox is registered: its own tests cover --image")
@@ -227,7 +240,15 @@ def test_mcp_check_in_bubblewrap(tmp_path: Path) -> None:
     server.write_bytes(SDK_SERVER.read_bytes())
     # The virtualenv's python: its installation is shown read-only, nothing else of the host.
     done = ci_evals(
-        "mcp-check", "--isolation", "bwrap", "--json", "--protocol", STATELESS, "--", sys.executable, "server.py",
+        "mcp-check",
+        "--isolation",
+        "bwrap",
+        "--json",
+        "--protocol",
+        STATELESS,
+        "--",
+        sys.executable,
+        "server.py",
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -19,13 +19,19 @@ def test_messages_cut_anywhere_come_out_whole() -> None:
     for cut in range(len(data)):
         reader = LineReader()
         events = reader.feed(data[:cut]) + reader.feed(data[cut:]) + reader.close()
-        assert [e.body for e in events if isinstance(e, Message)] == [PING, {"jsonrpc": "2.0", "method": "x"}]
+        assert [e.body for e in events if isinstance(e, Message)] == [
+            PING,
+            {"jsonrpc": "2.0", "method": "x"},
+        ]
         assert not [e for e in events if isinstance(e, Violation)]
 
 
 @given(st.lists(st.integers(min_value=1, max_value=40), max_size=20))
 def test_any_chunking_gives_the_same_events(sizes: list[int]) -> None:
-    data = b'{"jsonrpc":"2.0","id":1,"result":{}}\nnot json\n\xff\xfe\n{"jsonrpc":"2.0","id":2,"result":1}\n'
+    data = (
+        b'{"jsonrpc":"2.0","id":1,"result":{}}\nnot json\n\xff\xfe\n'
+        b'{"jsonrpc":"2.0","id":2,"result":1}\n'
+    )
     whole = LineReader().feed(data)
     reader, events, at = LineReader(), [], 0
     for size in sizes:
@@ -80,7 +86,13 @@ def test_example_arguments_follow_the_schema() -> None:
             "optional": {"type": "string"},
         },
         "required": ["sql", "limit", "mode", "tags", "where"],
-        "$defs": {"filter": {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]}},
+        "$defs": {
+            "filter": {
+                "type": "object",
+                "properties": {"on": {"type": "boolean"}},
+                "required": ["on"],
+            }
+        },
     }
     arguments = example_arguments(schema)
     assert arguments is not None
@@ -89,7 +101,11 @@ def test_example_arguments_follow_the_schema() -> None:
 
 
 def test_no_arguments_when_the_schema_cannot_be_met() -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 0, "minimum": 5}}, "required": ["n"]}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "maximum": 0, "minimum": 5}},
+        "required": ["n"],
+    }
     assert example_arguments(schema) is None
 
 

@@ -17,8 +17,11 @@ mcp:
 
 Each sub-test (`ci_evals.mcp.subtests`, listed in docs/grading.md) runs
 against a fresh server process inside the stage's sandbox, and becomes one
-checklist criterion `<id>/<sub-test>` (source `mcp`), advisory or not as
-configured, with the revision checked and the reason in its detail. The
+checklist criterion `<id>/<sub-test>` (source `mcp`), with the revision
+checked and the reason in its detail. Advisory sub-tests and weights reach
+the verdict through the stage's scoring policy (`scoring`), as if written in
+its `scoring:` (where ids compare by their last part: two mcp graders of one
+stage share them). The
 server's stderr of every session goes to `mcp-<id>.log` in the run folder.
 
 `unknown_tool: error-or-isError` accepts a result with `isError: true` for an
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ci_evals.graders.scoring import PolicyOverride
 from ci_evals.mcp import revisions, subtests
 from ci_evals.mcp.check import DEFAULT_ADVISORY, Policy, Report
 
@@ -88,6 +92,14 @@ class McpGrader:
 
     writes = True  # the server may write (a database file): it gets a private copy
     sandboxed = True  # it is the agent's code
+
+    @property
+    def scoring(self) -> PolicyOverride:
+        """Its criteria's advisory flags and weights, for the stage's policy (`config`)."""
+        return PolicyOverride(
+            weights=MappingProxyType({f"{self.id}/{k}": v for k, v in self.weights.items()}),
+            advisory=frozenset(f"{self.id}/{name}" for name in self.advisory),
+        )
 
     def options(self) -> subtests.Options:
         return subtests.Options(

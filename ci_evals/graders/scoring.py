@@ -158,9 +158,8 @@ class _AnyKey:
 def apply_policy(criterion: Criterion, policy: ScoringPolicy) -> Criterion:
     """The criterion as the policy sees it: weight, advisory, and `passed` from its score.
 
-    Everything is recomputed from the id, the score and what the grader itself
-    set (weight, advisory), so re-grading a saved verdict under another policy
-    gives what grading the raw results would.
+    Everything is recomputed from the id and the score, so re-grading a saved
+    verdict under another policy gives what grading the raw results would.
     An unscored criterion (a skipped test) is always advisory.
     """
     passed = criterion.passed
@@ -172,12 +171,8 @@ def apply_policy(criterion: Criterion, policy: ScoringPolicy) -> Criterion:
     return criterion.model_copy(
         update={
             "passed": passed,
-            # A grader's own weight and advisory flag (the mcp grader's per
-            # sub-test settings) stand unless the policy names the criterion.
-            "weight": policy.weights.get(normalize_id(criterion.id), criterion.weight),
-            "advisory": criterion.score is None
-            or criterion.advisory
-            or policy.is_advisory(criterion.id),
+            "weight": policy.weight(criterion.id),
+            "advisory": criterion.score is None or policy.is_advisory(criterion.id),
         }
     )
 

@@ -100,8 +100,12 @@ def handle(message, state):
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     stateless = VERSION_KEY in meta
     if stateless and meta[VERSION_KEY] not in STATELESS and MODE != "serves-any-version":
-        error(request_id, -32022, "Unsupported protocol version",
-              {"supported": list(STATELESS), "requested": meta[VERSION_KEY]})
+        error(
+            request_id,
+            -32022,
+            "Unsupported protocol version",
+            {"supported": list(STATELESS), "requested": meta[VERSION_KEY]},
+        )
         return
     if method == "initialize":
         result = initialize(params)
@@ -115,8 +119,11 @@ def handle(message, state):
     elif method == "ping":
         result = {}
     elif method == "server/discover" and MODE != "no-discover":
-        result = {"supportedVersions": list(STATELESS), "capabilities": {"tools": {}},
-                  "_meta": {"io.modelcontextprotocol/serverInfo": INFO}}
+        result = {
+            "supportedVersions": list(STATELESS),
+            "capabilities": {"tools": {}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": INFO},
+        }
     elif method == "tools/list":
         result = {"tools": [ADD, BAD] if MODE == "bad-input-schema" else [ADD]}
     elif method == "tools/call":
@@ -160,8 +167,11 @@ def main():
         if not valid:
             if MODE != "no-invalid-request":
                 request_id = message.get("id") if isinstance(message, dict) else None
-                error(request_id if isinstance(request_id, (str, int)) else None, -32600,
-                      "Invalid Request")
+                error(
+                    request_id if isinstance(request_id, (str, int)) else None,
+                    -32600,
+                    "Invalid Request",
+                )
             continue
         handle(message, state)
 
