@@ -99,8 +99,10 @@ def run_check(
     env: Mapping[str, str],
     options: Options,
     policy: Policy | None = None,
+    jobs: int = MAX_JOBS,
 ) -> Report:
-    """Every sub-test of `options.revision` against `argv` started in `sandbox`."""
+    """Every sub-test of `options.revision` against `argv` started in `sandbox`,
+    at most `jobs` server processes at once."""
     policy = policy or Policy()
     tests = subtests.for_revision(options.revision)
 
@@ -109,7 +111,7 @@ def run_check(
     def one(test: subtests.SubTest) -> _Run:
         return _run_one(sandbox, argv, cwd=cwd, env=env, test=test, options=options, live=live)
 
-    pool = ThreadPoolExecutor(max_workers=min(MAX_JOBS, len(tests)))
+    pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(tests))))
     try:
         futures = [pool.submit(one, test) for test in tests.values()]
         runs = dict(zip(tests, [f.result() for f in futures], strict=True))
