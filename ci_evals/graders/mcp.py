@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ci_evals.graders.command import inside_folder, safe_name
 from ci_evals.graders.scoring import PolicyOverride
 from ci_evals.mcp import revisions, subtests
 from ci_evals.mcp.check import DEFAULT_ADVISORY, Policy, Report
@@ -121,7 +122,7 @@ class McpGrader:
         report = self._check(ctx.sandbox, folder, cwd, ctx.env)
         raw = None
         if ctx.out_dir is not None:
-            raw = _write_log(report, ctx.out_dir / f"mcp-{_safe(self.id)}.log")
+            raw = _write_log(report, ctx.out_dir / f"mcp-{safe_name(self.id)}.log")
         return GraderResult(grader=self.name, criteria=self._criteria(report), raw_output=raw)
 
     def _check(
@@ -200,10 +201,6 @@ def _write_log(report: Report, path: Path) -> Any:
     return RawOutput(path=str(path), sha256=hashlib.sha256(data).hexdigest(), size=len(data))
 
 
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-
-
 # -- loading -------------------------------------------------------------------
 
 
@@ -258,7 +255,7 @@ def load_mcp_grader(item: Field) -> McpGrader:
     return McpGrader(
         id=keys["id"].as_str(),
         argv=tuple(command.as_str_list(allow_empty=False)),
-        cwd=_inside(keys["cwd"]) if "cwd" in keys else ".",
+        cwd=inside_folder(keys["cwd"]) if "cwd" in keys else ".",
         protocol=protocol,
         timeout_s=keys["timeout_s"].as_number(minimum=0.001)
         if "timeout_s" in keys
@@ -290,10 +287,3 @@ def _subtest_ids(value: Field) -> list[str]:
                 f"unknown sub-test {name!r}", hint=f"known: {', '.join(subtests.ALL_IDS)}"
             )
     return names
-
-
-def _inside(value: Field) -> str:
-    text = value.as_str()
-    if Path(text).is_absolute() or ".." in Path(text).parts:
-        raise value.error(f"{text!r} must be relative to the graded folder and stay inside it")
-    return text

@@ -89,34 +89,28 @@ def test_a_real_server_passes_its_stage(tmp_path: Path, sandbox: str) -> None:
     assert verdict_problems(verdict) == []
 
 
-def test_a_broken_server_fails_its_stage_and_its_stderr_is_kept(tmp_path: Path) -> None:
-    folder = workspace(tmp_path, "stdlib_server.py")
-    g = grading(
+def broken(mode: str, tmp_path: Path) -> StageGrading:
+    """The stdlib server in `mode`, with parse-error required."""
+    return grading(
         f"""
 mcp:
   - id: srv
-    command: [{sys.executable}, server.py, tool-error]
+    command: [{sys.executable}, server.py, {mode}]
     cwd: app
     required: [parse-error]
 """,
         tmp_path,
     )
-    verdict = grade(g, folder, tmp_path / "out", "local")
+
+
+def test_a_broken_server_fails_its_stage_and_its_stderr_is_kept(tmp_path: Path) -> None:
+    folder = workspace(tmp_path, "stdlib_server.py")
+    verdict = grade(broken("tool-error", tmp_path), folder, tmp_path / "out", "local")
     assert verdict.verdict == "failed"
     assert "srv/tools-call" in verdict.reason
     # Over the 9 required sub-tests (invalid-request stays advisory): 8 passed.
     assert verdict.binary_score == pytest.approx(100 * 8 / 9)
-    crashing = grading(
-        f"""
-mcp:
-  - id: srv
-    command: [{sys.executable}, server.py, crash-on-malformed]
-    cwd: app
-    required: [parse-error]
-""",
-        tmp_path,
-    )
-    verdict = grade(crashing, folder, tmp_path / "out2", "local")
+    verdict = grade(broken("crash-on-malformed", tmp_path), folder, tmp_path / "out2", "local")
     assert verdict.verdict == "failed"
     log = (tmp_path / "out2" / "mcp-srv.log").read_text()
     assert "== parse-error: FAIL (required)" in log
