@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from ci_evals.mcp.check import Policy, Report, run_check
+from ci_evals.mcp.session import MAX_STDOUT_BYTES, NoReply, Session
 from ci_evals.mcp.subtests import Options
 from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.bwrap import available as bwrap_available
@@ -156,14 +159,7 @@ def test_weights_and_advisory_shape_the_score() -> None:
 def test_every_server_process_is_gone_after_the_check() -> None:
     token = uuid.uuid4().hex
     check([sys.executable, str(STDLIB_SERVER), "hang", token], HANDSHAKE, timeout_s=0.5)
-    left = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if token.encode() in (entry / "cmdline").read_bytes():
-                left.append(entry.name)
-        except OSError:
-            continue
-    assert left == []
+    assert _with_token(token) == []
 
 
 def test_a_server_that_cannot_start_fails_every_sub_test() -> None:
@@ -254,3 +250,49 @@ def test_mcp_check_in_bubblewrap(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads(done.stdout)
     assert {s["id"] for s in out["subtests"] if not s["passed"]} == SDK_MISSES
+
+
+def test_a_server_flooding_stdout_is_stopped() -> None:
+    flood = "import sys\nwhile True: sys.stdout.write('x' * 1_000_000 + '\\n')\n"
+    box = LocalSandbox(SandboxSpec(writable=()))
+    try:
+        with Session(box.spawn([sys.executable, "-c", flood], cwd=DATA, env=ENV)) as session:
+            with pytest.raises(NoReply, match="closed its stdout"):
+                session.request("ping", None, timeout=30)
+            assert f"more than {MAX_STDOUT_BYTES} bytes on stdout" in session.violations
+            assert session.messages == []
+    finally:
+        box.close()
+
+
+def _with_token(token: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if token.encode() in (entry / "cmdline").read_bytes():
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_mcp_check_interrupted_ends_every_server_at_once(signum: int) -> None:
+    token = uuid.uuid4().hex
+    argv = [sys.executable, str(STDLIB_SERVER), "hang", token]
+    check = subprocess.Popen(
+        [sys.executable, "-m", "ci_evals", "mcp-check", "--timeout", "120", "--", *argv],
+        cwd=DATA,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not _with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # the other sub-tests end; tools-call's server hangs in its tool
+    assert _with_token(token), "the hanging server should still be running"
+    check.send_signal(signum)
+    _, err = check.communicate(timeout=20)
+    assert check.returncode == 130
+    assert b"interrupted" in err and b"Traceback" not in err
+    assert _with_token(token) == []

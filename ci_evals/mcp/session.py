@@ -22,6 +22,7 @@ from ci_evals.process import kill_group
 from ci_evals.sandbox.base import Spawn
 
 STDERR_CAP = 16 * 1024
+MAX_STDOUT_BYTES = 64 * 1024 * 1024  # read from one session; beyond it the server is killed
 MAX_EVENTS = 10_000  # messages kept from one session; a flood beyond it is one violation
 _READ_BYTES = 65536
 _EXIT_GRACE_S = 0.1  # after stdin closes, how long a server may take to exit on its own
@@ -105,11 +106,13 @@ class Session:
     def wait_for(self, wanted: Any, timeout: float) -> Message | None:
         """The first message (so far or within `timeout`) for which `wanted(m)` holds."""
         deadline = time.monotonic() + timeout
+        seen = 0  # messages only ever get appended: look at each one once
         with self._changed:
             while True:
-                for message in self.messages:
+                for message in self.messages[seen:]:
                     if wanted(message):
                         return message
+                seen = len(self.messages)
                 left = deadline - time.monotonic()
                 if left <= 0 or self._stdout_done:
                     return None
@@ -145,8 +148,15 @@ class Session:
         reader = LineReader()
         pipe = self._proc.stdout
         assert pipe is not None
+        total = 0
         with contextlib.suppress(OSError, ValueError):
             while chunk := os.read(pipe.fileno(), _READ_BYTES):
+                total += len(chunk)
+                if total > MAX_STDOUT_BYTES:  # a flood: it is not answering anything
+                    with self._changed:
+                        self.violations.append(f"more than {MAX_STDOUT_BYTES} bytes on stdout")
+                    kill_group(self._proc.pid)
+                    break
                 self._take(reader.feed(chunk))
         self._take(reader.close())
         with self._changed:
