@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from ci_evals.mcp.framing import LineReader, Message, Violation, parse_line
 from ci_evals.mcp.schemas import example_arguments, instance_problem, schema_problem
+from ci_evals.mcp.session import same_id
 
 PING = {"jsonrpc": "2.0", "id": 1, "result": {}}
 
@@ -125,3 +126,8 @@ def test_schema_problems(schema: object, said: str) -> None:
 
 def test_a_valid_object_schema_has_no_problem() -> None:
     assert schema_problem({"type": "object", "properties": {"a": {"type": "integer"}}}) is None
+
+
+def test_an_id_matches_only_its_own_json_type() -> None:
+    assert same_id(1, 1) and same_id("a", "a")
+    assert not same_id(True, 1) and not same_id(1.0, 1) and not same_id("1", 1)

@@ -28,6 +28,12 @@ _READ_BYTES = 65536
 _EXIT_GRACE_S = 0.1  # after stdin closes, how long a server may take to exit on its own
 
 
+def same_id(answered: object, asked: object) -> bool:
+    """Whether a reply's id is a request's: equal and of the same JSON type (in
+    Python `true == 1` and `1.0 == 1`; a JSON-RPC id is a string or an integer)."""
+    return type(answered) is type(asked) and answered == asked
+
+
 class NoReply(Exception):
     """A wait ended without the reply: the reason, in words for the report."""
 
@@ -98,7 +104,9 @@ class Session:
 
     def reply(self, request_id: object, timeout: float, *, what: str) -> Message:
         """The reply whose id is `request_id`, within `timeout` seconds."""
-        found = self.wait_for(lambda m: m.is_reply and m.body.get("id") == request_id, timeout)
+        found = self.wait_for(
+            lambda m: m.is_reply and same_id(m.body.get("id"), request_id), timeout
+        )
         if found is None:
             raise NoReply(self.why_silent(f"no reply to {what}", timeout))
         return found

@@ -15,14 +15,14 @@ cost a whole timeout.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ci_evals.mcp import revisions
 from ci_evals.mcp.framing import Message
 from ci_evals.mcp.schemas import example_arguments, instance_problem, schema_problem
-from ci_evals.mcp.session import NoReply, Session
+from ci_evals.mcp.session import NoReply, Session, same_id
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -101,7 +101,7 @@ def _after_marker(
     marker = _marker(session, opts)
 
     def answered(m: Message) -> bool:
-        return m.is_reply and m.body.get("id") == marker
+        return m.is_reply and same_id(m.body.get("id"), marker)
 
     found = session.wait_for(lambda m: wanted(m) or answered(m), opts.timeout_s)
     if found is None:
@@ -117,6 +117,10 @@ def _result(message: Message, what: str) -> Any:
     return message.body.get("result")
 
 
+def _id_in(message: Message, ids: Iterable[object]) -> bool:
+    return any(same_id(message.body.get("id"), i) for i in ids)
+
+
 def _error_code(message: Message) -> object:
     error = message.body.get("error")
     return error.get("code") if isinstance(error, dict) else None
@@ -130,7 +134,7 @@ def _shown(value: object) -> str:
 # -- the handshake era ---------------------------------------------------------
 
 
-def initialize(session: Session, opts: Options) -> Outcome:
+def initialize(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - one per failure
     params = revisions.initialize_params(opts.revision)
     result = _result(session.request("initialize", params, opts.timeout_s), "initialize")
     if not isinstance(result, dict):
@@ -142,6 +146,8 @@ def initialize(session: Session, opts: Options) -> Outcome:
         return Outcome(
             False, f"answered protocolVersion {version}: it does not serve {opts.revision}"
         )
+    if not isinstance(result.get("capabilities"), dict):
+        return Outcome(False, f"no capabilities object in the answer: {_shown(result)}")
     info = result.get("serverInfo")
     if not isinstance(info, dict) or not isinstance(info.get("name"), str):
         return Outcome(False, f"no serverInfo with a name in the answer: {_shown(result)}")
@@ -181,7 +187,7 @@ def initialized_notification(session: Session, opts: Options) -> Outcome:
 
 def _no_stray_reply(session: Session, opts: Options, what: str) -> Outcome:
     stray = _after_marker(
-        session, opts, what, lambda m: m.is_reply and m.body.get("id") not in session.sent_ids
+        session, opts, what, lambda m: m.is_reply and not _id_in(m, session.sent_ids)
     )
     if stray is not None:
         return Outcome(False, f"{what} got a reply: {_shown(stray.body)}")
@@ -361,14 +367,14 @@ def _expect_error(
         session,
         opts,
         what,
-        lambda m: "error" in m.body and (m.body.get("id") in ids or _error_code(m) == code),
+        lambda m: "error" in m.body and (_id_in(m, ids) or _error_code(m) == code),
     )
     if answer is None:
         return Outcome(False, f"no reply to {what} (the request after it was answered)")
     got = _error_code(answer)
     if got != code:
         return Outcome(False, f"{what} got {_shown(answer.body)}, not error {code}")
-    if "id" not in answer.body or answer.body["id"] not in ids:
+    if "id" not in answer.body or not _id_in(answer, ids):
         shown = json.dumps(answer.body.get("id")) if "id" in answer.body else "missing"
         allowed = " or ".join(json.dumps(i) for i in ids)
         return Outcome(False, f"error {code} with id {shown}, where it must be {allowed}")
