@@ -148,9 +148,10 @@ def _sandbox(
     from ci_evals.sandbox.registry import SANDBOXES, unavailable  # noqa: PLC0415
 
     if args.image is not None:
-        fields = {f.name for f in dataclasses.fields(SandboxSpec)}
-        if "docker" not in SANDBOXES or "image" not in fields:
+        if "docker" not in SANDBOXES:
             raise UserError("--image needs the docker sandbox, which this ci-evals does not have")
+        if "image" not in {f.name for f in dataclasses.fields(SandboxSpec)}:
+            raise UserError("--image: the docker sandbox takes no image (no SandboxSpec.image)")
         why = unavailable("docker")
         if why is not None:
             raise UserError(f"--image: {why}")
