@@ -296,3 +296,14 @@ def test_mcp_check_interrupted_ends_every_server_at_once(signum: int) -> None:
     assert check.returncode == 130
     assert b"interrupted" in err and b"Traceback" not in err
     assert _with_token(token) == []
+
+
+def test_a_server_that_dies_at_start_fails_every_sub_test_saying_why() -> None:
+    report = check(
+        [sys.executable, "-c", "import sys; sys.exit('no database configured')"], STATELESS
+    )
+    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    for sub in report.subtests:
+        if sub.id != "stdout-clean":
+            assert "exited with code 1; stderr: no database configured" in sub.reason, sub.reason
+            assert "no database configured" in sub.stderr

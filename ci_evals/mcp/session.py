@@ -146,6 +146,7 @@ class Session:
         code = self._proc.poll()
         if code is None:
             return ""
+        self._readers[1].join(timeout=_EXIT_GRACE_S)  # its last words on stderr
         last = self.stderr.strip().splitlines()
         tail = f"; stderr: {last[-1][:200]}" if last else ""
         return f" (it exited with code {code}{tail})"
