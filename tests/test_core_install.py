@@ -63,7 +63,7 @@ def test_the_core_venv_really_lacks_the_agent_dependencies(core_venv: Path) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["run", "grade", "check-fixtures"])
+@pytest.mark.parametrize("command", ["run", "grade", "check-fixtures", "mcp-check"])
 def test_agent_commands_say_in_one_line_what_to_install(
     core_venv: Path, tmp_path: Path, command: str
 ) -> None:

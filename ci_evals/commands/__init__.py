@@ -49,13 +49,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.check_coverage",
         "fail when a plugin file is covered by no stage-map entry, or an entry matches nothing",
     ),
+    "mcp-check": (
+        "ci_evals.commands.mcp_check",
+        "check an MCP server over stdio: every sub-test of the mcp grader, a fresh process each",
+    ),
 }
 
-# Commands that drive agents, or read results.json (pydantic models): they need
-# the `run` extra (claude-agent-sdk, pydantic, jsonschema), checked by `main`
-# before their module is imported.
+# Commands that drive agents, read results.json (pydantic models) or check
+# JSON Schemas (mcp-check): they need the `run` extra (claude-agent-sdk,
+# pydantic, jsonschema), checked by `main` before their module is imported.
 NEEDS_RUN_EXTRA = frozenset(
-    {"run", "init", "check", "grade", "check-fixtures", "report", "fixtures"}
+    {"run", "init", "check", "grade", "check-fixtures", "report", "fixtures", "mcp-check"}
 )
 # Ways of running those commands that drive no agent: they need only pydantic
 # and jsonschema (what the `ci-evals-fixtures` pre-commit hook installs).

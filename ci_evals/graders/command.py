@@ -74,7 +74,7 @@ class CommandGrader:
     sandboxed = True
 
     def grade(self, ctx: GradeContext) -> GraderResult:
-        log = None if ctx.out_dir is None else ctx.out_dir / f"command-{_safe(self.id)}.log"
+        log = None if ctx.out_dir is None else ctx.out_dir / f"command-{safe_name(self.id)}.log"
         return run_command_grader(
             self, ctx.folder, env=ctx.env, output_path=log, sandbox=ctx.sandbox
         )
@@ -90,7 +90,8 @@ class _CommandKind:
 KIND = _CommandKind()
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
+    """`name` as a file name (a log's): anything but letters, digits, `-_.` becomes `_`."""
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
@@ -139,9 +140,9 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
         id=keys["id"].as_str(),
         argv=argv,
         timeout_s=timeout,
-        cwd=_inside(keys["cwd"]) if "cwd" in keys else ".",
-        junit=_inside(keys["junit"]) if "junit" in keys else None,
-        json_results=_inside(keys["json_results"]) if "json_results" in keys else None,
+        cwd=inside_folder(keys["cwd"]) if "cwd" in keys else ".",
+        junit=inside_folder(keys["junit"]) if "junit" in keys else None,
+        json_results=inside_folder(keys["json_results"]) if "json_results" in keys else None,
     )
 
 
@@ -161,7 +162,8 @@ def _script_path(value: Field, suite_dir: Path, plugin_dir: Path) -> Path:
     return path.resolve()
 
 
-def _inside(value: Field) -> str:
+def inside_folder(value: Field) -> str:
+    """A path relative to the graded folder that stays inside it (file:line error otherwise)."""
     text = value.as_str()
     if Path(text).is_absolute() or ".." in Path(text).parts:
         raise value.error(f"{text!r} must be relative to the graded folder and stay inside it")

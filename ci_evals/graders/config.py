@@ -24,8 +24,9 @@ Suite level: `scoring`, `repeat` (runs per scenario, default 1) and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import Problems, UserError
@@ -111,6 +112,7 @@ def load_stage_grading(
         if key in extra
         for grader in kind.load(extra[key], ctx)
     )
+    scoring = load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride()
     return StageGrading(
         reviewer=(
             _load_reviewer(extra["reviewer"], plugin_dir, suite_dir, problems)
@@ -118,8 +120,26 @@ def load_stage_grading(
             else None
         ),
         graders=graders,
-        scoring=load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride(),
+        scoring=_with_grader_defaults(scoring, graders),
     )
+
+
+def _with_grader_defaults(scoring: PolicyOverride, graders: tuple[Grader, ...]) -> PolicyOverride:
+    """The stage's `scoring:` on top of what graders configure for their own criteria
+    (an mcp grader's advisory sub-tests and weights): they go through the policy like
+    any other, so re-grading and `report` recompute them alike. The stage's weights
+    win; advisory ids add up."""
+    weights: dict[str, float] = {}
+    advisory: set[str] = set()
+    for grader in graders:
+        own = getattr(grader, "scoring", None)  # optional: only some kinds have defaults
+        if isinstance(own, PolicyOverride):
+            weights.update(own.weights)
+            advisory.update(own.advisory)
+    if not weights and not advisory:
+        return scoring
+    weights.update(scoring.weights)
+    return replace(scoring, weights=MappingProxyType(weights), advisory=scoring.advisory | advisory)
 
 
 def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 CriterionKind = Literal["checklist", "analytic"]
-CriterionSource = Literal["reviewer", "check", "command"]
+CriterionSource = Literal["reviewer", "check", "command", "mcp"]
 Verdict = Literal["passed", "failed", "error"]
 
 CHECKLIST_SCORES = (0.0, 1.0)

@@ -1,0 +1,223 @@
+"""`ci-evals mcp-check -- COMMAND [ARG...]`: the mcp grader's sub-tests against any server.
+
+Every sub-test runs against a fresh process of COMMAND, in the current
+folder, concurrently. Where it runs:
+
+- by default on the host, through the `local` sandbox: the server is the
+  user's own command, with its interpreter and packages wherever they are
+  installed (bubblewrap shows only the system folders);
+- `--isolation bwrap`: in bubblewrap namespaces, the current folder writable,
+  the command's own installation (a virtualenv) read-only, no network;
+- `--image IMAGE`: in a container of IMAGE, through the `docker` sandbox.
+
+Prints a table, or with `--json` one object `{"protocol", "subtests": [{"id",
+"passed", "required", "reason"}], "score"}`. Exit 0 when every required
+sub-test passed, 1 otherwise, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+
+if TYPE_CHECKING:
+    from ci_evals.mcp.check import Report
+    from ci_evals.sandbox.base import SandboxSpec
+
+# Passed on to the server from our environment when set (more with --env).
+PASSED_NAMES = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "VIRTUAL_ENV")
+PASSED_PREFIXES = ("LC_",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ci_evals.mcp import revisions  # noqa: PLC0415 - small, stdlib only
+
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--protocol",
+        metavar="REV",
+        default=revisions.DEFAULT,
+        help=f"the spec revision to check: {', '.join(revisions.KNOWN)} "
+        f"(default: {revisions.DEFAULT})",
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--image", metavar="IMAGE", help="run the server in a container of IMAGE (docker)"
+    )
+    where.add_argument(
+        "--isolation",
+        choices=("none", "bwrap"),
+        default="none",
+        help="on the host (none, the default) or in bubblewrap namespaces",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S", help="every wait (default: 10)"
+    )
+    parser.add_argument(
+        "--advisory", action="append", default=[], metavar="ID", help="a sub-test not to require"
+    )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a sub-test to require although advisory by default (parse-error, invalid-request)",
+    )
+    parser.add_argument(
+        "--unknown-tool",
+        choices=("error-or-isError", "error"),
+        default="error-or-isError",
+        help="what calling an unknown tool must give (default: a JSON-RPC error or a result "
+        "with isError: true, as the official SDKs answer)",
+    )
+    parser.add_argument("--tool", metavar="NAME", help="the tool tools-call calls (default: first)")
+    parser.add_argument(
+        "--arguments", metavar="JSON", help="its arguments (default: built from its inputSchema)"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="pass an environment variable to the server (by default only "
+        + ", ".join(PASSED_NAMES)
+        + ", LC_*)",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ci_evals.mcp import revisions, subtests  # noqa: PLC0415
+    from ci_evals.mcp.check import DEFAULT_ADVISORY, Policy, run_check  # noqa: PLC0415
+    from ci_evals.sandbox.registry import open_sandbox  # noqa: PLC0415
+
+    argv = list(args.command)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        raise UserError("no server command", hint="ci-evals mcp-check -- python3 server.py")
+    revision = revisions.check_known(args.protocol)
+    if args.timeout <= 0:
+        raise UserError(f"--timeout must be positive, got {args.timeout:g}")
+    advisory = set(DEFAULT_ADVISORY)
+    for name in [*args.advisory, *args.require]:
+        if name not in subtests.ALL_IDS:
+            raise UserError(
+                f"unknown sub-test {name!r}", hint=f"known: {', '.join(subtests.ALL_IDS)}"
+            )
+    advisory.update(args.advisory)
+    advisory.difference_update(args.require)
+    options = subtests.Options(
+        revision=revision,
+        timeout_s=args.timeout,
+        unknown_tool_is_error_result=args.unknown_tool == "error-or-isError",
+        tool=args.tool,
+        arguments=_arguments(args.arguments),
+    )
+    env = _environment(args.env)
+    cwd = Path.cwd()
+    kind, spec = _sandbox(args, argv, env, cwd)
+    with open_sandbox(kind, spec) as box:
+        report = run_check(
+            box,
+            argv,
+            cwd=cwd,
+            env=env,
+            options=options,
+            policy=Policy(advisory=frozenset(advisory)),
+        )
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2))
+    else:
+        print(_table(report, argv))
+    return EXIT_OK if report.required_passed else EXIT_FAIL
+
+
+def _sandbox(
+    args: argparse.Namespace, argv: list[str], env: dict[str, str], cwd: Path
+) -> tuple[str, SandboxSpec]:
+    from ci_evals.graders.mcp import program_paths  # noqa: PLC0415
+    from ci_evals.sandbox.base import SandboxSpec  # noqa: PLC0415
+    from ci_evals.sandbox.registry import SANDBOXES, unavailable  # noqa: PLC0415
+
+    if args.image is not None:
+        if "docker" not in SANDBOXES:
+            raise UserError("--image needs the docker sandbox, which this ci-evals does not have")
+        if "image" not in {f.name for f in dataclasses.fields(SandboxSpec)}:
+            raise UserError("--image: the docker sandbox takes no image (no SandboxSpec.image)")
+        why = unavailable("docker")
+        if why is not None:
+            raise UserError(f"--image: {why}")
+        # The image is the docker sandbox's own field of the spec.
+        base: Any = SandboxSpec(writable=(cwd,))
+        return "docker", dataclasses.replace(base, image=args.image)
+    program = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
+    if program is None or not os.access(program, os.X_OK):
+        raise UserError(f"command not found: {argv[0]}", hint="give a program on PATH or its path")
+    if args.isolation == "bwrap":
+        why = unavailable("bwrap")
+        if why is not None:
+            raise UserError(f"--isolation bwrap: {why}")
+        return "bwrap", SandboxSpec(writable=(cwd,), readonly=program_paths(argv[0], env))
+    return "local", SandboxSpec(writable=(cwd,))
+
+
+def _arguments(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"--arguments is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UserError("--arguments must be a JSON object (the tool's arguments)")
+    return value
+
+
+def _environment(extra: list[str]) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in PASSED_NAMES or name.startswith(PASSED_PREFIXES)
+    }
+    for item in extra:
+        name, has_value, value = item.partition("=")
+        if not name:
+            raise UserError(f"--env {item!r}: no variable name")
+        if has_value:
+            env[name] = value
+        elif name in os.environ:
+            env[name] = os.environ[name]
+        else:
+            raise UserError(
+                f"--env {name}: not set here", hint=f"give it a value: --env {name}=VALUE"
+            )
+    return env
+
+
+def _table(report: Report, argv: list[str]) -> str:
+    width = max(len(sub.id) for sub in report.subtests)
+    lines = [f"MCP {report.protocol}: {' '.join(argv)}"]
+    for sub in report.subtests:
+        mark = "pass" if sub.passed else "FAIL"
+        kind = "required" if sub.required else "advisory"
+        lines.append(f"  {mark}  {sub.id:<{width}}  {kind:<8}  {sub.reason}")
+        last = sub.stderr.strip().splitlines()[-1:] if not sub.passed else []
+        if last:
+            lines.append(f"        {'':<{width}}  stderr:   {last[0][:200]}")
+    passed = sum(sub.passed for sub in report.subtests)
+    failed_required = [sub.id for sub in report.subtests if sub.required and not sub.passed]
+    verdict = (
+        "every required sub-test passed"
+        if not failed_required
+        else f"required sub-test(s) failed: {', '.join(failed_required)}"
+    )
+    lines.append(f"score {report.score:.1f} ({passed} of {len(report.subtests)} passed); {verdict}")
+    return "\n".join(lines)

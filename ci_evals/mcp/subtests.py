@@ -1,0 +1,421 @@
+"""The sub-tests: each one a function of a fresh server session, passing or not, with a reason.
+
+Which ones run depends on the era of the revision checked (`revisions`):
+the handshake era starts every session with `initialize` and
+`notifications/initialized`; the stateless era sends `_meta` with every
+request instead and asks `server/discover`. `stdout-clean` is not here: it is
+judged over the stdout of every session (`check`).
+
+A sub-test that waits for "no reply" sends a marker request right after
+(`ping`, or `server/discover`) and takes the marker's reply, plus a short
+grace, as the end of the wait: a server that answers in order is not made to
+cost a whole timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ci_evals.mcp import revisions
+from ci_evals.mcp.framing import Message
+from ci_evals.mcp.schemas import example_arguments, instance_problem, schema_problem
+from ci_evals.mcp.session import NoReply, Session, same_id
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+
+UNKNOWN_TOOL = "ci-evals-no-such-tool"
+UNKNOWN_METHOD = "ci-evals/no-such-method"
+MALFORMED_LINE = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"'  # cut off: not JSON
+_GRACE_S = 0.1  # after the marker's reply, how long an out-of-order answer may take
+_SHOWN = 160  # characters of a server's answer quoted in a reason
+
+
+@dataclass(frozen=True)
+class Options:
+    revision: str
+    timeout_s: float = 10.0  # every wait for a reply
+    # Whether a `tools/call` of an unknown tool may be answered with a result
+    # carrying `isError: true` (what the TypeScript and Python SDKs do), or
+    # must be a JSON-RPC error (the spec's example: -32602).
+    unknown_tool_is_error_result: bool = True
+    tool: str | None = None  # the tool `tools-call` calls (default: the first listed)
+    arguments: dict[str, Any] | None = field(default=None, hash=False)  # default: from its schema
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    reason: str
+
+
+SubTest = Callable[[Session, Options], Outcome]
+
+
+# -- talking to a session in its era -------------------------------------------
+
+
+def start(session: Session, opts: Options) -> None:
+    """Open the session as the era does (nothing to do for a stateless one)."""
+    if revisions.is_stateless(opts.revision):
+        return
+    result = _result(
+        session.request("initialize", revisions.initialize_params(opts.revision), opts.timeout_s),
+        "initialize",
+    )
+    if not isinstance(result, dict):
+        raise NoReply("initialize was not answered with a result object")
+    session.notify("notifications/initialized")
+
+
+def call(session: Session, opts: Options, method: str, params: dict[str, Any] | None) -> Message:
+    """A request in the session's era (stateless: with `_meta`)."""
+    if revisions.is_stateless(opts.revision):
+        params = {**(params or {}), "_meta": revisions.meta(opts.revision)}
+    return session.request(method, params, opts.timeout_s)
+
+
+def _marker(session: Session, opts: Options) -> int:
+    """Send the marker request; its id."""
+    request_id = session.new_id()
+    method = "server/discover" if revisions.is_stateless(opts.revision) else "ping"
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if revisions.is_stateless(opts.revision):
+        body["params"] = {"_meta": revisions.meta(opts.revision)}
+    session.send(body)
+    return request_id
+
+
+def _after_marker(
+    session: Session, opts: Options, what: str, wanted: Callable[[Message], bool]
+) -> Message | None:
+    """The first message `wanted` holds for, waiting until the marker is answered (+ grace).
+
+    Raises `NoReply` when neither it nor the marker's reply came.
+    """
+    marker = _marker(session, opts)
+
+    def answered(m: Message) -> bool:
+        return m.is_reply and same_id(m.body.get("id"), marker)
+
+    found = session.wait_for(lambda m: wanted(m) or answered(m), opts.timeout_s)
+    if found is None:
+        raise NoReply(
+            session.why_silent(f"no reply to {what} nor to the request after it", opts.timeout_s)
+        )
+    return found if wanted(found) else session.wait_for(wanted, _GRACE_S)
+
+
+def _result(message: Message, what: str) -> Any:
+    if "error" in message.body:
+        raise NoReply(f"{what} was answered with an error: {_shown(message.body['error'])}")
+    return message.body.get("result")
+
+
+def _id_in(message: Message, ids: Iterable[object]) -> bool:
+    return any(same_id(message.body.get("id"), i) for i in ids)
+
+
+def _error_code(message: Message) -> object:
+    error = message.body.get("error")
+    return error.get("code") if isinstance(error, dict) else None
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+# -- the handshake era ---------------------------------------------------------
+
+
+def initialize(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - one per failure
+    params = revisions.initialize_params(opts.revision)
+    result = _result(session.request("initialize", params, opts.timeout_s), "initialize")
+    if not isinstance(result, dict):
+        return Outcome(False, f"initialize answered {_shown(result)}, not an object")
+    version = result.get("protocolVersion")
+    if not isinstance(version, str):
+        return Outcome(False, f"no protocolVersion string in the answer: {_shown(result)}")
+    if version != opts.revision:
+        return Outcome(
+            False, f"answered protocolVersion {version}: it does not serve {opts.revision}"
+        )
+    if not isinstance(result.get("capabilities"), dict):
+        return Outcome(False, f"no capabilities object in the answer: {_shown(result)}")
+    info = result.get("serverInfo")
+    if not isinstance(info, dict) or not isinstance(info.get("name"), str):
+        return Outcome(False, f"no serverInfo with a name in the answer: {_shown(result)}")
+    if not isinstance(info.get("version"), str):
+        return Outcome(False, f"serverInfo has no version string: {_shown(info)}")
+    return Outcome(
+        True, f"protocolVersion {version}, serverInfo {info['name']} {info['version']}".rstrip()
+    )
+
+
+def version_negotiation(session: Session, opts: Options) -> Outcome:
+    if revisions.is_stateless(opts.revision):
+        return _stateless_version(session, opts)
+    params = revisions.initialize_params(revisions.UNSERVED)
+    answer = session.request("initialize", params, opts.timeout_s)
+    if "error" in answer.body:
+        return Outcome(
+            False,
+            f"asked for {revisions.UNSERVED}, it answered an error "
+            f"({_shown(answer.body['error'])}) instead of a version it supports",
+        )
+    result = answer.body.get("result")
+    version = result.get("protocolVersion") if isinstance(result, dict) else None
+    if not isinstance(version, str) or not version:
+        return Outcome(
+            False, f"asked for {revisions.UNSERVED}, no protocolVersion in {_shown(result)}"
+        )
+    if version == revisions.UNSERVED:
+        return Outcome(False, f"claims to serve {revisions.UNSERVED}, a version no server serves")
+    return Outcome(True, f"asked for {revisions.UNSERVED}, offered {version}")
+
+
+def initialized_notification(session: Session, opts: Options) -> Outcome:
+    start(session, opts)  # sends notifications/initialized
+    return _no_stray_reply(session, opts, "notifications/initialized")
+
+
+def _no_stray_reply(session: Session, opts: Options, what: str) -> Outcome:
+    stray = _after_marker(
+        session, opts, what, lambda m: m.is_reply and not _id_in(m, session.sent_ids)
+    )
+    if stray is not None:
+        return Outcome(False, f"{what} got a reply: {_shown(stray.body)}")
+    return Outcome(True, f"no reply to {what}")
+
+
+# -- the stateless era -----------------------------------------------------------
+
+
+def discover(session: Session, opts: Options) -> Outcome:
+    result = _result(call(session, opts, "server/discover", None), "server/discover")
+    if not isinstance(result, dict):
+        return Outcome(False, f"server/discover answered {_shown(result)}, not an object")
+    versions = result.get("supportedVersions")
+    if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+        return Outcome(False, f"no supportedVersions list in {_shown(result)}")
+    if opts.revision not in versions:
+        return Outcome(False, f"supportedVersions {versions} does not list {opts.revision}")
+    if not isinstance(result.get("capabilities"), dict):
+        return Outcome(False, f"no capabilities object in {_shown(result)}")
+    meta = result.get("_meta")
+    info = meta.get(revisions.SERVER_INFO_KEY) if isinstance(meta, dict) else None
+    named = f", serverInfo {info.get('name')}" if isinstance(info, dict) else " (no serverInfo)"
+    return Outcome(True, f"supportedVersions {', '.join(versions)}{named}")
+
+
+def _stateless_version(session: Session, opts: Options) -> Outcome:
+    params = {"_meta": {**revisions.meta(opts.revision), revisions.VERSION_KEY: revisions.UNSERVED}}
+    answer = session.request("tools/list", params, opts.timeout_s)
+    code = _error_code(answer)
+    if "error" not in answer.body:
+        return Outcome(
+            False, f"a request for {revisions.UNSERVED} was served: {_shown(answer.body)}"
+        )
+    if code != revisions.UNSUPPORTED_VERSION:
+        return Outcome(
+            False,
+            f"a request for {revisions.UNSERVED} got error {code}, "
+            f"not {revisions.UNSUPPORTED_VERSION}",
+        )
+    data = answer.body["error"].get("data")
+    supported = data.get("supported") if isinstance(data, dict) else None
+    if not isinstance(supported, list) or not supported:
+        return Outcome(
+            False, f"error {code} without data.supported: {_shown(answer.body['error'])}"
+        )
+    return Outcome(True, f"error {code}, supported {', '.join(map(str, supported))}")
+
+
+def meta_required(session: Session, opts: Options) -> Outcome:
+    answer = session.request("tools/list", {}, opts.timeout_s)
+    code = _error_code(answer)
+    if code == INVALID_PARAMS:
+        return Outcome(True, f"a request without _meta got error {code}")
+    return Outcome(
+        False, f"a request without _meta got {_shown(answer.body)}, not error {INVALID_PARAMS}"
+    )
+
+
+def notification_no_reply(session: Session, opts: Options) -> Outcome:
+    params = {
+        "requestId": UNKNOWN_TOOL,
+        "reason": "ci-evals check",
+        "_meta": revisions.meta(opts.revision),
+    }
+    session.notify("notifications/cancelled", params)
+    return _no_stray_reply(session, opts, "notifications/cancelled")
+
+
+# -- both eras -------------------------------------------------------------------
+
+
+def _tools(session: Session, opts: Options) -> list[Any]:
+    result = _result(call(session, opts, "tools/list", None), "tools/list")
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if not isinstance(tools, list):
+        raise NoReply(f"tools/list answered without a tools list: {_shown(result)}")
+    return tools
+
+
+def tools_list(session: Session, opts: Options) -> Outcome:
+    start(session, opts)
+    tools = _tools(session, opts)
+    if not tools:
+        return Outcome(False, "tools/list lists no tools")
+    names = []
+    for index, tool in enumerate(tools):
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if not isinstance(name, str) or not name:
+            return Outcome(False, f"tool {index} has no name: {_shown(tool)}")
+        assert isinstance(tool, dict)
+        problem = schema_problem(tool.get("inputSchema"))
+        if problem is not None:
+            return Outcome(False, f"tool {name}: inputSchema {problem}")
+        names.append(name)
+    return Outcome(True, f"{len(names)} tool(s): {', '.join(names)}")
+
+
+def tools_call(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - one per failure
+    start(session, opts)
+    tools = {t.get("name"): t for t in _tools(session, opts) if isinstance(t, dict)}
+    if not tools:
+        return Outcome(False, "tools/list lists no tools to call")
+    name = opts.tool or next(iter(tools))
+    tool = tools.get(name)
+    if tool is None:
+        return Outcome(False, f"tool {name} is not listed (tools: {', '.join(map(str, tools))})")
+    schema = tool.get("inputSchema")
+    arguments = opts.arguments
+    if arguments is None and isinstance(schema, dict):
+        arguments = example_arguments(schema)
+    if arguments is None:
+        return Outcome(
+            False,
+            f"no arguments for {name} could be built from its inputSchema; give them in the config",
+        )
+    result = _result(
+        call(session, opts, "tools/call", {"name": name, "arguments": arguments}), "tools/call"
+    )
+    shown = f"{name}({_shown(arguments)})"
+    if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+        return Outcome(False, f"{shown} answered without a content list: {_shown(result)}")
+    if result.get("isError") is True:
+        return Outcome(False, f"{shown} failed (isError): {_shown(result['content'])}")
+    output_schema = tool.get("outputSchema")
+    if isinstance(output_schema, dict):
+        structured = result.get("structuredContent")
+        if structured is None:
+            return Outcome(
+                False, f"{shown}: an outputSchema is declared but no structuredContent came"
+            )
+        problem = instance_problem(structured, output_schema)
+        if problem is not None:
+            return Outcome(
+                False, f"{shown}: structuredContent does not match the outputSchema at {problem}"
+            )
+    return Outcome(True, f"{shown} -> {_shown(result['content'])}")
+
+
+def tools_call_unknown(session: Session, opts: Options) -> Outcome:
+    start(session, opts)
+    answer = call(session, opts, "tools/call", {"name": UNKNOWN_TOOL, "arguments": {}})
+    if "error" in answer.body:
+        return Outcome(True, f"a JSON-RPC error: {_shown(answer.body['error'])}")
+    result = answer.body.get("result")
+    if isinstance(result, dict) and result.get("isError") is True:
+        if opts.unknown_tool_is_error_result:
+            return Outcome(
+                True, "a result with isError: true (accepted; the spec's example is -32602)"
+            )
+        return Outcome(
+            False, "a result with isError: true, where a JSON-RPC error (-32602) is required"
+        )
+    return Outcome(False, f"calling an unknown tool succeeded: {_shown(result)}")
+
+
+def parse_error(session: Session, opts: Options) -> Outcome:
+    start(session, opts)
+    session.send_raw(MALFORMED_LINE)
+    return _expect_error(session, opts, PARSE_ERROR, "a malformed JSON line", ids=(None,))
+
+
+def invalid_request(session: Session, opts: Options) -> Outcome:
+    start(session, opts)
+    request_id = session.new_id()
+    session.send({"jsonrpc": "2.0", "id": request_id, "method": 42})  # the method is not a string
+    return _expect_error(
+        session, opts, INVALID_REQUEST, "a request whose method is a number", ids=(None, request_id)
+    )
+
+
+def _expect_error(
+    session: Session, opts: Options, code: int, what: str, ids: tuple[object, ...]
+) -> Outcome:
+    # Only an error can answer it: a stray result (to a notification) is another sub-test's.
+    answer = _after_marker(
+        session,
+        opts,
+        what,
+        lambda m: "error" in m.body and (_id_in(m, ids) or _error_code(m) == code),
+    )
+    if answer is None:
+        return Outcome(False, f"no reply to {what} (the request after it was answered)")
+    got = _error_code(answer)
+    if got != code:
+        return Outcome(False, f"{what} got {_shown(answer.body)}, not error {code}")
+    if "id" not in answer.body or not _id_in(answer, ids):
+        shown = json.dumps(answer.body.get("id")) if "id" in answer.body else "missing"
+        allowed = " or ".join(json.dumps(i) for i in ids)
+        return Outcome(False, f"error {code} with id {shown}, where it must be {allowed}")
+    return Outcome(True, f"error {code}, id {json.dumps(answer.body['id'])}")
+
+
+def unknown_method(session: Session, opts: Options) -> Outcome:
+    start(session, opts)
+    answer = call(session, opts, UNKNOWN_METHOD, None)
+    got = _error_code(answer)
+    if got == METHOD_NOT_FOUND:
+        return Outcome(True, f"error {got}")
+    return Outcome(
+        False, f"{UNKNOWN_METHOD} got {_shown(answer.body)}, not error {METHOD_NOT_FOUND}"
+    )
+
+
+HANDSHAKE: dict[str, SubTest] = {
+    "initialize": initialize,
+    "version-negotiation": version_negotiation,
+    "initialized-notification": initialized_notification,
+}
+STATELESS: dict[str, SubTest] = {
+    "discover": discover,
+    "version-negotiation": version_negotiation,
+    "meta-required": meta_required,
+    "notification-no-reply": notification_no_reply,
+}
+COMMON: dict[str, SubTest] = {
+    "tools-list": tools_list,
+    "tools-call": tools_call,
+    "tools-call-unknown": tools_call_unknown,
+    "parse-error": parse_error,
+    "invalid-request": invalid_request,
+    "unknown-method": unknown_method,
+}
+STDOUT_CLEAN = "stdout-clean"
+ALL_IDS = tuple(dict.fromkeys([*HANDSHAKE, *STATELESS, *COMMON, STDOUT_CLEAN]))
+
+
+def for_revision(revision: str) -> dict[str, SubTest]:
+    """The sub-tests (but `stdout-clean`) for `revision`, in report order."""
+    first = STATELESS if revisions.is_stateless(revision) else HANDSHAKE
+    return {**first, **COMMON}

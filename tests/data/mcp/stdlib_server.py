@@ -1,0 +1,180 @@
+"""A small dual-era MCP server on the standard library only, right in every respect the
+checker tests, unless told to break one: `stdlib_server.py [MODE]` (see BREAKS).
+
+The tests run each MODE and expect exactly the sub-test it names to fail.
+"""
+
+import json
+import sys
+import time
+
+HANDSHAKE = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+STATELESS = ("2026-07-28",)
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+INFO = {"name": "stdlib-server", "version": "1.0"}
+ADD = {
+    "name": "add",
+    "description": "Add two integers.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+}
+BAD = {"name": "broken", "inputSchema": {"type": "object", "properties": {"x": {"type": "integr"}}}}
+
+BREAKS = {
+    "no-server-info",  # initialize without serverInfo
+    "ignores-requested-version",  # initialize answers 2024-11-05 whatever was asked
+    "version-error",  # an unsupported version is an error, not a counter-offer
+    "reply-to-notification",  # answers notifications
+    "bad-input-schema",  # a second tool whose inputSchema is not a valid JSON Schema
+    "tool-error",  # the declared tool answers isError: true
+    "hang",  # the declared tool never answers
+    "unknown-tool-succeeds",  # calling an unknown tool "works"
+    "crash-on-malformed",  # a malformed line kills it (a traceback on stderr)
+    "parse-error-with-id",  # -32700 with an id that is not null
+    "no-invalid-request",  # an invalid request gets no reply
+    "unknown-method-wrong-code",  # -32602 for an unknown method (the mcp 1.x answer)
+    "logs-on-stdout",  # a log line on stdout
+    "non-utf8",  # bytes that are not UTF-8 on stdout
+    "huge-line",  # a 5 MiB line on stdout
+    "no-discover",  # 2026-07-28: server/discover unknown
+    "no-meta-check",  # 2026-07-28: serves requests without _meta
+    "serves-any-version",  # 2026-07-28: serves a version it does not support
+}
+MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
+assert MODE in BREAKS or MODE == "none", MODE
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def error(request_id, code, text, data=None):
+    body = {"code": code, "message": text}
+    if data is not None:
+        body["data"] = data
+    send({"jsonrpc": "2.0", "id": request_id, "error": body})
+
+
+def initialize(params):
+    asked = params.get("protocolVersion")
+    if asked in HANDSHAKE:
+        version = asked
+    elif MODE == "version-error":
+        return None
+    else:
+        version = HANDSHAKE[-1]
+    if MODE == "ignores-requested-version":
+        version = "2024-11-05"
+    result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": INFO}
+    if MODE == "no-server-info":
+        del result["serverInfo"]
+    return result
+
+
+def call_tool(params):
+    name = params.get("name")
+    if name != "add":
+        if MODE == "unknown-tool-succeeds":
+            return {"content": [{"type": "text", "text": "done"}]}
+        return None
+    if MODE == "hang":
+        time.sleep(3600)
+    args = params.get("arguments") or {}
+    if MODE == "tool-error":
+        return {"content": [{"type": "text", "text": "database is locked"}], "isError": True}
+    return {"content": [{"type": "text", "text": str(args.get("a", 0) + args.get("b", 0))}]}
+
+
+def handle(message, state):
+    request_id = message.get("id")
+    method = message["method"]
+    params = message.get("params") or {}
+    if "id" not in message:  # a notification
+        if MODE == "reply-to-notification":
+            send({"jsonrpc": "2.0", "result": {}})
+        return
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    stateless = VERSION_KEY in meta
+    if stateless and meta[VERSION_KEY] not in STATELESS and MODE != "serves-any-version":
+        error(
+            request_id,
+            -32022,
+            "Unsupported protocol version",
+            {"supported": list(STATELESS), "requested": meta[VERSION_KEY]},
+        )
+        return
+    if method == "initialize":
+        result = initialize(params)
+        if result is None:
+            error(request_id, -32602, "Unsupported protocol version")
+            return
+        state["initialized"] = True
+    elif not stateless and not state.get("initialized") and MODE != "no-meta-check":
+        error(request_id, -32602, "params._meta with the protocol version is required")
+        return
+    elif method == "ping":
+        result = {}
+    elif method == "server/discover" and MODE != "no-discover":
+        result = {
+            "supportedVersions": list(STATELESS),
+            "capabilities": {"tools": {}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": INFO},
+        }
+    elif method == "tools/list":
+        result = {"tools": [ADD, BAD] if MODE == "bad-input-schema" else [ADD]}
+    elif method == "tools/call":
+        result = call_tool(params)
+        if result is None:
+            error(request_id, -32602, f"Unknown tool: {params.get('name')}")
+            return
+    else:
+        code = -32602 if MODE == "unknown-method-wrong-code" else -32601
+        error(request_id, code, "Method not found")
+        return
+    if stateless:
+        result["resultType"] = "complete"
+    send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def main():
+    if MODE == "logs-on-stdout":
+        print("stdlib-server starting on stdio")
+    if MODE == "non-utf8":
+        sys.stdout.buffer.write(b"\xff\xfe starting\n")
+    if MODE == "huge-line":
+        sys.stdout.write("x" * (5 * 1024 * 1024) + "\n")
+    sys.stdout.flush()
+    state = {}
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            if MODE == "crash-on-malformed":
+                raise
+            error(1 if MODE == "parse-error-with-id" else None, -32700, "Parse error")
+            continue
+        valid = (
+            isinstance(message, dict)
+            and message.get("jsonrpc") == "2.0"
+            and isinstance(message.get("method"), str)
+        )
+        if not valid:
+            if MODE != "no-invalid-request":
+                request_id = message.get("id") if isinstance(message, dict) else None
+                error(
+                    request_id if isinstance(request_id, (str, int)) else None,
+                    -32600,
+                    "Invalid Request",
+                )
+            continue
+        handle(message, state)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""`ci-evals mcp-check` and `ci_evals.mcp.check`: real servers pass, broken ones fail exactly
+the sub-test they break.
+
+The real server is built with the official `mcp` package (tests/data/mcp/sdk_server.py);
+the broken ones are modes of a small stdlib server (tests/data/mcp/stdlib_server.py)
+that is right in every respect unless told to break one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ci_evals.mcp.check import Policy, Report, run_check
+from ci_evals.mcp.session import MAX_STDOUT_BYTES, NoReply, Session
+from ci_evals.mcp.subtests import Options
+from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.bwrap import available as bwrap_available
+from ci_evals.sandbox.local import LocalSandbox
+from ci_evals.sandbox.registry import SANDBOXES
+
+DATA = Path(__file__).parent / "data" / "mcp"
+SDK_SERVER = DATA / "sdk_server.py"
+STDLIB_SERVER = DATA / "stdlib_server.py"
+HANDSHAKE, STATELESS = "2025-11-25", "2026-07-28"
+ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+# What servers built with the mcp package get wrong: nothing back for either line.
+SDK_MISSES = {"parse-error", "invalid-request"}
+
+
+def check(argv: list[str], revision: str, **options: object) -> Report:
+    box = LocalSandbox(SandboxSpec(writable=()))
+    try:
+        return run_check(
+            box,
+            argv,
+            cwd=DATA,
+            env=ENV,
+            options=Options(revision=revision, **options),  # type: ignore[arg-type]
+        )
+    finally:
+        box.close()
+
+
+def failed(report: Report) -> set[str]:
+    return {s.id for s in report.subtests if not s.passed}
+
+
+def ci_evals(*args: str, cwd: Path = DATA) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("revision", [HANDSHAKE, "2024-11-05", STATELESS])
+def test_a_real_mcp_package_server_passes_all_it_gets_right(revision: str) -> None:
+    report = check([sys.executable, str(SDK_SERVER)], revision)
+    assert failed(report) == SDK_MISSES, [(s.id, s.reason) for s in report.subtests]
+    assert report.required_passed  # the two are advisory by default
+    by_id = {s.id: s for s in report.subtests}
+    assert "isError: true (accepted" in by_id["tools-call-unknown"].reason
+    assert "2 tool(s): add, shout" in by_id["tools-list"].reason
+
+
+@pytest.mark.parametrize("revision", [HANDSHAKE, STATELESS])
+def test_the_stdlib_server_passes_every_sub_test(revision: str) -> None:
+    report = check([sys.executable, str(STDLIB_SERVER)], revision)
+    assert failed(report) == set(), [(s.id, s.reason) for s in report.subtests]
+    assert report.score == 100.0
+
+
+BROKEN = [
+    ("no-server-info", HANDSHAKE, "initialize", "no serverInfo"),
+    ("ignores-requested-version", HANDSHAKE, "initialize", "does not serve 2025-11-25"),
+    ("version-error", HANDSHAKE, "version-negotiation", "answered an error"),
+    ("reply-to-notification", HANDSHAKE, "initialized-notification", "got a reply"),
+    ("reply-to-notification", STATELESS, "notification-no-reply", "got a reply"),
+    ("bad-input-schema", HANDSHAKE, "tools-list", "tool broken: inputSchema is not a valid"),
+    ("bad-input-schema", STATELESS, "tools-list", "tool broken: inputSchema is not a valid"),
+    ("tool-error", HANDSHAKE, "tools-call", "failed (isError)"),
+    ("hang", HANDSHAKE, "tools-call", "no reply to tools/call within 1.5s"),
+    ("hang", STATELESS, "tools-call", "no reply to tools/call within 1.5s"),
+    ("unknown-tool-succeeds", HANDSHAKE, "tools-call-unknown", "succeeded"),
+    ("crash-on-malformed", HANDSHAKE, "parse-error", "exited with code 1; stderr: json.decoder"),
+    ("crash-on-malformed", STATELESS, "parse-error", "exited with code 1; stderr: json.decoder"),
+    ("parse-error-with-id", HANDSHAKE, "parse-error", "id 1, where it must be null"),
+    ("no-invalid-request", HANDSHAKE, "invalid-request", "no reply to a request whose method"),
+    ("unknown-method-wrong-code", HANDSHAKE, "unknown-method", "not error -32601"),
+    ("unknown-method-wrong-code", STATELESS, "unknown-method", "not error -32601"),
+    ("logs-on-stdout", HANDSHAKE, "stdout-clean", "not JSON: 'stdlib-server starting"),
+    ("logs-on-stdout", STATELESS, "stdout-clean", "not JSON: 'stdlib-server starting"),
+    ("non-utf8", HANDSHAKE, "stdout-clean", "not UTF-8"),
+    ("huge-line", HANDSHAKE, "stdout-clean", "a line of 5242880 bytes (cap 4194304)"),
+    ("no-discover", STATELESS, "discover", "-32601"),
+    ("no-meta-check", STATELESS, "meta-required", "not error -32602"),
+    ("serves-any-version", STATELESS, "version-negotiation", "was served"),
+]
+
+
+@pytest.mark.parametrize(("mode", "revision", "subtest", "said"), BROKEN)
+def test_a_broken_server_fails_exactly_what_it_breaks(
+    mode: str, revision: str, subtest: str, said: str
+) -> None:
+    report = check([sys.executable, str(STDLIB_SERVER), mode], revision, timeout_s=1.5)
+    assert failed(report) == {subtest}, [(s.id, s.reason) for s in report.subtests]
+    reason = next(s.reason for s in report.subtests if s.id == subtest)
+    assert said in reason
+
+
+def test_the_unknown_tool_rule_is_configurable() -> None:
+    strict = check([sys.executable, str(SDK_SERVER)], HANDSHAKE, unknown_tool_is_error_result=False)
+    assert failed(strict) == SDK_MISSES | {"tools-call-unknown"}
+
+
+def test_tool_and_arguments_from_the_config() -> None:
+    report = check(
+        [sys.executable, str(SDK_SERVER)],
+        HANDSHAKE,
+        tool="shout",
+        arguments={"text": "hi", "times": 2},
+    )
+    call = next(s for s in report.subtests if s.id == "tools-call")
+    assert call.passed and "HI HI" in call.reason
+    missing = check([sys.executable, str(SDK_SERVER)], HANDSHAKE, tool="nope")
+    assert "tools-call" in failed(missing)
+
+
+def test_weights_and_advisory_shape_the_score() -> None:
+    box = LocalSandbox(SandboxSpec(writable=()))
+    try:
+        report = run_check(
+            box,
+            [sys.executable, str(SDK_SERVER)],
+            cwd=DATA,
+            env=ENV,
+            options=Options(revision=HANDSHAKE),
+            policy=Policy(advisory=frozenset({"invalid-request"}), weights={"parse-error": 0.0}),
+        )
+    finally:
+        box.close()
+    # 8 passed of weight 9 (parse-error weighs nothing); parse-error now required.
+    assert report.score == pytest.approx(100 * 8 / 9)
+    assert not report.required_passed
+
+
+def test_every_server_process_is_gone_after_the_check() -> None:
+    token = uuid.uuid4().hex
+    check([sys.executable, str(STDLIB_SERVER), "hang", token], HANDSHAKE, timeout_s=0.5)
+    assert _with_token(token) == []
+
+
+def test_a_server_that_cannot_start_fails_every_sub_test() -> None:
+    report = check([str(DATA / "no-such-server")], HANDSHAKE)
+    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    assert all("cannot start" in s.reason for s in report.subtests if s.id != "stdout-clean")
+
+
+# -- the command line ----------------------------------------------------------
+
+
+def test_mcp_check_json_on_a_real_server() -> None:
+    done = ci_evals("mcp-check", "--json", "--", sys.executable, str(SDK_SERVER))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert set(out) == {"protocol", "subtests", "score"}
+    assert out["protocol"] == HANDSHAKE
+    assert all(set(s) == {"id", "passed", "required", "reason"} for s in out["subtests"])
+    assert out["score"] == 80.0
+    assert {s["id"] for s in out["subtests"] if not s["required"]} == SDK_MISSES
+
+
+def test_mcp_check_exit_1_when_a_required_sub_test_fails_and_the_table_says_which() -> None:
+    done = ci_evals("mcp-check", "--", sys.executable, str(STDLIB_SERVER), "tool-error")
+    assert done.returncode == 1
+    assert "FAIL  tools-call" in done.stdout
+    assert "required sub-test(s) failed: tools-call" in done.stdout
+    required = ci_evals(
+        "mcp-check", "--require", "parse-error", "--", sys.executable, str(SDK_SERVER)
+    )
+    assert required.returncode == 1
+
+
+def test_mcp_check_shows_a_failing_sub_test_s_stderr() -> None:
+    done = ci_evals("mcp-check", "--", sys.executable, str(STDLIB_SERVER), "crash-on-malformed")
+    assert done.returncode == 0  # parse-error is advisory
+    assert "stderr:   json.decoder.JSONDecodeError" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([], "no server command"),
+        (["--protocol", "2030-01-01", "--", "python3"], "unknown MCP protocol revision"),
+        (["--require", "everything", "--", "python3"], "unknown sub-test 'everything'"),
+        (["--", "no-such-program-here"], "command not found: no-such-program-here"),
+        (["--arguments", "[1]", "--", "python3"], "must be a JSON object"),
+        (["--env", "CI_EVALS_NOT_SET_ANYWHERE", "--", "python3"], "not set here"),
+        (["--image", "debian:12", "--isolation", "bwrap", "--", "python3"], "not allowed with"),
+    ],
+)
+def test_mcp_check_bad_usage_is_exit_2_and_one_line(args: list[str], said: str) -> None:
+    done = ci_evals("mcp-check", *args)
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_mcp_check_image_needs_the_docker_sandbox() -> None:
+    done = ci_evals("mcp-check", "--image", "debian:12", "--", "python3", "server.py")
+    if "docker" in SANDBOXES:
+        pytest.skip("the docker sandbox is registered: its own tests cover --image")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "ci-evals: error: --image needs the docker sandbox, which this ci-evals does not have"
+    ]
+
+
+def test_mcp_check_in_bubblewrap(tmp_path: Path) -> None:
+    reason = bwrap_available()
+    if reason is not None:
+        pytest.fail(reason)
+    server = tmp_path / "server.py"
+    server.write_bytes(SDK_SERVER.read_bytes())
+    # The virtualenv's python: its installation is shown read-only, nothing else of the host.
+    done = ci_evals(
+        "mcp-check",
+        "--isolation",
+        "bwrap",
+        "--json",
+        "--protocol",
+        STATELESS,
+        "--",
+        sys.executable,
+        "server.py",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads(done.stdout)
+    assert {s["id"] for s in out["subtests"] if not s["passed"]} == SDK_MISSES
+
+
+def test_a_server_flooding_stdout_is_stopped() -> None:
+    flood = "import sys\nwhile True: sys.stdout.write('x' * 1_000_000 + '\\n')\n"
+    box = LocalSandbox(SandboxSpec(writable=()))
+    try:
+        with Session(box.spawn([sys.executable, "-c", flood], cwd=DATA, env=ENV)) as session:
+            with pytest.raises(NoReply, match="closed its stdout"):
+                session.request("ping", None, timeout=30)
+            assert f"more than {MAX_STDOUT_BYTES} bytes on stdout" in session.violations
+            assert session.messages == []
+    finally:
+        box.close()
+
+
+def _with_token(token: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if token.encode() in (entry / "cmdline").read_bytes():
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_mcp_check_interrupted_ends_every_server_at_once(signum: int) -> None:
+    token = uuid.uuid4().hex
+    argv = [sys.executable, str(STDLIB_SERVER), "hang", token]
+    check = subprocess.Popen(
+        [sys.executable, "-m", "ci_evals", "mcp-check", "--timeout", "120", "--", *argv],
+        cwd=DATA,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not _with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # the other sub-tests end; tools-call's server hangs in its tool
+    assert _with_token(token), "the hanging server should still be running"
+    check.send_signal(signum)
+    _, err = check.communicate(timeout=20)
+    assert check.returncode == 130
+    assert b"interrupted" in err and b"Traceback" not in err
+    assert _with_token(token) == []
+
+
+def test_a_server_that_dies_at_start_fails_every_sub_test_saying_why() -> None:
+    report = check(
+        [sys.executable, "-c", "import sys; sys.exit('no database configured')"], STATELESS
+    )
+    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    for sub in report.subtests:
+        if sub.id != "stdout-clean":
+            assert "exited with code 1; stderr: no database configured" in sub.reason, sub.reason
+            assert "no database configured" in sub.stderr
