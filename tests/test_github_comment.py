@@ -71,6 +71,8 @@ class FakeGitHub:
     fail: dict[str, tuple[int, Any, dict[str, str]]] = field(default_factory=dict)
     # method -> how many more requests `fail` answers (absent: every one)
     fail_times: dict[str, int] = field(default_factory=dict)
+    # number -> the `GET /repos/OWNER/NAME/pulls/N` reply (the fork path checks a PR's head)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_id: int = 1000
 
     def add(self, body: str, user: dict[str, str]) -> int:
@@ -119,6 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path[:3] != ["repos", *REPO.split("/")]:
             return self._reply(404, {"message": "Not Found"})
         rest = path[3:]
+        if len(rest) == 2 and rest[0] == "pulls" and method == "GET":
+            pull = github.pulls.get(int(rest[1])) if rest[1].isdigit() else None
+            return self._reply(200, pull) if pull else self._reply(404, {"message": "Not Found"})
         if rest == ["issues", str(PR), "comments"] and method == "GET":
             return self._list(urllib.parse.parse_qs(parts.query))
         if rest == ["issues", str(PR), "comments"] and method == "POST":

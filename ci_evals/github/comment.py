@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, TypeVar
 
 from ci_evals.errors import UserError
 from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
@@ -63,6 +63,7 @@ MAX_PAGES = 200  # 20,000 comments: far beyond any real PR; a Link loop must sti
 RESPONSE_LIMIT = 32 * 1024 * 1024  # a page of 100 comments of 64 Ki characters fits
 _MESSAGE_CHARS = 300  # GitHub's message or a network error, on one line
 
+_T = TypeVar("_T")
 Action = Literal["created", "updated", "unchanged", "skipped-read-only"]
 
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -503,14 +504,20 @@ def post_sticky_comment(
         where=f"{owner}/{name}#{pr_number}",
     )
     text = comment_body(body, marker)
+    return with_retries(lambda: _upsert(target, marker, text), retry, target.where)
+
+
+def with_retries(call: Callable[[], _T], retry: RetryPolicy, where: str) -> _T:
+    """`call()`, tried again (`retry_wait`) while GitHub answers "try again later";
+    any other error status, or the last one, as a one-line `UserError`."""
     attempt = 1
     while True:
         try:
-            return _upsert(target, marker, text)
+            return call()
         except _StatusError as exc:
             wait = retry_wait(exc, attempt, retry)
             if wait is None:
-                raise _user_error(exc, target.where, attempt) from None
+                raise _user_error(exc, where, attempt) from None
         retry.sleep(wait)
         attempt += 1
 
