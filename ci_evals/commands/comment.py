@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci_evals.commands.report import add_comment_key, write_output
 from ci_evals.errors import EXIT_OK, UserError
 
 if TYPE_CHECKING:
@@ -47,12 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="(trusted workflow_run job) check the downloaded artifact and post the comment",
     )
     parser.add_argument("--out", type=Path, metavar="DIR", help="where --pack writes")
-    parser.add_argument(
-        "--comment-key",
-        default="ci-evals",
-        metavar="KEY",
-        help="the sticky comment to keep up to date: one per key (default: ci-evals)",
-    )
+    add_comment_key(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +79,6 @@ def _event(env: ActionsEnv | None) -> tuple[str | None, dict[str, object]]:
 
 
 def _pack(env: ActionsEnv | None, run_dir: Path, out: Path) -> int:
-    from ci_evals.commands.report import write_output  # noqa: PLC0415
     from ci_evals.github.artifact import PR_FILE, RESULTS_FILE, PullRequestRef  # noqa: PLC0415
     from ci_evals.github.event import PULL_REQUEST_EVENTS  # noqa: PLC0415
     from ci_evals.results.model import dump_results, read_results  # noqa: PLC0415

@@ -77,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="in GitHub Actions on a pull request: post the summary as a sticky PR comment "
         "(needs GITHUB_TOKEN and `pull-requests: write`)",
     )
+    add_comment_key(parser)
+
+
+def add_comment_key(parser: argparse.ArgumentParser) -> None:
+    """`--comment-key`, shared with `ci-evals comment`."""
     parser.add_argument(
         "--comment-key",
         default="ci-evals",

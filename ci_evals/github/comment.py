@@ -388,6 +388,16 @@ def _split_repository(repository: str) -> tuple[str, str]:
     return owner, name
 
 
+def checked_request(
+    api_url: str, repository: str, pr_number: int, token: str, timeout: float
+) -> tuple[str, str, str]:
+    """(API base, owner, name) once every argument of a pull request call is checked."""
+    api = _api_base(api_url)
+    owner, name = _split_repository(repository)
+    _check_request(pr_number, token, timeout)
+    return api, owner, name
+
+
 def _check_request(pr_number: int, token: str, timeout: float) -> None:
     if isinstance(pr_number, bool) or not isinstance(pr_number, int) or pr_number < 1:
         raise UserError(f"the pull request number must be a positive integer, got {pr_number!r}")
@@ -493,9 +503,7 @@ def post_sticky_comment(
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> CommentOutcome:
     """Create or edit the sticky comment for `marker_key` on the pull request (module doc)."""
-    api = _api_base(api_url)
-    owner, name = _split_repository(repository)
-    _check_request(pr_number, token, timeout)
+    api, owner, name = checked_request(api_url, repository, pr_number, token, timeout)
     marker = sticky_marker(marker_key)
     target = _Target(
         client=_Client(api, token, timeout),

@@ -16,10 +16,8 @@ from ci_evals.errors import UserError
 from ci_evals.github.comment import (
     DEFAULT_RETRY,
     RetryPolicy,
-    _api_base,
-    _check_request,
     _Client,
-    _split_repository,
+    checked_request,
     with_retries,
 )
 
@@ -42,9 +40,7 @@ def pull_request_head(
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> PullRequestHead:
     """`GET /repos/OWNER/NAME/pulls/N`: its state, head SHA and head repository."""
-    api = _api_base(api_url)
-    owner, name = _split_repository(repository)
-    _check_request(pr_number, token, timeout)
+    api, owner, name = checked_request(api_url, repository, pr_number, token, timeout)
     client = _Client(api, token, timeout)
     where = f"{owner}/{name}#{pr_number}"
     url = f"{api}/repos/{owner}/{name}/pulls/{pr_number}"
