@@ -13,17 +13,13 @@ the stand-in GitHub REST server of the comment tests.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.actions_runner import ActionsRunner, parse_outputs
+from tests.actions_runner import ActionsRunner, parse_outputs, runner_env, runner_python
 from tests.conftest import git
 from tests.test_github_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
 
@@ -86,26 +82,6 @@ def users_repository(tmp_path: Path) -> tuple[Path, str, str]:
     return repo, base, git(repo, "rev-parse", "HEAD").strip()
 
 
-def python_for_the_action(tmp_path: Path) -> Path:
-    """A fresh interpreter folder whose `python` sees this environment's packages
-    (a .pth file), so the install step installs ci-evals itself without
-    downloading its dependencies again — and without touching the test's venv."""
-    venv = tmp_path / "runner-python"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(purelib, "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return venv / "bin"
-
-
 def action_checkout(tmp_path: Path) -> Path:
     """What the runner checks out for `uses: OWNER/ci-evals@SHA`: this repository."""
     path = tmp_path / "action"
@@ -119,14 +95,8 @@ def action_checkout(tmp_path: Path) -> Path:
 
 
 def runner(tmp_path: Path, repo: Path, github: FakeGitHub, head: str) -> ActionsRunner:
-    bin_dir = python_for_the_action(tmp_path)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("GITHUB_", "VIRTUAL_ENV"))
-        and k.lower() not in ("http_proxy", "https_proxy")
-    }
-    env["PATH"] = os.pathsep.join([str(bin_dir), "/usr/local/bin", "/usr/bin", "/bin"])
+    bin_dir = runner_python(tmp_path)
+    env = runner_env(bin_dir)
     payload = {"number": PR, "pull_request": {"number": PR, "head": {"sha": head}}}
     return ActionsRunner(
         workspace=repo,
