@@ -46,12 +46,18 @@ def option(words: list[str], name: str) -> str:
     return words[words.index(name) + 1]
 
 
-def test_every_path_the_evals_workflow_names_exists() -> None:
+def test_every_file_the_evals_workflow_names_exists() -> None:
+    named = []
+    for words in commands(load("evals.yml")):
+        for flag in ("--map", "--suite"):
+            if flag in words:
+                named.append(option(words, flag))
     text = (WORKFLOWS / "evals.yml").read_text(encoding="utf-8")
-    paths = set(re.findall(r"examples/[\w./-]+", text))
-    assert paths, "the evals workflow evaluates the example"
-    for path in paths:
-        assert (ROOT / path).exists(), path
+    named += re.findall(r"--model stub:(\S+)\)", text)  # the stub when there is no key
+    assert any(n.endswith("ci-evals.yaml") for n in named), named
+    assert any(n.endswith(".yaml") and "stub" in n for n in named), named
+    for path in named:
+        assert (ROOT / path).is_file(), path
 
 
 def test_the_run_folder_written_is_the_one_reported_packed_and_uploaded() -> None:
