@@ -285,3 +285,49 @@ def test_pack_needs_a_pull_request_event(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "--pack runs on a pull_request event" in done.stderr
+
+
+# ------------------------------------------------------------------ the zip, never unpacked
+
+
+def zipped(artifact: Path, extra: dict[str, bytes] | None = None) -> Path:
+    """The folder as download-artifact leaves it with `skip-decompress`: only the zip."""
+    import zipfile  # noqa: PLC0415
+
+    folder = artifact.parent / "zipped"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "ci-evals-pr.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(artifact.iterdir()):
+            zf.write(path, path.name)
+        for name, data in (extra or {}).items():
+            zf.writestr(name, data)
+    return folder
+
+
+def test_the_zip_itself_is_read_and_posted(tmp_path: Path, github: FakeGitHub) -> None:
+    a_fork_pr(github)
+    done = post(tmp_path, github, zipped(packed(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert len(github.comments) == 1
+
+
+def test_a_zip_bomb_member_is_refused_by_its_size(tmp_path: Path, github: FakeGitHub) -> None:
+    a_fork_pr(github)
+    artifact = packed(tmp_path)
+    (artifact / "results.json").write_bytes(b" " * (RESULTS_LIMIT + 1))  # deflates to ~16 KiB
+    folder = zipped(artifact)
+    assert (folder / "ci-evals-pr.zip").stat().st_size < 100_000
+    refused(post(tmp_path, github, folder), github, "ci-evals-pr.zip:results.json: 16777217 bytes")
+
+
+def test_a_zip_of_many_entries_is_refused(tmp_path: Path, github: FakeGitHub) -> None:
+    a_fork_pr(github)
+    folder = zipped(packed(tmp_path), {f"junk/{n}": b"" for n in range(100)})
+    refused(post(tmp_path, github, folder), github, "102 entries, over the limit of 64")
+
+
+def test_a_zip_without_the_pr_file_posts_nothing(tmp_path: Path, github: FakeGitHub) -> None:
+    a_fork_pr(github)
+    artifact = packed(tmp_path)
+    (artifact / "pr.json").unlink()
+    refused(post(tmp_path, github, zipped(artifact)), github, "pr.json: missing from the artifact")

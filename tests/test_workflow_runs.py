@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,16 @@ class Artifacts:
             shutil.copytree(source, self.store / options["name"], symlinks=True)
 
     def download(self, step: Mapping[str, Any]) -> None:
+        """The artifact zipped into `path` (`skip-decompress`): its files at the root."""
         options = step["with"]
         assert options["run-id"] == "${{ github.event.workflow_run.id }}"
+        assert options["skip-decompress"] is True
         target = Path(self.runner.evaluate(options["path"], {}))
-        shutil.copytree(self.store / options["name"], target)
+        target.mkdir(parents=True)
+        source = self.store / options["name"]
+        with zipfile.ZipFile(target / f"{options['name']}.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(source.iterdir()):
+                zf.write(path, path.name)
 
 
 def fork_pr_run(tmp_path: Path, store: Path) -> tuple[ActionsRunner, str]:

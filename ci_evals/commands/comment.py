@@ -7,7 +7,8 @@ comment. Two halves, in two workflows (docs/github.md):
   the run's `results.json` and `pr.json` (the pull request number and head
   commit, from the `pull_request` event), to upload as an artifact;
 - `ci-evals comment --from-artifact DIR` in the trusted `workflow_run`
-  workflow, which checks nothing out: the artifact is untrusted data
+  workflow, which checks nothing out (DIR holds the two files, or only the
+  artifact's zip, read without unpacking): the artifact is untrusted data
   (`github.artifact`: size limits, exact schema, the claim cross-checked with
   the `workflow_run` payload and with the pull request's head from the REST
   API, `github.pulls`), then the summary is posted as the sticky comment.
@@ -29,7 +30,7 @@ from ci_evals.errors import EXIT_OK, UserError
 
 if TYPE_CHECKING:
     from ci_evals.github.actions import ActionsEnv
-    from ci_evals.github.artifact import PullRequestRef, WorkflowRun
+    from ci_evals.github.artifact import ArtifactReader, PullRequestRef, WorkflowRun
     from ci_evals.github.comment import CommentSettings
 
 
@@ -105,9 +106,9 @@ def _post(env: ActionsEnv | None, folder: Path, *, key: str) -> int:
     from ci_evals.github.artifact import (  # noqa: PLC0415
         PR_FILE,
         PR_FILE_LIMIT,
+        ArtifactReader,
         check_claim,
         parse_pr_file,
-        read_untrusted,
         workflow_run_from_event,
     )
     from ci_evals.github.comment import (  # noqa: PLC0415
@@ -119,7 +120,8 @@ def _post(env: ActionsEnv | None, folder: Path, *, key: str) -> int:
     sticky_marker(key)
     event_name, payload = _event(env)
     run = workflow_run_from_event(event_name, payload)
-    claim = parse_pr_file(read_untrusted(folder / PR_FILE, PR_FILE_LIMIT), file=folder / PR_FILE)
+    artifact = ArtifactReader(folder)
+    claim = parse_pr_file(artifact.read(PR_FILE, PR_FILE_LIMIT), file=artifact.where(PR_FILE))
     check_claim(claim, run)
     settings = CommentSettings.from_environ()
     token, repository = settings.token, settings.repository
@@ -129,7 +131,7 @@ def _post(env: ActionsEnv | None, folder: Path, *, key: str) -> int:
             hint="env: GITHUB_TOKEN: ${{ github.token }}, with `pull-requests: write`",
         )
     _check_head(settings, token, repository, claim, run)
-    markdown = _summary(folder, run)
+    markdown = _summary(artifact, run)
     outcome = post_sticky_comment(
         markdown,
         api_url=settings.api_url,
@@ -174,16 +176,16 @@ def _check_head(
         )
 
 
-def _summary(folder: Path, run: WorkflowRun) -> str:
+def _summary(artifact: ArtifactReader, run: WorkflowRun) -> str:
     """The Markdown: where it came from, then the report of the checked results."""
-    from ci_evals.github.artifact import RESULTS_FILE, RESULTS_LIMIT, read_untrusted  # noqa: PLC0415
+    from ci_evals.github.artifact import RESULTS_FILE, RESULTS_LIMIT  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
     from ci_evals.report.verify import problems  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
 
-    data = read_untrusted(folder / RESULTS_FILE, RESULTS_LIMIT)
+    data = artifact.read(RESULTS_FILE, RESULTS_LIMIT)
     # Parsed from the bytes already read and size-checked, via a private copy:
-    # the artifact folder is not read a second time.
+    # the artifact is not read a second time.
     with tempfile.TemporaryDirectory(prefix="ci-evals-artifact-") as private:
         copy = Path(private) / RESULTS_FILE
         copy.write_bytes(data)

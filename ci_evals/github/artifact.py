@@ -7,9 +7,12 @@ the base repository's code and token) posts the comment. Everything in that
 artifact was written by code from the pull request, so it is data to check,
 never to trust:
 
-- only two regular files are read (`results.json`, `pr.json`), never through
-  a link, each under a size limit (`RESULTS_LIMIT`, `PR_FILE_LIMIT`), before
-  any parsing;
+- only two files are read (`results.json`, `pr.json`), each under a size
+  limit (`RESULTS_LIMIT`, `PR_FILE_LIMIT`) before any parsing: from a folder,
+  regular files only, never through a link; from the artifact's zip itself
+  (`actions/download-artifact` with `skip-decompress`), nothing is unpacked to
+  disk, at most `ZIP_ENTRIES` entries, each member read only up to its limit
+  whatever size it declares (`ArtifactReader`);
 - `pr.json` is exactly `{"version": 1, "pr_number": N, "head_sha": SHA}`;
 - the pull request it names must be the one the `workflow_run` payload is
   about: its `head_sha` is the payload's `workflow_run.head_sha` (GitHub wrote
@@ -27,6 +30,7 @@ import json
 import os
 import re
 import stat
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +42,8 @@ PR_FILE = "pr.json"
 PR_FILE_VERSION = 1
 RESULTS_LIMIT = 16 * 1024 * 1024  # a real run's results are well under 1 MiB
 PR_FILE_LIMIT = 4 * 1024
+ZIP_LIMIT = 64 * 1024 * 1024  # the zip file itself
+ZIP_ENTRIES = 64  # a results folder packs two files; anything near this is not ours
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _PR_KEYS = {"version", "pr_number", "head_sha"}
 
@@ -87,6 +93,66 @@ def read_untrusted(path: Path, limit: int) -> bytes:
     if len(data) > limit:  # grew while read
         raise UserError(f"over the limit of {limit} bytes", file=path)
     return data
+
+
+@dataclass(frozen=True)
+class ArtifactReader:
+    """The two files of a downloaded artifact: a folder holding them, or a folder
+    holding only the artifact's zip (`skip-decompress`), read without unpacking."""
+
+    folder: Path
+
+    def read(self, name: str, limit: int) -> bytes:
+        archive = self._zip()
+        if archive is None:
+            return read_untrusted(self.folder / name, limit)
+        return _zip_member(archive, name, limit)
+
+    def where(self, name: str) -> Path:
+        archive = self._zip()
+        return self.folder / name if archive is None else Path(f"{archive}:{name}")
+
+    def _zip(self) -> Path | None:
+        """The folder's one entry when it is a zip and no results file is beside it."""
+        try:
+            entries = sorted(self.folder.iterdir())
+        except OSError as exc:
+            raise UserError(f"cannot list: {exc.strerror or exc}", file=self.folder) from None
+        if len(entries) != 1 or entries[0].name in (RESULTS_FILE, PR_FILE):
+            return None
+        # lstat first: is_zipfile would follow a link, or block on a FIFO.
+        if not stat.S_ISREG(entries[0].lstat().st_mode):
+            return None
+        return entries[0] if zipfile.is_zipfile(entries[0]) else None
+
+
+def _zip_member(archive: Path, name: str, limit: int) -> bytes:
+    where = f"{archive}:{name}"
+    data = read_untrusted(archive, ZIP_LIMIT)
+    import io  # noqa: PLC0415 - only the zip form needs it
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+            if len(infos) > ZIP_ENTRIES:
+                raise UserError(
+                    f"{len(infos)} entries, over the limit of {ZIP_ENTRIES}", file=archive
+                )
+            found = [info for info in infos if info.filename == name]
+            if not found:
+                raise UserError("missing from the artifact", file=where)
+            if len(found) > 1:
+                raise UserError("more than one entry of this name", file=where)
+            (info,) = found
+            if info.file_size > limit:
+                raise UserError(f"{info.file_size} bytes, over the limit of {limit}", file=where)
+            with zf.open(info) as member:
+                content = member.read(limit + 1)  # whatever it declared
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError) as exc:
+        raise UserError(f"not a readable zip: {exc}", file=archive) from None
+    if len(content) > limit:
+        raise UserError(f"over the limit of {limit} bytes", file=where)
+    return content
 
 
 def parse_pr_file(data: bytes, *, file: Path) -> PullRequestRef:
