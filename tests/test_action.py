@@ -145,10 +145,8 @@ def test_the_action_runs_the_affected_stages_and_comments(
     assert (repo / ".ci-evals" / "run" / "junit.xml").is_file()
     summary = actions.summary.read_text(encoding="utf-8")
     assert "## ci-evals: passed" in summary
-    assert (
-        "simulated" in summary
-        and "served from fixtures (not run, no cost): stage(s) 1-4" in summary
-    )
+    assert "(simulated: stub-model prices, nothing was paid)" in summary
+    assert "- Served from fixtures (not run): 1, 2, 3, 4" in summary
     (comment,) = github.comments
     assert comment["body"].startswith(MARKER)
     assert "(stub model: a wiring check, not a model verdict)" in comment["body"]
