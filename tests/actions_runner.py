@@ -128,7 +128,15 @@ class ActionsRunner:
             "GITHUB_WORKSPACE": str(self.workspace),
             "RUNNER_TEMP": str(self.temp),
         }
-        for name in ("repository", "sha", "api_url", "action_path", "server_url"):
+        for name in (
+            "repository",
+            "sha",
+            "api_url",
+            "action_path",
+            "server_url",
+            "workflow_ref",
+            "base_ref",
+        ):
             if name in self.github:
                 env[f"GITHUB_{name.upper()}"] = self.github[name]
         return env

@@ -21,9 +21,10 @@ import yaml
 
 from tests.actions_runner import ActionsRunner, parse_outputs, runner_env, runner_python
 from tests.conftest import git
+from tests.github_actions_fake import ActionsGitHub, actions_github
 from tests.test_github_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
 
-__all__ = ["github"]  # the stand-in server fixture, shared with the comment tests
+__all__ = ["actions_github", "github"]  # the stand-in servers, shared with their own tests
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
@@ -97,7 +98,11 @@ def action_checkout(tmp_path: Path) -> Path:
 def runner(tmp_path: Path, repo: Path, github: FakeGitHub, head: str) -> ActionsRunner:
     bin_dir = runner_python(tmp_path)
     env = runner_env(bin_dir)
-    payload = {"number": PR, "pull_request": {"number": PR, "head": {"sha": head}}}
+    payload = {
+        "number": PR,
+        "pull_request": {"number": PR, "head": {"sha": head}},
+        "repository": {"default_branch": "main"},
+    }
     return ActionsRunner(
         workspace=repo,
         temp=tmp_path / "runner-temp",
@@ -109,6 +114,8 @@ def runner(tmp_path: Path, repo: Path, github: FakeGitHub, head: str) -> Actions
             "sha": head,
             "api_url": github.url,
             "action_path": str(action_checkout(tmp_path)),
+            "workflow_ref": f"{REPO}/.github/workflows/evals.yml@refs/pull/{PR}/merge",
+            "base_ref": "main",
         },
         base_env=env,
     )
@@ -116,14 +123,16 @@ def runner(tmp_path: Path, repo: Path, github: FakeGitHub, head: str) -> Actions
 
 @pytest.mark.slow
 def test_the_action_runs_the_affected_stages_and_comments(
-    tmp_path: Path, github: FakeGitHub
+    tmp_path: Path, actions_github: ActionsGitHub
 ) -> None:
+    github = actions_github
+    github.add_run(conclusion="failure")  # no successful run of evals.yml on main: no baseline
     repo, base, head = users_repository(tmp_path)
     actions = runner(tmp_path, repo, github, head)
 
     outputs = actions.run_action(
         ACTION,
-        {"base": base, "model": "stub:stub/labsmith.yaml", "comment": "true"},
+        {"base": base, "model": "stub:stub/labsmith.yaml", "comment": "true", "baseline": "true"},
     )
 
     log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
@@ -147,6 +156,12 @@ def test_the_action_runs_the_affected_stages_and_comments(
     assert "## ci-evals: passed" in summary
     assert "(simulated: stub-model prices, nothing was paid)" in summary
     assert "- Served from fixtures (not run): 1, 2, 3, 4" in summary
+    # baseline: true looked for the calling workflow's last good run on the base branch.
+    assert any(
+        r.path.startswith(f"/repos/{REPO}/actions/workflows/evals.yml/runs?branch=main")
+        for r in github.requests
+    ), github.paths()
+    assert "**No baseline:** no successful run of evals.yml on main" in summary
     (comment,) = github.comments
     assert comment["body"].startswith(MARKER)
     assert "(stub model: a wiring check, not a model verdict)" in comment["body"]
