@@ -28,9 +28,10 @@ import yaml
 
 from tests.actions_runner import ActionsRunner, runner_env, runner_python
 from tests.conftest import git
-from tests.test_github_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
+from tests.github_actions_fake import ActionsGitHub, actions_github
+from tests.test_github_comment import MARKER, PR, REPO, TOKEN, FakeGitHub
 
-__all__ = ["github"]  # the stand-in server fixture, shared with the comment tests
+__all__ = ["actions_github"]  # the stand-in GitHub (comments, runs, artifacts), shared
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -94,7 +95,7 @@ class Artifacts:
                 zf.write(path, path.name)
 
 
-def fork_pr_run(tmp_path: Path, store: Path) -> tuple[ActionsRunner, str]:
+def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[ActionsRunner, str]:
     """`evals.yml` on a fork's pull request: both jobs; returns the evals runner and HEAD."""
     repo, base, head = checkout(tmp_path)
     bin_dir = runner_python(tmp_path)
@@ -102,7 +103,15 @@ def fork_pr_run(tmp_path: Path, store: Path) -> tuple[ActionsRunner, str]:
         "number": PR,
         "pull_request": {"number": PR, "base": {"sha": base}, "head": {"sha": head}},
     }
-    context = {"repository": REPO, "sha": head}
+    context_base_ref = "main"
+    # The fork's run holds a read-only token: it may read runs and artifacts (the baseline).
+    context = {
+        "repository": REPO,
+        "sha": head,
+        "token": TOKEN,
+        "api_url": github.url,
+        "base_ref": context_base_ref,
+    }
     evals = workflow("evals.yml")
 
     select = ActionsRunner(
@@ -149,6 +158,7 @@ def comment_run(
             "head_repository": {"full_name": FORK},
             "pull_requests": [],  # always empty for a fork
         },
+        "repository": {"default_branch": "main"},
     }
     runner = ActionsRunner(
         workspace=tmp_path / f"{name}-workspace",  # nothing checked out: an empty folder
@@ -170,10 +180,12 @@ def comment_run(
 
 @pytest.mark.slow
 def test_a_fork_pr_is_evaluated_on_the_stub_and_commented_by_the_trusted_workflow(
-    tmp_path: Path, github: FakeGitHub
+    tmp_path: Path, actions_github: ActionsGitHub
 ) -> None:
+    github = actions_github
+    github.add_run(conclusion="failure")  # main has no successful evals run yet: no baseline
     store = tmp_path / "artifacts"
-    evals, head = fork_pr_run(tmp_path, store)
+    evals, head = fork_pr_run(tmp_path, store, github)
 
     (run_step,) = [s for s in evals.steps if s.name == "Run the evals"]
     assert "::notice title=ci-evals::no ANTHROPIC_API_KEY: the stub model" in run_step.stdout
@@ -183,7 +195,8 @@ def test_a_fork_pr_is_evaluated_on_the_stub_and_commented_by_the_trusted_workflo
     assert sorted(p.name for p in store.iterdir()) == ["ci-evals-pr", "ci-evals-run"]
     assert sorted(p.name for p in (store / "ci-evals-pr").iterdir()) == ["pr.json", "results.json"]
     assert (store / "ci-evals-run" / "junit.xml").is_file()
-    assert github.requests == []  # the untrusted run never talks to GitHub
+    assert "**No baseline:** no successful run of evals.yml on main" in summary
+    assert {r.method for r in github.requests} == {"GET"}  # the untrusted run only reads
 
     github.pulls[PR] = {
         "number": PR,
@@ -197,6 +210,7 @@ def test_a_fork_pr_is_evaluated_on_the_stub_and_commented_by_the_trusted_workflo
         f"{MARKER}\n_From the pull request's own run (workflow run 4242"
     )
     assert "(stub model: a wiring check, not a model verdict)" in posted["body"]
+    assert "**No baseline:**" in posted["body"] and "### Cost" in posted["body"]
 
     # The same artifact, its PR number changed to another pull request's: nothing posted.
     pr_file = store / "ci-evals-pr" / "pr.json"
@@ -215,5 +229,7 @@ def test_a_fork_pr_is_evaluated_on_the_stub_and_commented_by_the_trusted_workflo
         "not posted:" in failed.stderr
         and f"pull request #{PR + 1}'s head is dddddddddddd" in failed.stderr
     )
-    assert [r.method for r in github.requests[before:]] == ["GET"]  # the PR looked up, no write
+    later = github.requests[before:]
+    assert {r.method for r in later} == {"GET"}  # the baseline and the PR looked up, no write
+    assert f"/repos/{REPO}/pulls/{PR + 1}" in [r.path for r in later]
     assert len(github.comments) == 1

@@ -65,6 +65,10 @@ def test_the_run_folder_written_is_the_one_reported_packed_and_uploaded() -> Non
     by_command = {words[1]: words for words in commands(workflow)}
     out = option(by_command["run"], "--out")
     assert by_command["report"][2] == out
+    # On a pull request the report compares with the baseline the fetch step wrote.
+    text = (WORKFLOWS / "evals.yml").read_text(encoding="utf-8")
+    (compared,) = re.findall(r"baseline=\(--baseline (\S+)\)", text)
+    assert compared == option(by_command["baseline"], "--out")
     assert option(by_command["comment"], "--pack") == out
     uploads = {
         s["with"]["name"]: s["with"]["path"]
@@ -103,7 +107,8 @@ def test_the_untrusted_jobs_can_write_nothing() -> None:
         workflow = load(name)
         assert workflow["permissions"] == {}, name
         for job in workflow["jobs"].values():
-            assert job["permissions"] == {"contents": "read"}, name
+            assert set(job["permissions"].values()) == {"read"}, name
+            assert set(job["permissions"]) <= {"contents", "actions"}, name
 
 
 def test_no_expression_is_interpolated_into_a_script() -> None:

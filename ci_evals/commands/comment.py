@@ -49,6 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="(trusted workflow_run job) check the downloaded artifact and post the comment",
     )
     parser.add_argument("--out", type=Path, metavar="DIR", help="where --pack writes")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="RUN",
+        help="with --from-artifact: compare with this run, as `report --baseline` "
+        "(e.g. a folder written by `ci-evals baseline fetch` in the trusted job)",
+    )
     add_comment_key(parser)
 
 
@@ -60,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
         if args.out is None:
             raise UserError("--pack needs --out DIR", field="--out")
         return _pack(env, args.pack, args.out)
+    if args.baseline is not None and args.from_artifact is None:
+        raise UserError("--baseline goes with --from-artifact", field="--baseline")
     try:
-        return _post(env, args.from_artifact, key=args.comment_key)
+        return _post(env, args.from_artifact, key=args.comment_key, baseline=args.baseline)
     except UserError as exc:
         raise UserError(
             f"not posted: {exc}", hint="the artifact is the fork's data; nothing was posted"
@@ -101,7 +110,7 @@ def _pack(env: ActionsEnv | None, run_dir: Path, out: Path) -> int:
     return EXIT_OK
 
 
-def _post(env: ActionsEnv | None, folder: Path, *, key: str) -> int:
+def _post(env: ActionsEnv | None, folder: Path, *, key: str, baseline: Path | None) -> int:
     from ci_evals.github.actions import append_summary  # noqa: PLC0415
     from ci_evals.github.artifact import (  # noqa: PLC0415
         PR_FILE,
@@ -131,7 +140,7 @@ def _post(env: ActionsEnv | None, folder: Path, *, key: str) -> int:
             hint="env: GITHUB_TOKEN: ${{ github.token }}, with `pull-requests: write`",
         )
     _check_head(settings, token, repository, claim, run)
-    markdown = _summary(artifact, run)
+    markdown = _summary(artifact, run, baseline)
     outcome = post_sticky_comment(
         markdown,
         api_url=settings.api_url,
@@ -176,8 +185,10 @@ def _check_head(
         )
 
 
-def _summary(artifact: ArtifactReader, run: WorkflowRun) -> str:
-    """The Markdown: where it came from, then the report of the checked results."""
+def _summary(artifact: ArtifactReader, run: WorkflowRun, baseline: Path | None) -> str:
+    """The Markdown: where it came from, then the report of the checked results
+    (with *Against the baseline* and *Cost*, as `report` writes them)."""
+    from ci_evals.commands.baseline_report import against_baseline  # noqa: PLC0415
     from ci_evals.github.artifact import RESULTS_FILE, RESULTS_LIMIT  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
     from ci_evals.report.verify import problems  # noqa: PLC0415
@@ -201,4 +212,5 @@ def _summary(artifact: ArtifactReader, run: WorkflowRun) -> str:
         f"`{run.head_sha[:12]}`): results written by the pull request's code, checked for "
         "consistency, not re-run._\n\n"
     )
-    return note + markdown_summary(result, found)
+    sections = against_baseline(result, argparse.Namespace(baseline=baseline, base=None), found)
+    return note + markdown_summary(result, found) + "\n" + sections
