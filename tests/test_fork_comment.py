@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ci_evals.github.artifact import RESULTS_LIMIT
+from ci_evals.github.fork_artifact import RESULTS_LIMIT
 from ci_evals.results.model import write_results
 from tests.test_github_comment import BOT, MARKER, PR, REPO, TOKEN, FakeGitHub, github
 from tests.test_report import a_run, failed_stage, passed_stage, scenario

@@ -9,7 +9,7 @@ comment. Two halves, in two workflows (docs/github.md):
 - `ci-evals comment --from-artifact DIR` in the trusted `workflow_run`
   workflow, which checks nothing out (DIR holds the two files, or only the
   artifact's zip, read without unpacking): the artifact is untrusted data
-  (`github.artifact`: size limits, exact schema, the claim cross-checked with
+  (`github.fork_artifact`: size limits, exact schema, the claim cross-checked with
   the `workflow_run` payload and with the pull request's head from the REST
   API, `github.pulls`), then the summary is posted as the sticky comment.
 
@@ -30,8 +30,8 @@ from ci_evals.errors import EXIT_OK, UserError
 
 if TYPE_CHECKING:
     from ci_evals.github.actions import ActionsEnv
-    from ci_evals.github.artifact import ArtifactReader, PullRequestRef, WorkflowRun
     from ci_evals.github.comment import CommentSettings
+    from ci_evals.github.fork_artifact import ArtifactReader, PullRequestRef, WorkflowRun
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,8 +89,8 @@ def _event(env: ActionsEnv | None) -> tuple[str | None, dict[str, object]]:
 
 
 def _pack(env: ActionsEnv | None, run_dir: Path, out: Path) -> int:
-    from ci_evals.github.artifact import PR_FILE, RESULTS_FILE, PullRequestRef  # noqa: PLC0415
     from ci_evals.github.event import PULL_REQUEST_EVENTS  # noqa: PLC0415
+    from ci_evals.github.fork_artifact import PR_FILE, RESULTS_FILE, PullRequestRef  # noqa: PLC0415
     from ci_evals.results.model import dump_results, read_results  # noqa: PLC0415
 
     event_name, payload = _event(env)
@@ -112,18 +112,18 @@ def _pack(env: ActionsEnv | None, run_dir: Path, out: Path) -> int:
 
 def _post(env: ActionsEnv | None, folder: Path, *, key: str, baseline: Path | None) -> int:
     from ci_evals.github.actions import append_summary  # noqa: PLC0415
-    from ci_evals.github.artifact import (  # noqa: PLC0415
+    from ci_evals.github.comment import (  # noqa: PLC0415
+        CommentSettings,
+        post_sticky_comment,
+        sticky_marker,
+    )
+    from ci_evals.github.fork_artifact import (  # noqa: PLC0415
         PR_FILE,
         PR_FILE_LIMIT,
         ArtifactReader,
         check_claim,
         parse_pr_file,
         workflow_run_from_event,
-    )
-    from ci_evals.github.comment import (  # noqa: PLC0415
-        CommentSettings,
-        post_sticky_comment,
-        sticky_marker,
     )
 
     sticky_marker(key)
@@ -189,7 +189,7 @@ def _summary(artifact: ArtifactReader, run: WorkflowRun, baseline: Path | None) 
     """The Markdown: where it came from, then the report of the checked results
     (with *Against the baseline* and *Cost*, as `report` writes them)."""
     from ci_evals.commands.baseline_report import against_baseline  # noqa: PLC0415
-    from ci_evals.github.artifact import RESULTS_FILE, RESULTS_LIMIT  # noqa: PLC0415
+    from ci_evals.github.fork_artifact import RESULTS_FILE, RESULTS_LIMIT  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
     from ci_evals.report.verify import problems  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
