@@ -24,6 +24,7 @@ from ci_evals.errors import UserError
 from ci_evals.github.comment import (
     COMMENT_LIMIT,
     CommentSettings,
+    RetryPolicy,
     comment_body,
     comment_on_pull_request,
     post_sticky_comment,
@@ -68,6 +69,10 @@ class FakeGitHub:
     requests: list[Recorded] = field(default_factory=list)
     # method -> (status, JSON reply, extra headers): answered instead of the real thing
     fail: dict[str, tuple[int, Any, dict[str, str]]] = field(default_factory=dict)
+    # method -> how many more requests `fail` answers (absent: every one)
+    fail_times: dict[str, int] = field(default_factory=dict)
+    # number -> the `GET /repos/OWNER/NAME/pulls/N` reply (the fork path checks a PR's head)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_id: int = 1000
 
     def add(self, body: str, user: dict[str, str]) -> int:
@@ -106,7 +111,9 @@ class _Handler(BaseHTTPRequestHandler):
         github.requests.append(Recorded(method, self.path, dict(self.headers.items()), body))
         if self.headers.get("Authorization") != f"Bearer {github.token}":
             return self._reply(401, {"message": "Bad credentials"})
-        if method in github.fail:
+        if method in github.fail and github.fail_times.get(method, 1) > 0:
+            if method in github.fail_times:
+                github.fail_times[method] -= 1
             status, reply, headers = github.fail[method]
             return self._reply(status, reply, headers)
         parts = urllib.parse.urlsplit(self.path)
@@ -114,6 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path[:3] != ["repos", *REPO.split("/")]:
             return self._reply(404, {"message": "Not Found"})
         rest = path[3:]
+        if len(rest) == 2 and rest[0] == "pulls" and method == "GET":
+            pull = github.pulls.get(int(rest[1])) if rest[1].isdigit() else None
+            return self._reply(200, pull) if pull else self._reply(404, {"message": "Not Found"})
         if rest == ["issues", str(PR), "comments"] and method == "GET":
             return self._list(urllib.parse.parse_qs(parts.query))
         if rest == ["issues", str(PR), "comments"] and method == "POST":
@@ -214,9 +224,14 @@ def post(github: FakeGitHub, body: str = "## ci-evals: passed\n", **kwargs: Any)
         "pr_number": PR,
         "token": TOKEN,
         "timeout": 5.0,
+        "retry": FAST_RETRY,
     }
     options.update(kwargs)
     return post_sticky_comment(body, **options)
+
+
+# The real waits, scaled down: a test must not sleep for seconds.
+FAST_RETRY = RetryPolicy(attempts=3, backoff_s=0.01, cap_s=0.5)
 
 
 # ------------------------------------------------------------------ create and update
@@ -588,7 +603,7 @@ def test_a_broken_event_file_is_a_user_error(tmp_path: Path) -> None:
         comment_on_pull_request("x", event_name="pull_request", event_path=bad, settings=settings)
 
 
-def test_the_report_command_posts_and_then_updates_the_comment(
+def test_the_report_command_posts_and_then_leaves_an_unchanged_comment(
     github: FakeGitHub,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -615,9 +630,99 @@ def test_the_report_command_posts_and_then_updates_the_comment(
     assert main(["report", str(run_dir), "--comment", "--markdown", str(tmp_path / "s.md")]) == 0
     assert main(["report", str(run_dir), "--comment", "--markdown", str(tmp_path / "s.md")]) == 0
 
-    assert github.methods().count("POST") == 1 and github.methods().count("PATCH") == 1
+    # The same results twice: one comment, never edited (a PATCH would mark it "edited").
+    assert github.methods() == ["GET", "POST", "GET"]
     (comment,) = github.comments
     assert comment["body"].startswith("<!-- ci-evals-sticky:ci-evals -->")
     assert (tmp_path / "s.md").read_text() in comment["body"]
     assert "ci-evals report: --comment:" in capsys.readouterr().err
     assert TOKEN not in (tmp_path / "summary.md").read_text()
+
+
+# ------------------------------------------------------------------ unchanged bodies and retries
+
+
+def test_a_second_run_with_the_same_summary_edits_nothing(github: FakeGitHub) -> None:
+    first = post(github, "same\n")
+    second = post(github, "same\n")
+    assert (first.action, second.action) == ("created", "unchanged")
+    assert github.methods() == ["GET", "POST", "GET"]
+    assert second.comment_url == first.comment_url
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_a_server_error_is_retried(github: FakeGitHub, method: str, status: int) -> None:
+    github.fail[method] = (status, {"message": "Server Error"}, {})
+    github.fail_times[method] = 2
+    outcome = post(github)
+    assert outcome.action == "created"
+    assert github.methods().count(method) == 3
+    assert len(github.comments) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [
+        (403, {"Retry-After": "0"}),
+        (429, {"Retry-After": "0"}),
+        (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "0"}),
+        (429, {}),
+    ],
+)
+def test_a_secondary_rate_limit_is_retried(
+    github: FakeGitHub, status: int, headers: dict[str, str]
+) -> None:
+    message = {"message": "You have exceeded a secondary rate limit."}
+    github.fail["POST"] = (status, message, headers)
+    github.fail_times["POST"] = 1
+    assert post(github).action == "created"
+    assert github.methods() == ["GET", "POST", "GET", "POST"]
+
+
+def test_retry_after_is_honoured_and_counted(github: FakeGitHub) -> None:
+    waits: list[float] = []
+    policy = RetryPolicy(attempts=4, backoff_s=0.01, cap_s=5.0, sleep=waits.append)
+    github.fail["PATCH"] = (403, {"message": "secondary rate limit"}, {"Retry-After": "3"})
+    github.fail_times["PATCH"] = 2
+    github.add(f"{MARKER}\nold", BOT)
+    assert post(github, retry=policy).action == "updated"
+    assert waits == [3.0, 3.0]
+
+
+def test_no_retry_after_means_exponential_backoff(github: FakeGitHub) -> None:
+    waits: list[float] = []
+    policy = RetryPolicy(attempts=3, backoff_s=0.5, cap_s=5.0, sleep=waits.append)
+    github.fail["GET"] = (502, {"message": "Bad Gateway"}, {})
+    with pytest.raises(UserError, match=r"502: Bad Gateway .*3 tries"):
+        post(github, retry=policy)
+    assert waits == [0.5, 1.0]
+    assert github.methods() == ["GET", "GET", "GET"]
+
+
+def test_a_wait_beyond_the_cap_is_not_waited_for(github: FakeGitHub) -> None:
+    waits: list[float] = []
+    policy = RetryPolicy(attempts=3, backoff_s=0.01, cap_s=60.0, sleep=waits.append)
+    github.fail["POST"] = (429, {"message": "rate limit"}, {"Retry-After": "3600"})
+    with pytest.raises(UserError, match=r"429: rate limit .*asked to wait 3600s") as info:
+        post(github, retry=policy)
+    assert waits == []
+    assert info.value.hint is not None and "rate-limited" in info.value.hint
+
+
+def test_a_create_that_landed_despite_a_5xx_is_not_posted_twice(github: FakeGitHub) -> None:
+    # GitHub stored the comment, then the proxy in front answered 502: the next
+    # attempt lists again, finds it and leaves it (same body) instead of posting a copy.
+    github.add(f"{MARKER}\n## ci-evals: passed\n", BOT)
+    github.fail["GET"] = (502, {"message": "Bad Gateway"}, {})
+    github.fail_times["GET"] = 1
+    outcome = post(github)
+    assert outcome.action == "unchanged"
+    assert github.methods() == ["GET", "GET"]
+    assert len(github.comments) == 1
+
+
+def test_a_plain_403_is_never_retried(github: FakeGitHub) -> None:
+    github.fail["POST"] = READ_ONLY
+    assert post(github).action == "skipped-read-only"
+    assert github.methods() == ["GET", "POST"]

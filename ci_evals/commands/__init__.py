@@ -37,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.baseline",
         "fetch the baseline run for `report --baseline` (the last successful run's artifact)",
     ),
+    "comment": (
+        "ci_evals.commands.comment",
+        "fork pull requests: pack a run for the trusted workflow, or check that artifact and post",
+    ),
     "check-fixtures": (
         "ci_evals.commands.check_fixtures",
         "grade the curated fixtures with their stage's reviewer and checks: good work must pass",
@@ -59,7 +63,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # JSON Schemas (mcp-check): they need the `run` extra (claude-agent-sdk,
 # pydantic, jsonschema), checked by `main` before their module is imported.
 NEEDS_RUN_EXTRA = frozenset(
-    {"run", "init", "check", "grade", "check-fixtures", "report", "fixtures", "mcp-check"}
+    {
+        "run",
+        "init",
+        "check",
+        "grade",
+        "check-fixtures",
+        "report",
+        "fixtures",
+        "mcp-check",
+        "comment",
+    }
 )
 # Ways of running those commands that drive no agent: they need only pydantic
 # and jsonschema (what the `ci-evals-fixtures` pre-commit hook installs).

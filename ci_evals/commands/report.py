@@ -18,6 +18,9 @@ and criterion, regressions first) and *Cost* (what was served from fixtures
 and the estimated saving); a missing baseline is said, a baseline of another
 suite refused (exit 2). It never changes the exit code otherwise.
 
+In GitHub Actions it also prints an `::error`/`::warning` annotation per stage
+that did not pass (at most 10 per level; `report.annotations`).
+
 `--comment` (GitHub Actions, a pull request): also post the summary as the
 pull request's sticky comment, edited in place on every run (one per
 `--comment-key`). Outside a pull request, without `GITHUB_TOKEN` or with a
@@ -36,7 +39,10 @@ from ci_evals.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UserError
 from ci_evals.fs.atomic import write_atomic
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ci_evals.github.actions import ActionsEnv
+    from ci_evals.results.model import RunResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="in GitHub Actions on a pull request: post the summary as a sticky PR comment "
         "(needs GITHUB_TOKEN and `pull-requests: write`)",
     )
+    add_comment_key(parser)
+
+
+def add_comment_key(parser: argparse.ArgumentParser) -> None:
+    """`--comment-key`, shared with `ci-evals comment`."""
     parser.add_argument(
         "--comment-key",
         default="ci-evals",
@@ -104,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     env = ActionsEnv.from_environ()
     if env is not None:
         append_summary(env, markdown)
+        _annotate(result, found)
     if args.comment:
         _comment(env, markdown, key=args.comment_key)
     if found:
@@ -114,6 +126,22 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     return EXIT_OK if run_passed(result, found) else EXIT_FAIL
+
+
+def _annotate(result: RunResult, found: Sequence[str]) -> None:
+    """`::error`/`::warning` for each stage that did not pass, at most 10 per level.
+
+    On stderr, because stdout may be the Markdown summary; the runner reads
+    workflow commands from both. Every stage is also in the summary's *Not passed*.
+    """
+    from ci_evals.github.actions import annotation, capped  # noqa: PLC0415
+    from ci_evals.report.annotations import run_notes  # noqa: PLC0415
+
+    notes = run_notes(result, found)
+    for level in ("error", "warning"):
+        lines = [annotation(level, n.message, title=n.title) for n in notes if n.level == level]
+        for line in capped(lines):
+            print(line, file=sys.stderr)
 
 
 def _check_comment_key(key: str) -> None:

@@ -8,7 +8,17 @@ bot's comment counts, so a person who pastes the marker into a comment cannot
 make ci-evals overwrite (or hide behind) their text. Two suites in one
 repository keep two comments by using two keys.
 
+A second run whose summary is unchanged leaves the comment alone: no edit, no
+notification, no "edited" mark.
+
 Failure rules:
+- a 5xx or a secondary rate limit (403/429 with `Retry-After`, or
+  `x-ratelimit-remaining: 0`) is retried a bounded number of times
+  (`RetryPolicy`): the wait is GitHub's `Retry-After` (or the time to
+  `x-ratelimit-reset`), else an exponential backoff; a wait longer than the
+  cap is not waited for: the error is reported at once. The retried unit is
+  the whole find-then-write, so a create that failed with a 5xx but did land
+  is found and edited by the next attempt instead of posted twice;
 - a read-only token — what a pull request from a fork gets — answers 403 to
   the write (some setups 404 to the listing): not an error, the outcome says
   the comment was skipped, and the caller points at the step summary;
@@ -29,14 +39,15 @@ import http.client
 import json
 import os
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, TypeVar
 
 from ci_evals.errors import UserError
 from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
@@ -52,7 +63,8 @@ MAX_PAGES = 200  # 20,000 comments: far beyond any real PR; a Link loop must sti
 RESPONSE_LIMIT = 32 * 1024 * 1024  # a page of 100 comments of 64 Ki characters fits
 _MESSAGE_CHARS = 300  # GitHub's message or a network error, on one line
 
-Action = Literal["created", "updated", "skipped-read-only"]
+_T = TypeVar("_T")
+Action = Literal["created", "updated", "unchanged", "skipped-read-only"]
 
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _OWNER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
@@ -71,6 +83,24 @@ class CommentOutcome:
     action: Action
     comment_url: str | None
     detail: str
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry GitHub's "try again later" answers.
+
+    `attempts` counts the first try; `backoff_s` doubles after each try when
+    GitHub names no wait; a wait above `cap_s` is not waited for (the error is
+    reported at once: a step that sleeps for an hour is worse than a red one).
+    """
+
+    attempts: int = 3
+    backoff_s: float = 2.0
+    cap_s: float = 60.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+
+
+DEFAULT_RETRY = RetryPolicy()
 
 
 @dataclass(frozen=True)
@@ -147,13 +177,22 @@ def comment_body(markdown: str, marker: str, limit: int = COMMENT_LIMIT) -> str:
 class _StatusError(Exception):
     """GitHub answered with an error status (internal; the public API raises UserError)."""
 
-    def __init__(self, method: str, url: str, status: int, message: str, rate_limited: bool):
+    def __init__(  # noqa: PLR0917 - an internal record
+        self,
+        method: str,
+        url: str,
+        status: int,
+        message: str,
+        rate_limited: bool,
+        wait_s: float | None = None,
+    ):
         super().__init__(f"{method} {url}: {status} {message}")
         self.method = method
         self.url = url
         self.status = status
         self.message = message
         self.rate_limited = rate_limited
+        self.wait_s = wait_s  # what GitHub asked for: Retry-After or until x-ratelimit-reset
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -253,7 +292,9 @@ class _Client:
             or headers.get("retry-after") is not None
             or "rate limit" in message.lower()
         )
-        return _StatusError(method, _path(url), exc.code, message, rate_limited)
+        return _StatusError(
+            method, _path(url), exc.code, message, rate_limited, requested_wait(headers)
+        )
 
     def _json(self, method: str, url: str, raw: bytes) -> object:
         if len(raw) > RESPONSE_LIMIT:
@@ -269,6 +310,31 @@ class _Client:
     def _redact(self, text: str) -> str:
         # GitHub does not echo tokens, but a proxy or a stand-in server might.
         return text.replace(self._token, "***")
+
+
+def requested_wait(headers: Message, now: float | None = None) -> float | None:
+    """The seconds GitHub asks a client to wait: `Retry-After` (seconds), else the
+    time until `x-ratelimit-reset` (epoch seconds) when `x-ratelimit-remaining` is 0."""
+    retry_after = str(headers.get("retry-after") or "").strip()
+    if retry_after.isdigit():
+        return float(retry_after)
+    reset = str(headers.get("x-ratelimit-reset") or "").strip()
+    if headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
+        return max(0.0, float(reset) - (time.time() if now is None else now))
+    return None
+
+
+def retryable(exc: _StatusError) -> bool:
+    """A 5xx, or a rate limit: 429, or 403 with `Retry-After` / no requests left."""
+    return exc.status >= 500 or exc.status == 429 or (exc.status == 403 and exc.rate_limited)
+
+
+def retry_wait(exc: _StatusError, attempt: int, policy: RetryPolicy) -> float | None:
+    """How long to wait before try `attempt + 1`, or None when not to retry at all."""
+    if not retryable(exc) or attempt >= policy.attempts:
+        return None
+    wait = exc.wait_s if exc.wait_s is not None else policy.backoff_s * 2 ** (attempt - 1)
+    return wait if wait <= policy.cap_s else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -322,6 +388,16 @@ def _split_repository(repository: str) -> tuple[str, str]:
     return owner, name
 
 
+def checked_request(
+    api_url: str, repository: str, pr_number: int, token: str, timeout: float
+) -> tuple[str, str, str]:
+    """(API base, owner, name) once every argument of a pull request call is checked."""
+    api = _api_base(api_url)
+    owner, name = _split_repository(repository)
+    _check_request(pr_number, token, timeout)
+    return api, owner, name
+
+
 def _check_request(pr_number: int, token: str, timeout: float) -> None:
     if isinstance(pr_number, bool) or not isinstance(pr_number, int) or pr_number < 1:
         raise UserError(f"the pull request number must be a positive integer, got {pr_number!r}")
@@ -339,8 +415,15 @@ def _check_request(pr_number: int, token: str, timeout: float) -> None:
 # ------------------------------------------------------------------ the comment
 
 
-def _sticky_id(comment: object, marker: str) -> int | None:
-    """The comment's id when it is a bot's comment that starts with `marker`."""
+@dataclass(frozen=True)
+class _Sticky:
+    id: int
+    body: str
+    html_url: str | None
+
+
+def _sticky(comment: object, marker: str) -> _Sticky | None:
+    """The comment when it is a bot's comment that starts with `marker`."""
     if not isinstance(comment, dict):
         return None
     body, user, number = comment.get("body"), comment.get("user"), comment.get("id")
@@ -350,12 +433,12 @@ def _sticky_id(comment: object, marker: str) -> int | None:
         return None
     if isinstance(number, bool) or not isinstance(number, int):
         return None
-    return number
+    return _Sticky(number, body, _html_url(comment))
 
 
-def _find_sticky(client: _Client, url: str, marker: str) -> int | None:
-    """The id of the most recent sticky comment, over every page of the listing."""
-    found: list[int] = []
+def _find_sticky(client: _Client, url: str, marker: str) -> _Sticky | None:
+    """The most recent sticky comment, over every page of the listing."""
+    found: list[_Sticky] = []
     seen: set[str] = set()
     next_url: str | None = url
     while next_url is not None and len(seen) < MAX_PAGES and next_url not in seen:
@@ -363,10 +446,10 @@ def _find_sticky(client: _Client, url: str, marker: str) -> int | None:
         page, headers = client.request("GET", next_url)
         if not isinstance(page, list):
             raise UserError(f"GitHub API: GET {_path(next_url)} did not answer a list of comments")
-        found.extend(i for i in (_sticky_id(c, marker) for c in page) if i is not None)
+        found.extend(s for s in (_sticky(c, marker) for c in page) if s is not None)
         next_url = _next_page(headers, next_url)
     # Comment ids grow with time: the largest is the most recent.
-    return max(found, default=None)
+    return max(found, key=lambda sticky: sticky.id, default=None)
 
 
 def _html_url(reply: object) -> str | None:
@@ -390,9 +473,12 @@ def _skipped(exc: _StatusError, where: str) -> CommentOutcome:
     return CommentOutcome("skipped-read-only", None, detail)
 
 
-def _user_error(exc: _StatusError, where: str) -> UserError:
+def _user_error(exc: _StatusError, where: str, attempts: int = 1) -> UserError:
+    tries = f"; {attempts} tries" if attempts > 1 else ""
+    if retryable(exc) and exc.wait_s is not None and attempts == 1:
+        tries = f"; GitHub asked to wait {exc.wait_s:.0f}s, more than the retry cap"
     return UserError(
-        f"GitHub API: {exc.method} {exc.url} answered {exc.status}: {exc.message} ({where})",
+        f"GitHub API: {exc.method} {exc.url} answered {exc.status}: {exc.message} ({where}{tries})",
         hint=_HINTS.get(429 if exc.rate_limited else exc.status),
     )
 
@@ -414,41 +500,79 @@ def post_sticky_comment(
     token: str,
     marker_key: str = "ci-evals",
     timeout: float = 30.0,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> CommentOutcome:
     """Create or edit the sticky comment for `marker_key` on the pull request (module doc)."""
-    api = _api_base(api_url)
-    owner, name = _split_repository(repository)
-    _check_request(pr_number, token, timeout)
+    api, owner, name = checked_request(api_url, repository, pr_number, token, timeout)
     marker = sticky_marker(marker_key)
+    target = _Target(
+        client=_Client(api, token, timeout),
+        repo_url=f"{api}/repos/{owner}/{name}",
+        comments_url=f"{api}/repos/{owner}/{name}/issues/{pr_number}/comments",
+        where=f"{owner}/{name}#{pr_number}",
+    )
     text = comment_body(body, marker)
-    where = f"{owner}/{name}#{pr_number}"
-    repo_url = f"{api}/repos/{owner}/{name}"
-    comments_url = f"{repo_url}/issues/{pr_number}/comments"
-    client = _Client(api, token, timeout)
+    return with_retries(lambda: _upsert(target, marker, text), retry, target.where)
+
+
+def with_retries(call: Callable[[], _T], retry: RetryPolicy, where: str) -> _T:
+    """`call()`, tried again (`retry_wait`) while GitHub answers "try again later";
+    any other error status, or the last one, as a one-line `UserError`."""
+    attempt = 1
+    while True:
+        try:
+            return call()
+        except _StatusError as exc:
+            wait = retry_wait(exc, attempt, retry)
+            if wait is None:
+                raise _user_error(exc, where, attempt) from None
+        retry.sleep(wait)
+        attempt += 1
+
+
+@dataclass(frozen=True)
+class _Target:
+    client: _Client
+    repo_url: str
+    comments_url: str
+    where: str  # OWNER/NAME#N, for messages
+
+
+def _upsert(target: _Target, marker: str, text: str) -> CommentOutcome:
+    """One attempt: find the sticky comment, then leave, edit or create it.
+
+    A `_StatusError` that is not a read-only token's answer propagates, for the
+    caller to retry or report.
+    """
+    client, where = target.client, target.where
     try:
-        existing = _find_sticky(client, f"{comments_url}?per_page={PER_PAGE}", marker)
+        existing = _find_sticky(client, f"{target.comments_url}?per_page={PER_PAGE}", marker)
     except _StatusError as exc:
         if _skippable(exc, listing=True):
             return _skipped(exc, where)
-        raise _user_error(exc, where) from None
+        raise
     try:
         if existing is not None:
+            if existing.body == text:
+                # No edit: an edit notifies nobody, but marks the comment "edited"
+                # and costs a write against the rate limit for nothing.
+                detail = f"comment {existing.id} on {where} is unchanged"
+                return CommentOutcome("unchanged", existing.html_url, detail)
             try:
-                reply, _ = client.request(
-                    "PATCH", f"{repo_url}/issues/comments/{existing}", {"body": text}
-                )
+                url = f"{target.repo_url}/issues/comments/{existing.id}"
+                reply, _ = client.request("PATCH", url, {"body": text})
                 return CommentOutcome(
-                    "updated", _html_url(reply), f"updated comment {existing} on {where}"
+                    "updated", _html_url(reply), f"updated comment {existing.id} on {where}"
                 )
             except _StatusError as exc:
                 if exc.status != 404:
                     raise
                 # Deleted between the listing and the edit: create a new one.
-        reply, _ = client.request("POST", comments_url, {"body": text})
+        reply, _ = client.request("POST", target.comments_url, {"body": text})
     except _StatusError as exc:
         if _skippable(exc, listing=False):
             return _skipped(exc, where)
-        raise _user_error(exc, where) from None
+        raise
     return CommentOutcome("created", _html_url(reply), f"created a comment on {where}")
 
 

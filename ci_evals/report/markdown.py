@@ -108,7 +108,7 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     scenarios = len({scenario.id for scenario in result.scenarios})
     repeats = f" x {result.repeat} repeats" if result.repeat > 1 else ""
-    stub = " (stub model: a wiring check)" if result.cost_note else ""
+    stub = " (stub model: a wiring check, not a model verdict)" if result.cost_note else ""
     lines = [
         f"## ci-evals: {verdict}",
         "",

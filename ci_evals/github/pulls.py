@@ -1,0 +1,62 @@
+"""One pull request's head, from the REST API: the check a fork's artifact cannot fake.
+
+`workflow_run.pull_requests` is empty for a pull request from a fork, so the
+number in the artifact is checked the other way round: GitHub is asked for
+that pull request, and its head commit (and head repository) must be the ones
+the triggering run evaluated. The client, its limits and its retries are the
+sticky comment's (`github.comment`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ci_evals.errors import UserError
+from ci_evals.github.comment import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    _Client,
+    checked_request,
+    with_retries,
+)
+
+
+@dataclass(frozen=True)
+class PullRequestHead:
+    number: int
+    state: str
+    head_sha: str
+    head_repository: str | None
+
+
+def pull_request_head(
+    *,
+    api_url: str,
+    repository: str,
+    pr_number: int,
+    token: str,
+    timeout: float = 30.0,
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> PullRequestHead:
+    """`GET /repos/OWNER/NAME/pulls/N`: its state, head SHA and head repository."""
+    api, owner, name = checked_request(api_url, repository, pr_number, token, timeout)
+    client = _Client(api, token, timeout)
+    where = f"{owner}/{name}#{pr_number}"
+    url = f"{api}/repos/{owner}/{name}/pulls/{pr_number}"
+    reply, _ = with_retries(lambda: client.request("GET", url), retry, where)
+    if not isinstance(reply, Mapping):
+        raise UserError(f"GitHub API: GET /repos/{owner}/{name}/pulls/{pr_number}: not an object")
+    head = reply.get("head")
+    sha = head.get("sha") if isinstance(head, Mapping) else None
+    repo = head.get("repo") if isinstance(head, Mapping) else None
+    full_name = repo.get("full_name") if isinstance(repo, Mapping) else None
+    state = reply.get("state")
+    if not isinstance(sha, str):
+        raise UserError(f"GitHub API: pull request {where} has no head SHA in the reply")
+    return PullRequestHead(
+        number=pr_number,
+        state=state if isinstance(state, str) else "",
+        head_sha=sha,
+        head_repository=full_name if isinstance(full_name, str) else None,
+    )

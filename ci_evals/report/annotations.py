@@ -1,0 +1,61 @@
+"""What a run's annotations say: one per stage that did not pass.
+
+Pure data (`Note`: level, title, message); `commands.report` turns them into
+escaped `::error`/`::warning` workflow commands, at most 10 per level (GitHub
+drops the rest silently), and the step summary lists every one of them under
+*Not passed*. Levels: `error` for a stage that failed, errored or was never
+finished; `warning` for one skipped because an earlier stage did not pass, and
+for a run the stub model served (its verdict is a wiring check, not the model's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ci_evals.report import outcome, reason, run_problems, scenario_label, stage_label
+from ci_evals.text import one_line
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import RunResult
+
+MESSAGE_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Note:
+    level: Literal["error", "warning"]
+    title: str
+    message: str
+
+
+def run_notes(result: RunResult, problems: Sequence[str] | None = None) -> list[Note]:
+    """The annotations for `result`, errors first, in stage order within a level."""
+    found = run_problems(result, problems)
+    errors: list[Note] = [
+        Note("error", "ci-evals: results file inconsistent", one_line(p, MESSAGE_LIMIT))
+        for p in found
+    ]
+    warnings: list[Note] = []
+    for scenario in result.scenarios:
+        for stage in scenario.stages:
+            kind = outcome(result, stage)
+            if kind == "passed":
+                continue
+            title = f"ci-evals: {scenario_label(result, scenario)} stage {stage_label(stage)}"
+            text = one_line(f"{stage.status}: {reason(result, stage)}", MESSAGE_LIMIT)
+            if kind == "skipped":
+                warnings.append(Note("warning", title, text))
+            else:
+                errors.append(Note("error", title, text))
+    if result.model_endpoint.startswith("stub:"):
+        warnings.append(
+            Note(
+                "warning",
+                "ci-evals: stub model",
+                "the stub model served this run: a wiring check (plugin, stages, graders), "
+                "not a verdict on any model",
+            )
+        )
+    return errors + warnings
