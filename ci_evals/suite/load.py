@@ -671,6 +671,40 @@ def _cross_check_stage_map(
             )
     for stage in suite.stages:
         _check_rubrics_mapped(suite, stage, stage_map, problems)
+        _check_schemas_mapped(stage, stage_map, problems)
+
+
+def _unmapped(path: Path, stage_map: StageMap) -> str | None:
+    """`path` relative to the map's repository when no stage of the map reaches it
+    (neither under its root nor a global path or under one): else None."""
+    rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
+    parents = [rel, *(p.as_posix() for p in Path(rel).parents if p != Path("."))]
+    if stage_map.relative_to_root(rel) is None and not set(parents) & set(stage_map.global_paths):
+        return rel
+    return None
+
+
+def _check_schemas_mapped(stage: Stage, stage_map: StageMap, problems: Problems) -> None:
+    """A contract's schema file beside the suite is what the stage is graded on: like
+    a rubric, the map must reach it, or a change to it would select no stage."""
+    if stage.contract is None or "produces" not in stage.contract_fields:
+        return
+    items = stage.contract_fields["produces"].sequence()
+    for produced in stage.contract.produces:
+        if produced.schema_source == "inline":
+            continue
+        rel = _unmapped(Path(produced.schema_source), stage_map)
+        if rel is None:
+            continue
+        field = items[produced.index].mapping(contracts.PRODUCES_KEYS)["schema"]
+        folder = Path(os.path.relpath(Path(produced.schema_source).parent, stage_map.file.parent))
+        problems.report(
+            field.error(
+                f"the schema {rel} is in no stage of the stage map {stage_map.display}: "
+                "a change to it would run nothing",
+                hint=f"add {folder.as_posix()!r} to its global: (a change then runs every stage)",
+            )
+        )
 
 
 def _check_rubrics_mapped(
@@ -687,11 +721,8 @@ def _check_rubrics_mapped(
     except UserError:
         return  # already reported where the reviewer was loaded
     for path in suite_files(found):
-        rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
-        parents = [rel, *(p.as_posix() for p in Path(rel).parents if p != Path("."))]
-        if stage_map.relative_to_root(rel) is None and not set(parents) & set(
-            stage_map.global_paths
-        ):
+        rel = _unmapped(path, stage_map)
+        if rel is not None:
             field = stage.extra["reviewer"].mapping(REVIEWER_KEYS)["rubrics"]
             folder = Path(os.path.relpath(path.parent, stage_map.file.parent)).as_posix()
             problems.report(
