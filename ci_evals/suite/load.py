@@ -357,17 +357,8 @@ def _optional_number(value: Field | None, *, positive: bool) -> float | None:
     return number
 
 
-def _load_plugin(value: Field, base: Path) -> Plugin:
-    path = _path(value, base)
-    if not path.is_dir():
-        raise value.error(f"plugin folder not found: {path}")
-    manifest = path / ".claude-plugin" / "plugin.json"
-    if not manifest.is_file():
-        raise value.error(
-            f"{path} has no .claude-plugin/plugin.json",
-            hint="a Claude Code plugin folder needs a manifest with at least a name",
-        )
-    data = read_manifest(manifest)
+def plugin_name_of(data: Mapping[str, object], manifest: Path) -> str:
+    """The manifest's `name`, checked: it names the commands (/NAME:command)."""
     plugin_name = data.get("name")
     if not isinstance(plugin_name, str) or not plugin_name.strip():
         raise UserError('the manifest needs a "name" string', file=manifest, field="name")
@@ -380,6 +371,21 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
             hint="letters, digits, '-', '_' and '.', starting with a letter or digit "
             "(no '/', no '..'): it names the commands, /NAME:command",
         )
+    return plugin_name
+
+
+def _load_plugin(value: Field, base: Path) -> Plugin:
+    path = _path(value, base)
+    if not path.is_dir():
+        raise value.error(f"plugin folder not found: {path}")
+    manifest = path / ".claude-plugin" / "plugin.json"
+    if not manifest.is_file():
+        raise value.error(
+            f"{path} has no .claude-plugin/plugin.json",
+            hint="a Claude Code plugin folder needs a manifest with at least a name",
+        )
+    data = read_manifest(manifest)
+    plugin_name = plugin_name_of(data, manifest)
     found = copy_problem(path)
     if found is not None:
         where, problem = found
