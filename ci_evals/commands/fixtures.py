@@ -206,14 +206,17 @@ def _produced_files(
     stage_result: StageResult, state: Path, suite: Suite, stage: Stage, scenario: Scenario
 ) -> dict[str, Path]:
     """The files stage K added or changed, from its saved state (checked against the record)."""
+    from ci_evals.suite.contracts import seed_folder  # noqa: PLC0415 - not at start-up
+
     files: dict[str, Path] = {}
     for change in stage_result.produced:
         if change.change == "deleted":
-            earlier = [
-                suite.fixture_dir(s, scenario)
-                for s in suite.stages[: stage.number - 1]
-                if (suite.fixture_dir(s, scenario) / change.path).exists()
+            seed = seed_folder(suite.fixtures_for(scenario))
+            laid = [
+                *([seed] if seed else []),
+                *(suite.fixture_dir(s, scenario) for s in suite.stages[: stage.number - 1]),
             ]
+            earlier = [folder for folder in laid if (folder / change.path).exists()]
             if earlier:
                 raise UserError(
                     f"stage {stage.number} deleted {change.path}, a file of "

@@ -29,7 +29,7 @@ from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_file
 from ci_evals.fs.walk import walk
 from ci_evals.graders.checks import FilesExist, FrontMatter, HasHeadings, JsonSchema, check_outcomes
-from ci_evals.suite.contracts import CONTRACT_GRADER, SEED_PREFIX, Consumed, Produced
+from ci_evals.suite.contracts import CONTRACT_GRADER, Consumed, Produced, seed_folder
 
 if TYPE_CHECKING:
     from ci_evals.suite.load import Scenario, Stage, Suite
@@ -91,12 +91,7 @@ class _Layout:
         self.scenario = scenario
         self.temp = temp
         self.sources: dict[str, str] = {}  # relative path -> fixture file (of the last lay-down)
-        folder = suite.fixtures_for(scenario)
-        try:
-            seeds = sorted(p for p in folder.iterdir() if p.name.startswith(SEED_PREFIX))
-        except OSError:
-            seeds = []
-        self.seed = next((p for p in seeds if p.is_dir()), None)
+        self.seed = seed_folder(suite.fixtures_for(scenario))  # as the run lays it
 
     def _folders(self, upto: int) -> list[Path] | None:
         folders = [] if self.seed is None else [self.seed]
