@@ -249,3 +249,24 @@ def test_a_recorded_link_that_is_missing_is_one_line(
     assert code == 2
     assert "is not the link the run recorded" in err
     assert "Traceback" not in err
+
+
+def test_a_promotion_the_later_fixtures_cannot_be_laid_over_is_rolled_back(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check after the swap can itself refuse (a file of the new fixture 1 where
+    fixture 3 has a folder): the old fixture must come back and no temporary folder stay."""
+    run = tmp_path / "run"
+    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    state = _recorded_run(
+        example,
+        run,
+        [_change("research/company.md", company.read_bytes()), _change("lab", b"a file\n")],
+    )
+    (state / "lab").write_bytes(b"a file\n")
+    before = _files(example / "fixtures")
+    code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert code == 2
+    assert "replaces a file of an earlier one" in err
+    assert _files(example / "fixtures") == before
+    assert not [p.name for p in (example / "fixtures").iterdir() if p.name.startswith(".")]

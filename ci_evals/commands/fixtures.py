@@ -99,7 +99,11 @@ def run(args: argparse.Namespace) -> int:
         print("the fixture already holds exactly this")
         return EXIT_OK
     old = _swap_in(files, target)
-    problems = _later_contracts(suite, scenario)
+    try:
+        problems = _later_contracts(suite, scenario)
+    except BaseException:  # the check refused to lay the fixtures, or Ctrl-C: put it back
+        _roll_back(target, old)
+        raise
     if problems:
         _roll_back(target, old)
         for line in problems:
