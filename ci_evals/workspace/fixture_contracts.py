@@ -76,7 +76,11 @@ def check(suite: Suite, scenario: Scenario | None = None) -> Report:
                 if contract.produces:
                     root = layout.after(stage)
                     if root is None:
-                        continue  # the last stage usually has no fixture: nothing to hold
+                        # The last stage usually has no fixture: nothing to hold. Any
+                        # other stage's missing fixture is said, never passed unseen.
+                        if stage.number < len(suite.stages):
+                            notes.append(layout.missing_note(stage, "produces"))
+                        continue
                     for produced in contract.produces:
                         checked += 1
                         problems.extend(_problems(suite, stage, produced, root, layout))
@@ -123,10 +127,8 @@ class _Layout:
 
     def missing_note(self, stage: Stage, role: str) -> str:
         whose = f" of scenario {self.scenario.id!r}" if self.scenario else ""
-        return (
-            f"stage {stage.number} ({stage.name}): {role} not checked: a fixture before it"
-            f"{whose} is missing"
-        )
+        which = "a fixture before it" if role == "consumes" else "its fixture (or one before)"
+        return f"stage {stage.number} ({stage.name}): {role} not checked: {which}{whose} is missing"
 
 
 def _overlay(fixture: Path, root: Path) -> Iterator[tuple[str, str]]:
