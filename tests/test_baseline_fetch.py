@@ -248,3 +248,27 @@ def test_a_zip_bomb_is_stopped_at_the_limit(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="entries, over the limit"):
         safe_extract(archive, tmp_path / "out", ZipLimits(max_entries=0))
     assert safe_extract(archive, tmp_path / "out") == ["big.txt"]
+
+
+def _patched(data: bytes, at: str, offset: int, value: bytes) -> bytes:
+    out = bytearray(data)
+    start = out.find(at.encode("latin-1"))
+    out[start + offset : start + offset + len(value)] = value
+    return bytes(out)
+
+
+def test_an_unsupported_or_corrupt_compression_is_refused_in_one_line(tmp_path: Path) -> None:
+    """What zipfile raises for them is not BadZipFile (NotImplementedError, zlib.error):
+    each must still be a refusal, not a traceback, and leave nothing behind."""
+    plain = zip_of({"results.json": b"{}" * 1000})
+    # Compression method 97 (WavPack) in the local and the central header.
+    method = _patched(_patched(plain, "PK\x03\x04", 8, b"\x61\x00"), "PK\x01\x02", 10, b"\x61\x00")
+    # A deflate stream that starts with an invalid block type.
+    name = len(b"results.json")
+    corrupt = _patched(plain, "PK\x03\x04", 30 + name, b"\xff\xff")
+    for data, why in ((method, "compression method 97"), (corrupt, "cannot be unpacked")):
+        archive = tmp_path / "a.zip"
+        archive.write_bytes(data)
+        with pytest.raises(UserError, match=why):
+            safe_extract(archive, tmp_path / "out")
+        assert not (tmp_path / "out").exists()

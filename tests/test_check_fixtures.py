@@ -137,3 +137,21 @@ def test_a_scenario_with_its_own_fixtures_has_them_checked(
     out = capsys.readouterr().out
     assert "fixtures/3-plan-lab-output (stage 3 plan-lab): passed" in out
     assert "fixtures/acme-arm-students/3-plan-lab-output (stage 3 plan-lab): failed" in out
+
+
+def test_a_missing_fixture_is_said_for_the_stages_produces_too(
+    example: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without fixture 3, neither stage 3's produces nor stage 4's consumes can be
+    checked: both are said, not counted as holding."""
+    shutil.rmtree(example / "fixtures/3-plan-lab-output")
+    suite = str(example / "ci-evals.yaml")
+    assert main(["check-fixtures", "--suite", suite, "--contracts-only"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "note: stage 3 (plan-lab): produces not checked: its fixture (or one before) is missing"
+        in out
+    )
+    assert (
+        "note: stage 4 (plan-chapter): consumes not checked: a fixture before it is missing" in out
+    )

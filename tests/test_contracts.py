@@ -13,6 +13,7 @@ from ci_evals.graders.checks import run_checks
 from ci_evals.main import main
 from ci_evals.suite.contracts import pointer_schema
 from ci_evals.suite.load import load_suite
+from tests.conftest import git
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 
@@ -210,3 +211,43 @@ def test_a_missing_fixture_file_names_the_folder_that_should_hold_it(
         "stage 4 (plan-chapter) consumes[0].file (produced by stage 3 (plan-lab)), ci-evals.yaml:63"
     ) in out.splitlines()
     assert "stage 3 (plan-lab) produces[1].files, ci-evals.yaml:42" in out
+
+
+def test_a_schema_file_beside_the_suite_must_be_reached_by_the_stage_map(
+    labsmith: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A contract's schema is part of what the stage is graded on: a change to a
+    suite-relative schema the stage map does not reach would make compute-stage
+    answer `none` (it is under no root, global or fixture)."""
+    schemas = labsmith / "schemas"
+    schemas.mkdir()
+    schema = schemas / "plan.schema.json"
+    schema.write_text((labsmith / "plugin/templates/plan.schema.json").read_text())
+    suite = labsmith / "ci-evals.yaml"
+    suite.write_text(
+        suite.read_text().replace("plugin:templates/plan.schema.json", "schemas/plan.schema.json")
+    )
+    with pytest.raises(UserError) as info:
+        load_suite(suite, display="ci-evals.yaml")
+    text = str(info.value)
+    assert text.startswith("ci-evals.yaml:42:")
+    assert (
+        "stages[2].produces[1].schema: the schema schemas/plan.schema.json is in no stage" in text
+    )
+    assert "add 'schemas' to its global:" in text
+
+    stage_map = labsmith / "stage_map.yaml"
+    stage_map.write_text(
+        stage_map.read_text().replace(
+            "global: [stage_map.yaml, ci-evals.yaml]",
+            "global: [stage_map.yaml, ci-evals.yaml, schemas]",
+        )
+    )
+    load_suite(suite)
+    git(labsmith, "add", "-A")
+    git(labsmith, "commit", "-q", "-m", "the example, its schema beside the suite")
+    git(labsmith, "checkout", "-q", "-b", "change")
+    schema.write_text(schema.read_text().replace('"type"', '"description": "a plan", "type"', 1))
+    git(labsmith, "commit", "-qam", "the schema changes")
+    assert main(["compute-stage", "main", "--map", "stage_map.yaml"]) == 0
+    assert capsys.readouterr().out == "1\n"

@@ -3,7 +3,9 @@ or a run of another revision, does not. Real runs of the labsmith example on the
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.main import main
-from ci_evals.results.model import RunResult, ScenarioResult, StageResult, write_results
+from ci_evals.results.model import FileChange, RunResult, ScenarioResult, StageResult, write_results
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 CHAPTERS = Path("fixtures/4-plan-chapter-output/lab/chapters")
@@ -147,3 +150,123 @@ def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
     assert code == 2
     assert "warning: the run did not record its suite and plugin revision (--force)" in out
     assert "stage 4 (plan-chapter) of scenario 'acme-arm' ended failed: checklist failed" in err
+
+
+def _recorded_run(example: Path, run: Path, produced: list[FileChange]) -> Path:
+    """A results file that says stage 1 of acme-arm passed with `produced`, recording this
+    suite's and plugin's revision; its saved state is today's fixture 1 (it holds the
+    contract). Returns the saved state folder."""
+    state = run / "acme-arm" / "1-research-company" / "after"
+    shutil.copytree(example / "fixtures" / "1-research-company-output", state)
+    stage = StageResult(number=1, name="research-company", status="passed", produced=produced)
+    result = RunResult(
+        run_id="tampered",
+        tool_version="0",
+        started_at=datetime.now(timezone.utc),
+        from_stage=1,
+        suite_file=str(example / "ci-evals.yaml"),
+        suite_sha256=file_sha256(example / "ci-evals.yaml"),
+        plugin_sha256=tree_sha256(example / "plugin"),
+        scenarios=[ScenarioResult(id="acme-arm", stages=[stage])],
+    )
+    write_results(run, result)
+    return state
+
+
+def _change(path: str, content: bytes, kind: str = "file", target: str | None = None) -> FileChange:
+    digest = hashlib.sha256(content).hexdigest()
+    return FileChange(
+        path=path, change="added", kind=kind, sha256=digest, size=len(content), target=target
+    )
+
+
+@pytest.mark.parametrize("path", ["../../../planted.md", "/tmp/ci-evals-planted-abs.md"])
+def test_a_recorded_path_outside_the_saved_state_is_refused(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str
+) -> None:
+    """results.json is data: a produced path that climbs out of the saved state (or is
+    absolute) must neither be read from outside it nor written outside the fixture."""
+    run = tmp_path / "run"
+    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    text = b"planted\n"
+    state = _recorded_run(
+        example, run, [_change("research/company.md", company.read_bytes()), _change(path, text)]
+    )
+    source = Path(os.path.normpath(state / path))
+    source.write_bytes(text)
+    before = _files(example / "fixtures")
+    try:
+        code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+        assert code == 2
+        assert "not a path inside the stage's saved state" in err
+        assert not (tmp_path / "planted.md").exists() or path.startswith("/")
+        assert _files(example / "fixtures") == before
+    finally:
+        source.unlink()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("/etc/passwd", "points outside"), ("../../../../etc/passwd", "points outside")],
+)
+def test_a_link_out_of_the_workspace_is_not_promoted(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, message: str
+) -> None:
+    """A fixture is committed and copied into every later workspace: a link the agent
+    left pointing out of its workspace must not become one."""
+    run = tmp_path / "run"
+    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    state = _recorded_run(
+        example,
+        run,
+        [
+            _change("research/company.md", company.read_bytes()),
+            _change("research/notes.md", b"", kind="link", target=target),
+        ],
+    )
+    os.symlink(target, state / "research" / "notes.md")
+    before = _files(example / "fixtures")
+    code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert code == 2
+    assert message in err
+    assert _files(example / "fixtures") == before
+
+
+def test_a_recorded_link_that_is_missing_is_one_line(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    _recorded_run(
+        example,
+        run,
+        [
+            _change("research/company.md", company.read_bytes()),
+            _change("research/gone.md", b"", kind="link", target="company.md"),
+        ],
+    )
+    code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert code == 2
+    assert "is not the link the run recorded" in err
+    assert "Traceback" not in err
+
+
+def test_a_promotion_the_later_fixtures_cannot_be_laid_over_is_rolled_back(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check after the swap can itself refuse (a file of the new fixture 1 where
+    fixture 3 has a folder): the old fixture must come back and no temporary folder stay."""
+    run = tmp_path / "run"
+    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    state = _recorded_run(
+        example,
+        run,
+        [_change("research/company.md", company.read_bytes()), _change("lab", b"a file\n")],
+    )
+    (state / "lab").write_bytes(b"a file\n")
+    before = _files(example / "fixtures")
+    code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert code == 2
+    assert "replaces a file of an earlier one" in err
+    assert _files(example / "fixtures") == before
+    assert not [p.name for p in (example / "fixtures").iterdir() if p.name.startswith(".")]

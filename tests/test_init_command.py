@@ -204,3 +204,19 @@ def test_components_take_the_lowest_stage_that_names_them(tmp_path: Path) -> Non
     assert planned.stages[0].input_name == "plan"  # $ARGUMENTS: an input
     assert planned.stages[1].input_name is None  # no arguments
     assert dict(planned.agents) == {"orphan": 1, "planner": 1}
+
+
+def test_a_plugin_name_check_would_refuse_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """init promises a suite that passes `ci-evals check`: a manifest name the suite
+    loader refuses (it names the commands, /NAME:command) must stop init, not the check."""
+    repo = repo_with_plugin(tmp_path)
+    write(repo / "plugin/.claude-plugin/plugin.json", '{"name": "feature dev:x"}\n')
+    git(repo, "commit", "-qam", "a name with a space and a colon")
+    before = snapshot(repo)
+    proc = cli(repo, "init", "plugin")
+    assert proc.returncode == 2, proc.stdout
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "plugin.json:1: name: not a plain plugin name: 'feature dev:x'" in proc.stderr
+    assert snapshot(repo) == before

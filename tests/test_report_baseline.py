@@ -357,3 +357,29 @@ def test_the_recorded_revision_is_dirty_only_for_the_suites_own_files(tmp_path: 
     assert revision(suite) == Revision(commit=head, dirty=False)
     (repo / "plugin" / "commands" / "new.md").write_text("untracked\n")
     assert revision(suite) == Revision(commit=head, dirty=True)
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (
+            '{"found": false, "repository": "o/r", "workflow": "evals.yml", "branch": "main", '
+            '"artifact": "ci-evals-run", "reason": "refused: entry \'../x\' would be written '
+            'outside the folder"}',
+            "refused: entry",
+        ),
+        ("[1, 2", "baseline-source.json is unreadable"),
+    ],
+)
+def test_a_fetch_that_found_no_baseline_is_believed_over_a_results_file_beside_it(
+    tmp_path: Path, source: str, said: str
+) -> None:
+    """What `baseline fetch` wrote says there is no baseline (or cannot be read): a
+    results.json in the same folder (left there, put there) is not compared with."""
+    after = save(tmp_path, "after", repeated((True, 4)))
+    fetched = save(tmp_path, "fetched", repeated((True, 4)))
+    (fetched / "baseline-source.json").write_text(source, encoding="utf-8")
+    code, markdown = report(str(after), "--baseline", str(fetched), tmp_path=tmp_path)
+    assert code == 0
+    assert "**No baseline:**" in markdown
+    assert said in markdown.replace("\\", "")

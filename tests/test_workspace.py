@@ -440,3 +440,24 @@ def test_a_scenario_missing_one_of_its_fixtures_is_named(top: Path) -> None:
     message = str(info.value)
     assert "missing fixture folder of scenario 'globex' for stage 2 (plan)" in message
     assert str(top / "fixtures" / "globex" / "2-plan-output") in message
+
+
+def test_the_seed_fixture_is_what_stage_1_starts_from(top: Path, tmp_path: Path) -> None:
+    """`fixtures/0-*/` is the seed a contract may consume from (docs/contracts.md) and
+    check-fixtures lays under every stage: the run must lay it too, or a consumed seed
+    file is checked present and never there."""
+    seed = top / "fixtures" / "0-seed"
+    write(seed / "brief.md", "the brief\n")
+    write(seed / "shared.md", "from the seed\n")
+    suite = suite_at(top)
+    ws = create_workspace(suite, 1, tmp_path / "one")
+    assert ws.fixtures == (seed,)
+    assert tree(ws.root)["brief.md"] == "the brief\n"
+    ws = create_workspace(suite, suite.stage("build"), tmp_path / "three")
+    assert ws.fixtures == (
+        seed,
+        top / "fixtures" / "1-research-output",
+        top / "fixtures" / "2-plan-output",
+    )
+    files = tree(ws.root)
+    assert (files["brief.md"], files["shared.md"]) == ("the brief\n", "from stage 2\n")

@@ -59,8 +59,10 @@ def _results_file(path: Path) -> Path:
 def load_baseline(path: Path, reason: str | None = None) -> tuple[RunResult | None, str]:
     """The baseline run, or None and why there is none to compare with."""
     file = _results_file(path)
+    if reason is not None:  # the fetch said none (or its record is unreadable): believed
+        return None, reason
     if not file.exists():
-        return None, reason or f"{file} does not exist"
+        return None, f"{file} does not exist"
     try:
         baseline = read_results(file)
     except UserError as exc:

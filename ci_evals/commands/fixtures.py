@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
+import posixpath
 import shutil
 import tempfile
 from pathlib import Path
@@ -98,7 +99,11 @@ def run(args: argparse.Namespace) -> int:
         print("the fixture already holds exactly this")
         return EXIT_OK
     old = _swap_in(files, target)
-    problems = _later_contracts(suite, scenario)
+    try:
+        problems = _later_contracts(suite, scenario)
+    except BaseException:  # the check refused to lay the fixtures, or Ctrl-C: put it back
+        _roll_back(target, old)
+        raise
     if problems:
         _roll_back(target, old)
         for line in problems:
@@ -205,14 +210,17 @@ def _produced_files(
     stage_result: StageResult, state: Path, suite: Suite, stage: Stage, scenario: Scenario
 ) -> dict[str, Path]:
     """The files stage K added or changed, from its saved state (checked against the record)."""
+    from ci_evals.suite.contracts import seed_folder  # noqa: PLC0415 - not at start-up
+
     files: dict[str, Path] = {}
     for change in stage_result.produced:
         if change.change == "deleted":
-            earlier = [
-                suite.fixture_dir(s, scenario)
-                for s in suite.stages[: stage.number - 1]
-                if (suite.fixture_dir(s, scenario) / change.path).exists()
+            seed = seed_folder(suite.fixtures_for(scenario))
+            laid = [
+                *([seed] if seed else []),
+                *(suite.fixture_dir(s, scenario) for s in suite.stages[: stage.number - 1]),
             ]
+            earlier = [folder for folder in laid if (folder / change.path).exists()]
             if earlier:
                 raise UserError(
                     f"stage {stage.number} deleted {change.path}, a file of "
@@ -220,7 +228,7 @@ def _produced_files(
                     field="--stage",
                 )
             continue
-        path = state / change.path
+        path = _inside(state, change.path)
         if change.kind == "file":
             if not path.is_file() or path.is_symlink() or file_sha256(path) != change.sha256:
                 raise UserError(
@@ -228,12 +236,49 @@ def _produced_files(
                     field="--from",
                     hint="the run folder was changed after the run",
                 )
-        elif os.readlink(path) != change.target:
+        elif not path.is_symlink() or os.readlink(path) != change.target:
             raise UserError(f"{path} is not the link the run recorded", field="--from")
+        else:
+            _link_stays_inside(change.path, os.readlink(path))
         files[change.path] = path
     if not files:
         raise UserError(f"stage {stage.number} ({stage.name}) produced no file", field="--stage")
     return files
+
+
+def _inside(state: Path, recorded: str) -> Path:
+    """`recorded` (a path from results.json: data, not trusted) under `state`: relative,
+    no `..`, and through no linked folder — else it could read, and the fixture write,
+    a file anywhere."""
+    parts = recorded.split("/")
+    if recorded.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise UserError(
+            f"results.json records {recorded!r}: not a path inside the stage's saved state",
+            field="--from",
+            hint="the run folder was changed after the run",
+        )
+    path = state.joinpath(*parts)
+    folder = os.path.realpath(path.parent)
+    if os.path.commonpath([folder, os.path.realpath(state)]) != os.path.realpath(state):
+        raise UserError(
+            f"results.json records {recorded!r}: not a path inside the stage's saved state "
+            "(a folder on the way is a link)",
+            field="--from",
+        )
+    return path
+
+
+def _link_stays_inside(recorded: str, target: str) -> None:
+    """A fixture is copied into every later workspace: a link in it may point only at
+    another file of that workspace."""
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(recorded), target))
+    if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+        raise UserError(
+            f"{recorded} is a link to {target!r}, which points outside the workspace: "
+            "a fixture cannot hold it",
+            field="--stage",
+            hint="make the stage write a file there (or a link inside the workspace)",
+        )
 
 
 def _diff(files: dict[str, Path], target: Path) -> tuple[list[str], list[str], list[str]]:

@@ -6,7 +6,8 @@ the whole archive (a crafted entry is a reason to believe nothing in it):
 - names: relative, `/`-separated, no `..`, `.` or empty part, no backslash, no
   drive letter, no NUL — so nothing lands outside the destination;
 - kinds: plain files and folders only (no symbolic link — which a later entry
-  could write through —, no device, no FIFO), not encrypted;
+  could write through —, no device, no FIFO), not encrypted, stored or
+  deflated (a corrupt stream is a refusal too, not zlib's error);
 - counts and sizes: at most `max_entries` entries and `max_bytes` unpacked in
   all, counted on the bytes actually written, not only on what the archive
   declares (a zip bomb declares little).
@@ -22,13 +23,18 @@ import re
 import shutil
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from ci_evals.errors import UserError
 
 CHUNK = 1024 * 1024
 _DRIVE = re.compile(r"[A-Za-z]:")
+# What upload-artifact writes (deflate) and stored entries; others are refused by
+# name before zipfile would raise NotImplementedError half-way through.
+_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ def _check_kind(archive: Path, info: zipfile.ZipInfo) -> None:
     mode = info.external_attr >> 16
     if info.flag_bits & 0x1:
         raise _refuse(archive, f"entry {shown!r} is encrypted")
+    if info.compress_type not in _METHODS:
+        raise _refuse(archive, f"entry {shown!r} uses compression method {info.compress_type}")
     kind = stat.S_IFMT(mode)
     if kind == stat.S_IFLNK:
         raise _refuse(archive, f"entry {shown!r} is a symbolic link")
@@ -134,10 +142,18 @@ def _write_all(
         except OSError as exc:
             raise _refuse(archive, f"entry {info.filename!r} cannot be written: {exc}") from None
         with os.fdopen(fd, "wb") as out, opened.open(info) as source:
-            while chunk := source.read(CHUNK):
+            while chunk := _read(archive, info, source):
                 total += len(chunk)
                 if total > limits.max_bytes:
                     raise _refuse(archive, f"it unpacks to more than {limits.max_bytes} bytes")
                 out.write(chunk)
         written.append("/".join(parts))
     return written
+
+
+def _read(archive: Path, info: zipfile.ZipInfo, source: IO[bytes]) -> bytes:
+    """The next chunk; a corrupt stream (zlib's error, a cut-off end) is a refusal."""
+    try:
+        return source.read(CHUNK)
+    except (zlib.error, EOFError) as exc:
+        raise _refuse(archive, f"entry {info.filename!r} cannot be unpacked ({exc})") from None

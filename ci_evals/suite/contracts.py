@@ -403,18 +403,24 @@ def _deref(root: Mapping[str, Any], node: Any) -> Any:
     return None
 
 
-def seed_files(fixtures: Path) -> tuple[str | None, list[str]]:
-    """The seed fixture folder (`fixtures/0-*/`, shown relative) and its files."""
+def seed_folder(fixtures: Path) -> Path | None:
+    """The seed fixture folder (`fixtures/0-*/`, the first by name) or None: what the
+    run lays before fixture 1 and the contracts count as stage 0's output."""
     try:
         seeds = sorted(
             p for p in fixtures.iterdir() if p.is_dir() and p.name.startswith(SEED_PREFIX)
         )
     except OSError:
-        return None, []
-    if not seeds:
+        return None
+    return seeds[0] if seeds else None
+
+
+def seed_files(fixtures: Path) -> tuple[str | None, list[str]]:
+    """The seed fixture folder (`fixtures/0-*/`, shown relative) and its files."""
+    folder = seed_folder(fixtures)
+    if folder is None:
         return None, []
     from ci_evals.fs.walk import walk  # noqa: PLC0415
 
-    folder = seeds[0]
     files = [rel for rel, kind, _ in walk(folder, skip_unreadable=True) if kind != "dir"]
     return posixpath.join(fixtures.name, folder.name), files

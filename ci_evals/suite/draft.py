@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ci_evals.errors import UserError
 from ci_evals.suite import references
-from ci_evals.suite.load import BUILTINS, STAGE_NAME, read_manifest
+from ci_evals.suite.load import BUILTINS, STAGE_NAME, plugin_name_of, read_manifest
 
 MANIFEST = ".claude-plugin/plugin.json"
 OUTPUT_DIR = "outputs"  # where the stub's placeholder outputs go, in the workspace
@@ -86,9 +86,7 @@ def plan(
 ) -> Draft:
     """The draft for the plugin at `plugin_dir` whose files (plugin-relative) are `files`."""
     manifest = _manifest(plugin_dir)
-    name = manifest.get("name")
-    if not isinstance(name, str) or not name:
-        raise UserError('the manifest needs a "name" string', file=plugin_dir / MANIFEST)
+    name = plugin_name_of(manifest, plugin_dir / MANIFEST)  # as the suite will check it
     commands = {
         command: path.relative_to(plugin_dir).as_posix()
         for command, path in references.command_files(plugin_dir, manifest).items()

@@ -357,17 +357,8 @@ def _optional_number(value: Field | None, *, positive: bool) -> float | None:
     return number
 
 
-def _load_plugin(value: Field, base: Path) -> Plugin:
-    path = _path(value, base)
-    if not path.is_dir():
-        raise value.error(f"plugin folder not found: {path}")
-    manifest = path / ".claude-plugin" / "plugin.json"
-    if not manifest.is_file():
-        raise value.error(
-            f"{path} has no .claude-plugin/plugin.json",
-            hint="a Claude Code plugin folder needs a manifest with at least a name",
-        )
-    data = read_manifest(manifest)
+def plugin_name_of(data: Mapping[str, object], manifest: Path) -> str:
+    """The manifest's `name`, checked: it names the commands (/NAME:command)."""
     plugin_name = data.get("name")
     if not isinstance(plugin_name, str) or not plugin_name.strip():
         raise UserError('the manifest needs a "name" string', file=manifest, field="name")
@@ -380,6 +371,21 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
             hint="letters, digits, '-', '_' and '.', starting with a letter or digit "
             "(no '/', no '..'): it names the commands, /NAME:command",
         )
+    return plugin_name
+
+
+def _load_plugin(value: Field, base: Path) -> Plugin:
+    path = _path(value, base)
+    if not path.is_dir():
+        raise value.error(f"plugin folder not found: {path}")
+    manifest = path / ".claude-plugin" / "plugin.json"
+    if not manifest.is_file():
+        raise value.error(
+            f"{path} has no .claude-plugin/plugin.json",
+            hint="a Claude Code plugin folder needs a manifest with at least a name",
+        )
+    data = read_manifest(manifest)
+    plugin_name = plugin_name_of(data, manifest)
     found = copy_problem(path)
     if found is not None:
         where, problem = found
@@ -671,6 +677,40 @@ def _cross_check_stage_map(
             )
     for stage in suite.stages:
         _check_rubrics_mapped(suite, stage, stage_map, problems)
+        _check_schemas_mapped(stage, stage_map, problems)
+
+
+def _unmapped(path: Path, stage_map: StageMap) -> str | None:
+    """`path` relative to the map's repository when no stage of the map reaches it
+    (neither under its root nor a global path or under one): else None."""
+    rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
+    parents = [rel, *(p.as_posix() for p in Path(rel).parents if p != Path("."))]
+    if stage_map.relative_to_root(rel) is None and not set(parents) & set(stage_map.global_paths):
+        return rel
+    return None
+
+
+def _check_schemas_mapped(stage: Stage, stage_map: StageMap, problems: Problems) -> None:
+    """A contract's schema file beside the suite is what the stage is graded on: like
+    a rubric, the map must reach it, or a change to it would select no stage."""
+    if stage.contract is None or "produces" not in stage.contract_fields:
+        return
+    items = stage.contract_fields["produces"].sequence()
+    for produced in stage.contract.produces:
+        if produced.schema_source == "inline":
+            continue
+        rel = _unmapped(Path(produced.schema_source), stage_map)
+        if rel is None:
+            continue
+        field = items[produced.index].mapping(contracts.PRODUCES_KEYS)["schema"]
+        folder = Path(os.path.relpath(Path(produced.schema_source).parent, stage_map.file.parent))
+        problems.report(
+            field.error(
+                f"the schema {rel} is in no stage of the stage map {stage_map.display}: "
+                "a change to it would run nothing",
+                hint=f"add {folder.as_posix()!r} to its global: (a change then runs every stage)",
+            )
+        )
 
 
 def _check_rubrics_mapped(
@@ -687,11 +727,8 @@ def _check_rubrics_mapped(
     except UserError:
         return  # already reported where the reviewer was loaded
     for path in suite_files(found):
-        rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
-        parents = [rel, *(p.as_posix() for p in Path(rel).parents if p != Path("."))]
-        if stage_map.relative_to_root(rel) is None and not set(parents) & set(
-            stage_map.global_paths
-        ):
+        rel = _unmapped(path, stage_map)
+        if rel is not None:
             field = stage.extra["reviewer"].mapping(REVIEWER_KEYS)["rubrics"]
             folder = Path(os.path.relpath(path.parent, stage_map.file.parent)).as_posix()
             problems.report(

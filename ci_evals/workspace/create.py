@@ -45,6 +45,7 @@ from ci_evals.fs.snapshot import (
     take_snapshot,
 )
 from ci_evals.fs.walk import walk
+from ci_evals.suite.contracts import seed_folder
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 PLUGIN_DIR = "plugin"
@@ -139,7 +140,9 @@ def _plan(
     number = from_stage if isinstance(from_stage, int) else from_stage.number
     if not 1 <= number <= len(suite.stages):
         suite.stage(number)  # raises the "unknown stage" error listing the stages
-    folders: list[Path] = []
+    # The seed (`fixtures/0-*/`) first: stage 0's output, what stage 1 starts from.
+    seed = seed_folder(suite.fixtures_for(scenario))
+    folders: list[Path] = [] if seed is None else [seed]
     for stage in suite.stages[: number - 1]:
         folder = suite.fixture_dir(stage, scenario)
         if not folder.is_dir():

@@ -29,7 +29,7 @@ from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_file
 from ci_evals.fs.walk import walk
 from ci_evals.graders.checks import FilesExist, FrontMatter, HasHeadings, JsonSchema, check_outcomes
-from ci_evals.suite.contracts import CONTRACT_GRADER, SEED_PREFIX, Consumed, Produced
+from ci_evals.suite.contracts import CONTRACT_GRADER, Consumed, Produced, seed_folder
 
 if TYPE_CHECKING:
     from ci_evals.suite.load import Scenario, Stage, Suite
@@ -76,7 +76,11 @@ def check(suite: Suite, scenario: Scenario | None = None) -> Report:
                 if contract.produces:
                     root = layout.after(stage)
                     if root is None:
-                        continue  # the last stage usually has no fixture: nothing to hold
+                        # The last stage usually has no fixture: nothing to hold. Any
+                        # other stage's missing fixture is said, never passed unseen.
+                        if stage.number < len(suite.stages):
+                            notes.append(layout.missing_note(stage, "produces"))
+                        continue
                     for produced in contract.produces:
                         checked += 1
                         problems.extend(_problems(suite, stage, produced, root, layout))
@@ -91,12 +95,7 @@ class _Layout:
         self.scenario = scenario
         self.temp = temp
         self.sources: dict[str, str] = {}  # relative path -> fixture file (of the last lay-down)
-        folder = suite.fixtures_for(scenario)
-        try:
-            seeds = sorted(p for p in folder.iterdir() if p.name.startswith(SEED_PREFIX))
-        except OSError:
-            seeds = []
-        self.seed = next((p for p in seeds if p.is_dir()), None)
+        self.seed = seed_folder(suite.fixtures_for(scenario))  # as the run lays it
 
     def _folders(self, upto: int) -> list[Path] | None:
         folders = [] if self.seed is None else [self.seed]
@@ -128,10 +127,8 @@ class _Layout:
 
     def missing_note(self, stage: Stage, role: str) -> str:
         whose = f" of scenario {self.scenario.id!r}" if self.scenario else ""
-        return (
-            f"stage {stage.number} ({stage.name}): {role} not checked: a fixture before it"
-            f"{whose} is missing"
-        )
+        which = "a fixture before it" if role == "consumes" else "its fixture (or one before)"
+        return f"stage {stage.number} ({stage.name}): {role} not checked: {which}{whose} is missing"
 
 
 def _overlay(fixture: Path, root: Path) -> Iterator[tuple[str, str]]:
