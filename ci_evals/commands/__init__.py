@@ -49,6 +49,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.check_coverage",
         "fail when a plugin file is covered by no stage-map entry, or an entry matches nothing",
     ),
+    "sandbox": (
+        "ci_evals.commands.sandbox",
+        "build a sandbox image from its recipe (debootstrap + wheels, no registry)",
+    ),
+    "gc": (
+        "ci_evals.commands.gc",
+        "remove the Docker containers a crashed ci-evals left behind",
+    ),
 }
 
 # Commands that drive agents, or read results.json (pydantic models): they need

@@ -23,6 +23,7 @@ DEFAULT_SANDBOX = "bwrap"
 SANDBOXES: dict[str, tuple[str, str]] = {
     "local": ("ci_evals.sandbox.local", "LocalSandbox"),
     "bwrap": ("ci_evals.sandbox.bwrap", "BwrapSandbox"),
+    "docker": ("ci_evals.sandbox.docker", "DockerSandbox"),
 }
 
 
