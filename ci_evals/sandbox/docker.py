@@ -70,6 +70,9 @@ CLI_SETTINGS_TLS = ("DOCKER_TLS_VERIFY",)
 # pid (= the group) where a timeout can find it, runs the command, removes the
 # note. Constant text: the command and the pid file are arguments, never parsed.
 _START = 'echo $$ >"$0" 2>/dev/null; "$@"; code=$?; rm -f "$0"; exit $code'
+# `merge_stderr`: one pipe for both inside, as the engine copies two pipes
+# independently and would lose their order.
+_MERGED = "exec 2>&1; " + _START
 _KILL = 'kill -9 "-$(cat "$0")"'  # dash's kill: a negative pid is a group, no `--`
 _DRAIN_S = 2.0  # how long a finished command's output may stay open (see docker_stream)
 _KILL_WAIT_S = 5.0
@@ -247,7 +250,8 @@ class DockerSandbox:
         _checked_names(env)
         start = time.monotonic()
         pidfile = f"/tmp/.ci-evals-exec-{uuid.uuid4().hex}"  # noqa: S108 - the container's own /tmp
-        command = ["setsid", "-w", "/bin/sh", "-c", _START, pidfile, *argv]
+        script = _MERGED if merge_stderr else _START
+        command = ["setsid", "-w", "/bin/sh", "-c", script, pidfile, *argv]
         try:
             exec_id = self._api.exec_create(
                 self.container_id,
