@@ -187,6 +187,7 @@ class Runner:
             model_endpoint=plan.model_endpoint,
             sandbox=plan.sandbox,
             isolated=isolates(plan.sandbox),
+            network=plan.sandbox == "docker" and plan.suite.network,
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
             suite=plan.suite_identity,

@@ -5,6 +5,7 @@ Backends are imported on first use; an unknown name lists the valid ones.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -77,11 +78,33 @@ def _warn(text: str) -> None:
     print(f"ci-evals: warning: {text}", file=sys.stderr, flush=True)
 
 
+# What a command fixed for every sandbox of one kind it opens (`configure`): the
+# suite's `image:` (built to a tag) and `network:`, and the run id. The runner,
+# the agents and the graders pass only the kind along, so the command line (the
+# edge that built the image) says it once here; a spec's own values win.
+_SETTINGS: dict[str, dict[str, object]] = {}
+
+
+def configure(
+    name: str, *, image: str | None = None, network: bool = False, run_id: str | None = None
+) -> None:
+    """Fill `image`, `network` and `run_id` into every spec of kind `name` opened
+    from now on in this process (where the spec leaves them unset)."""
+    _SETTINGS[name] = {"image": image, "network": network, "run_id": run_id}
+
+
+def configured(name: str, spec: SandboxSpec) -> SandboxSpec:
+    """`spec` with what `configure` fixed for kind `name` where it has nothing."""
+    settings = _SETTINGS.get(name, {})
+    unset = {key: value for key, value in settings.items() if not getattr(spec, key)}
+    return dataclasses.replace(spec, **unset) if unset else spec  # type: ignore[arg-type]
+
+
 @contextmanager
 def open_sandbox(name: str, spec: SandboxSpec) -> Iterator[Sandbox]:
     """A sandbox of kind `name` for `spec`, closed (nothing left running) on exit."""
     cls = getattr(_module(name), SANDBOXES[name][1])
-    sandbox: Sandbox = cls(spec)
+    sandbox: Sandbox = cls(configured(name, spec))
     try:
         yield sandbox
     finally:

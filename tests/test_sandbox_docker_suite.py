@@ -1,0 +1,87 @@
+"""`sandbox: docker` in a suite, end to end on the real engine: `image:` names a recipe,
+the command builds (or finds) the image, and a command grader runs inside the container."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.main import main
+from ci_evals.suite.load import load_suite
+
+pytestmark = pytest.mark.docker
+
+# Run by the command grader inside the sandbox: where it is, who, and whether it
+# can reach anything; exit 1 when any of that is wrong.
+PROBE = textwrap.dedent(
+    """
+    import json, os, socket, sys
+    facts = {"cwd": os.getcwd(), "uid": os.getuid(), "plan": open("plan.txt").read()}
+    try:
+        socket.create_connection(("1.1.1.1", 80), timeout=2)
+        facts["network"] = True
+    except OSError:
+        facts["network"] = False
+    print(json.dumps(facts))
+    sys.exit(0 if facts["cwd"].startswith("/workspace") and facts["uid"] != 0
+             and not facts["network"] else 1)
+    """
+)
+
+
+def make_suite(root: Path, *, extra: str = "sandbox: docker\nimage: python-mcp\n") -> Path:
+    (root / "plugin" / ".claude-plugin").mkdir(parents=True)
+    (root / "plugin" / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "p"}))
+    (root / "fixtures" / "1-build-output").mkdir(parents=True)
+    (root / "fixtures" / "1-build-output" / "plan.txt").write_text("the plan\n")
+    (root / "probe.py").write_text(PROBE)
+    suite = root / "ci-evals.yaml"
+    suite.write_text(
+        "version: 1\nplugin: plugin\nstage_map: null\n"
+        + extra
+        + textwrap.dedent(
+            """
+            stages:
+              - name: build
+                prompt: build it
+                graders:
+                  - id: probe
+                    command: [python3, -c, {probe}]
+            """
+        ).format(probe=json.dumps(PROBE))
+    )
+    return suite
+
+
+def test_a_command_grader_runs_in_the_suites_image(
+    tmp_path: Path, docker_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = make_suite(tmp_path)
+    out = tmp_path / "out"
+    code = main(["check-fixtures", "--suite", str(suite), "--no-reviewer", "--out", str(out)])
+    said = capsys.readouterr()
+    assert code == 0, said
+    logs = list(out.rglob("command-probe.log"))
+    assert logs, list(out.rglob("*"))
+    facts = json.loads(logs[0].read_text().strip().splitlines()[-1])
+    assert facts == {"cwd": facts["cwd"], "uid": 10001, "plan": "the plan\n", "network": False}
+    assert facts["cwd"].startswith("/workspace")
+
+
+def test_docker_without_an_image_or_network_elsewhere_is_one_line(tmp_path: Path) -> None:
+    bare = make_suite(tmp_path / "a", extra="sandbox: docker\n")
+    with pytest.raises(UserError, match="sandbox: docker needs an image") as caught:
+        load_suite(bare)
+    assert str(caught.value).startswith(f"{bare}:4:10: sandbox: "), caught.value
+    with pytest.raises(UserError, match="only sandbox: docker has a network"):
+        load_suite(make_suite(tmp_path / "b", extra="sandbox: bwrap\nnetwork: true\n"))
+    with pytest.raises(UserError, match="no image recipe 'nope'"):
+        load_suite(make_suite(tmp_path / "c", extra="sandbox: docker\nimage: nope\n"))
+    suite = load_suite(
+        make_suite(tmp_path / "d", extra="sandbox: docker\nimage: python-mcp\nnetwork: true\n")
+    )
+    assert suite.network and suite.image is not None and suite.image.name == "recipe.yaml"
