@@ -280,7 +280,14 @@ class DockerSandbox:
                 ended=lambda: not self._running(exec_id),
                 drain_s=_DRAIN_S,
             )
-            if pumped.timed_out or self._running(exec_id):
+            code: int | None = None
+            running = True
+            if not pumped.timed_out:
+                code, running = self._exit_code(exec_id)
+            # A command still running `_KILL_WAIT_S` after closing its output goes
+            # too. What it started in the background outlives it, as in a shell
+            # session, until `close()` (the pids limit bounds it).
+            if pumped.timed_out or running:
                 self._kill_group(exec_id, pidfile)
             ended = True
         finally:
@@ -290,13 +297,12 @@ class DockerSandbox:
             with contextlib.suppress(OSError):
                 raw.close()
                 sock.close()
-        code = self._exit_code(exec_id)
         return ExecResult(
             argv=tuple(argv),
-            returncode=None if pumped.timed_out else code,
+            returncode=None if pumped.timed_out or running else code,
+            timed_out=pumped.timed_out,
             stdout=bytes(pumped.stdout.data),
             stderr=b"" if merge_stderr else bytes(pumped.stderr.data),
-            timed_out=pumped.timed_out,
             stdout_dropped=pumped.stdout.dropped,
             stderr_dropped=0 if merge_stderr else pumped.stderr.dropped,
             duration_s=time.monotonic() - start,
@@ -305,13 +311,16 @@ class DockerSandbox:
     def _running(self, exec_id: str) -> bool:
         return bool(self._api.exec_inspect(exec_id).get("Running"))
 
-    def _exit_code(self, exec_id: str) -> int | None:
+    def _exit_code(self, exec_id: str) -> tuple[int | None, bool]:
+        """The exec's exit code once it is not running (at most `_KILL_WAIT_S`
+        later), and whether it still runs."""
         deadline = time.monotonic() + _KILL_WAIT_S
         while True:
             info = self._api.exec_inspect(exec_id)
-            if not info.get("Running") or time.monotonic() > deadline:
+            running = bool(info.get("Running"))
+            if not running or time.monotonic() > deadline:
                 code = info.get("ExitCode")
-                return None if code is None else int(code)
+                return (None if code is None else int(code)), running
             time.sleep(0.01)
 
     def _kill_group(self, exec_id: str, pidfile: str) -> None:
