@@ -4,14 +4,20 @@ the command builds (or finds) the image, and a command grader runs inside the co
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from ci_evals.errors import UserError
 from ci_evals.main import main
+from ci_evals.sandbox import docker as engine
 from ci_evals.suite.load import load_suite
+from tests.docker_helpers import containers
 
 pytestmark = pytest.mark.docker
 
@@ -85,3 +91,50 @@ def test_docker_without_an_image_or_network_elsewhere_is_one_line(tmp_path: Path
         make_suite(tmp_path / "d", extra="sandbox: docker\nimage: python-mcp\nnetwork: true\n")
     )
     assert suite.network and suite.image is not None and suite.image.name == "recipe.yaml"
+
+
+# `python -m ci_evals` with Ctrl-C's default meaning, as from a terminal: a test
+# runner started as a shell's background job passes SIGINT on ignored.
+AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'ci-evals'; runpy.run_module('ci_evals', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_cli_removes_the_container_it_runs_a_grader_in(
+    tmp_path: Path, docker_image: str, signum: int
+) -> None:
+    suite = make_suite(tmp_path)
+    text = suite.read_text().replace(
+        f"command: [python3, -c, {json.dumps(PROBE)}]", "command: [sleep, '300']"
+    )
+    suite.write_text(text)
+    before = set(containers(**{engine.LABEL: "1"}))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            AS_FROM_A_TERMINAL,
+            "check-fixtures",
+            "--suite",
+            str(suite),
+            "--no-reviewer",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (mine := set(containers(**{engine.LABEL: "1"})) - before):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1.0)  # the grader's exec is under way
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    left = set(containers(**{engine.LABEL: "1"})) & mine
+    assert left == set(), left

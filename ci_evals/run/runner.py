@@ -61,7 +61,7 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
-from ci_evals.sandbox.registry import isolates
+from ci_evals.sandbox.registry import close_all, isolates
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
 
@@ -236,6 +236,9 @@ class Runner:
         """End the run now: kill running stages, start nothing new. Safe to call twice."""
         self.interrupted = True
         self.abort.set()
+        # Graders run in worker threads the abort does not reach: closing every
+        # open sandbox ends a command grader's program (and removes its container) now.
+        close_all()
 
     @property
     def spent_usd(self) -> float:

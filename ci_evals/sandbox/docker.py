@@ -308,15 +308,25 @@ class DockerSandbox:
             duration_s=time.monotonic() - start,
         )
 
+    def _inspect(self, exec_id: str) -> dict[str, Any]:
+        """The exec's state; once `close()` removed the container (from another
+        thread: an interrupted command), it is over, with no exit code."""
+        try:
+            return dict(self._api.exec_inspect(exec_id))
+        except Exception:
+            if self._container is None:
+                return {"Running": False, "ExitCode": None}
+            raise
+
     def _running(self, exec_id: str) -> bool:
-        return bool(self._api.exec_inspect(exec_id).get("Running"))
+        return bool(self._inspect(exec_id).get("Running"))
 
     def _exit_code(self, exec_id: str) -> tuple[int | None, bool]:
         """The exec's exit code once it is not running (at most `_KILL_WAIT_S`
         later), and whether it still runs."""
         deadline = time.monotonic() + _KILL_WAIT_S
         while True:
-            info = self._api.exec_inspect(exec_id)
+            info = self._inspect(exec_id)
             running = bool(info.get("Running"))
             if not running or time.monotonic() > deadline:
                 code = info.get("ExitCode")
@@ -327,6 +337,8 @@ class DockerSandbox:
         """SIGKILL the exec's process group inside; if it still runs after
         `_KILL_WAIT_S`, kill the container and start it again (the workspace is
         on the host; what ran in it and its /tmp are gone)."""
+        if self._container is None:  # closed meanwhile: nothing runs any more
+            return
         killer = self._api.exec_create(
             self.container_id, ["/bin/sh", "-c", _KILL, pidfile], user=self.user
         )["Id"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import cast
@@ -100,12 +101,31 @@ def configured(name: str, spec: SandboxSpec) -> SandboxSpec:
     return dataclasses.replace(spec, **unset) if unset else spec  # type: ignore[arg-type]
 
 
+# Every sandbox open in this process, so `close_all` can end them from another
+# thread: graders run in worker threads, which Ctrl-C does not interrupt.
+_OPEN: set[Sandbox] = set()
+_OPEN_LOCK = threading.Lock()
+
+
 @contextmanager
 def open_sandbox(name: str, spec: SandboxSpec) -> Iterator[Sandbox]:
     """A sandbox of kind `name` for `spec`, closed (nothing left running) on exit."""
     cls = getattr(_module(name), SANDBOXES[name][1])
     sandbox: Sandbox = cls(configured(name, spec))
+    with _OPEN_LOCK:
+        _OPEN.add(sandbox)
     try:
         yield sandbox
     finally:
+        with _OPEN_LOCK:
+            _OPEN.discard(sandbox)
+        sandbox.close()
+
+
+def close_all() -> None:
+    """Close every sandbox still open (idempotent for each): on the way out of an
+    interrupted command, whose worker threads may still be inside `exec`."""
+    with _OPEN_LOCK:
+        still_open = list(_OPEN)
+    for sandbox in still_open:
         sandbox.close()
