@@ -24,11 +24,10 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ci_evals.config.yaml_source import Field, load
+from ci_evals.config.yaml_source import ANY_KEY, Field, load
 from ci_evals.errors import UserError
 from ci_evals.fs.walk import walk
 
@@ -125,7 +124,7 @@ def load_recipe(path: Path, display: str | None = None) -> Recipe:
     files = _files(keys["files"], path.parent) if "files" in keys else ()
     env: list[tuple[str, str]] = []
     if "env" in keys:
-        for key, value in keys["env"].mapping(_AnyKey()).items():
+        for key, value in keys["env"].mapping(ANY_KEY).items():
             if not _ENV_NAME.fullmatch(key):
                 raise value.error(f"{key!r} is not an environment variable name")
             env.append((key, value.as_str(allow_empty=True)))
@@ -141,19 +140,6 @@ def load_recipe(path: Path, display: str | None = None) -> Recipe:
     )
 
 
-class _AnyKey:
-    """Every key is allowed (the environment's names are the user's)."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
 def _matching(field: Field, pattern: re.Pattern[str], what: str) -> str:
     value = field.as_str()
     if not pattern.fullmatch(value):
@@ -163,7 +149,7 @@ def _matching(field: Field, pattern: re.Pattern[str], what: str) -> str:
 
 def _files(field: Field, base: Path) -> tuple[tuple[Path, PurePosixPath], ...]:
     pairs: list[tuple[Path, PurePosixPath]] = []
-    for source_text, destination in field.mapping(_AnyKey()).items():
+    for source_text, destination in field.mapping(ANY_KEY).items():
         source = (base / source_text).resolve()
         if not source.exists():
             raise destination.error(f"{source_text!r} does not exist beside the recipe")
