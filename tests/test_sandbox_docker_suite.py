@@ -4,6 +4,7 @@ the command builds (or finds) the image, and a command grader runs inside the co
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -76,6 +77,33 @@ def test_a_command_grader_runs_in_the_suites_image(
     facts = json.loads(logs[0].read_text().strip().splitlines()[-1])
     assert facts == {"cwd": facts["cwd"], "uid": 10001, "plan": "the plan\n", "network": False}
     assert facts["cwd"].startswith("/workspace")
+
+
+def test_without_an_engine_the_command_stops_in_one_line_never_runs_on_the_host(
+    tmp_path: Path,
+) -> None:
+    suite = make_suite(tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "check-fixtures",
+            "--suite",
+            str(suite),
+            "--no-reviewer",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
+        check=False,
+    )
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot start the docker sandbox" in lines[0], done.stderr
+    assert not list((tmp_path / "out").rglob("command-probe.log"))  # nothing ran
 
 
 def test_docker_without_an_image_or_network_elsewhere_is_one_line(tmp_path: Path) -> None:

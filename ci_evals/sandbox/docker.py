@@ -130,6 +130,9 @@ class DockerSandbox:
 
     name = "docker"
     isolated = True
+    # The image is part of the task (its tools, its /workspace): without an
+    # engine the command stops; it never falls back to running on the host.
+    host_stands_in = False
 
     def __init__(self, spec: SandboxSpec) -> None:
         if not spec.image:

@@ -51,7 +51,8 @@ def choose(requested: str, *, secrets: Sequence[str]) -> str:
     """The sandbox a command uses; a one-line warning on stderr when it is `local`.
 
     `requested` is the suite's `sandbox:` or `--isolation` (`none` = `local`).
-    When it cannot run here: with `secrets` in our environment (names of
+    When it cannot run here and the host may stand in for it (not for
+    `docker`, whose image is part of the task): with `secrets` in our environment (names of
     credentials a hostile agent could read from this process's /proc entry)
     the command stops before anything starts; without any (the stub model, the
     user's own script) it goes on unisolated, saying so.
@@ -66,6 +67,8 @@ def choose(requested: str, *, secrets: Sequence[str]) -> str:
     why = unavailable(kind)
     if why is None:
         return kind
+    if not getattr(getattr(_module(kind), SANDBOXES[kind][1]), "host_stands_in", True):
+        raise UserError(f"cannot start the {kind} sandbox: {why}")
     if secrets:
         raise UserError(
             f"cannot isolate the agent: {why}; {', '.join(secrets)} would be readable by it",
