@@ -63,8 +63,13 @@ LABEL_CREATED = "ci-evals.created"  # unix seconds
 WORKSPACE = "/workspace"
 SANDBOX_UID = 10001  # the image's `sandbox` user (sandbox.images writes it)
 # Settings of the docker CLI (`spawn`) passed on from our environment.
-CLI_SETTINGS = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH")
-CLI_SETTINGS_TLS = ("DOCKER_TLS_VERIFY",)
+CLI_SETTINGS = (
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+)
 
 # Started by `setsid -w` (a session and process group of its own): notes its
 # pid (= the group) where a timeout can find it, runs the command, removes the
@@ -230,7 +235,7 @@ class DockerSandbox:
         if not argv:
             raise ValueError("nothing to run")
         names = _checked_names(env)
-        settings = {k: os.environ[k] for k in (*CLI_SETTINGS, *CLI_SETTINGS_TLS) if k in os.environ}
+        settings = {k: os.environ[k] for k in CLI_SETTINGS if k in os.environ}
         host = [cli, "exec", "-i", "--user", self.user, "--workdir", str(self.inner_path(cwd))]
         for name in names:
             host += ["--env", name]  # the value comes from the CLI's environment
