@@ -81,9 +81,11 @@ def _close_sandboxes() -> None:
     """End every sandbox the command left open: after Ctrl-C, a grader's worker
     thread may still be inside one (its container or namespace would outlive
     us, and the interpreter would wait for the thread). Imported only if used."""
-    registry = sys.modules.get("ci_evals.sandbox.registry")
-    if registry is not None:
-        registry.close_all()
+    # A signal may land while the registry is being imported: in sys.modules,
+    # its body not run yet (then nothing can be open either).
+    close_all = getattr(sys.modules.get("ci_evals.sandbox.registry"), "close_all", None)
+    if close_all is not None:
+        close_all()
 
 
 # Run on every commit and pull request over up to 100,000 paths; they leave
