@@ -65,13 +65,7 @@ def cache_dir(environ: Mapping[str, str]) -> Path:
 
 
 def image_exists(tag: str) -> bool:
-    from docker.errors import ImageNotFound  # noqa: PLC0415
-
-    try:
-        engine.client().images.get(tag)
-    except ImageNotFound:
-        return False
-    return True
+    return _image_id(tag) is not None
 
 
 def ensure_image(recipe: Recipe, cache: Path, *, out: IO[str] | None = None) -> str:
@@ -258,6 +252,7 @@ def _finish(recipe: Recipe, base: str, wheels: Path | None, tag: str) -> None:
             )
         env = [f"{key}={value}" for key, value in (("PATH", _PATH), *recipe.env)]
         repository, version = tag.split(":")
+        replaced = _image_id(tag)  # a rebuild (--force) of the same tag
         container.commit(
             repository=repository,
             tag=version,
@@ -272,6 +267,18 @@ def _finish(recipe: Recipe, base: str, wheels: Path | None, tag: str) -> None:
     finally:
         with contextlib.suppress(Exception):
             container.remove(force=True, v=True)
+    if replaced is not None and replaced != _image_id(tag):
+        with contextlib.suppress(Exception):  # still used by a container: left to the engine
+            engine.client().images.remove(replaced)
+
+
+def _image_id(tag: str) -> str | None:
+    from docker.errors import ImageNotFound  # noqa: PLC0415
+
+    try:
+        return str(engine.client().images.get(tag).id)
+    except ImageNotFound:
+        return None
 
 
 def _put_tree(container: Any, source: Path, destination: PurePosixPath) -> None:
