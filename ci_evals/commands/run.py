@@ -165,7 +165,7 @@ def prepare(
         endpoint.check(environ, "ci-evals run")
     sandbox = "local"
     with _checking(problems):
-        sandbox = isolation.choose(args, suite.sandbox, environ, needed=True)
+        sandbox = isolation.choose(args, suite, environ, needed=True)
     repeat = args.repeat or suite.grading.repeat
     pass_at_least = suite.grading.pass_at_least
     if pass_at_least is not None and pass_at_least > repeat:
@@ -210,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
         )
+    isolation.prepare(ready.sandbox, ready.suite, environ, run_id)  # may build the image
     plan = RunPlan(
         suite=ready.suite,
         from_stage=ready.from_stage,

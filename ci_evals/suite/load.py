@@ -39,6 +39,7 @@ from ci_evals.graders.config import (
     load_suite_grading,
 )
 from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
+from ci_evals.sandbox.recipe import find_recipe, load_recipe
 from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import contracts, references
@@ -62,6 +63,8 @@ _SUITE_KEYS = (
     "version",
     "agent",
     "sandbox",
+    "image",
+    "network",
     "plugin",
     "fixtures",
     "stage_map",
@@ -141,6 +144,10 @@ class Suite:
     source: Field | None = field(default=None, compare=False, repr=False)
     agent: str = DEFAULT_AGENT  # the backend that runs stages and reviewers (agents.registry)
     sandbox: str = DEFAULT_SANDBOX  # where they run (sandbox.registry); `--isolation` overrides
+    # `sandbox: docker`: the image's recipe file (sandbox.recipe, validated at
+    # load), and whether the containers get the network (off unless asked).
+    image: Path | None = None
+    network: bool = False
 
     @property
     def root(self) -> Path:
@@ -283,6 +290,10 @@ def load_suite(
     sandbox = _registered(
         keys.get("sandbox"), dict.fromkeys([*SANDBOXES, "none"]), DEFAULT_SANDBOX, "sandbox"
     )
+    image = _image(keys.get("image"), base, sandbox, keys.get("sandbox"), root_field)
+    network = keys["network"].as_bool() if "network" in keys else False
+    if network and sandbox != "docker":
+        raise keys["network"].error("only sandbox: docker has a network to open", hint="remove it")
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
@@ -321,6 +332,8 @@ def load_suite(
         source=root_field,
         agent=agent,
         sandbox=sandbox,
+        image=image,
+        network=network,
     )
     if stage_map is not None:
         _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)
@@ -336,6 +349,26 @@ def _registered(value: Field | None, names: Mapping[str, object], default: str, 
         valid = ", ".join(sorted(names))
         raise value.error(f"unknown {kind} {name!r}", hint=f"valid: {valid}")
     return name
+
+
+def _image(
+    value: Field | None, base: Path, sandbox: str, sandbox_field: Field | None, root: Field
+) -> Path | None:
+    """The recipe file of `image:` (validated now, built at the first run), needed
+    by `sandbox: docker` and meaningless elsewhere."""
+    if value is None:
+        if sandbox == "docker":
+            raise (sandbox_field or root).error(
+                "sandbox: docker needs an image", hint="add image: RECIPE (e.g. python-mcp)"
+            )
+        return None
+    reference = value.as_str()
+    try:
+        recipe = find_recipe(reference, base)
+    except UserError as exc:
+        raise value.error(exc.message, hint=exc.hint) from None
+    load_recipe(recipe)  # its own mistakes at its own file:line
+    return recipe
 
 
 def _path(value: Field, base: Path) -> Path:
