@@ -340,6 +340,7 @@ class Runner:
             # A retried attempt starts from the files this one starts from.
             sandbox=plan.sandbox,
             writable=(workspace.root, state.parent / "agent"),
+            options=plan.suite.loop,
             checkpoint=FolderCheckpoint(
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),

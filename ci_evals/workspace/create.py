@@ -139,7 +139,8 @@ def _plan(
     number = from_stage if isinstance(from_stage, int) else from_stage.number
     if not 1 <= number <= len(suite.stages):
         suite.stage(number)  # raises the "unknown stage" error listing the stages
-    folders: list[Path] = []
+    # The task's scaffold first, as if it were the output of a stage 0.
+    folders: list[Path] = [suite.scaffold] if suite.scaffold is not None else []
     for stage in suite.stages[: number - 1]:
         folder = suite.fixture_dir(stage, scenario)
         if not folder.is_dir():
