@@ -32,6 +32,7 @@ import asyncio
 import dataclasses
 import json
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
@@ -53,6 +54,7 @@ NUDGE = "Continue with a tool call; call final_submit when the task is complete.
 MODEL_RETRIES = 2  # the client's own retries of 408/409/429/5xx, with back-off
 _ERROR_CHARS = 500
 _PRICING = Pricing()
+SESSION_HEADER = "X-Claude-Code-Session-Id"
 
 
 class LoopAgent:
@@ -70,12 +72,15 @@ class LoopAgent:
         config = request.options if isinstance(request.options, LoopConfig) else LoopConfig()
         for folder in (request.trajectory_path.parent, request.stderr_path.parent, request.cwd):
             folder.mkdir(parents=True, exist_ok=True)
-        client = _client(request.env)
+        session = str(uuid.uuid4())
+        client = _client(request.env, session)
         if isinstance(client, str):
             request.stderr_path.write_text(client + "\n", encoding="utf-8")
             return StageOutcome(status="error", error=client)
         async with client:
-            return await self._run(request, config, client, abort, on_progress)
+            outcome = await self._run(request, config, client, abort, on_progress)
+        outcome.session_id = session
+        return outcome
 
     async def _run(
         self,
@@ -129,7 +134,7 @@ class LoopAgent:
             return outcome
 
 
-def _client(env: Mapping[str, str]) -> anthropic.AsyncAnthropic | str:
+def _client(env: Mapping[str, str], session: str) -> anthropic.AsyncAnthropic | str:
     """A client for the stage's endpoint only, or why there is none. Credentials are
     passed explicitly, so the client reads none from our own environment or files."""
     base_url = env.get("ANTHROPIC_BASE_URL")
@@ -137,7 +142,14 @@ def _client(env: Mapping[str, str]) -> anthropic.AsyncAnthropic | str:
     if not base_url or not (key or token):
         return "no model endpoint in the stage's environment (ANTHROPIC_BASE_URL and a key)"
     credential = {"api_key": key} if key else {"auth_token": token}
-    return anthropic.AsyncAnthropic(base_url=base_url, max_retries=MODEL_RETRIES, **credential)
+    return anthropic.AsyncAnthropic(
+        base_url=base_url,
+        max_retries=MODEL_RETRIES,
+        # One id per stage run, in the header the CLI uses: the stub model (variants,
+        # fault counters) and the proxy's record tell conversations apart by it.
+        default_headers={SESSION_HEADER: session},
+        **credential,
+    )
 
 
 class _Run:
