@@ -99,3 +99,30 @@ def test_the_hidden_tests_are_not_in_the_agents_sandbox(tmp_path: Path) -> None:
     [peeked] = [r for r in records if r["type"] == "ToolResult" and r["tool"] == "run_command"]
     assert "No such file or directory" in peeked["output"]
     assert "check.py" not in peeked["output"]
+
+
+def test_the_real_api_path_through_the_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--model NAME`: the loop's model calls go to the forwarding proxy holding the key
+    (a stub server stands in for api.anthropic.com); the tools never see either."""
+    from ci_evals.endpoints.stub_model import StubServer, load_script  # noqa: PLC0415
+
+    real_key = "sk-ant-real-key-for-the-proxy-only"
+    with StubServer(load_script(STUB)) as api:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", real_key)
+        out = tmp_path / "run"
+        code = main(
+            ["run", "--suite", str(SUITE), "--model", "claude-sonnet-4-5", "--out", str(out),
+             "--isolation", "bwrap", "--record"]
+        )  # fmt: skip
+        seen = [r for r in api.requests if r.outcome == "turn"]
+    result = read_results(out)
+    assert (code, result.model_endpoint, result.model) == (0, "anthropic", "claude-sonnet-4-5")
+    assert len(seen) == 5 and {r.model for r in seen} == {"claude-sonnet-4-5"}
+    assert all(not r.stream for r in seen)
+    recording = (out / "model-exchanges.jsonl").read_text()
+    assert recording.strip() and real_key not in recording
+    [trajectory] = out.glob("*/1-build/trajectory.jsonl")
+    assert real_key not in trajectory.read_text()
