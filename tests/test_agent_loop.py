@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
@@ -16,6 +17,7 @@ from ci_evals.agents import Abort, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
 from ci_evals.agents.loop_config import LoopConfig
 from ci_evals.agents.registry import get_agent
+from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.graders.trajectory import count_calls, read_tool_uses
 from ci_evals.sandbox.registry import unavailable
@@ -46,14 +48,20 @@ def run_loop(
     abort: Abort | None = None,
     timeout_s: float = 60,
     max_budget_usd: float | None = None,
+    record: Path | None = None,
 ) -> tuple[StageOutcome, list[dict[str, Any]], StubServer]:
+    """Run the loop on the stub serving `text`; with `record`, through the forwarding
+    proxy recording every exchange there (what the model was sent)."""
     stage_dir = tmp_path / "stage"
     workspace = tmp_path / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
-    with StubServer(loads_script(text)) as server:
-        env = agent_environment(
-            os.environ, private_root=tmp_path / "agent", endpoint=server.cli_env()
-        )
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(StubServer(loads_script(text)))
+        endpoint = server.cli_env()
+        if record is not None:
+            settings = ProxySettings(upstream=server.url, api_key="sk-test", record_path=record)
+            endpoint = stack.enter_context(ForwardingProxy(settings)).cli_env()
+        env = agent_environment(os.environ, private_root=tmp_path / "agent", endpoint=endpoint)
         request = StageRequest(
             prompt=PROMPT,
             cwd=workspace,
@@ -128,7 +136,8 @@ def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: str) 
         tool("no_such_tool", x=1),
         tool("final_submit"),
     )
-    outcome, records, server = run_loop(tmp_path, text, sandbox=sandbox)
+    exchanges = tmp_path / "exchanges.jsonl"
+    outcome, records, _ = run_loop(tmp_path, text, sandbox=sandbox, record=exchanges)
     assert outcome.status == "completed"
     failed = results_of(records)
     assert all(r["is_error"] for r in failed[:4])
@@ -137,9 +146,18 @@ def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: str) 
     assert "No such file" in failed[1]["output"]
     assert "bad input for run_command" in failed[2]["output"]
     assert "no tool named 'no_such_tool'" in failed[3]["output"]
-    # The model got each of them back as an error tool_result.
-    second = server.requests[1]
-    assert second.outcome == "turn"
+    # The model got each of them back, as an error tool_result with that output.
+    bodies = [json.loads(line)["request_body"] for line in exchanges.read_text().splitlines()]
+    sent = [
+        block
+        for message in bodies[-1]["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert [(b["is_error"], b["content"]) for b in sent] == [
+        (True, r["output"]) for r in failed[:4]
+    ]
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
@@ -173,6 +191,22 @@ def test_commands_get_no_model_credentials(tmp_path: Path) -> None:
     assert outcome.status == "completed"
     seen = (tmp_path / "ws" / "env.txt").read_text()
     assert "ANTHROPIC_BASE_URL" not in seen and "ANTHROPIC_API_KEY" not in seen
+
+
+def test_calls_after_final_submit_in_one_answer_are_not_run(tmp_path: Path) -> None:
+    text = script(
+        {
+            "tools": [
+                {"tool": {"name": "write_file", "input": {"path": "a.txt", "content": "a"}}},
+                {"tool": {"name": "final_submit", "input": {}}},
+                {"tool": {"name": "run_command", "input": {"command": "touch b.txt"}}},
+            ]
+        }
+    )
+    outcome, records, _ = run_loop(tmp_path, text)
+    assert outcome.status == "completed" and outcome.turns == 1
+    assert (tmp_path / "ws" / "a.txt").exists() and not (tmp_path / "ws" / "b.txt").exists()
+    assert [r["tool"] for r in results_of(records)] == ["write_file", "final_submit"]
 
 
 @pytest.mark.skipif(unavailable("bwrap") is not None, reason="needs bwrap")
