@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,25 @@ from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.graders.trajectory import count_calls, read_tool_uses
+from ci_evals.sandbox import registry
 from ci_evals.sandbox.registry import unavailable
 
-SANDBOXES = ["local", pytest.param("bwrap", marks=pytest.mark.skipif(
-    unavailable("bwrap") is not None, reason=f"bwrap: {unavailable('bwrap')}"))]  # fmt: skip
+# A sandbox missing here fails its test saying why (docs/isolation.md says how to install).
+SANDBOXES = ["local", "bwrap", pytest.param("docker", marks=pytest.mark.docker)]
+
+
+@pytest.fixture
+def sandbox(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The sandbox kind of a parametrized test, ready: docker gets the test image."""
+    kind: str = request.param
+    if (why := unavailable(kind)) is not None:
+        pytest.fail(f"{kind}: {why}")
+    if kind == "docker":
+        registry.configure("docker", image=request.getfixturevalue("docker_image"))
+    yield kind
+    if kind == "docker":
+        registry.configure("docker")  # what a spec leaves unset stays unset for others
+
 
 PROMPT = "Build the thing."
 
@@ -84,7 +100,7 @@ def results_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r["type"] == "ToolResult"]
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_completed_with_every_tool_recorded(tmp_path: Path, sandbox: str) -> None:
     text = script(
         tool("write_file", path="pkg/hello.txt", content="hello\n"),
@@ -113,7 +129,7 @@ def test_completed_with_every_tool_recorded(tmp_path: Path, sandbox: str) -> Non
     assert count_calls(uses, "tool", "final_submit") == 1
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_halted_at_the_step_ceiling(tmp_path: Path, sandbox: str) -> None:
     text = script(tool("run_command", command="echo again"), repeat_last=True)
     outcome, records, server = run_loop(
@@ -127,7 +143,7 @@ def test_halted_at_the_step_ceiling(tmp_path: Path, sandbox: str) -> None:
     assert records[-1]["subtype"] == "halted"
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: str) -> None:
     text = script(
         tool("run_command", command="echo to-out; echo compile error >&2; exit 3"),
@@ -160,7 +176,7 @@ def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: str) 
     ]
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_hostile_strings_stay_data_inside_the_sandbox(tmp_path: Path, sandbox: str) -> None:
     canary = tmp_path / "host-canary"
     evil_name = f"we ird;$(touch {canary})`touch {canary}`'\"\n.txt"
@@ -209,8 +225,9 @@ def test_calls_after_final_submit_in_one_answer_are_not_run(tmp_path: Path) -> N
     assert [r["tool"] for r in results_of(records)] == ["write_file", "final_submit"]
 
 
-@pytest.mark.skipif(unavailable("bwrap") is not None, reason="needs bwrap")
 def test_bwrap_tools_cannot_write_outside(tmp_path: Path) -> None:
+    if (why := unavailable("bwrap")) is not None:
+        pytest.fail(f"bwrap: {why}")
     # Outside the bound folders a path lands in the sandbox's own /tmp (gone with it)
     # or on the read-only system, never on the host.
     outside = tmp_path / "outside.txt"
