@@ -10,6 +10,7 @@ import pytest
 from ci_evals.agents.loop_config import TOOL_NAMES, LoopConfig
 from ci_evals.errors import UserError
 from ci_evals.suite.load import NO_PLUGIN, load_suite
+from ci_evals.suite.matrix import load_matrix
 from ci_evals.workspace.create import create_workspace
 
 STAGES = "stages:\n  - {name: build, prompt: Build it.}\n"
@@ -78,3 +79,28 @@ def test_the_scaffold_is_laid_into_the_workspace(tmp_path: Path) -> None:
     assert (workspace.root / "src" / "main.py").read_text() == "# start here\n"
     assert (workspace.root / "README.md").read_text() == "the task\n"
     assert not (tmp_path / "run" / "workspace" / "scaffold").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("tool_sets: {min: [run_command, curl]}\n", "tool_sets.min[1]: unknown tool 'curl'"),
+        ("system_prompts: {}\n", "system_prompts: needs at least one name: value"),
+        ("system_prompts: {'a b': x}\n", "bad name 'a b'"),
+        ("model: x\n", "unknown key 'model'"),
+    ],
+)
+def test_matrix_mistakes(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        load_matrix(path)
+    assert expected in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_matrix_configurations_are_the_product(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text("models: [m1, m2]\ntool_sets: {all: [run_command], none: [read_file]}\n")
+    labels = [c.label for c in load_matrix(path)]
+    assert labels == ["m1 / task / all", "m1 / task / none", "m2 / task / all", "m2 / task / none"]
+    assert load_matrix(None)[0].label == "task / task / task"

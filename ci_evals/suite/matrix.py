@@ -24,10 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from ci_evals.agents.loop_config import LoopConfig, load_tools
-from ci_evals.config.yaml_source import Field, load
+from ci_evals.config.yaml_source import ANY_KEY, Field, load
 from ci_evals.errors import UserError
 from ci_evals.suite.load import Suite
 
@@ -97,11 +95,7 @@ def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
 
 def _named(value: Field) -> list[tuple[str, Field]]:
     """A non-empty mapping of names (letters, digits, `_`, `-`) to values."""
-    node = value.node
-    written = (
-        [str(key.value) for key, _ in node.value] if isinstance(node, yaml.MappingNode) else []
-    )
-    items = list(value.mapping(written).items())
+    items = list(value.mapping(ANY_KEY).items())
     if not items:
         raise value.error("needs at least one name: value")
     for name, item in items:

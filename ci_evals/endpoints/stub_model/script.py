@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ci_evals.config import yaml_source
-from ci_evals.config.yaml_source import Field
+from ci_evals.config.yaml_source import ANY_KEY, Field
 from ci_evals.errors import UserError
 
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal")
@@ -362,11 +362,8 @@ def _raw_tool(body: Field, base_dir: Path) -> ToolCall:
     if not isinstance(tool_input, dict):
         raise keys["input"].error("expected a mapping (the tool's input object)")
     if "input_files" in keys:  # {KEY: PATH}: input KEY is that file's text
-        files = keys["input_files"]
-        node = files.node
-        mapping = isinstance(node, yaml.MappingNode)
-        written = [str(key.value) for key, _ in node.value] if mapping else []
-        for key, path in files.mapping(written, what="mapping of input keys to files").items():
+        files = keys["input_files"].mapping(ANY_KEY, what="mapping of input keys to files")
+        for key, path in files.items():
             tool_input[key] = _read_beside(path, base_dir)
     return ToolCall(keys["name"].as_str(), tool_input)
 
