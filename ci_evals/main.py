@@ -70,8 +70,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     with error_handler() as code:
-        code[0] = module.run(args)
+        try:
+            code[0] = module.run(args)
+        finally:
+            _close_sandboxes()
     return code[0]
+
+
+def _close_sandboxes() -> None:
+    """End every sandbox the command left open: after Ctrl-C, a grader's worker
+    thread may still be inside one (its container or namespace would outlive
+    us, and the interpreter would wait for the thread). Imported only if used."""
+    # A signal may land while the registry is being imported: in sys.modules,
+    # its body not run yet (then nothing can be open either).
+    close_all = getattr(sys.modules.get("ci_evals.sandbox.registry"), "close_all", None)
+    if close_all is not None:
+        close_all()
 
 
 # Run on every commit and pull request over up to 100,000 paths; they leave
@@ -80,6 +94,10 @@ QUICK_EXIT = frozenset({"compute-stage", "check-coverage"})
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    # Before the exception unwinds: `asyncio.run` would first wait for its
+    # worker threads, and a grader's thread may be inside a sandbox's `exec`
+    # until that command's timeout; closing the sandboxes ends it now.
+    _close_sandboxes()
     raise KeyboardInterrupt
 
 
@@ -102,6 +120,8 @@ def entry() -> None:
     and a SIGTERM there would end the process with 143).
     """
     signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored by our parent
+        signal.signal(signal.SIGINT, _interrupt)  # (asyncio.run then leaves it to us)
     quick = len(sys.argv) > 1 and sys.argv[1] in QUICK_EXIT
     if quick:
         # 100,000+ objects and no cycles among them: the cyclic collector

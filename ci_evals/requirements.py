@@ -3,7 +3,7 @@
 The core install (pathspec, PyYAML) is what the pre-commit hook and
 `compute-stage` need, and what the framework hook installs into every user's
 hook environment. Running and grading agents needs the `run` extra
-(claude-agent-sdk, pydantic, jsonschema); a command that needs it checks for
+(claude-agent-sdk, anthropic, pydantic, jsonschema); a command that needs it checks for
 it here, before importing anything, and says in one line how to get it.
 """
 
@@ -14,7 +14,7 @@ from importlib.util import find_spec
 from ci_evals.errors import UserError
 
 # The top-level modules of the `run` extra (see pyproject.toml).
-RUN_EXTRA_MODULES = ("claude_agent_sdk", "pydantic", "jsonschema")
+RUN_EXTRA_MODULES = ("claude_agent_sdk", "anthropic", "pydantic", "jsonschema")
 # What a command that drives no agent needs of it (fixture contracts, `fixtures update`).
 NO_AGENT_MODULES = ("pydantic", "jsonschema")
 

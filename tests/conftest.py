@@ -64,3 +64,11 @@ def labsmith(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     git(copy, "init", "-q", "-b", "main")
     monkeypatch.chdir(copy)
     return copy
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The shipped `python-mcp` sandbox image (tests/docker_helpers.py), built once."""
+    from tests.docker_helpers import build_test_image  # noqa: PLC0415 - only docker tests
+
+    return build_test_image()

@@ -226,6 +226,18 @@ def test_unfinished_stages_of_an_interrupted_run_are_errors_never_passes() -> No
     assert case(root, "acme", "1 s1").find("error") is None
 
 
+def test_a_sandbox_with_the_network_is_said_in_both_reports() -> None:
+    opened = a_run(scenario("acme", passed_stage(1)), sandbox="docker", isolated=True, network=True)
+    closed = a_run(scenario("acme", passed_stage(1)), sandbox="docker", isolated=True)
+    assert "**Network on:** the sandbox (`docker`)" in markdown_summary(opened)
+    assert "Network on" not in markdown_summary(closed)
+    for result, said in ((opened, "true"), (closed, "false")):
+        props = {
+            p.attrib["name"]: p.attrib["value"] for p in parse(junit_xml(result)).iter("property")
+        }
+        assert props["network"] == said and props["sandbox"] == "docker"
+
+
 def test_control_characters_and_markup_in_agent_text_stay_valid_xml() -> None:
     nasty = 'bad\x00 \x1b[31mred\x1b[0m \x0b\ufffe \ud800 <b>&amp;</b> "q" ]]> tab\tend'
     graded = verdict("failed", nasty, criterion("x\x07", False, rationale=nasty))

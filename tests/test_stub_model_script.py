@@ -148,6 +148,11 @@ def test_hang_forever_and_seconds() -> None:
             "          - write: {path: a, content_file: nope.md}\n",
             "rules[0].turns[0].tools[0].write.content_file: cannot read",
         ),
+        (
+            "rules:\n  - turns:\n      - tools:\n"
+            "          - tool: {name: t, input_files: {content: nope.py}}\n",
+            "rules[0].turns[0].tools[0].tool.input_files.content: cannot read",
+        ),
         ("version: 2\nrules: [{turns: [{text: x}]}]\n", "version: must be at most 1"),
         (
             "rules:\n  - {name: all, turns: [{text: x}]}\n  - {name: late, turns: [{text: y}]}\n",
@@ -164,6 +169,21 @@ def test_errors_name_file_line_column_and_field(tmp_path: Path, text: str, expec
     assert expected in message
     assert message.startswith(str(tmp_path / "stub.yaml"))
     assert "\n" not in message
+
+
+def test_a_raw_tool_takes_input_from_files(tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text("print('hi')\n", encoding="utf-8")
+    script = load_script_text(
+        tmp_path,
+        """
+        rules:
+          - turns:
+              - tools:
+                  - tool: {name: write_file, input: {path: s.py}, input_files: {content: server.py}}
+        """,
+    )
+    [call] = script.rules[0].turns[0].tools
+    assert (call.name, call.input) == ("write_file", {"path": "s.py", "content": "print('hi')\n"})
 
 
 def test_a_missing_script_is_one_line(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ A backend takes a `StageRequest` (prompt, working folder, plugin, limits, the
 exact environment, where to write the trajectory and stderr) and returns a
 `StageOutcome` (status, which limit was hit, turns, tokens, cost, durations).
 The runner never knows how the agent is driven; `claude` drives the real
-claude-agent-sdk. Backends are imported lazily by name: the SDK is heavy.
+claude-agent-sdk, `loop` a bounded tool loop over the Messages API.
+Backends are imported lazily by name: the SDK is heavy.
 
 Outcome statuses:
 
@@ -68,6 +69,9 @@ class StageRequest:
     sandbox: str = "local"
     writable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()  # what it may read there but never write (a reviewer's rubrics)
+    # The backend's own settings from the suite (`loop:` -> `agents.loop_config.LoopConfig`
+    # for the `loop` backend); a backend that has none ignores it.
+    options: object | None = field(default=None, compare=False)
     # What the stage starts from; a retrying wrapper saves it before the first
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)

@@ -18,6 +18,7 @@ DEFAULT_AGENT = "claude"
 # name -> (module, class). Adding a backend is a module and a line here.
 AGENTS: dict[str, tuple[str, str]] = {
     "claude": ("ci_evals.agents.claude", "ClaudeAgent"),
+    "loop": ("ci_evals.agents.loop", "LoopAgent"),
 }
 
 

@@ -57,6 +57,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.mcp_check",
         "check an MCP server over stdio: every sub-test of the mcp grader, a fresh process each",
     ),
+    "sandbox": (
+        "ci_evals.commands.sandbox",
+        "build a sandbox image from its recipe (debootstrap + wheels, no registry)",
+    ),
+    "gc": (
+        "ci_evals.commands.gc",
+        "remove the Docker containers a crashed ci-evals left behind",
+    ),
 }
 
 # Commands that drive agents, read results.json (pydantic models) or check

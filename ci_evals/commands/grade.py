@@ -119,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     runs_programs = bool(reruns) or any(
         g.sandboxed for t in targets for g in t.stage.grading.graders
     )
-    sandbox = isolation.choose(args, suite.sandbox, environ, needed=runs_programs)
+    sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
+    isolation.prepare(sandbox, suite, environ)
     options = EndpointOptions(default_model=saved.model or suite.model)
     with endpoint.open(environ, options) if reruns else no_endpoint(options) as opened:
 

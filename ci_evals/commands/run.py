@@ -12,43 +12,34 @@ did not, 130 when interrupted (Ctrl-C or SIGTERM; partial results are written).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import secrets
-import signal
-import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
-from ci_evals import git
-from ci_evals.agents import StageOutcome, StageRequest
-from ci_evals.agents.registry import build_agent
-from ci_evals.commands import isolation
-from ci_evals.endpoints.base import Endpoint, EndpointOptions
-from ci_evals.endpoints.registry import endpoint_for
-from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
-from ci_evals.results.model import RunResult
-from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import provenance
-from ci_evals.run.grading_hook import GradingHook
-from ci_evals.run.progress import make_progress, summary_table
-from ci_evals.run.runner import Runner, RunPlan
-from ci_evals.selection import diff as diff_range
-from ci_evals.selection.decide import Selection
-from ci_evals.selection.stage_map import load_stage_map
-from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
-from ci_evals.workspace.create import check_fixtures
+from ci_evals.commands import isolation, run_plan
+from ci_evals.commands.run_plan import prepare
+from ci_evals.errors import EXIT_OK, Problems, UserError
 
-RUNS_DIR = Path(".ci-evals") / "runs"
-RECORD_FILE = "model-exchanges.jsonl"
+__all__ = ["add_arguments", "positive_int", "prepare", "run"]  # `check` uses prepare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument(
         "--suite", type=Path, help="the suite file (default: ci-evals.yaml found upwards)"
+    )
+    what.add_argument(
+        "--tasks",
+        type=Path,
+        metavar="DIR",
+        help="run every task DIR/*/ci-evals.yaml, once per agent configuration, and "
+        "print a table per configuration (docs/loop-agent.md)",
+    )
+    parser.add_argument(
+        "--matrix",
+        type=Path,
+        metavar="FILE",
+        help="with --tasks: the agent configurations to run (models x system prompts x "
+        "tool sets; default: each task's own)",
     )
     start = parser.add_mutually_exclusive_group()
     start.add_argument(
@@ -112,189 +103,17 @@ def positive_int(text: str) -> int:
     return value
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A run checked before anything starts (`prepare`)."""
-
-    suite: Suite
-    from_stage: Stage | None  # None: --base found nothing to run (or it could not be known)
-    selection: Selection | None  # with --base: what compute-stage decided
-    scenarios: tuple[Scenario, ...]
-    endpoint: Endpoint | None  # None only when collecting: it could not be made
-    sandbox: str
-    repeat: int
-    pass_at_least: int | None
-
-
-def prepare(
-    args: argparse.Namespace, environ: Mapping[str, str], problems: Problems
-) -> Prepared | None:
-    """Everything `run` validates before it starts, in its order: the suite (with its
-    stage map, slash commands, reviewer agents and rubrics), the stage, the
-    scenarios and their fixtures, the model endpoint (a stub script is loaded),
-    the sandbox, the repeats.
-
-    Each mistake goes to `problems`: `run` raises at the first; `ci-evals check`
-    collects them all, going on wherever a later check does not depend on a
-    failed one (None: the suite did not load; the endpoint is still checked).
-    """
-    suite = None
-    with _checking(problems):
-        path = args.suite or find_suite(Path.cwd())
-        suite = load_suite(path, problems=problems)
-    if suite is None:
-        with _checking(problems):
-            endpoint_for(args.model).check(environ, "ci-evals run")
-        return None
-    from_stage: Stage | None = None
-    selection: Selection | None = None
-    with _checking(problems):
-        from_stage, selection = _from_stage(suite, args)
-    scenarios: tuple[Scenario, ...] = suite.scenarios
-    with _checking(problems):
-        scenarios = (
-            tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
-        )
-    if from_stage is not None:
-        for scenario in scenarios:
-            with _checking(problems):
-                check_fixtures(suite, from_stage, scenario)
-    endpoint = None
-    with _checking(problems):
-        endpoint = endpoint_for(args.model)
-        endpoint.check(environ, "ci-evals run")
-    sandbox = "local"
-    with _checking(problems):
-        sandbox = isolation.choose(args, suite.sandbox, environ, needed=True)
-    repeat = args.repeat or suite.grading.repeat
-    pass_at_least = suite.grading.pass_at_least
-    if pass_at_least is not None and pass_at_least > repeat:
-        problems.report(
-            UserError(
-                f"pass_at_least is {pass_at_least} but --repeat is {repeat}",
-                file=suite.display,
-                field="pass_at_least",
-                hint="raise --repeat, or lower pass_at_least",
-            )
-        )
-    return Prepared(
-        suite=suite,
-        from_stage=from_stage,
-        selection=selection,
-        scenarios=scenarios,
-        endpoint=endpoint,
-        sandbox=sandbox,
-        repeat=repeat,
-        pass_at_least=pass_at_least,
-    )
-
-
-@contextmanager
-def _checking(problems: Problems) -> Iterator[None]:
-    """One check: its `UserError` goes to `problems` (raised again unless collecting)."""
-    try:
-        yield
-    except UserError as exc:
-        problems.report(exc)
-
-
 def run(args: argparse.Namespace) -> int:
+    if args.tasks is not None:  # many suites: the benchmark (commands/run_tasks.py)
+        from ci_evals.commands import run_tasks  # noqa: PLC0415
+
+        return run_tasks.run(args)
+    if args.matrix is not None:
+        raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
     environ = dict(os.environ)
     ready = prepare(args, environ, Problems())  # raises at the first problem
     assert ready is not None and ready.endpoint is not None
     if ready.from_stage is None:
         return EXIT_OK
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-    run_dir = (args.out or RUNS_DIR / run_id).resolve()
-    if (run_dir / "results.json").exists():
-        raise UserError(
-            f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
-        )
-    plan = RunPlan(
-        suite=ready.suite,
-        from_stage=ready.from_stage,
-        scenarios=ready.scenarios,
-        run_dir=run_dir,
-        run_id=run_id,
-        model=ready.suite.model,
-        environ=environ,
-        jobs=args.jobs,
-        keep_workspace=args.keep_workspace,
-        model_endpoint=ready.endpoint.name,
-        sandbox=ready.sandbox,
-        repeat=ready.repeat,
-        pass_at_least=ready.pass_at_least,
-        suite_identity=provenance.suite_identity(ready.suite),
-        revision=provenance.revision(ready.suite, ready.selection),
-    )
-    return _execute(plan, ready.endpoint, record=args.record)
-
-
-def _from_stage(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
-    """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
-    if args.base is None:
-        return suite.stage(args.from_stage or 1), None
-    if suite.stage_map is None:
-        raise UserError(
-            "--base needs a stage map", file=suite.display, hint="set `stage_map:` in the suite"
-        )
-    stage_map = load_stage_map(suite.stage_map)
-    selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
-    if selection.from_stage is None:
-        print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
-        return None, selection
-    print(f"from stage {selection.from_stage}: {selection.reason} {selection.detail}".rstrip())
-    return suite.stage(selection.from_stage), selection
-
-
-def _execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
-    # Only infrastructure errors (the endpoint's 5xx/529) are retried; see ci_evals.agents.retry.
-    agent = build_agent(plan.suite.agent, on_retry=_say_retry)
-    options = EndpointOptions(
-        default_model=plan.model,
-        budget_usd=plan.suite.budget_usd,
-        record_path=plan.run_dir / RECORD_FILE if record else None,
-    )
-    with endpoint.open(plan.environ, options) as opened:
-        plan = replace(plan, endpoint=dict(opened.env), model=opened.model)
-        grading = GradingHook(keep_work=plan.keep_workspace)
-        runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
-        result = asyncio.run(_run_with_signals(runner))
-    print(summary_table(result))
-    if result.repeat > 1:
-        print(repeat_table(result.summaries))
-    print(f"run folder: {plan.run_dir}")
-    if not result.isolated:  # said at the start too; repeated where the verdict is read
-        print("ci-evals: this run was not isolated (see docs/isolation.md)", file=sys.stderr)
-    if runner.interrupted:
-        print("ci-evals: interrupted; partial results written", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return exit_code(result)
-
-
-def _say_retry(request: StageRequest, outcome: StageOutcome, attempt: int, delay: float) -> None:
-    print(
-        f"ci-evals: the model endpoint failed (HTTP {outcome.api_error_status}) in "
-        f"{request.trajectory_path.parent.name}; attempt {attempt + 1} in {delay:.0f} s",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
-async def _run_with_signals(runner: Runner) -> RunResult:
-    loop = asyncio.get_running_loop()
-    # Put back what was there (`main.entry`'s handlers), not asyncio's default
-    # (SIG_DFL for SIGTERM: a signal after the run would end it with 143).
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    for signum in previous:
-        loop.add_signal_handler(signum, runner.interrupt)
-    try:
-        return await runner.run()
-    finally:
-        # Blocked while swapping, so that none arrives to find SIG_DFL in between.
-        signal.pthread_sigmask(signal.SIG_BLOCK, previous)
-        for signum, handler in previous.items():
-            loop.remove_signal_handler(signum)
-            if handler is not None:
-                signal.signal(signum, handler)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, previous)
+    plan = run_plan.build(ready, args, environ)
+    return run_plan.execute(plan, ready.endpoint, record=args.record)

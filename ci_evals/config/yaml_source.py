@@ -10,7 +10,7 @@ should touch raw YAML.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +171,23 @@ class Field:
         """
         _reject_non_finite(self.node, self)
         return _constructor().construct_document(self.node)
+
+
+class _AnyKey:
+    """A `Collection` that admits every key, for `Field.mapping` of free-form keys
+    (criterion ids, environment variable names, file names)."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+ANY_KEY = _AnyKey()
 
 
 def _reject_non_finite(node: yaml.Node, where: Field) -> None:

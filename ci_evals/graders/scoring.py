@@ -18,7 +18,7 @@ only advisory ones — nothing was held to a standard, so nothing passed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -124,7 +124,9 @@ def load_policy(field: Field) -> PolicyOverride:
             )
     weights: dict[str, float] = {}
     if "weights" in keys:
-        for name, value in keys["weights"].mapping(_AnyKey(), what="mapping of id: weight").items():
+        from ci_evals.config.yaml_source import ANY_KEY  # noqa: PLC0415 - loaded: `field` is one
+
+        for name, value in keys["weights"].mapping(ANY_KEY, what="mapping of id: weight").items():
             weights[normalize_id(name)] = value.as_number(minimum=0.0)
     advisory: frozenset[str] = frozenset()
     if "advisory" in keys:
@@ -140,19 +142,6 @@ def load_policy(field: Field) -> PolicyOverride:
         advisory=advisory,
         binary_threshold=binary,
     )
-
-
-class _AnyKey:
-    """A `Collection` that admits every key (criterion ids are free-form)."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 def apply_policy(criterion: Criterion, policy: ScoringPolicy) -> Criterion:

@@ -139,6 +139,7 @@ def _properties(suite: ET.Element, result: RunResult, scenario: ScenarioResult) 
         "model_endpoint": result.model_endpoint,
         "sandbox": result.sandbox,
         "isolated": "true" if result.isolated else "false",
+        "network": "true" if result.network else "false",
         "tool_version": result.tool_version,
         "total_cost_usd": f"{result.total_cost_usd:.4f}",
         # A stub's cost is scripted usage at list price, not money spent.

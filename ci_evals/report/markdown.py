@@ -117,6 +117,12 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
         f"run {text(result.run_id, CELL_LIMIT)}{stub}",
         "",
     ]
+    if result.network:
+        lines += [
+            f"**Network on:** the sandbox (`{text(result.sandbox, CELL_LIMIT)}`) could reach "
+            "the network (the suite's `network: true`).",
+            "",
+        ]
     if not result.isolated:
         lines += [
             f"**Not isolated:** the agent ran on the host (sandbox "

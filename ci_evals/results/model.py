@@ -180,6 +180,8 @@ class RunResult(_Model):
     # this machine's secrets, repository and run folder (`local` does not).
     sandbox: str = "local"
     isolated: bool = False
+    # The sandbox had the network (a suite's `network: true` with `sandbox: docker`).
+    network: bool = False
     from_stage: int
     suite_file: str
     suite: SuiteIdentity | None = None  # None: not recorded (files before version 3)

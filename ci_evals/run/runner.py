@@ -61,7 +61,7 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
-from ci_evals.sandbox.registry import isolates
+from ci_evals.sandbox.registry import close_all, isolates
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
 
@@ -187,6 +187,7 @@ class Runner:
             model_endpoint=plan.model_endpoint,
             sandbox=plan.sandbox,
             isolated=isolates(plan.sandbox),
+            network=plan.sandbox == "docker" and plan.suite.network,
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
             suite=plan.suite_identity,
@@ -235,6 +236,9 @@ class Runner:
         """End the run now: kill running stages, start nothing new. Safe to call twice."""
         self.interrupted = True
         self.abort.set()
+        # Graders run in worker threads the abort does not reach: closing every
+        # open sandbox ends a command grader's program (and removes its container) now.
+        close_all()
 
     @property
     def spent_usd(self) -> float:
@@ -336,6 +340,7 @@ class Runner:
             # A retried attempt starts from the files this one starts from.
             sandbox=plan.sandbox,
             writable=(workspace.root, state.parent / "agent"),
+            options=plan.suite.loop,
             checkpoint=FolderCheckpoint(
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),

@@ -4,7 +4,7 @@ its code execute.
 A sandbox is opened per stage (and per reviewer or command grader run) from a
 `SandboxSpec` — the folders it may write, the extra paths it may read, the one
 model endpoint it may reach — and closed when that stage ends; `close()` leaves
-nothing running. Backends (`local`, `bwrap`; `docker` later) differ in how much
+nothing running. Backends (`local`, `bwrap`, `docker`) differ in how much
 of the host the agent can see, never in how callers use them:
 
 - `spawn()` turns an argv into the host argv/env/cwd of a long-lived process
@@ -12,6 +12,10 @@ of the host the agent can see, never in how callers use them:
 - `exec()` runs an argv to its end with a timeout and an output cap
   (`ci_evals.process.ExecResult`; `merge_stderr` keeps both streams in order);
 - `put()` / `get()` move files in and out by their path inside the sandbox.
+
+Paths (`cwd`, `put`, `get`) are the host's: `local` and `bwrap` show every
+folder at its own path, `docker` shows the first writable folder (the
+workspace) at `/workspace` and translates (`DockerSandbox.inner_path`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,13 @@ class SandboxSpec:
     # The sandbox's own /tmp (memory, in an isolating sandbox): a cap, so that
     # filling it cannot take the machine's memory.
     tmp_bytes: int = 1 << 30
+    # What a container backend (`docker`) also needs and enforces; the others
+    # have no cgroups to enforce limits with and run on the host's system.
+    image: str | None = None  # the image tag (`ci-evals/<name>:<hash>`, sandbox.images)
+    run_id: str | None = None  # labels what it starts, so `ci-evals gc` knows the run
+    cpus: float = 1.0
+    memory_bytes: int = 1 << 30
+    pids: int = 256
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ Backends are imported on first use; an unknown name lists the valid ones.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import cast
@@ -23,6 +25,7 @@ DEFAULT_SANDBOX = "bwrap"
 SANDBOXES: dict[str, tuple[str, str]] = {
     "local": ("ci_evals.sandbox.local", "LocalSandbox"),
     "bwrap": ("ci_evals.sandbox.bwrap", "BwrapSandbox"),
+    "docker": ("ci_evals.sandbox.docker", "DockerSandbox"),
 }
 
 
@@ -48,7 +51,8 @@ def choose(requested: str, *, secrets: Sequence[str]) -> str:
     """The sandbox a command uses; a one-line warning on stderr when it is `local`.
 
     `requested` is the suite's `sandbox:` or `--isolation` (`none` = `local`).
-    When it cannot run here: with `secrets` in our environment (names of
+    When it cannot run here and the host may stand in for it (not for
+    `docker`, whose image is part of the task): with `secrets` in our environment (names of
     credentials a hostile agent could read from this process's /proc entry)
     the command stops before anything starts; without any (the stub model, the
     user's own script) it goes on unisolated, saying so.
@@ -63,6 +67,8 @@ def choose(requested: str, *, secrets: Sequence[str]) -> str:
     why = unavailable(kind)
     if why is None:
         return kind
+    if not getattr(getattr(_module(kind), SANDBOXES[kind][1]), "host_stands_in", True):
+        raise UserError(f"cannot start the {kind} sandbox: {why}")
     if secrets:
         raise UserError(
             f"cannot isolate the agent: {why}; {', '.join(secrets)} would be readable by it",
@@ -76,12 +82,53 @@ def _warn(text: str) -> None:
     print(f"ci-evals: warning: {text}", file=sys.stderr, flush=True)
 
 
+# What a command fixed for every sandbox of one kind it opens (`configure`): the
+# suite's `image:` (built to a tag) and `network:`, and the run id. The runner,
+# the agents and the graders pass only the kind along, so the command line (the
+# edge that built the image) says it once here; a spec's own values win.
+_SETTINGS: dict[str, dict[str, object]] = {}
+
+
+def configure(
+    name: str, *, image: str | None = None, network: bool = False, run_id: str | None = None
+) -> None:
+    """Fill `image`, `network` and `run_id` into every spec of kind `name` opened
+    from now on in this process (where the spec leaves them unset)."""
+    _SETTINGS[name] = {"image": image, "network": network, "run_id": run_id}
+
+
+def configured(name: str, spec: SandboxSpec) -> SandboxSpec:
+    """`spec` with what `configure` fixed for kind `name` where it has nothing."""
+    settings = _SETTINGS.get(name, {})
+    unset = {key: value for key, value in settings.items() if not getattr(spec, key)}
+    return dataclasses.replace(spec, **unset) if unset else spec  # type: ignore[arg-type]
+
+
+# Every sandbox open in this process, so `close_all` can end them from another
+# thread: graders run in worker threads, which Ctrl-C does not interrupt.
+_OPEN: set[Sandbox] = set()
+_OPEN_LOCK = threading.Lock()
+
+
 @contextmanager
 def open_sandbox(name: str, spec: SandboxSpec) -> Iterator[Sandbox]:
     """A sandbox of kind `name` for `spec`, closed (nothing left running) on exit."""
     cls = getattr(_module(name), SANDBOXES[name][1])
-    sandbox: Sandbox = cls(spec)
+    sandbox: Sandbox = cls(configured(name, spec))
+    with _OPEN_LOCK:
+        _OPEN.add(sandbox)
     try:
         yield sandbox
     finally:
+        with _OPEN_LOCK:
+            _OPEN.discard(sandbox)
+        sandbox.close()
+
+
+def close_all() -> None:
+    """Close every sandbox still open (idempotent for each): on the way out of an
+    interrupted command, whose worker threads may still be inside `exec`."""
+    with _OPEN_LOCK:
+        still_open = list(_OPEN)
+    for sandbox in still_open:
         sandbox.close()

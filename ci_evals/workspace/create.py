@@ -140,9 +140,12 @@ def _plan(
     number = from_stage if isinstance(from_stage, int) else from_stage.number
     if not 1 <= number <= len(suite.stages):
         suite.stage(number)  # raises the "unknown stage" error listing the stages
-    # The seed (`fixtures/0-*/`) first: stage 0's output, what stage 1 starts from.
+    # The task's scaffold first, then the seed (`fixtures/0-*/`): together stage 0's
+    # output, what stage 1 starts from.
+    folders: list[Path] = [suite.scaffold] if suite.scaffold is not None else []
     seed = seed_folder(suite.fixtures_for(scenario))
-    folders: list[Path] = [] if seed is None else [seed]
+    if seed is not None:
+        folders.append(seed)
     for stage in suite.stages[: number - 1]:
         folder = suite.fixture_dir(stage, scenario)
         if not folder.is_dir():

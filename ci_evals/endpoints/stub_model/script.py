@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ci_evals.config import yaml_source
-from ci_evals.config.yaml_source import Field
+from ci_evals.config.yaml_source import ANY_KEY, Field
 from ci_evals.errors import UserError
 
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal")
@@ -291,11 +291,7 @@ def _write(body: Field, base_dir: Path) -> ToolCall:
     if "content" in keys:
         content = keys["content"].as_str(allow_empty=True)
     else:
-        source = base_dir / keys["content_file"].as_str()
-        try:
-            content = source.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise keys["content_file"].error(f"cannot read {source}: {exc}") from None
+        content = _read_beside(keys["content_file"], base_dir)
     return ToolCall(
         "Write", {"file_path": keys["path"].as_str(), "content": content}, path_keys=("file_path",)
     )
@@ -360,12 +356,25 @@ def _skill(body: Field, _base_dir: Path) -> ToolCall:
     return ToolCall("Skill", tool_input)
 
 
-def _raw_tool(body: Field, _base_dir: Path) -> ToolCall:
-    keys = body.mapping({"name", "input"}, required=("name",), what="tool")
+def _raw_tool(body: Field, base_dir: Path) -> ToolCall:
+    keys = body.mapping({"name", "input", "input_files"}, required=("name",), what="tool")
     tool_input: Any = keys["input"].plain() if "input" in keys else {}
     if not isinstance(tool_input, dict):
         raise keys["input"].error("expected a mapping (the tool's input object)")
+    if "input_files" in keys:  # {KEY: PATH}: input KEY is that file's text
+        files = keys["input_files"].mapping(ANY_KEY, what="mapping of input keys to files")
+        for key, path in files.items():
+            tool_input[key] = _read_beside(path, base_dir)
     return ToolCall(keys["name"].as_str(), tool_input)
+
+
+def _read_beside(value: Field, base_dir: Path) -> str:
+    """The text of the file `value` names, relative to the script's folder (read at load)."""
+    source = base_dir / value.as_str()
+    try:
+        return source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise value.error(f"cannot read {source}: {exc}") from None
 
 
 _TOOL_PARSERS = {

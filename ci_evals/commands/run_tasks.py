@@ -1,0 +1,109 @@
+"""`ci-evals run --tasks DIR [--matrix FILE]`: the benchmark over many tasks.
+
+Every task (`DIR/<task>/ci-evals.yaml`) runs once per agent configuration
+(`suite.matrix`: model x system prompt x tool set; without `--matrix`, each
+task's own), each as an ordinary `run` in its own folder
+(`OUT/<n>-<configuration>/<task>/results.json`) with `--repeat`, `--jobs`
+and `--isolation` as given. Everything is validated first: every suite, the
+matrix, every configuration against every task, every endpoint. Then a table
+per configuration (`report.benchmark`) is printed and written to
+`OUT/benchmark.md` and `OUT/benchmark.json`, rewritten after every task so
+an interrupted benchmark still says what it saw. Exit 0 when every run
+passed, 1 when any did not, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ci_evals.commands import run_plan as single
+from ci_evals.endpoints.registry import endpoint_for
+from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
+from ci_evals.fs.atomic import write_atomic
+from ci_evals.report.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
+from ci_evals.results.model import read_results
+from ci_evals.suite.load import SUITE_FILE, Suite, load_suite
+from ci_evals.suite.matrix import Configuration, load_matrix
+
+BENCHMARK_JSON = "benchmark.json"
+BENCHMARK_MD = "benchmark.md"
+
+
+def run(args: argparse.Namespace) -> int:
+    for option, given in (
+        ("--from-stage", args.from_stage),
+        ("--base", args.base),
+        ("--scenario", args.scenario),
+    ):
+        if given:
+            raise UserError(f"{option} selects within one suite; --tasks runs every task whole")
+    environ = dict(os.environ)
+    tasks = find_tasks(args.tasks)
+    configurations = load_matrix(args.matrix)
+    for configuration in configurations:  # every mistake before anything starts
+        endpoint_for(configuration.model or args.model).check(environ, "ci-evals run --tasks")
+        for name, suite in tasks:
+            configuration.apply(suite, name)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (args.out or single.RUNS_DIR / f"tasks-{stamp}").resolve()
+    if (out / BENCHMARK_JSON).exists():
+        raise UserError(f"{out} already holds a benchmark", field="--out", hint="choose another")
+    tables: list[ConfigurationTable] = []
+    code = EXIT_OK
+    for number, configuration in enumerate(configurations, start=1):
+        rows: list[TaskRow] = []
+        for name, suite in tasks:
+            run_dir = out / configuration.folder(number) / name
+            ended = _run_task(args, environ, configuration, name, suite, run_dir)
+            rows.append(task_row(name, run_dir.relative_to(out).as_posix(), read_results(run_dir)))
+            _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
+            if ended == EXIT_INTERRUPTED:
+                print(f"ci-evals: interrupted; the benchmark so far: {out}", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            code = code or ended
+        tables.append(ConfigurationTable(configuration.label, tuple(rows)))
+    print(render(tables), end="")
+    print(f"benchmark: {out / BENCHMARK_MD}")
+    return code
+
+
+def find_tasks(folder: Path) -> list[tuple[str, Suite]]:
+    """Every `folder/<task>/ci-evals.yaml`, loaded and validated, by task name."""
+    if not folder.is_dir():
+        raise UserError(f"not a folder: {folder}", field="--tasks")
+    found = sorted(path for path in folder.iterdir() if (path / SUITE_FILE).is_file())
+    if not found:
+        raise UserError(
+            f"no task in {folder}", field="--tasks", hint=f"a task is a folder with a {SUITE_FILE}"
+        )
+    return [(path.name, load_suite(path / SUITE_FILE)) for path in found]
+
+
+def _run_task(  # noqa: PLR0917 - one private call site
+    args: argparse.Namespace,
+    environ: dict[str, str],
+    configuration: Configuration,
+    name: str,
+    suite: Suite,
+    run_dir: Path,
+) -> int:
+    varied = configuration.apply(suite, name)
+    task_args = argparse.Namespace(
+        **{**vars(args), "model": configuration.model or args.model, "out": run_dir}
+    )
+    ready = single.prepare(task_args, environ, Problems(), suite=varied)
+    assert ready is not None and ready.endpoint is not None  # it raises at a problem
+    plan = single.build(ready, task_args, environ)
+    print(f"ci-evals: task {name}, configuration {configuration.label}", file=sys.stderr)
+    return single.execute(plan, ready.endpoint, record=args.record)
+
+
+def _write(out: Path, tables: list[ConfigurationTable]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / BENCHMARK_MD, render(tables).encode())
+    write_atomic(out / BENCHMARK_JSON, (json.dumps(as_json(tables), indent=2) + "\n").encode())

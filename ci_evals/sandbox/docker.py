@@ -1,0 +1,447 @@
+"""The `docker` sandbox: a fresh container per sandbox, from the task's image.
+
+What the code inside gets (it may be hostile):
+
+- The image's file system read-only, `/tmp` a tmpfs of its own capped at
+  `SandboxSpec.tmp_bytes`, the first writable folder (the workspace) at
+  `/workspace`, other writable and read-only folders at their own paths.
+- No network (`network_mode: none`: a loopback of its own, so neither the
+  host's loopback services nor the Docker bridge are reachable); a suite opts
+  in with `network: true` (`SandboxSpec.network`), and results say so.
+- CPU, memory (swap included) and pids limits; a non-root user (the host's
+  uid when ci-evals is not root, else `SANDBOX_UID`, to which the writable
+  folders are handed); every capability dropped; `no-new-privileges`; an
+  init (docker-init, tini) as PID 1 that reaps orphans.
+- Labels (`LABEL`, the run id, the owning process) so `ci-evals gc` can find
+  what a crash left; `close()` removes the container (the runner closes
+  every sandbox in a `finally`, and `main` turns SIGTERM into Ctrl-C).
+
+`exec` runs an argv (never a shell string made from data) through the
+engine's exec API, in a session of its own (`setsid`) whose process group is
+written to a pid file, so a timeout kills the whole group inside the
+container with SIGKILL — a command that ignores SIGTERM included; if even
+that fails, the container is killed and started again. Files move in and out
+as tar archives (`put_archive`/`get_archive`), never through a shell.
+
+`spawn` (a long-lived process driven over stdio, e.g. an MCP server) returns
+an argv of the `docker` CLI: `docker exec -i` — the Protocol hands the caller
+a host argv to start and own, and the CLI is the engine's own, well-tested
+client for the attach stream (stdin EOF, exit codes, signals); environment
+values travel in the CLI's environment (`--env NAME`), never on its command
+line, where other host processes could read them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import posixpath
+import shutil
+import socket
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, cast
+
+from ci_evals.fs.walk import walk
+from ci_evals.process import ExecResult
+from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
+from ci_evals.sandbox.docker_stream import pump
+from ci_evals.text import one_line
+
+if TYPE_CHECKING:
+    import docker
+
+LABEL = "ci-evals"  # every container ci-evals starts carries it ("1")
+LABEL_RUN = "ci-evals.run-id"
+LABEL_OWNER = "ci-evals.owner"  # host:pid:start-ticks of the process that owns it
+LABEL_CREATED = "ci-evals.created"  # unix seconds
+WORKSPACE = "/workspace"
+SANDBOX_UID = 10001  # the image's `sandbox` user (sandbox.images writes it)
+# Settings of the docker CLI (`spawn`) passed on from our environment.
+CLI_SETTINGS = (
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+)
+
+# Started by `setsid -w` (a session and process group of its own): notes its
+# pid (= the group) where a timeout can find it, runs the command, removes the
+# note. Constant text: the command and the pid file are arguments, never parsed.
+_START = 'echo $$ >"$0" 2>/dev/null; "$@"; code=$?; rm -f "$0"; exit $code'
+# `merge_stderr`: one pipe for both inside, as the engine copies two pipes
+# independently and would lose their order.
+_MERGED = "exec 2>&1; " + _START
+_KILL = 'kill -9 "-$(cat "$0")"'  # dash's kill: a negative pid is a group, no `--`
+_DRAIN_S = 2.0  # how long a finished command's output may stay open (see docker_stream)
+_KILL_WAIT_S = 5.0
+_GET_CAP = 256 << 20  # `get` refuses larger files (the whole file is held in memory)
+
+_client_lock = threading.Lock()
+_client_cache: list[docker.DockerClient] = []
+
+
+def client() -> docker.DockerClient:
+    """One engine client for the process (the SDK's pool is thread-safe); raises
+    ImportError or docker's DockerException when there is no SDK or no engine."""
+    with _client_lock:
+        if not _client_cache:
+            import docker  # noqa: PLC0415 - heavy (requests); only when a container is wanted
+
+            _client_cache.append(docker.from_env(timeout=120))
+        return _client_cache[0]
+
+
+def available() -> str | None:
+    """None when the engine answers, else one line saying what to install or start."""
+    try:
+        import docker  # noqa: PLC0415
+    except ImportError:
+        return "the docker package is not installed: pip install 'ci-evals[docker]'"
+    try:
+        client().ping()
+    except docker.errors.DockerException as exc:
+        return (
+            f"the Docker engine is not reachable ({one_line(str(exc), 200)}): start it "
+            "(`systemctl start docker`) or point DOCKER_HOST at it"
+        )
+    return None
+
+
+def owner_label(pid: int | None = None) -> str:
+    """`host:pid:start` naming a process; the start time (clock ticks since boot,
+    from /proc) tells a live owner from a later process that got its pid."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{process_start(pid)}"
+
+
+def process_start(pid: int) -> str:
+    """When process `pid` started (field 22 of /proc/PID/stat), '' when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]  # fields after the command name
+
+
+class DockerSandbox:
+    """One container for one `SandboxSpec` (see the module docstring)."""
+
+    name = "docker"
+    isolated = True
+    # The image is part of the task (its tools, its /workspace): without an
+    # engine the command stops; it never falls back to running on the host.
+    host_stands_in = False
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        if not spec.image:
+            raise ValueError("the docker sandbox needs an image (the suite's `image:`)")
+        if spec.endpoint is not None and not spec.network:
+            raise ValueError(
+                "the docker sandbox does not relay a model endpoint into a container without "
+                "network: run the agent on the host (agent: loop) or use sandbox: bwrap"
+            )
+        if not spec.writable:
+            raise ValueError("the docker sandbox needs a workspace (one writable folder)")
+        for path in (*spec.writable, *spec.readonly):
+            if not path.is_absolute() or not path.exists():
+                raise ValueError(f"sandbox mount {path} must be an existing absolute path")
+            if path == Path("/"):
+                raise ValueError("the whole file system cannot be a sandbox mount")
+            if os.path.realpath(path) != str(path):
+                raise ValueError(f"sandbox mount {path} is or passes through a symbolic link")
+        self.spec = spec
+        self.uid = os.getuid() if os.getuid() != 0 else SANDBOX_UID
+        self.gid = os.getgid() if os.getuid() != 0 else SANDBOX_UID
+        self.user = f"{self.uid}:{self.gid}"
+        self.workspace = spec.writable[0]
+        self._mounts = {WORKSPACE: self.workspace} | {str(p): p for p in spec.writable[1:]}
+        if os.getuid() == 0:
+            for folder in spec.writable:  # the sandbox user must be able to write them
+                _hand_over(folder, self.uid, self.gid)
+        self._api = client().api
+        self._container: Any = None
+        self._container = self._create()
+
+    # -- the container ---------------------------------------------------------------
+
+    def _create(self) -> Any:
+        from docker.types import Mount  # noqa: PLC0415
+
+        spec = self.spec
+        mounts = [Mount(WORKSPACE, str(self.workspace), type="bind", read_only=False)]
+        mounts += [Mount(str(p), str(p), type="bind", read_only=False) for p in spec.writable[1:]]
+        mounts += [Mount(str(p), str(p), type="bind", read_only=True) for p in spec.readonly]
+        labels = {
+            LABEL: "1",
+            LABEL_RUN: spec.run_id or "",
+            LABEL_OWNER: owner_label(),
+            LABEL_CREATED: str(int(time.time())),
+        }
+        assert spec.image is not None  # checked in __init__
+        container = client().containers.create(
+            spec.image,
+            command=["sleep", "infinity"],
+            init=True,
+            user=self.user,
+            working_dir=WORKSPACE,
+            hostname="ci-evals-sandbox",
+            network_mode="bridge" if spec.network else "none",
+            nano_cpus=int(spec.cpus * 1e9),
+            mem_limit=spec.memory_bytes,
+            memswap_limit=spec.memory_bytes,  # no swap beyond the memory limit
+            pids_limit=spec.pids,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            read_only=True,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_bytes},mode=1777"},  # noqa: S108
+            mounts=mounts,
+            labels=labels,
+            detach=True,
+        )
+        try:
+            container.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                container.remove(force=True, v=True)
+            raise
+        return container
+
+    @property
+    def container_id(self) -> str:
+        return str(self._container.id) if self._container is not None else ""
+
+    def inner_path(self, path: Path | str) -> PurePosixPath:
+        """Where host path `path` is inside: the workspace under /workspace, any
+        other path unchanged (mounted at its own path, or the container's own)."""
+        normal = PurePosixPath(posixpath.normpath(str(path)))
+        workspace = PurePosixPath(self.workspace)
+        if normal == workspace or workspace in normal.parents:
+            return PurePosixPath(WORKSPACE, normal.relative_to(self.workspace))
+        return normal
+
+    # -- running -----------------------------------------------------------------------
+
+    def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
+        cli = shutil.which("docker")
+        if cli is None:
+            raise OSError("the docker CLI is not installed (spawn runs `docker exec -i`)")
+        if not argv:
+            raise ValueError("nothing to run")
+        names = _checked_names(env)
+        settings = {k: os.environ[k] for k in CLI_SETTINGS if k in os.environ}
+        host = [cli, "exec", "-i", "--user", self.user, "--workdir", str(self.inner_path(cwd))]
+        for name in names:
+            host += ["--env", name]  # the value comes from the CLI's environment
+        return Spawn(argv=(*host, self.container_id, *argv), env={**settings, **env}, cwd=Path("/"))
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdin: bytes | None = None,
+        timeout: float,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        merge_stderr: bool = False,
+    ) -> ExecResult:
+        """Run `argv` inside to its end or `timeout`, when its process group is killed."""
+        if not argv:
+            raise ValueError("nothing to run")
+        _checked_names(env)
+        start = time.monotonic()
+        pidfile = f"/tmp/.ci-evals-exec-{uuid.uuid4().hex}"  # noqa: S108 - the container's own /tmp
+        script = _MERGED if merge_stderr else _START
+        command = ["setsid", "-w", "/bin/sh", "-c", script, pidfile, *argv]
+        try:
+            exec_id = self._api.exec_create(
+                self.container_id,
+                command,
+                stdin=stdin is not None,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                environment=[f"{k}={v}" for k, v in env.items()],
+                workdir=str(self.inner_path(cwd)),
+                user=self.user,
+            )["Id"]
+            raw = self._api.exec_start(exec_id, socket=True)
+        except Exception as exc:  # the engine refused: as when a program cannot start
+            raise OSError(f"docker exec failed: {one_line(str(exc), 300)}") from exc
+        # The SDK hands the hijacked connection over as a SocketIO around the socket.
+        sock = cast("socket.socket", getattr(raw, "_sock", raw))
+        ended = False
+        try:
+            pumped = pump(
+                sock,
+                stdin=stdin,
+                deadline=start + timeout,
+                cap=output_cap,
+                merge=merge_stderr,
+                ended=lambda: not self._running(exec_id),
+                drain_s=_DRAIN_S,
+            )
+            code: int | None = None
+            running = True
+            if not pumped.timed_out:
+                code, running = self._exit_code(exec_id)
+            # A command still running `_KILL_WAIT_S` after closing its output goes
+            # too. What it started in the background outlives it, as in a shell
+            # session, until `close()` (the pids limit bounds it).
+            if pumped.timed_out or running:
+                self._kill_group(exec_id, pidfile)
+            ended = True
+        finally:
+            if not ended:  # Ctrl-C while it ran: the group goes, the container with close()
+                with contextlib.suppress(Exception):
+                    self._kill_group(exec_id, pidfile)
+            with contextlib.suppress(OSError):
+                raw.close()
+                sock.close()
+        return ExecResult(
+            argv=tuple(argv),
+            returncode=None if pumped.timed_out or running else code,
+            timed_out=pumped.timed_out,
+            stdout=bytes(pumped.stdout.data),
+            stderr=b"" if merge_stderr else bytes(pumped.stderr.data),
+            stdout_dropped=pumped.stdout.dropped,
+            stderr_dropped=0 if merge_stderr else pumped.stderr.dropped,
+            duration_s=time.monotonic() - start,
+        )
+
+    def _inspect(self, exec_id: str) -> dict[str, Any]:
+        """The exec's state; once `close()` removed the container (from another
+        thread: an interrupted command), it is over, with no exit code."""
+        try:
+            return dict(self._api.exec_inspect(exec_id))
+        except Exception:
+            if self._container is None:
+                return {"Running": False, "ExitCode": None}
+            raise
+
+    def _running(self, exec_id: str) -> bool:
+        return bool(self._inspect(exec_id).get("Running"))
+
+    def _exit_code(self, exec_id: str) -> tuple[int | None, bool]:
+        """The exec's exit code once it is not running (at most `_KILL_WAIT_S`
+        later), and whether it still runs."""
+        deadline = time.monotonic() + _KILL_WAIT_S
+        while True:
+            info = self._inspect(exec_id)
+            running = bool(info.get("Running"))
+            if not running or time.monotonic() > deadline:
+                code = info.get("ExitCode")
+                return (None if code is None else int(code)), running
+            time.sleep(0.01)
+
+    def _kill_group(self, exec_id: str, pidfile: str) -> None:
+        """SIGKILL the exec's process group inside; if it still runs after
+        `_KILL_WAIT_S`, kill the container and start it again (the workspace is
+        on the host; what ran in it and its /tmp are gone)."""
+        if self._container is None:  # closed meanwhile: nothing runs any more
+            return
+        killer = self._api.exec_create(
+            self.container_id, ["/bin/sh", "-c", _KILL, pidfile], user=self.user
+        )["Id"]
+        self._api.exec_start(killer)
+        deadline = time.monotonic() + _KILL_WAIT_S
+        while self._running(exec_id):
+            if time.monotonic() > deadline:
+                self._container.kill()
+                self._container.start()
+                return
+            time.sleep(0.02)
+
+    # -- files ---------------------------------------------------------------------------
+
+    def _mount_of(self, inner: PurePosixPath) -> PurePosixPath:
+        for mount in sorted(self._mounts, key=len, reverse=True):
+            root = PurePosixPath(mount)
+            if inner == root or root in inner.parents:
+                return root
+        raise ValueError(
+            f"{inner} is not inside a folder the sandbox shares with the host "
+            f"({', '.join(sorted(self._mounts))}); the engine cannot reach the container's /tmp"
+        )
+
+    def put(self, path: Path, data: bytes) -> None:
+        """Write `data` to `path` (host or inside path, in a shared folder), parents made."""
+        inner = self.inner_path(path)
+        root = self._mount_of(inner)
+        if inner == root:
+            raise IsADirectoryError(str(path))
+        buffer = io.BytesIO()
+        relative = inner.relative_to(root)
+        now = time.time()
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for parent in reversed(relative.parents[:-1]):  # folders first, outermost first
+                folder = tarfile.TarInfo(str(parent))
+                folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, now
+                folder.uid, folder.gid = self.uid, self.gid
+                tar.addfile(folder)
+            entry = tarfile.TarInfo(str(relative))
+            entry.size, entry.mode, entry.mtime = len(data), 0o644, now
+            entry.uid, entry.gid = self.uid, self.gid
+            tar.addfile(entry, io.BytesIO(data))
+        if not self._container.put_archive(str(root), buffer.getvalue()):
+            raise OSError(f"the engine refused to write {inner}")
+
+    def get(self, path: Path) -> bytes:
+        """The bytes of the regular file at `path` (host or inside path)."""
+        from docker.errors import NotFound  # noqa: PLC0415
+
+        inner = self.inner_path(path)
+        try:
+            stream, stat = self._container.get_archive(str(inner))
+        except NotFound as exc:
+            raise FileNotFoundError(str(inner)) from exc
+        if int(stat.get("size", 0)) > _GET_CAP:
+            raise ValueError(f"{inner} is larger than {_GET_CAP >> 20} MiB")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise (
+                    IsADirectoryError(str(inner))
+                    if member and member.isdir()
+                    else OSError(f"{inner} is not a regular file")
+                )
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            return extracted.read()
+
+    def close(self) -> None:
+        """Remove the container and all that runs in it (idempotent)."""
+        container, self._container = self._container, None
+        if container is None:
+            return
+        from docker.errors import NotFound  # noqa: PLC0415
+
+        with contextlib.suppress(NotFound):
+            container.remove(force=True, v=True)
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _checked_names(env: Mapping[str, str]) -> list[str]:
+    for key in env:
+        if not key or "=" in key or "\0" in key:
+            raise ValueError(f"invalid environment variable name {key!r}")
+    return list(env)
+
+
+def _hand_over(folder: Path, uid: int, gid: int) -> None:
+    """Give `folder` and everything in it to the sandbox user (links not followed)."""
+    os.lchown(folder, uid, gid)
+    for relative, _kind, _entry in walk(folder):
+        os.lchown(folder / relative, uid, gid)

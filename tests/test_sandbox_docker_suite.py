@@ -1,0 +1,168 @@
+"""`sandbox: docker` in a suite, end to end on the real engine: `image:` names a recipe,
+the command builds (or finds) the image, and a command grader runs inside the container."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.main import main
+from ci_evals.sandbox import docker as engine
+from ci_evals.suite.load import load_suite
+from tests.docker_helpers import containers
+
+pytestmark = pytest.mark.docker
+
+# Run by the command grader inside the sandbox: where it is, who, and whether it
+# can reach anything; exit 1 when any of that is wrong.
+PROBE = textwrap.dedent(
+    """
+    import json, os, socket, sys
+    facts = {"cwd": os.getcwd(), "uid": os.getuid(), "plan": open("plan.txt").read()}
+    try:
+        socket.create_connection(("1.1.1.1", 80), timeout=2)
+        facts["network"] = True
+    except OSError:
+        facts["network"] = False
+    print(json.dumps(facts))
+    sys.exit(0 if facts["cwd"].startswith("/workspace") and facts["uid"] != 0
+             and not facts["network"] else 1)
+    """
+)
+
+
+def make_suite(root: Path, *, extra: str = "sandbox: docker\nimage: python-mcp\n") -> Path:
+    (root / "plugin" / ".claude-plugin").mkdir(parents=True)
+    (root / "plugin" / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "p"}))
+    (root / "fixtures" / "1-build-output").mkdir(parents=True)
+    (root / "fixtures" / "1-build-output" / "plan.txt").write_text("the plan\n")
+    (root / "probe.py").write_text(PROBE)
+    suite = root / "ci-evals.yaml"
+    suite.write_text(
+        "version: 1\nplugin: plugin\nstage_map: null\n"
+        + extra
+        + textwrap.dedent(
+            """
+            stages:
+              - name: build
+                prompt: build it
+                graders:
+                  - id: probe
+                    command: [python3, -c, {probe}]
+            """
+        ).format(probe=json.dumps(PROBE))
+    )
+    return suite
+
+
+def test_a_command_grader_runs_in_the_suites_image(
+    tmp_path: Path, docker_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = make_suite(tmp_path)
+    out = tmp_path / "out"
+    code = main(["check-fixtures", "--suite", str(suite), "--no-reviewer", "--out", str(out)])
+    said = capsys.readouterr()
+    assert code == 0, said
+    logs = list(out.rglob("command-probe.log"))
+    assert logs, list(out.rglob("*"))
+    facts = json.loads(logs[0].read_text().strip().splitlines()[-1])
+    assert facts == {"cwd": facts["cwd"], "uid": 10001, "plan": "the plan\n", "network": False}
+    assert facts["cwd"].startswith("/workspace")
+
+
+def test_without_an_engine_the_command_stops_in_one_line_never_runs_on_the_host(
+    tmp_path: Path,
+) -> None:
+    suite = make_suite(tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "check-fixtures",
+            "--suite",
+            str(suite),
+            "--no-reviewer",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
+        check=False,
+    )
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot start the docker sandbox" in lines[0], done.stderr
+    assert not list((tmp_path / "out").rglob("command-probe.log"))  # nothing ran
+
+
+def test_docker_without_an_image_or_network_elsewhere_is_one_line(tmp_path: Path) -> None:
+    bare = make_suite(tmp_path / "a", extra="sandbox: docker\n")
+    with pytest.raises(UserError, match="sandbox: docker needs an image") as caught:
+        load_suite(bare)
+    assert str(caught.value).startswith(f"{bare}:4:10: sandbox: "), caught.value
+    with pytest.raises(UserError, match="only sandbox: docker has a network"):
+        load_suite(make_suite(tmp_path / "b", extra="sandbox: bwrap\nnetwork: true\n"))
+    with pytest.raises(UserError, match="no image recipe 'nope'"):
+        load_suite(make_suite(tmp_path / "c", extra="sandbox: docker\nimage: nope\n"))
+    suite = load_suite(
+        make_suite(tmp_path / "d", extra="sandbox: docker\nimage: python-mcp\nnetwork: true\n")
+    )
+    assert suite.network and suite.image is not None and suite.image.name == "recipe.yaml"
+
+
+# `python -m ci_evals` with Ctrl-C's default meaning, as from a terminal: a test
+# runner started as a shell's background job passes SIGINT on ignored.
+AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'ci-evals'; runpy.run_module('ci_evals', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_cli_removes_the_container_it_runs_a_grader_in(
+    tmp_path: Path, docker_image: str, signum: int
+) -> None:
+    suite = make_suite(tmp_path)
+    text = suite.read_text().replace(
+        f"command: [python3, -c, {json.dumps(PROBE)}]", "command: [sleep, '300']"
+    )
+    suite.write_text(text)
+    before = set(containers(**{engine.LABEL: "1"}))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            AS_FROM_A_TERMINAL,
+            "check-fixtures",
+            "--suite",
+            str(suite),
+            "--no-reviewer",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (mine := set(containers(**{engine.LABEL: "1"})) - before):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1.0)  # the grader's exec is under way
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    left = set(containers(**{engine.LABEL: "1"})) & mine
+    assert left == set(), left
