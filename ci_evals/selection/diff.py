@@ -288,7 +288,7 @@ def compute(
     change = resolve(repo, base, head, deepen_tries=deepen_tries)
     if isinstance(change, Selection):
         return change
-    selector = Selector(stage_map, matcher or GlobMatcher(stage_map.globs))
+    selector = Selector(stage_map, matcher or GlobMatcher(stage_map.selection_globs))
     for chunk in diff_chunks(repo, change):
         selector.add(chunk)
     return _with_range(selector.finish(), change)

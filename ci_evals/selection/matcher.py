@@ -184,8 +184,21 @@ def glob_regex(glob: str) -> str:
     return _raw_regex(glob)
 
 
-def _is_literal(segment: str) -> bool:
+def is_literal(segment: str) -> bool:
+    """True when the glob segment `segment` only matches the name it spells."""
     return not _META.intersection(segment)
+
+
+def literal_glob(path: str) -> str:
+    """An anchored glob matching exactly `path` (and, as any glob does, what is under it).
+
+    Wildcards and backslashes are escaped, and so are trailing spaces (gitignore
+    drops them at the end of a line); the leading `/` anchors the glob and
+    keeps a first `!` or `#` from meaning negation or a comment.
+    """
+    escaped = re.sub(r"([*?\\[\\\\])", r"\\\1", path)
+    body = escaped.rstrip(" ")
+    return "/" + body + "\\ " * (len(escaped) - len(body))
 
 
 class _RegexGroup:
@@ -501,13 +514,13 @@ def _bucket(glob: str) -> tuple[str, int | None]:
 
 
 def _bucket_key(segments: list[str]) -> str:
-    if segments and _is_literal(segments[-1]):
+    if segments and is_literal(segments[-1]):
         # `**/deep/x/`: only folders named `deep` can match (NUL is in no glob or path).
-        first = segments[0] if _is_literal(segments[0]) else ""
+        first = segments[0] if is_literal(segments[0]) else ""
         return f"/{segments[-1]}\0{first}"
     lead: list[str] = []
     for segment in segments:
-        if not _is_literal(segment):
+        if not is_literal(segment):
             break
         lead.append(segment)
     return "/".join(lead)
@@ -617,7 +630,7 @@ class GlobMatcher:
         body = body.removeprefix("/")
         *folder_segments, name = body.split("/")
         if name == "**":
-            if all(_is_literal(s) for s in folder_segments):
+            if all(is_literal(s) for s in folder_segments):
                 _append(self._under_folder, "/".join(folder_segments), index)  # `a/b/**`
                 return "done"
             return "self" if _raw_regex(glob).endswith("/") else "full"
@@ -625,12 +638,12 @@ class GlobMatcher:
         self._rule_of[index] = rule
         if not anchored or (all(s == "**" for s in folder_segments) and folder_segments):
             self._any_rules.append(rule)  # `*.md`, `**/*.md`
-        elif all(_is_literal(s) for s in folder_segments):
+        elif all(is_literal(s) for s in folder_segments):
             self._in_folder.setdefault("/".join(folder_segments), []).append(rule)
         elif (
             len(folder_segments) > 1
             and folder_segments[-1] == "**"
-            and all(_is_literal(s) for s in folder_segments[:-1])
+            and all(is_literal(s) for s in folder_segments[:-1])
         ):
             self._below_folder.setdefault("/".join(folder_segments[:-1]), []).append(rule)
         else:
@@ -639,9 +652,9 @@ class GlobMatcher:
 
     @staticmethod
     def _name_rule(index: int, name: str, dir_only: bool) -> _NameRule:
-        if _is_literal(name):
+        if is_literal(name):
             return _NameRule(index, dir_only, literal=name, suffix=None, regex=None)
-        if name.startswith("*") and _is_literal(name[1:]):
+        if name.startswith("*") and is_literal(name[1:]):
             return _NameRule(index, dir_only, literal=None, suffix=name[1:], regex=None)
         return _NameRule(index, dir_only, literal=None, suffix=None, regex=_name_regex(name))
 
