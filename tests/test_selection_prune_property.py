@@ -96,6 +96,7 @@ def _answer(chosen: selection.Selection) -> tuple[object, ...]:
             "global: [plugin/b]\n",
             'global: [g.yml, "plugin/a/*.md", "f?.py"]\n',  # rewritten for root
             'global: ["*/t/**"]\n',  # cannot be: path by path
+            "global: [f1.md, z]\n",  # literal names in every folder, below every entry
             "global: [plugin]\n",  # everything under root
         ]
     ),

@@ -187,7 +187,8 @@ class _Rules:
             rank // count * _RULES + _RULE_RANK[MATCHED] for rank in range(top * count)
         ]
         self.level_of[:count] = [_GLOBAL_LEVEL] * count  # rank 0: a global (see above)
-        self.stage_of_rank = [max(rank // count, 1) for rank in range(top * count)]
+        self.stage_of_rank = [rank // count for rank in range(top * count)]
+        self.stage_of_rank[:count] = [1] * count
 
     def lowest(
         self, paths: Sequence[str], count: int, bound: tuple[int, str]
