@@ -1019,18 +1019,15 @@ class GlobMatcher:
                 rank = ext.get(name[dot:], none)
                 if rank < best:  # noqa: PLR1730
                     best = rank
-            if rest_low != none:  # suffix or wildcard rules (`match_rest`) apply here
-                if best != none:  # matched: would the other rules take it below the minimum?
-                    rank = best if best < rest_low else rest_low
-                    ask = rank < limit_lt or (rank < limit_le and path < path_b)
-                else:
-                    ask = True  # they decide whether it is matched at all
-                if ask and best == none:
+            # Suffix or wildcard rules (`match_rest`) that could lower it (`none`: no rule).
+            if rest_low < best:
+                if best == none:  # they decide whether it is matched at all
                     for index in files.match_rest(name):
                         rank = rank_of[index]
                         if rank < best:  # noqa: PLR1730
                             best = rank
-                elif ask:  # only the rules that can take it below the bound
+                elif rest_low < limit_lt or (rest_low < limit_le and path < path_b):
+                    # Only the rules that can take it below the bound.
                     limit = limit_le if path < path_b else limit_lt
                     if limit != asked_limit or files is not asked_files:
                         asked_files, asked_limit = files, limit
