@@ -179,17 +179,18 @@ def main() -> None:
         matching = median_seconds(
             lambda: GlobMatcher(stage_map.globs).lowest_many(relative, ranks), 3
         )
-        select = median_seconds(
-            lambda: selection.select(stage_map, GlobMatcher(stage_map.globs), paths), 3
-        )
+        # compute-stage's matcher: the entries, then the globals that reach root.
+        globs = stage_map.selection_globs
+        select = median_seconds(lambda: selection.select(stage_map, GlobMatcher(globs), paths), 3)
         unpruned = median_seconds(
-            lambda: _select(stage_map, GlobMatcher(stage_map.globs), paths, prune=False), 3
+            lambda: _select(stage_map, GlobMatcher(globs), paths, prune=False), 3
         )
-        chosen = selection.select(stage_map, GlobMatcher(stage_map.globs), paths)
-        # The rules alone: every answer precomputed.
-        answers = GlobMatcher(stage_map.globs).lowest_many(relative, ranks)
+        chosen = selection.select(stage_map, GlobMatcher(globs), paths)
+        # The rules alone: every answer precomputed (a global's rank is 0).
+        answers = GlobMatcher(globs).lowest_many(relative, ranks + [0] * (len(globs) - len(ranks)))
         known = SimpleNamespace(
-            matches=GlobMatcher(stage_map.globs).matches,  # for paths outside root: none here
+            globs=globs,
+            matches=GlobMatcher(globs).matches,  # for paths outside root: none here
             lowest_many=lambda _paths, _ranks, cut=0: answers,
         )
         rules = median_seconds(lambda: _select(stage_map, known, paths, prune=False), 5)  # type: ignore[arg-type]

@@ -118,12 +118,15 @@ def ls_files_under(repo: Path, folder: str) -> list[str]:
     Run from inside the folder, git itself filters and cuts the paths, which
     on 100,000 files saves the caller a pass over all of them. The folder must
     be a real folder of the work tree (no symlink on the way), else git would
-    list wherever the link points; otherwise, or for "", this filters itself.
+    list wherever the link points; otherwise (also when it is gone from the
+    work tree, its files deleted but not yet staged), or for "", this filters
+    itself.
     """
     if not folder:
         return ls_files(repo)
     inside = repo / folder
-    if os.path.realpath(inside) != os.path.join(os.path.realpath(repo), *folder.split("/")):
+    real = os.path.join(os.path.realpath(repo), *folder.split("/"))
+    if not os.path.isdir(inside) or os.path.realpath(inside) != real:
         prefix = folder + "/"
         return [p[len(prefix) :] for p in ls_files(repo) if p.startswith(prefix)]
     return split_z(run(inside, "ls-files", "-z", "--cached").stdout)

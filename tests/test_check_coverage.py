@@ -187,6 +187,17 @@ def test_actions_dead_entry_annotates_the_map_line(plugin_repo: Path, tmp_path: 
     ) in result.stdout.splitlines()
 
 
+def test_actions_dead_global_glob_annotates_the_map_line(plugin_repo: Path, tmp_path: Path) -> None:
+    _write(plugin_repo, "stage_map.yaml", MAP.replace("[plugin/suite.yaml]", '["stub/*"]'))
+    result, _, summary = _actions_run(plugin_repo, tmp_path)
+    assert result.returncode == 1
+    assert (
+        "::error file=stage_map.yaml,line=8,col=10,title=Dead global glob::"
+        "global[0] 'stub/*' matches no staged file; remove or fix it"
+    ) in result.stdout.splitlines()
+    assert "`stage_map.yaml` line 8: `stub/*` matches no staged file" in summary.read_text()
+
+
 def test_actions_map_error_is_annotated_and_exits_2(plugin_repo: Path, tmp_path: Path) -> None:
     _write(plugin_repo, "stage_map.yaml", MAP.replace("stage: plan", "stage: review"))
     result, _, summary = _actions_run(plugin_repo, tmp_path)
@@ -198,6 +209,34 @@ def test_actions_map_error_is_annotated_and_exits_2(plugin_repo: Path, tmp_path:
     ]
     assert result.stderr.startswith("ci-evals: error: stage_map.yaml:6:38: entries[1].stage:")
     assert "The stage map is invalid" in summary.read_text(encoding="utf-8")
+
+
+def test_a_global_glob_matching_nothing_is_dead_and_one_matching_exempts_files(
+    plugin_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`global` globs mean what entries mean: `plugin/stub/**` needs no entry for its
+    files; a wildcard global matching no staged file is reported like a dead entry
+    (a plain path is not: it may name a file still to come)."""
+    _write(
+        plugin_repo,
+        "stage_map.yaml",
+        MAP.replace(
+            "global: [plugin/suite.yaml]",
+            'global: [plugin/suite.yaml, "plugin/stub/**", "stubs/*.yaml", later.yml]',
+        ),
+    )
+    _write(plugin_repo, "plugin/stub/feature-dev.yaml")
+    git(plugin_repo, "add", ".")
+    code, out, _ = _run(plugin_repo, capsys)
+    assert code == 1
+    assert out == [
+        "stage_map.yaml:8:47: global[2]: 'stubs/*.yaml' matches no staged file",
+        FAILED.format(what="1 dead global glob"),
+    ]
+    _write(plugin_repo, "stubs/a.yaml")  # outside root: listed for the glob all the same
+    git(plugin_repo, "add", ".")
+    code, out, _ = _run(plugin_repo, capsys)
+    assert code == 0, out
 
 
 def test_global_and_fixture_files_need_no_entry_but_keep_an_entry_alive(

@@ -25,6 +25,7 @@ entries:
   - { glob: "docs/", stage: write }
   - { glob: "agents/*.md", stage: 2 }
   - { glob: "mod_0[0-4]/", stage: 2 }
+global: ["stub/*.y?ml", "plugin/skills/*.py", "**/test_?.py"]
 fixtures: fixtures
 """
 PATHS = [
@@ -154,6 +155,9 @@ from ci_evals.selection.matcher import GlobMatcher
 m = load_stage_map(Path("stage_map.yaml"), warn=False)
 paths = json.loads(sys.argv[1])
 answers = [GlobMatcher(m.globs).matches(p) for p in paths]
+# compute-stage's matcher (entries + globals rewritten for root) and the globals'.
+answers += [GlobMatcher(m.selection_globs).matches(p) for p in paths]
+answers += [GlobMatcher(m.global_paths).matches("plugin/" + p) for p in paths]
 print(json.dumps({"answers": answers, "yaml": "yaml" in sys.modules,
                   "pathspec": "pathspec" in sys.modules}))
 """
@@ -182,4 +186,7 @@ def test_from_the_cache_neither_yaml_nor_pathspec_is_imported_and_answers_agree(
     cached = _probe(plugin)
     assert cached == {"answers": uncached["answers"], "yaml": False, "pathspec": False}
     assert first["answers"] == uncached["answers"]
-    assert uncached["answers"] == [[0, 4], [1], [], [2], [], [3], [5], []]
+    entries = [[0, 4], [1], [], [2], [], [3], [5], []]
+    with_globals = [[0, 4], [1, 6, 7], [6], [2], [], [3], [5], []]
+    globals_ = [[], [2, 3], [2], [], [], [], [], []]
+    assert uncached["answers"] == entries + with_globals + globals_

@@ -138,3 +138,41 @@ def test_invalid_globs_raise() -> None:
     for glob in ["", "#x", "!x", "a\\", "a/**/", "[z-a]"]:
         with pytest.raises(ValueError):
             GlobMatcher([glob])
+
+
+def test_pruned_search_with_low_wildcards_and_names_everywhere() -> None:
+    """`lowest_below` where the low rules are a wildcard name and a suffix active in
+    every folder (tried in one call, then one by one) and a literal name ranked below
+    all (a global such as `ci-evals.yaml`: looked up even in skipped folders), against
+    sorting every path's `lowest_many` key, for every bound."""
+    globs = ["a/**", "b/**", "**/test_9*", "*_x.py", "ci-evals.yaml", "c/*.md"]
+    rank_of = [30, 40, 10, 20, 0, 35]
+    level_of = [rank // 10 for rank in range(50)]
+    paths = [
+        "a/ci-evals.yaml",
+        "a/f.md",
+        "a/test_1.py",
+        "a/test_9\n.py",  # a line break in a name: the one call must still see it
+        "b/k_x.py",
+        "b/k\n_x.py",
+        "b/test_90.md",
+        "c/ci-evals.yaml",
+        "c/notes.md",
+        "c/test_9",
+        "d/u.txt",
+    ]
+    ranks = GlobMatcher(globs).lowest_many(paths, rank_of)
+    keys = sorted((level_of[r] if r != -1 else 2, p, r) for p, r in zip(paths, ranks, strict=True))
+    assert keys[:3] == [
+        (0, "a/ci-evals.yaml", 0),
+        (0, "c/ci-evals.yaml", 0),
+        (1, "a/test_9\n.py", 10),
+    ]
+    for bound in [(1 << 62, ""), *(key[:2] for key in keys), (3, "b"), (1, "z")]:
+        below = [key for key in keys if key[:2] < bound]
+        for keep in (1, 2, 4, 20):
+            for order in (paths, sorted(paths, reverse=True)):
+                found = GlobMatcher(globs).lowest_below(
+                    order, rank_of, level_of, 2, bound, keep=keep
+                )
+                assert found == below[:keep], (bound, keep)

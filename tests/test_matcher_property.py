@@ -20,11 +20,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from ci_evals.selection.matcher import GlobMatcher, glob_problem
+from ci_evals.selection.global_globs import repo_glob, split_navigation, under_root
+from ci_evals.selection.matcher import GlobMatcher, glob_problem, literal_glob
 from tests.conftest import git
 
 # Small alphabets, so that generated globs and paths actually meet.
@@ -216,3 +217,99 @@ def test_trailing_double_star_slash_is_rejected_because_git_and_pathspec_disagre
     assert _git_matches(workdir, "a/**/", ["a/x", "a/b/x"]) == {"a/b/x"}
     assert GitIgnoreSpecPattern("a/**/").match_file("a/x") is not None
     assert glob_problem("a/**/") is not None
+
+
+# --- `global` globs: what the same line means in a .gitignore beside the map ---
+
+_FOLDERS = ["", "m", "m/n"]  # where the map is
+_ROOTS = ["", "p", "m", "m/p", "m/n/p", "m/n", "x/p", "a"]
+_FOLDER_NAMES = ["m", "n", "p", "x"]
+
+
+def _git_matches_in(workdir: Path, folder: str, glob: str, paths: list[str]) -> set[str]:
+    """`git check-ignore` with `glob` as the only line of `folder/.gitignore`."""
+    repo = workdir / "repo"
+    ignore = repo / folder / ".gitignore"
+    ignore.parent.mkdir(parents=True, exist_ok=True)
+    ignore.write_bytes(glob.encode("utf-8") + b"\n")
+    try:
+        result = subprocess.run(
+            ["git", "-c", "core.excludesFile=", "check-ignore", "--no-index", "-z", "--stdin"],
+            cwd=repo,
+            input=b"".join(p.encode("utf-8") + b"\0" for p in paths),
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+    finally:
+        ignore.unlink()
+    assert result.returncode in (0, 1), result.stderr.decode()
+    return {p.decode("utf-8") for p in result.stdout.split(b"\0") if p}
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    data=st.data(),
+    folder=st.sampled_from(_FOLDERS),
+    root=st.sampled_from(_ROOTS),
+    tails=st.lists(st.lists(_segment(), min_size=1, max_size=3), min_size=1, max_size=8),
+)
+def test_global_globs_agree_with_git(
+    workdir: Path, data: st.DataObject, folder: str, root: str, tails: list[list[str]]
+) -> None:
+    """A global means what its line means in a `.gitignore` in the map's folder
+    (`../` moving that folder up): as a repo-relative glob for any path, and as
+    the root-relative globs compute-stage folds into the entries' matcher for
+    the paths under root (when it has such a rewrite)."""
+    heads = data.draw(
+        st.lists(st.lists(st.sampled_from(_FOLDER_NAMES), max_size=3), min_size=len(tails))
+    )
+    paths = sorted({"/".join([*head, *tail]) for head, tail in zip(heads, tails, strict=False)})
+    depth = folder.count("/") + 1 if folder else 0
+    navigation = data.draw(
+        st.sampled_from(["", "", "./", *(["../"] * depth), "../../"[: 3 * depth]])
+    )
+    globs = data.draw(globs_strategy(paths))
+    if not globs:
+        return
+    written = navigation + globs[0]
+    ups, rest = split_navigation(written)
+    if not rest or glob_problem(rest) is not None:
+        return
+    parts = folder.split("/") if folder else []
+    if ups > len(parts):
+        return
+    base = "/".join(parts[: len(parts) - ups])
+    comparable = paths if not ("?" in rest or "[" in rest) else [p for p in paths if p.isascii()]
+    expected = _git_matches_in(workdir, base, rest, comparable)
+    whole = GlobMatcher([repo_glob(base, rest)])
+    assert {p for p in comparable if whole.matches(p)} == expected, (base, rest)
+    rewritten = under_root(base, rest, root)
+    event(f"rewritten for root: {'no' if rewritten is None else len(rewritten)}")
+    if rewritten is None:
+        return
+    inside = GlobMatcher(list(rewritten))
+    prefix = root + "/" if root else ""
+    under = [p for p in comparable if p.startswith(prefix)]
+    found = {p for p in under if inside.matches(p[len(prefix) :])}
+    assert found == expected & set(under), (base, rest, root, rewritten)
+
+
+@pytest.mark.parametrize(
+    "path", ["stage_map.yaml", "a*b/[x]/map.yaml", "#x/!y.yaml", "e\\v/m.yaml", "sp /m.yaml ", "?"]
+)
+def test_the_maps_own_path_as_a_glob_is_exactly_that_path(workdir: Path, path: str) -> None:
+    """The map itself is always global: its path, escaped (`literal_glob`), matches
+    only it (and what is under it, as for any glob), in git as here."""
+    glob = literal_glob(path)
+    others = [path + "x", "x" + path, path.replace(path[0], "z"), path + "/inside"]
+    paths = [path, *others]
+    assert _git_matches(workdir, glob, paths) == {path, path + "/inside"}
+    assert [bool(GlobMatcher([glob]).matches(p)) for p in paths] == [
+        True,
+        *(p == path + "/inside" for p in others),
+    ]

@@ -174,6 +174,53 @@ def test_the_map_itself_is_global(repo: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("globals_", "path"),
+    [
+        # issue 10: `stub/**` was taken as a literal path and this gave `none`.
+        ("[ci-evals.yaml, stub/**]", "stub/feature-dev.yaml"),
+        ('["*.lock"]', "deps/uv.lock"),  # a name without a slash: at any depth
+        ('["*.lock"]', "plugin/agents/uv.lock"),  # ... also under root (an entry's file)
+        ('["plugin/agents/*.md"]', "plugin/agents/researcher.md"),  # under root, anchored
+        ('["*/agents/**"]', "plugin/agents/researcher.md"),  # no rewrite for root: per path
+        ("[plugin]", "plugin/agents/new.md"),  # the whole root
+    ],
+)
+def test_global_globs_mean_what_entries_globs_mean(repo: Path, globals_: str, path: str) -> None:
+    plugin_repo(repo)
+    text = (repo / "stage_map.yaml").read_text(encoding="utf-8")
+    write(repo, "stage_map.yaml", text.replace("global: [ci-evals.yaml]", f"global: {globals_}"))
+    commit(repo)
+    branch(repo)
+    write(repo, path)
+    write(repo, "plugin/commands/generate.md")  # stage 3: not what decides
+    commit(repo)
+
+    chosen = compute(repo, "main")
+
+    assert (chosen.from_stage, chosen.reason) == (1, "global-file")
+    assert chosen.decided_by is not None
+    assert chosen.decided_by.path == path
+    assert by_path(chosen)[path] == (1, None, "global-file")
+
+
+def test_a_global_name_without_a_slash_is_no_longer_only_beside_the_map(repo: Path) -> None:
+    """`ci-evals.yaml` matches that name at any depth, as an entry's `README.md` does;
+    `/ci-evals.yaml` only the one beside the map."""
+    plugin_repo(repo)
+    text = (repo / "stage_map.yaml").read_text(encoding="utf-8")
+    write(repo, "stage_map.yaml", text.replace("[ci-evals.yaml]", "[/ci-evals.yaml]"))
+    commit(repo)
+    branch(repo)
+    write(repo, "docs/ci-evals.yaml")
+    commit(repo)
+
+    assert compute(repo, "main").reason == "no-relevant-change"
+    write(repo, "ci-evals.yaml", "suite: z\n")
+    commit(repo)
+    assert compute(repo, "main").reason == "global-file"
+
+
+@pytest.mark.parametrize(
     ("path", "stage", "why"),
     [
         ("fixtures/1-research-output/notes.md", 2, "fixture 1 is what stage 2 starts from"),

@@ -46,7 +46,7 @@ RULE_RANK = {"global-file": 0, "unmatched-file": 1, "fixture-changed": 2, "match
 def reference(stage_map: StageMap, path: str) -> tuple[int | None, str, str | None]:
     """(stage, rule, entry glob) for one path, straight from the rules."""
     candidates: list[tuple[int, int, str | None, str]] = []  # (stage, rule rank, entry, rule)
-    if path in stage_map.global_paths:
+    if GlobMatcher(stage_map.global_paths).matches(path):
         candidates.append((1, 0, None, "global-file"))
     if path.startswith("plugin/"):
         found = GlobMatcher(stage_map.globs).matches(path.removeprefix("plugin/"))
@@ -103,11 +103,11 @@ def test_selector_follows_the_rules(
         "version: 1\nroot: plugin\n"
         f"stages: [{', '.join(STAGES)}]\n"
         "entries:\n" + "\n".join(lines) + "\n"
-        "global: [global.yml]\nfixtures: fixtures\n",
+        "global: [global.yml, y.md]\nfixtures: fixtures\n",  # y.md: also under root
         encoding="utf-8",
     )
     stage_map = load_stage_map(root / "stage_map.yaml")
-    selector = selection.Selector(stage_map, GlobMatcher(stage_map.globs))
+    selector = selection.Selector(stage_map, GlobMatcher(stage_map.selection_globs))
     bounds = sorted({0, *(min(c, len(paths)) for c in cuts), len(paths)})
     for start, end in pairwise(bounds):  # the paths in a few chunks
         selector.add(paths[start:end])

@@ -8,7 +8,10 @@ in some folders (`**/t/f*`, `a/*.md`), exact names and extensions, at every
 stage, so that ties (same stage, several paths), uncovered files (stage 1,
 `unmatched-file`), global files and fixtures all occur; the paths come in any
 order and in chunks, so the running minimum is found early, late, or in a
-later chunk.
+later chunk. Globals that reach into root are matched either in the entries'
+pass (the matcher built from `StageMap.selection_globs`) or path by path (a
+matcher of the entries alone, or a global that cannot be rewritten for root):
+every way gives the same answer.
 """
 
 from __future__ import annotations
@@ -86,7 +89,16 @@ def _answer(chosen: selection.Selection) -> tuple[object, ...]:
     ),
     cuts=st.lists(st.integers(0, 16), max_size=4),
     extras=st.sampled_from(
-        ["", "global: [g.yml]\n", "fixtures: fixtures\n", "global: [plugin/b]\n"]
+        [
+            "",
+            "global: [g.yml]\n",
+            "fixtures: fixtures\n",
+            "global: [plugin/b]\n",
+            'global: [g.yml, "plugin/a/*.md", "f?.py"]\n',  # rewritten for root
+            'global: ["*/t/**"]\n',  # cannot be: path by path
+            "global: [f1.md, z]\n",  # literal names in every folder, below every entry
+            "global: [plugin]\n",  # everything under root
+        ]
     ),
 )
 def test_pruned_answer_is_the_full_one(
@@ -102,15 +114,21 @@ def test_pruned_answer_is_the_full_one(
     stage_map = load_stage_map(root / "stage_map.yaml")
     bounds = sorted({0, *(min(c, len(paths)) for c in cuts), len(paths)})
     answers = []
-    for prune in (True, False):
-        selector = selection.Selector(stage_map, GlobMatcher(stage_map.globs), prune=prune)
+    for prune, globs in [
+        (True, stage_map.selection_globs),
+        (False, stage_map.selection_globs),
+        (True, stage_map.globs),
+        (False, stage_map.globs),
+    ]:
+        selector = selection.Selector(stage_map, GlobMatcher(globs), prune=prune)
         for start, end in pairwise(bounds):  # the paths in a few chunks
             selector.add(paths[start:end])
         chosen = selector.finish()
         # `--explain`'s and `matches_json`'s lowest first (pruned while unread), then all.
         lowest = [selection.lowest_relevant(chosen.matches, k) for k in (0, 1, 2, 5, 40)]
         answers.append((_answer(chosen), lowest, list(chosen.matches)))
-    (pruned, pruned_lowest, pruned_records), (full, full_lowest, full_records) = answers
+    assert answers[2:] == answers[:2]  # globals in the entries' pass, or path by path
+    (pruned, pruned_lowest, pruned_records), (full, full_lowest, full_records) = answers[:2]
     assert pruned == full
     assert pruned_lowest == full_lowest
     assert pruned_records == full_records

@@ -221,6 +221,28 @@ ERRORS = {
         "stage_map.yaml:6:10: global[0]: '../x.yml' is outside the repository "
         "(paths are relative to the stage map's folder and must stay in the repository)",
     ),
+    "global names a folder, not files": (
+        _entry('"a.md"') + "global: [ci-evals.yaml, ./]\n",
+        "stage_map.yaml:6:25: global[1]: './' names a folder, not files "
+        "(write 'FOLDER/**' for everything in it)",
+    ),
+    "negated global": (
+        _entry('"a.md"') + 'global: ["!x.yml"]\n',
+        "stage_map.yaml:6:10: global[0]: negated glob ('!') is not allowed in a stage map "
+        "(entries only add coverage, so there is nothing to un-match; "
+        "write '\\!' for a name that starts with '!')",
+    ),
+    "global with an empty segment": (
+        _entry('"a.md"') + 'global: ["stub//x"]\n',
+        "stage_map.yaml:6:10: global[0]: glob has an empty path segment ('//', or just '/'), "
+        "so it matches nothing (globs name files relative to root, e.g. 'agents/x.md' "
+        "or 'skills/**')",
+    ),
+    "global inside .git": (
+        _entry('"a.md"') + "global: [.git/config]\n",
+        "stage_map.yaml:6:10: global[0]: '.git/config' is inside .git "
+        "(git never lists changes there)",
+    ),
     "absolute fixtures": (
         _entry('"a.md"') + "fixtures: /tmp/fixtures\n",
         "stage_map.yaml:6:11: fixtures: absolute path '/tmp/fixtures' "
@@ -304,11 +326,18 @@ def test_loaded_record(repo: Path) -> None:
         ("skills/plan/**", 2, 6, 1),
         ("*.md", 3, 7, 2),
     ]
+    # Globs relative to the repository top; a name without a slash at any depth.
     assert stage_map.global_paths == (
-        "stage_map.yaml",
+        "/stage_map.yaml",
         "ci-evals.yaml",
         ".github/workflows/evals.yml",
     )
+    assert stage_map.root_globals == ("ci-evals.yaml",)  # the only one that reaches root
+    assert [(g.glob, g.line, g.index) for g in stage_map.global_globs] == [
+        ("stage_map.yaml", 0, -1),
+        ("ci-evals.yaml", 8, 0),
+        (".github/workflows/evals.yml", 8, 1),
+    ]
     assert stage_map.fixtures == "fixtures"
     assert stage_map.stage_of("plan") == 2
     assert stage_map.stage_of("3") == 3
@@ -331,9 +360,28 @@ def test_paths_are_relative_to_the_map_folder(repo: Path) -> None:
     stage_map = load_stage_map(folder / "stage_map.yaml")
     assert stage_map.display == "evals/stage_map.yaml"
     assert stage_map.root == "evals/plugin"
-    assert stage_map.global_paths == ("evals/stage_map.yaml", "evals/suite.yaml")
+    assert stage_map.global_paths == ("/evals/stage_map.yaml", "/evals/**/suite.yaml")
+    assert stage_map.root_globals == ("suite.yaml",)
     assert stage_map.fixtures == "evals/fixtures"
     assert stage_map.relative_to_root("evals/plugin/a.md") == "a.md"
+
+
+def test_globals_leave_a_sub_folder_map_with_dot_dot(repo: Path) -> None:
+    """`../` moves the globals' folder up; what follows it is anchored there."""
+    folder = repo / "evals"
+    (folder / "plugin").mkdir(parents=True)
+    (folder / "stage_map.yaml").write_text(
+        _entry('"a.md"') + 'global: ["../.github/workflows/*.yml", "./stub/**", "/x.md"]\n',
+        encoding="utf-8",
+    )
+    stage_map = load_stage_map(folder / "stage_map.yaml")
+    assert stage_map.global_paths == (
+        "/evals/stage_map.yaml",
+        "/.github/workflows/*.yml",
+        "/evals/stub/**",
+        "/evals/x.md",
+    )
+    assert stage_map.root_globals == ()  # none of them reaches evals/plugin
 
 
 def test_default_global_paths_and_repo_top_root(repo: Path) -> None:
@@ -343,9 +391,11 @@ def test_default_global_paths_and_repo_top_root(repo: Path) -> None:
     stage_map = load_stage_map(repo / "stage_map.yaml")
     assert stage_map.root == ""
     assert stage_map.relative_to_root("a/b.md") == "a/b.md"
+    # The default: the suite config beside the map, the workflow at the top.
     assert stage_map.global_paths == (
-        "stage_map.yaml",
-        "ci-evals.yaml",
-        ".github/workflows/evals.yml",
+        "/stage_map.yaml",
+        "/ci-evals.yaml",
+        "/.github/workflows/evals.yml",
     )
+    assert stage_map.root_globals == stage_map.global_paths  # root is the top
     assert stage_map.fixtures is None

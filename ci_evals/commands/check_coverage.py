@@ -80,11 +80,17 @@ def _problem_lines(report: CoverageReport) -> list[str]:
     display = report.stage_map.display
     lines = [f"{_shown(path)}: not covered by any entry in {display}" for path in report.uncovered]
     lines += [
-        f"{display}:{entry.line}:{entry.column}: entries[{entry.index}].glob: "
-        f"{entry.glob!r} matches no staged file"
-        for entry in report.dead
+        f"{display}:{line}:{column}: {where}: {glob!r} matches no staged file"
+        for where, line, column, glob in _dead(report)
     ]
     return lines
+
+
+def _dead(report: CoverageReport) -> list[tuple[str, int, int, str]]:
+    """(field, line, column, glob) of each dead entry, then of each dead `global` glob."""
+    dead = [(f"entries[{e.index}].glob", e.line, e.column, e.glob) for e in report.dead]
+    dead += [(f"global[{g.index}]", g.line, g.column, g.glob) for g in report.dead_globals]
+    return dead
 
 
 def _summary_line(report: CoverageReport) -> str:
@@ -95,6 +101,9 @@ def _summary_line(report: CoverageReport) -> str:
     if report.dead:
         n = len(report.dead)
         parts.append(f"{n} dead entr{'ies' if n != 1 else 'y'}")
+    if report.dead_globals:
+        n = len(report.dead_globals)
+        parts.append(f"{n} dead global glob{'s' if n != 1 else ''}")
     return (
         f"ci-evals: stage map check failed: {', '.join(parts)} "
         f"(add an entry for each uncovered file, remove or fix each dead entry "
@@ -118,20 +127,20 @@ def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
     lines += [
         annotation(
             "error",
-            f"entries[{entry.index}] {entry.glob!r} matches no staged file; remove or fix it",
+            f"{where.removesuffix('.glob')} {glob!r} matches no staged file; remove or fix it",
             file=display,
-            line=entry.line,
-            column=entry.column,
-            title="Dead stage-map entry",
+            line=line,
+            column=column,
+            title="Dead stage-map entry" if where.startswith("entries") else "Dead global glob",
         )
-        for entry in report.dead
+        for where, line, column, glob in _dead(report)
     ]
     for line in capped(lines):
         print(line)
     rows = [f"- `{_md(path)}`: not covered by any entry" for path in report.uncovered]
     rows += [
-        f"- `{_md(display)}` line {entry.line}: `{_md(entry.glob)}` matches no staged file"
-        for entry in report.dead
+        f"- `{_md(display)}` line {line}: `{_md(glob)}` matches no staged file"
+        for _, line, _, glob in _dead(report)
     ]
     append_summary(actions, "### Stage map coverage\n\n" + "\n".join(rows) + "\n")
 

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     def prepare() -> tuple[StageMap, GlobMatcher]:
         stage_map = load_stage_map(map_path)
-        return stage_map, GlobMatcher(stage_map.globs)
+        return stage_map, GlobMatcher(stage_map.selection_globs)
 
     # (`ci_evals.main.entry` runs this command with the cyclic collector off.)
     chosen, stage_map = diff_range.compute_overlapped(

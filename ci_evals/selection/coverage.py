@@ -6,19 +6,23 @@ Both are found from the index (`git ls-files`, what the commit will contain),
 never the work tree: an untracked scratch file is not the map's business, and a
 file deleted but not yet staged is still part of the commit.
 
-Files that `compute-stage` handles before matching — the `global` paths and
-everything under `fixtures` — need no entry (an entry matching only them is
-not dead, though: it matches a file).
+Files that `compute-stage` handles before matching — those a `global` glob
+matches and everything under `fixtures` — need no entry (an entry matching
+only them is not dead, though: it matches a file). A `global` glob with
+wildcards (`stub/**`) that matches no staged file is dead like an entry; a
+plain global path is not, since it may name a file still to come (the usual
+workflow file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 
 from ci_evals import git
-from ci_evals.selection.matcher import GlobMatcher
-from ci_evals.selection.stage_map import Entry, StageMap
+from ci_evals.selection.matcher import GlobMatcher, is_literal
+from ci_evals.selection.stage_map import Entry, GlobalGlob, StageMap
 
 
 @dataclass(frozen=True)
@@ -27,10 +31,11 @@ class CoverageReport:
     checked: int  # staged files under root
     uncovered: tuple[str, ...]  # repo-relative paths, index order
     dead: tuple[Entry, ...]  # entries matching no staged file, map order
+    dead_globals: tuple[GlobalGlob, ...] = ()  # wildcard globals matching no staged file
 
     @property
     def ok(self) -> bool:
-        return not self.uncovered and not self.dead
+        return not self.uncovered and not self.dead and not self.dead_globals
 
 
 def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> CoverageReport:
@@ -45,16 +50,43 @@ def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> 
     else:
         relative = [path[len(root) :] for path in staged if path.startswith(root)]
     uncovered, dead = GlobMatcher(stage_map.globs).unmatched(relative)
-    exempt = set(stage_map.global_paths)
-    folders = [*stage_map.global_paths, *([stage_map.fixtures] if stage_map.fixtures else [])]
-    exempt_under = tuple(folder + "/" for folder in folders)
+    is_global = GlobMatcher(stage_map.global_paths).matches
+    fixtures = stage_map.fixtures + "/" if stage_map.fixtures else None
     return CoverageReport(
         stage_map=stage_map,
         checked=len(relative),
         uncovered=tuple(
             path
             for path in (root + rel for rel in uncovered)
-            if path not in exempt and not path.startswith(exempt_under)
+            if not (fixtures and path.startswith(fixtures)) and not is_global(path)
         ),
         dead=tuple(stage_map.entries[i] for i in dead),
+        dead_globals=_dead_globals(stage_map, staged),
     )
+
+
+def _dead_globals(stage_map: StageMap, staged: Sequence[str] | None) -> tuple[GlobalGlob, ...]:
+    """The wildcard globals that match no staged file (only their own folders are listed)."""
+    wildcards = [g for g in stage_map.global_globs if g.wildcard]
+    if not wildcards:
+        return ()
+    if staged is None:
+        leads = {_lead(g.path) for g in wildcards}
+        # Each file once: a folder inside another listed one is left to that one.
+        outer = [f for f in leads if not any(o != f and _inside(f, o) for o in leads)]
+        staged = []
+        for folder in sorted(outer):
+            prefix = folder + "/" if folder else ""
+            staged += [prefix + p for p in git.ls_files_under(stage_map.repo_root, folder)]
+    _, dead = GlobMatcher([g.path for g in wildcards]).unmatched(staged)
+    return tuple(wildcards[i] for i in dead)
+
+
+def _lead(glob: str) -> str:
+    """The literal folders a repo-relative glob starts with: only paths under them can match."""
+    segments = glob.lstrip("/").split("/")[:-1] if "/" in glob.rstrip("/") else []
+    return "/".join(takewhile(is_literal, segments))
+
+
+def _inside(folder: str, other: str) -> bool:
+    return not other or folder.startswith(other + "/")

@@ -34,8 +34,9 @@ from itertools import chain, compress, repeat
 from operator import add
 from typing import TYPE_CHECKING, NamedTuple, cast, overload
 
+from ci_evals.selection.matcher import GlobMatcher
+
 if TYPE_CHECKING:
-    from ci_evals.selection.matcher import GlobMatcher
     from ci_evals.selection.stage_map import StageMap
 
 # Reason codes (the `reason` of `--json` and of the `reason` output).
@@ -70,6 +71,7 @@ _RULE_RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, MATCHED: 3}
 # candidates for the deciding path before their paths do (see `Selector`).
 _RULES = len(_RULE_RANK)
 _UNMATCHED_LEVEL = 1 * _RULES + _RULE_RANK[UNMATCHED_FILE]
+_GLOBAL_LEVEL = 1 * _RULES + _RULE_RANK[GLOBAL_FILE]
 # Above every level: no bound yet.
 _NO_BOUND = (1 << 62, "")
 
@@ -161,18 +163,27 @@ class _Rules:
         # One int per entry orders by (stage, position): the min over matches is
         # a C-level `min(map(...))` instead of a Python key function.
         self.rank_of = [e.stage * count + position for position, e in enumerate(entries)]
-        self.rest_of: list[_Rest] = [
-            (e.stage, e.glob, MATCHED, f"entry {e.glob!r} ({stage_map.display}:{e.line})")
-            for e in entries
-        ]
+        # Each rank's Match fields after the path (-1: no glob matched).
+        self.rest_of: dict[int, _Rest] = {
+            rank: (e.stage, e.glob, MATCHED, f"entry {e.glob!r} ({stage_map.display}:{e.line})")
+            for rank, e in zip(self.rank_of, entries, strict=True)
+        }
+        self.rest_of[-1] = _UNMATCHED
         root = stage_map.root
         self.root_prefix = root + "/" if root else ""
-        self.globals = frozenset(stage_map.global_paths)
-        # Most maps have no global path inside the plugin root: skip the check there.
-        self.globals_in_root = any(
-            not root or g == root or g.startswith(self.root_prefix) or root.startswith(g + "/")
-            for g in self.globals
+        self.globals = GlobMatcher(stage_map.global_paths)
+        # The globals that can match under root are usually in `matcher` too,
+        # after the entries (`StageMap.selection_globs`): their rank 0 (stage
+        # "0", below every entry) is a global match, found in the same pass.
+        # Otherwise, or when one could not be rewritten for it, each path under
+        # root is also matched against the globals (slower).
+        folded = stage_map.root_globals
+        self.globals_in_root = folded is None or (
+            bool(folded) and matcher.globs[len(entries) :] != folded
         )
+        if not self.globals_in_root and folded:
+            self.rank_of += [0] * len(folded)
+            self.rest_of[0] = _GLOBAL
         fixtures = stage_map.fixtures
         self.fixtures_prefix = None if fixtures is None else (fixtures + "/" if fixtures else "")
         self.stage_count = len(stage_map.stages)
@@ -182,7 +193,9 @@ class _Rules:
         self.level_of = [
             rank // count * _RULES + _RULE_RANK[MATCHED] for rank in range(top * count)
         ]
+        self.level_of[:count] = [_GLOBAL_LEVEL] * count  # rank 0: a global (see above)
         self.stage_of_rank = [rank // count for rank in range(top * count)]
+        self.stage_of_rank[:count] = [1] * count
 
     def lowest(
         self, paths: Sequence[str], count: int, bound: tuple[int, str]
@@ -244,11 +257,7 @@ class _Rules:
 
     def _rests(self, ranks: list[int]) -> dict[int, _Rest]:
         """Match's fields after the path, for each rank `lowest_many` gave (-1: unmatched)."""
-        rest_of_rank: dict[int, _Rest] = {-1: _UNMATCHED}
-        for rank in set(ranks):
-            if rank >= 0:
-                rest_of_rank[rank] = self.rest_of[rank % self.count]
-        return rest_of_rank
+        return self.rest_of
 
     def match(self, path: str) -> Match:
         rest: _Rest | None = None
@@ -256,13 +265,8 @@ class _Rules:
             if self.globals_in_root and self._is_global(path):
                 return _new_tuple(Match, (path, *_GLOBAL))  # nothing ranks lower
             indices = self.matches(path[len(self.root_prefix) :])
-            if len(indices) == 1:
-                rest = self.rest_of[indices[0]]
-            elif indices:
-                rest = self.rest_of[min(map(self.rank_of.__getitem__, indices)) % self.count]
-            else:
-                rest = _UNMATCHED
-        elif self.globals and self._is_global(path):
+            rest = self.rest_of[min(map(self.rank_of.__getitem__, indices), default=-1)]
+        elif self._is_global(path):
             return _new_tuple(Match, (path, *_GLOBAL))
         if self.fixtures_prefix is not None and path.startswith(self.fixtures_prefix):
             stage, why = self._fixture(path[len(self.fixtures_prefix) :])
@@ -273,15 +277,7 @@ class _Rules:
         return _new_tuple(Match, (path, *(rest or _IGNORED)))
 
     def _is_global(self, path: str) -> bool:
-        # The path itself, or any folder above it, listed as global.
-        if path in self.globals:
-            return True
-        cut = path.rfind("/")
-        while cut > 0:
-            if path[:cut] in self.globals:
-                return True
-            cut = path.rfind("/", 0, cut)
-        return False
+        return bool(self.globals.matches(path))
 
     def _fixture(self, inside: str) -> tuple[int, str]:
         """Stage k+1 for `<k>-*/...` and for a scenario's own `<name>/<k>-*/...`."""
@@ -402,7 +398,7 @@ class _RankBatch:
         if self.found is None:
             return None
         _, path, rank = self.found
-        rest = _UNMATCHED if rank == -1 else self.rules.rest_of[rank % self.count]
+        rest = self.rules.rest_of[rank]
         match: Match = _new_tuple(Match, (path, *rest))
         return (match.stage, _RULE_RANK[match.rule], path), match  # type: ignore[return-value]
 
@@ -411,7 +407,10 @@ class _RankBatch:
         if not self.ranks:
             return None
         paths, ranks = self.paths, self.ranks
-        if -1 in ranks:  # an uncovered file: stage 1, and no matched rule outranks it
+        if 0 in ranks:  # a global file (rank 0, see `_Rules`): nothing outranks it
+            path = min(compress(paths, map((0).__eq__, ranks)))
+            rank, rule = 0, _RULE_RANK[GLOBAL_FILE]
+        elif -1 in ranks:  # an uncovered file: stage 1, and no matched rule outranks it
             path = min(compress(paths, map((-1).__eq__, ranks)))
             rank, rule = -1, _RULE_RANK[UNMATCHED_FILE]
         else:
@@ -486,12 +485,8 @@ class _Matches(Sequence[Match]):
             found = sorted([*found, *batch.rules.lowest(batch.paths, count, bound)])[:count]
             if len(found) == count:
                 bound = found[-1][:2]
-        rest_of = batches[0].rules.rest_of if batches else []
-        size = batches[0].count if batches else 1
-        return [
-            _new_tuple(Match, (path, *(_UNMATCHED if rank == -1 else rest_of[rank % size])))
-            for _, path, rank in found
-        ]
+        rest_of = batches[0].rules.rest_of if batches else {}
+        return [_new_tuple(Match, (path, *rest_of[rank])) for _, path, rank in found]
 
     @staticmethod
     def _lowest_full(batches: list[_RankBatch], count: int) -> list[Match]:

@@ -294,7 +294,9 @@ def compute(
     if isinstance(change, Selection):
         return change
     selector = Selector(
-        stage_map, matcher or GlobMatcher(stage_map.globs), hold=suite_paths(stage_map.global_paths)
+        stage_map,
+        matcher or GlobMatcher(stage_map.selection_globs),
+        hold=suite_paths(stage_map.global_paths),
     )
     for chunk in diff_chunks(repo, change):
         selector.add(chunk)

@@ -10,7 +10,7 @@ repository's git dir (`.git/ci-evals/`; `git rev-parse --git-common-dir` when
   and no hashlib/OpenSSL import on the hot path), its absolute path, the
   work-tree root and the map's folder (every stored path derives from them);
 - the ci-evals version and the source files that give the map its meaning
-  (`stage_map`, `matcher`, `yaml_source`, this module): size, mtime, inode;
+  (`stage_map`, `matcher`, `global_globs`, `yaml_source`, this module): size, mtime, inode;
 - the installed pathspec and PyYAML (their `__init__.py`: size, mtime, inode;
   a reinstall or upgrade rewrites it), and the Python version.
 
@@ -43,6 +43,7 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # ci_evals/
 _SOURCES = (
     "selection/stage_map.py",
     "selection/matcher.py",
+    "selection/global_globs.py",
     "config/yaml_source.py",
     "selection/map_cache.py",
 )

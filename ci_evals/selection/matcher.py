@@ -184,8 +184,21 @@ def glob_regex(glob: str) -> str:
     return _raw_regex(glob)
 
 
-def _is_literal(segment: str) -> bool:
+def is_literal(segment: str) -> bool:
+    """True when the glob segment `segment` only matches the name it spells."""
     return not _META.intersection(segment)
+
+
+def literal_glob(path: str) -> str:
+    """An anchored glob matching exactly `path` (and, as any glob does, what is under it).
+
+    Wildcards and backslashes are escaped, and so are trailing spaces (gitignore
+    drops them at the end of a line); the leading `/` anchors the glob and
+    keeps a first `!` or `#` from meaning negation or a comment.
+    """
+    escaped = re.sub(r"([*?\\[\\\\])", r"\\\1", path)
+    body = escaped.rstrip(" ")
+    return "/" + body + "\\ " * (len(escaped) - len(body))
 
 
 class _RegexGroup:
@@ -199,6 +212,10 @@ class _RegexGroup:
     """
 
     __slots__ = ("_all", "_any", "_indices", "_regexes", "depth")
+
+    @property
+    def regexes(self) -> tuple[str, ...]:
+        return self._regexes
 
     def __init__(
         self, indices: Sequence[int], regexes: Sequence[str], depth: int | None = None
@@ -450,20 +467,39 @@ _NO_RANK = 1 << 62
 
 
 # `lowest_below`'s facts per name matcher: the min rank per literal name and
-# per extension, over all its rules, and over its `match_rest` rules.
-_Bounds = tuple[dict[str, int], dict[str, int], int, int]
+# per extension, over its rules that are not literal names, over its
+# `match_rest` rules, and over its literal names.
+_Bounds = tuple[dict[str, int], dict[str, int], int, int, int]
 
 
 def _bounds(files: _NameMatcher, rank_of: Sequence[int]) -> _Bounds:
     rest = [*chain.from_iterable(files.suffix.values())]
     if files.regexes is not None:
         rest.extend(files.regexes.indices)
+    named = set(chain.from_iterable(files.literal.values()))
     return (
         _min_ranks(files.literal, rank_of),
         _min_ranks(files.ext, rank_of),
-        min([rank_of[i] for i in files.indices], default=_NO_RANK),
+        min([rank_of[i] for i in files.indices if i not in named], default=_NO_RANK),
         min([rank_of[i] for i in rest], default=_NO_RANK),
+        min([rank_of[i] for i in named], default=_NO_RANK),
     )
+
+
+# `match_rest`'s question "does any of these rules match?" in one C call.
+_Quick = Callable[[str], "re.Match[str] | None"]
+
+
+def _quick(rest: _NameMatcher) -> _Quick | None:
+    """One alternation of `rest`'s suffix and wildcard rules (None: it has none).
+
+    A file that it does not match needs no `match_rest`, which reports which
+    rules match (several Python-level calls); most files match none.
+    """
+    parts = [f"(?:.*{re.escape(suffix)}\\Z)" for suffix in rest.suffix]
+    if rest.regexes is not None:
+        parts += [f"(?:(?:{r})\\Z)" for r in rest.regexes.regexes]
+    return re.compile("|".join(parts), re.DOTALL).match if parts else None
 
 
 def _min_ranks(table: dict[str, list[int]], rank_of: Sequence[int]) -> dict[str, int]:
@@ -501,13 +537,13 @@ def _bucket(glob: str) -> tuple[str, int | None]:
 
 
 def _bucket_key(segments: list[str]) -> str:
-    if segments and _is_literal(segments[-1]):
+    if segments and is_literal(segments[-1]):
         # `**/deep/x/`: only folders named `deep` can match (NUL is in no glob or path).
-        first = segments[0] if _is_literal(segments[0]) else ""
+        first = segments[0] if is_literal(segments[0]) else ""
         return f"/{segments[-1]}\0{first}"
     lead: list[str] = []
     for segment in segments:
-        if not _is_literal(segment):
+        if not is_literal(segment):
             break
         lead.append(segment)
     return "/".join(lead)
@@ -589,6 +625,7 @@ class GlobMatcher:
             tuple[tuple[int, ...], tuple[int, ...]], tuple[_NameMatcher, _NameMatcher]
         ] = {}
         self._name_groups: dict[tuple[int, ...], _RegexGroup] = {}
+        self._quick: dict[tuple[int, ...], _Quick | None] = {}  # `_quick` per rule set
         self._folders: dict[str, _Folder] = {}
         # Folders and folder names some glob singles out (see `_folder`'s fast path).
         self._special_folders = {
@@ -617,7 +654,7 @@ class GlobMatcher:
         body = body.removeprefix("/")
         *folder_segments, name = body.split("/")
         if name == "**":
-            if all(_is_literal(s) for s in folder_segments):
+            if all(is_literal(s) for s in folder_segments):
                 _append(self._under_folder, "/".join(folder_segments), index)  # `a/b/**`
                 return "done"
             return "self" if _raw_regex(glob).endswith("/") else "full"
@@ -625,12 +662,12 @@ class GlobMatcher:
         self._rule_of[index] = rule
         if not anchored or (all(s == "**" for s in folder_segments) and folder_segments):
             self._any_rules.append(rule)  # `*.md`, `**/*.md`
-        elif all(_is_literal(s) for s in folder_segments):
+        elif all(is_literal(s) for s in folder_segments):
             self._in_folder.setdefault("/".join(folder_segments), []).append(rule)
         elif (
             len(folder_segments) > 1
             and folder_segments[-1] == "**"
-            and all(_is_literal(s) for s in folder_segments[:-1])
+            and all(is_literal(s) for s in folder_segments[:-1])
         ):
             self._below_folder.setdefault("/".join(folder_segments[:-1]), []).append(rule)
         else:
@@ -639,9 +676,9 @@ class GlobMatcher:
 
     @staticmethod
     def _name_rule(index: int, name: str, dir_only: bool) -> _NameRule:
-        if _is_literal(name):
+        if is_literal(name):
             return _NameRule(index, dir_only, literal=name, suffix=None, regex=None)
-        if name.startswith("*") and _is_literal(name[1:]):
+        if name.startswith("*") and is_literal(name[1:]):
             return _NameRule(index, dir_only, literal=None, suffix=name[1:], regex=None)
         return _NameRule(index, dir_only, literal=None, suffix=None, regex=_name_regex(name))
 
@@ -914,8 +951,10 @@ class GlobMatcher:
         A folder whose every file is matched (by globs on the folder, or that
         match all its files) and whose active rules are all of a level above
         the minimum — or equal, for a path that is not smaller — is skipped
-        without a look-up; and the regex call for wildcard names is made only
-        when its rules could lower a path's key below the minimum.
+        without a look-up (but one of its literal names, when such a rule is
+        below); and wildcard names are tried only when their rules could
+        lower a path's key below the minimum — only those rules, first all
+        at once in one regex call (`_quick`), then, on a hit, one by one.
         """
         level_b, path_b = bound
         if self._full is not None:  # pragma: no cover - see _classify
@@ -930,11 +969,16 @@ class GlobMatcher:
         # one at most equal to it (`level_of` does not decrease).
         limit_lt = bisect_left(level_of, level_b)
         limit_le = bisect_right(level_of, level_b)
-        below: dict[tuple[int, int], _NameMatcher] = {}
+        below: dict[tuple[int, int], tuple[_NameMatcher, _Quick | None]] = {}
         last: str | None = None
         none = _NO_RANK
         floor = rest_low = none
         lowest = unmatched  # the lowest level a file of the current folder can have
+        lowest_named = none  # ... by one of its literal names (`lowest` leaves them out)
+        # The rules `match_rest` needs for the last name matcher and limit asked.
+        asked_files: _NameMatcher | None = None
+        asked_limit = -1
+        rest_rules, quick = self._folder("").files, None
         tables: dict[int, _Bounds] = {}
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
@@ -952,13 +996,20 @@ class GlobMatcher:
                 known = tables.get(id(files))
                 if known is None:
                     known = tables[id(files)] = _bounds(files, rank_of)
-                literal, ext, low, rest_low = known
+                literal, ext, low, rest_low, named_low = known
                 if floor == none:  # a file here may match nothing
                     lowest = unmatched if low == none else min(unmatched, level_of[low])
                 else:
                     lowest = level_of[min(floor, low)]
-            if lowest > level_b or (lowest == level_b and path >= path_b):
-                continue  # nothing in this folder goes below the minimum
+                lowest_named = none if named_low == none else level_of[named_low]
+            # Nothing in this folder goes below the minimum, unless by its literal
+            # name (a named file is tested in full: the test below says if it does).
+            if (lowest > level_b or (lowest == level_b and path >= path_b)) and (
+                name not in literal
+                or lowest_named > level_b
+                or (lowest_named == level_b and path >= path_b)
+            ):
+                continue
             best = floor
             rank = literal.get(name, none)
             if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
@@ -968,23 +1019,26 @@ class GlobMatcher:
                 rank = ext.get(name[dot:], none)
                 if rank < best:  # noqa: PLR1730
                     best = rank
-            if rest_low != none:  # suffix or wildcard rules (`match_rest`) apply here
-                if best != none:  # matched: would the other rules take it below the minimum?
-                    rank = best if best < rest_low else rest_low
-                    ask = rank < limit_lt or (rank < limit_le and path < path_b)
-                else:
-                    ask = True  # they decide whether it is matched at all
-                if ask:
-                    rest_rules = files
-                    if best != none:  # only the rules that can take it below the bound
-                        limit = limit_le if path < path_b else limit_lt
-                        rest_rules = below.get((id(files), limit)) or self._rules_below(
-                            files, rank_of, limit, below
-                        )
-                    for index in rest_rules.match_rest(name):
+            # Suffix or wildcard rules (`match_rest`) that could lower it (`none`: no rule).
+            if rest_low < best:
+                if best == none:  # they decide whether it is matched at all
+                    for index in files.match_rest(name):
                         rank = rank_of[index]
                         if rank < best:  # noqa: PLR1730
                             best = rank
+                elif rest_low < limit_lt or (rest_low < limit_le and path < path_b):
+                    # Only the rules that can take it below the bound.
+                    limit = limit_le if path < path_b else limit_lt
+                    if limit != asked_limit or files is not asked_files:
+                        asked_files, asked_limit = files, limit
+                        rest_rules, quick = below.get((id(files), limit)) or self._rules_below(
+                            files, rank_of, limit, below
+                        )
+                    if quick is not None and quick(name) is not None:
+                        for index in rest_rules.match_rest(name):
+                            rank = rank_of[index]
+                            if rank < best:  # noqa: PLR1730
+                                best = rank
             # Below the bound? (ranks below `limit_lt` are of a lower level, see above)
             if best == none:
                 if not (unmatched < level_b or (unmatched == level_b and path < path_b)):
@@ -1007,13 +1061,19 @@ class GlobMatcher:
         files: _NameMatcher,
         rank_of: Sequence[int],
         limit: int,
-        below: dict[tuple[int, int], _NameMatcher],
-    ) -> _NameMatcher:
-        """For `lowest_below`: `files`, with only its suffix and wildcard rules below `limit`."""
+        below: dict[tuple[int, int], tuple[_NameMatcher, _Quick | None]],
+    ) -> tuple[_NameMatcher, _Quick | None]:
+        """For `lowest_below`: `files`, with only its suffix and wildcard rules below
+        `limit`, and their one-call test (`_quick`)."""
         rules = [self._rule_of[i] for i in files.indices if rank_of[i] < limit]
         rest = self._names([r for r in rules if r.literal is None and r.suffix != ""])
-        below[id(files), limit] = rest
-        return rest
+        key = tuple(rest.indices)
+        if key in self._quick:
+            quick = self._quick[key]
+        else:
+            quick = self._quick[key] = _quick(rest)
+        below[id(files), limit] = (rest, quick)
+        return rest, quick
 
     def matches_many(self, paths: Iterable[str]) -> list[list[int]]:
         """`matches` for many paths at once, each list in no particular order.

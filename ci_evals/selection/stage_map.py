@@ -8,13 +8,15 @@ The format (documented in README.md, "The stage map"):
     entries:
       - { glob: "agents/researcher.md", stage: 1 }
       - { glob: "skills/plan/**",       stage: plan }
-    global: [ci-evals.yaml, .github/workflows/evals.yml]  # any change -> stage 1
+    global: [/ci-evals.yaml, stub/**]  # a change they match -> stage 1
     fixtures: fixtures           # fixtures/<k>-*/ changed -> stage k+1
 
-Paths (`root`, `global`, `fixtures`) are relative to the map file's folder and
-are stored repo-relative. Every mistake is a `UserError` naming file, line,
-column and field (exit 2); duplicate entries only warn. Globs are checked by
-`ci_evals.selection.matcher.glob_problem`, the same rules the matcher relies on.
+Paths (`root`, `fixtures`) are relative to the map file's folder and are
+stored repo-relative; `global` holds globs relative to that folder
+(`ci_evals.selection.global_globs`). Every mistake is a `UserError` naming
+file, line, column and field (exit 2); duplicate entries only warn. Globs are
+checked by `ci_evals.selection.matcher.glob_problem`, the same rules the
+matcher relies on.
 """
 
 from __future__ import annotations
@@ -23,22 +25,30 @@ import os
 import posixpath
 import sys
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.selection import map_cache
-from ci_evals.selection.matcher import glob_problem, needed_regexes, remember_regexes
+from ci_evals.selection.global_globs import repo_glob, split_navigation, under_root
+from ci_evals.selection.matcher import (
+    glob_problem,
+    literal_glob,
+    needed_regexes,
+    remember_regexes,
+)
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
 
 MAP_NAME = "stage_map.yaml"
 SUPPORTED_VERSION = 1
-# `global` when the key is absent: the suite config next to the map and the
-# usual workflow file (the map itself is always added).
-DEFAULT_GLOBAL = ("ci-evals.yaml", "/.github/workflows/evals.yml")
+# `global` when the key is absent, as (folders up from the map's, glob): the
+# suite config next to the map and the usual workflow file at the top of the
+# repository (the map itself is always added). -1: from the repository top.
+DEFAULT_GLOBAL = ((0, "/ci-evals.yaml"), (-1, "/.github/workflows/evals.yml"))
 
 _TOP_KEYS = ("version", "root", "stages", "entries", "global", "fixtures")
 _REQUIRED_TOP = ("version", "root", "stages", "entries")
@@ -55,6 +65,20 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class GlobalGlob:
+    glob: str  # as written (relative to the map's folder); the map's own path for it
+    path: str  # the same glob relative to the repository top: what paths are matched to
+    line: int  # 1-based line in the map file (0: not written there, a default)
+    column: int
+    index: int  # position in `global` (-1: the map itself or a default)
+
+    @property
+    def wildcard(self) -> bool:
+        """True when it is a glob rather than a path: it should match some file."""
+        return self.index >= 0 and any(ch in self.glob for ch in "*?[")
+
+
+@dataclass(frozen=True)
 class StageMap:
     file: Path  # absolute path of the map file
     repo_root: Path  # absolute work-tree root
@@ -62,7 +86,10 @@ class StageMap:
     root: str  # plugin folder, repo-relative POSIX, no trailing slash ("" = repo top)
     stages: tuple[str, ...]  # stage names, index 0 = stage 1
     entries: tuple[Entry, ...]
-    global_paths: tuple[str, ...]  # repo-relative POSIX (the map file itself is always included)
+    global_globs: tuple[GlobalGlob, ...]  # the map file itself always first
+    # The globals as root-relative globs, for the entries' matcher (see
+    # `selection_globs`); None when one cannot be rewritten so exactly.
+    root_globals: tuple[str, ...] | None
     fixtures: str | None  # repo-relative POSIX folder, or None
     warnings: tuple[str, ...] = field(default=())  # one line each, `file:line: warning: ...`
 
@@ -84,6 +111,21 @@ class StageMap:
     @property
     def globs(self) -> tuple[str, ...]:
         return tuple(entry.glob for entry in self.entries)
+
+    @property
+    def global_paths(self) -> tuple[str, ...]:
+        """The globals as repo-relative globs (what a changed path is matched against)."""
+        return tuple(g.path for g in self.global_globs)
+
+    @property
+    def selection_globs(self) -> tuple[str, ...]:
+        """The entries' globs, then the globals that can match under root (root-relative).
+
+        `compute-stage`'s matcher is built from these, so that one pass over a
+        changed file under root answers both "which entries" and "global?"
+        (`ci_evals.selection.decide` tells the two apart by position).
+        """
+        return (*self.globs, *(self.root_globals or ()))
 
 
 # Work-tree roots found by `default_map_path`: loading the map it returns
@@ -146,18 +188,19 @@ def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
         stage_map.root,
         stage_map.stages,
         tuple((e.glob, e.stage, e.line, e.index, e.column) for e in stage_map.entries),
-        stage_map.global_paths,
+        tuple((g.glob, g.path, g.line, g.column, g.index) for g in stage_map.global_globs),
+        stage_map.root_globals,
         stage_map.fixtures,
         stage_map.warnings,
-        needed_regexes(stage_map.globs),
+        needed_regexes((*stage_map.selection_globs, *stage_map.global_paths)),
     )
 
 
 def _from_cache(value: object, file: Path, repo_root: Path, display: str) -> StageMap | None:
     """`_to_cache` reversed, or None when `value` is not what it wrote (or root is gone)."""
-    if not isinstance(value, tuple) or len(value) != 7:
+    if not isinstance(value, tuple) or len(value) != 8:
         return None
-    root, stages, entries, global_paths, fixtures, warnings, regexes = value
+    root, stages, entries, global_globs, root_globals, fixtures, warnings, regexes = value
     try:
         record = StageMap(
             file=file,
@@ -166,7 +209,8 @@ def _from_cache(value: object, file: Path, repo_root: Path, display: str) -> Sta
             root=str(root),
             stages=tuple(stages),
             entries=tuple(Entry(*fields) for fields in entries),
-            global_paths=tuple(global_paths),
+            global_globs=tuple(GlobalGlob(*fields) for fields in global_globs),
+            root_globals=None if root_globals is None else tuple(root_globals),
             fixtures=None if fixtures is None else str(fixtures),
             warnings=tuple(warnings),
         )
@@ -195,12 +239,7 @@ def _load(file: Path, repo_root: Path, folder: str, display: str) -> StageMap:
     stages = _stages(top["stages"])
     root = _inside_repo(top["root"], folder, repo_root, must_be_dir=True)
     entries, warnings = _entries(top["entries"], stages, display)
-    global_paths = [display]
-    if "global" in top:
-        items = top["global"].sequence()
-        global_paths += [_inside_repo(item, folder, repo_root) for item in items]
-    else:
-        global_paths += [_join(folder, p) for p in DEFAULT_GLOBAL]
+    global_globs, root_globals = _globals(top, folder, display, root)
     fixtures = None
     if "fixtures" in top and not top["fixtures"].is_null():
         fixtures = _inside_repo(top["fixtures"], folder, repo_root)
@@ -211,10 +250,65 @@ def _load(file: Path, repo_root: Path, folder: str, display: str) -> StageMap:
         root=root,
         stages=stages,
         entries=entries,
-        global_paths=tuple(dict.fromkeys(global_paths)),
+        global_globs=global_globs,
+        root_globals=root_globals,
         fixtures=fixtures,
         warnings=tuple(warnings),
     )
+
+
+def _globals(
+    top: dict[str, Field], folder: str, display: str, root: str
+) -> tuple[tuple[GlobalGlob, ...], tuple[str, ...] | None]:
+    """The map itself, then `global` (or its default), once each; and their root-relative form."""
+    own = literal_glob(display)
+    if glob_problem(own) is not None:  # a line break in the map's own path, say
+        raise UserError(
+            "the stage map's path cannot be written as a glob",
+            file=display,
+            hint="keep the map in a folder whose name has no line break",
+        )
+    found = [(GlobalGlob(display, own, 0, 0, -1), under_root("", own, root))]
+    if "global" in top:
+        for index, item in enumerate(top["global"].sequence()):
+            base, glob = _global_glob(item, folder)
+            record = GlobalGlob(item.as_str(), repo_glob(base, glob), item.line, item.column, index)
+            found.append((record, under_root(base, glob, root)))
+    else:
+        for ups, glob in DEFAULT_GLOBAL:
+            base = "" if ups < 0 else folder
+            record = GlobalGlob(glob, repo_glob(base, glob), 0, 0, -1)
+            found.append((record, under_root(base, glob, root)))
+    kept: dict[str, tuple[GlobalGlob, tuple[str, ...] | None]] = {}
+    for record, under in found:
+        kept.setdefault(record.path, (record, under))
+    unders = [under for _, under in kept.values()]
+    root_globals = None if None in unders else tuple(chain.from_iterable(u or () for u in unders))
+    return tuple(record for record, _ in kept.values()), root_globals
+
+
+def _global_glob(item: Field, folder: str) -> tuple[str, str]:
+    """One written global as (its folder, repo-relative; the glob relative to it), checked."""
+    written = item.as_str()
+    ups, glob = split_navigation(written)
+    parts = folder.split("/") if folder else []
+    if ups > len(parts):
+        raise item.error(
+            f"{written!r} is outside the repository",
+            hint="paths are relative to the stage map's folder and must stay in the repository",
+        )
+    if not glob:
+        raise item.error(
+            f"{written!r} names a folder, not files",
+            hint="write 'FOLDER/**' for everything in it",
+        )
+    problem = glob_problem(glob)
+    if problem is not None:
+        raise item.error(problem.message, hint=problem.hint)
+    base = "/".join(parts[: len(parts) - ups])
+    if glob.lstrip("/").split("/")[0] == ".git" and not base:
+        raise item.error(f"{written!r} is inside .git", hint="git never lists changes there")
+    return base, glob
 
 
 def _stages(node: Field) -> tuple[str, ...]:
@@ -317,14 +411,12 @@ def _repo_relative_folder(folder: Path, repo_root: Path) -> str:
 
 
 def _join(folder: str, path: str) -> str:
-    """A path from the map (relative to `folder`, or repo-absolute with a leading '/')."""
-    if path.startswith("/"):
-        return posixpath.normpath(path.lstrip("/"))
+    """A path from the map, relative to `folder`, as repo-relative POSIX."""
     return posixpath.normpath(posixpath.join(folder, path)) if folder else posixpath.normpath(path)
 
 
 def _inside_repo(node: Field, folder: str, repo_root: Path, must_be_dir: bool = False) -> str:
-    """A folder/file path from the map, checked to stay in the repo, as repo-relative POSIX."""
+    """A folder path from the map (`root`, `fixtures`), checked to stay in the repo."""
     raw = node.as_str()
     if "\\" in raw:
         raise node.error("use '/' as the path separator", hint="paths are POSIX, relative")

@@ -43,9 +43,29 @@ SUITE_FILE = "ci-evals.yaml"
 CONTRACT_KEYS = ("produces", "consumes")
 
 
-def suite_paths(global_paths: Sequence[str]) -> frozenset[str]:
-    """The stage map's global paths that are suites (named `ci-evals.yaml`)."""
-    return frozenset(p for p in global_paths if posixpath.basename(p) == SUITE_FILE)
+def suite_paths(global_globs: Sequence[str]) -> frozenset[str]:
+    """The suite files (`ci-evals.yaml`) the stage map's globals name, as paths.
+
+    `global_globs` are repo-relative globs (`StageMap.global_paths`). A literal
+    one names its file; one written without a slash (`ci-evals.yaml`, which
+    matches at any depth: `DIR/**/ci-evals.yaml`) names the file beside the map,
+    and a change to a deeper one stays a global change. Any other wildcard
+    names no single file: what it matches stays global, a full run — that can
+    only run more.
+    """
+    found = set()
+    for glob in global_globs:
+        path = glob.lstrip("/")
+        if path == f"**/{SUITE_FILE}":
+            path = SUITE_FILE
+        elif path.endswith(f"/**/{SUITE_FILE}"):
+            path = path[: -len(f"**/{SUITE_FILE}")] + SUITE_FILE
+        if not _GLOB_META.intersection(path) and posixpath.basename(path) == SUITE_FILE:
+            found.add(path)
+    return frozenset(found)
+
+
+_GLOB_META = frozenset("*?[\\")
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from ci_evals.graders.config import (
 from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
 from ci_evals.sandbox.recipe import find_recipe, load_recipe
 from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
+from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import contracts, references
 from ci_evals.suite.contracts import Contract
@@ -752,10 +753,11 @@ def _cross_check_stage_map(
 
 def _unmapped(path: Path, stage_map: StageMap) -> str | None:
     """`path` relative to the map's repository when no stage of the map reaches it
-    (neither under its root nor a global path or under one): else None."""
+    (neither under its root nor matched by a `global` glob): else None."""
     rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
-    parents = [rel, *(p.as_posix() for p in Path(rel).parents if p != Path("."))]
-    if stage_map.relative_to_root(rel) is None and not set(parents) & set(stage_map.global_paths):
+    if stage_map.relative_to_root(rel) is None and not GlobMatcher(stage_map.global_paths).matches(
+        rel
+    ):
         return rel
     return None
 
