@@ -164,8 +164,17 @@ def test_every_server_process_is_gone_after_the_check() -> None:
 
 def test_a_server_that_cannot_start_fails_every_sub_test() -> None:
     report = check([str(DATA / "no-such-server")], HANDSHAKE)
-    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    assert failed(report) == {s.id for s in report.subtests}
     assert all("cannot start" in s.reason for s in report.subtests if s.id != "stdout-clean")
+
+
+@pytest.mark.parametrize("revision", [HANDSHAKE, STATELESS])
+def test_a_server_that_never_answers_fails_every_sub_test_stdout_clean_too(revision: str) -> None:
+    # Nothing on stdout is no JSON-RPC seen: "clean" would be a pass not seen.
+    report = check([sys.executable, str(STDLIB_SERVER), "silent"], revision, timeout_s=0.5)
+    assert failed(report) == {s.id for s in report.subtests}
+    clean = next(s for s in report.subtests if s.id == "stdout-clean")
+    assert "no JSON-RPC message" in clean.reason
 
 
 # -- the command line ----------------------------------------------------------
@@ -302,7 +311,7 @@ def test_a_server_that_dies_at_start_fails_every_sub_test_saying_why() -> None:
     report = check(
         [sys.executable, "-c", "import sys; sys.exit('no database configured')"], STATELESS
     )
-    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    assert failed(report) == {s.id for s in report.subtests}
     for sub in report.subtests:
         if sub.id != "stdout-clean":
             assert "exited with code 1; stderr: no database configured" in sub.reason, sub.reason

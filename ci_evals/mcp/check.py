@@ -89,6 +89,7 @@ class _Run:
     outcome: Outcome
     violations: tuple[str, ...]
     stderr: str
+    messages: int = 0  # JSON-RPC messages read from its stdout
 
 
 def run_check(
@@ -158,7 +159,7 @@ def _run_one(
             outcome = Outcome(False, str(exc))
         except Exception as exc:  # an answer we did not foresee fails its sub-test only
             outcome = Outcome(False, f"unexpected answer ({type(exc).__name__}: {exc})")
-    return _Run(outcome, tuple(session.violations), session.stderr)
+    return _Run(outcome, tuple(session.violations), session.stderr, len(session.messages))
 
 
 class _Live:
@@ -187,15 +188,20 @@ class _Live:
 def _stdout_clean(runs: Mapping[str, _Run], policy: Policy) -> SubTestResult:
     name = subtests.STDOUT_CLEAN
     bad = [(test, text) for test, run in runs.items() for text in run.violations]
+    # Silence is no evidence: a server that never wrote (or never started) did not
+    # show a clean stdout.
+    seen = any(run.messages for run in runs.values())
     if bad:
         test, text = bad[0]
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         reason = f"{text}, in the {test} session{more}"
+    elif not seen:
+        reason = f"no JSON-RPC message on stdout in any of {len(runs)} sessions: nothing to judge"
     else:
         reason = f"only JSON-RPC on stdout in all {len(runs)} sessions"
     return SubTestResult(
         id=name,
-        passed=not bad,
+        passed=seen and not bad,
         required=policy.required(name),
         reason=reason,
         weight=policy.weight(name),

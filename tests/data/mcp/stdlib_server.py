@@ -42,12 +42,15 @@ BREAKS = {
     "no-discover",  # 2026-07-28: server/discover unknown
     "no-meta-check",  # 2026-07-28: serves requests without _meta
     "serves-any-version",  # 2026-07-28: serves a version it does not support
+    "silent",  # reads every line, answers none
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
 
 
 def send(message):
+    if MODE == "silent":
+        return
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 
