@@ -120,6 +120,15 @@ def test_a_broken_server_fails_exactly_what_it_breaks(
     assert said in reason
 
 
+def test_a_server_that_does_not_echo_request_ids_fails() -> None:
+    # Replies numbered 1, 2, 3... match a client that numbers its requests the same way.
+    report = check([sys.executable, str(STDLIB_SERVER), "counter-ids"], HANDSHAKE, timeout_s=1)
+    # No initialize is answered, so every sub-test fails; its stdout is JSON-RPC only.
+    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    init = next(s for s in report.subtests if s.id == "initialize")
+    assert "no reply to initialize within 1s (a reply came with id 1, which no" in init.reason
+
+
 def test_the_unknown_tool_rule_is_configurable() -> None:
     strict = check([sys.executable, str(SDK_SERVER)], HANDSHAKE, unknown_tool_is_error_result=False)
     assert failed(strict) == SDK_MISSES | {"tools-call-unknown"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import subprocess
 import threading
 import time
@@ -26,6 +27,7 @@ MAX_STDOUT_BYTES = 64 * 1024 * 1024  # read from one session; beyond it the serv
 MAX_EVENTS = 10_000  # messages kept from one session; a flood beyond it is one violation
 _READ_BYTES = 65536
 _EXIT_GRACE_S = 0.1  # after stdin closes, how long a server may take to exit on its own
+_FIRST_ID_MIN, _FIRST_ID_SPAN = 1000, 1 << 30
 
 
 def same_id(answered: object, asked: object) -> bool:
@@ -56,7 +58,9 @@ class Session:
         self.violations: list[str] = []
         self._stdout_done = False
         self._stderr = bytearray()
-        self._next_id = 0
+        # Request ids start at a random number: a server that numbers its replies
+        # 1, 2, 3... instead of echoing each request's id must not match them.
+        self._next_id = _FIRST_ID_MIN + secrets.randbelow(_FIRST_ID_SPAN)
         self.sent_ids: set[object] = set()  # of every request sent: a reply to none is stray
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),
@@ -108,8 +112,16 @@ class Session:
             lambda m: m.is_reply and same_id(m.body.get("id"), request_id), timeout
         )
         if found is None:
-            raise NoReply(self.why_silent(f"no reply to {what}", timeout))
+            raise NoReply(self.why_silent(f"no reply to {what}", timeout) + self._unmatched())
         return found
+
+    def _unmatched(self) -> str:
+        """A reply no request asked for, said: often why the wait was in vain."""
+        for message in self.replies():
+            answered = message.body.get("id")
+            if not any(same_id(answered, asked) for asked in self.sent_ids):
+                return f" (a reply came with id {json.dumps(answered)}, which no request had)"
+        return ""
 
     def wait_for(self, wanted: Any, timeout: float) -> Message | None:
         """The first message (so far or within `timeout`) for which `wanted(m)` holds."""

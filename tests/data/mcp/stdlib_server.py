@@ -43,14 +43,21 @@ BREAKS = {
     "no-meta-check",  # 2026-07-28: serves requests without _meta
     "serves-any-version",  # 2026-07-28: serves a version it does not support
     "silent",  # reads every line, answers none
+    "counter-ids",  # numbers its replies 1, 2, 3... instead of echoing each request's id
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
 
 
+REPLIES = [0]
+
+
 def send(message):
     if MODE == "silent":
         return
+    if MODE == "counter-ids" and message.get("id") is not None:
+        REPLIES[0] += 1
+        message["id"] = REPLIES[0]
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 
