@@ -131,3 +131,31 @@ def test_a_valid_object_schema_has_no_problem() -> None:
 def test_an_id_matches_only_its_own_json_type() -> None:
     assert same_id(1, 1) and same_id("a", "a")
     assert not same_id(True, 1) and not same_id(1.0, 1) and not same_id("1", 1)
+
+
+ERR = {"code": -32602, "message": "Unknown tool"}
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"id": 1, "result": {}}, None),
+        ({"id": 1, "error": ERR}, None),
+        ({"id": None, "error": {**ERR, "data": [1]}}, None),
+        ({"id": 1, "method": "ping"}, None),  # a request: no reply to judge
+        ({"id": 1, "error": ERR, "result": {}}, "both result and error"),
+        ({"id": 1, "error": None}, "not an object"),
+        ({"id": 1, "error": "Unknown tool"}, "not an object"),
+        ({"id": 1, "error": {"code": True, "message": "x"}}, "integer code"),
+        ({"id": 1, "error": {"code": -32602.5, "message": "x"}}, "integer code"),
+        ({"id": 1, "error": {"code": -32602}}, "string message"),
+    ],
+)
+def test_a_reply_that_is_no_json_rpc_response_says_why(
+    body: dict[str, object], problem: str | None
+) -> None:
+    found = Message({"jsonrpc": "2.0", **body}).reply_problem
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and problem in found

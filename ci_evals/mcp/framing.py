@@ -27,6 +27,24 @@ class Message:
     def is_reply(self) -> bool:
         return "method" not in self.body and ("result" in self.body or "error" in self.body)
 
+    @property
+    def reply_problem(self) -> str | None:
+        """Why this reply is no JSON-RPC 2.0 response (None when it is one, or no reply):
+        a response has a result or an error object, never both."""
+        if not self.is_reply:
+            return None
+        if "result" in self.body and "error" in self.body:
+            return "both result and error (a response has exactly one)"
+        error = self.body.get("error", {})
+        code = error.get("code") if isinstance(error, dict) else None
+        if "error" in self.body and (
+            not isinstance(code, int)
+            or isinstance(code, bool)
+            or not isinstance(error.get("message"), str)
+        ):
+            return "an error that is not an object with an integer code and a string message"
+        return None
+
 
 @dataclass(frozen=True)
 class Violation:

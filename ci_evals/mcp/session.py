@@ -113,6 +113,8 @@ class Session:
         )
         if found is None:
             raise NoReply(self.why_silent(f"no reply to {what}", timeout) + self._unmatched())
+        if found.reply_problem is not None:
+            raise NoReply(f"the reply to {what} is not JSON-RPC: {found.reply_problem}")
         return found
 
     def _unmatched(self) -> str:

@@ -371,6 +371,8 @@ def _expect_error(
     )
     if answer is None:
         return Outcome(False, f"no reply to {what} (the request after it was answered)")
+    if answer.reply_problem is not None:
+        return Outcome(False, f"the reply to {what} is not JSON-RPC: {answer.reply_problem}")
     got = _error_code(answer)
     if got != code:
         return Outcome(False, f"{what} got {_shown(answer.body)}, not error {code}")

@@ -44,6 +44,8 @@ BREAKS = {
     "serves-any-version",  # 2026-07-28: serves a version it does not support
     "silent",  # reads every line, answers none
     "counter-ids",  # numbers its replies 1, 2, 3... instead of echoing each request's id
+    "error-and-result",  # the unknown tool's error reply carries a result too
+    "parse-error-and-result",  # -32700 with a result too
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
@@ -139,6 +141,11 @@ def handle(message, state):
     elif method == "tools/call":
         result = call_tool(params)
         if result is None:
+            if MODE == "error-and-result":
+                body = {"code": -32602, "message": "Unknown tool"}
+                done = {"content": [{"type": "text", "text": "done"}]}
+                send({"jsonrpc": "2.0", "id": request_id, "error": body, "result": done})
+                return
             error(request_id, -32602, f"Unknown tool: {params.get('name')}")
             return
     else:
@@ -167,6 +174,10 @@ def main():
         except ValueError:
             if MODE == "crash-on-malformed":
                 raise
+            if MODE == "parse-error-and-result":
+                body = {"code": -32700, "message": "Parse error"}
+                send({"jsonrpc": "2.0", "id": None, "error": body, "result": {}})
+                continue
             error(1 if MODE == "parse-error-with-id" else None, -32700, "Parse error")
             continue
         valid = (
