@@ -107,6 +107,7 @@ BROKEN = [
     ("error-and-result", HANDSHAKE, "tools-call-unknown", "both result and error"),
     ("error-and-result", STATELESS, "tools-call-unknown", "both result and error"),
     ("parse-error-and-result", HANDSHAKE, "parse-error", "both result and error"),
+    ("huge-min-length", HANDSHAKE, "tools-call", "no arguments for add could be built"),
     ("no-discover", STATELESS, "discover", "-32601"),
     ("no-meta-check", STATELESS, "meta-required", "not error -32602"),
     ("serves-any-version", STATELESS, "version-negotiation", "was served"),

@@ -159,3 +159,28 @@ def test_a_reply_that_is_no_json_rpc_response_says_why(
         assert found is None
     else:
         assert found is not None and problem in found
+
+
+def _nested_arrays(levels: int, count: int) -> dict[str, object]:
+    node: dict[str, object] = {"type": "integer"}
+    for _ in range(levels):
+        node = {"type": "array", "minItems": count, "items": node}
+    return node
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "string", "minLength": 10**12},  # a terabyte
+        {"type": "array", "minItems": 10**12},
+        _nested_arrays(6, 50),  # 50**6 integers: one list repeated, but validated and sent whole
+    ],
+)
+def test_arguments_too_big_to_build_are_not_built(prop: dict[str, object]) -> None:
+    schema = {"type": "object", "properties": {"a": prop}, "required": ["a"]}
+    assert example_arguments(schema) is None
+
+
+def test_arguments_of_a_fair_size_are_built() -> None:
+    schema = {"type": "object", "properties": {"a": _nested_arrays(2, 10)}, "required": ["a"]}
+    assert example_arguments(schema) == {"a": [[1] * 10] * 10}

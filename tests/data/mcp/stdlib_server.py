@@ -21,6 +21,15 @@ ADD = {
         "required": ["a", "b"],
     },
 }
+# Arguments for it would take a terabyte: a checker must not try to build them.
+HUGE = {
+    "name": "add",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"a": {"type": "string", "minLength": 10**12}},
+        "required": ["a"],
+    },
+}
 BAD = {"name": "broken", "inputSchema": {"type": "object", "properties": {"x": {"type": "integr"}}}}
 
 BREAKS = {
@@ -46,6 +55,7 @@ BREAKS = {
     "counter-ids",  # numbers its replies 1, 2, 3... instead of echoing each request's id
     "error-and-result",  # the unknown tool's error reply carries a result too
     "parse-error-and-result",  # -32700 with a result too
+    "huge-min-length",  # the declared tool requires a string of at least 10**12 characters
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
@@ -138,6 +148,8 @@ def handle(message, state):
         }
     elif method == "tools/list":
         result = {"tools": [ADD, BAD] if MODE == "bad-input-schema" else [ADD]}
+        if MODE == "huge-min-length":
+            result = {"tools": [HUGE]}
     elif method == "tools/call":
         result = call_tool(params)
         if result is None:
