@@ -230,6 +230,8 @@ def test_mcp_check_shows_a_failing_sub_test_s_stderr() -> None:
         (["--", "no-such-program-here"], "command not found: no-such-program-here"),
         (["--arguments", "[1]", "--", "python3"], "must be a JSON object"),
         (["--env", "CI_EVALS_NOT_SET_ANYWHERE", "--", "python3"], "not set here"),
+        (["--timeout", "nan", "--", "python3"], "--timeout must be a positive number"),
+        (["--timeout", "inf", "--", "python3"], "--timeout must be a positive number"),
         (["--image", "debian:12", "--isolation", "bwrap", "--", "python3"], "not allowed with"),
     ],
 )
@@ -238,6 +240,12 @@ def test_mcp_check_bad_usage_is_exit_2_and_one_line(args: list[str], said: str) 
     assert done.returncode == 2
     assert said in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_timeout_beyond_what_the_clock_can_wait_still_waits() -> None:
+    # 1e300 s overflows a lock's wait; the grader's timeout_s takes any finite number.
+    report = check([sys.executable, str(STDLIB_SERVER)], HANDSHAKE, timeout_s=1e300)
+    assert failed(report) == set(), [(s.id, s.reason) for s in report.subtests]
 
 
 def test_mcp_check_image_needs_the_docker_sandbox() -> None:

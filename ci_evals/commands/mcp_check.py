@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -104,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
     if not argv:
         raise UserError("no server command", hint="ci-evals mcp-check -- python3 server.py")
     revision = revisions.check_known(args.protocol)
-    if args.timeout <= 0:
-        raise UserError(f"--timeout must be positive, got {args.timeout:g}")
+    if not math.isfinite(args.timeout) or args.timeout <= 0:  # NaN compares false with 0
+        raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     advisory = set(DEFAULT_ADVISORY)
     for name in [*args.advisory, *args.require]:
         if name not in subtests.ALL_IDS:

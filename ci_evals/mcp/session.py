@@ -28,6 +28,7 @@ MAX_EVENTS = 10_000  # messages kept from one session; a flood beyond it is one 
 _READ_BYTES = 65536
 _EXIT_GRACE_S = 0.1  # after stdin closes, how long a server may take to exit on its own
 _FIRST_ID_MIN, _FIRST_ID_SPAN = 1000, 1 << 30
+_WAIT_SLICE_S = 3600.0
 
 
 def same_id(answered: object, asked: object) -> bool:
@@ -138,7 +139,8 @@ class Session:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._stdout_done:
                     return None
-                self._changed.wait(left)
+                # In slices: a lock cannot wait more than the platform's time_t.
+                self._changed.wait(min(left, _WAIT_SLICE_S))
 
     def why_silent(self, what: str, timeout: float) -> str:
         if self._stdout_done:
