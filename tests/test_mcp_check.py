@@ -109,6 +109,7 @@ BROKEN = [
     ("parse-error-and-result", HANDSHAKE, "parse-error", "both result and error"),
     ("huge-min-length", HANDSHAKE, "tools-call", "no arguments for add could be built"),
     ("no-discover", STATELESS, "discover", "-32601"),
+    ("no-result-type", STATELESS, "discover", 'no "resultType": "complete"'),
     ("no-meta-check", STATELESS, "meta-required", "not error -32602"),
     ("serves-any-version", STATELESS, "version-negotiation", "was served"),
 ]

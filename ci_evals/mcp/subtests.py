@@ -208,6 +208,8 @@ def discover(session: Session, opts: Options) -> Outcome:
         return Outcome(False, f"supportedVersions {versions} does not list {opts.revision}")
     if not isinstance(result.get("capabilities"), dict):
         return Outcome(False, f"no capabilities object in {_shown(result)}")
+    if result.get("resultType") != "complete":  # every 2026-07-28 result MUST carry one
+        return Outcome(False, f'no "resultType": "complete" in {_shown(result)}')
     meta = result.get("_meta")
     info = meta.get(revisions.SERVER_INFO_KEY) if isinstance(meta, dict) else None
     named = f", serverInfo {info.get('name')}" if isinstance(info, dict) else " (no serverInfo)"

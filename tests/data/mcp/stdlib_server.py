@@ -56,6 +56,7 @@ BREAKS = {
     "error-and-result",  # the unknown tool's error reply carries a result too
     "parse-error-and-result",  # -32700 with a result too
     "huge-min-length",  # the declared tool requires a string of at least 10**12 characters
+    "no-result-type",  # 2026-07-28: server/discover's result without resultType
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
@@ -164,7 +165,7 @@ def handle(message, state):
         code = -32602 if MODE == "unknown-method-wrong-code" else -32601
         error(request_id, code, "Method not found")
         return
-    if stateless:
+    if stateless and not (MODE == "no-result-type" and method == "server/discover"):
         result["resultType"] = "complete"
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
