@@ -60,6 +60,9 @@ def test_a_line_over_the_cap_is_one_violation_and_is_never_held() -> None:
         (b'{"id": 1, "result": {}}', '"jsonrpc": "2.0"'),
         (b'{"jsonrpc": "2.0", "id": 1}', "neither request"),
         (b"[" * 100_000, "nested too deeply"),
+        # Python's json reads these; JSON has no such literals.
+        (b'{"jsonrpc": "2.0", "id": 1, "result": {"x": NaN}}', "not JSON"),
+        (b'{"jsonrpc": "2.0", "id": 1, "result": {"x": -Infinity}}', "not JSON"),
     ],
 )
 def test_what_is_not_a_message(line: bytes, said: str) -> None:

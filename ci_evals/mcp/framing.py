@@ -112,7 +112,7 @@ def parse_line(line: bytes) -> Event | None:  # noqa: PLR0911 - one return per r
     except UnicodeDecodeError:
         return Violation(f"a line that is not UTF-8: {shown!r}")
     try:
-        body = json.loads(text)
+        body = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         return Violation(f"JSON nested too deeply: {shown!r}")
     except ValueError:
@@ -127,3 +127,8 @@ def parse_line(line: bytes) -> Event | None:  # noqa: PLR0911 - one return per r
             f"a JSON-RPC object that is neither request, notification nor reply: {shown!r}"
         )
     return Message(body)
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity: Python's json reads them, JSON has no such literals."""
+    raise ValueError(f"{name} is not JSON")
