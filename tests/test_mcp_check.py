@@ -307,10 +307,18 @@ def _with_token(token: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_mcp_check_interrupted_ends_every_server_at_once(signum: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "mode"),
+    [
+        (signal.SIGINT, "hang"),
+        (signal.SIGTERM, "hang"),
+        # A killed group's stdout still open (the child): the waits must end all the same.
+        (signal.SIGINT, "hang-with-child"),
+    ],
+)
+def test_mcp_check_interrupted_ends_every_server_at_once(signum: int, mode: str) -> None:
     token = uuid.uuid4().hex
-    argv = [sys.executable, str(STDLIB_SERVER), "hang", token]
+    argv = [sys.executable, str(STDLIB_SERVER), mode, token]
     check = subprocess.Popen(
         [sys.executable, "-m", "ci_evals", "mcp-check", "--timeout", "120", "--", *argv],
         cwd=DATA,

@@ -58,6 +58,7 @@ class Session:
         self.messages: list[Message] = []
         self.violations: list[str] = []
         self._stdout_done = False
+        self._stopped = False  # kill(): every wait ends now
         self._stderr = bytearray()
         # Request ids start at a random number: a server that numbers its replies
         # 1, 2, 3... instead of echoing each request's id must not match them.
@@ -137,12 +138,14 @@ class Session:
                         return message
                 seen = len(self.messages)
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stdout_done:
+                if left <= 0 or self._stdout_done or self._stopped:
                     return None
                 # In slices: a lock cannot wait more than the platform's time_t.
                 self._changed.wait(min(left, _WAIT_SLICE_S))
 
     def why_silent(self, what: str, timeout: float) -> str:
+        if self._stopped:
+            return f"{what}: the check was stopped"
         if self._stdout_done:
             return f"{what}: the server closed its stdout{self._ended()}"
         return f"{what} within {timeout:g}s"
@@ -226,7 +229,11 @@ class Session:
             reader.join(timeout=1.0)
 
     def kill(self) -> None:
-        """End the server's group now (from another thread; `close()` still follows)."""
+        """End the server's group now (from another thread; `close()` still follows),
+        and every wait with it: a child that left the group may keep stdout open."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
         kill_group(self._proc.pid)
 
     def __enter__(self) -> Session:

@@ -5,6 +5,7 @@ The tests run each MODE and expect exactly the sub-test it names to fail.
 """
 
 import json
+import subprocess
 import sys
 import time
 
@@ -57,6 +58,7 @@ BREAKS = {
     "parse-error-and-result",  # -32700 with a result too
     "huge-min-length",  # the declared tool requires a string of at least 10**12 characters
     "no-result-type",  # 2026-07-28: server/discover's result without resultType
+    "hang-with-child",  # hang, and leave a child in a session of its own holding stdout
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
@@ -104,7 +106,7 @@ def call_tool(params):
         if MODE == "unknown-tool-succeeds":
             return {"content": [{"type": "text", "text": "done"}]}
         return None
-    if MODE == "hang":
+    if MODE in ("hang", "hang-with-child"):
         time.sleep(3600)
     args = params.get("arguments") or {}
     if MODE == "tool-error":
@@ -171,6 +173,10 @@ def handle(message, state):
 
 
 def main():
+    if MODE == "hang-with-child":
+        # Out of our process group, with our stdout: it outlives a kill of the group.
+        sleep = ["import time; time.sleep(3600)", *sys.argv[2:]]
+        subprocess.Popen([sys.executable, "-c", *sleep], start_new_session=True)
     if MODE == "logs-on-stdout":
         print("stdlib-server starting on stdio")
     if MODE == "non-utf8":
