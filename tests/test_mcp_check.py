@@ -134,6 +134,18 @@ def test_a_server_that_does_not_echo_request_ids_fails() -> None:
     assert "no reply to initialize within 1s (a reply came with id 1, which no" in init.reason
 
 
+@pytest.mark.parametrize("revision", [HANDSHAKE, STATELESS])
+def test_what_a_server_names_cannot_forge_lines_of_the_report(revision: str) -> None:
+    done = ci_evals(
+        "mcp-check", "--protocol", revision, "--", sys.executable, str(STDLIB_SERVER),
+        "control-characters",
+    )  # fmt: skip
+    assert done.returncode == 1  # tools-call: isError
+    assert "forged" in done.stdout  # said, escaped
+    assert "\x1b" not in done.stdout
+    assert not [line for line in done.stdout.splitlines() if line.startswith("  pass  forged")]
+
+
 def test_the_unknown_tool_rule_is_configurable() -> None:
     strict = check([sys.executable, str(SDK_SERVER)], HANDSHAKE, unknown_tool_is_error_result=False)
     assert failed(strict) == SDK_MISSES | {"tools-call-unknown"}

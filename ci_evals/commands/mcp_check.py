@@ -204,6 +204,8 @@ def _environment(extra: list[str]) -> dict[str, str]:
 
 
 def _table(report: Report, argv: list[str]) -> str:
+    from ci_evals.mcp.check import escape_controls  # noqa: PLC0415
+
     width = max(len(sub.id) for sub in report.subtests)
     lines = [f"MCP {report.protocol}: {' '.join(argv)}"]
     for sub in report.subtests:
@@ -212,7 +214,7 @@ def _table(report: Report, argv: list[str]) -> str:
         lines.append(f"  {mark}  {sub.id:<{width}}  {kind:<8}  {sub.reason}")
         last = sub.stderr.strip().splitlines()[-1:] if not sub.passed else []
         if last:
-            lines.append(f"        {'':<{width}}  stderr:   {last[0][:200]}")
+            lines.append(f"        {'':<{width}}  stderr:   {escape_controls(last[0][:200])}")
     passed = sum(sub.passed for sub in report.subtests)
     failed_required = [sub.id for sub in report.subtests if sub.required and not sub.passed]
     verdict = (

@@ -14,6 +14,7 @@ for a malformed line or an invalid request — are advisory.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,13 @@ from ci_evals.sandbox.base import Sandbox
 
 DEFAULT_ADVISORY = frozenset({"parse-error", "invalid-request"})
 MAX_JOBS = 12  # server processes at once
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with control characters as visible `\\xNN`: a reason quotes what the
+    server named, and a newline or a terminal escape there must not forge report lines."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _no_weights() -> Mapping[str, float]:
@@ -126,7 +134,7 @@ def run_check(
             id=name,
             passed=run.outcome.passed,
             required=policy.required(name),
-            reason=run.outcome.reason,
+            reason=escape_controls(run.outcome.reason),
             weight=policy.weight(name),
             stderr=run.stderr,
         )

@@ -59,9 +59,15 @@ BREAKS = {
     "huge-min-length",  # the declared tool requires a string of at least 10**12 characters
     "no-result-type",  # 2026-07-28: server/discover's result without resultType
     "hang-with-child",  # hang, and leave a child in a session of its own holding stdout
+    "control-characters",  # names with a newline and a terminal escape, on stdout and stderr
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
+if MODE == "control-characters":
+    FORGED = "x\n  pass  forged    required  \x1b[32mall good\x1b[0m"
+    INFO = {"name": FORGED, "version": FORGED}
+    ADD = {**ADD, "name": FORGED}
+    STATELESS = (*STATELESS, FORGED)
 
 
 REPLIES = [0]
@@ -102,6 +108,9 @@ def initialize(params):
 
 def call_tool(params):
     name = params.get("name")
+    if MODE == "control-characters" and name == ADD["name"]:
+        sys.stderr.write(ADD["name"] + "\n")
+        return {"content": [{"type": "text", "text": "3"}], "isError": True}
     if name != "add":
         if MODE == "unknown-tool-succeeds":
             return {"content": [{"type": "text", "text": "done"}]}
