@@ -241,6 +241,7 @@ def test_mcp_check_shows_a_failing_sub_test_s_stderr() -> None:
         (["--protocol", "2030-01-01", "--", "python3"], "unknown MCP protocol revision"),
         (["--require", "everything", "--", "python3"], "unknown sub-test 'everything'"),
         (["--", "no-such-program-here"], "command not found: no-such-program-here"),
+        (["--", str(DATA)], "not a program"),
         (["--arguments", "[1]", "--", "python3"], "must be a JSON object"),
         (["--env", "CI_EVALS_NOT_SET_ANYWHERE", "--", "python3"], "not set here"),
         (["--timeout", "nan", "--", "python3"], "--timeout must be a positive number"),

@@ -162,6 +162,8 @@ def _sandbox(
     program = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
     if program is None or not os.access(program, os.X_OK):
         raise UserError(f"command not found: {argv[0]}", hint="give a program on PATH or its path")
+    if not os.path.isfile(program):  # a folder is "executable" too
+        raise UserError(f"not a program: {argv[0]}", hint="give a program on PATH or its path")
     if args.isolation == "bwrap":
         why = unavailable("bwrap")
         if why is not None:
