@@ -97,6 +97,8 @@ BROKEN = [
     ("crash-on-malformed", HANDSHAKE, "parse-error", "exited with code 1; stderr: json.decoder"),
     ("crash-on-malformed", STATELESS, "parse-error", "exited with code 1; stderr: json.decoder"),
     ("parse-error-with-id", HANDSHAKE, "parse-error", "id 1, where it must be null"),
+    ("exit-after-parse-error", HANDSHAKE, "parse-error", "then no reply to the request after"),
+    ("exit-after-parse-error", STATELESS, "parse-error", "then no reply to the request after"),
     ("no-invalid-request", HANDSHAKE, "invalid-request", "no reply to a request whose method"),
     ("unknown-method-wrong-code", HANDSHAKE, "unknown-method", "not error -32601"),
     ("unknown-method-wrong-code", STATELESS, "unknown-method", "not error -32601"),

@@ -92,11 +92,17 @@ def _marker(session: Session, opts: Options) -> int:
 
 
 def _after_marker(
-    session: Session, opts: Options, what: str, wanted: Callable[[Message], bool]
+    session: Session,
+    opts: Options,
+    what: str,
+    wanted: Callable[[Message], bool],
+    *,
+    keeps_serving: bool = False,
 ) -> Message | None:
     """The first message `wanted` holds for, waiting until the marker is answered (+ grace).
 
-    Raises `NoReply` when neither it nor the marker's reply came.
+    Raises `NoReply` when neither it nor the marker's reply came, or, with
+    `keeps_serving`, when the marker's reply never came after it.
     """
     marker = _marker(session, opts)
 
@@ -108,7 +114,15 @@ def _after_marker(
         raise NoReply(
             session.why_silent(f"no reply to {what} nor to the request after it", opts.timeout_s)
         )
-    return found if wanted(found) else session.wait_for(wanted, _GRACE_S)
+    if not wanted(found):
+        return session.wait_for(wanted, _GRACE_S)
+    if keeps_serving and session.wait_for(answered, opts.timeout_s) is None:
+        raise NoReply(
+            session.why_silent(
+                f"answered {what}, then no reply to the request after it", opts.timeout_s
+            )
+        )
+    return found
 
 
 def _result(message: Message, what: str) -> Any:
@@ -370,6 +384,8 @@ def _expect_error(
         opts,
         what,
         lambda m: "error" in m.body and (_id_in(m, ids) or _error_code(m) == code),
+        # An error reply is how a server goes on after a bad line: one that stops there fails.
+        keeps_serving=True,
     )
     if answer is None:
         return Outcome(False, f"no reply to {what} (the request after it was answered)")

@@ -60,6 +60,7 @@ BREAKS = {
     "no-result-type",  # 2026-07-28: server/discover's result without resultType
     "hang-with-child",  # hang, and leave a child in a session of its own holding stdout
     "control-characters",  # names with a newline and a terminal escape, on stdout and stderr
+    "exit-after-parse-error",  # answers a malformed line with -32700, then exits
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
@@ -207,6 +208,8 @@ def main():
                 send({"jsonrpc": "2.0", "id": None, "error": body, "result": {}})
                 continue
             error(1 if MODE == "parse-error-with-id" else None, -32700, "Parse error")
+            if MODE == "exit-after-parse-error":
+                return
             continue
         valid = (
             isinstance(message, dict)
