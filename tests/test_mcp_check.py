@@ -97,6 +97,8 @@ BROKEN = [
     ("crash-on-malformed", HANDSHAKE, "parse-error", "exited with code 1; stderr: json.decoder"),
     ("crash-on-malformed", STATELESS, "parse-error", "exited with code 1; stderr: json.decoder"),
     ("parse-error-with-id", HANDSHAKE, "parse-error", "id 1, where it must be null"),
+    ("exit-after-parse-error", HANDSHAKE, "parse-error", "then no reply to the request after"),
+    ("exit-after-parse-error", STATELESS, "parse-error", "then no reply to the request after"),
     ("no-invalid-request", HANDSHAKE, "invalid-request", "no reply to a request whose method"),
     ("unknown-method-wrong-code", HANDSHAKE, "unknown-method", "not error -32601"),
     ("unknown-method-wrong-code", STATELESS, "unknown-method", "not error -32601"),
@@ -104,7 +106,12 @@ BROKEN = [
     ("logs-on-stdout", STATELESS, "stdout-clean", "not JSON: 'stdlib-server starting"),
     ("non-utf8", HANDSHAKE, "stdout-clean", "not UTF-8"),
     ("huge-line", HANDSHAKE, "stdout-clean", "a line of 5242880 bytes (cap 4194304)"),
+    ("error-and-result", HANDSHAKE, "tools-call-unknown", "both result and error"),
+    ("error-and-result", STATELESS, "tools-call-unknown", "both result and error"),
+    ("parse-error-and-result", HANDSHAKE, "parse-error", "both result and error"),
+    ("huge-min-length", HANDSHAKE, "tools-call", "no arguments for add could be built"),
     ("no-discover", STATELESS, "discover", "-32601"),
+    ("no-result-type", STATELESS, "discover", 'no "resultType": "complete"'),
     ("no-meta-check", STATELESS, "meta-required", "not error -32602"),
     ("serves-any-version", STATELESS, "version-negotiation", "was served"),
 ]
@@ -118,6 +125,27 @@ def test_a_broken_server_fails_exactly_what_it_breaks(
     assert failed(report) == {subtest}, [(s.id, s.reason) for s in report.subtests]
     reason = next(s.reason for s in report.subtests if s.id == subtest)
     assert said in reason
+
+
+def test_a_server_that_does_not_echo_request_ids_fails() -> None:
+    # Replies numbered 1, 2, 3... match a client that numbers its requests the same way.
+    report = check([sys.executable, str(STDLIB_SERVER), "counter-ids"], HANDSHAKE, timeout_s=1)
+    # No initialize is answered, so every sub-test fails; its stdout is JSON-RPC only.
+    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    init = next(s for s in report.subtests if s.id == "initialize")
+    assert "no reply to initialize within 1s (a reply came with id 1, which no" in init.reason
+
+
+@pytest.mark.parametrize("revision", [HANDSHAKE, STATELESS])
+def test_what_a_server_names_cannot_forge_lines_of_the_report(revision: str) -> None:
+    done = ci_evals(
+        "mcp-check", "--protocol", revision, "--", sys.executable, str(STDLIB_SERVER),
+        "control-characters",
+    )  # fmt: skip
+    assert done.returncode == 1  # tools-call: isError
+    assert "forged" in done.stdout  # said, escaped
+    assert "\x1b" not in done.stdout
+    assert not [line for line in done.stdout.splitlines() if line.startswith("  pass  forged")]
 
 
 def test_the_unknown_tool_rule_is_configurable() -> None:
@@ -164,8 +192,17 @@ def test_every_server_process_is_gone_after_the_check() -> None:
 
 def test_a_server_that_cannot_start_fails_every_sub_test() -> None:
     report = check([str(DATA / "no-such-server")], HANDSHAKE)
-    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    assert failed(report) == {s.id for s in report.subtests}
     assert all("cannot start" in s.reason for s in report.subtests if s.id != "stdout-clean")
+
+
+@pytest.mark.parametrize("revision", [HANDSHAKE, STATELESS])
+def test_a_server_that_never_answers_fails_every_sub_test_stdout_clean_too(revision: str) -> None:
+    # Nothing on stdout is no JSON-RPC seen: "clean" would be a pass not seen.
+    report = check([sys.executable, str(STDLIB_SERVER), "silent"], revision, timeout_s=0.5)
+    assert failed(report) == {s.id for s in report.subtests}
+    clean = next(s for s in report.subtests if s.id == "stdout-clean")
+    assert "no JSON-RPC message" in clean.reason
 
 
 # -- the command line ----------------------------------------------------------
@@ -206,8 +243,11 @@ def test_mcp_check_shows_a_failing_sub_test_s_stderr() -> None:
         (["--protocol", "2030-01-01", "--", "python3"], "unknown MCP protocol revision"),
         (["--require", "everything", "--", "python3"], "unknown sub-test 'everything'"),
         (["--", "no-such-program-here"], "command not found: no-such-program-here"),
+        (["--", str(DATA)], "not a program"),
         (["--arguments", "[1]", "--", "python3"], "must be a JSON object"),
         (["--env", "CI_EVALS_NOT_SET_ANYWHERE", "--", "python3"], "not set here"),
+        (["--timeout", "nan", "--", "python3"], "--timeout must be a positive number"),
+        (["--timeout", "inf", "--", "python3"], "--timeout must be a positive number"),
         (["--image", "debian:12", "--isolation", "bwrap", "--", "python3"], "not allowed with"),
     ],
 )
@@ -216,6 +256,12 @@ def test_mcp_check_bad_usage_is_exit_2_and_one_line(args: list[str], said: str) 
     assert done.returncode == 2
     assert said in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_timeout_beyond_what_the_clock_can_wait_still_waits() -> None:
+    # 1e300 s overflows a lock's wait; the grader's timeout_s takes any finite number.
+    report = check([sys.executable, str(STDLIB_SERVER)], HANDSHAKE, timeout_s=1e300)
+    assert failed(report) == set(), [(s.id, s.reason) for s in report.subtests]
 
 
 def test_mcp_check_image_needs_the_docker_sandbox() -> None:
@@ -276,10 +322,18 @@ def _with_token(token: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_mcp_check_interrupted_ends_every_server_at_once(signum: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "mode"),
+    [
+        (signal.SIGINT, "hang"),
+        (signal.SIGTERM, "hang"),
+        # A killed group's stdout still open (the child): the waits must end all the same.
+        (signal.SIGINT, "hang-with-child"),
+    ],
+)
+def test_mcp_check_interrupted_ends_every_server_at_once(signum: int, mode: str) -> None:
     token = uuid.uuid4().hex
-    argv = [sys.executable, str(STDLIB_SERVER), "hang", token]
+    argv = [sys.executable, str(STDLIB_SERVER), mode, token]
     check = subprocess.Popen(
         [sys.executable, "-m", "ci_evals", "mcp-check", "--timeout", "120", "--", *argv],
         cwd=DATA,
@@ -302,7 +356,7 @@ def test_a_server_that_dies_at_start_fails_every_sub_test_saying_why() -> None:
     report = check(
         [sys.executable, "-c", "import sys; sys.exit('no database configured')"], STATELESS
     )
-    assert failed(report) == {s.id for s in report.subtests} - {"stdout-clean"}
+    assert failed(report) == {s.id for s in report.subtests}
     for sub in report.subtests:
         if sub.id != "stdout-clean":
             assert "exited with code 1; stderr: no database configured" in sub.reason, sub.reason

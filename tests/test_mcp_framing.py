@@ -60,6 +60,9 @@ def test_a_line_over_the_cap_is_one_violation_and_is_never_held() -> None:
         (b'{"id": 1, "result": {}}', '"jsonrpc": "2.0"'),
         (b'{"jsonrpc": "2.0", "id": 1}', "neither request"),
         (b"[" * 100_000, "nested too deeply"),
+        # Python's json reads these; JSON has no such literals.
+        (b'{"jsonrpc": "2.0", "id": 1, "result": {"x": NaN}}', "not JSON"),
+        (b'{"jsonrpc": "2.0", "id": 1, "result": {"x": -Infinity}}', "not JSON"),
     ],
 )
 def test_what_is_not_a_message(line: bytes, said: str) -> None:
@@ -131,3 +134,56 @@ def test_a_valid_object_schema_has_no_problem() -> None:
 def test_an_id_matches_only_its_own_json_type() -> None:
     assert same_id(1, 1) and same_id("a", "a")
     assert not same_id(True, 1) and not same_id(1.0, 1) and not same_id("1", 1)
+
+
+ERR = {"code": -32602, "message": "Unknown tool"}
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"id": 1, "result": {}}, None),
+        ({"id": 1, "error": ERR}, None),
+        ({"id": None, "error": {**ERR, "data": [1]}}, None),
+        ({"id": 1, "method": "ping"}, None),  # a request: no reply to judge
+        ({"id": 1, "error": ERR, "result": {}}, "both result and error"),
+        ({"id": 1, "error": None}, "not an object"),
+        ({"id": 1, "error": "Unknown tool"}, "not an object"),
+        ({"id": 1, "error": {"code": True, "message": "x"}}, "integer code"),
+        ({"id": 1, "error": {"code": -32602.5, "message": "x"}}, "integer code"),
+        ({"id": 1, "error": {"code": -32602}}, "string message"),
+    ],
+)
+def test_a_reply_that_is_no_json_rpc_response_says_why(
+    body: dict[str, object], problem: str | None
+) -> None:
+    found = Message({"jsonrpc": "2.0", **body}).reply_problem
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and problem in found
+
+
+def _nested_arrays(levels: int, count: int) -> dict[str, object]:
+    node: dict[str, object] = {"type": "integer"}
+    for _ in range(levels):
+        node = {"type": "array", "minItems": count, "items": node}
+    return node
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "string", "minLength": 10**12},  # a terabyte
+        {"type": "array", "minItems": 10**12},
+        _nested_arrays(6, 50),  # 50**6 integers: one list repeated, but validated and sent whole
+    ],
+)
+def test_arguments_too_big_to_build_are_not_built(prop: dict[str, object]) -> None:
+    schema = {"type": "object", "properties": {"a": prop}, "required": ["a"]}
+    assert example_arguments(schema) is None
+
+
+def test_arguments_of_a_fair_size_are_built() -> None:
+    schema = {"type": "object", "properties": {"a": _nested_arrays(2, 10)}, "required": ["a"]}
+    assert example_arguments(schema) == {"a": [[1] * 10] * 10}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -104,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
     if not argv:
         raise UserError("no server command", hint="ci-evals mcp-check -- python3 server.py")
     revision = revisions.check_known(args.protocol)
-    if args.timeout <= 0:
-        raise UserError(f"--timeout must be positive, got {args.timeout:g}")
+    if not math.isfinite(args.timeout) or args.timeout <= 0:  # NaN compares false with 0
+        raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     advisory = set(DEFAULT_ADVISORY)
     for name in [*args.advisory, *args.require]:
         if name not in subtests.ALL_IDS:
@@ -161,6 +162,8 @@ def _sandbox(
     program = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
     if program is None or not os.access(program, os.X_OK):
         raise UserError(f"command not found: {argv[0]}", hint="give a program on PATH or its path")
+    if not os.path.isfile(program):  # a folder is "executable" too
+        raise UserError(f"not a program: {argv[0]}", hint="give a program on PATH or its path")
     if args.isolation == "bwrap":
         why = unavailable("bwrap")
         if why is not None:
@@ -203,6 +206,8 @@ def _environment(extra: list[str]) -> dict[str, str]:
 
 
 def _table(report: Report, argv: list[str]) -> str:
+    from ci_evals.mcp.check import escape_controls  # noqa: PLC0415
+
     width = max(len(sub.id) for sub in report.subtests)
     lines = [f"MCP {report.protocol}: {' '.join(argv)}"]
     for sub in report.subtests:
@@ -211,7 +216,7 @@ def _table(report: Report, argv: list[str]) -> str:
         lines.append(f"  {mark}  {sub.id:<{width}}  {kind:<8}  {sub.reason}")
         last = sub.stderr.strip().splitlines()[-1:] if not sub.passed else []
         if last:
-            lines.append(f"        {'':<{width}}  stderr:   {last[0][:200]}")
+            lines.append(f"        {'':<{width}}  stderr:   {escape_controls(last[0][:200])}")
     passed = sum(sub.passed for sub in report.subtests)
     failed_required = [sub.id for sub in report.subtests if sub.required and not sub.passed]
     verdict = (

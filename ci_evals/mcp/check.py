@@ -14,6 +14,7 @@ for a malformed line or an invalid request — are advisory.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,13 @@ from ci_evals.sandbox.base import Sandbox
 
 DEFAULT_ADVISORY = frozenset({"parse-error", "invalid-request"})
 MAX_JOBS = 12  # server processes at once
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with control characters as visible `\\xNN`: a reason quotes what the
+    server named, and a newline or a terminal escape there must not forge report lines."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _no_weights() -> Mapping[str, float]:
@@ -89,6 +97,7 @@ class _Run:
     outcome: Outcome
     violations: tuple[str, ...]
     stderr: str
+    messages: int = 0  # JSON-RPC messages read from its stdout
 
 
 def run_check(
@@ -125,7 +134,7 @@ def run_check(
             id=name,
             passed=run.outcome.passed,
             required=policy.required(name),
-            reason=run.outcome.reason,
+            reason=escape_controls(run.outcome.reason),
             weight=policy.weight(name),
             stderr=run.stderr,
         )
@@ -158,7 +167,7 @@ def _run_one(
             outcome = Outcome(False, str(exc))
         except Exception as exc:  # an answer we did not foresee fails its sub-test only
             outcome = Outcome(False, f"unexpected answer ({type(exc).__name__}: {exc})")
-    return _Run(outcome, tuple(session.violations), session.stderr)
+    return _Run(outcome, tuple(session.violations), session.stderr, len(session.messages))
 
 
 class _Live:
@@ -187,15 +196,20 @@ class _Live:
 def _stdout_clean(runs: Mapping[str, _Run], policy: Policy) -> SubTestResult:
     name = subtests.STDOUT_CLEAN
     bad = [(test, text) for test, run in runs.items() for text in run.violations]
+    # Silence is no evidence: a server that never wrote (or never started) did not
+    # show a clean stdout.
+    seen = any(run.messages for run in runs.values())
     if bad:
         test, text = bad[0]
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         reason = f"{text}, in the {test} session{more}"
+    elif not seen:
+        reason = f"no JSON-RPC message on stdout in any of {len(runs)} sessions: nothing to judge"
     else:
         reason = f"only JSON-RPC on stdout in all {len(runs)} sessions"
     return SubTestResult(
         id=name,
-        passed=not bad,
+        passed=seen and not bad,
         required=policy.required(name),
         reason=reason,
         weight=policy.weight(name),

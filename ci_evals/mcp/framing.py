@@ -27,6 +27,24 @@ class Message:
     def is_reply(self) -> bool:
         return "method" not in self.body and ("result" in self.body or "error" in self.body)
 
+    @property
+    def reply_problem(self) -> str | None:
+        """Why this reply is no JSON-RPC 2.0 response (None when it is one, or no reply):
+        a response has a result or an error object, never both."""
+        if not self.is_reply:
+            return None
+        if "result" in self.body and "error" in self.body:
+            return "both result and error (a response has exactly one)"
+        error = self.body.get("error", {})
+        code = error.get("code") if isinstance(error, dict) else None
+        if "error" in self.body and (
+            not isinstance(code, int)
+            or isinstance(code, bool)
+            or not isinstance(error.get("message"), str)
+        ):
+            return "an error that is not an object with an integer code and a string message"
+        return None
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -94,7 +112,7 @@ def parse_line(line: bytes) -> Event | None:  # noqa: PLR0911 - one return per r
     except UnicodeDecodeError:
         return Violation(f"a line that is not UTF-8: {shown!r}")
     try:
-        body = json.loads(text)
+        body = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         return Violation(f"JSON nested too deeply: {shown!r}")
     except ValueError:
@@ -109,3 +127,8 @@ def parse_line(line: bytes) -> Event | None:  # noqa: PLR0911 - one return per r
             f"a JSON-RPC object that is neither request, notification nor reply: {shown!r}"
         )
     return Message(body)
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity: Python's json reads them, JSON has no such literals."""
+    raise ValueError(f"{name} is not JSON")

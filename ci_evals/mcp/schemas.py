@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 _MAX_DEPTH = 8  # arguments nested deeper than this are not built (a recursive $ref)
+# Arguments bigger than this (characters of strings plus items) are not built: the
+# schema is the server's, and `minLength: 10**12` or nested `minItems` would take
+# the checker's memory (or, repeated, its time: validating and sending them).
+_MAX_SIZE = 100_000
 
 
 def schema_problem(schema: object) -> str | None:
@@ -51,9 +55,29 @@ def example_arguments(schema: dict[str, Any]) -> dict[str, Any] | None:
     each from `const`, `default`, `examples`, `enum` or its type), checked against
     the schema; None when no such value could be built."""
     value = _example(schema, schema, 0)
-    if not isinstance(value, dict) or instance_problem(value, schema) is not None:
+    if not isinstance(value, dict) or not _small(value):
+        return None
+    if instance_problem(value, schema) is not None:
         return None
     return value
+
+
+def _small(value: Any) -> bool:
+    """Whether `value` is within `_MAX_SIZE`, found in at most that many steps (the
+    items of a built array are one object repeated: its size is not its memory)."""
+    left = _MAX_SIZE
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        left -= len(item) + 1 if isinstance(item, str) else 1
+        if left < 0:
+            return False
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)  # its keys
+            stack.extend(item.values())
+    return True
 
 
 def _example(node: Any, root: dict[str, Any], depth: int) -> Any:  # noqa: PLR0911 - one per keyword
@@ -90,10 +114,12 @@ def _example(node: Any, root: dict[str, Any], depth: int) -> Any:  # noqa: PLR09
     return _scalar(kind, node, root, depth)
 
 
-def _scalar(kind: Any, node: dict[str, Any], root: dict[str, Any], depth: int) -> Any:
+def _scalar(kind: Any, node: dict[str, Any], root: dict[str, Any], depth: int) -> Any:  # noqa: PLR0911
     if kind == "string":
         length = node.get("minLength", 0)
-        return "ci-evals" if not isinstance(length, int) or length <= 8 else "x" * length
+        if not isinstance(length, int) or length <= 8:
+            return "ci-evals"
+        return "x" * length if length <= _MAX_SIZE else None
     if kind in ("integer", "number"):
         low = node.get("minimum", node.get("exclusiveMinimum"))
         if isinstance(low, (int, float)) and not isinstance(low, bool):
@@ -103,6 +129,10 @@ def _scalar(kind: Any, node: dict[str, Any], root: dict[str, Any], depth: int) -
         return True
     if kind == "array":
         count = node.get("minItems", 0)
+        if not isinstance(count, int):
+            count = 0
+        if count > _MAX_SIZE:
+            return None
         item = _example(node.get("items", {}), root, depth + 1)
-        return [item] * count if isinstance(count, int) else []
+        return [item] * count
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import subprocess
 import threading
 import time
@@ -26,6 +27,8 @@ MAX_STDOUT_BYTES = 64 * 1024 * 1024  # read from one session; beyond it the serv
 MAX_EVENTS = 10_000  # messages kept from one session; a flood beyond it is one violation
 _READ_BYTES = 65536
 _EXIT_GRACE_S = 0.1  # after stdin closes, how long a server may take to exit on its own
+_FIRST_ID_MIN, _FIRST_ID_SPAN = 1000, 1 << 30
+_WAIT_SLICE_S = 3600.0
 
 
 def same_id(answered: object, asked: object) -> bool:
@@ -55,8 +58,11 @@ class Session:
         self.messages: list[Message] = []
         self.violations: list[str] = []
         self._stdout_done = False
+        self._stopped = False  # kill(): every wait ends now
         self._stderr = bytearray()
-        self._next_id = 0
+        # Request ids start at a random number: a server that numbers its replies
+        # 1, 2, 3... instead of echoing each request's id must not match them.
+        self._next_id = _FIRST_ID_MIN + secrets.randbelow(_FIRST_ID_SPAN)
         self.sent_ids: set[object] = set()  # of every request sent: a reply to none is stray
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),
@@ -108,8 +114,18 @@ class Session:
             lambda m: m.is_reply and same_id(m.body.get("id"), request_id), timeout
         )
         if found is None:
-            raise NoReply(self.why_silent(f"no reply to {what}", timeout))
+            raise NoReply(self.why_silent(f"no reply to {what}", timeout) + self._unmatched())
+        if found.reply_problem is not None:
+            raise NoReply(f"the reply to {what} is not JSON-RPC: {found.reply_problem}")
         return found
+
+    def _unmatched(self) -> str:
+        """A reply no request asked for, said: often why the wait was in vain."""
+        for message in self.replies():
+            answered = message.body.get("id")
+            if not any(same_id(answered, asked) for asked in self.sent_ids):
+                return f" (a reply came with id {json.dumps(answered)}, which no request had)"
+        return ""
 
     def wait_for(self, wanted: Any, timeout: float) -> Message | None:
         """The first message (so far or within `timeout`) for which `wanted(m)` holds."""
@@ -122,11 +138,14 @@ class Session:
                         return message
                 seen = len(self.messages)
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stdout_done:
+                if left <= 0 or self._stdout_done or self._stopped:
                     return None
-                self._changed.wait(left)
+                # In slices: a lock cannot wait more than the platform's time_t.
+                self._changed.wait(min(left, _WAIT_SLICE_S))
 
     def why_silent(self, what: str, timeout: float) -> str:
+        if self._stopped:
+            return f"{what}: the check was stopped"
         if self._stdout_done:
             return f"{what}: the server closed its stdout{self._ended()}"
         return f"{what} within {timeout:g}s"
@@ -210,7 +229,11 @@ class Session:
             reader.join(timeout=1.0)
 
     def kill(self) -> None:
-        """End the server's group now (from another thread; `close()` still follows)."""
+        """End the server's group now (from another thread; `close()` still follows),
+        and every wait with it: a child that left the group may keep stdout open."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
         kill_group(self._proc.pid)
 
     def __enter__(self) -> Session:

@@ -92,11 +92,17 @@ def _marker(session: Session, opts: Options) -> int:
 
 
 def _after_marker(
-    session: Session, opts: Options, what: str, wanted: Callable[[Message], bool]
+    session: Session,
+    opts: Options,
+    what: str,
+    wanted: Callable[[Message], bool],
+    *,
+    keeps_serving: bool = False,
 ) -> Message | None:
     """The first message `wanted` holds for, waiting until the marker is answered (+ grace).
 
-    Raises `NoReply` when neither it nor the marker's reply came.
+    Raises `NoReply` when neither it nor the marker's reply came, or, with
+    `keeps_serving`, when the marker's reply never came after it.
     """
     marker = _marker(session, opts)
 
@@ -108,7 +114,15 @@ def _after_marker(
         raise NoReply(
             session.why_silent(f"no reply to {what} nor to the request after it", opts.timeout_s)
         )
-    return found if wanted(found) else session.wait_for(wanted, _GRACE_S)
+    if not wanted(found):
+        return session.wait_for(wanted, _GRACE_S)
+    if keeps_serving and session.wait_for(answered, opts.timeout_s) is None:
+        raise NoReply(
+            session.why_silent(
+                f"answered {what}, then no reply to the request after it", opts.timeout_s
+            )
+        )
+    return found
 
 
 def _result(message: Message, what: str) -> Any:
@@ -208,6 +222,8 @@ def discover(session: Session, opts: Options) -> Outcome:
         return Outcome(False, f"supportedVersions {versions} does not list {opts.revision}")
     if not isinstance(result.get("capabilities"), dict):
         return Outcome(False, f"no capabilities object in {_shown(result)}")
+    if result.get("resultType") != "complete":  # every 2026-07-28 result MUST carry one
+        return Outcome(False, f'no "resultType": "complete" in {_shown(result)}')
     meta = result.get("_meta")
     info = meta.get(revisions.SERVER_INFO_KEY) if isinstance(meta, dict) else None
     named = f", serverInfo {info.get('name')}" if isinstance(info, dict) else " (no serverInfo)"
@@ -368,9 +384,13 @@ def _expect_error(
         opts,
         what,
         lambda m: "error" in m.body and (_id_in(m, ids) or _error_code(m) == code),
+        # An error reply is how a server goes on after a bad line: one that stops there fails.
+        keeps_serving=True,
     )
     if answer is None:
         return Outcome(False, f"no reply to {what} (the request after it was answered)")
+    if answer.reply_problem is not None:
+        return Outcome(False, f"the reply to {what} is not JSON-RPC: {answer.reply_problem}")
     got = _error_code(answer)
     if got != code:
         return Outcome(False, f"{what} got {_shown(answer.body)}, not error {code}")

@@ -5,6 +5,7 @@ The tests run each MODE and expect exactly the sub-test it names to fail.
 """
 
 import json
+import subprocess
 import sys
 import time
 
@@ -19,6 +20,15 @@ ADD = {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         "required": ["a", "b"],
+    },
+}
+# Arguments for it would take a terabyte: a checker must not try to build them.
+HUGE = {
+    "name": "add",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"a": {"type": "string", "minLength": 10**12}},
+        "required": ["a"],
     },
 }
 BAD = {"name": "broken", "inputSchema": {"type": "object", "properties": {"x": {"type": "integr"}}}}
@@ -42,12 +52,34 @@ BREAKS = {
     "no-discover",  # 2026-07-28: server/discover unknown
     "no-meta-check",  # 2026-07-28: serves requests without _meta
     "serves-any-version",  # 2026-07-28: serves a version it does not support
+    "silent",  # reads every line, answers none
+    "counter-ids",  # numbers its replies 1, 2, 3... instead of echoing each request's id
+    "error-and-result",  # the unknown tool's error reply carries a result too
+    "parse-error-and-result",  # -32700 with a result too
+    "huge-min-length",  # the declared tool requires a string of at least 10**12 characters
+    "no-result-type",  # 2026-07-28: server/discover's result without resultType
+    "hang-with-child",  # hang, and leave a child in a session of its own holding stdout
+    "control-characters",  # names with a newline and a terminal escape, on stdout and stderr
+    "exit-after-parse-error",  # answers a malformed line with -32700, then exits
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
+if MODE == "control-characters":
+    FORGED = "x\n  pass  forged    required  \x1b[32mall good\x1b[0m"
+    INFO = {"name": FORGED, "version": FORGED}
+    ADD = {**ADD, "name": FORGED}
+    STATELESS = (*STATELESS, FORGED)
+
+
+REPLIES = [0]
 
 
 def send(message):
+    if MODE == "silent":
+        return
+    if MODE == "counter-ids" and message.get("id") is not None:
+        REPLIES[0] += 1
+        message["id"] = REPLIES[0]
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 
@@ -77,11 +109,14 @@ def initialize(params):
 
 def call_tool(params):
     name = params.get("name")
+    if MODE == "control-characters" and name == ADD["name"]:
+        sys.stderr.write(ADD["name"] + "\n")
+        return {"content": [{"type": "text", "text": "3"}], "isError": True}
     if name != "add":
         if MODE == "unknown-tool-succeeds":
             return {"content": [{"type": "text", "text": "done"}]}
         return None
-    if MODE == "hang":
+    if MODE in ("hang", "hang-with-child"):
         time.sleep(3600)
     args = params.get("arguments") or {}
     if MODE == "tool-error":
@@ -126,21 +161,32 @@ def handle(message, state):
         }
     elif method == "tools/list":
         result = {"tools": [ADD, BAD] if MODE == "bad-input-schema" else [ADD]}
+        if MODE == "huge-min-length":
+            result = {"tools": [HUGE]}
     elif method == "tools/call":
         result = call_tool(params)
         if result is None:
+            if MODE == "error-and-result":
+                body = {"code": -32602, "message": "Unknown tool"}
+                done = {"content": [{"type": "text", "text": "done"}]}
+                send({"jsonrpc": "2.0", "id": request_id, "error": body, "result": done})
+                return
             error(request_id, -32602, f"Unknown tool: {params.get('name')}")
             return
     else:
         code = -32602 if MODE == "unknown-method-wrong-code" else -32601
         error(request_id, code, "Method not found")
         return
-    if stateless:
+    if stateless and not (MODE == "no-result-type" and method == "server/discover"):
         result["resultType"] = "complete"
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
 def main():
+    if MODE == "hang-with-child":
+        # Out of our process group, with our stdout: it outlives a kill of the group.
+        sleep = ["import time; time.sleep(3600)", *sys.argv[2:]]
+        subprocess.Popen([sys.executable, "-c", *sleep], start_new_session=True)
     if MODE == "logs-on-stdout":
         print("stdlib-server starting on stdio")
     if MODE == "non-utf8":
@@ -157,7 +203,13 @@ def main():
         except ValueError:
             if MODE == "crash-on-malformed":
                 raise
+            if MODE == "parse-error-and-result":
+                body = {"code": -32700, "message": "Parse error"}
+                send({"jsonrpc": "2.0", "id": None, "error": body, "result": {}})
+                continue
             error(1 if MODE == "parse-error-with-id" else None, -32700, "Parse error")
+            if MODE == "exit-after-parse-error":
+                return
             continue
         valid = (
             isinstance(message, dict)
