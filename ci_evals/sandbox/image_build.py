@@ -222,7 +222,9 @@ def _finish(recipe: Recipe, base: str, wheels: Path | None, tag: str) -> None:
             "--quiet",
             "--no-index",
             "--no-cache-dir",
-            "--no-compile",
+            # Bytecode compiled now (pip's default): the root is read-only when
+            # it runs, so each start would compile every imported module anew
+            # (seconds for `mcp` and pydantic on one CPU).
             "--disable-pip-version-check",
             "--root-user-action=ignore",
             "--break-system-packages",  # the image's own Python is ours to fill
