@@ -65,7 +65,7 @@ def cache_dir(environ: Mapping[str, str]) -> Path:
 
 
 def image_exists(tag: str) -> bool:
-    return _image_id(tag) is not None
+    return engine.image_known(tag)
 
 
 def ensure_image(recipe: Recipe, cache: Path, *, out: IO[str] | None = None) -> str:
