@@ -353,6 +353,30 @@ def test_put_and_get_keep_names_with_spaces_and_shell_metacharacters(box: Docker
         box.put(Path("/tmp/x"), b"")
 
 
+def test_owners_handed_to_the_sandbox_user_are_given_back_and_no_link_is_followed(
+    ws: Path, tmp_path: Path, docker_image: str
+) -> None:
+    (ws / "d").mkdir()
+    (ws / "d" / "f").write_text("mine")
+    (ws / "a").write_text("mine")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("not the sandbox's")
+    if os.getuid() == 0:
+        os.chown(outside / "f", 4242, 4242)  # would become 0 if a link were followed
+    before = {p: (p.lstat().st_uid, p.lstat().st_gid) for p in (ws, ws / "a", ws / "d/f")}
+    outside_before = (outside / "f").stat().st_uid
+    with DockerSandbox(SandboxSpec(writable=(ws,), image=docker_image)) as box:
+        # Writable inside, whoever owned it; then `d` swapped for a link to a host folder.
+        sh(box, f"echo more >> a && echo new > b && rm -r d && ln -s {outside} d")
+    assert {p: (p.lstat().st_uid, p.lstat().st_gid) for p in (ws, ws / "a")} == {
+        p: before[p] for p in (ws, ws / "a")
+    }
+    assert (ws / "a").read_text() == "minemore\n"
+    assert (outside / "f").stat().st_uid == outside_before
+    assert (ws / "d").is_symlink()
+
+
 # -- clean-up ------------------------------------------------------------------------------
 
 

@@ -166,3 +166,39 @@ def test_a_signal_to_the_cli_removes_the_container_it_runs_a_grader_in(
     assert "Traceback" not in err
     left = set(containers(**{engine.LABEL: "1"})) & mine
     assert left == set(), left
+
+
+def test_mcp_check_passes_a_real_mcp_server_inside_the_image(
+    tmp_path: Path, docker_image: str
+) -> None:
+    # The official `mcp` package's server, started fresh in the container for
+    # every sub-test (`docker exec -i`, spawn). mcp-check starts them all at
+    # once; on the sandbox's one CPU of a loaded machine each python3 + mcp
+    # import can take longer than the default 10 s, hence the timeout.
+    server = Path(__file__).resolve().parent / "data" / "mcp" / "sdk_server.py"
+    (tmp_path / "server.py").write_bytes(server.read_bytes())
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "mcp-check",
+            "--json",
+            "--timeout",
+            "60",
+            "--image",
+            docker_image,
+            "--",
+            "python3",
+            "server.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    failed = [s["id"] for s in report["subtests"] if s["required"] and not s["passed"]]
+    assert failed == [], report

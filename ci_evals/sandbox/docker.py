@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
+from ci_evals.errors import UserError
 from ci_evals.fs.walk import walk
 from ci_evals.process import ExecResult
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
@@ -162,12 +163,18 @@ class DockerSandbox:
         self.user = f"{self.uid}:{self.gid}"
         self.workspace = spec.writable[0]
         self._mounts = {WORKSPACE: self.workspace} | {str(p): p for p in spec.writable[1:]}
-        if os.getuid() == 0:
-            for folder in spec.writable:  # the sandbox user must be able to write them
-                _hand_over(folder, self.uid, self.gid)
+        # Owners changed for the sandbox user, given back at `close()`.
+        self._owners: dict[Path, tuple[int, int]] = {}
         self._api = client().api
         self._container: Any = None
-        self._container = self._create()
+        try:
+            if os.getuid() == 0:
+                for folder in spec.writable:  # the sandbox user must be able to write them
+                    _hand_over(folder, self.uid, self.gid, self._owners)
+            self._container = self._create()
+        except BaseException:
+            _give_back(self._owners)
+            raise
 
     # -- the container ---------------------------------------------------------------
 
@@ -185,6 +192,11 @@ class DockerSandbox:
             LABEL_CREATED: str(int(time.time())),
         }
         assert spec.image is not None  # checked in __init__
+        if not image_known(spec.image):
+            raise UserError(
+                f"the Docker engine has no image {spec.image!r}",
+                hint="build it from its recipe: ci-evals sandbox build RECIPE",
+            )
         container = client().containers.create(
             spec.image,
             command=["sleep", "infinity"],
@@ -425,12 +437,24 @@ class DockerSandbox:
 
         with contextlib.suppress(NotFound):
             container.remove(force=True, v=True)
+        _give_back(self._owners)  # after: nothing inside can change them any more
 
     def __enter__(self) -> DockerSandbox:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def image_known(tag: str) -> bool:
+    """Whether the engine has an image of that tag (or id)."""
+    from docker.errors import ImageNotFound  # noqa: PLC0415
+
+    try:
+        client().images.get(tag)
+    except ImageNotFound:
+        return False
+    return True
 
 
 def _checked_names(env: Mapping[str, str]) -> list[str]:
@@ -440,8 +464,26 @@ def _checked_names(env: Mapping[str, str]) -> list[str]:
     return list(env)
 
 
-def _hand_over(folder: Path, uid: int, gid: int) -> None:
-    """Give `folder` and everything in it to the sandbox user (links not followed)."""
-    os.lchown(folder, uid, gid)
-    for relative, _kind, _entry in walk(folder):
-        os.lchown(folder / relative, uid, gid)
+def _hand_over(folder: Path, uid: int, gid: int, owners: dict[Path, tuple[int, int]]) -> None:
+    """Give `folder` and everything in it to the sandbox user (links not followed),
+    noting each entry's owner in `owners` first (a user's own folder, under
+    `mcp-check --image`, must not stay another uid's)."""
+    entries = [(folder, folder.lstat())]
+    entries += [(folder / rel, entry.stat(follow_symlinks=False)) for rel, _, entry in walk(folder)]
+    for path, info in entries:
+        if (info.st_uid, info.st_gid) != (uid, gid):
+            owners.setdefault(path, (info.st_uid, info.st_gid))
+            os.lchown(path, uid, gid)
+
+
+def _give_back(owners: dict[Path, tuple[int, int]]) -> None:
+    """The owners `_hand_over` noted, restored where the entry is still there
+    (what the sandbox created stays the sandbox user's)."""
+    for path, (uid, gid) in owners.items():
+        # The sandbox may have swapped a folder on the way for a link (`dir ->
+        # /etc`): follow none. It is gone by now, so nothing changes meanwhile.
+        if os.path.realpath(path.parent) != str(path.parent):
+            continue
+        with contextlib.suppress(OSError):
+            os.lchown(path, uid, gid)
+    owners.clear()

@@ -65,7 +65,7 @@ def cache_dir(environ: Mapping[str, str]) -> Path:
 
 
 def image_exists(tag: str) -> bool:
-    return _image_id(tag) is not None
+    return engine.image_known(tag)
 
 
 def ensure_image(recipe: Recipe, cache: Path, *, out: IO[str] | None = None) -> str:
@@ -222,7 +222,9 @@ def _finish(recipe: Recipe, base: str, wheels: Path | None, tag: str) -> None:
             "--quiet",
             "--no-index",
             "--no-cache-dir",
-            "--no-compile",
+            # Bytecode compiled now (pip's default): the root is read-only when
+            # it runs, so each start would compile every imported module anew
+            # (seconds for `mcp` and pydantic on one CPU).
             "--disable-pip-version-check",
             "--root-user-action=ignore",
             "--break-system-packages",  # the image's own Python is ours to fill

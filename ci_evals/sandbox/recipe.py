@@ -34,8 +34,11 @@ from ci_evals.fs.walk import walk
 RECIPES = Path(__file__).with_name("recipes")  # shipped recipes, by folder name
 RECIPE_FILE = "recipe.yaml"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# Bumped when the builder changes what an image holds for the same recipe.
-BUILDER_VERSION = 1
+# Bumped when the builder changes what an image holds for the same recipe
+# (2: the wheels' bytecode compiled in); ROOTFS_VERSION when it changes the
+# root file system (its cached tarball) too.
+BUILDER_VERSION = 2
+ROOTFS_VERSION = 1
 _KEYS = ("name", "suite", "mirror", "packages", "wheels", "files", "env")
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
@@ -58,14 +61,14 @@ class Recipe:
     def rootfs_key(self) -> str:
         """What the debootstrap root file system depends on (its cache entry)."""
         return sha256(
-            json.dumps([BUILDER_VERSION, self.suite, self.mirror, sorted(self.packages)]).encode()
+            json.dumps([ROOTFS_VERSION, self.suite, self.mirror, sorted(self.packages)]).encode()
         )
 
     def digest(self) -> str:
         """A hash of everything that decides the image: the root file system, the
         wheels, every copied file's path, mode and bytes, the environment."""
         hasher = hashlib.sha256()
-        head = [self.rootfs_key, list(self.wheels), list(self.env)]
+        head = [BUILDER_VERSION, self.rootfs_key, list(self.wheels), list(self.env)]
         hasher.update(json.dumps(head).encode())
         for source, destination in self.files:
             hasher.update(f"\0{destination}\0".encode())
