@@ -25,7 +25,6 @@ from ci_evals.mcp.subtests import Options
 from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.bwrap import available as bwrap_available
 from ci_evals.sandbox.local import LocalSandbox
-from ci_evals.sandbox.registry import SANDBOXES
 
 DATA = Path(__file__).parent / "data" / "mcp"
 SDK_SERVER = DATA / "sdk_server.py"
@@ -262,16 +261,6 @@ def test_a_timeout_beyond_what_the_clock_can_wait_still_waits() -> None:
     # 1e300 s overflows a lock's wait; the grader's timeout_s takes any finite number.
     report = check([sys.executable, str(STDLIB_SERVER)], HANDSHAKE, timeout_s=1e300)
     assert failed(report) == set(), [(s.id, s.reason) for s in report.subtests]
-
-
-def test_mcp_check_image_needs_the_docker_sandbox() -> None:
-    done = ci_evals("mcp-check", "--image", "debian:12", "--", "python3", "server.py")
-    if "docker" in SANDBOXES:
-        pytest.skip("the docker sandbox is registered: its own tests cover --image")
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
-        "ci-evals: error: --image needs the docker sandbox, which this ci-evals does not have"
-    ]
 
 
 def test_mcp_check_in_bubblewrap(tmp_path: Path) -> None:
