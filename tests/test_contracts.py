@@ -237,7 +237,7 @@ def test_a_schema_file_beside_the_suite_must_be_reached_by_the_stage_map(
     stage_map = labsmith.stage_map
     stage_map.write_text(
         stage_map.read_text().replace(
-            "  - examples/labsmith/stub\n", "  - examples/labsmith/stub\n  - schemas\n"
+            "  - /examples/labsmith/stub\n", "  - /examples/labsmith/stub\n  - /schemas\n"
         )
     )
     load_suite(suite)
