@@ -21,13 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.timing import median_seconds
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
+from tests.conftest import copy_example
 
 
 def _example(dest: Path, copies: int) -> Path:
-    repo = dest / "labsmith"
-    shutil.copytree(EXAMPLE, repo, symlinks=True)
+    repo = copy_example(dest / "labsmith").root  # the layout of this repository's top
     for chapter in sorted(repo.glob("fixtures/**/lab/chapters/*.md")):
         for n in range(1, copies):
             shutil.copy(chapter, chapter.with_name(f"{50 + n:02d}-{chapter.name[3:]}"))

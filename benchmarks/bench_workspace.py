@@ -15,7 +15,7 @@ a few large ones, in nested folders), then reports medians of REPEATS runs of:
   (no previous snapshot: every file hashed -- not on the run's path, shown for
   scale);
 - `diff_snapshots` of two snapshots with 100 files changed;
-- for the bundled example (examples/labsmith, from stage 4): workspace set-up,
+- for the bundled example (ci-evals.yaml at the top, from stage 4): workspace set-up,
   and one stage's bookkeeping without the agent (two snapshots, diff, copying
   5 produced files, writing results.json).
 
@@ -197,7 +197,7 @@ def example_stage_bookkeeping(repeats: int, where: Path | None) -> None:
         write_results,
     )
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "labsmith" / "ci-evals.yaml"
+    example = Path(__file__).resolve().parent.parent / "ci-evals.yaml"  # the bundled example
     if not example.is_file():
         return
     suite = load_suite(example)

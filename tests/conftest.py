@@ -6,9 +6,12 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -54,15 +57,68 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class ExampleLayout:
+    """The labsmith example as this repository lays it out, under `root`: the suite,
+    the stage map and the fixtures at the top, the plugin and its stub scripts in
+    examples/labsmith/ (the layout a user's repository copies)."""
+
+    root: Path
+
+    @property
+    def suite(self) -> Path:
+        return self.root / "ci-evals.yaml"
+
+    @property
+    def stage_map(self) -> Path:
+        return self.root / "stage_map.yaml"
+
+    @property
+    def fixtures(self) -> Path:
+        return self.root / "fixtures"
+
+    @property
+    def example(self) -> Path:
+        return self.root / EXAMPLE_DIR
+
+    @property
+    def plugin(self) -> Path:
+        return self.example / "plugin"
+
+    def stub(self, script: str = "labsmith.yaml") -> Path:
+        """A stub-model script of the example (labsmith.yaml, broken-plan.yaml)."""
+        return self.example / "stub" / script
+
+    def model(self, script: str = "labsmith.yaml") -> str:
+        """The `--model` value that plays `script`."""
+        return f"stub:{self.stub(script)}"
+
+
+# Where the example's own files live, relative to the top (of this repository or a copy).
+EXAMPLE_DIR = "examples/labsmith"
+# This repository's example, in place: read it, never write to it.
+EXAMPLE = ExampleLayout(PROJECT)
+
+
+def copy_example(dest: Path, *, readme: bool = True) -> ExampleLayout:
+    """Copy the example's files (suite, map, fixtures, examples/labsmith/) into `dest`,
+    at the same paths as in this repository; `dest` may exist (not these files in it)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("ci-evals.yaml", "stage_map.yaml"):
+        shutil.copy2(PROJECT / name, dest / name)
+    shutil.copytree(EXAMPLE.fixtures, dest / "fixtures", symlinks=True)
+    ignore = None if readme else shutil.ignore_patterns("README.md")
+    shutil.copytree(EXAMPLE.example, dest / EXAMPLE_DIR, symlinks=True, ignore=ignore)
+    return ExampleLayout(dest)
+
+
 @pytest.fixture
-def labsmith(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def labsmith(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ExampleLayout:
     """A copy of the labsmith example in its own git repository (the stage map lives
     in one), made the current folder: messages name its files as a user would see them."""
-    example = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
-    copy = tmp_path / "labsmith"
-    shutil.copytree(example, copy, symlinks=True)
-    git(copy, "init", "-q", "-b", "main")
-    monkeypatch.chdir(copy)
+    copy = copy_example(tmp_path / "labsmith")
+    git(copy.root, "init", "-q", "-b", "main")
+    monkeypatch.chdir(copy.root)
     return copy
 
 

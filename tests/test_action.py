@@ -1,8 +1,9 @@
 """The composite action (`action.yml`), its `run:` steps executed as the runner would.
 
-A user's repository is made from the labsmith example (suite, stage map,
-plugin, fixtures, stub script at its top, as the README tells users to lay
-it out), with a base commit and a pull request commit on top. The action's
+A user's repository is made from the labsmith example, laid out as this
+repository is (suite, stage map and fixtures at its top, the plugin and its
+stub scripts in examples/labsmith/), with a base commit and a pull request
+commit on top. The action's
 steps run with bash in an Actions-like environment (tests/actions_runner.py):
 the install step really installs ci-evals from a copy of this repository (the
 action's checkout), compute-stage really selects from the diff, the run
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from tests.actions_runner import ActionsRunner, parse_outputs, runner_env, runner_python
-from tests.conftest import git
+from tests.conftest import copy_example, git
 from tests.github_actions_fake import ActionsGitHub, actions_github
 from tests.test_github_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
 
@@ -28,7 +29,7 @@ __all__ = ["actions_github", "github"]  # the stand-in servers, shared with thei
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
-EXAMPLE = ROOT / "examples" / "labsmith"
+STUB = "stub:examples/labsmith/stub/labsmith.yaml"  # relative to the workspace
 
 
 def load_action() -> dict[str, object]:
@@ -71,13 +72,12 @@ def test_parse_outputs_reads_both_forms() -> None:
 def users_repository(tmp_path: Path) -> tuple[Path, str, str]:
     """The example laid out at a repository's top; BASE, then a PR commit that
     edits a stage-5 agent (so stage 5 is the first to run)."""
-    repo = tmp_path / "user-repo"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("README.md"))
+    repo = copy_example(tmp_path / "user-repo", readme=False).root
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
     base = git(repo, "rev-parse", "HEAD").strip()
-    agent = repo / "plugin" / "agents" / "chapter-implementer.md"
+    agent = repo / "examples/labsmith/plugin/agents/chapter-implementer.md"
     agent.write_text(agent.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     git(repo, "commit", "-q", "-am", "tweak the chapter implementer")
     return repo, base, git(repo, "rev-parse", "HEAD").strip()
@@ -132,7 +132,7 @@ def test_the_action_runs_the_affected_stages_and_comments(
 
     outputs = actions.run_action(
         ACTION,
-        {"base": base, "model": "stub:stub/labsmith.yaml", "comment": "true", "baseline": "true"},
+        {"base": base, "model": STUB, "comment": "true", "baseline": "true"},
     )
 
     log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
@@ -179,7 +179,7 @@ def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: Fak
     head = git(repo, "rev-parse", "HEAD").strip()
     actions = runner(tmp_path, repo, github, head)
 
-    outputs = actions.run_action(ACTION, {"base": base, "model": "stub:stub/labsmith.yaml"})
+    outputs = actions.run_action(ACTION, {"base": base, "model": STUB})
 
     log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
     assert outputs == {"from_stage": "none", "verdict": "skipped", "results": ""}, log

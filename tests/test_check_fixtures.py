@@ -10,29 +10,25 @@ from pathlib import Path
 import pytest
 
 from ci_evals.main import main
-from tests.conftest import git
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
+from tests.conftest import ExampleLayout, copy_example, git
 
 
 @pytest.fixture
-def example(tmp_path: Path) -> Path:
-    shutil.copytree(EXAMPLE, tmp_path / "labsmith", symlinks=True)
-    git(tmp_path / "labsmith", "init", "-q", "-b", "main")  # the stage map lives in a repo
-    return tmp_path / "labsmith"
+def example(tmp_path: Path) -> ExampleLayout:
+    example = copy_example(tmp_path / "labsmith")
+    git(example.root, "init", "-q", "-b", "main")  # the stage map lives in a repo
+    return example
 
 
-def check(example: Path, out: Path, *args: str) -> int:
-    return main(
-        ["check-fixtures", "--suite", str(example / "ci-evals.yaml"), "--out", str(out), *args]
-    )
+def check(example: ExampleLayout, out: Path, *args: str) -> int:
+    return main(["check-fixtures", "--suite", str(example.suite), "--out", str(out), *args])
 
 
 @pytest.mark.slow
 def test_the_curated_fixtures_pass_their_reviewers_and_checks(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    stub = f"stub:{example / 'stub' / 'labsmith.yaml'}"
+    stub = example.model()
     assert check(example, tmp_path / "out", "--model", stub) == 0
 
     out = capsys.readouterr().out
@@ -55,13 +51,13 @@ def test_the_curated_fixtures_pass_their_reviewers_and_checks(
 
 @pytest.mark.slow
 def test_a_threshold_that_would_fail_good_work_is_caught(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    suite = example / "ci-evals.yaml"
+    suite = example.suite
     suite.write_text(
         suite.read_text().replace("analytic_mean_at_least: 3.0", "analytic_mean_at_least: 4.8")
     )
-    stub = f"stub:{example / 'stub' / 'labsmith.yaml'}"
+    stub = example.model()
 
     assert check(example, tmp_path / "out", "--model", stub, "--stage", "plan-lab") == 1
     out = capsys.readouterr().out
@@ -76,9 +72,9 @@ def _break_chapter_count(fixture: Path) -> None:
 
 
 def test_a_broken_fixture_fails_its_checks_without_a_model(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _break_chapter_count(example / "fixtures")
+    _break_chapter_count(example.fixtures)
 
     assert check(example, tmp_path / "out", "--no-reviewer") == 1
     out = capsys.readouterr().out
@@ -89,16 +85,16 @@ def test_a_broken_fixture_fails_its_checks_without_a_model(
 
 
 def test_a_fixture_that_breaks_a_contract_fails_before_any_grader(
-    example: Path,
+    example: ExampleLayout,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    chapter = example / "fixtures/4-plan-chapter-output/lab/chapters/02-pick-and-place.md"
+    chapter = example.root / "fixtures/4-plan-chapter-output/lab/chapters/02-pick-and-place.md"
     chapter.write_text(chapter.read_text().replace("## Steps", "## Things to do"))
 
     # No --no-reviewer and no model: the contracts stop it before a model is needed.
-    monkeypatch.chdir(example)  # paths are shown relative to the current folder
+    monkeypatch.chdir(example.root)  # paths are shown relative to the current folder
     assert main(["check-fixtures", "--suite", "ci-evals.yaml", "--out", str(tmp_path / "out")]) == 1
     out = capsys.readouterr().out.splitlines()
     shown = "fixtures/4-plan-chapter-output/lab/chapters/02-pick-and-place.md: missing '## Steps'"
@@ -112,7 +108,7 @@ def test_a_fixture_that_breaks_a_contract_fails_before_any_grader(
 
 
 def test_reviewers_need_a_model(
-    example: Path,
+    example: ExampleLayout,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -125,9 +121,9 @@ def test_reviewers_need_a_model(
 
 
 def test_a_scenario_with_its_own_fixtures_has_them_checked(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    own = example / "fixtures" / "acme-arm-students"  # the example's second scenario has its own
+    own = example.fixtures / "acme-arm-students"  # the example's second scenario has its own
     _break_chapter_count(own)
 
     assert check(example, tmp_path / "shared", "--no-reviewer") == 0
@@ -140,12 +136,12 @@ def test_a_scenario_with_its_own_fixtures_has_them_checked(
 
 
 def test_a_missing_fixture_is_said_for_the_stages_produces_too(
-    example: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without fixture 3, neither stage 3's produces nor stage 4's consumes can be
     checked: both are said, not counted as holding."""
-    shutil.rmtree(example / "fixtures/3-plan-lab-output")
-    suite = str(example / "ci-evals.yaml")
+    shutil.rmtree(example.fixtures / "3-plan-lab-output")
+    suite = str(example.suite)
     assert main(["check-fixtures", "--suite", suite, "--contracts-only"]) == 0
     out = capsys.readouterr().out
     assert (

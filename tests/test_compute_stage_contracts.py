@@ -7,7 +7,6 @@ The labsmith example in a real repository; each test commits a change to
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +14,13 @@ from pathlib import Path
 import pytest
 
 from ci_evals.main import main
-from tests.conftest import git
+from tests.conftest import copy_example, git
 from tests.stage_repo import commit
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 
 
 @pytest.fixture
 def example_repo(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(EXAMPLE, repo / "labsmith", symlinks=True)
+    copy_example(repo)  # at the top, as in this repository: no --map needed
     commit(repo, "the example")
     git(repo, "checkout", "-q", "-b", "change")
     monkeypatch.chdir(repo)
@@ -31,7 +28,7 @@ def example_repo(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _edit(repo: Path, old: str, new: str) -> None:
-    suite = repo / "labsmith" / "ci-evals.yaml"
+    suite = repo / "ci-evals.yaml"
     text = suite.read_text(encoding="utf-8")
     assert text.count(old) == 1, old
     suite.write_text(text.replace(old, new), encoding="utf-8")
@@ -39,7 +36,7 @@ def _edit(repo: Path, old: str, new: str) -> None:
 
 
 def _compute(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    assert main(["compute-stage", "main", "--map", "labsmith/stage_map.yaml", *args]) == 0
+    assert main(["compute-stage", "main", *args]) == 0
     return capsys.readouterr().out
 
 
@@ -51,11 +48,11 @@ def test_a_contract_change_on_stage_4_alone_runs_from_stage_4(
     assert _compute(capsys) == "4\n"
     answer = json.loads(_compute(capsys, "--json"))
     assert (answer["from_stage"], answer["reason"]) == (4, "contract-changed")
-    assert answer["matches"] == [{"path": "labsmith/ci-evals.yaml", "stage": 4, "entry": None}]
+    assert answer["matches"] == [{"path": "ci-evals.yaml", "stage": 4, "entry": None}]
     explained = _compute(capsys, "--explain")
     assert "answer:   run from stage 4 (plan-chapter)" in explained
     assert (
-        "reason:   contract-changed — labsmith/ci-evals.yaml: only contracts changed: "
+        "reason:   contract-changed — ci-evals.yaml: only contracts changed: "
         "stage 4 (plan-chapter) consumes\n"
     ) in explained
     assert "compared at the merge base and at HEAD" in explained
@@ -95,13 +92,13 @@ def test_anything_but_a_contract_runs_everything(
 
     explained = _compute(capsys, "--explain")
     assert "answer:   run from stage 1 (research-company)" in explained
-    assert f"reason:   global-file — labsmith/ci-evals.yaml: the suite {why}" in explained
+    assert f"reason:   global-file — ci-evals.yaml: the suite {why}" in explained
 
 
 def test_a_removed_suite_runs_everything(
     example_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (example_repo / "labsmith" / "ci-evals.yaml").unlink()
+    (example_repo / "ci-evals.yaml").unlink()
     commit(example_repo)
 
     assert "the suite removed" in _compute(capsys, "--explain")
@@ -111,7 +108,7 @@ def test_compute_stage_compares_contracts_without_the_heavy_modules(example_repo
     _edit(example_repo, '"## Prerequisites", "## Environment"] }', '"## Environment"] }')
     code = (
         "import sys; from ci_evals.main import main;"
-        "code = main(['compute-stage', 'main', '--map', 'labsmith/stage_map.yaml']);"
+        "code = main(['compute-stage', 'main']);"
         "heavy = [m for m in ('pydantic', 'jsonschema', 'claude_agent_sdk') if m in sys.modules];"
         "print(code, heavy)"
     )

@@ -13,9 +13,7 @@ from ci_evals.graders.checks import run_checks
 from ci_evals.main import main
 from ci_evals.suite.contracts import pointer_schema
 from ci_evals.suite.load import load_suite
-from tests.conftest import git
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
+from tests.conftest import ExampleLayout, git
 
 
 def _suite(tmp_path: Path, stages: str, seed: dict[str, str] | None = None) -> Path:
@@ -142,8 +140,8 @@ def test_front_matter_fields(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def example(labsmith: Path) -> Path:
-    return labsmith
+def example(labsmith: ExampleLayout) -> Path:
+    return labsmith.root
 
 
 def _contracts(capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -214,16 +212,16 @@ def test_a_missing_fixture_file_names_the_folder_that_should_hold_it(
 
 
 def test_a_schema_file_beside_the_suite_must_be_reached_by_the_stage_map(
-    labsmith: Path, capsys: pytest.CaptureFixture[str]
+    labsmith: ExampleLayout, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A contract's schema is part of what the stage is graded on: a change to a
     suite-relative schema the stage map does not reach would make compute-stage
     answer `none` (it is under no root, global or fixture)."""
-    schemas = labsmith / "schemas"
+    schemas = labsmith.root / "schemas"
     schemas.mkdir()
     schema = schemas / "plan.schema.json"
-    schema.write_text((labsmith / "plugin/templates/plan.schema.json").read_text())
-    suite = labsmith / "ci-evals.yaml"
+    schema.write_text((labsmith.plugin / "templates/plan.schema.json").read_text())
+    suite = labsmith.suite
     suite.write_text(
         suite.read_text().replace("plugin:templates/plan.schema.json", "schemas/plan.schema.json")
     )
@@ -236,18 +234,17 @@ def test_a_schema_file_beside_the_suite_must_be_reached_by_the_stage_map(
     )
     assert "add 'schemas' to its global:" in text
 
-    stage_map = labsmith / "stage_map.yaml"
+    stage_map = labsmith.stage_map
     stage_map.write_text(
         stage_map.read_text().replace(
-            "global: [stage_map.yaml, ci-evals.yaml]",
-            "global: [stage_map.yaml, ci-evals.yaml, schemas]",
+            "  - /examples/labsmith/stub\n", "  - /examples/labsmith/stub\n  - /schemas\n"
         )
     )
     load_suite(suite)
-    git(labsmith, "add", "-A")
-    git(labsmith, "commit", "-q", "-m", "the example, its schema beside the suite")
-    git(labsmith, "checkout", "-q", "-b", "change")
+    git(labsmith.root, "add", "-A")
+    git(labsmith.root, "commit", "-q", "-m", "the example, its schema beside the suite")
+    git(labsmith.root, "checkout", "-q", "-b", "change")
     schema.write_text(schema.read_text().replace('"type"', '"description": "a plan", "type"', 1))
-    git(labsmith, "commit", "-qam", "the schema changes")
+    git(labsmith.root, "commit", "-qam", "the schema changes")
     assert main(["compute-stage", "main", "--map", "stage_map.yaml"]) == 0
     assert capsys.readouterr().out == "1\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.conftest import EXAMPLE, git
 from tests.install_helpers import PROJECT, SMALL_MAP, copy_installable
 
 MESSAGE = "needs the agent dependencies: pip install 'ci-evals[run]'"
@@ -78,9 +78,8 @@ def test_agent_commands_say_in_one_line_what_to_install(
 
 @pytest.mark.slow
 def test_run_with_its_real_arguments_gives_the_same_line(core_venv: Path) -> None:
-    suite = PROJECT / "examples" / "labsmith" / "ci-evals.yaml"
-    stub = PROJECT / "examples" / "labsmith" / "stub" / "labsmith.yaml"
-    result = _ci_evals(core_venv, PROJECT, "run", "--suite", str(suite), "--model", f"stub:{stub}")
+    suite, stub = str(EXAMPLE.suite), EXAMPLE.model()
+    result = _ci_evals(core_venv, PROJECT, "run", "--suite", suite, "--model", stub)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert f"ci-evals run {MESSAGE}" in result.stderr

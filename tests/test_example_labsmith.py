@@ -31,11 +31,11 @@ from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.runner import Runner, RunPlan
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.suite.load import load_suite
+from tests.conftest import EXAMPLE, PROJECT, git
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
-PLUGIN = EXAMPLE / "plugin"
-FIXTURES = EXAMPLE / "fixtures"
-STUB = EXAMPLE / "stub"
+PLUGIN = EXAMPLE.plugin
+FIXTURES = EXAMPLE.fixtures
+STUB = EXAMPLE.example / "stub"
 _FRONTMATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
 
 
@@ -111,7 +111,7 @@ def test_every_rubric_declares_its_kind_in_the_folder_it_lives_in() -> None:
 
 
 def test_stage_map_covers_every_plugin_file_and_has_no_dead_entry() -> None:
-    stage_map = load_stage_map(EXAMPLE / "stage_map.yaml")
+    stage_map = load_stage_map(EXAMPLE.stage_map)
     assert stage_map.warnings == ()
     files = plugin_files()
     specs = {e.glob: pathspec.PathSpec.from_lines("gitignore", [e.glob]) for e in stage_map.entries}
@@ -121,13 +121,39 @@ def test_stage_map_covers_every_plugin_file_and_has_no_dead_entry() -> None:
     assert dead == []
 
 
-def test_check_coverage_command_passes_on_the_example(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check-coverage", "--map", str(EXAMPLE / "stage_map.yaml")]) == 0
+def test_check_coverage_command_passes_on_the_example(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the repository's top with no flags: the map is found where a user puts it."""
+    monkeypatch.chdir(PROJECT)
+    assert main(["check-coverage"]) == 0
     assert "examples/labsmith/plugin" in capsys.readouterr().out
 
 
+def test_compute_stage_at_the_top_needs_no_flags(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(PROJECT)
+    assert main(["compute-stage", "HEAD", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["from_stage"], answer["reason"]) == (None, "base-equals-head")
+
+
+def test_one_suite_one_map_one_fixtures_tree() -> None:
+    """The reference layout: the example's suite, map and fixtures at the top, no copies."""
+    tracked = git(PROJECT, "ls-files", "ci-evals.yaml", "stage_map.yaml", "examples").split()
+    names = ("ci-evals.yaml", "stage_map.yaml")
+    copies = [p for p in tracked if p.rsplit("/", 1)[-1] in names or "/fixtures/" in p]
+    assert copies == list(names)  # nothing of them left in (or copied to) examples/
+    stage_map = load_stage_map(EXAMPLE.stage_map)
+    assert (stage_map.root, stage_map.fixtures) == ("examples/labsmith/plugin", "fixtures")
+    suite = load_suite(EXAMPLE.suite)
+    assert (suite.plugin.path, suite.fixtures) == (EXAMPLE.plugin, EXAMPLE.fixtures)
+    assert suite.stage_map == EXAMPLE.stage_map
+
+
 def test_shared_files_map_to_the_lowest_stage_that_uses_them() -> None:
-    stage_map = load_stage_map(EXAMPLE / "stage_map.yaml")
+    stage_map = load_stage_map(EXAMPLE.stage_map)
     stage_of = {e.glob: e.stage for e in stage_map.entries}
     assert stage_of[".claude-plugin/plugin.json"] == 1
     assert stage_of["skills/research-product/**"] == 2  # also used by stage 5
@@ -136,8 +162,8 @@ def test_shared_files_map_to_the_lowest_stage_that_uses_them() -> None:
 
 
 def test_suite_loads_and_matches_the_stage_map() -> None:
-    suite = load_suite(EXAMPLE / "ci-evals.yaml")
-    stage_map = load_stage_map(EXAMPLE / "stage_map.yaml")
+    suite = load_suite(EXAMPLE.suite)
+    stage_map = load_stage_map(EXAMPLE.stage_map)
     assert tuple(s.name for s in suite.stages) == stage_map.stages
     assert suite.plugin.name == "labsmith"
     assert [s.id for s in suite.scenarios] == ["acme-arm", "acme-arm-students"]
@@ -219,7 +245,7 @@ def test_stub_scorecards_score_every_rubric(
 
 def _run(tmp_path: Path, *args: str) -> dict[str, Any]:
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(EXAMPLE / "ci-evals.yaml")]
+    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(EXAMPLE.suite)]
     argv += ["--model", f"stub:{STUB / 'labsmith.yaml'}", "--out", str(out), *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -299,7 +325,7 @@ def test_run_from_stage_4_writes_chapter_plans_and_chapters(tmp_path: Path) -> N
 
 def _graded(tmp_path: Path, script: str, from_stage: int) -> dict[int, Any]:
     """Run scenario acme-arm from `from_stage` on the stub, graded; stage number -> result."""
-    suite = load_suite(EXAMPLE / "ci-evals.yaml")
+    suite = load_suite(EXAMPLE.suite)
     with StubServer(load_script(STUB / script)) as server:
         plan = RunPlan(
             suite=suite,

@@ -17,19 +17,19 @@ import pytest
 from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.main import main
 from ci_evals.results.model import FileChange, RunResult, ScenarioResult, StageResult, write_results
+from tests.conftest import EXAMPLE, ExampleLayout
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 CHAPTERS = Path("fixtures/4-plan-chapter-output/lab/chapters")
 
 
 @pytest.fixture
-def example(labsmith: Path) -> Path:
+def example(labsmith: ExampleLayout) -> ExampleLayout:
     return labsmith
 
 
-def _run(example: Path, out: Path, script: str, *args: str) -> int:
-    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(example / "ci-evals.yaml")]
-    argv += ["--model", f"stub:{example / 'stub' / script}", "--out", str(out), *args]
+def _run(example: ExampleLayout, out: Path, script: str, *args: str) -> int:
+    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(example.suite)]
+    argv += ["--model", example.model(script), "--out", str(out), *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     return done.returncode
 
@@ -48,19 +48,19 @@ def _update(capsys: pytest.CaptureFixture[str], run: Path, *args: str) -> tuple[
 
 @pytest.mark.slow
 def test_a_passing_stage_is_promoted_and_the_fixtures_hold(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
     assert _run(example, run, "labsmith.yaml", "--from-stage", "4", "--scenario", "acme-arm") == 0
     # Fixture 4 went stale: one plan edited by hand, one plan of a chapter that is gone.
     # (After the run: the stub writes its plans from these very files.)
-    chapter = example / CHAPTERS / "02-pick-and-place.md"
+    chapter = example.root / CHAPTERS / "02-pick-and-place.md"
     chapter.write_text(chapter.read_text() + "\nA note nobody should keep.\n")
-    stale = example / CHAPTERS / "04-old-chapter.md"
-    shutil.copy(example / CHAPTERS / "03-safety-zones.md", stale)
+    stale = example.root / CHAPTERS / "04-old-chapter.md"
+    shutil.copy(example.root / CHAPTERS / "03-safety-zones.md", stale)
 
     # A run of another suite revision is refused unless told.
-    suite = example / "ci-evals.yaml"
+    suite = example.suite
     written = suite.read_text()
     suite.write_text(written.replace("budget_usd: 5.0", "budget_usd: 6.0"))
     code, _, err = _update(capsys, run, "--stage", "4")
@@ -80,8 +80,9 @@ def test_a_passing_stage_is_promoted_and_the_fixtures_hold(
     assert code == 0, out
     assert "updated fixtures/4-plan-chapter-output; the fixtures hold every contract" in out
     # The fixture is now exactly what the stage wrote (the stub writes the curated plans).
-    assert _files(example / CHAPTERS.parent.parent) == _files(EXAMPLE / CHAPTERS.parent.parent)
-    assert not [p for p in (example / "fixtures").iterdir() if p.name.startswith(".")]
+    fixture = CHAPTERS.parent.parent
+    assert _files(example.root / fixture) == _files(EXAMPLE.root / fixture)
+    assert not [p for p in example.fixtures.iterdir() if p.name.startswith(".")]
     assert main(["check-fixtures", "--suite", "ci-evals.yaml", "--contracts-only"]) == 0
     capsys.readouterr()
 
@@ -107,10 +108,10 @@ def test_a_passing_stage_is_promoted_and_the_fixtures_hold(
 
 @pytest.mark.slow
 def test_a_failed_stage_is_refused(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
-    before = _files(example / "fixtures")
+    before = _files(example.fixtures)
     assert (
         _run(example, run, "broken-plan.yaml", "--from-stage", "3", "--scenario", "acme-arm") == 1
     )
@@ -121,11 +122,11 @@ def test_a_failed_stage_is_refused(
     assert "only a stage whose graders passed becomes a fixture" in err
     code, _, err = _update(capsys, run, "--stage", "4")
     assert (code, "stage 4 (plan-chapter) of scenario 'acme-arm' ended skipped" in err) == (2, True)
-    assert _files(example / "fixtures") == before
+    assert _files(example.fixtures) == before
 
 
 def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A results file from before the revision was recorded: nothing proves it is of
     this suite and plugin."""
@@ -137,7 +138,7 @@ def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
         tool_version="0",
         started_at=datetime.now(timezone.utc),
         from_stage=4,
-        suite_file=str(example / "ci-evals.yaml"),
+        suite_file=str(example.suite),
         scenarios=[ScenarioResult(id="acme-arm", stages=[stage])],
     )
     write_results(run, result)
@@ -152,21 +153,21 @@ def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
     assert "stage 4 (plan-chapter) of scenario 'acme-arm' ended failed: checklist failed" in err
 
 
-def _recorded_run(example: Path, run: Path, produced: list[FileChange]) -> Path:
+def _recorded_run(example: ExampleLayout, run: Path, produced: list[FileChange]) -> Path:
     """A results file that says stage 1 of acme-arm passed with `produced`, recording this
     suite's and plugin's revision; its saved state is today's fixture 1 (it holds the
     contract). Returns the saved state folder."""
     state = run / "acme-arm" / "1-research-company" / "after"
-    shutil.copytree(example / "fixtures" / "1-research-company-output", state)
+    shutil.copytree(example.fixtures / "1-research-company-output", state)
     stage = StageResult(number=1, name="research-company", status="passed", produced=produced)
     result = RunResult(
         run_id="tampered",
         tool_version="0",
         started_at=datetime.now(timezone.utc),
         from_stage=1,
-        suite_file=str(example / "ci-evals.yaml"),
-        suite_sha256=file_sha256(example / "ci-evals.yaml"),
-        plugin_sha256=tree_sha256(example / "plugin"),
+        suite_file=str(example.suite),
+        suite_sha256=file_sha256(example.suite),
+        plugin_sha256=tree_sha256(example.plugin),
         scenarios=[ScenarioResult(id="acme-arm", stages=[stage])],
     )
     write_results(run, result)
@@ -182,25 +183,25 @@ def _change(path: str, content: bytes, kind: str = "file", target: str | None = 
 
 @pytest.mark.parametrize("path", ["../../../planted.md", "/tmp/ci-evals-planted-abs.md"])
 def test_a_recorded_path_outside_the_saved_state_is_refused(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str
 ) -> None:
     """results.json is data: a produced path that climbs out of the saved state (or is
     absolute) must neither be read from outside it nor written outside the fixture."""
     run = tmp_path / "run"
-    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
     text = b"planted\n"
     state = _recorded_run(
         example, run, [_change("research/company.md", company.read_bytes()), _change(path, text)]
     )
     source = Path(os.path.normpath(state / path))
     source.write_bytes(text)
-    before = _files(example / "fixtures")
+    before = _files(example.fixtures)
     try:
         code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
         assert code == 2
         assert "not a path inside the stage's saved state" in err
         assert not (tmp_path / "planted.md").exists() or path.startswith("/")
-        assert _files(example / "fixtures") == before
+        assert _files(example.fixtures) == before
     finally:
         source.unlink()
 
@@ -210,12 +211,16 @@ def test_a_recorded_path_outside_the_saved_state_is_refused(
     [("/etc/passwd", "points outside"), ("../../../../etc/passwd", "points outside")],
 )
 def test_a_link_out_of_the_workspace_is_not_promoted(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, message: str
+    example: ExampleLayout,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
+    message: str,
 ) -> None:
     """A fixture is committed and copied into every later workspace: a link the agent
     left pointing out of its workspace must not become one."""
     run = tmp_path / "run"
-    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
     state = _recorded_run(
         example,
         run,
@@ -225,18 +230,18 @@ def test_a_link_out_of_the_workspace_is_not_promoted(
         ],
     )
     os.symlink(target, state / "research" / "notes.md")
-    before = _files(example / "fixtures")
+    before = _files(example.fixtures)
     code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
     assert code == 2
     assert message in err
-    assert _files(example / "fixtures") == before
+    assert _files(example.fixtures) == before
 
 
 def test_a_recorded_link_that_is_missing_is_one_line(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
-    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
     _recorded_run(
         example,
         run,
@@ -252,21 +257,21 @@ def test_a_recorded_link_that_is_missing_is_one_line(
 
 
 def test_a_promotion_the_later_fixtures_cannot_be_laid_over_is_rolled_back(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The check after the swap can itself refuse (a file of the new fixture 1 where
     fixture 3 has a folder): the old fixture must come back and no temporary folder stay."""
     run = tmp_path / "run"
-    company = example / "fixtures" / "1-research-company-output" / "research" / "company.md"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
     state = _recorded_run(
         example,
         run,
         [_change("research/company.md", company.read_bytes()), _change("lab", b"a file\n")],
     )
     (state / "lab").write_bytes(b"a file\n")
-    before = _files(example / "fixtures")
+    before = _files(example.fixtures)
     code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
     assert code == 2
     assert "replaces a file of an earlier one" in err
-    assert _files(example / "fixtures") == before
-    assert not [p.name for p in (example / "fixtures").iterdir() if p.name.startswith(".")]
+    assert _files(example.fixtures) == before
+    assert not [p.name for p in (example.fixtures).iterdir() if p.name.startswith(".")]

@@ -7,10 +7,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from tests.conftest import git
+from tests.conftest import copy_example, git
 from tests.install_helpers import PROJECT, SMALL_MAP, copy_installable
 
 
@@ -126,8 +128,9 @@ def test_framework_fixtures_hook_fails_on_a_stale_fixture(
     repo: Path, hook_repo: Path, pre_commit_home: Path
 ) -> None:
     """`ci-evals-fixtures` in the real framework: its own environment (the package and
-    pydantic + jsonschema, no agent SDK), the labsmith example at the top of a repo."""
-    shutil.copytree(PROJECT / "examples" / "labsmith", repo, dirs_exist_ok=True)
+    pydantic + jsonschema, no agent SDK), the labsmith example laid out as in this
+    repository (suite, map and fixtures at the top)."""
+    copy_example(repo)
     git(repo, "add", ".")
     result = _try_repo(repo, hook_repo, pre_commit_home, "ci-evals-fixtures")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -144,6 +147,30 @@ def test_framework_fixtures_hook_fails_on_a_stale_fixture(
         "stage 4 (plan-chapter) consumes[1].headings (produced by stage 3 (plan-lab)), "
         "ci-evals.yaml:64"
     ) in result.stdout
+
+
+def _hooks(name: str) -> dict[str, dict[str, Any]]:
+    data = yaml.safe_load((PROJECT / name).read_text(encoding="utf-8"))
+    hooks = data if isinstance(data, list) else [h for r in data["repos"] for h in r["hooks"]]
+    return {hook["id"]: hook for hook in hooks}
+
+
+@pytest.mark.parametrize("hook_id", ["ci-evals-coverage", "ci-evals-fixtures"])
+def test_this_repository_runs_the_hook_it_provides_and_it_passes(hook_id: str) -> None:
+    """Its own .pre-commit-config.yaml runs each provided hook as a user's would (no
+    --map or --suite: the map and the suite are at the top), on this checkout's code;
+    the same command, run here, passes on the repository itself."""
+    provided = _hooks(".pre-commit-hooks.yaml")[hook_id]
+    own = _hooks(".pre-commit-config.yaml")[hook_id]
+    command = provided["entry"].split()
+    assert own["entry"].split() == ["python", "-m", "ci_evals", *command[1:]]
+    assert (own["pass_filenames"], own["always_run"]) == (False, True)
+    assert set(provided.get("additional_dependencies", [])) <= set(own["additional_dependencies"])
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals", *command[1:]],
+        cwd=PROJECT, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _commit(repo: Path, path_dirs: list[str]) -> subprocess.CompletedProcess[str]:

@@ -26,9 +26,9 @@ from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult, write_results
 from ci_evals.results.summary import summarize_run
 from ci_evals.run.progress import summary_table
+from tests.conftest import EXAMPLE
 
 START = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 
 
 @pytest.fixture(autouse=True)
@@ -477,8 +477,8 @@ def test_command_unwritable_output_is_a_user_error(tmp_path: Path) -> None:
 
 def real_run(tmp_path: Path, script: str, *extra: str) -> Path:
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(EXAMPLE / "ci-evals.yaml")]
-    argv += ["--model", f"stub:{EXAMPLE / 'stub' / script}", "--out", str(out), *extra]
+    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(EXAMPLE.suite)]
+    argv += ["--model", EXAMPLE.model(script), "--out", str(out), *extra]
     subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert (out / "results.json").is_file()
     return out

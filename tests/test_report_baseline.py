@@ -28,12 +28,11 @@ from ci_evals.results.model import (
     read_results,
     write_results,
 )
-from tests.conftest import git
+from tests.conftest import EXAMPLE, git
 from tests.test_report import a_run, criterion, scenario, stage, verdict
 from tests.test_run_command import _repo_with_stage_map, ci_evals
 
 DATA = Path(__file__).resolve().parent / "data"
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "labsmith"
 SUITE = SuiteIdentity(path="ci-evals.yaml", plugin="demo")
 
 
@@ -64,8 +63,8 @@ def save(tmp_path: Path, name: str, result: RunResult) -> Path:
 
 
 def labsmith_run(out: Path, script: str, *extra: str) -> Path:
-    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(EXAMPLE / "ci-evals.yaml")]
-    argv += ["--model", f"stub:{EXAMPLE / 'stub' / script}", "--out", str(out)]
+    argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(EXAMPLE.suite)]
+    argv += ["--model", EXAMPLE.model(script), "--out", str(out)]
     argv += ["--isolation", "none", "--scenario", "acme-arm", *extra]
     subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert (out / RESULTS_FILE).is_file()
@@ -105,7 +104,7 @@ def test_a_broken_plan_against_a_good_baseline_lists_the_regressions_first(
     assert "gone" not in changes
     # Both runs are version 3: the suite matched, the commit is known, no --base.
     good = read_results(runs["good"])
-    assert good.suite == SuiteIdentity(path="examples/labsmith/ci-evals.yaml", plugin="labsmith")
+    assert good.suite == SuiteIdentity(path="ci-evals.yaml", plugin="labsmith")
     assert good.revision is not None and good.revision.commit is not None
     assert "staleness not checked (pass --base REV)" in against
 

@@ -14,10 +14,10 @@ import pytest
 from ci_evals import git, process
 from ci_evals.agents.environment import secret_names
 from ci_evals.selection import map_cache
+from tests.conftest import ExampleLayout
 from tests.conftest import git as git_cmd
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "labsmith"
 
 # A program that ends at once but leaves a process in a session of its own
 # holding stdout open (what ssh's ControlPersist master does to git); the
@@ -106,13 +106,6 @@ def test_common_harmless_names_are_not_credentials() -> None:
     ]
 
 
-@pytest.fixture
-def labsmith(tmp_path: Path) -> Path:
-    shutil.copytree(EXAMPLE, tmp_path / "labsmith", symlinks=True)
-    git_cmd(tmp_path / "labsmith", "init", "-q", "-b", "main")
-    return tmp_path / "labsmith"
-
-
 def _without_bwrap(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`ci-evals ARGS` where bubblewrap cannot be found (a PATH with git alone), with a
     credential in the environment."""
@@ -135,19 +128,21 @@ def _without_bwrap(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[st
 
 
 def test_check_fixtures_without_bwrap_runs_when_nothing_needs_a_sandbox(
-    labsmith: Path, tmp_path: Path
+    labsmith: ExampleLayout, tmp_path: Path
 ) -> None:
     # Checks only (--no-reviewer): nothing runs a program, nothing to isolate.
-    suite = str(labsmith / "ci-evals.yaml")
+    suite = str(labsmith.suite)
     done = _without_bwrap(tmp_path, "check-fixtures", "--suite", suite, "--no-reviewer",
                           "--out", str(tmp_path / "out"))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "isolation" not in done.stderr
 
 
-def test_check_fixtures_without_bwrap_names_a_flag_it_has(labsmith: Path, tmp_path: Path) -> None:
-    suite = str(labsmith / "ci-evals.yaml")
-    stub = f"stub:{labsmith / 'stub' / 'labsmith.yaml'}"
+def test_check_fixtures_without_bwrap_names_a_flag_it_has(
+    labsmith: ExampleLayout, tmp_path: Path
+) -> None:
+    suite = str(labsmith.suite)
+    stub = labsmith.model()
     args = ("check-fixtures", "--suite", suite, "--model", stub)
     refused = _without_bwrap(tmp_path, *args, "--out", str(tmp_path / "out"))
     assert refused.returncode == 2, refused.stderr

@@ -15,9 +15,7 @@ from ci_evals.graders import checks as checkmod
 from ci_evals.graders.checks import load_checks, run_checks
 from ci_evals.graders.scoring import load_policy
 from ci_evals.graders.trajectory import tool_uses
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "labsmith"
+from tests.conftest import EXAMPLE
 
 PLAN_SCHEMA = {
     "type": "object",
@@ -380,20 +378,20 @@ def test_files_default_is_at_least_one(tmp_path: Path) -> None:
 
 
 def test_the_example_suite_loads_and_its_fixture_passes_the_checks() -> None:
-    """examples/labsmith/ci-evals.yaml's checks and scoring, loaded as the suite loader will."""
-    root = yaml_source.load(EXAMPLE / "ci-evals.yaml").mapping(_AnyKey())
+    """ci-evals.yaml's (the example suite) checks and scoring, as the suite loader loads them."""
+    root = yaml_source.load(EXAMPLE.suite).mapping(_AnyKey())
     loaded = {}
     for stage in root["stages"].sequence():
         keys = stage.mapping(_AnyKey())
         if "checks" in keys:
             loaded[keys["name"].as_str()] = load_checks(
-                keys["checks"], suite_dir=EXAMPLE, plugin_dir=EXAMPLE / "plugin"
+                keys["checks"], suite_dir=EXAMPLE.root, plugin_dir=EXAMPLE.plugin
             )
     assert "plan-lab" in loaded
     assert load_policy(root["scoring"]).analytic_threshold == 3.0
     # Stage 3's curated fixture is known-good: its file checks must pass.
     files_only = [c for c in loaded["plan-lab"] if not isinstance(c, checkmod.TrajectoryUse)]
-    result = run_checks(files_only, EXAMPLE / "fixtures" / "3-plan-lab-output")
+    result = run_checks(files_only, EXAMPLE.fixtures / "3-plan-lab-output")
     assert [c.id for c in result.criteria if not c.passed] == []
     # The files, headings and schema are in the stage's contract (`produces`) now.
     assert [c.id for c in result.criteria] == ["plan-chapter-count"]

@@ -20,10 +20,9 @@ from ci_evals.graders.config import (
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.graders.scoring import ScoringPolicy
 from ci_evals.grading.files import grade_files
+from tests.conftest import EXAMPLE
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "labsmith"
-PLUGIN = EXAMPLE / "plugin"
+PLUGIN = EXAMPLE.plugin
 
 GOOD = [
     {"criterion": "chapter-count-consistent", "score": 1, "rationale": "3 == 3"},
@@ -62,13 +61,13 @@ class _AnyKey:
 
 def stage_grading(text: str = STAGE) -> StageGrading:
     extra = yaml_source.loads(text, "ci-evals.yaml").mapping(_AnyKey())
-    return load_stage_grading(extra, suite_dir=EXAMPLE, plugin_dir=PLUGIN)
+    return load_stage_grading(extra, suite_dir=EXAMPLE.root, plugin_dir=PLUGIN)
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     folder = tmp_path / "workspace"
-    shutil.copytree(EXAMPLE / "fixtures" / "3-plan-lab-output", folder)
+    shutil.copytree(EXAMPLE.fixtures / "3-plan-lab-output", folder)
     return folder
 
 
@@ -171,12 +170,12 @@ def test_stage_scoring_overrides_the_suite(workspace: Path) -> None:
 
 
 def test_every_example_stage_loads() -> None:
-    root = yaml_source.load(EXAMPLE / "ci-evals.yaml").mapping(_AnyKey())
+    root = yaml_source.load(EXAMPLE.suite).mapping(_AnyKey())
     names = []
     for stage in root["stages"].sequence():
         keys = stage.mapping(_AnyKey())
         extra = {k: v for k, v in keys.items() if k in ("reviewer", "checks", "graders", "scoring")}
-        grading = load_stage_grading(extra, suite_dir=EXAMPLE, plugin_dir=PLUGIN)
+        grading = load_stage_grading(extra, suite_dir=EXAMPLE.root, plugin_dir=PLUGIN)
         # A stage without grading keys is graded by its contract (`produces`).
         assert not grading.empty or "produces" in keys
         names.append(keys["name"].as_str())
