@@ -30,7 +30,8 @@ def _check(repo: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[i
 ERRORS = {
     "yaml syntax": (
         "version: 1\nroot: [plugin\n",
-        "stage_map.yaml:3:1: YAML syntax error: did not find expected ',' or ']'",
+        "stage_map.yaml:2:14: YAML syntax error: did not find expected ',' or ']' at the end "
+        "of the file (while parsing a flow sequence at 2:7)",
     ),
     "unknown top key": (
         _entry('"a.md"') + "foo: 1\n",

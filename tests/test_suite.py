@@ -340,7 +340,7 @@ def test_version_errors(tmp_path: Path) -> None:
 
 def test_yaml_syntax_error(tmp_path: Path) -> None:
     message = load_error(tmp_path, "version: 1\nstages: [\n")
-    assert message.startswith("ci-evals.yaml:3:1: YAML syntax error")
+    assert message.startswith("ci-evals.yaml:2:10: YAML syntax error")  # the last line, not past it
 
 
 def test_plugin_folder_missing(tmp_path: Path) -> None:
