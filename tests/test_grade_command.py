@@ -133,7 +133,13 @@ def test_a_changed_rubric_offline_needs_a_model_or_reuse(
 
     code, _ = grade(copy)
     assert code == 2
-    assert "has to run again" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has to run again (its agent file, prompt or rubrics changed)" in err
+    # The hint names a flag `grade` has: following it works, offline.
+    hint = err.rsplit("(", 1)[1]
+    assert hint.startswith("--reviewer skip ")
+    code, _ = grade(copy, *hint.split()[:2])
+    assert code == 0
 
     code, output = grade(copy, "--reviewer", "reuse")
     assert code == 0
@@ -142,6 +148,21 @@ def test_a_changed_rubric_offline_needs_a_model_or_reuse(
         if g.grader == "reviewer"
     )  # fmt: skip
     assert "re-used a scorecard written against other rubrics or prompt" in reviewer.warnings
+
+
+@pytest.mark.slow
+def test_an_explicit_rerun_says_it_was_asked_for(
+    copy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+    code, _ = grade(copy, "--reviewer", "rerun")  # nothing changed since the run
+
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "has to run again (--reviewer rerun asks for it): it needs a model" in err
+    assert "changed" not in err
 
 
 @pytest.mark.slow

@@ -53,6 +53,7 @@ class Target:
     reviewer: Literal["none", "reuse", "rerun", "skip"]
     saved_reviewer: GraderResult | None
     before: str  # the status before re-grading
+    why: str = ""  # why the reviewer runs again, said when that needs a model
 
 
 def plan(
@@ -79,15 +80,17 @@ def plan(
             saved = None
             if verdict is not None:
                 saved = next((g for g in verdict.graders if g.grader == GRADER), None)
+            action, why = _reviewer_action(stage, suite, saved, run_dir, mode)
             targets.append(
                 Target(
                     scenario=scenario,
                     result=result,
                     stage=stage,
                     stage_dir=stage_dir,
-                    reviewer=_reviewer_action(stage, suite, saved, run_dir, mode),
+                    reviewer=action,
                     saved_reviewer=saved,
                     before=result.status,
+                    why=why,
                 )
             )
     return targets, notes
@@ -112,20 +115,20 @@ def _stage(suite: Suite, result: StageResult) -> Stage:
 
 def _reviewer_action(
     stage: Stage, suite: Suite, saved: GraderResult | None, run_dir: Path, mode: ReviewerMode
-) -> Literal["none", "reuse", "rerun", "skip"]:
+) -> tuple[Literal["none", "reuse", "rerun", "skip"], str]:
+    """What to do with the stage's reviewer, and (for `rerun`) why, in words."""
     config = stage.grading.reviewer
     if config is None:
-        return "none"
-    if mode in ("skip", "rerun"):
-        return mode
-    usable = saved is not None and _raw_path(saved, run_dir) is not None
-    if mode == "reuse":
-        return "reuse"
+        return "none", ""
+    if mode != "auto":
+        return mode, "--reviewer rerun asks for it" if mode == "rerun" else ""
+    if saved is None or _raw_path(saved, run_dir) is None:
+        return "rerun", "it left no scorecard"
     assert stage.reviewer_prompt is not None
     current = fingerprint(config, suite.plugin.path, stage.reviewer_prompt, suite.root)
-    if usable and saved is not None and saved.fingerprint == current:
-        return "reuse"
-    return "rerun"
+    if saved.fingerprint != current:
+        return "rerun", "its agent file, prompt or rubrics changed"
+    return "reuse", ""
 
 
 def _raw_path(saved: GraderResult, run_dir: Path) -> Path | None:
