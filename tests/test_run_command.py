@@ -293,3 +293,72 @@ def test_secrets_in_our_environment_never_reach_the_agent(tmp_path: Path) -> Non
     assert "ANTHROPIC_API_KEY=stub-model-key" in dumped
     # The agent's HOME is private, inside the run's temp folder, not the real one.
     assert re.search(rf"^HOME={re.escape(str(temp))}/ci-evals-[^/]+/acme/agent/home$", dumped, re.M)
+
+
+# -- the stage-1 seed: fixtures/0-<name>/ is in the workspace before stage 1 -------------
+
+
+def _seeded(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The demo suite in a git repo, its map knowing the fixtures, with a seed that
+    stage 1 copies into what it writes (a real Bash call by the real CLI)."""
+    repo, suite, stub = _repo_with_stage_map(tmp_path)
+    stage_map = repo / "stage_map.yaml"
+    stage_map.write_text(stage_map.read_text().replace("entries:", "fixtures: fixtures\nentries:"))
+    seed = repo / "fixtures" / "0-codebase"
+    (seed / "src").mkdir(parents=True)
+    (seed / "src" / "app.py").write_text("print('seeded')\n")
+    seen = (
+        "  - name: s1-reads-the-seed\n    match: {command: demo:s1}\n    turns:\n"
+        "      - tools: [{bash: 'cat src/app.py > out1.md'}]\n"
+        "      - text: stage 1 done\n"
+    )
+    stub.write_text("rules:\n" + seen + default_rules())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "seed")
+    return repo, suite, stub
+
+
+@pytest.mark.slow
+def test_stage_one_starts_from_the_seed(tmp_path: Path) -> None:
+    repo, suite, stub = _seeded(tmp_path)
+    (repo / "fixtures" / "0-codebase" / "src" / "app.py").write_text("print('changed')\n")
+    git(repo, "commit", "-q", "-am", "change the seed")
+    out = tmp_path / "out"
+
+    # compute-stage and run agree: a change to the seed runs from stage 1 ...
+    answer = ci_evals("compute-stage", "HEAD~1", cwd=repo)
+    assert answer.stdout == "1\n", answer.stderr
+    assert "fixture 0 is what stage 1 starts from" in answer.stderr
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--base", "HEAD~1",
+        "--out", str(out), cwd=repo,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("from stage 1: fixture-changed")
+
+    # ... and stage 1's agent found the seed's file in its workspace.
+    stage1 = out / "acme" / "1-s1"
+    assert (stage1 / "produced" / "out1.md").read_text() == "print('changed')\n"
+    # The seed is input, not output: not in what stage 1 produced, but in its after/.
+    result = read_results(out)
+    assert [c.path for c in result.scenarios[0].stages[0].produced] == ["out1.md"]
+    assert (stage1 / "after" / "src" / "app.py").read_text() == "print('changed')\n"
+
+
+@pytest.mark.slow
+def test_a_later_start_lays_the_seed_under_the_fixtures(tmp_path: Path) -> None:
+    repo, suite, stub = _seeded(tmp_path)
+    stub.write_text(
+        "rules:\n  - name: s3-lists\n    match: {command: demo:s3}\n    turns:\n"
+        "      - tools: [{bash: 'cat src/app.py out1.md out2.md > out3.md'}]\n"
+        "      - text: stage 3 done\n" + default_rules()
+    )
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "3",
+        "--out", str(out), cwd=repo,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "acme" / "3-s3" / "produced" / "out3.md").read_text() == (
+        "print('seeded')\nfixture 1\nfixture 2\n"
+    )

@@ -201,6 +201,13 @@ class Suite:
         number = stage if isinstance(stage, int) else stage.number
         return self.fixtures_for(scenario) / self.stages[number - 1].fixture_dirname
 
+    def seed_dir(self, scenario: Scenario | None = None) -> Path | None:
+        """The stage-1 seed: `fixtures/0-<name>/` (in a scenario's own set,
+        `fixtures/NAME/0-<name>/`), laid into every workspace before fixtures
+        1..N-1, whatever stage the run starts at; None when there is none. The
+        one rule is `contracts.seed_folder` (the contracts count it as stage 0)."""
+        return contracts.seed_folder(self.fixtures_for(scenario))
+
     @staticmethod
     def template_values(
         stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path

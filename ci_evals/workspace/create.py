@@ -4,7 +4,8 @@ Layout, under the folder `parent` the runner picks (a temporary folder outside t
 repository and the run folder: `$TMPDIR/ci-evals-<run-id>-*/`):
 
     parent/plugin/     a copy of the suite's plugin; the SDK loads it as a local plugin
-    parent/workspace/  the agent's folder: fixtures 1..N-1 merged in, plus links
+    parent/workspace/  the agent's folder: the seed `fixtures/0-<name>/` (if there is
+                       one), then fixtures 1..N-1 merged over it, plus links
                        `agents -> ../plugin/agents`, `skills -> ../plugin/skills`, ...
 
 Why copies and not links into the repository: the agent runs with permissions
@@ -59,7 +60,7 @@ class Workspace:
     parent: Path  # the folder holding both below; remove it to clean up
     root: Path  # the agent's workspace (`{workspace}` in templates)
     plugin: Path  # the plugin copy (`{plugin}`; the SDK's local plugin path)
-    fixtures: tuple[Path, ...]  # fixture folders laid down, in order
+    fixtures: tuple[Path, ...]  # fixture folders laid down, in order (the seed first)
     links: tuple[str, ...] = field(default=())  # component links made in `root`
     # What `root` holds right after set-up, with fixture files not yet hashed:
     # pass it as `previous` to the first `take_snapshot` (see snapshot.py).
@@ -125,7 +126,8 @@ class _Plan:
 def check_fixtures(
     suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
 ) -> tuple[Path, ...]:
-    """Check that fixtures 1..N-1 exist and hold no escaping links; return their folders.
+    """Check that the seed (if any) and fixtures 1..N-1 exist and hold no escaping
+    links; return their folders, in the order they are laid down.
 
     `scenario`'s own fixtures when it has some, else the suite's. Called by
     `run` before anything starts; `create_workspace` calls it again.
