@@ -55,6 +55,12 @@ def grade(copy: Path, *args: str) -> tuple[int, Path]:
     return code, output
 
 
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model can be reached: no key, no token, no URL."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def set_threshold(copy: Path, value: float) -> None:
     suite = copy / "suite" / "ci-evals.yaml"
     text = suite.read_text()
@@ -126,8 +132,7 @@ def test_a_changed_rubric_runs_the_reviewer_again_but_no_stage(
 def test_a_changed_rubric_offline_needs_a_model_or_reuse(
     copy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+    offline(monkeypatch)
     rubric = copy / "suite" / "plugin" / "references/evaluation/checklist/s1/written.md"
     rubric.write_text("# Written, stricter\n")
 
@@ -154,8 +159,7 @@ def test_a_changed_rubric_offline_needs_a_model_or_reuse(
 def test_an_explicit_rerun_says_it_was_asked_for(
     copy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+    offline(monkeypatch)
 
     code, _ = grade(copy, "--reviewer", "rerun")  # nothing changed since the run
 

@@ -71,6 +71,13 @@ def plan(
             if not graded or result.trajectory is None:
                 notes.append(f"{where}: {result.status}, not graded")
                 continue
+            if result.stub_misses:
+                # What the graders saw was never scripted: no re-grading makes it a result.
+                notes.append(
+                    f"{where}: {result.status}, the stub model had no answer for "
+                    f"{len(result.stub_misses)} request(s); not re-graded"
+                )
+                continue
             stage = _stage(suite, result)
             stage_dir = run_dir / Path(result.trajectory).parent
             if not (stage_dir / AFTER_DIR).is_dir():
