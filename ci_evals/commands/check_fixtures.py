@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from ci_evals.commands import isolation
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.fs.walk import walk
+from ci_evals.text import display_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -246,7 +247,7 @@ def _chosen(suite: Suite, keys: list[str], scenario: Scenario) -> tuple[list[Sta
             if not suite.fixture_dir(stage, scenario).is_dir():
                 raise UserError(
                     f"stage {stage.number} ({stage.name}) has no fixture folder: "
-                    f"{suite.fixture_dir(stage, scenario)}",
+                    f"{display_path(suite.fixture_dir(stage, scenario))}",
                     field="--stage",
                 )
             if stage.grading.empty:
@@ -286,7 +287,9 @@ def _overlay(fixture: Path, root: Path) -> None:
             target = os.readlink(entry.path)
             inside = os.path.normpath(os.path.join(os.path.dirname(entry.path), target))
             if os.path.isabs(target) or not inside.startswith(str(fixture) + os.sep):
-                raise UserError(f"fixture link leaves its folder: {entry.path} -> {target}")
+                raise UserError(
+                    f"fixture link leaves its folder: {display_path(entry.path)} -> {target}"
+                )
             if os.path.lexists(dest):
                 os.unlink(dest)
             os.symlink(target, dest)

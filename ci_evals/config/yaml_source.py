@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ci_evals.errors import UserError
+from ci_evals.text import display_path
 
 try:  # the C loader is ~10x faster; fall back where libyaml is missing
     from yaml import CSafeLoader as _Loader
@@ -227,9 +228,10 @@ def _constructor() -> yaml.constructor.SafeConstructor:
 def load(path: Path, display: str | None = None) -> Field:
     """Parse one YAML document into a root `Field`; syntax errors become `UserError`s.
 
-    `display` is the name used in error messages (defaults to `path`).
+    `display` is the name used in error messages (default: `path` as seen from
+    the current folder, `text.display_path`).
     """
-    name = display if display is not None else str(path)
+    name = display if display is not None else display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -48,6 +48,7 @@ from ci_evals.fs.snapshot import (
 from ci_evals.fs.walk import walk
 from ci_evals.suite.contracts import seed_folder
 from ci_evals.suite.load import Scenario, Stage, Suite
+from ci_evals.text import display_path
 
 PLUGIN_DIR = "plugin"
 WORKSPACE_DIR = "workspace"
@@ -153,7 +154,8 @@ def _plan(
         if not folder.is_dir():
             whose = f" of scenario {scenario.id!r}" if scenario and scenario.fixtures else ""
             raise UserError(
-                f"missing fixture folder{whose} for stage {stage.number} ({stage.name}): {folder}",
+                f"missing fixture folder{whose} for stage {stage.number} ({stage.name}): "
+                f"{display_path(folder)}",
                 file=suite.display,
                 hint=_missing_fixture_hint(suite.fixtures_for(scenario), stage.number, number),
             )
@@ -164,7 +166,7 @@ def _plan(
             _add_fixture(plan, folder)
         except OSError as exc:
             raise UserError(
-                f"cannot read fixture {exc.filename or folder}: {exc.strerror or exc}"
+                f"cannot read fixture {display_path(exc.filename or folder)}: {exc.strerror or exc}"
             ) from None
     _check_merged_links(plan)
     return tuple(folders), plan
@@ -184,7 +186,7 @@ def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
         return f"found {', '.join(near)}; the folder must be named <k>-<stage name>-output"
     return (
         f"a run from stage {from_stage} lays down the outputs of stages 1-{from_stage - 1}"
-        f" from {fixtures}/<k>-<stage>-output/"
+        f" from {display_path(fixtures)}/<k>-<stage>-output/"
     )
 
 
@@ -204,7 +206,8 @@ def _add_fixture(plan: _Plan, folder: Path) -> None:
             plan.files[rel] = entry.path
         else:
             raise UserError(
-                f"fixture holds something that is not a file, folder or link: {entry.path}"
+                "fixture holds something that is not a file, folder or link: "
+                f"{display_path(entry.path)}"
             )
 
 
@@ -212,13 +215,13 @@ def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
     """Refuse a link that is absolute or leaves its fixture folder."""
     if os.path.isabs(target):
         raise UserError(
-            f"fixture link {path} -> {target} is absolute",
+            f"fixture link {display_path(path)} -> {target} is absolute",
             hint="links in fixtures must be relative and stay inside their fixture folder",
         )
     resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
     if resolved == ".." or resolved.startswith(".." + os.sep):
         raise UserError(
-            f"fixture link {path} -> {target} points outside {folder}",
+            f"fixture link {display_path(path)} -> {target} points outside {display_path(folder)}",
             hint="links in fixtures must stay inside their fixture folder",
         )
 
@@ -237,7 +240,7 @@ def _check_merged_links(plan: _Plan) -> None:
         problem = _resolve_inside(plan.links, rel, target)
         if problem:
             raise UserError(
-                f"fixture link {plan.link_sources[rel]} -> {target} {problem}",
+                f"fixture link {display_path(plan.link_sources[rel])} -> {target} {problem}",
                 hint="links in fixtures must stay inside their fixture folder",
             )
 
@@ -281,7 +284,8 @@ def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:
         plan.links.pop(rel, None)
         return
     raise UserError(
-        f"fixture {path} is a {kind}, but an earlier fixture has a {earlier} at {rel}",
+        f"fixture {display_path(path)} is a {kind}, but an earlier fixture has a {earlier} "
+        f"at {rel}",
         hint="a later fixture can replace files, not turn a folder into a file or back",
     )
 
@@ -302,7 +306,7 @@ def create_workspace(
     for path in (plugin, root):
         if os.path.lexists(path):
             raise UserError(
-                f"workspace folder already exists: {path}",
+                f"workspace folder already exists: {display_path(path)}",
                 hint="every scenario and repeat needs a fresh folder",
             )
     _copy_plugin(suite.plugin.path, plugin)
@@ -333,9 +337,9 @@ def _copy_plugin(source: Path, dest: Path) -> None:
     try:
         shutil.copytree(source, dest, symlinks=False)
     except shutil.Error as exc:
-        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+        raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
     except OSError as exc:
-        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+        raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
 
 
 def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:
