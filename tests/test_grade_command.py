@@ -201,3 +201,23 @@ def test_grade_keeps_the_results_json_it_reads(copy: Path) -> None:
                  "--output", str(copy / "run" / "results.json")])  # fmt: skip
     assert code == 2
     assert json.loads((copy / "run" / "results.json").read_text())["run_id"] == "graded"
+
+
+@pytest.mark.slow
+def test_a_rerun_reviewer_the_stub_cannot_answer_makes_its_stage_an_error(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offline(monkeypatch)
+    script = copy / "suite" / "stub.yaml"
+    text = script.read_text()
+    start = text.index("  - name: review-valid")
+    silent = copy / "silent.yaml"  # the stages' rules only: the reviewer matches none
+    silent.write_text(text[:start] + text[text.index("  - name: s1\n") :])
+
+    code, output = grade(copy, "--reviewer", "rerun", "--model", f"stub:{silent}")
+
+    assert code == 1
+    s1 = read_results(output).scenarios[0].stages[0]
+    assert s1.status == "error"
+    assert s1.stub_misses and {m.outcome for m in s1.stub_misses} == {"unmatched"}
+    assert (s1.error or "").startswith("the stub model had no scripted answer")

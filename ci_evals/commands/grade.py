@@ -137,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 env_for=env_for,
                 model=opened.model,
                 sandbox=sandbox,
+                watch=opened.watch,
             )
         )
     regrade.finish(result, suite)

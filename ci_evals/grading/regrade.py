@@ -21,12 +21,13 @@ graded and keeps its status: nothing ran to grade.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ci_evals.agents import Abort, Agent
+from ci_evals.endpoints.base import ENDPOINT_NAMES, Watch
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
@@ -34,7 +35,13 @@ from ci_evals.graders.reviewer import GRADER, fingerprint, plugin_relative
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.results.criteria import GraderResult
-from ci_evals.results.model import RunResult, ScenarioResult, StageResult, dump_results
+from ci_evals.results.model import (
+    RunResult,
+    ScenarioResult,
+    StageResult,
+    dump_results,
+    record_stub_misses,
+)
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
@@ -195,8 +202,14 @@ async def regrade(
     model: str | None,
     abort: Abort | None = None,
     sandbox: str = "local",
+    watch: Callable[[], Watch] | None = None,
 ) -> None:
-    """Grade every target again; its stage result takes the new verdict."""
+    """Grade every target again; its stage result takes the new verdict.
+
+    With `watch` (the stub), each reviewer that runs again is its own caller:
+    requests of it the script could not answer make its stage an `error`, as
+    in a run.
+    """
     abort = abort or Abort()
     for target in targets:
         target.result.graded = not target.stage.grading.empty
@@ -208,6 +221,7 @@ async def regrade(
         reused = None
         if target.reviewer == "reuse":
             reused = reuse_reviewer(target, suite, run_dir)
+        caller = watch() if watch is not None and target.reviewer == "rerun" else None
         scenario = Scenario(id=target.scenario.id, inputs=dict(target.scenario.inputs))
         folder = out_dir / target.stage_dir.relative_to(run_dir)
         job = GradeJob(
@@ -219,7 +233,7 @@ async def regrade(
             out_dir=folder,
             work_dir=out_dir / ".work" / target.stage_dir.relative_to(run_dir),
             run_dir=run_dir,
-            env_for=env_for,
+            env_for=env_for if caller is None else _with_endpoint(env_for, caller.env),
             model=model,
             sandbox=sandbox,
         )
@@ -232,6 +246,22 @@ async def regrade(
             skip_reviewer=target.reviewer == "skip",
         )
         apply_verdict(target.result, verdict)
+        if caller is not None:
+            record_stub_misses(target.result, caller.misses())
+
+
+def _with_endpoint(
+    env_for: Callable[[Path], dict[str, str]], endpoint: Mapping[str, str]
+) -> Callable[[Path], dict[str, str]]:
+    """`env_for`, its model endpoint variables replaced by `endpoint`'s."""
+
+    def env(root: Path) -> dict[str, str]:
+        return {
+            **env_for(root),
+            **{name: value for name, value in endpoint.items() if name in ENDPOINT_NAMES},
+        }
+
+    return env
 
 
 def reruns(targets: list[Target]) -> Iterator[Target]:

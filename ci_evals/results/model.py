@@ -48,6 +48,7 @@ __all__ = [
     "json_schema",
     "printable_path",
     "read_results",
+    "record_stub_misses",
     "stub_miss_error",
     "write_results",
 ]
@@ -129,6 +130,25 @@ def stub_miss_error(misses: list[StubMiss]) -> str:
         f"the stub model had no scripted answer for {len(misses)} request(s) "
         f"({', '.join(kinds)}): {misses[0].text}"
     )
+
+
+def record_stub_misses(stage: StageResult, misses: list[StubMiss]) -> None:
+    """Record what the stub had no answer for; any makes the stage an `error`.
+
+    An unmatched request (or one past a rule's last turn) means the script and
+    the suite disagree: whatever the graders then said is about an answer
+    nobody scripted, so it is neither a pass nor a failure of the plugin. A
+    stage that hit a limit keeps `limit` (its `limit_hit` says which); it is
+    no pass either way. Used by the runner and by `ci-evals grade`.
+    """
+    if not misses:
+        return
+    stage.stub_misses = [*stage.stub_misses, *misses]
+    if stage.status == "limit":
+        return
+    before = stage.error
+    stage.status = "error"
+    stage.error = stub_miss_error(stage.stub_misses) + (f" (then: {before})" if before else "")
 
 
 class StageResult(_Model):

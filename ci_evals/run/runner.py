@@ -59,7 +59,7 @@ from ci_evals.results.model import (
     StageResult,
     SuiteIdentity,
     file_changes,
-    stub_miss_error,
+    record_stub_misses,
     write_results,
 )
 from ci_evals.results.summary import summarize_run
@@ -472,23 +472,8 @@ def _never_graded(stage_result: StageResult, *, interrupted: bool) -> None:
 
 
 def _record_misses(stage_result: StageResult, watch: Watch | None) -> None:
-    """Record what the stub had no answer for; any makes the stage an `error`.
-
-    An unmatched request (or one past a rule's last turn) means the script and
-    the suite disagree: whatever the graders then said is about an answer
-    nobody scripted, so it is neither a pass nor a failure of the plugin. A
-    stage that hit a limit keeps `limit` (its `limit_hit` says which); it is
-    no pass either way.
-    """
-    misses = watch.misses() if watch is not None else []
-    if not misses:
-        return
-    stage_result.stub_misses = misses
-    if stage_result.status == "limit":
-        return
-    before = stage_result.error
-    stage_result.status = "error"
-    stage_result.error = stub_miss_error(misses) + (f" (then: {before})" if before else "")
+    if watch is not None:
+        record_stub_misses(stage_result, watch.misses())
 
 
 def _relative(path: Path, run_dir: Path) -> str:
