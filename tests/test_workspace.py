@@ -520,8 +520,10 @@ def test_two_seeds_are_an_error_naming_both(top: Path) -> None:
     write(top / "fixtures" / "0-old" / "b.md")
     with pytest.raises(UserError) as info:
         check_fixtures(suite_at(top), 1)
-    assert "holds 2 stage-1 seeds: 0-codebase, 0-old" in str(info.value)
-    assert str(info.value).startswith("ci-evals.yaml: ")
+    assert str(info.value) == (
+        f"{top / 'fixtures'} holds 2 stage-1 seeds: 0-codebase, 0-old "
+        "(keep one 0-<name>/ folder; merge the others into it)"
+    )
 
 
 def test_a_file_named_like_a_seed_is_not_one(top: Path, tmp_path: Path) -> None:
