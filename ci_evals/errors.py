@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ci_evals.text import display_path
+
 EXIT_OK = 0
 EXIT_FAIL = 1  # the check ran and found problems (uncovered files, failed stages)
 EXIT_USAGE = 2  # the input is wrong: config error, unknown option, unknown stage
@@ -24,8 +26,9 @@ EXIT_INTERRUPTED = 130
 class UserError(Exception):
     """A mistake in the user's input, reported as one line.
 
-    `file`, `line` (1-based), `column` (1-based) and `field` locate it; `hint`
-    says what to do about it.
+    `file`, `line` (1-based), `column` (1-based) and `field` locate it (an
+    absolute `file` is shown relative to the current folder); `hint` says what
+    to do about it.
     """
 
     def __init__(
@@ -41,7 +44,11 @@ class UserError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
+        # An absolute path is shown from the current folder, as every message shows
+        # paths (`text.display_path`); a name given relative is the caller's choice.
         self.file = None if file is None else os.fspath(file)
+        if self.file is not None and os.path.isabs(self.file):
+            self.file = display_path(self.file)
         self.line = line
         self.column = column
         self.field = field

@@ -173,6 +173,14 @@ def blob_at(repo: Path, commit: str, path: str) -> bytes | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def ref_names(repo: Path) -> list[str]:
+    """Every branch, remote branch and tag by its short name (`main`, `origin/main`)."""
+    result = run(repo, "for-each-ref", "--format=%(refname:short)", check=False)
+    if result.returncode != 0:
+        return []
+    return result.stdout.decode("utf-8", "replace").splitlines()
+
+
 def parents(repo: Path, commit: str) -> list[str]:
     """The parents of `commit` as this clone sees them (none past a shallow boundary)."""
     result = run(repo, "rev-list", "--parents", "-n", "1", "--end-of-options", commit)

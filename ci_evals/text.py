@@ -5,9 +5,14 @@ an exception's text, a reviewer's complaint or GitHub's message fits the one
 line an error, a criterion or a results field gives it; with `limit`, a longer
 line is cut and ends with `ellipsis` (the result then has exactly `limit`
 characters).
+
+`display_path` is how a message names a file or folder: relative to the
+current folder, as git names paths, whatever form the path was given in.
 """
 
 from __future__ import annotations
+
+import os
 
 
 def one_line(text: str, limit: int | None = None, *, ellipsis: str = "...") -> str:
@@ -16,3 +21,21 @@ def one_line(text: str, limit: int | None = None, *, ellipsis: str = "...") -> s
     if limit is None or len(line) <= limit:
         return line
     return line[: limit - len(ellipsis)] + ellipsis
+
+
+def display_path(path: str | os.PathLike[str], cwd: str | None = None) -> str:
+    """`path` as a message shows it: relative to `cwd` (default: the current folder).
+
+    As git does, a path elsewhere climbs with `..` (`../shared/rubric.md`);
+    one whose only common folder with `cwd` is the file system's root (a temp
+    folder seen from a repository) stays absolute, which says more than a row
+    of `../`. A path is normalised, never resolved: links are not followed.
+    """
+    absolute = os.path.abspath(path)
+    try:
+        here = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+    except OSError:  # the current folder was removed
+        return absolute
+    if here != os.sep and os.path.commonpath([absolute, here]) == os.sep:
+        return absolute
+    return os.path.relpath(absolute, here)

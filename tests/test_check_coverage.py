@@ -29,6 +29,13 @@ FAILED = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _from_the_repository(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from the top of the repository, as the hook does: messages name the map
+    from the current folder (`text.display_path`), so there it is `stage_map.yaml`."""
+    monkeypatch.chdir(repo)
+
+
 def _write(repo: Path, relative: str, text: str = "x\n") -> None:
     path = repo / relative
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -255,3 +262,41 @@ def test_global_and_fixture_files_need_no_entry_but_keep_an_entry_alive(
     git(plugin_repo, "add", ".")
     code, out, _ = _run(plugin_repo, capsys)
     assert code == 0, out
+
+
+def test_from_a_sub_folder_messages_climb_but_annotations_do_not(
+    plugin_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person reads `../../stage_map.yaml`; GitHub needs the path from the top."""
+    dead = '  - { glob: "README.md", stage: 3 }\n  - { glob: "gone.md", stage: 1 }\n'
+    (plugin_repo / "stage_map.yaml").write_text(
+        MAP.replace('  - { glob: "README.md", stage: 3 }\n', dead)
+    )
+    git(plugin_repo, "add", ".")
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(tmp_path / "out")}
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    result = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "check-coverage"],
+        cwd=plugin_repo / "plugin" / "agents", env=env, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "../../stage_map.yaml:" in result.stdout
+    annotations = [line for line in result.stdout.splitlines() if line.startswith("::")]
+    assert annotations and all("file=stage_map.yaml," in line for line in annotations)
+    assert "../" not in (tmp_path / "summary.md").read_text()
+
+
+def test_a_map_error_in_actions_annotates_the_repo_relative_file(
+    plugin_repo: Path, tmp_path: Path
+) -> None:
+    (plugin_repo / "stage_map.yaml").write_text("version: 1\nroot: [plugin\n")
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(tmp_path / "out")}
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    result = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "check-coverage"],
+        cwd=plugin_repo / "plugin", env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "ci-evals: error: ../stage_map.yaml:2:" in result.stderr
+    assert "::error file=stage_map.yaml,line=2," in result.stdout

@@ -151,3 +151,23 @@ def test_a_missing_fixture_is_said_for_the_stages_produces_too(
     assert (
         "note: stage 4 (plan-chapter): consumes not checked: a fixture before it is missing" in out
     )
+
+
+def test_the_seed_is_laid_down_and_checked(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = example / "fixtures" / "0-codebase"
+    (seed / "notes").mkdir(parents=True)
+    (seed / "notes" / "brief.md").write_text("what stage 1 starts from\n")
+
+    assert check(example, tmp_path / "out", "--no-reviewer") == 0
+    out = capsys.readouterr().out
+    assert "fixtures/0-codebase (seed of stage 1): lays down, 1 file(s) and link(s)" in out
+    assert "fixtures/3-plan-lab-output (stage 3 plan-lab): passed" in out
+
+    # A seed a run would refuse, check-fixtures refuses too, naming the link.
+    (seed / "escape").symlink_to("../../ci-evals.yaml")
+    assert check(example, tmp_path / "bad", "--no-reviewer") == 2
+    err = capsys.readouterr().err
+    assert "fixture link" in err and "0-codebase/escape -> ../../ci-evals.yaml" in err
+    assert "points outside" in err

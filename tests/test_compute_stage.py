@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -296,3 +298,94 @@ def test_hot_path_imports_nothing_heavy(feature: Path) -> None:
     assert "yaml" in modules  # sanity: the list is the real one
     heavy = {"pydantic", "claude_agent_sdk", "docker", "http.client", "urllib.request", "git"}
     assert not heavy & modules
+
+
+# -- BASE names no commit: the fail-safe answer, a warning that cannot be missed, --strict
+
+
+def test_a_base_that_names_no_commit_answers_1_with_a_warning(
+    feature: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compute-stage", "mian"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "1\n"  # fail-safe: everything runs
+    warning, reason = err.splitlines()
+    assert warning == (
+        "ci-evals compute-stage: warning: BASE 'mian' names no commit in this clone "
+        "(did you mean 'main'?); answering 1: every stage runs (--strict exits 2 instead)"
+    )
+    assert "\033" not in err  # not a terminal: no colour
+    assert reason.startswith("ci-evals compute-stage: stage 1 (base-missing)")
+
+
+@pytest.mark.parametrize("form", [[], ["--json"], ["--explain"]])
+def test_strict_exits_2_when_base_names_no_commit(
+    feature: Path, capsys: pytest.CaptureFixture[str], form: list[str]
+) -> None:
+    assert main(["compute-stage", "mian", "--strict", *form]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no answer a script could take for a real one
+    assert err == (
+        "ci-evals: error: BASE: BASE 'mian' names no commit in this clone (did you mean "
+        "'main'?) (check the name, or fetch it; without --strict the answer is 1 (every stage))\n"
+    )
+
+
+def test_strict_changes_nothing_when_base_exists(
+    feature: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compute-stage", "main", "--strict"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "2\n"
+    assert "warning" not in err
+
+
+def test_no_near_name_no_guess(feature: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compute-stage", "zzzzzzzz"]) == 0
+    assert "did you mean" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_the_warning_is_coloured_on_a_terminal(feature: Path, no_color: bool) -> None:
+    primary, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "GITHUB_ACTIONS")}
+    if no_color:
+        env["NO_COLOR"] = "1"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "ci_evals", "compute-stage", "mian"],
+            cwd=feature, env=env, stdout=subprocess.PIPE, stderr=secondary, timeout=60,
+            check=False,
+        )  # fmt: skip
+        os.close(secondary)
+        err = b""
+        while True:
+            try:
+                data = os.read(primary, 4096)
+            except OSError:  # EIO: every writer has gone
+                break
+            if not data:
+                break
+            err += data
+    finally:
+        os.close(primary)
+    assert result.returncode == 0
+    assert result.stdout == b"1\n"
+    coloured = b"ci-evals compute-stage: \033[1;33mwarning:\033[0m BASE 'mian'" in err
+    assert coloured is not no_color
+    assert b"warning: BASE 'mian'" in err or coloured
+
+
+def test_in_actions_a_missing_base_is_a_warning_annotation(
+    feature: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "github_output"))
+    assert main(["compute-stage", "mian"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "1\n"  # CI keeps the fail-safe answer
+    annotations = [line for line in err.splitlines() if line.startswith("::")]
+    assert len(annotations) == 1
+    assert annotations[0].startswith("::warning title=ci-evals compute-stage%3A 1::stage 1")

@@ -603,6 +603,21 @@ def test_a_broken_event_file_is_a_user_error(tmp_path: Path) -> None:
         comment_on_pull_request("x", event_name="pull_request", event_path=bad, settings=settings)
 
 
+def _on_a_pull_request(github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment of an Actions job on a pull request, GitHub played by `github`."""
+    event = _event(tmp_path, {"pull_request": {"number": PR}})
+    for name, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": TOKEN,
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
 def test_the_report_command_posts_and_then_leaves_an_unchanged_comment(
     github: FakeGitHub,
     tmp_path: Path,
@@ -615,17 +630,7 @@ def test_the_report_command_posts_and_then_leaves_an_unchanged_comment(
 
     run_dir = tmp_path / "run"
     write_results(run_dir, finished(a_run(scenario("acme", passed_stage(1)))))
-    event = _event(tmp_path, {"pull_request": {"number": PR}})
-    for name, value in {
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": TOKEN,
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-    }.items():
-        monkeypatch.setenv(name, value)
+    _on_a_pull_request(github, tmp_path, monkeypatch)
 
     assert main(["report", str(run_dir), "--comment", "--markdown", str(tmp_path / "s.md")]) == 0
     assert main(["report", str(run_dir), "--comment", "--markdown", str(tmp_path / "s.md")]) == 0
@@ -726,3 +731,23 @@ def test_a_plain_403_is_never_retried(github: FakeGitHub) -> None:
     github.fail["POST"] = READ_ONLY
     assert post(github).action == "skipped-read-only"
     assert github.methods() == ["GET", "POST"]
+
+
+def test_the_comment_names_stub_mismatches(
+    github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ci_evals.main import main  # noqa: PLC0415
+    from ci_evals.results.model import write_results  # noqa: PLC0415
+    from tests.test_report import a_run, finished, scenario, stub_missed_stage  # noqa: PLC0415
+
+    run_dir = tmp_path / "run"
+    write_results(run_dir, finished(a_run(scenario("acme", stub_missed_stage(1)))))
+    _on_a_pull_request(github, tmp_path, monkeypatch)
+
+    assert main(["report", str(run_dir), "--comment", "--markdown", str(tmp_path / "s.md")]) == 1
+
+    (comment,) = github.comments
+    body = str(comment["body"])
+    assert "**Stub script mismatch:** 3 request(s) in 1 stage(s)" in body
+    assert "| 1 s1 | error:stub |" in body
+    assert "stub: rule 'r' has no turn 3 (it scripts 2)" in body

@@ -55,6 +55,12 @@ def grade(copy: Path, *args: str) -> tuple[int, Path]:
     return code, output
 
 
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model can be reached: no key, no token, no URL."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def set_threshold(copy: Path, value: float) -> None:
     suite = copy / "suite" / "ci-evals.yaml"
     text = suite.read_text()
@@ -126,14 +132,19 @@ def test_a_changed_rubric_runs_the_reviewer_again_but_no_stage(
 def test_a_changed_rubric_offline_needs_a_model_or_reuse(
     copy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+    offline(monkeypatch)
     rubric = copy / "suite" / "plugin" / "references/evaluation/checklist/s1/written.md"
     rubric.write_text("# Written, stricter\n")
 
     code, _ = grade(copy)
     assert code == 2
-    assert "has to run again" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has to run again (its agent file, prompt or rubrics changed)" in err
+    # The hint names a flag `grade` has: following it works, offline.
+    hint = err.rsplit("(", 1)[1]
+    assert hint.startswith("--reviewer skip ")
+    code, _ = grade(copy, *hint.split()[:2])
+    assert code == 0
 
     code, output = grade(copy, "--reviewer", "reuse")
     assert code == 0
@@ -142,6 +153,20 @@ def test_a_changed_rubric_offline_needs_a_model_or_reuse(
         if g.grader == "reviewer"
     )  # fmt: skip
     assert "re-used a scorecard written against other rubrics or prompt" in reviewer.warnings
+
+
+@pytest.mark.slow
+def test_an_explicit_rerun_says_it_was_asked_for(
+    copy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offline(monkeypatch)
+
+    code, _ = grade(copy, "--reviewer", "rerun")  # nothing changed since the run
+
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "has to run again (--reviewer rerun asks for it): it needs a model" in err
+    assert "changed" not in err
 
 
 @pytest.mark.slow
@@ -176,3 +201,23 @@ def test_grade_keeps_the_results_json_it_reads(copy: Path) -> None:
                  "--output", str(copy / "run" / "results.json")])  # fmt: skip
     assert code == 2
     assert json.loads((copy / "run" / "results.json").read_text())["run_id"] == "graded"
+
+
+@pytest.mark.slow
+def test_a_rerun_reviewer_the_stub_cannot_answer_makes_its_stage_an_error(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offline(monkeypatch)
+    script = copy / "suite" / "stub.yaml"
+    text = script.read_text()
+    start = text.index("  - name: review-valid")
+    silent = copy / "silent.yaml"  # the stages' rules only: the reviewer matches none
+    silent.write_text(text[:start] + text[text.index("  - name: s1\n") :])
+
+    code, output = grade(copy, "--reviewer", "rerun", "--model", f"stub:{silent}")
+
+    assert code == 1
+    s1 = read_results(output).scenarios[0].stages[0]
+    assert s1.status == "error"
+    assert s1.stub_misses and {m.outcome for m in s1.stub_misses} == {"unmatched"}
+    assert (s1.error or "").startswith("the stub model had no scripted answer")

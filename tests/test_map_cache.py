@@ -40,6 +40,13 @@ PATHS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _from_the_repository(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from the top of the repository, as the hook does: messages name the map
+    from the current folder (`text.display_path`), so there it is `stage_map.yaml`."""
+    monkeypatch.chdir(repo)
+
+
 @pytest.fixture
 def plugin(repo: Path) -> Path:
     (repo / "plugin").mkdir()

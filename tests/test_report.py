@@ -541,3 +541,61 @@ def test_a_stub_run_s_cost_is_said_to_be_simulated() -> None:
         props = ET.fromstring(junit_xml(result)).find(".//properties")
         assert props is not None
         assert {p.get("name"): p.get("value") for p in props}["cost_simulated"] == simulated
+
+
+# ------------------------------------------------------------------ stub mismatches
+
+
+EXHAUSTED = "stub: rule 'r' has no turn 3 (it scripts 2)"
+
+
+def stub_missed_stage(number: int) -> StageResult:
+    """A stage the stub could not answer twice (and once alike): graded, but an error."""
+    from ci_evals.results.model import StubMiss, stub_miss_error  # noqa: PLC0415
+
+    misses = [
+        StubMiss(outcome="unmatched", text="stub: no rule matched this request (command='x:y')"),
+        StubMiss(outcome="unmatched", text="stub: no rule matched this request (command='x:y')"),
+        StubMiss(outcome="exhausted", rule="r", turn=3, text=EXHAUSTED),
+    ]
+    graded = verdict("passed", "all passed", criterion("a", True))
+    return stage(number, "error", error=stub_miss_error(misses), grading=graded, stub_misses=misses)
+
+
+def test_stub_misses_make_an_error_in_both_reports_whatever_the_verdict() -> None:
+    result = a_run(scenario("acme", passed_stage(1), stub_missed_stage(2)))
+    from ci_evals.report.verify import problems  # noqa: PLC0415
+
+    assert problems(result) == []  # an error with a passing verdict: consistent, by this rule
+
+    root = parse(junit_xml(result))
+    error = case(root, "acme", "2 s2").find("error")
+    assert error is not None and error.attrib["type"] == "error:stub"
+    assert error.attrib["message"].startswith(
+        "the stub model had no scripted answer for 3 request(s) (2 no rule matched, "
+        "1 past a rule's last turn)"
+    )
+    assert "stub: no rule matched this request (command='x:y') (x2)" in (error.text or "")
+    assert "stub: rule 'r' has no turn 3 (it scripts 2)" in (error.text or "")
+
+    md = markdown_summary(result)
+    assert md.startswith("## ci-evals: failed")
+    assert "**Stub script mismatch:** 3 request(s) in 1 stage(s) had no scripted answer" in md
+    assert table_rows(md, "acme")[1][:2] == ["2 s2", "error:stub"]
+    # The first miss is quoted in the reason, and listed again only for its count.
+    assert "  - stub: no rule matched this request (command='x:y') (x2)" in md
+    assert "  - stub: rule 'r' has no turn 3 (it scripts 2)" in md
+    once = a_run(scenario("acme", stub_missed_stage(1)))
+    once.scenarios[0].stages[0].stub_misses.pop(0)
+    assert markdown_summary(once).count("no rule matched this request") == 1
+
+
+def test_a_stage_with_stub_misses_edited_to_passed_is_inconsistent() -> None:
+    from ci_evals.report.verify import problems  # noqa: PLC0415
+
+    missed = stub_missed_stage(1)
+    missed.status = "passed"
+    missed.error = None
+    found = problems(a_run(scenario("acme", missed)))
+    assert any("the stub model had no answer for 3 of its requests" in p for p in found)
+    assert markdown_summary(a_run(scenario("acme", missed))).startswith("## ci-evals: error")

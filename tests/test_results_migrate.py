@@ -111,3 +111,22 @@ def test_the_saved_version_2_file_is_valid_and_reads_without_suite_or_revision()
     # Never guessed: a version 2 file does not say which suite or commit it ran.
     assert (result.suite, result.revision) == (None, None)
     assert problems(result) == []
+
+
+def test_a_version_3_file_reads_with_no_stub_misses(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "v4", read_results(V2))
+    data = json.loads(path.read_text())
+    data["version"] = 3
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            del stage["stub_misses"]  # version 3 had no such field
+    old = tmp_path / "v3" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result.version == VERSION == 4
+    assert all(s.stub_misses == [] for sc in result.scenarios for s in sc.stages)
+    assert result == read_results(V2)  # nothing else changed on the way
+    assert problems(result) == []

@@ -293,3 +293,199 @@ def test_secrets_in_our_environment_never_reach_the_agent(tmp_path: Path) -> Non
     assert "ANTHROPIC_API_KEY=stub-model-key" in dumped
     # The agent's HOME is private, inside the run's temp folder, not the real one.
     assert re.search(rf"^HOME={re.escape(str(temp))}/ci-evals-[^/]+/acme/agent/home$", dumped, re.M)
+
+
+# -- the stage-1 seed: fixtures/0-<name>/ is in the workspace before stage 1 -------------
+
+
+def _seeded(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The demo suite in a git repo, its map knowing the fixtures, with a seed that
+    stage 1 copies into what it writes (a real Bash call by the real CLI)."""
+    repo, suite, stub = _repo_with_stage_map(tmp_path)
+    stage_map = repo / "stage_map.yaml"
+    stage_map.write_text(stage_map.read_text().replace("entries:", "fixtures: fixtures\nentries:"))
+    seed = repo / "fixtures" / "0-codebase"
+    (seed / "src").mkdir(parents=True)
+    (seed / "src" / "app.py").write_text("print('seeded')\n")
+    seen = (
+        "  - name: s1-reads-the-seed\n    match: {command: demo:s1}\n    turns:\n"
+        "      - tools: [{bash: 'cat src/app.py > out1.md'}]\n"
+        "      - text: stage 1 done\n"
+    )
+    stub.write_text("rules:\n" + seen + default_rules())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "seed")
+    return repo, suite, stub
+
+
+@pytest.mark.slow
+def test_stage_one_starts_from_the_seed(tmp_path: Path) -> None:
+    repo, suite, stub = _seeded(tmp_path)
+    (repo / "fixtures" / "0-codebase" / "src" / "app.py").write_text("print('changed')\n")
+    git(repo, "commit", "-q", "-am", "change the seed")
+    out = tmp_path / "out"
+
+    # compute-stage and run agree: a change to the seed runs from stage 1 ...
+    answer = ci_evals("compute-stage", "HEAD~1", cwd=repo)
+    assert answer.stdout == "1\n", answer.stderr
+    assert "fixture 0 is what stage 1 starts from" in answer.stderr
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--base", "HEAD~1",
+        "--out", str(out), cwd=repo,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("from stage 1: fixture-changed")
+
+    # ... and stage 1's agent found the seed's file in its workspace.
+    stage1 = out / "acme" / "1-s1"
+    assert (stage1 / "produced" / "out1.md").read_text() == "print('changed')\n"
+    # The seed is input, not output: not in what stage 1 produced, but in its after/.
+    result = read_results(out)
+    assert [c.path for c in result.scenarios[0].stages[0].produced] == ["out1.md"]
+    assert (stage1 / "after" / "src" / "app.py").read_text() == "print('changed')\n"
+
+
+@pytest.mark.slow
+def test_a_later_start_lays_the_seed_under_the_fixtures(tmp_path: Path) -> None:
+    repo, suite, stub = _seeded(tmp_path)
+    stub.write_text(
+        "rules:\n  - name: s3-lists\n    match: {command: demo:s3}\n    turns:\n"
+        "      - tools: [{bash: 'cat src/app.py out1.md out2.md > out3.md'}]\n"
+        "      - text: stage 3 done\n" + default_rules()
+    )
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "3",
+        "--out", str(out), cwd=repo,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "acme" / "3-s3" / "produced" / "out3.md").read_text() == (
+        "print('seeded')\nfixture 1\nfixture 2\n"
+    )
+
+
+# -- stub mismatches: recorded per stage, shown, and an error (not a failure) ------------
+
+
+def _rules_without(*stages: int) -> str:
+    """The default stub rules less those of `stages` (their requests match nothing)."""
+    blocks = default_rules().split("  - name: ")[1:]
+    return "".join(
+        "  - name: " + block for block in blocks if int(block.split("\n")[0][1:]) not in stages
+    )
+
+
+@pytest.mark.slow
+def test_an_unmatched_request_makes_the_stage_an_error_shown_everywhere(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path, rules=_rules_without(4))
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "3",
+        "--out", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    s3, s4, s5 = read_results(out).scenarios[0].stages
+    assert (s3.status, s3.stub_misses) == ("completed", [])
+    assert s4.status == "error"  # the wiring is broken: not a failure of the plugin
+    assert [(m.outcome, m.rule, m.subagent) for m in s4.stub_misses] == [("unmatched", None, False)]
+    assert s4.stub_misses[0].text.startswith(
+        "stub: no rule matched this request (command='demo:s4'"
+    )
+    assert s4.error is not None
+    assert s4.error.startswith("the stub model had no scripted answer for 1 request(s) (1 no rule")
+    assert s5.status == "skipped"
+
+    # The summary says which stage and what the stub answered.
+    assert "ERROR:stub" in proc.stdout
+    assert "the stub script had no answer for these requests" in proc.stdout
+    assert "  acme stage 4 s4: stub: no rule matched this request (command='demo:s4'" in proc.stdout
+
+    # The reports (and so the sticky comment, which is the Markdown) say it too.
+    md, xml = tmp_path / "summary.md", tmp_path / "junit.xml"
+    report = ci_evals("report", str(out), "--markdown", str(md), "--junit", str(xml), cwd=tmp_path)
+    assert report.returncode == 1, report.stderr  # a consistent file, a run that did not pass
+    markdown = md.read_text()
+    assert "**Stub script mismatch:** 1 request(s) in 1 stage(s) had no scripted answer" in markdown
+    assert "| 4 s4 | error:stub |" in markdown
+    assert (
+        "- **acme stage 4 s4** (error:stub): the stub model had no scripted answer for 1 "
+        "request(s) (1 no rule matched): stub: no rule matched this request (command='demo:s4'"
+    ) in markdown
+    junit = xml.read_text()
+    assert 'type="error:stub"' in junit
+    assert "stub: no rule matched this request (command='demo:s4'" in junit.replace("&apos;", "'")
+
+
+@pytest.mark.slow
+def test_a_rule_out_of_turns_is_an_error_naming_the_rule(tmp_path: Path) -> None:
+    # s5's rule writes a file, then has nothing left for the turn after the tool result.
+    short = (
+        "  - name: s5-short\n    match: {command: demo:s5}\n    turns:\n"
+        "      - tools: [{write: {path: out5.md, content: x}}]\n"
+    )
+    suite, stub = make_suite(tmp_path, rules=short + _rules_without(5))
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "5",
+        "--out", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    (s5,) = read_results(out).scenarios[0].stages
+    assert s5.status == "error"
+    assert [(m.outcome, m.rule, m.turn) for m in s5.stub_misses] == [("exhausted", "s5-short", 2)]
+    assert "past a rule's last turn" in (s5.error or "")
+    assert "stub: rule 's5-short' has no turn 2 (it scripts 1)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_misses_are_counted_per_stage_across_parallel_scenarios(tmp_path: Path) -> None:
+    # Only globex's stage 5 goes unanswered; acme's stages run at the same time.
+    rules = (
+        "  - name: s5-acme\n    match: {command: demo:s5, prompt_contains: Acme}\n    turns:\n"
+        "      - tools: [{write: {path: out5.md, content: x}}]\n      - text: done\n"
+    )
+    suite, stub = make_suite(
+        tmp_path, scenarios=("acme", "globex"), rules=rules + _rules_without(5)
+    )
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "4",
+        "--jobs", "2", "--out", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    acme, globex = read_results(out).scenarios
+    assert [(s.status, len(s.stub_misses)) for s in acme.stages] == [
+        ("completed", 0), ("completed", 0),
+    ]  # fmt: skip
+    assert [(s.status, len(s.stub_misses)) for s in globex.stages] == [
+        ("completed", 0), ("error", 1),
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_reviewer_the_script_does_not_answer_counts_with_its_stage(tmp_path: Path) -> None:
+    from tests.grading.review_suite import make_review_suite  # noqa: PLC0415
+
+    suite, stub = make_review_suite(tmp_path / "suite", {"valid": "[]"})
+    text = stub.read_text()
+    start = text.index("  - name: review-valid")
+    stub.write_text(text[:start] + text[text.index("  - name: s1\n") :])  # no reviewer rule
+    out = tmp_path / "out"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--out", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    s1, s2 = read_results(out).scenarios[0].stages
+    assert s1.status == "error"
+    assert s1.stub_misses and {m.outcome for m in s1.stub_misses} == {"unmatched"}
+    assert s1.grading is not None  # the graders ran; their verdict is not the stage's
+    assert s2.status == "skipped"
+
+    # Re-grading cannot make it a result: what was graded was never scripted.
+    regraded = tmp_path / "regraded.json"
+    again = ci_evals(
+        "grade", str(out), "--reviewer", "skip", "--output", str(regraded), cwd=tmp_path
+    )
+    assert again.returncode == 1, again.stderr
+    assert "request(s); not re-graded" in again.stdout
+    assert read_results(regraded).scenarios[0].stages[0].status == "error"

@@ -15,6 +15,13 @@ HEAD = "version: 1\nroot: plugin\nstages: [research, plan, write]\nentries:\n"
 STAGE_HINT = "(use 1..3 or a name: 1=research, 2=plan, 3=write)"
 
 
+@pytest.fixture(autouse=True)
+def _from_the_repository(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from the top of the repository, as the hook does: messages name the map
+    from the current folder (`text.display_path`), so there it is `stage_map.yaml`."""
+    monkeypatch.chdir(repo)
+
+
 def _entry(glob: str, stage: str = "1") -> str:
     return HEAD + f"  - {{ glob: {glob}, stage: {stage} }}\n"
 
@@ -30,7 +37,8 @@ def _check(repo: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[i
 ERRORS = {
     "yaml syntax": (
         "version: 1\nroot: [plugin\n",
-        "stage_map.yaml:3:1: YAML syntax error: did not find expected ',' or ']'",
+        "stage_map.yaml:2:14: YAML syntax error: did not find expected ',' or ']' at the end "
+        "of the file (while parsing a flow sequence at 2:7)",
     ),
     "unknown top key": (
         _entry('"a.md"') + "foo: 1\n",
@@ -276,7 +284,7 @@ def test_map_file_not_found(repo: Path, capsys: pytest.CaptureFixture[str]) -> N
     err = capsys.readouterr().err
     assert code == 2
     assert err.splitlines() == [
-        f"ci-evals: error: {repo / 'missing.yaml'}: file not found "
+        "ci-evals: error: missing.yaml: file not found "  # named from the current folder
         "(create stage_map.yaml at the top of your repository, or pass --map PATH)"
     ]
 
@@ -286,7 +294,8 @@ def test_map_outside_a_git_repository(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["check-coverage", "--map", str(tmp_path / "stage_map.yaml")])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith(f"ci-evals: error: {tmp_path}: not inside a git repository")
+    # The folder, named from the current one (the repository inside it).
+    assert err.startswith("ci-evals: error: ..: not inside a git repository")
 
 
 def test_duplicate_entries_warn_with_file_and_line(
@@ -358,7 +367,7 @@ def test_paths_are_relative_to_the_map_folder(repo: Path) -> None:
         _entry('"a.md"') + "global: [suite.yaml]\nfixtures: fixtures\n", encoding="utf-8"
     )
     stage_map = load_stage_map(folder / "stage_map.yaml")
-    assert stage_map.display == "evals/stage_map.yaml"
+    assert stage_map.display == stage_map.path == "evals/stage_map.yaml"
     assert stage_map.root == "evals/plugin"
     assert stage_map.global_paths == ("/evals/stage_map.yaml", "/evals/**/suite.yaml")
     assert stage_map.root_globals == ("suite.yaml",)
@@ -399,3 +408,25 @@ def test_default_global_paths_and_repo_top_root(repo: Path) -> None:
     )
     assert stage_map.root_globals == stage_map.global_paths  # root is the top
     assert stage_map.fixtures is None
+
+
+def test_messages_name_the_map_from_the_current_folder(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As git names paths: from a sub-folder the map is `../stage_map.yaml`; what the
+    record keeps for globals (and GitHub's annotations) stays repo-relative."""
+    (repo / "plugin" / "agents").mkdir(parents=True)
+    text = _entry('"a.md"') + '  - { glob: "a.md", stage: 1 }\n'
+    (repo / "stage_map.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(repo / "plugin")
+    for _ in range(2):  # loaded, then from the cache: the same words
+        stage_map = load_stage_map(repo / "stage_map.yaml")
+        err = capsys.readouterr().err
+        assert err.startswith("../stage_map.yaml:6: warning: entries[1].glob: 'a.md' repeats")
+    assert (stage_map.display, stage_map.path) == ("../stage_map.yaml", "stage_map.yaml")
+    assert stage_map.global_paths[0] == "/stage_map.yaml"  # a glob anchored at the top
+
+    (repo / "stage_map.yaml").write_text(text.replace("stage: 1 }\n", "stage: 9 }\n"))
+    with pytest.raises(UserError) as info:
+        load_stage_map(repo / "stage_map.yaml")
+    assert str(info.value).startswith("../stage_map.yaml:5:28: entries[0].stage: stage 9")

@@ -437,3 +437,30 @@ def test_a_bad_script_on_the_command_line_is_one_line(tmp_path: Path) -> None:
         f"stub-model: error: {script}:2:14: rules[0].turns[0].txt: unknown key 'txt' "
         "(known keys: delay, fault, stop_reason, text, tools, usage)\n"
     )
+
+
+def test_a_watch_sees_only_its_own_callers_misses(serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve("rules:\n  - match: {command: a:b}\n    turns: [{tools: [{read: x}]}]\n")
+    first, second = server.watch(), server.watch()
+    assert first.env["ANTHROPIC_API_KEY"] != second.env["ANTHROPIC_API_KEY"]
+    assert first.env["ANTHROPIC_BASE_URL"] == server.url
+
+    def ask(watch, prompt: dict[str, Any], turns: int = 0) -> None:  # type: ignore[no-untyped-def]
+        messages = [prompt, env_block()]
+        payload = body(messages)
+        payload["messages"] += [{"role": "assistant", "content": "x"}] * turns
+        post(server, payload, {"x-api-key": watch.env["ANTHROPIC_API_KEY"]})
+
+    ask(first, command_prompt("a:b", "x"))  # answered
+    ask(first, command_prompt("other:cmd", "x"))  # no rule
+    ask(second, command_prompt("a:b", "x"), turns=1)  # past the rule's one turn
+    post(server, body([command_prompt("other:cmd", "y"), env_block()]))  # no tag: nobody's
+
+    (miss,) = first.misses()
+    assert (miss.outcome, miss.rule, miss.turn) == ("unmatched", None, None)
+    assert miss.text.startswith("stub: no rule matched this request (command='other:cmd'")
+    (miss,) = second.misses()
+    assert (miss.outcome, miss.rule, miss.turn) == ("exhausted", "rules[0]", 2)
+    assert miss.text == "stub: rule 'rules[0]' has no turn 2 (it scripts 1)"
+    assert len(server.unmatched()) == 3
+    assert {r.caller for r in server.requests} == {first.caller, second.caller, ""}

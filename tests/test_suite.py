@@ -340,7 +340,7 @@ def test_version_errors(tmp_path: Path) -> None:
 
 def test_yaml_syntax_error(tmp_path: Path) -> None:
     message = load_error(tmp_path, "version: 1\nstages: [\n")
-    assert message.startswith("ci-evals.yaml:3:1: YAML syntax error")
+    assert message.startswith("ci-evals.yaml:2:10: YAML syntax error")  # the last line, not past it
 
 
 def test_plugin_folder_missing(tmp_path: Path) -> None:
@@ -638,8 +638,9 @@ def test_escaping_fixture_link_on_the_command_line(tmp_path: Path) -> None:
     result = run_cli("--suite", "ci-evals.yaml", "--from-stage", "plan", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
-        f"ci-evals: error: fixture link {fixture / 'passwd'} -> /etc/passwd is absolute "
-        "(links in fixtures must be relative and stay inside their fixture folder)"
+        # The fixture named from the current folder, as git names paths.
+        "ci-evals: error: fixture link fixtures/1-research-output/passwd -> /etc/passwd is "
+        "absolute (links in fixtures must be relative and stay inside their fixture folder)"
     ]
 
 
@@ -672,3 +673,39 @@ def test_a_scenario_fixtures_folder_is_one_name_not_shaped_like_a_stage(
     message = load_error(tmp_path, suite_text(stages=stages, scenarios=scenarios))
     assert message.startswith("ci-evals.yaml:7:")
     assert "scenarios[0].fixtures" in message and problem in message
+
+
+@pytest.mark.parametrize(
+    ("where", "how", "shown"),
+    [
+        (".", (), "ci-evals.yaml"),  # found (an absolute path), named from here
+        ("plugin", (), "../ci-evals.yaml"),  # found upwards
+        ("plugin", ("--suite", "ABSOLUTE"), "../ci-evals.yaml"),
+        (".", ("--suite", "./sub/../ci-evals.yaml"), "ci-evals.yaml"),
+    ],
+)
+def test_the_suite_is_named_from_the_current_folder(
+    tmp_path: Path, where: str, how: tuple[str, ...], shown: str
+) -> None:
+    """As the stage map is, and as git names paths: never the absolute path the
+    search found, nor a path as typed when it says more than it needs to."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # the search stops at its top
+    write_suite(tmp_path, suite_text().replace("version: 1", "version: 1\nbogus: 1"))
+    args = tuple(str(tmp_path / "ci-evals.yaml") if a == "ABSOLUTE" else a for a in how)
+    result = run_cli(*args, cwd=tmp_path / where)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"ci-evals: error: {shown}:2:1: bogus: unknown key"), (
+        result.stderr
+    )
+
+
+def test_a_stub_script_is_named_from_the_current_folder(tmp_path: Path) -> None:
+    write_suite(tmp_path, suite_text())
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "stub.yaml").write_text("rules:\n  - turns: []\n")
+    result = run_cli(
+        "--suite", "ci-evals.yaml", "--model", f"stub:{tmp_path / 'evals' / 'stub.yaml'}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("ci-evals: error: evals/stub.yaml:2:"), result.stderr

@@ -1,8 +1,14 @@
-"""`text.one_line`: whitespace folded, long lines cut with the caller's ellipsis."""
+"""`text.one_line`: whitespace folded, long lines cut with the caller's ellipsis;
+`text.display_path`: paths in messages relative to the current folder."""
 
 from __future__ import annotations
 
-from ci_evals.text import one_line
+import os
+from pathlib import Path
+
+import pytest
+
+from ci_evals.text import display_path, one_line
 
 
 def test_whitespace_runs_become_one_space() -> None:
@@ -18,3 +24,31 @@ def test_a_longer_line_is_cut_to_the_limit_with_the_ellipsis() -> None:
     assert one_line("abcdefgh", 6) == "abc..."
     assert one_line("abcdefgh", 6, ellipsis="…") == "abcde…"
     assert len(one_line("x " * 400, 300)) == 300
+
+
+def test_a_path_below_the_current_folder_is_relative(tmp_path: Path) -> None:
+    here = str(tmp_path / "repo")
+    assert display_path(tmp_path / "repo" / "evals" / "ci-evals.yaml", here) == (
+        "evals/ci-evals.yaml"
+    )
+    assert display_path(tmp_path / "repo", here) == "."
+
+
+def test_a_path_beside_it_climbs_as_git_does(tmp_path: Path) -> None:
+    here = str(tmp_path / "repo" / "plugin")
+    assert display_path(tmp_path / "repo" / "stage_map.yaml", here) == "../stage_map.yaml"
+
+
+def test_a_path_sharing_only_the_root_stays_absolute() -> None:
+    assert display_path("/tmp/ci-evals-x/workspace", "/work/repo") == "/tmp/ci-evals-x/workspace"
+    assert display_path("/tmp/x", "/") == "tmp/x"
+
+
+def test_relative_input_is_read_from_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert display_path("a/../b/./c.md") == "b/c.md"
+    assert display_path(Path("ci-evals.yaml")) == "ci-evals.yaml"
+    assert display_path(tmp_path / "x") == "x"
+    assert display_path(os.fspath(tmp_path.parent)) == ".."

@@ -461,3 +461,91 @@ def test_the_seed_fixture_is_what_stage_1_starts_from(top: Path, tmp_path: Path)
     )
     files = tree(ws.root)
     assert (files["brief.md"], files["shared.md"]) == ("the brief\n", "from stage 2\n")
+
+
+# -- the stage-1 seed: fixtures/0-<name>/ ---------------------------------------
+
+
+def test_the_seed_is_what_stage_one_starts_from(top: Path, tmp_path: Path) -> None:
+    seed = top / "fixtures" / "0-codebase"
+    write(seed / "src" / "app.py", "print('hello')\n")
+    write(seed / "shared.md", "from the seed\n")
+
+    ws = create_workspace(suite_at(top), 1, tmp_path / "s1")
+
+    assert ws.fixtures == (seed,)
+    files = tree(ws.root)
+    assert files["src/app.py"] == "print('hello')\n"
+    assert files["shared.md"] == "from the seed\n"
+    assert "research" not in files  # no stage's output yet
+    assert check_fixtures(suite_at(top), 1) == (seed,)
+
+
+def test_a_later_start_lays_the_seed_then_the_fixtures_over_it(top: Path, tmp_path: Path) -> None:
+    seed = top / "fixtures" / "0-codebase"
+    write(seed / "src" / "app.py", "seed app\n")
+    write(seed / "shared.md", "from the seed\n")
+    write(seed / "research" / "notes.md", "seed notes\n")
+
+    ws = create_workspace(suite_at(top), 3, tmp_path / "s3")
+
+    fixtures = top / "fixtures"
+    assert ws.fixtures == (seed, fixtures / "1-research-output", fixtures / "2-plan-output")
+    files = tree(ws.root)
+    assert files["src/app.py"] == "seed app\n"  # kept: no later fixture has it
+    assert files["shared.md"] == "from stage 2\n"  # replaced by the later fixtures
+    # Folders merge: the seed's and stage 1's research/ are one folder.
+    assert files["research/notes.md"] == "seed notes\n"
+    assert files["research/company.md"] == "v1 company\n"
+
+
+def test_a_seed_file_a_fixture_turns_into_a_folder_is_refused(top: Path) -> None:
+    write(top / "fixtures" / "0-codebase" / "research", "a file here\n")
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite_at(top), 2)
+    assert "but an earlier fixture has a file at research" in str(info.value)
+
+
+def test_a_seed_link_leaving_it_is_refused_even_from_stage_one(top: Path) -> None:
+    seed = top / "fixtures" / "0-codebase"
+    seed.mkdir(parents=True)
+    (seed / "out").symlink_to("../1-research-output/shared.md")
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite_at(top), 1)
+    assert "points outside" in str(info.value)
+
+
+def test_two_seeds_are_an_error_naming_both(top: Path) -> None:
+    write(top / "fixtures" / "0-codebase" / "a.md")
+    write(top / "fixtures" / "0-old" / "b.md")
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite_at(top), 1)
+    assert str(info.value) == (
+        f"{top / 'fixtures'} holds 2 stage-1 seeds: 0-codebase, 0-old "
+        "(keep one 0-<name>/ folder; merge the others into it)"
+    )
+
+
+def test_a_file_named_like_a_seed_is_not_one(top: Path, tmp_path: Path) -> None:
+    write(top / "fixtures" / "0-notes.md")
+    assert create_workspace(suite_at(top), 1, tmp_path / "s1").fixtures == ()
+
+
+def test_a_scenario_with_its_own_fixtures_has_its_own_seed(top: Path, tmp_path: Path) -> None:
+    write(top / "fixtures" / "0-codebase" / "suite.md", "the suite's seed\n")
+    own = top / "fixtures" / "globex"
+    write(own / "0-codebase" / "globex.md", "globex's seed\n")
+    (top / "ci-evals.yaml").write_text(
+        SUITE
+        + "  - { id: globex, inputs: { company: globex }, fixtures: globex }\n"
+        + "  - { id: initech, inputs: { company: initech }, fixtures: initech }\n"
+    )
+    (top / "fixtures" / "initech").mkdir()
+    suite = suite_at(top)
+    acme, globex, initech = suite.scenarios
+
+    assert set(tree(create_workspace(suite, 1, tmp_path / "g", globex).root)) >= {"globex.md"}
+    assert "suite.md" not in tree(create_workspace(suite, 1, tmp_path / "g2", globex).root)
+    assert "suite.md" in tree(create_workspace(suite, 1, tmp_path / "a", acme).root)
+    # A set of its own without a seed has none: the suite's is not mixed in.
+    assert create_workspace(suite, 1, tmp_path / "i", initech).fixtures == ()

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci_evals import git
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.selection.coverage import CoverageReport, check_coverage
 from ci_evals.selection.stage_map import default_map_path, load_stage_map
@@ -114,7 +115,8 @@ def _summary_line(report: CoverageReport) -> str:
 def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
     from ci_evals.github.actions import annotation, append_summary, capped  # noqa: PLC0415
 
-    display = report.stage_map.display
+    # GitHub reads annotation and summary paths from the repository's top, whatever our cwd.
+    display = report.stage_map.path
     lines = [
         annotation(
             "error",
@@ -150,12 +152,31 @@ def _report_map_error(actions: ActionsEnv, exc: UserError) -> None:
 
     print(
         annotation(
-            "error", str(exc), file=exc.file, line=exc.line, column=exc.column, title="Stage map"
+            "error",
+            str(exc),
+            file=_repo_relative(exc.file),
+            line=exc.line,
+            column=exc.column,
+            title="Stage map",
         )
     )
     append_summary(
         actions, f"### Stage map coverage\n\nThe stage map is invalid: `{_md(str(exc))}`\n"
     )
+
+
+def _repo_relative(file: str | None) -> str | None:
+    """An error's file (named from the current folder) as GitHub names it: from the
+    top of the repository. None when it is not inside it (then no file is marked)."""
+    if file is None:
+        return None
+    try:
+        top = git.toplevel(Path.cwd())
+    except UserError:
+        return None
+    relative = os.path.relpath(os.path.abspath(file), top)
+    outside = relative == os.pardir or relative.startswith(os.pardir + os.sep)
+    return None if outside else Path(relative).as_posix()
 
 
 def _md(text: str) -> str:

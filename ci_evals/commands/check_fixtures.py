@@ -2,12 +2,14 @@
 
 A fixture `fixtures/<k>-<name>-output/` is stage k's curated output (a
 scenario with its own fixtures has them in `fixtures/<folder>/`). Laid
-down as the workspace after stage k would be (fixtures 1..k merged, the
-plugin linked in), it is graded with stage k's reviewer, checks and command
-graders — exactly as a run grades the stage. A fixture that does not pass
-means the rubric, the reviewer, a check or a threshold changed so that it
-would fail good work (or the fixture went stale). Trajectory checks are left
-out: a fixture has no trajectory.
+down as the workspace after stage k would be (the seed `fixtures/0-<name>/`,
+then fixtures 1..k merged over it, the plugin linked in), it is graded with
+stage k's reviewer, checks and command graders — exactly as a run grades the
+stage. The seed itself is no stage's output and has no graders: it is laid
+down alone, so a bad link or entry in it fails here as it would in a run.
+A fixture that does not pass means the rubric, the reviewer, a check or a
+threshold changed so that it would fail good work (or the fixture went
+stale). Trajectory checks are left out: a fixture has no trajectory.
 
 First, before any model is called, every fixture set is checked against the
 phase contracts (`workspace.fixture_contracts`): fixture k satisfies stage
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING
 from ci_evals.commands import isolation
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.fs.walk import walk
+from ci_evals.text import display_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -135,11 +138,12 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
     from ci_evals.endpoints.registry import no_endpoint  # noqa: PLC0415
     from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
 
+    seed = _check_seed(suite, scenario)
     stages, notes = _chosen(suite, args.stage, scenario)
     if not stages:
         for note in notes:
             print(note)
-        print("no fixture to check")
+        print("no fixture to check" if seed is None else "no other fixture to check")
         return EXIT_OK
     reviewing = not args.no_reviewer and any(s.grading.reviewer for s in stages)
     environ = dict(os.environ)
@@ -182,8 +186,7 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
                 verdict = asyncio.run(
                     grade_state(job, agent=agent, abort=Abort(), skip_reviewer=args.no_reviewer)
                 )
-                inside = suite.fixture_dir(stage, scenario).relative_to(suite.fixtures)
-                name = f"{suite.fixtures.name}/{inside.as_posix()}"
+                name = _name(suite, suite.fixture_dir(stage, scenario))
                 where = f"stage {stage.number} {stage.name}"
                 print(f"{name} ({where}): {verdict.verdict} - {verdict.reason}")
                 report.append(
@@ -202,6 +205,25 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
         print(f"{len(failing)} fixture(s) would fail: {', '.join(failing)}")
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _check_seed(suite: Suite, scenario: Scenario) -> Path | None:
+    """The stage-1 seed, laid down as a run lays it (a bad link or entry, or a
+    second seed, is the usual one-line error); one line saying it was."""
+    from ci_evals.workspace.create import check_fixtures  # noqa: PLC0415
+
+    seed = suite.seed_dir(scenario)
+    if seed is None:
+        return None
+    check_fixtures(suite, 1, scenario)
+    files = sum(1 for _, kind, _ in walk(seed) if kind != "dir")
+    print(f"{_name(suite, seed)} (seed of stage 1): lays down, {files} file(s) and link(s)")
+    return seed
+
+
+def _name(suite: Suite, fixture: Path) -> str:
+    """`fixtures/3-plan-output`, `fixtures/globex/0-codebase`: as the suite names it."""
+    return f"{suite.fixtures.name}/{fixture.relative_to(suite.fixtures).as_posix()}"
 
 
 def _endpoint(model: str | None, environ: Mapping[str, str], reviewing: bool) -> Endpoint:
@@ -225,7 +247,7 @@ def _chosen(suite: Suite, keys: list[str], scenario: Scenario) -> tuple[list[Sta
             if not suite.fixture_dir(stage, scenario).is_dir():
                 raise UserError(
                     f"stage {stage.number} ({stage.name}) has no fixture folder: "
-                    f"{suite.fixture_dir(stage, scenario)}",
+                    f"{display_path(suite.fixture_dir(stage, scenario))}",
                     field="--stage",
                 )
             if stage.grading.empty:
@@ -265,7 +287,9 @@ def _overlay(fixture: Path, root: Path) -> None:
             target = os.readlink(entry.path)
             inside = os.path.normpath(os.path.join(os.path.dirname(entry.path), target))
             if os.path.isabs(target) or not inside.startswith(str(fixture) + os.sep):
-                raise UserError(f"fixture link leaves its folder: {entry.path} -> {target}")
+                raise UserError(
+                    f"fixture link leaves its folder: {display_path(entry.path)} -> {target}"
+                )
             if os.path.lexists(dest):
                 os.unlink(dest)
             os.symlink(target, dest)

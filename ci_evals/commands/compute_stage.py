@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "commits) to find BASE and the merge base; 0 never fetches "
         f"(default: {diff_range.DEFAULT_DEEPEN_TRIES})",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 2 when BASE names no commit (`base-missing`) instead of answering 1 "
+        "(every stage) with a warning",
+    )
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print one JSON object")
     form.add_argument("--explain", action="store_true", help="say which file decided, and why")
@@ -99,6 +105,15 @@ def run(args: argparse.Namespace) -> int:
         repo, lambda: _range(repo, args, actions), prepare, every_record=args.json
     )
 
+    if chosen.reason == selection.BASE_MISSING:
+        missing = _base_missing(repo, args.base, chosen)
+        if args.strict:
+            raise UserError(
+                missing,
+                field="BASE",
+                hint="check the name, or fetch it; without --strict the answer is 1 (every stage)",
+            )
+        warn(f"{missing}; answering 1: every stage runs (--strict exits 2 instead)", sys.stderr)
     if args.json:
         import json  # noqa: PLC0415 - only for --json and Actions outputs
 
@@ -127,6 +142,30 @@ def _range(
         return selection.fallback(selection.BASE_MISSING, event.detail)
     found = diff_range.resolve(repo, event.base, event.head, deepen_tries=args.deepen)
     return dataclasses.replace(found, notes=(event.detail, *found.notes))
+
+
+def _base_missing(repo: Path, base: str | None, chosen: selection.Selection) -> str:
+    """The fallback's detail, with a near ref name when BASE looks like a typo of one."""
+    text = _one_line_detail(chosen.detail)
+    if base is None:
+        return text
+    import difflib  # noqa: PLC0415 - only when BASE names no commit
+
+    near = difflib.get_close_matches(base, git.ref_names(repo), n=1)
+    return f"{text} (did you mean {near[0]!r}?)" if near else text
+
+
+def warn(text: str, stream: TextIO) -> None:
+    """One `warning:` line on `stream`, in bold yellow when a person is looking.
+
+    The answer stays the fail-safe 1, so nothing stops; on a terminal the line
+    must not read like the reason line beside it. Colour only on a tty, and
+    never with `NO_COLOR` set (no-color.org).
+    """
+    label = "warning:"
+    if stream.isatty() and not os.environ.get("NO_COLOR"):
+        label = f"\033[1;33m{label}\033[0m"
+    print(f"ci-evals compute-stage: {label} {text}", file=stream, flush=True)
 
 
 def _stage_text(chosen: selection.Selection) -> str:
@@ -198,7 +237,7 @@ def write_actions(env: gha.ActionsEnv, chosen: selection.Selection, log: TextIO)
     decided = chosen.decided_by
     print(
         gha.annotation(
-            "notice",
+            "warning" if chosen.reason == selection.BASE_MISSING else "notice",
             _one_line(chosen),
             file=decided.path if decided is not None else None,
             title=f"ci-evals compute-stage: {_stage_text(chosen)}",

@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
         endpoint.check(
             environ,
             f"the reviewer of {first.scenario.id} stage {first.result.number} "
-            f"({first.result.name}) has to run again (its agent file, prompt or rubrics "
-            "changed, or it left no scorecard): it",
+            f"({first.result.name}) has to run again ({first.why}): it",
             hint="--reviewer skip leaves the reviewers out",
         )
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
@@ -138,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 env_for=env_for,
                 model=opened.model,
                 sandbox=sandbox,
+                watch=opened.watch,
             )
         )
     regrade.finish(result, suite)

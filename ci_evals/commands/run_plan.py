@@ -190,7 +190,7 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         record_path=plan.run_dir / RECORD_FILE if record else None,
     )
     with endpoint.open(plan.environ, options) as opened:
-        plan = replace(plan, endpoint=dict(opened.env), model=opened.model)
+        plan = replace(plan, endpoint=dict(opened.env), model=opened.model, watch=opened.watch)
         grading = GradingHook(keep_work=plan.keep_workspace)
         runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
         result = asyncio.run(_run_with_signals(runner))

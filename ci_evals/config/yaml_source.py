@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ci_evals.errors import UserError
+from ci_evals.text import display_path
 
 try:  # the C loader is ~10x faster; fall back where libyaml is missing
     from yaml import CSafeLoader as _Loader
@@ -227,9 +228,10 @@ def _constructor() -> yaml.constructor.SafeConstructor:
 def load(path: Path, display: str | None = None) -> Field:
     """Parse one YAML document into a root `Field`; syntax errors become `UserError`s.
 
-    `display` is the name used in error messages (defaults to `path`).
+    `display` is the name used in error messages (default: `path` as seen from
+    the current folder, `text.display_path`).
     """
-    name = display if display is not None else str(path)
+    name = display if display is not None else display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -245,14 +247,7 @@ def loads(text: str, name: str) -> Field:
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise UserError(
-            f"YAML syntax error: {problem}",
-            file=name,
-            line=None if mark is None else mark.line + 1,
-            column=None if mark is None else mark.column + 1,
-        ) from None
+        raise _syntax_error(exc, text, name) from None
     except yaml.YAMLError as exc:
         raise UserError(f"YAML error: {exc}", file=name) from None
     if not nodes or nodes[0] is None:
@@ -265,3 +260,31 @@ def loads(text: str, name: str) -> Field:
             line=second.start_mark.line + 1 if second is not None else None,
         )
     return Field(nodes[0], name, "")
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, text: str, name: str) -> UserError:
+    """The parser's complaint at a position inside the file.
+
+    At the end of the input the parser's mark sits on the line after the last
+    one (`43:1` for a 42-line file), which no editor can go to: such a mark is
+    moved to the end of the last line, and the message says it is the end and
+    where the unfinished construct began (the parser's context mark).
+    """
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or exc.context or "invalid YAML"
+    if mark is None:
+        return UserError(f"YAML syntax error: {problem}", file=name)
+    line, column = mark.line + 1, mark.column + 1
+    lines = text.splitlines()
+    end = len(text.rstrip())
+    if mark.index >= end and lines:
+        # Blank lines at the end are not where the mistake is either.
+        while len(lines) > 1 and not lines[-1].strip():
+            lines.pop()
+        line, column = len(lines), len(lines[-1]) + 1
+        if "end of stream" not in problem:
+            problem = f"{problem} at the end of the file"
+        context = exc.context_mark
+        if exc.context and context is not None and context.index < end:
+            problem = f"{problem} ({exc.context} at {context.line + 1}:{context.column + 1})"
+    return UserError(f"YAML syntax error: {problem}", file=name, line=line, column=column)

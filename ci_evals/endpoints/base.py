@@ -10,11 +10,14 @@ and what results record about it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import StubMiss
 
 # The variables that point the CLI at a model: set only from an endpoint.
 ENDPOINT_NAMES: tuple[str, ...] = (
@@ -29,6 +32,16 @@ def has_credential(environ: Mapping[str, str]) -> bool:
     return bool(environ.get("ANTHROPIC_API_KEY") or environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
+class Watch(Protocol):
+    """One caller of an endpoint (a stage with its reviewers): the environment
+    its CLIs get, and afterwards the requests of theirs it had no answer for."""
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    def misses(self) -> list[StubMiss]: ...
+
+
 @dataclass(frozen=True)
 class OpenEndpoint:
     """A started endpoint."""
@@ -36,6 +49,9 @@ class OpenEndpoint:
     name: str  # recorded in results: "anthropic" or "stub:PATH"
     env: Mapping[str, str] = field(repr=False)  # the agent's ENDPOINT_NAMES (URL, run token)
     model: str | None  # the model to ask for (None: the CLI's default)
+    # An endpoint that can tell callers apart (the stub) hands out a `Watch` per
+    # caller; None: every caller uses `env`, and nothing can go unanswered.
+    watch: Callable[[], Watch] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

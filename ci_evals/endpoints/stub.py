@@ -39,4 +39,9 @@ class StubEndpoint:
         from ci_evals.endpoints.stub_model import StubServer  # noqa: PLC0415
 
         with StubServer(self._load()) as server:
-            yield OpenEndpoint(name=self.name, env=server.cli_env(), model=options.default_model)
+            yield OpenEndpoint(
+                name=self.name,
+                env=server.cli_env(),
+                model=options.default_model,
+                watch=server.watch,
+            )

@@ -21,12 +21,13 @@ graded and keeps its status: nothing ran to grade.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ci_evals.agents import Abort, Agent
+from ci_evals.endpoints.base import ENDPOINT_NAMES, Watch
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
@@ -34,7 +35,13 @@ from ci_evals.graders.reviewer import GRADER, fingerprint, plugin_relative
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.results.criteria import GraderResult
-from ci_evals.results.model import RunResult, ScenarioResult, StageResult, dump_results
+from ci_evals.results.model import (
+    RunResult,
+    ScenarioResult,
+    StageResult,
+    dump_results,
+    record_stub_misses,
+)
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
@@ -53,6 +60,7 @@ class Target:
     reviewer: Literal["none", "reuse", "rerun", "skip"]
     saved_reviewer: GraderResult | None
     before: str  # the status before re-grading
+    why: str = ""  # why the reviewer runs again, said when that needs a model
 
 
 def plan(
@@ -70,6 +78,13 @@ def plan(
             if not graded or result.trajectory is None:
                 notes.append(f"{where}: {result.status}, not graded")
                 continue
+            if result.stub_misses:
+                # What the graders saw was never scripted: no re-grading makes it a result.
+                notes.append(
+                    f"{where}: {result.status}, the stub model had no answer for "
+                    f"{len(result.stub_misses)} request(s); not re-graded"
+                )
+                continue
             stage = _stage(suite, result)
             stage_dir = run_dir / Path(result.trajectory).parent
             if not (stage_dir / AFTER_DIR).is_dir():
@@ -79,15 +94,17 @@ def plan(
             saved = None
             if verdict is not None:
                 saved = next((g for g in verdict.graders if g.grader == GRADER), None)
+            action, why = _reviewer_action(stage, suite, saved, run_dir, mode)
             targets.append(
                 Target(
                     scenario=scenario,
                     result=result,
                     stage=stage,
                     stage_dir=stage_dir,
-                    reviewer=_reviewer_action(stage, suite, saved, run_dir, mode),
+                    reviewer=action,
                     saved_reviewer=saved,
                     before=result.status,
+                    why=why,
                 )
             )
     return targets, notes
@@ -112,20 +129,20 @@ def _stage(suite: Suite, result: StageResult) -> Stage:
 
 def _reviewer_action(
     stage: Stage, suite: Suite, saved: GraderResult | None, run_dir: Path, mode: ReviewerMode
-) -> Literal["none", "reuse", "rerun", "skip"]:
+) -> tuple[Literal["none", "reuse", "rerun", "skip"], str]:
+    """What to do with the stage's reviewer, and (for `rerun`) why, in words."""
     config = stage.grading.reviewer
     if config is None:
-        return "none"
-    if mode in ("skip", "rerun"):
-        return mode
-    usable = saved is not None and _raw_path(saved, run_dir) is not None
-    if mode == "reuse":
-        return "reuse"
+        return "none", ""
+    if mode != "auto":
+        return mode, "--reviewer rerun asks for it" if mode == "rerun" else ""
+    if saved is None or _raw_path(saved, run_dir) is None:
+        return "rerun", "it left no scorecard"
     assert stage.reviewer_prompt is not None
     current = fingerprint(config, suite.plugin.path, stage.reviewer_prompt, suite.root)
-    if usable and saved is not None and saved.fingerprint == current:
-        return "reuse"
-    return "rerun"
+    if saved.fingerprint != current:
+        return "rerun", "its agent file, prompt or rubrics changed"
+    return "reuse", ""
 
 
 def _raw_path(saved: GraderResult, run_dir: Path) -> Path | None:
@@ -185,8 +202,14 @@ async def regrade(
     model: str | None,
     abort: Abort | None = None,
     sandbox: str = "local",
+    watch: Callable[[], Watch] | None = None,
 ) -> None:
-    """Grade every target again; its stage result takes the new verdict."""
+    """Grade every target again; its stage result takes the new verdict.
+
+    With `watch` (the stub), each reviewer that runs again is its own caller:
+    requests of it the script could not answer make its stage an `error`, as
+    in a run.
+    """
     abort = abort or Abort()
     for target in targets:
         target.result.graded = not target.stage.grading.empty
@@ -198,6 +221,7 @@ async def regrade(
         reused = None
         if target.reviewer == "reuse":
             reused = reuse_reviewer(target, suite, run_dir)
+        caller = watch() if watch is not None and target.reviewer == "rerun" else None
         scenario = Scenario(id=target.scenario.id, inputs=dict(target.scenario.inputs))
         folder = out_dir / target.stage_dir.relative_to(run_dir)
         job = GradeJob(
@@ -209,7 +233,7 @@ async def regrade(
             out_dir=folder,
             work_dir=out_dir / ".work" / target.stage_dir.relative_to(run_dir),
             run_dir=run_dir,
-            env_for=env_for,
+            env_for=env_for if caller is None else _with_endpoint(env_for, caller.env),
             model=model,
             sandbox=sandbox,
         )
@@ -222,6 +246,22 @@ async def regrade(
             skip_reviewer=target.reviewer == "skip",
         )
         apply_verdict(target.result, verdict)
+        if caller is not None:
+            record_stub_misses(target.result, caller.misses())
+
+
+def _with_endpoint(
+    env_for: Callable[[Path], dict[str, str]], endpoint: Mapping[str, str]
+) -> Callable[[Path], dict[str, str]]:
+    """`env_for`, its model endpoint variables replaced by `endpoint`'s."""
+
+    def env(root: Path) -> dict[str, str]:
+        return {
+            **env_for(root),
+            **{name: value for name, value in endpoint.items() if name in ENDPOINT_NAMES},
+        }
+
+    return env
 
 
 def reruns(targets: list[Target]) -> Iterator[Target]:

@@ -33,6 +33,7 @@ from ci_evals.report import (
     scenario_label,
     stage_label,
     status_word,
+    stub_miss_lines,
     unfinished,
     xml_safe,
 )
@@ -76,6 +77,7 @@ def _body(stage: StageResult) -> str:
     """The failure's details: every failed criterion, grader errors, the stage's error."""
     lines = [cap(criterion_line(c), CRITERION_LIMIT) for c in failed_criteria(stage)]
     lines += [cap(error, CRITERION_LIMIT) for error in grader_errors(stage)]
+    lines += [cap(line, CRITERION_LIMIT) for line in stub_miss_lines(stage)]
     verdict = stage.grading.reason if stage.grading else None
     if stage.error and stage.error != verdict:  # the grading reason is already the message
         lines.append(f"stage error: {stage.error}")

@@ -33,6 +33,8 @@ from ci_evals.report import (
     scenario_label,
     stage_label,
     status_word,
+    stub_miss_count,
+    stub_miss_lines,
 )
 from ci_evals.text import one_line
 
@@ -123,6 +125,14 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
             "the network (the suite's `network: true`).",
             "",
         ]
+    requests, in_stages = stub_miss_count(result)
+    if requests:
+        lines += [
+            f"**Stub script mismatch:** {requests} request(s) in {in_stages} stage(s) had no "
+            "scripted answer (no rule matched, or a rule's turns ran out): the stub script and "
+            "the suite disagree, so those stages are errors; see *Not passed*.",
+            "",
+        ]
     if not result.isolated:
         lines += [
             f"**Not isolated:** the agent ran on the host (sandbox "
@@ -135,16 +145,20 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
 
 def _failure(result: RunResult, scenario: ScenarioResult, stage: StageResult) -> list[str]:
     where = f"{scenario_label(result, scenario)} stage {stage_label(stage)}"
-    lines = [
-        f"- **{text(where, CELL_LIMIT)}** ({text(status_word(stage), CELL_LIMIT)}): "
-        f"{text(reason(result, stage), REASON_LIMIT)}"
-    ]
+    said = text(reason(result, stage), REASON_LIMIT)
+    lines = [f"- **{text(where, CELL_LIMIT)}** ({text(status_word(stage), CELL_LIMIT)}): {said}"]
     failed = failed_criteria(stage)
     for criterion in failed[:CRITERIA_SHOWN]:
         lines.append(f"  - {text(criterion_line(criterion), CRITERION_LIMIT)}")
     if len(failed) > CRITERIA_SHOWN:
         lines.append(f"  - ... and {len(failed) - CRITERIA_SHOWN} more failed criteria")
     lines.extend(f"  - grader error: {text(e, CRITERION_LIMIT)}" for e in grader_errors(stage))
+    # Each request the stub could not answer, unless the reason above quotes it already.
+    misses = [text(line, CRITERION_LIMIT) for line in stub_miss_lines(stage)]
+    misses = [line for line in misses if line not in said]
+    lines.extend(f"  - {line}" for line in misses[:CRITERIA_SHOWN])
+    if len(misses) > CRITERIA_SHOWN:
+        lines.append(f"  - ... and {len(misses) - CRITERIA_SHOWN} more unanswered requests")
     return lines
 
 

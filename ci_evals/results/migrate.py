@@ -12,6 +12,7 @@ one line: it would be half-read.
 | 1 | the first versioned file |
 | 2 | `StageResult.graded`: the suite configures graders for the stage; `sandbox`, `isolated` |
 | 3 | `suite` (suite path and plugin name) and `revision` (commit, dirty, base, merge base) |
+| 4 | `StageResult.stub_misses`: requests the stub model's script had no answer for |
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 3
+VERSION = 4
 
 Data = dict[str, Any]
 
@@ -60,8 +61,22 @@ def _v2_to_v3(data: Data) -> Data:
     return data
 
 
+def _v3_to_v4(data: Data) -> Data:
+    """Add `stub_misses: []` to every stage.
+
+    A version 3 runner did not look for requests its stub script could not
+    answer; none were recorded, and the statuses it wrote stand as written.
+    (A version 3 reader refuses a version 4 file — "upgrade ci-evals" —
+    rather than misread a stage made an error by its misses.)
+    """
+    for scenario in _dicts(data.get("scenarios")):
+        for stage in _dicts(scenario.get("stages")):
+            stage.setdefault("stub_misses", [])
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
-MIGRATIONS: dict[int, Callable[[Data], Data]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[Data], Data]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def migrate(data: Data, *, file: Path) -> Data:

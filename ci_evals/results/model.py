@@ -41,12 +41,15 @@ __all__ = [
     "ScenarioResult",
     "StageResult",
     "StageStatus",
+    "StubMiss",
     "SuiteIdentity",
     "dump_results",
     "file_changes",
     "json_schema",
     "printable_path",
     "read_results",
+    "record_stub_misses",
+    "stub_miss_error",
     "write_results",
 ]
 
@@ -104,6 +107,50 @@ def file_changes(changes: Iterable[Change]) -> list[FileChange]:
     return [FileChange.from_change(change) for change in changes]
 
 
+class StubMiss(_Model):
+    """A request of the stage (or its reviewers) the stub model's script had no
+    answer for: no rule matched it, or the rule that did had run out of turns.
+    The script and the suite disagree, so the stage is an `error`, whatever its
+    graders said (docs/stub-model.md)."""
+
+    outcome: Literal["unmatched", "exhausted"]
+    rule: str | None = None  # exhausted: the rule whose turns ran out
+    turn: int | None = None  # exhausted: the turn asked for (1-based)
+    subagent: bool = False
+    text: str  # what the stub answered instead (one line, names the request)
+
+
+def stub_miss_error(misses: list[StubMiss]) -> str:
+    """The one-line `error` of a stage with stub misses (the first one quoted)."""
+    unmatched = sum(1 for m in misses if m.outcome == "unmatched")
+    exhausted = len(misses) - unmatched
+    kinds = [f"{unmatched} no rule matched"] if unmatched else []
+    kinds += [f"{exhausted} past a rule's last turn"] if exhausted else []
+    return (
+        f"the stub model had no scripted answer for {len(misses)} request(s) "
+        f"({', '.join(kinds)}): {misses[0].text}"
+    )
+
+
+def record_stub_misses(stage: StageResult, misses: list[StubMiss]) -> None:
+    """Record what the stub had no answer for; any makes the stage an `error`.
+
+    An unmatched request (or one past a rule's last turn) means the script and
+    the suite disagree: whatever the graders then said is about an answer
+    nobody scripted, so it is neither a pass nor a failure of the plugin. A
+    stage that hit a limit keeps `limit` (its `limit_hit` says which); it is
+    no pass either way. Used by the runner and by `ci-evals grade`.
+    """
+    if not misses:
+        return
+    stage.stub_misses = [*stage.stub_misses, *misses]
+    if stage.status == "limit":
+        return
+    before = stage.error
+    stage.status = "error"
+    stage.error = stub_miss_error(stage.stub_misses) + (f" (then: {before})" if before else "")
+
+
 class StageResult(_Model):
     number: int
     name: str
@@ -134,6 +181,9 @@ class StageResult(_Model):
     # criterion, each grader's result, judge model, rubric hashes, raw output paths.
     grading: StageVerdict | None = None
     grading_cost_usd: float | None = None  # what the reviewer's model calls cost
+    # Requests of this stage and its reviewers the stub model could not answer
+    # from its script (a run on `--model stub:PATH` only); any makes the stage an error.
+    stub_misses: list[StubMiss] = Field(default_factory=list)
 
 
 class ScenarioResult(_Model):

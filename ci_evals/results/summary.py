@@ -15,6 +15,7 @@ A run that reached no verdict still counts toward k-of-n:
 | `completed` but the stage has graders (never graded) | error |
 | `limit` (turns, time, budget) | failed — a limit is the agent's failure |
 | `error` from the agent, `skipped`, `pending`, `running` | error — nothing was judged |
+| `error` with `stub_misses` (whatever its verdict) | error — the stub script did not answer |
 
 The run passes (exit 0) when every summary passed.
 """
@@ -31,10 +32,17 @@ from ci_evals.results.stats import StageSummary, summarize_repeats
 
 def stage_verdict(result: StageResult) -> StageVerdict:
     """The stage's recorded verdict, or one standing in for a run without a verdict."""
-    if result.grading is not None and result.status in ("passed", "failed", "error"):
+    stub_missed = result.status == "error" and bool(result.stub_misses)
+    if (
+        result.grading is not None
+        and result.status in ("passed", "failed", "error")
+        and not stub_missed  # graded on answers nobody scripted: its verdict says nothing
+    ):
         return result.grading
     kind: Verdict
-    if result.status == "completed" and result.graded:
+    if stub_missed:
+        kind, reason = "error", result.error or "the stub model had no scripted answer"
+    elif result.status == "completed" and result.graded:
         kind, reason = "error", NOT_GRADED
     elif result.status == "completed":
         kind, reason = "passed", "completed (no graders)"

@@ -42,6 +42,7 @@ from pathlib import Path
 from ci_evals import __version__
 from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
+from ci_evals.endpoints.base import Watch
 from ci_evals.fs.checkpoint import FolderCheckpoint
 from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.fs.snapshot import (
@@ -58,6 +59,7 @@ from ci_evals.results.model import (
     StageResult,
     SuiteIdentity,
     file_changes,
+    record_stub_misses,
     write_results,
 )
 from ci_evals.results.summary import summarize_run
@@ -80,6 +82,9 @@ class RunPlan:
     # The model endpoint's variables for the agent (`OpenEndpoint.env`: the stub's
     # URL, or the forwarding proxy's URL and per-run token).
     endpoint: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # `OpenEndpoint.watch`: a caller per stage, whose unanswered requests make
+    # the stage an error (the stub); None: every stage uses `endpoint`.
+    watch: Callable[[], Watch] | None = field(default=None, repr=False)
     jobs: int = 1
     keep_workspace: bool = False
     temp_root: Path | None = None  # where workspaces go; None = the system temp folder
@@ -137,12 +142,14 @@ class StageContext:
     # What is left of the run budget once the stage's own cost is counted (None:
     # no run budget): the most the hook's agents may spend.
     budget_left: float | None = None
+    # The stage's own endpoint variables (its `Watch`'s), so that what its
+    # reviewers ask is counted with the stage; None: the plan's.
+    endpoint: Mapping[str, str] | None = field(default=None, repr=False)
 
     def env_for(self, private_root: Path) -> dict[str, str]:
         """An agent environment like the stage's, with its private folders under `private_root`."""
-        return agent_environment(
-            self.plan.environ, private_root=private_root, endpoint=self.plan.endpoint
-        )
+        endpoint = self.plan.endpoint if self.endpoint is None else self.endpoint
+        return agent_environment(self.plan.environ, private_root=private_root, endpoint=endpoint)
 
 
 StageHook = Callable[[StageContext], Awaitable[None]]
@@ -323,8 +330,10 @@ class Runner:
         workspace = state.workspace
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
         stage_dir.mkdir(parents=True, exist_ok=True)
+        watch = plan.watch() if plan.watch is not None else None
+        endpoint = plan.endpoint if watch is None else watch.env
         env = agent_environment(
-            plan.environ, private_root=state.parent / "agent", endpoint=plan.endpoint
+            plan.environ, private_root=state.parent / "agent", endpoint=endpoint
         )
         request = StageRequest(
             prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
@@ -378,6 +387,7 @@ class Runner:
                 "output",
                 str(exc),
             )
+            _record_misses(stage_result, watch)
             self.result.total_cost_usd = self.spent_usd
             self._write()
             self.listener.stage_finished(state.label, stage_result)
@@ -393,10 +403,11 @@ class Runner:
         if self.after_stage is not None and not self.abort.is_set:
             context = StageContext(
                 plan, state.scenario, stage, workspace, stage_dir, request, outcome,
-                stage_result, self.agent, self.abort, self.budget_left(),
+                stage_result, self.agent, self.abort, self.budget_left(), endpoint,
             )  # fmt: skip
             await self.after_stage(context)
         _never_graded(stage_result, interrupted=self.abort.is_set)
+        _record_misses(stage_result, watch)
         self.result.total_cost_usd = self.spent_usd
         self._write()
         self.listener.stage_finished(state.label, stage_result)
@@ -458,6 +469,11 @@ def _never_graded(stage_result: StageResult, *, interrupted: bool) -> None:
         stage_result.status = "error"
         why = "the run was interrupted before grading" if interrupted else "no grader ran"
         stage_result.error = f"not graded: {why}"
+
+
+def _record_misses(stage_result: StageResult, watch: Watch | None) -> None:
+    if watch is not None:
+        record_stub_misses(stage_result, watch.misses())
 
 
 def _relative(path: Path, run_dir: Path) -> str:

@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ci_evals import git
 from ci_evals.errors import UserError
@@ -39,6 +39,7 @@ from ci_evals.selection.matcher import (
     needed_regexes,
     remember_regexes,
 )
+from ci_evals.text import display_path
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -82,7 +83,7 @@ class GlobalGlob:
 class StageMap:
     file: Path  # absolute path of the map file
     repo_root: Path  # absolute work-tree root
-    display: str  # the map's path as shown in messages (repo-relative)
+    display: str  # the map's path as messages show it (`text.display_path`: cwd-relative)
     root: str  # plugin folder, repo-relative POSIX, no trailing slash ("" = repo top)
     stages: tuple[str, ...]  # stage names, index 0 = stage 1
     entries: tuple[Entry, ...]
@@ -91,7 +92,9 @@ class StageMap:
     # `selection_globs`); None when one cannot be rewritten so exactly.
     root_globals: tuple[str, ...] | None
     fixtures: str | None  # repo-relative POSIX folder, or None
-    warnings: tuple[str, ...] = field(default=())  # one line each, `file:line: warning: ...`
+    warnings: tuple[str, ...] = field(default=())  # one line each, `path:line: warning: ...`
+    # The map's repo-relative POSIX path: a global path, and what GitHub annotations name.
+    path: str = MAP_NAME
 
     def stage_of(self, value: str | int) -> int:
         """A stage name or number (1-based, also as a string) -> its number."""
@@ -157,29 +160,37 @@ def load_stage_map(path: Path, *, warn: bool = True, cache: bool = True) -> Stag
     if not file.is_file():
         raise UserError(
             "file not found" if not file.exists() else "not a file",
-            file=str(path),
+            file=display_path(file),
             hint=f"create {MAP_NAME} at the top of your repository, or pass --map PATH",
         )
     repo_root = _toplevel(file.parent)
     folder = _repo_relative_folder(file.parent, repo_root)
-    display = posixpath.join(folder, file.name) if folder else file.name
+    names = _Names(posixpath.join(folder, file.name) if folder else file.name, display_path(file))
     stage_map: StageMap | None = None
     if cache and map_cache.enabled():
         where = map_cache.cache_path(repo_root, file)
         data = file.read_bytes()
         key = map_cache.key(file, repo_root, folder, data)
-        stage_map = _from_cache(map_cache.read(where, key), file, repo_root, display)
+        stage_map = _from_cache(map_cache.read(where, key), file, repo_root, names)
         if stage_map is None:
-            stage_map = _load(file, repo_root, folder, display)
+            stage_map = _load(file, repo_root, folder, names)
             # The loader read the file again: save only if that was these bytes.
             if file.read_bytes() == data:
                 map_cache.write(where, key, _to_cache(stage_map))
     else:
-        stage_map = _load(file, repo_root, folder, display)
+        stage_map = _load(file, repo_root, folder, names)
     if warn:
-        for line in stage_map.warnings:
-            print(line, file=sys.stderr)
+        # Kept (and cached) under the repo-relative path; shown from here.
+        cached = names.path + ":"
+        for warning in stage_map.warnings:
+            shown = names.display + warning[len(names.path) :]
+            print(shown if warning.startswith(cached) else warning, file=sys.stderr)
     return stage_map
+
+
+class _Names(NamedTuple):
+    path: str  # repo-relative: the same from any folder, so it can be cached
+    display: str  # from the current folder: only messages use it
 
 
 def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
@@ -196,7 +207,7 @@ def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
     )
 
 
-def _from_cache(value: object, file: Path, repo_root: Path, display: str) -> StageMap | None:
+def _from_cache(value: object, file: Path, repo_root: Path, names: _Names) -> StageMap | None:
     """`_to_cache` reversed, or None when `value` is not what it wrote (or root is gone)."""
     if not isinstance(value, tuple) or len(value) != 8:
         return None
@@ -205,7 +216,8 @@ def _from_cache(value: object, file: Path, repo_root: Path, display: str) -> Sta
         record = StageMap(
             file=file,
             repo_root=repo_root,
-            display=display,
+            display=names.display,
+            path=names.path,
             root=str(root),
             stages=tuple(stages),
             entries=tuple(Entry(*fields) for fields in entries),
@@ -223,11 +235,11 @@ def _from_cache(value: object, file: Path, repo_root: Path, display: str) -> Sta
     return record
 
 
-def _load(file: Path, repo_root: Path, folder: str, display: str) -> StageMap:
+def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
     """The real loader: parse and validate everything (warnings not printed here)."""
     from ci_evals.config.yaml_source import load  # noqa: PLC0415 - not needed on a cache hit
 
-    doc = load(file, display)
+    doc = load(file, names.display)
     top = doc.mapping(_TOP_KEYS, _REQUIRED_TOP, what="mapping of stage-map settings")
 
     version = top["version"].as_int()
@@ -238,15 +250,16 @@ def _load(file: Path, repo_root: Path, folder: str, display: str) -> StageMap:
         )
     stages = _stages(top["stages"])
     root = _inside_repo(top["root"], folder, repo_root, must_be_dir=True)
-    entries, warnings = _entries(top["entries"], stages, display)
-    global_globs, root_globals = _globals(top, folder, display, root)
+    entries, warnings = _entries(top["entries"], stages, names.path)
+    global_globs, root_globals = _globals(top, folder, names.path, root)
     fixtures = None
     if "fixtures" in top and not top["fixtures"].is_null():
         fixtures = _inside_repo(top["fixtures"], folder, repo_root)
     return StageMap(
         file=file,
         repo_root=repo_root,
-        display=display,
+        display=names.display,
+        path=names.path,
         root=root,
         stages=stages,
         entries=entries,
@@ -258,17 +271,17 @@ def _load(file: Path, repo_root: Path, folder: str, display: str) -> StageMap:
 
 
 def _globals(
-    top: dict[str, Field], folder: str, display: str, root: str
+    top: dict[str, Field], folder: str, map_path: str, root: str
 ) -> tuple[tuple[GlobalGlob, ...], tuple[str, ...] | None]:
     """The map itself, then `global` (or its default), once each; and their root-relative form."""
-    own = literal_glob(display)
+    own = literal_glob(map_path)
     if glob_problem(own) is not None:  # a line break in the map's own path, say
         raise UserError(
             "the stage map's path cannot be written as a glob",
-            file=display,
+            file=map_path,
             hint="keep the map in a folder whose name has no line break",
         )
-    found = [(GlobalGlob(display, own, 0, 0, -1), under_root("", own, root))]
+    found = [(GlobalGlob(map_path, own, 0, 0, -1), under_root("", own, root))]
     if "global" in top:
         for index, item in enumerate(top["global"].sequence()):
             base, glob = _global_glob(item, folder)
@@ -331,7 +344,7 @@ def _stages(node: Field) -> tuple[str, ...]:
 
 
 def _entries(
-    node: Field, stages: tuple[str, ...], display: str
+    node: Field, stages: tuple[str, ...], path: str
 ) -> tuple[tuple[Entry, ...], list[str]]:
     entries: list[Entry] = []
     warnings: list[str] = []
@@ -351,7 +364,7 @@ def _entries(
         else:
             same = "same stage" if earlier.stage == stage else f"stage {earlier.stage} there"
             warnings.append(
-                f"{display}:{glob_field.line}: warning: entries[{index}].glob: "
+                f"{path}:{glob_field.line}: warning: entries[{index}].glob: "
                 f"{glob!r} repeats entries[{earlier.index}] (line {earlier.line}, {same}); "
                 "the lowest stage wins, remove one"
             )

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci_evals.errors import UserError
 from ci_evals.graders.checks import (
     Check,
     ChecksGrader,
@@ -45,6 +46,7 @@ from ci_evals.graders.checks import (
     normalize_heading,
 )
 from ci_evals.selection.suite_change import covers as _covers
+from ci_evals.text import display_path
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -404,14 +406,21 @@ def _deref(root: Mapping[str, Any], node: Any) -> Any:
 
 
 def seed_folder(fixtures: Path) -> Path | None:
-    """The seed fixture folder (`fixtures/0-*/`, the first by name) or None: what the
-    run lays before fixture 1 and the contracts count as stage 0's output."""
+    """The seed fixture folder (`fixtures/0-*/`) or None: what the run lays before
+    fixture 1 and the contracts count as stage 0's output. Two are an error naming
+    both: which one stage 1 starts from would be a guess."""
     try:
         seeds = sorted(
             p for p in fixtures.iterdir() if p.is_dir() and p.name.startswith(SEED_PREFIX)
         )
     except OSError:
         return None
+    if len(seeds) > 1:
+        raise UserError(
+            f"{display_path(fixtures)} holds {len(seeds)} stage-1 seeds: "
+            f"{', '.join(p.name for p in seeds)}",
+            hint=f"keep one {SEED_PREFIX}<name>/ folder; merge the others into it",
+        )
     return seeds[0] if seeds else None
 
 

@@ -46,6 +46,7 @@ from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import contracts, references
 from ci_evals.suite.contracts import Contract
+from ci_evals.text import display_path
 
 # The keys grading reads, validated by ci_evals.graders.config.
 GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
@@ -202,6 +203,13 @@ class Suite:
         number = stage if isinstance(stage, int) else stage.number
         return self.fixtures_for(scenario) / self.stages[number - 1].fixture_dirname
 
+    def seed_dir(self, scenario: Scenario | None = None) -> Path | None:
+        """The stage-1 seed: `fixtures/0-<name>/` (in a scenario's own set,
+        `fixtures/NAME/0-<name>/`), laid into every workspace before fixtures
+        1..N-1, whatever stage the run starts at; None when there is none. The
+        one rule is `contracts.seed_folder` (the contracts count it as stage 0)."""
+        return contracts.seed_folder(self.fixtures_for(scenario))
+
     @staticmethod
     def template_values(
         stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path
@@ -265,7 +273,7 @@ def find_suite(cwd: Path) -> Path:
             break
         folder = folder.parent
     raise UserError(
-        f"no {SUITE_FILE} found in {start} or above it up to {top}",
+        f"no {SUITE_FILE} found in {display_path(start)} or above it up to {display_path(top)}",
         hint="create one (see docs/suite.md) or pass --suite PATH",
     )
 
@@ -285,7 +293,7 @@ def load_suite(
     if problems is None:
         problems = Problems()
     file = Path(os.path.abspath(path))
-    name = display if display is not None else str(path)
+    name = display if display is not None else display_path(path)
     root_field = load(file, name)
     keys = root_field.mapping(_SUITE_KEYS, required=("version", "stages"))
 
@@ -448,11 +456,11 @@ def plugin_name_of(data: Mapping[str, object], manifest: Path) -> str:
 def _load_plugin(value: Field, base: Path) -> Plugin:
     path = _path(value, base)
     if not path.is_dir():
-        raise value.error(f"plugin folder not found: {path}")
+        raise value.error(f"plugin folder not found: {display_path(path)}")
     manifest = path / ".claude-plugin" / "plugin.json"
     if not manifest.is_file():
         raise value.error(
-            f"{path} has no .claude-plugin/plugin.json",
+            f"{display_path(path)} has no .claude-plugin/plugin.json",
             hint="a Claude Code plugin folder needs a manifest with at least a name",
         )
     data = read_manifest(manifest)
@@ -734,16 +742,16 @@ def _cross_check_stage_map(
     map_plugin = Path(os.path.normpath(stage_map.repo_root / stage_map.root))
     if map_plugin.resolve() != suite.plugin.path.resolve():
         raise where.error(
-            f"the stage map {map_name} has root {map_plugin}, but the suite's plugin is "
-            f"{suite.plugin.path}",
+            f"the stage map {map_name} has root {display_path(map_plugin)}, but the suite's "
+            f"plugin is {display_path(suite.plugin.path)}",
             hint="the map's root and the suite's plugin must be the same folder",
         )
     if stage_map.fixtures is not None:
         map_fixtures = Path(os.path.normpath(stage_map.repo_root / stage_map.fixtures))
         if map_fixtures.resolve() != suite.fixtures.resolve():
             raise where.error(
-                f"the stage map {map_name} has fixtures {map_fixtures}, but the suite's "
-                f"fixtures are {suite.fixtures}",
+                f"the stage map {map_name} has fixtures {display_path(map_fixtures)}, but the "
+                f"suite's fixtures are {display_path(suite.fixtures)}",
                 hint="point both files at the same fixtures folder",
             )
     for stage in suite.stages:

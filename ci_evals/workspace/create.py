@@ -4,7 +4,8 @@ Layout, under the folder `parent` the runner picks (a temporary folder outside t
 repository and the run folder: `$TMPDIR/ci-evals-<run-id>-*/`):
 
     parent/plugin/     a copy of the suite's plugin; the SDK loads it as a local plugin
-    parent/workspace/  the agent's folder: fixtures 1..N-1 merged in, plus links
+    parent/workspace/  the agent's folder: the seed `fixtures/0-<name>/` (if there is
+                       one), then fixtures 1..N-1 merged over it, plus links
                        `agents -> ../plugin/agents`, `skills -> ../plugin/skills`, ...
 
 Why copies and not links into the repository: the agent runs with permissions
@@ -47,6 +48,7 @@ from ci_evals.fs.snapshot import (
 from ci_evals.fs.walk import walk
 from ci_evals.suite.contracts import seed_folder
 from ci_evals.suite.load import Scenario, Stage, Suite
+from ci_evals.text import display_path
 
 PLUGIN_DIR = "plugin"
 WORKSPACE_DIR = "workspace"
@@ -59,7 +61,7 @@ class Workspace:
     parent: Path  # the folder holding both below; remove it to clean up
     root: Path  # the agent's workspace (`{workspace}` in templates)
     plugin: Path  # the plugin copy (`{plugin}`; the SDK's local plugin path)
-    fixtures: tuple[Path, ...]  # fixture folders laid down, in order
+    fixtures: tuple[Path, ...]  # fixture folders laid down, in order (the seed first)
     links: tuple[str, ...] = field(default=())  # component links made in `root`
     # What `root` holds right after set-up, with fixture files not yet hashed:
     # pass it as `previous` to the first `take_snapshot` (see snapshot.py).
@@ -125,7 +127,8 @@ class _Plan:
 def check_fixtures(
     suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
 ) -> tuple[Path, ...]:
-    """Check that fixtures 1..N-1 exist and hold no escaping links; return their folders.
+    """Check that the seed (if any) and fixtures 1..N-1 exist and hold no escaping
+    links; return their folders, in the order they are laid down.
 
     `scenario`'s own fixtures when it has some, else the suite's. Called by
     `run` before anything starts; `create_workspace` calls it again.
@@ -151,7 +154,8 @@ def _plan(
         if not folder.is_dir():
             whose = f" of scenario {scenario.id!r}" if scenario and scenario.fixtures else ""
             raise UserError(
-                f"missing fixture folder{whose} for stage {stage.number} ({stage.name}): {folder}",
+                f"missing fixture folder{whose} for stage {stage.number} ({stage.name}): "
+                f"{display_path(folder)}",
                 file=suite.display,
                 hint=_missing_fixture_hint(suite.fixtures_for(scenario), stage.number, number),
             )
@@ -162,7 +166,7 @@ def _plan(
             _add_fixture(plan, folder)
         except OSError as exc:
             raise UserError(
-                f"cannot read fixture {exc.filename or folder}: {exc.strerror or exc}"
+                f"cannot read fixture {display_path(exc.filename or folder)}: {exc.strerror or exc}"
             ) from None
     _check_merged_links(plan)
     return tuple(folders), plan
@@ -182,7 +186,7 @@ def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
         return f"found {', '.join(near)}; the folder must be named <k>-<stage name>-output"
     return (
         f"a run from stage {from_stage} lays down the outputs of stages 1-{from_stage - 1}"
-        f" from {fixtures}/<k>-<stage>-output/"
+        f" from {display_path(fixtures)}/<k>-<stage>-output/"
     )
 
 
@@ -202,7 +206,8 @@ def _add_fixture(plan: _Plan, folder: Path) -> None:
             plan.files[rel] = entry.path
         else:
             raise UserError(
-                f"fixture holds something that is not a file, folder or link: {entry.path}"
+                "fixture holds something that is not a file, folder or link: "
+                f"{display_path(entry.path)}"
             )
 
 
@@ -210,13 +215,13 @@ def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
     """Refuse a link that is absolute or leaves its fixture folder."""
     if os.path.isabs(target):
         raise UserError(
-            f"fixture link {path} -> {target} is absolute",
+            f"fixture link {display_path(path)} -> {target} is absolute",
             hint="links in fixtures must be relative and stay inside their fixture folder",
         )
     resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
     if resolved == ".." or resolved.startswith(".." + os.sep):
         raise UserError(
-            f"fixture link {path} -> {target} points outside {folder}",
+            f"fixture link {display_path(path)} -> {target} points outside {display_path(folder)}",
             hint="links in fixtures must stay inside their fixture folder",
         )
 
@@ -235,7 +240,7 @@ def _check_merged_links(plan: _Plan) -> None:
         problem = _resolve_inside(plan.links, rel, target)
         if problem:
             raise UserError(
-                f"fixture link {plan.link_sources[rel]} -> {target} {problem}",
+                f"fixture link {display_path(plan.link_sources[rel])} -> {target} {problem}",
                 hint="links in fixtures must stay inside their fixture folder",
             )
 
@@ -279,7 +284,8 @@ def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:
         plan.links.pop(rel, None)
         return
     raise UserError(
-        f"fixture {path} is a {kind}, but an earlier fixture has a {earlier} at {rel}",
+        f"fixture {display_path(path)} is a {kind}, but an earlier fixture has a {earlier} "
+        f"at {rel}",
         hint="a later fixture can replace files, not turn a folder into a file or back",
     )
 
@@ -300,7 +306,7 @@ def create_workspace(
     for path in (plugin, root):
         if os.path.lexists(path):
             raise UserError(
-                f"workspace folder already exists: {path}",
+                f"workspace folder already exists: {display_path(path)}",
                 hint="every scenario and repeat needs a fresh folder",
             )
     _copy_plugin(suite.plugin.path, plugin)
@@ -331,9 +337,9 @@ def _copy_plugin(source: Path, dest: Path) -> None:
     try:
         shutil.copytree(source, dest, symlinks=False)
     except shutil.Error as exc:
-        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+        raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
     except OSError as exc:
-        raise UserError(f"cannot copy the plugin {source}: {exc}") from None
+        raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
 
 
 def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:

@@ -17,6 +17,7 @@ import yaml
 from ci_evals.config import yaml_source
 from ci_evals.config.yaml_source import ANY_KEY, Field
 from ci_evals.errors import UserError
+from ci_evals.text import display_path
 
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal")
 USAGE_KEYS = (
@@ -374,7 +375,7 @@ def _read_beside(value: Field, base_dir: Path) -> str:
     try:
         return source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise value.error(f"cannot read {source}: {exc}") from None
+        raise value.error(f"cannot read {display_path(source)}: {exc}") from None
 
 
 _TOOL_PARSERS = {

@@ -20,16 +20,24 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
 from ci_evals.endpoints.stub_model import sse
 from ci_evals.endpoints.stub_model.request import parse_request
 from ci_evals.endpoints.stub_model.responder import Reply, Responder
 from ci_evals.endpoints.stub_model.script import Script
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import StubMiss
+
+KEY = "stub-model-key"
+KEY_PREFIX = KEY + "."  # `stub-model-key.c3`: caller c3 (`StubServer.watch`)
+# Outcomes that mean the script and the suite disagree (docs/stub-model.md).
+MISSED = ("unmatched", "exhausted")
 
 
 @dataclass(frozen=True)
@@ -54,12 +62,21 @@ class RequestRecord:
     session_id: str
     stream: bool
     status: int  # the HTTP status sent (0 for hang/disconnect before headers)
+    # Who asked: the tag in the API key a `watch()` handed out ('' for the plain
+    # `cli_env()` key), so a runner can tell its stages' requests apart.
+    caller: str = ""
+    # For `unmatched` and `exhausted`: the text the stub answered with instead.
+    note: str | None = None
 
     def describe(self) -> str:
         """One log line."""
         who = self.agent or self.command or ("subagent" if self.subagent else "main")
         where = f"rule={self.rule!r} turn={self.turn}" if self.rule else "rule=None"
         return f"#{self.index} {self.method} {self.path} [{who}] {where} -> {self.outcome}"
+
+
+def _answer_text(reply: Reply) -> str:
+    return " ".join(str(b.get("text", "")) for b in reply.blocks if b.get("type") == "text")
 
 
 class StubServer(LocalHTTPService):
@@ -81,6 +98,7 @@ class StubServer(LocalHTTPService):
         self._lock = threading.Lock()
         self._indexes = itertools.count(1)
         self._message_ids = itertools.count(1)
+        self._callers = itertools.count(1)
         super().__init__(port)
 
     # -- lifecycle -------------------------------------------------------------
@@ -104,21 +122,32 @@ class StubServer(LocalHTTPService):
         with self._lock:
             return list(self._records)
 
-    def unmatched(self) -> list[RequestRecord]:
-        """Requests no rule fit, or that asked for a turn past a rule's last."""
-        return [r for r in self.requests if r.outcome in ("unmatched", "exhausted")]
+    def unmatched(self, caller: str | None = None) -> list[RequestRecord]:
+        """Requests no rule fit, or that asked for a turn past a rule's last
+        (only `caller`'s, when given: see `watch`)."""
+        return [
+            r
+            for r in self.requests
+            if r.outcome in MISSED and (caller is None or r.caller == caller)
+        ]
 
-    def cli_env(self) -> dict[str, str]:
+    def cli_env(self, caller: str = "") -> dict[str, str]:
         """The environment variables that point the Claude Code CLI at this stub.
 
         Only the model endpoint; the caller owns the rest of the CLI's
-        environment (HOME, TMPDIR, IS_SANDBOX, ...).
+        environment (HOME, TMPDIR, IS_SANDBOX, ...). With `caller`, the API key
+        carries that tag and every request it sends is recorded with it.
         """
         return {
             "ANTHROPIC_BASE_URL": self.url,
-            "ANTHROPIC_API_KEY": "stub-model-key",  # the CLI needs one; the stub ignores it
+            # The CLI needs a key; the stub reads only the tag after the prefix.
+            "ANTHROPIC_API_KEY": f"{KEY_PREFIX}{caller}" if caller else KEY,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
+
+    def watch(self) -> StubWatch:
+        """A new caller: its environment, and later the requests of it no rule answered."""
+        return StubWatch(self, f"c{next(self._callers)}")
 
     # -- used by the handler ----------------------------------------------------------
 
@@ -133,6 +162,38 @@ class StubServer(LocalHTTPService):
 
     def _next_message_id(self) -> str:
         return f"msg_stub_{next(self._message_ids):06d}"
+
+
+class StubWatch:
+    """One caller of a `StubServer` (a stage and its reviewers): `env` for its
+    CLIs, `misses()` for what the script had no answer to (`Watch` in
+    `ci_evals.endpoints.base`)."""
+
+    def __init__(self, server: StubServer, caller: str) -> None:
+        self.server = server
+        self.caller = caller
+        self.env = server.cli_env(caller)
+
+    def misses(self) -> list[StubMiss]:
+        from ci_evals.results.model import StubMiss  # noqa: PLC0415 - pydantic, run only
+
+        return [
+            StubMiss(
+                outcome="exhausted" if r.outcome == "exhausted" else "unmatched",
+                rule=r.rule,
+                turn=r.turn,
+                subagent=r.subagent,
+                text=r.note or r.outcome,
+            )
+            for r in self.server.unmatched(self.caller)
+        ]
+
+
+def caller_of(headers: Mapping[str, str]) -> str:
+    """The tag in a request's API key (`x-api-key`, or a bearer token), '' for none."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    key = lowered.get("x-api-key") or lowered.get("authorization", "").removeprefix("Bearer ")
+    return key.removeprefix(KEY_PREFIX) if key.startswith(KEY_PREFIX) else ""
 
 
 class _HTTPServer(LocalServer):
@@ -227,7 +288,8 @@ class _Handler(LocalHandler):
                 content_type="application/json",
             )
             return
-        request = parse_request(decoded, dict(self.headers.items()))
+        headers = dict(self.headers.items())
+        request = parse_request(decoded, headers)
         reply = stub.responder.reply(request)
         status = self._status_of(reply)
         stub._record(
@@ -246,6 +308,8 @@ class _Handler(LocalHandler):
                 session_id=request.session_id,
                 stream=request.stream,
                 status=status,
+                caller=caller_of(headers),
+                note=_answer_text(reply) if reply.outcome in MISSED else None,
             )
         )
         if reply.delay and stub._stopping.wait(reply.delay):
