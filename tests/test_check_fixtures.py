@@ -154,9 +154,9 @@ def test_a_missing_fixture_is_said_for_the_stages_produces_too(
 
 
 def test_the_seed_is_laid_down_and_checked(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seed = example / "fixtures" / "0-codebase"
+    seed = example.fixtures / "0-codebase"
     (seed / "notes").mkdir(parents=True)
     (seed / "notes" / "brief.md").write_text("what stage 1 starts from\n")
 
