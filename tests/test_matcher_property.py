@@ -286,6 +286,8 @@ def test_global_globs_agree_with_git(
     base = "/".join(parts[: len(parts) - ups])
     comparable = paths if not ("?" in rest or "[" in rest) else [p for p in paths if p.isascii()]
     expected = _git_matches_in(workdir, base, rest, comparable)
+    if glob_problem(repo_glob(base, rest)) is not None:
+        return  # the stage map refuses it with file:line (tests/test_stage_map.py)
     whole = GlobMatcher([repo_glob(base, rest)])
     assert {p for p in comparable if whole.matches(p)} == expected, (base, rest)
     rewritten = under_root(base, rest, root)

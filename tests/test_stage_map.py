@@ -430,3 +430,23 @@ def test_messages_name_the_map_from_the_current_folder(
     with pytest.raises(UserError) as info:
         load_stage_map(repo / "stage_map.yaml")
     assert str(info.value).startswith("../stage_map.yaml:5:28: entries[0].stage: stage 9")
+
+
+def test_a_global_the_matcher_cannot_take_from_a_sub_folder_is_one_line(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`**/` in a sub-folder's map becomes `evals/**/**/` at the top, which git and
+    pathspec read differently: a file:line error (it crashed with a traceback)."""
+    folder = repo / "evals"
+    (folder / "plugin").mkdir(parents=True)
+    (folder / "plugin" / "a.md").write_text("x\n")
+    (folder / "stage_map.yaml").write_text(_entry('"a.md"') + 'global: ["**/"]\n')
+    git(repo, "add", ".")
+    code = main(["check-coverage", "--map", str(folder / "stage_map.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines() == [
+        "ci-evals: error: evals/stage_map.yaml:6:10: global[0]: '**/' cannot be matched "
+        "from the map's folder (as '/evals/**/**/': '**/' at the end of a glob: git and "
+        "pathspec disagree on it) (name the files it should match, e.g. `dir/**`)"
+    ]

@@ -50,7 +50,8 @@ def _anchored(glob: str) -> bool:
 
 def _normal(glob: str) -> str:
     """`glob` with a leading `**/` before one name dropped: gitignore means the same."""
-    if glob.startswith("**/") and not _anchored(glob[3:]):
+    # Not `**/` alone (every folder's contents): dropping it would leave nothing.
+    if glob.startswith("**/") and glob[3:] and not _anchored(glob[3:]):
         return glob[3:]
     return glob
 

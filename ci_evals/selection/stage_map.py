@@ -285,8 +285,21 @@ def _globals(
     if "global" in top:
         for index, item in enumerate(top["global"].sequence()):
             base, glob = _global_glob(item, folder)
-            record = GlobalGlob(item.as_str(), repo_glob(base, glob), item.line, item.column, index)
-            found.append((record, under_root(base, glob, root)))
+            whole = repo_glob(base, glob)
+            # Moved to the top a glob can become one the matcher refuses (`**/` in a
+            # folder: `m/**/**/`): say so here rather than crash when matching.
+            problem = glob_problem(whole)
+            if problem is not None:
+                raise item.error(
+                    f"{item.as_str()!r} cannot be matched from the map's folder "
+                    f"(as {whole!r}: {problem.message})",
+                    hint="name the files it should match, e.g. `dir/**`",
+                )
+            under = under_root(base, glob, root)
+            if under is not None and any(glob_problem(g) is not None for g in under):
+                under = None  # no exact rewrite for root: matched path by path instead
+            record = GlobalGlob(item.as_str(), whole, item.line, item.column, index)
+            found.append((record, under))
     else:
         for ups, glob in DEFAULT_GLOBAL:
             base = "" if ups < 0 else folder
