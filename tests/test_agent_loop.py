@@ -177,6 +177,22 @@ def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: str) 
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
+def test_an_argv_that_cannot_start_is_output_not_a_crash(tmp_path: Path, sandbox: str) -> None:
+    # The local sandbox raises OSError for a program it cannot start (the Protocol
+    # says so); the model chose the argv, so that is its error to read.
+    text = script(
+        tool("run_command", argv=["no-such-program-here", "x"]),
+        tool("run_command", argv=["/"]),
+        tool("final_submit"),
+    )
+    outcome, records, _ = run_loop(tmp_path, text, sandbox=sandbox)
+    assert outcome.status == "completed", outcome.error
+    failed = results_of(records)
+    assert [r["is_error"] for r in failed[:2]] == [True, True]
+    assert "no-such-program-here" in failed[0]["output"]
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_hostile_strings_stay_data_inside_the_sandbox(tmp_path: Path, sandbox: str) -> None:
     canary = tmp_path / "host-canary"
     evil_name = f"we ird;$(touch {canary})`touch {canary}`'\"\n.txt"

@@ -461,6 +461,23 @@ def test_gc_removes_what_a_crash_left_and_nothing_that_is_in_use(
         run(live, ["true"])
 
 
+def test_gc_leaves_a_container_someone_else_started_from_our_image(docker_image: str) -> None:
+    # `docker run` of a built image by a user or another tool is not ours: the image
+    # must not hand its build container's labels (ci-evals=1, a dead owner) down.
+    labels = engine.client().images.get(docker_image).labels or {}
+    assert labels.get(engine.LABEL) != "1" and not labels.get(engine.LABEL_OWNER), labels
+    theirs = engine.client().containers.create(docker_image, command=["sleep", "infinity"])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ci_evals", "gc"], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        theirs.reload()  # raises NotFound when gc removed it
+    finally:
+        with contextlib.suppress(Exception):
+            theirs.remove(force=True)
+
+
 def test_a_missing_engine_is_one_clear_line(tmp_path: Path) -> None:
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     done = subprocess.run(

@@ -112,6 +112,8 @@ class ToolBox:
             return handler(given, max(time_left, 0.001))
         except _BadInput as exc:
             return ToolRun(f"bad input for {name}: {exc}", is_error=True)
+        except OSError as exc:  # the sandbox could not start the model's argv (Sandbox.exec)
+            return ToolRun(f"{name} could not run: {exc}", is_error=True)
 
     def _handlers(self) -> dict[str, Callable[[Mapping[str, Any], float], ToolRun]]:
         return {

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,11 +321,19 @@ class _ResultsMissing(ValueError):
 
 
 def _fingerprint(path: Path) -> tuple[int, int, str] | None:
+    # The folder is the agent's: `path` may be a link to /dev/zero or a FIFO, which
+    # a plain read on the host would never finish. Opened without blocking, only a
+    # regular file is read, and no more of it than a results file may hold.
     try:
-        stat = path.stat()
-        return stat.st_mtime_ns, stat.st_size, hashlib.sha256(path.read_bytes()).hexdigest()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return info.st_mtime_ns, -1, f"not a regular file (mode {info.st_mode:o})"
+        data = file.read(MAX_RESULTS_BYTES + 1)
+    return info.st_mtime_ns, info.st_size, hashlib.sha256(data).hexdigest()
 
 
 def _sub_results(

@@ -263,7 +263,15 @@ def _finish(recipe: Recipe, base: str, wheels: Path | None, tag: str) -> None:
                 "WorkingDir": engine.WORKSPACE,
                 "User": str(engine.SANDBOX_UID),
                 "Cmd": ["sleep", "infinity"],
-                "Labels": {engine.LABEL + ".recipe": recipe.name},
+                # The engine merges the build container's labels into the image,
+                # and every container made from it would inherit them: `ci-evals
+                # gc` would take a stranger's `docker run` of it for a dead
+                # ci-evals' leftover. Blanked here (a label cannot be dropped).
+                "Labels": {
+                    engine.LABEL: "",
+                    engine.LABEL_OWNER: "",
+                    engine.LABEL + ".recipe": recipe.name,
+                },
             },
         )
     finally:

@@ -35,9 +35,10 @@ RECIPES = Path(__file__).with_name("recipes")  # shipped recipes, by folder name
 RECIPE_FILE = "recipe.yaml"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Bumped when the builder changes what an image holds for the same recipe
-# (2: the wheels' bytecode compiled in); ROOTFS_VERSION when it changes the
+# (2: the wheels' bytecode compiled in; 3: no ci-evals=1 label inherited from the
+# build container); ROOTFS_VERSION when it changes the
 # root file system (its cached tarball) too.
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 ROOTFS_VERSION = 1
 _KEYS = ("name", "suite", "mirror", "packages", "wheels", "files", "env")
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from ci_evals.graders.command import (
     run_command_grader,
     run_process,
 )
+from ci_evals.results.criteria import GraderResult
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
 PY = sys.executable
@@ -302,3 +305,33 @@ def test_in_bwrap_a_script_sees_its_folder_read_only_and_the_graded_folder_writa
     assert exit_criterion.passed, exit_criterion.detail
     assert (state / "seen.txt").read_text() == "42\n"
     assert not (repo / "scripts" / "pwned.txt").exists()
+
+
+def test_a_results_link_the_agent_planted_to_a_fifo_does_not_hang_the_host(
+    tmp_path: Path,
+) -> None:
+    # The graded folder is the agent's: `out.json -> /dev/zero` (or a FIFO) must not be
+    # read on the host before the command runs — that read never ends.
+    graded, fifo = tmp_path / "graded", tmp_path / "fifo"
+    graded.mkdir()
+    os.mkfifo(fifo)
+    (graded / "out.json").symlink_to(fifo)
+    noop = script(tmp_path, "noop.sh", "#!/bin/sh\nexit 0\n")
+    results: list[object] = []
+    worker = threading.Thread(
+        target=lambda: results.append(
+            run_command_grader(grader(str(noop), json_results="out.json"), graded, env=ENV)
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(20)
+    hung = worker.is_alive()
+    if hung:  # let the blocked read go before failing
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(5)
+    assert not hung, "the grader hung reading the planted link on the host"
+    [result] = results
+    assert isinstance(result, GraderResult)
+    assert result.error is not None and "out.json" in result.error
