@@ -12,6 +12,7 @@ current folder, as git names paths, whatever form the path was given in.
 
 from __future__ import annotations
 
+import functools
 import os
 
 
@@ -26,16 +27,35 @@ def one_line(text: str, limit: int | None = None, *, ellipsis: str = "...") -> s
 def display_path(path: str | os.PathLike[str], cwd: str | None = None) -> str:
     """`path` as a message shows it: relative to `cwd` (default: the current folder).
 
-    As git does, a path elsewhere climbs with `..` (`../shared/rubric.md`);
-    one whose only common folder with `cwd` is the file system's root (a temp
-    folder seen from a repository) stays absolute, which says more than a row
-    of `../`. A path is normalised, never resolved: links are not followed.
+    As git does: a path below `cwd` is relative; one elsewhere in the same
+    repository work tree (the nearest folder above `cwd` holding `.git`)
+    climbs with `..` (`../shared/rubric.md`); anything else — a temp folder
+    seen from a repository, a file in another checkout — stays absolute, which
+    says more than a row of `../` and reads the same wherever the repository
+    was cloned. A path is normalised, never resolved: links are not followed.
     """
     absolute = os.path.abspath(path)
     try:
         here = os.path.abspath(cwd) if cwd is not None else os.getcwd()
     except OSError:  # the current folder was removed
         return absolute
-    if here != os.sep and os.path.commonpath([absolute, here]) == os.sep:
-        return absolute
-    return os.path.relpath(absolute, here)
+    top = _work_tree_top(here)
+    if _is_within(absolute, here) or (top is not None and _is_within(absolute, top)):
+        return os.path.relpath(absolute, here)
+    return absolute
+
+
+def _is_within(path: str, folder: str) -> bool:
+    return folder in (os.sep, path) or path.startswith(folder + os.sep)
+
+
+@functools.lru_cache(maxsize=16)
+def _work_tree_top(folder: str) -> str | None:
+    """The nearest folder from `folder` up that holds `.git` (a folder or a file), or None."""
+    while True:
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent

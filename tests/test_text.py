@@ -34,9 +34,22 @@ def test_a_path_below_the_current_folder_is_relative(tmp_path: Path) -> None:
     assert display_path(tmp_path / "repo", here) == "."
 
 
-def test_a_path_beside_it_climbs_as_git_does(tmp_path: Path) -> None:
+def test_a_path_beside_it_in_the_same_work_tree_climbs_as_git_does(tmp_path: Path) -> None:
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
     here = str(tmp_path / "repo" / "plugin")
     assert display_path(tmp_path / "repo" / "stage_map.yaml", here) == "../stage_map.yaml"
+
+
+def test_a_path_outside_the_work_tree_stays_absolute_wherever_it_was_cloned(
+    tmp_path: Path,
+) -> None:
+    """A clone under /tmp and pytest's temp folders share /tmp: the message still
+    names the temp file absolutely, as it does from a clone anywhere else."""
+    (tmp_path / "clone" / ".git").mkdir(parents=True)
+    here = str(tmp_path / "clone")
+    elsewhere = tmp_path / "pytest-of-root" / "suite" / "ci-evals.yaml"
+    assert display_path(elsewhere, here) == str(elsewhere)
+    assert display_path(tmp_path / "clone" / "a.md", here) == "a.md"
 
 
 def test_a_path_sharing_only_the_root_stays_absolute() -> None:
@@ -51,4 +64,4 @@ def test_relative_input_is_read_from_the_current_folder(
     assert display_path("a/../b/./c.md") == "b/c.md"
     assert display_path(Path("ci-evals.yaml")) == "ci-evals.yaml"
     assert display_path(tmp_path / "x") == "x"
-    assert display_path(os.fspath(tmp_path.parent)) == ".."
+    assert display_path(os.fspath(tmp_path.parent)) == os.fspath(tmp_path.parent)  # no repo
