@@ -294,8 +294,8 @@ def test_map_outside_a_git_repository(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["check-coverage", "--map", str(tmp_path / "stage_map.yaml")])
     err = capsys.readouterr().err
     assert code == 2
-    # The folder, named from the current one (the repository inside it).
-    assert err.startswith("ci-evals: error: ..: not inside a git repository")
+    # The folder lies outside the current work tree (the repository inside it): absolute.
+    assert err.startswith(f"ci-evals: error: {tmp_path}: not inside a git repository")
 
 
 def test_duplicate_entries_warn_with_file_and_line(
