@@ -122,6 +122,37 @@ def test_the_stage_map_must_reach_them_and_compute_stage_sees_a_change(tmp_path:
     assert "global-file" in proc.stderr and RUBRIC in proc.stderr
 
 
+def test_a_map_that_does_not_reach_the_suite_is_refused_then_a_change_runs_all(
+    tmp_path: Path,
+) -> None:
+    """The suite's prompts decide every stage: a map whose `global:` leaves it out
+    (here: outside root) would answer `none` to a prompt change — fail open."""
+    suite = project(tmp_path)
+    (tmp_path / "stage_map.yaml").write_text(MAP.replace("[ci-evals.yaml, rubrics]", "[rubrics]"))
+    with pytest.raises(UserError) as info:
+        load_suite(suite, display="ci-evals.yaml")
+    text = str(info.value)
+    assert "the suite ci-evals.yaml is in no stage of the stage map" in text
+    assert "add '/ci-evals.yaml' to the map's global:" in text
+    (tmp_path / "stage_map.yaml").write_text(
+        MAP.replace("[ci-evals.yaml, rubrics]", "[/ci-evals.yaml, rubrics]")
+    )
+    load_suite(suite, display="ci-evals.yaml")  # the hint's glob is enough
+    git(tmp_path, "commit", "-q", "-am", "the suite in global")
+    git(tmp_path, "checkout", "-q", "-b", "prompt")
+    suite.write_text(suite.read_text().replace("Add a --json flag", "Add a --yaml flag"))
+    git(tmp_path, "commit", "-q", "-am", "another scenario input")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "compute-stage", "main"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "1\n"), proc.stderr
+
+
 def test_the_fingerprint_of_a_copy_equals_the_repository_s(tmp_path: Path) -> None:
     suite = load_suite(project(tmp_path))
     config, prompt = suite.stages[0].grading.reviewer, suite.stages[0].reviewer_prompt

@@ -754,6 +754,17 @@ def _cross_check_stage_map(
                 f"suite's fixtures are {display_path(suite.fixtures)}",
                 hint="point both files at the same fixtures folder",
             )
+    # The suite decides every stage: a map that does not reach it would answer
+    # `none` to a change of any prompt (fail open).
+    unmapped = _unmapped(suite.file, stage_map)
+    if unmapped is not None:
+        written = Path(os.path.relpath(suite.file, stage_map.file.parent)).as_posix()
+        glob = written if written.startswith("../") else "/" + written
+        raise where.error(
+            f"the suite {unmapped} is in no stage of the stage map {map_name}: "
+            "a change to it would run nothing",
+            hint=f"add {glob!r} to the map's global: (a change then runs every stage)",
+        )
     for stage in suite.stages:
         _check_rubrics_mapped(suite, stage, stage_map, problems)
         _check_schemas_mapped(stage, stage_map, problems)
