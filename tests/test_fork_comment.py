@@ -331,3 +331,14 @@ def test_a_zip_without_the_pr_file_posts_nothing(tmp_path: Path, github: FakeGit
     artifact = packed(tmp_path)
     (artifact / "pr.json").unlink()
     refused(post(tmp_path, github, zipped(artifact)), github, "pr.json: missing from the artifact")
+
+
+def test_a_corrupt_deflate_stream_posts_nothing(tmp_path: Path, github: FakeGitHub) -> None:
+    """zipfile raises zlib.error (not BadZipFile) for it: still one line, no traceback."""
+    a_fork_pr(github)
+    archive = zipped(packed(tmp_path)) / "ci-evals-pr.zip"
+    data = bytearray(archive.read_bytes())
+    name = data.find(b"results.json")  # the local header's name; its data follows
+    data[name + len(b"results.json") : name + len(b"results.json") + 2] = b"\xff\xff"
+    archive.write_bytes(bytes(data))
+    refused(post(tmp_path, github, archive.parent), github, "not a readable zip")

@@ -31,6 +31,7 @@ import os
 import re
 import stat
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,7 +149,14 @@ def _zip_member(archive: Path, name: str, limit: int) -> bytes:
                 raise UserError(f"{info.file_size} bytes, over the limit of {limit}", file=where)
             with zf.open(info) as member:
                 content = member.read(limit + 1)  # whatever it declared
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError) as exc:
+    # zlib.error: a corrupt deflate stream (zipfile does not wrap it in BadZipFile).
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+        OSError,
+        zlib.error,
+    ) as exc:
         raise UserError(f"not a readable zip: {exc}", file=archive) from None
     if len(content) > limit:
         raise UserError(f"over the limit of {limit} bytes", file=where)
