@@ -96,6 +96,18 @@ def test_a_missing_suite_rubric_folder_is_one_line(tmp_path: Path) -> None:
     )
 
 
+def compute_stage(repo: Path) -> subprocess.CompletedProcess[str]:
+    """`ci-evals compute-stage main` in `repo`, as CI runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", "compute-stage", "main"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_the_stage_map_must_reach_them_and_compute_stage_sees_a_change(tmp_path: Path) -> None:
     suite = project(tmp_path)
     (tmp_path / "stage_map.yaml").write_text(MAP.replace(", rubrics]", "]"))
@@ -110,14 +122,7 @@ def test_the_stage_map_must_reach_them_and_compute_stage_sees_a_change(tmp_path:
     git(tmp_path, "checkout", "-q", "-b", "change")
     write(tmp_path / RUBRIC, "The design names every file it changes, and why.\n")
     git(tmp_path, "commit", "-q", "-am", "a stricter rubric")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ci_evals", "compute-stage", "main"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = compute_stage(tmp_path)
     assert (proc.returncode, proc.stdout) == (0, "1\n"), proc.stderr
     assert "global-file" in proc.stderr and RUBRIC in proc.stderr
 
@@ -142,14 +147,7 @@ def test_a_map_that_does_not_reach_the_suite_is_refused_then_a_change_runs_all(
     git(tmp_path, "checkout", "-q", "-b", "prompt")
     suite.write_text(suite.read_text().replace("Add a --json flag", "Add a --yaml flag"))
     git(tmp_path, "commit", "-q", "-am", "another scenario input")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ci_evals", "compute-stage", "main"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = compute_stage(tmp_path)
     assert (proc.returncode, proc.stdout) == (0, "1\n"), proc.stderr
 
 
