@@ -176,3 +176,69 @@ def test_pruned_search_with_low_wildcards_and_names_everywhere() -> None:
                     order, rank_of, level_of, 2, bound, keep=keep
                 )
                 assert found == below[:keep], (bound, keep)
+
+
+def test_a_folders_own_rules_stay_its_own() -> None:
+    """A folder's name rules are built on the rules shared by every folder
+    (`README.md`, `*.md`, `t*` at any depth): its own (`a/README.md`, `a/*.md`,
+    `a/t?`) must not leak into the shared ones, whichever folder comes first."""
+    globs = ["README.md", "*.md", "t*", "a/README.md", "a/*.md", "a/t?", "b/**"]
+    paths = ["a/README.md", "b/README.md", "a/x.md", "b/x.md", "a/t1", "b/t1", "c/d/README.md"]
+    expected = {
+        "a/README.md": [0, 1, 3, 4],
+        "b/README.md": [0, 1, 6],
+        "a/x.md": [1, 4],
+        "b/x.md": [1, 6],
+        "a/t1": [2, 5],
+        "b/t1": [2, 6],
+        "c/d/README.md": [0, 1],
+    }
+    for order in (paths, list(reversed(paths))):
+        matcher = GlobMatcher(globs)
+        assert {p: matcher.matches(p) for p in order} == expected
+
+
+def test_pruned_search_where_only_wildcards_or_extensions_can_go_lower() -> None:
+    """`lowest_below` in folders whose globs cover every file at a level at or above
+    the bound, where a low extension (`*.md`), a low literal name, a wildcard name,
+    or no rule at all (an uncovered file) can still take a file below it; a folder
+    that sorts after the bound's path at the bound's level; against sorting every
+    path's `lowest_many` key, for every bound."""
+    globs = ["a/**", "b/**", "**/test_9*", "*.md", "a/README.md", "README.md", "c/*.txt", "d/*.txt"]
+    rank_of = [30, 20, 10, 25, 5, 25, 20, 40]
+    level_of = [rank // 10 for rank in range(50)]
+    paths = [
+        "a/README.md",
+        "a/test_9.py",
+        "a/x.md",
+        "a/y.py",
+        "b/README.md",
+        "b/test_1",
+        "b/u.txt",
+        "b/z.md",
+        "c/README.md",
+        "c/q.txt",
+        "c/test_95",
+        "c/w.py",
+        "d/k.txt",
+        "d/v.py",
+    ]
+    ranks = GlobMatcher(globs).lowest_many(paths, rank_of)
+    # An uncovered file is of level 1: below every extension, as `compute-stage` ranks it.
+    keys = sorted((level_of[r] if r != -1 else 1, p, r) for p, r in zip(paths, ranks, strict=True))
+    assert keys[:5] == [
+        (0, "a/README.md", 5),  # a literal name below the folder's `a/**`
+        (1, "a/test_9.py", 10),  # a wildcard name
+        (1, "c/test_95", 10),
+        (1, "c/w.py", -1),  # uncovered
+        (1, "d/v.py", -1),  # uncovered, in a folder whose rules are all higher
+    ]
+    assert (2, "a/x.md", 25) in keys  # an extension below the folder's `a/**`
+    for bound in [(1 << 62, ""), *(key[:2] for key in keys), (2, "b"), (2, "a0"), (3, "")]:
+        below = [key for key in keys if key[:2] < bound]
+        for keep in (1, 2, 5, 20):
+            for order in (paths, sorted(paths, reverse=True)):
+                found = GlobMatcher(globs).lowest_below(
+                    order, rank_of, level_of, 1, bound, keep=keep
+                )
+                assert found == below[:keep], (bound, keep)

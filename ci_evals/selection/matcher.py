@@ -206,22 +206,32 @@ class _RegexGroup:
 
     Each regex sits in an empty-able lookahead with a capture group,
     `(?:(?=(R))|)`, so a single `match` at position 0 tries all of them and
-    `groups()` says which matched. Large groups first try a plain alternation,
+    `groups()` says which matched. A regex that several globs share (the
+    folder condition of `**/tests/test_1*`, `**/tests/test_2*`, ...) is tried
+    once for all of them. Large groups first try a plain alternation,
     which answers the common "none of them" faster. Compiled on first use: a
     bucket no path reaches costs nothing.
     """
 
-    __slots__ = ("_all", "_any", "_indices", "_regexes", "depth")
+    __slots__ = ("_all", "_any", "_indices", "_regexes", "_slots", "depth")
 
     @property
     def regexes(self) -> tuple[str, ...]:
+        """The distinct regexes, in the order they first appear."""
         return self._regexes
 
     def __init__(
         self, indices: Sequence[int], regexes: Sequence[str], depth: int | None = None
     ) -> None:
         self._indices = tuple(indices)
-        self._regexes = tuple(regexes)
+        distinct: dict[str, list[int]] = {}
+        for index, regex in zip(self._indices, regexes, strict=True):
+            distinct.setdefault(regex, []).append(index)
+        self._regexes = tuple(distinct)
+        # The globs each distinct regex reports (None: one per regex, as given).
+        self._slots = (
+            None if len(distinct) == len(self._indices) else [*map(tuple, distinct.values())]
+        )
         self.depth = depth  # folder regexes: the only folder depth they can match (None: any)
         self._all: re.Pattern[str] | None = None
         self._any: re.Pattern[str] | None = None
@@ -246,7 +256,14 @@ class _RegexGroup:
             return []
         found = regex.match(text)
         assert found is not None  # every lookahead may match empty
-        return [i for i, g in zip(self._indices, found.groups(), strict=True) if g is not None]
+        if self._slots is None:
+            return [i for i, g in zip(self._indices, found.groups(), strict=True) if g is not None]
+        return [
+            i
+            for slot, g in zip(self._slots, found.groups(), strict=True)
+            if g is not None
+            for i in slot
+        ]
 
 
 # pathspec's regex per glob: filled on first need, or from the stage-map cache
@@ -355,31 +372,56 @@ class _NameMatcher:
         "indices",
         "lengths",
         "literal",
+        "regex_rules",
         "regexes",
         "suffix",
     )
+    indices: tuple[int, ...]  # every rule's glob index, in order (a base's first)
+    regex_rules: tuple[_NameRule, ...]  # the wildcard rules, in the same order
 
     def __init__(
         self,
         rules: Sequence[_NameRule],
         groups: Callable[[Sequence[_NameRule]], _RegexGroup],
+        base: _NameMatcher | None = None,
     ) -> None:
-        self.literal: dict[str, list[int]] = {}
-        self.ext: dict[str, list[int]] = {}  # `*.md`: one look-up of the name's extension
-        self.suffix: dict[str, list[int]] = {}  # other suffixes (`*_test.py`, `*.tar.gz`)
-        self.everything: list[int] = []
-        regex_rules = [r for r in rules if r.regex is not None]
+        """The matcher for `rules`, or for `base`'s rules followed by `rules`.
+
+        Most folders' rules are a shared set (the `*.md`-style rules active
+        everywhere) plus a few of their own: built on `base`, a matcher costs
+        its own rules, not the shared ones again. The tables are copied, and
+        their lists replaced, never changed: `base` stays as it was.
+        """
+        if base is None:
+            self.literal: dict[str, list[int]] = {}
+            self.ext: dict[str, list[int]] = {}  # `*.md`: one look-up of the name's extension
+            self.suffix: dict[str, list[int]] = {}  # other suffixes (`*_test.py`, `*.tar.gz`)
+            self.everything: list[int] = []
+            regex_rules: tuple[_NameRule, ...] = ()
+            indices: tuple[int, ...] = ()
+        else:
+            self.literal, self.ext = dict(base.literal), dict(base.ext)
+            self.suffix, self.everything = dict(base.suffix), list(base.everything)
+            regex_rules = base.regex_rules
+            indices = base.indices
+        new_regex_rules: list[_NameRule] = []
         for rule in rules:
             if rule.literal is not None:
-                _append(self.literal, rule.literal, rule.index)
+                _added(self.literal, rule.literal, rule.index)
             elif rule.suffix == "":
                 self.everything.append(rule.index)
             elif rule.suffix is not None:
                 is_ext = rule.suffix.startswith(".") and rule.suffix.count(".") == 1
-                _append(self.ext if is_ext else self.suffix, rule.suffix, rule.index)
+                _added(self.ext if is_ext else self.suffix, rule.suffix, rule.index)
+            else:
+                new_regex_rules.append(rule)
         self.lengths = tuple(sorted({len(key) for key in self.suffix}))
-        self.regexes = groups(regex_rules) if regex_rules else None
-        self.indices = tuple(rule.index for rule in rules)
+        self.regex_rules = (*regex_rules, *new_regex_rules) if new_regex_rules else regex_rules
+        if base is not None and not new_regex_rules:
+            self.regexes: _RegexGroup | None = base.regexes
+        else:  # (`groups` shares one group between all matchers with the same rules)
+            self.regexes = groups(self.regex_rules) if self.regex_rules else None
+        self.indices = indices + tuple([rule.index for rule in rules])
         # Folder names repeat (`src`, `tests` in every module): their answers are kept.
         self.folder_cache: dict[str, tuple[int, ...]] = {}
 
@@ -468,8 +510,8 @@ _NO_RANK = 1 << 62
 
 # `lowest_below`'s facts per name matcher: the min rank per literal name and
 # per extension, over its rules that are not literal names, over its
-# `match_rest` rules, and over its literal names.
-_Bounds = tuple[dict[str, int], dict[str, int], int, int, int]
+# `match_rest` rules, over its literal names, and over its extensions.
+_Bounds = tuple[dict[str, int], dict[str, int], int, int, int, int]
 
 
 def _bounds(files: _NameMatcher, rank_of: Sequence[int]) -> _Bounds:
@@ -477,12 +519,14 @@ def _bounds(files: _NameMatcher, rank_of: Sequence[int]) -> _Bounds:
     if files.regexes is not None:
         rest.extend(files.regexes.indices)
     named = set(chain.from_iterable(files.literal.values()))
+    literal, ext = _min_ranks(files.literal, rank_of), _min_ranks(files.ext, rank_of)
     return (
-        _min_ranks(files.literal, rank_of),
-        _min_ranks(files.ext, rank_of),
+        literal,
+        ext,
         min([rank_of[i] for i in files.indices if i not in named], default=_NO_RANK),
         min([rank_of[i] for i in rest], default=_NO_RANK),
-        min([rank_of[i] for i in named], default=_NO_RANK),
+        min(literal.values(), default=_NO_RANK),
+        min(ext.values(), default=_NO_RANK),
     )
 
 
@@ -508,6 +552,11 @@ def _min_ranks(table: dict[str, list[int]], rank_of: Sequence[int]) -> dict[str,
 
 def _append(table: dict[str, list[int]], key: str, index: int) -> None:
     table.setdefault(key, []).append(index)
+
+
+def _added(table: dict[str, list[int]], key: str, index: int) -> None:
+    """`_append`, replacing the list instead of changing it (it may be shared)."""
+    table[key] = [*table.get(key, ()), index]
 
 
 def _add(
@@ -697,21 +746,38 @@ class GlobMatcher:
         """(files, subfolders) matchers for the `_any_rules` plus `under` and `here`.
 
         Kept by the rules' indices: many folders get the same extra rules, and
-        building the key of `_names` walks every `_any_rules` entry.
+        building the key of `_names` walks every `_any_rules` entry. Each is
+        built on the matchers without `here` (or without `under`), so only the
+        folder's own rules are indexed anew.
         """
         key = (tuple([r.index for r in under]), tuple([r.index for r in here]))
         found = self._active.get(key)
         if found is None:
-            active = [*self._any_rules, *under, *here]
-            found = (self._names([r for r in active if not r.dir_only]), self._names(active))
+            if here or under:
+                files, subfolders = (
+                    self._active_names(under, ()) if here else self._active_names((), ())
+                )
+                extra = here or under
+                found = (
+                    self._names([r for r in extra if not r.dir_only], files),
+                    self._names(extra, subfolders),
+                )
+            else:
+                rules = self._any_rules
+                found = (self._names([r for r in rules if not r.dir_only]), self._names(rules))
             self._active[key] = found
         return found
 
-    def _names(self, rules: Sequence[_NameRule]) -> _NameMatcher:
+    def _names(self, rules: Sequence[_NameRule], base: _NameMatcher | None = None) -> _NameMatcher:
+        """The matcher for `rules` (after `base`'s rules, when given), shared by rule indices."""
+        if not rules and base is not None:
+            return base
         key = tuple([rule.index for rule in rules])
+        if base is not None:
+            key = base.indices + key
         matcher = self._name_matchers.get(key)
         if matcher is None:
-            matcher = _NameMatcher(rules, self._name_group)
+            matcher = _NameMatcher(rules, self._name_group, base)
             self._name_matchers[key] = matcher
         return matcher
 
@@ -955,6 +1021,9 @@ class GlobMatcher:
         below); and wildcard names are tried only when their rules could
         lower a path's key below the minimum — only those rules, first all
         at once in one regex call (`_quick`), then, on a hit, one by one.
+        Where only such rules can (a `**/test_1*` of a low stage active in
+        every folder), that one call is all a file costs, once it is known
+        to be matched (by the folder, or its extension).
         """
         level_b, path_b = bound
         if self._full is not None:  # pragma: no cover - see _classify
@@ -979,6 +1048,9 @@ class GlobMatcher:
         asked_files: _NameMatcher | None = None
         asked_limit = -1
         rest_rules, quick = self._folder("").files, None
+        fast: _Quick | None = None
+        narrow: bool | None = None
+        covered = False
         tables: dict[int, _Bounds] = {}
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
@@ -996,18 +1068,49 @@ class GlobMatcher:
                 known = tables.get(id(files))
                 if known is None:
                     known = tables[id(files)] = _bounds(files, rank_of)
-                literal, ext, low, rest_low, named_low = known
+                literal, ext, low, rest_low, named_low, ext_low = known
                 if floor == none:  # a file here may match nothing
                     lowest = unmatched if low == none else min(unmatched, level_of[low])
                 else:
                     lowest = level_of[min(floor, low)]
                 lowest_named = none if named_low == none else level_of[named_low]
+                narrow = None  # worked out below, for the first file that needs it
             # Nothing in this folder goes below the minimum, unless by its literal
             # name (a named file is tested in full: the test below says if it does).
             if (lowest > level_b or (lowest == level_b and path >= path_b)) and (
                 name not in literal
                 or lowest_named > level_b
                 or (lowest_named == level_b and path >= path_b)
+            ):
+                continue
+            if narrow is None:
+                # When neither the folder's globs nor its extensions can take a file
+                # below the bound, only its suffix and wildcard rules can (or a
+                # literal name: such a file is tested in full). Their one-call test
+                # (`_quick`) rules out most files with no look-up, given the file is
+                # matched at all (by the folder, or an extension). Every path here
+                # sorts after the bound's when the folder does (`a/b/` > `a/a.md` >
+                # `a/`). A later, lower bound leaves it right: it tests a superset
+                # of the rules that still could.
+                narrow = False
+                fixed = min(floor, ext_low)
+                if fixed != none:
+                    after = bool(folder) and folder + "/" > path_b
+                    fixed_level = level_of[fixed]
+                    if fixed_level > level_b or (fixed_level == level_b and after):
+                        narrow, covered = True, floor != none
+                        limit = limit_lt if after else limit_le
+                        fast = None
+                        if rest_low < limit:
+                            fast = (
+                                below.get((id(files), limit))
+                                or self._rules_below(files, rank_of, limit, below)
+                            )[1]
+            if (
+                narrow
+                and name not in literal
+                and (fast is None or fast(name) is None)
+                and (covered or name[name.rfind(".") :] in ext)
             ):
                 continue
             best = floor
