@@ -473,9 +473,8 @@ class _Folder:
         "under",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - positional: built for every remarkable folder
         self,
-        *,
         hits: tuple[int, ...],
         under: tuple[_NameRule, ...],
         self_groups: tuple[_RegexGroup, ...],
@@ -528,6 +527,14 @@ def _bounds(files: _NameMatcher, rank_of: Sequence[int]) -> _Bounds:
         min(literal.values(), default=_NO_RANK),
         min(ext.values(), default=_NO_RANK),
     )
+
+
+# `lowest_below`'s facts per folder facts object: its files' name matcher, the
+# rank of its own matches (`floor`: every file has it; `_NO_RANK`: none), its
+# name matcher's literal and extension tables and lowest `match_rest` and
+# extension ranks (see `_Bounds`), the lowest level a file there can have but
+# by a literal name, and the lowest by a literal name.
+_Derived = tuple["_NameMatcher", int, dict[str, int], dict[str, int], int, int, int, int]
 
 
 # `match_rest`'s question "does any of these rules match?" in one C call.
@@ -836,16 +843,17 @@ class GlobMatcher:
         self, folder: str, parent_name: str, name: str, parent: _Folder
     ) -> _Folder:
         """`_folder` for a folder some glob mentions, matches, or may match by regex."""
-        depth = folder.count("/") + 1
-        slashed = folder + "/"
-        extra: list[int] = list(parent.subfolders.match_folder(name))
+        extra: list[int] = [*parent.subfolders.match_folder(name)]
         if not parent_name:
             extra.extend(self._nested)
-        extra.extend(self._under_folder.get(folder, ()))
+        under_here = self._under_folder.get(folder)
+        if under_here:
+            extra.extend(under_here)
         self_groups, cond_groups = parent.self_groups, parent.cond_groups
-        if self_groups or folder in self._self:
+        here = list(self._in_folder.get(folder, ()))
+        if self_groups or cond_groups or folder in self._self or folder in self._cond:
+            depth = folder.count("/") + 1
             self_groups = _still_possible(self_groups, depth, self._self.get(folder, ()))
-        if cond_groups or folder in self._cond:
             cond_groups = _still_possible(cond_groups, depth, self._cond.get(folder, ()))
         self_groups_here, cond_groups_here = self_groups, cond_groups
         if name in self._special_names:
@@ -860,29 +868,30 @@ class GlobMatcher:
                 *self._cond.get(anywhere, ()),
                 *self._cond.get(under_first, ()),
             )
-        for group in self_groups_here:
-            if group.depth is None or group.depth == depth:
-                extra.extend(group.find(slashed))
-        here = list(self._in_folder.get(folder, ()))
-        for group in cond_groups_here:
-            if group.depth is None or group.depth == depth:
-                here.extend(self._rule_of[i] for i in group.find(slashed))
+        if self_groups_here or cond_groups_here:
+            depth = folder.count("/") + 1
+            slashed = folder + "/"
+            for group in self_groups_here:
+                if group.depth is None or group.depth == depth:
+                    extra.extend(group.find(slashed))
+            rule_of = self._rule_of
+            for group in cond_groups_here:
+                if group.depth is None or group.depth == depth:
+                    here.extend([rule_of[i] for i in group.find(slashed)])
         below = self._below_folder.get(folder)
         under, base = parent.under, parent.base
         if below:
             under = (*under, *below)
             base = self._active_names(under, ())
-        files, subfolders = base
-        if here:
-            files, subfolders = self._active_names(under, here)
+        files, subfolders = self._active_names(under, here) if here else base
         info = _Folder(
-            hits=tuple(sorted({*parent.hits, *extra})) if extra else parent.hits,
-            under=under,
-            self_groups=self_groups,
-            cond_groups=cond_groups,
-            base=base,
-            files=files,
-            subfolders=subfolders,
+            tuple(sorted({*parent.hits, *extra})) if extra else parent.hits,
+            under,
+            self_groups,
+            cond_groups,
+            base,
+            files,
+            subfolders,
         )
         self._folders[folder] = info
         return info
@@ -1052,6 +1061,7 @@ class GlobMatcher:
         narrow: bool | None = None
         covered = False
         tables: dict[int, _Bounds] = {}
+        seen: dict[int, _Derived] = {}
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
         files = self._folder("").files
@@ -1062,18 +1072,14 @@ class GlobMatcher:
                 last = folder
                 relative = folder[cut:]
                 info = get_folder(relative) or self._folder(relative)
-                files = info.files
-                hits = (*info.hits, *files.everything)
-                floor = min([rank_of[i] for i in hits]) if hits else none
-                known = tables.get(id(files))
-                if known is None:
-                    known = tables[id(files)] = _bounds(files, rank_of)
-                literal, ext, low, rest_low, named_low, ext_low = known
-                if floor == none:  # a file here may match nothing
-                    lowest = unmatched if low == none else min(unmatched, level_of[low])
-                else:
-                    lowest = level_of[min(floor, low)]
-                lowest_named = none if named_low == none else level_of[named_low]
+                # Many folders share their facts (`_plain_child`): what this
+                # search derives from them is kept per facts object.
+                derived = seen.get(id(info))
+                if derived is None:
+                    derived = seen[id(info)] = self._derive(
+                        info, rank_of, level_of, unmatched, tables
+                    )
+                files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
                 narrow = None  # worked out below, for the first file that needs it
             # Nothing in this folder goes below the minimum, unless by its literal
             # name (a named file is tested in full: the test below says if it does).
@@ -1158,6 +1164,31 @@ class GlobMatcher:
                 limit_lt = bisect_left(level_of, level_b)
                 limit_le = bisect_right(level_of, level_b)
         return found
+
+    @staticmethod
+    def _derive(
+        info: _Folder,
+        rank_of: Sequence[int],
+        level_of: Sequence[int],
+        unmatched: int,
+        tables: dict[int, _Bounds],
+    ) -> _Derived:
+        """For `lowest_below`: what a folder's facts say before any file is looked at
+        (see `_Derived`)."""
+        none = _NO_RANK
+        files = info.files
+        hits = (*info.hits, *files.everything)
+        floor = min([rank_of[i] for i in hits]) if hits else none
+        known = tables.get(id(files))
+        if known is None:
+            known = tables[id(files)] = _bounds(files, rank_of)
+        literal, ext, low, rest_low, named_low, ext_low = known
+        if floor == none:  # a file here may match nothing
+            lowest = unmatched if low == none else min(unmatched, level_of[low])
+        else:
+            lowest = level_of[min(floor, low)]
+        lowest_named = none if named_low == none else level_of[named_low]
+        return files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named
 
     def _rules_below(
         self,

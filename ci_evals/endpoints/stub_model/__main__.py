@@ -31,9 +31,11 @@ def main(argv: list[str] | None = None) -> int:
             print(record.describe(), file=sys.stderr, flush=True)
 
         with StubServer(script, port=args.port, on_request=log) as server:
-            print(server.url, flush=True)
+            # The environment first: whoever reads the URL and then stops the
+            # server (Ctrl-C) has had both.
             for key, value in server.cli_env().items():
-                print(f"  {key}={value}", file=sys.stderr)
+                print(f"  {key}={value}", file=sys.stderr, flush=True)
+            print(server.url, flush=True)
             threading.Event().wait()  # until Ctrl-C
     return code[0]
 
