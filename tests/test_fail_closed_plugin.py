@@ -67,6 +67,17 @@ def _socket(plugin: Path) -> Path:
     return path
 
 
+def _link_to_environ(plugin: Path) -> Path:
+    # Would copy ci-evals' own environment, its API key, into the agent's workspace.
+    (plugin / "commands" / "env.md").symlink_to("/proc/self/environ")
+    return plugin / "commands" / "env.md"
+
+
+def _link_to_proc_folder(plugin: Path) -> Path:
+    (plugin / "host").symlink_to("/proc/self")
+    return plugin / "host"
+
+
 BREAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "fifo": (_fifo, "is a named pipe"),
     "loop": (_loop, "is a link to '.', a folder it is inside"),
@@ -76,6 +87,8 @@ BREAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "self-link": (_self_link, "is a link to 'self' that cannot be followed"),
     "link-to-fifo": (_link_to_fifo, "is a named pipe (through a link)"),
     "socket": (_socket, "is a socket"),
+    "link-to-environ": (_link_to_environ, "is a link into /proc (/proc/"),
+    "link-to-proc-folder": (_link_to_proc_folder, "is a link into /proc (/proc/"),
 }
 
 

@@ -96,6 +96,20 @@ def test_a_missing_suite_rubric_folder_is_one_line(tmp_path: Path) -> None:
     )
 
 
+def test_a_suite_rubric_that_links_into_proc_is_refused_at_load(tmp_path: Path) -> None:
+    """Read at load and copied for the reviewer, a link to `/proc/self/environ` would
+    hand ci-evals' own environment (its API key) to the reviewer agent."""
+    suite = project(tmp_path)
+    leak = tmp_path / "rubrics/architect/checklist/leak.md"
+    leak.symlink_to("/proc/self/environ")
+    with pytest.raises(UserError) as info:
+        load_suite(suite, display="ci-evals.yaml")
+    text = str(info.value)
+    assert text.startswith("ci-evals.yaml:8:16: stages[0].reviewer.rubrics: "), text
+    assert f"rubric {leak} is a link into /proc (/proc/" in text, text
+    assert "\n" not in text
+
+
 def compute_stage(repo: Path) -> subprocess.CompletedProcess[str]:
     """`ci-evals compute-stage main` in `repo`, as CI runs it."""
     return subprocess.run(

@@ -6,13 +6,40 @@ link that dangles, or a link back to a folder it is in (`templates/loop -> .`,
 which a copy following links would repeat until paths are too long) each makes
 that copy fail mid-run, once per scenario. `copy_problem` walks the folder the
 way the copy will and names the first such entry, so the suite can refuse it
-before anything starts.
+before anything starts. A link into `/proc`, `/sys` or `/dev` is refused too:
+the copy would carry this machine's state (ci-evals' own environment, with
+its API key, through `/proc/self/environ`) to the agent.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+
+# Views of the running machine, not files anyone wrote: `/proc/self/environ`
+# reads as a regular file holding ci-evals' own environment (its API key), so a
+# link to it would copy that into every workspace the agent reads.
+HOST_STATE = ("/proc", "/sys", "/dev")
+
+
+def host_state(real: str) -> str | None:
+    """The pseudo file system (`/proc`, `/sys`, `/dev`) a resolved path lies in, or None."""
+    for top in HOST_STATE:
+        if real == top or real.startswith(top + "/"):
+            return top
+    return None
+
+
+def host_state_problem(path: str, real: str) -> str | None:
+    """What is wrong with a link `path` that resolves to `real` in host state, or None."""
+    top = host_state(real)
+    if top is None:
+        return None
+    return (
+        f"is a link into {top} ({real}): a view of this machine, not a file; "
+        "copy the file itself into the folder"
+    )
+
 
 _KINDS = {
     stat.S_IFIFO: "a named pipe",
@@ -47,13 +74,18 @@ def copy_problem(root: str | os.PathLike[str]) -> tuple[str, str] | None:
                 if entry.is_symlink():
                     return path, _link_problem(path, exc)
                 return path, f"cannot be read ({exc.strerror or exc})"
-            if stat.S_ISDIR(info.st_mode):
+            folder_here = stat.S_ISDIR(info.st_mode)
+            if entry.is_symlink() or folder_here:
                 real = os.path.realpath(path)
-                if any(c == real or c.startswith(real + os.sep) for c in chain):
+                problem = host_state_problem(path, real)
+                if problem is None and folder_here and _in_chain(real, chain):
                     what = repr(os.readlink(path)) if entry.is_symlink() else real
-                    return path, (
+                    problem = (
                         f"is a link to {what}, a folder it is inside (copying it would never end)"
                     )
+                if problem is not None:
+                    return path, problem
+            if folder_here:
                 below.append((path, chain | {real}))
             elif not stat.S_ISREG(info.st_mode):
                 kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file or folder")
@@ -61,6 +93,11 @@ def copy_problem(root: str | os.PathLike[str]) -> tuple[str, str] | None:
                 return path, f"is {kind}{via}; only files, folders and links can be copied"
         stack.extend(reversed(below))  # depth first, in name order
     return None
+
+
+def _in_chain(real: str, chain: frozenset[str]) -> bool:
+    """Is `real` one of the folders `chain` (or above one of them)?"""
+    return any(c == real or c.startswith(real + os.sep) for c in chain)
 
 
 def _link_problem(path: str, exc: OSError) -> str:

@@ -28,6 +28,7 @@ normalised id is an error.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ from typing import Any, Literal, cast
 import yaml
 
 from ci_evals.errors import UserError
+from ci_evals.fs.copyable import host_state_problem
 
 Kind = Literal["checklist", "analytic"]
 KINDS: tuple[Kind, ...] = ("checklist", "analytic")
@@ -149,6 +151,10 @@ def _expand(root: Path, pattern: str, origin: Origin) -> Iterator[Path]:
         candidates = match.rglob("*.md") if match.is_dir() else (match,)
         for path in candidates:
             if path.is_file() and path.suffix == ".md":
+                real = os.path.realpath(path)
+                problem = host_state_problem(str(path), real)
+                if problem is not None:  # read at load, copied to the reviewer: refused
+                    raise RubricError(f"rubric {path} {problem}")
                 yield path
 
 
