@@ -258,12 +258,15 @@ class _RegexGroup:
         assert found is not None  # every lookahead may match empty
         if self._slots is None:
             return [i for i, g in zip(self._indices, found.groups(), strict=True) if g is not None]
-        return [
-            i
-            for slot, g in zip(self._slots, found.groups(), strict=True)
-            if g is not None
-            for i in slot
-        ]
+        # In the glob order the group was given, as without shared regexes.
+        return sorted(
+            [
+                i
+                for slot, g in zip(self._slots, found.groups(), strict=True)
+                if g is not None
+                for i in slot
+            ]
+        )
 
 
 # pathspec's regex per glob: filled on first need, or from the stage-map cache
@@ -1116,6 +1119,7 @@ class GlobMatcher:
                 narrow
                 and name not in literal
                 and (fast is None or fast(name) is None)
+                # (no dot: `name[-1:]`, no extension key: each starts with its only dot)
                 and (covered or name[name.rfind(".") :] in ext)
             ):
                 continue
