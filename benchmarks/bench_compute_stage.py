@@ -318,6 +318,25 @@ def compare(args: argparse.Namespace) -> None:
                 wall, cpu = statistics.median(t.wall), statistics.median(t.cpu)
                 cells.append(f"{wall * 1000:.0f} ms ({wall / git_wall:.2f}x) {cpu * 1000:.0f} CPU")
             print(f"{'':<14} {form:<10} {cells[0]:>26} {cells[1]:>26}")
+    # On a machine whose speed drifts (shared hosts swing 1.5x within a minute),
+    # each round's own ratio to the `git diff` run just before it cancels the
+    # drift the medians above keep: the median and the range of those ratios.
+    print("\nper round, wall / that round's git diff: median [min-max]")
+    for shape in shapes:
+        git_walls = timings[shape, "git diff", ""].wall
+        for form in FORMS:
+            cells = []
+            for version in trees:
+                ratios = [
+                    wall / base
+                    for wall, base in zip(
+                        timings[shape, form, version].wall, git_walls, strict=True
+                    )
+                ]
+                cells.append(
+                    f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
+                )
+            print(f"{shape:<14} {form:<10} {cells[0]:>26} {cells[1]:>26}")
     answer = {shape: answers[shape, "plain", "after"].strip().decode() for shape in shapes}
     print(f"answers (plain): {answer}")
     print(
