@@ -161,21 +161,13 @@ def test_pruned_search_with_low_wildcards_and_names_everywhere() -> None:
         "c/test_9",
         "d/u.txt",
     ]
-    ranks = GlobMatcher(globs).lowest_many(paths, rank_of)
-    keys = sorted((level_of[r] if r != -1 else 2, p, r) for p, r in zip(paths, ranks, strict=True))
+    keys = _sorted_keys(globs, rank_of, level_of, paths, unmatched=2)
     assert keys[:3] == [
         (0, "a/ci-evals.yaml", 0),
         (0, "c/ci-evals.yaml", 0),
         (1, "a/test_9\n.py", 10),
     ]
-    for bound in [(1 << 62, ""), *(key[:2] for key in keys), (3, "b"), (1, "z")]:
-        below = [key for key in keys if key[:2] < bound]
-        for keep in (1, 2, 4, 20):
-            for order in (paths, sorted(paths, reverse=True)):
-                found = GlobMatcher(globs).lowest_below(
-                    order, rank_of, level_of, 2, bound, keep=keep
-                )
-                assert found == below[:keep], (bound, keep)
+    _check_every_bound(globs, rank_of, level_of, paths, keys, [(3, "b"), (1, "z")], unmatched=2)
 
 
 def test_a_folders_own_rules_stay_its_own() -> None:
@@ -223,9 +215,8 @@ def test_pruned_search_where_only_wildcards_or_extensions_can_go_lower() -> None
         "d/k.txt",
         "d/v.py",
     ]
-    ranks = GlobMatcher(globs).lowest_many(paths, rank_of)
     # An uncovered file is of level 1: below every extension, as `compute-stage` ranks it.
-    keys = sorted((level_of[r] if r != -1 else 1, p, r) for p, r in zip(paths, ranks, strict=True))
+    keys = _sorted_keys(globs, rank_of, level_of, paths, unmatched=1)
     assert keys[:5] == [
         (0, "a/README.md", 5),  # a literal name below the folder's `a/**`
         (1, "a/test_9.py", 10),  # a wildcard name
@@ -234,11 +225,40 @@ def test_pruned_search_where_only_wildcards_or_extensions_can_go_lower() -> None
         (1, "d/v.py", -1),  # uncovered, in a folder whose rules are all higher
     ]
     assert (2, "a/x.md", 25) in keys  # an extension below the folder's `a/**`
-    for bound in [(1 << 62, ""), *(key[:2] for key in keys), (2, "b"), (2, "a0"), (3, "")]:
+    more = [(2, "b"), (2, "a0"), (3, "")]
+    _check_every_bound(globs, rank_of, level_of, paths, keys, more, unmatched=1)
+
+
+Key = tuple[int, str, int]
+
+
+def _sorted_keys(
+    globs: list[str], rank_of: list[int], level_of: list[int], paths: list[str], *, unmatched: int
+) -> list[Key]:
+    """Every path's (level, path, rank) from `lowest_many`, sorted: what `lowest_below`
+    must agree with."""
+    ranks = GlobMatcher(globs).lowest_many(paths, rank_of)
+    pairs = zip(paths, ranks, strict=True)
+    return sorted((level_of[r] if r != -1 else unmatched, p, r) for p, r in pairs)
+
+
+def _check_every_bound(
+    globs: list[str],
+    rank_of: list[int],
+    level_of: list[int],
+    paths: list[str],
+    keys: list[Key],
+    more: list[tuple[int, str]],
+    *,
+    unmatched: int,
+) -> None:
+    """`lowest_below` for every key's bound (and `more`), several `keep`s and two path
+    orders, against the sorted keys."""
+    for bound in [(1 << 62, ""), *(key[:2] for key in keys), *more]:
         below = [key for key in keys if key[:2] < bound]
         for keep in (1, 2, 5, 20):
             for order in (paths, sorted(paths, reverse=True)):
                 found = GlobMatcher(globs).lowest_below(
-                    order, rank_of, level_of, 1, bound, keep=keep
+                    order, rank_of, level_of, unmatched, bound, keep=keep
                 )
                 assert found == below[:keep], (bound, keep)
