@@ -19,26 +19,18 @@ import stat
 # Views of the running machine, not files anyone wrote: `/proc/self/environ`
 # reads as a regular file holding ci-evals' own environment (its API key), so a
 # link to it would copy that into every workspace the agent reads.
-HOST_STATE = ("/proc", "/sys", "/dev")
+_HOST_STATE = ("/proc", "/sys", "/dev")
 
 
-def host_state(real: str) -> str | None:
-    """The pseudo file system (`/proc`, `/sys`, `/dev`) a resolved path lies in, or None."""
-    for top in HOST_STATE:
+def host_state_problem(real: str) -> str | None:
+    """What is wrong with a link that resolves to `real` in `/proc`, `/sys` or `/dev`, or None."""
+    for top in _HOST_STATE:
         if real == top or real.startswith(top + "/"):
-            return top
+            return (
+                f"is a link into {top} ({real}): a view of this machine, not a file; "
+                "copy the file itself into the folder"
+            )
     return None
-
-
-def host_state_problem(path: str, real: str) -> str | None:
-    """What is wrong with a link `path` that resolves to `real` in host state, or None."""
-    top = host_state(real)
-    if top is None:
-        return None
-    return (
-        f"is a link into {top} ({real}): a view of this machine, not a file; "
-        "copy the file itself into the folder"
-    )
 
 
 _KINDS = {
@@ -77,7 +69,7 @@ def copy_problem(root: str | os.PathLike[str]) -> tuple[str, str] | None:
             folder_here = stat.S_ISDIR(info.st_mode)
             if entry.is_symlink() or folder_here:
                 real = os.path.realpath(path)
-                problem = host_state_problem(path, real)
+                problem = host_state_problem(real)
                 if problem is None and folder_here and _in_chain(real, chain):
                     what = repr(os.readlink(path)) if entry.is_symlink() else real
                     problem = (

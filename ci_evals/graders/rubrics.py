@@ -151,8 +151,7 @@ def _expand(root: Path, pattern: str, origin: Origin) -> Iterator[Path]:
         candidates = match.rglob("*.md") if match.is_dir() else (match,)
         for path in candidates:
             if path.is_file() and path.suffix == ".md":
-                real = os.path.realpath(path)
-                problem = host_state_problem(str(path), real)
+                problem = host_state_problem(os.path.realpath(path))
                 if problem is not None:  # read at load, copied to the reviewer: refused
                     raise RubricError(f"rubric {path} {problem}")
                 yield path

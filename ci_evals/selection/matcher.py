@@ -258,7 +258,7 @@ class _RegexGroup:
         assert found is not None  # every lookahead may match empty
         if self._slots is None:
             return [i for i, g in zip(self._indices, found.groups(), strict=True) if g is not None]
-        # In the glob order the group was given, as without shared regexes.
+        # Ascending, the order folder groups are given in (as without shared regexes).
         return sorted(
             [
                 i
