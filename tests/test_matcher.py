@@ -229,6 +229,67 @@ def test_pruned_search_where_only_wildcards_or_extensions_can_go_lower() -> None
     _check_every_bound(globs, rank_of, level_of, paths, keys, more, unmatched=1)
 
 
+def test_pruned_search_in_folders_it_need_not_build() -> None:
+    """`lowest_below` settles a folder's files without building its facts when no
+    glob below the bound can match them and what the folders above pass down
+    (their matches, their inherited name rules) matches them. It must still find
+    what lies below: a low extension, literal name, or wildcard name; a low glob
+    that matches a folder (`**/test_9*` on `b/test_9d/`) or every file in one
+    (`c/*`); a file only the folder's own rules match (`e/*/tests/*.py`), or none
+    (`d/e/y.py`, `x/y/b.py`), also where no folder above holds a file of its own
+    (`d`, `d/e`: the nearest built folder is the root)."""
+    globs = [
+        "a/**", "b/**", "**/test_9*", "c/*", "*.md", "d/**/x.py", "e/*/tests/*.py",
+        "README.md", "f/**", "*.txt", "g/**", "h/**", "**/deep/", "e/**/*.json", "x/*.py",
+    ]  # fmt: skip
+    rank_of = [60, 60, 10, 15, 25, 50, 35, 20, 70, 55, 60, 60, 65, 45, 55]
+    level_of = [rank // 10 for rank in range(80)]
+    paths = [
+        "a/b/c/README.md",
+        "a/b/c/k.txt",
+        "a/b/c/test_9.py",
+        "b/test_9d/k.txt",
+        "c/q.txt",
+        "d/e/x.py",
+        "d/e/y.py",
+        "e/m/tests/t.py",
+        "e/m/tests/u.py.txt",
+        "e/m/tests/v.bin",
+        "e/n/deep/w.json",
+        "f/a.py",
+        "f/g/h/z.py",
+        "g/b.py",
+        "g/deep/k.py",
+        "h/i/j.txt",
+        "x/a.py",
+        "x/y/b.py",
+    ]
+    keys = _sorted_keys(globs, rank_of, level_of, paths, unmatched=1)
+    assert keys[:7] == [
+        (1, "a/b/c/test_9.py", 10),  # a wildcard name
+        (1, "b/test_9d/k.txt", 10),  # a wildcard name matching the folder
+        (1, "c/q.txt", 15),  # a wildcard name matching every file of `c`
+        (1, "d/e/y.py", -1),  # uncovered
+        (1, "e/m/tests/v.bin", -1),  # uncovered, beside files only `e/*/tests/*.py` matches
+        (1, "x/y/b.py", -1),  # uncovered: `x/*.py` is for the files of `x` alone
+        (2, "a/b/c/README.md", 20),  # a literal name
+    ]
+    assert (3, "e/m/tests/t.py", 35) in keys
+    assert (4, "e/n/deep/w.json", 45) in keys
+    more = [(2, "b"), (3, "f"), (5, "a"), (6, "z")]
+    _check_every_bound(globs, rank_of, level_of, paths, keys, more, unmatched=1)
+    # Below (2, ""), only the level-1 globs can go lower, and none matches in `f`,
+    # `g` or `h`. `f/a.py` is matched by `f/**` alone, so `f` is built; then `f/**`
+    # matches `f/g/h/z.py` too, and `f/g`, `f/g/h` need not be built; nor need
+    # `h`, `h/i`: the root's `*.txt` matches `h/i/j.txt`.
+    matcher = GlobMatcher(globs)
+    found = matcher.lowest_below(paths, rank_of, level_of, 1, (2, ""), keep=20)
+    assert found == keys[:6]
+    built = set(matcher._folders)  # (private: what was built is the point here)
+    assert {"f", "g"} <= built
+    assert not built & {"f/g", "f/g/h", "g/deep", "h", "h/i"}
+
+
 Key = tuple[int, str, int]
 
 

@@ -543,14 +543,24 @@ _Derived = tuple["_NameMatcher", int, dict[str, int], dict[str, int], int, int, 
 # `match_rest`'s question "does any of these rules match?" in one C call.
 _Quick = Callable[[str], "re.Match[str] | None"]
 
+# `lowest_below`'s facts for a folder it has not built (see `GlobMatcher._preview`):
+# does a glob below the bound match a name (None: none can); is every file
+# matched by what the folder inherits, or need it not be (no uncovered file can
+# go below); the inherited literal names and extensions.
+_Preview = tuple[_Quick | None, bool, dict[str, list[int]], dict[str, list[int]]]
+_NOTHING: dict[str, list[int]] = {}  # (never changed)
 
-def _quick(rest: _NameMatcher) -> _Quick | None:
-    """One alternation of `rest`'s suffix and wildcard rules (None: it has none).
+
+def _quick(rest: _NameMatcher, *, every: bool = False) -> _Quick | None:
+    """One alternation of `rest`'s suffix and wildcard rules (None: it has none);
+    with `every`, of its literal names and extensions too (not of `everything`).
 
     A file that it does not match needs no `match_rest`, which reports which
     rules match (several Python-level calls); most files match none.
     """
-    parts = [f"(?:.*{re.escape(suffix)}\\Z)" for suffix in rest.suffix]
+    parts = [f"(?:{re.escape(name)}\\Z)" for name in rest.literal] if every else []
+    suffixes = [*rest.ext, *rest.suffix] if every else rest.suffix
+    parts += [f"(?:.*{re.escape(suffix)}\\Z)" for suffix in suffixes]
     if rest.regexes is not None:
         parts += [f"(?:(?:{r})\\Z)" for r in rest.regexes.regexes]
     return re.compile("|".join(parts), re.DOTALL).match if parts else None
@@ -685,6 +695,9 @@ class GlobMatcher:
         ] = {}
         self._name_groups: dict[tuple[int, ...], _RegexGroup] = {}
         self._quick: dict[tuple[int, ...], _Quick | None] = {}  # `_quick` per rule set
+        self._quick_every: dict[tuple[int, ...], _Quick | None] = {}  # the same, `every=True`
+        # `lowest_below`'s matchers of the globs below its bound, by their indices.
+        self._subsets: dict[tuple[int, ...], GlobMatcher] = {}
         self._folders: dict[str, _Folder] = {}
         # Folders and folder names some glob singles out (see `_folder`'s fast path).
         self._special_folders = {
@@ -1026,13 +1039,16 @@ class GlobMatcher:
         are below `bound` and keeping `keep` of them, but a path is only tested
         as far as it could still go below the running bound (`bound`, or the
         `keep`-th lowest key so far).
-        A folder whose every file is matched (by globs on the folder, or that
-        match all its files) and whose active rules are all of a level above
-        the minimum — or equal, for a path that is not smaller — is skipped
-        without a look-up (but one of its literal names, when such a rule is
-        below); and wildcard names are tried only when their rules could
-        lower a path's key below the minimum — only those rules, first all
-        at once in one regex call (`_quick`), then, on a hit, one by one.
+        A folder's facts are built (`_folder`) only when one of its files needs
+        them: most files are settled by the few globs below the bound and what
+        the folders above pass down (`_preview`). A built folder whose every
+        file is matched (by globs on the folder, or that match all its files)
+        and whose active rules are all of a level above the minimum — or
+        equal, for a path that is not smaller — is skipped without a look-up
+        (but one of its literal names, when such a rule is below); and wildcard
+        names are tried only when their rules could lower a path's key below
+        the minimum — only those rules, first all at once in one regex call
+        (`_quick`), then, on a hit, one by one.
         Where only such rules can (a `**/test_1*` of a low stage active in
         every folder), that one call is all a file costs, once it is known
         to be matched (by the folder, or its extension).
@@ -1069,21 +1085,57 @@ class GlobMatcher:
         ext: dict[str, int] = {}
         files = self._folder("").files
         get_folder = self._folders.get
+        lows: dict[int, GlobMatcher | None] = {}
+        preview: _Preview | None = None
+        low_quick: _Quick | None = None
+        inherited = False
+        inherited_literal: dict[str, list[int]] = {}
+        inherited_ext: dict[str, list[int]] = {}
+
+        def facts_of(info: _Folder) -> _Derived:
+            # Many folders share their facts (`_plain_child`): what this
+            # search derives from them is kept per facts object.
+            derived = seen.get(id(info))
+            if derived is None:
+                derived = seen[id(info)] = self._derive(info, rank_of, level_of, unmatched, tables)
+            return derived
+
         for path in paths:
             folder, _, name = path.rpartition("/")
             if folder != last:
                 last = folder
                 relative = folder[cut:]
-                info = get_folder(relative) or self._folder(relative)
-                # Many folders share their facts (`_plain_child`): what this
-                # search derives from them is kept per facts object.
-                derived = seen.get(id(info))
-                if derived is None:
-                    derived = seen[id(info)] = self._derive(
-                        info, rank_of, level_of, unmatched, tables
+                info = get_folder(relative)
+                # A folder not built yet need not be, while its files are settled
+                # without it (see `_preview`).
+                preview = None
+                if info is None and relative:
+                    after = folder + "/" > path_b
+                    preview = self._preview(
+                        relative,
+                        limit_lt if after else limit_le,
+                        unmatched < level_b or (unmatched == level_b and not after),
+                        rank_of,
+                        lows,
                     )
+                if preview is None:
+                    derived = facts_of(info or self._folder(relative))
+                    files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
+                    narrow = None  # worked out below, for the first file that needs it
+                else:
+                    low_quick, inherited, inherited_literal, inherited_ext = preview
+            if preview is not None:
+                if (low_quick is None or low_quick(name) is None) and (
+                    inherited
+                    or name in inherited_literal
+                    or name[name.rfind(".") :] in inherited_ext
+                ):
+                    continue  # matched (so not uncovered), by no glob that could go lower
+                preview = None  # this file may go lower: the folder's facts decide
+                info = get_folder(relative) or self._folder(relative)
+                derived = facts_of(info)
                 files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
-                narrow = None  # worked out below, for the first file that needs it
+                narrow = None
             # Nothing in this folder goes below the minimum, unless by its literal
             # name (a named file is tested in full: the test below says if it does).
             if (lowest > level_b or (lowest == level_b and path >= path_b)) and (
@@ -1168,6 +1220,63 @@ class GlobMatcher:
                 limit_lt = bisect_left(level_of, level_b)
                 limit_le = bisect_right(level_of, level_b)
         return found
+
+    def _preview(
+        self,
+        relative: str,
+        limit: int,
+        uncovered_below: bool,
+        rank_of: Sequence[int],
+        lows: dict[int, GlobMatcher | None],
+    ) -> _Preview | None:
+        """For `lowest_below`: how to settle the files of `relative`, a folder not
+        built yet, without building it (None: it must be built).
+
+        A file there goes below the bound only by a glob ranked below `limit`, or
+        by matching no glob at all (when `uncovered_below`). A matcher of those
+        few globs says whether one matches it (its folder facts are cheap: few of
+        its globs single a folder out). The facts of the nearest folder above
+        that is built say whether it is matched at all, by what every folder
+        below inherits (and adds to): the globs that match that folder or one
+        above it (`hits`), and the name rules of `base`. A file that they match
+        and no low glob does is settled by one regex call and a look-up or two,
+        however many globs single its folder (or the folders between) out.
+        """
+        if limit not in lows:
+            lows[limit] = self._low_matcher(rank_of, limit)
+        low = lows[limit]
+        if low is None:
+            return None
+        quick = None
+        if low.globs:
+            facts = low._folders.get(relative) or low._folder(relative)
+            files = facts.files
+            if facts.hits or files.everything:
+                return None  # a low glob matches every file here
+            key = files.indices
+            if key in low._quick_every:
+                quick = low._quick_every[key]
+            else:
+                quick = low._quick_every[key] = _quick(files, every=True)
+        if not uncovered_below:
+            return quick, True, _NOTHING, _NOTHING  # whether matched or not, it stays above
+        above: _Folder | None = None
+        while above is None:  # (the root is built: `lowest_below` starts there)
+            relative = relative.rpartition("/")[0]
+            above = self._folders.get(relative)
+        base = above.base[0]
+        return quick, bool(above.hits or base.everything), base.literal, base.ext
+
+    def _low_matcher(self, rank_of: Sequence[int], limit: int) -> GlobMatcher | None:
+        """A matcher of the globs ranked below `limit`; None when they are more than
+        half of them (their folder facts would cost about as much as all globs')."""
+        low = tuple([i for i, rank in enumerate(rank_of[: len(self.globs)]) if rank < limit])
+        if 2 * len(low) > len(self.globs):
+            return None
+        matcher = self._subsets.get(low)
+        if matcher is None:
+            matcher = self._subsets[low] = GlobMatcher([self.globs[i] for i in low])
+        return matcher
 
     @staticmethod
     def _derive(
