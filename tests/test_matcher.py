@@ -317,7 +317,7 @@ def _check_every_bound(
     orders, against the sorted keys."""
     for bound in [(1 << 62, ""), *(key[:2] for key in keys), *more]:
         below = [key for key in keys if key[:2] < bound]
-        for keep in (1, 2, 5, 20):
+        for keep in (0, 1, 2, 5, 20):
             for order in (paths, sorted(paths, reverse=True)):
                 found = GlobMatcher(globs).lowest_below(
                     order, rank_of, level_of, unmatched, bound, keep=keep

@@ -1053,6 +1053,8 @@ class GlobMatcher:
         every folder), that one call is all a file costs, once it is known
         to be matched (by the folder, or its extension).
         """
+        if keep < 1:
+            return []  # (the loop below keeps at least one)
         level_b, path_b = bound
         if self._full is not None:  # pragma: no cover - see _classify
             ranks = self.lowest_many(paths, rank_of, cut=cut)
