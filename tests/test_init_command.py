@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.suite import draft
+from ci_evals.suite.plugin_source import plugin_at
 from tests.conftest import git
 from tests.onboarding_helpers import cli, copy_feature_dev, write
 
@@ -162,7 +163,8 @@ def test_odd_file_names_get_entries_that_match_only_them(tmp_path: Path) -> None
         (("plugin", "--stages", "Explore"), "--stages: bad stage name 'Explore'"),
         (("plugin", "--stages", "a,a"), "--stages: stage 'a' is named twice"),
         (("missing",), "no such folder: missing"),
-        ((".",), "is not a Claude Code plugin: no .claude-plugin/plugin.json"),
+        ((".",), "has no commands (commands/*.md)"),  # a folder above the plugin
+        (("plugin", "--plugin", "x"), "--plugin: plugin is not a marketplace"),
     ],
 )
 def test_mistakes_are_one_line_and_write_nothing(
@@ -189,7 +191,7 @@ def test_components_take_the_lowest_stage_that_names_them(tmp_path: Path) -> Non
     write(plugin / "templates" / "plan.md", "# Plan\n")
     write(plugin / "templates" / "chapter.md", "# Chapter\n")
     files = [p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()]
-    planned = draft.plan(plugin, "p", files, "plan,write")
+    planned = draft.plan(plugin_at(plugin), "p", files, "plan,write")
     stages = {entry.glob: entry.stage for entry in planned.entries}
     assert stages == {
         "/.claude-plugin/plugin.json": 1,

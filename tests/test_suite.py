@@ -350,11 +350,22 @@ def test_plugin_folder_missing(tmp_path: Path) -> None:
     assert str(info.value).startswith("ci-evals.yaml:2:9: plugin: plugin folder not found")
 
 
-def test_plugin_without_manifest(tmp_path: Path) -> None:
-    (tmp_path / "plugin" / "agents").mkdir(parents=True)
-    message = load_error(tmp_path, suite_text())
-    assert message.startswith("ci-evals.yaml:2:9: plugin: ")
-    assert "has no .claude-plugin/plugin.json" in message
+def test_plugin_without_manifest_is_named_after_its_folder(tmp_path: Path) -> None:
+    """As Claude Code names a `--plugin-dir` plugin without .claude-plugin/plugin.json."""
+    (make_plugin(tmp_path) / ".claude-plugin" / "plugin.json").unlink()
+    body = suite_text().replace("/demo:", "/plugin:")
+    suite = load_suite(write_suite(tmp_path, body), "ci-evals.yaml")
+    assert suite.plugin.name == "plugin"
+    assert suite.plugin.commands == ("plan", "research")
+    assert suite.plugin.manifest_to_write == {"name": "plugin"}
+
+
+def test_plugin_without_manifest_needs_a_plain_folder_name(tmp_path: Path) -> None:
+    (tmp_path / "my plugin" / "agents").mkdir(parents=True)
+    body = suite_text().replace("plugin: plugin", 'plugin: "my plugin"')
+    message = load_error(tmp_path, body)
+    assert "has no .claude-plugin/plugin.json, and Claude Code would name it after" in message
+    assert "'my plugin', which is not a plugin name" in message
 
 
 def test_plugin_manifest_invalid_json(tmp_path: Path) -> None:
@@ -598,8 +609,10 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     ("change", "expected"),
     [
         (
+            # Loaded as Claude Code would, named "plugin": the prompts name another.
             lambda top: (top / "plugin" / ".claude-plugin" / "plugin.json").unlink(),
-            "ci-evals.yaml:2:9: plugin: ",
+            "ci-evals.yaml:6:13: stages[0].prompt: /demo:research names plugin 'demo', "
+            "but the suite's plugin is 'plugin'",
         ),
         (
             lambda top: (top / "ci-evals.yaml").write_text(

@@ -1,4 +1,6 @@
-"""`ci-evals init [PLUGIN_DIR]`: draft a suite for a plugin, never overwriting a file.
+"""`ci-evals init [PLUGIN_DIR] [--plugin NAME]`: draft a suite for a plugin, never
+overwriting a file. PLUGIN_DIR is the plugin's folder (with or without a manifest,
+as Claude Code loads it), or with `--plugin` a marketplace's folder.
 
 Writes, in the current folder: `stage_map.yaml` (every plugin file given the
 stage it can affect, `suite.draft`), `ci-evals.yaml` (a stage per command, or
@@ -20,6 +22,15 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.suite import draft as drafting
+from ci_evals.suite.plugin_source import (
+    MANIFEST,
+    MARKETPLACE,
+    PluginSource,
+    is_marketplace,
+    plugin_at,
+    plugin_in_marketplace,
+    read_marketplace,
+)
 
 SUITE = "ci-evals.yaml"
 STAGE_MAP = "stage_map.yaml"
@@ -32,7 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default=".",
         metavar="PLUGIN_DIR",
-        help="the plugin's folder (holding .claude-plugin/plugin.json; default: .)",
+        help="the plugin's folder (its .claude-plugin/plugin.json is optional), or a "
+        "marketplace's (holding .claude-plugin/marketplace.json) with --plugin (default: .)",
+    )
+    parser.add_argument(
+        "--plugin",
+        metavar="NAME",
+        dest="plugin_name",
+        help="the marketplace's plugin to draft a suite for (PLUGIN_DIR is the marketplace)",
     )
     parser.add_argument(
         "--stages",
@@ -44,9 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     here = Path.cwd()
-    plugin_dir = Path(os.path.abspath(args.plugin))
-    if not plugin_dir.is_dir():
+    given = Path(os.path.abspath(args.plugin))
+    if not given.is_dir():
         raise UserError(f"no such folder: {args.plugin}", hint="pass the plugin's folder")
+    source, marketplace = _plugin_source(given, args.plugin, args.plugin_name, here)
+    plugin_dir = source.path
     top = git.toplevel(here)  # the stage map lives in a repository
     plugin_rel = Path(os.path.relpath(plugin_dir, here)).as_posix()
     if plugin_rel.startswith("../") and not plugin_dir.is_relative_to(top):
@@ -64,7 +84,12 @@ def run(args: argparse.Namespace) -> int:
     global_paths = [SUITE, "stub"] if inside else [SUITE]
     if inside and here == top:
         global_paths.append(PRECOMMIT)
-    plan = drafting.plan(plugin_dir, plugin_rel, files, args.stages, global_paths)
+    if source.marketplace is not None:  # it names the plugin: a change to it runs all
+        market = Path(os.path.relpath(source.marketplace, here)).as_posix()
+        global_paths.append(market if market.startswith("../") else "/" + market)
+    plan = drafting.plan(
+        source, plugin_rel, files, args.stages, global_paths, marketplace=marketplace
+    )
 
     written: list[str] = []
     kept: list[str] = []
@@ -105,6 +130,29 @@ def run(args: argparse.Namespace) -> int:
         f"ci-evals check --model {stub} && ci-evals run --model {stub}"
     )
     return EXIT_OK
+
+
+def _plugin_source(
+    folder: Path, shown: str, name: str | None, here: Path
+) -> tuple[PluginSource, tuple[str, str] | None]:
+    """The plugin to draft for, and (marketplace folder from `here`, name) when a
+    marketplace names it."""
+    if name is not None:
+        if not is_marketplace(folder):
+            raise UserError(
+                f"{shown} is not a marketplace: no {MARKETPLACE}",
+                field="--plugin",
+                hint="pass the marketplace's folder, or leave --plugin out for a plugin's",
+            )
+        rel = Path(os.path.relpath(folder, here)).as_posix()
+        return plugin_in_marketplace(folder, name), (rel, name)
+    if is_marketplace(folder) and not (folder / MANIFEST).is_file():
+        names = ", ".join(entry.name for entry in read_marketplace(folder).entries) or "none"
+        raise UserError(
+            f"{shown} is a marketplace of plugins: {names}",
+            hint=f"choose one: ci-evals init {shown} --plugin NAME",
+        )
+    return plugin_at(folder), None
 
 
 def _ours(path: Path, here: Path, ours: list[str]) -> bool:

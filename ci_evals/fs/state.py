@@ -21,13 +21,12 @@ only what it produced.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
+from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.walk import walk
 
 AFTER_DIR = "after"
@@ -88,9 +87,16 @@ def _unchanged(rel: str, entry: os.DirEntry[str], saved: str, changed: Collectio
     return stat.S_ISREG(theirs.st_mode) and mine.st_size == theirs.st_size
 
 
-def copy_state(state: Path, plugin_source: Path, dest: Path) -> tuple[Path, Path]:
+def copy_state(
+    state: Path,
+    plugin_source: Path,
+    dest: Path,
+    *,
+    plugin_manifest: Mapping[str, object] | None = None,
+) -> tuple[Path, Path]:
     """A private, writable copy for a grader: `dest/workspace` (of `state`) and
-    `dest/plugin` (of `plugin_source`, links dereferenced). Returns both paths.
+    `dest/plugin` (of `plugin_source`, links dereferenced, with `plugin_manifest`
+    written in as `fs.plugin_copy` does). Returns both paths.
 
     The workspace's component links (`agents -> ../plugin/agents`) are kept as
     written, so they resolve to the fresh plugin copy next to it: a reviewer
@@ -102,8 +108,5 @@ def copy_state(state: Path, plugin_source: Path, dest: Path) -> tuple[Path, Path
         if os.path.lexists(path):
             raise FileExistsError(f"grading copy already exists: {path}")
     save_state(state, workspace)  # the same copy: folders, files, links as links
-    try:
-        shutil.copytree(plugin_source, plugin, symlinks=False)
-    except (OSError, shutil.Error) as exc:
-        raise UserError(f"cannot copy the plugin {plugin_source}: {exc}") from None
+    copy_plugin(plugin_source, plugin, plugin_manifest)
     return workspace, plugin

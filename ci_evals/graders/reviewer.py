@@ -64,6 +64,7 @@ class ReviewJob:
     sandbox: str = "local"  # where the reviewer's CLI runs (a sandbox kind)
     writable: tuple[Path, ...] = ()  # what it may write besides its copies: its private HOME/TMP
     suite_dir: Path | None = None  # where `suite:` rubrics are (the suite's folder)
+    plugin_manifest: Mapping[str, object] | None = None  # `Plugin.manifest_to_write`
 
 
 def fingerprint(
@@ -98,7 +99,9 @@ async def run_reviewer(job: ReviewJob, agent: Agent, abort: Abort) -> GraderResu
     """Copy the state, run the reviewer agent on it, grade its final message."""
     job.out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        workspace, plugin = copy_state(job.state, job.plugin_source, job.work_dir)
+        workspace, plugin = copy_state(
+            job.state, job.plugin_source, job.work_dir, plugin_manifest=job.plugin_manifest
+        )
         rubrics = _copy_suite_rubrics(job, job.work_dir / RUBRICS_DIR)
     except (OSError, UserError) as exc:
         return GraderResult(grader=GRADER, error=f"cannot prepare the reviewer's copy: {exc}")

@@ -73,7 +73,11 @@ async def grade_state(
         folder = job.state
         if grading.writes:
             folder, _ = await asyncio.to_thread(
-                copy_state, job.state, job.suite.plugin.path, job.work_dir / "graders"
+                copy_state,
+                job.state,
+                job.suite.plugin.path,
+                job.work_dir / "graders",
+                plugin_manifest=job.suite.plugin.manifest_to_write,
             )
         policy = ScoringPolicy().merge(job.suite.grading.scoring)
         verdict = await asyncio.to_thread(
@@ -116,6 +120,7 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
         prompt=prompt,
         state=job.state,
         plugin_source=suite.plugin.path,
+        plugin_manifest=suite.plugin.manifest_to_write,
         suite_dir=suite.root,
         cwd=stage_cwd(suite, stage, scenario),
         values=values,

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from ci_evals.errors import UserError
 from ci_evals.suite import references
-from ci_evals.suite.load import BUILTINS, STAGE_NAME, plugin_name_of, read_manifest
+from ci_evals.suite.load import BUILTINS, STAGE_NAME
+from ci_evals.suite.plugin_source import MANIFEST, PluginSource
 
-MANIFEST = ".claude-plugin/plugin.json"
 OUTPUT_DIR = "outputs"  # where the stub's placeholder outputs go, in the workspace
 # Where a command stops for a person: a stage runs unattended and must say what
 # the person would have said (docs/onboarding.md).
@@ -61,6 +61,9 @@ class Component:
 class Draft:
     plugin_name: str
     plugin: str  # the plugin folder, relative to the suite folder (POSIX)
+    # When a marketplace names the plugin: its folder, relative to the suite
+    # folder, and the plugin's name there (the suite then names it so).
+    marketplace: tuple[str, str] | None
     stages: tuple[StagePlan, ...]
     entries: tuple[Component, ...]
     agents: Mapping[str, int]  # agent name -> its stage (the stub launches it there)
@@ -78,15 +81,16 @@ class Draft:
 
 
 def plan(
-    plugin_dir: Path,
+    source: PluginSource,
     plugin_rel: str,
     files: Sequence[str],
     stages_arg: str | None,
     global_paths: Sequence[str] = ("ci-evals.yaml",),
+    *,
+    marketplace: tuple[str, str] | None = None,
 ) -> Draft:
-    """The draft for the plugin at `plugin_dir` whose files (plugin-relative) are `files`."""
-    manifest = _manifest(plugin_dir)
-    name = plugin_name_of(manifest, plugin_dir / MANIFEST)  # as the suite will check it
+    """The draft for the plugin `source` whose files (plugin-relative) are `files`."""
+    plugin_dir, manifest, name = source.path, source.manifest, source.name
     commands = {
         command: path.relative_to(plugin_dir).as_posix()
         for command, path in references.command_files(plugin_dir, manifest).items()
@@ -98,25 +102,16 @@ def plan(
         )
     stages = _stages(stages_arg, commands, plugin_dir)
     texts = {path: _read(plugin_dir / path) for path in files}
-    entries, agents = _components(files, texts, stages, name, plugin_dir)
+    entries, agents = _components(files, texts, stages, source)
     return Draft(
         plugin_name=name,
         plugin=plugin_rel,
+        marketplace=marketplace,
         stages=stages,
         entries=entries,
         agents=agents,
         global_paths=tuple(global_paths),
     )
-
-
-def _manifest(plugin_dir: Path) -> dict[str, object]:
-    path = plugin_dir / MANIFEST
-    if not path.is_file():
-        raise UserError(
-            f"{plugin_dir} is not a Claude Code plugin: no {MANIFEST}",
-            hint="pass the plugin's folder: ci-evals init PLUGIN_DIR",
-        )
-    return read_manifest(path)
 
 
 def _read(path: Path) -> str:
@@ -229,8 +224,7 @@ def _components(
     files: Sequence[str],
     texts: Mapping[str, str],
     stages: tuple[StagePlan, ...],
-    plugin_name: str,
-    plugin_dir: Path,
+    source: PluginSource,
 ) -> tuple[tuple[Component, ...], dict[str, int]]:
     first_stage: dict[str, int] = {}
     for plan_ in stages:
@@ -250,7 +244,7 @@ def _components(
             why[key] = f"the command of {', '.join(users)}"
         elif key == MANIFEST:
             stage_of[key] = 1
-            why[key] = f"names every /{plugin_name}:* command"
+            why[key] = f"names every /{source.name}:* command"
     _spread(units, texts, stage_of, why)
     entries = []
     for key in units:
@@ -261,7 +255,7 @@ def _components(
             glob = "/" + _literal(key)  # anchored: a bare name would match at any depth
         entries.append(Component(glob=glob, stage=stage_of.get(key, 1), why=reason))
     agents = {}
-    for path in references.plugin_agents(plugin_dir, _manifest(plugin_dir)):
+    for path in references.plugin_agents(source.path, source.manifest):
         agents[_agent_name(path, texts.get(path, ""))] = stage_of.get(path, 1)
     return tuple(entries), agents
 
@@ -342,13 +336,20 @@ def prompt_for(draft: Draft, stage: StagePlan) -> str:
     return prompt
 
 
+def _plugin_line(draft: Draft) -> str:
+    if draft.marketplace is None:
+        return f"plugin: {_q(draft.plugin)}"
+    folder, name = draft.marketplace
+    return f"plugin: {{ marketplace: {_q(folder)}, name: {_q(name)} }}   # {draft.plugin}/"
+
+
 def render_suite(draft: Draft) -> str:
     lines = [
         f"# Drafted by `ci-evals init` from {draft.plugin}/ ({draft.plugin_name}): edit the",
         "# prompts, checks and scenario inputs. Format: docs/suite.md; onboarding a plugin",
         "# you did not write: docs/onboarding.md.",
         "version: 1",
-        f"plugin: {_q(draft.plugin)}",
+        _plugin_line(draft),
         "fixtures: fixtures              # fixtures/<k>-<stage>-output/: stage k's curated output",
         "stage_map: stage_map.yaml",
         "budget_usd: 5.0                 # the run's budget on the real model",

@@ -1,11 +1,11 @@
 """Load and validate `ci-evals.yaml` (the suite) into frozen records.
 
 Everything a run needs is checked here, once, before anything starts: the
-plugin folder has `.claude-plugin/plugin.json`; stage names and scenario ids are
-unique; every prompt/cwd template resolves for every scenario; every cwd stays
-inside the workspace; the stage map (when there is one) lists the same stages in
-the same order, for the same plugin and fixtures folders. The format is
-documented in docs/suite.md.
+plugin folder loads as Claude Code would load it (`suite.plugin_source`); stage
+names and scenario ids are unique; every prompt/cwd template resolves for every
+scenario; every cwd stays inside the workspace; the stage map (when there is
+one) lists the same stages in the same order, for the same plugin and fixtures
+folders. The format is documented in docs/suite.md.
 
 The grading keys (`reviewer`, `checks`, `graders`, `scoring`, `repeat`,
 `pass_at_least`) are validated by `ci_evals.graders.config` into
@@ -14,7 +14,6 @@ The grading keys (`reviewer`, `checks`, `graders`, `scoring`, `repeat`,
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -46,6 +45,7 @@ from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import contracts, references
 from ci_evals.suite.contracts import Contract
+from ci_evals.suite.plugin_source import MARKETPLACE, plugin_at, plugin_in_marketplace
 from ci_evals.text import display_path
 
 # The keys grading reads, validated by ci_evals.graders.config.
@@ -88,8 +88,6 @@ STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # Scenario ids become folder names in the run folder.
 _STAGE_FIXTURE = re.compile(r"[0-9]+-")
 _SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# A plugin name as Claude Code uses it: /NAME:command, and a folder name in its caches.
-PLUGIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -128,10 +126,14 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Plugin:
-    path: Path  # absolute folder holding .claude-plugin/plugin.json
-    name: str  # from plugin.json; commands are `/NAME:command`
+    path: Path  # the plugin's folder, absolute (suite.plugin_source)
+    name: str  # as Claude Code names it; commands are `/NAME:command`
     commands: tuple[str, ...] = ()  # its commands and skills (`/NAME:command`), see references
     agents: tuple[str, ...] = ()  # its agent files, relative to `path`
+    marketplace: Path | None = None  # the marketplace.json that named it, if one did
+    # The manifest every copy of the plugin carries when the folder has none of
+    # its own that Claude Code would read (named after its folder or its entry).
+    manifest_to_write: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -436,36 +438,22 @@ def _optional_number(value: Field | None, *, positive: bool) -> float | None:
     return number
 
 
-def plugin_name_of(data: Mapping[str, object], manifest: Path) -> str:
-    """The manifest's `name`, checked: it names the commands (/NAME:command)."""
-    plugin_name = data.get("name")
-    if not isinstance(plugin_name, str) or not plugin_name.strip():
-        raise UserError('the manifest needs a "name" string', file=manifest, field="name")
-    if not PLUGIN_NAME.fullmatch(plugin_name) or ".." in plugin_name:
-        raise UserError(
-            f"not a plain plugin name: {plugin_name!r}",
-            file=manifest,
-            line=_json_key_line(manifest, "name"),
-            field="name",
-            hint="letters, digits, '-', '_' and '.', starting with a letter or digit "
-            "(no '/', no '..'): it names the commands, /NAME:command",
-        )
-    return plugin_name
-
-
 def _load_plugin(value: Field, base: Path) -> Plugin:
-    path = _path(value, base)
-    if not path.is_dir():
-        raise value.error(f"plugin folder not found: {display_path(path)}")
-    manifest = path / ".claude-plugin" / "plugin.json"
-    if not manifest.is_file():
-        raise value.error(
-            f"{display_path(path)} has no .claude-plugin/plugin.json",
-            hint="a Claude Code plugin folder needs a manifest with at least a name",
-        )
-    data = read_manifest(manifest)
-    plugin_name = plugin_name_of(data, manifest)
-    found = copy_problem(path)
+    if isinstance(value.node, yaml.MappingNode):
+        keys = value.mapping(("marketplace", "name"), required=("marketplace", "name"))
+        folder = _path(keys["marketplace"], base)
+        if not (folder / MARKETPLACE).is_file():
+            raise keys["marketplace"].error(
+                f"no {MARKETPLACE} in {display_path(folder)}",
+                hint="name the folder holding the marketplace's .claude-plugin/",
+            )
+        source = plugin_in_marketplace(folder, keys["name"].as_str())
+    else:
+        path = _path(value, base)
+        if not path.is_dir():
+            raise value.error(f"plugin folder not found: {display_path(path)}")
+        source = plugin_at(path)
+    found = copy_problem(source.path)
     if found is not None:
         where, problem = found
         raise value.error(
@@ -474,34 +462,13 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
             "remove or fix that entry",
         )
     return Plugin(
-        path=path,
-        name=plugin_name,
-        commands=references.plugin_commands(path, data),
-        agents=references.plugin_agents(path, data),
+        path=source.path,
+        name=source.name,
+        commands=references.plugin_commands(source.path, source.manifest),
+        agents=references.plugin_agents(source.path, source.manifest),
+        marketplace=source.marketplace,
+        manifest_to_write=source.manifest_to_write,
     )
-
-
-def read_manifest(manifest: Path) -> dict[str, object]:
-    """A plugin's `.claude-plugin/plugin.json` as a JSON object ({} when it is not one)."""
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read plugin manifest: {exc}", file=manifest) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"invalid JSON: {exc.msg}", file=manifest, line=exc.lineno, column=exc.colno
-        ) from None
-    return data if isinstance(data, dict) else {}
-
-
-def _json_key_line(path: Path, key: str) -> int | None:
-    """The line of the first `"key":` in a JSON file (for the error message), if found."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    match = re.search(rf'"{re.escape(key)}"\s*:', text)
-    return None if match is None else text.count("\n", 0, match.start()) + 1
 
 
 def _load_limits(value: Field, defaults: Limits) -> Limits:
@@ -756,18 +723,26 @@ def _cross_check_stage_map(
             )
     # The suite decides every stage: a map that does not reach it would answer
     # `none` to a change of any prompt (fail open).
-    unmapped = _unmapped(suite.file, stage_map)
-    if unmapped is not None:
-        written = Path(os.path.relpath(suite.file, stage_map.file.parent)).as_posix()
-        glob = written if written.startswith("../") else "/" + written
-        raise where.error(
-            f"the suite {unmapped} is in no stage of the stage map {map_name}: "
-            "a change to it would run nothing",
-            hint=f"add {glob!r} to the map's global: (a change then runs every stage)",
-        )
+    _require_mapped(suite.file, "the suite", stage_map, where)
+    # The marketplace that names the plugin decides its name (and, without a
+    # manifest of its own, its components).
+    if suite.plugin.marketplace is not None:
+        _require_mapped(suite.plugin.marketplace, "the marketplace", stage_map, where)
     for stage in suite.stages:
         _check_rubrics_mapped(suite, stage, stage_map, problems)
         _check_schemas_mapped(stage, stage_map, problems)
+
+
+def _require_mapped(path: Path, what: str, stage_map: StageMap, where: Field) -> None:
+    unmapped = _unmapped(path, stage_map)
+    if unmapped is not None:
+        written = Path(os.path.relpath(path, stage_map.file.parent)).as_posix()
+        glob = written if written.startswith("../") else "/" + written
+        raise where.error(
+            f"{what} {unmapped} is in no stage of the stage map {stage_map.display}: "
+            "a change to it would run nothing",
+            hint=f"add {glob!r} to the map's global: (a change then runs every stage)",
+        )
 
 
 def _unmapped(path: Path, stage_map: StageMap) -> str | None:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
+from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.snapshot import (
     RACY_NS,
     Changes,
@@ -309,7 +310,7 @@ def create_workspace(
                 f"workspace folder already exists: {display_path(path)}",
                 hint="every scenario and repeat needs a fresh folder",
             )
-    _copy_plugin(suite.plugin.path, plugin)
+    copy_plugin(suite.plugin.path, plugin, suite.plugin.manifest_to_write)
     root.mkdir()
     entries = _lay_down(plan, root)
     links = _link_components(plugin, root)
@@ -329,17 +330,6 @@ def create_workspace(
         baseline=baseline,
         plugin_baseline=plugin_baseline,
     )
-
-
-def _copy_plugin(source: Path, dest: Path) -> None:
-    # Links are followed: a link out of the plugin folder becomes a copy of what
-    # it points at, so nothing in the copy leads back into the repository.
-    try:
-        shutil.copytree(source, dest, symlinks=False)
-    except shutil.Error as exc:
-        raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
-    except OSError as exc:
-        raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
 
 
 def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:
