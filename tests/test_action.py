@@ -152,6 +152,8 @@ def test_the_action_runs_the_affected_stages_and_comments(
     assert data["from_stage"] == 5
     assert data["model_endpoint"].startswith("stub:")
     assert (repo / ".ci-evals" / "run" / "junit.xml").is_file()
+    site = repo / ".ci-evals" / "run" / "site"  # uploaded with the run folder
+    assert "5 generate-chapter" in (site / "index.html").read_text(encoding="utf-8")
     summary = actions.summary.read_text(encoding="utf-8")
     assert "## ci-evals: passed" in summary
     assert "(simulated: stub-model prices, nothing was paid)" in summary

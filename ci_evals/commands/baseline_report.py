@@ -19,7 +19,13 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.github.artifacts import read_source
-from ci_evals.report.baseline import NoBaseline, compare, revision_notes, same_suite
+from ci_evals.report.baseline import (
+    Comparison,
+    NoBaseline,
+    compare,
+    revision_notes,
+    same_suite,
+)
 from ci_evals.report.baseline_markdown import comparison_section, cost_section, not_compared
 from ci_evals.report.costs import cost_summary
 from ci_evals.report.verify import problems as inconsistencies
@@ -27,29 +33,45 @@ from ci_evals.results.model import RESULTS_FILE, RunResult, read_results
 
 
 def against_baseline(
-    result: RunResult, args: argparse.Namespace, problems: Sequence[str] = ()
+    result: RunResult,
+    args: argparse.Namespace,
+    problems: Sequence[str] = (),
+    *,
+    compared: tuple[Comparison | NoBaseline | None, str | None] | None = None,
 ) -> str:
     """The *Against the baseline* (with `--baseline`) and *Cost* sections.
 
     Nothing in a results file that disagrees with itself (`problems`) can be
-    believed, its costs included: then there is nothing to compare.
+    believed, its costs included: then there is nothing to compare. `compared`:
+    what `baseline_comparison` gave, when the caller already asked it.
     """
     if problems:
         return not_compared("this run's results file is inconsistent") if args.baseline else ""
-    if args.baseline is None:
+    comparison, source = compared or baseline_comparison(result, args)
+    if comparison is None:
         return cost_section(cost_summary(result, None))
+    if isinstance(comparison, NoBaseline):
+        costs = cost_summary(result, None)
+        return comparison_section(comparison, source) + "\n" + cost_section(costs)
+    costs = cost_summary(result, comparison.baseline)
+    return comparison_section(comparison, source) + "\n" + cost_section(costs)
+
+
+def baseline_comparison(
+    result: RunResult, args: argparse.Namespace
+) -> tuple[Comparison | NoBaseline | None, str | None]:
+    """The comparison with `--baseline` (None without it) and where the baseline came from."""
+    if args.baseline is None:
+        return None, None
     source, reason = read_source(args.baseline)
     baseline, missing = load_baseline(args.baseline, reason)
     if baseline is None:
         print(f"ci-evals report: --baseline: no baseline: {missing}", file=sys.stderr)
-        outcome = NoBaseline(missing)
-        return comparison_section(outcome, source) + "\n" + cost_section(cost_summary(result, None))
+        return NoBaseline(missing), source
     notes = same_suite(result, baseline, baseline_file=_results_file(args.baseline))
     merge_base, why = merge_base_of(result, args.base)
     notes += revision_notes(result, baseline, merge_base, why)
-    comparison = compare(result, baseline, notes)
-    costs = cost_summary(result, baseline)
-    return comparison_section(comparison, source) + "\n" + cost_section(costs)
+    return compare(result, baseline, notes), source
 
 
 def _results_file(path: Path) -> Path:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ci_evals.github.actions import ActionsEnv
+    from ci_evals.report.baseline import Comparison, NoBaseline
     from ci_evals.results.model import RunResult
 
 
@@ -57,6 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="write the Markdown summary here instead of printing it",
+    )
+    parser.add_argument(
+        "--html",
+        type=Path,
+        metavar="DIR",
+        help="write a static site of the run here: every stage's criteria, files and "
+        "trajectory (self-contained: open DIR/index.html, or upload DIR as an artifact)",
+    )
+    parser.add_argument(
+        "--html-url",
+        metavar="URL",
+        help="where the --html site will be served (an https:// artifact or Pages URL): the "
+        "summary and the PR comment link to it",
     )
     parser.add_argument(
         "--baseline",
@@ -91,7 +105,10 @@ def add_comment_key(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.commands.baseline_report import against_baseline  # noqa: PLC0415
+    from ci_evals.commands.baseline_report import (  # noqa: PLC0415
+        against_baseline,
+        baseline_comparison,
+    )
     from ci_evals.github.actions import ActionsEnv, append_summary  # noqa: PLC0415
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
@@ -103,9 +120,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--base compares with a baseline: give --baseline RUN too", field="--base")
     if args.comment:
         _check_comment_key(args.comment_key)  # before any file is written
+    link = _html_link(args.html_url)
     result = read_results(args.run_dir)
     found = problems(result)
-    markdown = markdown_summary(result, found) + "\n" + against_baseline(result, args, found)
+    compared = None if found else baseline_comparison(result, args)
+    baseline = against_baseline(result, args, found, compared=compared)
+    markdown = markdown_summary(result, found) + "\n" + link + baseline
+    if args.html is not None:
+        _write_html(result, args, found, None if compared is None else compared[0])
     if args.junit is not None:
         write_output(args.junit, junit_xml(result, found), option="--junit")
     if args.markdown is not None:
@@ -126,6 +148,39 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     return EXIT_OK if run_passed(result, found) else EXIT_FAIL
+
+
+def _html_link(url: str | None) -> str:
+    """The summary's line linking the `--html` site (only an https URL: no other scheme)."""
+    if url is None:
+        return ""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.netloc or any(c in url for c in " <>()[]\n\"'`"):
+        raise UserError(
+            f"not an https URL: {url!r}",
+            field="--html-url",
+            hint="the artifact's or the Pages site's https:// address",
+        )
+    return f"**[The run, stage by stage]({url})**: criteria, files and trajectories (`--html`).\n\n"
+
+
+def _write_html(
+    result: RunResult,
+    args: argparse.Namespace,
+    found: Sequence[str],
+    comparison: Comparison | NoBaseline | None,
+) -> None:
+    from ci_evals.report.html import Site, write_site  # noqa: PLC0415
+
+    run_dir = args.run_dir if args.run_dir.is_dir() else args.run_dir.parent
+    baseline_dir = None
+    if args.baseline is not None and (args.baseline / "results.json").is_file():
+        baseline_dir = args.baseline
+    site = Site(result, run_dir, found, comparison=comparison, baseline_dir=baseline_dir)
+    index = write_site(site, args.html)
+    print(f"ci-evals report: --html: wrote {index}", file=sys.stderr)
 
 
 def _annotate(result: RunResult, found: Sequence[str]) -> None:

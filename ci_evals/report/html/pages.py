@@ -1,0 +1,271 @@
+"""The site's pages: the run (`index.html`) and one page per stage run.
+
+The index gives the verdict as `report`'s exit code gives it (`run_passed`:
+an inconsistent, unfinished or failed run never reads as passed), the run's
+facts, a table per scenario run linking each stage's page, the stages over
+their repeats (pass counts, the mean and its 95% interval, per criterion)
+and, with a baseline, the deltas against it. A stage page has its status and
+reason, its criteria with the reviewer's rationale, grader errors, the
+requests the stub had no answer for, the files it produced, its trajectory
+and the reviewer's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci_evals.report import (
+    grader_errors,
+    outcome,
+    reason,
+    run_passed,
+    scenario_label,
+    stage_label,
+    status_word,
+    stub_miss_lines,
+)
+from ci_evals.report.baseline import Comparison, NoBaseline
+from ci_evals.report.html.files import StateRef, files_section, state_of
+from ci_evals.report.html.markup import esc, fold, money, status, table
+from ci_evals.report.html.timeline import Limits, timeline
+
+if TYPE_CHECKING:
+    from ci_evals.results.criteria import Criterion
+    from ci_evals.results.model import RunResult, ScenarioResult, StageResult
+    from ci_evals.results.stats import Spread
+
+
+@dataclass(frozen=True)
+class Site:
+    """What the site is made from."""
+
+    result: RunResult
+    run_dir: Path  # the run folder the results file was read from
+    problems: Sequence[str]  # `verify.problems` of the results file
+    comparison: Comparison | NoBaseline | None = None  # with `--baseline`
+    baseline_dir: Path | None = None  # the baseline's run folder, when it is one
+    limits: Limits = field(default_factory=Limits)
+
+
+def stage_page_name(scenario_index: int, stage: StageResult) -> str:
+    """Our own file name for a stage's page: numbers only, nothing from the results."""
+    return f"stage-{scenario_index + 1}-{stage.number}.html"
+
+
+def index_body(site: Site) -> Iterator[str]:
+    result, problems, comparison = site.result, site.problems, site.comparison
+    passed = run_passed(result, problems)
+    verdict = "passed" if passed else ("error" if problems else "failed")
+    yield f"<h1>ci-evals run {esc(result.run_id)}: {status(verdict)}</h1>"
+    if problems:
+        items = "".join(f"<li>{esc(p)}</li>" for p in problems)
+        yield (
+            '<div class="note"><p><b>The results file disagrees with itself</b>: nothing in it '
+            f"can be believed, and the run does not pass.</p><ul>{items}</ul></div>"
+        )
+    facts = [
+        ("status", status(result.status)),
+        ("model", esc(result.model or "the CLI's default")),
+        ("endpoint", esc(result.model_endpoint)),
+        ("sandbox", esc(result.sandbox)),
+        ("from stage", esc(result.from_stage)),
+        ("total cost", esc(money(result.total_cost_usd) + result.cost_note)),
+        ("started", esc(result.started_at.isoformat())),
+        ("finished", esc(result.finished_at.isoformat() if result.finished_at else "-")),
+    ]
+    if result.repeat > 1:
+        facts.append(("repeats", esc(result.repeat)))
+    yield table(["fact", "value"], [[esc(k), v] for k, v in facts])
+    for index, scenario in enumerate(result.scenarios):
+        yield f"<h2>Scenario {esc(scenario_label(result, scenario))}</h2>"
+        yield _scenario_table(result, index, scenario)
+    if result.repeat > 1:
+        yield from _repeats(result)
+    if comparison is not None:
+        yield from _comparison(comparison)
+
+
+def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> str:
+    rows = []
+    for stage in scenario.stages:
+        grading = stage.grading
+        counted = [c for c in grading.criteria if not c.advisory] if grading else []
+        criteria = f"{sum(c.passed for c in counted)}/{len(counted)}" if grading else "-"
+        mean = grading.analytic_mean if grading else None
+        link = f'<a href="{stage_page_name(index, stage)}">{esc(stage_label(stage))}</a>'
+        rows.append(
+            [
+                link,
+                status(status_word(stage), outcome(result, stage)),
+                esc(criteria),
+                esc("-" if mean is None else f"{mean:.2f}"),
+                esc("-" if stage.turns is None else stage.turns),
+                esc(money(stage.cost_usd)),
+                esc("-" if stage.duration_s is None else f"{stage.duration_s:.1f}s"),
+                esc(len(stage.produced)),
+                esc(reason(result, stage)),
+            ]
+        )
+    head = ["stage", "status", "criteria", "mean", "turns", "cost", "time", "files", "reason"]
+    return table(head, rows)
+
+
+def _spread(value: Spread) -> str:
+    if value.mean is None:
+        return "-"
+    if value.ci95_low is None or value.ci95_high is None:
+        return f"{value.mean:.2f} (n={value.n})"
+    return f"{value.mean:.2f} [{value.ci95_low:.2f}, {value.ci95_high:.2f}] (n={value.n})"
+
+
+def _repeats(result: RunResult) -> Iterator[str]:
+    yield "<h2>Over the repeats</h2>"
+    for item in result.summaries:
+        s = item.summary
+        title = f"{esc(item.scenario)} · {esc(item.stage)} {esc(item.name)}"
+        yield f"<h3>{title}: {status(s.verdict)}</h3>"
+        runs = " ".join(status(v) for v in s.verdicts)
+        yield (
+            f"<p>{esc(s.passed)} of {esc(s.runs)} passed (at least {esc(s.pass_at_least)} "
+            f"needed); runs: {runs}. Analytic mean {esc(_spread(s.analytic_mean))}; "
+            f"binary score {esc(_spread(s.binary_score))}. {esc(s.reason)}</p>"
+        )
+        rows = [
+            [
+                f"<code>{esc(c.id)}</code>",
+                esc(c.kind),
+                esc(f"{c.passed}/{c.runs}"),
+                esc("flaky" if c.flaky else ""),
+                esc(_spread(c.score)),
+            ]
+            for c in s.criteria
+        ]
+        if rows:
+            yield table(["criterion", "kind", "passed", "", "score, mean [95% CI]"], rows)
+
+
+def _comparison(comparison: Comparison | NoBaseline) -> Iterator[str]:
+    yield "<h2>Against the baseline</h2>"
+    if isinstance(comparison, NoBaseline):
+        yield f'<p class="muted">No baseline: {esc(comparison.reason)}</p>'
+        return
+    for note in comparison.notes:
+        yield f'<p class="note">{esc(note)}</p>'
+    for title, deltas in (
+        ("Regressions", comparison.regressions),
+        ("Improvements", comparison.improvements),
+        ("Other changes", comparison.changes),
+    ):
+        if not deltas:
+            continue
+        yield f"<h3>{esc(title)}</h3>"
+        rows = [
+            [
+                esc(d.scenario),
+                esc(d.stage),
+                esc(d.what),
+                esc(d.before),
+                esc(d.after),
+                esc(f"{d.noise} {d.intervals}".strip()),
+            ]
+            for d in deltas
+        ]
+        yield table(["scenario", "stage", "what", "baseline", "this run", "noise"], rows)
+    rows = [
+        [
+            esc(r.scenario),
+            esc(r.stage),
+            esc(r.before),
+            esc(r.after),
+            esc(money(r.cost_before)),
+            esc(money(r.cost_after)),
+        ]
+        for r in comparison.rows
+    ]
+    yield "<h3>Per stage</h3>"
+    yield table(["scenario", "stage", "baseline", "this run", "cost before", "cost now"], rows)
+    yield f'<p class="muted">{esc(comparison.unchanged)} stage(s) unchanged.</p>'
+
+
+def stage_body(
+    site: Site,
+    scenario: ScenarioResult,
+    stage: StageResult,
+    *,
+    before: StageResult | None,
+    baseline: StageResult | None,
+) -> Iterator[str]:
+    """`before`: the stage whose saved state this one started from; `baseline`: the
+    baseline run's same stage, when the baseline is a run folder."""
+    result, run_dir, limits = site.result, site.run_dir, site.limits
+    label = f"{scenario_label(result, scenario)} · {stage_label(stage)}"
+    yield f"<h1>{esc(label)}: {status(status_word(stage), outcome(result, stage))}</h1>"
+    why = reason(result, stage)
+    if why:
+        yield f'<p class="note">{esc(why)}</p>'
+    facts = [
+        ("turns", stage.turns),
+        ("tokens in / out", f"{stage.input_tokens or 0:,} / {stage.output_tokens or 0:,}"),
+        ("cost", money(stage.cost_usd)),
+        ("reviewer cost", money(stage.grading_cost_usd)),
+        ("time", "-" if stage.duration_s is None else f"{stage.duration_s:.1f}s"),
+        ("limit hit", stage.limit_hit or "-"),
+        ("attempts", stage.attempts or 1),
+    ]
+    yield table(["fact", "value"], [[esc(k), esc(v)] for k, v in facts])
+    if stage.stub_misses:
+        items = "".join(f"<li>{esc(line)}</li>" for line in stub_miss_lines(stage))
+        yield f"<h2>Requests the stub model had no answer for</h2><ul>{items}</ul>"
+    yield "<h2>Grading</h2>"
+    yield from _grading(stage)
+    yield "<h2>Files</h2>"
+    here = state_of(run_dir, stage)
+    earlier = state_of(run_dir, before) if before is not None else None
+    theirs: StateRef | None = None
+    if baseline is not None and site.baseline_dir is not None:
+        theirs = state_of(site.baseline_dir, baseline)
+    yield files_section(stage, here, earlier, theirs)
+    yield "<h2>Trajectory</h2>"
+    yield from timeline(run_dir, stage.trajectory, limits)
+    for grader in stage.grading.graders if stage.grading else ():
+        if grader.trajectory:
+            yield f"<h2>The {esc(grader.grader)}'s trajectory</h2>"
+            yield "<details><summary>show</summary>"
+            yield from timeline(run_dir, grader.trajectory, limits)
+            yield "</details>"
+
+
+def _grading(stage: StageResult) -> Iterator[str]:
+    verdict = stage.grading
+    if verdict is None:
+        yield '<p class="muted">Not graded.</p>'
+        return
+    mean = "-" if verdict.analytic_mean is None else f"{verdict.analytic_mean:.2f}"
+    yield (
+        f"<p>{status(verdict.verdict)} {esc(verdict.reason)} · analytic mean {esc(mean)} "
+        f"(threshold {esc(verdict.analytic_threshold)})</p>"
+    )
+    for line in grader_errors(stage):
+        yield f'<p class="note">{esc(line)}</p>'
+    for grader in verdict.graders:
+        for warning in grader.warnings:
+            yield f'<p class="note">{esc(grader.grader)}: {esc(warning)}</p>'
+    rows = [_criterion_row(c) for c in verdict.criteria]
+    if rows:
+        yield table(["criterion", "kind", "score", "verdict", "source", "why"], rows)
+
+
+def _criterion_row(c: Criterion) -> list[str]:
+    word = "advisory" if c.advisory and not c.passed else ("passed" if c.passed else "failed")
+    why = c.rationale or c.detail
+    return [
+        f"<code>{esc(c.id)}</code>",
+        esc(c.kind),
+        esc("-" if c.score is None else f"{c.score:g}"),
+        status(word, "muted" if word == "advisory" else word),
+        esc(c.source),
+        fold(esc(why[:120]), f"<pre>{esc(why)}</pre>") if len(why) > 120 else esc(why),
+    ]
