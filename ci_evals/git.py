@@ -140,6 +140,14 @@ def files_to_commit(folder: Path) -> list[str]:
     )
 
 
+def is_ignored(folder: Path, path: str) -> bool:
+    """Whether git ignores `path` (relative to `folder`, which is in a work tree)."""
+    result = run(folder, "check-ignore", "-q", "--", path, check=False)
+    if result.returncode not in (0, 1):
+        raise GitError(result)
+    return result.returncode == 0
+
+
 # --- Revisions, merge bases, shallow clones, diffs (used by `compute-stage`) ---
 
 # Deepening talks to the remote; an unreachable one must fail, not hang.

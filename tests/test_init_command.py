@@ -56,6 +56,7 @@ def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) ->
         "wrote fixtures/2-architect-output/outputs/architect.md",
         "wrote fixtures/3-implement-output/outputs/implement.md",
         "wrote .pre-commit-config.yaml",
+        "wrote .gitignore: /.ci-evals/ (run folders, never committed)",
         "next: git add -A && ci-evals check-coverage && ci-evals check --model "
         "stub:stub/feature-dev.yaml && ci-evals run --model stub:stub/feature-dev.yaml",
     ]
@@ -107,9 +108,22 @@ def test_init_never_overwrites(tmp_path: Path) -> None:
     assert snapshot(repo) == before
     assert not [line for line in again.stdout.splitlines() if line.startswith("wrote ")]
     assert "kept ci-evals.yaml (exists; not overwritten)" in again.stdout
-    # The pre-commit file was there already: the entry to add is printed instead.
-    assert "add to .pre-commit-config.yaml's repos:" in again.stdout
-    assert "id: ci-evals-coverage" in again.stdout
+    # The pre-commit file has the hook already (the first init wrote it): no offer to add it.
+    assert "add to .pre-commit-config.yaml's repos:" not in again.stdout
+    assert ".gitignore" not in again.stdout  # /.ci-evals/ is ignored already
+
+
+def test_init_offers_its_hook_to_a_pre_commit_file_without_it(tmp_path: Path) -> None:
+    repo = repo_with_plugin(tmp_path)
+    (repo / ".pre-commit-config.yaml").write_text("repos: []\n")
+    (repo / ".gitignore").write_text("*.pyc")  # no newline at its end
+    proc = cli(repo, "init", "plugin", "--stages", STAGES)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept .pre-commit-config.yaml (exists; not overwritten)" in proc.stdout
+    assert "add to .pre-commit-config.yaml's repos:" in proc.stdout
+    assert "id: ci-evals-coverage" in proc.stdout
+    assert "added /.ci-evals/ to .gitignore (run folders, never committed)" in proc.stdout
+    assert (repo / ".gitignore").read_text() == "*.pyc\n/.ci-evals/\n"
 
 
 def test_a_plugin_at_the_repository_top_and_the_real_pre_commit_hook(tmp_path: Path) -> None:
@@ -119,7 +133,7 @@ def test_a_plugin_at_the_repository_top_and_the_real_pre_commit_hook(tmp_path: P
     assert "wrote fixtures/1-feature-dev-output/outputs/feature-dev.md" in proc.stdout
     # Its own files live inside the plugin's root: global, so nothing is uncovered.
     assert (
-        'global: ["ci-evals.yaml", "stub", ".pre-commit-config.yaml"]'
+        'global: ["ci-evals.yaml", "stub", ".pre-commit-config.yaml", "/.gitignore"]'
         in (repo / "stage_map.yaml").read_text()
     )
     git(repo, "add", "-A")
@@ -222,3 +236,42 @@ def test_a_plugin_name_check_would_refuse_is_refused_before_anything_is_written(
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "plugin.json:1: name: not a plain plugin name: 'feature dev:x'" in proc.stderr
     assert snapshot(repo) == before
+
+
+@pytest.mark.slow
+def test_the_evals_layout_end_to_end_following_only_the_printed_lines(tmp_path: Path) -> None:
+    """docs/onboarding.md's layout: the plugin vendored in `evals/feature-dev/plugin`,
+    `init` run from `evals/feature-dev/`, then exactly the commands it printed."""
+    repo = tmp_path / "repo"
+    here = repo / "evals" / "feature-dev"
+    here.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    copy_feature_dev(here, "plugin")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the plugin, vendored")
+    proc = cli(here, "init", "plugin", "--stages", STAGES)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith("next: ")
+    for command in last.removeprefix("next: ").split(" && "):
+        words = command.split()
+        if words[0] == "git":
+            git(here, *words[1:])
+            continue
+        assert words[0] == "ci-evals"
+        done = cli(here, *words[1:])
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+    assert "?? " not in git(repo, "status", "--porcelain")  # the run folder is ignored
+    assert ".ci-evals" not in git(repo, "ls-files")
+    git(repo, "commit", "-q", "-m", "evals")
+
+    def answer(path: Path, text: str) -> str:
+        with path.open("a") as handle:
+            handle.write(text)
+        git(repo, "commit", "-q", "-am", f"edit {path.name}")
+        out = cli(here, "compute-stage", "HEAD~1")  # the map found from here, as the suite is
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert answer(here / "stub" / "feature-dev.yaml", "# more\n") == "1"  # a stub edit: all
+    assert answer(here / "plugin" / "agents" / "code-reviewer.md", "More.\n") in {"1", "2", "3"}

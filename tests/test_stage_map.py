@@ -285,7 +285,7 @@ def test_map_file_not_found(repo: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert code == 2
     assert err.splitlines() == [
         "ci-evals: error: missing.yaml: file not found "  # named from the current folder
-        "(create stage_map.yaml at the top of your repository, or pass --map PATH)"
+        "(create stage_map.yaml here or above, up to your repository's top, or pass --map PATH)"
     ]
 
 

@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--map",
         type=Path,
         metavar="PATH",
-        help="the stage map (default: stage_map.yaml at the top of the repository)",
+        help="the stage map (default: the nearest stage_map.yaml from the current folder "
+        "up to the top of the repository)",
     )
     parser.add_argument(
         "--deepen",

@@ -35,6 +35,7 @@ from ci_evals.suite.plugin_source import (
 SUITE = "ci-evals.yaml"
 STAGE_MAP = "stage_map.yaml"
 PRECOMMIT = ".pre-commit-config.yaml"
+RUNS = ".ci-evals"  # where `run` and `check-fixtures` write, below the current folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,9 +82,12 @@ def run(args: argparse.Namespace) -> int:
     # What init writes inside the plugin folder itself (PLUGIN_DIR = .) must not
     # read as plugin files: the stub script is global (a change re-runs all).
     inside = plugin_dir == here or here.is_relative_to(plugin_dir)
-    global_paths = [SUITE, "stub"] if inside else [SUITE]
+    # The stub script answers every stage of a stub run: a change to it runs all.
+    global_paths = [SUITE, "stub"] if inside else [SUITE, "/stub/"]
     if inside and here == top:
         global_paths.append(PRECOMMIT)
+    if inside:  # the .gitignore init writes (or extends) for the run folders
+        global_paths.append("/.gitignore")
     if source.marketplace is not None:  # it names the plugin: a change to it runs all
         market = Path(os.path.relpath(source.marketplace, here)).as_posix()
         global_paths.append(market if market.startswith("../") else "/" + market)
@@ -115,21 +119,57 @@ def run(args: argparse.Namespace) -> int:
             put(folder / plan.output_file(stage), drafting.render_fixture(stage))
     map_path = Path(os.path.relpath(here / STAGE_MAP, top)).as_posix()
     put(top / PRECOMMIT, drafting.render_precommit(None if map_path == STAGE_MAP else map_path))
+    ignored = _ignore_run_folders(here)
 
-    for shown in written:
-        print(f"wrote {shown}")
-    for shown in kept:
-        print(f"kept {shown} (exists; not overwritten)")
-    if os.path.relpath(top / PRECOMMIT, here) in kept:
-        hook = drafting.render_precommit(None if map_path == STAGE_MAP else map_path)
-        print(f"add to {PRECOMMIT}'s repos:")
-        print(hook[hook.index("  - repo: local") :], end="")
+    _say(written, kept, ignored, top / PRECOMMIT, here, map_path)
     stub = f"stub:{plan.stub_file}"
     print(
         "next: git add -A && ci-evals check-coverage && "
         f"ci-evals check --model {stub} && ci-evals run --model {stub}"
     )
     return EXIT_OK
+
+
+def _say(  # noqa: PLR0917 - what init did, in the order it did it
+    written: list[str], kept: list[str], ignored: str, precommit: Path, here: Path, map_path: str
+) -> None:
+    for shown in written:
+        print(f"wrote {shown}")
+    if ignored:
+        print(ignored)
+    for shown in kept:
+        print(f"kept {shown} (exists; not overwritten)")
+    if os.path.relpath(precommit, here) in kept and not _has_our_hook(precommit):
+        hook = drafting.render_precommit(None if map_path == STAGE_MAP else map_path)
+        print(f"add to {PRECOMMIT}'s repos:")
+        print(hook[hook.index("  - repo: local") :], end="")
+
+
+def _ignore_run_folders(here: Path) -> str:
+    """Make git ignore `.ci-evals/` (run folders: never committed), as `git add -A`
+    comes next; what was done, or "" when it was ignored already."""
+    if git.is_ignored(here, f"{RUNS}/x"):
+        return ""
+    path = here / ".gitignore"
+    try:
+        before = path.read_bytes() if path.exists() else b""
+        with path.open("ab") as handle:
+            sep = b"" if not before or before.endswith(b"\n") else b"\n"
+            handle.write(sep + f"/{RUNS}/\n".encode())
+    except OSError as exc:
+        raise UserError(f"cannot add /{RUNS}/ to it: {exc.strerror or exc}", file=path) from None
+    shown = os.path.relpath(path, here)
+    if before:
+        return f"added /{RUNS}/ to {shown} (run folders, never committed)"
+    return f"wrote {shown}: /{RUNS}/ (run folders, never committed)"
+
+
+def _has_our_hook(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "id: ci-evals-coverage" in text
 
 
 def _plugin_source(

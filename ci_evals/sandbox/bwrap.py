@@ -224,7 +224,7 @@ class BwrapSandbox:
         self._forwarder: _Forwarder | None = None
         self._python: tuple[str, list[str]] | None = None
         if endpoint is not None and not network:
-            self._private = Path(tempfile.mkdtemp(prefix="ci-evals-bwrap-"))  # mode 0700
+            self._private = _private_dir()
             shutil.copyfile(Path(__file__).with_name(RELAY_SCRIPT), self._private / RELAY_SCRIPT)
             self._forwarder = _Forwarder(self._private / MODEL_SOCKET, endpoint)
             self._python = _python_binds()
@@ -366,6 +366,20 @@ class BwrapSandbox:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+# A Unix socket's path must fit in sun_path (108 bytes with its NUL).
+_SOCKET_PATH_MAX = 107
+
+
+def _private_dir() -> Path:
+    """A fresh folder (mode 0700) for the relay's socket and script: in the temporary
+    folder, or in /tmp when that one is too deep for a socket path (a long TMPDIR)."""
+    folder = Path(tempfile.mkdtemp(prefix="ci-evals-bwrap-"))
+    if len(os.fsencode(folder / MODEL_SOCKET)) <= _SOCKET_PATH_MAX:
+        return folder
+    os.rmdir(folder)
+    return Path(tempfile.mkdtemp(prefix="ci-evals-bwrap-", dir="/tmp"))
 
 
 class _Forwarder:

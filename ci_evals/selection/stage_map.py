@@ -137,9 +137,16 @@ _known_roots: set[Path] = set()
 
 
 def default_map_path(cwd: Path) -> Path:
-    """`<git toplevel>/stage_map.yaml` for the repository containing `cwd`."""
+    """The nearest `stage_map.yaml` from `cwd` up to the top of its repository (the
+    rule `find_suite` follows for `ci-evals.yaml`, so `evals/<name>/` holding both
+    works from there); `<top>/stage_map.yaml` when there is none, for the message."""
     top = git.toplevel(cwd)
     _known_roots.add(top)
+    folder = Path(os.path.realpath(cwd))  # as git names the top: links resolved
+    while folder != top and folder.is_relative_to(top):
+        if os.path.isfile(folder / MAP_NAME):
+            return folder / MAP_NAME
+        folder = folder.parent
     return top / MAP_NAME
 
 
@@ -161,7 +168,8 @@ def load_stage_map(path: Path, *, warn: bool = True, cache: bool = True) -> Stag
         raise UserError(
             "file not found" if not file.exists() else "not a file",
             file=display_path(file),
-            hint=f"create {MAP_NAME} at the top of your repository, or pass --map PATH",
+            hint=f"create {MAP_NAME} here or above, up to your repository's top, "
+            "or pass --map PATH",
         )
     repo_root = _toplevel(file.parent)
     folder = _repo_relative_folder(file.parent, repo_root)

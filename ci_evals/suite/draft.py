@@ -360,7 +360,7 @@ def render_suite(draft: Draft) -> str:
         lines.append(f"  - name: {stage.name}")
         if stage.asks_user is not None:
             line, text, more = stage.asks_user
-            also = f" (and {more} more places)" if more else ""
+            also = f" (and {more} more {'place' if more == 1 else 'places'})" if more else ""
             lines += [
                 f"    # {stage.command_file}:{line} stops for a person{also}:",
                 f"    #   {_q(text[:80])}",
@@ -374,15 +374,30 @@ def render_suite(draft: Draft) -> str:
             f"      - {{ id: {stage.name}-output-written, "
             f"files: {_q(draft.output_file(stage))}, count: 1 }}",
         ]
-    inputs = {s.input_name: s.argument_hint or s.command for s in draft.stages if s.input_name}
+    inputs = {s.input_name: _example_input(s) for s in draft.stages if s.input_name}
     lines.append("scenarios:")
     if inputs:
         lines.append("  - id: example                 # one set of inputs; add more")
+        hints = [f"{s.command}: {s.argument_hint}" for s in draft.stages if s.argument_hint]
+        if hints:
+            lines.append(
+                f"    # made up from the argument hints ({'; '.join(hints)}): write real ones"
+            )
         values = ", ".join(f"{_q(name)}: {_q(value)}" for name, value in inputs.items())
         lines.append(f"    inputs: {{ {values} }}")
     else:
         lines.append("  - id: example")
     return "\n".join(lines) + "\n"
+
+
+def _example_input(stage: StagePlan) -> str:
+    """An example argument from the command's `argument-hint` (`[project-name]
+    [--fast]` -> `example-project-name`): the required names, brackets and flags
+    dropped; the command's name when there is no hint."""
+    hint = stage.argument_hint or ""
+    words = [w.strip("[]<>(){}\"'") for w in hint.split() if not w.lstrip("[<(").startswith("-")]
+    words = [w for w in words if w and w != "..."]
+    return f"example-{words[0]}" if words else stage.command.replace(":", "-")
 
 
 def render_stage_map(draft: Draft) -> str:
