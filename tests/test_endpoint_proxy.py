@@ -565,6 +565,25 @@ def test_concurrent_requests_cannot_spend_past_the_budget() -> None:
     assert metered.usage == Usage(input_tokens=500 * forwarded, output_tokens=output * forwarded)
 
 
+def test_a_request_that_fits_once_others_settle_waits_for_them() -> None:
+    # Room for one worst case at a time; each response costs far less. The
+    # second request waits for the first to settle instead of being refused.
+    worst = reservation(TEST_REQUEST)
+    settings = {"budget_usd": 1.5 * worst, "prices": TEST_PRICES, "max_concurrency": 2}
+    statuses: list[int] = []
+    with Upstream(slow(0.3, sse({"input_tokens": 1}, 1))) as up, proxy_for(up, **settings) as proxy:
+        threads = [
+            threading.Thread(target=lambda: statuses.append(post(proxy, body=TEST_REQUEST)[0]))
+            for _ in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert statuses == [200, 200]
+    assert up.max_in_flight == 1  # never both reserved at once
+
+
 def test_a_stream_cut_short_is_charged_its_reservation() -> None:
     def cut(handler: _UpstreamHandler) -> None:
         handler.send_response(200)
@@ -738,18 +757,19 @@ def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
     script = loads_script(
         "rules:\n  - repeat_last: true\n    turns:\n"
         "      - text: through the proxy\n"
-        "        usage: {input_tokens: 1000, output_tokens: 100}\n"
+        "        usage: {input_tokens: 300000, output_tokens: 100}\n"
     )
     record = tmp_path / "exchanges.jsonl"
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    # One turn at Sonnet 4.5 prices: 1000 x $3 + 100 x $15 per MTok = $0.0045.
+    # The CLI's first request (~60 KB, max_tokens 32000) reserves ~$0.85 of $0.9.
+    # Its turn at Sonnet 4.5 prices: 300,000 x $3 + 100 x $15 per MTok = $0.9015.
     with StubServer(script) as stub:
         tee = Tee(("127.0.0.1", stub.port))
         settings = ProxySettings(
             upstream=f"http://127.0.0.1:{tee.port}",
             api_key=REAL_KEY,
-            budget_usd=0.004,
+            budget_usd=0.9,
             record_path=record,
         )
         with ForwardingProxy(settings) as proxy:
@@ -763,7 +783,7 @@ def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
             )
             assert first.error is None, first.stderr[-10:]
             assert first.texts() == ["through the proxy"]
-            assert proxy.spent_usd == pytest.approx(0.0045)
+            assert proxy.spent_usd == pytest.approx(0.9015)
             assert proxy.budget_exhausted
             second = run_query(
                 stub, "again", cwd, tmp_path / "b", env=env, model="claude-sonnet-4-5"
@@ -776,7 +796,7 @@ def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
     assert token.encode() not in tee.sent
     assert len(forwarded) == 1
     refusal = (
-        "API Error: 402 ci-evals: this run's budget of $0.004 is spent ($0.0045); "
+        "API Error: 402 ci-evals: this run's budget of $0.9 is spent ($0.9015); "
         "no further model requests are forwarded"
     )
     result = second.result
