@@ -682,6 +682,7 @@ class _Exchange:
         usage = self.parser.usage
         if usage is not None:
             self.cost = self.proxy.prices.cost(self.parser.model or self._request_model(), usage)
+        complete = complete and usage is not None
         unknown = (200 <= self.status < 300 and not complete) or (
             self.status == 0 and self.maybe_sent
         )
