@@ -19,7 +19,7 @@ import pytest
 
 from ci_evals.main import main
 from ci_evals.report.verify import problems
-from ci_evals.results.model import RunResult, read_results, write_results
+from ci_evals.results.model import Forwarded, RunResult, read_results, write_results
 from tests.test_report import (
     a_run,
     criterion,
@@ -252,6 +252,31 @@ def test_costs_that_do_not_add_up(tmp_path: Path, capsys: pytest.CaptureFixture[
     data["total_cost_usd"] = 0.01
     rewrite(run_dir, data)
     assert_inconsistent(Report(tmp_path, run_dir, capsys), "total_cost_usd is 0.010000")
+
+
+def test_the_total_is_what_the_endpoint_forwarded_and_the_report_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = passing_run()
+    # The stages report their CLIs' costs; the proxy also forwarded the agent's own calls.
+    outside = 0.25
+    cost = result.stages_cost_usd + outside
+    result.forwarded = Forwarded(requests=9, refused=2, cost_usd=cost, input_tokens=10)
+    result.total_cost_usd = cost
+    assert problems(result) == []
+    run_dir, data = save(tmp_path, result)
+    report = Report(tmp_path, run_dir, capsys)
+    assert report.code == 0, report.markdown
+    assert f"total cost ${cost:.4f}; 9 model request(s) forwarded, $0.2500 of it outside" in (
+        report.markdown
+    )
+    assert "2 refused for the budget" in report.markdown
+    data["total_cost_usd"] = result.stages_cost_usd  # the agent's own calls left out
+    rewrite(run_dir, data)
+    assert_inconsistent(
+        Report(tmp_path, run_dir, capsys),
+        f"but the model endpoint forwarded {cost:.6f}",
+    )
 
 
 def test_a_lowered_threshold_in_one_scenario(

@@ -22,6 +22,13 @@ from typing import Any
 
 import pytest
 
+from ci_evals.endpoints.ledger import (
+    IMAGE_TOKENS,
+    MAX_INPUT_TOKENS,
+    OVERHEAD_TOKENS,
+    Unpriceable,
+    worst_case,
+)
 from ci_evals.endpoints.pricing import Price, Pricing, Usage, model_key
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings, SSEUsage, retry_wait
 from ci_evals.endpoints.stub_model import StubServer, loads_script
@@ -443,24 +450,157 @@ def test_concurrent_upstream_requests_are_limited() -> None:
 # -- budget ------------------------------------------------------------------------------------
 
 
-def test_the_budget_refuses_the_next_request_once_spent() -> None:
-    prices = Pricing({"claude-test": Price(input=10.0, output=10.0, cache_write=0, cache_read=0)})
+TEST_PRICES = Pricing({"claude-test": Price(input=10.0, output=10.0, cache_write=0, cache_read=0)})
+TEST_REQUEST = {**REQUEST, "model": "claude-test"}
+
+
+def reservation(body: dict[str, Any]) -> float:
+    """What the proxy reserves for `body` (as `post` sends it)."""
+    return worst_case(json.dumps(body).encode(), TEST_PRICES).cost_usd
+
+
+def test_the_worst_case_bounds_input_by_bytes_and_output_by_max_tokens() -> None:
+    body = json.dumps(TEST_REQUEST).encode()
+    worst = worst_case(body, TEST_PRICES)
+    assert worst.max_tokens == 100
+    assert worst.input_tokens == len(body) + OVERHEAD_TOKENS
+    # Input at the dearest input rate (a 1-hour cache write: 2 x $10), output at $10.
+    assert worst.cost_usd == pytest.approx((worst.input_tokens * 20.0 + 100 * 10.0) / 1e6)
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+    with_image = {**TEST_REQUEST, "messages": [{"role": "user", "content": [image]}]}
+    assert worst_case(json.dumps(with_image).encode(), TEST_PRICES).input_tokens == (
+        len(json.dumps(with_image)) + OVERHEAD_TOKENS + IMAGE_TOKENS
+    )
+    for unbounded in (
+        {**TEST_REQUEST, "messages": [{"role": "user", "content": [pdf]}]},
+        {**TEST_REQUEST, "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+    ):
+        assert worst_case(json.dumps(unbounded).encode(), TEST_PRICES).input_tokens == (
+            MAX_INPUT_TOKENS
+        )
+    for bad in (b"not json", b"[]", json.dumps({**TEST_REQUEST, "max_tokens": None}).encode()):
+        with pytest.raises(Unpriceable):
+            worst_case(bad, TEST_PRICES)
+
+
+def test_the_budget_refuses_a_request_that_might_not_fit_then_all_once_spent() -> None:
     # Each response: 100 input + 100 output tokens at $10/MTok = $0.002.
+    worst = reservation(TEST_REQUEST)
+    budget = worst + 0.002  # room for two responses, but the worst case of one only
     response = sse({"input_tokens": 100}, 100)
-    with Upstream(response) as up, proxy_for(up, budget_usd=0.004, prices=prices) as proxy:
-        assert post(proxy, body={**REQUEST, "model": "claude-test"})[0] == 200
-        assert not proxy.budget_exhausted
-        assert post(proxy, body={**REQUEST, "model": "claude-test"})[0] == 200
+    settings = {"budget_usd": budget, "prices": TEST_PRICES}
+    with Upstream(response) as up, proxy_for(up, **settings) as proxy:
+        assert post(proxy, body=TEST_REQUEST)[0] == 200
+        assert post(proxy, body=TEST_REQUEST)[0] == 200
         assert proxy.spent_usd == pytest.approx(0.004)
-        assert proxy.budget_exhausted
-        status, _, body = post(proxy)
+        assert not proxy.budget_exhausted
+        status, _, body = post(proxy, body=TEST_REQUEST)
         assert status == 402
         refusal = json.loads(body)
         assert refusal["type"] == "error"
         assert refusal["error"]["type"] == "billing_error"
-        assert "budget of $0.004 is spent ($0.004)" in refusal["error"]["message"]
+        left = f"${budget - 0.004:.4f}".rstrip("0")
+        assert refusal["error"]["message"].startswith(
+            f"ci-evals: this run's budget of ${budget:.4f}".rstrip("0")
+        )
+        assert f"has {left} left, less than this request could cost" in refusal["error"]["message"]
         assert len(up.received) == 2
         assert proxy.budget_refusals == 1
+    with Upstream(response) as up, proxy_for(up, budget_usd=0.0, prices=TEST_PRICES) as proxy:
+        status, _, body = post(proxy, body=TEST_REQUEST)
+        assert status == 402
+        assert "budget of $0 is spent ($0)" in json.loads(body)["error"]["message"]
+        assert up.received == []
+
+
+def test_a_request_without_max_tokens_is_refused_under_a_budget() -> None:
+    body = {k: v for k, v in TEST_REQUEST.items() if k != "max_tokens"}
+    with Upstream(sse()) as up, proxy_for(up, budget_usd=1.0, prices=TEST_PRICES) as proxy:
+        status, _, answer = post(proxy, body=body)
+        assert status == 400
+        assert json.loads(answer)["error"]["type"] == "invalid_request_error"
+        assert "max_tokens" in json.loads(answer)["error"]["message"]
+        assert up.received == []
+    with Upstream(sse()) as up, proxy_for(up) as proxy:  # no budget: the API judges it
+        assert post(proxy, body=body)[0] == 200
+
+
+def test_concurrent_requests_cannot_spend_past_the_budget() -> None:
+    # The issue's attack: many parallel requests, each nearly its worst case,
+    # all sent while nothing has settled yet. Upstream holds every response
+    # until all 12 arrived (they would, were the budget checked only against
+    # what has settled) or 2 s passed.
+    n, output = 12, 4000
+    body = {**TEST_REQUEST, "max_tokens": output}
+    worst = reservation(body)
+    budget = 3.5 * worst
+    all_arrived = threading.Event()
+
+    def held(handler: _UpstreamHandler) -> None:
+        if len(handler.server.upstream.received) >= n:
+            all_arrived.set()
+        all_arrived.wait(2.0)
+        sse({"input_tokens": 500}, output)(handler)
+
+    statuses: list[int] = []
+    settings = {"budget_usd": budget, "prices": TEST_PRICES, "max_concurrency": n}
+    with Upstream(held) as up, proxy_for(up, **settings) as proxy:
+        threads = [
+            threading.Thread(target=lambda: statuses.append(post(proxy, body=body)[0]))
+            for _ in range(n)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        metered = proxy.metered()
+    each = (500 * 10.0 + output * 10.0) / 1e6
+    forwarded = len(up.received)
+    assert sorted(set(statuses)) == [200, 402]
+    assert statuses.count(200) == forwarded == metered.requests
+    assert statuses.count(402) == n - forwarded == metered.refused
+    assert metered.cost_usd == pytest.approx(forwarded * each)
+    assert metered.cost_usd <= budget + worst
+    assert metered.usage == Usage(input_tokens=500 * forwarded, output_tokens=output * forwarded)
+
+
+def test_a_request_that_fits_once_others_settle_waits_for_them() -> None:
+    # Room for one worst case at a time; each response costs far less. The
+    # second request waits for the first to settle instead of being refused.
+    worst = reservation(TEST_REQUEST)
+    settings = {"budget_usd": 1.5 * worst, "prices": TEST_PRICES, "max_concurrency": 2}
+    statuses: list[int] = []
+    with Upstream(slow(0.3, sse({"input_tokens": 1}, 1))) as up, proxy_for(up, **settings) as proxy:
+        threads = [
+            threading.Thread(target=lambda: statuses.append(post(proxy, body=TEST_REQUEST)[0]))
+            for _ in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert statuses == [200, 200]
+    assert up.max_in_flight == 1  # never both reserved at once
+
+
+def test_a_stream_cut_short_is_charged_its_reservation() -> None:
+    def cut(handler: _UpstreamHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        handler.chunk(sse_events({"input_tokens": 100}, 100)[0])  # message_start only
+        handler.close_connection = True
+
+    with Upstream(cut) as up, proxy_for(up, budget_usd=1.0, prices=TEST_PRICES) as proxy:
+        with contextlib.suppress(http.client.HTTPException, OSError):
+            post(proxy, body=TEST_REQUEST)
+        deadline = time.monotonic() + 5
+        while proxy.metered().requests and not proxy.spent_usd and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proxy.spent_usd == pytest.approx(reservation(TEST_REQUEST))
+        assert proxy.usage.input_tokens == 100
 
 
 # -- recording, secrets, lifecycle --------------------------------------------------------------
@@ -617,18 +757,19 @@ def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
     script = loads_script(
         "rules:\n  - repeat_last: true\n    turns:\n"
         "      - text: through the proxy\n"
-        "        usage: {input_tokens: 1000, output_tokens: 100}\n"
+        "        usage: {input_tokens: 300000, output_tokens: 100}\n"
     )
     record = tmp_path / "exchanges.jsonl"
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    # One turn at Sonnet 4.5 prices: 1000 x $3 + 100 x $15 per MTok = $0.0045.
+    # The CLI's first request (~60 KB, max_tokens 32000) reserves ~$0.85 of $0.9.
+    # Its turn at Sonnet 4.5 prices: 300,000 x $3 + 100 x $15 per MTok = $0.9015.
     with StubServer(script) as stub:
         tee = Tee(("127.0.0.1", stub.port))
         settings = ProxySettings(
             upstream=f"http://127.0.0.1:{tee.port}",
             api_key=REAL_KEY,
-            budget_usd=0.004,
+            budget_usd=0.9,
             record_path=record,
         )
         with ForwardingProxy(settings) as proxy:
@@ -642,7 +783,7 @@ def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
             )
             assert first.error is None, first.stderr[-10:]
             assert first.texts() == ["through the proxy"]
-            assert proxy.spent_usd == pytest.approx(0.0045)
+            assert proxy.spent_usd == pytest.approx(0.9015)
             assert proxy.budget_exhausted
             second = run_query(
                 stub, "again", cwd, tmp_path / "b", env=env, model="claude-sonnet-4-5"
@@ -655,7 +796,7 @@ def test_the_real_cli_through_the_proxy_to_the_stub(tmp_path: Path) -> None:
     assert token.encode() not in tee.sent
     assert len(forwarded) == 1
     refusal = (
-        "API Error: 402 ci-evals: this run's budget of $0.004 is spent ($0.0045); "
+        "API Error: 402 ci-evals: this run's budget of $0.9 is spent ($0.9015); "
         "no further model requests are forwarded"
     )
     result = second.result

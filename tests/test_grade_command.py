@@ -221,3 +221,27 @@ def test_a_rerun_reviewer_the_stub_cannot_answer_makes_its_stage_an_error(
     assert s1.status == "error"
     assert s1.stub_misses and {m.outcome for m in s1.stub_misses} == {"unmatched"}
     assert (s1.error or "").startswith("the stub model had no scripted answer")
+
+
+@pytest.mark.slow
+def test_a_re_run_reviewer_adds_what_its_endpoint_forwarded(copy: Path, stub: StubServer) -> None:
+    # As if the run had been on the real API: its proxy forwarded 3 requests,
+    # $0.50 of them beyond what the stages reported (the agent's own calls).
+    saved = json.loads((copy / "run" / "results.json").read_text())
+    cost = saved["total_cost_usd"] + 0.5
+    saved["forwarded"] = {"requests": 3, "refused": 1, "cost_usd": cost}
+    saved["total_cost_usd"] = cost
+    (copy / "run" / "results.json").write_text(json.dumps(saved))
+    rubric = copy / "suite" / "plugin" / "references/evaluation/analytic/s1/quality.md"
+    rubric.write_text(rubric.read_text() + "\nA new anchor for 3.\n")
+
+    code, output = grade(copy)
+
+    assert code == 0
+    regraded = read_results(output)
+    asked = [r for r in stub.requests if r.path.startswith("/v1/messages")]
+    assert asked, "the reviewer did not run again"
+    assert regraded.forwarded is not None
+    assert (regraded.forwarded.requests, regraded.forwarded.refused) == (3 + len(asked), 1)
+    assert regraded.forwarded.cost_usd >= cost
+    assert regraded.total_cost_usd == pytest.approx(regraded.forwarded.cost_usd)

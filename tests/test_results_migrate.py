@@ -126,7 +126,25 @@ def test_a_version_3_file_reads_with_no_stub_misses(tmp_path: Path) -> None:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 4
+    assert result.version == VERSION
     assert all(s.stub_misses == [] for sc in result.scenarios for s in sc.stages)
     assert result == read_results(V2)  # nothing else changed on the way
+    assert problems(result) == []
+
+
+def test_a_version_4_file_reads_as_not_metered_and_keeps_its_total(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "v5", read_results(V2))
+    data = json.loads(path.read_text())
+    data["version"] = 4
+    del data["forwarded"]  # version 4 had no such field
+    old = tmp_path / "v4" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result.version == VERSION == 5
+    assert result.forwarded is None  # never guessed: a v4 runner did not meter its endpoint
+    assert result.total_cost_usd == pytest.approx(result.stages_cost_usd)
+    assert result == read_results(V2)
     assert problems(result) == []

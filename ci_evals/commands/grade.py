@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.endpoints.registry import endpoint_for, no_endpoint  # noqa: PLC0415
     from ci_evals.grading import regrade  # noqa: PLC0415
     from ci_evals.results.model import read_results  # noqa: PLC0415
+    from ci_evals.run.runner import forwarded  # noqa: PLC0415
     from ci_evals.suite.load import load_suite  # noqa: PLC0415
 
     run_dir = args.run_dir.resolve()
@@ -140,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
                 watch=opened.watch,
             )
         )
-    regrade.finish(result, suite)
+    metered = opened.meter() if opened.meter is not None else None
+    regrade.finish(result, suite, forwarded(metered) if metered is not None else None)
     regrade.write(output, result)
     for target in targets:
         line = (

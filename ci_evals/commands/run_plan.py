@@ -190,10 +190,17 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         record_path=plan.run_dir / RECORD_FILE if record else None,
     )
     with endpoint.open(plan.environ, options) as opened:
-        plan = replace(plan, endpoint=dict(opened.env), model=opened.model, watch=opened.watch)
+        plan = replace(
+            plan,
+            endpoint=dict(opened.env),
+            model=opened.model,
+            watch=opened.watch,
+            meter=opened.meter,
+        )
         grading = GradingHook(keep_work=plan.keep_workspace)
         runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
         result = asyncio.run(_run_with_signals(runner))
+    runner.endpoint_closed()  # what was still in flight is settled and recorded now
     print(summary_table(result))
     if result.repeat > 1:
         print(repeat_table(result.summaries))

@@ -48,4 +48,5 @@ class AnthropicEndpoint:
                 name=self.name,
                 env=proxy.cli_env(),
                 model=self.model or options.default_model,
+                meter=proxy.metered,
             )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ci_evals.endpoints.ledger import Metered
     from ci_evals.results.model import StubMiss
 
 # The variables that point the CLI at a model: set only from an endpoint.
@@ -52,6 +53,9 @@ class OpenEndpoint:
     # An endpoint that can tell callers apart (the stub) hands out a `Watch` per
     # caller; None: every caller uses `env`, and nothing can go unanswered.
     watch: Callable[[], Watch] | None = field(default=None, repr=False)
+    # What it forwarded so far, for the run's cost (the forwarding proxy sees the
+    # agent's own calls too); None: it does not meter (the stub, no endpoint).
+    meter: Callable[[], Metered] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """What a model response cost: list prices per model, in USD per million tokens.
 
-The forwarding proxy enforces a run's hard budget from the `usage` the API
-returns, priced here (the CLI's own `total_cost_usd` comes from its price
+The forwarding proxy enforces a run's hard budget (`ledger`): each request's
+worst case is reserved at these prices, and it is settled on the `usage` the
+API returns, priced here (the CLI's own `total_cost_usd` comes from its price
 table, which is wrong for models it does not know).
 
 Models are looked up by their id without the date or provider decorations:

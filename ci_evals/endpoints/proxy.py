@@ -13,13 +13,15 @@ upstream. On the way it
 - streams the response as it arrives (each read is flushed to the client at
   once) while reading the SSE events for `usage` and `model`; a JSON body is
   read for them at its end;
-- prices that usage (`pricing.Pricing`) and enforces the run's hard budget:
-  once the spend reaches `budget_usd`, `POST /v1/messages` is refused with
-  **402 `billing_error`**, which the CLI does not retry (it ends the run with
-  `API Error: 402 ...`; a 400 is retried, a 403 is shown as "Failed to
-  authenticate", 429/5xx are retried). Requests already in flight when the
-  budget is reached still complete, so the spend can exceed the budget by at
-  most one response per concurrent request;
+- enforces the run's hard budget (`ledger`): a `POST /v1/messages` is
+  forwarded only once its worst case (`max_tokens` and an upper bound on its
+  input, at the model's price) is reserved, and settled on the usage the
+  response reports (`pricing.Pricing`), so concurrent requests cannot spend
+  past it. A request that does not fit in what is left of the budget is
+  refused with **402 `billing_error`**, which the CLI does not retry (it ends
+  the run with `API Error: 402 ...`; a 400 is retried, a 403 is shown as
+  "Failed to authenticate", 429/5xx are retried); one that cannot be priced
+  (no `max_tokens`) with 400 `invalid_request_error`;
 - limits concurrent upstream requests (`max_concurrency`; a streamed response
   holds its slot until it ends) and retries 429 and 529 that arrive before
   anything was sent to the client, honouring `retry-after` (seconds or an
@@ -59,6 +61,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from ci_evals.endpoints.ledger import Ledger, Metered, Stopped, Unpriceable, worst_case
 from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
 from ci_evals.endpoints.pricing import Pricing, Usage
 
@@ -90,6 +93,8 @@ _NOT_FORWARDED_UP = (
 )
 _NOT_FORWARDED_DOWN = HOP_BY_HOP | {"content-length"}
 _READ_SIZE = 64 * 1024
+# Upstream errors that mean the request never left: nothing can have been billed.
+_NOT_SENT = (ConnectionRefusedError, ConnectionAbortedError, socket.gaierror)
 _REDACTED = "[redacted]"
 
 
@@ -151,11 +156,6 @@ def retry_wait(
             return min(cap, max(0.0, when.timestamp() - current))
     backoff = settings.retry_base_s * 2.0 ** (attempt - 1)
     return min(cap, backoff * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not crypto
-
-
-def _usd(amount: float) -> str:
-    """$5, $0.004, $0.0045: four decimals at most, no trailing zeros."""
-    return "$" + f"{amount:.4f}".rstrip("0").rstrip(".")
 
 
 class SSEUsage:
@@ -240,10 +240,7 @@ class ForwardingProxy(LocalHTTPService):
         self._ssl = ssl.create_default_context() if self._https else None
         self._secrets = [s for s in (self.token, settings.api_key, settings.auth_token) if s]
         self._lock = threading.Lock()
-        self._spent = 0.0
-        self._usage = Usage()
-        self._requests = 0
-        self._budget_refusals = 0
+        self.ledger = Ledger(settings.budget_usd)
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
         self._idle: list[http.client.HTTPConnection] = []
         self._busy: set[http.client.HTTPConnection] = set()
@@ -296,32 +293,30 @@ class ForwardingProxy(LocalHTTPService):
 
     @property
     def spent_usd(self) -> float:
-        with self._lock:
-            return self._spent
+        return self.ledger.spent_usd
 
     @property
     def usage(self) -> Usage:
         """Token totals of every response forwarded so far."""
-        with self._lock:
-            return self._usage
+        return self.ledger.metered().usage
 
     @property
     def requests(self) -> int:
         """Requests forwarded upstream (each counted once, however many attempts)."""
-        with self._lock:
-            return self._requests
+        return self.ledger.metered().requests
 
     @property
     def budget_refusals(self) -> int:
-        with self._lock:
-            return self._budget_refusals
+        return self.ledger.metered().refused
 
     @property
     def budget_exhausted(self) -> bool:
         """The spend has reached the budget: no further Messages request is forwarded."""
-        budget = self.settings.budget_usd
-        with self._lock:
-            return budget is not None and self._spent >= budget
+        return self.ledger.exhausted
+
+    def metered(self) -> Metered:
+        """Everything forwarded so far: requests, refusals, tokens and what they cost."""
+        return self.ledger.metered()
 
     # -- used by the handler -------------------------------------------------------------
 
@@ -334,31 +329,6 @@ class ForwardingProxy(LocalHTTPService):
         # Compare every candidate, so timing does not tell which header was tried.
         matches = [hmac.compare_digest(o.encode(), expected) for o in offered]
         return any(matches)
-
-    def _refuse_for_budget(self) -> str | None:
-        """The refusal message when the budget is spent (and count it), else None."""
-        budget = self.settings.budget_usd
-        with self._lock:
-            if budget is None or self._spent < budget:
-                self._requests += 1
-                return None
-            self._budget_refusals += 1
-            spent = self._spent
-        return (
-            f"ci-evals: this run's budget of {_usd(budget)} is spent ({_usd(spent)}); "
-            "no further model requests are forwarded"
-        )
-
-    def _count_unbudgeted(self) -> None:
-        with self._lock:
-            self._requests += 1
-
-    def _account(self, model: str | None, usage: Usage) -> float:
-        cost = self.prices.cost(model, usage)
-        with self._lock:
-            self._spent += cost
-            self._usage = self._usage + usage
-        return cost
 
     def _acquire_slot(self) -> bool:
         while not self._slots.acquire(timeout=0.1):
@@ -522,7 +492,10 @@ class _Exchange:
         self.attempts: list[dict[str, Any]] = []
         self.parser = SSEUsage()
         self.cost = 0.0
+        self.reserved = 0.0  # the worst case held for it in the budget (`ledger`)
+        self.admitted = False  # counted and reserved: it must be settled once
         self.settled = False
+        self.maybe_sent = False  # no response, but upstream may have had (and billed) it
         self.streamed = False
         self.error: str | None = None
 
@@ -538,18 +511,38 @@ class _Exchange:
             self.outcome = "not_found"
         elif not self._read_body():
             self.outcome = "bad_request"
-        else:
-            refusal = None
-            if self.route == BUDGETED_ROUTE:
-                refusal = self.proxy._refuse_for_budget()
-            else:
-                self.proxy._count_unbudgeted()
-            if refusal is not None:
-                self._refuse(BUDGET_STATUS, "billing_error", refusal)
-                self.outcome = "refused_budget"
-            else:
-                self._forward()
+        elif self._admit():
+            self._forward()
         self._finish()
+
+    def _admit(self) -> bool:
+        """Reserve the request's worst case in the budget, or refuse it (`ledger`)."""
+        proxy = self.proxy
+        if self.route != BUDGETED_ROUTE:
+            proxy.ledger.count_unbudgeted()
+            self.admitted = True
+            return True
+        try:
+            worst = worst_case(self.body, proxy.prices).cost_usd
+        except Unpriceable as exc:
+            if proxy.settings.budget_usd is not None:
+                message = f"ci-evals proxy: cannot bound this request's cost for the budget: {exc}"
+                self._refuse(400, "invalid_request_error", message)
+                self.outcome = "refused_unpriced"
+                return False
+            worst = 0.0  # no budget to keep; the API will judge the request
+        try:
+            refusal = proxy.ledger.admit(worst, proxy._stopping)
+        except Stopped:
+            self.error = "stopped"
+            self.handler.close_connection = True
+            return False
+        if refusal is not None:
+            self._refuse(BUDGET_STATUS, "billing_error", refusal)
+            self.outcome = "refused_budget"
+            return False
+        self.reserved, self.admitted = worst, True
+        return True
 
     def _read_body(self) -> bool:
         handler = self.handler
@@ -597,6 +590,7 @@ class _Exchange:
                     conn, response = proxy._send(handler.command, handler.path, headers, self.body)
                 except (OSError, http.client.HTTPException) as exc:
                     self.attempts.append({"status": None, "error": type(exc).__name__})
+                    self.maybe_sent = not isinstance(exc, _NOT_SENT)
                     self.error = f"upstream unreachable: {type(exc).__name__}: {exc}"
                     self.outcome = "upstream_error"
                     self._refuse(502, "api_error", f"ci-evals proxy: {self.error}")
@@ -673,21 +667,31 @@ class _Exchange:
             self.proxy._release(conn, reusable=reusable)
 
     def _settle(self) -> None:
-        """Charge the response's usage to the run, once."""
-        if self.settled:
+        """Release the reservation and charge what the response cost, once: its
+        usage, or its whole reservation when its final usage was never seen."""
+        if self.settled or not self.admitted:
             return
         self.settled = True
-        if not self.streamed and self.status == 200:
+        complete = self.parser.stopped
+        if not self.streamed and 200 <= self.status < 300:
             with contextlib.suppress(ValueError):
                 payload = json.loads(bytes(self.response))
                 if isinstance(payload, dict):
                     self.parser.observe(payload)
-        if self.parser.usage is not None:
-            model = self.parser.model or self._request_model()
-            self.cost = self.proxy._account(model, self.parser.usage)
+                    complete = payload.get("type") == "message"
+        usage = self.parser.usage
+        if usage is not None:
+            self.cost = self.proxy.prices.cost(self.parser.model or self._request_model(), usage)
+        complete = complete and usage is not None
+        unknown = (200 <= self.status < 300 and not complete) or (
+            self.status == 0 and self.maybe_sent
+        )
+        if unknown:  # cut short, or not a message: what it cost is not known
+            self.cost = max(self.cost, self.reserved)
+        self.proxy.ledger.settle(self.reserved, self.cost, usage)
 
     def _finish(self) -> None:
-        self._settle()  # a broken stream is charged what it reported
+        self._settle()  # a broken stream: charged its reservation
         usage = self.parser.usage
         model = self.parser.model or self._request_model()
         if self.proxy.settings.record_path is not None:
@@ -731,6 +735,7 @@ class _Exchange:
             "model": model,
             "usage": usage.as_dict() if usage is not None else None,
             "cost_usd": self.cost,
+            "reserved_usd": self.reserved,
             "attempts": self.attempts,
             "error": self.error,
         }

@@ -36,6 +36,7 @@ from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.results.criteria import GraderResult
 from ci_evals.results.model import (
+    Forwarded,
     RunResult,
     ScenarioResult,
     StageResult,
@@ -275,9 +276,11 @@ def write(path: Path, result: RunResult) -> None:
     write_atomic(path, dump_results(result), mode=0o644)
 
 
-def finish(result: RunResult, suite: Suite) -> None:
-    """Mark the result re-graded; recompute its total cost (stages plus the reviewers
-    in use) and its repeat summaries (current k-of-n)."""
+def finish(result: RunResult, suite: Suite, spent: Forwarded | None = None) -> None:
+    """Mark the result re-graded; recompute its total cost and its repeat summaries
+    (current k-of-n). The total: when the run recorded what its endpoint forwarded,
+    that plus what the re-run reviewers' endpoint forwarded (`spent`); else the
+    stages plus the reviewers in use."""
     from datetime import datetime, timezone  # noqa: PLC0415
 
     from ci_evals.results.summary import summarize_run  # noqa: PLC0415
@@ -285,8 +288,9 @@ def finish(result: RunResult, suite: Suite) -> None:
     result.regraded_at = datetime.now(timezone.utc)
     result.pass_at_least = suite.grading.pass_at_least
     result.summaries = summarize_run(result, suite.grading.pass_at_least)
-    result.total_cost_usd = sum(
-        (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0)
-        for scenario in result.scenarios
-        for stage in scenario.stages
-    )
+    if result.forwarded is not None and spent is not None:
+        result.forwarded = result.forwarded.plus(spent)
+    if result.forwarded is not None:
+        result.total_cost_usd = result.forwarded.cost_usd
+    else:
+        result.total_cost_usd = result.stages_cost_usd

@@ -115,7 +115,8 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
         f"## ci-evals: {verdict}",
         "",
         f"{scenarios} scenario(s){repeats}, {len(stages)} stage run(s): {parts or 'none'}; "
-        f"total cost {_cost(result.total_cost_usd)}{result.cost_note}; "
+        f"total cost {_cost(result.total_cost_usd)}{result.cost_note}"
+        f"{result.forwarded_note}; "
         f"run {text(result.run_id, CELL_LIMIT)}{stub}",
         "",
     ]

@@ -9,7 +9,8 @@ any problem is an error, never a pass (docs/report.md).
 What is checked here (no grading code needed):
 
 - the run: a finished run has `finished_at` and no `pending`/`running` stage;
-  its `total_cost_usd` is the sum of the stages' and reviewers' costs; `repeat`
+  its `total_cost_usd` is what its endpoint forwarded (`forwarded.cost_usd`),
+  or without one the sum of the stages' and reviewers' costs; `repeat`
   and `pass_at_least` fit; every scenario was run `repeat` times;
 - the stages: every scenario (and repeat) has the same stages, numbered from
   `from_stage` on without a gap, with graders (`graded`) and an analytic
@@ -104,14 +105,16 @@ def _run(result: RunResult) -> Iterator[str]:
     if k is not None and not 1 <= k <= max(result.repeat, 1):
         yield f"pass_at_least is {k} but the run repeated each scenario {result.repeat} time(s)"
     if status != "running":  # a writer that died mid-stage may not have added the last cost
-        spent = math.fsum(
-            (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0) for stage in _stages(result)
-        )
-        if not math.isclose(result.total_cost_usd, spent, abs_tol=COST_TOLERANCE):
-            yield (
-                f"total_cost_usd is {result.total_cost_usd:.6f} but the stages and reviewers "
-                f"cost {spent:.6f}"
-            )
+        yield from _total_cost(result)
+
+
+def _total_cost(result: RunResult) -> Iterator[str]:
+    if result.forwarded is not None:
+        spent, what = result.forwarded.cost_usd, "the model endpoint forwarded"
+    else:
+        spent, what = result.stages_cost_usd, "the stages and reviewers cost"
+    if not math.isclose(result.total_cost_usd, spent, abs_tol=COST_TOLERANCE):
+        yield f"total_cost_usd is {result.total_cost_usd:.6f} but {what} {spent:.6f}"
 
 
 def _scenarios(result: RunResult) -> list[str]:

@@ -13,6 +13,7 @@ one line: it would be half-read.
 | 2 | `StageResult.graded`: the suite configures graders for the stage; `sandbox`, `isolated` |
 | 3 | `suite` (suite path and plugin name) and `revision` (commit, dirty, base, merge base) |
 | 4 | `StageResult.stub_misses`: requests the stub model's script had no answer for |
+| 5 | `forwarded`: what the model endpoint forwarded; `total_cost_usd` is its cost when set |
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 4
+VERSION = 5
 
 Data = dict[str, Any]
 
@@ -75,8 +76,24 @@ def _v3_to_v4(data: Data) -> Data:
     return data
 
 
+def _v4_to_v5(data: Data) -> Data:
+    """Add `forwarded: null`: a version 4 runner did not record what its endpoint
+    forwarded, and its `total_cost_usd` stands as the stages' and reviewers' sum.
+
+    (A version 4 reader refuses a version 5 file -- "upgrade ci-evals" -- rather
+    than call a total that includes the agent's own calls inconsistent.)
+    """
+    data.setdefault("forwarded", None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
-MIGRATIONS: dict[int, Callable[[Data], Data]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[Data], Data]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+}
 
 
 def migrate(data: Data, *, file: Path) -> Data:

@@ -15,6 +15,7 @@ the hook or compute-stage path.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
 from datetime import datetime
@@ -34,6 +35,7 @@ __all__ = [
     "RESULTS_FILE",
     "VERSION",
     "FileChange",
+    "Forwarded",
     "LimitHit",
     "Revision",
     "RunResult",
@@ -214,6 +216,32 @@ class Revision(_Model):
     merge_base: str | None = None
 
 
+class Forwarded(_Model):
+    """What the model endpoint forwarded for the whole run, as it charged it.
+
+    The forwarding proxy sees every model request made with the run's token:
+    the stages', the reviewers' and any the agent made itself (a script of its
+    own calling the API), so this -- not the sum the CLIs report per stage -- is
+    the run's cost. Each request is charged its usage at ci-evals' prices
+    (`endpoints.pricing`), or its worst-case reservation when its response was
+    cut short (docs/run.md, *Budget*). None on the run: an endpoint that does not
+    meter (the stub).
+    """
+
+    requests: int = Field(ge=0)  # forwarded upstream (count_tokens too)
+    refused: int = Field(default=0, ge=0)  # refused for the budget (HTTP 402)
+    cost_usd: float = Field(ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_creation_input_tokens: int = Field(default=0, ge=0)
+    cache_read_input_tokens: int = Field(default=0, ge=0)
+
+    def plus(self, other: Forwarded) -> Forwarded:
+        """Both together (a re-grade's reviewers added to the run's)."""
+        values = self.model_dump()
+        return Forwarded(**{k: v + getattr(other, k) for k, v in values.items()})
+
+
 class RunResult(_Model):
     version: int = VERSION
     run_id: str
@@ -241,13 +269,52 @@ class RunResult(_Model):
     suite_sha256: str | None = None
     plugin_sha256: str | None = None
     budget_usd: float | None = None
-    total_cost_usd: float = 0.0  # stages and reviewers
+    # `forwarded.cost_usd` when the endpoint meters (the real API), else the
+    # stages' and reviewers' costs as their CLIs reported them.
+    total_cost_usd: float = 0.0
+    forwarded: Forwarded | None = None  # None: not metered (the stub; files before version 5)
     repeat: int = 1  # runs per scenario
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     # One per (scenario, stage), over its repeats: the k-of-n verdict and statistics.
     summaries: list[StageSummary] = Field(default_factory=list)
     regraded_at: datetime | None = None  # set by `ci-evals grade` on the file it writes
+
+    @property
+    def unattributed_usd(self) -> float:
+        """What the endpoint charged beyond the stages' and reviewers' own costs:
+        the agent's own calls (or the CLIs pricing differently); 0 when not metered."""
+        if self.forwarded is None:
+            return 0.0
+        return max(0.0, self.forwarded.cost_usd - self.stages_cost_usd)
+
+    @property
+    def stages_cost_usd(self) -> float:
+        """The stages' and reviewers' costs, as their CLIs reported them."""
+        return math.fsum(
+            (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0)
+            for scenario in self.scenarios
+            for stage in scenario.stages
+        )
+
+    @property
+    def forwarded_note(self) -> str:
+        """What to say after the total cost about the endpoint's count (the total is
+        its cost): "; 14 model request(s) forwarded, $0.6100 of it outside any stage's
+        cost (the agent's own calls), 3 refused for the budget", or ""."""
+        forwarded = self.forwarded
+        if forwarded is None:
+            return ""
+        note = f"; {forwarded.requests} model request(s) forwarded"
+        outside = self.unattributed_usd
+        if outside >= 0.00005:  # shown to four decimals
+            note += (
+                f", ${outside:.4f} of it outside any stage's cost "
+                "(the agent's own calls, or the CLI's prices)"
+            )
+        if forwarded.refused:
+            note += f", {forwarded.refused} refused for the budget"
+        return note
 
     @property
     def cost_note(self) -> str:

@@ -100,6 +100,7 @@ class PlainProgress(RunListener):
     def run_finished(self, plan: RunPlan, result: RunResult) -> None:
         self._line(
             f"run {result.status}: total cost {_cost(result.total_cost_usd)}{result.cost_note}"
+            f"{result.forwarded_note}"
         )
 
 
@@ -209,7 +210,10 @@ def summary_table(result: RunResult) -> str:
     lines += _stub_misses(result)
     graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
     of_which = f" (reviewers {_cost(graders)})" if graders else ""
-    total = f"total cost {_cost(result.total_cost_usd)}{result.cost_note}{of_which}"
+    total = (
+        f"total cost {_cost(result.total_cost_usd)}{result.cost_note}{of_which}"
+        f"{result.forwarded_note}"
+    )
     lines.append(f"{total}; run {result.status}")
     return "\n".join(lines)
 

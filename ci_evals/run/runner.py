@@ -43,6 +43,7 @@ from ci_evals import __version__
 from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
 from ci_evals.endpoints.base import Watch
+from ci_evals.endpoints.ledger import Metered
 from ci_evals.fs.checkpoint import FolderCheckpoint
 from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.fs.snapshot import (
@@ -53,6 +54,7 @@ from ci_evals.fs.snapshot import (
     take_snapshot,
 )
 from ci_evals.results.model import (
+    Forwarded,
     Revision,
     RunResult,
     ScenarioResult,
@@ -85,6 +87,9 @@ class RunPlan:
     # `OpenEndpoint.watch`: a caller per stage, whose unanswered requests make
     # the stage an error (the stub); None: every stage uses `endpoint`.
     watch: Callable[[], Watch] | None = field(default=None, repr=False)
+    # `OpenEndpoint.meter`: what the endpoint forwarded so far -- the run's cost
+    # and budget (it includes the agent's own calls); None: the stages' costs.
+    meter: Callable[[], Metered] | None = field(default=None, repr=False)
     jobs: int = 1
     keep_workspace: bool = False
     temp_root: Path | None = None  # where workspaces go; None = the system temp folder
@@ -249,12 +254,13 @@ class Runner:
 
     @property
     def spent_usd(self) -> float:
-        # Stages and their graders' model calls (reviewers) alike.
-        return sum(
-            (stage.cost_usd or 0.0) + (stage.grading_cost_usd or 0.0)
-            for scenario in self.result.scenarios
-            for stage in scenario.stages
-        )
+        """Stages and their graders' model calls (reviewers) alike; with a metering
+        endpoint, the larger of what it charged and what the CLIs reported (the two
+        price tables differ: for a budget, take the higher)."""
+        reported = self.result.stages_cost_usd
+        if self.plan.meter is None:
+            return reported
+        return max(reported, self.plan.meter().cost_usd)
 
     def budget_left(self) -> float | None:
         budget = self.plan.suite.budget_usd
@@ -279,7 +285,6 @@ class Runner:
             ticker.cancel()
             self.result.status = "interrupted" if self.interrupted else "completed"
             self.result.finished_at = datetime.now(timezone.utc)
-            self.result.total_cost_usd = self.spent_usd
             self.result.summaries = summarize_run(self.result, self.plan.pass_at_least)
             self._finish_workspaces()
             self._write()
@@ -388,7 +393,6 @@ class Runner:
                 str(exc),
             )
             _record_misses(stage_result, watch)
-            self.result.total_cost_usd = self.spent_usd
             self._write()
             self.listener.stage_finished(state.label, stage_result)
             return
@@ -408,14 +412,24 @@ class Runner:
             await self.after_stage(context)
         _never_graded(stage_result, interrupted=self.abort.is_set)
         _record_misses(stage_result, watch)
-        self.result.total_cost_usd = self.spent_usd
         self._write()
         self.listener.stage_finished(state.label, stage_result)
 
     # -- bookkeeping ----------------------------------------------------------------
 
     def _write(self) -> None:
+        # The run's cost: what the endpoint forwarded when it meters, else the stages'.
+        if self.plan.meter is not None:
+            self.result.forwarded = forwarded(self.plan.meter())
+            self.result.total_cost_usd = self.result.forwarded.cost_usd
+        else:
+            self.result.total_cost_usd = self.result.stages_cost_usd
         write_results(self.plan.run_dir, self.result)
+
+    def endpoint_closed(self) -> None:
+        """Write results again once the endpoint has stopped: a request still in
+        flight at the run's end (a survivor's, or a reviewer's) is settled only then."""
+        self._write()
 
     def _finish_workspaces(self) -> None:
         for state in self._states:
@@ -469,6 +483,20 @@ def _never_graded(stage_result: StageResult, *, interrupted: bool) -> None:
         stage_result.status = "error"
         why = "the run was interrupted before grading" if interrupted else "no grader ran"
         stage_result.error = f"not graded: {why}"
+
+
+def forwarded(metered: Metered) -> Forwarded:
+    """The results record of what a metering endpoint forwarded."""
+    usage = metered.usage
+    return Forwarded(
+        requests=metered.requests,
+        refused=metered.refused,
+        cost_usd=metered.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+    )
 
 
 def _record_misses(stage_result: StageResult, watch: Watch | None) -> None:
