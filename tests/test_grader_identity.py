@@ -3,7 +3,6 @@ sees only what its suite names. Real bwrap and docker, the task's own hidden tes
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

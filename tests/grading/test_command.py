@@ -168,7 +168,7 @@ def test_junit_sub_results(tmp_path: Path) -> None:
 
 def test_json_sub_results(tmp_path: Path) -> None:
     body = '[{"name": "init", "passed": true}, {"name": "init", "passed": false, "detail": "2nd"}]'
-    writer = script(tmp_path, "smoke.sh", f"#!/bin/sh\necho '{body}' > \"$CI_EVALS_RESULTS/out.json\"\n")
+    writer = script(tmp_path, "s.sh", f"#!/bin/sh\necho '{body}' > $CI_EVALS_RESULTS/out.json\n")
     result = run_command_grader(grader(str(writer), json_results="out.json"), tmp_path, env=ENV)
     assert [(c.id, c.passed, c.detail) for c in result.criteria] == [
         ("g", True, result.criteria[0].detail),
@@ -213,7 +213,8 @@ def test_a_results_file_in_the_graded_folder_is_not_believed(tmp_path: Path) -> 
 
 
 def test_invalid_junit_is_an_error(tmp_path: Path) -> None:
-    writer = script(tmp_path, "w.sh", "#!/bin/sh\necho '<testsuite><testcase' > $CI_EVALS_RESULTS/r.xml\n")
+    body = "#!/bin/sh\necho '<testsuite><testcase' > $CI_EVALS_RESULTS/r.xml\n"
+    writer = script(tmp_path, "w.sh", body)
     result = run_command_grader(grader(str(writer), junit="r.xml"), tmp_path, env=ENV)
     assert result.error is not None and "not valid JUnit XML" in result.error
 

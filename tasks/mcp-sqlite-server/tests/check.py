@@ -159,7 +159,7 @@ TESTS = [entry_point, compiles, dependencies, round_trip, persists, list_tables,
 def main():
     out = sys.argv[1]
     folder = tempfile.mkdtemp(prefix="hidden-")
-    os.chmod(folder, 0o777)  # the server, under another uid, creates its database there
+    os.chmod(folder, 0o777)  # noqa: S103 - the server, under another uid, makes its database here
     db = os.path.join(folder, "test.db")
     results = []
     blocked = None

