@@ -3,6 +3,7 @@ sees only what its suite names. Real bwrap and docker, the task's own hidden tes
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -76,10 +77,14 @@ def test_a_hostile_server_cannot_forge_the_hidden_tests_verdict(
     passed, detail = found["hidden/persists"]
     assert not passed and "no such table: books" in detail, detail
     assert found["hidden/round-trip"][0] and found["hidden/sql-error"][0]
-    # It saw the hidden tests run and tried everything; every try was refused.
-    assert "graders seen: 1" in detail, detail
-    for attack in ("sigstop", "mem", "stdout", "plant results"):  # SIGCONT: allowed, harmless
-        assert f"{attack}: PermissionError" in detail, detail
+    if os.geteuid() == 0 or sandbox == "docker":
+        # Another uid: it saw the hidden tests run and tried everything; all refused.
+        assert "graders seen: 1" in detail, detail
+        for attack in ("sigstop", "mem", "stdout", "plant results"):  # SIGCONT: harmless
+            assert f"{attack}: PermissionError" in detail, detail
+    else:
+        # Namespaces of its own: no process of the grader's, no results folder there.
+        assert "graders seen: 0" in detail and "plant results: FileNotFoundError" in detail
 
 
 def test_under_local_the_variables_are_set_too(tmp_path: Path) -> None:
