@@ -312,6 +312,9 @@ def test_a_script_sees_a_copy_of_itself_and_its_named_files_never_its_folder(
     state.mkdir()
     (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = https://x:ghp_TOKEN@gh/r\n')
     (repo / "lib" / "expected.txt").write_text("42\n")
+    (repo / "lib" / ".git").mkdir()  # a named folder is copied without its .git and links
+    (repo / "lib" / ".git" / "config").write_text("url = https://x:ghp_TOKEN@gh/lib\n")
+    (repo / "lib" / "up").symlink_to(repo)
     (repo / "notes.txt").write_text("not named by the suite\n")
     script(repo, "check.sh", "#!/bin/sh\n" 'here=$(dirname "$0")\n' 'ls -aR "$here"\n'
            'cat "$here/.git/config"\n' 'cp "$here/lib/expected.txt" seen.txt\n'
@@ -331,6 +334,7 @@ def test_a_script_sees_a_copy_of_itself_and_its_named_files_never_its_folder(
     assert "check.sh" in listed and "expected.txt" in listed, listed
     assert "ghp_TOKEN" not in listed and "notes.txt" not in listed, listed
     assert ".git/config: No such file" in listed, listed
+    assert ".git" not in listed.split() and "up" not in listed.split(), listed
     assert not (repo / "pwned.txt").exists()
 
 
