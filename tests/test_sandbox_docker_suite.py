@@ -22,19 +22,22 @@ from tests.docker_helpers import containers
 
 pytestmark = pytest.mark.docker
 
-# Run by the command grader inside the sandbox: where it is, who, and whether it
-# can reach anything; exit 1 when any of that is wrong.
+# Run by the command grader inside the sandbox: where it is, who it is and who the
+# code it starts through $CI_EVALS_AS_AGENT is, and whether it can reach anything;
+# exit 1 when any of that is wrong.
 PROBE = textwrap.dedent(
     """
-    import json, os, socket, sys
-    facts = {"cwd": os.getcwd(), "uid": os.getuid(), "plan": open("plan.txt").read()}
+    import json, os, socket, subprocess, sys
+    agent = subprocess.check_output([os.environ["CI_EVALS_AS_AGENT"], "id", "-u"])
+    facts = {"cwd": os.getcwd(), "uid": os.getuid(), "agent_uid": int(agent),
+             "plan": open("plan.txt").read()}
     try:
         socket.create_connection(("1.1.1.1", 80), timeout=2)
         facts["network"] = True
     except OSError:
         facts["network"] = False
     print(json.dumps(facts))
-    sys.exit(0 if facts["cwd"].startswith("/workspace") and facts["uid"] != 0
+    sys.exit(0 if facts["cwd"].startswith("/workspace") and facts["agent_uid"] != 0
              and not facts["network"] else 1)
     """
 )
@@ -75,7 +78,11 @@ def test_a_command_grader_runs_in_the_suites_image(
     logs = list(out.rglob("command-probe.log"))
     assert logs, list(out.rglob("*"))
     facts = json.loads(logs[0].read_text().strip().splitlines()[-1])
-    assert facts == {"cwd": facts["cwd"], "uid": 10001, "plan": "the plan\n", "network": False}
+    # The grader is root inside (a few capabilities, to start and stop the code under
+    # test); what it starts as the agent is the image's `sandbox` user.
+    assert facts == {
+        "cwd": facts["cwd"], "uid": 0, "agent_uid": 10001, "plan": "the plan\n", "network": False
+    }  # fmt: skip
     assert facts["cwd"].startswith("/workspace")
 
 

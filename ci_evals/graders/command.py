@@ -7,9 +7,10 @@ graders:
     timeout_s: 60
   - id: unit
     script: plugin:scripts/run-tests.sh     # or a path relative to the suite file
+    files: [plugin:scripts/helpers.py]      # what else of its folder it needs
     args: [--fast]
     cwd: lab                                # inside the folder (default: the folder itself)
-    junit: lab/report.xml                   # optional: one criterion per test case
+    junit: report.xml                       # optional, in $CI_EVALS_RESULTS: one criterion per test
   - id: smoke
     command: [./smoke]
     json_results: smoke.json                # optional: [{"name", "passed", "detail"?}]
@@ -21,13 +22,22 @@ exits). Output (stdout and stderr together) keeps only the last
 `MAX_OUTPUT_BYTES`. The result is one checklist criterion for the exit
 code, plus one per sub-result when a results file is configured.
 
-Fail closed: a command that cannot start, or a configured results file that
-is missing (after exit 0), unreadable, empty, or left over from before the
-command ran, makes the grader's result an error, not a pass.
+The verdict stays out of the agent's code's reach (`sandbox.grader_identity`):
+the command runs as the grader's identity, a results file is read from
+`$CI_EVALS_RESULTS` (a fresh folder only that identity can write, never the
+graded folder), and the code under test is started through
+`$CI_EVALS_AS_AGENT`, as another uid or in namespaces of its own.
 
-The command runs on the host with the environment the caller passes
-(default: only PATH and LANG): graders that execute what the agent built
-belong in a sandbox, which is the caller's choice of `argv` and `env`.
+A `script:` runs from a private copy of itself and the `files:` the suite
+names next to it (never its folder, which may be the repository with
+`.git/config`), shown read-only.
+
+Fail closed: a command that cannot start, or a configured results file that
+is missing (after exit 0), unreadable or empty, makes the grader's result an
+error, not a pass.
+
+The command runs with the environment the caller passes (default: only PATH
+and LANG) in the sandbox the caller names.
 """
 
 from __future__ import annotations
@@ -35,8 +45,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,7 +68,17 @@ _DETAIL_TAIL = 1000  # characters of output shown in a failing criterion's detai
 _DRAIN_S = 2.0  # after the group is gone, how long the rest of the output may take
 _DEFAULT_ENV = {"PATH": os.defpath, "LANG": "C.UTF-8"}
 
-GRADER_KEYS = ("id", "command", "script", "args", "cwd", "timeout_s", "junit", "json_results")
+GRADER_KEYS = (
+    "id",
+    "command",
+    "script",
+    "files",
+    "args",
+    "cwd",
+    "timeout_s",
+    "junit",
+    "json_results",
+)
 
 
 @dataclass(frozen=True)
@@ -64,8 +87,12 @@ class CommandGrader:
     argv: tuple[str, ...]
     timeout_s: float = DEFAULT_TIMEOUT_S
     cwd: str = "."  # relative to the graded folder
-    junit: str | None = None  # relative to the graded folder
+    junit: str | None = None  # relative to $CI_EVALS_RESULTS
     json_results: str | None = None
+    # A `script:`: its folder on the host, and what of it is copied for the run
+    # (the script, then the suite's `files:`), relative to that folder.
+    script_dir: Path | None = None
+    files: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -118,9 +145,12 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
     keys = item.mapping(GRADER_KEYS, required=("id",), what="command grader")
     if ("command" in keys) == ("script" in keys):
         raise item.error("a command grader has exactly one of 'command' or 'script'")
+    script_dir: Path | None = None
+    files: tuple[str, ...] = ()
     if "command" in keys:
-        if "args" in keys:
-            raise keys["args"].error("'args' goes with 'script'; put them in 'command'")
+        for key in ("args", "files"):
+            if key in keys:
+                raise keys[key].error(f"'{key}' goes with 'script', not 'command'")
         command = keys["command"]
         if not isinstance(command.node, yaml.SequenceNode):
             raise command.error(
@@ -132,6 +162,9 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
         script = _script_path(keys["script"], suite_dir, plugin_dir)
         args = keys["args"].as_str_list() if "args" in keys else []
         argv = (str(script), *args)
+        script_dir = script.parent
+        named = keys["files"].sequence() if "files" in keys else []
+        files = (script.name, *(_script_file(f, script_dir, suite_dir, plugin_dir) for f in named))
     timeout = DEFAULT_TIMEOUT_S
     if "timeout_s" in keys:
         timeout = keys["timeout_s"].as_number(minimum=0.001)
@@ -144,6 +177,8 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
         cwd=inside_folder(keys["cwd"]) if "cwd" in keys else ".",
         junit=inside_folder(keys["junit"]) if "junit" in keys else None,
         json_results=inside_folder(keys["json_results"]) if "json_results" in keys else None,
+        script_dir=script_dir,
+        files=files,
     )
 
 
@@ -161,6 +196,27 @@ def _script_path(value: Field, suite_dir: Path, plugin_dir: Path) -> Path:
     if not os.access(path, os.X_OK):
         raise value.error(f"script is not executable: {path}", hint=f"chmod +x {text}")
     return path.resolve()
+
+
+def _script_file(value: Field, script_dir: Path, suite_dir: Path, plugin_dir: Path) -> str:
+    """One of a script's `files:` (a file or folder next to it), relative to its folder."""
+    text = value.as_str()
+    base = plugin_dir if text.startswith("plugin:") else suite_dir
+    where = os.path.normpath(base.resolve() / text.removeprefix("plugin:"))
+    if not Path(where).is_relative_to(script_dir) or Path(where) == script_dir:
+        raise value.error(
+            f"{text!r} is not inside the script's folder {script_dir}",
+            hint="the script runs from a copy of itself and of the files named here",
+        )
+    relative = Path(where).relative_to(script_dir)
+    if ".git" in relative.parts:
+        raise value.error(f"{text!r} is in a .git folder, which a grader never sees")
+    for depth in range(1, len(relative.parts) + 1):
+        if (script_dir / Path(*relative.parts[:depth])).is_symlink():
+            raise value.error(f"{text!r} is or passes through a symbolic link; name its target")
+    if not (script_dir / relative).exists():
+        raise value.error(f"not found: {script_dir / relative}")
+    return relative.as_posix()
 
 
 def inside_folder(value: Field) -> str:
@@ -197,21 +253,22 @@ def run_process(
     max_output: int = MAX_OUTPUT_BYTES,
     sandbox: str = "local",
     writable: Path | None = None,
+    readonly: tuple[Path, ...] = (),
+    grader_results: Path | None = None,
 ) -> ProcessRun:
     """Run `argv` in `cwd` inside a sandbox of kind `sandbox` that may write only
-    `writable` (default: `cwd`); nothing it started outlives it.
+    `writable` (default: `cwd`) and read `readonly` besides the system; nothing
+    it started outlives it. With `grader_results`, it runs as the grader's
+    identity (`sandbox.grader_identity`), which alone writes that folder.
 
     Raises OSError when the program cannot be started.
     """
     from ci_evals.sandbox.base import SandboxSpec  # noqa: PLC0415 - only when a grader runs
     from ci_evals.sandbox.registry import open_sandbox  # noqa: PLC0415
 
-    # A `script:` grader is an absolute path into the repository, which an
-    # isolating sandbox hides: its folder is shown read-only (scripts find their
-    # siblings there), nothing else of the repository is.
-    program = Path(argv[0])
-    readonly = (program.parent,) if program.is_absolute() and program.is_file() else ()
-    spec = SandboxSpec(writable=(writable or cwd,), readonly=readonly)
+    spec = SandboxSpec(
+        writable=(writable or cwd,), readonly=readonly, grader_results=grader_results
+    )
     with open_sandbox(sandbox, spec) as box:
         done = box.exec(
             argv,
@@ -227,6 +284,45 @@ def run_process(
         output=done.stdout,
         dropped=done.stdout_dropped,
         seconds=done.duration_s,
+    )
+
+
+@contextmanager
+def _private_folders(grader: CommandGrader) -> Iterator[tuple[tuple[str, ...], Path, Path | None]]:
+    """The argv to run (a `script:` from its copy), the empty results folder, and
+    the script copy's folder (None for a `command:`); all removed afterwards."""
+    results = Path(tempfile.mkdtemp(prefix="ci-evals-results-"))  # mode 0700: ours alone
+    copy = None
+    try:
+        argv = grader.argv
+        if grader.script_dir is not None:
+            copy = Path(tempfile.mkdtemp(prefix="ci-evals-script-"))
+            copy.chmod(0o755)  # readable by the code under test's uid too
+            for name in grader.files:
+                _copy_named(grader.script_dir / name, copy / name)
+            argv = (str(copy / grader.files[0]), *grader.argv[1:])
+        yield argv, results, copy
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
+        if copy is not None:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+def _copy_named(source: Path, target: Path) -> None:
+    """A named file, or a folder without its `.git` and links, with its modes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_symlink():
+        raise OSError(f"{source} is a symbolic link")
+    if not source.is_dir():
+        shutil.copy2(source, target)
+        return
+    shutil.copytree(
+        source,
+        target,
+        symlinks=True,
+        ignore=lambda folder, names: [
+            n for n in names if n == ".git" or os.path.islink(os.path.join(folder, n))
+        ],
     )
 
 
@@ -251,15 +347,32 @@ def run_command_grader(
         # The folder is the agent's output: a missing (or escaping) cwd is its failure.
         return GraderResult(grader=name, criteria=(_no_cwd(grader),))
     results_file = grader.junit or grader.json_results
-    before = _fingerprint(folder / results_file) if results_file else None
-    try:
-        run = run_process(
-            grader.argv, cwd, timeout_s=grader.timeout_s, env=env, sandbox=sandbox, writable=folder
-        )
-    except OSError as exc:
-        return GraderResult(
-            grader=name, error=f"cannot run {grader.argv[0]}: {exc.strerror or exc}"
-        )
+    with _private_folders(grader) as (argv, results, copy):
+        try:
+            run = run_process(
+                argv,
+                cwd,
+                timeout_s=grader.timeout_s,
+                env=env,
+                sandbox=sandbox,
+                writable=folder,
+                readonly=() if copy is None else (copy,),
+                grader_results=results,
+            )
+        except OSError as exc:
+            return GraderResult(
+                grader=name, error=f"cannot run {grader.argv[0]}: {exc.strerror or exc}"
+            )
+        rows: list[Criterion] = []
+        error = None
+        if results_file is not None and not run.timed_out:
+            try:
+                rows = _sub_results(grader, results, results / results_file)
+            except _ResultsMissing as exc:
+                # After a failing exit a missing file is part of the failure, not an error.
+                error = str(exc) if run.returncode == 0 else None
+            except ValueError as exc:
+                error = str(exc)
     raw = None
     if output_path is not None:
         output_path.parent.mkdir(parents=True, exist_ok=True)
@@ -269,17 +382,7 @@ def run_command_grader(
             sha256=hashlib.sha256(run.output).hexdigest(),
             size=len(run.output),
         )
-    main = _exit_criterion(grader, run)
-    criteria: tuple[Criterion, ...] = (main,)
-    error = None
-    if results_file is not None and not run.timed_out:
-        try:
-            criteria = (main, *_sub_results(grader, folder, folder / results_file, before))
-        except _ResultsMissing as exc:
-            # After a failing exit a missing file is part of the failure, not an error.
-            error = str(exc) if run.returncode == 0 else None
-        except ValueError as exc:
-            error = str(exc)
+    criteria = (_exit_criterion(grader, run), *rows)
     return GraderResult(grader=name, criteria=criteria, error=error, raw_output=raw)
 
 
@@ -320,36 +423,31 @@ class _ResultsMissing(ValueError):
     pass
 
 
-def _fingerprint(path: Path) -> tuple[int, int, str] | None:
-    # The folder is the agent's: `path` may be a link to /dev/zero or a FIFO, which
-    # a plain read on the host would never finish. Opened without blocking, only a
-    # regular file is read, and no more of it than a results file may hold.
+def _read_results(path: Path, shown: str) -> bytes:
+    # Under `local` the code under test could have planted a link to /dev/zero or
+    # a FIFO there, which a plain read would never finish: opened without
+    # blocking or following a last link, only a regular file is read, and no
+    # more of it than a results file may hold.
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise _ResultsMissing(f"results file {shown} was not written") from None
+    except OSError as exc:
+        raise ValueError(f"results file {shown} cannot be read: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as file:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return info.st_mtime_ns, -1, f"not a regular file (mode {info.st_mode:o})"
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"results file {shown} is not a regular file")
         data = file.read(MAX_RESULTS_BYTES + 1)
-    return info.st_mtime_ns, info.st_size, hashlib.sha256(data).hexdigest()
-
-
-def _sub_results(
-    grader: CommandGrader, folder: Path, path: Path, before: tuple[int, int, str] | None
-) -> list[Criterion]:
-    shown = path.relative_to(folder).as_posix()
-    if not path.is_file():
-        raise _ResultsMissing(f"results file {shown} was not written")
-    if not path.resolve().is_relative_to(folder):
-        raise ValueError(f"results file {shown} points outside the graded folder")
-    if before is not None and _fingerprint(path) == before:
-        # Left in the folder before the command ran (perhaps by the agent): not its result.
-        raise _ResultsMissing(f"results file {shown} was not rewritten by the command")
-    if path.stat().st_size > MAX_RESULTS_BYTES:
+    if len(data) > MAX_RESULTS_BYTES:
         raise ValueError(f"results file {shown} is larger than {MAX_RESULTS_BYTES} bytes")
-    data = path.read_bytes()
+    return data
+
+
+def _sub_results(grader: CommandGrader, results: Path, path: Path) -> list[Criterion]:
+    shown = f"$CI_EVALS_RESULTS/{path.relative_to(results).as_posix()}"
+    if not Path(os.path.realpath(path.parent)).is_relative_to(results.resolve()):
+        raise ValueError(f"results file {shown} points outside the results folder")
+    data = _read_results(path, shown)
     rows = _junit(data, shown) if grader.junit else _json_rows(data, shown)
     if not rows:
         raise ValueError(f"results file {shown} lists no results")

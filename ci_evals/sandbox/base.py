@@ -50,6 +50,10 @@ class SandboxSpec:
     cpus: float = 1.0
     memory_bytes: int = 1 << 30
     pids: int = 256
+    # A command grader's results folder (host, empty, the caller's): the command
+    # runs as the grader's identity, which alone can write it, and starts the
+    # code under test as another (`grader_identity`).
+    grader_results: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,9 @@ from pathlib import Path
 
 from ci_evals import process
 from ci_evals.process import ExecResult
+from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
+from ci_evals.sandbox.owners import Owners, give_back, hand_over
 
 # Where the private folder (relay.py, the model socket) appears inside.
 RUNTIME_DIR = "/run/ci-evals"
@@ -200,7 +202,8 @@ class BwrapSandbox:
     ) -> None:
         endpoint = endpoint if endpoint is not None else mounts.endpoint
         network = mounts.network if network is None else network
-        for path in (*mounts.writable, *mounts.readonly):
+        results = () if mounts.grader_results is None else (mounts.grader_results,)
+        for path in (*mounts.writable, *mounts.readonly, *results):
             if not path.is_absolute() or not path.exists():
                 raise ValueError(f"sandbox mount {path} must be an existing absolute path")
             if path == Path("/"):
@@ -223,11 +226,81 @@ class BwrapSandbox:
         self._private: Path | None = None
         self._forwarder: _Forwarder | None = None
         self._python: tuple[str, list[str]] | None = None
+        self._launcher: grader_identity.Launcher | None = None
+        self._owners: Owners = {}
+        if mounts.grader_results is not None:
+            self._open_grader()
         if endpoint is not None and not network:
             self._private = _private_dir()
             shutil.copyfile(Path(__file__).with_name(RELAY_SCRIPT), self._private / RELAY_SCRIPT)
             self._forwarder = _Forwarder(self._private / MODEL_SOCKET, endpoint)
             self._python = _python_binds()
+
+    def _open_grader(self) -> None:
+        """A command grader's two identities (`grader_identity`): as root, the
+        writable folders go to the code under test's uid (the grader keeps
+        `GRADER_CAPS` to start it, stop it and still write them)."""
+        root = grader_identity.as_root()
+        self._launcher = grader_identity.Launcher("setpriv" if root else "nested")
+        if root:
+            uid = grader_identity.AGENT_UID
+            try:
+                for folder in self.mounts.writable:
+                    hand_over(folder, uid, uid, self._owners)
+            except BaseException:
+                self.close()
+                raise
+
+    def _caps(self) -> list[str]:
+        args = ["--cap-drop", "ALL"]
+        if self._launcher is not None and grader_identity.as_root():
+            for cap in grader_identity.GRADER_CAPS:
+                args += ["--cap-add", f"CAP_{cap}"]
+        return args
+
+    def _proc_sys(self) -> list[str]:
+        # bwrap covers these only when it sees them writable, which with
+        # capabilities dropped it does not: as uid 0, /proc/sys/kernel/core_pattern
+        # (a program the host kernel runs as root) would stay writable. Under
+        # another uid they are not writable anyway, and a nested bwrap (the
+        # code under test of a grader) can mount its own /proc only where the
+        # outer one is not partly covered.
+        if self._launcher is not None and not grader_identity.as_root():
+            return []
+        return [
+            "--ro-bind",
+            "/proc/sys",
+            "/proc/sys",
+            "--ro-bind-try",
+            "/proc/sysrq-trigger",
+            "/proc/sysrq-trigger",
+        ]
+
+    def _tmp_perms(self) -> list[str]:
+        # Two uids share /tmp (the grader's and the code under test's): sticky and
+        # open to both, as on any system (bwrap >= 0.5 has --perms).
+        return ["--perms", "1777"] if self._launcher and grader_identity.as_root() else []
+
+    def _open_parents(self) -> list[str]:
+        # bwrap makes the folders on the way to a bind 0700, root's: the code under
+        # test's uid (root's grader) must pass through them to its folder. An
+        # existing one keeps its mode.
+        if self._launcher is None or not grader_identity.as_root():
+            return []
+        args: list[str] = []
+        for path in self.mounts.writable:
+            for parent in reversed(path.parents[:-1]):
+                args += ["--perms", "0755", "--dir", str(parent)]
+        return args
+
+    def _grader_binds(self) -> tuple[list[str], dict[str, str]]:
+        if self._launcher is None or self.mounts.grader_results is None:
+            return [], {}
+        inside = grader_identity.INSIDE
+        results = f"{inside}/{grader_identity.RESULTS}"
+        binds = ["--ro-bind", str(self._launcher.folder), inside]
+        binds += ["--bind", str(self.mounts.grader_results), results]
+        return binds, grader_identity.environment(results, f"{inside}/{grader_identity.LAUNCHER}")
 
     @property
     def inner_port(self) -> int | None:
@@ -265,31 +338,27 @@ class BwrapSandbox:
             "ci-evals-sandbox",
             "--new-session",
             "--die-with-parent",
-            "--cap-drop",
-            "ALL",
+            *self._caps(),
             *self._system,
             "--proc",
             "/proc",
-            # bwrap covers these only when it sees them writable, which with
-            # capabilities dropped it does not: as uid 0, /proc/sys/kernel/core_pattern
-            # (a program the host kernel runs as root) would stay writable.
-            "--ro-bind",
-            "/proc/sys",
-            "/proc/sys",
-            "--ro-bind-try",
-            "/proc/sysrq-trigger",
-            "/proc/sysrq-trigger",
+            *self._proc_sys(),
             "--dev",
             "/dev",
             "--size",
             str(self.mounts.tmp_bytes),
+            *self._tmp_perms(),
             "--tmpfs",
             "/tmp",  # noqa: S108 - a fresh tmpfs, the sandbox's own
         ]
+        args += self._open_parents()
         binds = [(p, "--bind") for p in self.mounts.writable]
         binds += [(p, "--ro-bind") for p in self.mounts.readonly]
         for path, option in sorted(binds, key=lambda bind: len(bind[0].parts)):  # parents first
             args += [option, str(path), str(path)]
+        grader_binds, grader_env = self._grader_binds()
+        args += grader_binds
+        env = {**env, **grader_env}
         command = list(argv)
         if self._private is not None and self._python is not None and self.endpoint is not None:
             python, python_binds = self._python
@@ -360,6 +429,9 @@ class BwrapSandbox:
         if self._private is not None:
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None
+        if self._launcher is not None:
+            self._launcher.close()
+        give_back(self._owners)  # after: nothing inside runs any more
 
     def __enter__(self) -> BwrapSandbox:
         return self

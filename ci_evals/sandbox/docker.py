@@ -48,10 +48,11 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
 from ci_evals.errors import UserError
-from ci_evals.fs.walk import walk
 from ci_evals.process import ExecResult
+from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
 from ci_evals.sandbox.docker_stream import pump
+from ci_evals.sandbox.owners import Owners, give_back, hand_over
 from ci_evals.text import one_line
 
 if TYPE_CHECKING:
@@ -150,7 +151,8 @@ class DockerSandbox:
             )
         if not spec.writable:
             raise ValueError("the docker sandbox needs a workspace (one writable folder)")
-        for path in (*spec.writable, *spec.readonly):
+        results = () if spec.grader_results is None else (spec.grader_results,)
+        for path in (*spec.writable, *spec.readonly, *results):
             if not path.is_absolute() or not path.exists():
                 raise ValueError(f"sandbox mount {path} must be an existing absolute path")
             if path == Path("/"):
@@ -161,19 +163,33 @@ class DockerSandbox:
         self.uid = os.getuid() if os.getuid() != 0 else SANDBOX_UID
         self.gid = os.getgid() if os.getuid() != 0 else SANDBOX_UID
         self.user = f"{self.uid}:{self.gid}"
+        # A command grader runs as root inside (with `GRADER_CAPS` only) and starts
+        # the code under test as `self.user` through the launcher (grader_identity).
+        self._launcher: grader_identity.Launcher | None = None
+        self._grader_env: dict[str, str] = {}
+        self.exec_user = self.user
+        if spec.grader_results is not None:
+            self._launcher = grader_identity.Launcher("setpriv")
+            self.exec_user = "0:0"
+            inside = grader_identity.INSIDE
+            self._grader_env = grader_identity.environment(
+                f"{inside}/{grader_identity.RESULTS}", f"{inside}/{grader_identity.LAUNCHER}"
+            )
         self.workspace = spec.writable[0]
         self._mounts = {WORKSPACE: self.workspace} | {str(p): p for p in spec.writable[1:]}
         # Owners changed for the sandbox user, given back at `close()`.
-        self._owners: dict[Path, tuple[int, int]] = {}
+        self._owners: Owners = {}
         self._api = client().api
         self._container: Any = None
         try:
             if os.getuid() == 0:
                 for folder in spec.writable:  # the sandbox user must be able to write them
-                    _hand_over(folder, self.uid, self.gid, self._owners)
+                    hand_over(folder, self.uid, self.gid, self._owners)
             self._container = self._create()
         except BaseException:
-            _give_back(self._owners)
+            give_back(self._owners)
+            if self._launcher is not None:
+                self._launcher.close()
             raise
 
     # -- the container ---------------------------------------------------------------
@@ -185,6 +201,13 @@ class DockerSandbox:
         mounts = [Mount(WORKSPACE, str(self.workspace), type="bind", read_only=False)]
         mounts += [Mount(str(p), str(p), type="bind", read_only=False) for p in spec.writable[1:]]
         mounts += [Mount(str(p), str(p), type="bind", read_only=True) for p in spec.readonly]
+        cap_add = None
+        if self._launcher is not None and spec.grader_results is not None:
+            inside = grader_identity.INSIDE
+            results = f"{inside}/{grader_identity.RESULTS}"
+            mounts += [Mount(inside, str(self._launcher.folder), type="bind", read_only=True)]
+            mounts += [Mount(results, str(spec.grader_results), type="bind", read_only=False)]
+            cap_add = list(grader_identity.GRADER_CAPS)
         labels = {
             LABEL: "1",
             LABEL_RUN: spec.run_id or "",
@@ -201,7 +224,9 @@ class DockerSandbox:
             spec.image,
             command=["sleep", "infinity"],
             init=True,
-            user=self.user,
+            # The exec API gives an exec the capabilities the container's own user
+            # got: a grader's container is root's (with GRADER_CAPS only) for that.
+            user=self.exec_user,
             working_dir=WORKSPACE,
             hostname="ci-evals-sandbox",
             network_mode="bridge" if spec.network else "none",
@@ -210,6 +235,7 @@ class DockerSandbox:
             memswap_limit=spec.memory_bytes,  # no swap beyond the memory limit
             pids_limit=spec.pids,
             cap_drop=["ALL"],
+            cap_add=cap_add,
             security_opt=["no-new-privileges:true"],
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_bytes},mode=1777"},  # noqa: S108
@@ -280,9 +306,9 @@ class DockerSandbox:
                 stdout=True,
                 stderr=True,
                 tty=False,
-                environment=[f"{k}={v}" for k, v in env.items()],
+                environment=[f"{k}={v}" for k, v in {**env, **self._grader_env}.items()],
                 workdir=str(self.inner_path(cwd)),
-                user=self.user,
+                user=self.exec_user,
             )["Id"]
             raw = self._api.exec_start(exec_id, socket=True)
         except Exception as exc:  # the engine refused: as when a program cannot start
@@ -360,7 +386,7 @@ class DockerSandbox:
         if self._container is None:  # closed meanwhile: nothing runs any more
             return
         killer = self._api.exec_create(
-            self.container_id, ["/bin/sh", "-c", _KILL, pidfile], user=self.user
+            self.container_id, ["/bin/sh", "-c", _KILL, pidfile], user=self.exec_user
         )["Id"]
         self._api.exec_start(killer)
         deadline = time.monotonic() + _KILL_WAIT_S
@@ -437,7 +463,9 @@ class DockerSandbox:
 
         with contextlib.suppress(NotFound):
             container.remove(force=True, v=True)
-        _give_back(self._owners)  # after: nothing inside can change them any more
+        give_back(self._owners)  # after: nothing inside can change them any more
+        if self._launcher is not None:
+            self._launcher.close()
 
     def __enter__(self) -> DockerSandbox:
         return self
@@ -462,28 +490,3 @@ def _checked_names(env: Mapping[str, str]) -> list[str]:
         if not key or "=" in key or "\0" in key:
             raise ValueError(f"invalid environment variable name {key!r}")
     return list(env)
-
-
-def _hand_over(folder: Path, uid: int, gid: int, owners: dict[Path, tuple[int, int]]) -> None:
-    """Give `folder` and everything in it to the sandbox user (links not followed),
-    noting each entry's owner in `owners` first (a user's own folder, under
-    `mcp-check --image`, must not stay another uid's)."""
-    entries = [(folder, folder.lstat())]
-    entries += [(folder / rel, entry.stat(follow_symlinks=False)) for rel, _, entry in walk(folder)]
-    for path, info in entries:
-        if (info.st_uid, info.st_gid) != (uid, gid):
-            owners.setdefault(path, (info.st_uid, info.st_gid))
-            os.lchown(path, uid, gid)
-
-
-def _give_back(owners: dict[Path, tuple[int, int]]) -> None:
-    """The owners `_hand_over` noted, restored where the entry is still there
-    (what the sandbox created stays the sandbox user's)."""
-    for path, (uid, gid) in owners.items():
-        # The sandbox may have swapped a folder on the way for a link (`dir ->
-        # /etc`): follow none. It is gone by now, so nothing changes meanwhile.
-        if os.path.realpath(path.parent) != str(path.parent):
-            continue
-        with contextlib.suppress(OSError):
-            os.lchown(path, uid, gid)
-    owners.clear()

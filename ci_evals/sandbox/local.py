@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ci_evals import process
 from ci_evals.process import ExecResult
+from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
 from ci_evals.sandbox.processes import MARK_NAME, kill_marked, new_mark
 
@@ -26,6 +27,15 @@ class LocalSandbox:
     def __init__(self, spec: SandboxSpec) -> None:
         self.spec = spec
         self._mark = new_mark()
+        # One identity here: a grader's code under test can reach the grader
+        # (and anything else of ours); the variables are set all the same.
+        self._launcher = None
+        self._grader_env: dict[str, str] = {}
+        if spec.grader_results is not None:
+            self._launcher = grader_identity.Launcher("same")
+            self._grader_env = grader_identity.environment(
+                str(spec.grader_results), str(self._launcher.folder / grader_identity.LAUNCHER)
+            )
 
     def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
         return Spawn(argv=tuple(argv), env={**env, MARK_NAME: self._mark}, cwd=cwd)
@@ -45,7 +55,7 @@ class LocalSandbox:
             return process.run(
                 argv,
                 cwd=cwd,
-                env={**env, MARK_NAME: self._mark},
+                env={**env, **self._grader_env, MARK_NAME: self._mark},
                 stdin=stdin,
                 timeout=timeout,
                 output_cap=output_cap,
@@ -63,3 +73,5 @@ class LocalSandbox:
 
     def close(self) -> None:
         kill_marked(self._mark)
+        if self._launcher is not None:
+            self._launcher.close()

@@ -153,7 +153,8 @@ def test_junit_sub_results(tmp_path: Path) -> None:
     writer = script(
         tmp_path,
         "tests.py",
-        f"#!{PY}\nopen('report.xml', 'w').write({JUNIT!r})\nraise SystemExit(1)\n",
+        f"#!{PY}\nimport os\nopen(os.environ['CI_EVALS_RESULTS'] + '/report.xml', 'w')"
+        f".write({JUNIT!r})\nraise SystemExit(1)\n",
     )
     result = run_command_grader(grader(str(writer), junit="report.xml"), tmp_path, env=ENV)
     assert result.error is None
@@ -167,7 +168,7 @@ def test_junit_sub_results(tmp_path: Path) -> None:
 
 def test_json_sub_results(tmp_path: Path) -> None:
     body = '[{"name": "init", "passed": true}, {"name": "init", "passed": false, "detail": "2nd"}]'
-    writer = script(tmp_path, "smoke.sh", f"#!/bin/sh\necho '{body}' > out.json\n")
+    writer = script(tmp_path, "s.sh", f"#!/bin/sh\necho '{body}' > $CI_EVALS_RESULTS/out.json\n")
     result = run_command_grader(grader(str(writer), json_results="out.json"), tmp_path, env=ENV)
     assert [(c.id, c.passed, c.detail) for c in result.criteria] == [
         ("g", True, result.criteria[0].detail),
@@ -179,17 +180,17 @@ def test_json_sub_results(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        ("", "results file out.json was not written"),
-        ("echo '{bad' > out.json", "results file out.json is not valid JSON"),
-        ("echo '[]' > out.json", "results file out.json lists no results"),
-        ("echo '{\"a\": 1}' > out.json", "must hold a JSON array"),
-        ('echo \'[{"name": "x", "passed": "yes"}]\' > out.json', "item 0 is not {name"),
+        ("", "results file $CI_EVALS_RESULTS/out.json was not written"),
+        ("echo '{bad' > $R/out.json", "$CI_EVALS_RESULTS/out.json is not valid JSON"),
+        ("echo '[]' > $R/out.json", "$CI_EVALS_RESULTS/out.json lists no results"),
+        ("echo '{\"a\": 1}' > $R/out.json", "must hold a JSON array"),
+        ('echo \'[{"name": "x", "passed": "yes"}]\' > $R/out.json', "item 0 is not {name"),
     ],
 )
 def test_bad_results_file_after_exit_zero_is_an_error(
     tmp_path: Path, body: str, error: str
 ) -> None:
-    writer = script(tmp_path, "w.sh", f"#!/bin/sh\n{body}\nexit 0\n")
+    writer = script(tmp_path, "w.sh", f"#!/bin/sh\nR=$CI_EVALS_RESULTS\n{body}\nexit 0\n")
     result = run_command_grader(grader(str(writer), json_results="out.json"), tmp_path, env=ENV)
     assert result.error is not None and error in result.error
     assert result.criteria[0].passed  # the exit criterion is still reported
@@ -202,16 +203,18 @@ def test_missing_results_after_a_failing_exit_is_a_failure(tmp_path: Path) -> No
     assert [c.passed for c in result.criteria] == [False]
 
 
-def test_a_stale_results_file_is_not_believed(tmp_path: Path) -> None:
-    # The agent left a results file claiming success; the command wrote none.
+def test_a_results_file_in_the_graded_folder_is_not_believed(tmp_path: Path) -> None:
+    # The agent left a results file claiming success; the command wrote none: results
+    # are read from $CI_EVALS_RESULTS alone, a fresh folder the agent never had.
     (tmp_path / "out.json").write_text('[{"name": "all", "passed": true}]')
     noop = script(tmp_path, "noop.sh", "#!/bin/sh\nexit 0\n")
     result = run_command_grader(grader(str(noop), json_results="out.json"), tmp_path, env=ENV)
-    assert result.error == "results file out.json was not rewritten by the command"
+    assert result.error == "results file $CI_EVALS_RESULTS/out.json was not written"
 
 
 def test_invalid_junit_is_an_error(tmp_path: Path) -> None:
-    writer = script(tmp_path, "w.sh", "#!/bin/sh\necho '<testsuite><testcase' > r.xml\n")
+    body = "#!/bin/sh\necho '<testsuite><testcase' > $CI_EVALS_RESULTS/r.xml\n"
+    writer = script(tmp_path, "w.sh", body)
     result = run_command_grader(grader(str(writer), junit="r.xml"), tmp_path, env=ENV)
     assert result.error is not None and "not valid JUnit XML" in result.error
 
@@ -223,8 +226,9 @@ def test_load_command_graders(tmp_path: Path) -> None:
     text = (
         "- { id: lint, command: [python3, -m, lint, lab/plan.json], timeout_s: 5 }\n"
         "- { id: unit, script: 'plugin:scripts/check.sh', args: [--fast], cwd: lab,"
-        " junit: lab/r.xml }\n"
+        " junit: lab/r.xml, files: ['plugin:scripts/lib'] }\n"
     )
+    (plugin / "scripts" / "lib").mkdir()
     lint, unit = load_command_graders(
         yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=plugin
     )
@@ -233,6 +237,7 @@ def test_load_command_graders(tmp_path: Path) -> None:
     )
     assert unit.argv == (str(plugin / "scripts" / "check.sh"), "--fast")
     assert (unit.cwd, unit.junit, unit.json_results) == ("lab", "lab/r.xml", None)
+    assert (unit.script_dir, unit.files) == (plugin / "scripts", ("check.sh", "lib"))
 
 
 @pytest.mark.parametrize(
@@ -243,6 +248,12 @@ def test_load_command_graders(tmp_path: Path) -> None:
         ("- { command: [a] }\n", "missing required key 'id'"),
         ("- { id: x, command: [] }\n", "must not be empty"),
         ("- { id: x, command: [a], args: [b] }\n", "'args' goes with 'script'"),
+        ("- { id: x, command: [a], files: [b] }\n", "'files' goes with 'script'"),
+        ("- { id: x, script: t/run.sh, files: [t/nope.py] }\n", "not found"),
+        ("- { id: x, script: t/run.sh, files: [plain.sh] }\n", "not inside the script's folder"),
+        ("- { id: x, script: t/run.sh, files: [t] }\n", "not inside the script's folder"),
+        ("- { id: x, script: t/run.sh, files: [t/.git/config] }\n", "in a .git folder"),
+        ("- { id: x, script: t/run.sh, files: [t/link/x] }\n", "passes through a symbolic link"),
         ("- { id: x, script: nope.sh }\n", "script not found"),
         ("- { id: x, script: plain.sh }\n", "script is not executable"),
         ("- { id: x, command: [a], cwd: ../up }\n", "must be relative to the graded folder"),
@@ -253,6 +264,10 @@ def test_load_command_graders(tmp_path: Path) -> None:
 )
 def test_load_errors(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "plain.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "t" / ".git").mkdir(parents=True)
+    (tmp_path / "t" / ".git" / "config").write_text("[remote]\n")
+    (tmp_path / "t" / "link").symlink_to(tmp_path)
+    script(tmp_path / "t", "run.sh", "#!/bin/sh\n")
     with pytest.raises(UserError) as info:
         load_command_graders(
             yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=tmp_path
@@ -280,31 +295,47 @@ def test_a_process_that_leaves_the_group_does_not_hang_the_grader(tmp_path: Path
         os.kill(int(pidfile.read_text()), 9)
 
 
-def test_in_bwrap_a_script_sees_its_folder_read_only_and_the_graded_folder_writable(
-    tmp_path: Path,
+@pytest.mark.parametrize("sandbox", ["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_script_sees_a_copy_of_itself_and_its_named_files_never_its_folder(
+    tmp_path: Path, sandbox: str, request: pytest.FixtureRequest
 ) -> None:
-    # What the grader runs is the agent's work: it gets the sandbox too.
+    # A `script:` next to the suite at the repository's top: its folder is the
+    # repository, `.git/config` (a token in the remote URL) included. The grader's
+    # sandbox gets a read-only copy of the script and of what the suite names.
+    if sandbox == "docker":
+        from ci_evals.sandbox.registry import configure  # noqa: PLC0415
+
+        configure("docker", image=request.getfixturevalue("docker_image"))
     repo, state = tmp_path / "repo", tmp_path / "state"
-    (repo / "scripts").mkdir(parents=True)
+    (repo / ".git").mkdir(parents=True)
+    (repo / "lib").mkdir()
     state.mkdir()
-    (repo / "scripts" / "expected.txt").write_text("42\n")
-    (repo / "secret.txt").write_text("not for graders\n")
-    check = script(
-        repo / "scripts",
-        "check.sh",
-        "#!/bin/sh\n"
-        'here=$(dirname "$0")\n'
-        'cp "$here/expected.txt" seen.txt\n'
-        'echo pwned > "$here/pwned.txt" 2>/dev/null && exit 3\n'
-        f"cat {repo / 'secret.txt'} >/dev/null 2>&1 && exit 4\n"
-        "exit 0\n",
+    (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = https://x:ghp_TOKEN@gh/r\n')
+    (repo / "lib" / "expected.txt").write_text("42\n")
+    (repo / "lib" / ".git").mkdir()  # a named folder is copied without its .git and links
+    (repo / "lib" / ".git" / "config").write_text("url = https://x:ghp_TOKEN@gh/lib\n")
+    (repo / "lib" / "up").symlink_to(repo)
+    (repo / "notes.txt").write_text("not named by the suite\n")
+    script(repo, "check.sh", "#!/bin/sh\n" 'here=$(dirname "$0")\n' 'ls -aR "$here"\n'
+           'cat "$here/.git/config"\n' 'cp "$here/lib/expected.txt" seen.txt\n'
+           'echo pwned > "$here/pwned.txt" && exit 3\n' "exit 0\n")  # fmt: skip
+    [check] = load_command_graders(
+        yaml_source.loads("- {id: g, script: check.sh, files: [lib]}\n", "ci-evals.yaml"),
+        suite_dir=repo,
+        plugin_dir=repo,
     )
-    result = run_command_grader(grader(str(check)), state, env=ENV, sandbox="bwrap")
+    log = tmp_path / "out" / "g.log"
+    result = run_command_grader(check, state, env=ENV, sandbox=sandbox, output_path=log)
     assert result.error is None, result.error
     (exit_criterion,) = result.criteria
     assert exit_criterion.passed, exit_criterion.detail
     assert (state / "seen.txt").read_text() == "42\n"
-    assert not (repo / "scripts" / "pwned.txt").exists()
+    listed = log.read_text()
+    assert "check.sh" in listed and "expected.txt" in listed, listed
+    assert "ghp_TOKEN" not in listed and "notes.txt" not in listed, listed
+    assert ".git/config: No such file" in listed, listed
+    assert ".git" not in listed.split() and "up" not in listed.split(), listed
+    assert not (repo / "pwned.txt").exists()
 
 
 def test_a_results_link_the_agent_planted_to_a_fifo_does_not_hang_the_host(

@@ -3,6 +3,9 @@ checks in Python, then what the server does with a real database.
 
 Run in the graded folder: `check.py RESULTS.json` writes one sub-result per test
 (`[{"name", "passed", "detail"}]`) and exits 0; the sub-results are the verdicts.
+The server is the agent's code: it is started through `$CI_EVALS_AS_AGENT` (another
+uid, or namespaces of its own, where it cannot stop, trace or overwrite this
+process or its results), and its database lives in a folder it may write.
 """
 
 import ast
@@ -17,6 +20,8 @@ import tempfile
 
 ENTRY = "server.py"
 WAIT_S = 5
+# Set by ci-evals; by hand, the server runs as you.
+AS_AGENT = [os.environ["CI_EVALS_AS_AGENT"]] if os.environ.get("CI_EVALS_AS_AGENT") else []
 
 
 class Server:
@@ -24,7 +29,7 @@ class Server:
 
     def __init__(self, db):
         self.process = subprocess.Popen(
-            [sys.executable, ENTRY, "--db", db],
+            [*AS_AGENT, sys.executable, ENTRY, "--db", db],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -153,7 +158,9 @@ TESTS = [entry_point, compiles, dependencies, round_trip, persists, list_tables,
 
 def main():
     out = sys.argv[1]
-    db = os.path.join(tempfile.mkdtemp(prefix="hidden-"), "test.db")
+    folder = tempfile.mkdtemp(prefix="hidden-")
+    os.chmod(folder, 0o777)  # noqa: S103 - the server, under another uid, makes its database here
+    db = os.path.join(folder, "test.db")
     results = []
     blocked = None
     for test in TESTS:
