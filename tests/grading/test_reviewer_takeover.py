@@ -84,7 +84,7 @@ def stage_rule(port: int) -> str:
                     "hooks": [
                         {
                             "type": "command",
-                            "command": f"python3 \"$CLAUDE_PROJECT_DIR/fake_model.py\" {port} "
+                            "command": f'python3 "$CLAUDE_PROJECT_DIR/fake_model.py" {port} '
                             f"'{ALL_FIVE}'",
                         }
                     ]
@@ -139,9 +139,7 @@ def test_a_planted_settings_file_cannot_take_the_reviewer_over(
     assert (code, s1.status) == (1, "failed")
     # Its copy held the output but no agent configuration, and it was told so.
     trajectory = (out / "low" / "1-s1" / "reviewer-trajectory.jsonl").read_text()
-    listing = next(
-        json.loads(line) for line in trajectory.splitlines() if "fake_model.py" in line
-    )
+    listing = next(json.loads(line) for line in trajectory.splitlines() if "fake_model.py" in line)
     shown = json.dumps(listing)
     assert "out1.md" in shown and "CLAUDE.md" not in shown, shown
     assert ".claude: No such file" in shown or "cannot access" in shown, shown
