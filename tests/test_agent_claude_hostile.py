@@ -33,7 +33,11 @@ def bash_script(*commands: str) -> str:
 
 
 def run_stage(
-    tmp_path: Path, script: str, *, stderr_max_bytes: int = STDERR_MAX_BYTES
+    tmp_path: Path,
+    script: str,
+    *,
+    stderr_max_bytes: int = STDERR_MAX_BYTES,
+    sandbox: str = "local",
 ) -> tuple[StageOutcome, StubServer, BodyCapture, Path]:
     """`/demo:s1 Acme` in `tmp_path/ws` (HOME `tmp_path/agent/home`), every request
     body captured on its way to the stub; returns outcome, stub, capture, stderr.log."""
@@ -51,6 +55,8 @@ def run_stage(
             stderr_max_bytes=stderr_max_bytes,
             max_turns=10,
             timeout_s=120,
+            sandbox=sandbox,
+            writable=(tmp_path / "agent",),
         )
         outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
     return outcome, server, capture, request.stderr_path
@@ -125,24 +131,33 @@ print("written")
 """
 
 
-def test_the_agent_cannot_reopen_the_clis_stderr(tmp_path: Path) -> None:
+SANDBOXES = pytest.mark.parametrize("sandbox", ["local", "bwrap"])
+
+
+@SANDBOXES
+def test_the_agent_cannot_reopen_the_clis_stderr(tmp_path: Path, sandbox: str) -> None:
     flood = (
         FIND_CLI + "head -c 3000000 /dev/zero | tr '\\0' x > /proc/$p/fd/2; "
         "echo FORGED-LINE > /proc/$p/fd/2; echo rc=$? > tried.txt"
     )
-    outcome, _, _, stderr = run_stage(tmp_path, bash_script(flood))
+    outcome, _, _, stderr = run_stage(tmp_path, bash_script(flood), sandbox=sandbox)
     assert outcome.status == "completed", outcome
     assert (tmp_path / "ws" / "tried.txt").read_text() == "rc=1\n"  # ENXIO: a socket
     log = stderr.read_bytes()
     assert b"FORGED-LINE" not in log and len(log) < 100_000
 
 
-def test_a_stolen_stderr_descriptor_floods_no_more_than_the_cap(tmp_path: Path) -> None:
+@SANDBOXES
+def test_a_stolen_stderr_descriptor_floods_no_more_than_the_cap(
+    tmp_path: Path, sandbox: str
+) -> None:
     cap = 1024 * 1024
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "steal.py").write_text(STEAL)
     thief = FIND_CLI + f"python3 steal.py $p {3 * cap} > stole.txt 2>&1"
-    outcome, _, _, stderr = run_stage(tmp_path, bash_script(thief), stderr_max_bytes=cap)
+    outcome, _, _, stderr = run_stage(
+        tmp_path, bash_script(thief), stderr_max_bytes=cap, sandbox=sandbox
+    )
     stole = (tmp_path / "ws" / "stole.txt").read_text()
     if "steal failed" in stole:  # e.g. yama's ptrace_scope: the attack is out of reach here
         pytest.skip(f"this kernel does not let the agent take the CLI's descriptor: {stole}")
