@@ -159,3 +159,9 @@ def test_a_planted_settings_file_cannot_take_the_reviewer_over(
     )
     assert report.returncode == 1, report.stdout + report.stderr
     assert "out1.md:3" in report.stdout, report.stdout
+    # Re-grading runs the reviewer again on a copy of `after/`, planted files and all.
+    regraded = out / "regraded.json"
+    grade = ["grade", str(out), "--reviewer", "rerun", "--model", f"stub:{stub}"]
+    assert main([*grade, "--output", str(regraded)]) == 1
+    again = json.loads(regraded.read_text())["scenarios"][0]["stages"][0]
+    assert again["status"] == "failed", again["grading"]["reason"]
