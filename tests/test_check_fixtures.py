@@ -40,7 +40,10 @@ def test_the_curated_fixtures_pass_their_reviewers_and_checks(
     ]  # fmt: skip
     plan_lab = report[2]
     graders = [g["grader"] for g in plan_lab["graders"]]
-    assert graders == ["checks", "contract", "reviewer"]  # the contract: its `produces`
+    # the contract: its `produces`; last, the advisory flag (the curated plan does not
+    # address its reviewer)
+    assert graders == ["checks", "contract", "reviewer", "addressed-to-graders"]
+    assert plan_lab["graders"][3]["criteria"][0]["passed"] is True
     # A fixture has no trajectory: trajectory checks are left out, not failed.
     checks = [c["id"] for c in plan_lab["graders"][0]["criteria"]]
     assert not any(c.startswith("trajectory") for c in checks)

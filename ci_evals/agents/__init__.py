@@ -50,6 +50,10 @@ class Limits:
     max_output_bytes: int = 1 << 30
 
 
+# How much of a CLI's stderr a stage keeps at most (less when its `max_output_bytes` is less).
+STDERR_MAX_BYTES = 4 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class StageRequest:
     """Everything one stage run needs; the backend adds nothing from elsewhere."""
@@ -60,6 +64,8 @@ class StageRequest:
     env: Mapping[str, str]  # the complete process environment (see agent_env)
     trajectory_path: Path  # JSON lines, one per SDK message
     stderr_path: Path  # the CLI's stderr
+    # At most this much of it is kept; one line marks the cut (the agent can write there).
+    stderr_max_bytes: int = STDERR_MAX_BYTES
     model: str | None = None  # None: the CLI's default
     max_turns: int = 50
     timeout_s: float = 1800.0

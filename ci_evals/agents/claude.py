@@ -80,27 +80,46 @@ logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
 
 
 class _StderrCopy:
-    """The CLI's stderr: a pipe whose bytes a thread writes into `path` as they come.
+    """The CLI's stderr: one end of a socket pair, whose bytes a thread writes into
+    `path` as they come, up to `max_bytes`; past that it reads on and drops them,
+    and one line at the cut says how much was dropped.
 
     Not the file itself: every process in the sandbox could read the file's host
-    path (the run folder) from `/proc/<pid>/fd/2`, and open it again there.
+    path (the run folder) from `/proc/<pid>/fd/2`, and open it again there. Not
+    a pipe either: any process in the sandbox could reopen a pipe through
+    `/proc/<cli>/fd/2` and write into the log (a 300 MiB flood, a forged line);
+    a socket cannot be reopened that way (ENXIO). A process that can take the
+    descriptor itself (`pidfd_getfd`, ptrace) still can write: the cap bounds it.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_bytes: int) -> None:
         self._path = path
+        self._max_bytes = max_bytes
         self.write_fd: int | None = None
+        self.dropped = 0  # bytes read past the cap and not written
 
     def __enter__(self) -> _StderrCopy:
         self._file = self._path.open("wb")
-        self._read_fd, self.write_fd = os.pipe()
+        ours, theirs = socket.socketpair()
+        theirs.shutdown(socket.SHUT_RD)  # the CLI only writes; nothing reads from its end
+        self._read_fd, self.write_fd = ours.detach(), theirs.detach()
         self._thread = threading.Thread(target=self._copy, name="cli-stderr", daemon=True)
         self._thread.start()
         return self
 
     def _copy(self) -> None:
+        kept = 0
         with contextlib.suppress(OSError, ValueError):
             while data := os.read(self._read_fd, 64 * 1024):
-                self._file.write(data)
+                room = self._max_bytes - kept
+                if room > 0:
+                    self._file.write(data[:room])
+                    self._file.flush()
+                    kept += min(room, len(data))
+                self.dropped += max(0, len(data) - max(room, 0))
+        if self.dropped:
+            with contextlib.suppress(OSError, ValueError):
+                self._file.write(stderr_cut_note(self._max_bytes, self.dropped).encode())
                 self._file.flush()
 
     def close_write(self) -> None:
@@ -111,9 +130,14 @@ class _StderrCopy:
     def __exit__(self, *exc_info: object) -> None:
         self.close_write()
         self._thread.join(STDERR_DRAIN_S)
-        if not self._thread.is_alive():  # else something still holds the pipe: leave it
+        if not self._thread.is_alive():  # else something still holds the socket: leave it
             os.close(self._read_fd)
             self._file.close()
+
+
+def stderr_cut_note(kept: int, dropped: int) -> str:
+    """The line a capped stderr log ends with (its own line, whatever came before)."""
+    return f"\n[ci-evals: stderr cut here: the first {kept} bytes kept, {dropped} more dropped]\n"
 
 
 class _IsolatedTransport(SubprocessCLITransport):
@@ -324,6 +348,13 @@ class ClaudeAgent:
             model=request.model,
             env=dict(request.env),
             max_buffer_size=MAX_MESSAGE_BYTES,
+            # No settings from the file system: not the workspace's `.claude/`,
+            # `CLAUDE.md` or `.mcp.json` (an earlier stage, or the stage under
+            # review, may have written them: hooks that run, `env` that points the
+            # CLI at another model), nor the private HOME's `~/.claude`. The SDK's
+            # default (None) loads user, project and local; `[]` loads none. The
+            # plugin under test still loads (`--plugin-dir`), hooks and all.
+            setting_sources=[],
         )
         spec = SandboxSpec(
             writable=(request.cwd, request.plugin_dir, *request.writable),
@@ -331,7 +362,8 @@ class ClaudeAgent:
             endpoint=endpoint_address(request.env),
         )
         with (
-            _StderrCopy(request.stderr_path) as stderr,  # closed last: after the sandbox
+            # The stderr copy is closed last: after the sandbox.
+            _StderrCopy(request.stderr_path, request.stderr_max_bytes) as stderr,
             open_sandbox(request.sandbox, spec) as sandbox,
             request.trajectory_path.open("w", encoding="utf-8") as trajectory,
         ):

@@ -4,6 +4,8 @@ The runner does the parts that need an agent (running the reviewer through
 the SDK and turning its final message into a `GraderResult` with
 `scorecard.grade_scorecard`); everything else happens here, from files on
 disk, so `ci-evals grade RUN_DIR` can call the same function on a saved run.
+A stage with a reviewer also gets one advisory criterion, `untrusted`'s flag
+for a file that addresses its graders (reported, never deciding).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from pathlib import Path
 
 from ci_evals.graders.base import GradeContext
 from ci_evals.graders.config import StageGrading
-from ci_evals.graders.scoring import ScoringPolicy, evaluate
+from ci_evals.graders.scoring import PolicyOverride, ScoringPolicy, evaluate
+from ci_evals.graders.untrusted import CRITERION_ID as ADDRESSED_ID
+from ci_evals.graders.untrusted import addressed_to_graders
 from ci_evals.results.criteria import GraderResult, StageVerdict
 
 
@@ -37,6 +41,9 @@ def grade_files(
     `command-<id>.log`); graders that run programs run them in a `sandbox`.
     """
     ctx = GradeContext(folder, trajectory, out_dir=out_dir, sandbox=sandbox, env=env)
+    policy = suite_policy.merge(grading.scoring)
+    # Before any grader writes to the folder: what the stage left, addressed to its reviewer.
+    addressed = addressed_to_graders(folder) if grading.reviewer is not None else None
     results: list[GraderResult] = [grader.grade(ctx) for grader in grading.graders]
     if grading.reviewer is not None:
         results.append(
@@ -46,4 +53,7 @@ def grade_files(
         )
     elif reviewer is not None:
         results.append(reviewer)
-    return evaluate(results, suite_policy.merge(grading.scoring))
+    if addressed is not None:
+        results.append(addressed)
+        policy = policy.merge(PolicyOverride(advisory=frozenset({ADDRESSED_ID})))
+    return evaluate(results, policy)

@@ -138,6 +138,16 @@ def failed_criteria(stage: StageResult) -> list[Criterion]:
     return [c for c in counted_criteria(stage) if not c.passed]
 
 
+def flagged_criteria(stage: StageResult) -> list[Criterion]:
+    """Advisory flags a person should look at, whatever the verdict: a file the
+    stage left that addresses its reviewer or grader (`graders.untrusted`)."""
+    from ci_evals.graders.untrusted import CRITERION_ID  # noqa: PLC0415 - report reads results
+
+    if stage.grading is None:
+        return []
+    return [c for c in stage.grading.criteria if c.id == CRITERION_ID and not c.passed]
+
+
 def grader_errors(stage: StageResult) -> list[str]:
     """`grader: error` for every grader that could not produce a scorecard."""
     if stage.grading is None:

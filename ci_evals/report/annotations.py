@@ -4,8 +4,9 @@ Pure data (`Note`: level, title, message); `commands.report` turns them into
 escaped `::error`/`::warning` workflow commands, at most 10 per level (GitHub
 drops the rest silently), and the step summary lists every one of them under
 *Not passed*. Levels: `error` for a stage that failed, errored or was never
-finished; `warning` for one skipped because an earlier stage did not pass, and
-for a run the stub model served (its verdict is a wiring check, not the model's).
+finished; `warning` for one skipped because an earlier stage did not pass, for
+a file a stage left that addresses its reviewer (an advisory flag, any verdict),
+and for a run the stub model served (its verdict is a wiring check, not the model's).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ci_evals.report import outcome, reason, run_problems, scenario_label, stage_label
+from ci_evals.report import (
+    flagged_criteria,
+    outcome,
+    reason,
+    run_problems,
+    scenario_label,
+    stage_label,
+)
 from ci_evals.text import one_line
 
 if TYPE_CHECKING:
@@ -41,9 +49,13 @@ def run_notes(result: RunResult, problems: Sequence[str] | None = None) -> list[
     for scenario in result.scenarios:
         for stage in scenario.stages:
             kind = outcome(result, stage)
+            title = f"ci-evals: {scenario_label(result, scenario)} stage {stage_label(stage)}"
+            warnings.extend(
+                Note("warning", title, one_line(c.detail, MESSAGE_LIMIT))
+                for c in flagged_criteria(stage)
+            )
             if kind == "passed":
                 continue
-            title = f"ci-evals: {scenario_label(result, scenario)} stage {stage_label(stage)}"
             text = one_line(f"{stage.status}: {reason(result, stage)}", MESSAGE_LIMIT)
             if kind == "skipped":
                 warnings.append(Note("warning", title, text))

@@ -24,6 +24,7 @@ from ci_evals.report import (
     counted_criteria,
     criterion_line,
     failed_criteria,
+    flagged_criteria,
     grader_errors,
     outcome,
     printable,
@@ -163,6 +164,21 @@ def _failure(result: RunResult, scenario: ScenarioResult, stage: StageResult) ->
     return lines
 
 
+def _flags(result: RunResult) -> list[str]:
+    """Advisory flags, passed stages included: an output that addresses the reviewer."""
+    lines: list[str] = []
+    for scenario in result.scenarios:
+        for stage in scenario.stages:
+            where = f"{scenario_label(result, scenario)} stage {stage_label(stage)}"
+            lines.extend(
+                f"- **{text(where, CELL_LIMIT)}**: {text(c.detail, REASON_LIMIT)}"
+                for c in flagged_criteria(stage)
+            )
+    if not lines:
+        return []
+    return ["### Flagged (advisory: look at these files)", "", *lines, ""]
+
+
 def _repeats(result: RunResult) -> list[str]:
     """With repeats, the k-of-n verdict per scenario and stage decides the run."""
     if result.repeat <= 1 or not result.summaries:
@@ -218,4 +234,5 @@ def markdown_summary(result: RunResult, problems: Sequence[str] | None = None) -
         for block in failing:
             lines.extend(block)
         lines.append("")
+    lines.extend(_flags(result))
     return "\n".join(lines).rstrip("\n") + "\n"

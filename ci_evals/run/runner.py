@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci_evals import __version__
-from ci_evals.agents import Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.agents import STDERR_MAX_BYTES, Abort, Agent, Progress, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
 from ci_evals.endpoints.base import Watch
 from ci_evals.endpoints.ledger import Metered
@@ -347,6 +347,7 @@ class Runner:
             env=env,
             trajectory_path=stage_dir / "trajectory.jsonl",
             stderr_path=stage_dir / "stderr.log",
+            stderr_max_bytes=min(STDERR_MAX_BYTES, stage.limits.max_output_bytes),
             model=plan.model,
             max_turns=stage.limits.max_turns,
             timeout_s=stage.limits.timeout_s,

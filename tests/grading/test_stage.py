@@ -96,8 +96,12 @@ def grade(workspace: Path, scorecard: str, policy: ScoringPolicy | None = None, 
 def test_good_output_passes_with_checks_commands_and_reviewer(workspace: Path) -> None:
     verdict = grade(workspace, "Scorecard:\n```json\n" + json.dumps(GOOD) + "\n```")
     assert verdict.verdict == "passed", verdict.reason
-    assert [g.grader for g in verdict.graders] == ["checks", "command:plan-parses", "reviewer"]
-    assert len(verdict.criteria) == 3 + 1 + 6
+    assert [g.grader for g in verdict.graders] == [
+        "checks", "command:plan-parses", "reviewer", "addressed-to-graders"
+    ]  # fmt: skip
+    # The advisory flag: nothing in a good output addresses the reviewer.
+    assert [(c.passed, c.advisory) for c in verdict.graders[-1].criteria] == [(True, True)]
+    assert len(verdict.criteria) == 3 + 1 + 6 + 1
     assert verdict.analytic_mean == 3.5
     assert (workspace.parent / "run" / "command-plan-parses.log").exists()
     rubric_hashes = {r.id: r.sha256 for r in verdict.graders[2].rubrics}
