@@ -11,9 +11,12 @@ force until `::TOKEN::`.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -210,3 +213,81 @@ def test_the_run_summary_table_is_inert() -> None:
     table = summary_table(tampered())  # type: ignore[arg-type]
     assert runner_commands(table) == []
     assert len(table.splitlines()) == 2 + 3 + 1  # header, rule, 3 stages, total
+
+
+# ------------------------------------------------------------------ the PR comment
+
+# GitHub's autolinked references (docs.github.com, "Autolinked references and URLs"),
+# looked for in the text a reader sees: code spans removed (GitHub links nothing in
+# code), entities decoded (GitHub links the rendered text, not the source).
+_AUTOLINKED = re.compile(
+    r"(?:https?|ftp)://\S+|www\.\S+"
+    r"|[\w.-]+/[\w.-]+(?:#\d+|@[0-9a-f]{7,40})"
+    r"|\bGH-\d+|(?<!\w)#\d+"
+    r"|(?<!\w)@[A-Za-z0-9][A-Za-z0-9-]*"
+    r"|\b[0-9a-f]{7,40}\b",
+    re.IGNORECASE,
+)
+AGENT_REASON = (
+    "fixes #1 and GH-2 like owner/repo#3, cc @alice @org/team, see "
+    "https://github.com/o/r/issues/4 or www.example.com, commit a5c3785ed8d6 "
+    "(owner/repo@a5c3785), bidi x\u202ey and zero\u200bwidth #\u200b5 \u2066"
+)
+
+
+def autolinked(markdown: str) -> list[str]:
+    outside_code = re.sub(r"`[^`\n]*`", " ", markdown)
+    return _AUTOLINKED.findall(html.unescape(outside_code))
+
+
+def test_agent_text_in_the_comment_links_mentions_and_references_nothing(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    a_fork_pr(github)
+    run_dir = tmp_path / "run"
+    reviewer = failed_stage(4, reason=AGENT_REASON)
+    write_results(run_dir, a_run(scenario("acme @bob #6", passed_stage(3), reviewer)))
+    artifact = tmp_path / "artifact"
+    packed = ci_evals(
+        tmp_path,
+        ["comment", "--pack", str(run_dir), "--out", str(artifact)],
+        "pull_request",
+        pull_request_event(sha=HEAD),
+    )
+    assert packed.returncode == 0, packed.stderr
+    done = post(tmp_path, github, artifact)
+    assert done.returncode == 0, done.stderr
+    (comment,) = github.comments
+    body = comment["body"]
+    assert "### Not passed" in body and "`#1`" in body and "`@alice`" in body
+    assert autolinked(body) == [], autolinked(body)
+    assert not any(unicodedata.category(char) == "Cf" for char in body)
+    assert "`https://github.com/o/r/issues/4`" in body and "xy and zerowidth `#5`" in body
+
+
+def test_the_oracle_sees_what_github_would_link() -> None:
+    assert autolinked(AGENT_REASON.replace("\u200b", "")) == [
+        "#1",
+        "GH-2",
+        "owner/repo#3",
+        "@alice",
+        "@org",
+        "https://github.com/o/r/issues/4",
+        "www.example.com,",
+        "a5c3785ed8d6",
+        "owner/repo@a5c3785",
+        "#5",
+    ]
+    assert autolinked("`#1` `@x` a@b.com acme#2") == []
+    assert autolinked("&#64;x") == ["@x"]  # an entity is decoded before GitHub links
+
+
+def test_ci_evals_own_run_link_stays_a_link() -> None:
+    from ci_evals.report.baseline import NoBaseline  # noqa: PLC0415
+    from ci_evals.report.baseline_markdown import comparison_section  # noqa: PLC0415
+
+    url = "https://github.com/acme/widgets/actions/runs/501"
+    section = comparison_section(
+        NoBaseline("none"), f"Baseline from run #101 of evals.yml on main ({url})."
+    )
+    assert f"([the run](<{url}>))." in section and "run `#101` of" in section
