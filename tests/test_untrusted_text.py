@@ -99,6 +99,26 @@ def tampered(sid: str = HOSTILE) -> object:
     return a_run(scenario(sid, passed_stage(3), lying, stage(5, "error", error=HOSTILE)))
 
 
+def fork_comment(
+    tmp_path: Path, github: FakeGitHub, result: object
+) -> subprocess.CompletedProcess[str]:
+    """The fork path with `result` as the fork's run: packed, then posted by the trusted job."""
+    a_fork_pr(github)
+    run_dir = tmp_path / "run"
+    write_results(run_dir, result)  # type: ignore[arg-type]
+    artifact = tmp_path / "artifact"
+    packed = ci_evals(
+        tmp_path,
+        ["comment", "--pack", str(run_dir), "--out", str(artifact)],
+        "pull_request",
+        pull_request_event(sha=HEAD),
+    )
+    assert packed.returncode == 0, packed.stderr
+    done = post(tmp_path, github, artifact)
+    assert done.returncode == 0, done.stderr
+    return done  # type: ignore[no-any-return]
+
+
 def actions_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
     return env | {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
@@ -171,19 +191,7 @@ def test_commands_are_stopped_around_untrusted_output(capsys: pytest.CaptureFixt
 
 def test_comment_from_a_fork_artifact_prints_no_command(tmp_path: Path, github: FakeGitHub) -> None:
     """The privileged job: the fork's scenario id and reasons reach stderr only inert."""
-    a_fork_pr(github)
-    run_dir = tmp_path / "run"
-    write_results(run_dir, tampered())  # type: ignore[arg-type]
-    artifact = tmp_path / "artifact"
-    packed = ci_evals(
-        tmp_path,
-        ["comment", "--pack", str(run_dir), "--out", str(artifact)],
-        "pull_request",
-        pull_request_event(sha=HEAD),
-    )
-    assert packed.returncode == 0, packed.stderr
-    done = post(tmp_path, github, artifact)
-    assert done.returncode == 0, done.stderr
+    done = fork_comment(tmp_path, github, tampered())
     assert "results.json is inconsistent: acme\\n:\\x3aadd-mask:\\x3asecret" in done.stderr
     assert runner_commands(done.stderr) == []
     assert runner_commands(done.stdout) == []
@@ -243,20 +251,8 @@ def autolinked(markdown: str) -> list[str]:
 def test_agent_text_in_the_comment_links_mentions_and_references_nothing(
     tmp_path: Path, github: FakeGitHub
 ) -> None:
-    a_fork_pr(github)
-    run_dir = tmp_path / "run"
     reviewer = failed_stage(4, reason=AGENT_REASON)
-    write_results(run_dir, a_run(scenario("acme @bob #6", passed_stage(3), reviewer)))
-    artifact = tmp_path / "artifact"
-    packed = ci_evals(
-        tmp_path,
-        ["comment", "--pack", str(run_dir), "--out", str(artifact)],
-        "pull_request",
-        pull_request_event(sha=HEAD),
-    )
-    assert packed.returncode == 0, packed.stderr
-    done = post(tmp_path, github, artifact)
-    assert done.returncode == 0, done.stderr
+    fork_comment(tmp_path, github, a_run(scenario("acme @bob #6", passed_stage(3), reviewer)))
     (comment,) = github.comments
     body = comment["body"]
     assert "### Not passed" in body and "`#1`" in body and "`@alice`" in body

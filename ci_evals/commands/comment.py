@@ -149,6 +149,7 @@ def _post(env: ActionsEnv | None, folder: Path, *, key: str, baseline: Path | No
         pr_number=claim.number,
         token=token,
         marker_key=key,
+        author=settings.author,
     )
     if env is not None:
         append_summary(env, markdown)
