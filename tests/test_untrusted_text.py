@@ -215,6 +215,17 @@ def test_report_prints_only_its_own_escaped_annotations(tmp_path: Path) -> None:
     # One error for the inconsistency, one for stage 5 (4 claims a pass): nothing else.
     assert runner_commands(done.stderr) == ["error", "error"]
     assert "results file is inconsistent (1 problem(s)" in done.stderr
+    # Redirected to a file, the summary is not the log: no markers in the Markdown.
+    with (tmp_path / "summary-out.md").open("w") as out:
+        subprocess.run(
+            [sys.executable, "-m", "ci_evals", "report", str(run_dir)],
+            env=actions_env(tmp_path),
+            stdout=out,
+            check=False,
+            timeout=60,
+        )
+    written = (tmp_path / "summary-out.md").read_text()
+    assert written.startswith("## ci-evals: error") and "stop-commands" not in written
 
 
 def test_the_run_summary_table_is_inert() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -159,14 +160,16 @@ def commands_stopped(env: ActionsEnv | None, stream: TextIO | None = None) -> It
     on `stream` (default stdout), the stream the untrusted text goes to: the
     runner reads stdout and stderr apart, so a marker on the other one may be
     read before or after the text. TOKEN is random, so the text cannot resume
-    commands early. Outside GitHub Actions (`env` None) nothing is printed.
+    commands early. Outside GitHub Actions (`env` None), or when `stream` is a
+    file (`report RUN > summary.md`: not the log, and the markers would be in
+    the file), nothing is printed.
     """
-    if env is None:
+    out = sys.stdout if stream is None else stream
+    if env is None or _is_file(out):
         yield
         return
     import secrets  # noqa: PLC0415 - ~10 ms (hashlib, OpenSSL); only in Actions
 
-    out = sys.stdout if stream is None else stream
     token = f"ci-evals-{secrets.token_hex(16)}"
     print(f"::stop-commands::{token}", file=out, flush=True)
     try:
@@ -174,3 +177,11 @@ def commands_stopped(env: ActionsEnv | None, stream: TextIO | None = None) -> It
     finally:
         out.flush()
         print(f"::{token}::", file=out, flush=True)
+
+
+def _is_file(stream: TextIO) -> bool:
+    """Whether `stream` writes to a regular file (a redirect), not to a pipe or terminal."""
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):  # no descriptor (io.UnsupportedOperation is an OSError)
+        return False
