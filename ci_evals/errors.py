@@ -122,7 +122,7 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
     except Exception as exc:  # the last line of defence: a bug, not user input
         log = _write_traceback(exc)
         print(
-            f"{prog}: unexpected error: {type(exc).__name__}: {exc} "
+            f"{prog}: unexpected error: {type(exc).__name__}: {inert(str(exc))} "
             f"(this is a bug in ci-evals; traceback in {log})",
             file=sys.stderr,
         )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.errors import UserError
+from ci_evals.errors import UserError, error_handler
 from ci_evals.github.actions import ActionsEnv, commands_stopped
 from ci_evals.results.model import write_results
 from ci_evals.run.progress import summary_table
@@ -169,6 +169,18 @@ def test_inert_text_is_never_a_command_nor_two_lines(text: str) -> None:
 def test_a_user_error_is_one_inert_line() -> None:
     error = UserError("unknown scenario 'a\n::add-mask::x ##[error]y'", field="scenario")
     assert runner_commands(f"ci-evals: error: {error}") == []
+
+
+def test_the_top_level_handler_prints_one_inert_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug's message may quote the input (a validator's error does): inert too."""
+    for error in (UserError("bad id 'a\n::add-mask::x'"), ValueError("a\n::add-mask::x")):
+        with error_handler() as code:
+            raise error
+        assert code[0] in (2, 3)
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and runner_commands(err) == [], err
+        if "traceback in " in err:  # the bug's log: ours to remove
+            Path(err.rsplit("traceback in ", 1)[1].rstrip().rstrip(")")).unlink()
 
 
 def test_commands_are_stopped_around_untrusted_output(capsys: pytest.CaptureFixture[str]) -> None:
