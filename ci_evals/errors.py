@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ci_evals.text import display_path
+from ci_evals.text import display_path, inert
 
 EXIT_OK = 0
 EXIT_FAIL = 1  # the check ran and found problems (uncovered files, failed stages)
@@ -75,8 +75,9 @@ class UserError(Exception):
             text = f"{self.location}: {text}"
         if self.hint:
             text = f"{text} ({self.hint})"
-        # One line, always: a newline in a value must not split the report.
-        return text.replace("\r", "\\r").replace("\n", "\\n")
+        # One line, always, and never a workflow command: a value may come from a
+        # results file or a fork's artifact (`text.inert`).
+        return inert(text)
 
 
 class Problems:
@@ -121,7 +122,7 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
     except Exception as exc:  # the last line of defence: a bug, not user input
         log = _write_traceback(exc)
         print(
-            f"{prog}: unexpected error: {type(exc).__name__}: {exc} "
+            f"{prog}: unexpected error: {type(exc).__name__}: {inert(str(exc))} "
             f"(this is a bug in ci-evals; traceback in {log})",
             file=sys.stderr,
         )

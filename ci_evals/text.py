@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 
 
 def one_line(text: str, limit: int | None = None, *, ellipsis: str = "...") -> str:
@@ -59,3 +60,44 @@ def _work_tree_top(folder: str) -> str | None:
         if parent == folder:
             return None
         folder = parent
+
+
+# Characters a log line must not carry raw: C0/C1 controls (a newline starts a
+# new line the runner reads as a command; ESC drives the terminal), the Unicode
+# line and paragraph separators, and the invisible format characters (bidi
+# overrides such as U+202E, zero-width spaces and joiners) that make a name
+# read as something else.
+_INVISIBLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+    "\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(match.group())
+    if named is not None:
+        return named
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(text: str) -> str:
+    """Untrusted `text` (a name from a results file, an agent's reason) as an inert part
+    of one log line: never a GitHub Actions workflow command, never two lines.
+
+    Controls, line separators and invisible format characters become visible
+    escapes (`\\n`, `\\x1b`, `\\u202e`); `::` (what starts a command, and
+    separates its parts) becomes `:\\x3a`, and the `#` of `##[` (the runner's
+    older syntax, a command anywhere in a line) `\\x23`. What is left reads
+    as the text said, with every trick shown.
+    """
+    escaped = _INVISIBLE.sub(_escape, text)
+    # .NET compares culture-sensitively, skipping characters it deems ignorable
+    # (variation selectors, combining joiners): so `:` and `#` are escaped when
+    # only such characters (never a letter, digit or space) stand between them.
+    escaped = _COLONS.sub(lambda m: m.group(1) + "\\x3a", escaped)
+    return _HASHES.sub("\\\\x23", escaped)
+
+
+_COLONS = re.compile(r"(:[^\w\s:]*):")
+_HASHES = re.compile(r"#(?=[^\w\s\[]*\[)")

@@ -7,6 +7,7 @@ working folder, then end. Fixtures 1..4 hold `outK.md` as stage k's output.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -99,3 +100,13 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
             # Read once above: a second read could race with the process exiting.
             found.append((int(entry.name), cmdline[:200].decode(errors="replace")))
     return found
+
+
+def bundled_cli() -> Path:
+    """The Claude Code CLI that claude-agent-sdk bundles, wherever the virtualenv is
+    (a clone under /tmp may use one elsewhere: never assume `REPO/.venv`)."""
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    assert spec is not None and spec.origin is not None, "pip install -e '.[dev]'"
+    path = Path(spec.origin).parent / "_bundled" / "claude"
+    assert path.exists(), f"no bundled CLI at {path}"
+    return path

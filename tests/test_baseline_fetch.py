@@ -95,7 +95,11 @@ def test_the_last_successful_trusted_run_with_the_artifact_is_downloaded(
     assert main(["report", str(V2), "--baseline", str(out), "--markdown", str(summary)]) == 0
     text = summary.read_text()
     sha = f"{good:040x}"[:12]
-    assert f"Baseline from run #{good - 400} of evals.yml on main at {sha} (https:" in text
+    # A SHA and `#N` as code (never GitHub references); the run's own page a link.
+    assert (
+        f"Baseline from run `#{good - 400}` of evals.yml on main at `{sha}` "
+        f"([the run](<https://github.com/{REPO}/actions/runs/{good}>))."
+    ) in text
     assert "**0 regression(s)**" in text
 
 

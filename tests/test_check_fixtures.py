@@ -11,6 +11,7 @@ import pytest
 
 from ci_evals.main import main
 from tests.conftest import ExampleLayout, copy_example, git
+from tests.test_untrusted_text import runner_commands
 
 
 @pytest.fixture
@@ -174,3 +175,15 @@ def test_the_seed_is_laid_down_and_checked(
     err = capsys.readouterr().err
     assert "fixture link" in err and "0-codebase/escape -> ../../ci-evals.yaml" in err
     assert "points outside" in err
+
+
+def test_a_fixture_file_name_is_never_a_workflow_command(
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pull request's fixture named to inject: its problem line is inert (text.inert)."""
+    chapters = example.root / "fixtures/4-plan-chapter-output/lab/chapters"
+    (chapters / "03-x\n::add-mask::secret ##[error]y.md").write_text("# no steps\n")
+    assert check(example, tmp_path / "out") == 1
+    out = capsys.readouterr().out
+    assert "03-x\\n:\\x3aadd-mask:\\x3asecret \\x23\\x23[error]y.md" in out
+    assert runner_commands(out) == []

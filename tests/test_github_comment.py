@@ -39,6 +39,8 @@ MARKER = sticky_marker("ci-evals")
 BOT = {"login": "github-actions[bot]", "type": "Bot"}
 HUMAN = {"login": "mallory", "type": "User"}
 OTHER_BOT = {"login": "other-app[bot]", "type": "Bot"}
+DEPENDABOT = {"login": "dependabot[bot]", "type": "Bot"}
+APP = {"login": "ci-evals-app[bot]", "type": "Bot"}  # what an App's token posts as
 
 
 @pytest.fixture(autouse=True)
@@ -74,6 +76,7 @@ class FakeGitHub:
     # number -> the `GET /repos/OWNER/NAME/pulls/N` reply (the fork path checks a PR's head)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_id: int = 1000
+    poster: dict[str, str] = field(default_factory=lambda: dict(BOT))  # the token's identity
 
     def add(self, body: str, user: dict[str, str]) -> int:
         self.next_id += 1
@@ -153,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
         github = self.server.github
         if self._too_long(body):
             return self._reply(422, _TOO_LONG)
-        comment_id = github.add(body["body"], BOT)
+        comment_id = github.add(body["body"], github.poster)
         self._reply(201, self._public(github.comments[-1]) | {"id": comment_id})
 
     def _update(self, comment_id: int, body: Any) -> None:
@@ -257,24 +260,61 @@ def test_a_second_run_updates_the_first_runs_comment(github: FakeGitHub) -> None
     assert first.comment_url == second.comment_url
 
 
-def test_updates_the_bots_latest_marked_comment_only(github: FakeGitHub) -> None:
+def test_updates_the_posting_identitys_latest_marked_comment_only(github: FakeGitHub) -> None:
     human = github.add(f"{MARKER}\nI pasted the marker", HUMAN)
     older = github.add(f"{MARKER}\nold summary", BOT)
+    ours = github.add(f"{MARKER}\nour summary", BOT)
     other_key = github.add(f"{sticky_marker('nightly')}\nnightly summary", BOT)
     quoted = github.add(f"> {MARKER}\nquoting it", BOT)  # the marker, but not first
-    newer = github.add(f"{MARKER}\nnewer summary", OTHER_BOT)
+    newer = github.add(f"{MARKER}\nanother bot's", OTHER_BOT)  # a bot, but not us
     github.add("thanks", HUMAN)
 
     outcome = post(github, "fresh\n")
 
     assert outcome.action == "updated"
     assert github.methods() == ["GET", "PATCH"]
-    assert github.requests[1].path == f"/repos/{REPO}/issues/comments/{newer}"
-    assert github.body_of(newer) == f"{MARKER}\nfresh\n"
+    assert github.requests[1].path == f"/repos/{REPO}/issues/comments/{ours}"
+    assert github.body_of(ours) == f"{MARKER}\nfresh\n"
+    assert github.body_of(newer) == f"{MARKER}\nanother bot's"
     assert github.body_of(human) == f"{MARKER}\nI pasted the marker"
     assert github.body_of(older) == f"{MARKER}\nold summary"
     assert github.body_of(other_key).endswith("nightly summary")
     assert github.body_of(quoted).endswith("quoting it")
+
+
+def test_another_bots_marker_comment_is_never_edited(github: FakeGitHub) -> None:
+    """Any `type: Bot` used to match: dependabot's comment quoting the marker was edited."""
+    planted = github.add(f"{MARKER}\nBumps foo from 1.0 to 1.1", DEPENDABOT)
+    assert post(github).action == "created"
+    assert github.body_of(planted) == f"{MARKER}\nBumps foo from 1.0 to 1.1"
+    assert [c["user"]["login"] for c in github.comments] == ["dependabot[bot]", BOT["login"]]
+
+
+def test_an_app_token_owns_the_marker_it_posts_as(github: FakeGitHub, tmp_path: Path) -> None:
+    """An App's token posts as APP[bot]: CI_EVALS_COMMENT_AUTHOR names it (GET /user is
+    not open to such tokens), and github-actions[bot]'s marker comment is not its own."""
+    github.poster = dict(APP)
+    actions = github.add(f"{MARKER}\nposted with GITHUB_TOKEN", BOT)
+    settings = CommentSettings.from_environ(
+        {
+            "GITHUB_API_URL": github.url,
+            "GITHUB_REPOSITORY": REPO,
+            "GITHUB_TOKEN": TOKEN,
+            "CI_EVALS_COMMENT_AUTHOR": "CI-Evals-App[bot]",  # logins ignore case
+        }
+    )
+    event = _event(tmp_path, {"pull_request": {"number": PR}})
+
+    def note(markdown: str) -> str:
+        return comment_on_pull_request(
+            markdown, event_name="pull_request", event_path=event, settings=settings
+        )
+
+    assert note("first\n").startswith("created a comment")
+    assert note("second\n").startswith("updated comment")
+    assert github.body_of(actions) == f"{MARKER}\nposted with GITHUB_TOKEN"
+    assert [c["body"] for c in github.comments if c["user"] == APP] == [f"{MARKER}\nsecond\n"]
+    assert CommentSettings.from_environ({}).author == "github-actions[bot]"
 
 
 def test_a_human_comment_with_the_marker_is_never_taken_over(github: FakeGitHub) -> None:

@@ -25,7 +25,7 @@ import pytest
 from ci_evals.results.model import read_results
 from ci_evals.sandbox.bwrap import available
 from tests.conftest import git
-from tests.run_helpers import make_suite, processes_mentioning
+from tests.run_helpers import bundled_cli, make_suite, processes_mentioning
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -342,7 +342,7 @@ def test_a_stage_cannot_turn_the_next_stages_folder_into_a_link_out(tmp_path: Pa
 
 
 def test_links_fifos_and_hard_links_in_the_workspace_are_not_followed(tmp_path: Path) -> None:
-    cli = next(REPO.glob(".venv/lib/python*/site-packages/claude_agent_sdk/_bundled/claude"))
+    cli = bundled_cli()  # wherever the virtualenv is, not only REPO/.venv
     before = sha(cli)
     command = (
         "ln -s /proc/self/environ environ.md; ln -s /etc/shadow shadow.md; "

@@ -282,8 +282,8 @@ def test_a_baseline_not_at_the_merge_base_is_stale(tmp_path: Path) -> None:
     fresh = save(tmp_path, "fresh", repeated((True, 4), revision=Revision(commit=commits["B"])))
     _, markdown = report(str(after), "--baseline", str(old), tmp_path=tmp_path)
     assert (
-        f"- **Stale baseline:** it ran at {commits['A'][:12]}, not at the merge base "
-        f"{commits['B'][:12]} of this change"
+        f"- **Stale baseline:** it ran at `{commits['A'][:12]}`, not at the merge base "
+        f"`{commits['B'][:12]}` of this change"
     ) in markdown
     _, markdown = report(str(after), "--baseline", str(fresh), tmp_path=tmp_path)
     assert "Stale" not in markdown
@@ -298,7 +298,7 @@ def test_report_base_computes_the_merge_base_in_the_checkout(
     old = save(tmp_path, "old", repeated((True, 4), revision=Revision(commit=commits["A"])))
     monkeypatch.chdir(repo)
     _, markdown = report(str(after), "--baseline", str(old), "--base", "main", tmp_path=tmp_path)
-    assert f"not at the merge base {commits['B'][:12]}" in markdown
+    assert f"not at the merge base `{commits['B'][:12]}`" in markdown
     _, markdown = report(str(after), "--baseline", str(old), "--base", "nope", tmp_path=tmp_path)
     assert "no merge base of" in markdown and "staleness not checked" in markdown
 

@@ -30,6 +30,7 @@ from ci_evals.report.baseline_markdown import comparison_section, cost_section, 
 from ci_evals.report.costs import cost_summary
 from ci_evals.report.verify import problems as inconsistencies
 from ci_evals.results.model import RESULTS_FILE, RunResult, read_results
+from ci_evals.text import inert
 
 
 def against_baseline(
@@ -66,7 +67,7 @@ def baseline_comparison(
     source, reason = read_source(args.baseline)
     baseline, missing = load_baseline(args.baseline, reason)
     if baseline is None:
-        print(f"ci-evals report: --baseline: no baseline: {missing}", file=sys.stderr)
+        print(f"ci-evals report: --baseline: no baseline: {inert(missing)}", file=sys.stderr)
         return NoBaseline(missing), source
     notes = same_suite(result, baseline, baseline_file=_results_file(args.baseline))
     merge_base, why = merge_base_of(result, args.base)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from ci_evals.commands import isolation
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.fs.walk import walk
-from ci_evals.text import display_path
+from ci_evals.text import display_path, inert
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -97,7 +97,7 @@ def _contracts(suite: Suite, scenario: Scenario | None) -> int:
     for note in report.notes:
         print(f"note: {note}")
     for line in report.problems:
-        print(line)
+        print(inert(line))  # quotes the fixtures: a pull request's files
     if report.problems:
         print(
             f"{len(report.problems)} contract problem(s) in the fixtures: update the fixtures "
@@ -188,7 +188,7 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
                 )
                 name = _name(suite, suite.fixture_dir(stage, scenario))
                 where = f"stage {stage.number} {stage.name}"
-                print(f"{name} ({where}): {verdict.verdict} - {verdict.reason}")
+                print(inert(f"{name} ({where}): {verdict.verdict} - {verdict.reason}"))
                 report.append(
                     {"stage": stage.number, "fixture": name, **verdict.model_dump(mode="json")}
                 )

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ci_evals.commands.report import add_comment_key, write_output
 from ci_evals.errors import EXIT_OK, UserError
+from ci_evals.text import inert
 
 if TYPE_CHECKING:
     from ci_evals.github.actions import ActionsEnv
@@ -148,12 +149,14 @@ def _post(env: ActionsEnv | None, folder: Path, *, key: str, baseline: Path | No
         pr_number=claim.number,
         token=token,
         marker_key=key,
+        author=settings.author,
     )
     if env is not None:
         append_summary(env, markdown)
     if outcome.action == "skipped-read-only":
         raise UserError(outcome.detail)
-    print(f"ci-evals comment: {outcome.detail}: {outcome.comment_url or '(no URL in the reply)'}")
+    url = outcome.comment_url or "(no URL in the reply)"
+    print(f"ci-evals comment: {inert(outcome.detail)}: {inert(url)}")
     return EXIT_OK
 
 
@@ -206,7 +209,11 @@ def _summary(artifact: ArtifactReader, run: WorkflowRun, baseline: Path | None) 
             raise UserError(f"{RESULTS_FILE}: {exc.message}", field=exc.field) from None
     found = problems(result)
     if found:
-        print(f"ci-evals comment: {RESULTS_FILE} is inconsistent: {found[0]}", file=sys.stderr)
+        # The fork's text, in the privileged job's log: inert, never a workflow command.
+        print(
+            f"ci-evals comment: {RESULTS_FILE} is inconsistent: {inert(found[0])}",
+            file=sys.stderr,
+        )
     note = (
         f"_From the pull request's own run (workflow run {run.run_id}, commit "
         f"`{run.head_sha[:12]}`): results written by the pull request's code, checked for "

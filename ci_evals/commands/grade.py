@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ci_evals.commands import isolation
 from ci_evals.errors import UserError
+from ci_evals.text import inert
 
 if TYPE_CHECKING:
     from ci_evals.results.model import RunResult
@@ -42,7 +43,7 @@ def _check_consistent(saved: RunResult, run_dir: Path) -> None:
     if not found:
         return
     for problem in found:
-        print(f"ci-evals grade: {problem}", file=sys.stderr)
+        print(f"ci-evals grade: {inert(problem)}", file=sys.stderr)
     raise UserError(
         f"the results file is inconsistent ({len(found)} problem(s), listed above)",
         file=run_dir / "results.json",
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if target.result.error:
             line += f" - {target.result.error}"
-        print(line)
+        print(inert(line))  # ids from the results file, the reviewer's error
     for note in notes:
         print(note)
     from ci_evals.results.summary import exit_code, repeat_table  # noqa: PLC0415

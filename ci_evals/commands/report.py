@@ -19,7 +19,11 @@ and the estimated saving); a missing baseline is said, a baseline of another
 suite refused (exit 2). It never changes the exit code otherwise.
 
 In GitHub Actions it also prints an `::error`/`::warning` annotation per stage
-that did not pass (at most 10 per level; `report.annotations`).
+that did not pass (at most 10 per level; `report.annotations`). Text from the
+results file is never a workflow command: the printed summary sits inside
+`::stop-commands::` (`github.actions.commands_stopped`), every other line that
+quotes the file goes through `text.inert` (docs/github.md, *Untrusted text
+stays text*).
 
 `--comment` (GitHub Actions, a pull request): also post the summary as the
 pull request's sticky comment, edited in place on every run (one per
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UserError
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.text import inert
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -109,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
         against_baseline,
         baseline_comparison,
     )
-    from ci_evals.github.actions import ActionsEnv, append_summary  # noqa: PLC0415
+    from ci_evals.github.actions import (  # noqa: PLC0415
+        ActionsEnv,
+        append_summary,
+        commands_stopped,
+    )
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
@@ -130,11 +139,12 @@ def run(args: argparse.Namespace) -> int:
         _write_html(result, args, found, None if compared is None else compared[0])
     if args.junit is not None:
         write_output(args.junit, junit_xml(result, found), option="--junit")
+    env = ActionsEnv.from_environ()
     if args.markdown is not None:
         write_output(args.markdown, markdown, option="--markdown")
     else:
-        print(markdown, end="")
-    env = ActionsEnv.from_environ()
+        with commands_stopped(env):  # the summary quotes the results file
+            print(markdown, end="")
     if env is not None:
         append_summary(env, markdown)
         _annotate(result, found)
@@ -143,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if found:
         print(
             f"ci-evals report: {args.run_dir}: the results file is inconsistent "
-            f"({len(found)} problem(s), listed in the report): {found[0]}",
+            f"({len(found)} problem(s), listed in the report): {inert(found[0])}",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -225,7 +235,7 @@ def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
             settings=CommentSettings.from_environ(),
             marker_key=key,
         )
-    print(f"ci-evals report: --comment: {note}", file=sys.stderr)
+    print(f"ci-evals report: --comment: {inert(note)}", file=sys.stderr)
 
 
 def write_output(path: Path, text: str, *, option: str) -> None:

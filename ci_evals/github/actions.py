@@ -6,17 +6,26 @@ workflow command is escaped, because a file name is data and can contain `%`,
 newlines or `::` — unescaped, a crafted name injects commands into the log
 (tj-actions GHSA-mcph-m25j-8j63).
 
+Text that came from a results file (a fork's, an agent's) is printed inside
+`commands_stopped`: between `::stop-commands::TOKEN` and `::TOKEN::`, with a
+random TOKEN the text cannot know, the runner reads no workflow command at all
+(GitHub's documented way to echo untrusted output); each such line is also
+`text.inert`, in case it lands outside (another stream, another runner).
+
 Settings are read from the environment once, into `ActionsEnv`; the rest of the
 code receives that record and never reads `os.environ` itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+import stat
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 Level = Literal["error", "warning", "notice"]
 
@@ -141,3 +150,38 @@ def capped(lines: Sequence[str], limit: int = MAX_ANNOTATIONS_PER_LEVEL) -> list
         *lines[:limit],
         annotation("notice", f"{rest} more not shown here; see the step summary"),
     ]
+
+
+@contextlib.contextmanager
+def commands_stopped(env: ActionsEnv | None, stream: TextIO | None = None) -> Iterator[None]:
+    """While inside, the runner takes nothing written to `stream` as a workflow command.
+
+    `::stop-commands::TOKEN` before, `::TOKEN::` after (even on an exception), both
+    on `stream` (default stdout), the stream the untrusted text goes to: the
+    runner reads stdout and stderr apart, so a marker on the other one may be
+    read before or after the text. TOKEN is random, so the text cannot resume
+    commands early. Outside GitHub Actions (`env` None), or when `stream` is a
+    file (`report RUN > summary.md`: not the log, and the markers would be in
+    the file), nothing is printed.
+    """
+    out = sys.stdout if stream is None else stream
+    if env is None or _is_file(out):
+        yield
+        return
+    import secrets  # noqa: PLC0415 - ~10 ms (hashlib, OpenSSL); only in Actions
+
+    token = f"ci-evals-{secrets.token_hex(16)}"
+    print(f"::stop-commands::{token}", file=out, flush=True)
+    try:
+        yield
+    finally:
+        out.flush()
+        print(f"::{token}::", file=out, flush=True)
+
+
+def _is_file(stream: TextIO) -> bool:
+    """Whether `stream` writes to a regular file (a redirect), not to a pipe or terminal."""
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):  # no descriptor (io.UnsupportedOperation is an OSError)
+        return False

@@ -3,10 +3,15 @@
 The comment starts with a hidden marker, `<!-- ci-evals-sticky:KEY -->`. Each
 run lists the pull request's issue comments (every page: a busy PR has
 hundreds), takes the most recent one that starts with the marker AND was
-written by a bot, and edits it; without one it creates a new comment. Only a
-bot's comment counts, so a person who pastes the marker into a comment cannot
-make ci-evals overwrite (or hide behind) their text. Two suites in one
-repository keep two comments by using two keys.
+written by the identity that posts (`CommentSettings.author`: by default
+`github-actions[bot]`, what `GITHUB_TOKEN` posts as; an App's token posts as
+`APP[bot]`, set with `CI_EVALS_COMMENT_AUTHOR`), and edits it; without one it
+creates a new comment. Only that identity's comment counts — not any bot's: a
+person, or another bot (`dependabot[bot]`, a bot that quotes comments), that
+writes the marker cannot make ci-evals overwrite (or hide behind) their text.
+The token cannot say whose it is (`GET /user` answers 403 to `GITHUB_TOKEN`),
+hence a configured login. Two suites in one repository keep two comments by
+using two keys.
 
 A second run whose summary is unchanged leaves the comment alone: no edit, no
 notification, no "edited" mark.
@@ -54,6 +59,8 @@ from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
 from ci_evals.text import one_line
 
 DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_AUTHOR = "github-actions[bot]"  # who GITHUB_TOKEN posts as
+AUTHOR_ENV = "CI_EVALS_COMMENT_AUTHOR"
 # GitHub answers 422 "body is too long (maximum is 65536 characters)".
 COMMENT_LIMIT = 65_536
 API_VERSION = "2022-11-28"
@@ -110,6 +117,7 @@ class CommentSettings:
     api_url: str
     repository: str | None
     token: str | None = field(repr=False)
+    author: str = DEFAULT_AUTHOR  # the login the token posts as: it alone owns the marker
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> CommentSettings:
@@ -118,6 +126,7 @@ class CommentSettings:
             api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
             repository=env.get("GITHUB_REPOSITORY") or None,
             token=env.get("GITHUB_TOKEN") or None,
+            author=env.get(AUTHOR_ENV, "").strip() or DEFAULT_AUTHOR,
         )
 
 
@@ -422,21 +431,23 @@ class _Sticky:
     html_url: str | None
 
 
-def _sticky(comment: object, marker: str) -> _Sticky | None:
-    """The comment when it is a bot's comment that starts with `marker`."""
+def _sticky(comment: object, marker: str, author: str) -> _Sticky | None:
+    """The comment when `author` wrote it and it starts with `marker`."""
     if not isinstance(comment, dict):
         return None
     body, user, number = comment.get("body"), comment.get("user"), comment.get("id")
     if not isinstance(body, str) or not body.startswith(marker):
         return None
-    if not isinstance(user, dict) or user.get("type") != "Bot":
+    login = user.get("login") if isinstance(user, dict) else None
+    # Logins are case-insensitive on GitHub.
+    if not isinstance(login, str) or login.casefold() != author.casefold():
         return None
     if isinstance(number, bool) or not isinstance(number, int):
         return None
     return _Sticky(number, body, _html_url(comment))
 
 
-def _find_sticky(client: _Client, url: str, marker: str) -> _Sticky | None:
+def _find_sticky(client: _Client, url: str, marker: str, author: str) -> _Sticky | None:
     """The most recent sticky comment, over every page of the listing."""
     found: list[_Sticky] = []
     seen: set[str] = set()
@@ -446,7 +457,7 @@ def _find_sticky(client: _Client, url: str, marker: str) -> _Sticky | None:
         page, headers = client.request("GET", next_url)
         if not isinstance(page, list):
             raise UserError(f"GitHub API: GET {_path(next_url)} did not answer a list of comments")
-        found.extend(s for s in (_sticky(c, marker) for c in page) if s is not None)
+        found.extend(s for s in (_sticky(c, marker, author) for c in page) if s is not None)
         next_url = _next_page(headers, next_url)
     # Comment ids grow with time: the largest is the most recent.
     return max(found, key=lambda sticky: sticky.id, default=None)
@@ -499,6 +510,7 @@ def post_sticky_comment(
     pr_number: int,
     token: str,
     marker_key: str = "ci-evals",
+    author: str = DEFAULT_AUTHOR,
     timeout: float = 30.0,
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> CommentOutcome:
@@ -510,6 +522,7 @@ def post_sticky_comment(
         repo_url=f"{api}/repos/{owner}/{name}",
         comments_url=f"{api}/repos/{owner}/{name}/issues/{pr_number}/comments",
         where=f"{owner}/{name}#{pr_number}",
+        author=author,
     )
     text = comment_body(body, marker)
     return with_retries(lambda: _upsert(target, marker, text), retry, target.where)
@@ -536,6 +549,7 @@ class _Target:
     repo_url: str
     comments_url: str
     where: str  # OWNER/NAME#N, for messages
+    author: str  # the login whose marker comment is ours
 
 
 def _upsert(target: _Target, marker: str, text: str) -> CommentOutcome:
@@ -546,7 +560,8 @@ def _upsert(target: _Target, marker: str, text: str) -> CommentOutcome:
     """
     client, where = target.client, target.where
     try:
-        existing = _find_sticky(client, f"{target.comments_url}?per_page={PER_PAGE}", marker)
+        listing = f"{target.comments_url}?per_page={PER_PAGE}"
+        existing = _find_sticky(client, listing, marker, target.author)
     except _StatusError as exc:
         if _skippable(exc, listing=True):
             return _skipped(exc, where)
@@ -632,6 +647,7 @@ def comment_on_pull_request(
         pr_number=number,
         token=settings.token,
         marker_key=marker_key,
+        author=settings.author,
         timeout=timeout,
     )
     if outcome.action == "skipped-read-only":

@@ -10,6 +10,7 @@ the rest of the summary (`markdown.text`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ci_evals.report.baseline import NOT_RUN, STALE, Comparison, Delta, NoBaseline, StageRow
@@ -101,7 +102,7 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
     """*Against the baseline*: the deltas, or why there is nothing to compare with."""
     lines = ["### Against the baseline", ""]
     if source:
-        lines += [text(source, REASON_LIMIT), ""]
+        lines += [_source(source), ""]
     if isinstance(outcome, NoBaseline):
         lines += [
             f"**No baseline:** {text(outcome.reason, REASON_LIMIT)}. Nothing to compare with; "
@@ -133,6 +134,20 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
             lines.append(f"\n... and {len(outcome.rows) - ROWS_SHOWN} more stages")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# `baseline fetch`'s line ends with the run's page, from GitHub's own reply.
+_RUN_PAGE = re.compile(r"(?s)(.*) \((https://[^\s<>`|()\\]+)\)(\.?)")
+
+
+def _source(source: str) -> str:
+    """Where the baseline came from; the run's page stays a link (ci-evals' own), while
+    everything else is text like any other (a `#N` there is a run number, not an issue)."""
+    found = _RUN_PAGE.fullmatch(source)
+    if found is None:
+        return text(source, REASON_LIMIT)
+    said, page, stop = found.groups()
+    return f"{text(said, REASON_LIMIT)} ([the run](<{page}>)){stop}"
 
 
 def _note(note: str) -> str:

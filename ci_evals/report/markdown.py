@@ -5,15 +5,19 @@ a headline with the verdict, the stage counts and the total cost; a table per
 scenario; then each stage that did not pass with its reason and every failed
 criterion.
 
-Everything an agent or a grader wrote is data, not Markdown: it is escaped so
-that a `|` cannot split a table cell, a newline cannot end it, `<` cannot open
-HTML (or a hidden `<!-- marker -->` of the sticky comment) and `@name` cannot
-notify anyone. Long texts are cut; a PR comment holds at most 65,536 characters.
+Everything an agent or a grader wrote is data, not Markdown (`text`): it is
+escaped so that a `|` cannot split a table cell, a newline cannot end it, `<`
+cannot open HTML (or a hidden `<!-- marker -->` of the sticky comment); what
+GitHub would link by itself (`@name`, `#1`, `GH-1`, `owner/repo#1`, a commit SHA,
+a URL) is shown as code, so the bot's comment mentions, notifies and
+cross-references nobody; bidi and zero-width characters are removed. Long texts
+are cut; a PR comment holds at most 65,536 characters.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -54,12 +58,48 @@ HEADER = ("stage", "status", "criteria", "mean", "turns", "cost", "time")
 # `#`, `-`, `+` and `1.` (which matter only there) are left alone.
 _MARKUP = re.compile(r"([\\`*_\[\]|~$])")
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;"}
+# What GitHub links by itself in a comment's text (its "autolinked references"):
+# URLs (a link to a github.com issue also cross-references it), `owner/repo#1`,
+# `owner/repo@SHA`, `GH-1`, `#1`, `@user` / `@org/team`, and commit SHAs of 7 to 40
+# hex digits. A backslash or an entity does not stop it (GitHub links the rendered
+# text, entities decoded); a code span does, so each is written as one. None of
+# these patterns can hold a backtick or a `|`, so the span stays one table cell.
+_URL_CHARS = r"[^\s`|<>]"
+_REFERENCE = re.compile(
+    rf"(?:(?:https?|ftp)://|www\.){_URL_CHARS}*[^\s`|<>.,;:!?'\")\]*_~]"
+    r"|[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+(?:#\d+|@[0-9A-Fa-f]{7,40}\b)"
+    r"|\b[Gg][Hh]-\d+"
+    r"|(?<![A-Za-z0-9_])#\d+"  # as GitHub: `acme#2` (a repeat's label) is no reference
+    r"|(?<![A-Za-z0-9_])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)?"
+    r"|\b[0-9A-Fa-f]{7,40}\b"
+)
+
+
+def _invisible(char: str) -> bool:
+    """A format character: bidi overrides and isolates (U+202E...), zero-width spaces
+    and joiners, the BOM, tags. Invisible in a comment, they make text read as other text."""
+    return unicodedata.category(char) == "Cf"
+
+
+def _plain(value: str) -> str:
+    escaped = _MARKUP.sub(r"\\\1", value)
+    return "".join(_ENTITIES.get(char, char) for char in escaped)
 
 
 def text(value: str, limit: int) -> str:
-    """`value` as literal one-line Markdown text, at most about `limit` characters."""
-    escaped = _MARKUP.sub(r"\\\1", cap(one_line(printable(value)), limit))
-    return "".join(_ENTITIES.get(char, char) for char in escaped)
+    """`value` (anything an agent, a reviewer or a results file wrote) as literal one-line
+    Markdown text, at most about `limit` characters: no markup, no HTML, invisible format
+    characters removed, and nothing GitHub would turn into a link, a mention or a
+    cross-reference (each such reference is shown as code)."""
+    visible = "".join(char for char in printable(value) if not _invisible(char))
+    line = cap(one_line(visible), limit)
+    parts: list[str] = []
+    end = 0
+    for match in _REFERENCE.finditer(line):
+        parts += [_plain(line[end : match.start()]), f"`{match.group()}`"]
+        end = match.end()
+    parts.append(_plain(line[end:]))
+    return "".join(parts)
 
 
 def _cost(value: float | None) -> str:

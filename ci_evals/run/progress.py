@@ -21,6 +21,7 @@ from typing import TextIO
 from ci_evals.agents import Progress
 from ci_evals.results.model import RunResult, StageResult
 from ci_evals.run.runner import RunListener, RunPlan
+from ci_evals.text import inert
 
 _MARKS = {
     "completed": "ok",
@@ -75,7 +76,8 @@ class PlainProgress(RunListener):
 
     def _line(self, text: str) -> None:
         stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
-        print(f"[{stamp}] {text}", file=self.stream, flush=True)
+        # Scenario ids and stage errors are the suite's and the agent's text: inert in a log.
+        print(f"[{stamp}] {inert(text)}", file=self.stream, flush=True)
 
     def run_started(self, plan: RunPlan, result: RunResult) -> None:
         names = ", ".join(s.name for s in plan.stages)
@@ -201,10 +203,11 @@ def summary_table(result: RunResult) -> str:
                     str(len(stage.produced)),
                 )
             )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    shown = [[inert(cell) for cell in row] for row in rows]  # one line each, never a command
+    widths = [max(len(row[i]) for row in shown) for i in range(len(header))]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+        for row in shown
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     lines += _stub_misses(result)
@@ -229,7 +232,7 @@ def _stub_misses(result: RunResult) -> list[str]:
                 first = stage.stub_misses[0].text
                 more = len(stage.stub_misses) - 1
                 lines.append(
-                    f"  {label} stage {stage.number} {stage.name}: {first}"
+                    inert(f"  {label} stage {stage.number} {stage.name}: {first}")
                     + (f" (and {more} more)" if more else "")
                 )
     if lines:

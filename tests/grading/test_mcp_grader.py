@@ -42,12 +42,18 @@ def grade(g: StageGrading, folder: Path, out: Path, sandbox: str) -> StageVerdic
     )
 
 
+# The mcp package's server imports pydantic and starlette before it answers: on a
+# loaded machine, from a fresh virtualenv (no bytecode yet), that alone can pass the
+# grader's 10 s default wait. A correctness test must not depend on speed.
+SLOW_START_S = 120
+
 STAGE = f"""
 mcp:
   - id: server
     command: [{sys.executable}, server.py]
     cwd: app
     protocol: 2025-06-18
+    timeout_s: {SLOW_START_S}
     weights: {{tools-call: 3}}
     tool: add
     arguments: {{a: 2, b: 40}}
@@ -144,7 +150,7 @@ def test_a_missing_cwd_is_the_agent_s_failure(tmp_path: Path) -> None:
 def test_the_stateless_revision_is_checked_when_named(tmp_path: Path) -> None:
     g = grading(
         f"mcp:\n  - {{id: s, command: [{sys.executable}, server.py], cwd: app,"
-        " protocol: '2026-07-28'}\n",
+        f" protocol: '2026-07-28', timeout_s: {SLOW_START_S}}}\n",
         tmp_path,
     )
     verdict = grade(g, workspace(tmp_path, "sdk_server.py"), tmp_path / "out", "local")
