@@ -3,8 +3,12 @@
 Both read only `results.json` (a `RunResult`) and share the rules here: how a
 stage's status maps to an outcome, which criteria failed, and how text an agent
 wrote is made safe to embed. The rules fail closed: a stage nobody saw finish
-(`pending`/`running`, or skipped because the run stopped early) is an error,
-never a pass, and so is a stage with graders left `completed` (never graded).
+(`pending`/`running`, or skipped because the run stopped early or its budget
+ran out) is an error, never a pass, and so is a stage with graders left
+`completed` (never graded). A run that did not pass never reports green: one
+that did not finish, or recorded no stage, is an error of its own in both
+reports (`run_reason`), whatever its stages say — the rule `run_passed` (the
+exit code) applies.
 A file that disagrees with itself (`verify.problems`: statuses against
 verdicts, verdicts against their criteria, summaries against the stages) is
 an error of the whole run: both reports say so first, and it never passes.
@@ -73,7 +77,13 @@ def stage_label(stage: StageResult) -> str:
 
 
 def outcome(result: RunResult, stage: StageResult) -> Outcome:
-    """How a CI report shows the stage: a pass only for one that was seen to pass."""
+    """How a CI report shows the stage: a pass only for one that was seen to pass.
+
+    A skipped stage is `skipped` (a reporter's grey) only after a stage of its
+    own scenario that ran and did not pass: that stage is already red and says why.
+    Skipped for any other reason (the run budget was spent, the run stopped)
+    nothing judged it, and the run cannot pass: an error with the reason.
+    """
     status = stage.status
     if status == "completed" and stage.graded:
         return "error"  # graders were configured, and nobody ran them
@@ -81,10 +91,23 @@ def outcome(result: RunResult, stage: StageResult) -> Outcome:
         return "passed"
     if status in ("failed", "limit"):
         return "failure"
-    if status == "skipped" and result.status == "completed":
+    if status == "skipped" and result.status == "completed" and _after_a_stop(result, stage):
         return "skipped"
-    # error, pending, running, and skipped in a run that stopped early.
+    # error, pending, running, and skipped in a run that stopped early or ran out of budget.
     return "error"
+
+
+def _after_a_stop(result: RunResult, stage: StageResult) -> bool:
+    """True when an earlier stage of `stage`'s scenario (and repeat) ran and did not pass."""
+    for scenario in result.scenarios:
+        for index, candidate in enumerate(scenario.stages):
+            if candidate is stage:
+                return any(
+                    earlier.status != "skipped"
+                    and outcome(result, earlier) in ("failure", "error")
+                    for earlier in scenario.stages[:index]
+                )
+    return False
 
 
 def unfinished(result: RunResult, stage: StageResult) -> bool:
@@ -92,6 +115,32 @@ def unfinished(result: RunResult, stage: StageResult) -> bool:
     if stage.status in ("pending", "running"):
         return True
     return stage.status == "skipped" and result.status != "completed"
+
+
+def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
+    """Why the run itself did not pass, beyond its stages ('' when it passed, or when
+    a stage's own failure or error already says why).
+
+    A run that did not finish (`running`: its writer was killed; `interrupted`;
+    `error`) never passes, even when every stage it recorded did, and neither
+    does one that recorded no stage: the reports must show that as an error of
+    its own, else a reporter counting test cases shows them green.
+    """
+    if result.status == "running":
+        return (
+            "the run never finished: results.json still says running "
+            "(the runner was killed or is still writing), so nothing vouches for the rest"
+        )
+    if result.status != "completed":
+        return f"the run ended {result.status} before it finished"
+    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+    if not stages:
+        return "the run recorded no stage"
+    if run_problems(result, problems) or run_passed(result, problems):
+        return ""  # an inconsistent file is an error of its own (INCONSISTENT)
+    if any(outcome(result, stage) in ("failure", "error") for stage in stages):
+        return ""
+    return "the run did not pass (its verdict over repeats), though no stage says why"
 
 
 def status_word(stage: StageResult) -> str:

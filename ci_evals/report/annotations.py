@@ -4,7 +4,8 @@ Pure data (`Note`: level, title, message); `commands.report` turns them into
 escaped `::error`/`::warning` workflow commands, at most 10 per level (GitHub
 drops the rest silently), and the step summary lists every one of them under
 *Not passed*. Levels: `error` for a stage that failed, errored or was never
-finished; `warning` for one skipped because an earlier stage did not pass, and
+finished, and for a run that did not pass though no stage says so (`run_reason`);
+`warning` for one skipped because an earlier stage did not pass, and
 for a run the stub model served (its verdict is a wiring check, not the model's).
 """
 
@@ -14,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ci_evals.report import outcome, reason, run_problems, scenario_label, stage_label
+from ci_evals.report import (
+    outcome,
+    reason,
+    run_problems,
+    run_reason,
+    scenario_label,
+    stage_label,
+)
 from ci_evals.text import one_line
 
 if TYPE_CHECKING:
@@ -37,6 +45,9 @@ def run_notes(result: RunResult, problems: Sequence[str] | None = None) -> list[
         Note("error", "ci-evals: results file inconsistent", one_line(p, MESSAGE_LIMIT))
         for p in found
     ]
+    why = run_reason(result, found)
+    if why:
+        errors.append(Note("error", f"ci-evals: the run is {result.status}", one_line(why)))
     warnings: list[Note] = []
     for scenario in result.scenarios:
         for stage in scenario.stages:

@@ -30,6 +30,7 @@ from ci_evals.report import (
     reason,
     run_passed,
     run_problems,
+    run_reason,
     scenario_label,
     stage_label,
     status_word,
@@ -212,6 +213,11 @@ def markdown_summary(result: RunResult, problems: Sequence[str] | None = None) -
         for stage in scenario.stages
         if outcome(result, stage) in ("failure", "error")
     ]
+    why = run_reason(result, found)  # the run's own, first: no stage may say it
+    if why:
+        failing.insert(
+            0, [f"- **the run** ({text(result.status, CELL_LIMIT)}): {text(why, REASON_LIMIT)}"]
+        )
     if failing:
         lines.extend(["### Not passed", ""])
         for block in failing:
