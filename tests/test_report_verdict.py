@@ -58,8 +58,8 @@ def run_case(root: ET.Element) -> ET.Element:
     ("status", "said"),
     [
         ("running", "the run never finished: results.json still says running"),
-        ("interrupted", "the run ended interrupted before it finished"),
-        ("error", "the run ended error before it finished"),
+        ("interrupted", "the run was interrupted before it finished"),
+        ("error", "the run ended in error before it finished"),
     ],
 )
 def test_an_unfinished_run_whose_stages_all_passed_is_red(

@@ -131,8 +131,10 @@ def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
             "the run never finished: results.json still says running "
             "(the runner was killed or is still writing), so nothing vouches for the rest"
         )
+    if result.status == "interrupted":
+        return "the run was interrupted before it finished"
     if result.status != "completed":
-        return f"the run ended {result.status} before it finished"
+        return f"the run ended in {result.status} before it finished"
     stages = [stage for scenario in result.scenarios for stage in scenario.stages]
     if not stages:
         return "the run recorded no stage"
