@@ -103,8 +103,7 @@ def _after_a_stop(result: RunResult, stage: StageResult) -> bool:
         for index, candidate in enumerate(scenario.stages):
             if candidate is stage:
                 return any(
-                    earlier.status != "skipped"
-                    and outcome(result, earlier) in ("failure", "error")
+                    earlier.status != "skipped" and outcome(result, earlier) in ("failure", "error")
                     for earlier in scenario.stages[:index]
                 )
     return False
@@ -117,6 +116,13 @@ def unfinished(result: RunResult, stage: StageResult) -> bool:
     return stage.status == "skipped" and result.status != "completed"
 
 
+_UNFINISHED = {
+    "running": "the run never finished: results.json still says running "
+    "(the runner was killed or is still writing), so nothing vouches for the rest",
+    "interrupted": "the run was interrupted before it finished",
+}
+
+
 def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
     """Why the run itself did not pass, beyond its stages ('' when it passed, or when
     a stage's own failure or error already says why).
@@ -126,23 +132,21 @@ def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
     does one that recorded no stage: the reports must show that as an error of
     its own, else a reporter counting test cases shows them green.
     """
-    if result.status == "running":
-        return (
-            "the run never finished: results.json still says running "
-            "(the runner was killed or is still writing), so nothing vouches for the rest"
-        )
-    if result.status == "interrupted":
-        return "the run was interrupted before it finished"
     if result.status != "completed":
-        return f"the run ended in {result.status} before it finished"
+        return _UNFINISHED.get(
+            result.status, f"the run ended in {result.status} before it finished"
+        )
     stages = [stage for scenario in result.scenarios for stage in scenario.stages]
     if not stages:
         return "the run recorded no stage"
-    if run_problems(result, problems) or run_passed(result, problems):
-        return ""  # an inconsistent file is an error of its own (INCONSISTENT)
-    if any(outcome(result, stage) in ("failure", "error") for stage in stages):
-        return ""
-    return "the run did not pass (its verdict over repeats), though no stage says why"
+    told = (
+        run_problems(result, problems)  # an inconsistent file is an error of its own
+        or run_passed(result, problems)
+        or any(outcome(result, stage) in ("failure", "error") for stage in stages)
+    )
+    return (
+        "" if told else "the run did not pass (its verdict over repeats), though no stage says why"
+    )
 
 
 def status_word(stage: StageResult) -> str:
