@@ -76,13 +76,14 @@ def stage_label(stage: StageResult) -> str:
     return f"{stage.number} {stage.name}"
 
 
-def outcome(result: RunResult, stage: StageResult) -> Outcome:
+def outcome(result: RunResult, stage: StageResult, *, after_a_stop: bool = False) -> Outcome:
     """How a CI report shows the stage: a pass only for one that was seen to pass.
 
-    A skipped stage is `skipped` (a reporter's grey) only after a stage of its
-    own scenario that ran and did not pass: that stage is already red and says why.
-    Skipped for any other reason (the run budget was spent, the run stopped)
-    nothing judged it, and the run cannot pass: an error with the reason.
+    A skipped stage is `skipped` (a reporter's grey) only `after_a_stop`: after
+    a stage of its own scenario that ran and did not pass, which is already red
+    and says why (`scenario_outcomes` knows; a lone stage does not, so it is
+    red). Skipped for any other reason (the run budget was spent, the run
+    stopped) nothing judged it, and the run cannot pass: an error with the reason.
     """
     status = stage.status
     if status == "completed" and stage.graded:
@@ -91,22 +92,33 @@ def outcome(result: RunResult, stage: StageResult) -> Outcome:
         return "passed"
     if status in ("failed", "limit"):
         return "failure"
-    if status == "skipped" and result.status == "completed" and _after_a_stop(result, stage):
+    if status == "skipped" and result.status == "completed" and after_a_stop:
         return "skipped"
     # error, pending, running, and skipped in a run that stopped early or ran out of budget.
     return "error"
 
 
-def _after_a_stop(result: RunResult, stage: StageResult) -> bool:
-    """True when an earlier stage of `stage`'s scenario (and repeat) ran and did not pass."""
-    for scenario in result.scenarios:
-        for index, candidate in enumerate(scenario.stages):
-            if candidate is stage:
-                return any(
-                    earlier.status != "skipped" and outcome(result, earlier) in ("failure", "error")
-                    for earlier in scenario.stages[:index]
-                )
-    return False
+def scenario_outcomes(
+    result: RunResult, scenario: ScenarioResult
+) -> list[tuple[StageResult, Outcome]]:
+    """Each stage of `scenario` with its outcome, in one pass (in order, so a skipped
+    stage knows whether one before it ran and did not pass)."""
+    found: list[tuple[StageResult, Outcome]] = []
+    stopped = False
+    for stage in scenario.stages:
+        kind = outcome(result, stage, after_a_stop=stopped)
+        found.append((stage, kind))
+        stopped = stopped or (stage.status != "skipped" and kind in ("failure", "error"))
+    return found
+
+
+def run_outcomes(result: RunResult) -> list[tuple[ScenarioResult, StageResult, Outcome]]:
+    """`scenario_outcomes` of every scenario, in order."""
+    return [
+        (scenario, stage, kind)
+        for scenario in result.scenarios
+        for stage, kind in scenario_outcomes(result, scenario)
+    ]
 
 
 def unfinished(result: RunResult, stage: StageResult) -> bool:
@@ -142,7 +154,7 @@ def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
     told = (
         run_problems(result, problems)  # an inconsistent file is an error of its own
         or run_passed(result, problems)
-        or any(outcome(result, stage) in ("failure", "error") for stage in stages)
+        or any(kind in ("failure", "error") for _, _, kind in run_outcomes(result))
     )
     return (
         "" if told else "the run did not pass (its verdict over repeats), though no stage says why"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ci_evals.report import (
-    outcome,
     reason,
+    run_outcomes,
     run_problems,
     run_reason,
     scenario_label,
@@ -49,17 +49,15 @@ def run_notes(result: RunResult, problems: Sequence[str] | None = None) -> list[
     if why:
         errors.append(Note("error", f"ci-evals: the run is {result.status}", one_line(why)))
     warnings: list[Note] = []
-    for scenario in result.scenarios:
-        for stage in scenario.stages:
-            kind = outcome(result, stage)
-            if kind == "passed":
-                continue
-            title = f"ci-evals: {scenario_label(result, scenario)} stage {stage_label(stage)}"
-            text = one_line(f"{stage.status}: {reason(result, stage)}", MESSAGE_LIMIT)
-            if kind == "skipped":
-                warnings.append(Note("warning", title, text))
-            else:
-                errors.append(Note("error", title, text))
+    for scenario, stage, kind in run_outcomes(result):
+        if kind == "passed":
+            continue
+        title = f"ci-evals: {scenario_label(result, scenario)} stage {stage_label(stage)}"
+        text = one_line(f"{stage.status}: {reason(result, stage)}", MESSAGE_LIMIT)
+        if kind == "skipped":
+            warnings.append(Note("warning", title, text))
+        else:
+            errors.append(Note("error", title, text))
     if result.model_endpoint.startswith("stub:"):
         warnings.append(
             Note(

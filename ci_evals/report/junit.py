@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING
 from ci_evals.report import (
     INCONSISTENT,
     INTERRUPTED,
+    Outcome,
     cap,
     counted_criteria,
     criterion_line,
     failed_criteria,
     grader_errors,
-    outcome,
     reason,
     run_problems,
     run_reason,
     scenario_label,
+    scenario_outcomes,
     stage_label,
     status_word,
     stub_miss_lines,
@@ -68,8 +69,10 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}"
 
 
-def _counts(result: RunResult, stages: list[StageResult]) -> dict[str, str]:
-    outcomes = [outcome(result, stage) for stage in stages]
+def _counts(result: RunResult, scenarios: Sequence[ScenarioResult]) -> dict[str, str]:
+    found = [scenario_outcomes(result, scenario) for scenario in scenarios]
+    stages = [stage for pairs in found for stage, _ in pairs]
+    outcomes = [kind for pairs in found for _, kind in pairs]
     return {
         "tests": str(len(stages)),
         "failures": str(outcomes.count("failure")),
@@ -117,7 +120,11 @@ def _number(value: object) -> str:
 
 
 def _testcase(
-    suite: ET.Element, result: RunResult, scenario: ScenarioResult, stage: StageResult
+    suite: ET.Element,
+    result: RunResult,
+    scenario: ScenarioResult,
+    stage: StageResult,
+    kind: Outcome,
 ) -> None:
     case = _element(
         suite,
@@ -126,7 +133,6 @@ def _testcase(
         name=stage_label(stage),
         time=_seconds(stage.duration_s or 0.0),
     )
-    kind = outcome(result, stage)
     message = cap(reason(result, stage), MESSAGE_LIMIT)
     if kind == "failure":
         _element(case, "failure", _body(stage), message=message, type=status_word(stage))
@@ -166,11 +172,11 @@ def _testsuite(root: ET.Element, result: RunResult, scenario: ScenarioResult) ->
         "testsuite",
         name=scenario_label(result, scenario),
         timestamp=result.started_at.strftime("%Y-%m-%dT%H:%M:%S"),
-        **_counts(result, scenario.stages),
+        **_counts(result, [scenario]),
     )
     _properties(suite, result, scenario)
-    for stage in scenario.stages:
-        _testcase(suite, result, scenario, stage)
+    for stage, kind in scenario_outcomes(result, scenario):
+        _testcase(suite, result, scenario, stage, kind)
 
 
 def _inconsistent(root: ET.Element, result: RunResult, problems: Sequence[str]) -> None:
@@ -203,8 +209,7 @@ def junit_xml(result: RunResult, problems: Sequence[str] | None = None) -> str:
     """
     found = run_problems(result, problems)
     why = run_reason(result, found)
-    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
-    counts = _counts(result, stages)
+    counts = _counts(result, result.scenarios)
     extra = bool(found) + bool(why)
     counts["tests"] = str(int(counts["tests"]) + extra)
     counts["errors"] = str(int(counts["errors"]) + extra)

@@ -25,9 +25,9 @@ from ci_evals.report import (
     criterion_line,
     failed_criteria,
     grader_errors,
-    outcome,
     printable,
     reason,
+    run_outcomes,
     run_passed,
     run_problems,
     run_reason,
@@ -209,9 +209,8 @@ def markdown_summary(result: RunResult, problems: Sequence[str] | None = None) -
     lines.extend(_repeats(result))
     failing = [
         _failure(result, scenario, stage)
-        for scenario in result.scenarios
-        for stage in scenario.stages
-        if outcome(result, stage) in ("failure", "error")
+        for scenario, stage, kind in run_outcomes(result)
+        if kind in ("failure", "error")
     ]
     why = run_reason(result, found)  # the run's own, first: no stage may say it
     if why:
