@@ -44,7 +44,7 @@ from tests.test_baseline_fetch import V2
 from tests.test_fork_comment import HEAD, a_fork_pr, workflow_run_event, writes
 from tests.test_github_comment import PR, REPO, TOKEN, FakeGitHub, github
 from tests.test_report import a_run, failed_stage, passed_stage, scenario, stage
-from tests.test_untrusted_input import _patch_flags
+from tests.test_untrusted_input import patch_flags
 
 __all__ = ["actions_github", "github"]  # fixtures, used by name
 
@@ -277,7 +277,7 @@ def zips(draw: st.DrawFn, results: bytes | None = None) -> bytes:
             fh.flush()
             name = draw(st.sampled_from([n or "-" for n, _ in entries]))
             with contextlib.suppress(KeyError):
-                _patch_flags(Path(fh.name), name, draw(st.sampled_from(_FLAGS)))
+                patch_flags(Path(fh.name), name, draw(st.sampled_from(_FLAGS)))
             data = bytearray(Path(fh.name).read_bytes())
     for _ in range(draw(st.integers(0, 3))):
         if data:

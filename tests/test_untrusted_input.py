@@ -115,7 +115,7 @@ def test_a_hostile_baseline_source_record_is_said_not_a_crash(
 # ------------------------------------------------------------------ comment --from-artifact
 
 
-def _patch_flags(archive: Path, name: str, flags: int) -> None:
+def patch_flags(archive: Path, name: str, flags: int) -> None:
     """Set `name`'s general-purpose flags in its local and its central header."""
     data = bytearray(archive.read_bytes())
     with zipfile.ZipFile(io.BytesIO(bytes(data))) as zf:
@@ -133,7 +133,7 @@ def _patch_flags(archive: Path, name: str, flags: int) -> None:
 def test_an_encrypted_member_posts_nothing(tmp_path: Path, github: FakeGitHub) -> None:
     a_fork_pr(github)
     archive = zipped(packed(tmp_path)) / "ci-evals-pr.zip"
-    _patch_flags(archive, "results.json", 0x1)
+    patch_flags(archive, "results.json", 0x1)
     refused(post(tmp_path, github, archive.parent), github, "entry 'results.json' is encrypted")
 
 
