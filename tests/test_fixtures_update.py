@@ -18,6 +18,7 @@ from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.main import main
 from ci_evals.results.model import FileChange, RunResult, ScenarioResult, StageResult, write_results
 from tests.conftest import EXAMPLE, ExampleLayout
+from tests.test_report import criterion, finished, verdict
 
 CHAPTERS = Path("fixtures/4-plan-chapter-output/lab/chapters")
 
@@ -124,6 +125,19 @@ def test_a_failed_stage_is_refused(
     assert (code, "stage 4 (plan-chapter) of scenario 'acme-arm' ended skipped" in err) == (2, True)
     assert _files(example.fixtures) == before
 
+    # The failed stage's `status` edited to `passed`, its grading left as it was.
+    results = run / "results.json"
+    data = json.loads(results.read_text())
+    plan = data["scenarios"][0]["stages"][0]
+    assert (plan["number"], plan["status"], plan["grading"]["verdict"]) == (3, "failed", "failed")
+    plan["status"] = "passed"
+    results.write_text(json.dumps(data))
+    code, _, err = _update(capsys, run, "--stage", "3")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "the results file is inconsistent" in err
+    assert "acme-arm stage 3 (plan-lab): is passed but its verdict is failed" in err
+    assert _files(example.fixtures) == before
+
 
 def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
     example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -132,16 +146,21 @@ def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
     this suite and plugin."""
     run = tmp_path / "run"
     run.mkdir()
-    stage = StageResult(number=4, name="plan-chapter", status="failed", error="checklist failed")
+    graded = verdict("failed", "checklist failed", criterion("chapter_count", False))
+    stage = StageResult(
+        number=4, name="plan-chapter", status="failed", error="checklist failed", grading=graded
+    )
     result = RunResult(
         run_id="old",
         tool_version="0",
         started_at=datetime.now(timezone.utc),
+        finished_at=datetime.now(timezone.utc),
+        status="completed",
         from_stage=4,
         suite_file=str(example.suite),
         scenarios=[ScenarioResult(id="acme-arm", stages=[stage])],
     )
-    write_results(run, result)
+    write_results(run, finished(result))
 
     code, _, err = _update(capsys, run, "--stage", "4")
     assert code == 2
@@ -153,24 +172,41 @@ def test_a_run_that_recorded_no_revision_is_refused_unless_forced(
     assert "stage 4 (plan-chapter) of scenario 'acme-arm' ended failed: checklist failed" in err
 
 
-def _recorded_run(example: ExampleLayout, run: Path, produced: list[FileChange]) -> Path:
-    """A results file that says stage 1 of acme-arm passed with `produced`, recording this
-    suite's and plugin's revision; its saved state is today's fixture 1 (it holds the
-    contract). Returns the saved state folder."""
+PASSED = verdict("passed", "all passed", criterion("headings", True))
+
+
+def _recorded_run(
+    example: ExampleLayout,
+    run: Path,
+    produced: list[FileChange],
+    status: str = "passed",
+    grading: object = PASSED,
+) -> Path:
+    """A results file, consistent unless told otherwise, that says stage 1 of acme-arm
+    passed with `produced`, recording this suite's and plugin's revision; its saved state
+    is today's fixture 1 (it holds the contract). Returns the saved state folder."""
     state = run / "acme-arm" / "1-research-company" / "after"
     shutil.copytree(example.fixtures / "1-research-company-output", state)
-    stage = StageResult(number=1, name="research-company", status="passed", produced=produced)
+    stage = StageResult(
+        number=1,
+        name="research-company",
+        status=status,  # type: ignore[arg-type]
+        produced=produced,
+        grading=grading,  # type: ignore[arg-type]
+    )
     result = RunResult(
         run_id="tampered",
         tool_version="0",
         started_at=datetime.now(timezone.utc),
+        finished_at=datetime.now(timezone.utc),
+        status="completed",
         from_stage=1,
         suite_file=str(example.suite),
         suite_sha256=file_sha256(example.suite),
         plugin_sha256=tree_sha256(example.plugin),
         scenarios=[ScenarioResult(id="acme-arm", stages=[stage])],
     )
-    write_results(run, result)
+    write_results(run, finished(result))
     return state
 
 
@@ -179,6 +215,32 @@ def _change(path: str, content: bytes, kind: str = "file", target: str | None = 
     return FileChange(
         path=path, change="added", kind=kind, sha256=digest, size=len(content), target=target
     )
+
+
+def test_a_status_edited_to_passed_over_a_failed_verdict_is_not_promoted(
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stage's own grading says failed; only its `status` was edited: `report`
+    calls that file inconsistent, and so must the promotion (docs/report.md)."""
+    run = tmp_path / "run"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
+    failed = verdict("failed", "checklist failed", criterion("chapter_count", False))
+    _recorded_run(example, run, [_change("research/company.md", b"edited\n")], grading=failed)
+    (run / "acme-arm" / "1-research-company" / "after" / "research" / "company.md").write_bytes(
+        b"edited\n"
+    )
+    before = _files(example.fixtures)
+    code, out, err = _update(capsys, run, "--stage", "1")
+    assert code == 2, out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "the results file is inconsistent" in lines[0]
+    assert "acme-arm stage 1 (research-company): is passed but its verdict is failed" in lines[0]
+    assert company.read_bytes() != b"edited\n"
+    assert _files(example.fixtures) == before
+    # --force is for another revision, never for a file that contradicts itself.
+    assert _update(capsys, run, "--stage", "1", "--force")[0] == 2
+    assert _files(example.fixtures) == before
 
 
 @pytest.mark.parametrize("path", ["../../../planted.md", "/tmp/ci-evals-planted-abs.md"])

@@ -3,6 +3,10 @@
 Promoted only when:
 - the run was of this suite and this plugin (their SHA-256 in `results.json`
   equal today's; `--force` promotes another revision's run anyway);
+- `results.json` agrees with itself: the very check `report` runs
+  (`report.verify`: statuses against verdicts, verdicts against their
+  criteria, summaries against the stages); a file it rejects promotes
+  nothing, `--force` or not — an edited `status` is not a pass;
 - stage K of the chosen scenario (and repeat) ended `passed`: its graders
   passed (a `completed` stage had none, so nothing vouches for it);
 - its saved state (`after/`) still satisfies stage K's contract as it is now;
@@ -73,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     suite_path = args.suite or Path(result.suite_file)
     suite = load_suite(suite_path)
     _same_revision(result, suite, force=args.force)
+    _consistent(result, run_dir / "results.json")
     stage = suite.stage(args.stage)
     ran = _scenario_result(result, args.scenario, args.repeat)
     scenario = suite.scenario(ran.id)
@@ -136,6 +141,21 @@ def _same_revision(result: RunResult, suite: Suite, *, force: bool) -> None:
         hint="a fixture must be what this suite and plugin produce: run again, "
         "or pass --force to promote it anyway",
     )
+
+
+def _consistent(result: RunResult, file: Path) -> None:
+    """The check `report` runs (`report.verify`): a file that contradicts itself — a
+    status edited to `passed` over a failed verdict — vouches for no stage of it."""
+    from ci_evals.report.verify import problems  # noqa: PLC0415 - the scoring rules
+
+    found = problems(result)
+    if found:
+        raise UserError(
+            f"the results file is inconsistent ({len(found)} problem(s)), so no stage of it "
+            f"can be promoted: {found[0]}",
+            file=file,
+            hint="it was changed after the run; `ci-evals report` lists every problem",
+        )
 
 
 def _scenario_result(result: RunResult, wanted: str | None, repeat: int | None) -> ScenarioResult:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
 from ci_evals.github.comment import (
     _TOKEN,
     API_VERSION,
@@ -131,8 +132,10 @@ def read_source(folder: Path) -> tuple[str | None, str | None]:
     if not folder.is_dir() or not path.exists():
         return None, None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        source = Source(**data)
+        data = json_input.parse(path.read_text(encoding="utf-8"), file=path)
+        source = Source(**data)  # type: ignore[arg-type]
+    except UserError as exc:
+        return None, f"{path} is unreadable ({one_line(exc.message, 200)})"
     except (OSError, ValueError, TypeError) as exc:
         return None, f"{path} is unreadable ({one_line(str(exc), 200)})"
     if not source.found:

@@ -12,7 +12,8 @@ never to trust:
   regular files only, never through a link; from the artifact's zip itself
   (`actions/download-artifact` with `skip-decompress`), nothing is unpacked to
   disk, at most `ZIP_ENTRIES` entries, each member read only up to its limit
-  whatever size it declares (`ArtifactReader`);
+  whatever size it declares, and only a plain stored or deflated one
+  (`safe_zip.check_entry`: not encrypted, not LZMA) (`ArtifactReader`);
 - `pr.json` is exactly `{"version": 1, "pr_number": N, "head_sha": SHA}`;
 - the pull request it names must be the one the `workflow_run` payload is
   about: its `head_sha` is the payload's `workflow_run.head_sha` (GitHub wrote
@@ -31,12 +32,13 @@ import os
 import re
 import stat
 import zipfile
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
+from ci_evals.github.safe_zip import READ_ERRORS, check_entry
 
 RESULTS_FILE = "results.json"
 PR_FILE = "pr.json"
@@ -145,18 +147,14 @@ def _zip_member(archive: Path, name: str, limit: int) -> bytes:
             if len(found) > 1:
                 raise UserError("more than one entry of this name", file=where)
             (info,) = found
+            # Encrypted, LZMA or bzip2: refused by the header, before zipfile would
+            # ask for a password or decompress with a library of its own.
+            check_entry(archive, info)
             if info.file_size > limit:
                 raise UserError(f"{info.file_size} bytes, over the limit of {limit}", file=where)
             with zf.open(info) as member:
                 content = member.read(limit + 1)  # whatever it declared
-    # zlib.error: a corrupt deflate stream (zipfile does not wrap it in BadZipFile).
-    except (
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        NotImplementedError,
-        OSError,
-        zlib.error,
-    ) as exc:
+    except READ_ERRORS as exc:  # zlib.error and the rest zipfile does not wrap
         raise UserError(f"not a readable zip: {exc}", file=archive) from None
     if len(content) > limit:
         raise UserError(f"over the limit of {limit} bytes", file=where)
@@ -166,9 +164,10 @@ def _zip_member(archive: Path, name: str, limit: int) -> bytes:
 def parse_pr_file(data: bytes, *, file: Path) -> PullRequestRef:
     """`pr.json`'s claim, schema-checked: exactly the three keys, each of its type."""
     try:
-        value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise UserError(f"not valid JSON: {exc}", file=file) from None
+    value = json_input.parse(text, file=file)
     if not isinstance(value, dict):
         raise UserError("not a JSON object", file=file)
     if set(value) != _PR_KEYS:

@@ -7,7 +7,8 @@ the whole archive (a crafted entry is a reason to believe nothing in it):
   drive letter, no NUL — so nothing lands outside the destination;
 - kinds: plain files and folders only (no symbolic link — which a later entry
   could write through —, no device, no FIFO), not encrypted, stored or
-  deflated (a corrupt stream is a refusal too, not zlib's error);
+  deflated (a corrupt stream is a refusal too, not zlib's error); no name
+  that is a file in one entry and a folder in another (`a` and `a/b`);
 - counts and sizes: at most `max_entries` entries and `max_bytes` unpacked in
   all, counted on the bytes actually written, not only on what the archive
   declares (a zip bomb declares little).
@@ -35,6 +36,23 @@ _DRIVE = re.compile(r"[A-Za-z]:")
 # What upload-artifact writes (deflate) and stored entries; others are refused by
 # name before zipfile would raise NotImplementedError half-way through.
 _METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+_ENCRYPTED = 0x1
+_UNSUPPORTED = 0x20 | 0x40  # compressed patched data, strong encryption
+# What zipfile raises for a crafted or corrupt archive besides BadZipFile: a
+# corrupt deflate stream (zlib.error), a cut-off one (EOFError), an offset
+# that seeks before the start (ValueError), a flag it cannot honour
+# (NotImplementedError, RuntimeError). Each is a refusal, never a traceback.
+READ_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    OverflowError,
+    NotImplementedError,
+    RuntimeError,
+)
 
 
 @dataclass(frozen=True)
@@ -68,11 +86,15 @@ def _parts(archive: Path, info: zipfile.ZipInfo) -> tuple[str, ...]:
     return parts
 
 
-def _check_kind(archive: Path, info: zipfile.ZipInfo) -> None:
+def check_entry(archive: Path, info: zipfile.ZipInfo) -> None:
+    """Refuse an entry zipfile could not read as plain data: encrypted, patched, or
+    compressed other than stored/deflate, or not a plain file or folder."""
     shown = info.filename.encode("unicode_escape").decode("ascii")[:200]
     mode = info.external_attr >> 16
-    if info.flag_bits & 0x1:
+    if info.flag_bits & _ENCRYPTED:
         raise _refuse(archive, f"entry {shown!r} is encrypted")
+    if info.flag_bits & _UNSUPPORTED:
+        raise _refuse(archive, f"entry {shown!r} has flags 0x{info.flag_bits:04x}")
     if info.compress_type not in _METHODS:
         raise _refuse(archive, f"entry {shown!r} uses compression method {info.compress_type}")
     kind = stat.S_IFMT(mode)
@@ -88,15 +110,26 @@ def _plan(archive: Path, infos: list[zipfile.ZipInfo], limits: ZipLimits) -> Non
         raise _refuse(archive, f"{len(infos)} entries, over the limit of {limits.max_entries}")
     declared = 0
     seen: set[tuple[str, ...]] = set()
+    files: dict[tuple[str, ...], str] = {}
+    folders: dict[tuple[str, ...], str] = {}  # every folder an entry needs, and who
     for info in infos:
         parts = _parts(archive, info)
-        _check_kind(archive, info)
+        check_entry(archive, info)
         if parts in seen:
             raise _refuse(archive, f"entry {info.filename!r} appears twice")
         seen.add(parts)
+        if not info.is_dir():
+            files[parts] = info.filename
+        for end in range(1, len(parts) + info.is_dir()):
+            folders.setdefault(parts[:end], info.filename)
         declared += info.file_size
         if declared > limits.max_bytes:
             raise _refuse(archive, f"it unpacks to more than {limits.max_bytes} bytes")
+    for parts, name in files.items():
+        if parts in folders:
+            raise _refuse(
+                archive, f"entry {name!r} is a file, but {folders[parts]!r} needs it as a folder"
+            )
 
 
 def safe_extract(archive: Path, dest: Path, limits: ZipLimits | None = None) -> list[str]:
@@ -115,10 +148,10 @@ def safe_extract(archive: Path, dest: Path, limits: ZipLimits | None = None) -> 
             except BaseException:
                 shutil.rmtree(dest, ignore_errors=True)
                 raise
-    except zipfile.BadZipFile as exc:
-        raise _refuse(archive, f"not a zip file ({exc})") from None
     except FileExistsError:
         raise UserError("the folder already exists", file=dest, hint="use a new folder") from None
+    except READ_ERRORS as exc:
+        raise _refuse(archive, f"not a readable zip file ({exc})") from None
 
 
 def _write_all(
@@ -133,13 +166,13 @@ def _write_all(
     for info in infos:
         parts = _parts(archive, info)
         target = dest.joinpath(*parts)
-        if info.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except OSError as exc:
+        except OSError as exc:  # _plan refuses what it can foresee; this is the rest
             raise _refuse(archive, f"entry {info.filename!r} cannot be written: {exc}") from None
         with os.fdopen(fd, "wb") as out, opened.open(info) as source:
             while chunk := _read(archive, info, source):
@@ -155,5 +188,5 @@ def _read(archive: Path, info: zipfile.ZipInfo, source: IO[bytes]) -> bytes:
     """The next chunk; a corrupt stream (zlib's error, a cut-off end) is a refusal."""
     try:
         return source.read(CHUNK)
-    except (zlib.error, EOFError) as exc:
+    except READ_ERRORS as exc:
         raise _refuse(archive, f"entry {info.filename!r} cannot be unpacked ({exc})") from None

@@ -3,8 +3,12 @@
 Both read only `results.json` (a `RunResult`) and share the rules here: how a
 stage's status maps to an outcome, which criteria failed, and how text an agent
 wrote is made safe to embed. The rules fail closed: a stage nobody saw finish
-(`pending`/`running`, or skipped because the run stopped early) is an error,
-never a pass, and so is a stage with graders left `completed` (never graded).
+(`pending`/`running`, or skipped because the run stopped early or its budget
+ran out) is an error, never a pass, and so is a stage with graders left
+`completed` (never graded). A run that did not pass never reports green: one
+that did not finish, or recorded no stage, is an error of its own in both
+reports (`run_reason`), whatever its stages say — the rule `run_passed` (the
+exit code) applies.
 A file that disagrees with itself (`verify.problems`: statuses against
 verdicts, verdicts against their criteria, summaries against the stages) is
 an error of the whole run: both reports say so first, and it never passes.
@@ -72,8 +76,15 @@ def stage_label(stage: StageResult) -> str:
     return f"{stage.number} {stage.name}"
 
 
-def outcome(result: RunResult, stage: StageResult) -> Outcome:
-    """How a CI report shows the stage: a pass only for one that was seen to pass."""
+def outcome(result: RunResult, stage: StageResult, *, after_a_stop: bool = False) -> Outcome:
+    """How a CI report shows the stage: a pass only for one that was seen to pass.
+
+    A skipped stage is `skipped` (a reporter's grey) only `after_a_stop`: after
+    a stage of its own scenario that ran and did not pass, which is already red
+    and says why (`scenario_outcomes` knows; a lone stage does not, so it is
+    red). Skipped for any other reason (the run budget was spent, the run
+    stopped) nothing judged it, and the run cannot pass: an error with the reason.
+    """
     status = stage.status
     if status == "completed" and stage.graded:
         return "error"  # graders were configured, and nobody ran them
@@ -81,10 +92,33 @@ def outcome(result: RunResult, stage: StageResult) -> Outcome:
         return "passed"
     if status in ("failed", "limit"):
         return "failure"
-    if status == "skipped" and result.status == "completed":
+    if status == "skipped" and result.status == "completed" and after_a_stop:
         return "skipped"
-    # error, pending, running, and skipped in a run that stopped early.
+    # error, pending, running, and skipped in a run that stopped early or ran out of budget.
     return "error"
+
+
+def scenario_outcomes(
+    result: RunResult, scenario: ScenarioResult
+) -> list[tuple[StageResult, Outcome]]:
+    """Each stage of `scenario` with its outcome, in one pass (in order, so a skipped
+    stage knows whether one before it ran and did not pass)."""
+    found: list[tuple[StageResult, Outcome]] = []
+    stopped = False
+    for stage in scenario.stages:
+        kind = outcome(result, stage, after_a_stop=stopped)
+        found.append((stage, kind))
+        stopped = stopped or (stage.status != "skipped" and kind in ("failure", "error"))
+    return found
+
+
+def run_outcomes(result: RunResult) -> list[tuple[ScenarioResult, StageResult, Outcome]]:
+    """`scenario_outcomes` of every scenario, in order."""
+    return [
+        (scenario, stage, kind)
+        for scenario in result.scenarios
+        for stage, kind in scenario_outcomes(result, scenario)
+    ]
 
 
 def unfinished(result: RunResult, stage: StageResult) -> bool:
@@ -92,6 +126,39 @@ def unfinished(result: RunResult, stage: StageResult) -> bool:
     if stage.status in ("pending", "running"):
         return True
     return stage.status == "skipped" and result.status != "completed"
+
+
+_UNFINISHED = {
+    "running": "the run never finished: results.json still says running "
+    "(the runner was killed or is still writing), so nothing vouches for the rest",
+    "interrupted": "the run was interrupted before it finished",
+}
+
+
+def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
+    """Why the run itself did not pass, beyond its stages ('' when it passed, or when
+    a stage's own failure or error already says why).
+
+    A run that did not finish (`running`: its writer was killed; `interrupted`;
+    `error`) never passes, even when every stage it recorded did, and neither
+    does one that recorded no stage: the reports must show that as an error of
+    its own, else a reporter counting test cases shows them green.
+    """
+    if result.status != "completed":
+        return _UNFINISHED.get(
+            result.status, f"the run ended in {result.status} before it finished"
+        )
+    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+    if not stages:
+        return "the run recorded no stage"
+    told = (
+        run_problems(result, problems)  # an inconsistent file is an error of its own
+        or run_passed(result, problems)
+        or any(kind in ("failure", "error") for _, _, kind in run_outcomes(result))
+    )
+    return (
+        "" if told else "the run did not pass (its verdict over repeats), though no stage says why"
+    )
 
 
 def status_word(stage: StageResult) -> str:

@@ -2,9 +2,14 @@
 
 One `<testsuite>` per scenario (per scenario and repeat when the run repeated
 them), one `<testcase>` per stage. `failed` and `limit` stages are
-`<failure>`s listing the failed criteria, `error` stages `<error>`s, skipped
-stages `<skipped>`; a stage an interrupted run never finished is an `<error>`
-("run interrupted"), never a pass. Turns, cost, tokens and the criteria count
+`<failure>`s listing the failed criteria, `error` stages `<error>`s; a stage
+skipped after one of its scenario that did not pass is `<skipped>`, skipped
+for any other reason (the budget ran out) an `<error>` with the reason; a
+stage an interrupted run never finished is an `<error>` ("run interrupted"),
+never a pass. A run that did not pass though no stage says so (it never
+finished, or recorded no stage) gets a suite `ci-evals.run` with one
+`<error>` case saying why, first: no document of a run that did not pass
+reads green. Turns, cost, tokens and the criteria count
 go to each test case's `<system-out>`, run facts to each suite's
 `<properties>` (the Ant schema most reporters follow has no test-case
 properties).
@@ -22,15 +27,17 @@ from typing import TYPE_CHECKING
 from ci_evals.report import (
     INCONSISTENT,
     INTERRUPTED,
+    Outcome,
     cap,
     counted_criteria,
     criterion_line,
     failed_criteria,
     grader_errors,
-    outcome,
     reason,
     run_problems,
+    run_reason,
     scenario_label,
+    scenario_outcomes,
     stage_label,
     status_word,
     stub_miss_lines,
@@ -62,8 +69,10 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}"
 
 
-def _counts(result: RunResult, stages: list[StageResult]) -> dict[str, str]:
-    outcomes = [outcome(result, stage) for stage in stages]
+def _counts(result: RunResult, scenarios: Sequence[ScenarioResult]) -> dict[str, str]:
+    found = [scenario_outcomes(result, scenario) for scenario in scenarios]
+    stages = [stage for pairs in found for stage, _ in pairs]
+    outcomes = [kind for pairs in found for _, kind in pairs]
     return {
         "tests": str(len(stages)),
         "failures": str(outcomes.count("failure")),
@@ -111,7 +120,11 @@ def _number(value: object) -> str:
 
 
 def _testcase(
-    suite: ET.Element, result: RunResult, scenario: ScenarioResult, stage: StageResult
+    suite: ET.Element,
+    result: RunResult,
+    scenario: ScenarioResult,
+    stage: StageResult,
+    kind: Outcome,
 ) -> None:
     case = _element(
         suite,
@@ -120,7 +133,6 @@ def _testcase(
         name=stage_label(stage),
         time=_seconds(stage.duration_s or 0.0),
     )
-    kind = outcome(result, stage)
     message = cap(reason(result, stage), MESSAGE_LIMIT)
     if kind == "failure":
         _element(case, "failure", _body(stage), message=message, type=status_word(stage))
@@ -160,11 +172,11 @@ def _testsuite(root: ET.Element, result: RunResult, scenario: ScenarioResult) ->
         "testsuite",
         name=scenario_label(result, scenario),
         timestamp=result.started_at.strftime("%Y-%m-%dT%H:%M:%S"),
-        **_counts(result, scenario.stages),
+        **_counts(result, [scenario]),
     )
     _properties(suite, result, scenario)
-    for stage in scenario.stages:
-        _testcase(suite, result, scenario, stage)
+    for stage, kind in scenario_outcomes(result, scenario):
+        _testcase(suite, result, scenario, stage, kind)
 
 
 def _inconsistent(root: ET.Element, result: RunResult, problems: Sequence[str]) -> None:
@@ -178,22 +190,34 @@ def _inconsistent(root: ET.Element, result: RunResult, problems: Sequence[str]) 
     _element(case, "system-out", f"run_id={result.run_id}\n")
 
 
+def _run_error(root: ET.Element, result: RunResult, why: str) -> None:
+    """One error case for the run itself: it did not pass, whatever its stages say."""
+    counts = {"tests": "1", "failures": "0", "errors": "1", "skipped": "0", "time": _seconds(0)}
+    suite = _element(root, "testsuite", name="ci-evals.run", **counts)
+    case = _element(suite, "testcase", classname="ci-evals", name="run", time=_seconds(0))
+    _element(case, "error", why, message=cap(why, MESSAGE_LIMIT), type=f"run:{result.status}")
+    _element(case, "system-out", f"run_id={result.run_id}\nrun_status={result.status}\n")
+
+
 def junit_xml(result: RunResult, problems: Sequence[str] | None = None) -> str:
     """The run as a JUnit XML document (UTF-8 text with its XML declaration).
 
     `problems` are the file's inconsistencies (`verify.problems`, computed when
     not given): any adds a first suite `ci-evals.results` with one `<error>`
-    case listing them, so the document never reads as a pass.
+    case listing them, so the document never reads as a pass; a run that did
+    not pass for a reason no stage shows (`run_reason`) adds `ci-evals.run`.
     """
     found = run_problems(result, problems)
-    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
-    counts = _counts(result, stages)
-    if found:
-        counts["tests"] = str(int(counts["tests"]) + 1)
-        counts["errors"] = str(int(counts["errors"]) + 1)
+    why = run_reason(result, found)
+    counts = _counts(result, result.scenarios)
+    extra = bool(found) + bool(why)
+    counts["tests"] = str(int(counts["tests"]) + extra)
+    counts["errors"] = str(int(counts["errors"]) + extra)
     root = _element(None, "testsuites", name="ci-evals", **counts)
     if found:
         _inconsistent(root, result, found)
+    if why:
+        _run_error(root, result, why)
     for scenario in result.scenarios:
         _testsuite(root, result, scenario)
     ET.indent(root)

@@ -30,11 +30,12 @@ from ci_evals.report import (
     failed_criteria,
     flagged_criteria,
     grader_errors,
-    outcome,
     printable,
     reason,
+    run_outcomes,
     run_passed,
     run_problems,
+    run_reason,
     scenario_label,
     stage_label,
     status_word,
@@ -265,10 +266,14 @@ def markdown_summary(result: RunResult, problems: Sequence[str] | None = None) -
     lines.extend(_repeats(result))
     failing = [
         _failure(result, scenario, stage)
-        for scenario in result.scenarios
-        for stage in scenario.stages
-        if outcome(result, stage) in ("failure", "error")
+        for scenario, stage, kind in run_outcomes(result)
+        if kind in ("failure", "error")
     ]
+    why = run_reason(result, found)  # the run's own, first: no stage may say it
+    if why:
+        failing.insert(
+            0, [f"- **the run** ({text(result.status, CELL_LIMIT)}): {text(why, REASON_LIMIT)}"]
+        )
     if failing:
         lines.extend(["### Not passed", ""])
         for block in failing:

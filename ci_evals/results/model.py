@@ -14,7 +14,6 @@ the hook or compute-stage path.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.snapshot import Change
 from ci_evals.results.criteria import StageVerdict
@@ -353,12 +353,8 @@ def read_results(path: Path) -> RunResult:
         raise UserError("results file not found", file=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read results: {exc}", file=path) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"not valid JSON: {exc.msg}", file=path, line=exc.lineno, column=exc.colno
-        ) from None
+    # Written elsewhere (an artifact, a fork's run): no input may crash the reader.
+    data = json_input.parse(text, file=path)
     if not isinstance(data, dict):
         raise UserError("not a ci-evals results file (expected a JSON object)", file=path)
     data = migrate(data, file=path)
