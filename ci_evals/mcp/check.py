@@ -2,16 +2,16 @@
 
 `run_check` takes a sandbox and the server's argv and starts the server
 through `sandbox.spawn` (so it runs wherever the sandbox runs things: the
-host, bubblewrap, a container). The sub-tests that cannot poison a session
-share **one process**, in report order, the one that calls a tool last
-(`subtests.LAST_SHARED`); those that can (`subtests.FRESH`: a malformed line,
-an invalid request, a first request for another version) get a process each.
-All processes start at once, so the servers' start-up costs overlap. When a
-sub-test of the shared process fails, it and every one after it are run again,
-each in a fresh process, and those runs are what counts: an earlier sub-test
-cannot have caused the failure that is reported.
+host, bubblewrap, a container). Sub-tests share server processes in
+*chains* (`subtests.chains`): in a chain each runs only after every earlier
+one passed, so only well-formed traffic the server answered right went before
+it, and what may break or lock a session (a malformed line, an invalid
+request, a request without `_meta`) ends a chain. When a sub-test fails, its
+failure stands and the rest of its chain run again, each on a fresh process:
+an earlier sub-test cannot have caused a failure that is reported. A chain's
+processes all start at once, so the servers' start-up costs overlap.
 
-The shared process's first request (`initialize`, or `server/discover`) decides
+The first chain's first request (`initialize`, or `server/discover`) decides
 the revision the others speak: without an explicit revision, the one the
 server negotiated (the handshake lets it answer an older one it supports);
 with one, the requested one, and `serves-revision` says whether it is served.
@@ -192,7 +192,7 @@ def run_check(
 
 
 class _Check:
-    """One check's server processes: the shared one and the fresh ones."""
+    """One check's server processes: a process per chain, and the re-runs."""
 
     def __init__(
         self,
@@ -205,27 +205,33 @@ class _Check:
         self._sandbox, self._argv, self._cwd, self._env = sandbox, argv, cwd, env
         self._options = options
         self.tests = subtests.for_revision(options.revision)
-        last = [n for n in self.tests if n == subtests.LAST_SHARED]
-        self._shared = [
-            n for n in self.tests if n not in subtests.FRESH and n != subtests.LAST_SHARED
-        ] + last
-        self._fresh = [n for n in self.tests if n in subtests.FRESH]
+        self._chains = subtests.chains(options.revision)
         self._live = _Live()
         self.revision = _Revision()
         self.processes: list[_Process] = []
         self._lock = threading.Lock()
 
     def run(self, jobs: int) -> dict[str, _Run]:
-        pool = ThreadPoolExecutor(max_workers=max(2, min(jobs, len(self._fresh) + 1)))
+        # The first chain is submitted first: with one worker it still decides the
+        # revision before a chain that waits for it runs.
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
         try:
-            first = pool.submit(self._in_shared)
-            futures = {name: pool.submit(self._one, name) for name in self._fresh}
-            runs, again = first.result()
+            futures = [
+                pool.submit(self._chain, chain, decides=index == 0)
+                for index, chain in enumerate(self._chains)
+            ]
+            runs: dict[str, _Run] = {}
+            again: list[str] = []
+            for future in futures:
+                judged, rest = future.result()
+                runs.update(judged)
+                again += rest
             decided = self.revision.wait(self._options)
-            futures.update({name: pool.submit(self._one, name, decided) for name in again})
-            runs.update({name: future.result() for name, future in futures.items()})
+            reruns = [pool.submit(self._chain, (name,), opts=decided) for name in again]
+            for future in reruns:
+                runs.update(future.result()[0])
         except BaseException:  # Ctrl-C: end every server now, not at its next timeout
-            self.revision.decide(self._options, None)  # fresh processes wait for it
+            self.revision.decide(self._options, None)  # chains may wait for it
             self._live.stop()
             raise
         finally:
@@ -240,47 +246,40 @@ class _Check:
         self._live.add(session)
         return session
 
+    def _chain(
+        self, names: Sequence[str], *, decides: bool = False, opts: Options | None = None
+    ) -> tuple[dict[str, _Run], list[str]]:
+        """`names` in order on one process, until one fails (its failure stands: only
+        traffic the server answered right went before it) or the session speaks
+        another revision; the rest are returned, to be run again each on its own."""
+        session = self._spawn()  # starts now: the processes' start-ups overlap
+        if opts is None:
+            opts = self._options if decides else self.revision.wait(self._options)
+        if isinstance(session, str):
+            if decides:
+                self.revision.decide(self._options, None)
+            return {names[0]: _Run(Outcome(False, session), "")}, list(names[1:])
+        outcomes: dict[str, Outcome] = {}
+        again: list[str] = []
+        with session:
+            for index, name in enumerate(names):
+                outcome = outcomes[name] = _judge(self.tests[name], session, opts)
+                if decides and index == 0:
+                    opts = self.revision.decide(self._options, session)
+                drifted = session.negotiated not in (None, opts.revision)
+                if not outcome.passed or drifted:
+                    again = list(names[index + 1 :])
+                    break
+        label = f"the {names[0]} session" if len(names) == 1 else "the session of "
+        self._finished(session, label + ", ".join(outcomes) if len(names) > 1 else label)
+        return {n: _Run(o, session.stderr) for n, o in outcomes.items()}, again
+
     def _finished(self, session: Session, label: str) -> None:
         seen = _Process(
             label, tuple(session.violations), len(session.messages), tuple(session.results())
         )
         with self._lock:
             self.processes.append(seen)
-
-    def _one(self, name: str, opts: Options | None = None) -> _Run:
-        session = self._spawn()
-        # A fresh process starts now (its start-up overlaps the others'); it
-        # speaks once the shared process has decided the revision.
-        opts = opts or self.revision.wait(self._options)
-        if isinstance(session, str):
-            return _Run(Outcome(False, session), "")
-        with session:
-            outcome = _judge(self.tests[name], session, opts)
-        self._finished(session, f"the {name} session")
-        return _Run(outcome, session.stderr)
-
-    def _in_shared(self) -> tuple[dict[str, _Run], list[str]]:
-        """The shared sub-tests, in order, until one fails: it and the rest are
-        returned to be run again, each on a fresh process."""
-        shared = self._shared
-        session = self._spawn()
-        if isinstance(session, str):
-            self.revision.decide(self._options, None)
-            return {shared[0]: _Run(Outcome(False, session), "")}, shared[1:]
-        outcomes: dict[str, Outcome] = {}
-        again: list[str] = []
-        with session:
-            opts = self._options
-            for index, name in enumerate(shared):
-                outcome = _judge(self.tests[name], session, opts)
-                if index == 0:
-                    opts = self.revision.decide(self._options, session)
-                elif not outcome.passed:
-                    again = shared[index:]
-                    break
-                outcomes[name] = outcome
-        self._finished(session, "the shared session (" + ", ".join(outcomes) + ")")
-        return {n: _Run(o, session.stderr) for n, o in outcomes.items()}, again
 
 
 class _Live:

@@ -212,6 +212,10 @@ def version_negotiation(session: Session, opts: Options) -> Outcome:
         )
     if version == revisions.UNSERVED:
         return Outcome(False, f"claims to serve {revisions.UNSERVED}, a version no server serves")
+    # As a client goes on in the version offered: the session is left as `start` leaves it.
+    session.negotiated = version
+    session.notify("notifications/initialized")
+    session.started = True
     return Outcome(True, f"asked for {revisions.UNSERVED}, offered {version}")
 
 
@@ -551,11 +555,39 @@ COMMON: dict[str, SubTest] = {
     "invalid-request": invalid_request,
     "unknown-method": unknown_method,
 }
-# Each in a process of its own: what they send may break or lock a session (a bad
-# line, an invalid request, a first request for another version or without _meta).
-FRESH = frozenset({"version-negotiation", "meta-required", "parse-error", "invalid-request"})
-# Last in the shared process: a tool may change state, or hang.
-LAST_SHARED = "tools-call"
+# Which sub-tests share a server process, in the order they run there (`check`).
+# The first chain's first sub-test opens the session and decides the revision.
+# Before a sub-test in a chain, only well-formed traffic the server answered
+# right has gone (each earlier sub-test passed): what a correct server must take
+# in its stride. What may break or lock a session ends a chain: a malformed line
+# (parse-error), an invalid request, a request without _meta; a tool call, which
+# may change state or hang, comes just before. `version-negotiation` opens a
+# process of its own (its request must be the first) and leaves it as `start` would.
+_HANDSHAKE_CHAINS = (
+    (
+        "initialize",
+        "initialized-notification",
+        "tools-list",
+        "tools-call-unknown",
+        "unknown-method",
+        "tools-call",
+        "parse-error",
+    ),
+    ("version-negotiation", "invalid-request"),
+)
+_STATELESS_CHAINS = (
+    (
+        "discover",
+        "notification-no-reply",
+        "tools-list",
+        "tools-call-unknown",
+        "unknown-method",
+        "tools-call",
+        "parse-error",
+    ),
+    ("version-negotiation", "meta-required"),
+    ("invalid-request",),
+)
 # Judged by `check` from what other sub-tests saw, not by a function of their own.
 SERVES_REVISION = "serves-revision"
 TOOLS_CALL_SUCCESS = "tools-call-success"
@@ -574,6 +606,11 @@ ALL_IDS = tuple(
         ]
     )
 )
+
+
+def chains(revision: str) -> tuple[tuple[str, ...], ...]:
+    """The sub-tests of `revision` grouped by the server process they share."""
+    return _STATELESS_CHAINS if revisions.is_stateless(revision) else _HANDSHAKE_CHAINS
 
 
 def for_revision(revision: str) -> dict[str, SubTest]:

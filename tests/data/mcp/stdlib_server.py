@@ -157,12 +157,7 @@ def handle(message, state):
     judged = MODE != "version-on-first-request-only" or not state.get("version-seen")
     if stateless and meta[VERSION_KEY] in STATELESS:
         state["version-seen"] = True  # the bug: the version "of the connection" is remembered
-    if (
-        stateless
-        and meta[VERSION_KEY] not in STATELESS
-        and MODE != "serves-any-version"
-        and judged
-    ):
+    if stateless and meta[VERSION_KEY] not in STATELESS and MODE != "serves-any-version" and judged:
         error(
             request_id,
             -32022,
@@ -211,9 +206,9 @@ def handle(message, state):
         return
     if stateless and not (MODE == "no-result-type" and method == "server/discover"):
         result["resultType"] = "complete"
-    if stateless and method in CACHEABLE:
-        if not (MODE == "no-list-cache-hints" and method == "tools/list"):
-            result.update(CACHE_HINTS)
+    hinted = not (MODE == "no-list-cache-hints" and method == "tools/list")
+    if stateless and method in CACHEABLE and hinted:
+        result.update(CACHE_HINTS)
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
