@@ -305,7 +305,9 @@ def meta_required(session: Session, opts: Options) -> Outcome:
     if code == INVALID_PARAMS:
         return Outcome(True, f"a request without _meta got error {code}")
     return Outcome(
-        False, f"a request without _meta got {_shown(answer.body)}, not error {INVALID_PARAMS}"
+        False,
+        f"tools/list without _meta (a request without _meta) got {_shown(answer.body)}, "
+        f"not error {INVALID_PARAMS}",
     )
 
 
@@ -334,16 +336,16 @@ def tools_list(session: Session, opts: Options) -> Outcome:
     start(session, opts)
     tools = _tools(session, opts)
     if not tools:
-        return Outcome(False, "tools/list lists no tools")
+        return Outcome(False, "tools/list answered an empty tools list")
     names = []
     for index, tool in enumerate(tools):
         name = tool.get("name") if isinstance(tool, dict) else None
         if not isinstance(name, str) or not name:
-            return Outcome(False, f"tool {index} has no name: {_shown(tool)}")
+            return Outcome(False, f"tools/list: tool {index} has no name: {_shown(tool)}")
         assert isinstance(tool, dict)
         problem = schema_problem(tool.get("inputSchema"))
         if problem is not None:
-            return Outcome(False, f"tool {name}: inputSchema {problem}")
+            return Outcome(False, f"tools/list: tool {name}: inputSchema {problem}")
         names.append(name)
     return Outcome(True, f"{len(names)} tool(s): {', '.join(names)}")
 
