@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.mcp import revisions, rules, subtests
 from ci_evals.mcp.check import Policy, Report, run_check
 from ci_evals.mcp.session import MAX_STDOUT_BYTES, NoReply, Session
 from ci_evals.mcp.subtests import Options
@@ -565,3 +566,14 @@ def test_published_reference_servers_pass_and_the_sdk_client_agrees(
     assert verdict["protocol"] == revision
     listed = next(s for s in out["subtests"] if s["id"] == "tools-list")["reason"]
     assert all(t in listed for t in verdict["tools"])
+
+
+@pytest.mark.parametrize("revision", revisions.KNOWN)
+def test_every_sub_test_cites_the_rule_of_the_revision_checked(revision: str) -> None:
+    extra = [subtests.SERVES_REVISION, subtests.TOOLS_CALL_SUCCESS, subtests.STDOUT_CLEAN]
+    for name in [*subtests.for_revision(revision), *extra]:
+        said = rules.cite(name, revision)
+        assert said.startswith((f"spec {revision} ", "JSON-RPC 2.0 ")), (name, said)
+    # What 2024-11-05 says is quoted, not what a later revision added.
+    assert "MUST be a valid JSON Schema" not in rules.cite("tools-list", "2024-11-05")
+    assert "basic/messages" in rules.cite("initialized-notification", "2024-11-05")

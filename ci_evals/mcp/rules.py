@@ -103,8 +103,35 @@ _STATELESS: dict[str, tuple[str, str]] = {
         'connection state."',
     ),
     "stdout-clean": (
-        "basic/transports/stdio §Sending Messages",
+        "basic/transports/stdio (its opening rules)",
         '"The server MUST NOT write anything to its stdout that is not a valid MCP message."',
+    ),
+}
+# Revisions before the one that wrote a rule down say less: (first revision with
+# the text above, what the earlier ones say).
+_EARLIER: dict[str, tuple[str, tuple[str, str]]] = {
+    "initialized-notification": (
+        "2025-03-26",
+        (
+            "basic/messages §Notifications",
+            '"They do not expect a response." and JSON-RPC 2.0 §4.1 "The Server MUST NOT '
+            'reply to a Notification"',
+        ),
+    ),
+    "tools-list": (
+        "2025-11-25",
+        (
+            "server/tools §Tool",
+            '"inputSchema: JSON Schema defining expected parameters" (schema.ts Tool: '
+            'inputSchema { type: "object" ... })',
+        ),
+    ),
+    "tools-call": (
+        "2025-06-18",
+        (
+            "server/tools §Tool Result (schema.ts CallToolResult)",
+            '"content: (TextContent | ImageContent | ... )[]; isError?: boolean"',
+        ),
     ),
 }
 
@@ -112,6 +139,8 @@ _STATELESS: dict[str, tuple[str, str]] = {
 def cite(subtest: str, revision: str) -> str:
     """`spec REV page §section: "rule"` for `subtest`, or "" when it has none."""
     entry = (_STATELESS if revisions.is_stateless(revision) else {}).get(subtest)
+    if subtest in _EARLIER and revision < _EARLIER[subtest][0]:  # ISO dates sort as text
+        entry = _EARLIER[subtest][1]
     entry = entry or _RULES.get(subtest)
     if entry is None:
         return ""
