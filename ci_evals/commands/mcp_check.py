@@ -1,7 +1,8 @@
 """`ci-evals mcp-check -- COMMAND [ARG...]`: the mcp grader's sub-tests against any server.
 
-Every sub-test runs against a fresh process of COMMAND, in the current
-folder, concurrently. Where it runs:
+The sub-tests run against processes of COMMAND in the current folder: those
+that cannot poison a session share one, the others get one each, concurrently
+(`ci_evals.mcp.check`). Where it runs:
 
 - by default on the host, through the `local` sandbox: the server is the
   user's own command, with its interpreter and packages wherever they are
@@ -10,8 +11,8 @@ folder, concurrently. Where it runs:
   the command's own installation (a virtualenv) read-only, no network;
 - `--image IMAGE`: in a container of IMAGE, through the `docker` sandbox.
 
-Prints a table, or with `--json` one object `{"protocol", "subtests": [{"id",
-"passed", "required", "reason"}], "score"}`. Exit 0 when every required
+Prints a table, or with `--json` one object `{"protocol", "requested",
+"subtests": [{"id", "passed", "required", "reason"}], "score"}`. Exit 0 when every required
 sub-test passed, 1 otherwise, 2 on bad usage.
 """
 
@@ -44,9 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--protocol",
         metavar="REV",
-        default=revisions.DEFAULT,
-        help=f"the spec revision to check: {', '.join(revisions.KNOWN)} "
-        f"(default: {revisions.DEFAULT})",
+        help=f"the spec revision to check: {', '.join(revisions.KNOWN)}; a server that does "
+        "not serve it fails serves-revision (default: ask for "
+        f"{revisions.DEFAULT} and check the revision the server negotiates)",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -78,7 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what calling an unknown tool must give (default: a JSON-RPC error or a result "
         "with isError: true, as the official SDKs answer)",
     )
-    parser.add_argument("--tool", metavar="NAME", help="the tool tools-call calls (default: first)")
+    parser.add_argument(
+        "--call",
+        "--tool",
+        dest="tool",
+        metavar="TOOL",
+        help="the tool tools-call calls (default: the first without required arguments, else "
+        "the first); with --arguments it must succeed (tools-call-success, required)",
+    )
     parser.add_argument(
         "--arguments", metavar="JSON", help="its arguments (default: built from its inputSchema)"
     )
@@ -104,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv:
         raise UserError("no server command", hint="ci-evals mcp-check -- python3 server.py")
-    revision = revisions.check_known(args.protocol)
+    revision = revisions.check_known(args.protocol or revisions.DEFAULT)
     if not math.isfinite(args.timeout) or args.timeout <= 0:  # NaN compares false with 0
         raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     advisory = set(DEFAULT_ADVISORY)
@@ -113,15 +121,18 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(
                 f"unknown sub-test {name!r}", hint=f"known: {', '.join(subtests.ALL_IDS)}"
             )
-    advisory.update(args.advisory)
-    advisory.difference_update(args.require)
     options = subtests.Options(
         revision=revision,
         timeout_s=args.timeout,
         unknown_tool_is_error_result=args.unknown_tool == "error-or-isError",
         tool=args.tool,
         arguments=_arguments(args.arguments),
+        explicit=args.protocol is not None,
     )
+    if options.named_call:  # a call the user named must succeed
+        advisory.discard(subtests.TOOLS_CALL_SUCCESS)
+    advisory.update(args.advisory)
+    advisory.difference_update(args.require)
     env = _environment(args.env)
     cwd = Path.cwd()
     kind, spec = _sandbox(args, argv, env, cwd)
@@ -209,7 +220,8 @@ def _table(report: Report, argv: list[str]) -> str:
     from ci_evals.mcp.check import escape_controls  # noqa: PLC0415
 
     width = max(len(sub.id) for sub in report.subtests)
-    lines = [f"MCP {report.protocol}: {' '.join(argv)}"]
+    asked = f" (asked for {report.requested}; negotiated)" if report.requested else ""
+    lines = [f"MCP {report.protocol}{asked}: {' '.join(argv)}"]
     for sub in report.subtests:
         mark = "pass" if sub.passed else "FAIL"
         kind = "required" if sub.required else "advisory"

@@ -5,14 +5,15 @@ mcp:
   - id: server
     command: [python3, server.py]       # argv, started in the graded folder (never a shell)
     cwd: .                              # inside the folder (default: the folder itself)
-    protocol: 2025-11-25                # the revision the task names (this is the default)
+    protocol: 2025-11-25                # the revision the task names: it must be served
+                                        # (default: ask 2025-11-25, check what is negotiated)
     timeout_s: 10                       # every wait for a reply
     advisory: [tools-call]              # reported, not deciding (added to the defaults)
     required: [parse-error]             # sub-tests that decide although advisory by default
     weights: {tools-call: 2}            # in the binary score (default 1 each)
     unknown_tool: error                 # or error-or-isError (default): see below
-    tool: query                         # the tool `tools-call` calls (default: the first listed)
-    arguments: {sql: "select 1"}        # its arguments (default: built from its inputSchema)
+    tool: query                         # the tool `tools-call` calls (default: see mcp-check.md)
+    arguments: {sql: "select 1"}        # its arguments; with `tool`, the call must succeed
 ```
 
 Each sub-test (`ci_evals.mcp.subtests`, listed in docs/grading.md) runs
@@ -86,6 +87,7 @@ class McpGrader:
     unknown_tool_is_error_result: bool = True
     tool: str | None = None
     arguments: Mapping[str, Any] | None = field(default=None, hash=False)
+    explicit: bool = False  # `protocol:` given: a server that does not serve it fails
 
     @property
     def name(self) -> str:
@@ -109,6 +111,7 @@ class McpGrader:
             unknown_tool_is_error_result=self.unknown_tool_is_error_result,
             tool=self.tool,
             arguments=None if self.arguments is None else dict(self.arguments),
+            explicit=self.explicit,
         )
 
     def grade(self, ctx: GradeContext) -> GraderResult:
@@ -233,6 +236,8 @@ def load_mcp_grader(item: Field) -> McpGrader:
     if "protocol" in keys:
         protocol = _revision(keys["protocol"])
     advisory = set(DEFAULT_ADVISORY)
+    if "tool" in keys and "arguments" in keys:  # a call named must succeed
+        advisory.discard(subtests.TOOLS_CALL_SUCCESS)
     for key, add in (("advisory", True), ("required", False)):
         for name in _subtest_ids(keys[key]) if key in keys else ():
             (advisory.add if add else advisory.discard)(name)
@@ -265,6 +270,7 @@ def load_mcp_grader(item: Field) -> McpGrader:
         unknown_tool_is_error_result=rule == "error-or-isError",
         tool=keys["tool"].as_str() if "tool" in keys else None,
         arguments=MappingProxyType(arguments) if arguments is not None else None,
+        explicit="protocol" in keys,
     )
 
 

@@ -19,6 +19,7 @@ import time
 from typing import IO, Any
 
 from ci_evals.mcp.framing import LineReader, Message, Violation
+from ci_evals.mcp.revisions import VERSION_KEY
 from ci_evals.process import kill_group
 from ci_evals.sandbox.base import Spawn
 
@@ -64,6 +65,12 @@ class Session:
         # 1, 2, 3... instead of echoing each request's id must not match them.
         self._next_id = _FIRST_ID_MIN + secrets.randbelow(_FIRST_ID_SPAN)
         self.sent_ids: set[object] = set()  # of every request sent: a reply to none is stray
+        # request id (as JSON) -> its method and the protocolVersion of its _meta
+        self.methods: dict[str, tuple[str, object]] = {}
+        # What sub-tests sharing this process learn on the way (`subtests`):
+        self.started = False  # `initialize`d and `notifications/initialized` sent
+        self.negotiated: str | None = None  # the protocolVersion initialize answered
+        self.supported: tuple[str, ...] | None = None  # server/discover's supportedVersions
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),
             threading.Thread(target=self._read_stderr, daemon=True),
@@ -85,6 +92,11 @@ class Session:
     def send(self, body: dict[str, Any]) -> None:
         if "id" in body:
             self.sent_ids.add(body["id"])
+            if isinstance(body.get("method"), str):
+                params = body.get("params")
+                meta = params.get("_meta") if isinstance(params, dict) else None
+                version = meta.get(VERSION_KEY) if isinstance(meta, dict) else None
+                self.methods[json.dumps(body["id"])] = (body["method"], version)
         self.send_raw(json.dumps(body, separators=(",", ":")).encode())
 
     def new_id(self) -> int:
@@ -153,6 +165,17 @@ class Session:
     def replies(self) -> list[Message]:
         with self._changed:
             return [m for m in self.messages if m.is_reply]
+
+    def results(self) -> list[tuple[str, object, Any]]:
+        """(method, the protocolVersion its `_meta` named, result) of every result that
+        answered a request of ours, in order."""
+        found = []
+        for message in self.replies():
+            # json.dumps tells 1 from 1.0 and true: the id's JSON type must match too.
+            asked = self.methods.get(json.dumps(message.body.get("id")))
+            if asked is not None and "result" in message.body:
+                found.append((*asked, message.body["result"]))
+        return found
 
     @property
     def stderr(self) -> str:

@@ -44,14 +44,25 @@ class Options:
     # carrying `isError: true` (what the TypeScript and Python SDKs do), or
     # must be a JSON-RPC error (the spec's example: -32602).
     unknown_tool_is_error_result: bool = True
-    tool: str | None = None  # the tool `tools-call` calls (default: the first listed)
+    tool: str | None = None  # the tool `tools-call` calls (default: see `tools_call`)
     arguments: dict[str, Any] | None = field(default=None, hash=False)  # default: from its schema
+    # Whether the user named the revision (`--protocol`, the grader's `protocol:`):
+    # then "does not serve it" fails `serves-revision`; else the check goes on in the
+    # revision the server negotiated.
+    explicit: bool = False
+
+    @property
+    def named_call(self) -> bool:
+        """A tool and its arguments were named: the call must succeed (`tools-call-success`)."""
+        return self.tool is not None and self.arguments is not None
 
 
 @dataclass(frozen=True)
 class Outcome:
     passed: bool
     reason: str
+    # More sub-tests judged from the same exchange (`tools-call-success`).
+    also: tuple[tuple[str, Outcome], ...] = ()
 
 
 SubTest = Callable[[Session, Options], Outcome]
@@ -61,8 +72,9 @@ SubTest = Callable[[Session, Options], Outcome]
 
 
 def start(session: Session, opts: Options) -> None:
-    """Open the session as the era does (nothing to do for a stateless one)."""
-    if revisions.is_stateless(opts.revision):
+    """Open the session as the era does (nothing to do for a stateless one, nor for a
+    session already opened: sub-tests that share one process call it each)."""
+    if revisions.is_stateless(opts.revision) or session.started:
         return
     result = _result(
         session.request("initialize", revisions.initialize_params(opts.revision), opts.timeout_s),
@@ -71,6 +83,7 @@ def start(session: Session, opts: Options) -> None:
     if not isinstance(result, dict):
         raise NoReply("initialize was not answered with a result object")
     session.notify("notifications/initialized")
+    session.started = True
 
 
 def call(session: Session, opts: Options, method: str, params: dict[str, Any] | None) -> Message:
@@ -149,27 +162,35 @@ def _shown(value: object) -> str:
 
 
 def initialize(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - one per failure
+    """The handshake; records the revision the server answered (`session.negotiated`)."""
     params = revisions.initialize_params(opts.revision)
-    result = _result(session.request("initialize", params, opts.timeout_s), "initialize")
+    sent = f"initialize (protocolVersion {opts.revision})"
+    result = _result(session.request("initialize", params, opts.timeout_s), sent)
     if not isinstance(result, dict):
-        return Outcome(False, f"initialize answered {_shown(result)}, not an object")
+        return Outcome(False, f"{sent} answered {_shown(result)}, not an object")
     version = result.get("protocolVersion")
     if not isinstance(version, str):
-        return Outcome(False, f"no protocolVersion string in the answer: {_shown(result)}")
-    if version != opts.revision:
+        return Outcome(False, f"{sent}: no protocolVersion string in {_shown(result)}")
+    if version not in revisions.HANDSHAKE:
         return Outcome(
-            False, f"answered protocolVersion {version}: it does not serve {opts.revision}"
+            False,
+            f"{sent} answered protocolVersion {version!r}, which is no handshake revision "
+            f"({', '.join(revisions.HANDSHAKE)})",
         )
+    session.negotiated = version
+    session.notify("notifications/initialized")
+    session.started = True
     if not isinstance(result.get("capabilities"), dict):
-        return Outcome(False, f"no capabilities object in the answer: {_shown(result)}")
+        return Outcome(False, f"{sent}: no capabilities object in {_shown(result)}")
     info = result.get("serverInfo")
     if not isinstance(info, dict) or not isinstance(info.get("name"), str):
-        return Outcome(False, f"no serverInfo with a name in the answer: {_shown(result)}")
+        return Outcome(False, f"{sent}: no serverInfo with a name in {_shown(result)}")
     if not isinstance(info.get("version"), str):
-        return Outcome(False, f"serverInfo has no version string: {_shown(info)}")
-    return Outcome(
-        True, f"protocolVersion {version}, serverInfo {info['name']} {info['version']}".rstrip()
-    )
+        return Outcome(False, f"{sent}: serverInfo has no version string: {_shown(info)}")
+    said = f"protocolVersion {version}, serverInfo {info['name']} {info['version']}".rstrip()
+    if version != opts.revision:
+        said += f" (asked for {opts.revision}; the server negotiated {version})"
+    return Outcome(True, said)
 
 
 def version_negotiation(session: Session, opts: Options) -> Outcome:
@@ -191,6 +212,10 @@ def version_negotiation(session: Session, opts: Options) -> Outcome:
         )
     if version == revisions.UNSERVED:
         return Outcome(False, f"claims to serve {revisions.UNSERVED}, a version no server serves")
+    # As a client goes on in the version offered: the session is left as `start` leaves it.
+    session.negotiated = version
+    session.notify("notifications/initialized")
+    session.started = True
     return Outcome(True, f"asked for {revisions.UNSERVED}, offered {version}")
 
 
@@ -218,8 +243,7 @@ def discover(session: Session, opts: Options) -> Outcome:
     versions = result.get("supportedVersions")
     if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
         return Outcome(False, f"no supportedVersions list in {_shown(result)}")
-    if opts.revision not in versions:
-        return Outcome(False, f"supportedVersions {versions} does not list {opts.revision}")
+    session.supported = tuple(versions)  # `serves-revision` is judged from it
     if not isinstance(result.get("capabilities"), dict):
         return Outcome(False, f"no capabilities object in {_shown(result)}")
     if result.get("resultType") != "complete":  # every 2026-07-28 result MUST carry one
@@ -231,26 +255,48 @@ def discover(session: Session, opts: Options) -> Outcome:
 
 
 def _stateless_version(session: Session, opts: Options) -> Outcome:
+    """A request for an unserved version, first in the process and again after one it
+    serves: a server that judged only the first request, and remembered it, is caught."""
+    first = _unserved_request(session, opts, "the first request")
+    if first is not None:
+        return first
+    served = call(session, opts, "tools/list", None)
+    if "error" in served.body:
+        return Outcome(
+            False,
+            f"after refusing {revisions.UNSERVED}, tools/list for {opts.revision} got an "
+            f"error: {_shown(served.body['error'])} (each request stands alone)",
+        )
+    again = _unserved_request(session, opts, f"a request after one for {opts.revision}")
+    if again is not None:
+        return again
+    return Outcome(
+        True,
+        f"tools/list for {revisions.UNSERVED} got error {revisions.UNSUPPORTED_VERSION} "
+        f"with data.supported, first and after a request for {opts.revision}",
+    )
+
+
+def _unserved_request(session: Session, opts: Options, which: str) -> Outcome | None:
+    """A failing outcome when `tools/list` for an unserved version is not refused right."""
     params = {"_meta": {**revisions.meta(opts.revision), revisions.VERSION_KEY: revisions.UNSERVED}}
     answer = session.request("tools/list", params, opts.timeout_s)
-    code = _error_code(answer)
+    sent = f"tools/list with _meta protocolVersion {revisions.UNSERVED} ({which})"
     if "error" not in answer.body:
-        return Outcome(
-            False, f"a request for {revisions.UNSERVED} was served: {_shown(answer.body)}"
-        )
+        return Outcome(False, f"{sent} was served: {_shown(answer.body)}")
+    code = _error_code(answer)
     if code != revisions.UNSUPPORTED_VERSION:
         return Outcome(
             False,
-            f"a request for {revisions.UNSERVED} got error {code}, "
-            f"not {revisions.UNSUPPORTED_VERSION}",
+            f"{sent} got error {_shown(answer.body['error'])}, not {revisions.UNSUPPORTED_VERSION}",
         )
     data = answer.body["error"].get("data")
     supported = data.get("supported") if isinstance(data, dict) else None
     if not isinstance(supported, list) or not supported:
         return Outcome(
-            False, f"error {code} without data.supported: {_shown(answer.body['error'])}"
+            False, f"{sent} got error {code} without data.supported: {_shown(answer.body['error'])}"
         )
-    return Outcome(True, f"error {code}, supported {', '.join(map(str, supported))}")
+    return None
 
 
 def meta_required(session: Session, opts: Options) -> Outcome:
@@ -259,7 +305,9 @@ def meta_required(session: Session, opts: Options) -> Outcome:
     if code == INVALID_PARAMS:
         return Outcome(True, f"a request without _meta got error {code}")
     return Outcome(
-        False, f"a request without _meta got {_shown(answer.body)}, not error {INVALID_PARAMS}"
+        False,
+        f"tools/list without _meta (a request without _meta) got {_shown(answer.body)}, "
+        f"not error {INVALID_PARAMS}",
     )
 
 
@@ -288,49 +336,90 @@ def tools_list(session: Session, opts: Options) -> Outcome:
     start(session, opts)
     tools = _tools(session, opts)
     if not tools:
-        return Outcome(False, "tools/list lists no tools")
+        return Outcome(False, "tools/list answered an empty tools list")
     names = []
     for index, tool in enumerate(tools):
         name = tool.get("name") if isinstance(tool, dict) else None
         if not isinstance(name, str) or not name:
-            return Outcome(False, f"tool {index} has no name: {_shown(tool)}")
+            return Outcome(False, f"tools/list: tool {index} has no name: {_shown(tool)}")
         assert isinstance(tool, dict)
         problem = schema_problem(tool.get("inputSchema"))
         if problem is not None:
-            return Outcome(False, f"tool {name}: inputSchema {problem}")
+            return Outcome(False, f"tools/list: tool {name}: inputSchema {problem}")
         names.append(name)
     return Outcome(True, f"{len(names)} tool(s): {', '.join(names)}")
 
 
-def tools_call(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - one per failure
+def tools_call(session: Session, opts: Options) -> Outcome:
+    """Call a tool and judge the *shape* of the answer.
+
+    The tool is the one named, else the first that requires no argument, else the
+    first listed; the arguments are the ones given, else built from its inputSchema.
+    A tool-level failure (`isError: true`) or a JSON-RPC error is how a correct
+    server answers arguments it cannot use (server/tools §Error Handling), so it
+    fails nothing here. Whether the call *succeeded* is `tools-call-success`, judged
+    only for a call the user named (required) or a tool that takes no required
+    argument (advisory by default); otherwise that sub-test is not reported.
+    """
     start(session, opts)
-    tools = {t.get("name"): t for t in _tools(session, opts) if isinstance(t, dict)}
+    listed = [t for t in _tools(session, opts) if isinstance(t, dict)]
+    tools = {t.get("name"): t for t in listed}
     if not tools:
         return Outcome(False, "tools/list lists no tools to call")
-    name = opts.tool or next(iter(tools))
-    tool = tools.get(name)
-    if tool is None:
-        return Outcome(False, f"tool {name} is not listed (tools: {', '.join(map(str, tools))})")
+    if opts.tool is not None:
+        tool = tools.get(opts.tool)
+        if tool is None:
+            listed_names = ", ".join(map(str, tools))
+            return Outcome(False, f"tool {opts.tool} is not listed (tools: {listed_names})")
+    else:  # one that needs no arguments, and whose schema is sound, is the fair try
+        easy = [t for t in listed if not _required(t) and not schema_problem(t.get("inputSchema"))]
+        tool = (easy or listed)[0]
+    name = tool.get("name")
     schema = tool.get("inputSchema")
-    arguments = opts.arguments
-    if arguments is None and isinstance(schema, dict):
-        arguments = example_arguments(schema)
+    arguments = opts.arguments if opts.tool is not None else None
+    built = ""
     if arguments is None:
-        return Outcome(
-            False,
-            f"no arguments for {name} could be built from its inputSchema; give them in the config",
-        )
-    result = _result(
-        call(session, opts, "tools/call", {"name": name, "arguments": arguments}), "tools/call"
-    )
-    shown = f"{name}({_shown(arguments)})"
-    if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+        arguments = example_arguments(schema) if isinstance(schema, dict) else None
+        built = " (built from its inputSchema)"
+    if arguments is None:
+        arguments, built = {}, " (no arguments could be built from its inputSchema)"
+    shown = f"tools/call {name}({_shown(arguments)}){built}"
+    answer = call(session, opts, "tools/call", {"name": name, "arguments": arguments})
+    shape = _call_shape(answer, tool, shown)
+    judged = opts.named_call or (not _required(tool) and not arguments)
+    if not judged:
+        return shape
+    success = _call_success(answer, shown)
+    return Outcome(shape.passed, shape.reason, also=(("tools-call-success", success),))
+
+
+def _required(tool: dict[str, Any]) -> list[Any]:
+    schema = tool.get("inputSchema")
+    required = schema.get("required") if isinstance(schema, dict) else None
+    return required if isinstance(required, list) else []
+
+
+def _call_shape(answer: Message, tool: dict[str, Any], shown: str) -> Outcome:  # noqa: PLR0911
+    if "error" in answer.body:  # a protocol error (well formed: the session checked it)
+        return Outcome(True, f"{shown} -> JSON-RPC error {_shown(answer.body['error'])}")
+    result = answer.body.get("result")
+    if not isinstance(result, dict):
+        return Outcome(False, f"{shown} answered {_shown(result)}, not a CallToolResult object")
+    content = result.get("content")
+    if not isinstance(content, list):
         return Outcome(False, f"{shown} answered without a content list: {_shown(result)}")
-    if result.get("isError") is True:
-        return Outcome(False, f"{shown} failed (isError): {_shown(result['content'])}")
+    for index, item in enumerate(content):
+        problem = content_problem(item)
+        if problem is not None:
+            return Outcome(False, f"{shown}: content[{index}] {problem}: {_shown(item)}")
+    if "isError" in result and not isinstance(result["isError"], bool):
+        return Outcome(False, f"{shown}: isError is {_shown(result['isError'])}, not a boolean")
+    structured = result.get("structuredContent")
+    if structured is not None and not isinstance(structured, dict):
+        return Outcome(False, f"{shown}: structuredContent is {_shown(structured)}, not an object")
     output_schema = tool.get("outputSchema")
-    if isinstance(output_schema, dict):
-        structured = result.get("structuredContent")
+    failed = result.get("isError") is True
+    if isinstance(output_schema, dict) and not failed:  # an error result carries no output
         if structured is None:
             return Outcome(
                 False, f"{shown}: an outputSchema is declared but no structuredContent came"
@@ -340,7 +429,44 @@ def tools_call(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - o
             return Outcome(
                 False, f"{shown}: structuredContent does not match the outputSchema at {problem}"
             )
-    return Outcome(True, f"{shown} -> {_shown(result['content'])}")
+    kind = "a tool-level error (isError: true)" if failed else "a result"
+    return Outcome(True, f"{shown} -> {kind}: {_shown(content)}")
+
+
+def _call_success(answer: Message, shown: str) -> Outcome:
+    if "error" in answer.body:
+        return Outcome(False, f"{shown} got JSON-RPC error {_shown(answer.body['error'])}")
+    result = answer.body.get("result")
+    if isinstance(result, dict) and result.get("isError") is True:
+        return Outcome(False, f"{shown} failed (isError: true): {_shown(result.get('content'))}")
+    return Outcome(True, f"{shown} succeeded")
+
+
+# ContentBlock (schema.ts): each type and the fields it must carry as strings.
+_CONTENT_FIELDS = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource_link": ("uri", "name"),
+    "resource": (),
+}
+
+
+def content_problem(item: object) -> str | None:
+    """Why `item` is no ContentBlock; None when it is one."""
+    if not isinstance(item, dict):
+        return "is not an object"
+    kind = item.get("type")
+    if kind not in _CONTENT_FIELDS:
+        return f"has type {_shown(kind)}, none of {', '.join(_CONTENT_FIELDS)}"
+    for key in _CONTENT_FIELDS[kind]:
+        if not isinstance(item.get(key), str):
+            return f"({kind}) has no {key} string"
+    if kind == "resource":
+        resource = item.get("resource")
+        if not isinstance(resource, dict) or not isinstance(resource.get("uri"), str):
+            return "(resource) has no resource object with a uri"
+    return None
 
 
 def tools_call_unknown(session: Session, opts: Options) -> Outcome:
@@ -431,11 +557,65 @@ COMMON: dict[str, SubTest] = {
     "invalid-request": invalid_request,
     "unknown-method": unknown_method,
 }
+# Which sub-tests share a server process, in the order they run there (`check`).
+# The first chain's first sub-test opens the session and decides the revision.
+# Before a sub-test in a chain, only well-formed traffic the server answered
+# right has gone (each earlier sub-test passed): what a correct server must take
+# in its stride. What may break or lock a session ends a chain: a malformed line
+# (parse-error), an invalid request, a request without _meta; a tool call, which
+# may change state or hang, comes just before. `version-negotiation` opens a
+# process of its own (its request must be the first) and leaves it as `start` would.
+_HANDSHAKE_CHAINS = (
+    (
+        "initialize",
+        "initialized-notification",
+        "tools-list",
+        "tools-call-unknown",
+        "unknown-method",
+        "tools-call",
+        "parse-error",
+    ),
+    ("version-negotiation", "invalid-request"),
+)
+_STATELESS_CHAINS = (
+    (
+        "discover",
+        "notification-no-reply",
+        "tools-list",
+        "tools-call-unknown",
+        "unknown-method",
+        "tools-call",
+        "parse-error",
+    ),
+    ("version-negotiation", "meta-required"),
+    ("invalid-request",),
+)
+# Judged by `check` from what other sub-tests saw, not by a function of their own.
+SERVES_REVISION = "serves-revision"
+TOOLS_CALL_SUCCESS = "tools-call-success"
+CACHE_HINTS = "cache-hints"
 STDOUT_CLEAN = "stdout-clean"
-ALL_IDS = tuple(dict.fromkeys([*HANDSHAKE, *STATELESS, *COMMON, STDOUT_CLEAN]))
+ALL_IDS = tuple(
+    dict.fromkeys(
+        [
+            *HANDSHAKE,
+            *STATELESS,
+            *COMMON,
+            SERVES_REVISION,
+            TOOLS_CALL_SUCCESS,
+            CACHE_HINTS,
+            STDOUT_CLEAN,
+        ]
+    )
+)
+
+
+def chains(revision: str) -> tuple[tuple[str, ...], ...]:
+    """The sub-tests of `revision` grouped by the server process they share."""
+    return _STATELESS_CHAINS if revisions.is_stateless(revision) else _HANDSHAKE_CHAINS
 
 
 def for_revision(revision: str) -> dict[str, SubTest]:
-    """The sub-tests (but `stdout-clean`) for `revision`, in report order."""
+    """The sub-tests with a function of their own for `revision`, in report order."""
     first = STATELESS if revisions.is_stateless(revision) else HANDSHAKE
     return {**first, **COMMON}

@@ -86,7 +86,12 @@ def test_a_real_server_passes_its_stage(tmp_path: Path, sandbox: str) -> None:
     }
     assert all(c.advisory for c in result.criteria if not c.passed)
     assert all(c.source == "mcp" for c in result.criteria)
-    # Binary score over the required criteria, weighted: all 8 (weight 10) passed.
+    # protocol: named, so whether it is served is judged; tool: and arguments: named,
+    # so the call must succeed.
+    assert by_id["server/serves-revision"].passed and not by_id["server/serves-revision"].advisory
+    assert by_id["server/tools-call-success"].passed
+    assert not by_id["server/tools-call-success"].advisory
+    # Binary score over the required criteria, weighted: all 10 (weight 12) passed.
     assert verdict.binary_score == 100.0
     assert result.raw_output is not None
     log = Path(result.raw_output.path or "").read_text()
@@ -111,7 +116,7 @@ mcp:
 
 def test_a_broken_server_fails_its_stage_and_its_stderr_is_kept(tmp_path: Path) -> None:
     folder = workspace(tmp_path, "stdlib_server.py")
-    verdict = grade(broken("tool-error", tmp_path), folder, tmp_path / "out", "local")
+    verdict = grade(broken("bad-content", tmp_path), folder, tmp_path / "out", "local")
     assert verdict.verdict == "failed"
     assert "srv/tools-call" in verdict.reason
     # Over the 9 required sub-tests (invalid-request stays advisory): 8 passed.
@@ -128,7 +133,7 @@ def test_the_stage_policy_can_make_more_sub_tests_advisory(tmp_path: Path) -> No
         f"""
 mcp:
   - id: srv
-    command: [{sys.executable}, server.py, tool-error]
+    command: [{sys.executable}, server.py, bad-content]
     cwd: app
 scoring: {{advisory: [srv/tools-call]}}
 """,
@@ -155,13 +160,42 @@ def test_the_stateless_revision_is_checked_when_named(tmp_path: Path) -> None:
     )
     verdict = grade(g, workspace(tmp_path, "sdk_server.py"), tmp_path / "out", "local")
     ids = [c.id for c in verdict.graders[0].criteria]
-    assert ids[:4] == [
+    assert ids[:5] == [
         "s/discover",
+        "s/serves-revision",
         "s/version-negotiation",
         "s/meta-required",
         "s/notification-no-reply",
     ]
+    assert "s/cache-hints" in ids
     assert verdict.verdict == "passed", verdict.reason
+
+
+def test_a_tool_error_fails_the_stage_only_for_a_named_call(tmp_path: Path) -> None:
+    folder = workspace(tmp_path, "stdlib_server.py")
+    command = f"command: [{sys.executable}, server.py, tool-error], cwd: app"
+    plain = grading(f"mcp:\n  - {{id: s, {command}}}\n", tmp_path)
+    assert grade(plain, folder, tmp_path / "out", "local").verdict == "passed"
+    named = grading(
+        f"mcp:\n  - {{id: s, {command}, tool: add, arguments: {{a: 1, b: 2}}}}\n", tmp_path
+    )
+    verdict = grade(named, folder, tmp_path / "out2", "local")
+    assert verdict.verdict == "failed"
+    assert "s/tools-call-success" in verdict.reason
+
+
+def test_without_protocol_the_negotiated_revision_is_checked(tmp_path: Path) -> None:
+    folder = workspace(tmp_path, "stdlib_server.py")
+    command = f"command: [{sys.executable}, server.py, negotiates-older], cwd: app"
+    plain = grading(f"mcp:\n  - {{id: s, {command}}}\n", tmp_path)
+    verdict = grade(plain, folder, tmp_path / "out", "local")
+    assert verdict.verdict == "passed", verdict.reason
+    init = next(c for c in verdict.graders[0].criteria if c.id == "s/initialize")
+    assert init.detail.startswith("MCP 2025-06-18: ")
+    named = grading(f"mcp:\n  - {{id: s, {command}, protocol: '2025-11-25'}}\n", tmp_path)
+    verdict = grade(named, folder, tmp_path / "out2", "local")
+    assert verdict.verdict == "failed"
+    assert "s/serves-revision" in verdict.reason
 
 
 @pytest.mark.parametrize(
@@ -194,5 +228,5 @@ def test_defaults(tmp_path: Path) -> None:
         10.0,
         True,
     )
-    assert g.advisory == {"parse-error", "invalid-request"}
+    assert g.advisory == {"parse-error", "invalid-request", "tools-call-success"}
     assert g.sandboxed and g.writes

@@ -61,9 +61,25 @@ BREAKS = {
     "hang-with-child",  # hang, and leave a child in a session of its own holding stdout
     "control-characters",  # names with a newline and a terminal escape, on stdout and stderr
     "exit-after-parse-error",  # answers a malformed line with -32700, then exits
+    "negotiates-older",  # right: serves up to 2025-06-18, so answers that when asked 2025-11-25
+    "version-on-first-request-only",  # 2026-07-28: judges the first request's version only
+    "no-list-cache-hints",  # 2026-07-28: server/discover has ttlMs/cacheScope, tools/list not
+    "bad-content",  # the tool's result has a content item without a type
+    "no-args-tool-fails",  # a second tool, without required arguments, answers isError: true
+    "exit-on-unknown-method",  # an unknown method ends it (without a reply)
 }
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 assert MODE in BREAKS or MODE == "none", MODE
+if MODE == "negotiates-older":
+    HANDSHAKE = HANDSHAKE[:-1]
+# 2026-07-28 server/utilities/caching: on every cacheable result.
+CACHE_HINTS = {"ttlMs": 60000, "cacheScope": "public"}
+CACHEABLE = ("server/discover", "tools/list")
+NOW = {
+    "name": "now",
+    "description": "The time (no arguments).",
+    "inputSchema": {"type": "object", "additionalProperties": False},
+}
 if MODE == "control-characters":
     FORGED = "x\n  pass  forged    required  \x1b[32mall good\x1b[0m"
     INFO = {"name": FORGED, "version": FORGED}
@@ -112,12 +128,16 @@ def call_tool(params):
     if MODE == "control-characters" and name == ADD["name"]:
         sys.stderr.write(ADD["name"] + "\n")
         return {"content": [{"type": "text", "text": "3"}], "isError": True}
+    if name == "now" and MODE == "no-args-tool-fails":
+        return {"content": [{"type": "text", "text": "no clock here"}], "isError": True}
     if name != "add":
         if MODE == "unknown-tool-succeeds":
             return {"content": [{"type": "text", "text": "done"}]}
         return None
     if MODE in ("hang", "hang-with-child"):
         time.sleep(3600)
+    if MODE == "bad-content":
+        return {"content": [{"text": "3"}]}
     args = params.get("arguments") or {}
     if MODE == "tool-error":
         return {"content": [{"type": "text", "text": "database is locked"}], "isError": True}
@@ -134,7 +154,10 @@ def handle(message, state):
         return
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     stateless = VERSION_KEY in meta
-    if stateless and meta[VERSION_KEY] not in STATELESS and MODE != "serves-any-version":
+    judged = MODE != "version-on-first-request-only" or not state.get("version-seen")
+    if stateless and meta[VERSION_KEY] in STATELESS:
+        state["version-seen"] = True  # the bug: the version "of the connection" is remembered
+    if stateless and meta[VERSION_KEY] not in STATELESS and MODE != "serves-any-version" and judged:
         error(
             request_id,
             -32022,
@@ -161,6 +184,8 @@ def handle(message, state):
         }
     elif method == "tools/list":
         result = {"tools": [ADD, BAD] if MODE == "bad-input-schema" else [ADD]}
+        if MODE == "no-args-tool-fails":
+            result = {"tools": [ADD, NOW]}
         if MODE == "huge-min-length":
             result = {"tools": [HUGE]}
     elif method == "tools/call":
@@ -174,11 +199,16 @@ def handle(message, state):
             error(request_id, -32602, f"Unknown tool: {params.get('name')}")
             return
     else:
+        if MODE == "exit-on-unknown-method":
+            sys.exit("unknown method: giving up")
         code = -32602 if MODE == "unknown-method-wrong-code" else -32601
         error(request_id, code, "Method not found")
         return
     if stateless and not (MODE == "no-result-type" and method == "server/discover"):
         result["resultType"] = "complete"
+    hinted = not (MODE == "no-list-cache-hints" and method == "tools/list")
+    if stateless and method in CACHEABLE and hinted:
+        result.update(CACHE_HINTS)
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
