@@ -7,7 +7,7 @@ with permissions bypassed, and may be hostile):
   environment of ci-evals (`/proc/<pid>/environ`: ANTHROPIC_API_KEY,
   GITHUB_TOKEN...) is out of reach. bwrap's own init is PID 1 there and shows
   its environment too, so bwrap is always started with an empty one
-  (`env -i`). When the wrapped command exits, bwrap's init exits with its
+  (`launch.py` execs it with none). When the wrapped command exits, bwrap's init exits with its
   status and the kernel kills everything left in the namespace, whatever
   session it made (`setsid env -i sh -c 'sleep 40; ...'` included).
   `--die-with-parent` ends the sandbox when ci-evals dies (Ctrl-C, SIGKILL).
@@ -26,7 +26,14 @@ with permissions bypassed, and may be hostile):
   connection through a Unix socket to `_Forwarder`, which connects to the real
   endpoint on the host.
 - Exactly the environment it is given (`--clearenv`, then `--setenv` each),
-  and PWD, which bwrap sets to the working folder after `--chdir`.
+  and PWD, which bwrap sets to the working folder after `--chdir`; with no
+  network, less every `*_PROXY` (unreachable, and a proxy URL may carry a
+  password). bwrap reads its options from a memfd (`--args FD`, through
+  `launch.py`): its command line, which every host process can read, shows
+  the command but not the environment (a proxy password, the per-run token).
+- Limits (`limits.py`, through `launch.py`): a cgroup for pids and memory
+  where one can be made, rlimits on tasks, address space and file size
+  always, and a checked quota on what the writable folders may grow by.
 """
 
 from __future__ import annotations
@@ -47,7 +54,9 @@ from pathlib import Path
 
 from ci_evals import process
 from ci_evals.process import ExecResult
-from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
+from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
+from ci_evals.sandbox.launcher import Launcher
+from ci_evals.sandbox.limits import Enforced
 
 # Where the private folder (relay.py, the model socket) appears inside.
 RUNTIME_DIR = "/run/ci-evals"
@@ -211,14 +220,14 @@ class BwrapSandbox:
                 # the host's /tmp (or /etc) read-write.
                 raise ValueError(f"sandbox mount {path} is or passes through a symbolic link")
         bwrap = shutil.which("bwrap")
-        env_bin = shutil.which("env")
-        if bwrap is None or env_bin is None:
-            raise RuntimeError(available() or "env(1) not found")
+        if bwrap is None:
+            raise RuntimeError(available() or "bwrap not found")
         self.mounts = mounts
         self.endpoint = endpoint
         self.network = network
-        self._prefix = [env_bin, "-i", bwrap]
+        self._bwrap = bwrap
         self._system = _system_args()
+        self._launcher = Launcher(mounts)
         self._running: set[int] = set()  # process groups of the execs in progress
         self._private: Path | None = None
         self._forwarder: _Forwarder | None = None
@@ -247,15 +256,27 @@ class BwrapSandbox:
         host = self.endpoint[0] if self.network else "127.0.0.1"
         return f"http://{host}:{self.inner_port}"
 
+    @property
+    def enforced(self) -> Enforced:
+        """The limits this sandbox holds its processes to."""
+        return self._launcher.enforced
+
+    @property
+    def over_quota(self) -> bool:
+        """The writable folders grew past `disk_bytes`: everything it ran was killed."""
+        return self._launcher.over_quota
+
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
         """The host argv that runs `argv` inside the sandbox with exactly `env` in `cwd`.
 
-        Spawn it with any environment: bwrap starts with an empty one (`env -i`).
+        Spawn it with any environment: bwrap starts with an empty one, its
+        arguments in a memfd (`launch.py`).
         """
         if not argv:
             raise ValueError("nothing to run")
+        if not self.network:
+            env = without_proxies(env)
         args = [
-            *self._prefix,
             "--unshare-pid",
             "--unshare-ipc",
             "--unshare-uts",
@@ -313,7 +334,8 @@ class BwrapSandbox:
             if not key or "=" in key:
                 raise ValueError(f"invalid environment variable name {key!r}")
             args += ["--setenv", key, value]
-        return [*args, "--", *command]
+        # bwrap takes the command only from its real argv, after what --args gave.
+        return self._launcher.argv([self._bwrap, "--", *command], {}, args=args)
 
     def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
         return Spawn(argv=tuple(self.wrap(argv, cwd=cwd, env=env)), env={}, cwd=cwd)
@@ -331,8 +353,9 @@ class BwrapSandbox:
     ) -> ExecResult:
         """Run `argv` in the sandbox to its end or `timeout`, when the whole sandbox is
         killed (bwrap's group; its init dies with it, and the namespace with that)."""
+        wrapped = self.wrap(argv, cwd=cwd, env=env)
         done = process.run(
-            self.wrap(argv, cwd=cwd, env=env),
+            wrapped,
             env={},
             stdin=stdin,
             timeout=timeout,
@@ -340,6 +363,7 @@ class BwrapSandbox:
             merge_stderr=merge_stderr,
             groups=self._running,
         )
+        self._launcher.wait(wrapped)  # the namespace is gone, not only bwrap
         return dataclasses.replace(done, argv=tuple(argv))  # what was asked, not bwrap's argv
 
     def put(self, path: Path, data: bytes) -> None:
@@ -352,6 +376,7 @@ class BwrapSandbox:
     def close(self) -> None:
         """Kill any `exec` still running, stop the relay, remove the private folder
         (idempotent). A spawned process's namespace dies with its init."""
+        self._launcher.close()  # every bwrap it launched, the cgroup, the quota
         for group in list(self._running):  # an exec still running in another thread
             process.kill_group(group)
         if self._forwarder is not None:

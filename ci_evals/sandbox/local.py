@@ -1,21 +1,29 @@
 """`local`: processes run on the host as ci-evals itself, with no isolation.
 
-Only the environment is ours (the caller passes the allow-listed one) and
-every process is found again at `close()` by a marker in its environment
-(`processes`), since the CLI's Bash tool starts commands in sessions of their
-own. A hostile agent can still read other processes' /proc entries and write
-anywhere the user can: use it only where namespaces are unavailable, and only
-when asked (`--isolation none`).
+Only the environment is ours (the caller passes the allow-listed one), and
+every process starts through `launch.py` (`launcher.Launcher`): a reaper that
+is a child subreaper, so what the CLI's Bash tool starts in sessions of its
+own, double forks and `setsid env -i …` included, is re-parented to it and
+killed when the program ends, when `close()` stops it, or when ci-evals dies.
+The same limits as `bwrap` hold (a cgroup where one can be made, rlimits, the
+disk quota). A marker in the environment (`processes`) finds, at `close()`,
+what left the reaper's tree some other way. A hostile agent can still read
+other processes' /proc entries, write anywhere the user can, and kill its own
+reaper (then only the marker and the cgroup find its processes): use it only
+where namespaces are unavailable, and only when asked (`--isolation none`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci_evals import process
 from ci_evals.process import ExecResult
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
+from ci_evals.sandbox.launcher import Launcher
+from ci_evals.sandbox.limits import Enforced
 from ci_evals.sandbox.processes import MARK_NAME, kill_marked, new_mark
 
 
@@ -26,9 +34,23 @@ class LocalSandbox:
     def __init__(self, spec: SandboxSpec) -> None:
         self.spec = spec
         self._mark = new_mark()
+        self._launcher = Launcher(spec)
+
+    @property
+    def enforced(self) -> Enforced:
+        """The limits this sandbox holds its processes to."""
+        return self._launcher.enforced
+
+    @property
+    def over_quota(self) -> bool:
+        """The writable folders grew past `disk_bytes`: everything it ran was killed."""
+        return self._launcher.over_quota
+
+    def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        return self._launcher.argv(argv, {**env, MARK_NAME: self._mark})
 
     def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
-        return Spawn(argv=tuple(argv), env={**env, MARK_NAME: self._mark}, cwd=cwd)
+        return Spawn(argv=tuple(self._argv(argv, env)), env={}, cwd=cwd)
 
     def exec(
         self,
@@ -41,18 +63,21 @@ class LocalSandbox:
         output_cap: int = DEFAULT_OUTPUT_CAP,
         merge_stderr: bool = False,
     ) -> ExecResult:
+        launched = self._argv(argv, env)
         try:
-            return process.run(
-                argv,
+            done = process.run(
+                launched,
                 cwd=cwd,
-                env={**env, MARK_NAME: self._mark},
+                env={},
                 stdin=stdin,
                 timeout=timeout,
                 output_cap=output_cap,
                 merge_stderr=merge_stderr,
             )
         finally:
-            kill_marked(self._mark)  # what left the group (setsid) goes too
+            self._launcher.wait(launched)  # its reaper has killed what it left
+            kill_marked(self._mark)  # what left the reaper's tree too
+        return dataclasses.replace(done, argv=tuple(argv))  # what was asked
 
     def put(self, path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,4 +87,11 @@ class LocalSandbox:
         return path.read_bytes()
 
     def close(self) -> None:
+        self._launcher.close()  # each reaper stopped and waited for; the cgroup emptied
         kill_marked(self._mark)
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
