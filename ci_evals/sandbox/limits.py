@@ -234,7 +234,8 @@ class Quota:
     """Watches `folders` while open; calls `on_over` once they grew by more than `limit`."""
 
     def __init__(self, folders: Sequence[Path], limit: int, on_over: Callable[[], None]) -> None:
-        self._folders = tuple(folders)
+        # The workspace's root and the stage's cwd inside it are both mounts: count once.
+        self._folders = tuple(f for f in folders if not any(o in f.parents for o in folders))
         self._limit = limit
         self._on_over = on_over
         self._start = tree_bytes(self._folders)
