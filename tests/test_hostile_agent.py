@@ -411,9 +411,12 @@ def test_the_agent_cannot_forge_its_trajectory(tmp_path: Path) -> None:
 
 def test_a_sparse_giant_does_not_fill_the_run_folder(tmp_path: Path) -> None:
     """`truncate -s 8T` takes no disk in the workspace but would be hashed for hours
-    and written out in full (ext4: holes become blocks). Over `limits.max_output_mb`
-    (default 1 GiB) the stage ends `limit: output`, with nothing hashed or copied."""
-    run = attack(tmp_path, bash_rule(5, "truncate -s 8T giant.bin; echo ok"))
+    and written out in full (ext4: holes become blocks). One file over
+    `limits.max_output_mb` (default 1 GiB) is refused now (RLIMIT_FSIZE), so nine
+    sparse ones of 1000 MiB: over it the stage ends `limit: output`, with nothing
+    hashed or copied."""
+    giants = "truncate -s 8T giant.bin; for i in $(seq 9); do truncate -s 1000M giant$i.bin; done"
+    run = attack(tmp_path, bash_rule(5, giants + "; echo ok"))
     assert run.proc.returncode == 1, run.proc.stderr
     used = sum(
         (Path(folder) / name).lstat().st_blocks * 512
@@ -423,7 +426,7 @@ def test_a_sparse_giant_does_not_fill_the_run_folder(tmp_path: Path) -> None:
     assert used < 64 * 1024 * 1024, f"{used} bytes allocated in the run folder"
     stage = read_results(run.out).scenarios[0].stages[-1]
     assert (stage.status, stage.limit_hit) == ("limit", "output")
-    assert "giant.bin" in (stage.error or "") and "max_output_mb" in (stage.error or "")
+    assert "giant" in (stage.error or "") and "max_output_mb" in (stage.error or "")
 
 
 FORK_BOMB = (  # at most 2,000 sleepers of 20 s, killed again once the limit is found
