@@ -55,8 +55,7 @@ from pathlib import Path
 from ci_evals import process
 from ci_evals.process import ExecResult
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
-from ci_evals.sandbox.launcher import Launcher
-from ci_evals.sandbox.limits import Enforced
+from ci_evals.sandbox.launcher import Launched, Launcher
 
 # Where the private folder (relay.py, the model socket) appears inside.
 RUNTIME_DIR = "/run/ci-evals"
@@ -189,7 +188,7 @@ def _python_binds() -> tuple[str, list[str]]:
     return python, args
 
 
-class BwrapSandbox:
+class BwrapSandbox(Launched):
     """Run commands of one stage inside bubblewrap namespaces (see the module docstring).
 
     `endpoint=(host, port)`: the model endpoint on the host, reachable inside
@@ -255,16 +254,6 @@ class BwrapSandbox:
             return None
         host = self.endpoint[0] if self.network else "127.0.0.1"
         return f"http://{host}:{self.inner_port}"
-
-    @property
-    def enforced(self) -> Enforced:
-        """The limits this sandbox holds its processes to."""
-        return self._launcher.enforced
-
-    @property
-    def over_quota(self) -> bool:
-        """The writable folders grew past `disk_bytes`: everything it ran was killed."""
-        return self._launcher.over_quota
 
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
         """The host argv that runs `argv` inside the sandbox with exactly `env` in `cwd`.

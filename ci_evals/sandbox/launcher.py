@@ -120,6 +120,22 @@ class Launcher:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class Launched:
+    """What a sandbox that starts its processes through a `Launcher` tells its callers."""
+
+    _launcher: Launcher
+
+    @property
+    def enforced(self) -> Enforced:
+        """The limits this sandbox holds its processes to."""
+        return self._launcher.enforced
+
+    @property
+    def over_quota(self) -> bool:
+        """The writable folders grew past `disk_bytes`: everything it ran was killed."""
+        return self._launcher.over_quota
+
+
 def _is_zombie(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

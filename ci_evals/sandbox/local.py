@@ -22,12 +22,11 @@ from pathlib import Path
 from ci_evals import process
 from ci_evals.process import ExecResult
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
-from ci_evals.sandbox.launcher import Launcher
-from ci_evals.sandbox.limits import Enforced
+from ci_evals.sandbox.launcher import Launched, Launcher
 from ci_evals.sandbox.processes import MARK_NAME, kill_marked, new_mark
 
 
-class LocalSandbox:
+class LocalSandbox(Launched):
     name = "local"
     isolated = False
 
@@ -35,16 +34,6 @@ class LocalSandbox:
         self.spec = spec
         self._mark = new_mark()
         self._launcher = Launcher(spec)
-
-    @property
-    def enforced(self) -> Enforced:
-        """The limits this sandbox holds its processes to."""
-        return self._launcher.enforced
-
-    @property
-    def over_quota(self) -> bool:
-        """The writable folders grew past `disk_bytes`: everything it ran was killed."""
-        return self._launcher.over_quota
 
     def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         return self._launcher.argv(argv, {**env, MARK_NAME: self._mark})
