@@ -117,6 +117,8 @@ def test_wrap_is_an_argv_that_starts_bwrap_with_an_empty_environment(
     assert "$(id)" not in argv  # the environment is not on any command line
     done = run_under_parent(argv, {"CI_EVALS_PARENT_SECRET": "x"}, timeout=20)
     assert (done.returncode, done.stdout) == (0, b"a; rm -rf /\n")  # data stays one argument
+    # no signal ignored that a shell would not ignore (the launcher is Python: SIGPIPE)
+    assert sh(sandbox, "grep SigIgn /proc/self/status", ws) == "SigIgn:\t0000000000000000\n"
     marker = f"ci-evals-flags-{uuid.uuid4().hex}"
     argv = sandbox.wrap(["sh", "-c", f"read x # {marker}"], cwd=ws, env=ENV)
     with subprocess.Popen(argv, env={}, stdin=subprocess.PIPE) as proc:

@@ -108,6 +108,10 @@ def test_stdio_and_exit_status_pass_through(tmp_path: Path) -> None:
         env = box.exec(["/usr/bin/env", "-0"], cwd=tmp_path, env=ENV, timeout=20)
         got = dict(item.split("=", 1) for item in env.stdout.decode().split("\0") if item)
         assert set(got) == {*ENV, "CI_EVALS_STAGE_ID"}
+        # no signal ignored that a shell would not ignore (Python ignores SIGPIPE)
+        pipe = box.exec(["sh", "-c", "grep SigIgn /proc/self/status; yes | head -1"],
+                        cwd=tmp_path, env=ENV, timeout=20)  # fmt: skip
+        assert (pipe.stdout, pipe.stderr) == (b"SigIgn:\t0000000000000000\ny\n", b"")
         # a background process holding stdout open ends with the program: no hang
         held = box.exec(["sh", "-c", "sleep 30 & echo out"], cwd=tmp_path, env=ENV, timeout=20)
         assert held.returncode == 0 and held.duration_s < 15

@@ -145,6 +145,10 @@ def _detach_stdio() -> None:
 
 
 def _exec(spec: dict[str, Any]) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ; the program gets the defaults, as from
+    # subprocess (`yes | head` ends quietly, a write past RLIMIT_FSIZE kills).
+    for signum in (*_STOP_SIGNALS, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
     argv: list[str] = spec["argv"]
     env: dict[str, str] = spec["env"]
     if spec.get("args") is not None:
@@ -172,8 +176,6 @@ def _reaper(spec: dict[str, Any], parent: int) -> None:
             raise _Stop
         program = os.fork()
         if program == 0:
-            for signum in _STOP_SIGNALS:
-                signal.signal(signum, signal.SIG_DFL)
             _exec(spec)
         _detach_stdio()
         while True:
