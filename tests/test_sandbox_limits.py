@@ -139,3 +139,5 @@ def test_a_disk_bomb_is_killed_by_the_quota(box: BwrapSandbox | LocalSandbox, ws
     assert done.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), done
     assert done.duration_s < 30  # killed, not ended by its sleep
     assert sum(f.stat().st_size for f in ws.iterdir()) <= 8 * 20 * MIB
+    with pytest.raises(OSError, match="disk quota"):  # and nothing more runs there
+        box.exec(["true"], cwd=ws, env=ENV, timeout=20)

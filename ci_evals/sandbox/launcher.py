@@ -56,7 +56,10 @@ class Launcher:
         args: Sequence[str] | None = None,
     ) -> list[str]:
         """The host argv that runs `argv` with exactly `env` (see launch.py); start it with
-        any environment. `args` reach `argv[0]` through `--args FD`."""
+        any environment. `args` reach `argv[0]` through `--args FD`. Refused (OSError)
+        once the quota was exceeded: nothing more runs in this sandbox."""
+        if self.over_quota:
+            raise OSError("the sandbox's folders grew past its disk quota: nothing more runs")
         token = uuid.uuid4().hex
         spec = {
             "argv": list(argv),
