@@ -154,9 +154,8 @@ def _run_one(
     options: Options,
     live: _Live,
 ) -> _Run:
-    spawn = sandbox.spawn(argv, cwd=cwd, env=env)
-    try:
-        session = Session(spawn)
+    try:  # a sandbox may find out at spawn (docker's CLI, local's program) or at start
+        session = Session(sandbox.spawn(argv, cwd=cwd, env=env))
     except OSError as exc:
         return _Run(Outcome(False, f"cannot start {argv[0]}: {exc.strerror or exc}"), (), "")
     with session:

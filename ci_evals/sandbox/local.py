@@ -16,6 +16,9 @@ where namespaces are unavailable, and only when asked (`--isolation none`).
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -35,11 +38,12 @@ class LocalSandbox(Launched):
         self._mark = new_mark()
         self._launcher = Launcher(spec)
 
-    def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    def _argv(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> list[str]:
+        _check_runnable(argv, cwd, env)
         return self._launcher.argv(argv, {**env, MARK_NAME: self._mark})
 
     def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
-        return Spawn(argv=tuple(self._argv(argv, env)), env={}, cwd=cwd)
+        return Spawn(argv=tuple(self._argv(argv, cwd, env)), env={}, cwd=cwd)
 
     def exec(
         self,
@@ -52,7 +56,7 @@ class LocalSandbox(Launched):
         output_cap: int = DEFAULT_OUTPUT_CAP,
         merge_stderr: bool = False,
     ) -> ExecResult:
-        launched = self._argv(argv, env)
+        launched = self._argv(argv, cwd, env)
         try:
             done = process.run(
                 launched,
@@ -84,3 +88,17 @@ class LocalSandbox(Launched):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _check_runnable(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
+    """Raise as Popen would (OSError) when `argv[0]` cannot be run: the launcher would
+    only find out after it started, and callers tell "cannot start" from a failure."""
+    if not argv:
+        raise ValueError("nothing to run")
+    program = argv[0]
+    if "/" in program:
+        found = os.access(cwd / program, os.X_OK) and not (cwd / program).is_dir()
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
