@@ -200,15 +200,21 @@ def test_writes_by_absolute_path_outside_the_workspace_fail(tmp_path: Path) -> N
 # -- 3. nothing outlives its stage ------------------------------------------------------------
 
 
-def test_a_setsid_env_i_survivor_dies_with_its_stage(tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_a_setsid_env_i_survivor_dies_with_its_stage(tmp_path: Path, isolation: str) -> None:
+    """Under `--isolation none` (no PID namespace) the `setsid env -i` one and the
+    double fork used to outlive the run; its reaper (sandbox/launch.py) ends them."""
     marker = f"hostile-survivor-{uuid.uuid4().hex}"
     command = (
         f"setsid env -i /bin/sh -c ': {marker}; sleep 8; echo survived > $PWD/survived.txt' "
         ">/dev/null 2>&1 < /dev/null & "
+        f"( env -i /bin/sh -c ': {marker}; sleep 8; echo survived > $PWD/double.txt' "
+        ">/dev/null 2>&1 < /dev/null & ) ; "
         f"nohup /bin/sh -c ': {marker}; sleep 8; echo survived > $PWD/nohup.txt' "
         ">/dev/null 2>&1 < /dev/null & echo started"
     )
-    run = attack(tmp_path, bash_rule(5, command), args=("--keep-workspace",))
+    args = ("--keep-workspace", "--isolation", isolation)
+    run = attack(tmp_path, bash_rule(5, command), args=args)
     finished = time.monotonic()
     assert run.proc.returncode == 0, run.proc.stderr
     assert processes_mentioning(marker) == []
@@ -217,6 +223,7 @@ def test_a_setsid_env_i_survivor_dies_with_its_stage(tmp_path: Path) -> None:
     time.sleep(max(0.0, finished + 10 - time.monotonic()))  # well past the sleep
     assert processes_mentioning(marker) == []
     assert not (workspace / "survived.txt").exists()
+    assert not (workspace / "double.txt").exists()
     assert not (workspace / "nohup.txt").exists()
 
 
@@ -404,9 +411,12 @@ def test_the_agent_cannot_forge_its_trajectory(tmp_path: Path) -> None:
 
 def test_a_sparse_giant_does_not_fill_the_run_folder(tmp_path: Path) -> None:
     """`truncate -s 8T` takes no disk in the workspace but would be hashed for hours
-    and written out in full (ext4: holes become blocks). Over `limits.max_output_mb`
-    (default 1 GiB) the stage ends `limit: output`, with nothing hashed or copied."""
-    run = attack(tmp_path, bash_rule(5, "truncate -s 8T giant.bin; echo ok"))
+    and written out in full (ext4: holes become blocks). One file over
+    `limits.max_output_mb` (default 1 GiB) is refused now (RLIMIT_FSIZE), so nine
+    sparse ones of 1000 MiB: over it the stage ends `limit: output`, with nothing
+    hashed or copied."""
+    giants = "truncate -s 8T giant.bin; for i in $(seq 9); do truncate -s 1000M giant$i.bin; done"
+    run = attack(tmp_path, bash_rule(5, giants + "; echo ok"))
     assert run.proc.returncode == 1, run.proc.stderr
     used = sum(
         (Path(folder) / name).lstat().st_blocks * 512
@@ -416,7 +426,62 @@ def test_a_sparse_giant_does_not_fill_the_run_folder(tmp_path: Path) -> None:
     assert used < 64 * 1024 * 1024, f"{used} bytes allocated in the run folder"
     stage = read_results(run.out).scenarios[0].stages[-1]
     assert (stage.status, stage.limit_hit) == ("limit", "output")
-    assert "giant.bin" in (stage.error or "") and "max_output_mb" in (stage.error or "")
+    assert "giant" in (stage.error or "") and "max_output_mb" in (stage.error or "")
+
+
+FORK_BOMB = (  # at most 2,000 sleepers of 20 s, killed again once the limit is found
+    "python3 -c 'import os, time\n"
+    "pids = []\n"
+    "for _ in range(2000):\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError:\n"
+    "        break\n"
+    "    if pid == 0:\n"
+    "        time.sleep(20)\n"
+    "        os._exit(0)\n"
+    "    pids.append(pid)\n"
+    "for pid in pids:\n"
+    "    os.kill(pid, 9)\n"
+    "    os.waitpid(pid, 0)\n"
+    "print(len(pids))' > forks.txt; echo forked"
+)
+MEMORY_BOMB = (
+    "python3 -c 'import sys\n"
+    "chunks = []\n"
+    "try:\n"
+    "    while len(chunks) < 48:\n"  # at most 3 GiB, 64 MiB at a time, every page touched
+    "        chunks.append(bytearray(64 << 20))\n"
+    "except MemoryError:\n"
+    "    pass\n"
+    "print(len(chunks))' > memory.txt; echo allocated"
+)
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_fork_memory_and_disk_bombs_meet_the_limits(tmp_path: Path, isolation: str) -> None:
+    """bwrap (and the host) had no pid, memory or disk limit: a fork, memory or disk
+    bomb in a stage took the machine. Each is bounded here (2,000 forks, 3 GiB,
+    8 x 10 MiB) so that it cannot hurt even if the limit failed."""
+    disk = "for i in 1 2 3 4 5 6 7 8; do head -c 10M /dev/zero > f$i; done; sleep 30"
+    rules = bash_rule(4, FORK_BOMB, MEMORY_BOMB) + bash_rule(5, disk)
+    run = attack(
+        tmp_path, rules, from_stage=4, args=("--isolation", isolation),
+        stage_extra={5: "    limits: { max_output_mb: 16 }\n"},
+    )  # fmt: skip
+    assert run.proc.returncode == 1, run.proc.stderr
+    results = read_results(run.out)
+    held = results.resource_limits
+    assert held is not None and held.pids == 256 and held.address_space_bytes == 8 << 30
+    produced = run.out / "acme" / "4-s4" / "produced"
+    forks = int((produced / "forks.txt").read_text())
+    assert 0 < forks < 256, forks
+    allocated = int((produced / "memory.txt").read_text() or 0)  # empty: OOM-killed
+    limit = held.memory_bytes or held.address_space_bytes
+    assert allocated * (64 << 20) < limit, allocated
+    stage = results.scenarios[0].stages[-1]
+    assert (stage.status, stage.limit_hit) == ("limit", "output"), stage
+    assert stage.duration_s is not None and stage.duration_s < 30  # killed while it ran
 
 
 def test_a_password_in_a_url_stops_an_unisolated_run(tmp_path: Path) -> None:

@@ -109,26 +109,67 @@ def test_available_says_what_to_install_when_bwrap_is_missing(
     assert reason is not None and "apt-get install bubblewrap" in reason
 
 
-def test_wrap_is_an_argv_with_an_empty_environment_for_bwrap(
+def test_wrap_is_an_argv_that_starts_bwrap_with_an_empty_environment(
     sandbox: BwrapSandbox, ws: Path
 ) -> None:
     argv = sandbox.wrap(["echo", "a; rm -rf /"], cwd=ws, env={"A": "$(id)"})
-    assert Path(argv[0]).name == "env" and argv[1] == "-i" and Path(argv[2]).name == "bwrap"
-    for flag in (
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--unshare-net",
-        "--new-session",
-        "--die-with-parent",
-        "--clearenv",
-    ):
-        assert flag in argv
-    assert argv[argv.index("--cap-drop") + 1] == "ALL"
-    assert argv[-3:] == ["--", "echo", "a; rm -rf /"]  # data stays one argument
-    i = argv.index("--setenv")
-    assert argv[i : i + 3] == ["--setenv", "A", "$(id)"]
+    assert argv[:3] == [sys.executable, "-I", "-S"] and argv[3].endswith("launch.py")
+    assert "$(id)" not in argv  # the environment is not on any command line
+    done = run_under_parent(argv, {"CI_EVALS_PARENT_SECRET": "x"}, timeout=20)
+    assert (done.returncode, done.stdout) == (0, b"a; rm -rf /\n")  # data stays one argument
+    # no signal ignored that a shell would not ignore (the launcher is Python: SIGPIPE)
+    assert sh(sandbox, "grep SigIgn /proc/self/status", ws) == "SigIgn:\t0000000000000000\n"
+    marker = f"ci-evals-flags-{uuid.uuid4().hex}"
+    argv = sandbox.wrap(["sh", "-c", f"read x # {marker}"], cwd=ws, env=ENV)
+    with subprocess.Popen(argv, env={}, stdin=subprocess.PIPE) as proc:
+        assert wait_until(lambda: host_pids_with(marker, starting=b"sh\0"), 10)
+        bwraps = [p for p in host_pids_with(marker) if b"bwrap" in _cmdline(p).split(b"\0")[0]]
+        assert len(bwraps) == 2  # bwrap, and its init in the namespace
+        for pid in bwraps:
+            assert _cmdline(pid).split(b"\0")[1:3] == [b"--args", b"3"]  # options: a memfd
+            assert Path(f"/proc/{pid}/environ").read_bytes() == b""
+        proc.communicate(b"\n", timeout=10)
+    assert proc.returncode == 0
+
+
+def _cmdline(pid: int) -> bytes:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b""
+
+
+def test_no_environment_value_on_bwraps_command_line_and_no_proxy_inside(
+    sandbox: BwrapSandbox, ws: Path
+) -> None:
+    """`HTTPS_PROXY=http://ci:PW@proxy` and the per-run token used to be `--setenv`
+    arguments of bwrap, readable by every host process in /proc/<bwrap>/cmdline, and
+    the proxy (unreachable without network) was in the agent's environment."""
+    token, password = f"tok-{uuid.uuid4().hex}", f"pw-{uuid.uuid4().hex}"
+    proxy = f"http://ci:{password}@proxy.example:3128"
+    env = {
+        **ENV,
+        "ANTHROPIC_API_KEY": token,
+        "HTTPS_PROXY": proxy,
+        "http_proxy": proxy,
+        "All_Proxy": proxy,
+        "NO_PROXY": "localhost",
+    }
+    marker = f"ci-evals-argv-{uuid.uuid4().hex}"
+    argv = sandbox.wrap(["sh", "-c", f"env; read x # {marker}"], cwd=ws, env=env)
+    assert not [arg for arg in argv if token in arg or password in arg]
+    with subprocess.Popen(argv, env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        assert wait_until(lambda: host_pids_with(marker, starting=b"sh\0"), 10)
+        agent = host_pids_with(marker, starting=b"sh\0")
+        for pid in [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]:
+            seen = _cmdline(pid)  # world-readable: every host process's command line
+            if pid not in (*agent, os.getpid()):  # and the environment of all but the agent
+                with contextlib.suppress(OSError):
+                    seen += Path(f"/proc/{pid}/environ").read_bytes()
+            assert token.encode() not in seen and password.encode() not in seen, pid
+        out, _ = proc.communicate(b"\n", timeout=10)
+    inside = dict(line.split("=", 1) for line in out.decode().splitlines() if "=" in line)
+    assert inside["ANTHROPIC_API_KEY"] == token  # the agent still gets what it needs
+    assert not [name for name in inside if name.upper().endswith("_PROXY")], inside
 
 
 # -- the environment ------------------------------------------------------------------------
@@ -505,9 +546,8 @@ def test_close_leaves_no_thread_socket_or_process(ws: Path) -> None:
         box = BwrapSandbox(Mounts(writable=(ws,), readonly=()), endpoint=server.endpoint)
         client = socket.socket(socket.AF_UNIX)
         try:
-            private = next(
-                Path(a) for a in box.wrap(["true"], cwd=ws, env=ENV) if "ci-evals-bwrap-" in a
-            )
+            private = box._private
+            assert private is not None and private.name.startswith("ci-evals-bwrap-")
             assert (private / "model.sock").exists()
             assert private.stat().st_mode & 0o777 == 0o700
             # a connection still open (keep-alive) when close() is called

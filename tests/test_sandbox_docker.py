@@ -120,6 +120,18 @@ def test_argv_is_not_a_shell_string_and_env_and_cwd_are_given(box: DockerSandbox
     assert inside.stdout == b"/workspace/sub\nv=1 $x\n"
 
 
+def test_no_proxy_variable_reaches_a_container_without_network(box: DockerSandbox) -> None:
+    """A proxy is unreachable from `network_mode: none`, and its URL may carry a password."""
+    proxy = "http://ci:pw-docker-test@proxy.example:3128"
+    env = {**ENV, "HTTPS_PROXY": proxy, "http_proxy": proxy, "All_Proxy": proxy, "KEEP": "1"}
+    done = box.exec(["env"], cwd=box.workspace, env=env, timeout=30)
+    names = {line.split("=", 1)[0] for line in done.stdout.decode().splitlines()}
+    assert "KEEP" in names and not [n for n in names if n.upper().endswith("_PROXY")], names
+    spawn = box.spawn(["env"], cwd=box.workspace, env=env)
+    assert "pw-docker-test" not in " ".join(spawn.argv)
+    assert not [n for n in spawn.env if n.upper().endswith("_PROXY")]
+
+
 def test_stdin_is_fed_and_closed(box: DockerSandbox) -> None:
     data = os.urandom(300_000)
     done = box.exec(["sha256sum"], cwd=box.workspace, env=ENV, stdin=data, timeout=30)

@@ -70,6 +70,9 @@ class StageRequest:
     max_turns: int = 50
     timeout_s: float = 1800.0
     max_budget_usd: float | None = None
+    # What the sandbox's writable folders may grow by while it runs (the stage's
+    # limits.max_output_mb): past it the sandbox kills everything, `limit: output`.
+    max_output_bytes: int = 1 << 30
     # Where it runs (a `ci_evals.sandbox` kind) and what it may write there
     # besides `cwd` and `plugin_dir`: the workspace root, the private HOME/TMP.
     sandbox: str = "local"
@@ -188,3 +191,16 @@ class Agent(Protocol):
         abort: Abort,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> StageOutcome: ...
+
+
+def over_quota(outcome: StageOutcome, sandbox: object, request: StageRequest) -> StageOutcome:
+    """`outcome`, or `limit: output` when the sandbox killed everything the stage ran
+    because its writable folders grew past `max_output_bytes` (`bwrap` and `local`
+    check while it runs: `sandbox.limits.Quota`)."""
+    if getattr(sandbox, "over_quota", False):
+        outcome.status, outcome.limit = "limit", "output"
+        outcome.error = (
+            f"the stage's folders grew by more than {request.max_output_bytes:,} bytes "
+            "while it ran: everything it ran was killed (limits.max_output_mb)"
+        )
+    return outcome

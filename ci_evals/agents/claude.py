@@ -49,7 +49,7 @@ from claude_agent_sdk import (
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from claude_agent_sdk._version import __version__ as sdk_version
 
-from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage
+from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage, over_quota
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
 from ci_evals.text import one_line
@@ -360,6 +360,7 @@ class ClaudeAgent:
             writable=(request.cwd, request.plugin_dir, *request.writable),
             readonly=(_cli_binary(request.prompt, options), *request.readonly),
             endpoint=endpoint_address(request.env),
+            disk_bytes=request.max_output_bytes,
         )
         with (
             # The stderr copy is closed last: after the sandbox.
@@ -370,7 +371,8 @@ class ClaudeAgent:
             transport = _IsolatedTransport(
                 request.prompt, options, env=request.env, stderr=stderr, sandbox=sandbox
             )
-            return await _drive(request, options, transport, trajectory, abort, on_progress)
+            outcome = await _drive(request, options, transport, trajectory, abort, on_progress)
+        return over_quota(outcome, sandbox, request)
 
 
 def _cli_binary(prompt: str, options: ClaudeAgentOptions) -> Path:

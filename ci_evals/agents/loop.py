@@ -38,7 +38,7 @@ from typing import IO, Any
 
 import anthropic
 
-from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage
+from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage, over_quota
 from ci_evals.agents.loop_config import DEFAULT_MODEL, LoopConfig
 from ci_evals.agents.loop_context import view
 from ci_evals.agents.loop_tools import ToolBox, ToolRun
@@ -90,7 +90,10 @@ class LoopAgent:
         abort: Abort,
         on_progress: Callable[[Progress], None] | None,
     ) -> StageOutcome:
-        spec = SandboxSpec(writable=(request.cwd, request.plugin_dir, *request.writable))
+        spec = SandboxSpec(
+            writable=(request.cwd, request.plugin_dir, *request.writable),
+            disk_bytes=request.max_output_bytes,
+        )
         with (
             open_sandbox(request.sandbox, spec) as sandbox,
             request.trajectory_path.open("w", encoding="utf-8") as trajectory,
@@ -131,7 +134,7 @@ class LoopAgent:
                 unsubscribe()
             if outcome.error:
                 stderr.write(outcome.error + "\n")
-            return outcome
+            return over_quota(outcome, sandbox, request)
 
 
 def _client(env: Mapping[str, str], session: str) -> anthropic.AsyncAnthropic | str:

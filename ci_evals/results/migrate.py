@@ -84,6 +84,7 @@ def _v4_to_v5(data: Data) -> Data:
     than call a total that includes the agent's own calls inconsistent.)
     """
     data.setdefault("forwarded", None)
+    data.setdefault("resource_limits", None)  # nor what bounded its sandboxes
     return data
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "FileChange",
     "Forwarded",
     "LimitHit",
+    "ResourceLimits",
     "Revision",
     "RunResult",
     "RunStatus",
@@ -242,6 +243,19 @@ class Forwarded(_Model):
         return Forwarded(**{k: v + getattr(other, k) for k, v in values.items()})
 
 
+class ResourceLimits(_Model):
+    """What bounded each sandbox's processes (docs/isolation.md, *Limits*). Besides
+    these, every file and what a stage's writable folders grow by while it runs are
+    bounded by that stage's `limits.max_output_mb` (`bwrap`, `local`)."""
+
+    # "cgroup v1 + rlimit", "cgroup v2 + rlimit", "rlimit" (no cgroup could be
+    # made: pids by RLIMIT_NPROC, which root ignores), or "docker".
+    mechanism: str
+    pids: int
+    memory_bytes: int | None = None  # None: no memory cgroup (only the address space)
+    address_space_bytes: int | None = None  # per process (RLIMIT_AS)
+
+
 class RunResult(_Model):
     version: int = VERSION
     run_id: str
@@ -260,6 +274,7 @@ class RunResult(_Model):
     isolated: bool = False
     # The sandbox had the network (a suite's `network: true` with `sandbox: docker`).
     network: bool = False
+    resource_limits: ResourceLimits | None = None  # None: not recorded
     from_stage: int
     suite_file: str
     suite: SuiteIdentity | None = None  # None: not recorded (files before version 3)

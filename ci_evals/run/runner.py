@@ -55,6 +55,7 @@ from ci_evals.fs.snapshot import (
 )
 from ci_evals.results.model import (
     Forwarded,
+    ResourceLimits,
     Revision,
     RunResult,
     ScenarioResult,
@@ -65,7 +66,7 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
-from ci_evals.sandbox.registry import close_all, isolates
+from ci_evals.sandbox.registry import close_all, isolates, limits_of
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
 
@@ -200,6 +201,7 @@ class Runner:
             sandbox=plan.sandbox,
             isolated=isolates(plan.sandbox),
             network=plan.sandbox == "docker" and plan.suite.network,
+            resource_limits=_resource_limits(plan.sandbox),
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
             suite=plan.suite_identity,
@@ -352,6 +354,7 @@ class Runner:
             max_turns=stage.limits.max_turns,
             timeout_s=stage.limits.timeout_s,
             max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
+            max_output_bytes=stage.limits.max_output_bytes,
             # A retried attempt starts from the files this one starts from.
             sandbox=plan.sandbox,
             writable=(workspace.root, state.parent / "agent"),
@@ -509,3 +512,13 @@ def _relative(path: Path, run_dir: Path) -> str:
     with contextlib.suppress(ValueError):
         return path.relative_to(run_dir).as_posix()
     return str(path)
+
+
+def _resource_limits(sandbox: str) -> ResourceLimits:
+    held = limits_of(sandbox)
+    return ResourceLimits(
+        mechanism=held.mechanism,
+        pids=held.pids,
+        memory_bytes=held.memory_bytes,
+        address_space_bytes=held.address_space_bytes,
+    )

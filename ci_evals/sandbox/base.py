@@ -43,10 +43,13 @@ class SandboxSpec:
     # The sandbox's own /tmp (memory, in an isolating sandbox): a cap, so that
     # filling it cannot take the machine's memory.
     tmp_bytes: int = 1 << 30
-    # What a container backend (`docker`) also needs and enforces; the others
-    # have no cgroups to enforce limits with and run on the host's system.
+    # What a container backend (`docker`) also needs.
     image: str | None = None  # the image tag (`ci-evals/<name>:<hash>`, sandbox.images)
     run_id: str | None = None  # labels what it starts, so `ci-evals gc` knows the run
+    # Limits (sandbox/limits.py): docker enforces cpus, memory and pids; bwrap
+    # and local the pids and memory through a cgroup where one can be made,
+    # and always the rlimits (address space per process, size per file) and a
+    # checked quota on what the writable folders may grow by while open.
     cpus: float = 1.0
     memory_bytes: int = 1 << 30
     pids: int = 256
@@ -54,6 +57,14 @@ class SandboxSpec:
     # runs as the grader's identity, which alone can write it, and starts the
     # code under test as another (`grader_identity`).
     grader_results: Path | None = None
+    address_space_bytes: int | None = 8 << 30  # the CLI's runtime reserves address space
+    disk_bytes: int | None = 1 << 30  # the runner sets a stage's limits.max_output_mb
+
+
+def without_proxies(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` less every `*_PROXY` variable, in any case: for a sandbox with no network,
+    where a proxy is unreachable and its URL may carry a password."""
+    return {name: value for name, value in env.items() if not name.upper().endswith("_PROXY")}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ with permissions bypassed, and may be hostile):
   environment of ci-evals (`/proc/<pid>/environ`: ANTHROPIC_API_KEY,
   GITHUB_TOKEN...) is out of reach. bwrap's own init is PID 1 there and shows
   its environment too, so bwrap is always started with an empty one
-  (`env -i`). When the wrapped command exits, bwrap's init exits with its
+  (`launch.py` execs it with none). When the wrapped command exits, bwrap's init exits with its
   status and the kernel kills everything left in the namespace, whatever
   session it made (`setsid env -i sh -c 'sleep 40; ...'` included).
   `--die-with-parent` ends the sandbox when ci-evals dies (Ctrl-C, SIGKILL).
@@ -26,7 +26,14 @@ with permissions bypassed, and may be hostile):
   connection through a Unix socket to `_Forwarder`, which connects to the real
   endpoint on the host.
 - Exactly the environment it is given (`--clearenv`, then `--setenv` each),
-  and PWD, which bwrap sets to the working folder after `--chdir`.
+  and PWD, which bwrap sets to the working folder after `--chdir`; with no
+  network, less every `*_PROXY` (unreachable, and a proxy URL may carry a
+  password). bwrap reads its options from a memfd (`--args FD`, through
+  `launch.py`): its command line, which every host process can read, shows
+  the command but not the environment (a proxy password, the per-run token).
+- Limits (`limits.py`, through `launch.py`): a cgroup for pids and memory
+  where one can be made, rlimits on tasks, address space and file size
+  always, and a checked quota on what the writable folders may grow by.
 """
 
 from __future__ import annotations
@@ -48,7 +55,8 @@ from pathlib import Path
 from ci_evals import process
 from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
-from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
+from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
+from ci_evals.sandbox.launcher import Launched, Launcher
 from ci_evals.sandbox.owners import Owners, give_back, hand_over
 
 # Where the private folder (relay.py, the model socket) appears inside.
@@ -182,7 +190,7 @@ def _python_binds() -> tuple[str, list[str]]:
     return python, args
 
 
-class BwrapSandbox:
+class BwrapSandbox(Launched):
     """Run commands of one stage inside bubblewrap namespaces (see the module docstring).
 
     `endpoint=(host, port)`: the model endpoint on the host, reachable inside
@@ -214,19 +222,19 @@ class BwrapSandbox:
                 # the host's /tmp (or /etc) read-write.
                 raise ValueError(f"sandbox mount {path} is or passes through a symbolic link")
         bwrap = shutil.which("bwrap")
-        env_bin = shutil.which("env")
-        if bwrap is None or env_bin is None:
-            raise RuntimeError(available() or "env(1) not found")
+        if bwrap is None:
+            raise RuntimeError(available() or "bwrap not found")
         self.mounts = mounts
         self.endpoint = endpoint
         self.network = network
-        self._prefix = [env_bin, "-i", bwrap]
+        self._bwrap = bwrap
         self._system = _system_args()
+        self._launcher = Launcher(mounts)
         self._running: set[int] = set()  # process groups of the execs in progress
         self._private: Path | None = None
         self._forwarder: _Forwarder | None = None
         self._python: tuple[str, list[str]] | None = None
-        self._launcher: grader_identity.Launcher | None = None
+        self._grader: grader_identity.Launcher | None = None  # a command grader's identities
         self._owners: Owners = {}
         if mounts.grader_results is not None:
             self._open_grader()
@@ -241,7 +249,7 @@ class BwrapSandbox:
         writable folders go to the code under test's uid (the grader keeps
         `GRADER_CAPS` to start it, stop it and still write them)."""
         root = grader_identity.as_root()
-        self._launcher = grader_identity.Launcher("setpriv" if root else "nested")
+        self._grader = grader_identity.Launcher("setpriv" if root else "nested")
         if root:
             uid = grader_identity.AGENT_UID
             try:
@@ -253,7 +261,7 @@ class BwrapSandbox:
 
     def _caps(self) -> list[str]:
         args = ["--cap-drop", "ALL"]
-        if self._launcher is not None and grader_identity.as_root():
+        if self._grader is not None and grader_identity.as_root():
             for cap in grader_identity.GRADER_CAPS:
                 args += ["--cap-add", f"CAP_{cap}"]
         return args
@@ -265,7 +273,7 @@ class BwrapSandbox:
         # another uid they are not writable anyway, and a nested bwrap (the
         # code under test of a grader) can mount its own /proc only where the
         # outer one is not partly covered.
-        if self._launcher is not None and not grader_identity.as_root():
+        if self._grader is not None and not grader_identity.as_root():
             return []
         return [
             "--ro-bind",
@@ -279,13 +287,13 @@ class BwrapSandbox:
     def _tmp_perms(self) -> list[str]:
         # Two uids share /tmp (the grader's and the code under test's): sticky and
         # open to both, as on any system (bwrap >= 0.5 has --perms).
-        return ["--perms", "1777"] if self._launcher and grader_identity.as_root() else []
+        return ["--perms", "1777"] if self._grader and grader_identity.as_root() else []
 
     def _open_parents(self) -> list[str]:
         # bwrap makes the folders on the way to a bind 0700, root's: the code under
         # test's uid (root's grader) must pass through them to its folder. An
         # existing one keeps its mode.
-        if self._launcher is None or not grader_identity.as_root():
+        if self._grader is None or not grader_identity.as_root():
             return []
         args: list[str] = []
         for path in self.mounts.writable:
@@ -294,11 +302,11 @@ class BwrapSandbox:
         return args
 
     def _grader_binds(self) -> tuple[list[str], dict[str, str]]:
-        if self._launcher is None or self.mounts.grader_results is None:
+        if self._grader is None or self.mounts.grader_results is None:
             return [], {}
         inside = grader_identity.INSIDE
         results = f"{inside}/{grader_identity.RESULTS}"
-        binds = ["--ro-bind", str(self._launcher.folder), inside]
+        binds = ["--ro-bind", str(self._grader.folder), inside]
         binds += ["--bind", str(self.mounts.grader_results), results]
         return binds, grader_identity.environment(results, f"{inside}/{grader_identity.LAUNCHER}")
 
@@ -323,12 +331,14 @@ class BwrapSandbox:
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
         """The host argv that runs `argv` inside the sandbox with exactly `env` in `cwd`.
 
-        Spawn it with any environment: bwrap starts with an empty one (`env -i`).
+        Spawn it with any environment: bwrap starts with an empty one, its
+        arguments in a memfd (`launch.py`).
         """
         if not argv:
             raise ValueError("nothing to run")
+        if not self.network:
+            env = without_proxies(env)
         args = [
-            *self._prefix,
             "--unshare-pid",
             "--unshare-ipc",
             "--unshare-uts",
@@ -382,7 +392,8 @@ class BwrapSandbox:
             if not key or "=" in key:
                 raise ValueError(f"invalid environment variable name {key!r}")
             args += ["--setenv", key, value]
-        return [*args, "--", *command]
+        # bwrap takes the command only from its real argv, after what --args gave.
+        return self._launcher.argv([self._bwrap, "--", *command], {}, args=args)
 
     def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
         return Spawn(argv=tuple(self.wrap(argv, cwd=cwd, env=env)), env={}, cwd=cwd)
@@ -400,8 +411,9 @@ class BwrapSandbox:
     ) -> ExecResult:
         """Run `argv` in the sandbox to its end or `timeout`, when the whole sandbox is
         killed (bwrap's group; its init dies with it, and the namespace with that)."""
+        wrapped = self.wrap(argv, cwd=cwd, env=env)
         done = process.run(
-            self.wrap(argv, cwd=cwd, env=env),
+            wrapped,
             env={},
             stdin=stdin,
             timeout=timeout,
@@ -409,6 +421,7 @@ class BwrapSandbox:
             merge_stderr=merge_stderr,
             groups=self._running,
         )
+        self._launcher.wait(wrapped)  # the namespace is gone, not only bwrap
         return dataclasses.replace(done, argv=tuple(argv))  # what was asked, not bwrap's argv
 
     def put(self, path: Path, data: bytes) -> None:
@@ -421,6 +434,7 @@ class BwrapSandbox:
     def close(self) -> None:
         """Kill any `exec` still running, stop the relay, remove the private folder
         (idempotent). A spawned process's namespace dies with its init."""
+        self._launcher.close()  # every bwrap it launched, the cgroup, the quota
         for group in list(self._running):  # an exec still running in another thread
             process.kill_group(group)
         if self._forwarder is not None:
@@ -429,8 +443,8 @@ class BwrapSandbox:
         if self._private is not None:
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None
-        if self._launcher is not None:
-            self._launcher.close()
+        if self._grader is not None:
+            self._grader.close()
         give_back(self._owners)  # after: nothing inside runs any more
 
     def __enter__(self) -> BwrapSandbox:

@@ -8,6 +8,7 @@ What the code inside gets (it may be hostile):
 - No network (`network_mode: none`: a loopback of its own, so neither the
   host's loopback services nor the Docker bridge are reachable); a suite opts
   in with `network: true` (`SandboxSpec.network`), and results say so.
+  Without it no `*_PROXY` variable (any case) reaches a command.
 - CPU, memory (swap included) and pids limits; a non-root user (the host's
   uid when ci-evals is not root, else `SANDBOX_UID`, to which the writable
   folders are handed); every capability dropped; `no-new-privileges`; an
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ci_evals.errors import UserError
 from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
-from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
+from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
 from ci_evals.sandbox.docker_stream import pump
 from ci_evals.sandbox.owners import Owners, give_back, hand_over
 from ci_evals.text import one_line
@@ -272,6 +273,7 @@ class DockerSandbox:
             raise OSError("the docker CLI is not installed (spawn runs `docker exec -i`)")
         if not argv:
             raise ValueError("nothing to run")
+        env = env if self.spec.network else without_proxies(env)
         names = _checked_names(env)
         settings = {k: os.environ[k] for k in CLI_SETTINGS if k in os.environ}
         host = [cli, "exec", "-i", "--user", self.user, "--workdir", str(self.inner_path(cwd))]
@@ -293,6 +295,7 @@ class DockerSandbox:
         """Run `argv` inside to its end or `timeout`, when its process group is killed."""
         if not argv:
             raise ValueError("nothing to run")
+        env = env if self.spec.network else without_proxies(env)
         _checked_names(env)
         start = time.monotonic()
         pidfile = f"/tmp/.ci-evals-exec-{uuid.uuid4().hex}"  # noqa: S108 - the container's own /tmp

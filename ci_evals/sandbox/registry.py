@@ -15,6 +15,7 @@ from typing import cast
 
 from ci_evals.errors import UserError
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
+from ci_evals.sandbox.limits import Enforced, create_cgroup, enforced
 
 # Namespaces (bubblewrap) by default: see docs/isolation.md for where they are
 # unavailable, and `--isolation none`.
@@ -45,6 +46,17 @@ def unavailable(name: str) -> str | None:
     """Why sandbox `name` cannot run on this machine, in one line; None when it can."""
     check = getattr(_module(name), "available", None)
     return None if check is None else cast("Callable[[], str | None]", check)()
+
+
+def limits_of(name: str) -> Enforced:
+    """What a sandbox of kind `name` holds its processes to here (probing for a cgroup)."""
+    spec = SandboxSpec(writable=())
+    if name == "docker":
+        return Enforced("docker", spec.pids, spec.memory_bytes, None, None, None)
+    cgroup = create_cgroup(pids=spec.pids, memory_bytes=spec.memory_bytes)
+    if cgroup is not None:
+        cgroup.remove()
+    return enforced(spec, cgroup)
 
 
 def choose(requested: str, *, secrets: Sequence[str]) -> str:

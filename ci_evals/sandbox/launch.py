@@ -1,0 +1,220 @@
+"""On the host, between ci-evals and a sandboxed program: its cgroup, its limits, its reaper,
+and the arguments that must stay off every command line.
+
+    python3 -I -S launch.py SPEC
+
+SPEC names a JSON file in the sandbox's private folder (mode 0700), removed as
+soon as it is read. Its keys:
+
+- `cgroup_procs`: `cgroup.procs` files to join first (the sandbox's own cgroup:
+  its pids and memory limits hold for everything started from here on);
+- `rlimits`: `{"RLIMIT_NPROC": n, ...}`, set as soft and hard limit (the
+  program cannot raise them again);
+- `pid_file`: where the reaper writes `PID STARTTIME`, so the sandbox can
+  stop it (SIGTERM) and wait for it without mistaking a reused pid;
+- `argv`, `env`: what to run, with exactly that environment (ours is empty);
+- `args`: more arguments for `argv[0]`, handed over through a memfd as
+  `--args FD` (bubblewrap's way): the environment bubblewrap sets inside — a
+  proxy password, the per-run token — stays off its command line, which every
+  process on the host can read in /proc.
+
+This process stays as the program's grandparent and ends everything it
+started (`--isolation none` has no PID namespace to do it; under bwrap it
+makes sure the namespace is gone before we return). It dies with ci-evals
+(`PR_SET_PDEATHSIG`) and forks a reaper into a session of its own (a group
+kill of ours does not reach it) that is a child subreaper
+(`PR_SET_CHILD_SUBREAPER`: whatever double-forks or `setsid`s below it is
+re-parented to it, not to init) and gets SIGTERM when we die. When the
+program exits, or we die, or it is sent SIGTERM, it SIGKILLs every
+descendant, reaps them and exits; we exit with the program's status (a signal
+as the same signal), so when we are gone of our own accord, so is all of it.
+
+Standard library only, no ci_evals imports (run by the host's interpreter with
+`-I -S`, nothing of the environment or site-packages).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_KILL_ROUNDS = 2000  # a fork loop re-parented to us converges in a few rounds
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option})")
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks (field 22 of /proc/PID/stat), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _write_pid(path: str | None) -> None:
+    if path:
+        pid = os.getpid()
+        Path(path).write_text(f"{pid} {start_time(pid)}\n")
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root`, from /proc (parents before children)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _reap_all() -> bool:
+    """Reap every exited child; False when there are none left at all."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _kill_descendants() -> None:
+    """SIGKILL everything below us until nothing is left (orphans come back to us)."""
+    me = os.getpid()
+    for _ in range(_KILL_ROUNDS):
+        for pid in _descendants(me):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if not _reap_all():
+            return
+        time.sleep(0.001)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def _exit_like(status: int) -> None:
+    """Leave the way a child with wait status `status` did."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def _detach_stdio() -> None:
+    """Let go of stdin/stdout/stderr: only the program may hold them (EOF when it ends)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _exec(spec: dict[str, Any]) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ; the program gets the defaults, as from
+    # subprocess (`yes | head` ends quietly, a write past RLIMIT_FSIZE kills).
+    for signum in (*_STOP_SIGNALS, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
+    argv: list[str] = spec["argv"]
+    env: dict[str, str] = spec["env"]
+    if spec.get("args") is not None:
+        fd = os.memfd_create("ci-evals-args", 0)  # not close-on-exec: bwrap reads it
+        os.write(fd, b"".join(arg.encode() + b"\0" for arg in spec["args"]))
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv = [argv[0], "--args", str(fd), *argv[1:]]
+    try:
+        os.execvpe(argv[0], argv, env)  # noqa: S606 - an argv, never a shell
+    except OSError as exc:
+        print(f"ci-evals: cannot run {argv[0]}: {exc}", file=sys.stderr, flush=True)
+        os._exit(127)
+
+
+def _reaper(spec: dict[str, Any], parent: int) -> None:
+    os.setsid()  # out of the caller's process group: its group SIGKILL ends only our parent
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, _stop)
+    _write_pid(spec.get("pid_file"))
+    status = 1 << 8  # exit 1, unless the program's own status arrives
+    try:
+        if os.getppid() != parent:  # it died before PDEATHSIG was armed
+            raise _Stop
+        program = os.fork()
+        if program == 0:
+            _exec(spec)
+        _detach_stdio()
+        while True:
+            pid, got = os.waitpid(-1, 0)
+            if pid == program:
+                status = got
+                break
+    except (_Stop, ChildProcessError):
+        status = signal.SIGKILL  # as if killed: what a stopped program's caller sees
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    _kill_descendants()
+    _exit_like(status)
+
+
+def main(argv: list[str]) -> None:
+    spec_path = Path(argv[1])
+    spec: dict[str, Any] = json.loads(spec_path.read_text())
+    spec_path.unlink()
+    for procs in spec.get("cgroup_procs", ()):
+        Path(procs).write_text(f"{os.getpid()}\n")
+    for name, value in spec.get("rlimits", {}).items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a stop signal simply ends us: the reaper acts
+    caller = os.getppid()
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # as bwrap's --die-with-parent
+    if os.getppid() != caller:
+        os._exit(1)
+    parent = os.getpid()
+    reaper = os.fork()
+    if reaper == 0:
+        try:
+            _reaper(spec, parent)
+        finally:
+            os._exit(1)
+    _detach_stdio()
+    _, status = os.waitpid(reaper, 0)
+    _exit_like(status)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
