@@ -34,6 +34,7 @@ from itertools import chain, compress, repeat
 from operator import add
 from typing import TYPE_CHECKING, NamedTuple, cast, overload
 
+from ci_evals.selection.global_globs import CHECKOUT_FILES
 from ci_evals.selection.matcher import GlobMatcher
 
 if TYPE_CHECKING:
@@ -143,6 +144,11 @@ _Rest = tuple[int | None, str | None, str, str]
 _GLOBAL: _Rest = (1, None, GLOBAL_FILE, "a global path: any change runs all")
 _UNMATCHED: _Rest = (1, None, UNMATCHED_FILE, "under the plugin root; no entry covers it")
 _IGNORED: _Rest = (None, None, IGNORED, "outside the plugin root; not global")
+# The deciding global's `why` when git applies it at checkout (`CHECKOUT_FILES`).
+_CHECKOUT_WHY = (
+    "git applies it when checking files out (attributes such as working-tree-encoding, "
+    "eol, filters; submodules; LFS), so it can change every plugin and fixture file: runs all"
+)
 # `Match(...)` goes through a Python-level __new__; this is the C one.
 _new_tuple = tuple.__new__
 
@@ -592,6 +598,8 @@ class Selector:
             )
             return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail, held_out=held)
         _, best = min(found, key=lambda item: item[0])
+        if best.rule == GLOBAL_FILE and best.path.rpartition("/")[2] in CHECKOUT_FILES:
+            best = best._replace(why=_CHECKOUT_WHY)
         detail = f"{quote_path(best.path)}: {best.why}"
         return Selection(
             best.stage, best.rule, len(matches), matches, detail, decided_by=best, held_out=held
