@@ -271,7 +271,8 @@ def changed_paths(
     """Every path that differs between `merge_base` and `head`, repo-relative.
 
     The caller passes the *merge base* of BASE and HEAD (what `BASE...HEAD`
-    means); there is deliberately no two-dot variant. `--no-renames` lists a
+    means) — or, after a force-push, also the old tip (`Range.rewritten`): what
+    it held and HEAD dropped is a change too. `--no-renames` lists a
     rename as its old and its new path, deletions are listed, a changed
     submodule gitlink is listed (`--ignore-submodules=none` overrides config
     that would hide it), and `--no-relative` overrides `diff.relative`.

@@ -140,7 +140,14 @@ def _range(
     event = range_from_event(repo, actions, args.head, deepen=args.deepen > 0)
     if event.base is None:
         return selection.fallback(selection.BASE_MISSING, event.detail)
-    found = diff_range.resolve(repo, event.base, event.head, deepen_tries=args.deepen)
+    found = diff_range.resolve(
+        repo,
+        event.base,
+        event.head,
+        deepen_tries=args.deepen,
+        rewritable=event.rewritable,
+        forced=event.forced,
+    )
     return dataclasses.replace(found, notes=(event.detail, *found.notes))
 
 
