@@ -8,6 +8,7 @@ before the rule existed (issue 19, "Selection: judge what the run will read").
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,121 @@ def test_a_pull_request_base_that_moved_on_is_not_a_rewrite(repo: Path) -> None:
     chosen = compute(repo, main_tip)
     assert chosen.from_stage == 3
     assert not any("rewritten" in note for note in chosen.notes)
+
+
+def _link(repo: Path, path: str, target: str) -> None:
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, repo / path)
+
+
+def test_a_plugin_file_linking_out_of_root_changes_with_its_target(
+    repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin copy follows the link: editing only the target is a stage-3 change."""
+    write(repo, "shared/generate.md", "v1\n")
+    _link(repo, "plugin/commands/linked.md", "../../shared/generate.md")
+    base = plugin_repo(repo)
+    branch(repo)
+    write(repo, "shared/generate.md", "v2\n")
+    commit(repo)
+    monkeypatch.chdir(repo)
+
+    assert main(["compute-stage", base]) == 0
+
+    out, err = capsys.readouterr()
+    assert out == "3\n"
+    assert "(link-target-changed): plugin/commands/linked.md: " in err
+    assert "'shared/generate.md' changed" in err
+
+
+def test_a_fixture_folder_that_is_a_link_changes_with_what_is_under_its_target(
+    repo: Path,
+) -> None:
+    write(repo, "shared/plan/outline.md", "v1\n")
+    _link(repo, "fixtures/2-plan-output", "../shared/plan")
+    base = plugin_repo(repo)
+    branch(repo)
+    write(repo, "shared/plan/outline.md", "v2\n")
+    commit(repo)
+    chosen = compute(repo, base)
+    assert (chosen.from_stage, chosen.reason) == (3, "link-target-changed")
+    assert chosen.decided_by is not None
+    assert chosen.decided_by.path == "fixtures/2-plan-output/outline.md"
+
+
+def test_a_link_inside_root_takes_the_stage_of_the_link(repo: Path) -> None:
+    """researcher.md (stage 1) reads commands/generate.md (stage 3): editing it runs 1."""
+    base = plugin_repo(repo)
+    (repo / "plugin/agents/researcher.md").unlink()
+    _link(repo, "plugin/agents/researcher.md", "../commands/generate.md")
+    base = commit(repo)
+    branch(repo)
+    write(repo, "plugin/commands/generate.md", "v2\n")
+    commit(repo)
+    chosen = compute(repo, base)
+    assert (chosen.from_stage, chosen.reason) == (1, "link-target-changed")
+
+
+def test_folder_links_are_followed_through_the_links_inside_them(repo: Path) -> None:
+    """plugin/skills/plan -> ../../vendor/plan, whose SKILL.md -> ../../docs/plan.md."""
+    write(repo, "docs/plan.md", "v1\n")
+    _link(repo, "vendor/plan/SKILL.md", "../../docs/plan.md")
+    plugin_repo(repo)
+    (repo / "plugin/skills/plan/SKILL.md").unlink()
+    (repo / "plugin/skills/plan").rmdir()
+    _link(repo, "plugin/skills/plan", "../../vendor/plan")
+    base = commit(repo)
+    branch(repo)
+    write(repo, "docs/plan.md", "v2\n")
+    commit(repo)
+    chosen = compute(repo, base)
+    assert (chosen.from_stage, chosen.reason) == (2, "link-target-changed")
+    assert chosen.decided_by is not None
+    assert chosen.decided_by.path == "plugin/skills/plan/SKILL.md"
+
+
+def test_a_link_out_of_the_repository_always_counts_as_changed(repo: Path) -> None:
+    """Its content is not in any commit: any change runs its stage, and says why."""
+    _link(repo, "plugin/commands/system.md", "/etc/hostname")
+    base = plugin_repo(repo)
+    branch(repo)
+    write(repo, "src/app.py", "print()\n")
+    commit(repo)
+    chosen = compute(repo, base)
+    assert (chosen.from_stage, chosen.reason) == (3, "link-target-changed")
+    assert "outside the repository" in chosen.detail
+
+
+def test_an_unrelated_change_with_links_present_stays_none(repo: Path) -> None:
+    write(repo, "shared/generate.md", "v1\n")
+    _link(repo, "plugin/commands/linked.md", "../../shared/generate.md")
+    base = plugin_repo(repo)
+    branch(repo)
+    write(repo, "src/app.py", "print()\n")
+    commit(repo)
+    assert compute(repo, base).from_stage is None
+
+
+@pytest.mark.parametrize("root", ["plugin", "evals/plugin"])
+def test_a_root_that_is_or_lies_in_a_linked_folder_is_read_through_it(
+    repo: Path, root: str
+) -> None:
+    """`plugin -> vendor/plugin` (or `evals -> vendor` above `evals/plugin`): git names
+    the vendor paths, the run reads them as the plugin."""
+    plugin_repo(repo)
+    (repo / "vendor").mkdir()
+    os.rename(repo / "plugin", repo / "vendor/plugin")
+    if root == "plugin":
+        _link(repo, "plugin", "vendor/plugin")
+    else:
+        _link(repo, "evals", "vendor")
+        text = (repo / "stage_map.yaml").read_text(encoding="utf-8")
+        (repo / "stage_map.yaml").write_text(text.replace("root: plugin", f"root: {root}"))
+    base = commit(repo)
+    branch(repo)
+    write(repo, "vendor/plugin/skills/plan/SKILL.md", "v2\n")
+    commit(repo)
+    chosen = compute(repo, base)
+    assert (chosen.from_stage, chosen.reason) == (2, "link-target-changed")
+    assert chosen.decided_by is not None
+    assert chosen.decided_by.path == f"{root}/skills/plan/SKILL.md"

@@ -46,6 +46,7 @@ UNMATCHED_FILE = "unmatched-file"
 GLOBAL_FILE = "global-file"
 FIXTURE_CHANGED = "fixture-changed"
 CONTRACT_CHANGED = "contract-changed"  # only stage contracts changed in the suite
+LINK_TARGET_CHANGED = "link-target-changed"  # what a link the run follows leads to changed
 BASE_MISSING = "base-missing"
 BASE_ZERO_SHA = "base-zero-sha"
 NO_MERGE_BASE = "no-merge-base"
@@ -60,6 +61,7 @@ REASONS = (
     GLOBAL_FILE,
     FIXTURE_CHANGED,
     CONTRACT_CHANGED,
+    LINK_TARGET_CHANGED,
     BASE_MISSING,
     BASE_ZERO_SHA,
     NO_MERGE_BASE,
@@ -515,6 +517,18 @@ class _Matches(Sequence[Match]):
             chosen = heapq.nsmallest(count - len(out), at_stage)
             out.extend(_new_tuple(Match, (path, *rest_of_rank[rank])) for path, rank in chosen)
         return out
+
+
+def changed_paths(matches: Sequence[Match]) -> Iterator[str]:
+    """Every path of `matches`, without building the records a batch keeps as ranks."""
+    if isinstance(matches, _Matches) and matches._built is None:
+        for batch in matches._batches:
+            if isinstance(batch, _RankBatch):
+                yield from batch.paths
+            else:
+                yield from (m.path for m in batch.matches)
+        return
+    yield from (m.path for m in matches)
 
 
 def lowest_relevant(matches: Sequence[Match], count: int) -> tuple[int, list[Match]]:

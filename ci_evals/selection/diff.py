@@ -47,6 +47,7 @@ from ci_evals.selection.decide import (
     Selector,
     fallback,
 )
+from ci_evals.selection.links import decide_links
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.suite_change import decide_held, suite_paths
 
@@ -318,14 +319,12 @@ def compute(
     change = resolve(repo, base, head, deepen_tries=deepen_tries)
     if isinstance(change, Selection):
         return change
-    selector = Selector(
-        stage_map,
-        matcher or GlobMatcher(stage_map.selection_globs),
-        hold=suite_paths(stage_map.global_paths),
-    )
+    matcher = matcher or GlobMatcher(stage_map.selection_globs)
+    selector = Selector(stage_map, matcher, hold=suite_paths(stage_map.global_paths))
     for chunk in diff_chunks(repo, change):
         selector.add(chunk)
-    return decide_held(repo, _with_range(selector.finish(), change))
+    held = decide_held(repo, _with_range(selector.finish(), change))
+    return decide_links(repo, held, stage_map, matcher)
 
 
 def _with_range(chosen: Selection, change: Range) -> Selection:
@@ -383,8 +382,10 @@ def compute_overlapped(
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         worker.start()
-        chosen, stage_map = _consume(arrivals, failure, worker, prepare, prune=not every_record)
-        return decide_held(repo, chosen), stage_map
+        chosen, stage_map, matcher = _consume(
+            arrivals, failure, worker, prepare, prune=not every_record
+        )
+        return decide_links(repo, decide_held(repo, chosen), stage_map, matcher), stage_map
     finally:
         sys.setswitchinterval(interval)
 
@@ -396,7 +397,7 @@ def _consume(
     prepare: Callable[[], tuple[StageMap, GlobMatcher]],
     *,
     prune: bool,
-) -> tuple[Selection, StageMap]:
+) -> tuple[Selection, StageMap, GlobMatcher]:
     try:
         stage_map, matcher = prepare()
     except BaseException:
@@ -408,7 +409,7 @@ def _consume(
         if failure:
             raise failure[0]
         assert isinstance(first, Selection)
-        return first, stage_map
+        return first, stage_map, matcher
     assert isinstance(first, Range)
     selector = Selector(stage_map, matcher, prune=prune, hold=suite_paths(stage_map.global_paths))
     while (chunk := arrivals.get()) is not _DONE:
@@ -416,4 +417,4 @@ def _consume(
     worker.join()
     if failure:
         raise failure[0]
-    return _with_range(selector.finish(), first), stage_map
+    return _with_range(selector.finish(), first), stage_map, matcher
