@@ -224,3 +224,28 @@ def test_a_root_that_is_or_lies_in_a_linked_folder_is_read_through_it(
     assert (chosen.from_stage, chosen.reason) == (2, "link-target-changed")
     assert chosen.decided_by is not None
     assert chosen.decided_by.path == f"{root}/skills/plan/SKILL.md"
+
+
+def test_actions_outputs_name_the_stages_whose_fixture_changed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stage 1's fixture changed: the run starts at 2 and, on the stub model, never
+    grades fixture 1 — the step output says which fixtures CI must grade."""
+    base = plugin_repo(repo)
+    branch(repo)
+    write(repo, "fixtures/1-research-output/notes.md", "broken\n")
+    write(repo, "fixtures/scenario-b/3-generate-output/chapter.md", "new\n")
+    commit(repo)
+    output = repo.parent / "output"
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+
+    assert main(["compute-stage", "--explain", base]) == 0
+
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert "from_stage=1" in lines  # fixture 3 of a 3-stage map feeds no stage: all
+    assert "fixture_stages=1 3" in lines
+    assert "ci-evals check-fixtures --stage 1; ci-evals check-fixtures --stage 3" in (
+        capsys.readouterr().out
+    )

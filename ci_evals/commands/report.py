@@ -72,6 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the merge base the run recorded with `run --base`)",
     )
     parser.add_argument(
+        "--fixtures",
+        type=Path,
+        metavar="FILE",
+        help="the check-fixtures.json of the fixtures the change touched (compute-stage's "
+        "`fixture_stages`): shown as *Changed fixtures*; one that did not pass, or a missing "
+        "file, fails the report",
+    )
+    parser.add_argument(
         "--comment",
         action="store_true",
         help="in GitHub Actions on a pull request: post the summary as a sticky PR comment "
@@ -106,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
     result = read_results(args.run_dir)
     found = problems(result)
     markdown = markdown_summary(result, found) + "\n" + against_baseline(result, args, found)
+    fixtures_passed = True
+    if args.fixtures is not None:
+        section, fixtures_passed = _fixtures(args.fixtures)
+        markdown += "\n" + section
     if args.junit is not None:
         write_output(args.junit, junit_xml(result, found), option="--junit")
     if args.markdown is not None:
@@ -125,7 +137,20 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    return EXIT_OK if run_passed(result, found) else EXIT_FAIL
+    return EXIT_OK if run_passed(result, found) and fixtures_passed else EXIT_FAIL
+
+
+def _fixtures(path: Path) -> tuple[str, bool]:
+    """`--fixtures`: the section, and whether the fixtures passed (a missing file: no)."""
+    import json  # noqa: PLC0415
+
+    from ci_evals.report.fixtures import fixtures_section  # noqa: PLC0415
+
+    try:
+        report: object = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        report = None
+    return fixtures_section(report, str(path))
 
 
 def _annotate(result: RunResult, found: Sequence[str]) -> None:

@@ -531,6 +531,38 @@ def changed_paths(matches: Sequence[Match]) -> Iterator[str]:
     yield from (m.path for m in matches)
 
 
+def fixture_stages(matches: Sequence[Match], stage_map: StageMap) -> tuple[int, ...]:
+    """Each k (1..number of stages) whose fixture set `fixtures/<k>-*/`, or a
+    scenario's `fixtures/<name>/<k>-*/`, has a changed path: stage k's curated
+    output changed. On the stub model a stage's answer *is* its fixture, so the
+    run does not grade it; CI grades these with `check-fixtures --stage k`.
+
+    Only the records built anyway are read: a fixture path never sits in a
+    batch kept as ranks (those are plain files under root, with fixtures apart).
+    """
+    if stage_map.fixtures is None:
+        return ()
+    prefix = stage_map.fixtures + "/" if stage_map.fixtures else ""
+    if isinstance(matches, _Matches) and matches._built is None:
+        batches = matches._batches
+        records: Iterator[Match] = chain.from_iterable(
+            b.matches for b in batches if isinstance(b, _MatchBatch)
+        )
+    else:
+        records = iter(matches)
+    found: set[int] = set()
+    for m in records:
+        if not m.path.startswith(prefix):
+            continue
+        folder, _, rest = m.path[len(prefix) :].partition("/")
+        if not _FIXTURE_FOLDER.match(folder):  # a scenario's own set?
+            folder, _, rest = rest.partition("/")
+        number = _FIXTURE_FOLDER.match(folder)
+        if number and rest and 1 <= int(number.group(1)) <= len(stage_map.stages):
+            found.add(int(number.group(1)))
+    return tuple(sorted(found))
+
+
 def lowest_relevant(matches: Sequence[Match], count: int) -> tuple[int, list[Match]]:
     """How many of `matches` are relevant (have a stage), and the `count` lowest
     of those by (stage, path) — what a report lists first.
