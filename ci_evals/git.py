@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import selectors
 import subprocess
@@ -351,6 +352,7 @@ def parse_raw_entries(output: bytes) -> list[TreeChange] | None:
 
 
 LINK_MODE = "120000"
+_HEX = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class TreeEntry(NamedTuple):
@@ -412,18 +414,25 @@ def parse_tree_entries(output: bytes) -> list[TreeEntry]:
 def objects(repo: Path, specs: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
     """(type, oid, content) of each object `specs` name (`OID`, `REV:PATH`), in order,
     from one `git cat-file --batch`; None for one that does not exist."""
-    if not specs:
-        return []
-    if any("\n" in spec for spec in specs):
-        raise ValueError("an object name with a line break")
-    out = run(repo, "cat-file", "--batch", stdin="".join(f"{s}\n" for s in specs).encode()).stdout
+    # A name with a line break cannot be asked in batch mode: not found (the
+    # caller fails closed on a missing object).
+    asked = [spec for spec in specs if "\n" not in spec]
+    if not asked:
+        return [None] * len(specs)
+    names = "".join(f"{spec}\n" for spec in asked).encode("utf-8", "surrogateescape")
+    out = run(repo, "cat-file", "--batch", stdin=names).stdout
     found: list[tuple[str, str, bytes] | None] = []
     at = 0
-    for _ in specs:
+    for spec in specs:
+        if "\n" in spec:
+            found.append(None)
+            continue
         end = out.index(b"\n", at)
         header = out[at:end].split(b" ")
         at = end + 1
-        if len(header) != 3:  # "<name> missing", "ambiguous", ...
+        # Found: "<oid> <type> <size>"; else "<name> missing" (or "ambiguous"), where
+        # the name may hold spaces: only an all-hex oid and a number are a find.
+        if len(header) != 3 or not header[2].isdigit() or _HEX.fullmatch(header[0]) is None:
             found.append(None)
             continue
         size = int(header[2])

@@ -249,3 +249,29 @@ def test_actions_outputs_name_the_stages_whose_fixture_changed(
     assert "ci-evals check-fixtures --stage 1; ci-evals check-fixtures --stage 3" in (
         capsys.readouterr().out
     )
+
+
+def test_links_and_targets_with_odd_names_are_followed(repo: Path) -> None:
+    """Spaces, non-ASCII and a line break in the folders git is asked about."""
+    write(repo, "shared files/é\nx/generate.md", "v1\n")
+    _link(repo, "plugin/commands/odd name.md", "../../shared files/é\nx/generate.md")
+    base = plugin_repo(repo)
+    branch(repo)
+    write(repo, "shared files/é\nx/generate.md", "v2\n")
+    commit(repo)
+    chosen = compute(repo, base)
+    # The folder with a line break cannot be asked of `cat-file --batch`: the link
+    # cannot be followed, so it counts as changed (fail closed) — stage 3 either way.
+    assert (chosen.from_stage, chosen.reason) == (3, "link-target-changed")
+    assert chosen.decided_by is not None
+    assert chosen.decided_by.path == "plugin/commands/odd name.md"
+
+
+def test_a_link_target_with_spaces_is_followed_exactly(repo: Path) -> None:
+    write(repo, "shared files/a b.md", "v1\n")
+    _link(repo, "plugin/commands/odd name.md", "../../shared files/a b.md")
+    base = plugin_repo(repo)
+    branch(repo)
+    write(repo, "shared files/other.md", "unrelated\n")
+    commit(repo)
+    assert compute(repo, base).from_stage is None  # followed, and its target did not change
