@@ -166,7 +166,8 @@ def test_the_action_runs_the_affected_stages_and_comments(
     assert comment["body"].startswith(MARKER)
     assert "(stub model: a wiring check, not a model verdict)" in comment["body"]
     skipped = [s.name for s in actions.steps if s.returncode is None]
-    assert len(skipped) == 2  # setup-python and upload-artifact: other actions, pinned
+    # setup-python and upload-artifact: other actions, pinned; no fixture changed.
+    assert len(skipped) == 3 and "Grade the changed fixtures" in skipped, skipped
 
 
 @pytest.mark.slow

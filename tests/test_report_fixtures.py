@@ -13,8 +13,13 @@ from pathlib import Path
 import pytest
 
 from ci_evals.main import main
+from ci_evals.results.model import write_results
 from tests.conftest import ExampleLayout, copy_example, git
+from tests.test_fork_comment import a_fork_pr, ci_evals, post, pull_request_event, zipped
+from tests.test_github_comment import FakeGitHub, github
 from tests.test_report import a_run, finished, passed_stage, saved, scenario
+
+__all__ = ["github"]  # the stand-in GitHub server fixture
 
 
 @pytest.fixture
@@ -82,3 +87,61 @@ def test_fixtures_that_were_not_graded_fail_the_report(
     run_dir = saved(tmp_path, finished(a_run(scenario("acme", passed_stage(1)))))
     assert main(["report", str(run_dir), "--fixtures", str(tmp_path / "none.json")]) == 1
     assert "**not graded**" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the fork's comment
+
+
+@pytest.mark.parametrize("form", ["folder", "zip"])
+def test_the_fork_comment_says_how_the_changed_fixtures_fared(
+    tmp_path: Path, github: FakeGitHub, form: str
+) -> None:
+    """`comment --pack --fixtures` carries the verdicts; the trusted job shows them."""
+    report = tmp_path / "check-fixtures.json"
+    report.write_text(
+        json.dumps(
+            [
+                {
+                    "stage": 3,
+                    "fixture": "fixtures/3-plan-lab-output",
+                    "verdict": "failed",
+                    "reason": "chapter_count 4 != 3",
+                    "extra": "kept out",
+                }
+            ]
+        )
+    )
+    run_dir = tmp_path / "run"
+    write_results(run_dir, a_run(scenario("acme", passed_stage(4))))
+    out = tmp_path / "artifact"
+    argv = ["comment", "--pack", str(run_dir), "--out", str(out), "--fixtures", str(report)]
+    packing = ci_evals(tmp_path, argv, "pull_request", pull_request_event())
+    assert packing.returncode == 0, packing.stderr
+    assert json.loads((out / "fixtures.json").read_text())[0] == {
+        "stage": 3,
+        "fixture": "fixtures/3-plan-lab-output",
+        "verdict": "failed",
+        "reason": "chapter_count 4 != 3",
+    }
+    a_fork_pr(github)
+
+    done = post(tmp_path, github, zipped(out) if form == "zip" else out)
+
+    assert done.returncode == 0, done.stderr
+    (comment,) = github.comments
+    assert "### Changed fixtures (graded by `ci-evals check-fixtures`, no model)" in comment["body"]
+    assert "**failed**: 1 of 1 fixture(s) did not pass" in comment["body"]
+
+
+def test_a_fixture_report_that_is_missing_is_packed_as_not_graded(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    run_dir = tmp_path / "run"
+    write_results(run_dir, a_run(scenario("acme", passed_stage(4))))
+    out = tmp_path / "artifact"
+    argv = ["comment", "--pack", str(run_dir), "--out", str(out), "--fixtures", "/nonexistent"]
+    assert ci_evals(tmp_path, argv, "pull_request", pull_request_event()).returncode == 0
+    a_fork_pr(github)
+    assert post(tmp_path, github, out).returncode == 0
+    (comment,) = github.comments
+    assert "**not graded**" in comment["body"]

@@ -142,15 +142,26 @@ def run(args: argparse.Namespace) -> int:
 
 def _fixtures(path: Path) -> tuple[str, bool]:
     """`--fixtures`: the section, and whether the fixtures passed (a missing file: no)."""
+    from ci_evals.report.fixtures import fixtures_section  # noqa: PLC0415
+
+    return fixtures_section(read_fixtures_report(path), str(path))
+
+
+def read_fixtures_report(path: Path) -> list[dict[str, object]] | None:
+    """check-fixtures' report as the rows `report.fixtures` shows (None: missing,
+    unreadable or not such a report)."""
     import json  # noqa: PLC0415
 
-    from ci_evals.report.fixtures import fixtures_section  # noqa: PLC0415
+    from ci_evals.report.fixtures import fixture_rows  # noqa: PLC0415
 
     try:
         report: object = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        report = None
-    return fixtures_section(report, str(path))
+        return None
+    rows = fixture_rows(report)
+    if rows is None:
+        return None
+    return [{"stage": k, "fixture": n, "verdict": v, "reason": r} for k, n, v, r in rows]
 
 
 def _annotate(result: RunResult, found: Sequence[str]) -> None:

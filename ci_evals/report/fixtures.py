@@ -22,7 +22,7 @@ def fixtures_section(report: object, source: str) -> tuple[str, bool]:
     """(the Markdown section, whether every listed fixture passed) for the parsed
     `check-fixtures.json` `report` (None: the file is missing or unreadable)."""
     head = "### Changed fixtures (graded by `ci-evals check-fixtures`, no model)\n\n"
-    rows = _rows(report)
+    rows = fixture_rows(report)
     if rows is None:
         why = f"{text(source, _NAME_LIMIT)} is missing or not a check-fixtures report"
         return head + f"**not graded**: {why}, so they count as failed.\n", False
@@ -43,7 +43,9 @@ def fixtures_section(report: object, source: str) -> tuple[str, bool]:
     return "\n".join(lines) + "\n", not failed
 
 
-def _rows(report: object) -> list[tuple[int, str, str, str]] | None:
+def fixture_rows(report: object) -> list[tuple[int, str, str, str]] | None:
+    """(stage, fixture, verdict, reason) per item of a check-fixtures report; None
+    when it is not one (not a list, an item without those fields of those types)."""
     if not isinstance(report, list):
         return None
     rows: list[tuple[int, str, str, str]] = []
