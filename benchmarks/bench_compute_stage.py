@@ -75,6 +75,12 @@ class Timing:
         return f"wall {wall:.3f} s, cpu {cpu:.3f} s"
 
 
+def _site_packages() -> str:
+    import sysconfig  # noqa: PLC0415
+
+    return sysconfig.get_paths()["purelib"]
+
+
 def _repo(path: Path, files: int, entries: int, shape: str = "bench") -> GeneratedRepo:
     if not path.exists():
         return build_repo(path, files, entries, shape=shape)
@@ -281,10 +287,13 @@ def compare(args: argparse.Namespace) -> None:
             runs.append((shape, "git diff", "", git_argv, repo.path, ENV))
             for version, tree in trees.items():
                 clone = _clone(repo, Path(tmp) / f"{shape}-{version}")
-                env = {**ENV, "PYTHONPATH": str(tree)}
+                # `-S` with site-packages on PYTHONPATH: an editable install's import
+                # finder (loaded by a .pth file) would otherwise shadow PYTHONPATH and
+                # run this checkout's package as "before" too.
+                env = {**ENV, "PYTHONPATH": f"{tree}{os.pathsep}{_site_packages()}"}
                 for form, extra in FORMS.items():
                     argv = [
-                        sys.executable, "-m", "ci_evals", "compute-stage", repo.base,
+                        sys.executable, "-S", "-m", "ci_evals", "compute-stage", repo.base,
                         "--head", repo.head, *extra,
                     ]  # fmt: skip
                     form_env = env

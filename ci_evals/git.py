@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import selectors
 import subprocess
@@ -52,17 +53,18 @@ def run(
     check: bool = True,
     timeout: float | None = DEFAULT_TIMEOUT,
     env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> GitResult:
     """Run `git -C repo ARGS...`; stdout is returned as bytes (names may not be UTF-8).
 
     A timeout counts as a failure (exit code -1), raised as `GitError` when `check`.
-    stdin is empty: git never waits on the terminal. `env`: the whole environment
-    (default: this process's).
+    stdin is `stdin`, else empty: git never waits on the terminal. `env`: the
+    whole environment (default: this process's).
     """
     argv = ("git", "-C", str(repo), *args)
     # Its own process group (process.run), so a timeout also stops git's
     # helpers (ssh, remote-https) that would otherwise keep the pipes open.
-    done = process.run(argv, env=env, timeout=timeout)
+    done = process.run(argv, env=env, stdin=stdin, timeout=timeout)
     if done.returncode is None:
         result = GitResult(argv, -1, b"", f"timed out after {timeout} s")
         if check:
@@ -279,7 +281,8 @@ def changed_paths(
     """Every path that differs between `merge_base` and `head`, repo-relative.
 
     The caller passes the *merge base* of BASE and HEAD (what `BASE...HEAD`
-    means); there is deliberately no two-dot variant. `--no-renames` lists a
+    means) — or, after a force-push, also the old tip (`Range.rewritten`): what
+    it held and HEAD dropped is a change too. `--no-renames` lists a
     rename as its old and its new path, deletions are listed, a changed
     submodule gitlink is listed (`--ignore-submodules=none` overrides config
     that would hide it), and `--no-relative` overrides `diff.relative`.
@@ -354,6 +357,101 @@ def parse_raw_entries(output: bytes) -> list[TreeChange] | None:
             return None
         entries.append(TreeChange(fields[0][1:], fields[2], fields[1], fields[3], name))
     return entries
+
+
+LINK_MODE = "120000"
+_HEX = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+class TreeEntry(NamedTuple):
+    """One entry of a tree as `git ls-tree` lists it."""
+
+    mode: str  # "100644", "120000" (a symbolic link), "040000", "160000" (a submodule)
+    oid: str
+    path: str  # repo-relative
+
+
+def folder_entries(repo: Path, commit: str, folders: Sequence[str]) -> dict[str, list[TreeEntry]]:
+    """The entries of each folder (repo-relative, `""`: the top) in `commit`, one level,
+    from one `git cat-file --batch`; a folder that is not a folder there is left out."""
+    specs = [f"{commit}:{folder}" if folder else f"{commit}^{{tree}}" for folder in folders]
+    found: dict[str, list[TreeEntry]] = {}
+    for folder, got in zip(folders, objects(repo, specs), strict=True):
+        if got is None or got[0] != "tree":
+            continue
+        data, width = got[2], len(got[1]) // 2  # 20 bytes (SHA-1) or 32 (SHA-256)
+        lead = folder + "/" if folder else ""
+        entries: list[TreeEntry] = []
+        at = 0
+        while at < len(data):  # "MODE NAME\0<raw oid>" per entry
+            space = data.index(b" ", at)
+            nul = data.index(b"\0", space)
+            mode = data[at:space].decode().rjust(6, "0")  # trees are stored as "40000"
+            name = data[space + 1 : nul].decode("utf-8", "surrogateescape")
+            oid = data[nul + 1 : nul + 1 + width].hex()
+            entries.append(TreeEntry(mode, oid, lead + name))
+            at = nul + 1 + width
+        found[folder] = entries
+    return found
+
+
+def links_below(repo: Path, commit: str, folders: Sequence[str]) -> list[TreeEntry]:
+    """Every symbolic link at or below `folders` in `commit` (`""`: the whole tree).
+
+    git records a link as mode 120000 in the tree, so this reads trees only —
+    never the work tree or the index —, and a listing with no link is told by
+    one C-level search of the modes, not parsed."""
+    specs = () if "" in folders else [f":(literal){folder}" for folder in folders]
+    listing = ("ls-tree", "-z", "-r", "--full-tree")
+    # First the modes alone (`--format`, git 2.36+): a tenth of the output to read,
+    # and on 100,000 files ~40% less time; the paths only when a link is there.
+    modes = run(repo, *listing, "--format=%(objectmode)", commit, "--", *specs, check=False)
+    found = modes.stdout.startswith(b"120000\0") or b"\x00120000\x00" in modes.stdout
+    if modes.returncode == 0 and not found:
+        return []
+    out = run(repo, *listing, commit, "--", *specs).stdout
+    return [e for e in parse_tree_entries(out) if e.mode == LINK_MODE]
+
+
+def parse_tree_entries(output: bytes) -> list[TreeEntry]:
+    """`git ls-tree -z` output (`MODE TYPE OID\tPATH\0`...) as entries."""
+    entries: list[TreeEntry] = []
+    for record in split_z(output):
+        meta, tab, path = record.partition("\t")
+        fields = meta.split(" ")
+        if tab and len(fields) == 3:
+            entries.append(TreeEntry(fields[0], fields[2], path))
+    return entries
+
+
+def objects(repo: Path, specs: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
+    """(type, oid, content) of each object `specs` name (`OID`, `REV:PATH`), in order,
+    from one `git cat-file --batch`; None for one that does not exist."""
+    # A name with a line break cannot be asked in batch mode: not found (the
+    # caller fails closed on a missing object).
+    asked = [spec for spec in specs if "\n" not in spec]
+    if not asked:
+        return [None] * len(specs)
+    names = "".join(f"{spec}\n" for spec in asked).encode("utf-8", "surrogateescape")
+    out = run(repo, "cat-file", "--batch", stdin=names).stdout
+    found: list[tuple[str, str, bytes] | None] = []
+    at = 0
+    for spec in specs:
+        if "\n" in spec:
+            found.append(None)
+            continue
+        end = out.index(b"\n", at)
+        header = out[at:end].split(b" ")
+        at = end + 1
+        # Found: "<oid> <type> <size>"; else "<name> missing" (or "ambiguous"), where
+        # the name may hold spaces: only an all-hex oid and a number are a find.
+        if len(header) != 3 or not header[2].isdigit() or _HEX.fullmatch(header[0]) is None:
+            found.append(None)
+            continue
+        size = int(header[2])
+        found.append((header[1].decode(), header[0].decode(), out[at : at + size]))
+        at += size + 1
+    return found
 
 
 def without_index() -> dict[str, str]:

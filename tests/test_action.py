@@ -47,7 +47,7 @@ def test_the_action_has_the_documented_inputs_and_outputs() -> None:
     assert isinstance(inputs, dict) and isinstance(outputs, dict)
     for name in ("suite", "base", "model", "repeat", "comment", "baseline"):
         assert name in inputs
-    assert set(outputs) == {"from_stage", "verdict", "results"}
+    assert set(outputs) == {"from_stage", "fixture_stages", "verdict", "results"}
 
 
 def test_no_input_is_interpolated_into_a_script() -> None:
@@ -168,7 +168,8 @@ def test_the_action_runs_the_affected_stages_and_comments(
     assert comment["body"].startswith(MARKER)
     assert "(stub model: a wiring check, not a model verdict)" in comment["body"]
     skipped = [s.name for s in actions.steps if s.returncode is None]
-    assert len(skipped) == 2  # setup-python and upload-artifact: other actions, pinned
+    # setup-python and upload-artifact: other actions, pinned; no fixture changed.
+    assert len(skipped) == 3 and "Grade the changed fixtures" in skipped, skipped
 
 
 @pytest.mark.slow
@@ -184,7 +185,37 @@ def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: Fak
     outputs = actions.run_action(ACTION, {"base": base, "model": STUB})
 
     log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
-    assert outputs == {"from_stage": "none", "verdict": "skipped", "results": ""}, log
+    assert outputs == {
+        "from_stage": "none",
+        "fixture_stages": "",
+        "verdict": "skipped",
+        "results": "",
+    }, log
     assert not (repo / ".ci-evals").exists()
     assert "skipped (the change affects no stage)" in actions.summary.read_text()
     assert github.requests == []
+
+
+@pytest.mark.slow
+def test_a_broken_fixture_is_graded_and_fails_the_report(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    """Fixture 3 changed: the stub run starts at stage 4 and serves fixture 3 as stage 3's
+    answer, so the action grades it (check-fixtures, no model) and the comment says so."""
+    repo, _, _ = users_repository(tmp_path)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    plan = repo / "fixtures/3-plan-lab-output/lab/plan.json"
+    plan.write_text(plan.read_text().replace('"chapter_count": 3', '"chapter_count": 4'))
+    git(repo, "commit", "-q", "-am", "a fixture the schema accepts and stage 3 fails")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    actions = runner(tmp_path, repo, actions_github, head)
+
+    outputs = actions.run_action(ACTION, {"base": base, "model": STUB, "comment": "true"})
+
+    log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
+    assert "Grade the changed fixtures" in [s.name for s in actions.steps if s.returncode == 0]
+    assert (outputs["from_stage"], outputs["fixture_stages"]) == ("4", "3"), log
+    assert outputs["verdict"] == "failed", log
+    (comment,) = actions_github.comments
+    assert "### Changed fixtures (graded by `ci-evals check-fixtures`, no model)" in comment["body"]
+    assert "| 3 | fixtures/3-plan-lab-output | failed |" in comment["body"], comment["body"]

@@ -30,6 +30,7 @@ JSON_SCHEMA = {
                 "unmatched-file",
                 "global-file",
                 "fixture-changed",
+                "link-target-changed",
                 "base-missing",
                 "base-zero-sha",
                 "no-merge-base",

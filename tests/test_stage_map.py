@@ -8,7 +8,7 @@ import pytest
 
 from ci_evals.errors import UserError
 from ci_evals.main import main
-from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.selection.stage_map import CHECKOUT_INDEX, StageMap, load_stage_map
 from tests.conftest import git
 
 HEAD = "version: 1\nroot: plugin\nstages: [research, plan, write]\nentries:\n"
@@ -336,13 +336,14 @@ def test_loaded_record(repo: Path) -> None:
         ("*.md", 3, 7, 2),
     ]
     # Globs relative to the repository top; a name without a slash at any depth.
-    assert stage_map.global_paths == (
+    assert _written(stage_map) == (
         "/stage_map.yaml",
         "ci-evals.yaml",
         ".github/workflows/evals.yml",
     )
-    assert stage_map.root_globals == ("ci-evals.yaml",)  # the only one that reaches root
-    assert [(g.glob, g.line, g.index) for g in stage_map.global_globs] == [
+    # The only ones that reach root (a `.gitattributes` at any depth below it, too).
+    assert stage_map.root_globals == ("ci-evals.yaml", ".gitattributes")
+    assert [(g.glob, g.line, g.index) for g in stage_map.global_globs][:3] == [
         ("stage_map.yaml", 0, -1),
         ("ci-evals.yaml", 8, 0),
         (".github/workflows/evals.yml", 8, 1),
@@ -359,6 +360,12 @@ def test_loaded_record(repo: Path) -> None:
     assert stage_map.relative_to_root("README.md") is None
 
 
+def _written(stage_map: StageMap) -> tuple[str, ...]:
+    """The globals the map wrote (or defaulted): without the files git applies at
+    checkout, which every map gets (tests/test_selection_checkout.py)."""
+    return tuple(g.path for g in stage_map.global_globs if g.index != CHECKOUT_INDEX)
+
+
 def test_paths_are_relative_to_the_map_folder(repo: Path) -> None:
     """A map kept in a sub-folder: root, global and fixtures resolve from there."""
     folder = repo / "evals"
@@ -369,8 +376,8 @@ def test_paths_are_relative_to_the_map_folder(repo: Path) -> None:
     stage_map = load_stage_map(folder / "stage_map.yaml")
     assert stage_map.display == stage_map.path == "evals/stage_map.yaml"
     assert stage_map.root == "evals/plugin"
-    assert stage_map.global_paths == ("/evals/stage_map.yaml", "/evals/**/suite.yaml")
-    assert stage_map.root_globals == ("suite.yaml",)
+    assert _written(stage_map) == ("/evals/stage_map.yaml", "/evals/**/suite.yaml")
+    assert stage_map.root_globals == ("suite.yaml", ".gitattributes")
     assert stage_map.fixtures == "evals/fixtures"
     assert stage_map.relative_to_root("evals/plugin/a.md") == "a.md"
 
@@ -384,13 +391,14 @@ def test_globals_leave_a_sub_folder_map_with_dot_dot(repo: Path) -> None:
         encoding="utf-8",
     )
     stage_map = load_stage_map(folder / "stage_map.yaml")
-    assert stage_map.global_paths == (
+    assert _written(stage_map) == (
         "/evals/stage_map.yaml",
         "/.github/workflows/*.yml",
         "/evals/stub/**",
         "/evals/x.md",
     )
-    assert stage_map.root_globals == ()  # none of them reaches evals/plugin
+    # None of them reaches evals/plugin; the `.gitattributes` below it do.
+    assert stage_map.root_globals == (".gitattributes",)
 
 
 def test_default_global_paths_and_repo_top_root(repo: Path) -> None:
@@ -401,7 +409,7 @@ def test_default_global_paths_and_repo_top_root(repo: Path) -> None:
     assert stage_map.root == ""
     assert stage_map.relative_to_root("a/b.md") == "a/b.md"
     # The default: the suite config beside the map, the workflow at the top.
-    assert stage_map.global_paths == (
+    assert _written(stage_map) == (
         "/stage_map.yaml",
         "/ci-evals.yaml",
         "/.github/workflows/evals.yml",

@@ -51,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, metavar="DIR", help="where --pack writes")
     parser.add_argument(
+        "--fixtures",
+        type=Path,
+        metavar="FILE",
+        help="with --pack: check-fixtures' report on the fixtures the change touched, packed "
+        "as fixtures.json for the comment's *Changed fixtures* (a missing file: not graded)",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         metavar="RUN",
@@ -67,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pack is not None:
         if args.out is None:
             raise UserError("--pack needs --out DIR", field="--out")
-        return _pack(env, args.pack, args.out)
+        return _pack(env, args.pack, args.out, args.fixtures)
     if args.baseline is not None and args.from_artifact is None:
         raise UserError("--baseline goes with --from-artifact", field="--baseline")
     try:
@@ -89,7 +96,7 @@ def _event(env: ActionsEnv | None) -> tuple[str | None, dict[str, object]]:
     return env.event_name, load_event(env.event_path)
 
 
-def _pack(env: ActionsEnv | None, run_dir: Path, out: Path) -> int:
+def _pack(env: ActionsEnv | None, run_dir: Path, out: Path, fixtures: Path | None) -> int:
     from ci_evals.github.event import PULL_REQUEST_EVENTS  # noqa: PLC0415
     from ci_evals.github.fork_artifact import PR_FILE, RESULTS_FILE, PullRequestRef  # noqa: PLC0415
     from ci_evals.results.model import dump_results, read_results  # noqa: PLC0415
@@ -107,6 +114,15 @@ def _pack(env: ActionsEnv | None, run_dir: Path, out: Path) -> int:
     result = read_results(run_dir)
     write_output(out / RESULTS_FILE, dump_results(result).decode("utf-8"), option="--out")
     write_output(out / PR_FILE, PullRequestRef(number, sha).as_json(), option="--out")
+    if fixtures is not None:
+        import json  # noqa: PLC0415
+
+        from ci_evals.commands.report import read_fixtures_report  # noqa: PLC0415
+        from ci_evals.github.fork_artifact import FIXTURES_FILE  # noqa: PLC0415
+
+        # Re-written from what a reader accepts (null: not graded).
+        rows = read_fixtures_report(fixtures)
+        write_output(out / FIXTURES_FILE, json.dumps(rows) + "\n", option="--out")
     print(f"ci-evals comment: packed {RESULTS_FILE} and {PR_FILE} (#{number}) into {out}")
     return EXIT_OK
 
@@ -220,4 +236,21 @@ def _summary(artifact: ArtifactReader, run: WorkflowRun, baseline: Path | None) 
         "consistency, not re-run._\n\n"
     )
     sections = against_baseline(result, argparse.Namespace(baseline=baseline, base=None), found)
-    return note + markdown_summary(result, found) + "\n" + sections
+    return note + markdown_summary(result, found) + "\n" + sections + _fixtures(artifact)
+
+
+def _fixtures(artifact: ArtifactReader) -> str:
+    """*Changed fixtures*, when the run packed check-fixtures' report (`--fixtures`)."""
+    import json  # noqa: PLC0415
+
+    from ci_evals.github.fork_artifact import FIXTURES_FILE, FIXTURES_LIMIT  # noqa: PLC0415
+    from ci_evals.report.fixtures import fixtures_section  # noqa: PLC0415
+
+    data = artifact.read_optional(FIXTURES_FILE, FIXTURES_LIMIT)
+    if data is None:
+        return ""
+    try:
+        report: object = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        report = None
+    return "\n" + fixtures_section(report, FIXTURES_FILE)[0]

@@ -125,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
         print(_stage_text(chosen))
         print(f"ci-evals compute-stage: {_one_line(chosen)}", file=sys.stderr)
     if actions is not None:
-        write_actions(actions, chosen, sys.stderr)
+        write_actions(
+            actions, chosen, sys.stderr, selection.fixture_stages(chosen.matches, stage_map)
+        )
     return EXIT_OK
 
 
@@ -141,7 +143,14 @@ def _range(
     event = range_from_event(repo, actions, args.head, deepen=args.deepen > 0)
     if event.base is None:
         return selection.fallback(selection.BASE_MISSING, event.detail)
-    found = diff_range.resolve(repo, event.base, event.head, deepen_tries=args.deepen)
+    found = diff_range.resolve(
+        repo,
+        event.base,
+        event.head,
+        deepen_tries=args.deepen,
+        rewritable=event.rewritable,
+        forced=event.forced,
+    )
     return dataclasses.replace(found, notes=(event.detail, *found.notes))
 
 
@@ -209,6 +218,14 @@ def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
         lines.append(f"   ... {relevant - len(shown)} more (see --json)")
     if ignored:
         lines.append(f"   {ignored} path(s) outside the plugin root ignored (see --json)")
+    changed_fixtures = selection.fixture_stages(chosen.matches, stage_map)
+    if changed_fixtures:
+        listed = ", ".join(map(str, changed_fixtures))
+        lines.append(
+            f"fixtures: stage(s) {listed}: their fixture changed — a run on the stub model "
+            "serves it as the stage's answer ungraded; grade it: "
+            + "; ".join(f"ci-evals check-fixtures --stage {k}" for k in changed_fixtures)
+        )
     return "\n".join(lines)
 
 
@@ -222,8 +239,17 @@ def _one_line_detail(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
-def write_actions(env: gha.ActionsEnv, chosen: selection.Selection, log: TextIO) -> None:
-    """Step outputs, and one notice annotation naming the deciding file (escaped)."""
+def write_actions(
+    env: gha.ActionsEnv,
+    chosen: selection.Selection,
+    log: TextIO,
+    fixtures: tuple[int, ...] = (),
+) -> None:
+    """Step outputs, and one notice annotation naming the deciding file (escaped).
+
+    `fixtures` (`fixture_stages`): the stages whose fixture set changed, space-separated,
+    for a step that grades them (`check-fixtures --stage K`): on the stub model the
+    run serves them as the stages' answers and never grades them."""
     matches, truncated = matches_output(chosen)
     gha.write_outputs(
         env,
@@ -233,6 +259,7 @@ def write_actions(env: gha.ActionsEnv, chosen: selection.Selection, log: TextIO)
             "changed_count": str(chosen.changed),
             "matches_json": matches,
             "matches_truncated": "true" if truncated else "false",
+            "fixture_stages": " ".join(map(str, fixtures)),
         },
     )
     decided = chosen.decided_by

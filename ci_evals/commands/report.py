@@ -91,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the merge base the run recorded with `run --base`)",
     )
     parser.add_argument(
+        "--fixtures",
+        type=Path,
+        metavar="FILE",
+        help="the check-fixtures.json of the fixtures the change touched (compute-stage's "
+        "`fixture_stages`): shown as *Changed fixtures*; one that did not pass, or a missing "
+        "file, fails the report",
+    )
+    parser.add_argument(
         "--comment",
         action="store_true",
         help="in GitHub Actions on a pull request: post the summary as a sticky PR comment "
@@ -137,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
     markdown = markdown_summary(result, found) + "\n" + link + baseline
     if args.html is not None:
         _write_html(result, args, found, None if compared is None else compared[0])
+    fixtures_passed = True
+    if args.fixtures is not None:
+        section, fixtures_passed = _fixtures(args.fixtures)
+        markdown += "\n" + section
     if args.junit is not None:
         write_output(args.junit, junit_xml(result, found), option="--junit")
     env = ActionsEnv.from_environ()
@@ -157,7 +169,31 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    return EXIT_OK if run_passed(result, found) else EXIT_FAIL
+    return EXIT_OK if run_passed(result, found) and fixtures_passed else EXIT_FAIL
+
+
+def _fixtures(path: Path) -> tuple[str, bool]:
+    """`--fixtures`: the section, and whether the fixtures passed (a missing file: no)."""
+    from ci_evals.report.fixtures import fixtures_section  # noqa: PLC0415
+
+    return fixtures_section(read_fixtures_report(path), str(path))
+
+
+def read_fixtures_report(path: Path) -> list[dict[str, object]] | None:
+    """check-fixtures' report as the rows `report.fixtures` shows (None: missing,
+    unreadable or not such a report)."""
+    import json  # noqa: PLC0415
+
+    from ci_evals.report.fixtures import fixture_rows  # noqa: PLC0415
+
+    try:
+        report: object = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    rows = fixture_rows(report)
+    if rows is None:
+        return None
+    return [{"stage": k, "fixture": n, "verdict": v, "reason": r} for k, n, v, r in rows]
 
 
 def _html_link(url: str | None) -> str:

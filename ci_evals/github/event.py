@@ -9,7 +9,9 @@ The payload file (`$GITHUB_EVENT_PATH`) says what the run is about:
   With fetch-depth 1 its parents are cut off: one `--deepen=1` fetch (when
   deepening is allowed) shows them; otherwise, when HEAD is `GITHUB_SHA`,
   `pull_request.base.sha` is used.
-- `push`: `before` (all zeros when the push created the branch).
+- `push`: `before` (all zeros when the push created the branch). A push that
+  rewrote history (`forced`, or `before` not an ancestor of `after`) is marked
+  so the diff also covers the two tips (`selection.diff.resolve`).
 - `merge_group`: `merge_group.base_sha` / `head_sha`.
 
 HEAD is always the checkout (`--head`, default `HEAD`): that is what gets
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ci_evals import git
@@ -46,6 +48,10 @@ class EventRange:
     base: str | None
     head: str  # the revision to diff to: the checkout as given (`HEAD`)
     detail: str  # for a person: where base and head came from
+    # A push that may have rewritten history: `forced` in the payload, or (checked
+    # by `selection.diff.resolve`) `before` not an ancestor of `after`.
+    rewritable: bool = False
+    forced: bool = False
 
 
 def range_from_event(
@@ -75,7 +81,8 @@ def range_from_event(
     if event in PULL_REQUEST_EVENTS:
         return _pull_request(repo, env, payload, head, deepen)
     if event == "push":
-        return _simple(repo, event, payload, ("before",), ("after",), head=head)
+        found = _simple(repo, event, payload, ("before",), ("after",), head=head)
+        return replace(found, rewritable=True, forced=payload.get("forced") is True)
     return _simple(
         repo, event, payload, ("merge_group", "base_sha"), ("merge_group", "head_sha"), head=head
     )

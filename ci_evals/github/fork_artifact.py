@@ -42,6 +42,10 @@ from ci_evals.github.safe_zip import READ_ERRORS, check_entry
 
 RESULTS_FILE = "results.json"
 PR_FILE = "pr.json"
+# Optional: check-fixtures' verdicts on the fixtures the change touched
+# (`comment --pack --fixtures`), shown as *Changed fixtures*.
+FIXTURES_FILE = "fixtures.json"
+FIXTURES_LIMIT = 256 * 1024
 PR_FILE_VERSION = 1
 RESULTS_LIMIT = 16 * 1024 * 1024  # a real run's results are well under 1 MiB
 PR_FILE_LIMIT = 4 * 1024
@@ -109,6 +113,18 @@ class ArtifactReader:
         archive = self._zip()
         if archive is None:
             return read_untrusted(self.folder / name, limit)
+        found = _zip_member(archive, name, limit)
+        if found is None:
+            raise UserError("missing from the artifact", file=self.where(name))
+        return found
+
+    def read_optional(self, name: str, limit: int) -> bytes | None:
+        """`read`, or None when the artifact has no entry of that name at all."""
+        archive = self._zip()
+        if archive is None:
+            return (
+                read_untrusted(self.folder / name, limit) if _lexists(self.folder / name) else None
+            )
         return _zip_member(archive, name, limit)
 
     def where(self, name: str) -> Path:
@@ -129,7 +145,12 @@ class ArtifactReader:
         return entries[0] if zipfile.is_zipfile(entries[0]) else None
 
 
-def _zip_member(archive: Path, name: str, limit: int) -> bytes:
+def _lexists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _zip_member(archive: Path, name: str, limit: int) -> bytes | None:
+    """The member's bytes (None: no member of that name), every limit checked."""
     where = f"{archive}:{name}"
     data = read_untrusted(archive, ZIP_LIMIT)
     import io  # noqa: PLC0415 - only the zip form needs it
@@ -143,7 +164,7 @@ def _zip_member(archive: Path, name: str, limit: int) -> bytes:
                 )
             found = [info for info in infos if info.filename == name]
             if not found:
-                raise UserError("missing from the artifact", file=where)
+                return None
             if len(found) > 1:
                 raise UserError("more than one entry of this name", file=where)
             (info,) = found

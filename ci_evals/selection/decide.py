@@ -34,6 +34,7 @@ from itertools import chain, compress, repeat
 from operator import add
 from typing import TYPE_CHECKING, NamedTuple, cast, overload
 
+from ci_evals.selection.global_globs import CHECKOUT_FILES
 from ci_evals.selection.matcher import GlobMatcher
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ UNMATCHED_FILE = "unmatched-file"
 GLOBAL_FILE = "global-file"
 FIXTURE_CHANGED = "fixture-changed"
 CONTRACT_CHANGED = "contract-changed"  # only stage contracts changed in the suite
+LINK_TARGET_CHANGED = "link-target-changed"  # what a link the run follows leads to changed
 BASE_MISSING = "base-missing"
 BASE_ZERO_SHA = "base-zero-sha"
 NO_MERGE_BASE = "no-merge-base"
@@ -59,6 +61,7 @@ REASONS = (
     GLOBAL_FILE,
     FIXTURE_CHANGED,
     CONTRACT_CHANGED,
+    LINK_TARGET_CHANGED,
     BASE_MISSING,
     BASE_ZERO_SHA,
     NO_MERGE_BASE,
@@ -143,6 +146,11 @@ _Rest = tuple[int | None, str | None, str, str]
 _GLOBAL: _Rest = (1, None, GLOBAL_FILE, "a global path: any change runs all")
 _UNMATCHED: _Rest = (1, None, UNMATCHED_FILE, "under the plugin root; no entry covers it")
 _IGNORED: _Rest = (None, None, IGNORED, "outside the plugin root; not global")
+# The deciding global's `why` when git applies it at checkout (`CHECKOUT_FILES`).
+_CHECKOUT_WHY = (
+    "git applies it when checking files out (attributes such as working-tree-encoding, "
+    "eol, filters; submodules; LFS), so it can change every plugin and fixture file: runs all"
+)
 # `Match(...)` goes through a Python-level __new__; this is the C one.
 _new_tuple = tuple.__new__
 
@@ -511,6 +519,50 @@ class _Matches(Sequence[Match]):
         return out
 
 
+def changed_paths(matches: Sequence[Match]) -> Iterator[str]:
+    """Every path of `matches`, without building the records a batch keeps as ranks."""
+    if isinstance(matches, _Matches) and matches._built is None:
+        for batch in matches._batches:
+            if isinstance(batch, _RankBatch):
+                yield from batch.paths
+            else:
+                yield from (m.path for m in batch.matches)
+        return
+    yield from (m.path for m in matches)
+
+
+def fixture_stages(matches: Sequence[Match], stage_map: StageMap) -> tuple[int, ...]:
+    """Each k (1..number of stages) whose fixture set `fixtures/<k>-*/`, or a
+    scenario's `fixtures/<name>/<k>-*/`, has a changed path: stage k's curated
+    output changed. On the stub model a stage's answer *is* its fixture, so the
+    run does not grade it; CI grades these with `check-fixtures --stage k`.
+
+    Only the records built anyway are read: a fixture path never sits in a
+    batch kept as ranks (those are plain files under root, with fixtures apart).
+    """
+    if stage_map.fixtures is None:
+        return ()
+    prefix = stage_map.fixtures + "/" if stage_map.fixtures else ""
+    if isinstance(matches, _Matches) and matches._built is None:
+        batches = matches._batches
+        records: Iterator[Match] = chain.from_iterable(
+            b.matches for b in batches if isinstance(b, _MatchBatch)
+        )
+    else:
+        records = iter(matches)
+    found: set[int] = set()
+    for m in records:
+        if not m.path.startswith(prefix):
+            continue
+        folder, _, rest = m.path[len(prefix) :].partition("/")
+        if not _FIXTURE_FOLDER.match(folder):  # a scenario's own set?
+            folder, _, rest = rest.partition("/")
+        number = _FIXTURE_FOLDER.match(folder)
+        if number and rest and 1 <= int(number.group(1)) <= len(stage_map.stages):
+            found.add(int(number.group(1)))
+    return tuple(sorted(found))
+
+
 def lowest_relevant(matches: Sequence[Match], count: int) -> tuple[int, list[Match]]:
     """How many of `matches` are relevant (have a stage), and the `count` lowest
     of those by (stage, path) — what a report lists first.
@@ -592,6 +644,8 @@ class Selector:
             )
             return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail, held_out=held)
         _, best = min(found, key=lambda item: item[0])
+        if best.rule == GLOBAL_FILE and best.path.rpartition("/")[2] in CHECKOUT_FILES:
+            best = best._replace(why=_CHECKOUT_WHY)
         detail = f"{quote_path(best.path)}: {best.why}"
         return Selection(
             best.stage, best.rule, len(matches), matches, detail, decided_by=best, held_out=held

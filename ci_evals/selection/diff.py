@@ -47,6 +47,7 @@ from ci_evals.selection.decide import (
     Selector,
     fallback,
 )
+from ci_evals.selection.links import decide_links
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.suite_change import decide_held, suite_paths
 
@@ -83,6 +84,10 @@ class Range:
     head: str
     merge_bases: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    # History was rewritten (a force-push): BASE, the tip that was there before,
+    # is not on HEAD's history, so what it held and HEAD dropped is a change too;
+    # the diff is also taken between the two tips (`diff_chunks`).
+    rewritten: bool = False
 
 
 class _Deepener:
@@ -121,9 +126,20 @@ class _Deepener:
 
 
 def resolve(
-    repo: Path, base: str, head: str = "HEAD", *, deepen_tries: int = DEFAULT_DEEPEN_TRIES
+    repo: Path,
+    base: str,
+    head: str = "HEAD",
+    *,
+    deepen_tries: int = DEFAULT_DEEPEN_TRIES,
+    rewritable: bool = False,
+    forced: bool = False,
 ) -> Range | Selection:
-    """BASE...HEAD in `repo` (the work-tree root), or the Selection to use instead."""
+    """BASE...HEAD in `repo` (the work-tree root), or the Selection to use instead.
+
+    `rewritable` (a push: BASE is the branch's previous tip): when BASE is not an
+    ancestor of HEAD, or `forced` says so, history was rewritten and the Range
+    says so (`Range.rewritten`). For a pull request BASE not being an ancestor is
+    the usual case (the base branch moved on), so only a push asks."""
     head_sha = git.rev_parse(repo, head)
     if head_sha is None:
         raise UserError(
@@ -163,7 +179,15 @@ def resolve(
             head=head_sha,
             notes=deepener.notes,
         )
-    return Range(base_sha, head_sha, tuple(bases), tuple(deepener.notes))
+    notes = tuple(deepener.notes)
+    rewritten = rewritable and (forced or base_sha not in bases)
+    if rewritten:
+        why = "the push was forced" if forced else "BASE is not an ancestor of HEAD"
+        notes += (
+            f"history rewritten ({why}): the diff also covers BASE..HEAD, "
+            "what the old tip held that HEAD no longer does",
+        )
+    return Range(base_sha, head_sha, tuple(bases), notes, rewritten)
 
 
 def _merge_bases(repo: Path, base: str, head: str, deepener: _Deepener) -> tuple[list[str], str]:
@@ -188,11 +212,13 @@ def diff_chunks(
 
     After criss-cross merges (several merge bases) it is the sorted union of
     the diffs from each: a superset, so the answer can only run more stages.
+    History rewritten (`Range.rewritten`) adds the diff between the two tips.
     """
-    if len(change.merge_bases) > 1:
+    if len(change.merge_bases) > 1 or change.rewritten:
         seen: dict[str, None] = {}
-        for merge_base in change.merge_bases:
-            seen.update(dict.fromkeys(git.changed_paths(repo, merge_base, change.head)))
+        starts = (*change.merge_bases, change.base) if change.rewritten else change.merge_bases
+        for start in starts:
+            seen.update(dict.fromkeys(git.changed_paths(repo, start, change.head)))
         # git's order: by the names' bytes (str order differs for names not in UTF-8).
         yield sorted(seen, key=lambda path: path.encode("utf-8", "surrogateescape"))
         return
@@ -293,14 +319,12 @@ def compute(
     change = resolve(repo, base, head, deepen_tries=deepen_tries)
     if isinstance(change, Selection):
         return change
-    selector = Selector(
-        stage_map,
-        matcher or GlobMatcher(stage_map.selection_globs),
-        hold=suite_paths(stage_map.global_paths),
-    )
+    matcher = matcher or GlobMatcher(stage_map.selection_globs)
+    selector = Selector(stage_map, matcher, hold=suite_paths(stage_map.global_paths))
     for chunk in diff_chunks(repo, change):
         selector.add(chunk)
-    return decide_held(repo, _with_range(selector.finish(), change))
+    held = decide_held(repo, _with_range(selector.finish(), change))
+    return decide_links(repo, held, stage_map, matcher)
 
 
 def _with_range(chosen: Selection, change: Range) -> Selection:
@@ -358,8 +382,10 @@ def compute_overlapped(
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         worker.start()
-        chosen, stage_map = _consume(arrivals, failure, worker, prepare, prune=not every_record)
-        return decide_held(repo, chosen), stage_map
+        chosen, stage_map, matcher = _consume(
+            arrivals, failure, worker, prepare, prune=not every_record
+        )
+        return decide_links(repo, decide_held(repo, chosen), stage_map, matcher), stage_map
     finally:
         sys.setswitchinterval(interval)
 
@@ -371,7 +397,7 @@ def _consume(
     prepare: Callable[[], tuple[StageMap, GlobMatcher]],
     *,
     prune: bool,
-) -> tuple[Selection, StageMap]:
+) -> tuple[Selection, StageMap, GlobMatcher]:
     try:
         stage_map, matcher = prepare()
     except BaseException:
@@ -383,7 +409,7 @@ def _consume(
         if failure:
             raise failure[0]
         assert isinstance(first, Selection)
-        return first, stage_map
+        return first, stage_map, matcher
     assert isinstance(first, Range)
     selector = Selector(stage_map, matcher, prune=prune, hold=suite_paths(stage_map.global_paths))
     while (chunk := arrivals.get()) is not _DONE:
@@ -391,4 +417,4 @@ def _consume(
     worker.join()
     if failure:
         raise failure[0]
-    return _with_range(selector.finish(), first), stage_map
+    return _with_range(selector.finish(), first), stage_map, matcher

@@ -27,6 +27,14 @@ from ci_evals.selection.matcher import GlobMatcher, is_literal, literal_glob
 EVERYTHING = "**"
 
 
+# What git reads when it checks files out, so a change to one changes the plugin
+# and fixtures every stage reads without touching one of their files: a
+# `.gitattributes` line (`working-tree-encoding`, `eol`, `text`, a `filter`)
+# rewrites them; `.gitmodules` moves or swaps a submodule; `.lfsconfig` says
+# where LFS content comes from. Always global (`stage_map.checkout_globals`).
+CHECKOUT_FILES = (".gitattributes", ".gitmodules", ".lfsconfig")
+
+
 def split_navigation(written: str) -> tuple[int, str]:
     """(how many folders up, the glob) for a written global: `../../x/*.md` -> (2, "/x/*.md").
 

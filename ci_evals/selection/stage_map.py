@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING, NamedTuple
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.selection import map_cache
-from ci_evals.selection.global_globs import repo_glob, split_navigation, under_root
+from ci_evals.selection.global_globs import (
+    CHECKOUT_FILES,
+    repo_glob,
+    split_navigation,
+    under_root,
+)
 from ci_evals.selection.matcher import (
     glob_problem,
     literal_glob,
@@ -259,10 +264,10 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
     stages = _stages(top["stages"])
     root = _inside_repo(top["root"], folder, repo_root, must_be_dir=True)
     entries, warnings = _entries(top["entries"], stages, names.path)
-    global_globs, root_globals = _globals(top, folder, names.path, root)
     fixtures = None
     if "fixtures" in top and not top["fixtures"].is_null():
         fixtures = _inside_repo(top["fixtures"], folder, repo_root)
+    global_globs, root_globals = _globals(top, folder, names.path, root, fixtures)
     return StageMap(
         file=file,
         repo_root=repo_root,
@@ -279,9 +284,10 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
 
 
 def _globals(
-    top: dict[str, Field], folder: str, map_path: str, root: str
+    top: dict[str, Field], folder: str, map_path: str, root: str, fixtures: str | None
 ) -> tuple[tuple[GlobalGlob, ...], tuple[str, ...] | None]:
-    """The map itself, then `global` (or its default), once each; and their root-relative form."""
+    """The map itself, then `global` (or its default), then the files git applies at
+    checkout (`checkout_globals`), once each; and their root-relative form."""
     own = literal_glob(map_path)
     if glob_problem(own) is not None:  # a line break in the map's own path, say
         raise UserError(
@@ -313,12 +319,46 @@ def _globals(
             base = "" if ups < 0 else folder
             record = GlobalGlob(glob, repo_glob(base, glob), 0, 0, -1)
             found.append((record, under_root(base, glob, root)))
+    found += checkout_globals(root, fixtures)
     kept: dict[str, tuple[GlobalGlob, tuple[str, ...] | None]] = {}
     for record, under in found:
         kept.setdefault(record.path, (record, under))
     unders = [under for _, under in kept.values()]
     root_globals = None if None in unders else tuple(chain.from_iterable(u or () for u in unders))
     return tuple(record for record, _ in kept.values()), root_globals
+
+
+# `GlobalGlob.index` of those globals: not written in the map.
+CHECKOUT_INDEX = -2
+
+
+def checkout_globals(
+    root: str, fixtures: str | None
+) -> list[tuple[GlobalGlob, tuple[str, ...] | None]]:
+    """Globals the map never names: `.gitmodules` and `.lfsconfig` at the top, and
+    every `.gitattributes` that applies to a file under root or fixtures — in a
+    folder above either, or anywhere below one. (The repository's own
+    `.git/info/attributes` is not in any commit.)"""
+    folders = {""}
+    for top in (root, fixtures):
+        if top is None:
+            continue
+        parts = top.split("/") if top else []
+        folders.update("/".join(parts[:n]) for n in range(1, len(parts)))
+    found: list[tuple[GlobalGlob, tuple[str, ...] | None]] = []
+
+    def add(base: str, glob: str) -> None:
+        whole = repo_glob(base, glob)
+        found.append((GlobalGlob(whole, whole, 0, 0, CHECKOUT_INDEX), under_root(base, glob, root)))
+
+    for name in CHECKOUT_FILES[1:]:
+        add("", "/" + name)
+    for folder in sorted(folders):
+        add("", literal_glob(f"{folder}/{CHECKOUT_FILES[0]}" if folder else CHECKOUT_FILES[0]))
+    for top in (root, fixtures):
+        if top is not None:
+            add(top, CHECKOUT_FILES[0])  # unanchored: at any depth below `top`
+    return found
 
 
 def _global_glob(item: Field, folder: str) -> tuple[str, str]:
