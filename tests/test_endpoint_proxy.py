@@ -780,6 +780,31 @@ def test_float_residue_never_keeps_a_request_waiting_with_nothing_in_flight() ->
     assert decided == [None]
 
 
+def test_a_request_asking_for_1m_context_is_reserved_and_charged_the_premium() -> None:
+    # Above 200K input tokens with the 1M beta the API bills input x2, output x1.5.
+    beta = {"anthropic-beta": "interleaved-thinking-2025-05-14, context-1m-2025-08-07"}
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+    unbounded = {**TEST_REQUEST, "messages": [{"role": "user", "content": [pdf]}]}
+    plain = reservation(unbounded)
+    assert plain == pytest.approx((MAX_INPUT_TOKENS * 20.0 + 100 * 10.0) / 1e6)
+    body = json.dumps(unbounded).encode()
+    premium = worst_case(body, TEST_PRICES, long_context=True).cost_usd
+    assert premium == pytest.approx((MAX_INPUT_TOKENS * 40.0 + 100 * 15.0) / 1e6)
+    assert worst_case(json.dumps(TEST_REQUEST).encode(), TEST_PRICES, True).cost_usd == (
+        reservation(TEST_REQUEST)  # a bound under 200K: no premium possible
+    )
+    long = sse({"input_tokens": 150_000, "cache_read_input_tokens": 60_000}, 100)
+    settings = {"budget_usd": (plain + premium) / 2, "prices": TEST_PRICES}
+    with Upstream(long) as up, proxy_for(up, **settings) as proxy:
+        assert post(proxy, {"x-api-key": proxy.token, **beta}, body=unbounded)[0] == 402
+        assert post(proxy, body=TEST_REQUEST)[0] == 200  # no beta: the usual prices
+        usual = (150_000 * 10.0 + 100 * 10.0) / 1e6  # cache reads cost 0 at TEST_PRICES
+        assert proxy.spent_usd == pytest.approx(usual)
+        # 210K input in all (the cache reads count): the premium.
+        assert post(proxy, {"x-api-key": proxy.token, **beta}, body=TEST_REQUEST)[0] == 200
+        assert proxy.spent_usd == pytest.approx(usual + (150_000 * 20.0 + 100 * 15.0) / 1e6)
+
+
 def wait_until(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 10
     while not condition():

@@ -30,8 +30,10 @@ whole context window (`MAX_INPUT_TOKENS`) for anything whose tokens the body
 does not hold: a PDF, a URL or Files API source, MCP servers, server tools
 (web search and fetch bring pages into the prompt). Only the `source` of an
 image or document block counts (also inside a tool result's content), never a
-key of that name in a tool's schema or a tool call's input. Not modelled, as in
-`pricing`: the long-context premium and per-use billing of server tools.
+key of that name in a tool's schema or a tool call's input. A request that asks
+for the 1M window (`long_context`) and whose bound passes 200K tokens is
+reserved at the long-context premium (`pricing`). Not modelled, as in
+`pricing`: per-use billing of server tools.
 
 A body is read once, by `loads_request`, for every forwarded route: it must be
 one JSON object, with no key twice in any object (the API might honour another
@@ -46,7 +48,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci_evals.endpoints.pricing import PER_TOKEN, Pricing, Usage
+from ci_evals.endpoints.pricing import LONG_CONTEXT_TOKENS, PER_TOKEN, Pricing, Usage
 
 # The largest context window a model has (the 1M-token beta): no request can
 # be charged for more input than this.
@@ -135,7 +137,7 @@ def _depth(value: object) -> int:
     return deepest
 
 
-def worst_case(body: bytes, prices: Pricing) -> WorstCase:
+def worst_case(body: bytes, prices: Pricing, long_context: bool = False) -> WorstCase:
     """The most `body` (a Messages request) can cost; `Unpriceable` (or its
     `BadRequest`) if it cannot be bounded."""
     request = loads_request(body)
@@ -145,6 +147,8 @@ def worst_case(body: bytes, prices: Pricing) -> WorstCase:
     model = request.get("model") if isinstance(request.get("model"), str) else None
     input_tokens = min(MAX_INPUT_TOKENS, len(body) + OVERHEAD_TOKENS + _extra_input(request))
     price = prices.price(model)
+    if long_context and input_tokens > LONG_CONTEXT_TOKENS:
+        price = price.long_context()
     input_rate = max(price.input, price.cache_write, price.cache_write_1h, price.cache_read)
     cost = PER_TOKEN * (input_tokens * input_rate + max_tokens * price.output)
     return WorstCase(cost, model, max_tokens, input_tokens)

@@ -21,7 +21,11 @@ upstream. On the way it
   refused with **402 `billing_error`**, which the CLI does not retry (it ends
   the run with `API Error: 402 ...`; a 400 is retried, a 403 is shown as
   "Failed to authenticate", 429/5xx are retried); one that cannot be priced
-  (no `max_tokens`) with 400 `invalid_request_error`;
+  (no `max_tokens`) with 400 `invalid_request_error`, and so is, on both
+  routes, a body the budget could read differently from the API
+  (`ledger.loads_request`) or one not framed strictly (chunk sizes plain hex,
+  Content-Length digits). Every exit settles the request, so no reservation
+  outlives its exchange;
 - limits concurrent upstream requests (`max_concurrency`; a streamed response
   holds its slot until it ends) and retries 429 and 529 that arrive before
   anything was sent to the client, honouring `retry-after` (seconds or an
@@ -73,7 +77,7 @@ from ci_evals.endpoints.ledger import (
     worst_case,
 )
 from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
-from ci_evals.endpoints.pricing import Pricing, Usage
+from ci_evals.endpoints.pricing import Pricing, Usage, asks_long_context
 
 log = logging.getLogger(__name__)
 
@@ -498,6 +502,8 @@ class _Exchange:
         self.started = time.time()
         self.headers = {k.lower(): v for k, v in handler.headers.items()}
         self.route = handler.path.split("?", 1)[0]
+        # Asks for the 1M window: priced at the long-context premium past 200K input.
+        self.long_context = asks_long_context(self.headers.get("anthropic-beta", ""))
         self.body = b""
         self.request: dict[str, Any] | None = None  # the body, read by `loads_request`
         self.outcome = "forwarded"
@@ -550,7 +556,7 @@ class _Exchange:
             self.admitted = True
             return True
         try:
-            worst = worst_case(self.body, proxy.prices).cost_usd
+            worst = worst_case(self.body, proxy.prices, self.long_context).cost_usd
         except Unpriceable as exc:
             if proxy.settings.budget_usd is not None:
                 message = f"ci-evals proxy: cannot bound this request's cost for the budget: {exc}"
@@ -742,7 +748,8 @@ class _Exchange:
             complete = self._read_message()
             usage = self.parser.usage
             model = self.parser.model or self._request_model()
-            cost = 0.0 if usage is None else self.proxy.prices.cost(model, usage)
+            prices = self.proxy.prices
+            cost = 0.0 if usage is None else prices.cost(model, usage, self.long_context)
             # No answer to a request that may have reached upstream (it closed, it
             # timed out), or a 2xx cut short or not a message: the cost is unknown.
             ok = 200 <= self.status < 300
