@@ -580,10 +580,13 @@ class _Exchange:
     def _client_gone(self) -> bool:
         """The client hung up (its socket reads as closed): nothing is to be sent for it."""
         sock = self.handler.connection
+        poller = select.poll()  # not select(): no FD_SETSIZE limit
         try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and not sock.recv(1, socket.MSG_PEEK)
-        except (OSError, ValueError):
+            poller.register(sock, select.POLLIN)
+            if not poller.poll(0):
+                return False  # nothing to read: still there, waiting for its answer
+            return not sock.recv(1, socket.MSG_PEEK)  # EOF: gone; data: a pipelined request
+        except OSError:
             return True
 
     def _read_body(self) -> bool:
