@@ -26,6 +26,7 @@ from ci_evals.endpoints.ledger import (
     IMAGE_TOKENS,
     MAX_INPUT_TOKENS,
     OVERHEAD_TOKENS,
+    Ledger,
     Unpriceable,
     worst_case,
 )
@@ -601,6 +602,239 @@ def test_a_stream_cut_short_is_charged_its_reservation() -> None:
             time.sleep(0.01)
         assert proxy.spent_usd == pytest.approx(reservation(TEST_REQUEST))
         assert proxy.usage.input_tokens == 100
+
+
+# -- budget: every exit settles, every body read one way ------------------------------------
+
+
+def hang_up(handler: _UpstreamHandler) -> None:
+    """Upstream read the whole request (and may bill it), then drops the connection."""
+    handler.close_connection = True
+
+
+@pytest.mark.parametrize("unanswered", ["closed", "timed_out"])
+def test_a_request_sent_but_never_answered_is_charged_its_reservation(unanswered: str) -> None:
+    released = threading.Event()
+    silent = [hang_up, lambda handler: released.wait(10)][unanswered == "timed_out"]
+    settings = {"budget_usd": 1.0, "prices": TEST_PRICES, "upstream_timeout_s": 0.5}
+    try:
+        with Upstream(silent) as up, proxy_for(up, **settings) as proxy:
+            status, _, body = post(proxy, body=TEST_REQUEST)
+            assert status == 502
+            assert json.loads(body)["error"]["type"] == "api_error"
+            assert len(up.received) == 1  # it got there: it may be billed
+            assert proxy.spent_usd == pytest.approx(reservation(TEST_REQUEST))
+    finally:
+        released.set()
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_a_response_too_deep_for_json_is_relayed_charged_and_recorded(tmp_path: Path) -> None:
+    # The model may nest a tool input deeper than json.loads can go (RecursionError,
+    # not ValueError): its usage is unreadable, so it is charged its reservation,
+    # and the next request is judged at once instead of waiting on a lost reservation.
+    answer = (
+        '{"type": "message", "model": "claude-test", "content": [{"type": "tool_use", '
+        f'"id": "t", "name": "x", "input": {{"a": {nested(5000)}}}}}], '
+        '"usage": {"input_tokens": 10, "output_tokens": 10}}'
+    ).encode()
+
+    def deep(handler: _UpstreamHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(answer)))
+        handler.end_headers()
+        handler.wfile.write(answer)
+
+    request = {**TEST_REQUEST, "stream": False}
+    worst = reservation(request)
+    record = tmp_path / "exchanges.jsonl"
+    settings = {"budget_usd": 1.5 * worst, "prices": TEST_PRICES, "record_path": record}
+    with Upstream(deep) as up, proxy_for(up, **settings) as proxy:
+        status, _, body = post(proxy, body=request)
+        assert (status, body) == (200, answer)
+        assert proxy.spent_usd == pytest.approx(worst)
+        assert post(proxy, body=request)[0] == 402  # not left waiting
+        assert len(up.received) == 1
+    assert [json.loads(line)["status"] for line in record.read_text().splitlines()] == [200, 402]
+
+
+def post_raw(proxy: ForwardingProxy, path: str, body: bytes) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    try:
+        conn.request("POST", path, body=body, headers={"x-api-key": proxy.token})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"model": "claude-test", "max_tokens": 100, "messages": ' + nested(5000) + "}",
+        '{"model": "claude-test", "max_tokens": 100, "messages": ' + nested(300) + "}",
+        # The budget would read max_tokens 1; the API might honour 64000.
+        '{"model": "claude-test", "max_tokens": 64000, "messages": [], "max_tokens": 1}',
+        '{"model": "claude-test", "max_tokens": 9, "messages": [{"role": "user", '
+        '"content": [{"type": "image", "source": {"type": "base64", "type": "url"}}]}]}',
+    ],
+    ids=["too-deep-for-json", "deeper-than-the-limit", "max_tokens-twice", "nested-key-twice"],
+)
+def test_a_body_the_budget_could_misread_is_refused_on_every_route(
+    body: str, tmp_path: Path
+) -> None:
+    record = tmp_path / "exchanges.jsonl"
+    settings = {"budget_usd": 1.0, "prices": TEST_PRICES, "record_path": record}
+    with Upstream(sse()) as up, proxy_for(up, **settings) as proxy:
+        for path in ("/v1/messages/count_tokens", "/v1/messages"):
+            status, answer = post_raw(proxy, path, body.encode())
+            assert status == 400
+            assert json.loads(answer)["error"]["type"] == "invalid_request_error"
+        assert up.received == []
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [line["outcome"] for line in lines] == ["bad_request", "bad_request"]
+
+
+def chunked_post(proxy: ForwardingProxy, framed: bytes) -> bytes:
+    """What the proxy answers a chunked POST whose body is framed as `framed`."""
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: "
+            + proxy.token.encode()
+            + b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            + framed
+        )
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    return answer
+
+
+@pytest.mark.parametrize(
+    "size_line",
+    [b"-1", b"+%x", b"0_%x", b"0x%x", b" %x", b"%x;name=value", b"0" * 2000 + b"%x"],
+    ids=["negative", "signed", "underscore", "0x", "space", "extension", "overlong"],
+)
+def test_a_chunk_size_that_is_not_plain_hex_is_refused(size_line: bytes) -> None:
+    # Each was read by int(line, 16) as a size: -1 then read the body to EOF, past
+    # the size limit (the body here is exactly what follows it).
+    body = json.dumps(TEST_REQUEST).encode()
+    end = b"" if size_line == b"-1" else b"\r\n0\r\n\r\n"
+    framed = (size_line % len(body) if b"%" in size_line else size_line) + b"\r\n" + body + end
+    with Upstream(sse()) as up, proxy_for(up, budget_usd=1.0, prices=TEST_PRICES) as proxy:
+        answer = chunked_post(proxy, framed)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:80]
+        assert b"invalid chunk size line" in answer
+        assert up.received == []
+        head, tail = body[:7], body[7:]  # plain hex, either case, still works
+        chunks = b"%x\r\n%s\r\n%X\r\n%s\r\n0\r\n\r\n" % (len(head), head, len(tail), tail)
+        assert chunked_post(proxy, chunks).startswith(b"HTTP/1.1 200 ")
+        assert up.received[0]["body"] == TEST_REQUEST
+
+
+def test_a_source_is_read_only_on_image_and_document_blocks() -> None:
+    # A tool parameter or a tool call's argument named "source" is text in the body.
+    schema = {"type": "object", "properties": {"source": {"type": "string"}}}
+    tool = {"name": "copy_file", "description": "copy", "input_schema": schema}
+    call = {"type": "tool_use", "id": "t", "name": "copy_file", "input": {"source": {"p": 1}}}
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+    plain = {"type": "document", "source": {"type": "content", "content": [image]}}
+
+    def bound(**parts: Any) -> int:
+        body = json.dumps({**TEST_REQUEST, **parts}).encode()
+        return worst_case(body, TEST_PRICES).input_tokens - len(body) - OVERHEAD_TOKENS
+
+    def said(*content: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": list(content)}]
+
+    assert bound(tools=[tool]) == 0
+    assert bound(messages=[{"role": "assistant", "content": [call]}]) == 0
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [image, plain]}
+    assert bound(messages=said(result)) == 2 * IMAGE_TOKENS
+    assert bound(messages=said({**result, "content": [pdf]})) > MAX_INPUT_TOKENS // 2
+    with Upstream(sse()) as up, proxy_for(up, budget_usd=5.0) as proxy:
+        body = {**REQUEST, "max_tokens": 8000, "tools": [tool]}
+        assert post(proxy, body=body)[0] == 200  # not a whole context window reserved
+
+
+def test_float_residue_never_keeps_a_request_waiting_with_nothing_in_flight() -> None:
+    # 0.41 + 0.12 - 0.41 - 0.12 is 5.6e-17, not 0: the last cent of the budget
+    # then seemed taken, and a request that fits would wait for no one.
+    ledger, stopping = Ledger(0.89), threading.Event()
+    assert ledger.admit(0.41, stopping) is None
+    assert ledger.admit(0.12, stopping) is None
+    ledger.settle(0.41, 0.0, None)
+    ledger.settle(0.12, 0.0, None)
+    decided: list[str | None] = []
+    waiter = threading.Thread(target=lambda: decided.append(ledger.admit(0.89, stopping)))
+    waiter.start()
+    waiter.join(10)
+    stopping.set()
+    waiter.join()
+    assert decided == [None]
+
+
+def test_a_request_asking_for_1m_context_is_reserved_and_charged_the_premium() -> None:
+    # Above 200K input tokens with the 1M beta the API bills input x2, output x1.5.
+    beta = {"anthropic-beta": "interleaved-thinking-2025-05-14, context-1m-2025-08-07"}
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+    unbounded = {**TEST_REQUEST, "messages": [{"role": "user", "content": [pdf]}]}
+    plain = reservation(unbounded)
+    assert plain == pytest.approx((MAX_INPUT_TOKENS * 20.0 + 100 * 10.0) / 1e6)
+    body = json.dumps(unbounded).encode()
+    premium = worst_case(body, TEST_PRICES, long_context=True).cost_usd
+    assert premium == pytest.approx((MAX_INPUT_TOKENS * 40.0 + 100 * 15.0) / 1e6)
+    assert worst_case(json.dumps(TEST_REQUEST).encode(), TEST_PRICES, True).cost_usd == (
+        reservation(TEST_REQUEST)  # a bound under 200K: no premium possible
+    )
+    long = sse({"input_tokens": 150_000, "cache_read_input_tokens": 60_000}, 100)
+    settings = {"budget_usd": (plain + premium) / 2, "prices": TEST_PRICES}
+    with Upstream(long) as up, proxy_for(up, **settings) as proxy:
+        assert post(proxy, {"x-api-key": proxy.token, **beta}, body=unbounded)[0] == 402
+        assert post(proxy, body=TEST_REQUEST)[0] == 200  # no beta: the usual prices
+        usual = (150_000 * 10.0 + 100 * 10.0) / 1e6  # cache reads cost 0 at TEST_PRICES
+        assert proxy.spent_usd == pytest.approx(usual)
+        # 210K input in all (the cache reads count): the premium.
+        assert post(proxy, {"x-api-key": proxy.token, **beta}, body=TEST_REQUEST)[0] == 200
+        assert proxy.spent_usd == pytest.approx(usual + (150_000 * 20.0 + 100 * 15.0) / 1e6)
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_client_that_hangs_up_while_waiting_for_the_budget_is_never_forwarded() -> None:
+    worst = reservation(TEST_REQUEST)
+    released = threading.Event()
+
+    def held(handler: _UpstreamHandler) -> None:
+        released.wait(10)
+        sse({"input_tokens": 1}, 1)(handler)
+
+    settings = {"budget_usd": 1.5 * worst, "prices": TEST_PRICES}
+    with Upstream(held) as up, proxy_for(up, **settings) as proxy:
+        first = threading.Thread(target=post, args=(proxy,), kwargs={"body": TEST_REQUEST})
+        first.start()
+        wait_until(lambda: len(up.received) == 1)
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        conn.request("POST", "/v1/messages", json.dumps(TEST_REQUEST), {"x-api-key": proxy.token})
+        wait_until(lambda: proxy.ledger.waiting == 1)  # it fits once the first settles
+        conn.close()
+        wait_until(lambda: proxy.ledger.waiting == 0)
+        released.set()
+        first.join()
+        assert post(proxy, body=TEST_REQUEST)[0] == 200
+        assert len(up.received) == 2  # the first and the last, not the one given up
+        assert proxy.requests == 2
 
 
 # -- recording, secrets, lifecycle --------------------------------------------------------------

@@ -28,19 +28,27 @@ JSON text (quotes, keys and escapes only add bytes), plus a fixed allowance
 for the prompt the API adds (tool use), `IMAGE_TOKENS` per image, and the
 whole context window (`MAX_INPUT_TOKENS`) for anything whose tokens the body
 does not hold: a PDF, a URL or Files API source, MCP servers, server tools
-(web search and fetch bring pages into the prompt). Not modelled, as in
-`pricing`: the long-context premium and per-use billing of server tools.
+(web search and fetch bring pages into the prompt). Only the `source` of an
+image or document block counts (also inside a tool result's content), never a
+key of that name in a tool's schema or a tool call's input. A request that asks
+for the 1M window (`long_context`) and whose bound passes 200K tokens is
+reserved at the long-context premium (`pricing`). Not modelled, as in
+`pricing`: per-use billing of server tools.
+
+A body is read once, by `loads_request`, for every forwarded route: it must be
+one JSON object, with no key twice in any object (the API might honour another
+copy than the one the budget read) and nested at most `MAX_DEPTH` deep.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci_evals.endpoints.pricing import PER_TOKEN, Pricing, Usage
+from ci_evals.endpoints.pricing import LONG_CONTEXT_TOKENS, PER_TOKEN, Pricing, Usage
 
 # The largest context window a model has (the 1M-token beta): no request can
 # be charged for more input than this.
@@ -50,6 +58,11 @@ OVERHEAD_TOKENS = 2_048
 # An image is resized to at most ~1.15 megapixels (~1,600 tokens); kept well above.
 IMAGE_TOKENS = 5_000
 _UNBOUNDED_TOOLS = ("web_search", "web_fetch", "code_execution", "mcp", "computer")
+# Deeper than any real request (tool schemas nest a few dozen levels); bounds
+# every walk of the body and keeps json below the interpreter's recursion limit.
+MAX_DEPTH = 256
+# Content blocks whose `source` may hold (or point at) what the model reads.
+_SOURCE_BLOCKS = frozenset({"image", "document"})
 
 
 @dataclass(frozen=True)
@@ -73,20 +86,69 @@ class Unpriceable(ValueError):
     """The request does not say how much it can cost (no usable `max_tokens`)."""
 
 
-def worst_case(body: bytes, prices: Pricing) -> WorstCase:
-    """The most `body` (a Messages request) can cost; `Unpriceable` if it cannot be bounded."""
+class BadRequest(Unpriceable):
+    """The body is not one JSON object the budget can read unambiguously."""
+
+
+def loads_request(body: bytes) -> dict[str, Any]:
+    """`body` as a JSON object; `BadRequest` if it is not JSON, not an object, has a
+    key twice in one object, or is nested deeper than `MAX_DEPTH`."""
     try:
-        request = json.loads(body)
+        request = json.loads(body, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise BadRequest(f"the request body has the key {exc} twice in one object") from None
+    except RecursionError:
+        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels") from None
     except ValueError:
-        raise Unpriceable("the request body is not JSON") from None
+        raise BadRequest("the request body is not JSON") from None
     if not isinstance(request, dict):
-        raise Unpriceable("the request body is not a JSON object")
+        raise BadRequest("the request body is not a JSON object")
+    if _depth(request) > MAX_DEPTH:
+        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels")
+    return request
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(json.dumps(key))
+        result[key] = value
+    return result
+
+
+def _depth(value: object) -> int:
+    """How deeply `value` nests lists and objects (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def worst_case(body: bytes, prices: Pricing, long_context: bool = False) -> WorstCase:
+    """The most `body` (a Messages request) can cost; `Unpriceable` (or its
+    `BadRequest`) if it cannot be bounded."""
+    request = loads_request(body)
     max_tokens = request.get("max_tokens")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise Unpriceable("the request has no positive integer max_tokens")
     model = request.get("model") if isinstance(request.get("model"), str) else None
     input_tokens = min(MAX_INPUT_TOKENS, len(body) + OVERHEAD_TOKENS + _extra_input(request))
     price = prices.price(model)
+    if long_context and input_tokens > LONG_CONTEXT_TOKENS:
+        price = price.long_context()
     input_rate = max(price.input, price.cache_write, price.cache_write_1h, price.cache_read)
     cost = PER_TOKEN * (input_tokens * input_rate + max_tokens * price.output)
     return WorstCase(cost, model, max_tokens, input_tokens)
@@ -113,18 +175,24 @@ def _extra_input(request: dict[str, Any]) -> int:
     return extra
 
 
-def _sources(value: object) -> Iterator[dict[str, Any]]:
-    """Every content block's `source` object, however deeply nested (tool results)."""
-    stack = [value]
+def _sources(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The `source` of every image and document block in the messages, also those in
+    a tool result's content or a content document; never a tool's schema or input."""
+    messages = request.get("messages")
+    listed = messages if isinstance(messages, list) else []
+    stack: list[object] = [m.get("content") for m in listed if isinstance(m, dict)]
     while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            source = item.get("source")
-            if isinstance(source, dict):
-                yield source
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        blocks = stack.pop()
+        for block in blocks if isinstance(blocks, list) else []:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "tool_result":
+                stack.append(block.get("content"))
+            elif kind in _SOURCE_BLOCKS and isinstance(block.get("source"), dict):
+                source = block["source"]
+                if source.get("type") == "content":  # a document made of blocks
+                    stack.append(source.get("content"))
+                else:
+                    yield source
 
 
 @dataclass(frozen=True)
@@ -149,26 +217,42 @@ class Ledger:
         self._changed = threading.Condition()
         self._spent = 0.0
         self._reserved = 0.0
+        self._in_flight = 0  # admitted, not yet settled: at 0, `_reserved` is exactly 0
+        self._waiting = 0  # in `admit`, waiting for requests in flight to settle
         self._usage = Usage()
         self._requests = 0
         self._refused = 0
 
-    def admit(self, worst: float, stopping: threading.Event) -> str | None:
+    def admit(
+        self,
+        worst: float,
+        stopping: threading.Event,
+        abandoned: Callable[[], bool] = lambda: False,
+    ) -> str | None:
         """Reserve `worst` USD and count the request (None), or the refusal for the
-        budget (counted); `Stopped` if the proxy stops while it waits."""
+        budget (counted); `Stopped` if the proxy stops, or `abandoned()` turns true
+        (the client hung up), while it waits."""
         budget = self.budget_usd
         with self._changed:
-            while True:
-                if budget is None or self._spent + self._reserved + worst <= budget:
-                    self._reserved += worst
-                    self._requests += 1
-                    return None
-                if self._spent >= budget or self._spent + worst > budget:
-                    self._refused += 1
-                    return self._refusal(budget, worst)
-                if stopping.is_set():
-                    raise Stopped
-                self._changed.wait(0.1)
+            waiting = False
+            try:
+                while True:
+                    if budget is None or self._spent + self._reserved + worst <= budget:
+                        self._reserved += worst
+                        self._in_flight += 1
+                        self._requests += 1
+                        return None
+                    if self._spent >= budget or self._spent + worst > budget:
+                        self._refused += 1
+                        return self._refusal(budget, worst)
+                    if not waiting:
+                        waiting, self._waiting = True, self._waiting + 1
+                    self._changed.wait(0.1)
+                    # Checked before it is admitted: a client gone meanwhile is not sent.
+                    if stopping.is_set() or abandoned():
+                        raise Stopped
+            finally:
+                self._waiting -= waiting
 
     def _refusal(self, budget: float, worst: float) -> str:
         if self._spent >= budget:
@@ -182,17 +266,28 @@ class Ledger:
         )
 
     def count_unbudgeted(self) -> None:
+        """Count a request that reserves nothing (it is settled all the same)."""
         with self._changed:
+            self._in_flight += 1
             self._requests += 1
 
     def settle(self, reserved: float, cost: float, usage: Usage | None) -> None:
         """Release a request's reservation and charge what it cost."""
         with self._changed:
-            self._reserved = max(0.0, self._reserved - reserved)
+            self._in_flight -= 1
+            # Float sums leave residue (0.1 + 0.2 - 0.1 - 0.2 is not 0): with nothing
+            # in flight nothing is reserved, or `admit` would wait for no one.
+            self._reserved = max(0.0, self._reserved - reserved) if self._in_flight else 0.0
             self._spent += cost
             if usage is not None:
                 self._usage = self._usage + usage
             self._changed.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for others to settle before they fit in the budget."""
+        with self._changed:
+            return self._waiting
 
     @property
     def spent_usd(self) -> float:

@@ -13,9 +13,14 @@ not in the table is priced at the most expensive known price, field by field
 or correct entries with `Pricing().with_overrides({...})`.
 
 Cache writes: `cache_write` is the 5-minute TTL price (1.25 x input); tokens
-the API reports as written with the 1-hour TTL cost 2 x input. Not modelled:
-the long-context premium some models charge above 200K prompt tokens, batch
-discounts, and server tools (web search) billed per use.
+the API reports as written with the 1-hour TTL cost 2 x input.
+
+Long context: a request that asks for the 1M-token window (an `anthropic-beta`
+header naming `context-1m-...`) and has more than 200K input tokens (input,
+cache writes and cache reads together) is billed every input rate x 2 and
+output x 1.5 (`Price.long_context`); the tables here do not say which models
+offer the window, so any model asking for it is priced so. Not modelled:
+batch discounts, and server tools (web search) billed per use.
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 PER_TOKEN = 1e-6  # prices are per million tokens
+LONG_CONTEXT_BETA = "context-1m"  # the anthropic-beta flag's prefix
+LONG_CONTEXT_TOKENS = 200_000  # input above this, with the flag, pays the premium
+
+
+def asks_long_context(anthropic_beta: str) -> bool:
+    """Whether an `anthropic-beta` header value (comma-separated) asks for 1M context."""
+    return any(
+        flag.strip().lower().startswith(LONG_CONTEXT_BETA) for flag in anthropic_beta.split(",")
+    )
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,12 @@ class Price:
     @property
     def cache_write_1h(self) -> float:
         return 2.0 * self.input
+
+    def long_context(self) -> Price:
+        """The premium above `LONG_CONTEXT_TOKENS` of input: input rates x 2, output x 1.5."""
+        return Price(
+            2.0 * self.input, 1.5 * self.output, 2.0 * self.cache_write, 2.0 * self.cache_read
+        )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], what: str = "price") -> Price:
@@ -209,9 +229,15 @@ class Pricing:
             return self.ceiling
         return self._prices.get(model_key(model), self.ceiling)
 
-    def cost(self, model: str | None, usage: Usage) -> float:
-        """USD for `usage` at `model`'s price."""
+    def cost(self, model: str | None, usage: Usage, long_context: bool = False) -> float:
+        """USD for `usage` at `model`'s price; with `long_context` (the request asked for
+        the 1M window), at the premium when its input passed `LONG_CONTEXT_TOKENS`."""
         price = self.price(model)
+        prompt = (
+            usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+        )
+        if long_context and prompt > LONG_CONTEXT_TOKENS:
+            price = price.long_context()
         one_hour = min(usage.cache_creation_1h_input_tokens, usage.cache_creation_input_tokens)
         five_minutes = usage.cache_creation_input_tokens - one_hour
         return PER_TOKEN * (

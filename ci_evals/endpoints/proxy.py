@@ -21,7 +21,11 @@ upstream. On the way it
   refused with **402 `billing_error`**, which the CLI does not retry (it ends
   the run with `API Error: 402 ...`; a 400 is retried, a 403 is shown as
   "Failed to authenticate", 429/5xx are retried); one that cannot be priced
-  (no `max_tokens`) with 400 `invalid_request_error`;
+  (no `max_tokens`) with 400 `invalid_request_error`, and so is, on both
+  routes, a body the budget could read differently from the API
+  (`ledger.loads_request`) or one not framed strictly (chunk sizes plain hex,
+  Content-Length digits). Every exit settles the request, so no reservation
+  outlives its exchange;
 - limits concurrent upstream requests (`max_concurrency`; a streamed response
   holds its slot until it ends) and retries 429 and 529 that arrive before
   anything was sent to the client, honouring `retry-after` (seconds or an
@@ -47,7 +51,9 @@ import http.client
 import json
 import logging
 import random
+import re
 import secrets
+import select
 import socket
 import ssl
 import sys
@@ -61,9 +67,17 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from ci_evals.endpoints.ledger import Ledger, Metered, Stopped, Unpriceable, worst_case
+from ci_evals.endpoints.ledger import (
+    BadRequest,
+    Ledger,
+    Metered,
+    Stopped,
+    Unpriceable,
+    loads_request,
+    worst_case,
+)
 from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
-from ci_evals.endpoints.pricing import Pricing, Usage
+from ci_evals.endpoints.pricing import Pricing, Usage, asks_long_context
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +107,10 @@ _NOT_FORWARDED_UP = (
 )
 _NOT_FORWARDED_DOWN = HOP_BY_HOP | {"content-length"}
 _READ_SIZE = 64 * 1024
+# A chunk-size line as clients send it: hex digits only (no sign, no extensions).
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,8}\r?\n")
+_MAX_LINE = 1024  # a chunk-size or trailer line
+_MAX_TRAILERS = 64
 # Upstream errors that mean the request never left: nothing can have been billed.
 _NOT_SENT = (ConnectionRefusedError, ConnectionAbortedError, socket.gaierror)
 _REDACTED = "[redacted]"
@@ -484,7 +502,10 @@ class _Exchange:
         self.started = time.time()
         self.headers = {k.lower(): v for k, v in handler.headers.items()}
         self.route = handler.path.split("?", 1)[0]
+        # Asks for the 1M window: priced at the long-context premium past 200K input.
+        self.long_context = asks_long_context(self.headers.get("anthropic-beta", ""))
         self.body = b""
+        self.request: dict[str, Any] | None = None  # the body, read by `loads_request`
         self.outcome = "forwarded"
         self.status = 0
         self.response_headers: dict[str, str] = {}
@@ -501,19 +522,31 @@ class _Exchange:
 
     def run(self) -> None:
         handler = self.handler
-        if not self.proxy._authorized(self.headers):
-            handler.close_connection = True  # the body is not read: no keep-alive
-            self._refuse(401, "authentication_error", "ci-evals proxy: invalid or missing token")
-            self.outcome = "refused_auth"
-        elif self.route not in FORWARDED_ROUTES:
-            handler.close_connection = True
-            self._refuse(404, "not_found_error", f"ci-evals proxy: no route {handler.path}")
-            self.outcome = "not_found"
-        elif not self._read_body():
-            self.outcome = "bad_request"
-        elif self._admit():
-            self._forward()
-        self._finish()
+        try:
+            if not self.proxy._authorized(self.headers):
+                handler.close_connection = True  # the body is not read: no keep-alive
+                message = "ci-evals proxy: invalid or missing token"
+                self._refuse(401, "authentication_error", message)
+                self.outcome = "refused_auth"
+            elif self.route not in FORWARDED_ROUTES:
+                handler.close_connection = True
+                self._refuse(404, "not_found_error", f"ci-evals proxy: no route {handler.path}")
+                self.outcome = "not_found"
+            elif not self._read_body() or not self._parse_body():
+                self.outcome = "bad_request"
+            elif self._admit():
+                self._forward()
+        finally:  # whatever went wrong, a reservation is settled and the exchange recorded
+            self._finish()
+
+    def _parse_body(self) -> bool:
+        """Refuse (400) a body the budget could read differently from the API."""
+        try:
+            self.request = loads_request(self.body)
+        except BadRequest as exc:
+            self._refuse(400, "invalid_request_error", f"ci-evals proxy: {exc}")
+            return False
+        return True
 
     def _admit(self) -> bool:
         """Reserve the request's worst case in the budget, or refuse it (`ledger`)."""
@@ -523,7 +556,7 @@ class _Exchange:
             self.admitted = True
             return True
         try:
-            worst = worst_case(self.body, proxy.prices).cost_usd
+            worst = worst_case(self.body, proxy.prices, self.long_context).cost_usd
         except Unpriceable as exc:
             if proxy.settings.budget_usd is not None:
                 message = f"ci-evals proxy: cannot bound this request's cost for the budget: {exc}"
@@ -532,7 +565,7 @@ class _Exchange:
                 return False
             worst = 0.0  # no budget to keep; the API will judge the request
         try:
-            refusal = proxy.ledger.admit(worst, proxy._stopping)
+            refusal = proxy.ledger.admit(worst, proxy._stopping, self._client_gone)
         except Stopped:
             self.error = "stopped"
             self.handler.close_connection = True
@@ -544,30 +577,70 @@ class _Exchange:
         self.reserved, self.admitted = worst, True
         return True
 
+    def _client_gone(self) -> bool:
+        """The client hung up (its socket reads as closed): nothing is to be sent for it."""
+        sock = self.handler.connection
+        poller = select.poll()  # not select(): no FD_SETSIZE limit
+        try:
+            poller.register(sock, select.POLLIN)
+            if not poller.poll(0):
+                return False  # nothing to read: still there, waiting for its answer
+            return not sock.recv(1, socket.MSG_PEEK)  # EOF: gone; data: a pipelined request
+        except OSError:
+            return True
+
     def _read_body(self) -> bool:
-        handler = self.handler
-        if "chunked" in self.headers.get("transfer-encoding", "").lower():
-            chunks: list[bytes] = []
-            total = 0
-            while True:
-                size = int(handler.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-                total += size
-                if total > MAX_REQUEST_BYTES:
-                    break
-                if size == 0:
-                    while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    self.body = b"".join(chunks)
-                    return True
-                chunks.append(handler.rfile.read(size))
-                handler.rfile.readline()
-        else:
-            length = int(self.headers.get("content-length") or 0)
-            if length <= MAX_REQUEST_BYTES:
-                self.body = handler.rfile.read(length) if length > 0 else b""
+        """Read the body (Content-Length or strictly framed chunks); 400 or 413 if not."""
+        encoding = self.headers.get("transfer-encoding")
+        if encoding is not None and encoding.strip().lower() != "chunked":
+            return self._bad_framing(f"unsupported Transfer-Encoding {encoding!r}")
+        if encoding is not None:
+            return self._read_chunks()
+        length = self.headers.get("content-length", "0").strip() or "0"
+        if not (length.isascii() and length.isdigit()):
+            return self._bad_framing(f"invalid Content-Length {length!r}")
+        if int(length) > MAX_REQUEST_BYTES:
+            return self._too_large()
+        self.body = self.handler.rfile.read(int(length))
+        if len(self.body) != int(length):
+            return self._bad_framing("the body is shorter than its Content-Length")
+        return True
+
+    def _read_chunks(self) -> bool:
+        rfile = self.handler.rfile
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            line = rfile.readline(_MAX_LINE)
+            if not _CHUNK_SIZE.fullmatch(line):  # a sign, an extension, junk, too long
+                return self._bad_framing(f"invalid chunk size line {line[:40]!r}")
+            size = int(line, 16)
+            total += size
+            if total > MAX_REQUEST_BYTES:
+                return self._too_large()
+            if size == 0:
+                break
+            chunk = rfile.read(size)
+            if len(chunk) != size or rfile.readline(_MAX_LINE) not in (b"\r\n", b"\n"):
+                return self._bad_framing("a chunk is not the size its line says")
+            chunks.append(chunk)
+        for _ in range(_MAX_TRAILERS):
+            line = rfile.readline(_MAX_LINE)
+            if line in (b"\r\n", b"\n"):
+                self.body = b"".join(chunks)
                 return True
-        handler.close_connection = True
+            if not line.endswith(b"\n"):
+                break  # the connection ended, or a line too long
+        return self._bad_framing("the chunked body has no end")
+
+    def _too_large(self) -> bool:
+        self.handler.close_connection = True
         self._refuse(413, "request_too_large", "ci-evals proxy: request body too large")
+        return False
+
+    def _bad_framing(self, what: str) -> bool:
+        self.handler.close_connection = True  # where the next request starts is unknown
+        self._refuse(400, "invalid_request_error", f"ci-evals proxy: {what}")
         return False
 
     def _refuse(self, status: int, kind: str, message: str) -> None:
@@ -672,23 +745,36 @@ class _Exchange:
         if self.settled or not self.admitted:
             return
         self.settled = True
-        complete = self.parser.stopped
-        if not self.streamed and 200 <= self.status < 300:
-            with contextlib.suppress(ValueError):
-                payload = json.loads(bytes(self.response))
-                if isinstance(payload, dict):
-                    self.parser.observe(payload)
-                    complete = payload.get("type") == "message"
-        usage = self.parser.usage
-        if usage is not None:
-            self.cost = self.proxy.prices.cost(self.parser.model or self._request_model(), usage)
-        complete = complete and usage is not None
-        unknown = (200 <= self.status < 300 and not complete) or (
-            self.status == 0 and self.maybe_sent
-        )
-        if unknown:  # cut short, or not a message: what it cost is not known
-            self.cost = max(self.cost, self.reserved)
-        self.proxy.ledger.settle(self.reserved, self.cost, usage)
+        self.cost = self.reserved  # if anything below fails
+        usage: Usage | None = None
+        try:
+            complete = self._read_message()
+            usage = self.parser.usage
+            model = self.parser.model or self._request_model()
+            prices = self.proxy.prices
+            cost = 0.0 if usage is None else prices.cost(model, usage, self.long_context)
+            # No answer to a request that may have reached upstream (it closed, it
+            # timed out), or a 2xx cut short or not a message: the cost is unknown.
+            ok = 200 <= self.status < 300
+            if self.maybe_sent or (ok and not (complete and usage is not None)):
+                cost = max(cost, self.reserved)
+            self.cost = cost
+        finally:  # the reservation is released, whatever failed above
+            self.proxy.ledger.settle(self.reserved, self.cost, usage)
+
+    def _read_message(self) -> bool:
+        """Whether the response is complete: a stream's message_stop, or a JSON
+        body that is a message (read for its usage); unreadable is incomplete."""
+        if self.streamed or not 200 <= self.status < 300:
+            return self.parser.stopped
+        try:
+            payload = json.loads(bytes(self.response))
+        except (ValueError, RecursionError):  # nested too deep for json, not JSON
+            return False
+        if not isinstance(payload, dict):
+            return False
+        self.parser.observe(payload)
+        return payload.get("type") == "message"
 
     def _finish(self) -> None:
         self._settle()  # a broken stream: charged its reservation
@@ -707,20 +793,14 @@ class _Exchange:
         )
 
     def _request_model(self) -> str | None:
-        with contextlib.suppress(ValueError):
-            request = json.loads(self.body)
-            if isinstance(request, dict) and isinstance(request.get("model"), str):
-                return str(request["model"])
-        return None
+        model = (self.request or {}).get("model")
+        return model if isinstance(model, str) else None
 
     def record(self, model: str | None, usage: Usage | None) -> dict[str, Any]:
         """The recording's line for this exchange (what a replay endpoint needs to answer)."""
-        request_body: Any = None
-        if self.body:
-            try:
-                request_body = json.loads(self.body)
-            except ValueError:
-                request_body = self.body.decode("utf-8", errors="replace")
+        request_body: Any = self.request  # within MAX_DEPTH: json.dumps copes
+        if request_body is None and self.body:
+            request_body = self.body.decode("utf-8", errors="replace")
         return {
             "time": datetime.fromtimestamp(self.started, timezone.utc).isoformat(),
             "duration_s": round(time.time() - self.started, 6),
