@@ -218,7 +218,7 @@ async def _review(
         prompt=prompt,
         cwd=cwd,
         plugin_dir=plugin,
-        env=job.env,
+        env=no_bare_repositories(job.env),
         trajectory_path=job.out_dir / TRAJECTORY_FILE,
         stderr_path=job.out_dir / STDERR_FILE,
         model=job.config.model or job.model,
@@ -250,6 +250,24 @@ async def _review(
     result = plugin_relative(result, plugin, suite_rubrics)
     write_scorecard(job.out_dir / SCORECARD_FILE, result, outcome.final_text)
     return result
+
+
+def no_bare_repositories(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with git told to use no repository it finds by itself that has no
+    `.git` (`safe.bareRepository=explicit`, as command-line config, which a
+    repository's own config cannot override): renaming `.git` does not stop a
+    folder shaped as a bare repository whose config sets `core.worktree` and
+    `core.fsmonitor` from running code on the reviewer's `git status`."""
+    try:
+        n = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        n = 0
+    return {
+        **env,
+        "GIT_CONFIG_COUNT": str(n + 1),
+        f"GIT_CONFIG_KEY_{n}": "safe.bareRepository",
+        f"GIT_CONFIG_VALUE_{n}": "explicit",
+    }
 
 
 def reviewer_note(renamed: int) -> str:

@@ -199,6 +199,11 @@ PLANTS = (
     "subprocess.run(['git', 'init', '-q', '.'], check=True)\n"
     "hook = 'touch fsmonitor-ran; exit 1'\n"
     "subprocess.run(['git', 'config', 'core.fsmonitor', hook], check=True)\n"
+    # A folder shaped as a bare repository (no `.git` to rename) whose work tree is `..`.
+    "subprocess.run(['git', 'init', '-q', '--bare', 'vault'], check=True)\n"
+    "pairs = (('core.bare', 'false'), ('core.worktree', '..'), ('core.fsmonitor', hook))\n"
+    "for key, value in pairs:\n"
+    "    subprocess.run(['git', '-C', 'vault', 'config', key, value], check=True)\n"
 )
 NAME_AND_GIT = (
     "  - name: s1-plants\n    match: {command: demo:s1}\n    turns:\n"
@@ -212,7 +217,8 @@ NAME_AND_GIT = (
     f"    turns:\n      - text: {json.dumps(ALL_FIVE)}\n"
 )
 GIT_TURNS = (
-    '      - tools: [{bash: "git status --short 2>&1 | head -3; ls -A"}]\n'
+    '      - tools: [{bash: "git status --short 2>&1 | head -3; '
+    '(cd vault && git status --short 2>&1 | head -3); ls -A"}]\n'
     f"      - text: {json.dumps(LOW)}\n"
 )
 
@@ -240,6 +246,7 @@ def test_a_file_name_or_git_config_cannot_speak_or_run_for_the_reviewer(
     trajectory = (out / "low" / "1-s1" / "reviewer-trajectory.jsonl").read_text()
     assert ".git.ci-evals-withheld" in trajectory and "out1.md" in trajectory, trajectory
     assert "fsmonitor-ran" not in trajectory  # git found no repository: nothing ran
+    assert "cannot use bare repository" in trajectory, trajectory
     [warning] = reviewer.warnings
     assert "\n" not in warning and json.dumps(f"n\n\n{INJECTED}\n\n/CLAUDE.md") in warning
     assert '".git"' in warning, warning
