@@ -172,7 +172,10 @@ def _inside(workspace: Path, cwd: str) -> Path:
     top = workspace.resolve(strict=True)
     if not cwd:
         return top
-    where = (workspace / cwd).resolve()
+    try:
+        where = (workspace / cwd).resolve()
+    except RuntimeError as exc:  # a loop of links (an OSError from Python 3.13 on)
+        raise UserError(f"the stage's folder {cwd!r} in the copy: {exc}") from None
     if not where.is_relative_to(top):
         raise UserError(f"the stage's folder {cwd!r} leads out of the copy (a link)")
     if not where.is_dir():

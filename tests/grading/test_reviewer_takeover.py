@@ -252,20 +252,26 @@ def test_a_file_name_or_git_config_cannot_speak_or_run_for_the_reviewer(
     assert '".git"' in warning, warning
 
 
-SEED_LAB = "  - name: s1-links-out\n    match: {command: demo:s1}\n    turns:\n" + (
-    "      - tools:\n"
-    '          - write: {path: out1.md, content: "poor\\n"}\n'
-    '          - bash: "cd .. && mv lab lab-real && ln -s / lab"\n'
-    "      - text: done\n"
-)
+def relink_lab(link: str) -> str:
+    """Stage 1 (in `lab`) writes its output, then makes `lab` the link `link`."""
+    return "  - name: s1-links-out\n    match: {command: demo:s1}\n    turns:\n" + (
+        "      - tools:\n"
+        '          - write: {path: out1.md, content: "poor\\n"}\n'
+        f'          - bash: "cd .. && mv lab lab-real && ln -s {link} lab"\n'
+        "      - text: done\n"
+    )
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("link", "error"), [("/", "leads out of the copy"), ("lab", "Symlink loop")]
+)
 def test_a_stage_folder_linked_out_of_the_copy_is_an_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, link: str, error: str
 ) -> None:
     monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
-    suite, stub = make_review_suite(tmp_path / "suite", {"low": LOW}, extra_rules=SEED_LAB)
+    rules = relink_lab(link)
+    suite, stub = make_review_suite(tmp_path / "suite", {"low": LOW}, extra_rules=rules)
     text = suite.read_text().replace(
         'prompt: "/demo:s1 {case}"', 'prompt: "/demo:s1 {case}"\n    cwd: lab'
     )
@@ -280,6 +286,6 @@ def test_a_stage_folder_linked_out_of_the_copy_is_an_error(
     s1 = read_results(out).scenarios[0].stages[0]
     assert s1.grading is not None
     reviewer = next(g for g in s1.grading.graders if g.grader == "reviewer")
-    assert reviewer.error is not None and "leads out of the copy" in reviewer.error, reviewer
+    assert reviewer.error is not None and error in reviewer.error, reviewer
     assert (code, s1.status) == (1, "error")
     assert not (out / "low" / "1-s1" / "reviewer-trajectory.jsonl").exists()  # never started
