@@ -9,7 +9,9 @@ model call; per stage it is
 - `reuse`d: its saved final message is parsed again against the current
   rubrics and graded under the current policy (no model call). `auto`, the
   default, does this when the reviewer's fingerprint — its agent file, prompt
-  template, rubric files and `require_all` — is unchanged since the run;
+  template, rubric files, `require_all` and the note ci-evals sent it (worked
+  out again from the saved state: `reviewer.state_note`) — is unchanged since
+  the run;
 - `rerun`: the reviewer agent runs again on a copy of the saved state (needs a
   model: `--model stub:PATH` or an API key). `auto` does this when the
   fingerprint changed, or when there is no saved message (it timed out);
