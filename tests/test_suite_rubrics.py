@@ -16,7 +16,7 @@ import pytest
 
 from ci_evals.config.templates import parse_template
 from ci_evals.errors import UserError
-from ci_evals.graders.reviewer import fingerprint
+from ci_evals.graders.reviewer import fingerprint, reviewer_note
 from ci_evals.suite.load import load_suite
 from tests.conftest import git
 from tests.onboarding_helpers import cli, copy_feature_dev, write
@@ -59,6 +59,8 @@ rules:
       - tools: [{bash: "cat ../rubrics/RUBRIC; echo tampered >> ../rubrics/RUBRIC; echo rc=$?"}]
       - text: '[{"criterion": "has-blueprint", "score": 1}, {"criterion": "clarity", "score": 4}]'
 """.replace("RUBRIC", RUBRIC)
+
+NOTE = reviewer_note(0)  # nothing of these states is renamed
 
 
 def project(top: Path) -> Path:
@@ -169,15 +171,15 @@ def test_the_fingerprint_of_a_copy_equals_the_repository_s(tmp_path: Path) -> No
     suite = load_suite(project(tmp_path))
     config, prompt = suite.stages[0].grading.reviewer, suite.stages[0].reviewer_prompt
     assert config is not None and prompt is not None
-    here = fingerprint(config, suite.plugin.path, prompt, suite.root)
+    here = fingerprint(config, suite.plugin.path, prompt, suite.root, note=NOTE)
     copy = tmp_path / "copy"
     shutil.copytree(suite.plugin.path, copy / "plugin")
     shutil.copytree(tmp_path / "rubrics", copy / "rubrics" / "rubrics")
-    assert fingerprint(config, copy / "plugin", prompt, copy / "rubrics") == here
+    assert fingerprint(config, copy / "plugin", prompt, copy / "rubrics", note=NOTE) == here
     (copy / "rubrics" / RUBRIC).write_text("changed\n")
-    assert fingerprint(config, copy / "plugin", prompt, copy / "rubrics") != here
+    assert fingerprint(config, copy / "plugin", prompt, copy / "rubrics", note=NOTE) != here
     other = parse_template(prompt.text + " ")
-    assert fingerprint(config, suite.plugin.path, other, suite.root) != here
+    assert fingerprint(config, suite.plugin.path, other, suite.root, note=NOTE) != here
 
 
 @pytest.mark.slow
@@ -207,7 +209,9 @@ def test_the_reviewer_reads_a_read_only_copy_and_grade_reuses_its_scorecard(
     suite = load_suite(top / "ci-evals.yaml")
     config, prompt = suite.stages[0].grading.reviewer, suite.stages[0].reviewer_prompt
     assert config is not None and prompt is not None
-    assert reviewer["fingerprint"] == fingerprint(config, suite.plugin.path, prompt, suite.root)
+    assert reviewer["fingerprint"] == fingerprint(
+        config, suite.plugin.path, prompt, suite.root, note=NOTE
+    )
 
     again = cli(top, "grade", str(out), "--output", str(tmp_path / "regraded.json"))
     assert again.returncode == 0, again.stdout + again.stderr

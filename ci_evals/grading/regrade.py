@@ -9,7 +9,9 @@ model call; per stage it is
 - `reuse`d: its saved final message is parsed again against the current
   rubrics and graded under the current policy (no model call). `auto`, the
   default, does this when the reviewer's fingerprint — its agent file, prompt
-  template, rubric files and `require_all` — is unchanged since the run;
+  template, rubric files, `require_all` and the note ci-evals sent it (worked
+  out again from the saved state: `reviewer.state_note`) — is unchanged since
+  the run;
 - `rerun`: the reviewer agent runs again on a copy of the saved state (needs a
   model: `--model stub:PATH` or an API key). `auto` does this when the
   fingerprint changed, or when there is no saved message (it timed out);
@@ -31,7 +33,7 @@ from ci_evals.endpoints.base import ENDPOINT_NAMES, Watch
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
-from ci_evals.graders.reviewer import GRADER, fingerprint, plugin_relative
+from ci_evals.graders.reviewer import GRADER, fingerprint, plugin_relative, state_note
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.results.criteria import GraderResult
@@ -95,7 +97,7 @@ def plan(
             saved = None
             if verdict is not None:
                 saved = next((g for g in verdict.graders if g.grader == GRADER), None)
-            action, why = _reviewer_action(stage, suite, saved, run_dir, mode)
+            action, why = _reviewer_action(stage, suite, saved, run_dir, stage_dir, mode=mode)
             targets.append(
                 Target(
                     scenario=scenario,
@@ -129,7 +131,13 @@ def _stage(suite: Suite, result: StageResult) -> Stage:
 
 
 def _reviewer_action(
-    stage: Stage, suite: Suite, saved: GraderResult | None, run_dir: Path, mode: ReviewerMode
+    stage: Stage,
+    suite: Suite,
+    saved: GraderResult | None,
+    run_dir: Path,
+    stage_dir: Path,
+    *,
+    mode: ReviewerMode,
 ) -> tuple[Literal["none", "reuse", "rerun", "skip"], str]:
     """What to do with the stage's reviewer, and (for `rerun`) why, in words."""
     config = stage.grading.reviewer
@@ -140,7 +148,11 @@ def _reviewer_action(
     if saved is None or _raw_path(saved, run_dir) is None:
         return "rerun", "it left no scorecard"
     assert stage.reviewer_prompt is not None
-    current = fingerprint(config, suite.plugin.path, stage.reviewer_prompt, suite.root)
+    try:
+        note = state_note(stage_dir / AFTER_DIR)  # what it was told of this state
+    except OSError:
+        return "rerun", "its saved state cannot be read whole"
+    current = fingerprint(config, suite.plugin.path, stage.reviewer_prompt, suite.root, note=note)
     if saved.fingerprint != current:
         return "rerun", "its agent file, prompt or rubrics changed"
     return "reuse", ""
@@ -169,9 +181,12 @@ def reuse_reviewer(target: Target, suite: Suite, run_dir: Path) -> GraderResult:
     plugin = suite.plugin.path
     try:
         rubrics = config.rubric_set(plugin, suite.root)
-        current = fingerprint(config, plugin, prompt, suite.root)
+        note = state_note(target.stage_dir / AFTER_DIR)
+        current = fingerprint(config, plugin, prompt, suite.root, note=note)
     except UserError as exc:
         return GraderResult(grader=GRADER, error=f"the reviewer's rubrics: {exc.message}")
+    except OSError as exc:
+        return GraderResult(grader=GRADER, error=f"cannot read the saved state: {exc}")
     text = raw.read_bytes().decode("utf-8", "surrogateescape")
     graded = grade_scorecard(
         text, rubrics, grader=GRADER, judge_model=saved.judge_model, require_all=config.require_all
