@@ -356,12 +356,22 @@ def _private_folders(grader: CommandGrader) -> Iterator[tuple[tuple[str, ...], P
             copy.chmod(0o755)  # readable by the code under test's uid too
             for name in grader.files:
                 _copy_named(grader.script_dir / name, copy / name)
+            _open_to_all(copy)
             argv = (str(copy / grader.files[0]), *grader.argv[1:])
         yield argv, results, copy
     finally:
         shutil.rmtree(results, ignore_errors=True)
         if copy is not None:
             shutil.rmtree(copy, ignore_errors=True)
+
+
+def _open_to_all(copy: Path) -> None:
+    """Make the script's copy readable (and what its owner may run, runnable) by
+    every uid: the code under test's may be the one running it (`chmod 744`)."""
+    for folder, names, files in os.walk(copy):
+        for path in (folder, *(os.path.join(folder, n) for n in (*names, *files))):
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+            os.chmod(path, mode | 0o444 | (0o111 if mode & stat.S_IXUSR else 0))
 
 
 def _copy_named(source: Path, target: Path) -> None:
