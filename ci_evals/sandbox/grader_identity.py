@@ -12,9 +12,10 @@ and pass every check without doing the work. So a sandbox opened with
 - `CI_EVALS_AS_AGENT`: a launcher that runs its arguments as the code under
   test's identity, out of the grader's reach:
   - as root (`bwrap` as root, `docker`): `setpriv` to uid `AGENT_UID` with
-    no capabilities and `no_new_privs`. The grader keeps only what it needs
-    to start and stop it (`GRADER_CAPS`: setuid, setgid, kill, and
-    dac_override to write a folder handed to that uid); uid 10001 may neither
+    no capabilities (an empty bounding set too) and `no_new_privs`. The
+    grader keeps only what it needs to start and stop it (`GRADER_CAPS`:
+    setuid, setgid, kill, dac_override to write a folder handed to that uid,
+    setpcap to empty its bounding set); uid 10001 may neither
     signal nor ptrace a root process, nor open its `/proc` entries, nor enter
     the results folder (root's, mode 0700);
   - without root (`bwrap` under a normal user, one uid): a nested bwrap with
@@ -22,6 +23,14 @@ and pass every check without doing the work. So a sandbox opened with
     results in it) covered by an empty tmpfs, every capability dropped: the
     grader's processes have no pid there, and no mount to reveal them
     (mounts from the outer namespace are locked).
+
+Neither launcher passes on the grader's variables or open files: it unsets
+the two variables and a `python3 -I -S` helper closes every descriptor above
+2 while still the grader's. Without root the nested bwrap has a `/tmp` of
+its own (the sandbox's folders bound again there from `nested-args`, a NUL-
+separated file read by `bwrap --args`), so the grader's temporary folders
+are out of its reach. Only a grader with `isolate_agent_code: true` gets any
+of this (`graders.command`).
 
 The launchers are constant shell text ("$@" is the argv, never parsed).
 """
