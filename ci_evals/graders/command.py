@@ -193,7 +193,7 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
         raise item.error(
             f"grader {keys['id'].as_str()!r} uses ${_AS_AGENT_MARK}, which only a grader "
             "with two identities gets",
-            hint="add isolate_agent_code: true (docs/grading.md)",
+            hint="add isolate_agent_code: true to it; docs/grading.md says why",
         )
     return CommandGrader(
         id=keys["id"].as_str(),
