@@ -83,3 +83,17 @@ def test_restore_undoes_every_kind_of_change(tmp_path: Path) -> None:
 def test_restore_needs_a_saved_state(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         FolderCheckpoint((tmp_path,), tmp_path / "store").restore()
+
+
+def test_a_restored_folder_has_no_setuid_or_setgid_bit(tmp_path: Path) -> None:
+    # What an agent running as uid 0 (bwrap as root) chmods 6755 comes back without it.
+    work = tmp_path / "work"
+    (work / "d").mkdir(parents=True)
+    (work / "rootsh").write_bytes(b"#!/bin/sh\n")
+    (work / "rootsh").chmod(0o6755)
+    (work / "d").chmod(0o2755)
+    checkpoint = FolderCheckpoint([work], tmp_path / "store")
+    checkpoint.save()
+    checkpoint.restore()
+    assert stat.S_IMODE((work / "rootsh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((work / "d").stat().st_mode) == 0o755

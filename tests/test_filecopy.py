@@ -84,3 +84,17 @@ def test_copy_file_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(IsADirectoryError, match="not a regular file"):
         copy_file(str(tmp_path / "pipe"), str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_a_copy_is_never_setuid_or_setgid(tmp_path: Path, kernel: bool) -> None:
+    # An agent that ran as uid 0 (bwrap as root) may chmod 6755 its own file: the
+    # saved state, a checkpoint or a graded copy must not be a setuid-root program.
+    source = tmp_path / "rootsh"
+    source.write_bytes(b"#!/bin/sh\n")
+    source.chmod(0o7755)
+    assert stat.S_IMODE(source.stat().st_mode) == 0o7755  # the owner may set them
+    copy_file(str(source), str(tmp_path / "one"), kernel=kernel)
+    list(copy_many([(str(source), str(tmp_path / "many"))], kernel=kernel))
+    for name in ("one", "many"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o1755, name

@@ -4,6 +4,12 @@ sees only what its suite names. Real bwrap and docker, the task's own hidden tes
 from __future__ import annotations
 
 import os
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -95,3 +101,124 @@ def test_under_local_the_variables_are_set_too(tmp_path: Path) -> None:
     (graded / "server.py").write_text((TASK / "reference" / "server.py").read_text())
     result = run_command_grader(hidden_grader(), graded, env=ENV, sandbox="local")
     assert result.error is None and all(c.passed for c in result.criteria), result
+
+
+def status(folder: Path, name: str) -> dict[str, str]:
+    """`Key: value` lines the code under test wrote from /proc/self/status."""
+    lines = (folder / name).read_text().splitlines()
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
+def test_a_grader_that_does_not_opt_in_runs_as_the_code_under_test(
+    tmp_path: Path, sandbox: str
+) -> None:
+    """`python3 -m pkg` (the docs' example) puts the graded folder first on sys.path: a
+    planted module runs as the command. Without isolate_agent_code that is one identity,
+    the code under test's (no capabilities, not root in docker), never the grader's."""
+    graded = tmp_path / "graded"
+    (graded / "labsmith_lint").mkdir(parents=True)
+    (graded / "labsmith_lint" / "__main__.py").write_text(
+        "import json, os, shutil\n"
+        "shutil.copyfile('/proc/self/status', 'status')\n"
+        "with open(os.path.join(os.environ['CI_EVALS_RESULTS'], 'r.json'), 'w') as f:\n"
+        "    json.dump([{'name': 'planted', 'passed': True}], f)\n"
+    )
+    lint = CommandGrader(id="lint", argv=("python3", "-m", "labsmith_lint"), json_results="r.json")
+    result = run_command_grader(lint, graded, env=ENV, sandbox=sandbox)
+    assert result.error is None, result
+    # Documented: such a grader's verdict is only as trustworthy as the code it runs.
+    assert [c.id for c in result.criteria] == ["lint", "lint/planted"]
+    seen = status(graded, "status")
+    assert int(seen["CapEff"], 16) == 0 and int(seen["CapPrm"], 16) == 0, seen
+    if sandbox == "docker" or os.geteuid() != 0:
+        assert seen["Uid"].split()[0] != "0", seen
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
+def test_the_code_under_test_gets_none_of_the_graders_variables_files_or_bounding_set(
+    tmp_path: Path, sandbox: str
+) -> None:
+    graded = tmp_path / "graded"
+    graded.mkdir()
+    body = (
+        'exec 7>"$CI_EVALS_RESULTS/held"\n'  # a results file the grader holds open
+        '"$CI_EVALS_AS_AGENT" sh -c \'env > env-seen; cp /proc/self/status status\n'
+        "  if echo forged >&7; then echo open; else echo closed; fi > fd-seen' 2>/dev/null\n"
+        'test ! -s "$CI_EVALS_RESULTS/held"\n'
+    )
+    grader = CommandGrader(id="g", argv=("sh", "-c", body), isolate_agent_code=True)
+    result = run_command_grader(grader, graded, env=ENV, sandbox=sandbox)
+    assert result.error is None and result.criteria[0].passed, result
+    assert "CI_EVALS_" not in (graded / "env-seen").read_text()
+    assert (graded / "fd-seen").read_text().strip() == "closed"
+    assert int(status(graded, "status")["CapBnd"], 16) == 0
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
+def test_no_setuid_file_stays_in_a_folder_root_wrote_in(tmp_path: Path, sandbox: str) -> None:
+    """A root grader (docker, bwrap as root) or code run as uid 0 (bwrap as root) leaves
+    `cp /bin/sh rootsh; chmod 6755 rootsh`: a root shell on the host, unless stripped."""
+    graded = tmp_path / "graded"
+    graded.mkdir()
+    body = "cp /bin/sh rootsh && chmod 6755 rootsh && mkdir d && chmod 2755 d"
+    grader = CommandGrader(id="g", argv=("sh", "-c", body), isolate_agent_code=True)
+    result = run_command_grader(grader, graded, env=ENV, sandbox=sandbox)
+    assert result.criteria[0].passed, result
+    for name in ("rootsh", "d"):
+        mode = (graded / name).lstat().st_mode
+        assert not mode & (stat.S_ISUID | stat.S_ISGID), (name, oct(mode))
+
+
+NESTED = """
+import sys
+from pathlib import Path
+from ci_evals.graders.command import CommandGrader, run_command_grader
+body = sys.argv[2]
+grader = CommandGrader(id="t", argv=("sh", "-c", body), isolate_agent_code=True)
+env = {"PATH": "/usr/bin:/bin"}
+result = run_command_grader(grader, Path(sys.argv[1]), env=env, sandbox="bwrap")
+print(result)
+sys.exit(0 if result.error is None and result.criteria[0].passed else 1)
+"""
+
+
+def argv_rest(code: str, graded: Path, body: str) -> list[str]:
+    return ["-c", code, str(graded), body]
+
+
+def test_without_root_the_code_under_test_has_a_tmp_of_its_own(tmp_path: Path) -> None:
+    """bwrap under a normal user: one uid for both, so the grader's /tmp (its private
+    temporary folders) is not shared with the code under test, which sees only the
+    sandbox's own folders there. As root, the test runs ci-evals as `nobody`."""
+    base = Path(tempfile.mkdtemp(prefix="ci-evals-nested-"))  # reachable by nobody
+    try:
+        graded = base / "graded"
+        graded.mkdir()
+        body = (
+            "mkdir /tmp/grader-private && echo mine > /tmp/grader-private/f\n"
+            '"$CI_EVALS_AS_AGENT" sh -c \'ls -a /tmp > tmp-seen;'
+            " echo theirs > /tmp/grader-private/f' 2>/dev/null\n"
+            'test "$(cat /tmp/grader-private/f)" = mine\n'
+        )
+        argv = [sys.executable, *argv_rest(NESTED, graded, body)]
+        env = dict(ENV)
+        if os.geteuid() == 0:
+            os.chown(base, 65534, 65534)
+            os.chown(graded, 65534, 65534)
+            # The venv's interpreter may live under /root (not for nobody): the system's,
+            # of the same version, runs our code and the venv's packages.
+            python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+            if not os.path.exists(python):
+                pytest.skip(f"as root this test runs ci-evals as nobody with {python}")
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python]
+            argv += argv_rest(NESTED, graded, body)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=120, check=False, env=env, cwd="/"
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        seen = (graded / "tmp-seen").read_text().split()
+        assert "grader-private" not in seen and base.name in seen, seen
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -61,6 +61,7 @@ def make_suite(root: Path, *, extra: str = "sandbox: docker\nimage: python-mcp\n
                 graders:
                   - id: probe
                     command: [python3, -c, {probe}]
+                    isolate_agent_code: true
             """
         ).format(probe=json.dumps(PROBE))
     )

@@ -21,7 +21,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci_evals.fs.copy import copy_many
+from ci_evals.fs.copy import KEPT_MODE, copy_many
 from ci_evals.fs.walk import walk
 
 
@@ -85,7 +85,7 @@ def _mirror(source: Path, dest: Path) -> None:
     for _ in copy_many(files):
         pass
     for src, dst in reversed(folders):  # last: a read-only folder takes no new files
-        shutil.copymode(src, dst)
+        os.chmod(dst, os.stat(src).st_mode & KEPT_MODE)  # as files: never setgid
 
 
 def _empty(folder: Path) -> None:

@@ -1,4 +1,5 @@
-"""Copy regular files the way `cp` does: content and permission bits, kernel-side.
+"""Copy regular files the way `cp` does: content and permission bits (never
+setuid/setgid), kernel-side.
 
 `os.copy_file_range` keeps the data in the kernel and makes a reflink on file
 systems that support it, but recent Linux refuses it between two different
@@ -16,6 +17,10 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 
+# Permission bits a copy keeps: never setuid or setgid. The files are the
+# agent's, and one it made setuid in a stage run as root (bwrap as root, a
+# grader's container) must not become a setuid-root program on the host.
+KEPT_MODE = 0o1777
 _CHUNK = 1 << 30  # ask the kernel for at most this much per call
 _BLOCK = 1 << 20  # read/write block when nothing kernel-side works
 # copy_file_range errors that mean "not between these files", not "broken".
@@ -36,7 +41,8 @@ _UNSUPPORTED = frozenset(
 def copy_file(
     source: str, dest: str, *, follow_links: bool = True, kernel: bool = True
 ) -> os.stat_result:
-    """Copy `source` to `dest` (created or truncated) with `source`'s permission bits.
+    """Copy `source` to `dest` (created or truncated) with `source`'s permission bits
+    (but setuid and setgid, `KEPT_MODE`).
 
     Returns the stat of `dest` as written (for a snapshot that needs no second
     look). With `follow_links=False` a `source` that is a symbolic link raises
@@ -53,7 +59,7 @@ def copy_file(
         info = os.fstat(src)
         if not stat.S_ISREG(info.st_mode):
             raise IsADirectoryError(f"not a regular file: {source}")
-        dst = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IMODE(info.st_mode))
+        dst = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, info.st_mode & KEPT_MODE)
         try:
             if not (kernel and _copy_range(src, dst, info.st_size)):
                 _copy_fallback(src, dst, info.st_size)
@@ -83,7 +89,7 @@ def copy_many(jobs: Iterable[tuple[str, str]], *, kernel: bool = True) -> Iterat
             info = fstat(src)
             if not is_regular(info.st_mode):
                 raise IsADirectoryError(f"not a regular file: {source}")
-            dst = open_(dest, write_flags, info.st_mode & 0o7777)
+            dst = open_(dest, write_flags, info.st_mode & KEPT_MODE)
             try:
                 size = info.st_size
                 if size:

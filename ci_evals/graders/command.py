@@ -12,8 +12,12 @@ graders:
     cwd: lab                                # inside the folder (default: the folder itself)
     junit: report.xml                       # optional, in $CI_EVALS_RESULTS: one criterion per test
   - id: smoke
-    command: [./smoke]
+    command: [./smoke]                      # the agent's own program: one identity
     json_results: smoke.json                # optional: [{"name", "passed", "detail"?}]
+  - id: hidden
+    script: tests/check.sh                  # starts the agent's server via $CI_EVALS_AS_AGENT
+    isolate_agent_code: true                # two identities: the verdict out of its reach
+    json_results: hidden.json
 ```
 
 The command runs in its own process group with stdin closed; on timeout
@@ -22,11 +26,16 @@ exits). Output (stdout and stderr together) keeps only the last
 `MAX_OUTPUT_BYTES`. The result is one checklist criterion for the exit
 code, plus one per sub-result when a results file is configured.
 
-The verdict stays out of the agent's code's reach (`sandbox.grader_identity`):
-the command runs as the grader's identity, a results file is read from
-`$CI_EVALS_RESULTS` (a fresh folder only that identity can write, never the
-graded folder), and the code under test is started through
-`$CI_EVALS_AS_AGENT`, as another uid or in namespaces of its own.
+A results file is read from `$CI_EVALS_RESULTS` (a fresh folder, never the
+graded folder). With `isolate_agent_code: true` the verdict stays out of the
+agent's code's reach (`sandbox.grader_identity`): the command runs as the
+grader's identity, which alone can write that folder, and starts the code
+under test through `$CI_EVALS_AS_AGENT`, as another uid or in namespaces of
+its own. Without it the command runs as the code under test's identity (as
+any stage does: no capabilities), the folder is writable by everything it
+runs, and so its verdict is only as trustworthy as the agent's code it runs
+(`python3 -m pkg` puts the graded folder first on `sys.path`). A grader that
+names `$CI_EVALS_AS_AGENT` without the key is refused at load.
 
 A `script:` runs from a private copy of itself and the `files:` the suite
 names next to it (never its folder, which may be the repository with
@@ -67,6 +76,7 @@ MAX_RESULTS_BYTES = 16 * 1024 * 1024
 _DETAIL_TAIL = 1000  # characters of output shown in a failing criterion's detail
 _DRAIN_S = 2.0  # after the group is gone, how long the rest of the output may take
 _DEFAULT_ENV = {"PATH": os.defpath, "LANG": "C.UTF-8"}
+_RESULTS_ENV = "CI_EVALS_RESULTS"  # grader_identity.RESULTS_ENV, without its import
 
 GRADER_KEYS = (
     "id",
@@ -78,7 +88,10 @@ GRADER_KEYS = (
     "timeout_s",
     "junit",
     "json_results",
+    "isolate_agent_code",
 )
+# What a grader that starts the code under test itself names (see `isolate_agent_code`).
+_AS_AGENT_MARK = "CI_EVALS_AS_AGENT"
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,11 @@ class CommandGrader:
     # (the script, then the suite's `files:`), relative to that folder.
     script_dir: Path | None = None
     files: tuple[str, ...] = ()
+    # The two identities (`sandbox.grader_identity`): the command is the grader's,
+    # the agent's code is started through $CI_EVALS_AS_AGENT. Off, the command
+    # is the code under test's identity itself, and its verdict as trustworthy
+    # as the agent's code it runs.
+    isolate_agent_code: bool = False
 
     @property
     def name(self) -> str:
@@ -170,6 +188,13 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
         timeout = keys["timeout_s"].as_number(minimum=0.001)
     if "junit" in keys and "json_results" in keys:
         raise keys["json_results"].error("use either 'junit' or 'json_results'")
+    isolate = keys["isolate_agent_code"].as_bool() if "isolate_agent_code" in keys else False
+    if not isolate and _names_as_agent(argv, script_dir, files):
+        raise item.error(
+            f"grader {keys['id'].as_str()!r} uses ${_AS_AGENT_MARK}, which only a grader "
+            "with two identities gets",
+            hint="add isolate_agent_code: true to it; docs/grading.md says why",
+        )
     return CommandGrader(
         id=keys["id"].as_str(),
         argv=argv,
@@ -179,7 +204,20 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
         json_results=inside_folder(keys["json_results"]) if "json_results" in keys else None,
         script_dir=script_dir,
         files=files,
+        isolate_agent_code=isolate,
     )
+
+
+def _names_as_agent(argv: Sequence[str], script_dir: Path | None, files: Sequence[str]) -> bool:
+    """Whether the command, or a file of its script's, names $CI_EVALS_AS_AGENT: a
+    grader written for two identities, which without them would start the
+    agent's code as itself."""
+    if any(_AS_AGENT_MARK in arg for arg in argv):
+        return True
+    for path in (script_dir / name for name in files) if script_dir is not None else ():
+        if path.is_file() and _AS_AGENT_MARK.encode() in path.read_bytes()[: 1 << 20]:
+            return True
+    return False
 
 
 def _script_path(value: Field, suite_dir: Path, plugin_dir: Path) -> Path:
@@ -188,6 +226,12 @@ def _script_path(value: Field, suite_dir: Path, plugin_dir: Path) -> Path:
         path = plugin_dir / text.removeprefix("plugin:")
     else:
         path = suite_dir / text
+    base = (plugin_dir if text.startswith("plugin:") else suite_dir).resolve()
+    resolved = path.resolve()
+    if _in_git(Path(text.removeprefix("plugin:"))) or (
+        resolved.is_relative_to(base) and _in_git(resolved.relative_to(base))
+    ):
+        raise value.error(f"{text!r} is in a .git folder, which a grader never sees")
     if not path.is_file():
         raise value.error(
             f"script not found: {path}",
@@ -209,7 +253,7 @@ def _script_file(value: Field, script_dir: Path, suite_dir: Path, plugin_dir: Pa
             hint="the script runs from a copy of itself and of the files named here",
         )
     relative = Path(where).relative_to(script_dir)
-    if ".git" in relative.parts:
+    if _in_git(relative) or _in_git(Path(text.removeprefix("plugin:"))):
         raise value.error(f"{text!r} is in a .git folder, which a grader never sees")
     for depth in range(1, len(relative.parts) + 1):
         if (script_dir / Path(*relative.parts[:depth])).is_symlink():
@@ -217,6 +261,12 @@ def _script_file(value: Field, script_dir: Path, suite_dir: Path, plugin_dir: Pa
     if not (script_dir / relative).exists():
         raise value.error(f"not found: {script_dir / relative}")
     return relative.as_posix()
+
+
+def _in_git(path: Path) -> bool:
+    """Whether a path has a `.git` part (any case: `.GIT` is `.git` on a
+    case-insensitive file system)."""
+    return any(part.lower() == ".git" for part in path.parts)
 
 
 def inside_folder(value: Field) -> str:
@@ -255,25 +305,31 @@ def run_process(
     writable: Path | None = None,
     readonly: tuple[Path, ...] = (),
     grader_results: Path | None = None,
+    shared_results: Path | None = None,
 ) -> ProcessRun:
     """Run `argv` in `cwd` inside a sandbox of kind `sandbox` that may write only
     `writable` (default: `cwd`) and read `readonly` besides the system; nothing
     it started outlives it. With `grader_results`, it runs as the grader's
-    identity (`sandbox.grader_identity`), which alone writes that folder.
+    identity (`sandbox.grader_identity`), which alone writes that folder. With
+    `shared_results` instead, that folder is one more writable one, named by
+    $CI_EVALS_RESULTS: one identity, the command's.
 
     Raises OSError when the program cannot be started.
     """
     from ci_evals.sandbox.base import SandboxSpec  # noqa: PLC0415 - only when a grader runs
     from ci_evals.sandbox.registry import open_sandbox  # noqa: PLC0415
 
-    spec = SandboxSpec(
-        writable=(writable or cwd,), readonly=readonly, grader_results=grader_results
-    )
+    folders = (writable or cwd, *(() if shared_results is None else (shared_results,)))
+    spec = SandboxSpec(writable=folders, readonly=readonly, grader_results=grader_results)
+    env = dict(_DEFAULT_ENV if env is None else env)
+    if shared_results is not None:
+        # Mounted at its own path in every sandbox (only the first folder moves).
+        env[_RESULTS_ENV] = str(shared_results)
     with open_sandbox(sandbox, spec) as box:
         done = box.exec(
             argv,
             cwd=cwd,
-            env=dict(_DEFAULT_ENV if env is None else env),
+            env=env,
             timeout=timeout_s,
             output_cap=max_output,
             merge_stderr=True,
@@ -300,12 +356,22 @@ def _private_folders(grader: CommandGrader) -> Iterator[tuple[tuple[str, ...], P
             copy.chmod(0o755)  # readable by the code under test's uid too
             for name in grader.files:
                 _copy_named(grader.script_dir / name, copy / name)
+            _open_to_all(copy)
             argv = (str(copy / grader.files[0]), *grader.argv[1:])
         yield argv, results, copy
     finally:
         shutil.rmtree(results, ignore_errors=True)
         if copy is not None:
             shutil.rmtree(copy, ignore_errors=True)
+
+
+def _open_to_all(copy: Path) -> None:
+    """Make the script's copy readable (and what its owner may run, runnable) by
+    every uid: the code under test's may be the one running it (`chmod 744`)."""
+    for folder, names, files in os.walk(copy):
+        for path in (folder, *(os.path.join(folder, n) for n in (*names, *files))):
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+            os.chmod(path, mode | 0o444 | (0o111 if mode & stat.S_IXUSR else 0))
 
 
 def _copy_named(source: Path, target: Path) -> None:
@@ -321,7 +387,7 @@ def _copy_named(source: Path, target: Path) -> None:
         target,
         symlinks=True,
         ignore=lambda folder, names: [
-            n for n in names if n == ".git" or os.path.islink(os.path.join(folder, n))
+            n for n in names if n.lower() == ".git" or os.path.islink(os.path.join(folder, n))
         ],
     )
 
@@ -357,7 +423,8 @@ def run_command_grader(
                 sandbox=sandbox,
                 writable=folder,
                 readonly=() if copy is None else (copy,),
-                grader_results=results,
+                grader_results=results if grader.isolate_agent_code else None,
+                shared_results=None if grader.isolate_agent_code else results,
             )
         except OSError as exc:
             return GraderResult(

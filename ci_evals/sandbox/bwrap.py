@@ -57,7 +57,7 @@ from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
 from ci_evals.sandbox.launcher import Launched, Launcher
-from ci_evals.sandbox.owners import Owners, give_back, hand_over
+from ci_evals.sandbox.owners import Owners, give_back, hand_over, strip_setid
 
 # Where the private folder (relay.py, the model socket) appears inside.
 RUNTIME_DIR = "/run/ci-evals"
@@ -249,7 +249,11 @@ class BwrapSandbox(Launched):
         writable folders go to the code under test's uid (the grader keeps
         `GRADER_CAPS` to start it, stop it and still write them)."""
         root = grader_identity.as_root()
-        self._grader = grader_identity.Launcher("setpriv" if root else "nested")
+        self._grader = grader_identity.Launcher(
+            "setpriv" if root else "nested",
+            writable=self.mounts.writable,
+            readonly=self.mounts.readonly,
+        )
         if root:
             uid = grader_identity.AGENT_UID
             try:
@@ -445,6 +449,9 @@ class BwrapSandbox(Launched):
             self._private = None
         if self._grader is not None:
             self._grader.close()
+        if grader_identity.as_root():  # uid 0 inside may chmod 4755 what it made
+            for folder in self.mounts.writable:
+                strip_setid(folder)
         give_back(self._owners)  # after: nothing inside runs any more
 
     def __enter__(self) -> BwrapSandbox:

@@ -53,7 +53,7 @@ from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
 from ci_evals.sandbox.docker_stream import pump
-from ci_evals.sandbox.owners import Owners, give_back, hand_over
+from ci_evals.sandbox.owners import Owners, give_back, hand_over, strip_setid
 from ci_evals.text import one_line
 
 if TYPE_CHECKING:
@@ -466,6 +466,9 @@ class DockerSandbox:
 
         with contextlib.suppress(NotFound):
             container.remove(force=True, v=True)
+        if os.getuid() == 0:  # root inside is root on the host: no setuid file stays
+            for folder in self.spec.writable:
+                strip_setid(folder)
         give_back(self._owners)  # after: nothing inside can change them any more
         if self._launcher is not None:
             self._launcher.close()

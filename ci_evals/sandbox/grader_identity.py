@@ -12,9 +12,10 @@ and pass every check without doing the work. So a sandbox opened with
 - `CI_EVALS_AS_AGENT`: a launcher that runs its arguments as the code under
   test's identity, out of the grader's reach:
   - as root (`bwrap` as root, `docker`): `setpriv` to uid `AGENT_UID` with
-    no capabilities and `no_new_privs`. The grader keeps only what it needs
-    to start and stop it (`GRADER_CAPS`: setuid, setgid, kill, and
-    dac_override to write a folder handed to that uid); uid 10001 may neither
+    no capabilities (an empty bounding set too) and `no_new_privs`. The
+    grader keeps only what it needs to start and stop it (`GRADER_CAPS`:
+    setuid, setgid, kill, dac_override to write a folder handed to that uid,
+    setpcap to empty its bounding set); uid 10001 may neither
     signal nor ptrace a root process, nor open its `/proc` entries, nor enter
     the results folder (root's, mode 0700);
   - without root (`bwrap` under a normal user, one uid): a nested bwrap with
@@ -22,6 +23,14 @@ and pass every check without doing the work. So a sandbox opened with
     results in it) covered by an empty tmpfs, every capability dropped: the
     grader's processes have no pid there, and no mount to reveal them
     (mounts from the outer namespace are locked).
+
+Neither launcher passes on the grader's variables or open files: it unsets
+the two variables and a `python3 -I -S` helper closes every descriptor above
+2 while still the grader's. Without root the nested bwrap has a `/tmp` of
+its own (the sandbox's folders bound again there from `nested-args`, a NUL-
+separated file read by `bwrap --args`), so the grader's temporary folders
+are out of its reach. Only a grader with `isolate_agent_code: true` gets any
+of this (`graders.command`).
 
 The launchers are constant shell text ("$@" is the argv, never parsed).
 """
@@ -31,6 +40,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 RESULTS_ENV = "CI_EVALS_RESULTS"
@@ -40,18 +50,42 @@ INSIDE = "/run/ci-evals-grader"
 LAUNCHER = "as-agent"
 RESULTS = "results"
 AGENT_UID = 10001  # the docker image's `sandbox` user; any uid that is not ours
-GRADER_CAPS = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE")
+# SETPCAP: to empty the code under test's bounding set (`setpriv --bounding-set`).
+GRADER_CAPS = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "SETPCAP")
 
+NESTED_ARGS = "nested-args"  # the nested bwrap's binds, NUL-separated (`bwrap --args`)
+# Run first, still as the grader: closes every file descriptor above 2 (a
+# results file the grader holds open, a pipe to it: /proc/self/fd lists
+# exactly what is open), opens the file its first argument names (unless `-`)
+# as fd 3 for `bwrap --args 3`, and execs the rest.
+_CLOSE_FDS = (
+    "import os, sys\n"
+    "for fd in os.listdir('/proc/self/fd'):\n"
+    "    if int(fd) > 2:\n"
+    "        try: os.close(int(fd))\n"
+    "        except OSError: pass\n"
+    "if sys.argv[1] != '-':\n"
+    "    fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+    "    if fd != 3: sys.exit('ci-evals: as-agent: fd 3 is taken')\n"
+    "    os.set_inheritable(fd, True)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+# Neither the grader's variables nor its open files reach the code under test.
+_PREAMBLE = f"""unset {RESULTS_ENV} {AS_AGENT_ENV}
+exec python3 -I -S -c "{_CLOSE_FDS}" \\
+"""
 _SETPRIV = f"""#!/bin/sh
-# ci-evals: run "$@" as the code under test (uid {AGENT_UID}), never as the grader.
-exec setpriv --reuid={AGENT_UID} --regid={AGENT_UID} --clear-groups --inh-caps=-all \\
-  --no-new-privs -- "$@"
+# ci-evals: run "$@" as the code under test (uid {AGENT_UID}), never as the grader:
+# no capabilities (bounding set included), no_new_privs.
+{_PREAMBLE}  - setpriv --reuid={AGENT_UID} --regid={AGENT_UID} --clear-groups --inh-caps=-all \\
+  --bounding-set=-all --no-new-privs -- "$@"
 """
 _NESTED = f"""#!/bin/sh
 # ci-evals: run "$@" as the code under test, in PID and mount namespaces of its
-# own where the grader's processes and {INSIDE} do not exist.
-exec bwrap --unshare-user --unshare-pid --die-with-parent --cap-drop ALL \\
-  --bind / / --proc /proc --tmpfs {INSIDE} -- "$@"
+# own where the grader's processes, its /tmp and {INSIDE} do not exist (the
+# sandbox's own folders are bound again over the fresh /tmp: {NESTED_ARGS}).
+{_PREAMBLE}  {INSIDE}/{NESTED_ARGS} bwrap --unshare-user --unshare-pid --die-with-parent \\
+  --cap-drop ALL --bind / / --proc /proc --tmpfs /tmp --args 3 --tmpfs {INSIDE} -- "$@"
 """
 _SAME = """#!/bin/sh
 # ci-evals: the local sandbox has one identity; "$@" runs as the grader.
@@ -68,10 +102,19 @@ class Launcher:
     """A private host folder holding the `as-agent` launcher and an empty
     `results` mount point; `close()` removes it."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(
+        self, kind: str, *, writable: Sequence[Path] = (), readonly: Sequence[Path] = ()
+    ) -> None:
         text = {"setpriv": _SETPRIV, "nested": _NESTED, "same": _SAME}[kind]
         self.folder = Path(tempfile.mkdtemp(prefix="ci-evals-grader-"))
         (self.folder / RESULTS).mkdir()
+        # The nested launcher's own /tmp hides any of the sandbox's folders in the
+        # grader's: bound again, in bwrap's own NUL-separated format (no shell).
+        words: list[str] = []
+        for option, paths in (("--bind", writable), ("--ro-bind", readonly)):
+            for path in paths:
+                words += [option, str(path), str(path)]
+        (self.folder / NESTED_ARGS).write_bytes(b"".join(w.encode() + b"\0" for w in words))
         script = self.folder / LAUNCHER
         script.write_text(text)
         script.chmod(0o755)

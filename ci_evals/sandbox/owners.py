@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 from ci_evals.fs.walk import walk
@@ -39,3 +40,16 @@ def give_back(owners: Owners) -> None:
         with contextlib.suppress(OSError):
             os.lchown(path, uid, gid)
     owners.clear()
+
+
+def strip_setid(folder: Path) -> None:
+    """Clear the setuid and setgid bits of every file and folder in `folder`
+    (links not followed). Run once nothing inside runs any more: code that ran
+    as root there (a grader's container, `bwrap` as root) could otherwise leave
+    `cp /bin/sh x; chmod 4755 x`, a root shell for any host user who reaches it."""
+    entries = walk(folder, skip_vanished=True, skip_unreadable=True)
+    for path in (folder, *(Path(entry.path) for _, _, entry in entries)):
+        with contextlib.suppress(OSError):
+            info = path.lstat()
+            if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(info.st_mode):
+                os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))

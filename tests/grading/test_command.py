@@ -219,6 +219,16 @@ def test_invalid_junit_is_an_error(tmp_path: Path) -> None:
     assert result.error is not None and "not valid JUnit XML" in result.error
 
 
+def test_a_grader_that_starts_the_agents_code_itself_opts_in(tmp_path: Path) -> None:
+    script(tmp_path, "check.sh", '#!/bin/sh\nexec "$CI_EVALS_AS_AGENT" python3 server.py\n')
+    text = "- { id: hidden, script: check.sh, isolate_agent_code: true }\n"
+    text += "- { id: lint, command: [a] }\n"
+    hidden, lint = load_command_graders(
+        yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=tmp_path
+    )
+    assert hidden.isolate_agent_code and not lint.isolate_agent_code
+
+
 def test_load_command_graders(tmp_path: Path) -> None:
     plugin = tmp_path / "plugin"
     (plugin / "scripts").mkdir(parents=True)
@@ -253,6 +263,15 @@ def test_load_command_graders(tmp_path: Path) -> None:
         ("- { id: x, script: t/run.sh, files: [plain.sh] }\n", "not inside the script's folder"),
         ("- { id: x, script: t/run.sh, files: [t] }\n", "not inside the script's folder"),
         ("- { id: x, script: t/run.sh, files: [t/.git/config] }\n", "in a .git folder"),
+        ("- { id: x, script: .git/hooks/run.sh }\n", "in a .git folder"),
+        ("- { id: x, script: t/run.sh, files: [t/.GIT/x.sh] }\n", "in a .git folder"),
+        ("- { id: x, script: t/.Git/x.sh }\n", "in a .git folder"),
+        (
+            "- { id: x, command: [sh, -c, '\"$CI_EVALS_AS_AGENT\" ./server'] }\n",
+            "1:3: [0]: grader 'x' uses $CI_EVALS_AS_AGENT",
+        ),
+        ("- { id: x, script: t/agent.sh }\n", "add isolate_agent_code: true"),
+        ("- { id: x, command: [a], isolate_agent_code: 1 }\n", "isolate_agent_code"),
         ("- { id: x, script: t/run.sh, files: [t/link/x] }\n", "passes through a symbolic link"),
         ("- { id: x, script: nope.sh }\n", "script not found"),
         ("- { id: x, script: plain.sh }\n", "script is not executable"),
@@ -268,6 +287,10 @@ def test_load_errors(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "t" / ".git" / "config").write_text("[remote]\n")
     (tmp_path / "t" / "link").symlink_to(tmp_path)
     script(tmp_path / "t", "run.sh", "#!/bin/sh\n")
+    script(tmp_path / "t", "agent.sh", '#!/bin/sh\nexec "$CI_EVALS_AS_AGENT" ./server\n')
+    for folder in (tmp_path / ".git" / "hooks", tmp_path / "t" / ".GIT", tmp_path / "t" / ".Git"):
+        folder.mkdir(parents=True)
+        script(folder, "run.sh" if folder.name == "hooks" else "x.sh", "#!/bin/sh\n")
     with pytest.raises(UserError) as info:
         load_command_graders(
             yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=tmp_path

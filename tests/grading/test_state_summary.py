@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -107,3 +108,12 @@ def test_a_limit_counts_as_failed_and_completed_as_passed() -> None:
     (summary,) = summarize_run(run, pass_at_least=2)
     assert summary.summary.verdicts == ("failed", "passed")
     assert summary.summary.verdict == "failed"
+
+
+def test_a_saved_state_keeps_no_setuid_bit(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / "rootsh").write_bytes(b"#!/bin/sh\n")
+    (live / "rootsh").chmod(0o6755)
+    save_state(live, tmp_path / "after")
+    assert stat.S_IMODE((tmp_path / "after" / "rootsh").stat().st_mode) == 0o755
