@@ -305,7 +305,8 @@ def test_actions_outputs_are_complete(big: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"2\n"
     text = output.read_text(encoding="utf-8")
-    assert text.endswith("matches_truncated=false\n")
+    assert "\nmatches_truncated=false\n" in text
+    assert text.endswith("fixture_stages=\n")  # no fixture changed
     values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     assert values["changed_count"] == "2300"
     records = json.loads(values["matches_json"])

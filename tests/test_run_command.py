@@ -96,12 +96,13 @@ def test_fixture_with_an_escaping_link_is_refused(tmp_path: Path) -> None:
     assert "leak.txt" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_plugin_without_manifest_is_refused(tmp_path: Path) -> None:
+def test_plugin_without_manifest_is_named_after_its_folder(tmp_path: Path) -> None:
+    """As Claude Code names it: then the suite's `/demo:` prompts name another plugin."""
     suite, stub = make_suite(tmp_path)
     (tmp_path / "plugin" / ".claude-plugin" / "plugin.json").unlink()
     proc = ci_evals("run", "--suite", str(suite), "--model", f"stub:{stub}", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "plugin.json" in proc.stderr
+    assert "names plugin 'demo', but the suite's plugin is 'plugin'" in proc.stderr
 
 
 # -- runs ---------------------------------------------------------------------------

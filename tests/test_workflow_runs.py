@@ -123,7 +123,7 @@ def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[Action
         base_env=runner_env(bin_dir),
     )
     outputs = select.run_job(evals["jobs"]["select"])
-    assert outputs == {"from_stage": "5"}, select.log()
+    assert outputs == {"from_stage": "5", "fixture_stages": ""}, select.log()
 
     runner = ActionsRunner(
         workspace=repo,
