@@ -241,7 +241,11 @@ def _exec(spec: dict[str, Any]) -> None:
     try:
         _deny_reach_into_others()
     except (OSError, SeccompUnsupported) as exc:
-        print(f"ci-evals: cannot apply the sandbox's seccomp filter: {exc}", file=sys.stderr, flush=True)
+        print(
+            f"ci-evals: cannot apply the sandbox's seccomp filter: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(127)
     try:
         os.execvpe(argv[0], argv, env)  # noqa: S606 - an argv, never a shell
