@@ -4,7 +4,8 @@
 spec — argv, environment, the arguments bubblewrap reads from a memfd, the
 limits — goes into a file in a private folder (0700), never onto a command
 line; it runs under launch.py's seccomp filter (no ptrace, process_vm_*,
-pidfd_getfd), on a machine the filter knows or not at all. `close()` (and the quota, when the writable folders grew too much) ends
+pidfd_getfd), on a machine the filter knows or not at all. `close()` (and
+the quota, when the writable folders grew too much) ends
 everything launched: SIGTERM to each launched process still alive (a reaper
 then kills its whole tree; bubblewrap's namespace dies with it), SIGKILL to
 what is left, then the cgroup's members.
