@@ -18,6 +18,15 @@ soon as it is read. Its keys:
   proxy password, the per-run token — stays off its command line, which every
   process on the host can read in /proc.
 
+The program runs under a seccomp filter (`_deny_reach_into_others`, applied
+just before the exec, after `PR_SET_NO_NEW_PRIVS`; inherited by everything it
+starts, bubblewrap's namespace included): `ptrace`, `process_vm_readv`,
+`process_vm_writev` and `pidfd_getfd` fail with EPERM, so code of the agent's
+cannot take the Claude CLI's stdout, write its memory or hold it at exit
+(docs/isolation.md). Another ABI than the host's (i386 or x32 on x86_64,
+arm on aarch64) is refused; on an architecture the filter does not know,
+nothing is started.
+
 This process stays as the program's grandparent and ends everything it
 started (`--isolation none` has no PID namespace to do it; under bwrap it
 makes sure the namespace is gone before we return). It dies with ci-evals
@@ -57,6 +66,79 @@ def _prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option})")
+
+
+# struct sock_filter opcodes and seccomp return values (linux/filter.h, linux/seccomp.h).
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JSET_K = 0x45
+_RET_K = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_KILL_PROCESS = 0x80000000
+_RET_EPERM = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_X32_SYSCALL_BIT = 0x40000000
+# machine: (AUDIT_ARCH_*, ptrace, process_vm_readv, process_vm_writev, pidfd_getfd)
+_ARCHES = {
+    "x86_64": (0xC000003E, (101, 310, 311, 438)),
+    "aarch64": (0xC00000B7, (117, 270, 271, 438)),
+}
+
+
+class SeccompUnsupported(RuntimeError):
+    """No filter for this machine: nothing may start without one."""
+
+
+def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The BPF program (code, jt, jf, k) that denies reaching into another process."""
+    if machine not in _ARCHES:
+        raise SeccompUnsupported(
+            f"no seccomp filter for this machine ({machine!r}; known: {', '.join(_ARCHES)}): "
+            "ci-evals does not start a sandbox without one"
+        )
+    arch, denied = _ARCHES[machine]
+    checks: list[tuple[int, int, int, int]] = []
+    if machine == "x86_64":
+        checks.append((_JSET_K, 0, 0, _X32_SYSCALL_BIT))  # jt patched below
+    checks += [(_JEQ_K, 0, 0, nr) for nr in denied]
+    program = [
+        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ_K, 1, 0, arch),
+        (_RET_K, 0, 0, _RET_KILL_PROCESS),  # another ABI: its numbers mean other calls
+        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    for index, (code, _, _, k) in enumerate(checks):
+        # to the EPERM return, after the remaining checks and the ALLOW return
+        program.append((code, len(checks) - index, 0, k))
+    program += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_EPERM)]
+    return program
+
+
+def _deny_reach_into_others() -> None:
+    """Apply `seccomp_program` to this process and all it will start (no undo)."""
+    program = seccomp_program(os.uname().machine)
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = (
+            ("code", ctypes.c_ushort),
+            ("jt", ctypes.c_ubyte),
+            ("jf", ctypes.c_ubyte),
+            ("k", ctypes.c_uint),
+        )
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter)))
+
+    filters = (SockFilter * len(program))(*(SockFilter(*row) for row in program))
+    fprog = SockFprog(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    mode = ctypes.c_ulong(_SECCOMP_MODE_FILTER)
+    if libc.prctl(_PR_SET_SECCOMP, mode, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
 def start_time(pid: int) -> str | None:
@@ -156,6 +238,15 @@ def _exec(spec: dict[str, Any]) -> None:
         os.write(fd, b"".join(arg.encode() + b"\0" for arg in spec["args"]))
         os.lseek(fd, 0, os.SEEK_SET)
         argv = [argv[0], "--args", str(fd), *argv[1:]]
+    try:
+        _deny_reach_into_others()
+    except (OSError, SeccompUnsupported) as exc:
+        print(
+            f"ci-evals: cannot apply the sandbox's seccomp filter: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(127)
     try:
         os.execvpe(argv[0], argv, env)  # noqa: S606 - an argv, never a shell
     except OSError as exc:

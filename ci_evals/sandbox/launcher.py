@@ -3,7 +3,9 @@
 `bwrap` and `local` start every process through `launch.py` (`argv()`): the
 spec — argv, environment, the arguments bubblewrap reads from a memfd, the
 limits — goes into a file in a private folder (0700), never onto a command
-line. `close()` (and the quota, when the writable folders grew too much) ends
+line; it runs under launch.py's seccomp filter (no ptrace, process_vm_*,
+pidfd_getfd), on a machine the filter knows or not at all. `close()` (and
+the quota, when the writable folders grew too much) ends
 everything launched: SIGTERM to each launched process still alive (a reaper
 then kills its whole tree; bubblewrap's namespace dies with it), SIGKILL to
 what is left, then the cgroup's members.
@@ -24,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci_evals.sandbox.base import SandboxSpec
-from ci_evals.sandbox.launch import start_time
+from ci_evals.sandbox.launch import seccomp_program, start_time
 from ci_evals.sandbox.limits import Enforced, Quota, create_cgroup, enforced, rlimits, uid_tasks
 
 LAUNCH_SCRIPT = Path(__file__).with_name("launch.py")
@@ -35,6 +37,9 @@ class Launcher:
     """Launch specs and the limits of one sandbox; `close()` ends what it launched."""
 
     def __init__(self, spec: SandboxSpec) -> None:
+        # Fail closed, before anything is made: no sandbox runs without the filter
+        # (SeccompUnsupported, one line naming the machine).
+        seccomp_program(os.uname().machine)
         self.folder = Path(tempfile.mkdtemp(prefix="ci-evals-launch-"))  # mode 0700
         self.cgroup = create_cgroup(pids=spec.pids, memory_bytes=spec.memory_bytes)
         self.rlimits = rlimits(spec, baseline_tasks=uid_tasks())
