@@ -146,7 +146,6 @@ def test_a_signal_to_the_cli_removes_the_container_it_runs_a_grader_in(
         f"command: [python3, -c, {json.dumps(PROBE)}]", "command: [sleep, '300']"
     )
     suite.write_text(text)
-    before = set(containers(**{engine.LABEL: "1"}))
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -163,8 +162,11 @@ def test_a_signal_to_the_cli_removes_the_container_it_runs_a_grader_in(
         stderr=subprocess.PIPE,
         text=True,
     )
+    # Only this ci-evals process's containers (its owner label): other runs on
+    # the same engine (a parallel test session) start and leave their own.
+    owner = {engine.LABEL_OWNER: engine.owner_label(proc.pid)}
     deadline = time.monotonic() + 60
-    while not (mine := set(containers(**{engine.LABEL: "1"})) - before):
+    while not (mine := set(containers(**owner))):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.1)
     time.sleep(1.0)  # the grader's exec is under way
@@ -172,7 +174,7 @@ def test_a_signal_to_the_cli_removes_the_container_it_runs_a_grader_in(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    left = set(containers(**{engine.LABEL: "1"})) & mine
+    left = set(containers(**owner)) | (set(containers(**{engine.LABEL: "1"})) & mine)
     assert left == set(), left
 
 
