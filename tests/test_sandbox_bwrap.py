@@ -217,15 +217,18 @@ def test_exec_passes_stdin_and_keeps_the_tail_of_output(sandbox: BwrapSandbox, w
 def test_timeout_kills_the_whole_sandbox(sandbox: BwrapSandbox, ws: Path) -> None:
     marker = f"ci-evals-timeout-{uuid.uuid4().hex}"
     script = (
-        f"setsid env -i sh -c ': {marker}; sleep 2; echo late > {ws}/late' >/dev/null 2>&1 & "
-        f"echo started; sleep 30 # {marker}"
+        f"setsid env -i sh -c ': {marker}; sleep 6; echo late > {ws}/late' >/dev/null 2>&1 & "
+        f"echo started; sleep 60 # {marker}"
     )
-    result = sandbox.exec(["sh", "-c", script], cwd=ws, env=ENV, timeout=1)
+    # 3 s leave a loaded machine room to start bwrap and print "started"; the
+    # session leader's 6 s sleep would end after the kill if it survived it.
+    began = time.monotonic()
+    result = sandbox.exec(["sh", "-c", script], cwd=ws, env=ENV, timeout=3)
     assert result.timed_out and result.returncode is None
     assert result.stdout == b"started\n"  # output up to the kill is kept
-    assert result.duration_s < 5
+    assert result.duration_s < 20  # not the 60 s sleep
     assert host_pids_with(marker) == []
-    time.sleep(2.5)
+    time.sleep(max(0.0, began + 6.5 - time.monotonic()))
     assert not (ws / "late").exists()
 
 
