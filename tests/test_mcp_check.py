@@ -72,7 +72,9 @@ def ci_evals(*args: str, cwd: Path = DATA) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("revision", [HANDSHAKE, "2024-11-05", STATELESS])
 def test_a_real_mcp_package_server_passes_all_it_gets_right(revision: str) -> None:
-    report = check([sys.executable, str(SDK_SERVER)], revision)
+    # Each sub-test starts the server afresh, all at once: on a loaded machine nine
+    # `mcp` imports can take longer than the default 10 s wait for a reply.
+    report = check([sys.executable, str(SDK_SERVER)], revision, timeout_s=60.0)
     assert failed(report) == SDK_MISSES, [(s.id, s.reason) for s in report.subtests]
     assert report.required_passed  # the two are advisory by default
     by_id = {s.id: s for s in report.subtests}
@@ -251,7 +253,12 @@ def test_what_a_server_names_cannot_forge_lines_of_the_report(revision: str) -> 
 
 
 def test_the_unknown_tool_rule_is_configurable() -> None:
-    strict = check([sys.executable, str(SDK_SERVER)], HANDSHAKE, unknown_tool_is_error_result=False)
+    strict = check(
+        [sys.executable, str(SDK_SERVER)],
+        HANDSHAKE,
+        unknown_tool_is_error_result=False,
+        timeout_s=60.0,
+    )
     assert failed(strict) == SDK_MISSES | {"tools-call-unknown"}
 
 
@@ -264,7 +271,7 @@ def test_tool_and_arguments_from_the_config() -> None:
     )
     call = next(s for s in report.subtests if s.id == "tools-call")
     assert call.passed and "HI HI" in call.reason
-    missing = check([sys.executable, str(SDK_SERVER)], HANDSHAKE, tool="nope")
+    missing = check([sys.executable, str(SDK_SERVER)], HANDSHAKE, tool="nope", timeout_s=60.0)
     assert "tools-call" in failed(missing)
 
 
