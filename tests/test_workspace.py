@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -549,3 +550,49 @@ def test_a_scenario_with_its_own_fixtures_has_its_own_seed(top: Path, tmp_path: 
     assert "suite.md" in tree(create_workspace(suite, 1, tmp_path / "a", acme).root)
     # A set of its own without a seed has none: the suite's is not mixed in.
     assert create_workspace(suite, 1, tmp_path / "i", initech).fixtures == ()
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def test_a_git_scenario_workspace_is_one_reproducible_commit(top: Path, tmp_path: Path) -> None:
+    """`git: true`: the seeded files are the first commit, by a fixed author at a
+    fixed time (the same fixtures give the same SHA); ci-evals' links are ignored."""
+    (top / "ci-evals.yaml").write_text(SUITE.replace("{ id: acme,", "{ id: acme, git: true,"))
+    suite = suite_at(top)
+    scenario = suite.scenario("acme")
+    first = create_workspace(suite, suite.stage("build"), tmp_path / "one", scenario)
+    second = create_workspace(suite, suite.stage("build"), tmp_path / "two", scenario)
+    assert first.commit is not None and first.commit == second.commit
+    assert _git(first.root, "rev-parse", "HEAD").strip() == first.commit
+    assert _git(first.root, "log", "--format=%an <%ae> %aI %cI").strip() == (
+        "ci-evals <ci-evals@workspace.invalid> 2000-01-01T00:00:00Z 2000-01-01T00:00:00Z"
+    )
+    assert _git(first.root, "branch", "--show-current").strip() == "main"
+    assert _git(first.root, "ls-files").split() == [
+        "labs/acme/plan.md",  # `empty/` is a folder: git tracks none
+        "research/company.md",
+        "run.sh",
+        "shared.md",
+    ]
+    assert _git(first.root, "status", "--porcelain") == ""  # links: .git/info/exclude
+    assert "100755 " in _git(first.root, "ls-files", "-s", "run.sh")  # modes as seeded
+    assert first.unrecorded == (".git",)
+    assert ".git/HEAD" not in take_snapshot(first.root, exclude=first.unrecorded).entries
+    # No scenario, or one without git: no repository.
+    plain = create_workspace(suite, suite.stage("build"), tmp_path / "three")
+    assert plain.commit is None and not (plain.root / ".git").exists()
+
+
+def test_a_git_scenario_refuses_a_fixture_holding_a_git_folder(top: Path) -> None:
+    (top / "ci-evals.yaml").write_text(SUITE.replace("{ id: acme,", "{ id: acme, git: true,"))
+    write(top / "fixtures" / "1-research-output" / "vendored" / ".git" / "HEAD", "ref\n")
+    suite = suite_at(top)
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite, suite.stage("build"), suite.scenario("acme"))
+    assert "vendored/.git" in str(info.value) and "git: true" in str(info.value)
+    check_fixtures(suite, suite.stage("build"))  # without git: as before
