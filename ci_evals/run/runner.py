@@ -488,7 +488,7 @@ def _hint_git(stage_result: StageResult, scenario: Scenario) -> None:
     """A stage that never reached the model because a command's `!`git ...``
     found no repository: say how to give it one."""
     error = stage_result.error or ""
-    if not stage_result.model_ran and not scenario.git and "not a git repository" in error:
+    if not stage_result.model_ran and not scenario.git and "not a git repository" in error.lower():
         stage_result.error = (
             f"{error} (the workspace is no git repository: `git: true` on scenario "
             f"{scenario.id!r} makes it one, docs/suite.md)"

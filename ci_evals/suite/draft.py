@@ -408,8 +408,8 @@ def _git_lines(draft: Draft) -> list[str]:
         return []
     where = f"{using[0].command_file}:{using[0].runs_git}"
     return [
-        f"    # {where} runs `!`git ...`` first: the workspace is a repository, its",
-        "    # first commit the seeded fixtures (docs/suite.md#a-git-workspace)",
+        f"    # {where} runs `!`git ...`` first: the workspace is a repository, the",
+        "    # seed fixtures/0-<name>/ its one commit (docs/suite.md#a-git-workspace)",
         "    git: true",
     ]
 

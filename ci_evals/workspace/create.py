@@ -71,7 +71,7 @@ class Workspace:
     baseline: Snapshot | None = field(default=None, compare=False, repr=False)
     # The plugin copy as made, to tell whether the agent changed it.
     plugin_baseline: Snapshot | None = field(default=None, compare=False, repr=False)
-    # `git: true`: the first commit's SHA (the seeded files, `git.init_workspace`).
+    # `git: true`: the SHA of its one commit, the scaffold and the seed (`git.init_workspace`).
     commit: str | None = None
 
     @property
@@ -345,7 +345,10 @@ def create_workspace(
         entries[name] = link_entry(os.lstat(root / name), os.readlink(root / name))
     commit = None
     if scenario is not None and scenario.git:  # after the links: they are excluded
-        commit = _init_repository(root, links)
+        # The scaffold and the seed are the first commit; the fixtures of the
+        # stages before lie on top uncommitted, as those stages left their work.
+        seeded = (suite.scaffold, seed_folder(suite.fixtures_for(scenario)))
+        commit = _init_repository(root, [f for f in folders if f in seeded], links)
     plugin_baseline = take_snapshot(plugin)  # small: hashing it all takes milliseconds
     # Let the clock move past the files just written, so that their times are
     # settled (not "racy") for every snapshot from now on.
@@ -363,9 +366,9 @@ def create_workspace(
     )
 
 
-def _init_repository(root: Path, links: tuple[str, ...]) -> str:
+def _init_repository(root: Path, committed: list[Path], links: tuple[str, ...]) -> str:
     try:
-        return git.init_workspace(root, exclude=links)
+        return git.init_workspace(root, committed, exclude=links)
     except (git.GitError, OSError) as exc:
         raise UserError(
             f"cannot make the workspace a git repository: {exc}",
