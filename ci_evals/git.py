@@ -150,6 +150,56 @@ def is_ignored(folder: Path, path: str) -> bool:
     return result.returncode == 0
 
 
+# --- A scenario's workspace as a repository (`git: true`, used by `workspace`) ---
+
+# Who made the workspace's first commit, and when: fixed, so the same fixtures
+# give the same commit SHA in every run.
+WORKSPACE_IDENTITY = ("ci-evals", "ci-evals@workspace.invalid")
+WORKSPACE_DATE = "2000-01-01T00:00:00+0000"
+WORKSPACE_BRANCH = "main"
+WORKSPACE_MESSAGE = "ci-evals: the seed (what stage 1 starts from)"
+
+
+def init_workspace(root: Path, committed: Sequence[Path] = (), exclude: Sequence[str] = ()) -> str:
+    """Make `root` a repository on `main` whose one commit holds the files of the
+    folders `committed` (merged in order, later wins: what the workspace was
+    seeded from), whatever `root` holds on top of them; return the commit's SHA.
+    `exclude`: root-level names git is told to ignore (`.git/info/exclude`).
+
+    Nothing from this machine's git configuration is read (no global or system
+    config, no templates: no hooks, no signing), and the repository's own config
+    gets the fixed identity, so the agent's `git commit` works in the sandbox.
+    """
+    name, email = WORKSPACE_IDENTITY
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(root),  # read by nothing: no global config
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_AUTHOR_DATE": WORKSPACE_DATE,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+        "GIT_COMMITTER_DATE": WORKSPACE_DATE,
+    }
+    run(root, "init", "-q", "--template=", "-b", WORKSPACE_BRANCH, env=env)
+    git_dir = str(root / ".git")
+    info = root / ".git" / "info"
+    info.mkdir(exist_ok=True)
+    names = (re.sub(r"([*?\[\\])", r"\\\1", item) for item in exclude)  # literal names
+    (info / "exclude").write_text("".join(f"/{name}\n" for name in names))
+    run(root, "config", "user.name", name, env=env)
+    run(root, "config", "user.email", email, env=env)
+    for folder in committed:  # each folder read as the work tree: its files, not root's
+        run(root, f"--git-dir={git_dir}", f"--work-tree={folder}", "add", "-A", env=env)
+    run(root, "commit", "-q", "--allow-empty", "--no-verify", "-m", WORKSPACE_MESSAGE, env=env)
+    run(root, "update-index", "-q", "--refresh", check=False, env=env)  # root's stat data
+    return run(root, "rev-parse", "HEAD", env=env).stdout.decode().strip()
+
+
 # --- Revisions, merge bases, shallow clones, diffs (used by `compute-stage`) ---
 
 # Deepening talks to the remote; an unreachable one must fail, not hang.

@@ -11,14 +11,16 @@ import sys
 import textwrap
 from pathlib import Path
 
-FEATURE_DEV = Path(__file__).parent / "data" / "onboarding" / "feature-dev"
+ONBOARDING = Path(__file__).parent / "data" / "onboarding"
+FEATURE_DEV = ONBOARDING / "feature-dev"
+COMMIT_COMMANDS = ONBOARDING / "commit-commands"  # its command runs `!`git ...``
 AGENTS = ("agents/code-architect.md", "agents/code-explorer.md", "agents/code-reviewer.md")
 
 
-def copy_feature_dev(top: Path, folder: str = "plugin") -> Path:
-    """The plugin copied to `top/folder`; returns its path."""
+def copy_feature_dev(top: Path, folder: str = "plugin", source: Path = FEATURE_DEV) -> Path:
+    """The plugin (feature-dev, or `source`) copied to `top/folder`; returns its path."""
     plugin = top / folder
-    shutil.copytree(FEATURE_DEV, plugin)
+    shutil.copytree(source, plugin)
     return plugin
 
 
@@ -43,3 +45,18 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         check=False,
         env=env,
     )
+
+
+def follow_printed_lines(here: Path, printed: str) -> None:
+    """Run, in `here`, exactly the commands of init's last line (`next: A && B ...`),
+    each of which must succeed: `git` ones as git, the rest as `ci-evals`."""
+    last = printed.splitlines()[-1]
+    assert last.startswith("next: "), printed
+    for command in last.removeprefix("next: ").split(" && "):
+        words = command.split()
+        if words[0] == "git":
+            done = subprocess.run(words, cwd=here, capture_output=True, text=True, check=False)
+        else:
+            assert words[0] == "ci-evals", command
+            done = cli(here, *words[1:])
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"

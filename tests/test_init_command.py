@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ci_evals.suite import draft
 from ci_evals.suite.plugin_source import plugin_at
 from tests.conftest import git
-from tests.onboarding_helpers import cli, copy_feature_dev, write
+from tests.onboarding_helpers import (
+    COMMIT_COMMANDS,
+    cli,
+    copy_feature_dev,
+    follow_printed_lines,
+    write,
+)
 
 STAGES = "explore,architect,implement"
 
@@ -251,16 +259,7 @@ def test_the_evals_layout_end_to_end_following_only_the_printed_lines(tmp_path: 
     git(repo, "commit", "-q", "-m", "the plugin, vendored")
     proc = cli(here, "init", "plugin", "--stages", STAGES)
     assert proc.returncode == 0, proc.stderr
-    last = proc.stdout.splitlines()[-1]
-    assert last.startswith("next: ")
-    for command in last.removeprefix("next: ").split(" && "):
-        words = command.split()
-        if words[0] == "git":
-            git(here, *words[1:])
-            continue
-        assert words[0] == "ci-evals"
-        done = cli(here, *words[1:])
-        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+    follow_printed_lines(here, proc.stdout)
     assert "?? " not in git(repo, "status", "--porcelain")  # the run folder is ignored
     assert ".ci-evals" not in git(repo, "ls-files")
     git(repo, "commit", "-q", "-m", "evals")
@@ -275,3 +274,99 @@ def test_the_evals_layout_end_to_end_following_only_the_printed_lines(tmp_path: 
 
     assert answer(here / "stub" / "feature-dev.yaml", "# more\n") == "1"  # a stub edit: all
     assert answer(here / "plugin" / "agents" / "code-reviewer.md", "More.\n") in {"1", "2", "3"}
+
+
+def _vendored(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A repository with `name` (tests/data/onboarding/) vendored in `evals/<name>/plugin`."""
+    repo = tmp_path / "repo"
+    here = repo / "evals" / name
+    here.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    copy_feature_dev(here, "plugin", COMMIT_COMMANDS)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the plugin, vendored")
+    return repo, here
+
+
+def _only_results(here: Path) -> dict[str, Any]:
+    (found,) = (here / ".ci-evals" / "runs").glob("*/results.json")
+    data: dict[str, Any] = json.loads(found.read_text())
+    return data
+
+
+@pytest.mark.slow
+def test_commands_that_run_git_onboard_end_to_end_following_only_the_printed_lines(
+    tmp_path: Path,
+) -> None:
+    """The done-criterion of issue 22: commit-commands' `commit` fills its prompt
+    with `` !`git status` ``, `` !`git diff HEAD` ``...; `init` drafts `git: true`,
+    the printed line runs it to a pass on the real CLI, and compute-stage answers."""
+    repo, here = _vendored(tmp_path, "commit-commands")
+    proc = cli(here, "init", "plugin")
+    assert proc.returncode == 0, proc.stderr
+    suite = (here / "ci-evals.yaml").read_text()
+    assert "    # commands/commit.md:8 runs `!`git ...`` first" in suite
+    assert suite.endswith("\n    git: true\n")  # on the drafted scenario
+    follow_printed_lines(here, proc.stdout)
+
+    (stage,) = _only_results(here)["scenarios"][0]["stages"]
+    assert (stage["name"], stage["status"], stage["model_ran"]) == ("commit", "passed", True)
+    assert stage["turns"] >= 1 and stage["error"] is None
+    assert [p["path"] for p in stage["produced"]] == ["outputs/commit.md"]  # no .git/...
+    trajectory = (here / ".ci-evals" / "runs").glob(f"*/{stage['trajectory']}")
+    text = next(trajectory).read_text()
+    assert "Shell command failed" not in text and "stub: no rule matched" not in text
+    after = next((here / ".ci-evals" / "runs").glob("*/example/1-commit/after"))
+    assert sorted(p.name for p in after.iterdir()) == ["commands", "outputs"]  # no .git
+
+    assert "?? " not in git(repo, "status", "--porcelain")
+    git(repo, "commit", "-q", "-m", "evals")
+
+    def answer(path: Path, text: str, old: str | None = None) -> str:
+        if old is None:
+            with path.open("a") as handle:
+                handle.write(text)
+        else:
+            path.write_text(path.read_text().replace(old, text))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"edit {path.name}")
+        out = cli(here, "compute-stage", "HEAD~1")
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert answer(here / "plugin" / "commands" / "commit.md", "Be brief.\n") == "1"
+    assert answer(here / "stub" / "commit-commands.yaml", "# more\n") == "1"
+    assert answer(here / "ci-evals.yaml", "max_turns: 31", old="max_turns: 30") == "1"
+    assert answer(here / "ci-evals.yaml", "# a comment only\n") == "none"
+    assert answer(repo / "NOTES.md", "Not the plugin.\n") == "none"
+
+
+@pytest.mark.slow
+def test_a_stage_whose_command_cannot_expand_never_reaches_the_model(tmp_path: Path) -> None:
+    """Without `git: true` the CLI's `` !`git status --short` `` fails before any
+    model turn: the stage is `error` with the CLI's own line, not `failed`, and the
+    cost line does not count it as a live run."""
+    _, here = _vendored(tmp_path, "commit-commands")
+    assert cli(here, "init", "plugin").returncode == 0
+    suite = here / "ci-evals.yaml"
+    suite.write_text(suite.read_text().replace("    git: true\n", ""))
+    ran = cli(here, "run", "--model", "stub:stub/commit-commands.yaml")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    (stage,) = _only_results(here)["scenarios"][0]["stages"]
+    assert (stage["status"], stage["model_ran"], stage["turns"]) == ("error", False, 0)
+    # The bundled CLI's own message; it runs the expansions at once, so any may be first
+    # (`git diff HEAD` says "warning: Not a git repository. Use --no-index ...").
+    expected = (
+        r'the model never ran: Shell command failed for pattern "!`git [a-zA-Z0-9 -]+`": '
+        r"\[stderr\] (fatal|warning): not a git repository"
+    )
+    assert re.match(expected, stage["error"], re.IGNORECASE), stage["error"]
+    assert stage["error"].endswith(
+        "(the workspace is no git repository: `git: true` on scenario 'example' makes it "
+        "one, docs/suite.md)"
+    )
+    assert stage["grading"] is None  # nothing was graded
+    run_dir = next((here / ".ci-evals" / "runs").iterdir())
+    report = cli(here, "report", str(run_dir))
+    assert "(error): the model never ran: Shell command failed" in report.stdout
+    assert "0 stage run(s) (1 more never reached the model)" in report.stdout

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from ci_evals.main import main
+from ci_evals.report.baseline import stage_cost, stage_costs
+from ci_evals.report.costs import cost_summary
 from ci_evals.results.model import (
     RESULTS_FILE,
     Revision,
@@ -382,3 +384,25 @@ def test_a_fetch_that_found_no_baseline_is_believed_over_a_results_file_beside_i
     assert code == 0
     assert "**No baseline:**" in markdown
     assert said in markdown.replace("\\", "")
+
+
+def test_a_stage_that_never_reached_the_model_is_no_live_run_and_prices_nothing() -> None:
+    never = StageResult(number=1, name="commit", status="error", cost_usd=0.0, model_ran=False)
+    ran = StageResult(number=1, name="commit", status="passed", cost_usd=0.25)
+    assert stage_cost(never) is None and stage_cost(ran) == 0.25
+    result = RunResult.model_validate(
+        {
+            "run_id": "r",
+            "tool_version": "0",
+            "started_at": "2026-01-01T00:00:00Z",
+            "from_stage": 1,
+            "suite_file": "ci-evals.yaml",
+            "scenarios": [
+                {"id": "a", "stages": [never.model_dump()]},
+                {"id": "b", "stages": [ran.model_dump()]},
+            ],
+        }
+    )
+    assert stage_costs(result) == {("b", 1): 0.25}  # a baseline's estimate leaves it out
+    costs = cost_summary(result, None)
+    assert (costs.stage_runs, costs.never_ran) == (1, 1)

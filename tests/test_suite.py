@@ -722,3 +722,15 @@ def test_a_stub_script_is_named_from_the_current_folder(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("ci-evals: error: evals/stub.yaml:2:"), result.stderr
+
+
+def test_a_scenario_may_ask_for_a_git_workspace(tmp_path: Path) -> None:
+    scenarios = (
+        "scenarios:\n  - { id: acme, git: true, inputs: { company: A, product: B, lab: c } }\n"
+    )
+    suite = load_suite(write_suite(tmp_path, suite_text(scenarios=scenarios)))
+    assert [(s.id, s.git) for s in suite.scenarios] == [("acme", True)]
+    assert load_suite(write_suite(tmp_path, suite_text())).scenarios[0].git is False
+    wrong = scenarios.replace("git: true", 'git: "yes please"')
+    message = load_error(tmp_path, suite_text(scenarios=wrong))
+    assert message == "ci-evals.yaml:12:22: scenarios[0].git: expected a boolean, got a string"

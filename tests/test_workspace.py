@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -549,3 +550,58 @@ def test_a_scenario_with_its_own_fixtures_has_its_own_seed(top: Path, tmp_path: 
     assert "suite.md" in tree(create_workspace(suite, 1, tmp_path / "a", acme).root)
     # A set of its own without a seed has none: the suite's is not mixed in.
     assert create_workspace(suite, 1, tmp_path / "i", initech).fixtures == ()
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def test_a_git_scenario_workspace_is_one_reproducible_commit(top: Path, tmp_path: Path) -> None:
+    """`git: true`: the seed is the first commit, by a fixed author at a fixed time
+    (the same seed gives the same SHA); the fixtures of the stages before lie on
+    top uncommitted, as those stages left them; ci-evals' links are ignored."""
+    (top / "ci-evals.yaml").write_text(SUITE.replace("{ id: acme,", "{ id: acme, git: true,"))
+    seed = top / "fixtures" / "0-repo"
+    write(seed / "shared.md", "as committed\n")
+    write(seed / "src" / "main.py", "print('hi')\n").chmod(0o755)
+    suite = suite_at(top)
+    scenario = suite.scenario("acme")
+    first = create_workspace(suite, suite.stage("build"), tmp_path / "one", scenario)
+    second = create_workspace(suite, suite.stage("plan"), tmp_path / "two", scenario)
+    assert first.commit is not None and first.commit == second.commit
+    assert _git(first.root, "rev-parse", "HEAD").strip() == first.commit
+    assert _git(first.root, "log", "--format=%an <%ae> %aI %cI").strip() == (
+        "ci-evals <ci-evals@workspace.invalid> 2000-01-01T00:00:00Z 2000-01-01T00:00:00Z"
+    )
+    assert _git(first.root, "branch", "--show-current").strip() == "main"
+    assert _git(first.root, "ls-files", "-s").splitlines() == [
+        f"100644 {_git(first.root, 'hash-object', str(seed / 'shared.md')).strip()} 0\tshared.md",
+        f"100755 {_git(first.root, 'hash-object', str(seed / 'src/main.py')).strip()} 0\t"
+        "src/main.py",
+    ]
+    # Stages 1 and 2's fixtures: uncommitted work (links: in .git/info/exclude).
+    assert _git(first.root, "status", "--porcelain").splitlines() == [
+        " M shared.md",
+        "?? labs/",
+        "?? research/",
+        "?? run.sh",
+    ]
+    assert _git(first.root, "diff", "HEAD", "--stat").split()[:2] == ["shared.md", "|"]
+    assert first.unrecorded == (".git",)
+    assert ".git/HEAD" not in take_snapshot(first.root, exclude=first.unrecorded).entries
+    # No scenario, or one without git: no repository.
+    plain = create_workspace(suite, suite.stage("build"), tmp_path / "three")
+    assert plain.commit is None and not (plain.root / ".git").exists()
+
+
+def test_a_git_scenario_refuses_a_fixture_holding_a_git_folder(top: Path) -> None:
+    (top / "ci-evals.yaml").write_text(SUITE.replace("{ id: acme,", "{ id: acme, git: true,"))
+    write(top / "fixtures" / "1-research-output" / "vendored" / ".git" / "HEAD", "ref\n")
+    suite = suite_at(top)
+    with pytest.raises(UserError) as info:
+        check_fixtures(suite, suite.stage("build"), suite.scenario("acme"))
+    assert "vendored/.git" in str(info.value) and "git: true" in str(info.value)
+    check_fixtures(suite, suite.stage("build"))  # without git: as before

@@ -140,6 +140,9 @@ class StageOutcome:
     api_error_status: int | None = None
     attempts: int = 1  # > 1 when `ci_evals.agents.retry` ran it again after an endpoint error
     messages: int = 0
+    # A model answered at least once. False: the stage never reached it (the CLI
+    # failed before, or answered for it: a command's `!`cmd`` expansion failed).
+    model_ran: bool = True
 
     @property
     def infrastructure_error(self) -> bool:

@@ -43,6 +43,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     ResultMessage,
+    TextBlock,
     ToolUseBlock,
     query,
 )
@@ -67,6 +68,12 @@ STDERR_DRAIN_S = 5.0
 BUDGET_REFUSAL = "ci-evals: this run's budget"
 
 _ERROR_CHARS = 500  # an outcome's error: one line of at most this many characters
+# The `model` of an assistant message the CLI made up itself, no model involved:
+# a failed `!`cmd`` expansion in a command ("Shell command failed for pattern
+# ..."), an API error it reports as text.
+SYNTHETIC_MODEL = "<synthetic>"
+# How a stage that never reached the model says so (the reports show it as is).
+NEVER_RAN = "the model never ran"
 _LIMIT_SUBTYPES = {"error_max_turns": "turns", "error_max_budget_usd": "budget"}
 
 # The longest line the SDK reads from the CLI (its default: 1 MiB). Far above
@@ -277,11 +284,18 @@ class _Tally:
         self.results: list[ResultMessage] = []
         self.live_turns = 0  # top-level assistant messages, for progress only
         self.last_tool: str | None = None
+        self.model_messages = 0  # assistant messages a model wrote (not the CLI's own)
+        self.synthetic_text: str | None = None  # the first message the CLI made up
 
     def see(self, message: object) -> None:
         if isinstance(message, ResultMessage):
             self.results.append(message)
         elif isinstance(message, AssistantMessage):
+            if message.model == SYNTHETIC_MODEL:
+                if self.synthetic_text is None:
+                    self.synthetic_text = _text_of(message)
+                return
+            self.model_messages += 1
             if message.parent_tool_use_id is None:
                 self.live_turns += 1
             for block in message.content:
@@ -306,6 +320,13 @@ class _Tally:
         statuses = [r.api_error_status for r in results if r.api_error_status is not None]
         outcome.api_error_status = statuses[-1] if statuses else None
         outcome.usage = _usage(results)
+        outcome.model_ran = bool(
+            self.model_messages or outcome.turns or outcome.duration_api_ms or outcome.usage.total
+        )
+
+
+def _text_of(message: AssistantMessage) -> str:
+    return " ".join(block.text for block in message.content if isinstance(block, TextBlock))
 
 
 def _usage(results: list[ResultMessage]) -> Usage:
@@ -485,6 +506,13 @@ def _classify(
         outcome.status, outcome.error = "error", one_line(detail, _ERROR_CHARS, ellipsis="…")
     elif not tally.results:
         outcome.status, outcome.error = "error", "the CLI ended without a result"
+    elif not outcome.model_ran:
+        # The CLI answered for the model: the prompt never reached it (a command's
+        # `!`git diff HEAD`` failed in a workspace that is no git repository). Not
+        # the agent's failure, and nothing to grade: its own line is the reason.
+        said = tally.synthetic_text or outcome.final_text or "the CLI answered without it"
+        outcome.status = "error"
+        outcome.error = one_line(f"{NEVER_RAN}: {said}", _ERROR_CHARS, ellipsis="…")
     return outcome
 
 

@@ -76,7 +76,7 @@ class LoopAgent:
         client = _client(request.env, session)
         if isinstance(client, str):
             request.stderr_path.write_text(client + "\n", encoding="utf-8")
-            return StageOutcome(status="error", error=client)
+            return StageOutcome(status="error", error=client, model_ran=False)
         async with client:
             outcome = await self._run(request, config, client, abort, on_progress)
         outcome.session_id = session

@@ -40,13 +40,15 @@ def save_state(
     *,
     previous: Path | None = None,
     changed: Collection[str] = (),
+    exclude: Collection[str] = (),
 ) -> int:
     """Save `root` (a live workspace) as `dest`; return the number of files copied.
 
     With `previous` (the saved state of the stage before, in the same run
     folder) a file whose path is not in `changed` (the paths the stage added,
     modified or deleted) and that `previous` holds with the same size is
-    hard-linked from there instead of copied.
+    hard-linked from there instead of copied. `exclude`: paths (relative, POSIX)
+    left out, as `fs.walk` leaves them out.
     """
     if dest.exists():
         raise FileExistsError(f"state folder already exists: {dest}")
@@ -54,7 +56,7 @@ def save_state(
     base = str(dest) + os.sep
     old = None if previous is None or not previous.is_dir() else str(previous) + os.sep
     copies: list[tuple[str, str]] = []
-    for rel, kind, entry in walk(root, skip_vanished=True):
+    for rel, kind, entry in walk(root, exclude=exclude, skip_vanished=True):
         target = base + rel
         try:
             if kind == "link":

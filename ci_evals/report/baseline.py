@@ -217,8 +217,9 @@ def stage_costs(result: RunResult) -> dict[tuple[str, int], float]:
 
 
 def stage_cost(stage: StageResult) -> float | None:
-    """What one stage run cost (stage and reviewer), None when it did not run."""
-    if stage.status in ("pending", "skipped") or stage.cost_usd is None:
+    """What one stage run cost (stage and reviewer), None when it did not run
+    (skipped, or it never reached the model: no estimate should count it)."""
+    if stage.status in ("pending", "skipped") or stage.cost_usd is None or not stage.model_ran:
         return None
     return stage.cost_usd + (stage.grading_cost_usd or 0.0)
 

@@ -164,10 +164,11 @@ def _stages(names: Sequence[str]) -> str:
 def cost_section(costs: CostSummary) -> str:
     """*Cost*: live and fixture stages, the run's cost, the estimated saving."""
     simulated = " (simulated: stub-model prices, nothing was paid)" if costs.simulated else ""
+    never = f" ({costs.never_ran} more never reached the model)" if costs.never_ran else ""
     lines = [
         "### Cost",
         "",
-        f"- Ran live: {_stages(costs.live)} — {costs.stage_runs} stage run(s), "
+        f"- Ran live: {_stages(costs.live)} — {costs.stage_runs} stage run(s){never}, "
         f"{_money(costs.run_cost)}{simulated}",
     ]
     if costs.fixtures:

@@ -23,6 +23,7 @@ class CostSummary:
     live: tuple[str, ...]  # "4 plan-chapter": the stages this run was to run (from_stage on)
     fixtures: tuple[str, ...]  # "1 research-company" (or "1" when no name is known)
     stage_runs: int  # stage runs that did run (a stage after a failed one is skipped)
+    never_ran: int  # stage runs that started but never reached the model (not live)
     run_cost: float
     simulated: bool  # the run's costs come from the stub model
     saving: float | None  # estimated; None: `no_estimate` says why
@@ -31,14 +32,15 @@ class CostSummary:
     no_estimate: str = ""
 
 
-def _live(result: RunResult) -> tuple[tuple[str, ...], int]:
+def _live(result: RunResult) -> tuple[tuple[str, ...], int, int]:
     names: dict[int, str] = {}
-    runs = 0
+    runs = never_ran = 0
     for scenario in result.scenarios:
         for stage in scenario.stages:
             names.setdefault(stage.number, stage.name)
             runs += stage_cost(stage) is not None
-    return tuple(f"{n} {names[n]}" for n in sorted(names)), runs
+            never_ran += stage.status not in ("pending", "skipped") and not stage.model_ran
+    return tuple(f"{n} {names[n]}" for n in sorted(names)), runs, never_ran
 
 
 def _fixture_names(current: RunResult, baseline: RunResult | None) -> tuple[str, ...]:
@@ -79,12 +81,13 @@ def estimate_saving(current: RunResult, baseline: RunResult | None) -> tuple[flo
 
 
 def cost_summary(current: RunResult, baseline: RunResult | None) -> CostSummary:
-    live, runs = _live(current)
+    live, runs, never_ran = _live(current)
     saving, why = estimate_saving(current, baseline)
     return CostSummary(
         live=live,
         fixtures=_fixture_names(current, baseline),
         stage_runs=runs,
+        never_ran=never_ran,
         run_cost=current.total_cost_usd,
         simulated=is_stub(current),
         saving=saving,

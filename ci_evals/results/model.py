@@ -180,6 +180,9 @@ class StageResult(_Model):
     # How many times the stage was started: > 1 when an infrastructure error
     # (HTTP 5xx/529 from the model endpoint) was retried (docs/grading.md).
     attempts: int | None = None
+    # False: the stage never reached the model (the CLI failed first, or answered
+    # for it: a command's `!`cmd`` expansion failed); an `error`, and no live run.
+    model_ran: bool = True
     # The graders' verdict (status passed/failed/error came from it): every
     # criterion, each grader's result, judge model, rubric hashes, raw output paths.
     grading: StageVerdict | None = None

@@ -49,6 +49,7 @@ class GradingHook:
             state,
             previous=self._saved.get(ctx.workspace.parent),
             changed=changed,
+            exclude=ctx.workspace.unrecorded,
         )
         self._saved[ctx.workspace.parent] = state
         if ctx.stage.grading.empty:

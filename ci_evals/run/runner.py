@@ -363,7 +363,9 @@ class Runner:
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),
         )
-        before = await asyncio.to_thread(take_snapshot, workspace.root, previous=state.last)
+        before = await asyncio.to_thread(
+            take_snapshot, workspace.root, previous=state.last, exclude=workspace.unrecorded
+        )
         if self.interrupted:  # while the workspace was being laid down
             self._skip(stage_result, "the run was interrupted")
             return
@@ -387,6 +389,7 @@ class Runner:
                 workspace.root,
                 previous=before,
                 max_bytes=stage.limits.max_output_bytes,
+                exclude=workspace.unrecorded,
             )
         except TooLarge as exc:
             # Nothing of it is hashed, copied or graded: the stage hit a limit.
@@ -406,6 +409,7 @@ class Runner:
         state.last = after
         await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir)
         _fill(stage_result, outcome, time.monotonic() - started)
+        _hint_git(stage_result, state.scenario)
         stage_result.produced = file_changes(changes.all)
         stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
         if self.after_stage is not None and not self.abort.is_set:
@@ -477,6 +481,18 @@ def _fill(stage_result: StageResult, outcome: StageOutcome, wall_s: float) -> No
     stage_result.cost_usd = outcome.cost_usd
     stage_result.session_id = outcome.session_id
     stage_result.attempts = outcome.attempts
+    stage_result.model_ran = outcome.model_ran
+
+
+def _hint_git(stage_result: StageResult, scenario: Scenario) -> None:
+    """A stage that never reached the model because a command's `!`git ...``
+    found no repository: say how to give it one."""
+    error = stage_result.error or ""
+    if not stage_result.model_ran and not scenario.git and "not a git repository" in error.lower():
+        stage_result.error = (
+            f"{error} (the workspace is no git repository: `git: true` on scenario "
+            f"{scenario.id!r} makes it one, docs/suite.md)"
+        )
 
 
 def _never_graded(stage_result: StageResult, *, interrupted: bool) -> None:

@@ -31,6 +31,9 @@ _ASKS_USER = re.compile(
     re.IGNORECASE,
 )
 _ARGUMENTS = re.compile(r"\$ARGUMENTS|\$[1-9]")
+# A shell expansion running git (`` !`git diff HEAD` ``): the CLI runs it before
+# the model sees the prompt, and it fails unless the workspace is a repository.
+_RUNS_GIT = re.compile(r"!`\s*git\b")
 _NAME_FIELD = re.compile(r"^name:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
 _FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---", re.DOTALL)
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
@@ -46,6 +49,7 @@ class StagePlan:
     argument_hint: str | None
     shared: bool  # the command also serves other stages: the prompt must say which part
     asks_user: tuple[int, str, int] | None  # where the command waits for a person (_asks_user)
+    runs_git: int | None = None  # the line of its first `` !`git ...` `` expansion
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ def _stages(
                 argument_hint=_frontmatter_value(text, "argument-hint"),
                 shared=uses.count(command) > 1,
                 asks_user=_asks_user(text),
+                runs_git=_runs_git(text),
             )
         )
     return tuple(plans)
@@ -206,6 +211,11 @@ def _frontmatter_value(text: str, key: str) -> str | None:
         return None
     found = re.search(rf"^{re.escape(key)}:\s*(.+?)\s*$", match.group(1), re.MULTILINE)
     return found.group(1).strip("'\"") if found else None
+
+
+def _runs_git(text: str) -> int | None:
+    found = _RUNS_GIT.search(text)
+    return None if found is None else text.count("\n", 0, found.start()) + 1
 
 
 def _asks_user(text: str) -> tuple[int, str, int] | None:
@@ -387,7 +397,21 @@ def render_suite(draft: Draft) -> str:
         lines.append(f"    inputs: {{ {values} }}")
     else:
         lines.append("  - id: example")
+    lines += _git_lines(draft)
     return "\n".join(lines) + "\n"
+
+
+def _git_lines(draft: Draft) -> list[str]:
+    """`git: true` when a stage's command runs git before the model sees it."""
+    using = [s for s in draft.stages if s.runs_git is not None]
+    if not using:
+        return []
+    where = f"{using[0].command_file}:{using[0].runs_git}"
+    return [
+        f"    # {where} runs `!`git ...`` first: the workspace is a repository, the",
+        "    # seed fixtures/0-<name>/ its one commit (docs/suite.md#a-git-workspace)",
+        "    git: true",
+    ]
 
 
 def _example_input(stage: StagePlan) -> str:

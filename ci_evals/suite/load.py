@@ -122,6 +122,9 @@ class Scenario:
     # Its own fixtures: a folder (one name) inside the suite's fixtures folder,
     # laid out like it (`<k>-<stage>-output/`). None: the suite's fixtures.
     fixtures: str | None = None
+    # `git: true`: the workspace is a repository whose first commit holds what
+    # was seeded (docs/suite.md#a-git-workspace), for commands that run git.
+    git: bool = False
 
 
 @dataclass(frozen=True)
@@ -586,7 +589,7 @@ def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
     scenarios: list[Scenario] = []
     seen: dict[str, Field] = {}
     for item in value.sequence(allow_empty=False):
-        keys = item.mapping(("id", "inputs", "fixtures"), required=("id",))
+        keys = item.mapping(("id", "inputs", "fixtures", "git"), required=("id",))
         id_field = keys["id"]
         scenario_id = id_field.as_str()
         if not _SCENARIO_ID.fullmatch(scenario_id):
@@ -601,7 +604,8 @@ def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
         seen[scenario_id] = id_field
         inputs = _load_inputs(keys["inputs"]) if "inputs" in keys else {}
         fixtures = _scenario_fixtures(keys["fixtures"]) if "fixtures" in keys else None
-        scenarios.append(Scenario(id=scenario_id, inputs=inputs, fixtures=fixtures))
+        git_repo = keys["git"].as_bool() if "git" in keys else False
+        scenarios.append(Scenario(id=scenario_id, inputs=inputs, fixtures=fixtures, git=git_repo))
     return tuple(scenarios)
 
 

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
 from ci_evals.fs.plugin_copy import copy_plugin
@@ -53,6 +54,7 @@ from ci_evals.text import display_path
 
 PLUGIN_DIR = "plugin"
 WORKSPACE_DIR = "workspace"
+GIT_DIR = ".git"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,15 @@ class Workspace:
     baseline: Snapshot | None = field(default=None, compare=False, repr=False)
     # The plugin copy as made, to tell whether the agent changed it.
     plugin_baseline: Snapshot | None = field(default=None, compare=False, repr=False)
+    # `git: true`: the SHA of its one commit, the scaffold and the seed (`git.init_workspace`).
+    commit: str | None = None
+
+    @property
+    def unrecorded(self) -> tuple[str, ...]:
+        """What snapshots and saved states leave out: the repository's own `.git`
+        (the agent writes its config; git run on it runs what that config names,
+        so it never leaves the workspace and no grader sees it)."""
+        return (GIT_DIR,) if self.commit is not None else ()
 
     def values(self, suite: Suite, stage: Stage, scenario: Scenario) -> dict[str, str]:
         """The template values for this workspace (inputs plus built-ins)."""
@@ -170,7 +181,23 @@ def _plan(
                 f"cannot read fixture {display_path(exc.filename or folder)}: {exc.strerror or exc}"
             ) from None
     _check_merged_links(plan)
+    if scenario is not None and scenario.git:
+        _refuse_git_folders(plan, scenario)
     return tuple(folders), plan
+
+
+def _refuse_git_folders(plan: _Plan, scenario: Scenario) -> None:
+    """A `git: true` workspace is one repository: a fixture's own `.git` (a
+    repository inside it) is not what git would commit, nor what the user's
+    repository can hold (git refuses to track a nested `.git`)."""
+    for table in (plan.dirs, plan.files, plan.links):
+        for rel, source in table.items():
+            if GIT_DIR in (part.lower() for part in rel.split("/")):
+                raise UserError(
+                    f"fixture {display_path(source)} is inside a .git folder, but scenario "
+                    f"{scenario.id!r} has git: true (its workspace is one repository)",
+                    hint="describe the repository with files; ci-evals commits them",
+                )
 
 
 def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
@@ -316,6 +343,12 @@ def create_workspace(
     links = _link_components(plugin, root)
     for name in links:
         entries[name] = link_entry(os.lstat(root / name), os.readlink(root / name))
+    commit = None
+    if scenario is not None and scenario.git:  # after the links: they are excluded
+        # The scaffold and the seed are the first commit; the fixtures of the
+        # stages before lie on top uncommitted, as those stages left their work.
+        seeded = (suite.scaffold, seed_folder(suite.fixtures_for(scenario)))
+        commit = _init_repository(root, [f for f in folders if f in seeded], links)
     plugin_baseline = take_snapshot(plugin)  # small: hashing it all takes milliseconds
     # Let the clock move past the files just written, so that their times are
     # settled (not "racy") for every snapshot from now on.
@@ -329,7 +362,18 @@ def create_workspace(
         links=links,
         baseline=baseline,
         plugin_baseline=plugin_baseline,
+        commit=commit,
     )
+
+
+def _init_repository(root: Path, committed: list[Path], links: tuple[str, ...]) -> str:
+    try:
+        return git.init_workspace(root, committed, exclude=links)
+    except (git.GitError, OSError) as exc:
+        raise UserError(
+            f"cannot make the workspace a git repository: {exc}",
+            hint="git must be installed (the scenario has git: true)",
+        ) from None
 
 
 def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:
