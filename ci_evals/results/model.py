@@ -257,6 +257,9 @@ class ResourceLimits(_Model):
     pids: int
     memory_bytes: int | None = None  # None: no memory cgroup (only the address space)
     address_space_bytes: int | None = None  # per process (RLIMIT_AS)
+    # The seccomp filter every process of a sandbox ran under (docs/isolation.md,
+    # *known limits*); None: not recorded.
+    seccomp: str | None = None
 
 
 class RunResult(_Model):

@@ -537,4 +537,5 @@ def _resource_limits(sandbox: str) -> ResourceLimits:
         pids=held.pids,
         memory_bytes=held.memory_bytes,
         address_space_bytes=held.address_space_bytes,
+        seccomp=held.seccomp,
     )

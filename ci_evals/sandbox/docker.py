@@ -11,8 +11,10 @@ What the code inside gets (it may be hostile):
   Without it no `*_PROXY` variable (any case) reaches a command.
 - CPU, memory (swap included) and pids limits; a non-root user (the host's
   uid when ci-evals is not root, else `SANDBOX_UID`, to which the writable
-  folders are handed); every capability dropped; `no-new-privileges`; an
-  init (docker-init, tini) as PID 1 that reaps orphans.
+  folders are handed); every capability dropped; `no-new-privileges`;
+  Docker's default seccomp profile without `ptrace`, `process_vm_*` and
+  `pidfd_getfd` (`docker_seccomp`: no process reaches into another of its
+  uid); an init (docker-init, tini) as PID 1 that reaps orphans.
 - Labels (`LABEL`, the run id, the owning process) so `ci-evals gc` can find
   what a crash left; `close()` removes the container (the runner closes
   every sandbox in a `finally`, and `main` turns SIGTERM into Ctrl-C).
@@ -50,7 +52,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ci_evals.errors import UserError
 from ci_evals.process import ExecResult
-from ci_evals.sandbox import grader_identity
+from ci_evals.sandbox import docker_seccomp, grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
 from ci_evals.sandbox.docker_stream import pump
 from ci_evals.sandbox.owners import Owners, give_back, hand_over, strip_setid
@@ -237,7 +239,7 @@ class DockerSandbox:
             pids_limit=spec.pids,
             cap_drop=["ALL"],
             cap_add=cap_add,
-            security_opt=["no-new-privileges:true"],
+            security_opt=["no-new-privileges:true", f"seccomp={docker_seccomp.profile_json()}"],
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_bytes},mode=1777"},  # noqa: S108
             mounts=mounts,

@@ -87,6 +87,13 @@ _ARCHES = {
 }
 
 
+# What results.json records as the filter a bwrap or local sandbox's processes ran under.
+SUMMARY = (
+    "ci-evals launch.py: ptrace, process_vm_readv, process_vm_writev, pidfd_getfd "
+    "and any x32 call EPERM, another ABI killed"
+)
+
+
 class SeccompUnsupported(RuntimeError):
     """No filter for this machine: nothing may start without one."""
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci_evals.sandbox import launch
 from ci_evals.sandbox.base import SandboxSpec
 
 _V1_MEMORY = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
@@ -52,6 +53,7 @@ class Enforced:
     address_space_bytes: int | None
     file_bytes: int | None
     disk_bytes: int | None  # what the writable folders may grow by while it runs
+    seccomp: str | None = None  # the filter every process runs under (None: none)
 
 
 class Cgroup:
@@ -205,6 +207,7 @@ def enforced(spec: SandboxSpec, cgroup: Cgroup | None) -> Enforced:
         address_space_bytes=spec.address_space_bytes,
         file_bytes=spec.disk_bytes,
         disk_bytes=spec.disk_bytes,
+        seccomp=launch.SUMMARY,
     )
 
 

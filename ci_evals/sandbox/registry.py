@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import cast
 
 from ci_evals.errors import UserError
+from ci_evals.sandbox import docker_seccomp
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.limits import Enforced, create_cgroup, enforced
 
@@ -52,7 +53,8 @@ def limits_of(name: str) -> Enforced:
     """What a sandbox of kind `name` holds its processes to here (probing for a cgroup)."""
     spec = SandboxSpec(writable=())
     if name == "docker":
-        return Enforced("docker", spec.pids, spec.memory_bytes, None, None, None)
+        seccomp = docker_seccomp.SUMMARY
+        return Enforced("docker", spec.pids, spec.memory_bytes, None, None, None, seccomp)
     cgroup = create_cgroup(pids=spec.pids, memory_bytes=spec.memory_bytes)
     if cgroup is not None:
         cgroup.remove()
