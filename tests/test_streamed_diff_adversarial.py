@@ -1,4 +1,4 @@
-"""Adversarial checks of the streamed diff (`diff_range._plan`/`_streamed`, `git.TreeDiffer`).
+"""Adversarial checks of the streamed diff (`diff_range._plan`/`_streamed`, `tree_diff.TreeDiffer`).
 
 Each case builds two trees directly (`git mktree`, `git hash-object --literally`,
 `git update-index --index-info`), so names git's work tree could not hold (non-UTF-8
@@ -28,6 +28,7 @@ from ci_evals.selection import decide as selection
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.selection.tree_diff import TreeDiffer
 from tests.stage_repo import commit, plugin_repo, write
 
 FORMATS = ("sha1", "sha256")
@@ -538,7 +539,7 @@ def test_closing_the_tree_differ_generator_ends_git(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "r")
     _, head = wide_change(repo)
     tree = repo.oid("rev-parse", f"{head}:plugin/d000")
-    differ = gitmod.TreeDiffer(repo.path)  # no `with`: the generator's own cleanup
+    differ = TreeDiffer(repo.path)  # no `with`: the generator's own cleanup
     outputs = differ.diffs([(gitmod.EMPTY_TREE[40], tree)] * 20_000)
     assert isinstance(outputs, Generator)
 

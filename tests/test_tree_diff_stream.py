@@ -1,4 +1,4 @@
-"""`git.TreeDiffer`: one `git diff-tree --stdin` for many tree pairs,
+"""`selection.tree_diff.TreeDiffer`: one `git diff-tree --stdin` for many tree pairs,
 cut into one output per pair however git's writes arrive."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ci_evals import git as gitmod
+from ci_evals.selection.tree_diff import PairSplitter, TreeDiffer
 from tests.conftest import git
 from tests.stage_repo import commit, write
 
@@ -27,7 +28,7 @@ STREAM = b"".join(h + out + b"/\n" for h, out in zip(HEADERS, OUTPUTS, strict=Tr
 
 def split(stream: bytes, cuts: list[int]) -> tuple[list[list[bytes]], bool]:
     """Feed `stream` cut at `cuts`, as git's output may arrive."""
-    splitter = gitmod.PairSplitter(HEADERS)
+    splitter = PairSplitter(HEADERS)
     bounds = sorted({0, *cuts, len(stream)})
     got = [splitter.feed(stream[a:b]) for a, b in pairwise(bounds)]
     return [done for done in got if done], splitter.finished()
@@ -64,7 +65,7 @@ def test_unexpected_output_is_not_complete(stream: bytes) -> None:
 
 
 def streamed(repo: Path, pairs: list[tuple[str, str]], **options: float) -> list[bytes]:
-    with gitmod.TreeDiffer(repo, **options) as differ:
+    with TreeDiffer(repo, **options) as differ:
         return [out for outputs in differ.diffs(pairs) for out in outputs]
 
 

@@ -50,6 +50,7 @@ from ci_evals.selection.decide import (
 from ci_evals.selection.links import decide_links
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.suite_change import decide_held, suite_paths
+from ci_evals.selection.tree_diff import TreeDiffer
 
 if TYPE_CHECKING:
     from ci_evals.selection.stage_map import StageMap
@@ -269,7 +270,7 @@ def _streamed(repo: Path, folder: str, entries: list[git.TreeChange]) -> Iterato
     diff is the concatenation, in `entries`' order, of each changed entry:
     a file (or link, or submodule) is its own path; a folder is the tree diff
     of its two versions (an empty tree for a side where it is absent). The tree
-    diffs come from one `git diff-tree --stdin` process (`git.TreeDiffer`),
+    diffs come from one `git diff-tree --stdin` process (`tree_diff.TreeDiffer`),
     which writes each as soon as it is done: the caller matches the first
     folders while git diffs the rest.
     """
@@ -294,7 +295,7 @@ def _streamed(repo: Path, folder: str, entries: list[git.TreeChange]) -> Iterato
     if not pairs:
         return  # no git process for a change of files alone
     done = 0
-    with git.TreeDiffer(repo) as differ:
+    with TreeDiffer(repo) as differ:
         for outputs in differ.diffs(pairs):
             raw: list[bytes] = []
             for output in outputs:
