@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from ci_evals.selection.global_globs import repo_glob, split_navigation, under_root
+from ci_evals.selection.global_globs import EVERYTHING, repo_glob, split_navigation, under_root
 from ci_evals.selection.matcher import GlobMatcher, glob_problem, literal_glob
 from tests.conftest import git
 
@@ -315,3 +315,11 @@ def test_the_maps_own_path_as_a_glob_is_exactly_that_path(workdir: Path, path: s
         True,
         *(p == path + "/inside" for p in others),
     ]
+
+
+def test_a_global_naming_a_folder_of_spaces_rewrites_under_root(workdir: Path) -> None:
+    # Found by the property above: ` /` is a folder named " " at any depth in a
+    # .gitignore (the space is not trailing), which the blank-glob check refused.
+    assert _git_matches_in(workdir, "", " /", [" /a", "p/ /a", "p/a"]) == {" /a", "p/ /a"}
+    assert under_root("", " /", "p") == (" /",)
+    assert under_root("", " /", " /p") == (EVERYTHING,)

@@ -103,7 +103,13 @@ def under_root(  # noqa: PLR0911 - one answer per case of the rewrite
         # A name that any folder down to root matches covers all of root;
         # otherwise it matches what the same name matches below root.
         name = glob.rstrip("/") if dir_only else glob
-        if GlobMatcher([name]).matches("/".join(above)):  # those are all folders
+        # `name` can be all spaces (` /`: a folder named " ", which git allows);
+        # the matcher refuses a blank glob, and such a name is a literal.
+        if not name.strip():
+            covers = name in above
+        else:
+            covers = bool(GlobMatcher([name]).matches("/".join(above)))  # all folders
+        if covers:
             return (EVERYTHING,)
         return (glob,)
     segments = glob.strip("/").split("/")
