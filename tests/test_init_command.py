@@ -57,6 +57,7 @@ def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) ->
     proc = cli(repo, "init", "plugin", "--stages", STAGES)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
+        "drafted phases, as --stages names them: explore, architect, implement",
         "wrote stage_map.yaml",
         "wrote ci-evals.yaml",
         "wrote stub/feature-dev.yaml",
@@ -75,9 +76,16 @@ def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) ->
         "do only this stage's part, then stop)\"" in suite
     )
     # The command stops to ask the user: the draft says where, and what to do.
-    assert "commands/feature-dev.md:12 stops for a person" in suite
+    # confirm, answers, approach, approval, review: the other places, by line
+    assert (
+        "# commands/feature-dev.md:12 (also lines 23, 37, 46, 50, 60) stops for a person:" in suite
+    )
     assert '"Wait for user answers before writing code"' in suite
-    assert "(and 5 more places)" in suite  # confirm, answers, approach, approval, review
+    # The input is a plausible value of the kind the hint names, not the hint itself.
+    assert (
+        '    # feature-dev\'s argument-hint is "The feature to build (optional)": a made-up value\n'
+        '    inputs: { "feature-dev": "add a --verbose flag that prints each step" }\n'
+    ) in suite
     stage_map = (repo / "stage_map.yaml").read_text()
     assert '{ glob: "/agents/code-explorer.md", stage: explore }' in stage_map
 

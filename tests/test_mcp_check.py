@@ -342,7 +342,44 @@ def test_mcp_check_exit_1_when_a_required_sub_test_fails_and_the_table_says_whic
 def test_mcp_check_shows_a_failing_sub_test_s_stderr() -> None:
     done = ci_evals("mcp-check", "--", sys.executable, str(STDLIB_SERVER), "crash-on-malformed")
     assert done.returncode == 0  # parse-error is advisory
-    assert "stderr:   json.decoder.JSONDecodeError" in done.stdout
+    assert (
+        "server stderr (last line), in parse-error's session: json.decoder.JSONDecodeError"
+        in done.stdout
+    )
+
+
+def test_only_advisory_failures_read_as_a_pass_and_are_marked_advisory() -> None:
+    """The mcp package's server misses two advisory sub-tests: a pass, said so."""
+    done = ci_evals("mcp-check", "--", sys.executable, str(SDK_SERVER))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line[:44] for line in lines if not line.startswith("  pass")][1:] == [
+        "  warn  parse-error               advisory  ",
+        "  warn  invalid-request           advisory  ",
+        "server stderr (last line), in parse-error's ",
+        "passed (2 advisory): every required sub-test",
+    ]
+    assert "FAIL" not in done.stdout
+    assert lines[-1] == (
+        "passed (2 advisory): every required sub-test passed; advisory failed: "
+        "parse-error, invalid-request; score 80.0 (8 of 10 sub-tests passed)"
+    )
+
+
+def test_the_same_server_stderr_is_printed_once_saying_where() -> None:
+    done = ci_evals(
+        "mcp-check", "--", sys.executable, "-c", "import sys; sys.exit('no database configured')"
+    )
+    assert done.returncode == 1
+    said = [line for line in done.stdout.splitlines() if line.startswith("server stderr")]
+    assert said == [
+        "server stderr (last line), in the sessions of 9 sub-tests (initialize, "
+        "version-negotiation, initialized-notification, tools-list, tools-call, "
+        "tools-call-unknown, parse-error, invalid-request, unknown-method): no database configured"
+    ]
+    assert done.stdout.splitlines()[-1].startswith(
+        "failed: required sub-test(s) failed: initialize, version-negotiation,"
+    )
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,13 @@ def test_a_fixed_plan_against_a_broken_baseline_lists_improvements(
     improvements = section(markdown, "Improvements")
     assert "3 plan-lab** verdict: failed 0/2 → passed 2/2 (beyond the noise" in improvements
     assert "| acme-arm | 3 plan-lab | failed 0/2 | passed 2/2 |" in markdown
+    # Labelled against the run's own table (criteria, the agent's cost alone).
+    assert (
+        "Runs passed of the runs (repeats) on each side — the run's table counts criteria; "
+        "cost per run is the agent's and its reviewer's — the run's table shows the agent's "
+        "alone.\n\n| scenario | stage | baseline: runs passed | now: runs passed | analytic mean "
+        "| cost per run (agent + reviewer) |\n"
+    ) in markdown
 
 
 @pytest.mark.slow

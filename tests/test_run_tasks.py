@@ -77,7 +77,10 @@ def test_every_task_with_repeats_and_one_table(
     assert code == 1  # one echo attempt halted
     bench = json.loads((out / "benchmark.json").read_text())
     [config] = bench["configurations"]
-    assert config["configuration"] == "task / task / task"
+    assert config["configuration"] == f"model stub:{stub}"
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "1-stub-" + stub.parent.name[:16].rstrip("_")  # the stub by its folder, path-safe
+    ]
     rows = {row["task"]: row for row in config["tasks"]}
     assert set(rows) == {"echo", "mcp-sqlite-server"}
     mcp, echo = rows["mcp-sqlite-server"], rows["echo"]
@@ -95,7 +98,7 @@ def test_every_task_with_repeats_and_one_table(
     halted = read_results(out / echo["run_dir"])
     assert {s.stages[0].limit_hit for s in halted.scenarios} == {None, "turns"}
     printed = capsys.readouterr().out
-    assert "configuration: task / task / task" in printed
+    assert f"configuration: model stub:{stub}" in printed
     assert "| echo | 2 | 1 | 1 | 0 | 0 | 1 | 50.0 | 5000.0 |" in printed
     assert (
         "| task | attempts | completed | halted | limit | error | passed | mean score |" in printed
@@ -119,7 +122,15 @@ def test_a_matrix_of_tool_sets_and_prompts(tmp_path: Path) -> None:
     assert code == 1
     configs = json.loads((out / "benchmark.json").read_text())["configurations"]
     labels = [c["configuration"] for c in configs]
-    assert labels == [f"stub:{stub} / brief / all", f"stub:{stub} / brief / shell-only"]
+    assert labels == [
+        f"model stub:{stub}, prompt brief, tools all",
+        f"model stub:{stub}, prompt brief, tools shell-only",
+    ]
+    folders = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert folders == [
+        f"1-stub-{stub.parent.name[:16]}_brief_all",
+        f"2-stub-{stub.parent.name[:16]}_brief_shell-only",
+    ]
     [all_tools], [shell_only] = configs[0]["tasks"], configs[1]["tasks"]
     assert all_tools["passed"] == 1
     # Without write_file the scripted agent's write is refused: submitted, but failing.

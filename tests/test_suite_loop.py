@@ -102,5 +102,15 @@ def test_matrix_configurations_are_the_product(tmp_path: Path) -> None:
     path = tmp_path / "matrix.yaml"
     path.write_text("models: [m1, m2]\ntool_sets: {all: [run_command], none: [read_file]}\n")
     labels = [c.label for c in load_matrix(path)]
-    assert labels == ["m1 / task / all", "m1 / task / none", "m2 / task / all", "m2 / task / none"]
-    assert load_matrix(None)[0].label == "task / task / task"
+    assert labels == [
+        "model m1, tools all",
+        "model m1, tools none",
+        "model m2, tools all",
+        "model m2, tools none",
+    ]
+    assert [c.folder(n) for n, c in enumerate(load_matrix(path), 1)][:2] == [
+        "1-m1_all",
+        "2-m1_none",
+    ]
+    assert load_matrix(None)[0].label == "each task's own model, prompt and tools"
+    assert load_matrix(None)[0].folder(1) == "1-own"

@@ -3,8 +3,10 @@ overwriting a file. PLUGIN_DIR is the plugin's folder (with or without a manifes
 as Claude Code loads it), or with `--plugin` a marketplace's folder.
 
 Writes, in the current folder: `stage_map.yaml` (every plugin file given the
-stage it can affect, `suite.draft`), `ci-evals.yaml` (a stage per command, or
-the stages `--stages` names, each prompt from its command), a
+stage it can affect, `suite.draft`), `ci-evals.yaml` (the stages `--stages`
+names; else commands that read each other's output as phases, writer first, and
+independent commands as one stage with a scenario each; the first line printed
+says which and why), a
 `fixtures/<k>-<stage>-output/` folder per stage with a placeholder, a stub
 script whose rules match the stages' commands and the plugin's agents and
 write the placeholders the drafted checks look for, and a
@@ -57,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stages",
         metavar="A,B=CMD,...",
         help="the stages, in order, each running the command of its name, the plugin's "
-        "only command, or CMD (default: one stage per command)",
+        "only command, or CMD (default: phases when the commands read each other's "
+        "output, else one stage with a scenario per command)",
     )
 
 
@@ -121,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     put(top / PRECOMMIT, drafting.render_precommit(None if map_path == STAGE_MAP else map_path))
     ignored = _ignore_run_folders(here)
 
+    print(f"drafted {plan.why}")
     _say(written, kept, ignored, top / PRECOMMIT, here, map_path)
     stub = f"stub:{plan.stub_file}"
     print(

@@ -222,19 +222,40 @@ def _table(report: Report, argv: list[str]) -> str:
     width = max(len(sub.id) for sub in report.subtests)
     asked = f" (asked for {report.requested}; negotiated)" if report.requested else ""
     lines = [f"MCP {report.protocol}{asked}: {' '.join(argv)}"]
+    # The server's stderr, last line, once per distinct line: the sub-tests sharing
+    # a process (or a server failing at start) would print the same line each.
+    stderr: dict[str, list[str]] = {}
     for sub in report.subtests:
-        mark = "pass" if sub.passed else "FAIL"
+        # An advisory failure is not the server failing the check: `warn`, not `FAIL`.
+        mark = "pass" if sub.passed else ("FAIL" if sub.required else "warn")
         kind = "required" if sub.required else "advisory"
         lines.append(f"  {mark}  {sub.id:<{width}}  {kind:<8}  {sub.reason}")
         last = sub.stderr.strip().splitlines()[-1:] if not sub.passed else []
-        if last:
-            lines.append(f"        {'':<{width}}  stderr:   {escape_controls(last[0][:200])}")
-    passed = sum(sub.passed for sub in report.subtests)
-    failed_required = [sub.id for sub in report.subtests if sub.required and not sub.passed]
-    verdict = (
-        "every required sub-test passed"
-        if not failed_required
-        else f"required sub-test(s) failed: {', '.join(failed_required)}"
-    )
-    lines.append(f"score {report.score:.1f} ({passed} of {len(report.subtests)} passed); {verdict}")
+        if last and last[0].strip():
+            stderr.setdefault(escape_controls(last[0].strip()[:200]), []).append(sub.id)
+    for line, where in stderr.items():
+        lines.append(f"server stderr (last line), in {_sessions(where)}: {line}")
+    lines.append(_verdict(report))
     return "\n".join(lines)
+
+
+def _sessions(ids: list[str]) -> str:
+    if len(ids) == 1:
+        return f"{ids[0]}'s session"
+    return f"the sessions of {len(ids)} sub-tests ({', '.join(ids)})"
+
+
+def _verdict(report: Report) -> str:
+    """`passed`, `passed (N advisory)` or `failed`, then what failed, then the score."""
+    passed = sum(sub.passed for sub in report.subtests)
+    score = f"score {report.score:.1f} ({passed} of {len(report.subtests)} sub-tests passed)"
+    required = [sub.id for sub in report.subtests if sub.required and not sub.passed]
+    advisory = [sub.id for sub in report.subtests if not sub.required and not sub.passed]
+    if required:
+        return f"failed: required sub-test(s) failed: {', '.join(required)}; {score}"
+    if advisory:
+        return (
+            f"passed ({len(advisory)} advisory): every required sub-test passed; "
+            f"advisory failed: {', '.join(advisory)}; {score}"
+        )
+    return f"passed: every sub-test passed; {score}"

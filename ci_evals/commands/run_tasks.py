@@ -15,6 +15,7 @@ passed, 1 when any did not, 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -44,7 +45,11 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{option} selects within one suite; --tasks runs every task whole")
     environ = dict(os.environ)
     tasks = find_tasks(args.tasks)
-    configurations = load_matrix(args.matrix)
+    # `--model` is the model of every configuration the matrix leaves it to: named so.
+    configurations = tuple(
+        dataclasses.replace(c, model=args.model) if c.model is None and args.model else c
+        for c in load_matrix(args.matrix)
+    )
     for configuration in configurations:  # every mistake before anything starts
         endpoint_for(configuration.model or args.model).check(environ, "ci-evals run --tasks")
         for name, suite in tasks:

@@ -126,7 +126,13 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
         lines += [f"Not compared: {shown}{more}.", ""]
     if outcome.rows:
         lines += [
-            "| scenario | stage | baseline | now | analytic mean | cost per run |",
+            # Not the run's own table: that counts criteria and the agent's cost alone.
+            "Runs passed of the runs (repeats) on each side — the run's table counts "
+            "criteria; cost per run is the agent's and its reviewer's — the run's table "
+            "shows the agent's alone.",
+            "",
+            "| scenario | stage | baseline: runs passed | now: runs passed | analytic mean "
+            "| cost per run (agent + reviewer) |",
             "|---|---|---|---|---|---|",
         ]
         lines.extend(_row(row) for row in outcome.rows[:ROWS_SHOWN])

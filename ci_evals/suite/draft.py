@@ -1,12 +1,14 @@
 """Draft a suite for a plugin from its tree: the plan `ci-evals init` writes out.
 
-Stages are the user's (`--stages a,b=cmd,c`) or one per command. Every file of
-the plugin gets the stage it can affect, failing closed: a command's file is
-its first stage's; any other file (an agent, a skill, a reference, a template)
-is the lowest stage of every file that names it — a command, or a component
-such a file already reached — and a file nothing names is stage 1 (it may be
-used in ways a text search cannot see; stage 1 runs everything). Nothing here
-writes: `render_*` give the files' text, `commands/init.py` writes them.
+Stages are the user's (`--stages a,b=cmd,c`); else commands that read each
+other's output are phases and independent ones a scenario each of one stage
+(`draft_order`). Every file of the plugin gets the stage it can affect, failing
+closed: a command's file is its first stage's; any other file (an agent, a
+skill, a reference, a template) is the lowest stage of every file that names
+it — a command, or a component such a file already reached — and a file
+nothing names is stage 1 (it may be used in ways a text search cannot see;
+stage 1 runs everything). Nothing here writes: `render_*` give the files'
+text, `commands/init.py` writes them.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ci_evals.errors import UserError
-from ci_evals.suite import references
+from ci_evals.suite import draft_order, references
+from ci_evals.suite.draft_inputs import example_value
 from ci_evals.suite.load import BUILTINS, STAGE_NAME
 from ci_evals.suite.plugin_source import MANIFEST, PluginSource
 
@@ -48,7 +51,8 @@ class StagePlan:
     input_name: str | None  # the scenario input passed as the command's arguments
     argument_hint: str | None
     shared: bool  # the command also serves other stages: the prompt must say which part
-    asks_user: tuple[int, str, int] | None  # where the command waits for a person (_asks_user)
+    # Where the command waits for a person: (line, its sentence, the other lines) (_asks_user).
+    asks_user: tuple[int, str, tuple[int, ...]] | None
     runs_git: int | None = None  # the line of its first `` !`git ...` `` expansion
 
 
@@ -72,6 +76,10 @@ class Draft:
     entries: tuple[Component, ...]
     agents: Mapping[str, int]  # agent name -> its stage (the stub launches it there)
     global_paths: tuple[str, ...]  # relative to the suite folder
+    # Independent commands: one stage runs `{command}`, and each of these (numbered
+    # in name order) is a scenario. Empty: the stages are phases.
+    calls: tuple[StagePlan, ...] = ()
+    why: str = ""  # which the draft chose, and why: init prints it
 
     @property
     def stub_file(self) -> str:
@@ -104,8 +112,34 @@ def plan(
             f"{plugin_dir} has no commands (commands/*.md): nothing to draft stage prompts from",
             hint="write ci-evals.yaml by hand (docs/suite.md)",
         )
-    stages = _stages(stages_arg, commands, plugin_dir)
     texts = {path: _read(plugin_dir / path) for path in files}
+    if stages_arg is None and len(commands) > 1:
+        command_texts = {c: _read(plugin_dir / path) for c, path in commands.items()}
+        found = draft_order.readings(command_texts, name, files)
+        if not found:
+            calls = _stages(None, commands, plugin_dir, sorted(commands))
+            entries, agents = _components(files, texts, calls, source)
+            return Draft(
+                plugin_name=name,
+                plugin=plugin_rel,
+                marketplace=marketplace,
+                stages=(_command_stage(),),
+                entries=tuple(replace(entry, stage=1) for entry in entries),
+                agents=agents,
+                global_paths=tuple(global_paths),
+                calls=calls,
+                why=_why_independent(calls),
+            )
+        ordered = draft_order.order(sorted(commands), found)
+        stages = _stages(None, commands, plugin_dir, ordered)
+        why = _why_phases(stages, found)
+    else:
+        stages = _stages(stages_arg, commands, plugin_dir, sorted(commands))
+        why = (
+            f"phases, as --stages names them: {', '.join(s.name for s in stages)}"
+            if stages_arg is not None
+            else f"one stage, {stages[0].name}: the plugin's only command"
+        )
     entries, agents = _components(files, texts, stages, source)
     return Draft(
         plugin_name=name,
@@ -115,7 +149,47 @@ def plan(
         entries=entries,
         agents=agents,
         global_paths=tuple(global_paths),
+        why=why,
     )
+
+
+COMMAND_STAGE = "command"  # the one stage of independent commands
+
+
+def _command_stage() -> StagePlan:
+    """The stage of independent commands: each scenario names its command and arguments."""
+    return StagePlan(
+        number=1,
+        name=COMMAND_STAGE,
+        command="{command}",
+        command_file="",
+        input_name="arguments",
+        argument_hint=None,
+        shared=False,
+        asks_user=None,
+    )
+
+
+def _why_independent(calls: Sequence[StagePlan]) -> str:
+    names = ", ".join(call.command for call in calls)
+    return (
+        f"independent commands ({names}): none reads another's output, so one stage "
+        f"runs each as its own scenario (phases instead: --stages A,B,...)"
+    )
+
+
+def _why_phases(stages: Sequence[StagePlan], found: Sequence[draft_order.Reading]) -> str:
+    at = {stage.command: stage.number for stage in stages}
+    # The reason shown: a reading the order keeps (the writer first), a file read
+    # before a command named, the earliest reader first.
+    first = min(
+        found,
+        key=lambda r: (at[r.writer] > at[r.reader], r.via.startswith("/"), at[r.reader]),
+    )
+    more = len(found) - 1
+    also = f"; {more} more such {'reading' if more == 1 else 'readings'}" if more else ""
+    names = ", ".join(stage.name for stage in stages)
+    return f"phases, in turn: {names} ({first.reader} reads {first.via}, from {first.writer}{also})"
 
 
 def _read(path: Path) -> str:
@@ -126,9 +200,8 @@ def _read(path: Path) -> str:
 
 
 def _stages(
-    stages_arg: str | None, commands: Mapping[str, str], plugin_dir: Path
+    stages_arg: str | None, commands: Mapping[str, str], plugin_dir: Path, names: Sequence[str]
 ) -> tuple[StagePlan, ...]:
-    names = sorted(commands)
     if stages_arg is None:
         pairs = [(command.replace(":", "-").lower(), command) for command in names]
     else:
@@ -218,8 +291,8 @@ def _runs_git(text: str) -> int | None:
     return None if found is None else text.count("\n", 0, found.start()) + 1
 
 
-def _asks_user(text: str) -> tuple[int, str, int] | None:
-    """Where the command first stops for a person: (line, its sentence, how many more)."""
+def _asks_user(text: str) -> tuple[int, str, tuple[int, ...]] | None:
+    """Where the command first stops for a person: (line, its sentence, the other lines)."""
     matches = list(_ASKS_USER.finditer(text))
     if not matches:
         return None
@@ -227,7 +300,9 @@ def _asks_user(text: str) -> tuple[int, str, int] | None:
     start = max(text.rfind(c, 0, first.start()) for c in ".\n:") + 1
     ends = [i for i in (text.find(c, first.end()) for c in ".\n") if i != -1]
     sentence = text[start : min(ends) if ends else len(text)].replace("**", "").strip(" -*#")
-    return text.count("\n", 0, first.start()) + 1, sentence, len(matches) - 1
+    lines = [text.count("\n", 0, match.start()) + 1 for match in matches]
+    others = tuple(sorted(set(lines[1:]) - {lines[0]}))
+    return lines[0], sentence, others
 
 
 def _components(
@@ -368,14 +443,9 @@ def render_suite(draft: Draft) -> str:
     ]
     for stage in draft.stages:
         lines.append(f"  - name: {stage.name}")
-        if stage.asks_user is not None:
-            line, text, more = stage.asks_user
-            also = f" (and {more} more {'place' if more == 1 else 'places'})" if more else ""
-            lines += [
-                f"    # {stage.command_file}:{line} stops for a person{also}:",
-                f"    #   {_q(text[:80])}",
-                "    # A stage runs unattended: answer in the prompt (docs/onboarding.md).",
-            ]
+        if draft.calls:
+            lines.append("    # Independent commands: each scenario runs one (see init's output).")
+        lines += _asks_user_lines(stage, "    ")
         if stage.shared:
             lines.append("    # One command, several stages: say what this stage does and writes.")
         lines.append(f"    prompt: {_q(prompt_for(draft, stage))}")
@@ -384,26 +454,36 @@ def render_suite(draft: Draft) -> str:
             f"      - {{ id: {stage.name}-output-written, "
             f"files: {_q(draft.output_file(stage))}, count: 1 }}",
         ]
-    inputs = {s.input_name: _example_input(s) for s in draft.stages if s.input_name}
     lines.append("scenarios:")
+    if draft.calls:
+        for call in draft.calls:
+            lines.append(f"  - id: {call.name}")
+            lines += _asks_user_lines(call, "    ")
+            lines += _hint_line(call)
+            value = example_value(call.argument_hint, call.command) if call.input_name else ""
+            lines.append(f"    inputs: {{ command: {_q(call.command)}, arguments: {_q(value)} }}")
+            lines += _git_lines([call])
+        return "\n".join(lines) + "\n"
+    # One input per command (stages sharing a command share it), from its first stage.
+    firsts: dict[str, StagePlan] = {}
+    for stage in draft.stages:
+        if stage.input_name is not None:
+            firsts.setdefault(stage.input_name, stage)
+    inputs = {name: example_value(s.argument_hint, s.command) for name, s in firsts.items()}
     if inputs:
         lines.append("  - id: example                 # one set of inputs; add more")
-        hints = [f"{s.command}: {s.argument_hint}" for s in draft.stages if s.argument_hint]
-        if hints:
-            lines.append(
-                f"    # made up from the argument hints ({'; '.join(hints)}): write real ones"
-            )
+        lines += [line for s in firsts.values() for line in _hint_line(s)]
         values = ", ".join(f"{_q(name)}: {_q(value)}" for name, value in inputs.items())
         lines.append(f"    inputs: {{ {values} }}")
     else:
         lines.append("  - id: example")
-    lines += _git_lines(draft)
+    lines += _git_lines(draft.stages)
     return "\n".join(lines) + "\n"
 
 
-def _git_lines(draft: Draft) -> list[str]:
-    """`git: true` when a stage's command runs git before the model sees it."""
-    using = [s for s in draft.stages if s.runs_git is not None]
+def _git_lines(plans: Sequence[StagePlan]) -> list[str]:
+    """`git: true` when a scenario's command runs git before the model sees it."""
+    using = [s for s in plans if s.runs_git is not None]
     if not using:
         return []
     where = f"{using[0].command_file}:{using[0].runs_git}"
@@ -414,14 +494,25 @@ def _git_lines(draft: Draft) -> list[str]:
     ]
 
 
-def _example_input(stage: StagePlan) -> str:
-    """An example argument from the command's `argument-hint` (`[project-name]
-    [--fast]` -> `example-project-name`): the required names, brackets and flags
-    dropped; the command's name when there is no hint."""
-    hint = stage.argument_hint or ""
-    words = [w.strip("[]<>(){}\"'") for w in hint.split() if not w.lstrip("[<(").startswith("-")]
-    words = [w for w in words if w and w != "..."]
-    return f"example-{words[0]}" if words else stage.command.replace(":", "-")
+def _asks_user_lines(stage: StagePlan, indent: str) -> list[str]:
+    if stage.asks_user is None:
+        return []
+    line, text, others = stage.asks_user
+    where = f"{stage.command_file}:{line}"
+    if others:
+        where += f" (also line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})"
+    return [
+        f"{indent}# {where} stops for a person:",
+        f"{indent}#   {_q(text[:80])}",
+        f"{indent}# A stage runs unattended: answer in the prompt (docs/onboarding.md).",
+    ]
+
+
+def _hint_line(stage: StagePlan) -> list[str]:
+    """Where an example input came from: the command's hint, for a real value."""
+    if stage.input_name is None or stage.argument_hint is None:
+        return []
+    return [f"    # {stage.command}'s argument-hint is {_q(stage.argument_hint)}: a made-up value"]
 
 
 def render_stage_map(draft: Draft) -> str:
@@ -451,17 +542,19 @@ def render_stub(draft: Draft) -> str:
         "# writes the placeholder file its check looks for. Script what a good run does.",
         "rules:",
     ]
-    for stage in draft.stages:
+    # Independent commands: a rule per command, each writing the one stage's placeholder.
+    for stage in draft.calls or draft.stages:
         match = f'command: "{draft.plugin_name}:{stage.command}"'
         if stage.shared:
             match += f', prompt_contains: "ci-evals stage {stage.name}:"'
         content = f"placeholder output of stage {stage.name} (stub) for: {{args}}\\n"
+        output = draft.output_file(draft.stages[0] if draft.calls else stage)
         lines += [
             f"  - name: {stage.name}",
             f"    match: {{{match}}}",
             "    turns:",
             "      - tools:",
-            f'          - write: {{path: {_q(draft.output_file(stage))}, content: "{content}"}}',
+            f'          - write: {{path: {_q(output)}, content: "{content}"}}',
         ]
         for agent, number in draft.agents.items():
             if number == stage.number:

@@ -29,7 +29,8 @@ from ci_evals.config.yaml_source import ANY_KEY, Field, load
 from ci_evals.errors import UserError
 from ci_evals.suite.load import Suite
 
-TASK_OWN = "task"  # the label of a dimension the matrix leaves to each task
+OWN_LABEL = "each task's own model, prompt and tools"  # no matrix
+_FOLDER_MAX = 40
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -44,14 +45,28 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        """model / prompt / tools, as the tables show it."""
-        prompt = self.system_prompt[0] if self.system_prompt else TASK_OWN
-        tools = self.tools[0] if self.tools else TASK_OWN
-        return f"{self.model or TASK_OWN} / {prompt} / {tools}"
+        """What it sets, named (`model claude-sonnet-4-5, prompt brief, tools all`),
+        as the tables show it; what it leaves to each task is left out. Two
+        configurations differ in what they set, so their labels differ."""
+        parts = [f"{kind} {value}" for kind, value in self._set()]
+        return ", ".join(parts) if parts else OWN_LABEL
 
     def folder(self, number: int) -> str:
-        """A folder name for its runs: its number (unique) and its label, path-safe."""
-        return f"{number}-" + _UNSAFE.sub("_", self.label.replace(" / ", "+"))[:80]
+        """A short, path-safe folder name: its number (unique) and what it sets
+        (`2-sonnet-4-5_brief_all`; a stub model by its script's name, `stub-tasks`)."""
+        short = [_short(kind, value) for kind, value in self._set()]
+        slug = _UNSAFE.sub("-", "_".join(short)).strip("-_")[:_FOLDER_MAX] or "own"
+        return f"{number}-{slug}"
+
+    def _set(self) -> list[tuple[str, str]]:
+        found = []
+        if self.model is not None:
+            found.append(("model", self.model))
+        if self.system_prompt is not None:
+            found.append(("prompt", self.system_prompt[0]))
+        if self.tools is not None:
+            found.append(("tools", self.tools[0]))
+        return found
 
     def apply(self, suite: Suite, task: str) -> Suite:
         """`suite` as this configuration runs it (a varied prompt or tool set: `agent: loop`)."""
@@ -70,6 +85,17 @@ class Configuration:
         if self.tools is not None:
             loop = dataclasses.replace(loop, tools=self.tools[1])
         return dataclasses.replace(suite, loop=loop)
+
+
+def _short(kind: str, value: str) -> str:
+    """A model as its name without the vendor's prefix; a stub as `stub-<script>`."""
+    if kind != "model":
+        return value[:16]
+    if value.startswith("stub:"):
+        script = Path(value.removeprefix("stub:"))
+        name = script.parent.name if script.stem == "stub" and script.parent.name else script.stem
+        return "stub-" + name[:16]
+    return value.removeprefix("claude-")[:24]
 
 
 def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
