@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
 from ci_evals.suite import references
 from ci_evals.suite.load import BUILTINS, STAGE_NAME
@@ -31,8 +32,6 @@ _ASKS_USER = re.compile(
     re.IGNORECASE,
 )
 _ARGUMENTS = re.compile(r"\$ARGUMENTS|\$[1-9]")
-_NAME_FIELD = re.compile(r"^name:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
-_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---", re.DOTALL)
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
 
@@ -201,11 +200,15 @@ def _input_name(command: str) -> str:
 
 
 def _frontmatter_value(text: str, key: str) -> str | None:
-    match = _FRONTMATTER.match(text)
-    if match is None:
+    """A front-matter field as text, read as Claude Code reads it; None when absent or empty."""
+    value = read_front_matter(text).fields.get(key)
+    if isinstance(value, list):  # `argument-hint: [pr]` is valid YAML: a one-item list
+        shown = " ".join(f"[{item}]" for item in value)
+    elif value is None or isinstance(value, dict):
         return None
-    found = re.search(rf"^{re.escape(key)}:\s*(.+?)\s*$", match.group(1), re.MULTILINE)
-    return found.group(1).strip("'\"") if found else None
+    else:
+        shown = str(value).strip()
+    return shown or None
 
 
 def _asks_user(text: str) -> tuple[int, str, int] | None:
@@ -310,9 +313,7 @@ def _unit_names(key: str, paths: Sequence[str], texts: Mapping[str, str]) -> tup
 
 
 def _agent_name(path: str, text: str) -> str:
-    match = _FRONTMATTER.match(text)
-    name = _NAME_FIELD.search(match.group(1)) if match else None
-    return name.group(1) if name else Path(path).stem
+    return _frontmatter_value(text, "name") or Path(path).stem
 
 
 def _names_any(text: str, names: Sequence[str]) -> bool:
