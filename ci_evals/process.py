@@ -7,8 +7,11 @@ stdin given or empty, stdout and stderr each kept up to a cap (the tail: a
 compiler's last errors matter most), and the exit code, output and a
 `timed_out` flag returned even when the program fails.
 
-Streaming processes the caller drives itself (the agent CLI the SDK talks to,
-git's `diff-tree --stdin`) are spawned by their owners with the same rules.
+Streaming processes the caller drives itself (git's `diff-tree --stdin`, an
+MCP server on stdio) are started with `ProcessGroup`: the same own session and
+group, and `stop()` ending all of it — SIGTERM, a grace, SIGKILL, reaped. The
+agent CLI is the one exception: the claude-agent-sdk transport starts it
+(`anyio.open_process`, `agents.claude`), with its own session likewise.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import IO
 
 UNCAPPED = -1
+# How long a group has between SIGTERM and SIGKILL when `stop()` finds it running.
+GRACE_S = 2.0
 # How long to wait for the output pipes after the process exited: a process
 # that left the group (setsid) may keep them open; its output so far is kept.
 _DRAIN_S = 2.0
@@ -71,15 +76,14 @@ def run(
     start = time.monotonic()
     if output_cap == UNCAPPED and not merge_stderr and groups is None:
         return _run_whole(argv, cwd=cwd, env=env, stdin=stdin, timeout=timeout, start=start)
-    proc = subprocess.Popen(
-        list(argv),
+    group = ProcessGroup(
+        argv,
         cwd=cwd,
-        env=None if env is None else dict(env),
+        env=env,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        start_new_session=True,  # its own group: we can end all of it
     )
+    proc = group.proc
     if groups is not None:
         groups.add(proc.pid)
     streams = [_Tail(proc.stdout, output_cap)]
@@ -96,8 +100,7 @@ def run(
         timed_out = True
     finally:
         # Also on a normal exit and on Ctrl-C: nothing it started may outlive it.
-        kill_group(proc.pid)
-        proc.wait()
+        group.stop(grace_s=0.0)  # run's contract: killed at the deadline, no grace
         if groups is not None:
             groups.discard(proc.pid)
         for stream in streams:
@@ -131,22 +134,13 @@ def _run_whole(
     # on the compute-stage path take this branch). Unlike `communicate`, it
     # stops waiting `_DRAIN_S` after the program ended even when a process that
     # left the group (ssh's ControlPersist master) still holds a pipe open.
-    with subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    ) as proc:
+    stdin_mode = subprocess.PIPE if stdin is not None else subprocess.DEVNULL
+    with ProcessGroup(argv, cwd=cwd, env=env, stdin=stdin_mode) as group:
+        proc = group.proc
         try:
             stdout, stderr, timed_out = _collect(proc, stdin, timeout)
-        except BaseException:  # Ctrl-C: the group is not in the terminal's foreground
-            kill_group(proc.pid)
-            raise
-        finally:
-            kill_group(proc.pid)  # helpers it left behind
+        finally:  # helpers it left behind; on Ctrl-C the group is not in the foreground
+            group.stop(grace_s=0.0)
     took = time.monotonic() - start
     code = None if timed_out else proc.returncode
     return ExecResult(tuple(argv), code, stdout, stderr, timed_out, duration_s=took)
@@ -223,6 +217,71 @@ class _Feeder:
             selector.unregister(self._pipe.fileno())
             with contextlib.suppress(OSError):
                 self._pipe.close()
+
+
+class ProcessGroup:
+    """A program started as the leader of its own session and process group.
+
+    Everything it starts stays in the group unless it calls setsid itself (the
+    sandboxes find those). `stop()` ends the whole group and reaps the leader,
+    waiting for nothing when the program has already exited (git's case);
+    `close()` — also on leaving the `with` block: an error, Ctrl-C — closes
+    the pipes too.
+    `env` is the whole environment (None: this process's).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: int = subprocess.PIPE,
+        stdout: int = subprocess.PIPE,
+        stderr: int = subprocess.PIPE,
+    ) -> None:
+        self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # its own group: stop() can end all of it
+        )
+        self.pid = self.proc.pid  # also the group's id
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the whole group; nothing happens when it is gone."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+    def stop(self, grace_s: float = GRACE_S) -> int:
+        """SIGTERM the group while its leader runs, give the leader `grace_s` to
+        exit, then SIGKILL the whole group and reap the leader. Returns its exit
+        code. Its pipes stay open: what it wrote can still be read."""
+        # The leader's exit is what is waited for: the group cannot be polled, as a
+        # member that already died stays in it (a zombie) until init reaps it.
+        if grace_s > 0 and self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=grace_s)
+        self.signal(signal.SIGKILL)  # what is left, also after a normal exit
+        return self.proc.wait()
+
+    def close(self, grace_s: float = GRACE_S) -> None:
+        """`stop()`, then close our ends of its pipes."""
+        self.stop(grace_s)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    pipe.close()
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def kill_group(pgid: int) -> None:

@@ -488,13 +488,14 @@ REPLACES_THE_PLUGIN = """  - name: s5-replaces-the-plugin
 @pytest.mark.slow
 def test_a_retry_never_deletes_outside_the_run(tmp_path: Path) -> None:
     from ci_evals.agents.registry import get_agent  # noqa: PLC0415
-    from ci_evals.agents.retry import RetryingAgent, RetryPolicy  # noqa: PLC0415
+    from ci_evals.agents.retry import RetryingAgent  # noqa: PLC0415
+    from ci_evals.backoff import RetryPolicy  # noqa: PLC0415
     from tests.test_retry import run_stage_5  # noqa: PLC0415
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "precious.txt").write_text("keep\n")
-    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_delay_s=0.1))
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_s=0.1))
     run_stage_5(tmp_path / "t", REPLACES_THE_PLUGIN.replace("OUTSIDE", str(outside)), agent)
 
     assert sorted(os.listdir(outside)) == ["precious.txt"]

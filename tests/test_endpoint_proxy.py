@@ -15,7 +15,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from ci_evals.endpoints.ledger import (
     worst_case,
 )
 from ci_evals.endpoints.pricing import Price, Pricing, Usage, model_key
-from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings, SSEUsage, retry_wait
+from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings, SSEUsage
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from tests.stub_helpers import run_query
 
@@ -412,18 +411,6 @@ def test_500_is_not_retried_by_the_proxy() -> None:
     with Upstream(error(500, "api_error")) as up, proxy_for(up, retry_base_s=0.01) as proxy:
         assert post(proxy)[0] == 500
         assert len(up.received) == 1
-
-
-def test_retry_wait_reads_seconds_and_http_dates_and_caps_them() -> None:
-    settings = ProxySettings(upstream="http://127.0.0.1:1", max_retry_wait_s=30, retry_base_s=1)
-    assert retry_wait("2", 1, settings) == 2.0
-    assert retry_wait("0.5", 1, settings) == 0.5
-    assert retry_wait("3600", 1, settings) == 30.0
-    now = 1_800_000_000.0
-    assert retry_wait(formatdate(now + 10, usegmt=True), 1, settings, now=now) == 10.0
-    assert retry_wait(formatdate(now - 10, usegmt=True), 1, settings, now=now) == 0.0
-    assert 2.0 <= retry_wait(None, 3, settings) <= 4.0  # 1 s x 2**2, jittered down to half
-    assert 0.5 <= retry_wait("soon", 1, settings) <= 1.0  # unreadable: backoff
 
 
 def test_an_unreachable_upstream_is_a_502() -> None:

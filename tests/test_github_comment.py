@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from ci_evals.backoff import RetryPolicy
 from ci_evals.errors import UserError
 from ci_evals.github.comment import (
     COMMENT_LIMIT,
     CommentSettings,
-    RetryPolicy,
     comment_body,
     comment_on_pull_request,
     post_sticky_comment,
@@ -234,7 +234,7 @@ def post(github: FakeGitHub, body: str = "## ci-evals: passed\n", **kwargs: Any)
 
 
 # The real waits, scaled down: a test must not sleep for seconds.
-FAST_RETRY = RetryPolicy(attempts=3, backoff_s=0.01, cap_s=0.5)
+FAST_RETRY = RetryPolicy(attempts=3, first_s=0.01, cap_s=0.5)
 
 
 # ------------------------------------------------------------------ create and update
@@ -727,7 +727,7 @@ def test_a_secondary_rate_limit_is_retried(
 
 def test_retry_after_is_honoured_and_counted(github: FakeGitHub) -> None:
     waits: list[float] = []
-    policy = RetryPolicy(attempts=4, backoff_s=0.01, cap_s=5.0, sleep=waits.append)
+    policy = RetryPolicy(attempts=4, first_s=0.01, cap_s=5.0, sleep=waits.append)
     github.fail["PATCH"] = (403, {"message": "secondary rate limit"}, {"Retry-After": "3"})
     github.fail_times["PATCH"] = 2
     github.add(f"{MARKER}\nold", BOT)
@@ -737,7 +737,7 @@ def test_retry_after_is_honoured_and_counted(github: FakeGitHub) -> None:
 
 def test_no_retry_after_means_exponential_backoff(github: FakeGitHub) -> None:
     waits: list[float] = []
-    policy = RetryPolicy(attempts=3, backoff_s=0.5, cap_s=5.0, sleep=waits.append)
+    policy = RetryPolicy(attempts=3, first_s=0.5, cap_s=5.0, sleep=waits.append)
     github.fail["GET"] = (502, {"message": "Bad Gateway"}, {})
     with pytest.raises(UserError, match=r"502: Bad Gateway .*3 tries"):
         post(github, retry=policy)
@@ -747,7 +747,7 @@ def test_no_retry_after_means_exponential_backoff(github: FakeGitHub) -> None:
 
 def test_a_wait_beyond_the_cap_is_not_waited_for(github: FakeGitHub) -> None:
     waits: list[float] = []
-    policy = RetryPolicy(attempts=3, backoff_s=0.01, cap_s=60.0, sleep=waits.append)
+    policy = RetryPolicy(attempts=3, first_s=0.01, cap_s=60.0, sleep=waits.append)
     github.fail["POST"] = (429, {"message": "rate limit"}, {"Retry-After": "3600"})
     with pytest.raises(UserError, match=r"429: rate limit .*asked to wait 3600s") as info:
         post(github, retry=policy)

@@ -10,7 +10,8 @@ import pytest
 
 from ci_evals.agents import StageOutcome, StageRequest
 from ci_evals.agents.registry import get_agent
-from ci_evals.agents.retry import RetryingAgent, RetryPolicy
+from ci_evals.agents.retry import RetryingAgent
+from ci_evals.backoff import RetryPolicy
 from ci_evals.endpoints.stub_model import StubServer, load_script
 from ci_evals.results.model import RunResult
 from ci_evals.run.runner import Runner, RunPlan
@@ -60,7 +61,7 @@ def test_an_overloaded_endpoint_is_retried_and_the_stage_completes(tmp_path: Pat
     def on_retry(request: StageRequest, outcome: StageOutcome, attempt: int, delay: float) -> None:
         retried.append((outcome.api_error_status, attempt, delay))
 
-    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_delay_s=0.2), on_retry)
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_s=0.2), on_retry)
     result, server = run_stage_5(tmp_path, OVERLOADED_ONCE, agent)
 
     stage = result.scenarios[0].stages[0]
@@ -79,7 +80,7 @@ def test_an_overloaded_endpoint_is_retried_and_the_stage_completes(tmp_path: Pat
 @pytest.mark.slow
 def test_the_retries_are_bounded(tmp_path: Path) -> None:
     always = OVERLOADED_ONCE.replace("times: 1, scope: server", "times: 99, scope: server")
-    agent = RetryingAgent(get_agent("claude"), RetryPolicy(tries=2, first_delay_s=0.1))
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(attempts=2, first_s=0.1))
     result, server = run_stage_5(tmp_path, always, agent)
 
     stage = result.scenarios[0].stages[0]
@@ -89,7 +90,7 @@ def test_the_retries_are_bounded(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_timeout_is_never_retried(tmp_path: Path) -> None:
-    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_delay_s=0.1))
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_s=0.1))
     result, server = run_stage_5(tmp_path, HANGS, agent, limits="{max_turns: 10, timeout_s: 4}")
 
     stage = result.scenarios[0].stages[0]
@@ -99,8 +100,8 @@ def test_a_timeout_is_never_retried(tmp_path: Path) -> None:
 
 
 def test_backoff_grows_exponentially_up_to_a_cap() -> None:
-    policy = RetryPolicy(tries=6, first_delay_s=2.0, factor=3.0, max_delay_s=30.0)
-    assert [policy.delay(n) for n in range(1, 6)] == [2.0, 6.0, 18.0, 30.0, 30.0]
+    policy = RetryPolicy(attempts=6, first_s=2.0, factor=3.0, cap_s=30.0)
+    assert [policy.wait(n) for n in range(1, 6)] == [2.0, 6.0, 18.0, 30.0, 30.0]
 
 
 FAILS_AFTER_WRITING = """  - name: s5-fails-after-writing
@@ -117,7 +118,7 @@ FAILS_AFTER_WRITING = """  - name: s5-fails-after-writing
 
 @pytest.mark.slow
 def test_a_retried_stage_starts_from_the_files_the_stage_started_from(tmp_path: Path) -> None:
-    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_delay_s=0.1))
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_s=0.1))
     result, server = run_stage_5(tmp_path, FAILS_AFTER_WRITING, agent)
 
     stage = result.scenarios[0].stages[0]
@@ -140,7 +141,7 @@ REMOVES_THE_CHECKPOINT = """  - name: s5-removes-the-checkpoint
 
 @pytest.mark.slow
 def test_a_stage_whose_files_cannot_be_restored_is_not_retried(tmp_path: Path) -> None:
-    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_delay_s=0.1))
+    agent = RetryingAgent(get_agent("claude"), RetryPolicy(first_s=0.1))
     result, server = run_stage_5(tmp_path, REMOVES_THE_CHECKPOINT, agent)
 
     stage = result.scenarios[0].stages[0]

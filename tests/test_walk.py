@@ -124,3 +124,58 @@ def test_a_deep_tree_needs_no_recursion(tmp_path: Path) -> None:
     finally:  # bottom-up: pytest's own clean-up (shutil.rmtree) recurses
         for folder in reversed(folders[1:]):
             os.rmdir(folder)
+
+
+# -- follow_links: the view of a link-following copy (digest, copyable) -----------
+
+
+def test_following_links_enters_linked_folders_in_and_out_of_the_tree(tmp_path: Path) -> None:
+    outside = tmp_path / "shared"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "x.md").write_text("x")
+    top = tmp_path / "plugin"
+    (top / "real").mkdir(parents=True)
+    (top / "real" / "a.md").write_text("a")
+    (top / "out").symlink_to(outside)  # out of the tree
+    (top / "in").symlink_to("real")  # within it
+    (top / "file-link").symlink_to("real/a.md")
+    assert sorted(listing(top, follow_links=True)) == [
+        ("file-link", "file"),
+        ("in", "dir"),
+        ("in/a.md", "file"),
+        ("out", "dir"),
+        ("out/deep", "dir"),
+        ("out/deep/x.md", "file"),
+        ("real", "dir"),
+        ("real/a.md", "file"),
+    ]
+    # Not following, the same tree is three links and one folder.
+    assert [k for r, k in sorted(listing(top)) if "/" not in r] == ["link", "link", "link", "dir"]
+
+
+def test_following_links_ends_on_loops_and_names_them(tmp_path: Path) -> None:
+    top = tmp_path / "plugin"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "a" / "b" / "up").symlink_to("../..")  # back to the top
+    (top / "a" / "self").symlink_to(".")
+    (top / "one").symlink_to("two")  # a loop of links: cannot be followed at all
+    (top / "two").symlink_to("one")
+    (top / "gone").symlink_to("missing")
+    assert sorted(listing(top, follow_links=True)) == [
+        ("a", "dir"),
+        ("a/b", "dir"),
+        ("a/b/up", "loop"),
+        ("a/self", "loop"),
+        ("gone", "link"),
+        ("one", "link"),
+        ("two", "link"),
+    ]
+
+
+def test_a_sibling_link_to_a_folder_is_not_a_loop(tmp_path: Path) -> None:
+    top = tmp_path / "plugin"
+    (top / "skills" / "s").mkdir(parents=True)
+    (top / "skills" / "s" / "SKILL.md").write_text("s")
+    (top / "agents").mkdir()
+    (top / "agents" / "s").symlink_to("../skills/s")  # the same folder twice, no cycle
+    assert ("agents/s/SKILL.md", "file") in listing(top, follow_links=True)

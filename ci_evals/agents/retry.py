@@ -2,7 +2,7 @@
 
 When the model endpoint fails (HTTP 5xx, 529 overloaded) the stage says
 nothing about the agent: `RetryingAgent` runs it again, with exponential
-backoff, a bounded number of times. A timeout, a turn or budget limit, an
+backoff (`ci_evals.backoff`), a bounded number of times. A timeout, a turn or budget limit, an
 error of the CLI itself, and a failed verdict are never retried: they are
 results.
 
@@ -25,22 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from ci_evals.agents import Abort, Agent, Checkpoint, Progress, StageOutcome, StageRequest
+from ci_evals.backoff import RetryPolicy
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    tries: int = 3  # attempts in all, the first included
-    first_delay_s: float = 5.0
-    factor: float = 2.0
-    max_delay_s: float = 60.0
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number `attempt` (1-based)."""
-        return float(min(self.max_delay_s, self.first_delay_s * self.factor ** (attempt - 1)))
+# A stage is minutes of work: wait 5 s, then 10 s, before its second and third try.
+STAGE_RETRY = RetryPolicy(attempts=3, first_s=5.0, factor=2.0, cap_s=60.0)
 
 
 class RetryingAgent:
@@ -54,7 +45,7 @@ class RetryingAgent:
     ) -> None:
         self.agent = agent
         self.name = agent.name
-        self.policy = policy or RetryPolicy()
+        self.policy = policy or STAGE_RETRY
         self.on_retry = on_retry  # (request, failed outcome, attempt, delay) -> None
         # Attempts per trajectory path, for the record (the outcome has no field for it).
         self.attempts: dict[Path, int] = {}
@@ -66,7 +57,7 @@ class RetryingAgent:
         abort: Abort,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> StageOutcome:
-        checkpoint = request.checkpoint if self.policy.tries > 1 else None
+        checkpoint = request.checkpoint if self.policy.attempts > 1 else None
         if checkpoint is not None:
             await asyncio.to_thread(checkpoint.save)
         try:
@@ -88,11 +79,15 @@ class RetryingAgent:
             outcome = await self.agent.run_stage(request, abort=abort, on_progress=on_progress)
             outcome.attempts = attempt
             self.attempts[request.trajectory_path] = attempt
-            if not outcome.infrastructure_error or attempt >= self.policy.tries or abort.is_set:
+            if (
+                not outcome.infrastructure_error
+                or not self.policy.retries_left(attempt)
+                or abort.is_set
+            ):
                 outcome.cost_usd += spent
                 return outcome
             spent += outcome.cost_usd
-            delay = self.policy.delay(attempt)
+            delay = self.policy.wait(attempt)
             _keep_attempt(request, attempt)
             if self.on_retry is not None:
                 self.on_retry(request, outcome, attempt, delay)

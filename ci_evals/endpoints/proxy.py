@@ -28,9 +28,10 @@ upstream. On the way it
   outlives its exchange;
 - limits concurrent upstream requests (`max_concurrency`; a streamed response
   holds its slot until it ends) and retries 429 and 529 that arrive before
-  anything was sent to the client, honouring `retry-after` (seconds or an
-  HTTP date, capped at `max_retry_wait_s`) or else exponential backoff with
-  jitter, `max_retries` times, then passes the last error through unchanged.
+  anything was sent to the client, honouring `retry-after-ms` / `retry-after`
+  (seconds or an HTTP date: `ci_evals.backoff`; capped at `max_retry_wait_s`)
+  or else exponential backoff with jitter, `max_retries` times, then passes
+  the last error through unchanged.
   Other 5xx are passed through at once: the CLI retries them itself, and
   ci-evals retries a failed stage, so a third layer would multiply the waits.
   An unreachable upstream is a 502 `api_error`;
@@ -45,12 +46,10 @@ on the fly. The real credential is never in `repr`, the recording or the log.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import hmac
 import http.client
 import json
 import logging
-import random
 import re
 import secrets
 import select
@@ -67,6 +66,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from ci_evals.backoff import RetryPolicy, requested_wait
 from ci_evals.endpoints.ledger import (
     BadRequest,
     Ledger,
@@ -148,32 +148,20 @@ class ProxySettings:
         if self.max_retries < 0 or self.max_retry_wait_s < 0 or self.retry_base_s < 0:
             raise ValueError("max_retries, max_retry_wait_s and retry_base_s must not be negative")
 
+    @property
+    def retry(self) -> RetryPolicy:
+        """Upstream 429/529: `retry-after(-ms)` honoured, else jittered backoff; both capped."""
+        return RetryPolicy(
+            attempts=self.max_retries + 1,
+            first_s=self.retry_base_s,
+            cap_s=self.max_retry_wait_s,
+            jitter=True,
+        )
+
 
 def error_body(kind: str, message: str) -> bytes:
     """An Anthropic-shaped error: `{"type": "error", "error": {"type": ..., "message": ...}}`."""
     return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
-
-
-def retry_wait(
-    retry_after: str | None, attempt: int, settings: ProxySettings, now: float | None = None
-) -> float:
-    """Seconds to wait before attempt `attempt + 1`: `retry-after` (seconds or an HTTP
-    date) when given, else `retry_base_s * 2**(attempt-1)` with jitter; capped."""
-    cap = settings.max_retry_wait_s
-    if retry_after is not None:
-        text = retry_after.strip()
-        try:
-            return min(cap, max(0.0, float(text)))
-        except ValueError:
-            pass
-        with contextlib.suppress(TypeError, ValueError, IndexError):
-            when = email.utils.parsedate_to_datetime(text)
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=timezone.utc)
-            current = time.time() if now is None else now
-            return min(cap, max(0.0, when.timestamp() - current))
-    backoff = settings.retry_base_s * 2.0 ** (attempt - 1)
-    return min(cap, backoff * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not crypto
 
 
 class SSEUsage:
@@ -674,9 +662,7 @@ class _Exchange:
                     with contextlib.suppress(OSError, http.client.HTTPException):
                         response.read()
                     proxy._release(conn, reusable=not response.will_close)
-                    wait = retry_wait(
-                        response.getheader("retry-after"), len(self.attempts), settings
-                    )
+                    wait = settings.retry.wait(len(self.attempts), requested_wait(response.headers))
                     self.attempts[-1].update(seconds=time.monotonic() - began, wait=wait)
                     if proxy._stopping.wait(wait):
                         self.error = "stopped"

@@ -92,17 +92,17 @@ def _empty(folder: Path) -> None:
     """Remove everything inside the real folder `folder` (not a link: checked by the
     caller), making folders writable on the way down. Links are removed, never
     followed. No recursion: an agent can make a tree thousands of folders deep."""
-    folders = [str(folder)]
-    index = 0
-    while index < len(folders):  # top-down: open each folder before looking inside
-        current = folders[index]
-        index += 1
-        os.chmod(current, stat.S_IMODE(os.lstat(current).st_mode) | stat.S_IRWXU)
-        with os.scandir(current) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.path)
-                else:
-                    os.unlink(entry.path)
+    top = str(folder)
+    os.chmod(top, stat.S_IMODE(os.lstat(top).st_mode) | stat.S_IRWXU)
+    folders = [top]
+    # `walk` lists a folder only after handing it out: opened here first, then listed.
+    for _, kind, entry in walk(folder):
+        if kind == "dir":
+            os.chmod(
+                entry.path, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode) | stat.S_IRWXU
+            )
+            folders.append(entry.path)
+        else:
+            os.unlink(entry.path)
     for current in reversed(folders[1:]):  # bottom-up: each is empty by now
         os.rmdir(current)

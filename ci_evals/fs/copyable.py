@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import stat
 
+from ci_evals.fs.walk import walk
+
 # Views of the running machine, not files anyone wrote: `/proc/self/environ`
 # reads as a regular file holding ci-evals' own environment (its API key), so a
 # link to it would copy that into every workspace the agent reads.
@@ -49,47 +51,37 @@ def copy_problem(root: str | os.PathLike[str]) -> tuple[str, str] | None:
     them, or to a folder holding one of them, is a loop.
     """
     top = os.fspath(root)
-    stack: list[tuple[str, frozenset[str]]] = [(top, frozenset({os.path.realpath(top)}))]
-    while stack:
-        folder, chain = stack.pop()
+    walked = walk(top, follow_links=True)
+    while True:
         try:
-            with os.scandir(folder) as entries:
-                listed = sorted(entries, key=lambda e: e.name)
-        except OSError as exc:
-            return folder, f"cannot be read ({exc.strerror or exc})"
-        below: list[tuple[str, frozenset[str]]] = []
-        for entry in listed:
-            path = entry.path
+            found = next(walked, None)
+        except OSError as exc:  # a folder that cannot be listed
+            return exc.filename or top, f"cannot be read ({exc.strerror or exc})"
+        if found is None:
+            return None
+        _, kind, entry = found
+        path = entry.path
+        if kind == "link":  # cannot be followed
             try:
-                info = os.stat(path)  # follows links, as the copy does
+                os.stat(path)
             except OSError as exc:
-                if entry.is_symlink():
-                    return path, _link_problem(path, exc)
+                return path, _link_problem(path, exc)
+        if entry.is_symlink() or kind in ("dir", "loop"):
+            real = os.path.realpath(path)
+            problem = host_state_problem(real)
+            if problem is None and kind == "loop":
+                what = repr(os.readlink(path)) if entry.is_symlink() else real
+                problem = f"is a link to {what}, a folder it is inside (copying it would never end)"
+            if problem is not None:
+                return path, problem
+        if kind == "other":
+            try:
+                mode = os.stat(path).st_mode
+            except OSError as exc:
                 return path, f"cannot be read ({exc.strerror or exc})"
-            folder_here = stat.S_ISDIR(info.st_mode)
-            if entry.is_symlink() or folder_here:
-                real = os.path.realpath(path)
-                problem = host_state_problem(real)
-                if problem is None and folder_here and _in_chain(real, chain):
-                    what = repr(os.readlink(path)) if entry.is_symlink() else real
-                    problem = (
-                        f"is a link to {what}, a folder it is inside (copying it would never end)"
-                    )
-                if problem is not None:
-                    return path, problem
-            if folder_here:
-                below.append((path, chain | {real}))
-            elif not stat.S_ISREG(info.st_mode):
-                kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file or folder")
-                via = " (through a link)" if entry.is_symlink() else ""
-                return path, f"is {kind}{via}; only files, folders and links can be copied"
-        stack.extend(reversed(below))  # depth first, in name order
-    return None
-
-
-def _in_chain(real: str, chain: frozenset[str]) -> bool:
-    """Is `real` one of the folders `chain` (or above one of them)?"""
-    return any(c == real or c.startswith(real + os.sep) for c in chain)
+            what = _KINDS.get(stat.S_IFMT(mode), "not a file or folder")
+            via = " (through a link)" if entry.is_symlink() else ""
+            return path, f"is {what}{via}; only files, folders and links can be copied"
 
 
 def _link_problem(path: str, exc: OSError) -> str:

@@ -1,4 +1,4 @@
-"""The one tree walk: every folder, file and link under a folder, links never followed.
+"""The one tree walk: every folder, file and link under a folder; one link policy.
 
 `walk(top)` yields `(rel, kind, entry)` for each entry below `top`: `rel` is
 its POSIX path relative to `top`, `kind` one of `dir`, `file` (a regular
@@ -14,6 +14,13 @@ whole and closed before its entries are handed out, so a deep tree never
 holds more than one folder open. No recursion: an agent can make a tree
 thousands of folders deep.
 
+Links are never followed by default (`kind` is `link`). With `follow_links`
+— the view a link-following copy of a plugin has — a link is classified by
+what it points at (`dir`, `file`, `other`) and a linked folder is entered; a
+link that cannot be followed (dangling, a loop of links, closed to us) stays
+`link`, and a folder that is one of the real folders it is inside, or above
+one (`a/b -> ..`), is `loop` and not entered, so a walk always ends.
+
 By default any error is raised (fixtures, checkpoints: a tree that cannot be
 read whole must not be copied in part). A live tree, one the agent may still
 be changing or may have closed to us, is walked with `skip_vanished` (a folder
@@ -26,9 +33,10 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterator
 from operator import attrgetter
+from stat import S_ISDIR, S_ISREG
 from typing import Literal
 
-Kind = Literal["dir", "file", "link", "other"]
+Kind = Literal["dir", "file", "link", "other", "loop"]
 
 _VANISHED = (FileNotFoundError, NotADirectoryError)
 _BY_NAME = attrgetter("name")
@@ -40,11 +48,15 @@ def walk(
     exclude: Collection[str] = (),
     skip_vanished: bool = False,
     skip_unreadable: bool = False,
+    follow_links: bool = False,
 ) -> Iterator[tuple[str, Kind, os.DirEntry[str]]]:
     """`(relative POSIX path, kind, entry)` of everything under `top` (see the module doc).
 
     `exclude` holds relative POSIX paths left out: an excluded folder is not entered.
     """
+    if follow_links:
+        yield from _walk_following(top, exclude)
+        return
     excluded = frozenset(exclude)
     stack = [("", os.fspath(top))]
     while stack:
@@ -71,6 +83,46 @@ def walk(
                 raise
             if kind == "dir":
                 below.append((rel + "/", entry.path))
+            yield rel, kind, entry
+        stack.extend(reversed(below))
+
+
+def _walk_following(
+    top: str | os.PathLike[str], exclude: Collection[str]
+) -> Iterator[tuple[str, Kind, os.DirEntry[str]]]:
+    """`walk` with links followed: each folder entered with the real folders above it."""
+    excluded = frozenset(exclude)
+    start = os.fspath(top)
+    stack: list[tuple[str, str, frozenset[str]]] = [
+        ("", start, frozenset({os.path.realpath(start)}))
+    ]
+    while stack:
+        prefix, folder, chain = stack.pop()
+        below: list[tuple[str, str, frozenset[str]]] = []
+        for entry in _listing(folder, False, False):
+            rel = prefix + entry.name
+            if excluded and rel in excluded:
+                continue
+            kind: Kind
+            if entry.is_symlink():
+                try:
+                    mode = os.stat(entry.path).st_mode  # what the link points at
+                except OSError:
+                    kind = "link"  # dangling, a loop of links, or closed to us
+                else:
+                    kind = "dir" if S_ISDIR(mode) else "file" if S_ISREG(mode) else "other"
+            elif entry.is_dir(follow_symlinks=False):
+                kind = "dir"
+            elif entry.is_file(follow_symlinks=False):
+                kind = "file"
+            else:
+                kind = "other"
+            if kind == "dir":
+                real = os.path.realpath(entry.path)
+                if any(c == real or c.startswith(real + os.sep) for c in chain):
+                    kind = "loop"  # entering it would never end
+                else:
+                    below.append((rel + "/", entry.path, chain | {real}))
             yield rel, kind, entry
         stack.extend(reversed(below))
 

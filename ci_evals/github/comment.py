@@ -19,7 +19,7 @@ notification, no "edited" mark.
 Failure rules:
 - a 5xx or a secondary rate limit (403/429 with `Retry-After`, or
   `x-ratelimit-remaining: 0`) is retried a bounded number of times
-  (`RetryPolicy`): the wait is GitHub's `Retry-After` (or the time to
+  (`backoff.RetryPolicy`): the wait is GitHub's `Retry-After` (or the time to
   `x-ratelimit-reset`), else an exponential backoff; a wait longer than the
   cap is not waited for: the error is reported at once. The retried unit is
   the whole find-then-write, so a create that failed with a 5xx but did land
@@ -54,6 +54,8 @@ from email.message import Message
 from pathlib import Path
 from typing import IO, Literal, TypeVar
 
+from ci_evals import backoff
+from ci_evals.backoff import RetryPolicy
 from ci_evals.errors import UserError
 from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
 from ci_evals.text import one_line
@@ -92,22 +94,9 @@ class CommentOutcome:
     detail: str
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry GitHub's "try again later" answers.
-
-    `attempts` counts the first try; `backoff_s` doubles after each try when
-    GitHub names no wait; a wait above `cap_s` is not waited for (the error is
-    reported at once: a step that sleeps for an hour is worse than a red one).
-    """
-
-    attempts: int = 3
-    backoff_s: float = 2.0
-    cap_s: float = 60.0
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
-
-
-DEFAULT_RETRY = RetryPolicy()
+# A wait above `cap_s` is not waited for (the error is reported at once: a step
+# that sleeps for an hour is worse than a red one).
+DEFAULT_RETRY = RetryPolicy(attempts=3, first_s=2.0, cap_s=60.0)
 
 
 @dataclass(frozen=True)
@@ -322,11 +311,11 @@ class _Client:
 
 
 def requested_wait(headers: Message, now: float | None = None) -> float | None:
-    """The seconds GitHub asks a client to wait: `Retry-After` (seconds), else the
-    time until `x-ratelimit-reset` (epoch seconds) when `x-ratelimit-remaining` is 0."""
-    retry_after = str(headers.get("retry-after") or "").strip()
-    if retry_after.isdigit():
-        return float(retry_after)
+    """The seconds GitHub asks a client to wait: `Retry-After` (`backoff.requested_wait`),
+    else the time until `x-ratelimit-reset` (epoch seconds) when `x-ratelimit-remaining` is 0."""
+    wait = backoff.requested_wait(headers, now)
+    if wait is not None:
+        return wait
     reset = str(headers.get("x-ratelimit-reset") or "").strip()
     if headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
         return max(0.0, float(reset) - (time.time() if now is None else now))
@@ -340,10 +329,9 @@ def retryable(exc: _StatusError) -> bool:
 
 def retry_wait(exc: _StatusError, attempt: int, policy: RetryPolicy) -> float | None:
     """How long to wait before try `attempt + 1`, or None when not to retry at all."""
-    if not retryable(exc) or attempt >= policy.attempts:
+    if not retryable(exc) or not policy.retries_left(attempt) or policy.exceeds_cap(exc.wait_s):
         return None
-    wait = exc.wait_s if exc.wait_s is not None else policy.backoff_s * 2 ** (attempt - 1)
-    return wait if wait <= policy.cap_s else None
+    return policy.wait(attempt, exc.wait_s)
 
 
 def _reason(exc: BaseException) -> str:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ci_evals.backoff import RetryPolicy
 from ci_evals.errors import UserError
 from ci_evals.github.comment import (
     DEFAULT_RETRY,
-    RetryPolicy,
     _Client,
     checked_request,
     with_retries,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
+from ci_evals.config.front_matter import read_front_matter
 from ci_evals.graders.trajectory import ToolUse, What, count_calls, read_tool_uses
 from ci_evals.text import one_line
 
@@ -586,27 +587,17 @@ def _has_headings(check: HasHeadings, folder: Path) -> Outcome:
     return _each_file(check.id, check.globs, folder, problem, f"have all {len(check.require)}")
 
 
-def front_matter_of(text: str) -> dict[str, Any] | None:
-    """The YAML mapping between a leading `---` line and the next, or None if there is none."""
-    lines = text.split("\n")
-    if not lines or lines[0].rstrip() != "---":
-        return None
-    for end, line in enumerate(lines[1:], start=1):
-        if line.rstrip() in ("---", "..."):
-            data = yaml.safe_load("\n".join(lines[1:end]))
-            return data if isinstance(data, dict) else None
-    return None
-
-
 def _front_matter(check: FrontMatter, folder: Path) -> Outcome:
     def problem(path: Path, name: str) -> str | None:
         try:
-            data = front_matter_of(_read_text(path))
-        except (OSError, ValueError, yaml.YAMLError) as exc:
+            found = read_front_matter(_read_text(path))
+        except (OSError, ValueError) as exc:
             return f"{name}: cannot read its front matter ({one_line(str(exc), 200)})"
-        if data is None:
+        if not found.present:
             return f"{name}: no front matter (a leading '---' YAML block)"
-        missing = [key for key in check.require if key not in data]
+        if found.problem is not None:
+            return f"{found.where(name)}: {found.problem}"
+        missing = [key for key in check.require if key not in found.fields]
         return f"{name}: front matter lacks {', '.join(map(repr, missing))}" if missing else None
 
     passed = f"have all {len(check.require)} front-matter field(s)"

@@ -65,6 +65,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ci_evals.fs.walk import walk
+
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
     from ci_evals.graders.base import GradeContext, LoadContext
@@ -368,10 +370,17 @@ def _private_folders(grader: CommandGrader) -> Iterator[tuple[tuple[str, ...], P
 def _open_to_all(copy: Path) -> None:
     """Make the script's copy readable (and what its owner may run, runnable) by
     every uid: the code under test's may be the one running it (`chmod 744`)."""
-    for folder, names, files in os.walk(copy):
-        for path in (folder, *(os.path.join(folder, n) for n in (*names, *files))):
-            mode = stat.S_IMODE(os.lstat(path).st_mode)
-            os.chmod(path, mode | 0o444 | (0o111 if mode & stat.S_IXUSR else 0))
+    # A folder is opened as the walk reaches it, before it is listed. The copy holds
+    # no links (`_copy_named`); were one there, chmod would follow it: never touched.
+    _open_one(str(copy))
+    for _, kind, entry in walk(copy):
+        if kind != "link":
+            _open_one(entry.path)
+
+
+def _open_one(path: str) -> None:
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    os.chmod(path, mode | 0o444 | (0o111 if mode & stat.S_IXUSR else 0))
 
 
 def _copy_named(source: Path, target: Path) -> None:

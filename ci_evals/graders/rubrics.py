@@ -33,10 +33,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-import yaml
-
+from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import host_state_problem
 
@@ -44,7 +43,6 @@ Kind = Literal["checklist", "analytic"]
 KINDS: tuple[Kind, ...] = ("checklist", "analytic")
 Origin = Literal["plugin", "suite"]
 SUITE_PREFIX = "suite:"
-_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _SEPARATORS = re.compile(r"[\s_]+")
 
 
@@ -200,18 +198,10 @@ def read_rubric(path: Path, root: Path | None = None) -> list[Rubric]:
 
 
 def _frontmatter(path: Path, text: str) -> dict[str, Any]:
-    match = _FRONTMATTER.match(text)
-    if match is None:
-        return {}
-    try:
-        meta = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        raise RubricError(f"invalid YAML frontmatter: {exc}", file=str(path)) from None
-    if meta is None:
-        return {}
-    if not isinstance(meta, dict):
-        raise RubricError("frontmatter must be a mapping", file=str(path))
-    return cast(dict[str, Any], meta)
+    found = read_front_matter(text)
+    if found.problem is not None:
+        raise RubricError(found.problem, file=str(path), line=found.problem_line)
+    return found.fields
 
 
 def _kind_of(path: Path, declared: object, folders: tuple[str, ...]) -> Kind | None:

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from ci_evals.mcp.framing import LineReader, Message, Violation
 from ci_evals.mcp.revisions import VERSION_KEY
-from ci_evals.process import kill_group
+from ci_evals.process import ProcessGroup, kill_group
 from ci_evals.sandbox.base import Spawn
 
 STDERR_CAP = 16 * 1024
@@ -28,6 +28,7 @@ MAX_STDOUT_BYTES = 64 * 1024 * 1024  # read from one session; beyond it the serv
 MAX_EVENTS = 10_000  # messages kept from one session; a flood beyond it is one violation
 _READ_BYTES = 65536
 _EXIT_GRACE_S = 0.1  # after stdin closes, how long a server may take to exit on its own
+_STOP_GRACE_S = 0.5  # then SIGTERM: what it started may clean up before SIGKILL
 _FIRST_ID_MIN, _FIRST_ID_SPAN = 1000, 1 << 30
 _WAIT_SLICE_S = 3600.0
 
@@ -46,15 +47,9 @@ class Session:
     """A running server; use as a context manager (`close()` kills what is left)."""
 
     def __init__(self, spawn: Spawn) -> None:
-        self._proc = subprocess.Popen(
-            list(spawn.argv),
-            cwd=spawn.cwd,
-            env=spawn.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own group: close() ends all it started
-        )
+        # Its own group: close() ends all it started.
+        self._group = ProcessGroup(spawn.argv, cwd=spawn.cwd, env=spawn.env)
+        self._proc = self._group.proc
         self._changed = threading.Condition()
         self.messages: list[Message] = []
         self.violations: list[str] = []
@@ -245,8 +240,7 @@ class Session:
                 self._proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(timeout=_EXIT_GRACE_S)
-        kill_group(self._proc.pid)
-        self._proc.wait()
+        self._group.stop(grace_s=_STOP_GRACE_S)
         for reader in self._readers:
             # A process that left the group may hold the pipes; its output is not waited for.
             reader.join(timeout=1.0)

@@ -7,11 +7,9 @@ plumbing it builds on (`run`, `without_index`, `GitError`) stays in `ci_evals.gi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import selectors
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -40,14 +38,8 @@ class TreeDiffer:
         )  # fmt: skip
         self.timeout = timeout
         self._deadline = time.monotonic() + timeout
-        self._proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=git.without_index(),
-        )
+        self._group = process.ProcessGroup(self.argv, env=git.without_index())
+        self._proc = self._group.proc
         self._used = False
 
     def __enter__(self) -> TreeDiffer:
@@ -115,14 +107,8 @@ class TreeDiffer:
             self.close()
 
     def close(self) -> None:
-        proc = self._proc
-        if proc.poll() is None:
-            process.kill_group(proc.pid)
-            proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
+        # No grace: git holds no state worth a SIGTERM, and this is the hot path.
+        self._group.close(grace_s=0.0)
 
 
 # Bytes written to git's stdin at a time: a pipe that polls writable takes this

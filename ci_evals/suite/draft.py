@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
 from ci_evals.suite import draft_order, references
 from ci_evals.suite.draft_inputs import example_value
@@ -37,8 +38,6 @@ _ARGUMENTS = re.compile(r"\$ARGUMENTS|\$[1-9]")
 # A shell expansion running git (`` !`git diff HEAD` ``): the CLI runs it before
 # the model sees the prompt, and it fails unless the workspace is a repository.
 _RUNS_GIT = re.compile(r"!`\s*git\b")
-_NAME_FIELD = re.compile(r"^name:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
-_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---", re.DOTALL)
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
 
@@ -279,11 +278,15 @@ def _input_name(command: str) -> str:
 
 
 def _frontmatter_value(text: str, key: str) -> str | None:
-    match = _FRONTMATTER.match(text)
-    if match is None:
+    """A front-matter field as text, read as Claude Code reads it; None when absent or empty."""
+    value = read_front_matter(text).fields.get(key)
+    if isinstance(value, list):  # `argument-hint: [pr]` is valid YAML: a one-item list
+        shown = " ".join(f"[{item}]" for item in value)
+    elif value is None or isinstance(value, dict):
         return None
-    found = re.search(rf"^{re.escape(key)}:\s*(.+?)\s*$", match.group(1), re.MULTILINE)
-    return found.group(1).strip("'\"") if found else None
+    else:
+        shown = str(value).strip()
+    return shown or None
 
 
 def _runs_git(text: str) -> int | None:
@@ -395,9 +398,7 @@ def _unit_names(key: str, paths: Sequence[str], texts: Mapping[str, str]) -> tup
 
 
 def _agent_name(path: str, text: str) -> str:
-    match = _FRONTMATTER.match(text)
-    name = _NAME_FIELD.search(match.group(1)) if match else None
-    return name.group(1) if name else Path(path).stem
+    return _frontmatter_value(text, "name") or Path(path).stem
 
 
 def _names_any(text: str, names: Sequence[str]) -> bool:

@@ -1,0 +1,104 @@
+"""The one reader of a Markdown file's YAML front matter, by Claude Code's rule.
+
+Rubrics, the `front_matter` check and `suite draft` (a command's
+`argument-hint`) all read front matter here, so a file means the same to each
+and to Claude Code. The rule is the one Claude Code's own loader applies to
+commands, agents and skills (read from the bundled CLI, 2.1.x: the pattern
+`^---\\s*\\n([\\s\\S]*?)---\\s*\\n?`):
+
+- a leading byte-order mark is ignored; the file opens with `---` and nothing
+  but whitespace after it on that line (CRLF included);
+- the block ends at the first `---` after that, even inside a line (`a---b`):
+  there is no escape for it, and the rest is body;
+- no closing `---`: the file has no front matter, all of it is body (Claude
+  Code loads it so, it is not an error);
+- an empty block is an empty mapping;
+- YAML that does not parse is read again with each `key: value` line's value
+  quoted (Claude Code is lenient the same way: `argument-hint: [pr] [branch]`
+  is not valid YAML, yet every command uses it); if it still fails, or the
+  YAML is a list or a scalar, the file has no fields and `problem` says why,
+  `file:line` pointing into the block. A caller decides whether that is an
+  error (a rubric, our own config) or a finding (an agent's output); a
+  plugin's file is never refused for it, as Claude Code does not refuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+_BOM = "\ufeff"
+# Claude Code's pattern, as it is: the block ends at the first `---`, even mid-line.
+_BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
+# A top-level `key: value` on one line, the value not already quoted or a block.
+_PLAIN_PAIR = re.compile(r"^([A-Za-z0-9_][\w.-]*):[ \t]+([^'\"|>\s].*?)[ \t]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class FrontMatter:
+    """What a file's front matter says. `present`: a closed block was found."""
+
+    present: bool = False
+    fields: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+    body_line: int = 1  # the 1-based line the body starts on
+    problem: str | None = None  # why `fields` is empty though the block is there
+    problem_line: int | None = None  # the 1-based line of the file it points at
+
+    def where(self, file: str) -> str:
+        """`file:line` of the problem (or of the file's first line)."""
+        return f"{file}:{self.problem_line or 1}"
+
+
+def read_front_matter(text: str) -> FrontMatter:
+    """Split `text` into its front matter (by Claude Code's rule) and body."""
+    text = text.removeprefix(_BOM)
+    match = _BLOCK.match(text)
+    if match is None:
+        return FrontMatter(body=text)
+    block = match.group(1)
+    body = text[match.end() :]
+    first_line = text.count("\n", 0, match.start(1)) + 1  # the block's first line
+    body_line = text.count("\n", 0, match.end()) + 1
+    found = FrontMatter(present=True, body=body, body_line=body_line)
+    try:
+        data = _load(block)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = first_line + (mark.line if mark is not None else 0)
+        reason = getattr(exc, "problem", None) or "not valid YAML"
+        return _with_problem(found, f"front matter is not valid YAML ({reason})", line)
+    if data is None:
+        return found
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else "a single value"
+        return _with_problem(found, f"front matter is {kind}, not a mapping", first_line)
+    return FrontMatter(present=True, fields=data, body=body, body_line=body_line)
+
+
+def _load(block: str) -> object:
+    try:
+        return yaml.safe_load(block)
+    except yaml.YAMLError:
+        quoted = _PLAIN_PAIR.sub(lambda m: f"{m.group(1)}: {json.dumps(m.group(2))}", block)
+        if quoted == block:
+            raise
+        try:
+            return yaml.safe_load(quoted)
+        except yaml.YAMLError:
+            pass
+        return yaml.safe_load(block)  # raise the error of the file as written
+
+
+def _with_problem(found: FrontMatter, problem: str, line: int) -> FrontMatter:
+    return FrontMatter(
+        present=True,
+        body=found.body,
+        body_line=found.body_line,
+        problem=problem,
+        problem_line=line,
+    )

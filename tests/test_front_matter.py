@@ -1,0 +1,89 @@
+"""The one front-matter reader (`ci_evals.config.front_matter`), by Claude Code's rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci_evals.config.front_matter import read_front_matter
+from ci_evals.errors import UserError
+from ci_evals.graders.rubrics import read_rubric
+
+
+def test_a_plain_block_and_its_body() -> None:
+    found = read_front_matter("---\ndescription: Review a PR\n---\nThe prompt.\n")
+    assert found.present and found.problem is None
+    assert found.fields == {"description": "Review a PR"}
+    assert found.body == "The prompt.\n"
+    assert found.body_line == 4
+
+
+def test_a_byte_order_mark_and_crlf_lines_are_read() -> None:
+    found = read_front_matter("\ufeff---\r\nname: a\r\ntools: Read\r\n---\r\nbody\r\n")
+    assert found.fields == {"name": "a", "tools": "Read"}
+    assert found.body == "body\r\n"
+
+
+def test_no_closing_fence_is_no_front_matter_and_all_body() -> None:
+    text = "---\nname: a\nno closing fence here\n"
+    found = read_front_matter(text)
+    assert not found.present and found.fields == {} and found.body == text
+
+
+def test_no_opening_fence_is_no_front_matter() -> None:
+    for text in ("# Title\n---\nname: a\n---\n", " ---\nname: a\n---\n", "----\na: 1\n---\n"):
+        assert not read_front_matter(text).present, text
+
+
+def test_an_empty_block_is_an_empty_mapping() -> None:
+    for text in ("---\n---\nbody", "---\n\n---\n", "---   \n  \n---"):
+        found = read_front_matter(text)
+        assert found.present and found.fields == {} and found.problem is None, text
+
+
+def test_the_block_ends_at_the_first_fence_as_claude_code_reads_it() -> None:
+    found = read_front_matter("---\nname: a\n---\nbody\n---\nmore\n")
+    assert found.fields == {"name": "a"} and found.body == "body\n---\nmore\n"
+
+
+def test_unquoted_values_claude_code_accepts_are_read() -> None:
+    # `[pr] [branch]` and `a: b` inside a value are not valid YAML; Claude Code reads them.
+    text = "---\nargument-hint: [pr] [branch]\ndescription: Fix: the bug\n---\n"
+    found = read_front_matter(text)
+    assert found.problem is None
+    assert found.fields == {"argument-hint": "[pr] [branch]", "description": "Fix: the bug"}
+
+
+def test_non_mapping_yaml_is_a_problem_not_a_refusal() -> None:
+    listed = read_front_matter("---\n- a\n- b\n---\nbody")
+    assert listed.present and listed.fields == {} and listed.body == "body"
+    assert listed.problem == "front matter is a list, not a mapping"
+    assert listed.where("x.md") == "x.md:2"
+    scalar = read_front_matter("---\njust words\n---\n")
+    assert scalar.problem == "front matter is a single value, not a mapping"
+
+
+def test_broken_yaml_names_the_line_of_the_file() -> None:
+    found = read_front_matter("---\nname: a\ntools:\n  - Read\n - Write\n---\n")
+    assert found.present and found.fields == {}
+    assert found.problem is not None and found.problem.startswith("front matter is not valid YAML")
+    assert found.problem_line == 5
+
+
+def test_a_rubric_with_broken_front_matter_is_one_line_naming_file_and_line(
+    tmp_path: Path,
+) -> None:
+    rubric = tmp_path / "clear.md"
+    rubric.write_text("---\ntype: checklist\ncriteria:\n  - a\n b\n---\nText\n")
+    with pytest.raises(UserError) as info:
+        read_rubric(rubric)
+    assert info.value.file is not None and info.value.file.endswith("clear.md")
+    assert info.value.line == 5 and "not valid YAML" in info.value.message
+
+
+def test_a_rubric_with_crlf_and_a_bom_keeps_its_kind(tmp_path: Path) -> None:
+    rubric = tmp_path / "clear.md"
+    rubric.write_bytes(b"\xef\xbb\xbf---\r\ntype: checklist\r\n---\r\nText\r\n")
+    (found,) = read_rubric(rubric)
+    assert found.kind == "checklist"
