@@ -19,10 +19,12 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterator, Mapping
-from importlib import metadata
-from typing import Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from ci_evals.errors import UserError
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 T = TypeVar("T")
 
@@ -87,6 +89,8 @@ class Registry(Generic[T]):
 
     def _entry_points(self) -> dict[str, metadata.EntryPoint]:
         if self._plugins is None:
+            from importlib import metadata  # noqa: PLC0415 - only for a name not built in
+
             found = {ep.name: ep for ep in metadata.entry_points(group=self.group)}
             self._plugins = found
         return self._plugins
