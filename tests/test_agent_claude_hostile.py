@@ -20,6 +20,7 @@ from ci_evals.agents.claude import stderr_cut_note
 from ci_evals.agents.environment import agent_environment
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, loads_script
+from ci_evals.sandbox.base import SandboxConfig
 from tests.body_capture import BodyCapture
 from tests.run_helpers import make_suite
 
@@ -55,7 +56,7 @@ def run_stage(
             stderr_max_bytes=stderr_max_bytes,
             max_turns=10,
             timeout_s=120,
-            sandbox=sandbox,
+            sandbox=SandboxConfig(sandbox),
             writable=(tmp_path / "agent",),
         )
         outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))

@@ -8,7 +8,6 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +20,18 @@ from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.graders.trajectory import count_calls, read_tool_uses
-from ci_evals.sandbox import registry
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import unavailable
+from tests.sandbox_helpers import ready_sandbox
 
 # A sandbox missing here fails its test saying why (docs/isolation.md says how to install).
 SANDBOXES = ["local", "bwrap", pytest.param("docker", marks=pytest.mark.docker)]
 
 
 @pytest.fixture
-def sandbox(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The sandbox kind of a parametrized test, ready: docker gets the test image."""
-    kind: str = request.param
-    if (why := unavailable(kind)) is not None:
-        pytest.fail(f"{kind}: {why}")
-    if kind == "docker":
-        registry.configure("docker", image=request.getfixturevalue("docker_image"))
-    yield kind
-    if kind == "docker":
-        registry.configure("docker")  # what a spec leaves unset stays unset for others
+def sandbox(request: pytest.FixtureRequest) -> SandboxConfig:
+    """The sandbox of a parametrized test, ready: docker gets the test image."""
+    return ready_sandbox(str(request.param), request)
 
 
 PROMPT = "Build the thing."
@@ -59,7 +52,7 @@ def run_loop(
     tmp_path: Path,
     text: str,
     *,
-    sandbox: str = "local",
+    sandbox: SandboxConfig = ON_HOST,
     config: LoopConfig | None = None,
     abort: Abort | None = None,
     timeout_s: float = 60,
@@ -101,7 +94,7 @@ def results_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
-def test_completed_with_every_tool_recorded(tmp_path: Path, sandbox: str) -> None:
+def test_completed_with_every_tool_recorded(tmp_path: Path, sandbox: SandboxConfig) -> None:
     text = script(
         tool("write_file", path="pkg/hello.txt", content="hello\n"),
         tool("run_command", command="cat pkg/hello.txt | tr a-z A-Z"),
@@ -130,7 +123,7 @@ def test_completed_with_every_tool_recorded(tmp_path: Path, sandbox: str) -> Non
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
-def test_halted_at_the_step_ceiling(tmp_path: Path, sandbox: str) -> None:
+def test_halted_at_the_step_ceiling(tmp_path: Path, sandbox: SandboxConfig) -> None:
     text = script(tool("run_command", command="echo again"), repeat_last=True)
     outcome, records, server = run_loop(
         tmp_path, text, sandbox=sandbox, config=LoopConfig(max_steps=3)
@@ -144,7 +137,7 @@ def test_halted_at_the_step_ceiling(tmp_path: Path, sandbox: str) -> None:
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
-def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: str) -> None:
+def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: SandboxConfig) -> None:
     text = script(
         tool("run_command", command="echo to-out; echo compile error >&2; exit 3"),
         tool("read_file", path="missing.txt"),
@@ -177,7 +170,9 @@ def test_a_failing_tool_is_output_the_model_reads(tmp_path: Path, sandbox: str) 
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
-def test_an_argv_that_cannot_start_is_output_not_a_crash(tmp_path: Path, sandbox: str) -> None:
+def test_an_argv_that_cannot_start_is_output_not_a_crash(
+    tmp_path: Path, sandbox: SandboxConfig
+) -> None:
     # The local sandbox raises OSError for a program it cannot start (the Protocol
     # says so); the model chose the argv, so that is its error to read.
     text = script(
@@ -193,7 +188,9 @@ def test_an_argv_that_cannot_start_is_output_not_a_crash(tmp_path: Path, sandbox
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
-def test_hostile_strings_stay_data_inside_the_sandbox(tmp_path: Path, sandbox: str) -> None:
+def test_hostile_strings_stay_data_inside_the_sandbox(
+    tmp_path: Path, sandbox: SandboxConfig
+) -> None:
     canary = tmp_path / "host-canary"
     evil_name = f"we ird;$(touch {canary})`touch {canary}`'\"\n.txt"
     evil_content = f"EVAL_EOF\n$(touch {canary})\n'; touch {canary}; '"
@@ -254,7 +251,7 @@ def test_bwrap_tools_cannot_write_outside(tmp_path: Path) -> None:
         tool("write_file", path=str(system), content="x"),
         tool("final_submit"),
     )
-    outcome, records, _ = run_loop(tmp_path, text, sandbox="bwrap")
+    outcome, records, _ = run_loop(tmp_path, text, sandbox=SandboxConfig("bwrap"))
     assert outcome.status == "completed"
     assert not outside.exists() and not Path(f"{outside}.2").exists()
     assert not system.exists()

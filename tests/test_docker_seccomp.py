@@ -25,7 +25,7 @@ from ci_evals.sandbox import docker as engine
 from ci_evals.sandbox import docker_seccomp
 from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.docker import DockerSandbox
-from ci_evals.sandbox.registry import limits_of
+from ci_evals.sandbox.registry import KINDS
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 # `git rev-parse v20.10.24:profiles/seccomp/default.json` in moby (tag commit 5d6db842238e)
@@ -142,8 +142,8 @@ def test_a_profile_that_allows_by_default_or_names_one_call_is_handled() -> None
 
 
 def test_results_record_the_filter_of_each_sandbox_kind() -> None:
-    assert limits_of("docker").seccomp == docker_seccomp.SUMMARY
-    assert "ptrace" in (limits_of("bwrap").seccomp or "")
+    assert KINDS.get("docker").limits().seccomp == docker_seccomp.SUMMARY
+    assert "ptrace" in (KINDS.get("bwrap").limits().seccomp or "")
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ import pytest
 
 from ci_evals.graders.command import CommandGrader, run_command_grader
 from ci_evals.results.criteria import GraderResult
-from ci_evals.sandbox import registry
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import load_suite
+from tests.sandbox_helpers import ready_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = ROOT / "tasks" / "mcp-sqlite-server"
@@ -27,13 +28,8 @@ SANDBOXES = ["bwrap", pytest.param("docker", marks=pytest.mark.docker)]
 
 
 @pytest.fixture
-def sandbox(request: pytest.FixtureRequest) -> str:
-    kind = str(request.param)
-    if (why := registry.unavailable(kind)) is not None:
-        pytest.fail(f"{kind}: {why}")
-    if kind == "docker":
-        registry.configure("docker", image=request.getfixturevalue("docker_image"))
-    return kind
+def sandbox(request: pytest.FixtureRequest) -> SandboxConfig:
+    return ready_sandbox(str(request.param), request)
 
 
 def hidden_grader() -> CommandGrader:
@@ -68,7 +64,7 @@ def by_id(result: GraderResult) -> dict[str, tuple[bool, str]]:
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_a_hostile_server_cannot_forge_the_hidden_tests_verdict(
-    tmp_path: Path, sandbox: str
+    tmp_path: Path, sandbox: SandboxConfig
 ) -> None:
     graded = tmp_path / "graded"
     graded.mkdir()
@@ -83,7 +79,7 @@ def test_a_hostile_server_cannot_forge_the_hidden_tests_verdict(
     passed, detail = found["hidden/persists"]
     assert not passed and "no such table: books" in detail, detail
     assert found["hidden/round-trip"][0] and found["hidden/sql-error"][0]
-    if os.geteuid() == 0 or sandbox == "docker":
+    if os.geteuid() == 0 or sandbox.kind == "docker":
         # Another uid: it saw the hidden tests run and tried everything; all refused.
         assert "graders seen: 1" in detail, detail
         for attack in ("sigstop", "mem", "stdout", "plant results"):  # SIGCONT: harmless
@@ -99,7 +95,7 @@ def test_under_local_the_variables_are_set_too(tmp_path: Path) -> None:
     graded = tmp_path / "graded"
     graded.mkdir()
     (graded / "server.py").write_text((TASK / "reference" / "server.py").read_text())
-    result = run_command_grader(hidden_grader(), graded, env=ENV, sandbox="local")
+    result = run_command_grader(hidden_grader(), graded, env=ENV, sandbox=ON_HOST)
     assert result.error is None and all(c.passed for c in result.criteria), result
 
 
@@ -111,7 +107,7 @@ def status(folder: Path, name: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_a_grader_that_does_not_opt_in_runs_as_the_code_under_test(
-    tmp_path: Path, sandbox: str
+    tmp_path: Path, sandbox: SandboxConfig
 ) -> None:
     """`python3 -m pkg` (the docs' example) puts the graded folder first on sys.path: a
     planted module runs as the command. Without isolate_agent_code that is one identity,
@@ -131,13 +127,13 @@ def test_a_grader_that_does_not_opt_in_runs_as_the_code_under_test(
     assert [c.id for c in result.criteria] == ["lint", "lint/planted"]
     seen = status(graded, "status")
     assert int(seen["CapEff"], 16) == 0 and int(seen["CapPrm"], 16) == 0, seen
-    if sandbox == "docker" or os.geteuid() != 0:
+    if sandbox.kind == "docker" or os.geteuid() != 0:
         assert seen["Uid"].split()[0] != "0", seen
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
 def test_the_code_under_test_gets_none_of_the_graders_variables_files_or_bounding_set(
-    tmp_path: Path, sandbox: str
+    tmp_path: Path, sandbox: SandboxConfig
 ) -> None:
     graded = tmp_path / "graded"
     graded.mkdir()
@@ -156,7 +152,9 @@ def test_the_code_under_test_gets_none_of_the_graders_variables_files_or_boundin
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES, indirect=True)
-def test_no_setuid_file_stays_in_a_folder_root_wrote_in(tmp_path: Path, sandbox: str) -> None:
+def test_no_setuid_file_stays_in_a_folder_root_wrote_in(
+    tmp_path: Path, sandbox: SandboxConfig
+) -> None:
     """A root grader (docker, bwrap as root) or code run as uid 0 (bwrap as root) leaves
     `cp /bin/sh rootsh; chmod 6755 rootsh`: a root shell on the host, unless stripped."""
     graded = tmp_path / "graded"
@@ -174,10 +172,11 @@ NESTED = """
 import sys
 from pathlib import Path
 from ci_evals.graders.command import CommandGrader, run_command_grader
+from ci_evals.sandbox.base import SandboxConfig
 body = sys.argv[2]
 grader = CommandGrader(id="t", argv=("sh", "-c", body), isolate_agent_code=True)
 env = {"PATH": "/usr/bin:/bin"}
-result = run_command_grader(grader, Path(sys.argv[1]), env=env, sandbox="bwrap")
+result = run_command_grader(grader, Path(sys.argv[1]), env=env, sandbox=SandboxConfig("bwrap"))
 print(result)
 sys.exit(0 if result.error is None and result.criteria[0].passed else 1)
 """

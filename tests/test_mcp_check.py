@@ -394,7 +394,14 @@ def test_the_same_server_stderr_is_printed_once_saying_where() -> None:
         (["--env", "CI_EVALS_NOT_SET_ANYWHERE", "--", "python3"], "not set here"),
         (["--timeout", "nan", "--", "python3"], "--timeout must be a positive number"),
         (["--timeout", "inf", "--", "python3"], "--timeout must be a positive number"),
-        (["--image", "debian:12", "--isolation", "bwrap", "--", "python3"], "not allowed with"),
+        (
+            ["--image", "debian:12", "--isolation", "bwrap", "--", "python3"],
+            "--image needs a sandbox kind that runs images, not bwrap",
+        ),
+        (
+            ["--isolation", "k8s", "--", "python3"],
+            "unknown sandbox 'k8s' (known: local, bwrap, docker",
+        ),
     ],
 )
 def test_mcp_check_bad_usage_is_exit_2_and_one_line(args: list[str], said: str) -> None:

@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 
 from ci_evals.sandbox import docker as engine
-from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
 from ci_evals.sandbox.docker import DockerSandbox
+from ci_evals.sandbox.docker_kind import DockerOptions
 from ci_evals.sandbox.registry import open_sandbox
 from tests.docker_helpers import containers
 
@@ -45,13 +46,19 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def spec(ws: Path, docker_image: str) -> SandboxSpec:
-    return SandboxSpec(writable=(ws,), image=docker_image, run_id=f"test-{uuid.uuid4().hex[:8]}")
+def spec(ws: Path) -> SandboxSpec:
+    return SandboxSpec(writable=(ws,))
 
 
 @pytest.fixture
-def box(spec: SandboxSpec) -> Iterator[DockerSandbox]:
-    with DockerSandbox(spec) as sandbox:
+def options(docker_image: str) -> DockerOptions:
+    """The docker kind's options, as `prepare` gives them: the image built, the run id."""
+    return DockerOptions(image_tag=docker_image, run_id=f"test-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def box(spec: SandboxSpec, docker_image: str) -> Iterator[DockerSandbox]:
+    with DockerSandbox(spec, image=docker_image) as sandbox:
         yield sandbox
 
 
@@ -221,8 +228,8 @@ def test_the_root_file_system_is_read_only_and_workspace_and_tmp_are_writable(
 
 
 def test_tmp_is_capped(ws: Path, docker_image: str) -> None:
-    spec = SandboxSpec(writable=(ws,), image=docker_image, tmp_bytes=8 << 20)
-    with DockerSandbox(spec) as box:
+    spec = SandboxSpec(writable=(ws,), tmp_bytes=8 << 20)
+    with DockerSandbox(spec, image=docker_image) as box:
         done = box.exec(
             ["sh", "-c", "head -c 20000000 /dev/zero > /tmp/big"], cwd=ws, env=ENV, timeout=30
         )
@@ -295,16 +302,16 @@ def test_no_network_neither_the_hosts_loopback_nor_the_bridge_nor_outside(
     interfaces = sh(box, "ls /sys/class/net").split()
     assert interfaces == ["lo"]
     # Opting in is explicit and changes exactly this: the bridge gateway answers.
-    opened = SandboxSpec(writable=(ws,), image=docker_image, network=True)
-    with DockerSandbox(opened) as online:
+    opened = SandboxSpec(writable=(ws,))
+    with DockerSandbox(opened, image=docker_image, network=True) as online:
         probe = [f"http://{_gateway()}:{host_server}/"]
         reached = online.exec(["python3", "-c", _PROBE, *probe], cwd=ws, env=ENV, timeout=60)
         assert b"reached hello" in reached.stdout, reached
 
 
 def test_memory_limit_is_enforced(ws: Path, docker_image: str) -> None:
-    spec = SandboxSpec(writable=(ws,), image=docker_image, memory_bytes=96 << 20)
-    with DockerSandbox(spec) as box:
+    spec = SandboxSpec(writable=(ws,), memory_bytes=96 << 20)
+    with DockerSandbox(spec, image=docker_image) as box:
         small = py(box, "b = bytearray(16 << 20); b[::4096] = b'x' * len(b[::4096]); print('ok')")
         assert small.stdout == b"ok\n"
         big = py(box, "b = bytearray(400 << 20); b[::4096] = b'x' * len(b[::4096]); print('ok')")
@@ -315,8 +322,8 @@ def test_memory_limit_is_enforced(ws: Path, docker_image: str) -> None:
 
 
 def test_pids_limit_is_enforced(ws: Path, docker_image: str) -> None:
-    spec = SandboxSpec(writable=(ws,), image=docker_image, pids=40)
-    with DockerSandbox(spec) as box:
+    spec = SandboxSpec(writable=(ws,), pids=40)
+    with DockerSandbox(spec, image=docker_image) as box:
         done = py(
             box,
             """
@@ -378,7 +385,7 @@ def test_owners_handed_to_the_sandbox_user_are_given_back_and_no_link_is_followe
         os.chown(outside / "f", 4242, 4242)  # would become 0 if a link were followed
     before = {p: (p.lstat().st_uid, p.lstat().st_gid) for p in (ws, ws / "a", ws / "d/f")}
     outside_before = (outside / "f").stat().st_uid
-    with DockerSandbox(SandboxSpec(writable=(ws,), image=docker_image)) as box:
+    with DockerSandbox(SandboxSpec(writable=(ws,)), image=docker_image) as box:
         # Writable inside, whoever owned it; then `d` swapped for a link to a host folder.
         sh(box, f"echo more >> a && echo new > b && rm -r d && ln -s {outside} d")
     assert {p: (p.lstat().st_uid, p.lstat().st_gid) for p in (ws, ws / "a")} == {
@@ -392,29 +399,34 @@ def test_owners_handed_to_the_sandbox_user_are_given_back_and_no_link_is_followe
 # -- clean-up ------------------------------------------------------------------------------
 
 
-def test_no_container_left_after_success_failure_or_an_exception(spec: SandboxSpec) -> None:
+def test_no_container_left_after_success_failure_or_an_exception(
+    spec: SandboxSpec, options: DockerOptions
+) -> None:
+    config = SandboxConfig("docker", options)
     volumes_before = {v.name for v in engine.client().volumes.list()}
-    with open_sandbox("docker", spec) as box:
-        assert containers(**{engine.LABEL_RUN: spec.run_id or ""}) == [box.container_id]
+    with open_sandbox(config, spec) as box:
+        assert containers(**{engine.LABEL_RUN: options.run_id or ""}) == [box.container_id]
         run(box, ["true"])
-    assert containers(**{engine.LABEL_RUN: spec.run_id or ""}) == []
-    with open_sandbox("docker", spec) as box:
+    assert containers(**{engine.LABEL_RUN: options.run_id or ""}) == []
+    with open_sandbox(config, spec) as box:
         run(box, ["false"])
-    assert containers(**{engine.LABEL_RUN: spec.run_id or ""}) == []
-    with pytest.raises(RuntimeError, match="a grader broke"), open_sandbox("docker", spec) as box:
+    assert containers(**{engine.LABEL_RUN: options.run_id or ""}) == []
+    with pytest.raises(RuntimeError, match="a grader broke"), open_sandbox(config, spec) as box:
         run(box, ["true"])
         raise RuntimeError("a grader broke")
-    assert containers(**{engine.LABEL_RUN: spec.run_id or ""}) == []
+    assert containers(**{engine.LABEL_RUN: options.run_id or ""}) == []
     assert {v.name for v in engine.client().volumes.list()} == volumes_before
 
 
 _HOLDER = """
 import sys
 from pathlib import Path
-from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
+from ci_evals.sandbox.docker_kind import DockerOptions
 from ci_evals.sandbox.registry import open_sandbox
-spec = SandboxSpec(writable=(Path(sys.argv[1]),), image=sys.argv[2], run_id=sys.argv[3])
-with open_sandbox("docker", spec) as box:
+spec = SandboxSpec(writable=(Path(sys.argv[1]),))
+config = SandboxConfig("docker", DockerOptions(image_tag=sys.argv[2], run_id=sys.argv[3]))
+with open_sandbox(config, spec) as box:
     print("ready", flush=True)
     if sys.argv[4] == "crash":
         import os
@@ -456,20 +468,21 @@ def test_sigint_to_a_process_using_the_sandbox_removes_its_container(
 
 
 def test_gc_removes_what_a_crash_left_and_nothing_that_is_in_use(
-    ws: Path, docker_image: str, spec: SandboxSpec
+    ws: Path, docker_image: str, spec: SandboxSpec, options: DockerOptions
 ) -> None:
+    config = SandboxConfig("docker", options)
     run_id = f"crash-{uuid.uuid4().hex[:8]}"
     proc = _holder(ws, docker_image, run_id, "crash")
     proc.wait(timeout=30)
     assert len(containers(**{engine.LABEL_RUN: run_id})) == 1  # the crash left it
-    with open_sandbox("docker", spec) as live:  # owned by this (live) process
+    with open_sandbox(config, spec) as live:  # owned by this (live) process
         done = subprocess.run(
             [sys.executable, "-m", "ci_evals", "gc"], capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stderr
         assert f"(run {run_id}): owner gone" in done.stdout
         assert containers(**{engine.LABEL_RUN: run_id}) == []
-        assert containers(**{engine.LABEL_RUN: spec.run_id or ""}) == [live.container_id]
+        assert containers(**{engine.LABEL_RUN: options.run_id or ""}) == [live.container_id]
         run(live, ["true"])
 
 

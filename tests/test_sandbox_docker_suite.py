@@ -17,6 +17,7 @@ import pytest
 from ci_evals.errors import UserError
 from ci_evals.main import main
 from ci_evals.sandbox import docker as engine
+from ci_evals.sandbox.docker_kind import DockerOptions
 from ci_evals.suite.load import load_suite
 from tests.docker_helpers import containers
 
@@ -43,7 +44,7 @@ PROBE = textwrap.dedent(
 )
 
 
-def make_suite(root: Path, *, extra: str = "sandbox: docker\nimage: python-mcp\n") -> Path:
+def make_suite(root: Path, *, extra: str = "sandbox: {kind: docker, image: python-mcp}\n") -> Path:
     (root / "plugin" / ".claude-plugin").mkdir(parents=True)
     (root / "plugin" / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "p"}))
     (root / "fixtures" / "1-build-output").mkdir(parents=True)
@@ -116,17 +117,46 @@ def test_without_an_engine_the_command_stops_in_one_line_never_runs_on_the_host(
 
 def test_docker_without_an_image_or_network_elsewhere_is_one_line(tmp_path: Path) -> None:
     bare = make_suite(tmp_path / "a", extra="sandbox: docker\n")
-    with pytest.raises(UserError, match="sandbox: docker needs an image") as caught:
+    with pytest.raises(UserError, match="the docker sandbox needs an image") as caught:
         load_suite(bare)
     assert str(caught.value).startswith(f"{bare}:4:10: sandbox: "), caught.value
-    with pytest.raises(UserError, match="only sandbox: docker has a network"):
-        load_suite(make_suite(tmp_path / "b", extra="sandbox: bwrap\nnetwork: true\n"))
+    assert "sandbox: {kind: docker, image: RECIPE}" in str(caught.value)
+    bwrap = make_suite(tmp_path / "b", extra="sandbox: {kind: bwrap, network: true}\n")
+    with pytest.raises(UserError, match="unknown key 'network'") as caught:
+        load_suite(bwrap)
+    assert str(caught.value).startswith(f"{bwrap}:4:24: sandbox.network: "), caught.value
     with pytest.raises(UserError, match="no image recipe 'nope'"):
-        load_suite(make_suite(tmp_path / "c", extra="sandbox: docker\nimage: nope\n"))
+        load_suite(make_suite(tmp_path / "c", extra="sandbox: {kind: docker, image: nope}\n"))
     suite = load_suite(
-        make_suite(tmp_path / "d", extra="sandbox: docker\nimage: python-mcp\nnetwork: true\n")
+        make_suite(
+            tmp_path / "d", extra="sandbox: {kind: docker, image: python-mcp, network: true}\n"
+        )
     )
-    assert suite.network and suite.image is not None and suite.image.name == "recipe.yaml"
+    options = suite.sandbox.options
+    assert isinstance(options, DockerOptions) and suite.sandbox.kind == "docker"
+    assert options.network and options.recipe is not None and options.recipe.name == "recipe.yaml"
+
+
+def test_the_old_top_level_image_and_network_load_with_one_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = make_suite(tmp_path, extra="sandbox: docker\nimage: python-mcp\nnetwork: true\n")
+    suite = load_suite(old)
+    assert suite.sandbox.options == DockerOptions(
+        network=True,
+        recipe=suite.sandbox.options.recipe,  # type: ignore[attr-defined]
+    )
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert warning == [
+        f"ci-evals: warning: {old}:5: top-level image: python-mcp, network: true is the old "
+        "form; write sandbox: {kind: docker, image: python-mcp, network: true}"
+    ]
+    with pytest.raises(UserError, match="both configure the sandbox"):
+        load_suite(
+            make_suite(
+                tmp_path / "both", extra="sandbox: {kind: docker, image: x}\nnetwork: true\n"
+            )
+        )
 
 
 # `python -m ci_evals` with Ctrl-C's default meaning, as from a terminal: a test

@@ -1,4 +1,5 @@
-"""The suite keys of the loop agent: `loop:`, `scaffold:`, and no `plugin:` for it."""
+"""The suite keys of the loop agent: `agent: {kind: loop, ...}` (and the old `loop:`),
+`scaffold:`, and no `plugin:` for it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.agents.base import AgentConfig
 from ci_evals.agents.loop_config import TOOL_NAMES, LoopConfig
 from ci_evals.errors import UserError
 from ci_evals.suite.load import NO_PLUGIN, load_suite
@@ -30,21 +32,21 @@ def error_of(tmp_path: Path, head: str) -> str:
 
 def test_a_loop_suite_needs_no_plugin_and_gets_the_defaults(tmp_path: Path) -> None:
     suite = load_suite(suite_file(tmp_path, "agent: loop\n"))
-    assert suite.plugin.path == NO_PLUGIN and suite.loop == LoopConfig()
-    assert suite.loop.max_steps == 20 and suite.loop.tools == TOOL_NAMES
+    assert suite.plugin.path == NO_PLUGIN and suite.agent == AgentConfig("loop", LoopConfig())
+    assert LoopConfig().max_steps == 20 and LoopConfig().tools == TOOL_NAMES
 
 
 def test_loop_settings(tmp_path: Path) -> None:
     head = """\
-        agent: loop
-        loop:
+        agent:
+          kind: loop
           max_steps: 7
           tools: [run_command, read_file]
           system_prompt: Be brief.
           context: {strategy: window, keep_last: 3}
         """
-    loop = load_suite(suite_file(tmp_path, head)).loop
-    assert loop is not None
+    loop = load_suite(suite_file(tmp_path, head)).agent.options
+    assert isinstance(loop, LoopConfig)
     assert loop.max_steps == 7 and loop.system_prompt == "Be brief."
     assert loop.tools == ("run_command", "read_file", "final_submit")  # always offered
     assert (loop.context, loop.keep_last) == ("window", 3)
@@ -55,19 +57,42 @@ def test_loop_settings(tmp_path: Path) -> None:
     [
         ("agent: claude\n", "ci-evals.yaml:1:1: missing required key 'plugin'"),
         (
-            "agent: loop\nloop: {tools: [run_command, shell]}\n",
-            "loop.tools[1]: unknown tool 'shell'",
+            "agent: {kind: loop, tools: [run_command, shell]}\n",
+            "ci-evals.yaml:2:42: agent.tools[1]: unknown tool 'shell'",
         ),
-        ("agent: loop\nloop: {context: {strategy: fold}}\n", "unknown context strategy 'fold'"),
-        ("agent: loop\nloop: {max_steps: 0}\n", "loop.max_steps: must be at least 1"),
-        ("agent: loop\nloop: {steps: 3}\n", "loop.steps: unknown key 'steps'"),
-        ("loop: {max_steps: 3}\n", "loop: configures agent: loop, not claude"),
+        ("agent: {kind: loop, context: {strategy: fold}}\n", "unknown context strategy 'fold'"),
+        ("agent: {kind: loop, max_steps: 0}\n", "2:32: agent.max_steps: must be at least 1"),
+        ("agent: {kind: loop, steps: 3}\n", "2:21: agent.steps: unknown key 'steps'"),
+        ("agent: {kind: claude, max_steps: 3}\n", "agent.max_steps: unknown key 'max_steps'"),
+        ("agent: {max_steps: 3}\n", "2:8: agent: agent: needs a kind"),
+        (
+            "agent: gpt\n",
+            "2:8: agent: unknown agent 'gpt' (known: claude, loop; a package adds one with an "
+            "entry point in group ci_evals.agents)",
+        ),
+        ("loop: {max_steps: 3}\n", "loop: configures agent loop, but this suite's agent is claude"),
+        ("agent: {kind: loop}\nloop: {max_steps: 3}\n", "loop: and agent: {kind: loop, ...}"),
+        # The old form: its mistakes still at their own line.
+        ("agent: loop\nloop: {max_steps: 0}\n", "3:19: loop.max_steps: must be at least 1"),
         ("agent: loop\nscaffold: nowhere\n", "scaffold: scaffold folder not found"),
     ],
 )
 def test_mistakes_are_one_line_with_their_place(tmp_path: Path, head: str, expected: str) -> None:
     message = error_of(tmp_path, head)
     assert expected in message and "\n" not in message
+
+
+def test_the_old_loop_key_loads_with_one_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = suite_file(tmp_path, "agent: loop\nloop: {max_steps: 7}\n")
+    assert load_suite(path).agent == AgentConfig("loop", LoopConfig(max_steps=7))
+    assert capsys.readouterr().err.splitlines() == [
+        f"ci-evals: warning: {path}:3: loop: is the old form; write agent: {{kind: loop, "
+        "<its keys>}"
+    ]
+    load_suite(suite_file(tmp_path, "agent: {kind: loop, max_steps: 7}\n"))
+    assert capsys.readouterr().err == ""  # the new form, and a bare name, say nothing
 
 
 def test_the_scaffold_is_laid_into_the_workspace(tmp_path: Path) -> None:
@@ -84,7 +109,7 @@ def test_the_scaffold_is_laid_into_the_workspace(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("tool_sets: {min: [run_command, curl]}\n", "tool_sets.min[1]: unknown tool 'curl'"),
+        ("tool_sets: {min: [run_command, run_command]}\n", "listed twice"),
         ("system_prompts: {}\n", "system_prompts: needs at least one name: value"),
         ("system_prompts: {'a b': x}\n", "bad name 'a b'"),
         ("model: x\n", "unknown key 'model'"),
@@ -96,6 +121,22 @@ def test_matrix_mistakes(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(UserError) as caught:
         load_matrix(path)
     assert expected in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_the_agent_kind_checks_a_matrix_tool_set_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text("tool_sets: {min: [run_command, curl]}\n", encoding="utf-8")
+    (configuration,) = load_matrix(path)
+    loop = load_suite(suite_file(tmp_path, "agent: loop\n"))
+    with pytest.raises(UserError) as caught:
+        configuration.apply(loop, "t")
+    assert str(caught.value).startswith(f"{path}:1:32: tool_sets.min[1]: unknown tool 'curl'")
+    claude = tmp_path / "claude"
+    (claude / "plugin" / ".claude-plugin").mkdir(parents=True)
+    (claude / "plugin" / ".claude-plugin" / "plugin.json").write_text('{"name": "p"}')
+    suite = load_suite(suite_file(claude, "plugin: plugin\n"))
+    with pytest.raises(UserError, match="task 't': agent claude has no system prompt or tool"):
+        configuration.apply(suite, "t")
 
 
 def test_matrix_configurations_are_the_product(tmp_path: Path) -> None:

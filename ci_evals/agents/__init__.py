@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ci_evals.sandbox.base import ON_HOST, Sandbox, SandboxConfig
+
 OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
 LimitKind = Literal["turns", "time", "budget", "output"]
 
@@ -73,9 +75,9 @@ class StageRequest:
     # What the sandbox's writable folders may grow by while it runs (the stage's
     # limits.max_output_mb): past it the sandbox kills everything, `limit: output`.
     max_output_bytes: int = 1 << 30
-    # Where it runs (a `ci_evals.sandbox` kind) and what it may write there
+    # Where it runs (a sandbox kind and its options) and what it may write there
     # besides `cwd` and `plugin_dir`: the workspace root, the private HOME/TMP.
-    sandbox: str = "local"
+    sandbox: SandboxConfig = ON_HOST
     writable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()  # what it may read there but never write (a reviewer's rubrics)
     # The backend's own settings from the suite (`loop:` -> `agents.loop_config.LoopConfig`
@@ -196,11 +198,11 @@ class Agent(Protocol):
     ) -> StageOutcome: ...
 
 
-def over_quota(outcome: StageOutcome, sandbox: object, request: StageRequest) -> StageOutcome:
+def over_quota(outcome: StageOutcome, sandbox: Sandbox, request: StageRequest) -> StageOutcome:
     """`outcome`, or `limit: output` when the sandbox killed everything the stage ran
     because its writable folders grew past `max_output_bytes` (`bwrap` and `local`
     check while it runs: `sandbox.limits.Quota`)."""
-    if getattr(sandbox, "over_quota", False):
+    if sandbox.over_quota:
         outcome.status, outcome.limit = "limit", "output"
         outcome.error = (
             f"the stage's folders grew by more than {request.max_output_bytes:,} bytes "

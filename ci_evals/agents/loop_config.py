@@ -1,12 +1,13 @@
-"""The `loop:` key of a suite: how the `loop` agent (`agents.loop`) runs a stage.
+"""How the `loop` agent (`agents.loop`) runs a stage: its block of the suite
+(`agent: {kind: loop, ...}`, read by `agents.loop_kind`).
 
 Validated once, at load, into a frozen `LoopConfig`; every mistake names its
 file:line and key. The same record is what `ci-evals run --tasks` varies per
 agent configuration (`--matrix`: model x system prompt x tool set).
 
 ```yaml
-agent: loop
-loop:
+agent:
+  kind: loop
   max_steps: 20             # the step ceiling: model turns before the run is halted
   tools: [run_command, write_file, read_file, list_directory, final_submit]
   system_prompt: "..."      # default: DEFAULT_SYSTEM_PROMPT
@@ -63,8 +64,8 @@ _KEYS = (
 
 
 def load_loop_config(value: Field, defaults: LoopConfig | None = None) -> LoopConfig:
-    """`loop:` (or one matrix configuration) over `defaults`; UserError with file:line."""
-    keys = value.mapping(_KEYS)
+    """The loop's block (its `kind` aside) over `defaults`; UserError with file:line."""
+    keys = value.mapping(("kind", *_KEYS))
     changes: dict[str, object] = {}
     if "max_steps" in keys:
         changes["max_steps"] = keys["max_steps"].as_int(minimum=1, maximum=10_000)

@@ -1,44 +1,44 @@
-"""Agent backends by name, and the one factory every command uses.
+"""Agent kinds by name (`ci_evals.registry`), and the one factory every command uses.
 
 The suite names its backend (`agent:`, default `claude`); `build_agent` wraps
-it in the retry policy for endpoint errors (`retry`). Backends are imported
-on first use: the claude backend pulls in the SDK (~0.8 s).
+it in the retry policy for endpoint errors (`retry`). Built in: `claude`,
+`loop`; a package adds one with an entry point in group `ci_evals.agents`
+naming its `AgentKind` (agents.base). Kinds are light; the backend they
+create is imported only then (the claude backend pulls in the SDK, ~0.8 s).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from ci_evals.agents import Agent, StageOutcome, StageRequest
-from ci_evals.errors import UserError
+from ci_evals.agents.base import AgentConfig, AgentKind
+from ci_evals.registry import Registry
 
 DEFAULT_AGENT = "claude"
 
-# name -> (module, class). Adding a backend is a module and a line here.
-AGENTS: dict[str, tuple[str, str]] = {
-    "claude": ("ci_evals.agents.claude", "ClaudeAgent"),
-    "loop": ("ci_evals.agents.loop", "LoopAgent"),
-}
+KINDS: Registry[AgentKind] = Registry(
+    "agent",
+    "ci_evals.agents",
+    {
+        "claude": "ci_evals.agents.claude_kind:KIND",
+        "loop": "ci_evals.agents.loop_kind:KIND",
+    },
+)
 
 
 def get_agent(name: str) -> Agent:
-    """The backend registered as `name`; an unknown name lists the valid ones."""
-    if name not in AGENTS:
-        valid = ", ".join(sorted(AGENTS))
-        raise UserError(f"unknown agent {name!r}", hint=f"valid agents: {valid}")
-    module_name, class_name = AGENTS[name]
-    module = importlib.import_module(module_name)
-    agent: Agent = getattr(module, class_name)()
-    return agent
+    """The backend registered as `name`, unwrapped; an unknown name lists the known."""
+    return KINDS.get(name).create()
 
 
 def build_agent(
-    name: str = DEFAULT_AGENT,
+    config: AgentConfig | None = None,
     *,
     on_retry: Callable[[StageRequest, StageOutcome, int, float], None] | None = None,
 ) -> Agent:
-    """The backend `name`, re-running a stage whose endpoint failed (5xx/529)."""
+    """The backend `config` names, re-running a stage whose endpoint failed (5xx/529)."""
     from ci_evals.agents.retry import RetryingAgent  # noqa: PLC0415 - registry stays light
 
+    name = (config or AgentConfig(DEFAULT_AGENT)).kind
     return RetryingAgent(get_agent(name), on_retry=on_retry)

@@ -157,7 +157,7 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
     failing: list[str] = []
     runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)
     sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
-    isolation.prepare(sandbox, suite, environ)
+    sandbox = isolation.prepare(sandbox, environ)
     options = EndpointOptions(default_model=suite.model)
     with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
 

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         g.sandboxed for t in targets for g in t.stage.grading.graders
     )
     sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
-    isolation.prepare(sandbox, suite, environ)
+    sandbox = isolation.prepare(sandbox, environ)
     options = EndpointOptions(default_model=saved.model or suite.model)
     with endpoint.open(environ, options) if reruns else no_endpoint(options) as opened:
 

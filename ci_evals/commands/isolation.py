@@ -8,49 +8,61 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ci_evals.sandbox.base import SandboxConfig
     from ci_evals.suite.load import Suite
+
+NONE = "none"  # unisolated: the host's own sandbox kind
 
 
 def add_option(parser: argparse.ArgumentParser) -> None:
+    # No `choices`: a package may add kinds (entry points, read only when one is named).
     parser.add_argument(
         "--isolation",
-        choices=("bwrap", "docker", "none"),
-        help="where agents and graders' programs run: bubblewrap namespaces, a container "
-        "of the suite's `image:` (docker), or none (unisolated: only when asked; see "
-        "docs/isolation.md); default: the suite's `sandbox:`",
+        metavar="KIND",
+        help="where agents and graders' programs run: a sandbox kind (bwrap: bubblewrap "
+        "namespaces; docker: a container of the suite's image; or one a package adds), or "
+        "none (unisolated: only when asked; see docs/isolation.md); default: the suite's "
+        "`sandbox:`",
     )
 
 
 def choose(
     args: argparse.Namespace, suite: Suite, environ: Mapping[str, str], *, needed: bool
-) -> str:
-    """The sandbox kind for this command. `needed`: something will run in it (an
-    agent, a command grader); when nothing will, there is nothing to isolate.
-    `docker` needs the suite's `image:`; `prepare` builds it."""
-    if not needed:
-        return "local"
+) -> SandboxConfig:
+    """The sandbox for this command. `needed`: something will run in it (an agent, a
+    command grader); when nothing will, there is nothing to isolate. A kind other
+    than the suite's gets that kind's defaults (`SandboxKind.load(None)`), which a
+    kind that needs options (docker's image) refuses; `prepare` readies it."""
     from ci_evals.agents.environment import secret_names  # noqa: PLC0415
     from ci_evals.errors import UserError  # noqa: PLC0415
     from ci_evals.sandbox import registry  # noqa: PLC0415
+    from ci_evals.sandbox.base import SandboxConfig  # noqa: PLC0415
 
-    kind = registry.choose(args.isolation or suite.sandbox, secrets=secret_names(environ))
-    if kind == "docker" and suite.image is None:
-        raise UserError(
-            "--isolation docker needs the suite's image: (a recipe)", file=suite.display
-        )
-    return kind
+    if not needed:
+        return SandboxConfig(registry.HOST)
+    requested = suite.sandbox
+    name = args.isolation
+    if name == NONE:
+        requested = SandboxConfig(registry.HOST)
+    elif name is not None and name != requested.kind:
+        try:
+            requested = SandboxConfig(name, registry.KINDS.get(name).load(None, suite.root))
+        except UserError as exc:
+            raise UserError(
+                f"--isolation {name}: {exc.message}", file=suite.display, hint=exc.hint
+            ) from None
+    return registry.choose(requested, secrets=secret_names(environ))
 
 
-def prepare(kind: str, suite: Suite, environ: Mapping[str, str], run_id: str | None = None) -> None:
-    """Before anything runs in sandboxes of `kind`: for `docker`, the suite's image
-    is built when the engine lacks it (the first run), and it, `network:` and
-    `run_id` are fixed for every sandbox the command opens
-    (`sandbox.registry.configure`). Nothing to do for the other kinds."""
-    if kind != "docker" or suite.image is None:
-        return
-    from ci_evals.sandbox import registry  # noqa: PLC0415
-    from ci_evals.sandbox.image_build import cache_dir, ensure_image  # noqa: PLC0415
-    from ci_evals.sandbox.recipe import load_recipe  # noqa: PLC0415
+def prepare(
+    config: SandboxConfig, environ: Mapping[str, str], run_id: str | None = None
+) -> SandboxConfig:
+    """`config` ready before anything runs in it (`SandboxKind.prepare`: docker builds
+    the suite's image when the engine lacks it, and labels its containers with
+    `run_id`); passed, as it is, to everything that opens a sandbox."""
+    import dataclasses  # noqa: PLC0415
 
-    tag = ensure_image(load_recipe(suite.image), cache_dir(environ))
-    registry.configure("docker", image=tag, network=suite.network, run_id=run_id)
+    from ci_evals.sandbox.registry import kind_of  # noqa: PLC0415
+
+    options = kind_of(config).prepare(config.options, environ, run_id)
+    return dataclasses.replace(config, options=options)

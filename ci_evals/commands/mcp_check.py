@@ -7,9 +7,11 @@ that cannot poison a session share one, the others get one each, concurrently
 - by default on the host, through the `local` sandbox: the server is the
   user's own command, with its interpreter and packages wherever they are
   installed (bubblewrap shows only the system folders);
-- `--isolation bwrap`: in bubblewrap namespaces, the current folder writable,
-  the command's own installation (a virtualenv) read-only, no network;
-- `--image IMAGE`: in a container of IMAGE, through the `docker` sandbox.
+- `--isolation KIND`: in a sandbox of that kind (`bwrap`: bubblewrap
+  namespaces), the current folder writable, the command's own installation
+  (a virtualenv) read-only, no network;
+- `--image IMAGE`: in a container of IMAGE, through the sandbox kind that
+  runs images (`SandboxKind.runs_images`: `docker`, or `--isolation KIND`).
 
 Prints a table, or with `--json` one object `{"protocol", "requested",
 "subtests": [{"id", "passed", "required", "reason"}], "score"}`. Exit 0 when every required
@@ -19,7 +21,6 @@ sub-test passed, 1 otherwise, 2 on bad usage.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -31,7 +32,7 @@ from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 
 if TYPE_CHECKING:
     from ci_evals.mcp.check import Report
-    from ci_evals.sandbox.base import SandboxSpec
+    from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
 
 # Passed on to the server from our environment when set (more with --env).
 PASSED_NAMES = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "VIRTUAL_ENV")
@@ -49,15 +50,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "not serve it fails serves-revision (default: ask for "
         f"{revisions.DEFAULT} and check the revision the server negotiates)",
     )
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--image", metavar="IMAGE", help="run the server in a container of IMAGE (docker)"
+    parser.add_argument(
+        "--image",
+        metavar="IMAGE",
+        help="run the server in a container of IMAGE (docker, or --isolation KIND)",
     )
-    where.add_argument(
+    parser.add_argument(
         "--isolation",
-        choices=("none", "bwrap"),
-        default="none",
-        help="on the host (none, the default) or in bubblewrap namespaces",
+        metavar="KIND",
+        default=None,
+        help="on the host (none, the default), in bubblewrap namespaces (bwrap), or in a "
+        "sandbox of another kind",
     )
     parser.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="every wait (default: 10)"
@@ -135,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
     advisory.difference_update(args.require)
     env = _environment(args.env)
     cwd = Path.cwd()
-    kind, spec = _sandbox(args, argv, env, cwd)
-    with open_sandbox(kind, spec) as box:
+    config, spec = _sandbox(args, argv, env, cwd)
+    with open_sandbox(config, spec) as box:
         report = run_check(
             box,
             argv,
@@ -154,33 +157,37 @@ def run(args: argparse.Namespace) -> int:
 
 def _sandbox(
     args: argparse.Namespace, argv: list[str], env: dict[str, str], cwd: Path
-) -> tuple[str, SandboxSpec]:
+) -> tuple[SandboxConfig, SandboxSpec]:
     from ci_evals.graders.mcp import program_paths  # noqa: PLC0415
-    from ci_evals.sandbox.base import SandboxSpec  # noqa: PLC0415
-    from ci_evals.sandbox.registry import SANDBOXES, unavailable  # noqa: PLC0415
+    from ci_evals.sandbox.base import SandboxConfig, SandboxSpec  # noqa: PLC0415
+    from ci_evals.sandbox.registry import HOST, KINDS  # noqa: PLC0415
 
     if args.image is not None:
-        if "docker" not in SANDBOXES:
-            raise UserError("--image needs the docker sandbox, which this ci-evals does not have")
-        if "image" not in {f.name for f in dataclasses.fields(SandboxSpec)}:
-            raise UserError("--image: the docker sandbox takes no image (no SandboxSpec.image)")
-        why = unavailable("docker")
+        name = args.isolation or next((n for n in KINDS.builtin if KINDS.get(n).runs_images), None)
+        if name is None or name == "none" or not KINDS.get(name).runs_images:
+            raise UserError(
+                f"--image needs a sandbox kind that runs images, not {name}",
+                hint="leave --isolation out (docker), or name such a kind",
+            )
+        kind = KINDS.get(name)
+        why = kind.available()
         if why is not None:
             raise UserError(f"--image: {why}")
-        # The image is the docker sandbox's own field of the spec.
-        base: Any = SandboxSpec(writable=(cwd,))
-        return "docker", dataclasses.replace(base, image=args.image)
+        return SandboxConfig(name, kind.image_options(args.image)), SandboxSpec(writable=(cwd,))
     program = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
     if program is None or not os.access(program, os.X_OK):
         raise UserError(f"command not found: {argv[0]}", hint="give a program on PATH or its path")
     if not os.path.isfile(program):  # a folder is "executable" too
         raise UserError(f"not a program: {argv[0]}", hint="give a program on PATH or its path")
-    if args.isolation == "bwrap":
-        why = unavailable("bwrap")
+    if args.isolation not in (None, "none"):
+        kind = KINDS.get(args.isolation)
+        why = kind.available()
         if why is not None:
-            raise UserError(f"--isolation bwrap: {why}")
-        return "bwrap", SandboxSpec(writable=(cwd,), readonly=program_paths(argv[0], env))
-    return "local", SandboxSpec(writable=(cwd,))
+            raise UserError(f"--isolation {args.isolation}: {why}")
+        options = kind.load(None, cwd)  # a kind that needs options says so here
+        readonly = program_paths(argv[0], env)
+        return SandboxConfig(kind.name, options), SandboxSpec(writable=(cwd,), readonly=readonly)
+    return SandboxConfig(HOST), SandboxSpec(writable=(cwd,))
 
 
 def _arguments(text: str | None) -> dict[str, Any] | None:

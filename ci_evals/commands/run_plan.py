@@ -32,6 +32,8 @@ from ci_evals.run import provenance
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
+from ci_evals.sandbox.base import SandboxConfig
+from ci_evals.sandbox.registry import HOST
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
@@ -51,7 +53,7 @@ class Prepared:
     selection: Selection | None  # with --base: what compute-stage decided
     scenarios: tuple[Scenario, ...]
     endpoint: Endpoint | None  # None only when collecting: it could not be made
-    sandbox: str
+    sandbox: SandboxConfig
     repeat: int
     pass_at_least: int | None
 
@@ -98,7 +100,7 @@ def prepare(
     with _checking(problems):
         endpoint = endpoint_for(args.model)
         endpoint.check(environ, "ci-evals run")
-    sandbox = "local"
+    sandbox = SandboxConfig(HOST)
     with _checking(problems):
         sandbox = isolation.choose(args, suite, environ, needed=True)
     repeat = args.repeat or suite.grading.repeat
@@ -143,7 +145,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         raise UserError(
             f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
         )
-    isolation.prepare(ready.sandbox, ready.suite, environ, run_id)  # may build the image
+    sandbox = isolation.prepare(ready.sandbox, environ, run_id)  # may build the image
     return RunPlan(
         suite=ready.suite,
         from_stage=ready.from_stage,
@@ -155,7 +157,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         jobs=args.jobs,
         keep_workspace=args.keep_workspace,
         model_endpoint=ready.endpoint.name,
-        sandbox=ready.sandbox,
+        sandbox=sandbox,
         repeat=ready.repeat,
         pass_at_least=ready.pass_at_least,
         suite_identity=provenance.suite_identity(ready.suite),

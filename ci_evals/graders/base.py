@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
+
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
     from ci_evals.results.criteria import GraderResult
@@ -38,7 +40,7 @@ class GradeContext:
     folder: Path  # the stage's files (a private copy when any grader `writes`)
     trajectory: Path | None  # the stage's trajectory.jsonl; None for a fixture
     out_dir: Path | None = None  # where graders keep their logs
-    sandbox: str = "local"  # where graders that run programs run them (a sandbox kind)
+    sandbox: SandboxConfig = ON_HOST  # where graders that run programs run them
     env: Mapping[str, str] | None = None  # their environment (None: a minimal one)
 
 

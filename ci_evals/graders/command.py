@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ci_evals.fs.walk import walk
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -303,7 +304,7 @@ def run_process(
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
-    sandbox: str = "local",
+    sandbox: SandboxConfig = ON_HOST,
     writable: Path | None = None,
     readonly: tuple[Path, ...] = (),
     grader_results: Path | None = None,
@@ -410,7 +411,7 @@ def run_command_grader(
     *,
     env: Mapping[str, str] | None = None,
     output_path: Path | None = None,
-    sandbox: str = "local",
+    sandbox: SandboxConfig = ON_HOST,
 ) -> GraderResult:
     """Run one command grader in `folder`; write its (capped) output to `output_path`."""
     from ci_evals.results.criteria import GraderResult, RawOutput  # noqa: PLC0415

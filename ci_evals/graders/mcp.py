@@ -47,6 +47,7 @@ from ci_evals.graders.command import inside_folder, safe_name
 from ci_evals.graders.scoring import PolicyOverride
 from ci_evals.mcp import revisions, subtests
 from ci_evals.mcp.check import DEFAULT_ADVISORY, Policy, Report
+from ci_evals.sandbox.base import SandboxConfig
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -129,7 +130,7 @@ class McpGrader:
         return GraderResult(grader=self.name, criteria=self._criteria(report), raw_output=raw)
 
     def _check(
-        self, sandbox: str, folder: Path, cwd: Path, env: Mapping[str, str] | None
+        self, sandbox: SandboxConfig, folder: Path, cwd: Path, env: Mapping[str, str] | None
     ) -> Report:
         from ci_evals.mcp.check import run_check  # noqa: PLC0415 - only when a grader runs
         from ci_evals.sandbox.base import SandboxSpec  # noqa: PLC0415

@@ -47,6 +47,7 @@ from ci_evals.graders.rubrics import SUITE_PREFIX, RubricSet, suite_files
 from ci_evals.graders.scorecard import grade_scorecard
 from ci_evals.graders.untrusted import SUFFIX, rename_config, to_rename
 from ci_evals.results.criteria import GraderResult, RawOutput, RubricRef
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 GRADER = "reviewer"
 SCORECARD_FILE = "scorecard.json"
@@ -90,7 +91,7 @@ class ReviewJob:
     limits: Limits
     model: str | None = None  # the run's model; the reviewer's own `model:` wins
     keep: bool = False
-    sandbox: str = "local"  # where the reviewer's CLI runs (a sandbox kind)
+    sandbox: SandboxConfig = ON_HOST  # where the reviewer's CLI runs
     writable: tuple[Path, ...] = ()  # what it may write besides its copies: its private HOME/TMP
     suite_dir: Path | None = None  # where `suite:` rubrics are (the suite's folder)
     plugin_manifest: Mapping[str, object] | None = None  # `Plugin.manifest_to_write`

@@ -19,6 +19,7 @@ from ci_evals.graders.scoring import PolicyOverride, ScoringPolicy, evaluate
 from ci_evals.graders.untrusted import CRITERION_ID as ADDRESSED_ID
 from ci_evals.graders.untrusted import addressed_to_graders
 from ci_evals.results.criteria import GraderResult, StageVerdict
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 
 def grade_files(
@@ -30,7 +31,7 @@ def grade_files(
     reviewer: GraderResult | None = None,
     env: Mapping[str, str] | None = None,
     out_dir: Path | None = None,
-    sandbox: str = "local",
+    sandbox: SandboxConfig = ON_HOST,
 ) -> StageVerdict:
     """The stage's verdict under the suite's policy with the stage's overrides on top.
 

@@ -27,6 +27,7 @@ from ci_evals.graders.reviewer import ReviewJob, run_reviewer
 from ci_evals.graders.scoring import ScoringPolicy
 from ci_evals.grading.files import grade_files
 from ci_evals.results.criteria import GraderResult, StageVerdict
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class GradeJob:
     keep: bool = False
     # What is left of the run budget for the graders' agents (None: no run budget).
     budget_usd: float | None = None
-    sandbox: str = "local"  # where the reviewer and command graders run
+    sandbox: SandboxConfig = ON_HOST  # where the reviewer and command graders run
 
 
 async def grade_state(

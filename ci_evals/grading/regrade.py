@@ -45,6 +45,7 @@ from ci_evals.results.model import (
     dump_results,
     record_stub_misses,
 )
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
@@ -217,7 +218,7 @@ async def regrade(
     env_for: Callable[[Path], dict[str, str]],
     model: str | None,
     abort: Abort | None = None,
-    sandbox: str = "local",
+    sandbox: SandboxConfig = ON_HOST,
     watch: Callable[[], Watch] | None = None,
 ) -> None:
     """Grade every target again; its stage result takes the new verdict.

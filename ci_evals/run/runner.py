@@ -66,7 +66,8 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
-from ci_evals.sandbox.registry import close_all, isolates, limits_of
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig
+from ci_evals.sandbox.registry import close_all, kind_of
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
 
@@ -95,7 +96,7 @@ class RunPlan:
     keep_workspace: bool = False
     temp_root: Path | None = None  # where workspaces go; None = the system temp folder
     model_endpoint: str = "anthropic"  # recorded in results: "anthropic" or "stub:PATH"
-    sandbox: str = "local"  # where stages, reviewers and command graders run (a sandbox kind)
+    sandbox: SandboxConfig = ON_HOST  # where stages, reviewers and command graders run
     repeat: int = 1  # runs per scenario, each in its own workspace and run subfolder
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
     # Recorded in results so a later run can be compared with this one (docs/report.md).
@@ -198,9 +199,9 @@ class Runner:
             started_at=datetime.now(timezone.utc),
             model=plan.model,
             model_endpoint=plan.model_endpoint,
-            sandbox=plan.sandbox,
-            isolated=isolates(plan.sandbox),
-            network=plan.sandbox == "docker" and plan.suite.network,
+            sandbox=plan.sandbox.kind,
+            isolated=kind_of(plan.sandbox).isolated,
+            network=plan.sandbox.options.network,
             resource_limits=_resource_limits(plan.sandbox),
             from_stage=plan.from_stage.number,
             suite_file=str(plan.suite.file),
@@ -358,7 +359,7 @@ class Runner:
             # A retried attempt starts from the files this one starts from.
             sandbox=plan.sandbox,
             writable=(workspace.root, state.parent / "agent"),
-            options=plan.suite.loop,
+            options=plan.suite.agent.options,
             checkpoint=FolderCheckpoint(
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),
@@ -530,8 +531,8 @@ def _relative(path: Path, run_dir: Path) -> str:
     return str(path)
 
 
-def _resource_limits(sandbox: str) -> ResourceLimits:
-    held = limits_of(sandbox)
+def _resource_limits(sandbox: SandboxConfig) -> ResourceLimits:
+    held = kind_of(sandbox).limits()
     return ResourceLimits(
         mechanism=held.mechanism,
         pids=held.pids,

@@ -16,6 +16,14 @@ of the host the agent can see, never in how callers use them:
 Paths (`cwd`, `put`, `get`) are the host's: `local` and `bwrap` show every
 folder at its own path, `docker` shows the first writable folder (the
 workspace) at `/workspace` and translates (`DockerSandbox.inner_path`).
+
+A backend is a `SandboxKind` (one object, registered by name in `registry`,
+or by a package's `ci_evals.sandboxes` entry point): it reads its own block
+of the suite (`sandbox: {kind: K, ...}` -> its `SandboxOptions`, file:line
+errors), says whether it can run here, prepares what a run needs once (the
+docker kind builds the image), and opens sandboxes. What a command chose —
+the kind's name and its prepared options, a `SandboxConfig` — is passed to
+everything that opens one; nothing is set process-wide.
 """
 
 from __future__ import annotations
@@ -23,9 +31,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ci_evals.process import ExecResult
+
+if TYPE_CHECKING:
+    from ci_evals.config.yaml_source import Field
 
 DEFAULT_OUTPUT_CAP = 64 * 1024
 
@@ -39,13 +50,9 @@ class SandboxSpec:
     # The one address the agent may reach (the model endpoint, on the loopback);
     # an isolating sandbox makes `http://HOST:PORT` work inside and nothing else.
     endpoint: tuple[str, int] | None = None
-    network: bool = False  # full network, only when a suite asks for it
     # The sandbox's own /tmp (memory, in an isolating sandbox): a cap, so that
     # filling it cannot take the machine's memory.
     tmp_bytes: int = 1 << 30
-    # What a container backend (`docker`) also needs.
-    image: str | None = None  # the image tag (`ci-evals/<name>:<hash>`, sandbox.images)
-    run_id: str | None = None  # labels what it starts, so `ci-evals gc` knows the run
     # Limits (sandbox/limits.py): docker enforces cpus, memory and pids; bwrap
     # and local the pids and memory through a cgroup where one can be made,
     # and always the rlimits (address space per process, size per file) and a
@@ -82,6 +89,11 @@ class Sandbox(Protocol):
     name: str
     isolated: bool  # False for `local`: the results and reports say so
 
+    @property
+    def over_quota(self) -> bool:
+        """Its writable folders grew past `SandboxSpec.disk_bytes` while it ran, and it
+        killed everything it ran (False for a kind that does not watch them)."""
+
     def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn: ...
 
     def exec(
@@ -101,3 +113,78 @@ class Sandbox(Protocol):
     def get(self, path: Path) -> bytes: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Enforced:
+    """What a sandbox of one kind enforces (recorded in results.json, `limits`)."""
+
+    mechanism: str  # "cgroup v1" / "cgroup v2" + "rlimit", "rlimit", "docker"
+    pids: int
+    memory_bytes: int | None  # None: no cgroup (only the per-process address space)
+    address_space_bytes: int | None
+    file_bytes: int | None
+    disk_bytes: int | None  # what the writable folders may grow by while it runs
+    seccomp: str | None = None  # the filter every process runs under (None: none)
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """A kind's own settings (`sandbox: {kind: K, ...}`); kinds with more subclass it."""
+
+    # Whether what runs inside may reach the network (results and reports say so).
+    network: bool = False
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Where a command runs agents and graders' programs: a kind and its options,
+    prepared (`SandboxKind.prepare`) before the first sandbox opens."""
+
+    kind: str = "local"
+    options: SandboxOptions = field(default_factory=SandboxOptions)
+
+
+class SandboxKind(Protocol):
+    """One sandbox backend, as the registry knows it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def isolated(self) -> bool:
+        """It keeps the agent from the host (False for `local`: results say so)."""
+
+    @property
+    def host_stands_in(self) -> bool:
+        """When it cannot run here, the host (`local`) may stand in for it when no
+        credential is at stake; False when what it runs on is part of the task (an image)."""
+
+    @property
+    def runs_images(self) -> bool:
+        """It runs a ready image (`image_options`): `mcp-check --image` uses such a kind."""
+
+    def load(self, value: Field | None, suite_dir: Path) -> SandboxOptions:
+        """Its options from its block of the suite (None: the suite named it bare, or
+        `--isolation` chose it); mistakes are `Field.error`s, at their file:line."""
+
+    def available(self) -> str | None:
+        """Why it cannot run on this machine, in one line; None when it can."""
+
+    def prepare(
+        self, options: SandboxOptions, environ: Mapping[str, str], run_id: str | None
+    ) -> SandboxOptions:
+        """`options` ready for `open` (e.g. an image built and tagged), once per command."""
+
+    def image_options(self, image: str) -> SandboxOptions:
+        """Options that run the ready image `image` (only when `runs_images`)."""
+
+    def limits(self) -> Enforced:
+        """What its sandboxes hold their processes to here."""
+
+    def open(self, spec: SandboxSpec, options: SandboxOptions) -> Sandbox:
+        """A new sandbox for `spec`; the caller closes it."""
+
+
+# The default for callers that are not told where to run: on the host, unisolated.
+ON_HOST = SandboxConfig()

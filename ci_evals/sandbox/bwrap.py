@@ -56,6 +56,7 @@ from ci_evals import process
 from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
+from ci_evals.sandbox.host_kind import HostKind
 from ci_evals.sandbox.launcher import Launched, Launcher
 from ci_evals.sandbox.owners import Owners, give_back, hand_over, strip_setid
 
@@ -209,7 +210,7 @@ class BwrapSandbox(Launched):
         network: bool | None = None,
     ) -> None:
         endpoint = endpoint if endpoint is not None else mounts.endpoint
-        network = mounts.network if network is None else network
+        network = bool(network)
         results = () if mounts.grader_results is None else (mounts.grader_results,)
         for path in (*mounts.writable, *mounts.readonly, *results):
             if not path.is_absolute() or not path.exists():
@@ -571,3 +572,6 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
     finally:
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
+
+
+KIND = HostKind("bwrap", isolated=True, make=BwrapSandbox, available=available)

@@ -7,7 +7,7 @@ What the code inside gets (it may be hostile):
   `/workspace`, other writable and read-only folders at their own paths.
 - No network (`network_mode: none`: a loopback of its own, so neither the
   host's loopback services nor the Docker bridge are reachable); a suite opts
-  in with `network: true` (`SandboxSpec.network`), and results say so.
+  in with `network: true` (`docker_kind.DockerOptions`), and results say so.
   Without it no `*_PROXY` variable (any case) reaches a command.
 - CPU, memory (swap included) and pids limits; a non-root user (the host's
   uid when ci-evals is not root, else `SANDBOX_UID`, to which the writable
@@ -140,14 +140,16 @@ class DockerSandbox:
 
     name = "docker"
     isolated = True
-    # The image is part of the task (its tools, its /workspace): without an
-    # engine the command stops; it never falls back to running on the host.
-    host_stands_in = False
+    over_quota = False  # the engine caps memory and pids; the disk quota is bwrap's and local's
 
-    def __init__(self, spec: SandboxSpec) -> None:
-        if not spec.image:
-            raise ValueError("the docker sandbox needs an image (the suite's `image:`)")
-        if spec.endpoint is not None and not spec.network:
+    def __init__(
+        self, spec: SandboxSpec, *, image: str, network: bool = False, run_id: str | None = None
+    ) -> None:
+        """`image`: the tag of a built image; `network`: the containers may reach the
+        network; `run_id`: labels them for `ci-evals gc` (docker_kind.DockerOptions)."""
+        if not image:
+            raise ValueError("the docker sandbox needs a built image (DockerKind.prepare)")
+        if spec.endpoint is not None and not network:
             raise ValueError(
                 "the docker sandbox does not relay a model endpoint into a container without "
                 "network: run the agent on the host (agent: loop) or use sandbox: bwrap"
@@ -163,6 +165,7 @@ class DockerSandbox:
             if os.path.realpath(path) != str(path):
                 raise ValueError(f"sandbox mount {path} is or passes through a symbolic link")
         self.spec = spec
+        self.image, self.network, self.run_id = image, network, run_id
         self.uid = os.getuid() if os.getuid() != 0 else SANDBOX_UID
         self.gid = os.getgid() if os.getuid() != 0 else SANDBOX_UID
         self.user = f"{self.uid}:{self.gid}"
@@ -213,18 +216,18 @@ class DockerSandbox:
             cap_add = list(grader_identity.GRADER_CAPS)
         labels = {
             LABEL: "1",
-            LABEL_RUN: spec.run_id or "",
+            LABEL_RUN: self.run_id or "",
             LABEL_OWNER: owner_label(),
             LABEL_CREATED: str(int(time.time())),
         }
-        assert spec.image is not None  # checked in __init__
-        if not image_known(spec.image):
+        image = self.image
+        if not image_known(image):
             raise UserError(
-                f"the Docker engine has no image {spec.image!r}",
+                f"the Docker engine has no image {image!r}",
                 hint="build it from its recipe: ci-evals sandbox build RECIPE",
             )
         container = client().containers.create(
-            spec.image,
+            image,
             command=["sleep", "infinity"],
             init=True,
             # The exec API gives an exec the capabilities the container's own user
@@ -232,7 +235,7 @@ class DockerSandbox:
             user=self.exec_user,
             working_dir=WORKSPACE,
             hostname="ci-evals-sandbox",
-            network_mode="bridge" if spec.network else "none",
+            network_mode="bridge" if self.network else "none",
             nano_cpus=int(spec.cpus * 1e9),
             mem_limit=spec.memory_bytes,
             memswap_limit=spec.memory_bytes,  # no swap beyond the memory limit
@@ -275,7 +278,7 @@ class DockerSandbox:
             raise OSError("the docker CLI is not installed (spawn runs `docker exec -i`)")
         if not argv:
             raise ValueError("nothing to run")
-        env = env if self.spec.network else without_proxies(env)
+        env = env if self.network else without_proxies(env)
         names = _checked_names(env)
         settings = {k: os.environ[k] for k in CLI_SETTINGS if k in os.environ}
         host = [cli, "exec", "-i", "--user", self.user, "--workdir", str(self.inner_path(cwd))]
@@ -297,7 +300,7 @@ class DockerSandbox:
         """Run `argv` inside to its end or `timeout`, when its process group is killed."""
         if not argv:
             raise ValueError("nothing to run")
-        env = env if self.spec.network else without_proxies(env)
+        env = env if self.network else without_proxies(env)
         _checked_names(env)
         start = time.monotonic()
         pidfile = f"/tmp/.ci-evals-exec-{uuid.uuid4().hex}"  # noqa: S108 - the container's own /tmp

@@ -25,9 +25,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.base import Enforced, SandboxSpec
 from ci_evals.sandbox.launch import seccomp_program, start_time
-from ci_evals.sandbox.limits import Enforced, Quota, create_cgroup, enforced, rlimits, uid_tasks
+from ci_evals.sandbox.limits import Quota, create_cgroup, enforced, rlimits, uid_tasks
 
 LAUNCH_SCRIPT = Path(__file__).with_name("launch.py")
 _STOP_WAIT_S = 5.0

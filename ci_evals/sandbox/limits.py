@@ -33,27 +33,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ci_evals.sandbox import launch
-from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.base import Enforced, SandboxSpec
 
 _V1_MEMORY = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
 _REMOVE_WAIT_S = 5.0
-
-
-@dataclass(frozen=True)
-class Enforced:
-    """What a sandbox of one kind enforces (recorded in results.json, `limits`)."""
-
-    mechanism: str  # "cgroup v1" / "cgroup v2" + "rlimit", "rlimit", "docker"
-    pids: int
-    memory_bytes: int | None  # None: no cgroup (only the per-process address space)
-    address_space_bytes: int | None
-    file_bytes: int | None
-    disk_bytes: int | None  # what the writable folders may grow by while it runs
-    seccomp: str | None = None  # the filter every process runs under (None: none)
 
 
 class Cgroup:

@@ -26,6 +26,7 @@ from ci_evals import process
 from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn
+from ci_evals.sandbox.host_kind import HostKind
 from ci_evals.sandbox.launcher import Launched, Launcher
 from ci_evals.sandbox.processes import MARK_NAME, kill_marked, new_mark
 
@@ -117,3 +118,6 @@ def _check_runnable(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> N
         found = shutil.which(program, path=env.get("PATH", os.defpath)) is not None
     if not found:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
+KIND = HostKind("local", isolated=False, make=LocalSandbox)

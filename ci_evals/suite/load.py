@@ -24,8 +24,7 @@ import yaml
 
 from ci_evals import git
 from ci_evals.agents import Limits
-from ci_evals.agents.loop_config import LoopConfig, load_loop_config
-from ci_evals.agents.registry import AGENTS, DEFAULT_AGENT
+from ci_evals.agents.base import AgentConfig
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import Problems, UserError
@@ -39,11 +38,10 @@ from ci_evals.graders.config import (
     load_suite_grading,
 )
 from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
-from ci_evals.sandbox.recipe import find_recipe, load_recipe
-from ci_evals.sandbox.registry import DEFAULT_SANDBOX, SANDBOXES
+from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
-from ci_evals.suite import contracts, references
+from ci_evals.suite import backends, contracts, references
 from ci_evals.suite.contracts import Contract
 from ci_evals.suite.plugin_source import MARKETPLACE, plugin_at, plugin_in_marketplace
 from ci_evals.text import display_path
@@ -56,7 +54,7 @@ SUITE_FILE = "ci-evals.yaml"
 CONTRACT_KEYS = ("produces", "consumes")
 DEFAULT_SCENARIO = "default"
 DEFAULT_STAGE_MAP = "stage_map.yaml"
-# The plugin of a suite that has none (`agent: loop` may leave `plugin:` out).
+# The plugin of a suite that has none (an agent kind that `needs_plugin` not).
 NO_PLUGIN = Path(__file__).resolve().parent / "no_plugin"
 VERSION = 1
 BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
@@ -67,11 +65,10 @@ _STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS, *CONTRACT
 _SUITE_KEYS = (
     "version",
     "agent",
-    "loop",
+    *backends.OLD_AGENT_KEYS,
     "scaffold",
     "sandbox",
-    "image",
-    "network",
+    *backends.OLD_SANDBOX_KEYS,
     "plugin",
     "fixtures",
     "stage_map",
@@ -154,14 +151,11 @@ class Suite:
     grading: SuiteGrading = field(default_factory=SuiteGrading)
     extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
     source: Field | None = field(default=None, compare=False, repr=False)
-    agent: str = DEFAULT_AGENT  # the backend that runs stages and reviewers (agents.registry)
-    sandbox: str = DEFAULT_SANDBOX  # where they run (sandbox.registry); `--isolation` overrides
-    # `sandbox: docker`: the image's recipe file (sandbox.recipe, validated at
-    # load), and whether the containers get the network (off unless asked).
-    image: Path | None = None
-    network: bool = False
-    # `agent: loop`: its step ceiling, tools, system prompt, context strategy (`loop:`).
-    loop: LoopConfig | None = None
+    # The backend that runs stages and reviewers, and its options (`agent:`,
+    # agents.registry), and where they run (`sandbox:`, sandbox.registry;
+    # `--isolation` overrides): each kind validated its own block (suite.backends).
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # load_suite sets it
     # A folder laid into every workspace before the fixtures: what a task gives its
     # agent to start from (`tasks/<id>/scaffold/`).
     scaffold: Path | None = None
@@ -307,24 +301,17 @@ def load_suite(
         raise keys["version"].error(f"unsupported version {version}", hint=f"use {VERSION}")
 
     base = file.parent
-    agent = _registered(keys.get("agent"), AGENTS, DEFAULT_AGENT, "agent")
-    loop = _loop(keys.get("loop"), agent)
+    agent, agent_kind = backends.load_agent(keys, root_field)
     if "plugin" in keys:
         plugin = _load_plugin(keys["plugin"], base)
-    elif agent == "loop":  # a task, not a plugin: an empty one keeps the workspace's layout
+    elif not agent_kind.needs_plugin:  # a task: an empty plugin keeps the workspace's layout
         plugin = Plugin(path=NO_PLUGIN, name="no-plugin")
     else:
         raise root_field.error("missing required key 'plugin'")
     fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
     scaffold = _scaffold(keys.get("scaffold"), base)
     model = _optional_str(keys.get("model"))
-    sandbox = _registered(
-        keys.get("sandbox"), dict.fromkeys([*SANDBOXES, "none"]), DEFAULT_SANDBOX, "sandbox"
-    )
-    image = _image(keys.get("image"), base, sandbox, keys.get("sandbox"), root_field)
-    network = keys["network"].as_bool() if "network" in keys else False
-    if network and sandbox != "docker":
-        raise keys["network"].error("only sandbox: docker has a network to open", hint="remove it")
+    sandbox = backends.load_sandbox(keys, root_field, base)
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
@@ -363,54 +350,11 @@ def load_suite(
         source=root_field,
         agent=agent,
         sandbox=sandbox,
-        image=image,
-        network=network,
-        loop=loop,
         scaffold=scaffold,
     )
     if stage_map is not None:
         _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)
     return suite
-
-
-def _registered(value: Field | None, names: Mapping[str, object], default: str, kind: str) -> str:
-    """A backend name from a registry; an unknown one lists the valid names."""
-    if value is None:
-        return default
-    name = value.as_str()
-    if name not in names:
-        valid = ", ".join(sorted(names))
-        raise value.error(f"unknown {kind} {name!r}", hint=f"valid: {valid}")
-    return name
-
-
-def _image(
-    value: Field | None, base: Path, sandbox: str, sandbox_field: Field | None, root: Field
-) -> Path | None:
-    """The recipe file of `image:` (validated now, built at the first run), needed
-    by `sandbox: docker` and meaningless elsewhere."""
-    if value is None:
-        if sandbox == "docker":
-            raise (sandbox_field or root).error(
-                "sandbox: docker needs an image", hint="add image: RECIPE (e.g. python-mcp)"
-            )
-        return None
-    reference = value.as_str()
-    try:
-        recipe = find_recipe(reference, base)
-    except UserError as exc:
-        raise value.error(exc.message, hint=exc.hint) from None
-    load_recipe(recipe)  # its own mistakes at its own file:line
-    return recipe
-
-
-def _loop(value: Field | None, agent: str) -> LoopConfig | None:
-    """`loop:` for `agent: loop` (its defaults when absent); an error for another agent."""
-    if value is None:
-        return LoopConfig() if agent == "loop" else None
-    if agent != "loop":
-        raise value.error(f"loop: configures agent: loop, not {agent}", hint="remove it")
-    return load_loop_config(value)
 
 
 def _scaffold(value: Field | None, base: Path) -> Path | None:

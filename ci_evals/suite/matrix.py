@@ -2,7 +2,7 @@
 
 A matrix file (`--matrix FILE`) names the values to vary; every combination
 is one configuration, run on every task. What a file leaves out is each
-task's own (its suite's `model:`, its `loop:` prompt and tools), so no file
+task's own (its suite's `model:`, its agent's prompt and tools), so no file
 at all is the one configuration `task` (docs/loop-agent.md):
 
 ```yaml
@@ -21,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci_evals.agents.loop_config import LoopConfig, load_tools
+from ci_evals.agents.base import Variation
+from ci_evals.agents.registry import KINDS
 from ci_evals.config.yaml_source import ANY_KEY, Field, load
 from ci_evals.errors import UserError
 from ci_evals.suite.load import Suite
@@ -42,6 +43,8 @@ class Configuration:
     model: str | None = None
     system_prompt: tuple[str, str] | None = None  # (name, text)
     tools: tuple[str, tuple[str, ...]] | None = None  # (name, tool names)
+    # The tool set as written: the agent kind checks its names there (`AgentKind.vary`).
+    tools_field: Field | None = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:
@@ -69,22 +72,24 @@ class Configuration:
         return found
 
     def apply(self, suite: Suite, task: str) -> Suite:
-        """`suite` as this configuration runs it (a varied prompt or tool set: `agent: loop`)."""
+        """`suite` as this configuration runs it (a varied prompt or tool set: its agent
+        kind's `vary`, which refuses when that agent has neither)."""
         if self.system_prompt is None and self.tools is None:
             return suite
-        if suite.loop is None:
+        variation = Variation(
+            system_prompt=None if self.system_prompt is None else self.system_prompt[1],
+            tools=None if self.tools is None else self.tools[1],
+            where=self.tools_field,
+        )
+        try:
+            options = KINDS.get(suite.agent.kind).vary(suite.agent.options, variation)
+        except UserError as exc:
+            if exc.file is not None:
+                raise
             raise UserError(
-                f"task {task!r} is not an agent: loop suite; the matrix varies its system "
-                "prompt or tools",
-                file=suite.display,
-                hint="leave system_prompts and tool_sets out, or make the task agent: loop",
-            )
-        loop: LoopConfig = suite.loop
-        if self.system_prompt is not None:
-            loop = dataclasses.replace(loop, system_prompt=self.system_prompt[1])
-        if self.tools is not None:
-            loop = dataclasses.replace(loop, tools=self.tools[1])
-        return dataclasses.replace(suite, loop=loop)
+                f"task {task!r}: {exc.message}", file=suite.display, hint=exc.hint
+            ) from None
+        return dataclasses.replace(suite, agent=dataclasses.replace(suite.agent, options=options))
 
 
 def _short(kind: str, value: str) -> str:
@@ -110,13 +115,28 @@ def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
     prompts: list[tuple[str, str] | None] = [None]
     if "system_prompts" in keys:
         prompts = [(name, value.as_str()) for name, value in _named(keys["system_prompts"])]
-    tool_sets: list[tuple[str, tuple[str, ...]] | None] = [None]
+    tool_sets: list[tuple[str, Field] | None] = [None]
     if "tool_sets" in keys:
-        tool_sets = [(name, load_tools(value)) for name, value in _named(keys["tool_sets"])]
+        tool_sets = [(name, value) for name, value in _named(keys["tool_sets"])]
     return tuple(
-        Configuration(model, prompt, tools)
+        Configuration(
+            model,
+            prompt,
+            None if tools is None else (tools[0], _tool_names(tools[1])),
+            None if tools is None else tools[1],
+        )
         for model, prompt, tools in itertools.product(models, prompts, tool_sets)
     )
+
+
+def _tool_names(value: Field) -> tuple[str, ...]:
+    """A tool set's names as written (non-empty, no repeats); which names an agent
+    has is its kind's to say (`AgentKind.vary`, at this file:line)."""
+    names = value.as_str_list(allow_empty=False)
+    for item, name in zip(value.sequence(), names, strict=True):
+        if names.count(name) > 1:
+            raise item.error(f"tool {name!r} listed twice")
+    return tuple(names)
 
 
 def _named(value: Field) -> list[tuple[str, Field]]:

@@ -320,17 +320,16 @@ def test_a_process_that_leaves_the_group_does_not_hang_the_grader(tmp_path: Path
             os.kill(int(pidfile.read_text()), 9)
 
 
-@pytest.mark.parametrize("sandbox", ["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.mark.parametrize("kind", ["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
 def test_a_script_sees_a_copy_of_itself_and_its_named_files_never_its_folder(
-    tmp_path: Path, sandbox: str, request: pytest.FixtureRequest
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
     # A `script:` next to the suite at the repository's top: its folder is the
     # repository, `.git/config` (a token in the remote URL) included. The grader's
     # sandbox gets a read-only copy of the script and of what the suite names.
-    if sandbox == "docker":
-        from ci_evals.sandbox.registry import configure  # noqa: PLC0415
+    from tests.sandbox_helpers import ready_sandbox  # noqa: PLC0415
 
-        configure("docker", image=request.getfixturevalue("docker_image"))
+    sandbox = ready_sandbox(kind, request)
     repo, state = tmp_path / "repo", tmp_path / "state"
     (repo / ".git").mkdir(parents=True)
     (repo / "lib").mkdir()

@@ -18,6 +18,7 @@ from ci_evals.graders.scoring import ScoringPolicy
 from ci_evals.grading.files import grade_files
 from ci_evals.report.verify import verdict_problems
 from ci_evals.results.criteria import StageVerdict
+from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.sandbox.bwrap import available as bwrap_available
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mcp"
@@ -37,8 +38,15 @@ def workspace(tmp_path: Path, server: str) -> Path:
 
 
 def grade(g: StageGrading, folder: Path, out: Path, sandbox: str) -> StageVerdict:
+    """Grade `folder` with the mcp grader in a sandbox of kind `sandbox`."""
     return grade_files(
-        g, folder, ScoringPolicy(), trajectory=None, env=ENV, out_dir=out, sandbox=sandbox
+        g,
+        folder,
+        ScoringPolicy(),
+        trajectory=None,
+        env=ENV,
+        out_dir=out,
+        sandbox=SandboxConfig(sandbox),
     )
 
 

@@ -1,0 +1,96 @@
+"""Backends by name, one shape for every seam (sandbox, agent, grader, endpoint).
+
+A `Registry` maps a name to a backend's `Kind` object (the seam's `base.py`
+says what a Kind is). Built-in kinds are `"module:attribute"` strings,
+imported on first use, so naming one backend never imports the others. A name
+that is not built in is looked up in the seam's entry-point group
+(`ci_evals.sandboxes`, `ci_evals.agents`, `ci_evals.graders`,
+`ci_evals.endpoints`): a package that declares
+
+    [project.entry-points."ci_evals.sandboxes"]
+    k8s = "my_package.k8s:KIND"
+
+adds `sandbox: {kind: k8s, ...}` with no edit here. Entry points are read only
+then (reading installed metadata costs milliseconds the hot paths do not pay).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
+
+from ci_evals.errors import UserError
+
+if TYPE_CHECKING:
+    from importlib import metadata
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """The kinds of one seam: `noun` names it in messages, `group` is its entry-point group."""
+
+    def __init__(self, noun: str, group: str, builtins: Mapping[str, str]) -> None:
+        self.noun = noun
+        self.group = group
+        self._builtins = dict(builtins)  # name -> "module:attribute"
+        self._loaded: dict[str, T] = {}
+        self._plugins: dict[str, metadata.EntryPoint] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def builtin(self) -> tuple[str, ...]:
+        """The names this package ships, without reading any metadata."""
+        return tuple(self._builtins)
+
+    def names(self) -> tuple[str, ...]:
+        """Every name: the built-ins, then those installed packages declare."""
+        plugins = [name for name in self._entry_points() if name not in self._builtins]
+        return (*self._builtins, *sorted(plugins))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self._builtins or name in self._entry_points())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def get(self, name: str) -> T:
+        """The kind registered as `name`; an unknown name is a `UserError` listing the known."""
+        with self._lock:
+            if name in self._loaded:
+                return self._loaded[name]
+        if name in self._builtins:
+            module_name, _, attribute = self._builtins[name].partition(":")
+            kind = getattr(importlib.import_module(module_name), attribute)
+        elif name in self._entry_points():
+            try:
+                kind = self._entry_points()[name].load()
+            except Exception as exc:  # a third party's import error, named as theirs
+                raise UserError(
+                    f"{self.noun} {name!r} (entry point {self._entry_points()[name].value} "
+                    f"in group {self.group}) failed to load: {type(exc).__name__}: {exc}",
+                    hint="fix or reinstall the package that provides it",
+                ) from None
+        else:
+            raise self.unknown(name)
+        with self._lock:
+            self._loaded.setdefault(name, cast("T", kind))
+            return self._loaded[name]
+
+    def unknown(self, name: str) -> UserError:
+        """The error for a name nobody registered (callers add file:line with `Field.error`)."""
+        return UserError(
+            f"unknown {self.noun} {name!r}",
+            hint=f"known: {', '.join(self.names())}; a package adds one with an entry point "
+            f"in group {self.group}",
+        )
+
+    def _entry_points(self) -> dict[str, metadata.EntryPoint]:
+        if self._plugins is None:
+            from importlib import metadata  # noqa: PLC0415 - only for a name not built in
+
+            found = {ep.name: ep for ep in metadata.entry_points(group=self.group)}
+            self._plugins = found
+        return self._plugins

@@ -1,0 +1,344 @@
+"""A backend shipped outside this repository: one package, its entry points, no edit here.
+
+The package (written below into a temp folder, with its own pyproject.toml) adds
+an agent kind (`scripted`: writes the files its block names, through the
+sandbox) and a sandbox kind (`audited`: the host's sandbox, logging every call
+to a file its block names). It is pip-installed into a fresh virtualenv that
+sees this checkout and its dependencies (a `.pth` adding this interpreter's
+site-packages, so nothing is downloaded), and a suite that names both kinds
+runs there end to end through `python -m ci_evals run`. The same venv then
+shows the errors for a bad block and an unknown kind, at their file:line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# A fresh venv and a run per case: tens of seconds.
+pytestmark = pytest.mark.slow
+
+PACKAGE = "ci_evals_example_backends"
+
+PYPROJECT = f"""\
+[build-system]
+requires = []
+build-backend = "wheel_backend"
+backend-path = ["."]
+
+[project]
+name = "ci-evals-example-backends"
+version = "0.1"
+
+[project.entry-points."ci_evals.agents"]
+scripted = "{PACKAGE}:AGENT"
+
+[project.entry-points."ci_evals.sandboxes"]
+audited = "{PACKAGE}:SANDBOX"
+"""
+
+# A PEP 517 backend of the package's own (`backend-path`), so that installing it
+# needs no build tool the fresh venv may lack (setuptools, wheel) and nothing is
+# downloaded: a wheel is a zip of the package and its metadata, entry points as
+# pyproject.toml declares them.
+WHEEL_BACKEND = f"""\
+import base64, hashlib, tomllib, zipfile
+from pathlib import Path
+
+NAME, VERSION = "ci_evals_example_backends", "0.1"
+INFO = f"{{NAME}}-{{VERSION}}.dist-info"
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
+    groups = project["entry-points"]
+    entry_points = "".join(
+        f"[{{group}}]\\n" + "".join(f"{{k}} = {{v}}\\n" for k, v in names.items()) + "\\n"
+        for group, names in groups.items()
+    )
+    files = {{
+        f"{PACKAGE}/__init__.py": Path("{PACKAGE}/__init__.py").read_bytes(),
+        f"{{INFO}}/METADATA": (
+            f"Metadata-Version: 2.1\\nName: {{project['name']}}\\nVersion: {{VERSION}}\\n"
+        ).encode(),
+        f"{{INFO}}/WHEEL": (
+            b"Wheel-Version: 1.0\\nGenerator: wheel_backend\\nRoot-Is-Purelib: true\\n"
+            b"Tag: py3-none-any\\n"
+        ),
+        f"{{INFO}}/entry_points.txt": entry_points.encode(),
+    }}
+    record = "".join(
+        f"{{name}},sha256={{base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()}},{{len(data)}}\\n"
+        for name, data in files.items()
+    ) + f"{{INFO}}/RECORD,,\\n"
+    wheel = f"{{NAME}}-{{VERSION}}-py3-none-any.whl"
+    with zipfile.ZipFile(Path(wheel_directory) / wheel, "w") as out:
+        for name, data in files.items():
+            out.writestr(name, data)
+        out.writestr(f"{{INFO}}/RECORD", record)
+    return wheel
+"""
+
+# What a third party writes: only ci_evals' public seams (the kinds' Protocols).
+MODULE = '''\
+"""An agent kind and a sandbox kind, for ci-evals, from outside its repository."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ci_evals.agents import StageOutcome
+from ci_evals.errors import UserError
+from ci_evals.sandbox.base import SandboxOptions, SandboxSpec
+from ci_evals.sandbox.local import KIND as HOST
+from ci_evals.sandbox.registry import open_sandbox
+
+
+class Scripted:
+    """Writes `files: {NAME: TEXT}` into the stage's folder, through its sandbox."""
+
+    name = "scripted"
+
+    async def run_stage(self, request, *, abort, on_progress=None):
+        files = request.options or {}
+        request.trajectory_path.parent.mkdir(parents=True, exist_ok=True)
+        request.trajectory_path.write_text("")
+        request.stderr_path.write_text("")
+        spec = SandboxSpec(writable=(request.cwd, *request.writable))
+        with open_sandbox(request.sandbox, spec) as box:
+            for name, text in files.items():
+                box.put(request.cwd / name, text.encode())
+        return StageOutcome(status="completed", turns=1)
+
+
+class ScriptedKind:
+    name = "scripted"
+    needs_plugin = False
+
+    def load(self, value):
+        if value is None:
+            return {}
+        keys = value.mapping(("kind", "files"), required=("files",))
+        files = keys["files"].plain()
+        if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+            raise keys["files"].error("expected a mapping of file names to text")
+        return files
+
+    def available(self):
+        return None
+
+    def vary(self, options, variation):
+        raise UserError("agent scripted has nothing to vary")
+
+    def create(self):
+        return Scripted()
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditedOptions(SandboxOptions):
+    log: Path | None = None
+
+
+class Audited:
+    """The host's sandbox, each call appended to the log as one JSON line."""
+
+    def __init__(self, inner, log):
+        self.inner, self.log = inner, log
+        self.name, self.isolated = "audited", False
+
+    @property
+    def over_quota(self):
+        return self.inner.over_quota
+
+    def _note(self, *what):
+        with self.log.open("a") as out:
+            out.write(json.dumps([str(part) for part in what]) + "\\n")
+
+    def spawn(self, argv, *, cwd, env):
+        self._note("spawn", *argv)
+        return self.inner.spawn(argv, cwd=cwd, env=env)
+
+    def exec(self, argv, **kwargs):
+        self._note("exec", *argv)
+        return self.inner.exec(argv, **kwargs)
+
+    def put(self, path, data):
+        self._note("put", path)
+        self.inner.put(path, data)
+
+    def get(self, path):
+        self._note("get", path)
+        return self.inner.get(path)
+
+    def close(self):
+        self.inner.close()
+
+
+class AuditedKind:
+    name = "audited"
+    isolated = False
+    host_stands_in = True
+    runs_images = False
+
+    def load(self, value, suite_dir):
+        if value is None:
+            hint = "sandbox: {kind: audited, log: FILE}"
+            raise UserError("the audited sandbox needs a log", hint=hint)
+        keys = value.mapping(("kind", "log"), required=("log",))
+        return AuditedOptions(log=suite_dir / keys["log"].as_str())
+
+    def available(self):
+        return None
+
+    def prepare(self, options, environ, run_id):
+        return options
+
+    def image_options(self, image):
+        raise UserError("the audited sandbox runs no images")
+
+    def limits(self):
+        return HOST.limits()
+
+    def open(self, spec, options):
+        return Audited(HOST.open(spec, SandboxOptions()), options.log)
+
+
+AGENT = ScriptedKind()
+SANDBOX = AuditedKind()
+'''
+
+SUITE = """\
+version: 1
+agent:
+  kind: scripted
+  files: {hello.txt: "hi from outside\\n"}
+sandbox: {kind: audited, log: audit.log}
+stage_map: null
+stages:
+  - name: build
+    prompt: Write hello.txt.
+    graders:
+      - id: hello
+        command: [sh, -c, 'test "$(cat hello.txt)" = "hi from outside"']
+"""
+
+
+STUB = "rules: [{match: {prompt_contains: never}, turns: [{text: unused}]}]\n"
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the example package installed (no download)."""
+    root = tmp_path_factory.mktemp("third-party")
+    source = root / "src"
+    (source / PACKAGE).mkdir(parents=True)
+    (source / "pyproject.toml").write_text(PYPROJECT)
+    (source / PACKAGE / "__init__.py").write_text(MODULE)
+    (source / "wheel_backend.py").write_text(WHEEL_BACKEND)
+    env_dir = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+    python = env_dir / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # This checkout (an editable install's finder is a .pth there too) and its
+    # dependencies, as they are installed for the tests: nothing is fetched.
+    ours = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "ci_evals_under_test.pth").write_text(
+        f"import site; site.addsitedir({ours!r})\n"
+    )
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-build-isolation",
+         str(source)],
+        check=True,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )  # fmt: skip
+    return python
+
+
+def run(python: Path, suite_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`ci-evals run` of the suite in `suite_dir`, offline (the agent asks no model)."""
+    (suite_dir / "stub.yaml").write_text(STUB)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    argv = ["run", "--model", "stub:stub.yaml", "--out", str(suite_dir / "out")]
+    return subprocess.run(
+        [python, "-m", "ci_evals", *argv], cwd=suite_dir, capture_output=True, text=True,
+        env=env, check=False, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_suite_runs_on_an_agent_and_a_sandbox_from_another_package(
+    venv: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "ci-evals.yaml").write_text(SUITE)
+    done = run(venv, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert (results["sandbox"], results["isolated"]) == ("audited", False)
+    [stage] = results["scenarios"][0]["stages"]
+    assert stage["status"] == "passed", stage
+    audit = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert ["put", str(Path(audit[0][1]).parent / "hello.txt")] == audit[0]  # the agent's write
+    assert any(call[0] == "exec" and "test" in call[-1] for call in audit), audit  # the grader
+
+
+@pytest.mark.parametrize(
+    ("suite", "expected"),
+    [
+        (
+            SUITE.replace("sandbox: {kind: audited, log: audit.log}", "sandbox: {kind: k8s}"),
+            "ci-evals.yaml:5:17: sandbox.kind: unknown sandbox 'k8s' (known: local, bwrap, docker, "
+            "audited; a package adds one with an entry point in group ci_evals.sandboxes)",
+        ),
+        (
+            SUITE.replace("log: audit.log", "log: audit.log, depth: 3"),
+            "ci-evals.yaml:5:42: sandbox.depth: unknown key 'depth' (known keys: kind, log)",
+        ),
+        (
+            SUITE.replace('  files: {hello.txt: "hi from outside\\n"}', "  files: [x]"),
+            "ci-evals.yaml:4:10: agent.files: expected a mapping of file names to text",
+        ),
+        (
+            SUITE.replace("kind: scripted", "kind: scripted2"),
+            "ci-evals.yaml:3:9: agent.kind: unknown agent 'scripted2' (known: claude, loop, "
+            "scripted; a package adds one with an entry point in group ci_evals.agents)",
+        ),
+    ],
+)
+def test_a_bad_block_or_an_unknown_kind_is_one_line_at_its_place(
+    venv: Path, tmp_path: Path, suite: str, expected: str
+) -> None:
+    (tmp_path / "ci-evals.yaml").write_text(suite)
+    done = run(venv, tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [f"ci-evals: error: {expected}"]
+
+
+def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_path: Path) -> None:
+    probe = textwrap.dedent(
+        """
+        import importlib.metadata as md, sys
+        calls = []
+        real = md.entry_points
+        md.entry_points = lambda **kw: calls.append(kw) or real(**kw)
+        from ci_evals.sandbox.registry import KINDS
+        KINDS.get("bwrap")
+        before = len(calls)
+        KINDS.get("audited")
+        print(before, len(calls))
+        """
+    )
+    done = subprocess.run([venv, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "1"]
