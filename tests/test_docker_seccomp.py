@@ -148,8 +148,8 @@ def test_results_record_the_filter_of_each_sandbox_kind() -> None:
 
 @pytest.fixture
 def box(tmp_path: Path, docker_image: str) -> Iterator[DockerSandbox]:
-    spec = SandboxSpec(writable=(tmp_path,), image=docker_image, run_id="test-seccomp")
-    with DockerSandbox(spec) as sandbox:
+    spec = SandboxSpec(writable=(tmp_path,))
+    with DockerSandbox(spec, image=docker_image, run_id="test-seccomp") as sandbox:
         yield sandbox
 
 
@@ -173,10 +173,8 @@ def test_a_command_graders_container_refuses_it_too(tmp_path: Path, docker_image
     itself may trace nothing either (no CAP_SYS_PTRACE rule applies)."""
     (tmp_path / "ws").mkdir()
     (tmp_path / "results").mkdir()
-    spec = SandboxSpec(
-        writable=(tmp_path / "ws",), image=docker_image, grader_results=tmp_path / "results"
-    )
-    with DockerSandbox(spec) as sandbox:
+    spec = SandboxSpec(writable=(tmp_path / "ws",), grader_results=tmp_path / "results")
+    with DockerSandbox(spec, image=docker_image) as sandbox:
         assert _probe(sandbox) == REFUSED
 
 
