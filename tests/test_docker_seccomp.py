@@ -72,6 +72,33 @@ print("pidfd_getfd", "taken" if ret >= 0 else outcome(ret))
 print("getpid", "ok" if libc.syscall(39) == os.getpid() else "broken")
 os.kill(kid, signal.SIGKILL)
 """
+# argv[1]: a sibling's pid. ptrace(PTRACE_ATTACH) through the other x86_64 ABIs,
+# from machine code in an executable page: i386 (`int 0x80`, call 26) and x32
+# (`syscall`, 0x40000000 | 521). The filter sees each ABI under its own arch
+# token; a profile that named ptrace for x86_64 only would let these through.
+PROBE_ABIS = r"""
+import ctypes, mmap, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+sibling = int(sys.argv[1])
+pid = struct.pack("<I", sibling)
+I386 = (b"\x53\xb8\x1a\x00\x00\x00\xbb\x10\x00\x00\x00\xb9" + pid
+        + b"\x31\xd2\x31\xf6\xcd\x80\x5b\x48\x63\xc0\xc3")
+X32 = (b"\xb8\x09\x02\x00\x40\xbf\x10\x00\x00\x00\xbe" + pid
+       + b"\x31\xd2\x45\x31\xd2\x0f\x05\xc3")
+pages = []
+def run(code):
+    page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(code)
+    pages.append(page)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    return ctypes.CFUNCTYPE(ctypes.c_long)(address)()
+for name, code in (("i386", I386), ("x32", X32)):
+    ret = run(code)
+    if ret == 0:
+        os.waitpid(sibling, 0x40000000)  # __WALL: its attach stop
+        libc.syscall(101, 17, sibling, 0, 0)  # PTRACE_DETACH
+    print(name, "attached" if ret == 0 else "EPERM" if ret == -1 else f"errno {-ret}")
+"""
 # Leaves a same-uid process behind (as a server a test started would be) and says its pid.
 SIBLING = "sleep 120 </dev/null >/dev/null 2>&1 & echo $!"
 
@@ -153,11 +180,11 @@ def box(tmp_path: Path, docker_image: str) -> Iterator[DockerSandbox]:
         yield sandbox
 
 
-def _probe(box: DockerSandbox) -> list[str]:
+def _probe(box: DockerSandbox, probe: str = PROBE) -> list[str]:
     left = box.exec(["sh", "-c", SIBLING], cwd=box.workspace, env=ENV, timeout=30)
     assert left.returncode == 0, left.stderr
     sibling = left.stdout.decode().strip()
-    done = box.exec(["python3", "-c", PROBE, sibling], cwd=box.workspace, env=ENV, timeout=60)
+    done = box.exec(["python3", "-c", probe, sibling], cwd=box.workspace, env=ENV, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.decode().splitlines()
 
@@ -165,6 +192,11 @@ def _probe(box: DockerSandbox) -> list[str]:
 @pytest.mark.docker
 def test_no_process_in_the_sandbox_can_ptrace_another_of_its_uid(box: DockerSandbox) -> None:
     assert _probe(box) == REFUSED
+
+
+@pytest.mark.docker
+def test_the_i386_and_x32_abis_cannot_ptrace_either(box: DockerSandbox) -> None:
+    assert _probe(box, PROBE_ABIS) == ["i386 EPERM", "x32 EPERM"]
 
 
 @pytest.mark.docker
@@ -199,6 +231,9 @@ def test_control_mobys_own_default_lets_the_probe_attach(docker_image: str) -> N
         done = container.exec_run(["python3", "-c", PROBE, sibling], user="10001:10001")
         assert done.exit_code == 0, done.output
         lines = done.output.decode().splitlines()
+        abis = container.exec_run(["python3", "-c", PROBE_ABIS, sibling], user="10001:10001")
+        assert abis.exit_code == 0, abis.output
+        i386, x32 = abis.output.decode().splitlines()
     finally:
         container.remove(force=True, v=True)
     assert lines[:4] == [
@@ -208,3 +243,6 @@ def test_control_mobys_own_default_lets_the_probe_attach(docker_image: str) -> N
         "seize sibling attached",
     ]
     assert lines[4:] == REFUSED[4:]  # moby refuses these without CAP_SYS_PTRACE
+    assert i386 == "i386 attached"
+    # Let through by the filter: attached where the kernel has x32, else ENOSYS.
+    assert x32 in ("x32 attached", "x32 errno 38")

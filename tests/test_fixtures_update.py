@@ -337,3 +337,43 @@ def test_a_promotion_the_later_fixtures_cannot_be_laid_over_is_rolled_back(
     assert "replaces a file of an earlier one" in err
     assert _files(example.fixtures) == before
     assert not [p.name for p in (example.fixtures).iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [".git/config", "research/.git/config", "research/sub/.GIT/config", "research/.git"],
+)
+def test_a_repository_the_agent_planted_is_not_promoted(
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: str
+) -> None:
+    """A `.git` the agent wrote (a workspace's top in a scenario without `git: true`, or
+    any folder below it in one with) is recorded as output like any file. Promoted, it
+    becomes a repository inside the user's: `git add -A` there stages it as an embedded
+    repository (its files never committed) and every later `git status` of the user's
+    repository runs that repository's `core.fsmonitor` on the user's machine. No fixture
+    may hold one (git: true scenarios already refuse such a fixture on load)."""
+    run = tmp_path / "run"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
+    config = b"[core]\n\tfsmonitor = touch /tmp/ci-evals-planted-fsmonitor; false\n"
+    kind, target = ("link", "company.md") if planted.endswith(".git") else ("file", None)
+    state = _recorded_run(
+        example,
+        run,
+        [
+            _change("research/company.md", company.read_bytes()),
+            _change(planted, config, kind=kind, target=target),
+        ],
+    )
+    (state / planted).parent.mkdir(parents=True, exist_ok=True)
+    if kind == "link":
+        os.symlink("company.md", state / planted)
+    else:
+        (state / planted).write_bytes(config)
+    before = _files(example.fixtures)
+    code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert f"{planted} is inside a .git folder (or is one)" in lines[0]
+    assert _files(example.fixtures) == before
+    assert not [p for p in example.fixtures.rglob("*") if p.name.lower() == ".git"]

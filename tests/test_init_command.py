@@ -378,3 +378,44 @@ def test_a_stage_whose_command_cannot_expand_never_reaches_the_model(tmp_path: P
     report = cli(here, "report", str(run_dir))
     assert "(error): the model never ran: Shell command failed" in report.stdout
     assert "0 stage run(s) (1 more never reached the model)" in report.stdout
+
+
+SABOTAGE = """\
+rules:
+  - name: commit
+    match: {command: "commit-commands:commit"}
+    turns:
+      - tools:
+          - write: {path: "outputs/commit.md", content: "done\\n"}
+          - bash: "rm -rf .git/objects .git/refs; echo garbage > .git/HEAD"
+      - text: "Committed (stub)."
+"""
+
+
+@pytest.mark.slow
+def test_a_repository_an_earlier_stage_broke_is_the_agents_failure(tmp_path: Path) -> None:
+    """Stage 1's agent (it passes) deletes the workspace's objects and refs: stage 2's
+    `` !`git ...` `` expansions fail and it never reaches the model. That is the
+    agent's doing, not the infrastructure's: its k-of-n verdict is `failed`, never
+    an `error` that takes the repeats out of the count (measured before the fix:
+    `error`, "0 of 2 runs passed (needs 2); 2 ended in error")."""
+    _, here = _vendored(tmp_path, "commit-commands")
+    assert cli(here, "init", "plugin").returncode == 0
+    suite = here / "ci-evals.yaml"
+    stage_two = '  - name: again\n    prompt: "/commit-commands:commit again"\n'
+    text = suite.read_text().replace("scenarios:\n", f"{stage_two}scenarios:\n")
+    suite.write_text(text)
+    (here / "stub" / "commit-commands.yaml").write_text(SABOTAGE)
+    stage_map = here / "stage_map.yaml"
+    stage_map.write_text(stage_map.read_text().replace("stages: [commit]", "stages: [commit, again]"))  # fmt: skip  # noqa: E501
+    ran = cli(here, "run", "--model", "stub:stub/commit-commands.yaml", "--repeat", "2")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    results = _only_results(here)
+    stages = [(s["number"], s["status"], s["model_ran"]) for r in results["scenarios"] for s in r["stages"]]  # fmt: skip  # noqa: E501
+    assert stages == [(1, "passed", True), (2, "error", False)] * 2
+    verdicts = {s["stage"]: s["summary"]["verdict"] for s in results["summaries"]}
+    assert verdicts == {1: "passed", 2: "failed"}
+    (two,) = [s["summary"] for s in results["summaries"] if s["stage"] == 2]
+    assert (two["failed"], two["errors"]) == (2, 0)
+    run_dir = next((here / ".ci-evals" / "runs").iterdir())
+    assert cli(here, "report", str(run_dir)).returncode == 1  # consistent, and failed

@@ -12,7 +12,9 @@ Promoted only when:
 - its saved state (`after/`) still satisfies stage K's contract as it is now;
 - the files it produced are in `after/` exactly as `results.json` recorded
   them (SHA-256), and it deleted no file of an earlier fixture (a fixture
-  cannot delete).
+  cannot delete);
+- no file it produced lies in a `.git` (any case): a repository the agent
+  planted would become one inside the user's.
 
 Fixture K becomes exactly the files stage K added or changed (`produced`),
 taken from `after/`; a summary lists what was added, changed and removed
@@ -248,6 +250,7 @@ def _produced_files(
                     field="--stage",
                 )
             continue
+        _no_repository(change.path)
         path = _inside(state, change.path)
         if change.kind == "file":
             if not path.is_file() or path.is_symlink() or file_sha256(path) != change.sha256:
@@ -264,6 +267,21 @@ def _produced_files(
     if not files:
         raise UserError(f"stage {stage.number} ({stage.name}) produced no file", field="--stage")
     return files
+
+
+def _no_repository(recorded: str) -> None:
+    """A `.git` the agent wrote (any case: `.GIT` is `.git` on macOS) must not become
+    part of the user's repository: `git add -A` there would stage a repository of the
+    agent's (its files never committed), whose `core.fsmonitor` every later `git status`
+    of the user's repository then runs."""
+    if ".git" in (part.lower() for part in recorded.split("/")):
+        raise UserError(
+            f"{recorded} is inside a .git folder (or is one): a fixture cannot hold a "
+            "repository the agent wrote",
+            field="--stage",
+            hint="make the stage leave no .git in its output (`git: true` gives a scenario "
+            "a repository workspace whose .git is never recorded)",
+        )
 
 
 def _inside(state: Path, recorded: str) -> Path:

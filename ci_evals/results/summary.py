@@ -30,8 +30,16 @@ from ci_evals.results.model import RunResult, StageResult
 from ci_evals.results.stats import StageSummary, summarize_repeats
 
 
-def stage_verdict(result: StageResult) -> StageVerdict:
-    """The stage's recorded verdict, or one standing in for a run without a verdict."""
+def stage_verdict(result: StageResult, *, after_agent: bool = False) -> StageVerdict:
+    """The stage's recorded verdict, or one standing in for a run without a verdict.
+
+    `after_agent`: an earlier stage's agent worked in this stage's workspace (the
+    stage is not the first the run ran in it). A stage of such a workspace that
+    never reached the model is then `failed`, not an error: what stopped the CLI
+    (a `!`git ...`` expansion that finds no repository) may be that agent's work
+    — it can delete or corrupt the workspace's `.git` — and an error would take
+    the run out of the k-of-n count ("not a verdict on the agent").
+    """
     stub_missed = result.status == "error" and bool(result.stub_misses)
     if (
         result.grading is not None
@@ -48,6 +56,9 @@ def stage_verdict(result: StageResult) -> StageVerdict:
         kind, reason = "passed", "completed (no graders)"
     elif result.status == "limit":
         kind, reason = "failed", f"hit its {result.limit_hit} limit"
+    elif result.status == "error" and not result.model_ran and after_agent:
+        kind = "failed"
+        reason = f"in the workspace the stages before left: {result.error or 'no verdict'}"
     else:
         kind, reason = "error", f"{result.status}: {result.error or 'no verdict'}"
     return StageVerdict(
@@ -68,7 +79,8 @@ def summarize_run(result: RunResult, pass_at_least: int | None) -> list[StageSum
     for scenario in sorted(result.scenarios, key=lambda s: s.repeat):
         for stage in scenario.stages:
             key = (scenario.id, stage.number)
-            grouped.setdefault(key, (stage.name, []))[1].append(stage_verdict(stage))
+            verdict = stage_verdict(stage, after_agent=stage.number > result.from_stage)
+            grouped.setdefault(key, (stage.name, []))[1].append(verdict)
     summaries = []
     for (scenario_id, number), (name, verdicts) in grouped.items():
         k = None if pass_at_least is None else min(pass_at_least, len(verdicts))
