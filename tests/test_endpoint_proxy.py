@@ -610,6 +610,10 @@ def test_a_request_sent_but_never_answered_is_charged_its_reservation(unanswered
             assert status == 502
             assert json.loads(body)["error"]["type"] == "api_error"
             assert len(up.received) == 1  # it got there: it may be billed
+            # The handler settles after its reply reached us (its `finally`): wait for it.
+            deadline = time.monotonic() + 10
+            while proxy.spent_usd == 0.0 and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert proxy.spent_usd == pytest.approx(reservation(TEST_REQUEST))
     finally:
         released.set()
