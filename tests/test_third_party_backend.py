@@ -465,7 +465,12 @@ def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_pat
         calls.clear()
         endpoint_for("stub:x.yaml"), endpoint_for(None), endpoint_for("claude-opus-4-1")
         print(len(calls), endpoint_for("silent:q").name)
+        # A model id may hold a colon: a prefix nobody registered is part of the name.
+        print(endpoint_for("us.anthropic.claude-sonnet-v1:0").model)
         """
     )
     done = subprocess.run([venv, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["0", "1", "0", "1", "0", "1", "0", "silent:q"]
+    assert done.stdout.split() == [
+        *("0", "1", "0", "1", "0", "1", "0", "silent:q"),
+        "us.anthropic.claude-sonnet-v1:0",
+    ]
