@@ -1,13 +1,16 @@
 """A backend shipped outside this repository: one package, its entry points, no edit here.
 
 The package (written below into a temp folder, with its own pyproject.toml) adds
-an agent kind (`scripted`: writes the files its block names, through the
-sandbox) and a sandbox kind (`audited`: the host's sandbox, logging every call
-to a file its block names). It is pip-installed into a fresh virtualenv that
-sees this checkout and its dependencies (a `.pth` adding this interpreter's
-site-packages, so nothing is downloaded), and a suite that names both kinds
-runs there end to end through `python -m ci_evals run`. The same venv then
-shows the errors for a bad block and an unknown kind, at their file:line.
+one kind to each seam: an agent kind (`scripted`: writes the files its block
+names, through the sandbox), a sandbox kind (`audited`: the host's sandbox,
+logging every call to a file its block names), a grader kind (the stage key
+`words`: a file has at least N words) and an endpoint kind (`--model
+silent:NAME`: no model at all, for an agent that asks none). It is
+pip-installed into a fresh virtualenv that sees this checkout and its
+dependencies (a `.pth` adding this interpreter's site-packages, so nothing is
+downloaded), and a suite that names all four runs there end to end through
+`python -m ci_evals run`. The same venv then shows the errors for a bad block
+and an unknown kind, at their file:line.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ scripted = "{PACKAGE}:AGENT"
 
 [project.entry-points."ci_evals.sandboxes"]
 audited = "{PACKAGE}:SANDBOX"
+
+[project.entry-points."ci_evals.graders"]
+words = "{PACKAGE}:GRADER"
+
+[project.entry-points."ci_evals.endpoints"]
+silent = "{PACKAGE}:ENDPOINT"
 """
 
 # A PEP 517 backend of the package's own (`backend-path`), so that installing it
@@ -88,16 +97,19 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 # What a third party writes: only ci_evals' public seams (the kinds' Protocols).
 MODULE = '''\
-"""An agent kind and a sandbox kind, for ci-evals, from outside its repository."""
+"""A kind for each seam of ci-evals, from outside its repository."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
 
 from ci_evals.agents import StageOutcome
+from ci_evals.endpoints.base import OpenEndpoint
 from ci_evals.errors import UserError
+from ci_evals.results.criteria import Criterion, GraderResult
 from ci_evals.sandbox.base import SandboxOptions, SandboxSpec
 from ci_evals.sandbox.local import KIND as HOST
 from ci_evals.sandbox.registry import open_sandbox
@@ -212,8 +224,78 @@ class AuditedKind:
         return Audited(HOST.open(spec, SandboxOptions()), options.log)
 
 
+@dataclasses.dataclass(frozen=True)
+class Words:
+    """`file` holds at least `least` words: one checklist criterion."""
+
+    id: str
+    file: str
+    least: int
+    name = "words"
+    writes = False
+    sandboxed = False
+    scoring = None
+
+    def files_only(self):
+        return self
+
+    def grade(self, ctx):
+        path = ctx.folder / self.file
+        found = len(path.read_text().split()) if path.is_file() else 0
+        passed = found >= self.least
+        criterion = Criterion(
+            id=self.id, kind="checklist", score=float(passed), passed=passed,
+            source="check", detail=f"{self.file}: {found} word(s), at least {self.least}",
+        )
+        return GraderResult(grader=self.name, criteria=(criterion,))
+
+
+class WordsKind:
+    name = "words"
+
+    def load(self, value, ctx):
+        graders = []
+        for item in value.sequence(allow_empty=False):
+            keys = item.mapping(("id", "file", "min"), required=("id", "file", "min"))
+            least = keys["min"].as_int(minimum=1)
+            graders.append(Words(keys["id"].as_str(), keys["file"].as_str(), least))
+        return tuple(graders)
+
+    def available(self):
+        return None
+
+
+class Silent:
+    def __init__(self, name):
+        self.name = name
+
+    def check(self, environ, why, hint=None):
+        pass
+
+    @contextlib.contextmanager
+    def open(self, environ, options):
+        yield OpenEndpoint(name=self.name, env={}, model=None)
+
+
+class SilentKind:
+    name = "silent"
+
+    def load(self, value):
+        if not value:
+            raise UserError("--model silent: needs a name", field="--model", hint="silent:NAME")
+        return value
+
+    def available(self):
+        return None
+
+    def create(self, options):
+        return Silent(f"silent:{options}")
+
+
 AGENT = ScriptedKind()
 SANDBOX = AuditedKind()
+GRADER = WordsKind()
+ENDPOINT = SilentKind()
 '''
 
 SUITE = """\
@@ -229,10 +311,9 @@ stages:
     graders:
       - id: hello
         command: [sh, -c, 'test "$(cat hello.txt)" = "hi from outside"']
+    words:
+      - {id: greeting, file: hello.txt, min: 3}
 """
-
-
-STUB = "rules: [{match: {prompt_contains: never}, turns: [{text: unused}]}]\n"
 
 
 @pytest.fixture(scope="module")
@@ -269,17 +350,17 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(python: Path, suite_dir: Path) -> subprocess.CompletedProcess[str]:
-    """`ci-evals run` of the suite in `suite_dir`, offline (the agent asks no model)."""
-    (suite_dir / "stub.yaml").write_text(STUB)
+    """`ci-evals run` of the suite in `suite_dir`, on the package's endpoint: no model
+    (the agent asks none)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    argv = ["run", "--model", "stub:stub.yaml", "--out", str(suite_dir / "out")]
+    argv = ["run", "--model", "silent:quiet", "--out", str(suite_dir / "out")]
     return subprocess.run(
         [python, "-m", "ci_evals", *argv], cwd=suite_dir, capture_output=True, text=True,
         env=env, check=False, timeout=300,
     )  # fmt: skip
 
 
-def test_a_suite_runs_on_an_agent_and_a_sandbox_from_another_package(
+def test_a_suite_runs_on_an_agent_sandbox_grader_and_endpoint_from_another_package(
     venv: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "ci-evals.yaml").write_text(SUITE)
@@ -287,8 +368,15 @@ def test_a_suite_runs_on_an_agent_and_a_sandbox_from_another_package(
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert (results["sandbox"], results["isolated"]) == ("audited", False)
+    assert results["model_endpoint"] == "silent:quiet"
     [stage] = results["scenarios"][0]["stages"]
     assert stage["status"] == "passed", stage
+    # The package's grader ran after the built-in command grader, as its key orders it.
+    graders = stage["grading"]["graders"]
+    assert [g["grader"] for g in graders] == ["command:hello", "words"], stage
+    [words] = graders[1]["criteria"]
+    assert (words["id"], words["passed"]) == ("greeting", True), words
+    assert words["detail"] == "hello.txt: 3 word(s), at least 3"
     audit = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
     assert ["put", str(Path(audit[0][1]).parent / "hello.txt")] == audit[0]  # the agent's write
     assert any(call[0] == "exec" and "test" in call[-1] for call in audit), audit  # the grader
@@ -311,6 +399,14 @@ def test_a_suite_runs_on_an_agent_and_a_sandbox_from_another_package(
             "ci-evals.yaml:4:10: agent.files: expected a mapping of file names to text",
         ),
         (
+            SUITE.replace("min: 3}", "min: many}"),
+            "ci-evals.yaml:14:46: stages[0].words[0].min: expected an integer, got a string",
+        ),
+        (
+            SUITE.replace("    words:", "    wordz:"),
+            "ci-evals.yaml:13:5: stages[0].wordz: unknown key 'wordz' (known keys: ",
+        ),
+        (
             SUITE.replace("kind: scripted", "kind: scripted2"),
             "ci-evals.yaml:3:9: agent.kind: unknown agent 'scripted2' (known: claude, loop, "
             "scripted; a package adds one with an entry point in group ci_evals.agents)",
@@ -323,7 +419,24 @@ def test_a_bad_block_or_an_unknown_kind_is_one_line_at_its_place(
     (tmp_path / "ci-evals.yaml").write_text(suite)
     done = run(venv, tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.strip().splitlines() == [f"ci-evals: error: {expected}"]
+    [line] = done.stderr.strip().splitlines()
+    if expected.endswith(": "):  # a list of every key follows
+        assert line.startswith(f"ci-evals: error: {expected}"), line
+    else:
+        assert line == f"ci-evals: error: {expected}"
+
+
+def test_an_endpoint_of_another_package_checks_its_own_value(venv: Path, tmp_path: Path) -> None:
+    (tmp_path / "ci-evals.yaml").write_text(SUITE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    done = subprocess.run(
+        [venv, "-m", "ci_evals", "run", "--model", "silent:", "--out", str(tmp_path / "out")],
+        cwd=tmp_path, capture_output=True, text=True, env=env, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "ci-evals: error: --model: --model silent: needs a name (silent:NAME)"
+    ]
 
 
 def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_path: Path) -> None:
@@ -332,13 +445,32 @@ def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_pat
         import importlib.metadata as md, sys
         calls = []
         real = md.entry_points
-        md.entry_points = lambda **kw: calls.append(kw) or real(**kw)
-        from ci_evals.sandbox.registry import KINDS
-        KINDS.get("bwrap")
-        before = len(calls)
-        KINDS.get("audited")
-        print(before, len(calls))
+        def counted(**kw):  # ours only (pydantic reads its plugins' group too)
+            calls.extend([kw] if kw.get("group", "").startswith("ci_evals.") else [])
+            return real(**kw)
+        md.entry_points = counted
+        from ci_evals.endpoints.registry import KINDS as ENDPOINTS, endpoint_for
+        from ci_evals.graders.registry import KINDS as GRADERS
+        from ci_evals.sandbox.registry import KINDS as SANDBOXES
+        for kinds, builtin, added in [
+            (SANDBOXES, "bwrap", "audited"),
+            (GRADERS, "mcp", "words"),
+            (ENDPOINTS, "stub", "silent"),
+        ]:
+            calls.clear()
+            kinds.get(builtin)
+            before = len(calls)
+            kinds.get(added)
+            print(before, len(calls))
+        calls.clear()
+        endpoint_for("stub:x.yaml"), endpoint_for(None), endpoint_for("claude-opus-4-1")
+        print(len(calls), endpoint_for("silent:q").name)
+        # A model id may hold a colon: a prefix nobody registered is part of the name.
+        print(endpoint_for("us.anthropic.claude-sonnet-v1:0").model)
         """
     )
     done = subprocess.run([venv, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["0", "1"]
+    assert done.stdout.split() == [
+        *("0", "1", "0", "1", "0", "1", "0", "silent:q"),
+        "us.anthropic.claude-sonnet-v1:0",
+    ]

@@ -50,3 +50,22 @@ class AnthropicEndpoint:
                 model=self.model or options.default_model,
                 meter=proxy.metered,
             )
+
+
+class _AnthropicKind:
+    """The default: a `--model` that names no other kind is a model name on the API."""
+
+    name = "anthropic"
+
+    def load(self, value: str | None) -> str | None:
+        return value or None  # None: the CLI's default model
+
+    def available(self) -> str | None:
+        return None  # whether a key is set is `check`'s, once a command knows it needs one
+
+    def create(self, options: object) -> AnthropicEndpoint:
+        assert options is None or isinstance(options, str)  # what `load` gave
+        return AnthropicEndpoint(options)
+
+
+KIND = _AnthropicKind()

@@ -6,6 +6,11 @@ local forwarding proxy that holds the key (the agent only ever gets a
 per-run token). `open()` starts it for as long as the command runs and gives
 an `OpenEndpoint`: what the agent's environment gets, the model to ask for,
 and what results record about it.
+
+A backend is an `EndpointKind` (registered by name in `registry`, or by a
+package's `ci_evals.endpoints` entry point): `--model NAME:REST` picks kind
+NAME, which reads REST into its options (`load`), says whether it can run
+here (`available`) and makes the `Endpoint` (`create`).
 """
 
 from __future__ import annotations
@@ -75,3 +80,21 @@ class Endpoint(Protocol):
     def open(
         self, environ: Mapping[str, str], options: EndpointOptions
     ) -> AbstractContextManager[OpenEndpoint]: ...
+
+
+class EndpointKind(Protocol):
+    """One endpoint backend, as the registry knows it."""
+
+    @property
+    def name(self) -> str:
+        """What `--model NAME:...` calls it."""
+
+    def load(self, value: str | None) -> object:
+        """Its options from what follows `NAME:` in `--model` (None: no `--model`, for
+        the default kind); a mistake is a `UserError` naming `--model`."""
+
+    def available(self) -> str | None:
+        """Why it cannot run on this machine, in one line; None when it can."""
+
+    def create(self, options: object) -> Endpoint:
+        """The endpoint for what `load` gave."""

@@ -1,29 +1,32 @@
-"""Endpoints by `--model`: `stub:PATH` is the stub, any other value (or none) a
-model name on the real API. Adding a kind is a module and a line in `KINDS`."""
+"""Endpoint kinds by name (`ci_evals.registry`), and the endpoint `--model` names.
+
+`--model NAME:REST` is kind NAME with REST as its value: built in, `stub`
+(`stub:PATH`) and `anthropic`; a package adds one with an entry point in
+group `ci_evals.endpoints` naming its `EndpointKind` (endpoints.base). Any
+other value, or none, is a model name on the real API (`anthropic`): a model
+id may itself hold a colon, so installed metadata is read only for a prefix
+that is not built in.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from ci_evals.endpoints.anthropic import AnthropicEndpoint
-from ci_evals.endpoints.base import Endpoint, EndpointOptions, OpenEndpoint
-from ci_evals.endpoints.stub import PREFIX as STUB_PREFIX
-from ci_evals.endpoints.stub import StubEndpoint
+from ci_evals.endpoints.base import Endpoint, EndpointKind, EndpointOptions, OpenEndpoint
 from ci_evals.errors import UserError
+from ci_evals.registry import Registry
 
+DEFAULT_ENDPOINT = "anthropic"
 
-def _stub(rest: str) -> Endpoint:
-    if not rest:
-        raise UserError("--model stub: needs a script path", field="--model", hint="stub:PATH")
-    return StubEndpoint(Path(rest))
-
-
-# `--model PREFIX:REST` -> the endpoint; anything else is a model name on the API.
-KINDS: dict[str, Callable[[str], Endpoint]] = {
-    STUB_PREFIX: _stub,
-}
+KINDS: Registry[EndpointKind] = Registry(
+    "endpoint",
+    "ci_evals.endpoints",
+    {
+        "stub": "ci_evals.endpoints.stub:KIND",
+        DEFAULT_ENDPOINT: "ci_evals.endpoints.anthropic:KIND",
+    },
+)
 
 
 @contextmanager
@@ -34,7 +37,15 @@ def no_endpoint(options: EndpointOptions) -> Iterator[OpenEndpoint]:
 
 def endpoint_for(model: str | None) -> Endpoint:
     """The endpoint `--model` names (see the module doc)."""
-    for prefix, make in KINDS.items():
-        if model is not None and model.startswith(prefix):
-            return make(model[len(prefix) :])
-    return AnthropicEndpoint(model)
+    name, colon, rest = (model or "").partition(":")
+    value: str | None
+    if colon and name in KINDS:
+        kind, value = KINDS.get(name), rest
+    else:
+        kind, value = KINDS.get(DEFAULT_ENDPOINT), model
+    why = kind.available()
+    if why is not None:
+        raise UserError(
+            f"endpoint {kind.name} cannot run here: {why}", field="--model", hint="run where it can"
+        )
+    return kind.create(kind.load(value))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.endpoints.base import EndpointOptions, OpenEndpoint
+from ci_evals.errors import UserError
 
 if TYPE_CHECKING:
     from ci_evals.endpoints.stub_model import Script
@@ -45,3 +46,22 @@ class StubEndpoint:
                 model=options.default_model,
                 watch=server.watch,
             )
+
+
+class _StubKind:
+    name = "stub"
+
+    def load(self, value: str | None) -> Path:
+        if not value:
+            raise UserError("--model stub: needs a script path", field="--model", hint="stub:PATH")
+        return Path(value)
+
+    def available(self) -> str | None:
+        return None  # it serves on the loopback, offline
+
+    def create(self, options: object) -> StubEndpoint:
+        assert isinstance(options, Path)  # what `load` gave
+        return StubEndpoint(options)
+
+
+KIND = _StubKind()

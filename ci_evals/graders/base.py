@@ -1,10 +1,13 @@
 """The Grader Protocol: what turns a stage's files into a `GraderResult`.
 
-A grader kind is one module: it validates its own part of a stage in
-`ci-evals.yaml` (`GraderKind.load`, file:line errors) into frozen graders, and
-each grader grades a folder (`Grader.grade`). The registry (`registry`) maps
-stage keys to kinds; `config.load_stage_grading` and `grading.files` only
-loop over what the registry gives them.
+A grader kind is one module: a `GraderKind` validates its own key of a stage
+in `ci-evals.yaml` (`GraderKind.load`, file:line errors) into frozen graders,
+and each grader grades a folder (`Grader.grade`). The registry (`registry`,
+a `ci_evals.registry.Registry`) maps stage keys to kinds, built in or from a
+package's `ci_evals.graders` entry point; `config.load_stage_grading` and
+`grading.files` only loop over what it gives them. What a grader can do
+beyond grading (its own scoring defaults, grading without a trajectory) is
+part of the Protocol, never looked up by name or attribute probing.
 
 The reviewer is the one grader that is an agent: it is loaded here too
 (`config.ReviewerConfig`) but runs through the Agent seam, from the grading
@@ -22,6 +25,7 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
+    from ci_evals.graders.scoring import PolicyOverride
     from ci_evals.results.criteria import GraderResult
 
 
@@ -57,12 +61,28 @@ class Grader(Protocol):
     def sandboxed(self) -> bool:
         """It runs programs (the agent's code, often): in the run's sandbox."""
 
+    @property
+    def scoring(self) -> PolicyOverride | None:
+        """The advisory flags and weights it gives its own criteria (an mcp grader's
+        sub-tests), applied through the stage's policy; None: none."""
+
+    def files_only(self) -> Grader:
+        """The grader for a folder with no trajectory (a fixture): itself, or a copy
+        without what reads the trajectory."""
+
     def grade(self, ctx: GradeContext) -> GraderResult: ...
 
 
 class GraderKind(Protocol):
-    @property
-    def key(self) -> str:
-        """Its key in a stage of ci-evals.yaml."""
+    """One grader kind, as the registry knows it."""
 
-    def load(self, value: Field, ctx: LoadContext) -> tuple[Grader, ...]: ...
+    @property
+    def name(self) -> str:
+        """Its key in a stage of ci-evals.yaml (`checks`, `graders`, `mcp`)."""
+
+    def load(self, value: Field, ctx: LoadContext) -> tuple[Grader, ...]:
+        """Its graders from its key's value; mistakes are `Field.error`s at their file:line."""
+
+    def available(self) -> str | None:
+        """Why its graders cannot run on this machine, in one line; None when they can.
+        A suite that uses a kind that cannot run fails at load, at the kind's key."""

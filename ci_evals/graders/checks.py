@@ -123,6 +123,7 @@ class ChecksGrader:
     name: str = "checks"
     writes: bool = False
     sandboxed: bool = False  # reads files in this process; runs nothing
+    scoring: None = None  # no defaults of its own for its criteria
 
     def grade(self, ctx: GradeContext) -> GraderResult:
         return run_checks(self.checks, ctx.folder, ctx.trajectory, grader=self.name)
@@ -135,7 +136,10 @@ class ChecksGrader:
 
 
 class _ChecksKind:
-    key = "checks"
+    name = "checks"
+
+    def available(self) -> str | None:
+        return None  # it reads files in this process
 
     def load(self, value: Field, ctx: LoadContext) -> tuple[ChecksGrader, ...]:
         return (

@@ -121,6 +121,10 @@ class CommandGrader:
 
     writes = True  # it runs in (and may change) a private copy
     sandboxed = True
+    scoring = None  # its criteria are what its program reports
+
+    def files_only(self) -> CommandGrader:
+        return self  # it reads the folder only
 
     def grade(self, ctx: GradeContext) -> GraderResult:
         log = None if ctx.out_dir is None else ctx.out_dir / f"command-{safe_name(self.id)}.log"
@@ -130,7 +134,10 @@ class CommandGrader:
 
 
 class _CommandKind:
-    key = "graders"
+    name = "graders"
+
+    def available(self) -> str | None:
+        return None  # the run's sandbox says whether it can run
 
     def load(self, value: Field, ctx: LoadContext) -> tuple[CommandGrader, ...]:
         return load_command_graders(value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir)

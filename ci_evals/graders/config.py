@@ -14,8 +14,12 @@ reviewer:                         # the plugin's own review agent
   require_all: true               # optional: every rubric criterion must be scored
 checks: [...]                     # see checks.py
 graders: [...]                    # command graders, see command.py
+mcp: [...]                        # MCP servers the agent built, see mcp.py
 scoring: {...}                    # overrides the suite's scoring, see scoring.py
 ```
+
+A stage key that is none of these may be a grader kind a package adds
+(`registry`); `grader_keys` tells the suite loader which keys those are.
 
 Suite level: `scoring`, `repeat` (runs per scenario, default 1) and
 `pass_at_least` (k of `repeat`; default: all).
@@ -23,7 +27,7 @@ Suite level: `scoring`, `repeat` (runs per scenario, default 1) and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -31,15 +35,15 @@ from typing import TYPE_CHECKING
 
 from ci_evals.errors import Problems, UserError
 from ci_evals.graders.base import Grader, LoadContext
-from ci_evals.graders.checks import ChecksGrader
-from ci_evals.graders.registry import KINDS
+from ci_evals.graders.registry import KINDS, in_order
 from ci_evals.graders.rubrics import RubricSet, discover
 from ci_evals.graders.scoring import PolicyOverride, load_policy
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
 
-STAGE_KEYS = ("reviewer", *KINDS, "scoring")
+# The built-in grading keys of a stage (`grader_keys` adds the installed kinds').
+STAGE_KEYS = ("reviewer", *KINDS.builtin, "scoring")
 SUITE_KEYS = ("scoring", "repeat", "pass_at_least")
 REVIEWER_KEYS = ("agent", "rubrics", "prompt", "model", "require_all")
 
@@ -82,7 +86,7 @@ class StageGrading:
 
     def files_only(self) -> StageGrading:
         """Without the checks that read a trajectory (a fixture has none)."""
-        graders = tuple(g.files_only() if isinstance(g, ChecksGrader) else g for g in self.graders)
+        graders = tuple(grader.files_only() for grader in self.graders)
         return StageGrading(reviewer=self.reviewer, graders=graders, scoring=self.scoring)
 
 
@@ -93,6 +97,12 @@ class SuiteGrading:
     pass_at_least: int | None = None  # None: every repeat must pass
 
 
+def grader_keys(keys: Iterable[str], known: Collection[str]) -> tuple[str, ...]:
+    """The keys among `keys` that are not in `known` (a stage's other keys) but name an
+    installed grader kind. Installed metadata is read only when there is such a key."""
+    return tuple(key for key in keys if key not in known and key in KINDS)
+
+
 def load_stage_grading(
     extra: Mapping[str, Field],
     *,
@@ -100,18 +110,24 @@ def load_stage_grading(
     plugin_dir: Path,
     problems: Problems | None = None,
 ) -> StageGrading:
-    """A stage's grading keys (any subset of `STAGE_KEYS`); each grader kind in the
-    registry loads (and validates) its own key. Rubric problems go to `problems`
-    (default: raised at once)."""
+    """A stage's grading keys (`STAGE_KEYS` and `grader_keys`); each grader kind loads
+    (and validates) its own key, and only the kinds used are imported. Rubric
+    problems go to `problems` (default: raised at once)."""
     if problems is None:
         problems = Problems()
     ctx = LoadContext(suite_dir=suite_dir, plugin_dir=plugin_dir)
-    graders = tuple(
-        grader
-        for key, kind in KINDS.items()
-        if key in extra
-        for grader in kind.load(extra[key], ctx)
-    )
+    graders: list[Grader] = []
+    for key in in_order(k for k in extra if k not in ("reviewer", "scoring")):
+        try:
+            kind = KINDS.get(key)
+        except UserError as exc:
+            raise extra[key].error(exc.message, hint=exc.hint) from None
+        why = kind.available()
+        if why is not None:
+            raise extra[key].error(
+                f"grader kind {key} cannot run here: {why}", hint="run where it can"
+            )
+        graders.extend(kind.load(extra[key], ctx))
     scoring = load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride()
     return StageGrading(
         reviewer=(
@@ -119,8 +135,8 @@ def load_stage_grading(
             if "reviewer" in extra
             else None
         ),
-        graders=graders,
-        scoring=_with_grader_defaults(scoring, graders),
+        graders=tuple(graders),
+        scoring=_with_grader_defaults(scoring, tuple(graders)),
     )
 
 
@@ -132,8 +148,8 @@ def _with_grader_defaults(scoring: PolicyOverride, graders: tuple[Grader, ...]) 
     weights: dict[str, float] = {}
     advisory: set[str] = set()
     for grader in graders:
-        own = getattr(grader, "scoring", None)  # optional: only some kinds have defaults
-        if isinstance(own, PolicyOverride):
+        own = grader.scoring
+        if own is not None:
             weights.update(own.weights)
             advisory.update(own.advisory)
     if not weights and not advisory:

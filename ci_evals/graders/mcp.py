@@ -105,6 +105,9 @@ class McpGrader:
             advisory=frozenset(f"{self.id}/{name}" for name in self.advisory),
         )
 
+    def files_only(self) -> McpGrader:
+        return self  # it starts the server in the folder; no trajectory
+
     def options(self) -> subtests.Options:
         return subtests.Options(
             revision=self.protocol,
@@ -209,7 +212,10 @@ def _write_log(report: Report, path: Path) -> Any:
 
 
 class _McpKind:
-    key = "mcp"
+    name = "mcp"
+
+    def available(self) -> str | None:
+        return None  # the run's sandbox says whether the server can start
 
     def load(self, value: Field, ctx: LoadContext) -> tuple[McpGrader, ...]:
         graders: list[McpGrader] = []

@@ -1,16 +1,33 @@
-"""Grader kinds by their key in a stage of `ci-evals.yaml`.
+"""Grader kinds by their key in a stage of `ci-evals.yaml` (`ci_evals.registry`).
 
-Adding a kind is one module (a `GraderKind` and its `Grader`s, see `base`)
-and one line here. The order is the order of a stage's results.
+Built in: `checks`, `graders` (command graders), `mcp`; a package adds a kind
+with an entry point in group `ci_evals.graders` naming its `GraderKind`
+(graders.base), and its key is then a stage key. A kind's module is imported
+only when a stage uses its key (the suite loader on the hook path never pays
+for the mcp checker). Results list the built-in kinds first, in this order,
+then the others by key.
 """
 
 from __future__ import annotations
 
-from ci_evals.graders import checks, command, mcp
-from ci_evals.graders.base import GraderKind
+from collections.abc import Iterable
 
-KINDS: dict[str, GraderKind] = {
-    checks.KIND.key: checks.KIND,
-    command.KIND.key: command.KIND,
-    mcp.KIND.key: mcp.KIND,
-}
+from ci_evals.graders.base import GraderKind
+from ci_evals.registry import Registry
+
+KINDS: Registry[GraderKind] = Registry(
+    "grader kind",
+    "ci_evals.graders",
+    {
+        "checks": "ci_evals.graders.checks:KIND",
+        "graders": "ci_evals.graders.command:KIND",
+        "mcp": "ci_evals.graders.mcp:KIND",
+    },
+)
+
+
+def in_order(keys: Iterable[str]) -> list[str]:
+    """`keys` (a stage's grader keys) in the order of its results."""
+    builtin = KINDS.builtin
+    keys = set(keys)
+    return [k for k in builtin if k in keys] + sorted(k for k in keys if k not in builtin)

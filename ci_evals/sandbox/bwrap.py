@@ -56,7 +56,6 @@ from ci_evals import process
 from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
-from ci_evals.sandbox.host_kind import HostKind
 from ci_evals.sandbox.launcher import Launched, Launcher
 from ci_evals.sandbox.owners import Owners, give_back, hand_over, strip_setid
 
@@ -572,6 +571,3 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
     finally:
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
-
-
-KIND = HostKind("bwrap", isolated=True, make=BwrapSandbox, available=available)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
 from ci_evals.sandbox.base import Enforced, Sandbox, SandboxOptions, SandboxSpec
-from ci_evals.sandbox.limits import create_cgroup, enforced
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -52,6 +51,9 @@ class HostKind:
         raise UserError(f"the {self.name} sandbox runs no images")
 
     def limits(self) -> Enforced:
+        # cgroups, uuid: not for loading a suite, which only asks `load`.
+        from ci_evals.sandbox.limits import create_cgroup, enforced  # noqa: PLC0415
+
         spec = SandboxSpec(writable=())
         cgroup = create_cgroup(pids=spec.pids, memory_bytes=spec.memory_bytes)
         if cgroup is not None:

@@ -28,7 +28,7 @@ KINDS: Registry[SandboxKind] = Registry(
     "ci_evals.sandboxes",
     {
         "local": "ci_evals.sandbox.local:KIND",
-        "bwrap": "ci_evals.sandbox.bwrap:KIND",
+        "bwrap": "ci_evals.sandbox.bwrap_kind:KIND",
         "docker": "ci_evals.sandbox.docker_kind:KIND",
     },
 )

@@ -443,7 +443,9 @@ def _load_stages(
     stages: list[Stage] = []
     seen: dict[str, Field] = {}
     for number, item in enumerate(value.sequence(allow_empty=False), start=1):
-        keys = item.mapping(_STAGE_KEYS, required=("name", "prompt"))
+        # A key that is none of ours may be a grader kind an installed package adds.
+        added = grading_config.grader_keys(_keys_of(item), _STAGE_KEYS)
+        keys = item.mapping((*_STAGE_KEYS, *added), required=("name", "prompt"))
         name_field = keys["name"]
         name = name_field.as_str()
         if not STAGE_NAME.fullmatch(name) or name.isdigit():
@@ -457,7 +459,7 @@ def _load_stages(
             )
         seen[name] = name_field
         cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
-        extra = {key: keys[key] for key in GRADING_STAGE_KEYS if key in keys}
+        extra = {key: keys[key] for key in (*GRADING_STAGE_KEYS, *added) if key in keys}
         grading = load_stage_grading(
             extra, suite_dir=suite_dir, plugin_dir=plugin.path, problems=problems
         )
@@ -488,6 +490,13 @@ def _load_stages(
             )
         )
     return tuple(stages)
+
+
+def _keys_of(item: Field) -> list[str]:
+    """The string keys written in `item`, if it is a mapping (`mapping` checks the rest)."""
+    if not isinstance(item.node, yaml.MappingNode):
+        return []
+    return [str(key.value) for key, _ in item.node.value if isinstance(key, yaml.ScalarNode)]
 
 
 def _load_contracts(
