@@ -64,7 +64,8 @@ def load_agent(keys: Mapping[str, Field], root: Field) -> tuple[AgentConfig, Age
                 f"{old}: and agent: {{kind: {old}, ...}} both configure it",
                 hint=f"move its keys into agent: and remove {old}:",
             )
-        _warn(keys[old], f"{old}: is the old form; write agent: {{kind: {old}, <its keys>}}")
+        warning = f"{old}: is the old form; write agent: {{kind: {old}, <its keys>}}"
+        _warn(_key(root, old) or keys[old], warning)
         block = _block(name_field, list(keys[old].mapping(ANY_KEY).items()), keys[old].path)
     with _at(name_field):
         return AgentConfig(kind.name, kind.load(block)), kind
@@ -141,6 +142,16 @@ def _block(kind: Field, items: list[tuple[str, Field]], path: str) -> Field:
 
 def _yaml(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _key(root: Field, name: str) -> Field | None:
+    """The field of the key `name:` itself in the suite's mapping: a block value
+    (`loop:` then its keys below) starts on the next line, the key on its own."""
+    if isinstance(root.node, yaml.MappingNode):
+        for key, _ in root.node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == name:
+                return Field(key, root.file, name)
+    return None
 
 
 def _warn(where: Field, text: str) -> None:
