@@ -68,3 +68,24 @@ def test_a_top_level_image_for_isolation_docker_still_loads(tmp_path: Path) -> N
     for extra in ((), ("--isolation", "docker")):
         done = check(suite, *extra)
         assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ("agent: {max_steps: 3}\n", ":5:8: agent: needs a kind"),
+        ("agent: claude\nloop: {max_steps: 3}\n", ":6:7: loop: configures agent loop, but"),
+        ("agent: {kind: loop}\nloop: {max_steps: 3}\n", ":6:7: loop: and agent: {kind: loop"),
+        (
+            "agent: loop\nsandbox: {kind: docker, image: python-mcp}\nnetwork: true\n",
+            ":7:10: network: and sandbox: {kind: ...} both configure",
+        ),
+    ],
+)
+def test_a_bad_block_is_one_line_naming_its_key_once(
+    tmp_path: Path, head: str, expected: str
+) -> None:
+    done = check(old_task(tmp_path, head))
+    assert done.returncode == 2
+    (line, *_) = [text for text in done.stderr.splitlines() if "problem" not in text]
+    assert expected in line, line

@@ -56,12 +56,12 @@ def load_agent(keys: Mapping[str, Field], root: Field) -> tuple[AgentConfig, Age
             continue
         if old != kind.name:
             raise keys[old].error(
-                f"{old}: configures agent {old}, but this suite's agent is {kind.name}",
+                f"configures agent {old}, but this suite's agent is {kind.name}",
                 hint="remove it",
             )
         if block is not None:
             raise keys[old].error(
-                f"{old}: and agent: {{kind: {old}, ...}} both configure it",
+                f"and agent: {{kind: {old}, ...}} both configure it",
                 hint=f"move its keys into agent: and remove {old}:",
             )
         warning = f"{old}: is the old form; write agent: {{kind: {old}, <its keys>}}"
@@ -81,7 +81,7 @@ def load_sandbox(keys: Mapping[str, Field], root: Field, suite_dir: Path) -> San
     if old:
         if block is not None:
             raise old[0][1].error(
-                f"{old[0][0]}: and sandbox: {{kind: ...}} both configure the sandbox",
+                "and sandbox: {kind: ...} both configure the sandbox",
                 hint=f"move {old[0][0]}: into sandbox:",
             )
         written = ", ".join(f"{key}: {_yaml(field.plain())}" for key, field in old)
@@ -112,7 +112,7 @@ def _split(value: Field | None, root: Field, default: str, key: str) -> tuple[Fi
     if isinstance(value.node, yaml.MappingNode):
         kind = value.mapping(ANY_KEY).get("kind")
         if kind is None:
-            raise value.error(f"{key}: needs a kind", hint=f"write {key}: {{kind: NAME, ...}}")
+            raise value.error("needs a kind", hint=f"write {key}: {{kind: NAME, ...}}")
         return kind, value
     return value, None
 
