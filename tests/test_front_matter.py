@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from ci_evals.config.front_matter import read_front_matter
+from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.errors import UserError
 from ci_evals.graders.rubrics import read_rubric
+from tests.body_capture import BodyCapture
+from tests.stub_helpers import run_query
 
 
 def test_a_plain_block_and_its_body() -> None:
@@ -87,3 +92,83 @@ def test_a_rubric_with_crlf_and_a_bom_keeps_its_kind(tmp_path: Path) -> None:
     rubric.write_bytes(b"\xef\xbb\xbf---\r\ntype: checklist\r\n---\r\nText\r\n")
     (found,) = read_rubric(rubric)
     assert found.kind == "checklist"
+
+
+def test_tab_indented_lists_are_read_as_claude_code_reads_them() -> None:
+    # YAML forbids tabs as indentation; Claude Code's second reading turns each
+    # leading tab into two spaces and loads the agent with its tools.
+    found = read_front_matter("---\nname: a\ndescription: Tabbed\ntools:\n\t- Read\n---\nbody\n")
+    assert found.problem is None
+    assert found.fields == {"name": "a", "description": "Tabbed", "tools": ["Read"]}
+
+
+def test_values_claude_code_does_not_quote_are_not_read_either() -> None:
+    # Claude Code's second reading quotes `KEY: value` only for a key of letters,
+    # `_` and `-`, and never on a CRLF line (its `.` stops at `\r`): such a block
+    # gives the file no fields there, so none here (a check requiring them fails).
+    for text in (
+        "---\r\nname: a\r\ndescription: Use this: when asked\r\n---\r\nbody\r\n",
+        "---\nname: a\ndescription: fine\nx2: [a] [b]\n---\nbody\n",
+    ):
+        found = read_front_matter(text)
+        assert found.fields == {} and found.problem is not None, text
+
+
+def test_only_values_that_need_it_are_quoted() -> None:
+    # A value with nothing YAML-special keeps its type; a flow list stays a list.
+    text = "---\ndescription: Fix: it\ndisable-model-invocation: true\ntools: [Read, Write]\n---\n"
+    assert read_front_matter(text).fields == {
+        "description": "Fix: it",
+        "disable-model-invocation": True,
+        "tools": ["Read", "Write"],
+    }
+
+
+# What the bundled CLI reads, seen where it shows: each plugin agent's description
+# in the agent tool's listing it sends the model ("Agent from P plugin" when its
+# front matter gave it none).
+CLI_CASES = {
+    "plain": "---\nname: plain\ndescription: Plain helper\n---\nbody\n",
+    "colon": "---\nname: colon\ndescription: Use this: when asked\n---\nbody\n",
+    "crlfplain": "---\r\nname: crlfplain\r\ndescription: Plain\r\n---\r\nbody\r\n",
+    "crlfcolon": "---\r\nname: crlfcolon\r\ndescription: Use this: when asked\r\n---\r\nb\r\n",
+    "tabs": "---\nname: tabs\ndescription: Tabbed\ntools:\n\t- Read\n---\nbody\n",
+    "digitkey": "---\nname: digitkey\ndescription: fine\nx2: [a] [b]\n---\nbody\n",
+    "bom": "\ufeff---\nname: bom\ndescription: Bom one\n---\nbody\n",
+    "midline": "---\nname: midline\ndescription: a---b\n---\nbody\n",
+    "hint": "---\nname: hint\ndescription: Review it\nargument-hint: [pr] [branch]\n---\nb\n",
+}
+
+
+@pytest.mark.slow
+def test_descriptions_match_what_the_bundled_cli_reads(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    manifest = {"name": "p", "version": "0.1.0", "description": "probe"}
+    (plugin / ".claude-plugin" / "plugin.json").write_text(json.dumps(manifest))
+    (plugin / "agents").mkdir()
+    for name, text in CLI_CASES.items():
+        (plugin / "agents" / f"{name}.md").write_bytes(text.encode())
+    (tmp_path / "ws").mkdir()
+    script = loads_script("rules:\n  - turns: [{text: 'hi'}]\n", "stub.yaml")
+    with StubServer(script) as server, BodyCapture(server.port) as capture:
+        run = run_query(
+            server,
+            "hi",
+            tmp_path / "ws",
+            tmp_path,
+            plugins=[plugin],
+            env={"ANTHROPIC_BASE_URL": capture.url},
+        )
+        sent = capture.text()
+    assert run.error is None, run.stderr[-5:]
+    seen = {}
+    for name in CLI_CASES:
+        match = re.search(rf"- p:{name}: (.*?) \(Tools:", sent)
+        assert match is not None, f"agent p:{name} not in the listing"
+        seen[name] = match.group(1)
+    ours = {
+        name: str(read_front_matter(text).fields.get("description", "Agent from p plugin"))
+        for name, text in CLI_CASES.items()
+    }
+    assert ours == seen

@@ -35,11 +35,17 @@ def test_the_digest_follows_links_in_and_out_of_the_tree(tmp_path: Path) -> None
     assert tree_sha256(top) == changed
 
 
-def test_the_digest_ends_on_a_loop(tmp_path: Path) -> None:
+def test_the_digest_ends_on_a_loop_and_counts_it(tmp_path: Path) -> None:
     top = _plugin(tmp_path)
     before = tree_sha256(top)
     (top / "commands" / "up").symlink_to("..")
-    assert tree_sha256(top) == before  # the loop is not entered: nothing to add
+    up = tree_sha256(top)  # ends: the loop is not entered
+    assert up != before  # but a plugin with a loop is not the plugin without it
+    os.unlink(top / "commands" / "up")
+    (top / "commands" / "up").symlink_to("../..")
+    assert tree_sha256(top) not in (before, up)  # nor one with another loop
+    os.unlink(top / "commands" / "up")
+    assert tree_sha256(top) == before
 
 
 def test_copy_problem_names_a_loop_a_dangling_link_and_a_pipe(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_loop_settings(tmp_path: Path) -> None:
         ("agent: {kind: loop, max_steps: 0}\n", "2:32: agent.max_steps: must be at least 1"),
         ("agent: {kind: loop, steps: 3}\n", "2:21: agent.steps: unknown key 'steps'"),
         ("agent: {kind: claude, max_steps: 3}\n", "agent.max_steps: unknown key 'max_steps'"),
-        ("agent: {max_steps: 3}\n", "2:8: agent: agent: needs a kind"),
+        ("agent: {max_steps: 3}\n", "2:8: agent: needs a kind"),
         (
             "agent: gpt\n",
             "2:8: agent: unknown agent 'gpt' (known: claude, loop; a package adds one with an "

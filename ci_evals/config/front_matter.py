@@ -13,9 +13,13 @@ commands, agents and skills (read from the bundled CLI, 2.1.x: the pattern
 - no closing `---`: the file has no front matter, all of it is body (Claude
   Code loads it so, it is not an error);
 - an empty block is an empty mapping;
-- YAML that does not parse is read again with each `key: value` line's value
-  quoted (Claude Code is lenient the same way: `argument-hint: [pr] [branch]`
-  is not valid YAML, yet every command uses it); if it still fails, or the
+- YAML that does not parse is read again as Claude Code reads it again: a
+  `key: value` line (the key letters, `_` and `-` only) whose plain value holds
+  one of ``{}[]*&#!|>%@` `` or `: ` gets that value quoted, unless it is a
+  flow list that parses, and leading tabs become two spaces each
+  (`argument-hint: [pr] [branch]` is not valid YAML, yet every command uses
+  it). A line ending in `\r` is not such a line there, nor a key with a digit:
+  those stay as written. If it still fails, or the
   YAML is a list or a scalar, the file has no fields and `problem` says why,
   `file:line` pointing into the block. A caller decides whether that is an
   error (a rubric, our own config) or a finding (an agent's output); a
@@ -24,7 +28,6 @@ commands, agents and skills (read from the bundled CLI, 2.1.x: the pattern
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +37,12 @@ import yaml
 _BOM = "\ufeff"
 # Claude Code's pattern, as it is: the block ends at the first `---`, even mid-line.
 _BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
-# A top-level `key: value` on one line, the value not already quoted or a block.
-_PLAIN_PAIR = re.compile(r"^([A-Za-z0-9_][\w.-]*):[ \t]+([^'\"|>\s].*?)[ \t]*$", re.MULTILINE)
+# Claude Code's second reading, as the bundled CLI (2.1.x) writes it: a line
+# `^([a-zA-Z_-]+):\s+(\S.*)$` (JavaScript's `.` stops at `\r`, so a CRLF line is
+# never one) whose value holds one of these is quoted.
+_QUOTABLE_PAIR = re.compile(r"([a-zA-Z_-]+):\s+(\S[^\r\u2028\u2029]*)")
+_NEEDS_QUOTES = re.compile(r"[{}\[\]*&#!|>%@`]|: ")
+_LEADING_TABS = re.compile(r"^\t+", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -84,14 +91,39 @@ def _load(block: str) -> object:
     try:
         return yaml.safe_load(block)
     except yaml.YAMLError:
-        quoted = _PLAIN_PAIR.sub(lambda m: f"{m.group(1)}: {json.dumps(m.group(2))}", block)
-        if quoted == block:
+        again = _LEADING_TABS.sub(lambda m: "  " * len(m.group(0)), _quote_values(block))
+        if again == block:
             raise
         try:
-            return yaml.safe_load(quoted)
+            return yaml.safe_load(again)
         except yaml.YAMLError:
             pass
         return yaml.safe_load(block)  # raise the error of the file as written
+
+
+def _quote_values(block: str) -> str:
+    """Each line's value quoted where Claude Code's second reading quotes it."""
+    lines = []
+    for line in block.split("\n"):
+        match = _QUOTABLE_PAIR.fullmatch(line)
+        if match is not None and _needs_quotes(match.group(2)):
+            value = match.group(2).replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'{match.group(1)}: "{value}"')
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _needs_quotes(value: str) -> bool:
+    if value[:1] == value[-1:] and value[:1] in ("'", '"') and len(value) > 1:
+        return False  # already quoted
+    if value.startswith("[") and value.endswith("]"):
+        try:
+            if isinstance(yaml.safe_load(value), list):
+                return False  # a flow list: `tools: [Read, Write]`
+        except yaml.YAMLError:
+            pass
+    return _NEEDS_QUOTES.search(value) is not None
 
 
 def _with_problem(found: FrontMatter, problem: str, line: int) -> FrontMatter:

@@ -56,15 +56,16 @@ def load_agent(keys: Mapping[str, Field], root: Field) -> tuple[AgentConfig, Age
             continue
         if old != kind.name:
             raise keys[old].error(
-                f"{old}: configures agent {old}, but this suite's agent is {kind.name}",
+                f"configures agent {old}, but this suite's agent is {kind.name}",
                 hint="remove it",
             )
         if block is not None:
             raise keys[old].error(
-                f"{old}: and agent: {{kind: {old}, ...}} both configure it",
+                f"and agent: {{kind: {old}, ...}} both configure it",
                 hint=f"move its keys into agent: and remove {old}:",
             )
-        _warn(keys[old], f"{old}: is the old form; write agent: {{kind: {old}, <its keys>}}")
+        warning = f"{old}: is the old form; write agent: {{kind: {old}, <its keys>}}"
+        _warn(_key(root, old) or keys[old], warning)
         block = _block(name_field, list(keys[old].mapping(ANY_KEY).items()), keys[old].path)
     with _at(name_field):
         return AgentConfig(kind.name, kind.load(block)), kind
@@ -80,7 +81,7 @@ def load_sandbox(keys: Mapping[str, Field], root: Field, suite_dir: Path) -> San
     if old:
         if block is not None:
             raise old[0][1].error(
-                f"{old[0][0]}: and sandbox: {{kind: ...}} both configure the sandbox",
+                "and sandbox: {kind: ...} both configure the sandbox",
                 hint=f"move {old[0][0]}: into sandbox:",
             )
         written = ", ".join(f"{key}: {_yaml(field.plain())}" for key, field in old)
@@ -111,7 +112,7 @@ def _split(value: Field | None, root: Field, default: str, key: str) -> tuple[Fi
     if isinstance(value.node, yaml.MappingNode):
         kind = value.mapping(ANY_KEY).get("kind")
         if kind is None:
-            raise value.error(f"{key}: needs a kind", hint=f"write {key}: {{kind: NAME, ...}}")
+            raise value.error("needs a kind", hint=f"write {key}: {{kind: NAME, ...}}")
         return kind, value
     return value, None
 
@@ -141,6 +142,16 @@ def _block(kind: Field, items: list[tuple[str, Field]], path: str) -> Field:
 
 def _yaml(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _key(root: Field, name: str) -> Field | None:
+    """The field of the key `name:` itself in the suite's mapping: a block value
+    (`loop:` then its keys below) starts on the next line, the key on its own."""
+    if isinstance(root.node, yaml.MappingNode):
+        for key, _ in root.node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == name:
+                return Field(key, root.file, name)
+    return None
 
 
 def _warn(where: Field, text: str) -> None:

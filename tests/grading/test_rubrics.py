@@ -69,8 +69,8 @@ def test_kind_folder_above_the_root_is_ignored(tmp_path: Path) -> None:
         ("---\ntype: likert\n---\n", "type must be 'checklist' or 'analytic'"),
         ("---\ncriteria: []\n---\n", "non-empty list"),
         ("---\ncriteria: [{name: x}]\n---\n", "is not an id"),
-        ("---\n: [\n---\n", "front matter is not valid YAML"),
-        ("---\n- a\n---\n", "front matter is a list, not a mapping"),
+        ("---\n: [\n---\n", r"bad\.md:2: front matter is not valid YAML"),
+        ("---\n- a\n---\n", r"bad\.md:2: front matter is a list, not a mapping"),
     ],
 )
 def test_malformed_rubric_is_an_error(tmp_path: Path, content: str, message: str) -> None:
