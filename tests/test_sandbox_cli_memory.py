@@ -5,11 +5,17 @@ cannot see paths, so only the kernel's dumpable check keeps a same-uid process
 out of `/proc/<cli>/mem` (docs/isolation.md, known limits). The CLI is started
 the way the agent stage starts it (the sandbox's `spawn`, stream-json mode,
 waiting on stdin); a probe in the same sandbox finds it by scanning /proc and
-tries to open its memory for writing.
+tries to open its memory for writing. The second test runs the probe the way
+the agent does: a Bash tool call of the real CLI's, scripted by the stub model,
+once directly and once from a `~/.bashrc` that an earlier command wrote (the
+shell the CLI starts for each command sources it before anything else runs).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,9 +24,14 @@ from pathlib import Path
 import claude_agent_sdk
 import pytest
 
-from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.agents import Abort, StageRequest
+from ci_evals.agents.environment import agent_environment
+from ci_evals.agents.registry import get_agent
+from ci_evals.endpoints.stub_model import StubServer, loads_script
+from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
 from ci_evals.sandbox.bwrap import BwrapSandbox, available
 from ci_evals.sandbox.local import LocalSandbox
+from tests.run_helpers import make_suite
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 PYTHON = "/usr/bin/python3"
@@ -104,3 +115,70 @@ def test_a_descendant_of_the_cli_cannot_open_its_memory_for_writing(
     finally:
         started.kill()
         started.wait()
+
+
+# A Bash tool command: walk up from this shell to the CLI and try its memory.
+# Prints one line, `<where>: cli found, mem <verdict>` or `<where>: cli not found`.
+TOOL_PROBE = """
+import errno, os, sys
+pid = os.getppid()
+while pid > 1:
+    try:
+        if os.readlink(f"/proc/{pid}/exe").endswith("/claude"):
+            break
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        pid = 0
+        break
+    pid = int(status.split("PPid:")[1].split()[0])
+if pid <= 1:
+    print(sys.argv[1] + ": cli not found")
+    sys.exit()
+try:
+    os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR))
+    verdict = "opened"
+except OSError as error:
+    verdict = errno.errorcode[error.errno]
+print(f"{sys.argv[1]}: cli found, mem {verdict}")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", ["bwrap", "local"])
+@pytest.mark.xfail(
+    strict=True, reason="open route: the CLI is dumpable (docs/isolation.md known limits)"
+)
+def test_a_bash_tool_command_cannot_open_the_clis_memory(tmp_path: Path, sandbox: str) -> None:
+    if sandbox == "bwrap" and (reason := available()) is not None:
+        pytest.fail(reason)
+    ws, agent = tmp_path / "ws", tmp_path / "agent"
+    ws.mkdir()
+    (ws / "probe.py").write_text(TOOL_PROBE)
+    probe = f"python3 {ws / 'probe.py'}"
+    commands = [
+        f"{probe} direct > direct.txt; echo '{probe} bashrc >> {ws}/bashrc.txt' >> ~/.bashrc",
+        "true",  # its shell sources the ~/.bashrc above
+    ]
+    turns = "".join(f"      - tools: [{{bash: {json.dumps(c)}}}]\n" for c in commands)
+    script = f"rules:\n  - match: {{command: demo:s1}}\n    turns:\n{turns}      - text: done\n"
+    make_suite(tmp_path / "suite")
+    with StubServer(loads_script(script)) as server:
+        env = agent_environment(os.environ, private_root=agent, endpoint=server.cli_env())
+        request = StageRequest(
+            prompt="/demo:s1 Acme",
+            cwd=ws,
+            plugin_dir=tmp_path / "suite" / "plugin",
+            env=env,
+            trajectory_path=tmp_path / "stage" / "trajectory.jsonl",
+            stderr_path=tmp_path / "stage" / "stderr.log",
+            max_turns=10,
+            timeout_s=120,
+            sandbox=SandboxConfig(sandbox),
+            writable=(agent,),
+        )
+        outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
+    assert outcome.status == "completed", outcome
+    seen = (ws / "direct.txt").read_text().splitlines()
+    seen += (ws / "bashrc.txt").read_text().splitlines()
+    assert not any(line.endswith("mem opened") for line in seen), seen
+    assert len(seen) >= 2, seen  # both probes ran
