@@ -67,7 +67,7 @@ LABEL_RUN = "ci-evals.run-id"
 LABEL_OWNER = "ci-evals.owner"  # host:pid:start-ticks of the process that owns it
 LABEL_CREATED = "ci-evals.created"  # unix seconds
 WORKSPACE = "/workspace"
-SANDBOX_UID = 10001  # the image's `sandbox` user (sandbox.images writes it)
+SANDBOX_UID = 10001  # the image's `sandbox` user (image_build writes it)
 # Settings of the docker CLI (`spawn`) passed on from our environment.
 CLI_SETTINGS = (
     "DOCKER_HOST",

@@ -1,4 +1,4 @@
-"""Build a sandbox image from a recipe (`sandbox.recipe`) with no registry to pull from.
+"""Build a sandbox image from a recipe (`recipe`) with no registry to pull from.
 
 1. The root file system: `debootstrap --variant=minbase --include=PACKAGES`
    from the recipe's Debian mirror, trimmed (apt lists and caches, docs, man

@@ -23,7 +23,7 @@ KEYS = ("kind", "image", "network")
 
 @dataclass(frozen=True)
 class DockerOptions(SandboxOptions):
-    recipe: Path | None = None  # the image's recipe file (sandbox.recipe), validated at load
+    recipe: Path | None = None  # the image's recipe file (`recipe`), validated at load
     image_tag: str | None = None  # its built tag (`prepare`), or a ready image (`mcp-check`)
     run_id: str | None = None  # labels the containers, so `ci-evals gc` knows the run
 
