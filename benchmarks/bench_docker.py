@@ -29,11 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.timing import median_seconds
-from ci_evals.sandbox import docker as engine
 from ci_evals.sandbox.base import SandboxSpec
-from ci_evals.sandbox.docker import DockerSandbox
-from ci_evals.sandbox.image_build import cache_dir, ensure_image
-from ci_evals.sandbox.recipe import find_recipe, load_recipe
+from ci_evals.sandbox.docker import engine
+from ci_evals.sandbox.docker.engine import DockerSandbox
+from ci_evals.sandbox.docker.image_build import cache_dir, ensure_image
+from ci_evals.sandbox.docker.recipe import find_recipe, load_recipe
 
 ENV = {"PATH": "/usr/bin:/bin"}
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ci_evals.sandbox import docker as engine
+from ci_evals.sandbox.docker import engine
 
 TEST_RECIPE = "python-mcp"  # shipped: Debian minbase + python3 + the mcp package
 

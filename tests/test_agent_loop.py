@@ -15,7 +15,7 @@ import pytest
 
 from ci_evals.agents import Abort, StageOutcome, StageRequest
 from ci_evals.agents.environment import agent_environment
-from ci_evals.agents.loop_config import LoopConfig
+from ci_evals.agents.loop.config import LoopConfig
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings
 from ci_evals.endpoints.stub_model import StubServer, loads_script

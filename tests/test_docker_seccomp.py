@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 
-from ci_evals.sandbox import docker as engine
-from ci_evals.sandbox import docker_seccomp
 from ci_evals.sandbox.base import SandboxSpec
-from ci_evals.sandbox.docker import DockerSandbox
+from ci_evals.sandbox.docker import engine, seccomp
+from ci_evals.sandbox.docker.engine import DockerSandbox
 from ci_evals.sandbox.registry import KINDS
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -115,7 +114,11 @@ REFUSED = [
 
 
 def vendored() -> bytes:
-    path = resources.files("ci_evals.sandbox").joinpath("seccomp").joinpath(docker_seccomp.VENDORED)
+    path = (
+        resources.files("ci_evals.sandbox.docker")
+        .joinpath("moby_seccomp")
+        .joinpath(seccomp.VENDORED)
+    )
     return path.read_bytes()
 
 
@@ -136,7 +139,7 @@ def _rules(profile: dict[str, Any]) -> list[tuple[str, str]]:
 
 def test_the_derived_profile_differs_only_in_the_denied_names() -> None:
     moby = json.loads(vendored())
-    ours = json.loads(docker_seccomp.profile_json())
+    ours = json.loads(seccomp.profile_json())
     assert {k: v for k, v in ours.items() if k != "syscalls"} == {
         k: v for k, v in moby.items() if k != "syscalls"
     }
@@ -147,12 +150,12 @@ def test_the_derived_profile_differs_only_in_the_denied_names() -> None:
     )
     assert [pair for pair in _rules(ours) if pair not in _rules(moby)] == []
     allowing = [r for r in ours["syscalls"] if r["action"] == "SCMP_ACT_ALLOW"]
-    assert not {name for r in allowing for name in r["names"]} & set(docker_seccomp.DENIED)
+    assert not {name for r in allowing for name in r["names"]} & set(seccomp.DENIED)
 
 
 def test_a_profile_that_allows_by_default_or_names_one_call_is_handled() -> None:
-    with pytest.raises(docker_seccomp.ProfileError, match="defaultAction is 'SCMP_ACT_ALLOW'"):
-        docker_seccomp.without_denied({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []})
+    with pytest.raises(seccomp.ProfileError, match="defaultAction is 'SCMP_ACT_ALLOW'"):
+        seccomp.without_denied({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []})
     older = {
         "defaultAction": "SCMP_ACT_ERRNO",
         "syscalls": [
@@ -162,14 +165,14 @@ def test_a_profile_that_allows_by_default_or_names_one_call_is_handled() -> None
             {"names": ["ptrace"], "action": "SCMP_ACT_ERRNO"},
         ],
     }
-    assert docker_seccomp.without_denied(older)["syscalls"] == [
+    assert seccomp.without_denied(older)["syscalls"] == [
         {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
         {"names": ["ptrace"], "action": "SCMP_ACT_ERRNO"},  # refusing rules stay
     ]
 
 
 def test_results_record_the_filter_of_each_sandbox_kind() -> None:
-    assert KINDS.get("docker").limits().seccomp == docker_seccomp.SUMMARY
+    assert KINDS.get("docker").limits().seccomp == seccomp.SUMMARY
     assert "ptrace" in (KINDS.get("bwrap").limits().seccomp or "")
 
 

@@ -29,7 +29,7 @@ from ci_evals.mcp.session import MAX_STDOUT_BYTES, NoReply, Session
 from ci_evals.mcp.subtests import Options
 from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.bwrap import available as bwrap_available
-from ci_evals.sandbox.image_build import cache_dir
+from ci_evals.sandbox.docker.image_build import cache_dir
 from ci_evals.sandbox.local import LocalSandbox
 
 DATA = Path(__file__).parent / "data" / "mcp"

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.sandbox import docker as engine
 from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
-from ci_evals.sandbox.docker import DockerSandbox
-from ci_evals.sandbox.docker_kind import DockerOptions
+from ci_evals.sandbox.docker import engine
+from ci_evals.sandbox.docker.engine import DockerSandbox
+from ci_evals.sandbox.docker.kind import DockerOptions
 from ci_evals.sandbox.registry import open_sandbox
 from tests.docker_helpers import containers
 
@@ -422,7 +422,7 @@ _HOLDER = """
 import sys
 from pathlib import Path
 from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
-from ci_evals.sandbox.docker_kind import DockerOptions
+from ci_evals.sandbox.docker.kind import DockerOptions
 from ci_evals.sandbox.registry import open_sandbox
 spec = SandboxSpec(writable=(Path(sys.argv[1]),))
 config = SandboxConfig("docker", DockerOptions(image_tag=sys.argv[2], run_id=sys.argv[3]))

@@ -16,8 +16,8 @@ import pytest
 
 from ci_evals.errors import UserError
 from ci_evals.main import main
-from ci_evals.sandbox import docker as engine
-from ci_evals.sandbox.docker_kind import DockerOptions
+from ci_evals.sandbox.docker import engine
+from ci_evals.sandbox.docker.kind import DockerOptions
 from ci_evals.suite.load import load_suite
 from tests.docker_helpers import containers
 

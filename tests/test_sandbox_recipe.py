@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.sandbox.recipe import RECIPES, find_recipe, load_recipe
+from ci_evals.sandbox.docker.recipe import RECIPES, find_recipe, load_recipe
 
 
 def write(folder: Path, text: str) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.agents.base import AgentConfig
-from ci_evals.agents.loop_config import TOOL_NAMES, LoopConfig
+from ci_evals.agents.loop.config import TOOL_NAMES, LoopConfig
 from ci_evals.errors import UserError
 from ci_evals.suite.load import NO_PLUGIN, load_suite
 from ci_evals.suite.matrix import load_matrix

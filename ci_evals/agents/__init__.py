@@ -80,7 +80,7 @@ class StageRequest:
     sandbox: SandboxConfig = ON_HOST
     writable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()  # what it may read there but never write (a reviewer's rubrics)
-    # The backend's own settings from the suite (`loop:` -> `agents.loop_config.LoopConfig`
+    # The backend's own settings from the suite (`loop:` -> `agents.loop.config.LoopConfig`
     # for the `loop` backend); a backend that has none ignores it.
     options: object | None = field(default=None, compare=False)
     # What the stage starts from; a retrying wrapper saves it before the first

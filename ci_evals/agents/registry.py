@@ -22,7 +22,7 @@ KINDS: Registry[AgentKind] = Registry(
     "ci_evals.agents",
     {
         "claude": "ci_evals.agents.claude_kind:KIND",
-        "loop": "ci_evals.agents.loop_kind:KIND",
+        "loop": "ci_evals.agents.loop.kind:KIND",
     },
 )
 

@@ -3,7 +3,7 @@
 The suite, its stage map, the slash commands and reviewer agents it names, the
 rubric files, the scenarios, the fixtures a `--from-stage` needs, the stub
 script of `--model stub:PATH` (or a key for the real API), the sandbox: the
-very checks `run` makes (`commands.run.prepare`), but every problem is listed
+very checks `run` makes (`run.plan.prepare`), but every problem is listed
 instead of stopping at the first. No stub server, agent or workspace is
 started. Exit 0 when a run could start, 2 with one line per problem.
 """
@@ -15,9 +15,10 @@ import os
 import sys
 from pathlib import Path
 
-from ci_evals.commands import isolation
-from ci_evals.commands.run import positive_int, prepare
+from ci_evals.commands.run import positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
+from ci_evals.run import isolation
+from ci_evals.run.plan import prepare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

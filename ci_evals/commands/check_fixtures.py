@@ -33,9 +33,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci_evals.commands import isolation
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.fs.walk import walk
+from ci_evals.run import isolation
 from ci_evals.text import display_path, inert
 
 if TYPE_CHECKING:

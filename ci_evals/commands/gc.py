@@ -26,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ci_evals.errors import UserError  # noqa: PLC0415
-    from ci_evals.sandbox import docker, leftovers  # noqa: PLC0415
+    from ci_evals.sandbox.docker import engine, leftovers  # noqa: PLC0415
 
-    why = docker.available()
+    why = engine.available()
     if why is not None:
         raise UserError(why)
     if args.older_than is not None and not args.older_than >= 0:

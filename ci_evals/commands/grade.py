@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci_evals.commands import isolation
 from ci_evals.errors import UserError
+from ci_evals.run import isolation
 from ci_evals.text import inert
 
 if TYPE_CHECKING:

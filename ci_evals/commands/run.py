@@ -7,19 +7,18 @@ and the `Runner` takes over, grading every stage that completes
 (`ci_evals.run.grading_hook`). Exit 0 when every stage passed (or completed,
 without graders) — over `--repeat` runs, under the k-of-n rule — 1 when any
 did not, 130 when interrupted (Ctrl-C or SIGTERM; partial results are written).
+
+This module is the arguments; the run is `ci_evals.run.plan` (one suite) and
+`ci_evals.run.tasks` (`--tasks`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from ci_evals.commands import isolation, run_plan
-from ci_evals.commands.run_plan import prepare
-from ci_evals.errors import EXIT_OK, Problems, UserError
-
-__all__ = ["add_arguments", "positive_int", "prepare", "run"]  # `check` uses prepare
+from ci_evals.errors import UserError
+from ci_evals.run import isolation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,16 +103,12 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.tasks is not None:  # many suites: the benchmark (commands/run_tasks.py)
-        from ci_evals.commands import run_tasks  # noqa: PLC0415
+    if args.tasks is not None:  # many suites: the benchmark
+        from ci_evals.run import tasks  # noqa: PLC0415
 
-        return run_tasks.run(args)
+        return tasks.run(args)
     if args.matrix is not None:
         raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
-    environ = dict(os.environ)
-    ready = prepare(args, environ, Problems())  # raises at the first problem
-    assert ready is not None and ready.endpoint is not None
-    if ready.from_stage is None:
-        return EXIT_OK
-    plan = run_plan.build(ready, args, environ)
-    return run_plan.execute(plan, ready.endpoint, record=args.record)
+    from ci_evals.run import plan  # noqa: PLC0415
+
+    return plan.run(args)

@@ -28,10 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ci_evals.errors import UserError  # noqa: PLC0415
-    from ci_evals.sandbox import docker, image_build, recipe  # noqa: PLC0415
+    from ci_evals.sandbox.docker import engine, image_build, recipe  # noqa: PLC0415
 
     found = recipe.load_recipe(recipe.find_recipe(args.recipe, Path.cwd()))
-    why = docker.available()
+    why = engine.available()
     if why is not None:
         raise UserError(why)
     cache = args.cache or image_build.cache_dir(os.environ)

@@ -1,3 +1,7 @@
-"""Running a suite: the `Runner` (scenarios, repeats, stages in their workspaces,
-results written after every stage), the progress display (`progress`), and the
-grading hook the runner calls after each stage (`grading_hook`)."""
+"""Running a suite: `plan` (one suite's run: checked first, then built and
+executed; `ci-evals run` and `check` call it), `tasks` (`run --tasks`: every task
+once per agent configuration), `isolation` (the `--isolation` option and its
+rule), `provenance` (what results record of the suite and revision), the
+`Runner` (scenarios, repeats, stages in their workspaces, results written after
+every stage), the progress display (`progress`), and the grading hook the
+runner calls after each stage (`grading_hook`)."""

@@ -29,7 +29,7 @@ KINDS: Registry[SandboxKind] = Registry(
     {
         "local": "ci_evals.sandbox.local:KIND",
         "bwrap": "ci_evals.sandbox.bwrap_kind:KIND",
-        "docker": "ci_evals.sandbox.docker_kind:KIND",
+        "docker": "ci_evals.sandbox.docker.kind:KIND",
     },
 )
 

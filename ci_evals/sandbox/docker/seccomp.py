@@ -6,7 +6,7 @@ uid in its container (a hidden test it is judged by, a CLI beside it) and
 stop it or rewrite what it writes. `process_vm_readv`, `process_vm_writev`
 and `pidfd_getfd` it allows only with `CAP_SYS_PTRACE`, which no container of
 ours gets. The profile here is moby's own, vendored unchanged
-(`seccomp/moby-default-v20.10.24.json`, its source and licence beside it),
+(`moby_seccomp/moby-default-v20.10.24.json`, its source and licence beside it),
 with those four names taken out of every rule that lets a call through,
 conditional rules included: each then falls to the default action, EPERM —
 the same four calls `launch.py` refuses under `bwrap` and `local`.
@@ -67,5 +67,10 @@ def without_denied(profile: dict[str, Any]) -> dict[str, Any]:
 @functools.cache
 def profile_json() -> str:
     """The profile for `security_opt=["seccomp=<this>"]` (the JSON text itself)."""
-    text = resources.files("ci_evals.sandbox").joinpath("seccomp").joinpath(VENDORED).read_text()
+    text = (
+        resources.files("ci_evals.sandbox.docker")
+        .joinpath("moby_seccomp")
+        .joinpath(VENDORED)
+        .read_text()
+    )
     return json.dumps(without_denied(json.loads(text)), separators=(",", ":"))

@@ -1,4 +1,4 @@
-"""The `loop` kind: a bounded tool loop over the Messages API (`agents.loop`),
+"""The `loop` kind: a bounded tool loop over the Messages API (`agents.loop.agent`),
 configured by its block of the suite (`agent: {kind: loop, ...}` -> `LoopConfig`)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ci_evals.agents.loop_config import LoopConfig, load_loop_config, load_tools
+from ci_evals.agents.loop.config import LoopConfig, load_loop_config, load_tools
 
 if TYPE_CHECKING:
     from ci_evals.agents import Agent
@@ -35,7 +35,7 @@ class LoopKind:
         return config
 
     def create(self) -> Agent:
-        from ci_evals.agents.loop import LoopAgent  # noqa: PLC0415 - the Messages API client
+        from ci_evals.agents.loop.agent import LoopAgent  # noqa: PLC0415 - the Messages API client
 
         return LoopAgent()
 

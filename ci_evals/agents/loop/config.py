@@ -1,5 +1,5 @@
-"""How the `loop` agent (`agents.loop`) runs a stage: its block of the suite
-(`agent: {kind: loop, ...}`, read by `agents.loop_kind`).
+"""How the `loop` agent (`agents.loop.agent`) runs a stage: its block of the suite
+(`agent: {kind: loop, ...}`, read by `agents.loop.kind`).
 
 Validated once, at load, into a frozen `LoopConfig`; every mistake names its
 file:line and key. The same record is what `ci-evals run --tasks` varies per

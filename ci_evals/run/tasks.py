@@ -6,7 +6,7 @@ task's own), each as an ordinary `run` in its own folder
 (`OUT/<n>-<configuration>/<task>/results.json`) with `--repeat`, `--jobs`
 and `--isolation` as given. Everything is validated first: every suite, the
 matrix, every configuration against every task, every endpoint. Then a table
-per configuration (`report.benchmark`) is printed and written to
+per configuration (`results.benchmark`) is printed and written to
 `OUT/benchmark.md` and `OUT/benchmark.json`, rewritten after every task so
 an interrupted benchmark still says what it saw. Exit 0 when every run
 passed, 1 when any did not, 130 when interrupted.
@@ -22,12 +22,12 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ci_evals.commands import run_plan as single
 from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs.atomic import write_atomic
-from ci_evals.report.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
+from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
 from ci_evals.results.model import read_results
+from ci_evals.run import plan as single
 from ci_evals.suite.load import SUITE_FILE, Suite, load_suite
 from ci_evals.suite.matrix import Configuration, load_matrix
 

@@ -1,15 +1,16 @@
-"""What `run` and `run --tasks` share: check a suite's run, build its plan, execute it.
+"""One suite's run (`ci-evals run`), and what `run --tasks` shares: check, build, execute.
 
 `prepare` makes every check `run` makes before anything starts (`ci-evals
 check` collects them); `build` gives the run its id, folder and a ready
 sandbox; `execute` runs it under SIGINT/SIGTERM handlers, grading every stage
-that completes, and prints its summary.
+that completes, and prints its summary. `run` is the three in a row.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import secrets
 import signal
 import sys
@@ -22,13 +23,12 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.agents import StageOutcome, StageRequest
 from ci_evals.agents.registry import build_agent
-from ci_evals.commands import isolation
 from ci_evals.endpoints.base import Endpoint, EndpointOptions
 from ci_evals.endpoints.registry import endpoint_for
-from ci_evals.errors import EXIT_INTERRUPTED, Problems, UserError
+from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.results.model import RunResult
 from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import provenance
+from ci_evals.run import isolation, provenance
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
@@ -56,6 +56,17 @@ class Prepared:
     sandbox: SandboxConfig
     repeat: int
     pass_at_least: int | None
+
+
+def run(args: argparse.Namespace) -> int:
+    """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
+    first problem), then run; its exit code."""
+    environ = dict(os.environ)
+    ready = prepare(args, environ, Problems())  # raises at the first problem
+    assert ready is not None and ready.endpoint is not None
+    if ready.from_stage is None:
+        return EXIT_OK
+    return execute(build(ready, args, environ), ready.endpoint, record=args.record)
 
 
 def prepare(

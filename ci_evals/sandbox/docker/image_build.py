@@ -1,4 +1,4 @@
-"""Build a sandbox image from a recipe (`sandbox.recipe`) with no registry to pull from.
+"""Build a sandbox image from a recipe (`recipe`) with no registry to pull from.
 
 1. The root file system: `debootstrap --variant=minbase --include=PACKAGES`
    from the recipe's Debian mirror, trimmed (apt lists and caches, docs, man
@@ -36,8 +36,8 @@ from typing import IO, Any
 
 from ci_evals import process
 from ci_evals.errors import UserError
-from ci_evals.sandbox import docker as engine
-from ci_evals.sandbox.recipe import Recipe, sha256
+from ci_evals.sandbox.docker import engine
+from ci_evals.sandbox.docker.recipe import Recipe, sha256
 from ci_evals.text import one_line
 
 DEBOOTSTRAP_TIMEOUT_S = 1800.0

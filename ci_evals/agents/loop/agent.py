@@ -1,7 +1,7 @@
 """The `loop` backend: a bounded tool loop; the model decides, the tools act in the sandbox.
 
 Each step sends the conversation (through the configured context strategy,
-`loop_context`) to the model with the five tools (`loop_tools`), runs the
+`context`) to the model with the five tools (`tools`), runs the
 tool calls it answers with inside the stage's sandbox, and sends their
 outputs back. `final_submit` ends the run `completed`; reaching the step
 ceiling (`loop.max_steps`, default 20) ends it halted — status `limit`,
@@ -39,9 +39,9 @@ from typing import IO, Any
 import anthropic
 
 from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage, over_quota
-from ci_evals.agents.loop_config import DEFAULT_MODEL, LoopConfig
-from ci_evals.agents.loop_context import view
-from ci_evals.agents.loop_tools import ToolBox, ToolRun
+from ci_evals.agents.loop.config import DEFAULT_MODEL, LoopConfig
+from ci_evals.agents.loop.context import view
+from ci_evals.agents.loop.tools import ToolBox, ToolRun
 from ci_evals.endpoints.base import ENDPOINT_NAMES
 from ci_evals.endpoints.pricing import Pricing
 from ci_evals.endpoints.pricing import Usage as PricedUsage

@@ -7,13 +7,13 @@ What the code inside gets (it may be hostile):
   `/workspace`, other writable and read-only folders at their own paths.
 - No network (`network_mode: none`: a loopback of its own, so neither the
   host's loopback services nor the Docker bridge are reachable); a suite opts
-  in with `network: true` (`docker_kind.DockerOptions`), and results say so.
+  in with `network: true` (`kind.DockerOptions`), and results say so.
   Without it no `*_PROXY` variable (any case) reaches a command.
 - CPU, memory (swap included) and pids limits; a non-root user (the host's
   uid when ci-evals is not root, else `SANDBOX_UID`, to which the writable
   folders are handed); every capability dropped; `no-new-privileges`;
   Docker's default seccomp profile without `ptrace`, `process_vm_*` and
-  `pidfd_getfd` (`docker_seccomp`: no process reaches into another of its
+  `pidfd_getfd` (`seccomp`: no process reaches into another of its
   uid); an init (docker-init, tini) as PID 1 that reaps orphans.
 - Labels (`LABEL`, the run id, the owning process) so `ci-evals gc` can find
   what a crash left; `close()` removes the container (the runner closes
@@ -52,9 +52,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ci_evals.errors import UserError
 from ci_evals.process import ExecResult
-from ci_evals.sandbox import docker_seccomp, grader_identity
+from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
-from ci_evals.sandbox.docker_stream import pump
+from ci_evals.sandbox.docker import seccomp
+from ci_evals.sandbox.docker.stream import pump
 from ci_evals.sandbox.owners import Owners, give_back, hand_over, strip_setid
 from ci_evals.text import one_line
 
@@ -66,7 +67,7 @@ LABEL_RUN = "ci-evals.run-id"
 LABEL_OWNER = "ci-evals.owner"  # host:pid:start-ticks of the process that owns it
 LABEL_CREATED = "ci-evals.created"  # unix seconds
 WORKSPACE = "/workspace"
-SANDBOX_UID = 10001  # the image's `sandbox` user (sandbox.images writes it)
+SANDBOX_UID = 10001  # the image's `sandbox` user (image_build writes it)
 # Settings of the docker CLI (`spawn`) passed on from our environment.
 CLI_SETTINGS = (
     "DOCKER_HOST",
@@ -84,7 +85,7 @@ _START = 'echo $$ >"$0" 2>/dev/null; "$@"; code=$?; rm -f "$0"; exit $code'
 # independently and would lose their order.
 _MERGED = "exec 2>&1; " + _START
 _KILL = 'kill -9 "-$(cat "$0")"'  # dash's kill: a negative pid is a group, no `--`
-_DRAIN_S = 2.0  # how long a finished command's output may stay open (see docker_stream)
+_DRAIN_S = 2.0  # how long a finished command's output may stay open (see stream)
 _KILL_WAIT_S = 5.0
 _GET_CAP = 256 << 20  # `get` refuses larger files (the whole file is held in memory)
 
@@ -146,7 +147,7 @@ class DockerSandbox:
         self, spec: SandboxSpec, *, image: str, network: bool = False, run_id: str | None = None
     ) -> None:
         """`image`: the tag of a built image; `network`: the containers may reach the
-        network; `run_id`: labels them for `ci-evals gc` (docker_kind.DockerOptions)."""
+        network; `run_id`: labels them for `ci-evals gc` (kind.DockerOptions)."""
         if not image:
             raise ValueError("the docker sandbox needs a built image (DockerKind.prepare)")
         if spec.endpoint is not None and not network:
@@ -242,7 +243,7 @@ class DockerSandbox:
             pids_limit=spec.pids,
             cap_drop=["ALL"],
             cap_add=cap_add,
-            security_opt=["no-new-privileges:true", f"seccomp={docker_seccomp.profile_json()}"],
+            security_opt=["no-new-privileges:true", f"seccomp={seccomp.profile_json()}"],
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_bytes},mode=1777"},  # noqa: S108
             mounts=mounts,

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ci_evals.sandbox import docker as engine
+from ci_evals.sandbox.docker import engine
 
 
 @dataclass(frozen=True)

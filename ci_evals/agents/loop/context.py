@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ci_evals.agents.loop_config import ContextStrategy
+from ci_evals.agents.loop.config import ContextStrategy
 
 Message = dict[str, Any]
 _LONG_INPUT = 400  # characters: a tool input above it is bulk, not an instruction

@@ -1,6 +1,6 @@
 """The `docker` kind: its options (`sandbox: {kind: docker, image: RECIPE, network: …}`),
 read at load, and what a command does once before its containers start (build the
-image). The containers themselves are `sandbox.docker` (imported only to open one:
+image). The containers themselves are `engine` (imported only to open one:
 it pulls in the docker SDK)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
 from ci_evals.sandbox.base import Enforced, Sandbox, SandboxOptions, SandboxSpec
-from ci_evals.sandbox.recipe import find_recipe, load_recipe
+from ci_evals.sandbox.docker.recipe import find_recipe, load_recipe
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -23,7 +23,7 @@ KEYS = ("kind", "image", "network")
 
 @dataclass(frozen=True)
 class DockerOptions(SandboxOptions):
-    recipe: Path | None = None  # the image's recipe file (sandbox.recipe), validated at load
+    recipe: Path | None = None  # the image's recipe file (`recipe`), validated at load
     image_tag: str | None = None  # its built tag (`prepare`), or a ready image (`mcp-check`)
     run_id: str | None = None  # labels the containers, so `ci-evals gc` knows the run
 
@@ -53,9 +53,9 @@ class DockerKind:
         return DockerOptions(network=network, recipe=recipe)
 
     def available(self) -> str | None:
-        from ci_evals.sandbox import docker  # noqa: PLC0415 - the SDK only when asked
+        from ci_evals.sandbox.docker import engine  # noqa: PLC0415 - the SDK only when asked
 
-        return docker.available()
+        return engine.available()
 
     def prepare(
         self, options: SandboxOptions, environ: Mapping[str, str], run_id: str | None
@@ -64,7 +64,7 @@ class DockerKind:
         docker_options = _own(options)
         if docker_options.recipe is None:
             return dataclasses.replace(docker_options, run_id=run_id)
-        from ci_evals.sandbox.image_build import cache_dir, ensure_image  # noqa: PLC0415
+        from ci_evals.sandbox.docker.image_build import cache_dir, ensure_image  # noqa: PLC0415
 
         tag = ensure_image(load_recipe(docker_options.recipe), cache_dir(environ))
         return dataclasses.replace(docker_options, image_tag=tag, run_id=run_id)
@@ -73,14 +73,13 @@ class DockerKind:
         return DockerOptions(image_tag=image)
 
     def limits(self) -> Enforced:
-        from ci_evals.sandbox import docker_seccomp  # noqa: PLC0415 - json + resources, on use
+        from ci_evals.sandbox.docker import seccomp  # noqa: PLC0415 - json + resources, on use
 
         spec = SandboxSpec(writable=())
-        seccomp = docker_seccomp.SUMMARY
-        return Enforced("docker", spec.pids, spec.memory_bytes, None, None, None, seccomp)
+        return Enforced("docker", spec.pids, spec.memory_bytes, None, None, None, seccomp.SUMMARY)
 
     def open(self, spec: SandboxSpec, options: SandboxOptions) -> Sandbox:
-        from ci_evals.sandbox.docker import DockerSandbox  # noqa: PLC0415
+        from ci_evals.sandbox.docker.engine import DockerSandbox  # noqa: PLC0415
 
         own = _own(options)
         if own.image_tag is None:
