@@ -16,6 +16,7 @@ import pytest
 
 from ci_evals.errors import UserError
 from ci_evals.main import main
+from ci_evals.sandbox.base import SandboxOptions
 from ci_evals.sandbox.docker import engine
 from ci_evals.sandbox.docker.kind import DockerOptions
 from ci_evals.suite.load import load_suite
@@ -157,6 +158,98 @@ def test_the_old_top_level_image_and_network_load_with_one_warning(
                 tmp_path / "both", extra="sandbox: {kind: docker, image: x}\nnetwork: true\n"
             )
         )
+
+
+# The image for `--isolation docker` in a suite that runs in bwrap by default: the
+# form before the seams merge (top-level `image:`) and the form its warning advises.
+OLD_IMAGE = "image: python-mcp\nnetwork: true\n"
+NEW_IMAGE = "sandbox: {kind: bwrap, docker: {image: python-mcp, network: true}}\n"
+
+
+def test_the_old_top_level_image_is_dockers_beside_the_default_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = make_suite(tmp_path / "old", extra=OLD_IMAGE)
+    suite = load_suite(old)
+    assert suite.sandbox.kind == "bwrap" and suite.sandbox.options == SandboxOptions()
+    [docker] = suite.sandbox_options.values()
+    assert isinstance(docker, DockerOptions) and docker.network
+    assert docker.recipe is not None and docker.recipe.parent.name == "python-mcp"
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert warning == [
+        f"ci-evals: warning: {old}:4: top-level image: python-mcp, network: true is the old "
+        "form; write sandbox: {kind: bwrap, docker: {image: python-mcp, network: true}}"
+    ]
+    # What the warning says to write loads the same, and silently.
+    new = load_suite(make_suite(tmp_path / "new", extra=NEW_IMAGE))
+    assert capsys.readouterr().err == ""
+    assert (new.sandbox, new.sandbox_options) == (suite.sandbox, suite.sandbox_options)
+
+
+@pytest.mark.parametrize("extra", [OLD_IMAGE, NEW_IMAGE], ids=["old-form", "new-form"])
+def test_isolation_docker_runs_in_the_image_the_suite_gives_docker(
+    tmp_path: Path, docker_image: str, extra: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = make_suite(tmp_path, extra=extra)
+    argv = ["check-fixtures", "--suite", str(suite), "--no-reviewer", "--isolation", "docker"]
+    code = main([*argv, "--out", str(tmp_path / "out")])
+    said = capsys.readouterr()
+    # The probe fails (exit 1) on the network docker: gives it: it ran in the container.
+    assert code == 1, said
+    [log] = (tmp_path / "out").rglob("command-probe.log")
+    facts = json.loads(log.read_text().strip().splitlines()[-1])
+    assert facts["cwd"].startswith("/workspace") and facts["network"] is True, facts
+    assert facts["agent_uid"] == 10001, facts  # the image's `sandbox` user
+
+
+def test_isolation_docker_without_an_image_in_the_suite_says_where_to_give_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = make_suite(tmp_path, extra="sandbox: bwrap\n")
+    argv = ["check-fixtures", "--suite", str(suite), "--no-reviewer", "--isolation", "docker"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--isolation docker: the docker sandbox needs an image" in line, line
+    assert line.endswith("or, for --isolation, sandbox: {kind: bwrap, docker: {...}})"), line
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            "sandbox: {kind: bwrap, dockr: {image: python-mcp}}\n",
+            ":4:24: sandbox.dockr: unknown key 'dockr': neither an option of sandbox bwrap nor "
+            "a sandbox kind (known keys: kind; sandbox kinds: local, bwrap, docker",
+        ),
+        (
+            "sandbox: {kind: bwrap, docker: {imag: python-mcp}}\n",
+            ":4:33: sandbox.docker.imag: unknown key 'imag' (known keys: image, kind, network)",
+        ),
+        (
+            "sandbox: {kind: bwrap, docker: {}}\n",
+            ":4:24: sandbox.docker: missing required key 'image'",
+        ),
+        (
+            "sandbox: {kind: bwrap, docker: python-mcp}\n",
+            ":4:32: sandbox.docker: expected a mapping (sandbox docker's options), got",
+        ),
+        (
+            "sandbox: {kind: docker, image: python-mcp, docker: {network: true}}\n",
+            ":4:44: sandbox.docker: names the suite's own kind, whose options sit beside kind:",
+        ),
+        (
+            "sandbox: {kind: bwrap, docker: {image: python-mcp}}\nimage: python-mcp\n",
+            ":5:8: image: and sandbox: {kind: ...} both configure the sandbox",
+        ),
+    ],
+)
+def test_a_bad_block_for_another_kind_is_one_line_at_its_key(
+    tmp_path: Path, extra: str, expected: str
+) -> None:
+    suite = make_suite(tmp_path, extra=extra)
+    with pytest.raises(UserError) as caught:
+        load_suite(suite)
+    assert str(caught.value).startswith(f"{suite}{expected}"), caught.value
 
 
 # `python -m ci_evals` with Ctrl-C's default meaning, as from a terminal: a test

@@ -56,18 +56,19 @@ def test_the_old_loop_block_warns_once_at_its_key(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression of the seams merge: a top-level image: without sandbox: docker "
-    "(the image for --isolation docker) no longer loads; see the review2 report",
-)
 def test_a_top_level_image_for_isolation_docker_still_loads(tmp_path: Path) -> None:
     # Before the seams merge `image:` was checked and kept whatever the suite's
     # sandbox, so a bwrap suite ran in docker with `--isolation docker`.
     suite = old_task(tmp_path, "agent: {kind: loop, max_steps: 20}\nimage: python-mcp\n")
+    line = suite.read_text(encoding="utf-8").splitlines().index("image: python-mcp") + 1
     for extra in ((), ("--isolation", "docker")):
         done = check(suite, *extra)
         assert done.returncode == 0, done.stderr
+        warnings = [w for w in done.stderr.splitlines() if "warning" in w]
+        assert warnings == [
+            f"ci-evals: warning: {suite}:{line}: top-level image: python-mcp is the old form; "
+            "write sandbox: {kind: bwrap, docker: {image: python-mcp}}"
+        ]
 
 
 @pytest.mark.parametrize(

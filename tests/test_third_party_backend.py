@@ -349,11 +349,11 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def run(python: Path, suite_dir: Path) -> subprocess.CompletedProcess[str]:
+def run(python: Path, suite_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """`ci-evals run` of the suite in `suite_dir`, on the package's endpoint: no model
     (the agent asks none)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    argv = ["run", "--model", "silent:quiet", "--out", str(suite_dir / "out")]
+    argv = ["run", "--model", "silent:quiet", "--out", str(suite_dir / "out"), *extra]
     return subprocess.run(
         [python, "-m", "ci_evals", *argv], cwd=suite_dir, capture_output=True, text=True,
         env=env, check=False, timeout=300,
@@ -382,6 +382,20 @@ def test_a_suite_runs_on_an_agent_sandbox_grader_and_endpoint_from_another_packa
     assert any(call[0] == "exec" and "test" in call[-1] for call in audit), audit  # the grader
 
 
+def test_isolation_picks_another_packages_kind_with_the_options_the_suite_gives_it(
+    venv: Path, tmp_path: Path
+) -> None:
+    suite = SUITE.replace(
+        "sandbox: {kind: audited, log: audit.log}", "sandbox: {kind: local, audited: {log: a.log}}"
+    )
+    (tmp_path / "ci-evals.yaml").write_text(suite)
+    done = run(venv, tmp_path, "--isolation", "audited")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["sandbox"] == "audited"
+    assert (tmp_path / "a.log").read_text().count('"put"') == 1  # the agent's write, audited
+
+
 @pytest.mark.parametrize(
     ("suite", "expected"),
     [
@@ -389,6 +403,10 @@ def test_a_suite_runs_on_an_agent_sandbox_grader_and_endpoint_from_another_packa
             SUITE.replace("sandbox: {kind: audited, log: audit.log}", "sandbox: {kind: k8s}"),
             "ci-evals.yaml:5:17: sandbox.kind: unknown sandbox 'k8s' (known: local, bwrap, docker, "
             "audited; a package adds one with an entry point in group ci_evals.sandboxes)",
+        ),
+        (
+            SUITE.replace("{kind: audited, log: audit.log}", "{kind: local, audited: {lg: x}}"),
+            "ci-evals.yaml:5:34: sandbox.audited.lg: unknown key 'lg' (known keys: kind, log)",
         ),
         (
             SUITE.replace("log: audit.log", "log: audit.log, depth: 3"),

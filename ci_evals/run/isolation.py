@@ -31,8 +31,9 @@ def choose(
 ) -> SandboxConfig:
     """The sandbox for this command. `needed`: something will run in it (an agent, a
     command grader); when nothing will, there is nothing to isolate. A kind other
-    than the suite's gets that kind's defaults (`SandboxKind.load(None)`), which a
-    kind that needs options (docker's image) refuses; `prepare` readies it."""
+    than the suite's runs with the options the suite's `sandbox:` gives it, else
+    with its defaults (`SandboxKind.load(None)`), which a kind that needs options
+    (docker's image) refuses; `prepare` readies it."""
     from ci_evals.agents.environment import secret_names  # noqa: PLC0415
     from ci_evals.errors import UserError  # noqa: PLC0415
     from ci_evals.sandbox import registry  # noqa: PLC0415
@@ -44,12 +45,18 @@ def choose(
     name = args.isolation
     if name == NONE:
         requested = SandboxConfig(registry.HOST)
+    elif name is not None and name in suite.sandbox_options:
+        requested = SandboxConfig(name, suite.sandbox_options[name])
     elif name is not None and name != requested.kind:
         try:
             requested = SandboxConfig(name, registry.KINDS.get(name).load(None, suite.root))
         except UserError as exc:
+            # The suite may give it options beside its own kind's (suite.backends).
+            beside = f"sandbox: {{kind: {requested.kind}, {name}: {{...}}}}"
             raise UserError(
-                f"--isolation {name}: {exc.message}", file=suite.display, hint=exc.hint
+                f"--isolation {name}: {exc.message}",
+                file=suite.display,
+                hint=f"{exc.hint}; or, for --isolation, {beside}" if exc.hint else beside,
             ) from None
     return registry.choose(requested, secrets=secret_names(environ))
 

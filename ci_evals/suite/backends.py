@@ -5,14 +5,20 @@ that kind's own `load` reads from its block, at their file:line.
 agent: claude                                  # a bare name: that kind, no options
 agent: {kind: loop, max_steps: 20}             # a kind and its options
 sandbox: {kind: docker, image: python-mcp, network: true}
+sandbox: {kind: bwrap, docker: {image: python-mcp}}   # docker's, for --isolation docker
 ```
+
+A `sandbox:` block may also hold, under a kind's name, the options of a kind
+other than its own: each is loaded (checked by that kind, at its file:line)
+and kept for `--isolation K` (`Suite.sandbox_options`).
 
 The older forms still load, each with one warning naming its file:line and
 the form to write instead: the options of agent kind K under a top-level `K:`
 key (`loop:`), and a sandbox's under top-level keys of their own (`image:`,
-`network:`, `OLD_SANDBOX_KEYS`). A bare name is the documented form for a kind
-without options, so it never warns. No kind is named here: what a kind
-accepts is its own `load`.
+`network:`, `OLD_SANDBOX_KEYS`), which are the options of the kind that runs
+images (`SandboxKind.runs_images`), the suite's own or another's. A bare name
+is the documented form for a kind without options, so it never warns. No kind
+is named here: what a kind accepts is its own `load`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from ci_evals.agents.registry import KINDS as AGENT_KINDS
 from ci_evals.config.yaml_source import ANY_KEY, Field
 from ci_evals.errors import UserError
 from ci_evals.registry import Registry
-from ci_evals.sandbox.base import SandboxConfig
+from ci_evals.sandbox.base import SandboxConfig, SandboxKind, SandboxOptions
 from ci_evals.sandbox.registry import DEFAULT_SANDBOX, HOST
 from ci_evals.sandbox.registry import KINDS as SANDBOX_KINDS
 
@@ -71,27 +77,113 @@ def load_agent(keys: Mapping[str, Field], root: Field) -> tuple[AgentConfig, Age
         return AgentConfig(kind.name, kind.load(block)), kind
 
 
-def load_sandbox(keys: Mapping[str, Field], root: Field, suite_dir: Path) -> SandboxConfig:
-    """The suite's sandbox (default `bwrap`; `--isolation` may choose another)."""
+def load_sandbox(
+    keys: Mapping[str, Field], root: Field, suite_dir: Path
+) -> tuple[SandboxConfig, dict[str, SandboxOptions]]:
+    """The suite's sandbox (default `bwrap`), and by kind name the options its
+    `sandbox:` gives other kinds (what `--isolation K` uses)."""
     name_field, block = _split(keys.get("sandbox"), root, DEFAULT_SANDBOX, "sandbox")
     if name_field.as_str() == NO_ISOLATION:
         name_field = _scalar(HOST, name_field)
     kind = _kind(SANDBOX_KINDS, name_field)
+    others: dict[str, Field] = {}
+    if block is not None:
+        block, others = _others(block, kind.name)
     old = [(key, keys[key]) for key in OLD_SANDBOX_KEYS if key in keys]
     if old:
-        if block is not None:
+        if block is not None or others:
             raise old[0][1].error(
                 "and sandbox: {kind: ...} both configure the sandbox",
                 hint=f"move {old[0][0]}: into sandbox:",
             )
-        written = ", ".join(f"{key}: {_yaml(field.plain())}" for key, field in old)
-        _warn(
-            old[0][1],
-            f"top-level {written} is the old form; write sandbox: {{kind: {kind.name}, {written}}}",
-        )
-        block = _block(name_field, old, "")
+        block, others = _old_form(old, kind, name_field)
     with _at(name_field):
-        return SandboxConfig(kind.name, kind.load(block, suite_dir))
+        config = SandboxConfig(kind.name, _load_own(kind, block, suite_dir))
+    loaded: dict[str, SandboxOptions] = {}
+    for name, other in others.items():  # each kind reads its own block
+        with _at(other):
+            loaded[name] = SANDBOX_KINDS.get(name).load(other, suite_dir)
+    return config, loaded
+
+
+def _old_form(
+    old: list[tuple[str, Field]], kind: SandboxKind, name: Field
+) -> tuple[Field | None, dict[str, Field]]:
+    """The top-level `image:`/`network:` as the block they meant: the options of the
+    kind that runs images, the suite's own or (`--isolation`) another's; one warning."""
+    owner = _image_kind(kind)
+    written = ", ".join(f"{key}: {_yaml(field.plain())}" for key, field in old)
+    new = written if owner is kind else f"{owner.name}: {{{written}}}"
+    _warn(
+        old[0][1],
+        f"top-level {written} is the old form; write sandbox: {{kind: {kind.name}, {new}}}",
+    )
+    if owner is kind:
+        return _block(name, old, ""), {}
+    return None, {owner.name: _block(_scalar(owner.name, old[0][1]), old, "")}
+
+
+def _others(block: Field, chosen: str) -> tuple[Field, dict[str, Field]]:
+    """`block` less its keys that name another sandbox kind, and each of those as a
+    block of its own (`{kind: NAME, <its keys>}`, at the lines they are written)."""
+    assert isinstance(block.node, yaml.MappingNode)  # _split returns only a mapping
+    own: list[tuple[yaml.Node, yaml.Node]] = []
+    others: dict[str, Field] = {}
+    for key, value in block.node.value:
+        name = key.value if isinstance(key, yaml.ScalarNode) and key.tag == _STR else ""
+        if not _names_a_kind(name, value):
+            own.append((key, value))  # the chosen kind's (its load checks them)
+            continue
+        field = block.child(value, name)
+        at = Field(key, block.file, field.path)
+        if name == chosen:
+            raise at.error(
+                f"names the suite's own kind, whose options sit beside kind: {name}",
+                hint=f"write sandbox: {{kind: {name}, <its keys>}}",
+            )
+        if name in others:
+            raise at.error(f"duplicate key {name!r}")
+        field.mapping(ANY_KEY, what=f"mapping (sandbox {name}'s options)")
+        assert isinstance(value, yaml.MappingNode)  # as `mapping` checked
+        others[name] = _with_kind(_scalar(name, at), value.value, field.path)
+    node = yaml.MappingNode(_MAP, own, block.node.start_mark, block.node.end_mark)
+    return Field(node, block.file, block.path), others
+
+
+def _names_a_kind(key: str, value: yaml.Node) -> bool:
+    """A built-in kind's name, or a mapping under a name a package registers (entry
+    points are read only then: a kind's own scalar options never cost a lookup)."""
+    if key in SANDBOX_KINDS.builtin:
+        return True
+    return key not in ("", "kind") and isinstance(value, yaml.MappingNode) and key in SANDBOX_KINDS
+
+
+def _load_own(kind: SandboxKind, block: Field | None, suite_dir: Path) -> SandboxOptions:
+    """`kind`'s options from its block. A mapping under a key it does not know is
+    likely another kind's options under a misspelt name: the error says both."""
+    try:
+        return kind.load(block, suite_dir)
+    except UserError as exc:
+        if block is None or not exc.message.startswith("unknown key"):
+            raise
+        assert isinstance(block.node, yaml.MappingNode)
+        for key, value in block.node.value:
+            at = (key.start_mark.line + 1, key.start_mark.column + 1)
+            if isinstance(value, yaml.MappingNode) and at == (exc.line, exc.column):
+                exc.message += f": neither an option of sandbox {kind.name} nor a sandbox kind"
+                exc.hint = f"{exc.hint}; sandbox kinds: {', '.join(SANDBOX_KINDS.names())}"
+        raise
+
+
+def _image_kind(chosen: SandboxKind) -> SandboxKind:
+    """The kind a top-level `image:` (the old form) configures: the one that runs images."""
+    if chosen.runs_images:
+        return chosen
+    # Not the host's own kind, which runs no image (and is slower to import).
+    for name in (name for name in SANDBOX_KINDS.builtin if name != HOST):
+        if SANDBOX_KINDS.get(name).runs_images:
+            return SANDBOX_KINDS.get(name)
+    raise AssertionError("no built-in sandbox kind runs images")
 
 
 @contextmanager
@@ -132,11 +224,19 @@ def _scalar(text: str, where: Field, path: str | None = None) -> Field:
 def _block(kind: Field, items: list[tuple[str, Field]], path: str) -> Field:
     """`{kind: NAME, KEY: VALUE, ...}` made of the nodes where they are written, under
     `path` (so an error in an old-form option still names its own line and key)."""
-    pairs = [(yaml.ScalarNode(_STR, "kind", kind.node.start_mark, kind.node.end_mark), kind.node)]
+    pairs: list[tuple[yaml.Node, yaml.Node]] = []
     for key, field in items:
         mark = field.node.start_mark
         pairs.append((yaml.ScalarNode(_STR, key, mark, field.node.end_mark), field.node))
-    node = yaml.MappingNode(_MAP, pairs, kind.node.start_mark, kind.node.end_mark)
+    return _with_kind(kind, pairs, path)
+
+
+def _with_kind(kind: Field, pairs: list[tuple[yaml.Node, yaml.Node]], path: str) -> Field:
+    """The mapping of `pairs` led by `kind: NAME`, as a kind's `load` reads its block."""
+    key = yaml.ScalarNode(_STR, "kind", kind.node.start_mark, kind.node.end_mark)
+    node = yaml.MappingNode(
+        _MAP, [(key, kind.node), *pairs], kind.node.start_mark, kind.node.end_mark
+    )
     return Field(node, kind.file, path)
 
 

@@ -38,7 +38,7 @@ from ci_evals.graders.config import (
     load_suite_grading,
 )
 from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
-from ci_evals.sandbox.base import SandboxConfig
+from ci_evals.sandbox.base import SandboxConfig, SandboxOptions
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import backends, contracts, references
@@ -156,6 +156,9 @@ class Suite:
     # `--isolation` overrides): each kind validated its own block (suite.backends).
     agent: AgentConfig = field(default_factory=AgentConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # load_suite sets it
+    # What `sandbox:` sets for kinds other than its own (`{kind: bwrap, docker:
+    # {image: ...}}`), by kind name: `--isolation K` runs with K's.
+    sandbox_options: Mapping[str, SandboxOptions] = field(default_factory=dict)
     # A folder laid into every workspace before the fixtures: what a task gives its
     # agent to start from (`tasks/<id>/scaffold/`).
     scaffold: Path | None = None
@@ -311,7 +314,7 @@ def load_suite(
     fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
     scaffold = _scaffold(keys.get("scaffold"), base)
     model = _optional_str(keys.get("model"))
-    sandbox = backends.load_sandbox(keys, root_field, base)
+    sandbox, sandbox_options = backends.load_sandbox(keys, root_field, base)
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
@@ -350,6 +353,7 @@ def load_suite(
         source=root_field,
         agent=agent,
         sandbox=sandbox,
+        sandbox_options=sandbox_options,
         scaffold=scaffold,
     )
     if stage_map is not None:
