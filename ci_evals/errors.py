@@ -120,6 +120,10 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
             sys.stderr.close()
         code[0] = EXIT_FAIL
     except Exception as exc:  # the last line of defence: a bug, not user input
+        if _interrupted(exc):  # Ctrl-C/SIGTERM inside an import, wrapped by Python
+            print(f"{prog}: interrupted", file=sys.stderr)
+            code[0] = EXIT_INTERRUPTED
+            return
         log = _write_traceback(exc)
         print(
             f"{prog}: unexpected error: {type(exc).__name__}: {inert(str(exc))} "
@@ -127,6 +131,20 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
             file=sys.stderr,
         )
         code[0] = EXIT_BUG
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a `KeyboardInterrupt` caused `exc`: Python 3.11 wraps one raised in
+    a class's `__set_name__` (a signal while pydantic builds its models, say) in
+    `RuntimeError("Error calling __set_name__ ...")`, the interrupt its cause."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _write_traceback(exc: BaseException) -> Path:

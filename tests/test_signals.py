@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.errors import EXIT_INTERRUPTED, error_handler
 from ci_evals.results.model import read_results
 from tests.run_helpers import make_suite, processes_mentioning
 
@@ -141,3 +142,25 @@ def test_signals_until_the_process_ends_never_give_another_exit(tmp_path: Path) 
     _, stderr = _finish(proc)
     _assert_interrupted(proc, stderr, out)
     assert (out / "results.json").exists()
+
+
+class _InterruptedWhileNamed:
+    """A descriptor whose `__set_name__` meets Ctrl-C, as a pydantic model's fields
+    may while the agent SDK is imported."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_python_wraps_in_a_runtime_error_still_exits_130(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Python 3.11 turns it into RuntimeError("Error calling __set_name__ ..."),
+    # the interrupt its cause: found by the signal test above under load.
+    with error_handler() as code:
+
+        class Model:
+            field = _InterruptedWhileNamed()
+
+    assert code == [EXIT_INTERRUPTED]
+    assert capsys.readouterr().err == "ci-evals: interrupted\n"
