@@ -144,11 +144,14 @@ def sha(path: Path) -> str:
 # -- 1. /proc: no secret, no host path ----------------------------------------------------
 
 
+# Its own environment first: the CLI and the shells it starts are non-dumpable
+# (their environ, fds and links are root's), so the loop shows less of them.
 PROC_SCAN = (
+    "env > leak.txt; "
     "for p in /proc/[0-9]*; do echo \"== $p\"; tr '\\0' '\\n' < $p/environ; "
     "tr '\\0' ' ' < $p/cmdline; echo; "
     "for l in cwd root exe; do readlink $p/$l; done; "
-    "for f in $p/fd/*; do readlink $f; done; done > leak.txt 2>&1; "
+    "for f in $p/fd/*; do readlink $f; done; done >> leak.txt 2>&1; "
     "cat /proc/self/mountinfo >> leak.txt; echo scanned"
 )
 

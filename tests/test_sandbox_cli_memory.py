@@ -2,10 +2,11 @@
 
 The CLI and its Bash tool share a uid inside the sandbox and a seccomp filter
 cannot see paths, so only the kernel's dumpable check keeps a same-uid process
-out of `/proc/<cli>/mem` (docs/isolation.md, known limits). The CLI is started
+out of `/proc/<cli>/mem`: the CLI runs with `sandbox/nondumpable.py`'s object
+preloaded, which makes it non-dumpable (docs/isolation.md). The CLI is started
 the way the agent stage starts it (the sandbox's `spawn`, stream-json mode,
-waiting on stdin); a probe in the same sandbox finds it by scanning /proc and
-tries to open its memory for writing. The second test runs the probe the way
+waiting on stdin, the object preloaded); a probe in the same sandbox finds it
+by scanning /proc and tries to open its memory for writing. The second test runs the probe the way
 the agent does: a Bash tool call of the real CLI's, scripted by the stub model,
 once directly and once from a `~/.bashrc` that an earlier command wrote (the
 shell the CLI starts for each command sources it before anything else runs).
@@ -28,6 +29,7 @@ from ci_evals.agents import Abort, StageRequest
 from ci_evals.agents.environment import agent_environment
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, loads_script
+from ci_evals.sandbox import nondumpable
 from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
 from ci_evals.sandbox.bwrap import BwrapSandbox, available
 from ci_evals.sandbox.local import LocalSandbox
@@ -61,11 +63,29 @@ for pid in found:
 """
 
 
-@pytest.fixture(params=["bwrap", "local"])
-def box(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BwrapSandbox | LocalSandbox]:
+# `local` isolates nothing: as root its processes keep CAP_SYS_PTRACE, which
+# opens any process's memory, dumpable or not (docs/isolation.md).
+LOCAL = pytest.param(
+    "local",
+    marks=pytest.mark.xfail(
+        os.geteuid() == 0, strict=True, reason="local as root: CAP_SYS_PTRACE opens it"
+    ),
+)
+
+
+@pytest.fixture
+def preload() -> Iterator[Path]:
+    with nondumpable.preloaded(CLI) as path:
+        yield path
+
+
+@pytest.fixture(params=["bwrap", LOCAL])
+def box(
+    request: pytest.FixtureRequest, tmp_path: Path, preload: Path
+) -> Iterator[BwrapSandbox | LocalSandbox]:
     if request.param == "bwrap" and (reason := available()) is not None:
         pytest.fail(reason)
-    spec = SandboxSpec(writable=(tmp_path,), readonly=(CLI.resolve().parent,))
+    spec = SandboxSpec(writable=(tmp_path,), readonly=(CLI.resolve().parent, preload.parent))
     with BwrapSandbox(spec) if request.param == "bwrap" else LocalSandbox(spec) as sandbox:
         yield sandbox
 
@@ -85,16 +105,13 @@ os.execv(cli[0], cli)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True, reason="open route: the CLI is dumpable (docs/isolation.md known limits)"
-)
 def test_a_descendant_of_the_cli_cannot_open_its_memory_for_writing(
-    box: BwrapSandbox | LocalSandbox, tmp_path: Path
+    box: BwrapSandbox | LocalSandbox, tmp_path: Path, preload: Path
 ) -> None:
     out = tmp_path / "probe.out"
     cli = [str(CLI), "--print", "--verbose", "--input-format", "stream-json"]
     argv = [PYTHON, "-c", LAUNCH, PROBE, str(out), *cli, "--output-format", "stream-json"]
-    spawn = box.spawn(argv, cwd=tmp_path, env=ENV)
+    spawn = box.spawn(argv, cwd=tmp_path, env={**ENV, "LD_PRELOAD": str(preload)})
     started = subprocess.Popen(
         spawn.argv,
         cwd=spawn.cwd,
@@ -123,8 +140,8 @@ TOOL_PROBE = """
 import errno, os, sys
 pid = os.getppid()
 while pid > 1:
-    try:
-        if os.readlink(f"/proc/{pid}/exe").endswith("/claude"):
+    try:  # by its command line: a non-dumpable process's /proc/<pid>/exe is root's
+        if open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")[0].endswith(b"/claude"):
             break
         status = open(f"/proc/{pid}/status").read()
     except OSError:
@@ -144,10 +161,7 @@ print(f"{sys.argv[1]}: cli found, mem {verdict}")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sandbox", ["bwrap", "local"])
-@pytest.mark.xfail(
-    strict=True, reason="open route: the CLI is dumpable (docs/isolation.md known limits)"
-)
+@pytest.mark.parametrize("sandbox", ["bwrap", LOCAL])
 def test_a_bash_tool_command_cannot_open_the_clis_memory(tmp_path: Path, sandbox: str) -> None:
     if sandbox == "bwrap" and (reason := available()) is not None:
         pytest.fail(reason)
@@ -180,5 +194,6 @@ def test_a_bash_tool_command_cannot_open_the_clis_memory(tmp_path: Path, sandbox
     assert outcome.status == "completed", outcome
     seen = (ws / "direct.txt").read_text().splitlines()
     seen += (ws / "bashrc.txt").read_text().splitlines()
-    assert not any(line.endswith("mem opened") for line in seen), seen
-    assert len(seen) >= 2, seen  # both probes ran
+    assert {line.split(":")[0] for line in seen} == {"bashrc", "direct"}, seen  # both ran
+    verdicts = {line.split(": ", 1)[1] for line in seen}
+    assert verdicts <= {"cli found, mem EACCES", "cli found, mem EPERM"}, seen

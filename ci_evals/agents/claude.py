@@ -51,6 +51,7 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from claude_agent_sdk._version import __version__ as sdk_version
 
 from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage, over_quota
+from ci_evals.sandbox import nondumpable
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
 from ci_evals.text import one_line
@@ -377,20 +378,28 @@ class ClaudeAgent:
             # plugin under test still loads (`--plugin-dir`), hooks and all.
             setting_sources=[],
         )
-        spec = SandboxSpec(
-            writable=(request.cwd, request.plugin_dir, *request.writable),
-            readonly=(_cli_binary(request.prompt, options), *request.readonly),
-            endpoint=endpoint_address(request.env),
-            disk_bytes=request.max_output_bytes,
-        )
+        cli = _cli_binary(request.prompt, options)
         with (
             # The stderr copy is closed last: after the sandbox.
             _StderrCopy(request.stderr_path, request.stderr_max_bytes) as stderr,
-            open_sandbox(request.sandbox, spec) as sandbox,
+            # The CLI makes itself non-dumpable before its own code runs: its Bash
+            # tool's commands share its uid and could otherwise write its memory
+            # through /proc/<cli>/mem (sandbox/nondumpable.py).
+            nondumpable.preloaded(cli) as preload,
+            open_sandbox(
+                request.sandbox,
+                SandboxSpec(
+                    writable=(request.cwd, request.plugin_dir, *request.writable),
+                    readonly=(cli, preload.parent, *request.readonly),
+                    endpoint=endpoint_address(request.env),
+                    disk_bytes=request.max_output_bytes,
+                ),
+            ) as sandbox,
             request.trajectory_path.open("w", encoding="utf-8") as trajectory,
         ):
+            env = {**request.env, "LD_PRELOAD": str(preload)}
             transport = _IsolatedTransport(
-                request.prompt, options, env=request.env, stderr=stderr, sandbox=sandbox
+                request.prompt, options, env=env, stderr=stderr, sandbox=sandbox
             )
             outcome = await _drive(request, options, transport, trajectory, abort, on_progress)
         return over_quota(outcome, sandbox, request)
