@@ -126,8 +126,13 @@ def test_wrap_is_an_argv_that_starts_bwrap_with_an_empty_environment(
         bwraps = [p for p in host_pids_with(marker) if b"bwrap" in _cmdline(p).split(b"\0")[0]]
         assert len(bwraps) == 2  # bwrap, and its init in the namespace
         for pid in bwraps:
-            assert _cmdline(pid).split(b"\0")[1:3] == [b"--args", b"3"]  # options: a memfd
+            flag, fd = _cmdline(pid).split(b"\0")[1:3]
+            assert flag == b"--args" and fd.isdigit()  # options: a memfd
             assert Path(f"/proc/{pid}/environ").read_bytes() == b""
+            # Neither holds the command's stdin or stdout: its init is the agent's to
+            # rewrite (/proc/1/mem), and would write frames into the CLI's stdout.
+            held = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (0, 1)]
+            assert held == ["/dev/null", "/dev/null"]
         proc.communicate(b"\n", timeout=10)
     assert proc.returncode == 0
 

