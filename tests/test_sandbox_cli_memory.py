@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -276,3 +277,47 @@ def test_a_bash_tool_command_cannot_forge_a_frame_through_the_sandboxs_init(
     assert said == "pid 1 rewritten\n", said
     assert "FORGED" not in request.trajectory_path.read_text(), outcome
     assert outcome.final_text != "FORGED", outcome
+
+
+# What the agent's commands legitimately run must not notice the object: they
+# inherit the CLI's environment, LD_PRELOAD included, and a program built with
+# gcc's -fsanitize=address (libasan linked dynamically, gcc's default) refuses to
+# start when another library is preloaded before its runtime ("ASan runtime does
+# not come first in initial library list", exit 1). Measured with gcc 12.
+ASAN = shutil.which("gcc")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(ASAN is None, reason="gcc is not installed")
+@pytest.mark.xfail(
+    strict=True, reason="LD_PRELOAD reaches the Bash tool's commands: ASan programs refuse"
+)
+def test_a_bash_tool_command_runs_an_address_sanitized_program(tmp_path: Path) -> None:
+    if (reason := available()) is not None:
+        pytest.fail(reason)
+    ws, agent = tmp_path / "ws", tmp_path / "agent"
+    ws.mkdir()
+    (ws / "hello.c").write_text('#include <stdio.h>\nint main(void) { puts("hello"); }\n')
+    command = "gcc -fsanitize=address -o hello hello.c && ./hello > ran.txt 2>&1"
+    script = (
+        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: done\n"
+    )
+    make_suite(tmp_path / "suite")
+    with StubServer(loads_script(script)) as server:
+        env = agent_environment(os.environ, private_root=agent, endpoint=server.cli_env())
+        request = StageRequest(
+            prompt="/demo:s1 Acme",
+            cwd=ws,
+            plugin_dir=tmp_path / "suite" / "plugin",
+            env=env,
+            trajectory_path=tmp_path / "stage" / "trajectory.jsonl",
+            stderr_path=tmp_path / "stage" / "stderr.log",
+            max_turns=10,
+            timeout_s=120,
+            sandbox=SandboxConfig("bwrap"),
+            writable=(agent,),
+        )
+        outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
+    assert outcome.status == "completed", outcome
+    assert (ws / "ran.txt").read_text() == "hello\n"
