@@ -468,7 +468,7 @@ def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_pat
             return real(**kw)
         md.entry_points = counted
         from ci_evals.endpoints.registry import KINDS as ENDPOINTS, endpoint_for
-        from ci_evals.graders.registry import KINDS as GRADERS
+        from ci_evals.grading.kinds.registry import KINDS as GRADERS
         from ci_evals.sandbox.registry import KINDS as SANDBOXES
         for kinds, builtin, added in [
             (SANDBOXES, "bwrap", "audited"),

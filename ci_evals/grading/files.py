@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci_evals.graders.base import GradeContext
-from ci_evals.graders.config import StageGrading
-from ci_evals.graders.scoring import PolicyOverride, ScoringPolicy, evaluate
-from ci_evals.graders.untrusted import CRITERION_ID as ADDRESSED_ID
-from ci_evals.graders.untrusted import addressed_to_graders
+from ci_evals.grading.config import StageGrading
+from ci_evals.grading.kinds.base import GradeContext
+from ci_evals.grading.reviewer.untrusted import CRITERION_ID as ADDRESSED_ID
+from ci_evals.grading.reviewer.untrusted import addressed_to_graders
+from ci_evals.grading.scoring import PolicyOverride, ScoringPolicy, evaluate
 from ci_evals.results.criteria import GraderResult, StageVerdict
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
