@@ -19,7 +19,7 @@ from ci_evals.agents.loop.config import LoopConfig
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings
 from ci_evals.endpoints.stub_model import StubServer, loads_script
-from ci_evals.graders.trajectory import count_calls, read_tool_uses
+from ci_evals.grading.kinds.trajectory import count_calls, read_tool_uses
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import unavailable
 from tests.sandbox_helpers import ready_sandbox

@@ -25,7 +25,7 @@ import yaml
 
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, load_script
-from ci_evals.graders import rubrics, scorecard
+from ci_evals.grading.reviewer import rubrics, scorecard
 from ci_evals.main import main
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.runner import Runner, RunPlan

@@ -11,7 +11,7 @@ import pytest
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.errors import UserError
-from ci_evals.graders.rubrics import read_rubric
+from ci_evals.grading.reviewer.rubrics import read_rubric
 from tests.body_capture import BodyCapture
 from tests.stub_helpers import run_query
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.graders.command import CommandGrader, run_command_grader
+from ci_evals.grading.kinds.command import CommandGrader, run_command_grader
 from ci_evals.results.criteria import GraderResult
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import load_suite
@@ -171,7 +171,7 @@ def test_no_setuid_file_stays_in_a_folder_root_wrote_in(
 NESTED = """
 import sys
 from pathlib import Path
-from ci_evals.graders.command import CommandGrader, run_command_grader
+from ci_evals.grading.kinds.command import CommandGrader, run_command_grader
 from ci_evals.sandbox.base import SandboxConfig
 body = sys.argv[2]
 grader = CommandGrader(id="t", argv=("sh", "-c", body), isolate_agent_code=True)

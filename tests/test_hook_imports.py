@@ -37,8 +37,8 @@ HOOKS = {
 # kinds its suite does not use (grader kinds are imported by the stage keys
 # used), and the sandbox module itself (loading reads only the kind's block).
 UNUSED = (
-    "ci_evals.graders.command",
-    "ci_evals.graders.mcp",
+    "ci_evals.grading.kinds.command",
+    "ci_evals.grading.kinds.mcp",
     "ci_evals.mcp.check",
     "ci_evals.sandbox.bwrap",
     "ci_evals.sandbox.limits",

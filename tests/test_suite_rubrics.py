@@ -16,7 +16,7 @@ import pytest
 
 from ci_evals.config.templates import parse_template
 from ci_evals.errors import UserError
-from ci_evals.graders.reviewer import fingerprint, reviewer_note
+from ci_evals.grading.reviewer.review import fingerprint, reviewer_note
 from ci_evals.suite.load import load_suite
 from tests.conftest import git
 from tests.onboarding_helpers import cli, copy_feature_dev, write

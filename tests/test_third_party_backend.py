@@ -5,7 +5,8 @@ one kind to each seam: an agent kind (`scripted`: writes the files its block
 names, through the sandbox), a sandbox kind (`audited`: the host's sandbox,
 logging every call to a file its block names), a grader kind (the stage key
 `words`: a file has at least N words) and an endpoint kind (`--model
-silent:NAME`: no model at all, for an agent that asks none). It is
+silent:NAME`: no model at all, for an agent that asks none); the grader's
+criteria name their kind as their source, through `run` and `report`. It is
 pip-installed into a fresh virtualenv that sees this checkout and its
 dependencies (a `.pth` adding this interpreter's site-packages, so nothing is
 downloaded), and a suite that names all four runs there end to end through
@@ -245,7 +246,7 @@ class Words:
         passed = found >= self.least
         criterion = Criterion(
             id=self.id, kind="checklist", score=float(passed), passed=passed,
-            source="check", detail=f"{self.file}: {found} word(s), at least {self.least}",
+            source="words", detail=f"{self.file}: {found} word(s), at least {self.least}",
         )
         return GraderResult(grader=self.name, criteria=(criterion,))
 
@@ -375,8 +376,20 @@ def test_a_suite_runs_on_an_agent_sandbox_grader_and_endpoint_from_another_packa
     graders = stage["grading"]["graders"]
     assert [g["grader"] for g in graders] == ["command:hello", "words"], stage
     [words] = graders[1]["criteria"]
-    assert (words["id"], words["passed"]) == ("greeting", True), words
+    assert (words["id"], words["passed"], words["source"]) == ("greeting", True, "words"), words
     assert words["detail"] == "hello.txt: 3 word(s), at least 3"
+    # `report` reads the source back, also where the package is not installed
+    # (this interpreter: the trusted job that posts a fork's comment is one).
+    for python in (venv, Path(sys.executable)):
+        site = tmp_path / f"site-{python.parent.parent.name}"
+        shown = subprocess.run(
+            [python, "-m", "ci_evals", "report", str(tmp_path / "out"), "--html", str(site)],
+            cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        page = (site / "stage-1-1.html").read_text()
+        assert "<td><code>greeting</code></td>" in page
+        assert "</td><td>words</td><td>hello.txt: 3 word(s)" in page, page
     audit = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
     assert ["put", str(Path(audit[0][1]).parent / "hello.txt")] == audit[0]  # the agent's write
     assert any(call[0] == "exec" and "test" in call[-1] for call in audit), audit  # the grader
@@ -468,7 +481,7 @@ def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_pat
             return real(**kw)
         md.entry_points = counted
         from ci_evals.endpoints.registry import KINDS as ENDPOINTS, endpoint_for
-        from ci_evals.graders.registry import KINDS as GRADERS
+        from ci_evals.grading.kinds.registry import KINDS as GRADERS
         from ci_evals.sandbox.registry import KINDS as SANDBOXES
         for kinds, builtin, added in [
             (SANDBOXES, "bwrap", "audited"),

@@ -1,54 +1,16 @@
 """`ci-evals grade RUN_DIR`: re-grade a saved run without running any agent stage.
 
-Reads `RUN_DIR/results.json` and each graded stage's saved workspace state
-(`<stage folder>/after/`), runs the suite's *current* checks, command graders
-and scoring policy on it, and writes a new results file next to the old one
-(`results.regraded-<time>.json`, or `--output`); the run's own `results.json`
-is never changed. Reviewer scorecards are re-used when the reviewer's agent
-file, prompt and rubrics are unchanged, else the reviewer runs again
-(`--reviewer`, see `ci_evals.grading.regrade`). Exit 0 when every stage
-passed (or completed), 1 otherwise; 2 (nothing written) when the saved
-results file is inconsistent (`ci_evals.report.verify`).
+Its arguments; the re-grade is `ci_evals.run.grade` (docs/grading.md), given
+the report's consistency check (`ci_evals.report.verify`): a results file that
+contradicts itself is refused, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import sys
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ci_evals.errors import UserError
 from ci_evals.run import isolation
-from ci_evals.text import inert
-
-if TYPE_CHECKING:
-    from ci_evals.results.model import RunResult
-
-REGRADE_PREFIX = "regrade-"
-
-
-def _check_consistent(saved: RunResult, run_dir: Path) -> None:
-    """Refuse to re-grade a results file that contradicts itself (exit 2, problems on stderr).
-
-    Re-grading recomputes only the stages it can grade again; the rest would
-    carry the file's claims into a new file that looks trustworthy.
-    """
-    from ci_evals.report.verify import problems  # noqa: PLC0415
-
-    found = problems(saved)
-    if not found:
-        return
-    for problem in found:
-        print(f"ci-evals grade: {inert(problem)}", file=sys.stderr)
-    raise UserError(
-        f"the results file is inconsistent ({len(found)} problem(s), listed above)",
-        file=run_dir / "results.json",
-        hint="re-grade only a results file as the run wrote it",
-    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,87 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
-        agent_environment,
-    )
-    from ci_evals.agents.registry import build_agent  # noqa: PLC0415
-    from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
-    from ci_evals.endpoints.registry import endpoint_for, no_endpoint  # noqa: PLC0415
-    from ci_evals.grading import regrade  # noqa: PLC0415
-    from ci_evals.results.model import read_results  # noqa: PLC0415
-    from ci_evals.run.runner import forwarded  # noqa: PLC0415
-    from ci_evals.suite.load import load_suite  # noqa: PLC0415
+    from ci_evals.report.verify import problems  # noqa: PLC0415 - pydantic, the scoring rules
+    from ci_evals.run import grade  # noqa: PLC0415
 
-    run_dir = args.run_dir.resolve()
-    saved = read_results(run_dir)
-    _check_consistent(saved, run_dir)
-    suite_file = args.suite or Path(saved.suite_file)
-    if not suite_file.is_file():
-        raise UserError(
-            f"the run's suite file is gone: {suite_file}", field="--suite", hint="pass --suite"
-        )
-    suite = load_suite(suite_file)
-    result = saved.model_copy(deep=True)
-    targets, notes = regrade.plan(result, suite, run_dir, args.reviewer)
-    environ = dict(os.environ)
-    reruns = list(regrade.reruns(targets))
-    endpoint = endpoint_for(args.model)
-    if reruns:
-        first = reruns[0]
-        endpoint.check(
-            environ,
-            f"the reviewer of {first.scenario.id} stage {first.result.number} "
-            f"({first.result.name}) has to run again ({first.why}): it",
-            hint="--reviewer skip leaves the reviewers out",
-        )
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    out_dir = run_dir / f"{REGRADE_PREFIX}{stamp}"
-    output = (args.output or run_dir / f"results.regraded-{stamp}.json").resolve()
-    if output == (run_dir / "results.json").resolve():
-        raise UserError("will not overwrite the run's own results.json", field="--output")
-
-    runs_programs = bool(reruns) or any(
-        g.sandboxed for t in targets for g in t.stage.grading.graders
-    )
-    sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
-    sandbox = isolation.prepare(sandbox, environ)
-    options = EndpointOptions(default_model=saved.model or suite.model)
-    with endpoint.open(environ, options) if reruns else no_endpoint(options) as opened:
-
-        def env_for(root: Path) -> dict[str, str]:
-            return agent_environment(environ, private_root=root, endpoint=opened.env)
-
-        agent = build_agent(suite.agent) if reruns else None
-        asyncio.run(
-            regrade.regrade(
-                targets,
-                suite=suite,
-                run_dir=run_dir,
-                out_dir=out_dir,
-                agent=agent,
-                env_for=env_for,
-                model=opened.model,
-                sandbox=sandbox,
-                watch=opened.watch,
-            )
-        )
-    metered = opened.meter() if opened.meter is not None else None
-    regrade.finish(result, suite, forwarded(metered) if metered is not None else None)
-    regrade.write(output, result)
-    for target in targets:
-        line = (
-            f"{regrade.label(result, target.scenario)} stage {target.result.number} "
-            f"{target.result.name}: "
-            f"{target.before} -> {target.result.status} (reviewer: {target.reviewer})"
-        )
-        if target.result.error:
-            line += f" - {target.result.error}"
-        print(inert(line))  # ids from the results file, the reviewer's error
-    for note in notes:
-        print(note)
-    from ci_evals.results.summary import exit_code, repeat_table  # noqa: PLC0415
-
-    if result.repeat > 1:
-        print(repeat_table(result.summaries))
-    print(f"results: {output}")
-    return exit_code(result)
+    return grade.run(args, inconsistencies=problems)

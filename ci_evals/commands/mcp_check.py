@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 def _sandbox(
     args: argparse.Namespace, argv: list[str], env: dict[str, str], cwd: Path
 ) -> tuple[SandboxConfig, SandboxSpec]:
-    from ci_evals.graders.mcp import program_paths  # noqa: PLC0415
+    from ci_evals.grading.kinds.mcp import program_paths  # noqa: PLC0415
     from ci_evals.sandbox.base import SandboxConfig, SandboxSpec  # noqa: PLC0415
     from ci_evals.sandbox.registry import HOST, KINDS  # noqa: PLC0415
 

@@ -5,7 +5,9 @@ the SDK and turning its final message into a `GraderResult` with
 `scorecard.grade_scorecard`); everything else happens here, from files on
 disk, so `ci-evals grade RUN_DIR` can call the same function on a saved run.
 A stage with a reviewer also gets one advisory criterion, `untrusted`'s flag
-for a file that addresses its graders (reported, never deciding).
+for a file that addresses its graders (reported, never deciding). A grader
+whose criteria name a source that is neither built in nor a registered
+grader kind is an error of that grader (`own_sources`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci_evals.graders.base import GradeContext
-from ci_evals.graders.config import StageGrading
-from ci_evals.graders.scoring import PolicyOverride, ScoringPolicy, evaluate
-from ci_evals.graders.untrusted import CRITERION_ID as ADDRESSED_ID
-from ci_evals.graders.untrusted import addressed_to_graders
-from ci_evals.results.criteria import GraderResult, StageVerdict
+from ci_evals.grading.config import StageGrading
+from ci_evals.grading.kinds.base import GradeContext
+from ci_evals.grading.kinds.registry import KINDS
+from ci_evals.grading.reviewer.untrusted import CRITERION_ID as ADDRESSED_ID
+from ci_evals.grading.reviewer.untrusted import addressed_to_graders
+from ci_evals.grading.scoring import PolicyOverride, ScoringPolicy, evaluate
+from ci_evals.results.criteria import BUILTIN_SOURCES, GraderResult, StageVerdict
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 
@@ -45,7 +48,7 @@ def grade_files(
     policy = suite_policy.merge(grading.scoring)
     # Before any grader writes to the folder: what the stage left, addressed to its reviewer.
     addressed = addressed_to_graders(folder) if grading.reviewer is not None else None
-    results: list[GraderResult] = [grader.grade(ctx) for grader in grading.graders]
+    results: list[GraderResult] = [own_sources(grader.grade(ctx)) for grader in grading.graders]
     if grading.reviewer is not None:
         results.append(
             reviewer
@@ -58,3 +61,27 @@ def grade_files(
         results.append(addressed)
         policy = policy.merge(PolicyOverride(advisory=frozenset({ADDRESSED_ID})))
     return evaluate(results, policy)
+
+
+def own_sources(result: GraderResult) -> GraderResult:
+    """`result`, or its error when a criterion names a source that is neither a
+    built-in one (`BUILTIN_SOURCES`) nor an installed grader kind's name."""
+    unknown = sorted(
+        {
+            c.source
+            for c in result.criteria
+            if c.source not in BUILTIN_SOURCES
+            and (c.source in KINDS.builtin or c.source not in KINDS)
+        }
+    )
+    if not unknown:
+        return result
+    known = (*BUILTIN_SOURCES, *(k for k in KINDS.names() if k not in KINDS.builtin))
+    return GraderResult(
+        grader=result.grader,
+        error=(
+            f"criteria name the source {', '.join(map(repr, unknown))}: neither a built-in "
+            f"one nor a grader kind's name (known: {', '.join(known)})"
+        ),
+        raw_output=result.raw_output,
+    )

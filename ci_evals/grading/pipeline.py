@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from ci_evals.agents import Abort, Agent
 from ci_evals.fs.state import copy_state
-from ci_evals.graders.reviewer import ReviewJob, run_reviewer
-from ci_evals.graders.scoring import ScoringPolicy
 from ci_evals.grading.files import grade_files
+from ci_evals.grading.reviewer.review import ReviewJob, run_reviewer
+from ci_evals.grading.scoring import ScoringPolicy
 from ci_evals.results.criteria import GraderResult, StageVerdict
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import Scenario, Stage, Suite

@@ -207,8 +207,8 @@ def failed_criteria(stage: StageResult) -> list[Criterion]:
 
 def flagged_criteria(stage: StageResult) -> list[Criterion]:
     """Advisory flags a person should look at, whatever the verdict: a file the
-    stage left that addresses its reviewer or grader (`graders.untrusted`)."""
-    from ci_evals.graders.untrusted import CRITERION_ID  # noqa: PLC0415 - report reads results
+    stage left that addresses its reviewer or grader (`grading.reviewer.untrusted`)."""
+    from ci_evals.grading.reviewer.untrusted import CRITERION_ID  # noqa: PLC0415 - report reads results
 
     if stage.grading is None:
         return []

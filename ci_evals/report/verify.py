@@ -2,7 +2,7 @@
 
 `ci_evals.results.consistency` checks how the file's parts fit together; this
 adds the scoring rules, which live above the results package
-(`ci_evals.graders.scoring`): every recorded verdict is evaluated again from
+(`ci_evals.grading.scoring`): every recorded verdict is evaluated again from
 its own criteria, under the policy the file records for it — the analytic
 threshold, and each criterion's weight and advisory flag — and must come out
 the same: each criterion's `passed` from its score, the checklist flag, the
@@ -43,8 +43,8 @@ def problems(result: RunResult) -> list[str]:
 
 def verdict_problems(verdict: StageVerdict) -> list[str]:
     """Where `verdict` differs from evaluating its own criteria under its own policy again."""
-    from ci_evals.graders.rubrics import normalize_id  # noqa: PLC0415
-    from ci_evals.graders.scoring import ScoringPolicy, evaluate  # noqa: PLC0415
+    from ci_evals.grading.reviewer.rubrics import normalize_id  # noqa: PLC0415
+    from ci_evals.grading.scoring import ScoringPolicy, evaluate  # noqa: PLC0415
 
     criteria = verdict.criteria
     weights: dict[str, float] = {}

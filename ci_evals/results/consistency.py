@@ -29,7 +29,7 @@ What is checked here (no grading code needed):
   they equal the recorded ones.
 
 The scoring rules themselves (each criterion's `passed` from its score, the
-checklist flag, the weighted means) live in `ci_evals.graders.scoring`, above
+checklist flag, the weighted means) live in `ci_evals.grading.scoring`, above
 this package: `ci_evals.report.verify` recomputes the verdicts with them and
 adds its findings to these.
 

@@ -15,13 +15,21 @@ rubric's `type:` field, or the grader itself), never by the score's value.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 CriterionKind = Literal["checklist", "analytic"]
-CriterionSource = Literal["reviewer", "check", "command", "mcp"]
 Verdict = Literal["passed", "failed", "error"]
+
+# Where a criterion came from: one of the built-in graders, or the name of the
+# grader kind a package registers (entry-point group `ci_evals.graders`), so
+# its criteria say whose they are. Grading checks that a source is one of
+# these (`grading.files`); a results file is read wherever it is reported,
+# perhaps where that package is not installed, so here a source is checked
+# only to be a name: letters, digits, `_`, `-`, `.`, at most 64 characters.
+BUILTIN_SOURCES = ("reviewer", "check", "command", "mcp")
+CriterionSource = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 CHECKLIST_SCORES = (0.0, 1.0)
 ANALYTIC_MIN = 1.0
@@ -33,7 +41,8 @@ class _Frozen(BaseModel):
 
 
 class Criterion(_Frozen):
-    """One scored criterion, from a reviewer, a deterministic check or a command."""
+    """One scored criterion, from a reviewer, a deterministic check, a command, an
+    MCP server's sub-test or a grader kind a package adds (`source`)."""
 
     id: str = Field(min_length=1)
     kind: CriterionKind

@@ -30,7 +30,7 @@ the two variables and a `python3 -I -S` helper closes every descriptor above
 its own (the sandbox's folders bound again there from `nested-args`, a NUL-
 separated file read by `bwrap --args`), so the grader's temporary folders
 are out of its reach. Only a grader with `isolate_agent_code: true` gets any
-of this (`graders.command`).
+of this (`grading.kinds.command`).
 
 The launchers are constant shell text ("$@" is the argv, never parsed).
 """

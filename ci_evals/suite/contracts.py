@@ -13,7 +13,7 @@ consumes:
 ```
 
 Nothing here is a second checking engine: every item compiles to the
-deterministic checks of `graders.checks` (files, headings, front matter,
+deterministic checks of `grading.kinds.checks` (files, headings, front matter,
 JSON Schema — a consumed JSON pointer becomes a small schema that requires
 it). A stage's `produces` becomes the grader `contract`, so a broken contract
 is a criterion of its own wherever the stage is graded (after a live stage,
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci_evals.errors import UserError
-from ci_evals.graders.checks import (
+from ci_evals.grading.kinds.checks import (
     Check,
     ChecksGrader,
     FilesExist,

@@ -8,7 +8,7 @@ one) lists the same stages in the same order, for the same plugin and fixtures
 folders. The format is documented in docs/suite.md.
 
 The grading keys (`reviewer`, `checks`, `graders`, `scoring`, `repeat`,
-`pass_at_least`) are validated by `ci_evals.graders.config` into
+`pass_at_least`) are validated by `ci_evals.grading.config` into
 `Stage.grading` / `Suite.grading`; the positioned YAML stays in `extra`.
 """
 
@@ -29,15 +29,15 @@ from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import Problems, UserError
 from ci_evals.fs.copyable import copy_problem
-from ci_evals.graders import config as grading_config
-from ci_evals.graders.config import (
-    REVIEWER_KEYS,
+from ci_evals.grading import config as grading_config
+from ci_evals.grading.config import (
     StageGrading,
     SuiteGrading,
     load_stage_grading,
     load_suite_grading,
 )
-from ci_evals.graders.rubrics import SUITE_PREFIX, suite_files
+from ci_evals.grading.reviewer.config import REVIEWER_KEYS
+from ci_evals.grading.reviewer.rubrics import SUITE_PREFIX, suite_files
 from ci_evals.sandbox.base import SandboxConfig, SandboxOptions
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
@@ -46,7 +46,7 @@ from ci_evals.suite.contracts import Contract
 from ci_evals.suite.plugin_source import MARKETPLACE, plugin_at, plugin_in_marketplace
 from ci_evals.text import display_path
 
-# The keys grading reads, validated by ci_evals.graders.config.
+# The keys grading reads, validated by ci_evals.grading.config.
 GRADING_STAGE_KEYS = grading_config.STAGE_KEYS
 GRADING_SUITE_KEYS = grading_config.SUITE_KEYS
 SUITE_FILE = "ci-evals.yaml"
@@ -94,7 +94,7 @@ class Stage:
     prompt: Template
     cwd: Template
     limits: Limits
-    # Graders (validated by ci_evals.graders.config at load), the reviewer's
+    # Graders (validated by ci_evals.grading.config at load), the reviewer's
     # prompt as a checked template, the grading keys as written, and the
     # stage's own YAML node.
     grading: StageGrading = field(default_factory=StageGrading)

@@ -9,7 +9,7 @@ with a contract:
   satisfy stage k's `consumes`.
 
 Each item runs the same deterministic checks the `contract` grader runs
-(`graders.checks`). A failure is one line naming the fixture file, the
+(`grading.kinds.checks`). A failure is one line naming the fixture file, the
 contract field and the contract's line in the suite file. No model, no
 plugin copy: only the fixtures' files are laid down, so it is fast enough for
 a pre-commit hook.
@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_file
 from ci_evals.fs.walk import walk
-from ci_evals.graders.checks import FilesExist, FrontMatter, HasHeadings, JsonSchema, check_outcomes
+from ci_evals.grading.kinds.checks import (
+    FilesExist,
+    FrontMatter,
+    HasHeadings,
+    JsonSchema,
+    check_outcomes,
+)
 from ci_evals.suite.contracts import CONTRACT_GRADER, Consumed, Produced, seed_folder
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.graders import rubrics
+from ci_evals.grading.reviewer import rubrics
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
-from ci_evals.graders.command import (
+from ci_evals.grading.kinds.command import (
     MAX_OUTPUT_BYTES,
     CommandGrader,
     load_command_graders,

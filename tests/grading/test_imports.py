@@ -8,7 +8,7 @@ import sys
 PROBE = """
 import sys
 from ci_evals.config import yaml_source
-from ci_evals.graders.config import load_stage_grading
+from ci_evals.grading.config import load_stage_grading
 from pathlib import Path
 extra = yaml_source.loads(
     "checks: [{ files: a.md }, { trajectory: { tool: Bash } }]\\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.agents.claude import MAX_MESSAGE_BYTES
-from ci_evals.graders.scorecard import MAX_OUTPUT_CHARS
+from ci_evals.grading.reviewer.scorecard import MAX_OUTPUT_CHARS
 from ci_evals.main import main
 from tests.grading.review_suite import make_review_suite, run_graded
 

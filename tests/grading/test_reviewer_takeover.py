@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.graders.reviewer import DATA_NOTE, fingerprint, reviewer_note, state_note
+from ci_evals.grading.reviewer.review import DATA_NOTE, fingerprint, reviewer_note, state_note
 from ci_evals.main import main
 from ci_evals.results.model import read_results
 from ci_evals.suite.load import load_suite

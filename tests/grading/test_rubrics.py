@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.graders import rubrics
+from ci_evals.grading.reviewer import rubrics
 
 
 def test_kind_comes_from_the_folder(rubric_set: rubrics.RubricSet) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.graders import rubrics
-from ci_evals.graders.scorecard import ScorecardError, grade_scorecard, parse_scorecard
+from ci_evals.grading.reviewer import rubrics
+from ci_evals.grading.reviewer.scorecard import ScorecardError, grade_scorecard, parse_scorecard
 from ci_evals.results.criteria import GraderResult
 
 VALID = [

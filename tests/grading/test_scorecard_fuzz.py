@@ -7,8 +7,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci_evals.graders import rubrics
-from ci_evals.graders.scorecard import ScorecardError, parse_scorecard
+from ci_evals.grading.reviewer import rubrics
+from ci_evals.grading.reviewer.scorecard import ScorecardError, parse_scorecard
 
 IDS = ["has-goals", "has-outline", "coherence", "pacing"]
 KIND = {

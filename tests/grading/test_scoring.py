@@ -4,7 +4,7 @@ import pytest
 
 from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
-from ci_evals.graders.scoring import PolicyOverride, ScoringPolicy, evaluate, load_policy
+from ci_evals.grading.scoring import PolicyOverride, ScoringPolicy, evaluate, load_policy
 from ci_evals.results.criteria import Criterion, GraderResult
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci_evals.fs.state import copy_state, save_state
-from ci_evals.graders.scoring import ScoringPolicy, evaluate
+from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.results.criteria import Criterion, GraderResult
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult
 from ci_evals.results.summary import all_passed, repeat_table, summarize_run

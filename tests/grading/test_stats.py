@@ -5,7 +5,7 @@ import math
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.graders.scoring import ScoringPolicy, evaluate
+from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.stats import spread, summarize_repeats, t_quantile_975
 

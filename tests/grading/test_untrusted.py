@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.graders.untrusted import CRITERION_ID, SUFFIX, addressed_to_graders, rename_config
+from ci_evals.grading.reviewer.untrusted import (
+    CRITERION_ID,
+    SUFFIX,
+    addressed_to_graders,
+    rename_config,
+)
 
 
 def test_agent_configuration_and_git_are_renamed_at_any_depth_contents_kept(

@@ -2,7 +2,7 @@
 
 Built in: `checks`, `graders` (command graders), `mcp`; a package adds a kind
 with an entry point in group `ci_evals.graders` naming its `GraderKind`
-(graders.base), and its key is then a stage key. A kind's module is imported
+(grading.kinds.base), and its key is then a stage key. A kind's module is imported
 only when a stage uses its key (the suite loader on the hook path never pays
 for the mcp checker). Results list the built-in kinds first, in this order,
 then the others by key.
@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ci_evals.graders.base import GraderKind
+from ci_evals.grading.kinds.base import GraderKind
 from ci_evals.registry import Registry
 
 KINDS: Registry[GraderKind] = Registry(
     "grader kind",
     "ci_evals.graders",
     {
-        "checks": "ci_evals.graders.checks:KIND",
-        "graders": "ci_evals.graders.command:KIND",
-        "mcp": "ci_evals.graders.mcp:KIND",
+        "checks": "ci_evals.grading.kinds.checks:KIND",
+        "graders": "ci_evals.grading.kinds.command:KIND",
+        "mcp": "ci_evals.grading.kinds.mcp:KIND",
     },
 )
 

@@ -18,7 +18,7 @@ Convention (documented in docs/grading.md):
 
 Rubric paths are relative to the plugin folder; `suite:PATH` is relative to the
 suite's folder instead, for rubrics kept outside a plugin you do not own (the
-reviewer gets a read-only copy of them, see `reviewer`).
+reviewer gets a read-only copy of them, see `review`).
 
 Ids are compared normalised (case, and `_` or spaces vs `-`), so `Has_Goals`
 and `has-goals` name the same criterion; two rubric files defining the same

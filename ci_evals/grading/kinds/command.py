@@ -70,7 +70,7 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
-    from ci_evals.graders.base import GradeContext, LoadContext
+    from ci_evals.grading.kinds.base import GradeContext, LoadContext
     from ci_evals.results.criteria import Criterion, GraderResult
 
 MAX_OUTPUT_BYTES = 64 * 1024

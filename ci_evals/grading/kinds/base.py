@@ -4,14 +4,15 @@ A grader kind is one module: a `GraderKind` validates its own key of a stage
 in `ci-evals.yaml` (`GraderKind.load`, file:line errors) into frozen graders,
 and each grader grades a folder (`Grader.grade`). The registry (`registry`,
 a `ci_evals.registry.Registry`) maps stage keys to kinds, built in or from a
-package's `ci_evals.graders` entry point; `config.load_stage_grading` and
-`grading.files` only loop over what it gives them. What a grader can do
+package's `ci_evals.graders` entry point; `grading.config.load_stage_grading`
+and `grading.files` only loop over what it gives them. What a grader can do
 beyond grading (its own scoring defaults, grading without a trajectory) is
 part of the Protocol, never looked up by name or attribute probing.
 
-The reviewer is the one grader that is an agent: it is loaded here too
-(`config.ReviewerConfig`) but runs through the Agent seam, from the grading
-pipeline, which can also re-use a saved scorecard by its fingerprint.
+The reviewer is the one grader that is an agent: it is loaded with the
+others (`grading.reviewer.config.ReviewerConfig`) but runs through the Agent
+seam, from the grading pipeline, which can also re-use a saved scorecard by
+its fingerprint.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
-    from ci_evals.graders.scoring import PolicyOverride
+    from ci_evals.grading.scoring import PolicyOverride
     from ci_evals.results.criteria import GraderResult
 
 

@@ -43,15 +43,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ci_evals.graders.command import inside_folder, safe_name
-from ci_evals.graders.scoring import PolicyOverride
+from ci_evals.grading.kinds.command import inside_folder, safe_name
+from ci_evals.grading.scoring import PolicyOverride
 from ci_evals.mcp import revisions, subtests
 from ci_evals.mcp.check import DEFAULT_ADVISORY, Policy, Report
 from ci_evals.sandbox.base import SandboxConfig
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
-    from ci_evals.graders.base import GradeContext, LoadContext
+    from ci_evals.grading.kinds.base import GradeContext, LoadContext
     from ci_evals.results.criteria import GraderResult
 
 GRADER_KEYS = (

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
-from ci_evals.graders.trajectory import ToolUse, What, count_calls, read_tool_uses
+from ci_evals.grading.kinds.trajectory import ToolUse, What, count_calls, read_tool_uses
 from ci_evals.text import one_line
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
-    from ci_evals.graders.base import GradeContext, LoadContext
+    from ci_evals.grading.kinds.base import GradeContext, LoadContext
     from ci_evals.results.criteria import GraderResult
 
 # Cap what a check reads: a 2 GB "JSON" file written by a runaway agent must

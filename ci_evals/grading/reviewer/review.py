@@ -42,10 +42,10 @@ from ci_evals.agents import Abort, Agent, Limits, StageOutcome, StageRequest
 from ci_evals.config.templates import Template
 from ci_evals.errors import UserError
 from ci_evals.fs.state import copy_state
-from ci_evals.graders.config import ReviewerConfig
-from ci_evals.graders.rubrics import SUITE_PREFIX, RubricSet, suite_files
-from ci_evals.graders.scorecard import grade_scorecard
-from ci_evals.graders.untrusted import SUFFIX, rename_config, to_rename
+from ci_evals.grading.reviewer.config import ReviewerConfig
+from ci_evals.grading.reviewer.rubrics import SUITE_PREFIX, RubricSet, suite_files
+from ci_evals.grading.reviewer.scorecard import grade_scorecard
+from ci_evals.grading.reviewer.untrusted import SUFFIX, rename_config, to_rename
 from ci_evals.results.criteria import GraderResult, RawOutput, RubricRef
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 

@@ -5,21 +5,21 @@ The suite loader keeps these keys as positioned YAML (`Stage.extra`,
 and gets file:line errors for free. Per stage:
 
 ```yaml
-reviewer:                         # the plugin's own review agent
+reviewer:                         # the plugin's own review agent, see reviewer/config.py
   agent: agents/review-lab-plan.md          # relative to the plugin folder
   rubrics: [references/evaluation/checklist/plan-lab, references/evaluation/analytic/plan-lab]
                                   # relative to the plugin folder; suite:PATH to the suite's
   prompt: "Read {plugin}/agents/review-lab-plan.md ... Output format: json"
   model: claude-opus-4-1          # optional judge model (default: the suite's)
   require_all: true               # optional: every rubric criterion must be scored
-checks: [...]                     # see checks.py
-graders: [...]                    # command graders, see command.py
-mcp: [...]                        # MCP servers the agent built, see mcp.py
+checks: [...]                     # see kinds/checks.py
+graders: [...]                    # command graders, see kinds/command.py
+mcp: [...]                        # MCP servers the agent built, see kinds/mcp.py
 scoring: {...}                    # overrides the suite's scoring, see scoring.py
 ```
 
 A stage key that is none of these may be a grader kind a package adds
-(`registry`); `grader_keys` tells the suite loader which keys those are.
+(`kinds.registry`); `grader_keys` tells the suite loader which keys those are.
 
 Suite level: `scoring`, `repeat` (runs per scenario, default 1) and
 `pass_at_least` (k of `repeat`; default: all).
@@ -34,10 +34,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import Problems, UserError
-from ci_evals.graders.base import Grader, LoadContext
-from ci_evals.graders.registry import KINDS, in_order
-from ci_evals.graders.rubrics import RubricSet, discover
-from ci_evals.graders.scoring import PolicyOverride, load_policy
+from ci_evals.grading.kinds.base import Grader, LoadContext
+from ci_evals.grading.kinds.registry import KINDS, in_order
+from ci_evals.grading.reviewer.config import ReviewerConfig, load_reviewer
+from ci_evals.grading.scoring import PolicyOverride, load_policy
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -45,22 +45,6 @@ if TYPE_CHECKING:
 # The built-in grading keys of a stage (`grader_keys` adds the installed kinds').
 STAGE_KEYS = ("reviewer", *KINDS.builtin, "scoring")
 SUITE_KEYS = ("scoring", "repeat", "pass_at_least")
-REVIEWER_KEYS = ("agent", "rubrics", "prompt", "model", "require_all")
-
-
-@dataclass(frozen=True)
-class ReviewerConfig:
-    agent: str  # relative to the plugin folder
-    prompt: str  # a template, rendered by the runner like a stage prompt
-    # Folders or globs relative to the plugin folder; `suite:PATH` to the suite's folder.
-    rubrics: tuple[str, ...]
-    model: str | None = None
-    require_all: bool = False
-
-    def rubric_set(self, plugin_dir: Path, suite_dir: Path | None = None) -> RubricSet:
-        """The rubrics as found in `plugin_dir` and, for `suite:` ones, `suite_dir`
-        (grade against the copies the reviewer read)."""
-        return discover(plugin_dir, self.rubrics, suite_dir)
 
 
 @dataclass(frozen=True)
@@ -131,7 +115,7 @@ def load_stage_grading(
     scoring = load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride()
     return StageGrading(
         reviewer=(
-            _load_reviewer(extra["reviewer"], plugin_dir, suite_dir, problems)
+            load_reviewer(extra["reviewer"], plugin_dir, suite_dir, problems)
             if "reviewer" in extra
             else None
         ),
@@ -174,25 +158,3 @@ def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
         repeat=repeat,
         pass_at_least=pass_at_least,
     )
-
-
-def _load_reviewer(
-    value: Field, plugin_dir: Path, suite_dir: Path, problems: Problems
-) -> ReviewerConfig:
-    # The agent file itself is checked by the suite (ci_evals.suite.references),
-    # which knows the plugin's agents and lists them.
-    keys = value.mapping(REVIEWER_KEYS, required=("agent", "rubrics", "prompt"), what="reviewer")
-    config = ReviewerConfig(
-        agent=keys["agent"].as_str(),
-        prompt=keys["prompt"].as_str(),
-        rubrics=tuple(keys["rubrics"].as_str_list(allow_empty=False)),
-        model=keys["model"].as_str() if "model" in keys else None,
-        require_all=keys["require_all"].as_bool() if "require_all" in keys else False,
-    )
-    try:
-        config.rubric_set(plugin_dir, suite_dir)  # fail at load on a typo or a bad rubric
-    except UserError as exc:
-        where = keys["rubrics"]
-        detail = f"{exc.message} ({exc.file})" if exc.file else exc.message
-        problems.report(where.error(detail, hint=exc.hint))
-    return config

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ci_evals.graders.rubrics import normalize_id
+from ci_evals.grading.reviewer.rubrics import normalize_id
 from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD
 
 if TYPE_CHECKING:  # pydantic stays out of the config loaders' import cost
