@@ -233,6 +233,25 @@ def test_unsafe_names_are_refused(tmp_path: Path, name: str, why: str) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_an_entry_without_a_name_is_refused_in_one_line(tmp_path: Path) -> None:
+    # Found by hypothesis (test_untrusted_fuzz): zipfile's own is_dir() raised
+    # IndexError on a central directory entry whose name is empty.
+    data = bytearray(zip_of({"a": b"x"}))
+    entry = data.index(b"PK\x01\x02")
+    assert data[entry + 28 : entry + 30] == b"\x01\x00" and data[entry + 46 : entry + 47] == b"a"
+    data[entry + 28 : entry + 30] = b"\x00\x00"
+    del data[entry + 46]
+    end = data.index(b"PK\x05\x06")
+    size = int.from_bytes(data[end + 12 : end + 16], "little")
+    data[end + 12 : end + 16] = (size - 1).to_bytes(4, "little")
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(bytes(data))
+    assert [info.filename for info in zipfile.ZipFile(archive).infolist()] == [""]
+    with pytest.raises(UserError, match="outside the folder"):
+        safe_extract(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_links_and_devices_are_refused(tmp_path: Path) -> None:
     for mode, why in ((stat.S_IFLNK | 0o777, "symbolic link"), (stat.S_IFIFO | 0o644, "plain")):
         archive = tmp_path / "a.zip"

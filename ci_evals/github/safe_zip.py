@@ -72,7 +72,7 @@ def _refuse(archive: Path, why: str) -> UserError:
 def _parts(archive: Path, info: zipfile.ZipInfo) -> tuple[str, ...]:
     name = info.filename
     shown = name.encode("unicode_escape").decode("ascii")[:200]
-    body = name[:-1] if info.is_dir() else name
+    body = name[:-1] if name.endswith("/") else name  # zipfile's is_dir() fails on ""
     parts = tuple(body.split("/"))
     if (
         not body
