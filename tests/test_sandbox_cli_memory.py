@@ -29,6 +29,7 @@ import claude_agent_sdk
 import pytest
 
 from ci_evals.agents import Abort, StageRequest
+from ci_evals.agents.claude import ENV_PROGRAM
 from ci_evals.agents.environment import agent_environment
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, loads_script
@@ -113,8 +114,9 @@ def test_a_descendant_of_the_cli_cannot_open_its_memory_for_writing(
 ) -> None:
     out = tmp_path / "probe.out"
     cli = [str(CLI), "--print", "--verbose", "--input-format", "stream-json"]
+    cli = [ENV_PROGRAM, f"LD_PRELOAD={preload}", *cli]  # as the agent starts it
     argv = [PYTHON, "-c", LAUNCH, PROBE, str(out), *cli, "--output-format", "stream-json"]
-    spawn = box.spawn(argv, cwd=tmp_path, env={**ENV, "LD_PRELOAD": str(preload)})
+    spawn = box.spawn(argv, cwd=tmp_path, env=ENV)
     started = subprocess.Popen(
         spawn.argv,
         cwd=spawn.cwd,
@@ -279,26 +281,26 @@ def test_a_bash_tool_command_cannot_forge_a_frame_through_the_sandboxs_init(
     assert outcome.final_text != "FORGED", outcome
 
 
-# What the agent's commands legitimately run must not notice the object: they
-# inherit the CLI's environment, LD_PRELOAD included, and a program built with
-# gcc's -fsanitize=address (libasan linked dynamically, gcc's default) refuses to
-# start when another library is preloaded before its runtime ("ASan runtime does
-# not come first in initial library list", exit 1). Measured with gcc 12.
+# What the agent's commands legitimately run must not notice the object: the CLI
+# takes LD_PRELOAD out of its environment as it loads it, so its tools do not
+# inherit it. A program built with gcc's -fsanitize=address (libasan linked
+# dynamically, gcc's default) would otherwise refuse to start ("ASan runtime does
+# not come first in initial library list", exit 1; measured with gcc 12).
 ASAN = shutil.which("gcc")
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(ASAN is None, reason="gcc is not installed")
-@pytest.mark.xfail(
-    strict=True, reason="LD_PRELOAD reaches the Bash tool's commands: ASan programs refuse"
-)
 def test_a_bash_tool_command_runs_an_address_sanitized_program(tmp_path: Path) -> None:
     if (reason := available()) is not None:
         pytest.fail(reason)
     ws, agent = tmp_path / "ws", tmp_path / "agent"
     ws.mkdir()
     (ws / "hello.c").write_text('#include <stdio.h>\nint main(void) { puts("hello"); }\n')
-    command = "gcc -fsanitize=address -o hello hello.c && ./hello > ran.txt 2>&1"
+    # LeakSanitizer (on by default with ASan) stops the program's threads with
+    # ptrace at exit, which the sandbox's seccomp filter refuses: documented.
+    run = "ASAN_OPTIONS=detect_leaks=0 ./hello > ran.txt 2>&1"
+    command = f"env > env.txt; gcc -fsanitize=address -o hello hello.c && {run}"
     script = (
         "rules:\n  - match: {command: demo:s1}\n    turns:\n"
         f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: done\n"
@@ -321,3 +323,4 @@ def test_a_bash_tool_command_runs_an_address_sanitized_program(tmp_path: Path) -
         outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
     assert outcome.status == "completed", outcome
     assert (ws / "ran.txt").read_text() == "hello\n"
+    assert "LD_PRELOAD" not in (ws / "env.txt").read_text()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.agents.claude import ENV_PROGRAM
 from ci_evals.sandbox import nondumpable
 
 MACHINE = os.uname().machine
@@ -54,15 +55,49 @@ def preload() -> Path:
         yield path
 
 
-def _run(argv: list[str], preload: Path | None) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin"} | ({} if preload is None else {"LD_PRELOAD": str(preload)})
+def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin"} | (env or {})
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
+def _preloaded(preload: Path, *argv: str) -> list[str]:
+    return [ENV_PROGRAM, f"LD_PRELOAD={preload}", *argv]  # as the agent starts the CLI
+
+
 def test_a_process_it_is_preloaded_into_is_not_dumpable(preload: Path) -> None:
-    assert _run([PYTHON, "-c", READ_FLAG], None).stdout == "1\n"  # the kernel's default
-    loaded = _run([PYTHON, "-c", READ_FLAG], preload)
+    assert _run([PYTHON, "-c", READ_FLAG]).stdout == "1\n"  # the kernel's default
+    loaded = _run(_preloaded(preload, PYTHON, "-c", READ_FLAG))
     assert (loaded.returncode, loaded.stdout, loaded.stderr) == (0, "0\n", "")
+
+
+SHOW_ENV = "import os; print(sorted(os.environ))"
+# execve(argv[1], [argv[1], "-c", argv[2]], argv[3:]): an environment with any
+# entries, twice the same name included (os.execve takes a mapping).
+EXECVE = """
+import ctypes, sys
+program, code, entries = sys.argv[1].encode(), sys.argv[2].encode(), sys.argv[3:]
+argv = (ctypes.c_char_p * 4)(program, b"-c", code, None)
+envp = (ctypes.c_char_p * (len(entries) + 1))(*[e.encode() for e in entries], None)
+ctypes.CDLL(None).execve(program, argv, envp)
+"""
+
+
+def test_it_takes_ld_preload_out_of_the_environment_and_nothing_else(preload: Path) -> None:
+    # What the process starts (the CLI's tools, hooks, MCP servers) must not load it:
+    # a -fsanitize=address program refuses to start after another preloaded library.
+    entries = ["A=1", f"LD_PRELOAD={preload}", "LD_PRELOAD_NOT=2", f"LD_PRELOAD={preload}", "Z=3"]
+    done = _run([sys.executable, "-c", EXECVE, PYTHON, SHOW_ENV, *entries])  # it twice
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == str(["A", "LC_CTYPE", "LD_PRELOAD_NOT", "Z"]) + "\n"
+    child = _run(
+        _preloaded(
+            preload,
+            PYTHON,
+            "-c",
+            f"import subprocess; subprocess.run({[PYTHON, '-c', READ_FLAG]!r})",
+        )
+    )
+    assert child.stdout == "1\n"  # the child runs as it would without us
 
 
 def test_its_folder_is_readable_by_every_uid_and_gone_afterwards() -> None:
@@ -73,7 +108,7 @@ def test_its_folder_is_readable_by_every_uid_and_gone_afterwards() -> None:
 
 
 def test_a_process_it_cannot_make_non_dumpable_does_not_run(preload: Path) -> None:
-    done = _run([sys.executable, "-c", REFUSE_PRCTL, PYTHON, "-c", "print('ran')"], preload)
+    done = _run([sys.executable, "-c", REFUSE_PRCTL, *_preloaded(preload, PYTHON, "-c", "1")])
     assert done.returncode == nondumpable.EXIT_STATUS
     assert done.stdout == ""
     assert done.stderr == nondumpable.REFUSAL.decode()

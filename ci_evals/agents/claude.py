@@ -56,6 +56,8 @@ from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
 from ci_evals.text import one_line
 
+# Sets the CLI's LD_PRELOAD (sandbox/nondumpable.py) and execs it: every sandbox has it.
+ENV_PROGRAM = "/usr/bin/env"
 # Seconds between SIGTERM and SIGKILL when a stage's process group is ended.
 KILL_GRACE_S = 2.0
 # After the group is killed, how long the SDK may take to notice before we
@@ -166,9 +168,11 @@ class _IsolatedTransport(SubprocessCLITransport):
         env: Mapping[str, str],
         stderr: _StderrCopy,
         sandbox: Sandbox,
+        preload: Path,
     ) -> None:
         super().__init__(prompt, options)
         self._sandbox = sandbox
+        self._preload = preload
         self._sockets: tuple[anyio.abc.SocketStream, ...] = ()
         self._exact_env = dict(env)
         self._stderr = stderr
@@ -191,9 +195,11 @@ class _IsolatedTransport(SubprocessCLITransport):
         }
         if self._cwd:
             env["PWD"] = self._cwd
-        spawn = self._sandbox.spawn(
-            self._build_command(), cwd=Path(self._cwd or os.getcwd()), env=env
-        )
+        # LD_PRELOAD is set by `env` for the CLI alone, not for what starts it
+        # (bwrap's shell, the relay): the object takes it out of the CLI's
+        # environment again, so neither those nor the CLI's tools load it.
+        command = [ENV_PROGRAM, f"LD_PRELOAD={self._preload}", *self._build_command()]
+        spawn = self._sandbox.spawn(command, cwd=Path(self._cwd or os.getcwd()), env=env)
         # The CLI's stdin and stdout are socket pairs, not pipes: any process in
         # the sandbox could reopen a pipe through /proc/<cli>/fd/1 and write SDK
         # messages into our stream (a forged trajectory, a forged final result);
@@ -397,9 +403,13 @@ class ClaudeAgent:
             ) as sandbox,
             request.trajectory_path.open("w", encoding="utf-8") as trajectory,
         ):
-            env = {**request.env, "LD_PRELOAD": str(preload)}
             transport = _IsolatedTransport(
-                request.prompt, options, env=env, stderr=stderr, sandbox=sandbox
+                request.prompt,
+                options,
+                env=request.env,
+                stderr=stderr,
+                sandbox=sandbox,
+                preload=preload,
             )
             outcome = await _drive(request, options, transport, trajectory, abort, on_progress)
         return over_quota(outcome, sandbox, request)

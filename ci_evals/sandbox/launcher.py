@@ -42,7 +42,7 @@ class Launcher:
         seccomp_program(os.uname().machine)
         self.folder = Path(tempfile.mkdtemp(prefix="ci-evals-launch-"))  # mode 0700
         self.cgroup = create_cgroup(pids=spec.pids, memory_bytes=spec.memory_bytes)
-        self.rlimits = rlimits(spec, baseline_tasks=uid_tasks())
+        self.rlimits = rlimits(spec, baseline_tasks=uid_tasks(), cgroup=self.cgroup is not None)
         self.enforced: Enforced = enforced(spec, self.cgroup)
         self.quota: Quota | None = None
         if spec.disk_bytes is not None:

@@ -11,7 +11,9 @@ memory or disk bomb in a stage would take the CI machine down. Every process a
   session; the memory limit has no swap beyond it. At `close()` every process
   left in it is killed and the cgroup removed.
 - **rlimits, the floor everywhere** (also when there is a cgroup):
-  RLIMIT_NPROC, RLIMIT_AS (per process) and RLIMIT_FSIZE (per file), soft =
+  RLIMIT_NPROC and RLIMIT_FSIZE (per file), and without a cgroup RLIMIT_AS
+  (per process: the only memory bound then; with a cgroup it would only fail
+  programs that reserve address space they never use, such as ASan's), soft =
   hard, so the agent cannot raise them. RLIMIT_NPROC counts every process of
   the *uid*, host processes included, and only in the forking process is it
   checked: the sandbox gets the uid's count when it opens plus its `pids`, so
@@ -175,10 +177,13 @@ def uid_tasks(uid: int | None = None) -> int:
     return count
 
 
-def rlimits(spec: SandboxSpec, *, baseline_tasks: int) -> dict[str, int]:
-    """The rlimits `launch.py` sets for `spec` (names of the `resource` module)."""
+def rlimits(spec: SandboxSpec, *, baseline_tasks: int, cgroup: bool) -> dict[str, int]:
+    """The rlimits `launch.py` sets for `spec` (names of the `resource` module).
+    RLIMIT_AS only without a cgroup: with one, memory is bounded already, and an
+    address-space limit fails correct programs that reserve much and use little
+    (gcc's -fsanitize=address reserves terabytes of shadow memory at start)."""
     limits = {"RLIMIT_NPROC": baseline_tasks + spec.pids}
-    if spec.address_space_bytes is not None:
+    if spec.address_space_bytes is not None and not cgroup:
         limits["RLIMIT_AS"] = spec.address_space_bytes
     if spec.disk_bytes is not None:
         limits["RLIMIT_FSIZE"] = spec.disk_bytes
@@ -190,7 +195,7 @@ def enforced(spec: SandboxSpec, cgroup: Cgroup | None) -> Enforced:
         mechanism="rlimit" if cgroup is None else f"cgroup v{cgroup.version} + rlimit",
         pids=spec.pids,
         memory_bytes=None if cgroup is None else spec.memory_bytes,
-        address_space_bytes=spec.address_space_bytes,
+        address_space_bytes=spec.address_space_bytes if cgroup is None else None,
         file_bytes=spec.disk_bytes,
         disk_bytes=spec.disk_bytes,
         seccomp=launch.SUMMARY,

@@ -13,14 +13,20 @@ execve resets the flag, so it must be set inside the CLI, after its exec: an
 runs and long before it starts a tool.
 
 The object (`shared_object`) is the smallest ELF the dynamic linkers (glibc's,
-musl's) load: two PT_LOAD segments (code read-execute, the dynamic section and
-the initialiser array read-write), PT_DYNAMIC, PT_GNU_STACK (no executable
-stack), an empty symbol table, and one R_*_RELATIVE relocation that points
-`DT_INIT_ARRAY`'s one entry at the code. The code needs no libc: it calls
-`prctl(PR_SET_DUMPABLE, 0)`, reads the flag back with `PR_GET_DUMPABLE`, and if
-it is not 0 writes one line to stderr and ends the process (`exit_group(127)`):
-fail closed, the CLI never runs dumpable with the object loaded. A CLI that is
-a static ELF would ignore LD_PRELOAD silently; `loads_preload` tells the caller.
+musl's) load: two PT_LOAD segments (code read-execute; the initialiser array,
+one pointer slot and the dynamic section read-write), PT_DYNAMIC, PT_GNU_STACK
+(no executable stack), a symbol table naming only `environ` (the C library
+defines it), a RELATIVE relocation that points `DT_INIT_ARRAY`'s one entry at
+the code, and a GLOB_DAT one that fills the slot with `&environ`. The code needs
+no libc: it calls `prctl(PR_SET_DUMPABLE, 0)`, reads the flag back with
+`PR_GET_DUMPABLE`, and if it is not 0 writes one line to stderr and ends the
+process (`exit_group(127)`): fail closed, the CLI never runs dumpable with the
+object loaded. Then it takes every `LD_PRELOAD=` entry out of the environment,
+in place, so that what the CLI starts does not load it too (a program built
+with `-fsanitize=address` refuses to start after another preloaded library).
+The caller sets LD_PRELOAD for the CLI alone (`env LD_PRELOAD=… cli`), not for
+the processes that start it. A CLI that is a static ELF would ignore
+LD_PRELOAD silently; `loads_preload` tells the caller.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 FILE_NAME = "ci-evals-nondumpable.so"
@@ -42,8 +49,11 @@ _PR_SET_DUMPABLE = 4
 _PR_GET_DUMPABLE = 3
 _SEGMENT_GAP = 0x10000  # the read-write segment's distance: a multiple of any page size
 
-# e_machine, R_*_RELATIVE
-_MACHINES = {"x86_64": (62, 8), "aarch64": (183, 1027)}
+# e_machine, R_*_RELATIVE, R_*_GLOB_DAT
+_MACHINES = {"x86_64": (62, 8, 6), "aarch64": (183, 1027, 1025)}
+# What the initialiser takes out of the environment (NUL-terminated for its loop).
+_PATTERN = b"LD_PRELOAD=\0"
+_STB_GLOBAL_OBJECT = 0x11  # st_info: STB_GLOBAL << 4 | STT_OBJECT
 
 # ELF constants
 _ET_DYN = 3
@@ -61,51 +71,124 @@ class UnsupportedMachine(RuntimeError):
     """No object for this machine (the seccomp filter refuses the same machines)."""
 
 
-def _x86_64(message_at: int, code_at: int) -> bytes:
-    """The initialiser for x86_64 (System V: rdi, rsi, rdx, r10, r8; syscall in rax)."""
-    head = bytes.fromhex(
-        "bf04000000"  # mov edi, PR_SET_DUMPABLE
-        "31f6"  # xor esi, esi (0: not dumpable)
-        "31d2"  # xor edx, edx
-        "4d31d2"  # xor r10, r10
-        "4d31c0"  # xor r8, r8
-        "b89d000000"  # mov eax, 157 (prctl)
-        "0f05"  # syscall
-        "bf03000000"  # mov edi, PR_GET_DUMPABLE
-        "b89d000000"  # mov eax, 157 (prctl)
-        "0f05"  # syscall
-        "85c0"  # test eax, eax
-        "7501"  # jnz refuse (over the ret)
-        "c3"  # ret
-        "bf02000000"  # refuse: mov edi, 2 (stderr)
-    )
-    lea_end = code_at + len(head) + 7  # rip after `lea rsi, [rip + rel32]` (7 bytes)
-    lea = bytes.fromhex("488d35") + struct.pack("<i", message_at - lea_end)
-    tail = (
-        bytes.fromhex("ba")  # mov edx, len
-        + struct.pack("<I", len(REFUSAL))
-        + bytes.fromhex(
-            "b801000000"  # mov eax, 1 (write)
-            "0f05"  # syscall
-        )
-        + bytes.fromhex("bf")  # mov edi, status
-        + struct.pack("<I", EXIT_STATUS)
-        + bytes.fromhex(
-            "b8e7000000"  # mov eax, 231 (exit_group)
-            "0f05"  # syscall
-        )
-    )
-    return head + lea + tail
+# What the code needs to know of the layout: where the refusal message, the
+# "LD_PRELOAD=" pattern and the slot the linker fills with `&environ` are, and
+# where the code itself starts (x86_64 and aarch64 address them relative to it).
+@dataclass(frozen=True)
+class _Layout:
+    code: int
+    message: int
+    pattern: int
+    slot: int
+
+
+class _Code:
+    """A few dozen instructions with labels: fixed-size encodings, so one pass
+    measures and a second emits; jumps and PC-relative operands resolve at the end."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.parts: list[bytes | Callable[[int, dict[str, int]], bytes]] = []
+        self.labels: dict[str, int] = {}
+        self.size = 0
+
+    def emit(self, data: bytes | Callable[[int, dict[str, int]], bytes], size: int = 0) -> None:
+        self.parts.append(data)
+        self.size += len(data) if isinstance(data, bytes) else size
+
+    def label(self, name: str) -> None:
+        self.labels[name] = self.at + self.size
+
+    def bytes(self) -> bytes:
+        out = b""
+        for part in self.parts:
+            out += part if isinstance(part, bytes) else part(self.at + len(out), self.labels)
+        return out
+
+
+def _x86_64(layout: _Layout) -> bytes:
+    """The initialiser for x86_64 (System V: rdi, rsi, rdx, r10, r8; syscall in rax;
+    rax, rcx, rdx, rsi, rdi, r8, r10, r11 are the caller's to lose)."""
+    code = _Code(layout.code)
+    hexa = bytes.fromhex
+
+    def jump(opcode: str, target: str) -> None:  # a short jump to a label
+        code.emit(lambda pc, labels: hexa(opcode) + struct.pack("<b", labels[target] - (pc + 2)), 2)
+
+    def rip(prefix: str, target: int) -> None:  # an instruction with a [rip + rel32] operand
+        size = len(hexa(prefix)) + 4
+        code.emit(lambda pc, _: hexa(prefix) + struct.pack("<i", target - (pc + size)), size)
+
+    # prctl(PR_SET_DUMPABLE, 0), then the flag read back: 0, or refuse.
+    code.emit(hexa("bf04000000 31f6 31d2 4d31d2 4d31c0 b89d000000 0f05"))
+    code.emit(hexa("bf03000000 b89d000000 0f05 85c0"))  # prctl(PR_GET_DUMPABLE); test eax
+    jump("75", "refuse")  # jnz
+    # Take LD_PRELOAD out of the environment: the CLI's children (its tools,
+    # hooks, MCP servers) must run as they would without us.
+    rip("488b05", layout.slot)  # mov rax, [slot] (&environ)
+    code.emit(hexa("488b00 4885c0"))  # mov rax, [rax]; test rax, rax
+    jump("74", "done")  # jz
+    code.label("entry")
+    code.emit(hexa("488b10 4885d2"))  # mov rdx, [rax]; test rdx, rdx
+    jump("74", "done")  # jz: the end of the environment
+    rip("488d35", layout.pattern)  # lea rsi, [pattern]
+    code.emit(hexa("31c9"))  # xor ecx, ecx
+    code.label("compare")
+    code.emit(hexa("448a040e 4584c0"))  # mov r8b, [rsi + rcx]; test r8b, r8b
+    jump("74", "match")  # jz: the whole pattern matched
+    code.emit(hexa("443a040a"))  # cmp r8b, [rdx + rcx]
+    jump("75", "next")  # jne
+    code.emit(hexa("48ffc1"))  # inc rcx
+    jump("eb", "compare")
+    code.label("next")
+    code.emit(hexa("4883c008"))  # add rax, 8
+    jump("eb", "entry")
+    code.label("match")  # move every later entry, the final NULL too, one slot down
+    code.emit(hexa("4889c1"))  # mov rcx, rax
+    code.label("shift")
+    code.emit(hexa("488b5108 488911 4883c108 4885d2"))  # rdx = [rcx+8]; [rcx] = rdx; rcx += 8
+    jump("75", "shift")  # jnz
+    jump("eb", "entry")  # the same slot again: it holds the next entry now
+    code.label("done")
+    code.emit(hexa("c3"))  # ret
+    code.label("refuse")  # write(2, message, len); exit_group(127)
+    code.emit(hexa("bf02000000"))
+    rip("488d35", layout.message)
+    code.emit(hexa("ba") + struct.pack("<I", len(REFUSAL)) + hexa("b801000000 0f05"))
+    code.emit(hexa("bf") + struct.pack("<I", EXIT_STATUS) + hexa("b8e7000000 0f05"))
+    return code.bytes()
 
 
 def _movz(register: int, value: int) -> int:
     return 0xD2800000 | (value << 5) | register  # movz xN, #value
 
 
-def _aarch64(message_at: int, code_at: int) -> bytes:
-    """The initialiser for aarch64 (x0..x5 arguments, the call number in x8, svc #0)."""
-    prctl, write, exit_group, svc, ret = 167, 64, 94, 0xD4000001, 0xD65F03C0
-    words = [
+def _aarch64(layout: _Layout) -> bytes:
+    """The initialiser for aarch64 (x0..x5 arguments, the call number in x8, svc #0;
+    x0..x17 are the caller's to lose)."""
+    code = _Code(layout.code)
+    prctl, write, exit_group, svc = 167, 64, 94, 0xD4000001
+
+    def word(value: int) -> None:
+        code.emit(struct.pack("<I", value))
+
+    def branch(base: int, target: str, bits: int, shift: int) -> None:  # to a label
+        mask = (1 << bits) - 1
+
+        def encode(pc: int, labels: dict[str, int]) -> bytes:
+            return struct.pack("<I", base | ((((labels[target] - pc) >> 2) & mask) << shift))
+
+        code.emit(encode, 4)
+
+    def to(base: int, target: int) -> None:  # ldr (literal) or adr to an address
+        def encode(pc: int, _: dict[str, int]) -> bytes:
+            offset = target - pc
+            low = (offset & 3) << 29 if base & _ADR_MASK == _ADR else 0  # adr: byte offset
+            return struct.pack("<I", base | low | (((offset >> 2) & 0x7FFFF) << 5))
+
+        code.emit(encode, 4)
+
+    for value in (
         _movz(0, _PR_SET_DUMPABLE),
         _movz(1, 0),
         _movz(2, 0),
@@ -116,21 +199,55 @@ def _aarch64(message_at: int, code_at: int) -> bytes:
         _movz(0, _PR_GET_DUMPABLE),
         _movz(8, prctl),
         svc,
-        0xB5000040,  # cbnz x0, #+8 (over the ret)
-        ret,
-        _movz(0, 2),  # refuse: stderr
-    ]
-    offset = message_at - (code_at + 4 * len(words))  # adr x1, message
-    words.append(0x10000001 | ((offset & 3) << 29) | (((offset >> 2) & 0x7FFFF) << 5))
-    words += [
+    ):
+        word(value)
+    branch(0xB5000000, "refuse", 19, 5)  # cbnz x0, refuse
+    to(_LDR_X0_LITERAL, layout.slot)  # ldr x0, slot (&environ)
+    word(0xF9400000)  # ldr x0, [x0]
+    branch(0xB4000000, "done", 19, 5)  # cbz x0, done
+    code.label("entry")
+    word(0xF9400002)  # ldr x2, [x0]
+    branch(0xB4000002, "done", 19, 5)  # cbz x2, done: the end of the environment
+    to(_ADR | 1, layout.pattern)  # adr x1, pattern
+    word(_movz(3, 0))  # x3 = 0
+    code.label("compare")
+    word(0x38636824)  # ldrb w4, [x1, x3]
+    branch(0x34000004, "match", 19, 5)  # cbz w4, match: the whole pattern matched
+    word(0x38636845)  # ldrb w5, [x2, x3]
+    word(0x6B05009F)  # cmp w4, w5
+    branch(0x54000001, "next", 19, 5)  # b.ne next
+    word(0x91000463)  # add x3, x3, #1
+    branch(0x14000000, "compare", 26, 0)  # b compare
+    code.label("next")
+    word(0x91002000)  # add x0, x0, #8
+    branch(0x14000000, "entry", 26, 0)  # b entry
+    code.label("match")  # move every later entry, the final NULL too, one slot down
+    word(0xAA0003E6)  # mov x6, x0
+    code.label("shift")
+    word(0xF94004C7)  # ldr x7, [x6, #8]
+    word(0xF90000C7)  # str x7, [x6]
+    word(0x910020C6)  # add x6, x6, #8
+    branch(0xB5000007, "shift", 19, 5)  # cbnz x7, shift
+    branch(0x14000000, "entry", 26, 0)  # b entry: the same slot holds the next entry now
+    code.label("done")
+    word(0xD65F03C0)  # ret
+    code.label("refuse")  # write(2, message, len); exit_group(127)
+    word(_movz(0, 2))
+    to(_ADR | 1, layout.message)  # adr x1, message
+    for value in (
         _movz(2, len(REFUSAL)),
         _movz(8, write),
         svc,
         _movz(0, EXIT_STATUS),
         _movz(8, exit_group),
         svc,
-    ]
-    return struct.pack(f"<{len(words)}I", *words)
+    ):
+        word(value)
+    return code.bytes()
+
+
+_ADR, _ADR_MASK = 0x10000000, 0x9F000000
+_LDR_X0_LITERAL = 0x58000000
 
 
 def _align(value: int, to: int) -> int:
@@ -144,29 +261,34 @@ def shared_object(machine: str) -> bytes:
             f"no non-dumpable preload object for this machine ({machine!r}; known: "
             f"{', '.join(_MACHINES)})"
         )
-    e_machine, relative = _MACHINES[machine]
+    e_machine, relative, glob_dat = _MACHINES[machine]
     build = _x86_64 if machine == "x86_64" else _aarch64
 
     # The read-execute segment (file offset = address): headers, hash, symbols,
-    # strings, relocation, message, code.
+    # strings, relocations, message, pattern, code.
     hash_at = _EHDR_SIZE + _PHDR_SIZE * _PHDR_COUNT
-    hash_table = struct.pack("<4I", 1, 1, 0, 0)  # one bucket, one chain, both empty
-    symtab_at = hash_at + len(hash_table)
-    symtab = bytes(_SYM_SIZE)  # the null symbol alone
+    hash_table = struct.pack("<5I", 1, 2, 0, 0, 0)  # one bucket, two chains, all empty
+    symtab_at = _align(hash_at + len(hash_table), 8)
+    strtab = b"\0environ\0"
+    # the null symbol, then `environ`: global, undefined (the C library defines it)
+    symtab = bytes(_SYM_SIZE) + struct.pack("<IBBHQQ", 1, _STB_GLOBAL_OBJECT, 0, 0, 0, 0)
     strtab_at = symtab_at + len(symtab)
-    strtab = b"\0"
     rela_at = _align(strtab_at + len(strtab), 8)
-    message_at = rela_at + _RELA_SIZE
-    code_at = _align(message_at + len(REFUSAL), 16)
-    code = build(message_at, code_at)
-    text_end = code_at + len(code)
+    message_at = rela_at + 2 * _RELA_SIZE
+    pattern_at = message_at + len(REFUSAL)
+    code_at = _align(pattern_at + len(_PATTERN), 16)
+    # The code's size does not depend on the addresses: measure, then lay out.
+    text_end = code_at + len(build(_Layout(code_at, 0, 0, code_at)))
 
     # The read-write segment, later in the file, mapped _SEGMENT_GAP further on:
-    # the initialiser array (relocated by the linker) and the dynamic section
-    # (which older glibc writes into).
+    # the initialiser array and the slot for &environ (both written by the
+    # linker), and the dynamic section (which older glibc writes into).
     data_at = _align(text_end, 16)
     init_array_at = data_at
-    dynamic_at = init_array_at + 8
+    slot_at = init_array_at + 8
+    dynamic_at = slot_at + 8
+    code = build(_Layout(code_at, message_at, pattern_at, slot_at + _SEGMENT_GAP))
+    assert code_at + len(code) == text_end
     dynamic = [
         (_DT_HASH, hash_at),
         (_DT_STRTAB, strtab_at),
@@ -174,7 +296,7 @@ def shared_object(machine: str) -> bytes:
         (_DT_STRSZ, len(strtab)),
         (_DT_SYMENT, _SYM_SIZE),
         (_DT_RELA, rela_at),
-        (_DT_RELASZ, _RELA_SIZE),
+        (_DT_RELASZ, 2 * _RELA_SIZE),
         (_DT_RELAENT, _RELA_SIZE),
         (_DT_INIT_ARRAY, init_array_at + _SEGMENT_GAP),
         (_DT_INIT_ARRAYSZ, 8),
@@ -183,6 +305,7 @@ def shared_object(machine: str) -> bytes:
     dynamic_bytes = b"".join(struct.pack("<qQ", tag, value) for tag, value in dynamic)
     data_end = dynamic_at + len(dynamic_bytes)
     rela = struct.pack("<QQq", init_array_at + _SEGMENT_GAP, relative, code_at)
+    rela += struct.pack("<QQq", slot_at + _SEGMENT_GAP, (1 << 32) | glob_dat, 0)  # symbol 1
 
     header = struct.pack(
         "<4s5B7xHHIQQQIHHHHHH",
@@ -247,6 +370,7 @@ def shared_object(machine: str) -> bytes:
         (strtab_at, strtab),
         (rela_at, rela),
         (message_at, REFUSAL),
+        (pattern_at, _PATTERN),
         (code_at, code),
         (dynamic_at, dynamic_bytes),
     ):
