@@ -510,33 +510,43 @@ def _all_used(files: _NameMatcher, used: bytearray, spent: set[int]) -> bool:
 _NO_RANK = 1 << 62
 
 
-# `lowest_below`'s facts per name matcher: the min rank per literal name and
-# per extension, over its rules that are not literal names, over its
-# `match_rest` rules, over its literal names, and over its extensions.
-_Bounds = tuple[dict[str, int], dict[str, int], int, int, int, int]
+# What ranking a file needs from its folder's name matcher (one per `rank_of`):
+# the min rank per literal name and per extension, and the lowest rank of its
+# `match_rest` rules (`_NO_RANK`: it has none).
+_Tables = tuple[dict[str, int], dict[str, int], int]
 
 
-def _bounds(files: _NameMatcher, rank_of: Sequence[int]) -> _Bounds:
-    rest = [*chain.from_iterable(files.suffix.values())]
-    if files.regexes is not None:
-        rest.extend(files.regexes.indices)
-    named = set(chain.from_iterable(files.literal.values()))
-    literal, ext = _min_ranks(files.literal, rank_of), _min_ranks(files.ext, rank_of)
-    return (
-        literal,
-        ext,
-        min([rank_of[i] for i in files.indices if i not in named], default=_NO_RANK),
-        min([rank_of[i] for i in rest], default=_NO_RANK),
-        min(literal.values(), default=_NO_RANK),
-        min(ext.values(), default=_NO_RANK),
-    )
+def _tables(files: _NameMatcher, rank_of: Sequence[int]) -> _Tables:
+    rest_low = _NO_RANK
+    if files.lengths or files.regexes is not None:
+        rest = [*chain.from_iterable(files.suffix.values())]
+        if files.regexes is not None:
+            rest.extend(files.regexes.indices)
+        rest_low = min([rank_of[i] for i in rest])
+    return _min_ranks(files.literal, rank_of), _min_ranks(files.ext, rank_of), rest_low
 
 
-# `lowest_below`'s facts per folder facts object: its files' name matcher, the
-# rank of its own matches (`floor`: every file has it; `_NO_RANK`: none), its
-# name matcher's literal and extension tables and lowest `match_rest` and
-# extension ranks (see `_Bounds`), the lowest level a file there can have but
-# by a literal name, and the lowest by a literal name.
+# What ranking a folder's files needs (`lowest_many`, `lowest_below`), per folder
+# facts object: its files' name matcher, the rank of its own matches (`floor`:
+# every file has it; `_NO_RANK`: none), and its name matcher's `_Tables`.
+_Ranked = tuple["_NameMatcher", int, dict[str, int], dict[str, int], int]
+
+
+def _ranked(info: _Folder, rank_of: Sequence[int], tables: dict[int, _Tables]) -> _Ranked:
+    """`_Ranked` for `info`; `tables` keeps each name matcher's `_Tables` (for one `rank_of`)."""
+    files = info.files
+    hits = (*info.hits, *files.everything)
+    floor = min([rank_of[i] for i in hits]) if hits else _NO_RANK
+    known = tables.get(id(files))
+    if known is None:
+        known = tables[id(files)] = _tables(files, rank_of)
+    literal, ext, rest_low = known
+    return files, floor, literal, ext, rest_low
+
+
+# `lowest_below`'s facts per folder facts object: its `_Ranked`, the lowest rank
+# of its extensions, the lowest level a file there can have but by a literal
+# name, and the lowest by a literal name.
 _Derived = tuple["_NameMatcher", int, dict[str, int], dict[str, int], int, int, int, int]
 
 
@@ -968,35 +978,32 @@ class GlobMatcher:
         copy 100,000 paths to cut it off); the folder is cut once per run of
         same-folder paths instead.
         """
+        if self._full is not None:  # pragma: no cover - see _classify
+            return [
+                min([rank_of[i] for i in found], default=-1)
+                for found in map(self._matches, [path[cut:] for path in paths])
+            ]
         out: list[int] = []
         append = out.append
         last: str | None = None
         none = _NO_RANK  # "no match" while looping: `rank < best` needs no extra test
-        floor = none  # the folder's own best rank (globs matching the folder or all its files)
-        tables: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+        floor = rest_low = none  # the folder's own best rank; its `match_rest` rules' best
+        tables: dict[int, _Tables] = {}
+        seen: dict[int, _Ranked] = {}  # per folder facts object (plain folders share one)
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
         files = self._folder("").files
-        full = self._full
         get_folder = self._folders.get
-        slow = False
         for path in paths:
             folder, _, name = path.rpartition("/")
             if folder != last:
                 last = folder
                 relative = folder[cut:]
                 info = get_folder(relative) or self._folder(relative)
-                files = info.files
-                hits = (*info.hits, *files.everything)
-                floor = min([rank_of[i] for i in hits]) if hits else none
-                known = tables.get(id(files))
-                if known is None:
-                    known = tables[id(files)] = (
-                        _min_ranks(files.literal, rank_of),
-                        _min_ranks(files.ext, rank_of),
-                    )
-                literal, ext = known
-                slow = bool(files.lengths) or files.regexes is not None or full is not None
+                ranked = seen.get(id(info))
+                if ranked is None:
+                    ranked = seen[id(info)] = _ranked(info, rank_of, tables)
+                files, floor, literal, ext, rest_low = ranked
             best = floor
             rank = literal.get(name, none)
             if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
@@ -1006,11 +1013,8 @@ class GlobMatcher:
                 rank = ext.get(name[dot:], none)
                 if rank < best:  # noqa: PLR1730
                     best = rank
-            if slow:
-                found = files.match_rest(name)
-                if full is not None:  # pragma: no cover - see _classify
-                    found.extend(full.find(path[cut:]))
-                for index in found:
+            if rest_low < best:  # suffix or wildcard rules that could lower it
+                for index in files.match_rest(name):
                     rank = rank_of[index]
                     if rank < best:  # noqa: PLR1730
                         best = rank
@@ -1081,7 +1085,7 @@ class GlobMatcher:
         fast: _Quick | None = None
         narrow: bool | None = None
         covered = False
-        tables: dict[int, _Bounds] = {}
+        tables: dict[int, _Tables] = {}
         seen: dict[int, _Derived] = {}
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
@@ -1286,18 +1290,18 @@ class GlobMatcher:
         rank_of: Sequence[int],
         level_of: Sequence[int],
         unmatched: int,
-        tables: dict[int, _Bounds],
+        tables: dict[int, _Tables],
     ) -> _Derived:
         """For `lowest_below`: what a folder's facts say before any file is looked at
         (see `_Derived`)."""
         none = _NO_RANK
-        files = info.files
-        hits = (*info.hits, *files.everything)
-        floor = min([rank_of[i] for i in hits]) if hits else none
-        known = tables.get(id(files))
-        if known is None:
-            known = tables[id(files)] = _bounds(files, rank_of)
-        literal, ext, low, rest_low, named_low, ext_low = known
+        files, floor, literal, ext, rest_low = _ranked(info, rank_of, tables)
+        ext_low = min(ext.values(), default=none)
+        named_low = min(literal.values(), default=none)
+        # The lowest rank of a rule that is no literal name (each is a literal
+        # name, an extension, everything, or a `match_rest` rule).
+        low = min([rank_of[i] for i in files.everything], default=none)
+        low = min(low, rest_low, ext_low)
         if floor == none:  # a file here may match nothing
             lowest = unmatched if low == none else min(unmatched, level_of[low])
         else:
