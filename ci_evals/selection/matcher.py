@@ -973,7 +973,9 @@ class GlobMatcher:
         stage, then position), without building a list of matches per path:
         the folder's own matches are reduced to one number when the folder is
         entered, and literal-name and extension rules to per-matcher tables of
-        minimum ranks. Ranks must be >= 0 and below 2**62. Each path's first `cut` characters
+        minimum ranks (`_ranked`, shared with `lowest_below`: both are `_rank`);
+        suffix and wildcard rules are asked only when they rank below the
+        file's best so far. Ranks must be >= 0 and below 2**62. Each path's first `cut` characters
         are skipped (the root folder and its slash, so the caller need not
         copy 100,000 paths to cut it off); the folder is cut once per run of
         same-folder paths instead.
@@ -983,47 +985,12 @@ class GlobMatcher:
                 min([rank_of[i] for i in found], default=-1)
                 for found in map(self._matches, [path[cut:] for path in paths])
             ]
-        out: list[int] = []
-        append = out.append
-        last: str | None = None
-        none = _NO_RANK  # "no match" while looping: `rank < best` needs no extra test
-        floor = rest_low = none  # the folder's own best rank; its `match_rest` rules' best
-        tables: dict[int, _Tables] = {}
-        seen: dict[int, _Ranked] = {}  # per folder facts object (plain folders share one)
-        literal: dict[str, int] = {}
-        ext: dict[str, int] = {}
-        files = self._folder("").files
-        get_folder = self._folders.get
-        for path in paths:
-            folder, _, name = path.rpartition("/")
-            if folder != last:
-                last = folder
-                relative = folder[cut:]
-                info = get_folder(relative) or self._folder(relative)
-                ranked = seen.get(id(info))
-                if ranked is None:
-                    ranked = seen[id(info)] = _ranked(info, rank_of, tables)
-                files, floor, literal, ext, rest_low = ranked
-            best = floor
-            rank = literal.get(name, none)
-            if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
-                best = rank
-            dot = name.rfind(".")
-            if dot != -1:
-                rank = ext.get(name[dot:], none)
-                if rank < best:  # noqa: PLR1730
-                    best = rank
-            if rest_low < best:  # suffix or wildcard rules that could lower it
-                for index in files.match_rest(name):
-                    rank = rank_of[index]
-                    if rank < best:  # noqa: PLR1730
-                        best = rank
-            append(best)
-        if none in out:
-            return [-1 if rank == none else rank for rank in out]
+        out = self._rank(paths, rank_of, cut, None)[0]
+        if _NO_RANK in out:
+            return [-1 if rank == _NO_RANK else rank for rank in out]
         return out
 
-    def lowest_below(  # noqa: PLR0912, PLR0915 - one hot loop, inlined for speed
+    def lowest_below(
         self,
         paths: Sequence[str],
         rank_of: Sequence[int],
@@ -1058,8 +1025,7 @@ class GlobMatcher:
         to be matched (by the folder, or its extension).
         """
         if keep < 1:
-            return []  # (the loop below keeps at least one)
-        level_b, path_b = bound
+            return []  # (the loop keeps at least one)
         if self._full is not None:  # pragma: no cover - see _classify
             ranks = self.lowest_many(paths, rank_of, cut=cut)
             keys = [
@@ -1067,15 +1033,36 @@ class GlobMatcher:
                 for path, rank in zip(paths, ranks, strict=True)
             ]
             return sorted(key for key in keys if key[:2] < bound)[:keep]
+        return self._rank(paths, rank_of, cut, (level_of, unmatched, bound, keep))[1]
+
+    def _rank(  # noqa: PLR0912, PLR0915 - one hot loop, inlined for speed
+        self,
+        paths: Iterable[str],
+        rank_of: Sequence[int],
+        cut: int,
+        search: tuple[Sequence[int], int, tuple[int, str], int] | None,
+    ) -> tuple[list[int], list[tuple[int, str, int]]]:
+        """The one ranking loop: `lowest_many`'s every rank (`search` None: in
+        path order, `_NO_RANK` for none), or `lowest_below`'s search (`search`
+        is its level_of, unmatched, bound and keep: the keys found)."""
+        out: list[int] = []
+        append = out.append
         found: list[tuple[int, str, int]] = []
-        # Ranks below `limit_lt` are of a level below the bound's, below `limit_le` of
-        # one at most equal to it (`level_of` does not decrease).
-        limit_lt = bisect_left(level_of, level_b)
-        limit_le = bisect_right(level_of, level_b)
+        none = _NO_RANK  # "no match" while looping: `rank < best` needs no extra test
+        every = search is None
+        if search is None:  # every rank: no bound (no level, no path is below "")
+            level_of: Sequence[int] = ()
+            unmatched, level_b, path_b, keep = none, none, "", 0
+            limit_lt = limit_le = none
+        else:
+            level_of, unmatched, (level_b, path_b), keep = search
+            # Ranks below `limit_lt` are of a level below the bound's, below `limit_le` of
+            # one at most equal to it (`level_of` does not decrease).
+            limit_lt = bisect_left(level_of, level_b)
+            limit_le = bisect_right(level_of, level_b)
         below: dict[tuple[int, int], tuple[_NameMatcher, _Quick | None]] = {}
         last: str | None = None
-        none = _NO_RANK
-        floor = rest_low = none
+        floor = rest_low = ext_low = none
         lowest = unmatched  # the lowest level a file of the current folder can have
         lowest_named = none  # ... by one of its literal names (`lowest` leaves them out)
         # The rules `match_rest` needs for the last name matcher and limit asked.
@@ -1084,8 +1071,9 @@ class GlobMatcher:
         rest_rules, quick = self._folder("").files, None
         fast: _Quick | None = None
         narrow: bool | None = None
-        covered = False
+        covered = pruning = False
         tables: dict[int, _Tables] = {}
+        ranked_seen: dict[int, _Ranked] = {}
         seen: dict[int, _Derived] = {}
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
@@ -1112,75 +1100,86 @@ class GlobMatcher:
                 last = folder
                 relative = folder[cut:]
                 info = get_folder(relative)
-                # A folder not built yet need not be, while its files are settled
-                # without it (see `_preview`).
-                preview = None
-                if info is None and relative:
-                    after = folder + "/" > path_b
-                    preview = self._preview(
-                        relative,
-                        limit_lt if after else limit_le,
-                        unmatched < level_b or (unmatched == level_b and not after),
-                        rank_of,
-                        lows,
-                    )
-                if preview is None:
-                    derived = facts_of(info or self._folder(relative))
-                    files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
-                    narrow = None  # worked out below, for the first file that needs it
+                if every:
+                    info = info or self._folder(relative)
+                    ranked = ranked_seen.get(id(info))
+                    if ranked is None:
+                        ranked = ranked_seen[id(info)] = _ranked(info, rank_of, tables)
+                    files, floor, literal, ext, rest_low = ranked
                 else:
-                    low_quick, inherited, inherited_literal, inherited_ext = preview
-            if preview is not None:
-                if (low_quick is None or low_quick(name) is None) and (
-                    inherited
-                    or name in inherited_literal
-                    or name[name.rfind(".") :] in inherited_ext
+                    pruning = True
+                    # A folder not built yet need not be, while its files are settled
+                    # without it (see `_preview`).
+                    preview = None
+                    if info is None and relative:
+                        after = folder + "/" > path_b
+                        preview = self._preview(
+                            relative,
+                            limit_lt if after else limit_le,
+                            unmatched < level_b or (unmatched == level_b and not after),
+                            rank_of,
+                            lows,
+                        )
+                    if preview is None:
+                        derived = facts_of(info or self._folder(relative))
+                        files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = (
+                            derived
+                        )
+                        narrow = None  # worked out below, for the first file that needs it
+                    else:
+                        low_quick, inherited, inherited_literal, inherited_ext = preview
+            if pruning:  # (a search: may this file still go below the bound?)
+                if preview is not None:
+                    if (low_quick is None or low_quick(name) is None) and (
+                        inherited
+                        or name in inherited_literal
+                        or name[name.rfind(".") :] in inherited_ext
+                    ):
+                        continue  # matched (so not uncovered), by no glob that could go lower
+                    preview = None  # this file may go lower: the folder's facts decide
+                    info = get_folder(relative) or self._folder(relative)
+                    derived = facts_of(info)
+                    files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
+                    narrow = None
+                # Nothing in this folder goes below the minimum, unless by its literal
+                # name (a named file is tested in full: the test below says if it does).
+                if (lowest > level_b or (lowest == level_b and path >= path_b)) and (
+                    name not in literal
+                    or lowest_named > level_b
+                    or (lowest_named == level_b and path >= path_b)
                 ):
-                    continue  # matched (so not uncovered), by no glob that could go lower
-                preview = None  # this file may go lower: the folder's facts decide
-                info = get_folder(relative) or self._folder(relative)
-                derived = facts_of(info)
-                files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
-                narrow = None
-            # Nothing in this folder goes below the minimum, unless by its literal
-            # name (a named file is tested in full: the test below says if it does).
-            if (lowest > level_b or (lowest == level_b and path >= path_b)) and (
-                name not in literal
-                or lowest_named > level_b
-                or (lowest_named == level_b and path >= path_b)
-            ):
-                continue
-            if narrow is None:
-                # When neither the folder's globs nor its extensions can take a file
-                # below the bound, only its suffix and wildcard rules can (or a
-                # literal name: such a file is tested in full). Their one-call test
-                # (`_quick`) rules out most files with no look-up, given the file is
-                # matched at all (by the folder, or an extension). Every path here
-                # sorts after the bound's when the folder does (`a/b/` > `a/a.md` >
-                # `a/`). A later, lower bound leaves it right: it tests a superset
-                # of the rules that still could.
-                narrow = False
-                fixed = min(floor, ext_low)
-                if fixed != none:
-                    after = bool(folder) and folder + "/" > path_b
-                    fixed_level = level_of[fixed]
-                    if fixed_level > level_b or (fixed_level == level_b and after):
-                        narrow, covered = True, floor != none
-                        limit = limit_lt if after else limit_le
-                        fast = None
-                        if rest_low < limit:
-                            fast = (
-                                below.get((id(files), limit))
-                                or self._rules_below(files, rank_of, limit, below)
-                            )[1]
-            if (
-                narrow
-                and name not in literal
-                and (fast is None or fast(name) is None)
-                # (no dot: `name[-1:]`, no extension key: each starts with its only dot)
-                and (covered or name[name.rfind(".") :] in ext)
-            ):
-                continue
+                    continue
+                if narrow is None:
+                    # When neither the folder's globs nor its extensions can take a file
+                    # below the bound, only its suffix and wildcard rules can (or a
+                    # literal name: such a file is tested in full). Their one-call test
+                    # (`_quick`) rules out most files with no look-up, given the file is
+                    # matched at all (by the folder, or an extension). Every path here
+                    # sorts after the bound's when the folder does (`a/b/` > `a/a.md` >
+                    # `a/`). A later, lower bound leaves it right: it tests a superset
+                    # of the rules that still could.
+                    narrow = False
+                    fixed = min(floor, ext_low)
+                    if fixed != none:
+                        after = bool(folder) and folder + "/" > path_b
+                        fixed_level = level_of[fixed]
+                        if fixed_level > level_b or (fixed_level == level_b and after):
+                            narrow, covered = True, floor != none
+                            limit = limit_lt if after else limit_le
+                            fast = None
+                            if rest_low < limit:
+                                fast = (
+                                    below.get((id(files), limit))
+                                    or self._rules_below(files, rank_of, limit, below)
+                                )[1]
+                if (
+                    narrow
+                    and name not in literal
+                    and (fast is None or fast(name) is None)
+                    # (no dot: `name[-1:]`, no extension key: each starts with its only dot)
+                    and (covered or name[name.rfind(".") :] in ext)
+                ):
+                    continue
             best = floor
             rank = literal.get(name, none)
             if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
@@ -1192,7 +1191,7 @@ class GlobMatcher:
                     best = rank
             # Suffix or wildcard rules (`match_rest`) that could lower it (`none`: no rule).
             if rest_low < best:
-                if best == none:  # they decide whether it is matched at all
+                if every or best == none:  # every rule (none: they decide if it is matched)
                     for index in files.match_rest(name):
                         rank = rank_of[index]
                         if rank < best:  # noqa: PLR1730
@@ -1210,6 +1209,9 @@ class GlobMatcher:
                             rank = rank_of[index]
                             if rank < best:  # noqa: PLR1730
                                 best = rank
+            if every:
+                append(best)
+                continue
             # Below the bound? (ranks below `limit_lt` are of a lower level, see above)
             if best == none:
                 if not (unmatched < level_b or (unmatched == level_b and path < path_b)):
@@ -1225,7 +1227,7 @@ class GlobMatcher:
                 level_b, path_b, _ = found[-1]
                 limit_lt = bisect_left(level_of, level_b)
                 limit_le = bisect_right(level_of, level_b)
-        return found
+        return out, found
 
     def _preview(
         self,
