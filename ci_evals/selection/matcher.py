@@ -510,33 +510,43 @@ def _all_used(files: _NameMatcher, used: bytearray, spent: set[int]) -> bool:
 _NO_RANK = 1 << 62
 
 
-# `lowest_below`'s facts per name matcher: the min rank per literal name and
-# per extension, over its rules that are not literal names, over its
-# `match_rest` rules, over its literal names, and over its extensions.
-_Bounds = tuple[dict[str, int], dict[str, int], int, int, int, int]
+# What ranking a file needs from its folder's name matcher (one per `rank_of`):
+# the min rank per literal name and per extension, and the lowest rank of its
+# `match_rest` rules (`_NO_RANK`: it has none).
+_Tables = tuple[dict[str, int], dict[str, int], int]
 
 
-def _bounds(files: _NameMatcher, rank_of: Sequence[int]) -> _Bounds:
-    rest = [*chain.from_iterable(files.suffix.values())]
-    if files.regexes is not None:
-        rest.extend(files.regexes.indices)
-    named = set(chain.from_iterable(files.literal.values()))
-    literal, ext = _min_ranks(files.literal, rank_of), _min_ranks(files.ext, rank_of)
-    return (
-        literal,
-        ext,
-        min([rank_of[i] for i in files.indices if i not in named], default=_NO_RANK),
-        min([rank_of[i] for i in rest], default=_NO_RANK),
-        min(literal.values(), default=_NO_RANK),
-        min(ext.values(), default=_NO_RANK),
-    )
+def _tables(files: _NameMatcher, rank_of: Sequence[int]) -> _Tables:
+    rest_low = _NO_RANK
+    if files.lengths or files.regexes is not None:
+        rest = [*chain.from_iterable(files.suffix.values())]
+        if files.regexes is not None:
+            rest.extend(files.regexes.indices)
+        rest_low = min([rank_of[i] for i in rest])
+    return _min_ranks(files.literal, rank_of), _min_ranks(files.ext, rank_of), rest_low
 
 
-# `lowest_below`'s facts per folder facts object: its files' name matcher, the
-# rank of its own matches (`floor`: every file has it; `_NO_RANK`: none), its
-# name matcher's literal and extension tables and lowest `match_rest` and
-# extension ranks (see `_Bounds`), the lowest level a file there can have but
-# by a literal name, and the lowest by a literal name.
+# What ranking a folder's files needs (`lowest_many`, `lowest_below`), per folder
+# facts object: its files' name matcher, the rank of its own matches (`floor`:
+# every file has it; `_NO_RANK`: none), and its name matcher's `_Tables`.
+_Ranked = tuple["_NameMatcher", int, dict[str, int], dict[str, int], int]
+
+
+def _ranked(info: _Folder, rank_of: Sequence[int], tables: dict[int, _Tables]) -> _Ranked:
+    """`_Ranked` for `info`; `tables` keeps each name matcher's `_Tables` (for one `rank_of`)."""
+    files = info.files
+    hits = (*info.hits, *files.everything)
+    floor = min([rank_of[i] for i in hits]) if hits else _NO_RANK
+    known = tables.get(id(files))
+    if known is None:
+        known = tables[id(files)] = _tables(files, rank_of)
+    literal, ext, rest_low = known
+    return files, floor, literal, ext, rest_low
+
+
+# `lowest_below`'s facts per folder facts object: its `_Ranked`, the lowest rank
+# of its extensions, the lowest level a file there can have but by a literal
+# name, and the lowest by a literal name.
 _Derived = tuple["_NameMatcher", int, dict[str, int], dict[str, int], int, int, int, int]
 
 
@@ -963,63 +973,24 @@ class GlobMatcher:
         stage, then position), without building a list of matches per path:
         the folder's own matches are reduced to one number when the folder is
         entered, and literal-name and extension rules to per-matcher tables of
-        minimum ranks. Ranks must be >= 0 and below 2**62. Each path's first `cut` characters
+        minimum ranks (`_ranked`, shared with `lowest_below`: both are `_rank`);
+        suffix and wildcard rules are asked only when they rank below the
+        file's best so far. Ranks must be >= 0 and below 2**62. Each path's first `cut` characters
         are skipped (the root folder and its slash, so the caller need not
         copy 100,000 paths to cut it off); the folder is cut once per run of
         same-folder paths instead.
         """
-        out: list[int] = []
-        append = out.append
-        last: str | None = None
-        none = _NO_RANK  # "no match" while looping: `rank < best` needs no extra test
-        floor = none  # the folder's own best rank (globs matching the folder or all its files)
-        tables: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
-        literal: dict[str, int] = {}
-        ext: dict[str, int] = {}
-        files = self._folder("").files
-        full = self._full
-        get_folder = self._folders.get
-        slow = False
-        for path in paths:
-            folder, _, name = path.rpartition("/")
-            if folder != last:
-                last = folder
-                relative = folder[cut:]
-                info = get_folder(relative) or self._folder(relative)
-                files = info.files
-                hits = (*info.hits, *files.everything)
-                floor = min([rank_of[i] for i in hits]) if hits else none
-                known = tables.get(id(files))
-                if known is None:
-                    known = tables[id(files)] = (
-                        _min_ranks(files.literal, rank_of),
-                        _min_ranks(files.ext, rank_of),
-                    )
-                literal, ext = known
-                slow = bool(files.lengths) or files.regexes is not None or full is not None
-            best = floor
-            rank = literal.get(name, none)
-            if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
-                best = rank
-            dot = name.rfind(".")
-            if dot != -1:
-                rank = ext.get(name[dot:], none)
-                if rank < best:  # noqa: PLR1730
-                    best = rank
-            if slow:
-                found = files.match_rest(name)
-                if full is not None:  # pragma: no cover - see _classify
-                    found.extend(full.find(path[cut:]))
-                for index in found:
-                    rank = rank_of[index]
-                    if rank < best:  # noqa: PLR1730
-                        best = rank
-            append(best)
-        if none in out:
-            return [-1 if rank == none else rank for rank in out]
+        if self._full is not None:  # pragma: no cover - see _classify
+            return [
+                min([rank_of[i] for i in found], default=-1)
+                for found in map(self._matches, [path[cut:] for path in paths])
+            ]
+        out = self._rank(paths, rank_of, cut, None)[0]
+        if _NO_RANK in out:
+            return [-1 if rank == _NO_RANK else rank for rank in out]
         return out
 
-    def lowest_below(  # noqa: PLR0912, PLR0915 - one hot loop, inlined for speed
+    def lowest_below(
         self,
         paths: Sequence[str],
         rank_of: Sequence[int],
@@ -1054,8 +1025,7 @@ class GlobMatcher:
         to be matched (by the folder, or its extension).
         """
         if keep < 1:
-            return []  # (the loop below keeps at least one)
-        level_b, path_b = bound
+            return []  # (the loop keeps at least one)
         if self._full is not None:  # pragma: no cover - see _classify
             ranks = self.lowest_many(paths, rank_of, cut=cut)
             keys = [
@@ -1063,15 +1033,36 @@ class GlobMatcher:
                 for path, rank in zip(paths, ranks, strict=True)
             ]
             return sorted(key for key in keys if key[:2] < bound)[:keep]
+        return self._rank(paths, rank_of, cut, (level_of, unmatched, bound, keep))[1]
+
+    def _rank(  # noqa: PLR0912, PLR0915 - one hot loop, inlined for speed
+        self,
+        paths: Iterable[str],
+        rank_of: Sequence[int],
+        cut: int,
+        search: tuple[Sequence[int], int, tuple[int, str], int] | None,
+    ) -> tuple[list[int], list[tuple[int, str, int]]]:
+        """The one ranking loop: `lowest_many`'s every rank (`search` None: in
+        path order, `_NO_RANK` for none), or `lowest_below`'s search (`search`
+        is its level_of, unmatched, bound and keep: the keys found)."""
+        out: list[int] = []
+        append = out.append
         found: list[tuple[int, str, int]] = []
-        # Ranks below `limit_lt` are of a level below the bound's, below `limit_le` of
-        # one at most equal to it (`level_of` does not decrease).
-        limit_lt = bisect_left(level_of, level_b)
-        limit_le = bisect_right(level_of, level_b)
+        none = _NO_RANK  # "no match" while looping: `rank < best` needs no extra test
+        every = search is None
+        if search is None:  # every rank: no bound (no level, no path is below "")
+            level_of: Sequence[int] = ()
+            unmatched, level_b, path_b, keep = none, none, "", 0
+            limit_lt = limit_le = none
+        else:
+            level_of, unmatched, (level_b, path_b), keep = search
+            # Ranks below `limit_lt` are of a level below the bound's, below `limit_le` of
+            # one at most equal to it (`level_of` does not decrease).
+            limit_lt = bisect_left(level_of, level_b)
+            limit_le = bisect_right(level_of, level_b)
         below: dict[tuple[int, int], tuple[_NameMatcher, _Quick | None]] = {}
         last: str | None = None
-        none = _NO_RANK
-        floor = rest_low = none
+        floor = rest_low = ext_low = none
         lowest = unmatched  # the lowest level a file of the current folder can have
         lowest_named = none  # ... by one of its literal names (`lowest` leaves them out)
         # The rules `match_rest` needs for the last name matcher and limit asked.
@@ -1080,8 +1071,9 @@ class GlobMatcher:
         rest_rules, quick = self._folder("").files, None
         fast: _Quick | None = None
         narrow: bool | None = None
-        covered = False
-        tables: dict[int, _Bounds] = {}
+        covered = pruning = False
+        tables: dict[int, _Tables] = {}
+        ranked_seen: dict[int, _Ranked] = {}
         seen: dict[int, _Derived] = {}
         literal: dict[str, int] = {}
         ext: dict[str, int] = {}
@@ -1108,75 +1100,86 @@ class GlobMatcher:
                 last = folder
                 relative = folder[cut:]
                 info = get_folder(relative)
-                # A folder not built yet need not be, while its files are settled
-                # without it (see `_preview`).
-                preview = None
-                if info is None and relative:
-                    after = folder + "/" > path_b
-                    preview = self._preview(
-                        relative,
-                        limit_lt if after else limit_le,
-                        unmatched < level_b or (unmatched == level_b and not after),
-                        rank_of,
-                        lows,
-                    )
-                if preview is None:
-                    derived = facts_of(info or self._folder(relative))
-                    files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
-                    narrow = None  # worked out below, for the first file that needs it
+                if every:
+                    info = info or self._folder(relative)
+                    ranked = ranked_seen.get(id(info))
+                    if ranked is None:
+                        ranked = ranked_seen[id(info)] = _ranked(info, rank_of, tables)
+                    files, floor, literal, ext, rest_low = ranked
                 else:
-                    low_quick, inherited, inherited_literal, inherited_ext = preview
-            if preview is not None:
-                if (low_quick is None or low_quick(name) is None) and (
-                    inherited
-                    or name in inherited_literal
-                    or name[name.rfind(".") :] in inherited_ext
+                    pruning = True
+                    # A folder not built yet need not be, while its files are settled
+                    # without it (see `_preview`).
+                    preview = None
+                    if info is None and relative:
+                        after = folder + "/" > path_b
+                        preview = self._preview(
+                            relative,
+                            limit_lt if after else limit_le,
+                            unmatched < level_b or (unmatched == level_b and not after),
+                            rank_of,
+                            lows,
+                        )
+                    if preview is None:
+                        derived = facts_of(info or self._folder(relative))
+                        files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = (
+                            derived
+                        )
+                        narrow = None  # worked out below, for the first file that needs it
+                    else:
+                        low_quick, inherited, inherited_literal, inherited_ext = preview
+            if pruning:  # (a search: may this file still go below the bound?)
+                if preview is not None:
+                    if (low_quick is None or low_quick(name) is None) and (
+                        inherited
+                        or name in inherited_literal
+                        or name[name.rfind(".") :] in inherited_ext
+                    ):
+                        continue  # matched (so not uncovered), by no glob that could go lower
+                    preview = None  # this file may go lower: the folder's facts decide
+                    info = get_folder(relative) or self._folder(relative)
+                    derived = facts_of(info)
+                    files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
+                    narrow = None
+                # Nothing in this folder goes below the minimum, unless by its literal
+                # name (a named file is tested in full: the test below says if it does).
+                if (lowest > level_b or (lowest == level_b and path >= path_b)) and (
+                    name not in literal
+                    or lowest_named > level_b
+                    or (lowest_named == level_b and path >= path_b)
                 ):
-                    continue  # matched (so not uncovered), by no glob that could go lower
-                preview = None  # this file may go lower: the folder's facts decide
-                info = get_folder(relative) or self._folder(relative)
-                derived = facts_of(info)
-                files, floor, literal, ext, rest_low, ext_low, lowest, lowest_named = derived
-                narrow = None
-            # Nothing in this folder goes below the minimum, unless by its literal
-            # name (a named file is tested in full: the test below says if it does).
-            if (lowest > level_b or (lowest == level_b and path >= path_b)) and (
-                name not in literal
-                or lowest_named > level_b
-                or (lowest_named == level_b and path >= path_b)
-            ):
-                continue
-            if narrow is None:
-                # When neither the folder's globs nor its extensions can take a file
-                # below the bound, only its suffix and wildcard rules can (or a
-                # literal name: such a file is tested in full). Their one-call test
-                # (`_quick`) rules out most files with no look-up, given the file is
-                # matched at all (by the folder, or an extension). Every path here
-                # sorts after the bound's when the folder does (`a/b/` > `a/a.md` >
-                # `a/`). A later, lower bound leaves it right: it tests a superset
-                # of the rules that still could.
-                narrow = False
-                fixed = min(floor, ext_low)
-                if fixed != none:
-                    after = bool(folder) and folder + "/" > path_b
-                    fixed_level = level_of[fixed]
-                    if fixed_level > level_b or (fixed_level == level_b and after):
-                        narrow, covered = True, floor != none
-                        limit = limit_lt if after else limit_le
-                        fast = None
-                        if rest_low < limit:
-                            fast = (
-                                below.get((id(files), limit))
-                                or self._rules_below(files, rank_of, limit, below)
-                            )[1]
-            if (
-                narrow
-                and name not in literal
-                and (fast is None or fast(name) is None)
-                # (no dot: `name[-1:]`, no extension key: each starts with its only dot)
-                and (covered or name[name.rfind(".") :] in ext)
-            ):
-                continue
+                    continue
+                if narrow is None:
+                    # When neither the folder's globs nor its extensions can take a file
+                    # below the bound, only its suffix and wildcard rules can (or a
+                    # literal name: such a file is tested in full). Their one-call test
+                    # (`_quick`) rules out most files with no look-up, given the file is
+                    # matched at all (by the folder, or an extension). Every path here
+                    # sorts after the bound's when the folder does (`a/b/` > `a/a.md` >
+                    # `a/`). A later, lower bound leaves it right: it tests a superset
+                    # of the rules that still could.
+                    narrow = False
+                    fixed = min(floor, ext_low)
+                    if fixed != none:
+                        after = bool(folder) and folder + "/" > path_b
+                        fixed_level = level_of[fixed]
+                        if fixed_level > level_b or (fixed_level == level_b and after):
+                            narrow, covered = True, floor != none
+                            limit = limit_lt if after else limit_le
+                            fast = None
+                            if rest_low < limit:
+                                fast = (
+                                    below.get((id(files), limit))
+                                    or self._rules_below(files, rank_of, limit, below)
+                                )[1]
+                if (
+                    narrow
+                    and name not in literal
+                    and (fast is None or fast(name) is None)
+                    # (no dot: `name[-1:]`, no extension key: each starts with its only dot)
+                    and (covered or name[name.rfind(".") :] in ext)
+                ):
+                    continue
             best = floor
             rank = literal.get(name, none)
             if rank < best:  # noqa: PLR1730 - `min()` is a call: slower in this loop
@@ -1188,7 +1191,7 @@ class GlobMatcher:
                     best = rank
             # Suffix or wildcard rules (`match_rest`) that could lower it (`none`: no rule).
             if rest_low < best:
-                if best == none:  # they decide whether it is matched at all
+                if every or best == none:  # every rule (none: they decide if it is matched)
                     for index in files.match_rest(name):
                         rank = rank_of[index]
                         if rank < best:  # noqa: PLR1730
@@ -1206,6 +1209,9 @@ class GlobMatcher:
                             rank = rank_of[index]
                             if rank < best:  # noqa: PLR1730
                                 best = rank
+            if every:
+                append(best)
+                continue
             # Below the bound? (ranks below `limit_lt` are of a lower level, see above)
             if best == none:
                 if not (unmatched < level_b or (unmatched == level_b and path < path_b)):
@@ -1221,7 +1227,7 @@ class GlobMatcher:
                 level_b, path_b, _ = found[-1]
                 limit_lt = bisect_left(level_of, level_b)
                 limit_le = bisect_right(level_of, level_b)
-        return found
+        return out, found
 
     def _preview(
         self,
@@ -1286,18 +1292,18 @@ class GlobMatcher:
         rank_of: Sequence[int],
         level_of: Sequence[int],
         unmatched: int,
-        tables: dict[int, _Bounds],
+        tables: dict[int, _Tables],
     ) -> _Derived:
         """For `lowest_below`: what a folder's facts say before any file is looked at
         (see `_Derived`)."""
         none = _NO_RANK
-        files = info.files
-        hits = (*info.hits, *files.everything)
-        floor = min([rank_of[i] for i in hits]) if hits else none
-        known = tables.get(id(files))
-        if known is None:
-            known = tables[id(files)] = _bounds(files, rank_of)
-        literal, ext, low, rest_low, named_low, ext_low = known
+        files, floor, literal, ext, rest_low = _ranked(info, rank_of, tables)
+        ext_low = min(ext.values(), default=none)
+        named_low = min(literal.values(), default=none)
+        # The lowest rank of a rule that is no literal name (each is a literal
+        # name, an extension, everything, or a `match_rest` rule).
+        low = min([rank_of[i] for i in files.everything], default=none)
+        low = min(low, rest_low, ext_low)
         if floor == none:  # a file here may match nothing
             lowest = unmatched if low == none else min(unmatched, level_of[low])
         else:
