@@ -9,10 +9,13 @@ run, and a program that would ignore it is refused.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -123,12 +126,68 @@ def test_a_static_program_is_refused_by_name(tmp_path: Path) -> None:
         pass
 
 
-def test_dynamic_programs_and_scripts_load_it(tmp_path: Path) -> None:
-    script = tmp_path / "cli"
-    script.write_text("#!/usr/bin/env node\n")
+def test_dynamic_programs_load_it(tmp_path: Path) -> None:
     assert nondumpable.loads_preload(Path(PYTHON))
-    assert nondumpable.loads_preload(script)
     assert not nondumpable.loads_preload(Path(__file__))  # neither ELF nor script
+
+
+def _protected(program: Path, *argv: str) -> str | None:
+    """PR_GET_DUMPABLE as `program` prints it, started as the agent starts the CLI,
+    or None when `preloaded` refuses it."""
+    try:
+        with nondumpable.preloaded(program) as path:
+            done = _run(_preloaded(path, *argv))
+    except nondumpable.NotProtectable:
+        return None
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("interpreter", ["/usr/bin/env python3", PYTHON])
+def test_a_script_cli_never_runs_dumpable(tmp_path: Path, interpreter: str) -> None:
+    # The object is loaded by the first dynamically linked program started with
+    # LD_PRELOAD, which it then takes out of the environment: for a script that
+    # is the interpreter, and `#!/usr/bin/env node` (npm's cli.js) execs node
+    # without it, as a shell wrapper execs what it wraps.
+    script = tmp_path / "claude"
+    script.write_text(f"#!{interpreter}\n{READ_FLAG}\n")
+    script.chmod(0o755)
+    assert _protected(script, str(script)) in (None, "0\n")
+
+
+@contextlib.contextmanager
+def _temporary_folder(folder: Path) -> Iterator[None]:
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+
+
+@pytest.mark.parametrize("name", ["with space", "with:colon"])
+def test_a_folder_the_linker_cannot_preload_from_is_refused(tmp_path: Path, name: str) -> None:
+    # glibc's dynamic linker splits LD_PRELOAD at spaces and colons and skips an
+    # object it cannot load with one line on stderr: the CLI would run dumpable.
+    (tmp_path / name).mkdir()
+    with _temporary_folder(tmp_path / name):  # what TMPDIR names
+        assert _protected(Path(PYTHON), PYTHON, "-c", READ_FLAG) in (None, "0\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a noexec tmpfs")
+def test_a_noexec_temporary_folder_is_refused(tmp_path: Path) -> None:
+    # The linker maps the object's code executable, which a noexec mount refuses.
+    noexec = tmp_path / "noexec"
+    noexec.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "noexec", "tmpfs", str(noexec)]
+    mounted = subprocess.run(mount, capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with _temporary_folder(noexec):
+            assert _protected(Path(PYTHON), PYTHON, "-c", READ_FLAG) in (None, "0\n")
+    finally:
+        subprocess.run(["umount", str(noexec)], check=True)
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ from ci_evals.sandbox.registry import open_sandbox
 from ci_evals.text import one_line
 
 # Sets the CLI's LD_PRELOAD (sandbox/nondumpable.py) and execs it: every sandbox has it.
-ENV_PROGRAM = "/usr/bin/env"
+ENV_PROGRAM = nondumpable.ENV_PROGRAM
 # Seconds between SIGTERM and SIGKILL when a stage's process group is ended.
 KILL_GRACE_S = 2.0
 # After the group is killed, how long the SDK may take to notice before we

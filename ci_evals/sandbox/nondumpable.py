@@ -26,7 +26,13 @@ in place, so that what the CLI starts does not load it too (a program built
 with `-fsanitize=address` refuses to start after another preloaded library).
 The caller sets LD_PRELOAD for the CLI alone (`env LD_PRELOAD=… cli`), not for
 the processes that start it. A CLI that is a static ELF would ignore
-LD_PRELOAD silently; `loads_preload` tells the caller.
+LD_PRELOAD silently, and one that is a script would have its interpreter take
+the object for itself (`#!/usr/bin/env node`: `env` loads it, takes LD_PRELOAD
+out and execs node without it, as a shell wrapper execs what it wraps);
+`loads_preload` tells the caller. glibc's linker also skips, with one line on
+stderr, an object it cannot load (a path with a space or a colon, which split
+LD_PRELOAD; a noexec mount): `preloaded` sees the object take LD_PRELOAD out of
+a real process before it hands it over.
 """
 
 from __future__ import annotations
@@ -35,12 +41,16 @@ import contextlib
 import os
 import shutil
 import struct
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 FILE_NAME = "ci-evals-nondumpable.so"
+# Sets a program's LD_PRELOAD and execs it (the Claude CLI's, in every sandbox).
+ENV_PROGRAM = "/usr/bin/env"
+_PROBE_TIMEOUT_S = 30.0
 # The line the object writes before it ends a process it could not protect.
 REFUSAL = b"ci-evals: could not make the Claude CLI non-dumpable (prctl); it does not run\n"
 EXIT_STATUS = 127
@@ -387,13 +397,12 @@ def write(folder: Path, machine: str) -> Path:
 
 
 def loads_preload(program: Path) -> bool:
-    """Whether `program` honours LD_PRELOAD: a dynamically linked ELF (it names an
-    interpreter) or a script (its interpreter is a program of the system's). A
-    static ELF ignores LD_PRELOAD without a word."""
+    """Whether `program` itself loads what LD_PRELOAD names: a dynamically linked
+    ELF (it names an interpreter). A static ELF ignores LD_PRELOAD without a word;
+    a script's interpreter loads the object and takes LD_PRELOAD out, so what it
+    starts (`#!/usr/bin/env node`'s node, a shell wrapper's program) runs dumpable."""
     with program.open("rb") as file:
         head = file.read(64)
-        if head.startswith(b"#!"):
-            return True
         if not head.startswith(b"\x7fELF") or head[4] != 2:  # ELFCLASS64
             return False
         (phoff,) = struct.unpack_from("<Q", head, 32)
@@ -417,14 +426,49 @@ def preloaded(program: Path) -> Iterator[Path]:
     a read-only mount of its folder. Refuses (NotProtectable) a program that would
     ignore it, naming the program."""
     if not loads_preload(program):
+        what = (
+            "a script's interpreter takes LD_PRELOAD for itself (what it starts runs without)"
+            if _is_script(program)
+            else "a statically linked program ignores LD_PRELOAD"
+        )
         raise NotProtectable(
-            f"{program}: a statically linked program ignores LD_PRELOAD, so the agent's "
-            "commands could write its memory (/proc/<pid>/mem); install the claude-agent-sdk "
-            "whose bundled CLI is dynamically linked, or name one with cli_path"
+            f"{program}: {what}, so the agent's commands could write its memory "
+            "(/proc/<pid>/mem); install the claude-agent-sdk whose bundled CLI is "
+            "dynamically linked, or name one with cli_path"
         )
     folder = Path(tempfile.mkdtemp(prefix="ci-evals-preload-"))
     try:
         folder.chmod(0o755)
-        yield write(folder, os.uname().machine)
+        path = write(folder, os.uname().machine)
+        _check_loaded(path)
+        yield path
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _is_script(program: Path) -> bool:
+    with program.open("rb") as file:
+        return file.read(2) == b"#!"
+
+
+def _check_loaded(path: Path) -> None:
+    """Refuse (NotProtectable) an object the dynamic linker skips: `env` started with
+    it, as the CLI is, prints an empty environment only if its initialiser ran."""
+    try:
+        done = subprocess.run(
+            [ENV_PROGRAM, "-i", f"LD_PRELOAD={path}", ENV_PROGRAM],
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT_S,
+            check=False,
+        )
+        ran = done.returncode == 0 and done.stdout == b""
+        said = done.stderr.decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        ran, said = False, str(exc)
+    if not ran:
+        raise NotProtectable(
+            f"{path}: the dynamic linker does not load it from here, so the Claude CLI "
+            f"would run dumpable ({said.splitlines()[0] if said else 'no message'}); "
+            "point TMPDIR at a folder whose path has no space or colon, on a mount "
+            "that allows executing"
+        )
