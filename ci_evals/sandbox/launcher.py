@@ -97,7 +97,12 @@ class Launcher:
     def launched(self, pid_files: Sequence[Path] | None = None) -> list[int]:
         """Reapers still alive (a pid file whose start time still matches)."""
         alive: list[int] = []
-        for pid_file in self.folder.glob("*.pid") if pid_files is None else pid_files:
+        if pid_files is None:
+            try:  # a list now: the folder may go while we look (close() from another thread)
+                pid_files = list(self.folder.glob("*.pid"))
+            except FileNotFoundError:
+                return alive
+        for pid_file in pid_files:
             with contextlib.suppress(OSError, ValueError):
                 pid_text, started = pid_file.read_text().split()
                 pid = int(pid_text)
