@@ -102,7 +102,8 @@ def test_a_plugin_the_copy_would_choke_on_is_refused_at_load(tmp_path: Path, cas
     text = str(info.value)
     assert text.startswith(f"{suite}:2:"), text  # the suite's `plugin:` line
     assert f"plugin: {entry} {problem}" in text, text
-    assert "\n" not in text and len(text) < 400
+    # one line, short apart from the two paths it names (longer under pytest-xdist)
+    assert "\n" not in text and len(text) - len(str(suite)) - len(str(entry)) < 300
 
 
 @pytest.mark.parametrize("case", ["fifo", "loop", "dangling"])
