@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--record",
         action="store_true",
         help="record every model request and response (key and token removed) in "
-        "RUN_DIR/model-exchanges.jsonl (the real API only)",
+        "RUN_DIR/model-exchanges.jsonl (the real API or the stub; replay it with "
+        "--model replay:RUN_DIR)",
     )
     parser.add_argument(
         "--keep-workspace",
