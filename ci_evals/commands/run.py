@@ -58,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        metavar="NAME|stub:PATH",
-        help="model name, or stub:PATH to run offline on the stub model serving that script",
+        metavar="NAME|stub:PATH|replay:RUN_DIR",
+        help="model name, or stub:PATH to run offline on the stub model serving that script, "
+        "or replay:RUN_DIR to serve a run recorded with --record back (docs/replay.md)",
     )
     parser.add_argument(
         "--jobs",
