@@ -58,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        metavar="NAME|stub:PATH",
-        help="model name, or stub:PATH to run offline on the stub model serving that script",
+        metavar="NAME|stub:PATH|replay:RUN_DIR",
+        help="model name, or stub:PATH to run offline on the stub model serving that script, "
+        "or replay:RUN_DIR to serve a run recorded with --record back (docs/replay.md)",
     )
     parser.add_argument(
         "--jobs",
@@ -82,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--record",
         action="store_true",
         help="record every model request and response (key and token removed) in "
-        "RUN_DIR/model-exchanges.jsonl (the real API only)",
+        "RUN_DIR/model-exchanges.jsonl (the real API or the stub; replay it with "
+        "--model replay:RUN_DIR)",
     )
     parser.add_argument(
         "--keep-workspace",

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, TypeVar
@@ -113,6 +115,20 @@ class LocalServer(ThreadingHTTPServer):
     ) -> None:
         self.service = service
         super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up is normal (timeouts, killed CLIs); anything else is a bug.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+def caller_of(headers: Mapping[str, str], prefix: str) -> str:
+    """The caller's tag in a request's API key (`x-api-key`, or a bearer token):
+    what follows `prefix` (`stub-model-key.c3`: `c3`); '' for none. A service
+    that tells its callers apart hands each an API key `prefix + tag`."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    key = lowered.get("x-api-key") or lowered.get("authorization", "").removeprefix("Bearer ")
+    return key.removeprefix(prefix) if key.startswith(prefix) else ""
 
 
 class LocalHandler(BaseHTTPRequestHandler):

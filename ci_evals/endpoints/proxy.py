@@ -55,7 +55,6 @@ import secrets
 import select
 import socket
 import ssl
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -447,11 +446,6 @@ class _Server(LocalServer):
         finally:
             with self.proxy._lock:
                 self.proxy._handlers.discard(threading.current_thread())
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up is normal (timeouts, killed CLIs); anything else is a bug.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
 
 
 class _Handler(LocalHandler):

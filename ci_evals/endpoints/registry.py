@@ -1,8 +1,8 @@
 """Endpoint kinds by name (`ci_evals.registry`), and the endpoint `--model` names.
 
 `--model NAME:REST` is kind NAME with REST as its value: built in, `stub`
-(`stub:PATH`) and `anthropic`; a package adds one with an entry point in
-group `ci_evals.endpoints` naming its `EndpointKind` (endpoints.base). Any
+(`stub:PATH`), `replay` (`replay:RUN_DIR`) and `anthropic`; a package adds one
+with an entry point in group `ci_evals.endpoints` naming its `EndpointKind` (endpoints.base). Any
 other value, or none, is a model name on the real API (`anthropic`): a model
 id may itself hold a colon, so installed metadata is read only for a prefix
 that is not built in.
@@ -24,6 +24,7 @@ KINDS: Registry[EndpointKind] = Registry(
     "ci_evals.endpoints",
     {
         "stub": "ci_evals.endpoints.stub:KIND",
+        "replay": "ci_evals.endpoints.replay:KIND",
         DEFAULT_ENDPOINT: "ci_evals.endpoints.anthropic:KIND",
     },
 )

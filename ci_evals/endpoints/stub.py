@@ -1,6 +1,8 @@
 """`stub:PATH`: the stub model (`stub_model`) serving a script on 127.0.0.1.
 
-No credential: the run needs no key and can run anywhere, offline.
+No credential: the run needs no key and can run anywhere, offline. With
+`--record` the stub writes every exchange as the forwarding proxy does, so a
+stub run can be replayed (`replay:RUN_DIR`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class StubEndpoint:
     def open(self, environ: Mapping[str, str], options: EndpointOptions) -> Iterator[OpenEndpoint]:
         from ci_evals.endpoints.stub_model import StubServer  # noqa: PLC0415
 
-        with StubServer(self._load()) as server:
+        with StubServer(self._load(), record_path=options.record_path) as server:
             yield OpenEndpoint(
                 name=self.name,
                 env=server.cli_env(),

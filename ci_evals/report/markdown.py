@@ -152,7 +152,8 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     scenarios = len({scenario.id for scenario in result.scenarios})
     repeats = f" x {result.repeat} repeats" if result.repeat > 1 else ""
-    stub = " (stub model: a wiring check, not a model verdict)" if result.cost_note else ""
+    stub_run = result.model_endpoint.startswith("stub:")
+    stub = " (stub model: a wiring check, not a model verdict)" if stub_run else ""
     lines = [
         f"## ci-evals: {verdict}",
         "",
@@ -169,7 +170,14 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
             "",
         ]
     requests, in_stages = stub_miss_count(result)
-    if requests:
+    if requests and result.model_endpoint.startswith("replay:"):
+        lines += [
+            f"**Replay diverged:** {requests} request(s) in {in_stages} stage(s) had no "
+            "recorded exchange (the agent asked what the recorded run never asked): those "
+            "stages are errors; see *Not passed*.",
+            "",
+        ]
+    elif requests:
         lines += [
             f"**Stub script mismatch:** {requests} request(s) in {in_stages} stage(s) had no "
             "scripted answer (no rule matched, or a rule's turns ran out): the stub script and "

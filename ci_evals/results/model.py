@@ -112,11 +112,12 @@ def file_changes(changes: Iterable[Change]) -> list[FileChange]:
 
 class StubMiss(_Model):
     """A request of the stage (or its reviewers) the stub model's script had no
-    answer for: no rule matched it, or the rule that did had run out of turns.
-    The script and the suite disagree, so the stage is an `error`, whatever its
-    graders said (docs/stub-model.md)."""
+    answer for: no rule matched it, or the rule that did had run out of turns;
+    or, replaying a recording (`diverged`), one it holds no exchange for. The
+    script (the recording) and the suite disagree, so the stage is an `error`,
+    whatever its graders said (docs/stub-model.md, docs/replay.md)."""
 
-    outcome: Literal["unmatched", "exhausted"]
+    outcome: Literal["unmatched", "exhausted", "diverged"]
     rule: str | None = None  # exhausted: the rule whose turns ran out
     turn: int | None = None  # exhausted: the turn asked for (1-based)
     subagent: bool = False
@@ -125,6 +126,12 @@ class StubMiss(_Model):
 
 def stub_miss_error(misses: list[StubMiss]) -> str:
     """The one-line `error` of a stage with stub misses (the first one quoted)."""
+    diverged = [m for m in misses if m.outcome == "diverged"]
+    if diverged:
+        return (
+            f"the replayed recording had no exchange for {len(diverged)} request(s): "
+            f"{diverged[0].text}"
+        )
     unmatched = sum(1 for m in misses if m.outcome == "unmatched")
     exhausted = len(misses) - unmatched
     kinds = [f"{unmatched} no rule matched"] if unmatched else []
@@ -340,8 +347,13 @@ class RunResult(_Model):
     @property
     def cost_note(self) -> str:
         """What to say after a cost: a stub's cost is its scripted token counts at
-        list price, never money spent (" (simulated: stub model)"), else ""."""
-        return " (simulated: stub model)" if self.model_endpoint.startswith("stub:") else ""
+        list price, never money spent (" (simulated: stub model)"); a replay's is
+        the recording's usage at list price, nothing spent now; else ""."""
+        if self.model_endpoint.startswith("stub:"):
+            return " (simulated: stub model)"
+        if self.model_endpoint.startswith("replay:"):
+            return " (replayed: recorded usage, $0 spent)"
+        return ""
 
 
 def json_schema() -> dict[str, Any]:

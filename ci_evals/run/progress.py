@@ -235,6 +235,8 @@ def _stub_misses(result: RunResult) -> list[str]:
                     inert(f"  {label} stage {stage.number} {stage.name}: {first}")
                     + (f" (and {more} more)" if more else "")
                 )
-    if lines:
+    if lines and result.model_endpoint.startswith("replay:"):
+        lines.insert(0, "the recording had no exchange for these requests (the stages are errors):")
+    elif lines:
         lines.insert(0, "the stub script had no answer for these requests (the stages are errors):")
     return lines

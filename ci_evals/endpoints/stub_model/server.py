@@ -3,7 +3,10 @@
 `POST /v1/messages` is answered from the script (streamed SSE, chunked, on a
 keep-alive connection like the real API). `POST /v1/messages/count_tokens`
 gets zero; `HEAD`/`GET` (the CLI's `/api/hello` probe) get an empty 200;
-anything else a JSON 404. Every request is recorded.
+anything else a JSON 404. Every request is recorded (`requests`); with
+`record_path`, every Messages API exchange is also written there as one JSON
+line, in the format of the forwarding proxy's `--record` (docs/replay.md), so
+a stub run can be replayed like a run on the real API.
 
 Stopping is clean: hanging handlers wait on an event that `stop()` sets, open
 keep-alive sockets are shut down so their threads leave `readline`, and the
@@ -13,19 +16,21 @@ handler threads are joined.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import itertools
 import json
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
-from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
+from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer, caller_of
 from ci_evals.endpoints.stub_model import sse
 from ci_evals.endpoints.stub_model.request import parse_request
 from ci_evals.endpoints.stub_model.responder import Reply, Responder
@@ -90,8 +95,11 @@ class StubServer(LocalHTTPService):
         script: Script,
         port: int = 0,
         on_request: Callable[[RequestRecord], None] | None = None,
+        record_path: Path | None = None,
     ) -> None:
         self.script = script
+        self.record_path = record_path
+        self._record_file: IO[str] | None = None
         self.responder = Responder(script)
         self._on_request = on_request
         self._records: list[RequestRecord] = []
@@ -108,11 +116,20 @@ class StubServer(LocalHTTPService):
     def _make_server(self, address: tuple[str, int]) -> _HTTPServer:
         return _HTTPServer(address, _Handler, self)
 
+    def _before_start(self) -> None:
+        if self.record_path is not None:
+            self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            self._record_file = self.record_path.open("a", encoding="utf-8")
+
     def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
         for conn in self.open_connections():
             with contextlib.suppress(OSError):  # already closed by the client
                 conn.shutdown(socket.SHUT_RDWR)
         httpd.server_close()  # joins the handler threads (block_on_close)
+        with self._lock:
+            if self._record_file is not None:
+                self._record_file.close()
+                self._record_file = None
 
     # -- what callers use ----------------------------------------------------------
 
@@ -157,6 +174,13 @@ class StubServer(LocalHTTPService):
         if self._on_request is not None:
             self._on_request(record)
 
+    def _write_exchange(self, line: Mapping[str, Any]) -> None:
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        with self._lock:
+            if self._record_file is not None:
+                self._record_file.write(text + "\n")
+                self._record_file.flush()
+
     def _next_index(self) -> int:
         return next(self._indexes)
 
@@ -189,13 +213,6 @@ class StubWatch:
         ]
 
 
-def caller_of(headers: Mapping[str, str]) -> str:
-    """The tag in a request's API key (`x-api-key`, or a bearer token), '' for none."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    key = lowered.get("x-api-key") or lowered.get("authorization", "").removeprefix("Bearer ")
-    return key.removeprefix(KEY_PREFIX) if key.startswith(KEY_PREFIX) else ""
-
-
 class _HTTPServer(LocalServer):
     daemon_threads = False  # tracked, so server_close() can join them
     block_on_close = True
@@ -204,14 +221,14 @@ class _HTTPServer(LocalServer):
         self.stub = stub
         super().__init__(address, handler, stub)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up is normal (timeouts, killed CLIs); anything else is a bug.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
 
 class _Handler(LocalHandler):
     server: _HTTPServer  # records replace the access log
+
+    def setup(self) -> None:
+        super().setup()
+        self._sent = bytearray()  # what the current Messages request was sent (recording)
+        self._sent_headers: dict[str, str] = {}
 
     # -- verbs ---------------------------------------------------------------------
 
@@ -289,6 +306,8 @@ class _Handler(LocalHandler):
             )
             return
         headers = dict(self.headers.items())
+        self._sent = bytearray()
+        self._sent_headers = {}
         request = parse_request(decoded, headers)
         reply = stub.responder.reply(request)
         status = self._status_of(reply)
@@ -308,7 +327,7 @@ class _Handler(LocalHandler):
                 session_id=request.session_id,
                 stream=request.stream,
                 status=status,
-                caller=caller_of(headers),
+                caller=caller_of(headers, KEY_PREFIX),
                 note=_answer_text(reply) if reply.outcome in MISSED else None,
             )
         )
@@ -319,6 +338,45 @@ class _Handler(LocalHandler):
             self._send_reply(reply, request.model, request.stream)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the CLI gave up on this request (its timeout)
+        finally:
+            if stub.record_path is not None:
+                stub._write_exchange(self._exchange(arrived, decoded, headers, reply, status))
+
+    def _exchange(
+        self,
+        arrived: float,
+        body: dict[str, Any],
+        headers: Mapping[str, str],
+        reply: Reply,
+        status: int,
+    ) -> dict[str, Any]:
+        """The recording's line (the forwarding proxy's keys; no key in the headers)."""
+        return {
+            "time": datetime.fromtimestamp(arrived, timezone.utc).isoformat(),
+            "duration_s": round(time.time() - arrived, 6),
+            "method": self.command,
+            "path": self.path,
+            "request_headers": {
+                k.lower(): v
+                for k, v in headers.items()
+                if k.lower() not in ("x-api-key", "authorization")
+            },
+            "request_body": body,
+            "outcome": reply.outcome,
+            "status": status if self._sent_headers else 0,
+            "response_headers": self._sent_headers,
+            "response_body": bytes(self._sent).decode("utf-8", errors="replace"),
+            "model": body.get("model"),
+            "usage": dataclasses.asdict(reply.usage),
+            "cost_usd": 0.0,
+            "reserved_usd": 0.0,
+            "attempts": [],
+            "error": None,
+        }
+
+    def send_header(self, keyword: str, value: str) -> None:
+        self._sent_headers[keyword.lower()] = value  # for the recording
+        super().send_header(keyword, value)
 
     @staticmethod
     def _status_of(reply: Reply) -> int:
@@ -344,6 +402,7 @@ class _Handler(LocalHandler):
             self.send_header("request-id", request_id)
             self.end_headers()
             self.wfile.write(body)
+            self._sent += body
             return
         if not stream:
             self._send_json(reply, model, message_id, request_id)
@@ -382,6 +441,7 @@ class _Handler(LocalHandler):
         self.send_header("request-id", request_id)
         self.end_headers()
         self.wfile.write(body)
+        self._sent += body
 
     def _hang_up(self) -> None:
         self.wfile.flush()
@@ -389,5 +449,6 @@ class _Handler(LocalHandler):
         self.connection.shutdown(socket.SHUT_RDWR)
 
     def _chunk(self, data: bytes) -> None:
+        self._sent += data
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
