@@ -110,6 +110,9 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path: Path) -> None:
             assert stage.trajectory is not None and (merged / stage.trajectory).is_file()
     report = ci_evals("report", str(merged), "--markdown", str(tmp_path / "r.md"), cwd=tmp_path)
     assert report.returncode == 0, report.stderr
+    cost = [line for line in (tmp_path / "r.md").read_text().splitlines() if "Shards:" in line]
+    assert len(cost) == 1 and cost[0].startswith("- Shards: 2 x ")
+    assert "the cheapest is" in cost[0] and "60 s set-up assumed" in cost[0]
 
     # Fail closed: a shard missing, a shard twice, shards of another plan.
     missing = ci_evals("merge", str(tmp_path / "s1"), "--out", str(tmp_path / "m1"), cwd=tmp_path)
