@@ -11,6 +11,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.run",
         "run stages N..last of the suite's scenarios through the agent",
     ),
+    "plan": (
+        "ci_evals.commands.plan",
+        "split a run into K shards for CI's job matrix, balanced by recorded durations",
+    ),
+    "merge": (
+        "ci_evals.commands.merge",
+        "merge the results of a run's shards into one run folder, refusing a mismatch",
+    ),
     "init": (
         "ci_evals.commands.init",
         "draft a suite for a plugin (stage map, ci-evals.yaml, fixtures, stub script, "
@@ -73,6 +81,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 NEEDS_RUN_EXTRA = frozenset(
     {
         "run",
+        "plan",
+        "merge",
         "init",
         "check",
         "grade",

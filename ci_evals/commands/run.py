@@ -78,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, metavar="DIR", help="run folder (default: .ci-evals/runs/<run-id>)"
     )
+    add_shard_options(parser)
     isolation.add_option(parser)
     parser.add_argument(
         "--record",
@@ -91,6 +92,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep each scenario's workspace (under $TMPDIR; its path is printed) "
         "instead of removing it at the end",
+    )
+
+
+def add_shard_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shard",
+        metavar="I/K",
+        help="run only shard I of K, as `ci-evals plan` split the run (docs/scale-out.md)",
+    )
+    durations_option(parser)
+
+
+def durations_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--durations",
+        type=Path,
+        metavar="RESULTS",
+        help="balance shards by the stage durations of this earlier results file or run "
+        "folder (with --tasks: a benchmark folder); default: one per stage",
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ci_evals.report.baseline import NOT_RUN, STALE, Comparison, Delta, NoBaseline, StageRow
 from ci_evals.report.costs import CostSummary
 from ci_evals.report.markdown import CELL_LIMIT, REASON_LIMIT, text
+from ci_evals.report.shards import shard_line
 
 DELTAS_SHOWN = 30  # per list; the rest are counted
 ROWS_SHOWN = 100
@@ -189,4 +190,6 @@ def cost_section(costs: CostSummary) -> str:
             )
     else:
         lines.append("- Served from fixtures: none (a full run); nothing saved")
+    if costs.shards is not None:
+        lines.append(shard_line(costs.shards))
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ci_evals.report.baseline import is_stub, stage_cost, stage_costs
+from ci_evals.report.shards import ShardCost, shard_cost
 from ci_evals.results.model import RunResult
 
 
@@ -30,6 +31,7 @@ class CostSummary:
     saving_simulated: bool  # the estimate comes from a stub-model baseline
     basis: str = ""  # where the estimate comes from
     no_estimate: str = ""
+    shards: ShardCost | None = None  # a merged run's shards (`report.shards`)
 
 
 def _live(result: RunResult) -> tuple[tuple[str, ...], int, int]:
@@ -94,4 +96,5 @@ def cost_summary(current: RunResult, baseline: RunResult | None) -> CostSummary:
         saving_simulated=baseline is not None and is_stub(baseline),
         basis=why if saving is not None else "",
         no_estimate=why if saving is None else "",
+        shards=shard_cost(current),
     )

@@ -8,6 +8,7 @@ any problem is an error, never a pass (docs/report.md).
 
 What is checked here (no grading code needed):
 
+- a shard (`run --shard`): its scenarios are exactly its units, in plan order;
 - the run: a finished run has `finished_at` and no `pending`/`running` stage;
   its `total_cost_usd` is what its endpoint forwarded (`forwarded.cost_usd`),
   or without one the sum of the stages' and reviewers' costs; `repeat`
@@ -122,12 +123,15 @@ def _scenarios(result: RunResult) -> list[str]:
     repeats: dict[str, list[int]] = defaultdict(list)
     for scenario in result.scenarios:
         repeats[scenario.id].append(scenario.repeat)
-    for sid, seen in repeats.items():
-        if sorted(seen) != list(range(result.repeat)):
-            found.append(
-                f"scenario {sid} has repeats {sorted(r + 1 for r in seen)} but the run "
-                f"repeated each scenario {result.repeat} time(s)"
-            )
+    if result.shard is not None:  # a shard holds exactly its units
+        found += _shard(result)
+    else:
+        for sid, seen in repeats.items():
+            if sorted(seen) != list(range(result.repeat)):
+                found.append(
+                    f"scenario {sid} has repeats {sorted(r + 1 for r in seen)} but the run "
+                    f"repeated each scenario {result.repeat} time(s)"
+                )
     shapes = {tuple((s.number, s.name) for s in scenario.stages) for scenario in result.scenarios}
     if len(shapes) > 1:
         found.append("the scenarios do not all have the same stages (one was added or removed)")
@@ -158,6 +162,28 @@ def _scenarios(result: RunResult) -> list[str]:
         found += [
             f"{label}: {p}" for p in _order(scenario, regraded=result.regraded_at is not None)
         ]
+    return found
+
+
+def _shard(result: RunResult) -> list[str]:
+    """A shard's scenarios are its units, each once, in plan order, within its run's repeats."""
+    shard = result.shard
+    assert shard is not None
+    found: list[str] = []
+    if shard.index > shard.count:
+        found.append(f"shard {shard.index} of {shard.count} does not exist")
+    units = [(unit.scenario, unit.repeat) for unit in shard.units]
+    ran = [(scenario.id, scenario.repeat) for scenario in result.scenarios]
+    if ran != units:
+        found.append(f"the scenarios run {ran} are not the shard's units {units}")
+    positions = [unit.position for unit in shard.units]
+    if positions != sorted(set(positions)) or any(p >= shard.units_total for p in positions):
+        found.append(f"the shard's unit positions {positions} are not in plan order")
+    found += [
+        f"scenario {sid} repeat {r + 1} is beyond the run's {result.repeat} repeat(s)"
+        for sid, r in units
+        if r >= result.repeat
+    ]
     return found
 
 

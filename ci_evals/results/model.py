@@ -42,6 +42,9 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "ScenarioResult",
+    "Shard",
+    "ShardTiming",
+    "ShardUnit",
     "StageResult",
     "StageStatus",
     "StubMiss",
@@ -253,6 +256,41 @@ class Forwarded(_Model):
         return Forwarded(**{k: v + getattr(other, k) for k, v in values.items()})
 
 
+class ShardUnit(_Model):
+    """One work unit of a sharded run: a scenario's repeat, and its place in the plan."""
+
+    scenario: str
+    repeat: int = Field(ge=0)  # 0-based, as `ScenarioResult.repeat`
+    position: int = Field(ge=0)  # its index in the whole plan's order (the unsharded run's)
+
+
+class Shard(_Model):
+    """This file is shard `index` of `count` of one plan (`ci-evals plan`, docs/scale-out.md):
+    it holds exactly `units`; `ci-evals merge` puts the `count` shards back together."""
+
+    index: int = Field(ge=1)
+    count: int = Field(ge=1)
+    units_total: int = Field(ge=1)  # units in the whole plan
+    plan_sha256: str  # the whole assignment (every unit and its shard): equal in every shard
+    units: list[ShardUnit] = Field(default_factory=list)
+
+
+class ShardTiming(_Model):
+    """One shard of a merged run: its run id, when it started and finished, its units."""
+
+    index: int = Field(ge=1)
+    run_id: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    units: int = Field(ge=0)
+
+    @property
+    def wall_s(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
 class ResourceLimits(_Model):
     """What bounded each sandbox's processes (docs/isolation.md, *Limits*). Besides
     these, every file and what a stage's writable folders grow by while it runs are
@@ -307,6 +345,10 @@ class RunResult(_Model):
     # One per (scenario, stage), over its repeats: the k-of-n verdict and statistics.
     summaries: list[StageSummary] = Field(default_factory=list)
     regraded_at: datetime | None = None  # set by `ci-evals grade` on the file it writes
+    # `run --shard I/K`: the shard this file holds (None: the whole run, or a merge of shards).
+    shard: Shard | None = None
+    # `ci-evals merge`: the shards it was merged from, each one's wall time (None: not merged).
+    merged_shards: list[ShardTiming] | None = None
 
     @property
     def unattributed_usd(self) -> float:

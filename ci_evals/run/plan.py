@@ -26,9 +26,9 @@ from ci_evals.agents.registry import build_agent
 from ci_evals.endpoints.base import Endpoint, EndpointOptions
 from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
-from ci_evals.results.model import RunResult
+from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import isolation, provenance
+from ci_evals.run import isolation, provenance, shard
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
@@ -56,6 +56,7 @@ class Prepared:
     sandbox: SandboxConfig
     repeat: int
     pass_at_least: int | None
+    shard: Shard | None = None  # `--shard I/K`: only these units
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,7 +98,7 @@ def prepare(
     from_stage: Stage | None = None
     selection: Selection | None = None
     with _checking(problems):
-        from_stage, selection = _from_stage(suite, args)
+        from_stage, selection = from_stage_of(suite, args)
     scenarios: tuple[Scenario, ...] = suite.scenarios
     with _checking(problems):
         scenarios = (
@@ -125,7 +126,12 @@ def prepare(
                 hint="raise --repeat, or lower pass_at_least",
             )
         )
+    chosen: Shard | None = None
+    if getattr(args, "shard", None) and from_stage is not None:
+        with _checking(problems):
+            chosen = _shard(args, suite, from_stage, scenarios, repeat)
     return Prepared(
+        shard=chosen,
         suite=suite,
         from_stage=from_stage,
         selection=selection,
@@ -135,6 +141,22 @@ def prepare(
         repeat=repeat,
         pass_at_least=pass_at_least,
     )
+
+
+def _shard(
+    args: argparse.Namespace,
+    suite: Suite,
+    from_stage: Stage,
+    scenarios: tuple[Scenario, ...],
+    repeat: int,
+) -> Shard:
+    """`--shard I/K`: the units `ci-evals plan` gave shard I (the same inputs, the same split)."""
+    index, count = shard.parse_spec(args.shard)
+    durations = shard.read_durations(args.durations)
+    assignment = shard.suite_assignment(
+        suite, from_stage, scenarios, repeat, count=count, durations=durations
+    )
+    return shard.shard_of(assignment, index, count)
 
 
 @contextmanager
@@ -173,10 +195,11 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         pass_at_least=ready.pass_at_least,
         suite_identity=provenance.suite_identity(ready.suite),
         revision=provenance.revision(ready.suite, ready.selection),
+        shard=ready.shard,
     )
 
 
-def _from_stage(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
+def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
     """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
     if args.base is None:
         return suite.stage(args.from_stage or 1), None

@@ -59,6 +59,7 @@ from ci_evals.results.model import (
     Revision,
     RunResult,
     ScenarioResult,
+    Shard,
     StageResult,
     SuiteIdentity,
     file_changes,
@@ -102,6 +103,7 @@ class RunPlan:
     # Recorded in results so a later run can be compared with this one (docs/report.md).
     suite_identity: SuiteIdentity | None = None
     revision: Revision | None = None
+    shard: Shard | None = None  # `run --shard I/K`: only its units run
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -212,7 +214,9 @@ class Runner:
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,
+            shard=plan.shard,
         )
+        units = None if plan.shard is None else {(u.scenario, u.repeat) for u in plan.shard.units}
         # Workspaces live in a temp folder, not in the run folder: the run folder
         # is usually inside the user's repository, and Claude Code reads every
         # CLAUDE.md in the folders above its cwd and sees the repo in `git
@@ -224,6 +228,8 @@ class Runner:
         self._states: list[_Scenario] = []
         for scenario in plan.scenarios:
             for repeat in range(plan.repeat):
+                if units is not None and (scenario.id, repeat) not in units:
+                    continue
                 stages = [
                     StageResult(number=s.number, name=s.name, graded=not s.grading.empty)
                     for s in plan.stages

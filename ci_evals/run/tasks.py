@@ -26,8 +26,9 @@ from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
-from ci_evals.results.model import read_results
+from ci_evals.results.model import Shard, read_results
 from ci_evals.run import plan as single
+from ci_evals.run import shard
 from ci_evals.suite.load import SUITE_FILE, Suite, load_suite
 from ci_evals.suite.matrix import Configuration, load_matrix
 
@@ -45,11 +46,14 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{option} selects within one suite; --tasks runs every task whole")
     environ = dict(os.environ)
     tasks = find_tasks(args.tasks)
-    # `--model` is the model of every configuration the matrix leaves it to: named so.
-    configurations = tuple(
-        dataclasses.replace(c, model=args.model) if c.model is None and args.model else c
-        for c in load_matrix(args.matrix)
-    )
+    configurations = _configurations(args)
+    chosen: shard.Assignment | None = None
+    index = 0
+    if args.shard:
+        index, count = shard.parse_spec(args.shard)
+        durations = shard.read_durations(args.durations)
+        chosen = _assignment(args, tasks, configurations, durations, count)
+        shard.shard_of(chosen, index, count)  # K is what `plan` printed
     for configuration in configurations:  # every mistake before anything starts
         endpoint_for(configuration.model or args.model).check(environ, "ci-evals run --tasks")
         for name, suite in tasks:
@@ -64,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
         rows: list[TaskRow] = []
         for name, suite in tasks:
             run_dir = out / configuration.folder(number) / name
-            ended = _run_task(args, environ, configuration, name, suite, run_dir)
+            record = None
+            if chosen is not None:
+                record = chosen.record(index, f"{configuration.folder(number)}/{name}")
+                if not record.units:
+                    continue  # another shard's
+            ended = _run_task(args, environ, configuration, name, suite, run_dir, record)
             rows.append(task_row(name, run_dir.relative_to(out).as_posix(), read_results(run_dir)))
             _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
             if ended == EXIT_INTERRUPTED:
@@ -75,6 +84,37 @@ def run(args: argparse.Namespace) -> int:
     print(render(tables), end="")
     print(f"benchmark: {out / BENCHMARK_MD}")
     return code
+
+
+def _configurations(args: argparse.Namespace) -> tuple[Configuration, ...]:
+    # `--model` is the model of every configuration the matrix leaves it to: named so.
+    return tuple(
+        dataclasses.replace(c, model=args.model) if c.model is None and args.model else c
+        for c in load_matrix(args.matrix)
+    )
+
+
+def assignment(args: argparse.Namespace, durations: shard.Durations) -> shard.Assignment:
+    """`ci-evals plan --tasks`: every task x configuration x scenario x repeat, split."""
+    return _assignment(args, find_tasks(args.tasks), _configurations(args), durations, args.shards)
+
+
+def _assignment(
+    args: argparse.Namespace,
+    tasks: list[tuple[str, Suite]],
+    configurations: tuple[Configuration, ...],
+    durations: shard.Durations,
+    count: int,
+) -> shard.Assignment:
+    units: list[shard.Unit] = []
+    stages: dict[str, list[int]] = {}
+    for number, configuration in enumerate(configurations, start=1):
+        for name, suite in tasks:
+            varied = configuration.apply(suite, name)
+            run = f"{configuration.folder(number)}/{name}"
+            units += shard.suite_units(varied.scenarios, args.repeat or varied.grading.repeat, run)
+            stages[run] = [stage.number for stage in varied.stages]
+    return shard.plan_units(units, lambda unit: stages[unit.run], durations, count)
 
 
 def find_tasks(folder: Path) -> list[tuple[str, Suite]]:
@@ -96,16 +136,19 @@ def _run_task(  # noqa: PLR0917 - one private call site
     name: str,
     suite: Suite,
     run_dir: Path,
+    record: Shard | None = None,
 ) -> int:
     varied = configuration.apply(suite, name)
     task_args = argparse.Namespace(
-        **{**vars(args), "model": configuration.model or args.model, "out": run_dir}
+        **{**vars(args), "model": configuration.model or args.model, "out": run_dir, "shard": None}
     )
     ready = single.prepare(task_args, environ, Problems(), suite=varied)
     assert ready is not None and ready.endpoint is not None  # it raises at a problem
+    endpoint = ready.endpoint
+    ready = dataclasses.replace(ready, shard=record)  # the whole plan's units in this task
     plan = single.build(ready, task_args, environ)
     print(f"ci-evals: task {name}, configuration {configuration.label}", file=sys.stderr)
-    return single.execute(plan, ready.endpoint, record=args.record)
+    return single.execute(plan, endpoint, record=args.record)
 
 
 def _write(out: Path, tables: list[ConfigurationTable]) -> None:

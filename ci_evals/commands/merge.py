@@ -1,0 +1,41 @@
+"""`ci-evals merge RESULTS... [--out DIR]`: a run's shards into one run folder
+(docs/scale-out.md); `report` and `comment` then read it as one run.
+
+Each shard is cross-checked as `report` checks a file (`report.verify`); the
+merge itself is `ci_evals.run.merge`. Exit 0 when merged, 2 on a refusal
+(different runs, a missing or duplicated shard, an inconsistent file).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ci_evals.errors import EXIT_OK
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS",
+        help="each shard's results file or run folder (with --tasks: its benchmark folder)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(".ci-evals") / "merged",
+        metavar="DIR",
+        help="the merged run folder (default: .ci-evals/merged)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ci_evals.report import verify  # noqa: PLC0415
+    from ci_evals.run import merge  # noqa: PLC0415
+
+    merged = merge.merge(args.results, args.out.resolve(), verify.problems)
+    what = "task run(s)' units" if merged.tasks else "unit(s)"
+    print(f"merged {merged.shards} shard(s), {merged.units} {what}: {merged.out}")
+    return EXIT_OK

@@ -1,0 +1,274 @@
+"""`ci-evals merge`: a run's shards back into one run folder (docs/scale-out.md).
+
+Each shard's `results.json` (`run --shard I/K`) is read and cross-checked
+first (`check`: the report's rules, passed in from above); the shards must be
+of one plan — the same suite, from-stage, plugin and suite digests, commit,
+repeats, endpoint, shard count and assignment digest — and together hold
+shards 1..K and every unit of the plan exactly once. Any mismatch, a missing
+or duplicated shard is refused (one line naming the files and the field):
+a merge with a shard missing is no run, and no pass. The merged file is what
+the unsharded run would have written, scenarios in the plan's order and the
+summaries recomputed, but for ids and timings; it lists the shards it came
+from (`merged_shards`: each one's wall time, for the Cost section). Each
+unit's folder (`<scenario>/`, `<scenario>/r<i>/`) is copied beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ci_evals.errors import UserError
+from ci_evals.fs.atomic import write_atomic
+from ci_evals.results.benchmark import ConfigurationTable, as_json, render, task_row
+from ci_evals.results.model import (
+    RESULTS_FILE,
+    RunResult,
+    ShardTiming,
+    read_results,
+    write_results,
+)
+from ci_evals.results.summary import summarize_run
+
+Check = Callable[[RunResult], list[str]]  # a results file's problems (`report.verify.problems`)
+
+BENCHMARK_JSON = "benchmark.json"
+BENCHMARK_MD = "benchmark.md"
+
+# Fields every shard of one plan shares; the first that differs is named.
+_SAME: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
+    ("suite", lambda r: r.suite and r.suite.model_dump()),
+    ("suite_sha256", lambda r: r.suite_sha256),
+    ("from_stage", lambda r: r.from_stage),
+    ("plugin_sha256", lambda r: r.plugin_sha256),
+    ("revision.commit", lambda r: r.revision and r.revision.commit),
+    ("repeat", lambda r: r.repeat),
+    ("pass_at_least", lambda r: r.pass_at_least),
+    ("model", lambda r: r.model),
+    ("model_endpoint", lambda r: r.model_endpoint),
+    ("sandbox", lambda r: r.sandbox),
+    ("metered", lambda r: r.forwarded is not None),
+)
+_SAME_PLAN: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
+    ("shard.count", lambda r: r.shard and r.shard.count),
+    ("shard.plan_sha256", lambda r: r.shard and r.shard.plan_sha256),
+    ("shard.units_total", lambda r: r.shard and r.shard.units_total),
+)
+
+
+@dataclass(frozen=True)
+class _Read:
+    path: Path  # as given
+    folder: Path  # the run folder its paths are relative to
+    result: RunResult
+
+
+@dataclass(frozen=True)
+class Merged:
+    out: Path
+    shards: int
+    units: int
+    tasks: bool  # a `run --tasks` benchmark
+
+
+def merge(paths: Sequence[Path], out: Path, check: Check) -> Merged:
+    """Merge the shards at `paths` (results files or run folders; with --tasks, shard
+    benchmark folders) into `out`; `UserError` at the first problem, nothing written."""
+    if not paths:
+        raise UserError("no shard given", hint="ci-evals merge RESULTS... --out DIR")
+    if (out / RESULTS_FILE).exists() or (out / BENCHMARK_JSON).exists():
+        raise UserError(f"{out} already holds a run", field="--out", hint="choose an empty folder")
+    if all((path / BENCHMARK_JSON).is_file() for path in paths):
+        return _merge_tasks(paths, out, check)
+    shards = [_read(path, check) for path in paths]
+    _same(shards, _SAME + _SAME_PLAN)
+    _complete(shards)
+    merged = _merged(shards)
+    _copy_units(shards, out)
+    write_results(out, merged)
+    problems = check(merged)
+    if problems:  # pragma: no cover - a bug here, never the shards' (they were checked)
+        raise UserError(f"the merged results are inconsistent: {problems[0]}", file=out)
+    return Merged(out, len(shards), sum(len(s.result.scenarios) for s in shards), tasks=False)
+
+
+def _read(path: Path, check: Check) -> _Read:
+    result = read_results(path)  # one line naming the file when unusable
+    file = path / RESULTS_FILE if path.is_dir() else path
+    if result.shard is None:
+        raise UserError(
+            "not a shard (no `shard`: written by `run` without --shard)",
+            file=file,
+            field="shard",
+        )
+    problems = check(result)
+    if problems:
+        raise UserError(
+            f"inconsistent: {problems[0]}",
+            file=file,
+            hint=f"{len(problems)} problem(s); `ci-evals report` lists them",
+        )
+    if result.status == "running":
+        raise UserError("the shard is still running (or was killed)", file=file, field="status")
+    return _Read(path, file.parent, result)
+
+
+Fields = Sequence[tuple[str, Callable[[RunResult], Any]]]
+
+
+def _same(shards: Sequence[_Read], fields: Fields) -> None:
+    first = shards[0]
+    for other in shards[1:]:
+        for name, value in fields:
+            a, b = value(first.result), value(other.result)
+            if a != b:
+                raise UserError(
+                    f"{first.path} and {other.path} are shards of different runs: "
+                    f"{name} is {a!r} and {b!r}",
+                    field=name,
+                )
+
+
+def _complete(shards: Sequence[_Read], roots: Sequence[Path] | None = None) -> None:
+    """Shards 1..K, each given once, and every unit of the plan once. `roots`: the shard
+    argument each read belongs to (with --tasks a shard is a folder of runs), else its own."""
+    first = shards[0].result.shard
+    assert first is not None
+    given = list(roots) if roots is not None else [read.path for read in shards]
+    owners = list(range(len(shards))) if roots is None else [given.index(r) for r in given]
+    seen: dict[int, int] = {}  # shard index -> the argument that gave it
+    positions: dict[int, int] = {}  # unit position -> the read that holds it
+    for n, read in enumerate(shards):
+        shard = read.result.shard
+        assert shard is not None
+        if seen.setdefault(shard.index, owners[n]) != owners[n]:
+            what = f"shard {shard.index}/{shard.count} is given twice"
+            where = f"{given[seen[shard.index]]} and {given[n]}"
+            raise UserError(f"{what}: {where}", field="shard.index")
+        for unit in shard.units:
+            if positions.setdefault(unit.position, n) != n:
+                what = f"unit {unit.scenario} repeat {unit.repeat + 1} is in two shards"
+                where = f"{shards[positions[unit.position]].path} and {read.path}"
+                raise UserError(f"{what}: {where}", field="shard.units")
+    missing = [k for k in range(1, first.count + 1) if k not in seen]
+    if missing:
+        raise UserError(
+            f"shard(s) {', '.join(f'{k}/{first.count}' for k in missing)} missing: "
+            "a merge without every shard is no run and no pass",
+            field="shard.index",
+            hint="pass every shard's results",
+        )
+    if len(positions) != first.units_total:
+        raise UserError(
+            f"the shards hold {len(positions)} of the plan's {first.units_total} units",
+            field="shard.units",
+        )
+
+
+def _merged(shards: Sequence[_Read]) -> RunResult:
+    results = sorted((r.result for r in shards), key=lambda r: r.shard.index if r.shard else 0)
+    first = results[0]
+    order = {
+        (unit.scenario, unit.repeat): unit.position
+        for result in results
+        for unit in (result.shard.units if result.shard else [])
+    }
+    scenarios = sorted(
+        (scenario for result in results for scenario in result.scenarios),
+        key=lambda s: order[s.id, s.repeat],
+    )
+    finished = [r.finished_at for r in results]
+    statuses = {r.status for r in results}
+    status = next(s for s in ("error", "interrupted", "completed") if s in statuses)
+    forwarded = None
+    if first.forwarded is not None:
+        forwarded = first.forwarded
+        for result in results[1:]:
+            assert result.forwarded is not None  # `metered` is the same in every shard
+            forwarded = forwarded.plus(result.forwarded)
+    merged = first.model_copy(
+        update={
+            "run_id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            + "-"
+            + secrets.token_hex(3),
+            "started_at": min(r.started_at for r in results),
+            "finished_at": None if None in finished else max(f for f in finished if f),
+            "status": status,
+            "isolated": all(r.isolated for r in results),
+            "forwarded": forwarded,
+            "scenarios": scenarios,
+            "shard": None,
+            "merged_shards": [
+                ShardTiming(
+                    index=r.shard.index if r.shard else 0,
+                    run_id=r.run_id,
+                    started_at=r.started_at,
+                    finished_at=r.finished_at,
+                    units=len(r.scenarios),
+                )
+                for r in results
+            ],
+        },
+        deep=True,
+    )
+    merged.total_cost_usd = forwarded.cost_usd if forwarded else merged.stages_cost_usd
+    merged.summaries = summarize_run(merged, merged.pass_at_least)
+    return merged
+
+
+def _copy_units(shards: Sequence[_Read], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for read in shards:
+        many = read.result.repeat > 1
+        for scenario in read.result.scenarios:
+            folder = f"{scenario.id}/r{scenario.repeat + 1}" if many else scenario.id
+            source = read.folder / folder
+            if source.is_dir():
+                shutil.copytree(source, out / folder, symlinks=True)
+
+
+# -- `run --tasks`: per task run, then the tables ----------------------------------------
+
+
+def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
+    runs: dict[str, list[_Read]] = {}
+    labels: dict[str, str] = {}  # configuration folder -> its label
+    every: list[_Read] = []
+    roots: list[Path] = []
+    for path in paths:
+        bench = path / BENCHMARK_JSON
+        try:
+            data = json.loads(bench.read_text(encoding="utf-8"))
+            rows = [(c["configuration"], row["run_dir"]) for c in data["configurations"]
+                    for row in c["tasks"]]  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"not a benchmark.json: {exc}", file=bench) from None
+        for label, run_dir in rows:
+            if not isinstance(run_dir, str) or ".." in Path(run_dir).parts:
+                raise UserError(f"run_dir {run_dir!r} is not below it", file=bench, field="run_dir")
+            read = _read(path / run_dir, check)
+            runs.setdefault(run_dir, []).append(read)
+            labels[run_dir.split("/")[0]] = label
+            every.append(read)
+            roots.append(path)
+    _same(every, _SAME_PLAN)
+    _complete(every, roots)
+    tables: dict[str, list[Any]] = {}
+    for run_dir in sorted(runs, key=lambda d: (int(d.split("-", 1)[0]), d)):
+        group = runs[run_dir]
+        _same(group, _SAME)
+        merged = _merged(group)
+        _copy_units(group, out / run_dir)
+        write_results(out / run_dir, merged)
+        configuration, task = run_dir.split("/", 1)
+        tables.setdefault(configuration, []).append(task_row(task, run_dir, merged))
+    built = [ConfigurationTable(labels[c], tuple(rows)) for c, rows in tables.items()]
+    write_atomic(out / BENCHMARK_MD, render(built).encode())
+    write_atomic(out / BENCHMARK_JSON, (json.dumps(as_json(built), indent=2) + "\n").encode())
+    return Merged(out, len(paths), sum(len(r.result.scenarios) for r in every), tasks=True)
