@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
+
+PROJECT = REPO
 
 
 @pytest.fixture(autouse=True)

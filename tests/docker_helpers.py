@@ -35,5 +35,7 @@ def build_test_image() -> str:
 def containers(**labels: str) -> list[str]:
     """Ids of the containers (running or not) carrying every label given."""
     wanted = [f"{key}={value}" for key, value in labels.items()]
-    found = engine.client().containers.list(all=True, filters={"label": wanted})
+    # sparse: no inspect per container, which fails (404) for one another test
+    # removes between the list and the inspect (pytest-xdist)
+    found = engine.client().containers.list(all=True, filters={"label": wanted}, sparse=True)
     return [str(container.id) for container in found]

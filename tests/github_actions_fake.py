@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_github_comment import REPO, TOKEN, FakeGitHub, Recorded, _Handler
+from tests.github.test_comment import REPO, TOKEN, FakeGitHub, Recorded, _Handler
 
 SIGNATURE = "sv=2026&sig=s3cr3t-url-signature"
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
+from tests.paths import REPO
+
+PROJECT = REPO
 
 SMALL_MAP = """\
 version: 1

@@ -11,7 +11,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-ONBOARDING = Path(__file__).parent / "data" / "onboarding"
+from tests.paths import DATA
+
+ONBOARDING = DATA / "onboarding"
 FEATURE_DEV = ONBOARDING / "feature-dev"
 COMMIT_COMMANDS = ONBOARDING / "commit-commands"  # its command runs `!`git ...``
 AGENTS = ("agents/code-architect.md", "agents/code-explorer.md", "agents/code-reviewer.md")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
+
+ROOT = REPO
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 
 

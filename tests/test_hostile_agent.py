@@ -25,9 +25,8 @@ import pytest
 from ci_evals.results.model import read_results
 from ci_evals.sandbox.bwrap import available
 from tests.conftest import git
+from tests.paths import REPO
 from tests.run_helpers import bundled_cli, make_suite, processes_mentioning
-
-REPO = Path(__file__).resolve().parent.parent
 
 SECRETS = {
     "GITHUB_TOKEN": "ghp_hostiletest0000000000000000000001",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,14 +15,22 @@ from ci_evals import process
 from ci_evals.process import ProcessGroup
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A zombie is gone for our purpose only once reaped; /proc tells its state.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(") ", 1)[1].startswith("Z")
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """The process is dead within `within_s`: a SIGKILLed process still takes a
+    moment to exit and be reaped on a loaded machine, so look again until then."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # A zombie is gone for our purpose (dead, only not yet reaped).
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/stat") as stat:
+            if stat.read().split(") ", 1)[1].startswith("Z"):
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
 
 
 def _grandchild(group: ProcessGroup) -> int:

@@ -16,8 +16,9 @@ from ci_evals.agents.environment import secret_names
 from ci_evals.selection import map_cache
 from tests.conftest import ExampleLayout
 from tests.conftest import git as git_cmd
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 # A program that ends at once but leaves a process in a session of its own
 # holding stdout open (what ssh's ControlPersist master does to git); the

@@ -39,11 +39,11 @@ from ci_evals.github.fork_artifact import PullRequestRef
 from ci_evals.github.safe_zip import safe_extract
 from ci_evals.main import main
 from ci_evals.results.model import dump_results
+from tests.github.test_baseline_fetch import V2
+from tests.github.test_comment import PR, REPO, TOKEN, FakeGitHub, github
+from tests.github.test_fork_comment import HEAD, a_fork_pr, workflow_run_event, writes
 from tests.github_actions_fake import ActionsGitHub, actions_github
-from tests.test_baseline_fetch import V2
-from tests.test_fork_comment import HEAD, a_fork_pr, workflow_run_event, writes
-from tests.test_github_comment import PR, REPO, TOKEN, FakeGitHub, github
-from tests.test_report import a_run, failed_stage, passed_stage, scenario, stage
+from tests.report.test_report import a_run, failed_stage, passed_stage, scenario, stage
 from tests.test_untrusted_input import patch_flags
 
 __all__ = ["actions_github", "github"]  # fixtures, used by name

@@ -20,11 +20,11 @@ import pytest
 
 from ci_evals.main import main
 from ci_evals.results.model import dump_results
+from tests.github.test_baseline_fetch import V2, fetch, source
+from tests.github.test_comment import REPO, TOKEN, FakeGitHub, github
+from tests.github.test_fork_comment import a_fork_pr, packed, post, refused, zipped
 from tests.github_actions_fake import ActionsGitHub, actions_github, zip_of
-from tests.test_baseline_fetch import V2, fetch, source
-from tests.test_fork_comment import a_fork_pr, packed, post, refused, zipped
-from tests.test_github_comment import REPO, TOKEN, FakeGitHub, github
-from tests.test_report import a_run, passed_stage, scenario
+from tests.report.test_report import a_run, passed_stage, scenario
 
 __all__ = ["actions_github", "github"]  # fixtures, used by name
 

@@ -26,9 +26,9 @@ from ci_evals.github.actions import ActionsEnv, commands_stopped
 from ci_evals.results.model import write_results
 from ci_evals.run.progress import summary_table
 from ci_evals.text import inert
-from tests.test_fork_comment import HEAD, a_fork_pr, ci_evals, post, pull_request_event
-from tests.test_github_comment import FakeGitHub, github
-from tests.test_report import a_run, failed_stage, passed_stage, scenario, stage
+from tests.github.test_comment import FakeGitHub, github
+from tests.github.test_fork_comment import HEAD, a_fork_pr, ci_evals, post, pull_request_event
+from tests.report.test_report import a_run, failed_stage, passed_stage, scenario, stage
 
 __all__ = ["github"]
 

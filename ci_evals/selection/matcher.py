@@ -24,7 +24,7 @@ where they can match (below their literal lead, at folders of their literal
 last name, at their fixed depth). pathspec still defines each glob's meaning:
 the regexes are pathspec's, cut at segment boundaries. Globs on which git and
 pathspec disagree are rejected by `glob_problem`, and
-`tests/test_matcher_property.py` checks every answer against both.
+`tests/selection/test_matcher_property.py` checks every answer against both.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ from ci_evals.report.verify import verdict_problems
 from ci_evals.results.criteria import StageVerdict
 from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.sandbox.bwrap import available as bwrap_available
+from tests.paths import DATA
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mcp"
+DATA = DATA / "mcp"
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 
 

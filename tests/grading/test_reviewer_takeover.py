@@ -23,8 +23,8 @@ from ci_evals.main import main
 from ci_evals.results.model import read_results
 from ci_evals.suite.load import load_suite
 from tests.grading.review_suite import make_review_suite
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 ALL_FIVE = '[{"criterion": "written", "score": 1}, {"criterion": "quality", "score": 5}]'
 LOW = '[{"criterion": "written", "score": 1}, {"criterion": "quality", "score": 1}]'
 

@@ -1,0 +1,91 @@
+"""`run --record` on the stub model, then `run --model replay:RUN_DIR`: real CLI, real sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci_evals.results.model import read_results
+from tests.run.test_run_command import ci_evals
+from tests.run_helpers import make_suite
+
+
+def _verdicts(run_dir: Path) -> list[tuple[str, int, str]]:
+    result = read_results(run_dir)
+    return [(sc.id, s.number, s.status) for sc in result.scenarios for s in sc.stages]
+
+
+@pytest.mark.slow
+def test_a_recorded_run_replays_to_the_same_verdicts_and_fails_closed_when_changed(
+    tmp_path: Path,
+) -> None:
+    suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"))
+    common = ("--suite", str(suite), "--from-stage", "4", "--jobs", "2")
+    recorded = tmp_path / "recorded"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert len((recorded / "model-exchanges.jsonl").read_text().splitlines()) == 8
+
+    # The stub script is gone: every answer comes from the recording, no key needed.
+    stub.unlink()
+    replayed = tmp_path / "replayed"
+    proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(replayed),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert _verdicts(replayed) == _verdicts(recorded)
+    assert all(status == "completed" for _, _, status in _verdicts(replayed))
+    for scenario in ("acme", "globex"):
+        for stage in ("4-s4", "5-s5"):
+            produced = Path(scenario, stage, "produced")
+            assert sorted(p.name for p in (replayed / produced).iterdir()) == sorted(
+                p.name for p in (recorded / produced).iterdir()
+            )
+            for path in (recorded / produced).iterdir():
+                assert (replayed / produced / path.name).read_text() == path.read_text()
+    result = read_results(replayed)
+    assert result.model_endpoint == f"replay:{recorded}"
+    assert "(replayed: recorded usage, $0 spent)" in proc.stdout
+
+    # The plugin's stage-4 command changed: its request was never recorded.
+    command = tmp_path / "plugin" / "commands" / "s4.md"
+    command.write_text(command.read_text().replace("Do stage 4", "Now do stage 4"))
+    changed = tmp_path / "changed"
+    proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(changed),
+                    "--scenario", "acme", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    s4, s5 = read_results(changed).scenarios[0].stages
+    assert (s4.status, s5.status) == ("error", "skipped")
+    assert [m.outcome for m in s4.stub_misses] == ["diverged"]
+    miss = s4.stub_misses[0].text
+    assert miss.startswith("replay: request #1 of this stage (#1 of the run) has no recorded")
+    assert "model-exchanges.jsonl:" in miss
+    assert (
+        "body.messages[0].content[2].text: at character 0: 'Now do stage 4 for Acme Corp.\\n' "
+        "!= recorded 'Do stage 4 for Acme Corp.\\n'"
+    ) in miss
+    assert s4.error is not None
+    assert s4.error.startswith("the replayed recording had no exchange for 1 request(s): replay:")
+    assert "the recording had no exchange for these requests" in proc.stdout
+    assert "  acme stage 4 s4: replay: request #1 of this stage" in proc.stdout
+
+    md = tmp_path / "summary.md"
+    report = ci_evals("report", str(changed), "--markdown", str(md), cwd=tmp_path)
+    assert report.returncode == 1, report.stderr
+    assert "**Replay diverged:** 1 request(s) in 1 stage(s)" in md.read_text()
+
+
+def test_a_recording_with_a_bad_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
+    suite, _ = make_suite(tmp_path)
+    recording = tmp_path / "rec" / "model-exchanges.jsonl"
+    recording.parent.mkdir()
+    recording.write_text("{not json\n")
+    proc = ci_evals("run", "--suite", str(suite), "--model", f"replay:{recording.parent}",
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("ci-evals: error: rec/model-exchanges.jsonl:1: ")
+    assert "not a recorded exchange: invalid JSON" in lines[0]
+    assert not (tmp_path / ".ci-evals").exists()

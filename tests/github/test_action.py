@@ -1,0 +1,222 @@
+"""The composite action (`action.yml`), its `run:` steps executed as the runner would.
+
+A user's repository is made from the labsmith example, laid out as this
+repository is (suite, stage map and fixtures at its top, the plugin and its
+stub scripts in examples/labsmith/), with a base commit and a pull request
+commit on top. The action's
+steps run with bash in an Actions-like environment (tests/actions_runner.py):
+the install step really installs ci-evals from a copy of this repository (the
+action's checkout), compute-stage really selects from the diff, the run
+really runs on the stub model, the report really posts its sticky comment to
+the stand-in GitHub REST server of the comment tests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.actions_runner import ActionsRunner, parse_outputs, runner_env, runner_python
+from tests.conftest import copy_example, git
+from tests.github.test_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
+from tests.github_actions_fake import ActionsGitHub, actions_github
+from tests.paths import REPO as REPO_DIR
+
+__all__ = ["actions_github", "github"]  # the stand-in servers, shared with their own tests
+
+ROOT = REPO_DIR
+ACTION = ROOT / "action.yml"
+STUB = "stub:examples/labsmith/stub/labsmith.yaml"  # relative to the workspace
+
+
+def load_action() -> dict[str, object]:
+    data: dict[str, object] = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+    return data
+
+
+# ------------------------------------------------------------------ the file itself
+
+
+def test_the_action_has_the_documented_inputs_and_outputs() -> None:
+    action = load_action()
+    inputs = action["inputs"]
+    outputs = action["outputs"]
+    assert isinstance(inputs, dict) and isinstance(outputs, dict)
+    for name in ("suite", "base", "model", "repeat", "comment", "baseline"):
+        assert name in inputs
+    assert set(outputs) == {"from_stage", "fixture_stages", "verdict", "results"}
+
+
+def test_no_input_is_interpolated_into_a_script() -> None:
+    runs = load_action()["runs"]
+    assert isinstance(runs, dict)
+    for step in runs["steps"]:
+        assert "${{" not in str(step.get("run", "")), step
+        uses = step.get("uses")
+        if uses:  # pinned by a full commit SHA, the tag in a comment
+            ref = uses.split("@", 1)[1]
+            assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), uses
+
+
+def test_parse_outputs_reads_both_forms() -> None:
+    text = "a=1\nb<<ghadelimiter_x\nline 1\nline 2\nghadelimiter_x\nc=x=y\n"
+    assert parse_outputs(text) == {"a": "1", "b": "line 1\nline 2", "c": "x=y"}
+
+
+# ------------------------------------------------------------------ running it
+
+
+def users_repository(tmp_path: Path) -> tuple[Path, str, str]:
+    """The example laid out at a repository's top; BASE, then a PR commit that
+    edits a stage-5 agent (so stage 5 is the first to run)."""
+    repo = copy_example(tmp_path / "user-repo", readme=False).root
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    agent = repo / "examples/labsmith/plugin/agents/chapter-implementer.md"
+    agent.write_text(agent.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    git(repo, "commit", "-q", "-am", "tweak the chapter implementer")
+    return repo, base, git(repo, "rev-parse", "HEAD").strip()
+
+
+def action_checkout(tmp_path: Path) -> Path:
+    """What the runner checks out for `uses: OWNER/ci-evals@SHA`: this repository."""
+    path = tmp_path / "action"
+    path.mkdir()
+    for name in ("pyproject.toml", "README.md", "action.yml"):
+        shutil.copy2(ROOT / name, path / name)
+    shutil.copytree(
+        ROOT / "ci_evals", path / "ci_evals", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return path
+
+
+def runner(tmp_path: Path, repo: Path, github: FakeGitHub, head: str) -> ActionsRunner:
+    bin_dir = runner_python(tmp_path)
+    env = runner_env(bin_dir)
+    payload = {
+        "number": PR,
+        "pull_request": {"number": PR, "head": {"sha": head}},
+        "repository": {"default_branch": "main"},
+    }
+    return ActionsRunner(
+        workspace=repo,
+        temp=tmp_path / "runner-temp",
+        event_name="pull_request",
+        event=payload,
+        github={
+            "token": TOKEN,
+            "repository": REPO,
+            "sha": head,
+            "api_url": github.url,
+            "action_path": str(action_checkout(tmp_path)),
+            "workflow_ref": f"{REPO}/.github/workflows/evals.yml@refs/pull/{PR}/merge",
+            "base_ref": "main",
+        },
+        base_env=env,
+    )
+
+
+@pytest.mark.slow
+def test_the_action_runs_the_affected_stages_and_comments(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    github = actions_github
+    github.add_run(conclusion="failure")  # no successful run of evals.yml on main: no baseline
+    repo, base, head = users_repository(tmp_path)
+    actions = runner(tmp_path, repo, github, head)
+
+    outputs = actions.run_action(
+        ACTION,
+        {"base": base, "model": STUB, "comment": "true", "baseline": "true"},
+    )
+
+    log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
+    ran = [s.name for s in actions.steps if s.returncode is not None]
+    assert ran == [
+        "Install ci-evals",
+        "Select the first stage to run",
+        "Run the evals",
+        "Report",
+    ], log
+    assert all(s.returncode == 0 for s in actions.steps if s.returncode is not None), log
+    assert outputs["from_stage"] == "5", log
+    assert outputs["verdict"] == "passed", log
+    results = Path(outputs["results"])
+    assert results == repo / ".ci-evals" / "run" / "results.json"
+    data = json.loads(results.read_text(encoding="utf-8"))
+    assert data["from_stage"] == 5
+    assert data["model_endpoint"].startswith("stub:")
+    assert (repo / ".ci-evals" / "run" / "junit.xml").is_file()
+    site = repo / ".ci-evals" / "run" / "site"  # uploaded with the run folder
+    assert "5 generate-chapter" in (site / "index.html").read_text(encoding="utf-8")
+    summary = actions.summary.read_text(encoding="utf-8")
+    assert "## ci-evals: passed" in summary
+    assert "(simulated: stub-model prices, nothing was paid)" in summary
+    assert "- Served from fixtures (not run): 1, 2, 3, 4" in summary
+    # baseline: true looked for the calling workflow's last good run on the base branch.
+    assert any(
+        r.path.startswith(f"/repos/{REPO}/actions/workflows/evals.yml/runs?branch=main")
+        for r in github.requests
+    ), github.paths()
+    assert "**No baseline:** no successful run of evals.yml on main" in summary
+    (comment,) = github.comments
+    assert comment["body"].startswith(MARKER)
+    assert "(stub model: a wiring check, not a model verdict)" in comment["body"]
+    skipped = [s.name for s in actions.steps if s.returncode is None]
+    # setup-python and upload-artifact: other actions, pinned; no fixture changed.
+    assert len(skipped) == 3 and "Grade the changed fixtures" in skipped, skipped
+
+
+@pytest.mark.slow
+def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: FakeGitHub) -> None:
+    repo, _, _ = users_repository(tmp_path)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "NOTES.txt").write_text("not a plugin file\n")
+    git(repo, "add", "NOTES.txt")
+    git(repo, "commit", "-q", "-m", "notes")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    actions = runner(tmp_path, repo, github, head)
+
+    outputs = actions.run_action(ACTION, {"base": base, "model": STUB})
+
+    log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
+    assert outputs == {
+        "from_stage": "none",
+        "fixture_stages": "",
+        "verdict": "skipped",
+        "results": "",
+    }, log
+    assert not (repo / ".ci-evals").exists()
+    assert "skipped (the change affects no stage)" in actions.summary.read_text()
+    assert github.requests == []
+
+
+@pytest.mark.slow
+def test_a_broken_fixture_is_graded_and_fails_the_report(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    """Fixture 3 changed: the stub run starts at stage 4 and serves fixture 3 as stage 3's
+    answer, so the action grades it (check-fixtures, no model) and the comment says so."""
+    repo, _, _ = users_repository(tmp_path)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    plan = repo / "fixtures/3-plan-lab-output/lab/plan.json"
+    plan.write_text(plan.read_text().replace('"chapter_count": 3', '"chapter_count": 4'))
+    git(repo, "commit", "-q", "-am", "a fixture the schema accepts and stage 3 fails")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    actions = runner(tmp_path, repo, actions_github, head)
+
+    outputs = actions.run_action(ACTION, {"base": base, "model": STUB, "comment": "true"})
+
+    log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
+    assert "Grade the changed fixtures" in [s.name for s in actions.steps if s.returncode == 0]
+    assert (outputs["from_stage"], outputs["fixture_stages"]) == ("4", "3"), log
+    assert outputs["verdict"] == "failed", log
+    (comment,) = actions_github.comments
+    assert "### Changed fixtures (graded by `ci-evals check-fixtures`, no model)" in comment["body"]
+    assert "| 3 | fixtures/3-plan-lab-output | failed |" in comment["body"], comment["body"]

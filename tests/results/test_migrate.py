@@ -1,0 +1,150 @@
+"""Every earlier results version stays readable: migrated, then read as the current one.
+
+`tests/data/results-v1.json` is a version 1 file as the v1 runner wrote it
+(no `graded`), checked against the v1 schema kept next to it
+(`results.v1.schema.json`, docs/results.schema.json as it was at version 1).
+`results-v2-full.json` is a real version 2 file (a full run of
+examples/labsmith on the stub model), with `results.v2.schema.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.main import main
+from ci_evals.report.verify import problems
+from ci_evals.results.migrate import MIGRATIONS, VERSION
+from ci_evals.results.model import RESULTS_FILE, json_schema, read_results, write_results
+from tests.paths import DATA
+
+V1 = DATA / "results-v1.json"
+
+
+@pytest.fixture(autouse=True)
+def _not_in_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def v1_data() -> dict[str, object]:
+    return json.loads(V1.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_the_saved_file_is_a_valid_version_1_file() -> None:
+    data = v1_data()
+    assert data["version"] == 1
+    jsonschema.validate(data, json.loads((DATA / "results.v1.schema.json").read_text()))
+
+
+def test_every_version_before_the_current_one_has_a_migration() -> None:
+    assert sorted(MIGRATIONS) == list(range(1, VERSION))
+
+
+def test_a_version_1_file_reads_as_the_current_version(tmp_path: Path) -> None:
+    result = read_results(V1)
+    assert result.version == VERSION
+    plan, write = result.scenarios[0].stages
+    assert (plan.status, plan.graded) == ("passed", True)  # it has a verdict
+    assert (write.status, write.graded) == ("completed", False)  # no graders, finished run
+    assert problems(result) == []
+    # Written again, it is a current file that validates against the current schema.
+    path = write_results(tmp_path / "run", result)
+    jsonschema.validate(json.loads(path.read_text()), json_schema())
+    assert read_results(path) == result
+
+
+def test_the_report_on_a_version_1_baseline(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(V1, run_dir / RESULTS_FILE)
+    markdown = tmp_path / "summary.md"
+    assert main(["report", str(run_dir), "--markdown", str(markdown)]) == 0
+    assert markdown.read_text(encoding="utf-8").startswith("## ci-evals: passed\n")
+    assert json.loads((run_dir / RESULTS_FILE).read_text())["version"] == 1  # only read
+
+
+def test_a_completed_stage_of_an_interrupted_version_1_run_is_not_a_pass(tmp_path: Path) -> None:
+    """v1 cannot say whether such a stage had graders: it is taken as never graded."""
+    data = v1_data()
+    data["status"] = "interrupted"
+    path = tmp_path / RESULTS_FILE
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = read_results(path)
+    write = result.scenarios[0].stages[1]
+    assert (write.status, write.graded) == ("completed", True)
+    markdown = tmp_path / "summary.md"
+    junit = tmp_path / "junit.xml"
+    assert main(["report", str(path), "--markdown", str(markdown), "--junit", str(junit)]) != 0
+    assert "completed:ungraded" in markdown.read_text(encoding="utf-8")
+    assert 'errors="1"' in junit.read_text(encoding="utf-8")
+
+
+def test_a_newer_file_is_one_line_naming_file_and_version(tmp_path: Path) -> None:
+    data = v1_data()
+    data["version"] = VERSION + 7
+    path = tmp_path / RESULTS_FILE
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        read_results(path)
+    line = str(info.value)
+    assert "\n" not in line
+    assert str(path) in line and f"results version {VERSION + 7} is newer" in line
+    assert "upgrade ci-evals" in line
+    assert main(["report", str(path)]) == 2
+
+
+V2 = DATA / "results-v2-full.json"  # a real full run of examples/labsmith on the stub model
+
+
+def test_the_saved_version_2_file_is_valid_and_reads_without_suite_or_revision() -> None:
+    data = json.loads(V2.read_text(encoding="utf-8"))
+    assert data["version"] == 2
+    jsonschema.validate(data, json.loads((DATA / "results.v2.schema.json").read_text()))
+    result = read_results(V2)
+    assert result.version == VERSION
+    # Never guessed: a version 2 file does not say which suite or commit it ran.
+    assert (result.suite, result.revision) == (None, None)
+    assert problems(result) == []
+
+
+def test_a_version_3_file_reads_with_no_stub_misses(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "v4", read_results(V2))
+    data = json.loads(path.read_text())
+    data["version"] = 3
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            del stage["stub_misses"]  # version 3 had no such field
+    old = tmp_path / "v3" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result.version == VERSION
+    assert all(s.stub_misses == [] for sc in result.scenarios for s in sc.stages)
+    assert result == read_results(V2)  # nothing else changed on the way
+    assert problems(result) == []
+
+
+def test_a_version_4_file_reads_as_not_metered_and_keeps_its_total(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "v5", read_results(V2))
+    data = json.loads(path.read_text())
+    data["version"] = 4
+    del data["forwarded"]  # version 4 had no such field
+    old = tmp_path / "v4" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result.version == VERSION == 5
+    assert result.forwarded is None  # never guessed: a v4 runner did not meter its endpoint
+    assert result.total_cost_usd == pytest.approx(result.stages_cost_usd)
+    assert result == read_results(V2)
+    assert problems(result) == []

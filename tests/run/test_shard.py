@@ -1,0 +1,183 @@
+"""`ci-evals plan`, `run --shard I/K`, `merge`: the split, and real shards merged back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.results.model import read_results
+from ci_evals.run import shard
+from ci_evals.run.shard import Durations, Unit, assign
+from tests.conftest import git
+from tests.paths import DATA
+from tests.run.test_run_command import _repo_with_stage_map, base_env, ci_evals
+from tests.run_helpers import make_suite
+from tests.shard_helpers import comparable
+
+# -- the split: pure ----------------------------------------------------------------------
+
+
+def test_longest_first_to_the_least_loaded_shard() -> None:
+    units = [Unit(f"s{i}", 0) for i in range(5)]
+    got = assign(units, [7.0, 5.0, 4.0, 3.0, 3.0], 2)
+    assert got.shards == (1, 2, 2, 1, 2)  # 7+3 | 5+4+3
+    assert (got.load(1), got.load(2)) == (10.0, 12.0)
+    assert got == assign(units, [7.0, 5.0, 4.0, 3.0, 3.0], 2)  # same inputs, same split
+    assert got.sha256 != assign(units, [7.0, 5.0, 4.0, 3.0, 3.0], 3).sha256
+
+
+def test_without_durations_every_stage_counts_one_and_ties_go_in_order() -> None:
+    units = [Unit("a", r) for r in range(3)] + [Unit("b", r) for r in range(3)]
+    got = shard.plan_units(units, lambda _: [4, 5], shard.NO_DURATIONS, 4)
+    assert got.estimates == (2.0,) * 6
+    assert got.shards == (1, 2, 3, 4, 1, 2)
+    assert shard.plan_units(units, lambda _: [4], shard.NO_DURATIONS, 9).count == 6
+
+
+def test_durations_fall_back_to_the_stage_then_to_the_typical_stage() -> None:
+    recorded = Durations({("", "a", 4): [10.0, 20.0], ("", "b", 4): [5.0], ("", "a", 5): [2.0]})
+    assert recorded.estimate(Unit("a", 0), [4, 5]) == 17.0  # mean 15 + 2
+    assert recorded.estimate(Unit("c", 1), [4]) == 10.0  # stage 4 elsewhere: (15 + 5) / 2
+    assert recorded.estimate(Unit("a", 0), [6]) == pytest.approx((15 + 5 + 2) / 3)
+
+
+@pytest.mark.parametrize("spec", ["2", "0/2", "3/2", "a/b", "1/"])
+def test_a_bad_shard_is_one_line_naming_the_option(spec: str) -> None:
+    with pytest.raises(UserError) as caught:
+        shard.parse_spec(spec)
+    assert caught.value.field == "--shard"
+
+
+def test_durations_that_are_not_a_results_file_name_it(tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text("[]")
+    with pytest.raises(UserError) as caught:
+        shard.read_durations(tmp_path)
+    assert "results.json" in str(caught.value)
+    with pytest.raises(UserError, match="--durations"):
+        shard.read_durations(tmp_path / "missing")
+
+
+# -- real shards: plan, run --shard, merge, on the stub model -------------------------------
+
+SCENARIOS = ("acme", "globex", "initech")
+
+
+def _plan(suite: Path, cwd: Path, *args: str) -> list[str]:
+    proc = ci_evals("plan", "--suite", str(suite), *args, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return [entry["shard"] for entry in json.loads(proc.stdout)["include"]]
+
+
+def _shard(suite: Path, stub: Path, cwd: Path, spec: str, out: Path, *args: str) -> None:
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--shard", spec,
+        "--out", str(out), "--jobs", "2", *args, cwd=cwd,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_merged_shards_equal_the_unsharded_run(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path, scenarios=SCENARIOS)
+    common = ("--from-stage", "4", "--repeat", "2")
+    specs = _plan(suite, tmp_path, "--shards", "2", *common)
+    assert specs == ["1/2", "2/2"]
+    for k, spec in enumerate(specs, start=1):
+        _shard(suite, stub, tmp_path, spec, tmp_path / f"s{k}", *common)
+    first = read_results(tmp_path / "s1")
+    assert first.shard is not None and (first.shard.index, first.shard.count) == (1, 2)
+    assert [(u.scenario, u.repeat) for u in first.shard.units] == [
+        ("acme", 0), ("globex", 0), ("initech", 0),
+    ]  # fmt: skip
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--out", str(tmp_path / "full"),
+        "--jobs", "2", *common, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+    merged = tmp_path / "merged"
+    proc = ci_evals("merge", str(tmp_path / "s2"), str(tmp_path / "s1"), "--out", str(merged),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("merged 2 shard(s), 6 unit(s)")
+    result = read_results(merged)
+    assert comparable(result) == comparable(read_results(tmp_path / "full"))
+    assert result.merged_shards is not None and len(result.merged_shards) == 2
+    for scenario in result.scenarios:  # each unit's folder came along
+        for stage in scenario.stages:
+            assert stage.trajectory is not None and (merged / stage.trajectory).is_file()
+    report = ci_evals("report", str(merged), "--markdown", str(tmp_path / "r.md"), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    cost = [line for line in (tmp_path / "r.md").read_text().splitlines() if "Shards:" in line]
+    assert len(cost) == 1 and cost[0].startswith("- Shards: 2 x ")
+    assert "the cheapest is" in cost[0] and "60 s set-up assumed" in cost[0]
+
+    # Fail closed: a shard missing, a shard twice, shards of another plan.
+    missing = ci_evals("merge", str(tmp_path / "s1"), "--out", str(tmp_path / "m1"), cwd=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        "ci-evals: error: shard.index: shard(s) 2/2 missing: a merge without every shard is "
+        "no run and no pass (pass every shard's results)"
+    ]
+    assert not (tmp_path / "m1" / "results.json").exists()
+    twice = ci_evals(
+        "merge", str(tmp_path / "s1"), str(tmp_path / "s1"), "--out", str(tmp_path / "m2"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert twice.returncode == 2 and "shard 1/2 is given twice" in twice.stderr
+    _shard(suite, stub, tmp_path, "2/2", tmp_path / "other", "--from-stage", "5")
+    other = ci_evals(
+        "merge", str(tmp_path / "s1"), str(tmp_path / "other"), "--out", str(tmp_path / "m3"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert other.returncode == 2
+    line = other.stderr.strip()
+    assert "\n" not in line
+    assert f"{tmp_path / 's1'} and {tmp_path / 'other'} are shards of different runs" in line
+    assert "from_stage is 4 and 5" in line
+
+
+def test_merge_refuses_a_file_that_is_no_shard_or_disagrees_with_itself(tmp_path: Path) -> None:
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    data = json.loads((DATA / "results-v2-full.json").read_text())
+    (whole / "results.json").write_text(json.dumps(data))
+    proc = ci_evals("merge", str(whole), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "shard: not a shard" in proc.stderr and "results.json" in proc.stderr
+
+
+def test_run_shard_beyond_the_units_is_refused(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path)
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--shard", "1/3", cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "ci-evals: error: --shard: shard 1/3: the run has 1 work unit(s), so at most 1 "
+        "shard(s) (use the shard count `ci-evals plan` printed)"
+    )
+
+
+def test_plan_with_base_as_run_decides_and_says_when_nothing_runs(tmp_path: Path) -> None:
+    repo, suite, _ = _repo_with_stage_map(tmp_path)
+    output = tmp_path / "github_output"
+    output.touch()
+    env = base_env(GITHUB_OUTPUT=str(output))
+    proc = ci_evals("plan", "--suite", str(suite), "--base", "HEAD", "--shards", "3", cwd=repo,
+                    env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"include": []}
+    assert "nothing to run" in proc.stderr
+    assert "shards=0\n" in output.read_text() and "from_stage=none\n" in output.read_text()
+
+    (repo / "plugin" / "commands" / "s4.md").write_text("Do stage 4 better for $ARGUMENTS.\n")
+    git(repo, "commit", "-q", "-am", "change stage 4")
+    proc = ci_evals("plan", "--suite", str(suite), "--base", "HEAD~1", "--shards", "3", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"include": [{"shard": "1/1", "from_stage": "4"}]}
+    assert "1 work unit(s): 1 shard(s), not 3" in proc.stderr
