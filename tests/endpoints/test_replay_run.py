@@ -57,8 +57,8 @@ def test_a_recorded_run_replays_to_the_same_verdicts_and_fails_closed_when_chang
     assert proc.returncode == 1, proc.stderr
     s4, s5 = read_results(changed).scenarios[0].stages
     assert (s4.status, s5.status) == ("error", "skipped")
-    assert [m.outcome for m in s4.stub_misses] == ["diverged"]
-    miss = s4.stub_misses[0].text
+    assert [m.outcome for m in s4.endpoint_misses] == ["diverged"]
+    miss = s4.endpoint_misses[0].text
     assert miss.startswith("replay: request #1 of this stage (#1 of the run) has no recorded")
     assert "model-exchanges.jsonl:" in miss
     assert (

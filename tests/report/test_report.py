@@ -555,18 +555,24 @@ EXHAUSTED = "stub: rule 'r' has no turn 3 (it scripts 2)"
 
 def stub_missed_stage(number: int) -> StageResult:
     """A stage the stub could not answer twice (and once alike): graded, but an error."""
-    from ci_evals.results.model import StubMiss, stub_miss_error  # noqa: PLC0415
+    from ci_evals.results.model import EndpointMiss, endpoint_miss_error  # noqa: PLC0415
 
     misses = [
-        StubMiss(outcome="unmatched", text="stub: no rule matched this request (command='x:y')"),
-        StubMiss(outcome="unmatched", text="stub: no rule matched this request (command='x:y')"),
-        StubMiss(outcome="exhausted", rule="r", turn=3, text=EXHAUSTED),
+        EndpointMiss(
+            outcome="unmatched", text="stub: no rule matched this request (command='x:y')"
+        ),
+        EndpointMiss(
+            outcome="unmatched", text="stub: no rule matched this request (command='x:y')"
+        ),
+        EndpointMiss(outcome="exhausted", rule="r", turn=3, text=EXHAUSTED),
     ]
     graded = verdict("passed", "all passed", criterion("a", True))
-    return stage(number, "error", error=stub_miss_error(misses), grading=graded, stub_misses=misses)
+    return stage(
+        number, "error", error=endpoint_miss_error(misses), grading=graded, endpoint_misses=misses
+    )
 
 
-def test_stub_misses_make_an_error_in_both_reports_whatever_the_verdict() -> None:
+def test_endpoint_misses_make_an_error_in_both_reports_whatever_the_verdict() -> None:
     result = a_run(scenario("acme", passed_stage(1), stub_missed_stage(2)))
     from ci_evals.report.verify import problems  # noqa: PLC0415
 
@@ -590,11 +596,11 @@ def test_stub_misses_make_an_error_in_both_reports_whatever_the_verdict() -> Non
     assert "  - stub: no rule matched this request (command='x:y') (x2)" in md
     assert "  - stub: rule 'r' has no turn 3 (it scripts 2)" in md
     once = a_run(scenario("acme", stub_missed_stage(1)))
-    once.scenarios[0].stages[0].stub_misses.pop(0)
+    once.scenarios[0].stages[0].endpoint_misses.pop(0)
     assert markdown_summary(once).count("no rule matched this request") == 1
 
 
-def test_a_stage_with_stub_misses_edited_to_passed_is_inconsistent() -> None:
+def test_a_stage_with_endpoint_misses_edited_to_passed_is_inconsistent() -> None:
     from ci_evals.report.verify import problems  # noqa: PLC0415
 
     missed = stub_missed_stage(1)

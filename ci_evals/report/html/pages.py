@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.report import (
+    endpoint_miss_lines,
     grader_errors,
     outcome,
     reason,
@@ -25,7 +26,6 @@ from ci_evals.report import (
     scenario_label,
     stage_label,
     status_word,
-    stub_miss_lines,
 )
 from ci_evals.report.baseline import Comparison, NoBaseline
 from ci_evals.report.html.files import StateRef, files_section, state_of
@@ -216,8 +216,8 @@ def stage_body(
         ("attempts", stage.attempts or 1),
     ]
     yield table(["fact", "value"], [[esc(k), esc(v)] for k, v in facts])
-    if stage.stub_misses:
-        items = "".join(f"<li>{esc(line)}</li>" for line in stub_miss_lines(stage))
+    if stage.endpoint_misses:
+        items = "".join(f"<li>{esc(line)}</li>" for line in endpoint_miss_lines(stage))
         yield f"<h2>Requests the stub model had no answer for</h2><ul>{items}</ul>"
     yield "<h2>Grading</h2>"
     yield from _grading(stage)
