@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from ci_evals.results import NOT_GRADED
+from ci_evals.results import NOT_GRADED, miss_source
 
 if TYPE_CHECKING:
     from ci_evals.results.criteria import Criterion
@@ -163,11 +163,12 @@ def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
 
 def status_word(stage: StageResult) -> str:
     """The stage's status as one short word (`limit:turns` names the limit,
-    `error:stub` an error because the stub model's script had no answer)."""
+    `error:stub` an error because the stub model's script had no answer,
+    `error:replay` because the replayed recording had none: it diverged)."""
     if stage.status == "limit" and stage.limit_hit:
         return f"limit:{stage.limit_hit}"
     if stage.status == "error" and stage.endpoint_misses:
-        return "error:stub"
+        return f"error:{miss_source(stage.endpoint_misses)}"
     if stage.status == "completed" and stage.graded:
         return "completed:ungraded"
     return stage.status
@@ -223,14 +224,15 @@ def grader_errors(stage: StageResult) -> list[str]:
 
 
 def endpoint_miss_lines(stage: StageResult) -> list[str]:
-    """What the stub answered (`stub: no rule matched ...`), per distinct request
-    it had no answer for; `(xN)` when the same one came N times (a retry asks again)."""
+    """What the endpoint answered (`stub: no rule matched ...`, `replay: request
+    #2 ...`), per distinct request it had no answer for; `(xN)` when the same one
+    came N times (a retry asks again)."""
     counts = Counter(miss.text for miss in stage.endpoint_misses)
     return [line + (f" (x{n})" if n > 1 else "") for line, n in counts.items()]
 
 
 def endpoint_miss_count(result: RunResult) -> tuple[int, int]:
-    """(requests the stub had no answer for, stages they were in) over the run."""
+    """(requests the stub or the replay had no answer for, stages they were in) over the run."""
     stages = [s for sc in result.scenarios for s in sc.stages if s.endpoint_misses]
     return sum(len(s.endpoint_misses) for s in stages), len(stages)
 

@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
+from ci_evals.results import MISSED_BY, miss_source
 from ci_evals.results.criteria import ANALYTIC_MAX, ANALYTIC_MIN, CHECKLIST_SCORES
 from ci_evals.results.summary import summarize_run
 
@@ -211,8 +212,8 @@ def _stage(stage: StageResult) -> Iterator[str]:
     status, verdict = stage.status, stage.grading
     if stage.endpoint_misses and status not in ("error", "limit"):
         yield (
-            f"is {status} although the stub model had no answer for "
-            f"{len(stage.endpoint_misses)} of its requests (that makes it an error)"
+            f"is {status} although {MISSED_BY[miss_source(stage.endpoint_misses)]} had no "
+            f"answer for {len(stage.endpoint_misses)} of its requests (that makes it an error)"
         )
     if status == "limit" and stage.limit_hit is None:
         yield "status limit without the limit it hit"

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import TextIO
 
 from ci_evals.agents import Progress
+from ci_evals.results import miss_source
 from ci_evals.results.model import RunResult, StageResult
 from ci_evals.run.runner import RunListener, RunPlan
 from ci_evals.text import inert
@@ -40,7 +41,7 @@ def _stage_text(stage: StageResult) -> str:
     if stage.status == "limit" and stage.limit_hit:
         mark = f"LIMIT:{stage.limit_hit}"
     elif stage.status == "error" and stage.endpoint_misses:
-        mark = "ERROR:stub"
+        mark = f"ERROR:{miss_source(stage.endpoint_misses)}"
     return mark
 
 
@@ -222,7 +223,8 @@ def summary_table(result: RunResult) -> str:
 
 
 def _endpoint_misses(result: RunResult) -> list[str]:
-    """Below the table: each stage whose requests the stub script could not answer."""
+    """Below the table: each stage whose requests the stub script (or the
+    recording) could not answer."""
     lines: list[str] = []
     repeated = result.repeat > 1
     for scenario in result.scenarios:

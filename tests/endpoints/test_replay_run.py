@@ -69,11 +69,13 @@ def test_a_recorded_run_replays_to_the_same_verdicts_and_fails_closed_when_chang
     assert s4.error.startswith("the replayed recording had no exchange for 1 request(s): replay:")
     assert "the recording had no exchange for these requests" in proc.stdout
     assert "  acme stage 4 s4: replay: request #1 of this stage" in proc.stdout
+    assert "ERROR:replay" in proc.stdout and "ERROR:stub" not in proc.stdout
 
     md = tmp_path / "summary.md"
     report = ci_evals("report", str(changed), "--markdown", str(md), cwd=tmp_path)
     assert report.returncode == 1, report.stderr
     assert "**Replay diverged:** 1 request(s) in 1 stage(s)" in md.read_text()
+    assert "| 4 s4 | error:replay |" in md.read_text()
 
 
 def test_a_recording_with_a_bad_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:

@@ -600,6 +600,27 @@ def test_endpoint_misses_make_an_error_in_both_reports_whatever_the_verdict() ->
     assert markdown_summary(once).count("no rule matched this request") == 1
 
 
+def test_a_replay_divergence_reads_replay_not_stub_in_every_report() -> None:
+    from ci_evals.report.verify import problems  # noqa: PLC0415
+    from ci_evals.results.model import EndpointMiss, endpoint_miss_error  # noqa: PLC0415
+
+    text = "replay: request #1 of this stage (#1 of the run) has no recorded exchange; ..."
+    misses = [EndpointMiss(outcome="diverged", text=text)]
+    diverged = stage(1, "error", error=endpoint_miss_error(misses), endpoint_misses=misses)
+    result = a_run(scenario("acme", diverged), model_endpoint="replay:recordings/x")
+    assert problems(result) == []
+
+    error = case(parse(junit_xml(result)), "acme", "1 s1").find("error")
+    assert error is not None and error.attrib["type"] == "error:replay"
+    assert error.attrib["message"].startswith("the replayed recording had no exchange for 1")
+    md = markdown_summary(result)
+    assert table_rows(md, "acme")[0][:2] == ["1 s1", "error:replay"]
+    assert "**Replay diverged:** 1 request(s) in 1 stage(s)" in md
+    assert "stub" not in md
+    diverged.status = "passed"
+    assert any("the replayed recording had no answer for 1" in p for p in problems(result))
+
+
 def test_a_stage_with_endpoint_misses_edited_to_passed_is_inconsistent() -> None:
     from ci_evals.report.verify import problems  # noqa: PLC0415
 
