@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         chosen = _assignment(args, tasks, configurations, durations, count)
         shard.shard_of(chosen, index, count)  # K is what `plan` printed
     for configuration in configurations:  # every mistake before anything starts
-        endpoint_for(configuration.model or args.model).check(environ, "ci-evals run --tasks")
+        endpoint = endpoint_for(configuration.model or args.model)
+        endpoint.check(environ, "ci-evals run --tasks")
+        single.refuse_recording_a_replay(args, endpoint.name)
         for name, suite in tasks:
             configuration.apply(suite, name)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

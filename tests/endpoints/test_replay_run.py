@@ -8,6 +8,7 @@ import pytest
 
 from ci_evals.results.model import read_results
 from tests.run.test_run_command import ci_evals
+from tests.run.test_tasks import ECHO_SUITE
 from tests.run_helpers import make_suite
 
 
@@ -90,4 +91,30 @@ def test_a_recording_with_a_bad_line_is_one_error_naming_file_and_line(tmp_path:
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("ci-evals: error: rec/model-exchanges.jsonl:1: ")
     assert "not a recorded exchange: invalid JSON" in lines[0]
+    assert not (tmp_path / ".ci-evals").exists()
+
+
+@pytest.mark.parametrize("tasks", [False, True])
+def test_record_with_replay_is_refused_in_one_line(tmp_path: Path, tasks: bool) -> None:
+    """A replay asks no model: there is nothing to record (docs/replay.md)."""
+    suite, _ = make_suite(tmp_path)
+    recording = tmp_path / "rec" / "model-exchanges.jsonl"
+    recording.parent.mkdir()
+    recording.write_text(
+        '{"path": "/v1/messages", "request_body": {"model": "m", "messages": []}, '
+        '"status": 200, "response_headers": {}, "response_body": "{}"}\n'
+    )
+    what = ("--tasks", str(tmp_path / "tasks")) if tasks else ("--suite", str(suite))
+    if tasks:
+        (tmp_path / "tasks" / "one").mkdir(parents=True)
+        (tmp_path / "tasks" / "one" / "ci-evals.yaml").write_text(ECHO_SUITE)
+    proc = ci_evals("run", *what, "--model", f"replay:{recording.parent}", "--record",
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ci-evals: error")]
+    assert errors == [
+        "ci-evals: error: --record: nothing to record: --model replay: asks no model, it "
+        "serves recorded answers (record with the real model or stub:PATH, or replay without "
+        "--record)"
+    ]
     assert not (tmp_path / ".ci-evals").exists()
