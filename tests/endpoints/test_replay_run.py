@@ -79,6 +79,25 @@ def test_a_recorded_run_replays_to_the_same_verdicts_and_fails_closed_when_chang
     assert "| 4 s4 | error:replay |" in md.read_text()
 
 
+@pytest.mark.slow
+def test_repeats_replay_with_the_real_cli(tmp_path: Path) -> None:
+    """`--repeat 2`: each repeat's requests are found again (by key, in recorded order)."""
+    suite, stub = make_suite(tmp_path)
+    common = ("--suite", str(suite), "--from-stage", "4", "--repeat", "2")
+    recorded, replayed = tmp_path / "recorded", tmp_path / "replayed"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    stub.unlink()
+    proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(replayed),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = read_results(replayed)
+    assert [sc.repeat for sc in result.scenarios] == [0, 1]
+    assert _verdicts(replayed) == _verdicts(recorded)
+    assert all(not s.endpoint_misses for sc in result.scenarios for s in sc.stages)
+
+
 def test_a_recording_with_a_bad_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
     suite, _ = make_suite(tmp_path)
     recording = tmp_path / "rec" / "model-exchanges.jsonl"
