@@ -39,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        metavar="NAME|stub:PATH",
-        help="the model the run will use; stub:PATH loads and checks that stub script",
+        metavar="NAME|stub:PATH|replay:RUN_DIR",
+        help="the model the run will use; stub:PATH loads and checks that stub script, "
+        "replay:RUN_DIR that recording (docs/replay.md)",
     )
     parser.add_argument(
         "--repeat",

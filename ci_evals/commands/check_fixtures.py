@@ -33,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "checked if it has its own (default: the first)",
     )
     parser.add_argument(
-        "--model", metavar="NAME|stub:PATH", help="the reviewers' model (stub:PATH: offline)"
+        "--model",
+        metavar="NAME|stub:PATH|replay:RUN_DIR",
+        help="the reviewers' model (stub:PATH: offline; replay:RUN_DIR: a run recorded "
+        "with --record, served back, docs/replay.md)",
     )
     parser.add_argument(
         "--no-reviewer", action="store_true", help="checks and command graders only"

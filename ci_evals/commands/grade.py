@@ -27,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        metavar="NAME|stub:PATH",
-        help="the model for reviewers that run again (stub:PATH runs offline)",
+        metavar="NAME|stub:PATH|replay:RUN_DIR",
+        help="the model for reviewers that run again (stub:PATH runs offline; "
+        "replay:RUN_DIR serves a run recorded with --record back, docs/replay.md)",
     )
     parser.add_argument(
         "--output",

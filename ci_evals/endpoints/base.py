@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ci_evals.endpoints.ledger import Metered
-    from ci_evals.results.model import StubMiss
+    from ci_evals.results.model import EndpointMiss
 
 # The variables that point the CLI at a model: set only from an endpoint.
 ENDPOINT_NAMES: tuple[str, ...] = (
@@ -45,7 +45,7 @@ class Watch(Protocol):
     @property
     def env(self) -> Mapping[str, str]: ...
 
-    def misses(self) -> list[StubMiss]: ...
+    def misses(self) -> list[EndpointMiss]: ...
 
 
 @dataclass(frozen=True)

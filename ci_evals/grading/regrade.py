@@ -43,7 +43,7 @@ from ci_evals.results.model import (
     ScenarioResult,
     StageResult,
     dump_results,
-    record_stub_misses,
+    record_endpoint_misses,
 )
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import Scenario, Stage, Suite
@@ -82,11 +82,11 @@ def plan(
             if not graded or result.trajectory is None:
                 notes.append(f"{where}: {result.status}, not graded")
                 continue
-            if result.stub_misses:
+            if result.endpoint_misses:
                 # What the graders saw was never scripted: no re-grading makes it a result.
                 notes.append(
                     f"{where}: {result.status}, the stub model had no answer for "
-                    f"{len(result.stub_misses)} request(s); not re-graded"
+                    f"{len(result.endpoint_misses)} request(s); not re-graded"
                 )
                 continue
             stage = _stage(suite, result)
@@ -264,7 +264,7 @@ async def regrade(
         )
         apply_verdict(target.result, verdict)
         if caller is not None:
-            record_stub_misses(target.result, caller.misses())
+            record_endpoint_misses(target.result, caller.misses())
 
 
 def _with_endpoint(

@@ -12,7 +12,7 @@ exit code) applies.
 A file that disagrees with itself (`verify.problems`: statuses against
 verdicts, verdicts against their criteria, summaries against the stages) is
 an error of the whole run: both reports say so first, and it never passes.
-Requests the stub model's script had no answer for (`stub_misses`) are named
+Requests the stub model's script had no answer for (`endpoint_misses`) are named
 in both, first in the stage's reason: they are why such a stage is an error.
 """
 
@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from ci_evals.results import NOT_GRADED
+from ci_evals.results import NOT_GRADED, miss_source
 
 if TYPE_CHECKING:
     from ci_evals.results.criteria import Criterion
@@ -163,11 +163,12 @@ def run_reason(result: RunResult, problems: Sequence[str] | None = None) -> str:
 
 def status_word(stage: StageResult) -> str:
     """The stage's status as one short word (`limit:turns` names the limit,
-    `error:stub` an error because the stub model's script had no answer)."""
+    `error:stub` an error because the stub model's script had no answer,
+    `error:replay` because the replayed recording had none: it diverged)."""
     if stage.status == "limit" and stage.limit_hit:
         return f"limit:{stage.limit_hit}"
-    if stage.status == "error" and stage.stub_misses:
-        return "error:stub"
+    if stage.status == "error" and stage.endpoint_misses:
+        return f"error:{miss_source(stage.endpoint_misses)}"
     if stage.status == "completed" and stage.graded:
         return "completed:ungraded"
     return stage.status
@@ -183,7 +184,7 @@ def reason(result: RunResult, stage: StageResult) -> str:
         detail = stage.error or f"stage was {stage.status}"
         return f"{INTERRUPTED}: {detail}" if result.status != "running" else detail
     parts: list[str] = []
-    if stage.stub_misses and stage.error:
+    if stage.endpoint_misses and stage.error:
         parts.append(stage.error)  # the cause: what was graded was never scripted
     if stage.status == "limit":
         parts.append(f"hit its {stage.limit_hit or 'a'} limit")
@@ -222,17 +223,18 @@ def grader_errors(stage: StageResult) -> list[str]:
     return [f"{g.grader}: {g.error}" for g in stage.grading.graders if g.error]
 
 
-def stub_miss_lines(stage: StageResult) -> list[str]:
-    """What the stub answered (`stub: no rule matched ...`), per distinct request
-    it had no answer for; `(xN)` when the same one came N times (a retry asks again)."""
-    counts = Counter(miss.text for miss in stage.stub_misses)
+def endpoint_miss_lines(stage: StageResult) -> list[str]:
+    """What the endpoint answered (`stub: no rule matched ...`, `replay: request
+    #2 ...`), per distinct request it had no answer for; `(xN)` when the same one
+    came N times (a retry asks again)."""
+    counts = Counter(miss.text for miss in stage.endpoint_misses)
     return [line + (f" (x{n})" if n > 1 else "") for line, n in counts.items()]
 
 
-def stub_miss_count(result: RunResult) -> tuple[int, int]:
-    """(requests the stub had no answer for, stages they were in) over the run."""
-    stages = [s for sc in result.scenarios for s in sc.stages if s.stub_misses]
-    return sum(len(s.stub_misses) for s in stages), len(stages)
+def endpoint_miss_count(result: RunResult) -> tuple[int, int]:
+    """(requests the stub or the replay had no answer for, stages they were in) over the run."""
+    stages = [s for sc in result.scenarios for s in sc.stages if s.endpoint_misses]
+    return sum(len(s.endpoint_misses) for s in stages), len(stages)
 
 
 def criterion_line(criterion: Criterion) -> str:

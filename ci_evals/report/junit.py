@@ -31,6 +31,7 @@ from ci_evals.report import (
     cap,
     counted_criteria,
     criterion_line,
+    endpoint_miss_lines,
     failed_criteria,
     grader_errors,
     reason,
@@ -40,7 +41,6 @@ from ci_evals.report import (
     scenario_outcomes,
     stage_label,
     status_word,
-    stub_miss_lines,
     unfinished,
     xml_safe,
 )
@@ -86,7 +86,7 @@ def _body(stage: StageResult) -> str:
     """The failure's details: every failed criterion, grader errors, the stage's error."""
     lines = [cap(criterion_line(c), CRITERION_LIMIT) for c in failed_criteria(stage)]
     lines += [cap(error, CRITERION_LIMIT) for error in grader_errors(stage)]
-    lines += [cap(line, CRITERION_LIMIT) for line in stub_miss_lines(stage)]
+    lines += [cap(line, CRITERION_LIMIT) for line in endpoint_miss_lines(stage)]
     verdict = stage.grading.reason if stage.grading else None
     if stage.error and stage.error != verdict:  # the grading reason is already the message
         lines.append(f"stage error: {stage.error}")

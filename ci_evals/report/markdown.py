@@ -27,6 +27,8 @@ from ci_evals.report import (
     cap,
     counted_criteria,
     criterion_line,
+    endpoint_miss_count,
+    endpoint_miss_lines,
     failed_criteria,
     flagged_criteria,
     grader_errors,
@@ -39,8 +41,6 @@ from ci_evals.report import (
     scenario_label,
     stage_label,
     status_word,
-    stub_miss_count,
-    stub_miss_lines,
 )
 from ci_evals.text import one_line
 
@@ -169,7 +169,7 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
             "the network (the suite's `network: true`).",
             "",
         ]
-    requests, in_stages = stub_miss_count(result)
+    requests, in_stages = endpoint_miss_count(result)
     if requests and result.model_endpoint.startswith("replay:"):
         lines += [
             f"**Replay diverged:** {requests} request(s) in {in_stages} stage(s) had no "
@@ -205,7 +205,7 @@ def _failure(result: RunResult, scenario: ScenarioResult, stage: StageResult) ->
         lines.append(f"  - ... and {len(failed) - CRITERIA_SHOWN} more failed criteria")
     lines.extend(f"  - grader error: {text(e, CRITERION_LIMIT)}" for e in grader_errors(stage))
     # Each request the stub could not answer, unless the reason above quotes it already.
-    misses = [text(line, CRITERION_LIMIT) for line in stub_miss_lines(stage)]
+    misses = [text(line, CRITERION_LIMIT) for line in endpoint_miss_lines(stage)]
     misses = [line for line in misses if line not in said]
     lines.extend(f"  - {line}" for line in misses[:CRITERIA_SHOWN])
     if len(misses) > CRITERIA_SHOWN:

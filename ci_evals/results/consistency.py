@@ -19,7 +19,7 @@ What is checked here (no grading code needed):
   stage ran after one was skipped, nor (except in a re-graded file) after one
   that did not pass;
 - each stage: its status is its verdict's (`passed`/`failed` need one), but
-  a stage with `stub_misses` is an `error` (or `limit`) whatever its verdict;
+  a stage with `endpoint_misses` is an `error` (or `limit`) whatever its verdict;
   `limit` goes with `limit_hit`; a stage without graders has no verdict;
 - each verdict: a `passed` one has no grader error, no error, at least one
   deciding (non-advisory) criterion, none of them failed, no failed checklist
@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
+from ci_evals.results import MISSED_BY, miss_source
 from ci_evals.results.criteria import ANALYTIC_MAX, ANALYTIC_MIN, CHECKLIST_SCORES
 from ci_evals.results.summary import summarize_run
 
@@ -209,10 +210,10 @@ def _order(scenario: ScenarioResult, *, regraded: bool) -> Iterator[str]:
 
 def _stage(stage: StageResult) -> Iterator[str]:
     status, verdict = stage.status, stage.grading
-    if stage.stub_misses and status not in ("error", "limit"):
+    if stage.endpoint_misses and status not in ("error", "limit"):
         yield (
-            f"is {status} although the stub model had no answer for "
-            f"{len(stage.stub_misses)} of its requests (that makes it an error)"
+            f"is {status} although {MISSED_BY[miss_source(stage.endpoint_misses)]} had no "
+            f"answer for {len(stage.endpoint_misses)} of its requests (that makes it an error)"
         )
     if status == "limit" and stage.limit_hit is None:
         yield "status limit without the limit it hit"
@@ -231,7 +232,7 @@ def _stage(stage: StageResult) -> Iterator[str]:
         return
     if status not in VERDICT_STATUSES:
         yield f"is {status} but has a verdict ({verdict.verdict})"
-    elif status != verdict.verdict and not (status == "error" and stage.stub_misses):
+    elif status != verdict.verdict and not (status == "error" and stage.endpoint_misses):
         yield f"is {status} but its verdict is {verdict.verdict}"
 
 

@@ -14,6 +14,7 @@ one line: it would be half-read.
 | 3 | `suite` (suite path and plugin name) and `revision` (commit, dirty, base, merge base) |
 | 4 | `StageResult.stub_misses`: requests the stub model's script had no answer for |
 | 5 | `forwarded`: what the model endpoint forwarded; `total_cost_usd` is its cost when set |
+| 6 | `stub_misses` is `endpoint_misses` (outcome `diverged`: a replay); `shard`, `merged_shards` |
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 5
+VERSION = 6
 
 Data = dict[str, Any]
 
@@ -88,12 +89,33 @@ def _v4_to_v5(data: Data) -> Data:
     return data
 
 
+def _v5_to_v6(data: Data) -> Data:
+    """Rename every stage's `stub_misses` to `endpoint_misses`; add `shard` and
+    `merged_shards` (null: a whole run, not merged).
+
+    The misses are the stub script's or, replaying a recording, the
+    recording's (outcome `diverged`): the records stand as written. Some
+    version 5 files already hold `diverged` misses and the shard fields
+    (written before the version was bumped for them); they are kept.
+    (A version 5 reader refuses a version 6 file -- "written by a newer
+    ci-evals" -- rather than fail on a field it does not know.)
+    """
+    data.setdefault("shard", None)
+    data.setdefault("merged_shards", None)
+    for scenario in _dicts(data.get("scenarios")):
+        for stage in _dicts(scenario.get("stages")):
+            if "stub_misses" in stage and "endpoint_misses" not in stage:
+                stage["endpoint_misses"] = stage.pop("stub_misses")
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 
@@ -108,7 +130,8 @@ def migrate(data: Data, *, file: Path) -> Data:
         )
     if version > VERSION:
         raise UserError(
-            f"results version {version} is newer than this ci-evals reads ({VERSION})",
+            f"written by a newer ci-evals: results version {version}, "
+            f"this one reads up to version {VERSION}",
             file=file,
             field="version",
             hint="upgrade ci-evals",

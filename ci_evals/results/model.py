@@ -4,9 +4,9 @@ The run writes it (again after every stage, so an interrupted run still leaves
 one); `grade`, `report` and the PR comment only read it. Models reject unknown
 fields. A file of an earlier `version` is migrated forward step by step
 (`ci_evals.results.migrate`) before it is validated; a newer one is refused
-with a clear message rather than half-read. Bump `VERSION` when a change would
-make an old reader misunderstand a new file (adding an optional field with a
-default does not), and add the migration from the previous version.
+with a clear message rather than half-read. Bump `VERSION` when an old reader
+would misread or reject a new file -- a new field too, even an optional one: the
+models reject unknown fields -- and add the migration from the previous version.
 
 This module imports pydantic (~0.15 s): only run/grade/report import it, never
 the hook or compute-stage path.
@@ -34,6 +34,7 @@ from ci_evals.results.stats import StageSummary
 __all__ = [
     "RESULTS_FILE",
     "VERSION",
+    "EndpointMiss",
     "FileChange",
     "Forwarded",
     "LimitHit",
@@ -47,15 +48,14 @@ __all__ = [
     "ShardUnit",
     "StageResult",
     "StageStatus",
-    "StubMiss",
     "SuiteIdentity",
     "dump_results",
+    "endpoint_miss_error",
     "file_changes",
     "json_schema",
     "printable_path",
     "read_results",
-    "record_stub_misses",
-    "stub_miss_error",
+    "record_endpoint_misses",
     "write_results",
 ]
 
@@ -113,21 +113,23 @@ def file_changes(changes: Iterable[Change]) -> list[FileChange]:
     return [FileChange.from_change(change) for change in changes]
 
 
-class StubMiss(_Model):
-    """A request of the stage (or its reviewers) the stub model's script had no
-    answer for: no rule matched it, or the rule that did had run out of turns;
-    or, replaying a recording (`diverged`), one it holds no exchange for. The
-    script (the recording) and the suite disagree, so the stage is an `error`,
-    whatever its graders said (docs/stub-model.md, docs/replay.md)."""
+class EndpointMiss(_Model):
+    """A request of the stage (or its reviewers) a local model endpoint had no
+    answer for: the stub model's script (no rule matched it, or the rule that
+    did had run out of turns) or, replaying a recording (`diverged`), the
+    recording (no exchange left for it). The script (the recording) and the
+    suite disagree, so the stage is an `error`, whatever its graders said
+    (docs/stub-model.md, docs/replay.md). Named `StubMiss`, in `stub_misses`,
+    before version 6."""
 
     outcome: Literal["unmatched", "exhausted", "diverged"]
     rule: str | None = None  # exhausted: the rule whose turns ran out
     turn: int | None = None  # exhausted: the turn asked for (1-based)
     subagent: bool = False
-    text: str  # what the stub answered instead (one line, names the request)
+    text: str  # what the endpoint answered instead (one line, names the request)
 
 
-def stub_miss_error(misses: list[StubMiss]) -> str:
+def endpoint_miss_error(misses: list[EndpointMiss]) -> str:
     """The one-line `error` of a stage with stub misses (the first one quoted)."""
     diverged = [m for m in misses if m.outcome == "diverged"]
     if diverged:
@@ -145,8 +147,8 @@ def stub_miss_error(misses: list[StubMiss]) -> str:
     )
 
 
-def record_stub_misses(stage: StageResult, misses: list[StubMiss]) -> None:
-    """Record what the stub had no answer for; any makes the stage an `error`.
+def record_endpoint_misses(stage: StageResult, misses: list[EndpointMiss]) -> None:
+    """Record what the stub (or the replay) had no answer for; any makes the stage an `error`.
 
     An unmatched request (or one past a rule's last turn) means the script and
     the suite disagree: whatever the graders then said is about an answer
@@ -156,12 +158,14 @@ def record_stub_misses(stage: StageResult, misses: list[StubMiss]) -> None:
     """
     if not misses:
         return
-    stage.stub_misses = [*stage.stub_misses, *misses]
+    stage.endpoint_misses = [*stage.endpoint_misses, *misses]
     if stage.status == "limit":
         return
     before = stage.error
     stage.status = "error"
-    stage.error = stub_miss_error(stage.stub_misses) + (f" (then: {before})" if before else "")
+    stage.error = endpoint_miss_error(stage.endpoint_misses) + (
+        f" (then: {before})" if before else ""
+    )
 
 
 class StageResult(_Model):
@@ -197,9 +201,9 @@ class StageResult(_Model):
     # criterion, each grader's result, judge model, rubric hashes, raw output paths.
     grading: StageVerdict | None = None
     grading_cost_usd: float | None = None  # what the reviewer's model calls cost
-    # Requests of this stage and its reviewers the stub model could not answer
-    # from its script (a run on `--model stub:PATH` only); any makes the stage an error.
-    stub_misses: list[StubMiss] = Field(default_factory=list)
+    # Requests of this stage and its reviewers the stub model's script (`stub:PATH`)
+    # or the replayed recording (`replay:RUN_DIR`) had no answer for; any makes it an error.
+    endpoint_misses: list[EndpointMiss] = Field(default_factory=list)
 
 
 class ScenarioResult(_Model):

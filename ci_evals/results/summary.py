@@ -15,7 +15,7 @@ A run that reached no verdict still counts toward k-of-n:
 | `completed` but the stage has graders (never graded) | error |
 | `limit` (turns, time, budget) | failed — a limit is the agent's failure |
 | `error` from the agent, `skipped`, `pending`, `running` | error — nothing was judged |
-| `error` with `stub_misses` (whatever its verdict) | error — the stub script did not answer |
+| `error` with `endpoint_misses` (whatever its verdict) | error — the stub script did not answer |
 
 The run passes (exit 0) when every summary passed.
 """
@@ -40,7 +40,7 @@ def stage_verdict(result: StageResult, *, after_agent: bool = False) -> StageVer
     — it can delete or corrupt the workspace's `.git` — and an error would take
     the run out of the k-of-n count ("not a verdict on the agent").
     """
-    stub_missed = result.status == "error" and bool(result.stub_misses)
+    stub_missed = result.status == "error" and bool(result.endpoint_misses)
     if (
         result.grading is not None
         and result.status in ("passed", "failed", "error")

@@ -25,6 +25,7 @@ from ci_evals.agents import StageOutcome, StageRequest
 from ci_evals.agents.registry import build_agent
 from ci_evals.endpoints.base import Endpoint, EndpointOptions
 from ci_evals.endpoints.registry import endpoint_for
+from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
@@ -112,6 +113,7 @@ def prepare(
     with _checking(problems):
         endpoint = endpoint_for(args.model)
         endpoint.check(environ, "ci-evals run")
+        refuse_recording_a_replay(args, endpoint.name)
     sandbox = SandboxConfig(HOST)
     with _checking(problems):
         sandbox = isolation.choose(args, suite, environ, needed=True)
@@ -141,6 +143,21 @@ def prepare(
         repeat=repeat,
         pass_at_least=pass_at_least,
     )
+
+
+def refuse_recording_a_replay(args: argparse.Namespace, endpoint: str) -> None:
+    """`--record` with `--model replay:...`: one line, before anything starts.
+
+    A replay asks no model: recording it would copy part of the recording
+    again, with the `replay: ...` answers of any divergence taken for a
+    model's, and a replay of that copy would then "pass" where this one diverged.
+    """
+    if getattr(args, "record", False) and endpoint.startswith(REPLAY_PREFIX):
+        raise UserError(
+            "nothing to record: --model replay: asks no model, it serves recorded answers",
+            field="--record",
+            hint="record with the real model or stub:PATH, or replay without --record",
+        )
 
 
 def _shard(

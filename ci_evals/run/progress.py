@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import TextIO
 
 from ci_evals.agents import Progress
+from ci_evals.results import miss_source
 from ci_evals.results.model import RunResult, StageResult
 from ci_evals.run.runner import RunListener, RunPlan
 from ci_evals.text import inert
@@ -39,8 +40,8 @@ def _stage_text(stage: StageResult) -> str:
     mark = _MARKS.get(stage.status, stage.status)
     if stage.status == "limit" and stage.limit_hit:
         mark = f"LIMIT:{stage.limit_hit}"
-    elif stage.status == "error" and stage.stub_misses:
-        mark = "ERROR:stub"
+    elif stage.status == "error" and stage.endpoint_misses:
+        mark = f"ERROR:{miss_source(stage.endpoint_misses)}"
     return mark
 
 
@@ -210,7 +211,7 @@ def summary_table(result: RunResult) -> str:
         for row in shown
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    lines += _stub_misses(result)
+    lines += _endpoint_misses(result)
     graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
     of_which = f" (reviewers {_cost(graders)})" if graders else ""
     total = (
@@ -221,16 +222,17 @@ def summary_table(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def _stub_misses(result: RunResult) -> list[str]:
-    """Below the table: each stage whose requests the stub script could not answer."""
+def _endpoint_misses(result: RunResult) -> list[str]:
+    """Below the table: each stage whose requests the stub script (or the
+    recording) could not answer."""
     lines: list[str] = []
     repeated = result.repeat > 1
     for scenario in result.scenarios:
         label = f"{scenario.id}#{scenario.repeat + 1}" if repeated else scenario.id
         for stage in scenario.stages:
-            if stage.stub_misses:
-                first = stage.stub_misses[0].text
-                more = len(stage.stub_misses) - 1
+            if stage.endpoint_misses:
+                first = stage.endpoint_misses[0].text
+                more = len(stage.endpoint_misses) - 1
                 lines.append(
                     inert(f"  {label} stage {stage.number} {stage.name}: {first}")
                     + (f" (and {more} more)" if more else "")

@@ -63,7 +63,7 @@ from ci_evals.results.model import (
     StageResult,
     SuiteIdentity,
     file_changes,
-    record_stub_misses,
+    record_endpoint_misses,
     write_results,
 )
 from ci_evals.results.summary import summarize_run
@@ -528,7 +528,7 @@ def forwarded(metered: Metered) -> Forwarded:
 
 def _record_misses(stage_result: StageResult, watch: Watch | None) -> None:
     if watch is not None:
-        record_stub_misses(stage_result, watch.misses())
+        record_endpoint_misses(stage_result, watch.misses())
 
 
 def _relative(path: Path, run_dir: Path) -> str:

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci_evals.endpoints.registry import endpoint_for
+from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
@@ -54,9 +55,11 @@ def run(args: argparse.Namespace) -> int:
         durations = shard.read_durations(args.durations)
         chosen = _assignment(args, tasks, configurations, durations, count)
         shard.shard_of(chosen, index, count)  # K is what `plan` printed
-    for configuration in configurations:  # every mistake before anything starts
-        endpoint_for(configuration.model or args.model).check(environ, "ci-evals run --tasks")
+    for number, configuration in enumerate(configurations, start=1):  # every mistake first
         for name, suite in tasks:
+            endpoint = endpoint_for(_model(configuration, number, name, args.model))
+            endpoint.check(environ, "ci-evals run --tasks")
+            single.refuse_recording_a_replay(args, endpoint.name)
             configuration.apply(suite, name)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (args.out or single.RUNS_DIR / f"tasks-{stamp}").resolve()
@@ -73,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                 record = chosen.record(index, f"{configuration.folder(number)}/{name}")
                 if not record.units:
                     continue  # another shard's
-            ended = _run_task(args, environ, configuration, name, suite, run_dir, record)
+            model = _model(configuration, number, name, args.model)
+            ended = _run_task(args, environ, configuration, model, name, suite, run_dir, record)
             rows.append(task_row(name, run_dir.relative_to(out).as_posix(), read_results(run_dir)))
             _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
             if ended == EXIT_INTERRUPTED:
@@ -129,19 +133,39 @@ def find_tasks(folder: Path) -> list[tuple[str, Suite]]:
     return [(path.name, load_suite(path / SUITE_FILE)) for path in found]
 
 
+def _model(configuration: Configuration, number: int, task: str, given: str | None) -> str | None:
+    """The task's `--model`: the configuration's, else `given`. `replay:DIR` of a
+    benchmark folder (`run --tasks --record --out DIR`) is, for configuration N's
+    task T, the run that recorded it: `replay:DIR/N-*/T` (docs/replay.md)."""
+    model = configuration.model or given
+    if model is None or not model.startswith(REPLAY_PREFIX):
+        return model
+    recorded = Path(model.removeprefix(REPLAY_PREFIX))
+    if not (recorded / BENCHMARK_JSON).is_file():
+        return model  # one run's recording, served to every task
+    runs = sorted(recorded.glob(f"{number}-*/{task}"))
+    if len(runs) != 1:
+        raise UserError(
+            f"the recorded benchmark {recorded} has no run of task {task} for configuration "
+            f"{number} ({len(runs)} found: {recorded}/{number}-*/{task})",
+            field="--model",
+            hint="replay the benchmark with the tasks and configurations it recorded",
+        )
+    return f"{REPLAY_PREFIX}{runs[0]}"
+
+
 def _run_task(  # noqa: PLR0917 - one private call site
     args: argparse.Namespace,
     environ: dict[str, str],
     configuration: Configuration,
+    model: str | None,
     name: str,
     suite: Suite,
     run_dir: Path,
     record: Shard | None = None,
 ) -> int:
     varied = configuration.apply(suite, name)
-    task_args = argparse.Namespace(
-        **{**vars(args), "model": configuration.model or args.model, "out": run_dir, "shard": None}
-    )
+    task_args = argparse.Namespace(**{**vars(args), "model": model, "out": run_dir, "shard": None})
     ready = single.prepare(task_args, environ, Problems(), suite=varied)
     assert ready is not None and ready.endpoint is not None  # it raises at a problem
     endpoint = ready.endpoint

@@ -78,7 +78,7 @@ def test_a_subagent_the_script_does_not_answer_is_an_error(tmp_path: Path) -> No
     assert ran.returncode == 1
     explore, architect, _ = results(out)
     assert explore["status"] == "error"  # not "failed": the wiring is broken
-    (miss,) = explore["stub_misses"]  # type: ignore[misc]
+    (miss,) = explore["endpoint_misses"]  # type: ignore[misc]
     assert miss["outcome"] == "unmatched" and miss["subagent"] is True
     assert "ERROR:stub" in ran.stdout
     assert "example stage 1 explore: stub: no rule matched this request" in ran.stdout

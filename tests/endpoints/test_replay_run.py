@@ -8,6 +8,7 @@ import pytest
 
 from ci_evals.results.model import read_results
 from tests.run.test_run_command import ci_evals
+from tests.run.test_tasks import ECHO_SUITE
 from tests.run_helpers import make_suite
 
 
@@ -57,8 +58,8 @@ def test_a_recorded_run_replays_to_the_same_verdicts_and_fails_closed_when_chang
     assert proc.returncode == 1, proc.stderr
     s4, s5 = read_results(changed).scenarios[0].stages
     assert (s4.status, s5.status) == ("error", "skipped")
-    assert [m.outcome for m in s4.stub_misses] == ["diverged"]
-    miss = s4.stub_misses[0].text
+    assert [m.outcome for m in s4.endpoint_misses] == ["diverged"]
+    miss = s4.endpoint_misses[0].text
     assert miss.startswith("replay: request #1 of this stage (#1 of the run) has no recorded")
     assert "model-exchanges.jsonl:" in miss
     assert (
@@ -69,11 +70,32 @@ def test_a_recorded_run_replays_to_the_same_verdicts_and_fails_closed_when_chang
     assert s4.error.startswith("the replayed recording had no exchange for 1 request(s): replay:")
     assert "the recording had no exchange for these requests" in proc.stdout
     assert "  acme stage 4 s4: replay: request #1 of this stage" in proc.stdout
+    assert "ERROR:replay" in proc.stdout and "ERROR:stub" not in proc.stdout
 
     md = tmp_path / "summary.md"
     report = ci_evals("report", str(changed), "--markdown", str(md), cwd=tmp_path)
     assert report.returncode == 1, report.stderr
     assert "**Replay diverged:** 1 request(s) in 1 stage(s)" in md.read_text()
+    assert "| 4 s4 | error:replay |" in md.read_text()
+
+
+@pytest.mark.slow
+def test_repeats_replay_with_the_real_cli(tmp_path: Path) -> None:
+    """`--repeat 2`: each repeat's requests are found again (by key, in recorded order)."""
+    suite, stub = make_suite(tmp_path)
+    common = ("--suite", str(suite), "--from-stage", "4", "--repeat", "2")
+    recorded, replayed = tmp_path / "recorded", tmp_path / "replayed"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    stub.unlink()
+    proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(replayed),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = read_results(replayed)
+    assert [sc.repeat for sc in result.scenarios] == [0, 1]
+    assert _verdicts(replayed) == _verdicts(recorded)
+    assert all(not s.endpoint_misses for sc in result.scenarios for s in sc.stages)
 
 
 def test_a_recording_with_a_bad_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
@@ -88,4 +110,30 @@ def test_a_recording_with_a_bad_line_is_one_error_naming_file_and_line(tmp_path:
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("ci-evals: error: rec/model-exchanges.jsonl:1: ")
     assert "not a recorded exchange: invalid JSON" in lines[0]
+    assert not (tmp_path / ".ci-evals").exists()
+
+
+@pytest.mark.parametrize("tasks", [False, True])
+def test_record_with_replay_is_refused_in_one_line(tmp_path: Path, tasks: bool) -> None:
+    """A replay asks no model: there is nothing to record (docs/replay.md)."""
+    suite, _ = make_suite(tmp_path)
+    recording = tmp_path / "rec" / "model-exchanges.jsonl"
+    recording.parent.mkdir()
+    recording.write_text(
+        '{"path": "/v1/messages", "request_body": {"model": "m", "messages": []}, '
+        '"status": 200, "response_headers": {}, "response_body": "{}"}\n'
+    )
+    what = ("--tasks", str(tmp_path / "tasks")) if tasks else ("--suite", str(suite))
+    if tasks:
+        (tmp_path / "tasks" / "one").mkdir(parents=True)
+        (tmp_path / "tasks" / "one" / "ci-evals.yaml").write_text(ECHO_SUITE)
+    proc = ci_evals("run", *what, "--model", f"replay:{recording.parent}", "--record",
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ci-evals: error")]
+    assert errors == [
+        "ci-evals: error: --record: nothing to record: --model replay: asks no model, it "
+        "serves recorded answers (record with the real model or stub:PATH, or replay without "
+        "--record)"
+    ]
     assert not (tmp_path / ".ci-evals").exists()

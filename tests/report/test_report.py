@@ -555,18 +555,24 @@ EXHAUSTED = "stub: rule 'r' has no turn 3 (it scripts 2)"
 
 def stub_missed_stage(number: int) -> StageResult:
     """A stage the stub could not answer twice (and once alike): graded, but an error."""
-    from ci_evals.results.model import StubMiss, stub_miss_error  # noqa: PLC0415
+    from ci_evals.results.model import EndpointMiss, endpoint_miss_error  # noqa: PLC0415
 
     misses = [
-        StubMiss(outcome="unmatched", text="stub: no rule matched this request (command='x:y')"),
-        StubMiss(outcome="unmatched", text="stub: no rule matched this request (command='x:y')"),
-        StubMiss(outcome="exhausted", rule="r", turn=3, text=EXHAUSTED),
+        EndpointMiss(
+            outcome="unmatched", text="stub: no rule matched this request (command='x:y')"
+        ),
+        EndpointMiss(
+            outcome="unmatched", text="stub: no rule matched this request (command='x:y')"
+        ),
+        EndpointMiss(outcome="exhausted", rule="r", turn=3, text=EXHAUSTED),
     ]
     graded = verdict("passed", "all passed", criterion("a", True))
-    return stage(number, "error", error=stub_miss_error(misses), grading=graded, stub_misses=misses)
+    return stage(
+        number, "error", error=endpoint_miss_error(misses), grading=graded, endpoint_misses=misses
+    )
 
 
-def test_stub_misses_make_an_error_in_both_reports_whatever_the_verdict() -> None:
+def test_endpoint_misses_make_an_error_in_both_reports_whatever_the_verdict() -> None:
     result = a_run(scenario("acme", passed_stage(1), stub_missed_stage(2)))
     from ci_evals.report.verify import problems  # noqa: PLC0415
 
@@ -590,11 +596,32 @@ def test_stub_misses_make_an_error_in_both_reports_whatever_the_verdict() -> Non
     assert "  - stub: no rule matched this request (command='x:y') (x2)" in md
     assert "  - stub: rule 'r' has no turn 3 (it scripts 2)" in md
     once = a_run(scenario("acme", stub_missed_stage(1)))
-    once.scenarios[0].stages[0].stub_misses.pop(0)
+    once.scenarios[0].stages[0].endpoint_misses.pop(0)
     assert markdown_summary(once).count("no rule matched this request") == 1
 
 
-def test_a_stage_with_stub_misses_edited_to_passed_is_inconsistent() -> None:
+def test_a_replay_divergence_reads_replay_not_stub_in_every_report() -> None:
+    from ci_evals.report.verify import problems  # noqa: PLC0415
+    from ci_evals.results.model import EndpointMiss, endpoint_miss_error  # noqa: PLC0415
+
+    text = "replay: request #1 of this stage (#1 of the run) has no recorded exchange; ..."
+    misses = [EndpointMiss(outcome="diverged", text=text)]
+    diverged = stage(1, "error", error=endpoint_miss_error(misses), endpoint_misses=misses)
+    result = a_run(scenario("acme", diverged), model_endpoint="replay:recordings/x")
+    assert problems(result) == []
+
+    error = case(parse(junit_xml(result)), "acme", "1 s1").find("error")
+    assert error is not None and error.attrib["type"] == "error:replay"
+    assert error.attrib["message"].startswith("the replayed recording had no exchange for 1")
+    md = markdown_summary(result)
+    assert table_rows(md, "acme")[0][:2] == ["1 s1", "error:replay"]
+    assert "**Replay diverged:** 1 request(s) in 1 stage(s)" in md
+    assert "stub" not in md
+    diverged.status = "passed"
+    assert any("the replayed recording had no answer for 1" in p for p in problems(result))
+
+
+def test_a_stage_with_endpoint_misses_edited_to_passed_is_inconsistent() -> None:
     from ci_evals.report.verify import problems  # noqa: PLC0415
 
     missed = stub_missed_stage(1)

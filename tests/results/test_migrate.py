@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -20,7 +21,14 @@ from ci_evals.errors import UserError
 from ci_evals.main import main
 from ci_evals.report.verify import problems
 from ci_evals.results.migrate import MIGRATIONS, VERSION
-from ci_evals.results.model import RESULTS_FILE, json_schema, read_results, write_results
+from ci_evals.results.model import (
+    RESULTS_FILE,
+    EndpointMiss,
+    json_schema,
+    read_results,
+    record_endpoint_misses,
+    write_results,
+)
 from tests.paths import DATA
 
 V1 = DATA / "results-v1.json"
@@ -94,7 +102,8 @@ def test_a_newer_file_is_one_line_naming_file_and_version(tmp_path: Path) -> Non
         read_results(path)
     line = str(info.value)
     assert "\n" not in line
-    assert str(path) in line and f"results version {VERSION + 7} is newer" in line
+    assert str(path) in line
+    assert f"written by a newer ci-evals: results version {VERSION + 7}" in line
     assert "upgrade ci-evals" in line
     assert main(["report", str(path)]) == 2
 
@@ -113,13 +122,13 @@ def test_the_saved_version_2_file_is_valid_and_reads_without_suite_or_revision()
     assert problems(result) == []
 
 
-def test_a_version_3_file_reads_with_no_stub_misses(tmp_path: Path) -> None:
+def test_a_version_3_file_reads_with_no_endpoint_misses(tmp_path: Path) -> None:
     path = write_results(tmp_path / "v4", read_results(V2))
     data = json.loads(path.read_text())
     data["version"] = 3
     for scenario in data["scenarios"]:
         for stage in scenario["stages"]:
-            del stage["stub_misses"]  # version 3 had no such field
+            del stage["endpoint_misses"]  # version 3 had no such field
     old = tmp_path / "v3" / RESULTS_FILE
     old.parent.mkdir()
     old.write_text(json.dumps(data))
@@ -127,7 +136,7 @@ def test_a_version_3_file_reads_with_no_stub_misses(tmp_path: Path) -> None:
     result = read_results(old)
 
     assert result.version == VERSION
-    assert all(s.stub_misses == [] for sc in result.scenarios for s in sc.stages)
+    assert all(s.endpoint_misses == [] for sc in result.scenarios for s in sc.stages)
     assert result == read_results(V2)  # nothing else changed on the way
     assert problems(result) == []
 
@@ -137,14 +146,51 @@ def test_a_version_4_file_reads_as_not_metered_and_keeps_its_total(tmp_path: Pat
     data = json.loads(path.read_text())
     data["version"] = 4
     del data["forwarded"]  # version 4 had no such field
+    _as_version_5_stages(data)
     old = tmp_path / "v4" / RESULTS_FILE
     old.parent.mkdir()
     old.write_text(json.dumps(data))
 
     result = read_results(old)
 
-    assert result.version == VERSION == 5
+    assert result.version == VERSION
     assert result.forwarded is None  # never guessed: a v4 runner did not meter its endpoint
     assert result.total_cost_usd == pytest.approx(result.stages_cost_usd)
     assert result == read_results(V2)
     assert problems(result) == []
+
+
+def _as_version_5_stages(data: dict[str, Any]) -> None:
+    """A current file's stages and run as version 5 wrote them: `stub_misses`, no shard fields."""
+    del data["shard"], data["merged_shards"]
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            stage["stub_misses"] = stage.pop("endpoint_misses")
+
+
+def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Path) -> None:
+    """Version 5 named them `stub_misses`; some v5 files already hold a replay's
+    `diverged` ones (and the shard fields): all read as they were written."""
+    current = read_results(V2)
+    current.scenarios[0].stages[0].status = "error"
+    diverged = EndpointMiss(outcome="diverged", text="replay: request #1 of this stage ...")
+    record_endpoint_misses(current.scenarios[0].stages[0], [diverged])
+    data = json.loads(write_results(tmp_path / "v6", current).read_text())
+    data["version"] = 5
+    _as_version_5_stages(data)
+    jsonschema.validate(data, json.loads((DATA / "results.v5.schema.json").read_text()))
+    old = tmp_path / "v5" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result.version == VERSION == 6
+    assert result == current
+    assert result.scenarios[0].stages[0].endpoint_misses == [diverged]
+    assert (result.shard, result.merged_shards) == (None, None)
+    # Both names at once is no file any version wrote.
+    data["scenarios"][0]["stages"][0]["endpoint_misses"] = []
+    old.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="stub_misses"):
+        read_results(old)

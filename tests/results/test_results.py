@@ -91,7 +91,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert read_results(path) == result
     assert read_results(tmp_path / "run") == result  # a run folder works too
     data = json.loads(path.read_text())
-    assert data["version"] == VERSION == 5
+    assert data["version"] == VERSION == 6
     assert data["started_at"] == "2026-01-02T03:04:05Z"
     assert data["scenarios"][0]["stages"][1]["limit_hit"] == "turns"
 
@@ -210,13 +210,18 @@ def test_a_version_that_is_not_one_is_refused(tmp_path: Path, version: object) -
 def test_a_newer_version_says_upgrade(tmp_path: Path) -> None:
     data = json.loads(a_run().model_dump_json())
     data["version"] = VERSION + 1
+    data["a_field_of_the_next_version"] = {"x": 1}  # said before any field is validated
+    data["scenarios"] = [{"a_new_stage_field": "diverged"}]
     path = tmp_path / RESULTS_FILE
     path.write_text(json.dumps(data))
     with pytest.raises(UserError) as info:
         read_results(path)
     message = str(info.value)
     assert "\n" not in message and str(path) in message
-    assert f"results version {VERSION + 1} is newer than this ci-evals reads ({VERSION})" in message
+    assert (
+        f"written by a newer ci-evals: results version {VERSION + 1}, "
+        f"this one reads up to version {VERSION}"
+    ) in message
     assert "upgrade ci-evals" in message
 
 

@@ -219,7 +219,7 @@ def test_a_rerun_reviewer_the_stub_cannot_answer_makes_its_stage_an_error(
     assert code == 1
     s1 = read_results(output).scenarios[0].stages[0]
     assert s1.status == "error"
-    assert s1.stub_misses and {m.outcome for m in s1.stub_misses} == {"unmatched"}
+    assert s1.endpoint_misses and {m.outcome for m in s1.endpoint_misses} == {"unmatched"}
     assert (s1.error or "").startswith("the stub model had no scripted answer")
 
 

@@ -385,10 +385,12 @@ def test_an_unmatched_request_makes_the_stage_an_error_shown_everywhere(tmp_path
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     s3, s4, s5 = read_results(out).scenarios[0].stages
-    assert (s3.status, s3.stub_misses) == ("completed", [])
+    assert (s3.status, s3.endpoint_misses) == ("completed", [])
     assert s4.status == "error"  # the wiring is broken: not a failure of the plugin
-    assert [(m.outcome, m.rule, m.subagent) for m in s4.stub_misses] == [("unmatched", None, False)]
-    assert s4.stub_misses[0].text.startswith(
+    assert [(m.outcome, m.rule, m.subagent) for m in s4.endpoint_misses] == [
+        ("unmatched", None, False)
+    ]
+    assert s4.endpoint_misses[0].text.startswith(
         "stub: no rule matched this request (command='demo:s4'"
     )
     assert s4.error is not None
@@ -432,7 +434,9 @@ def test_a_rule_out_of_turns_is_an_error_naming_the_rule(tmp_path: Path) -> None
     assert proc.returncode == 1, proc.stderr
     (s5,) = read_results(out).scenarios[0].stages
     assert s5.status == "error"
-    assert [(m.outcome, m.rule, m.turn) for m in s5.stub_misses] == [("exhausted", "s5-short", 2)]
+    assert [(m.outcome, m.rule, m.turn) for m in s5.endpoint_misses] == [
+        ("exhausted", "s5-short", 2)
+    ]
     assert "past a rule's last turn" in (s5.error or "")
     assert "stub: rule 's5-short' has no turn 2 (it scripts 1)" in proc.stdout
 
@@ -454,10 +458,10 @@ def test_misses_are_counted_per_stage_across_parallel_scenarios(tmp_path: Path) 
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     acme, globex = read_results(out).scenarios
-    assert [(s.status, len(s.stub_misses)) for s in acme.stages] == [
+    assert [(s.status, len(s.endpoint_misses)) for s in acme.stages] == [
         ("completed", 0), ("completed", 0),
     ]  # fmt: skip
-    assert [(s.status, len(s.stub_misses)) for s in globex.stages] == [
+    assert [(s.status, len(s.endpoint_misses)) for s in globex.stages] == [
         ("completed", 0), ("error", 1),
     ]  # fmt: skip
 
@@ -477,7 +481,7 @@ def test_a_reviewer_the_script_does_not_answer_counts_with_its_stage(tmp_path: P
     assert proc.returncode == 1, proc.stderr
     s1, s2 = read_results(out).scenarios[0].stages
     assert s1.status == "error"
-    assert s1.stub_misses and {m.outcome for m in s1.stub_misses} == {"unmatched"}
+    assert s1.endpoint_misses and {m.outcome for m in s1.endpoint_misses} == {"unmatched"}
     assert s1.grading is not None  # the graders ran; their verdict is not the stage's
     assert s2.status == "skipped"
 

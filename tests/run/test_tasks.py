@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.endpoints.replay.recording import load_recording
 from ci_evals.main import main
 from ci_evals.results.model import read_results
 from ci_evals.sandbox.registry import unavailable
@@ -167,3 +168,37 @@ def test_no_task_and_matrix_without_tasks(
     assert "no task in" in capsys.readouterr().err
     assert main(["run", "--matrix", str(tmp_path / "m.yaml")]) == 2
     assert "add --tasks DIR" in capsys.readouterr().err
+
+
+def test_a_recorded_benchmark_replays_every_task_and_repeat(tmp_path: Path) -> None:
+    """The loop agent on `replay:`: `run --tasks --record`, then `--model replay:OUT`
+    serves each task its own run's recording; the repeats of `echo` asked the same
+    first question and get the recorded answers in recorded order."""
+    tasks, stub, recorded = tasks_folder(tmp_path), stub_for_both(tmp_path), tmp_path / "rec"
+    common = ["run", "--tasks", str(tasks), "--repeat", "2", "--isolation", "bwrap"]
+    assert main([*common, "--model", f"stub:{stub}", "--record", "--out", str(recorded)]) == 1
+    stub.unlink()  # every answer from here on is the recording's
+
+    replayed = tmp_path / "replayed"
+    assert main([*common, "--model", f"replay:{recorded}", "--out", str(replayed)]) == 1
+
+    def rows(out: Path) -> dict[str, list[object]]:
+        [config] = json.loads((out / "benchmark.json").read_text())["configurations"]
+        return {
+            row["task"]: [row[k] for k in ("attempts", "completed", "halted", "passed", "scores")]
+            for row in config["tasks"]
+        }
+
+    assert rows(replayed) == rows(recorded)
+    [run_dir] = replayed.glob("1-*/echo")
+    result = read_results(run_dir)
+    assert result.model_endpoint.startswith(f"replay:{recorded}/1-")
+    stages = [sc.stages[0] for sc in result.scenarios]
+    assert [s.endpoint_misses for s in stages] == [[], []]
+    [was] = recorded.glob("1-*/echo")
+    first = [e.digest for e in load_recording(was).exchanges]
+    assert first[0] in first[1:]  # both repeats asked this; the first got `write`, then not
+    before = read_results(was)
+    assert [
+        (sc.repeat, sc.stages[0].status, sc.stages[0].limit_hit) for sc in result.scenarios
+    ] == [(sc.repeat, sc.stages[0].status, sc.stages[0].limit_hit) for sc in before.scenarios]

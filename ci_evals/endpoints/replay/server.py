@@ -40,7 +40,7 @@ from ci_evals.endpoints.replay.rewrite import moved
 from ci_evals.text import display_path
 
 if TYPE_CHECKING:
-    from ci_evals.results.model import StubMiss
+    from ci_evals.results.model import EndpointMiss
 
 KEY = "replay-key"
 KEY_PREFIX = KEY + "."  # `replay-key.c3`: caller c3 (`ReplayServer.watch`)
@@ -161,11 +161,11 @@ class ReplayWatch:
         self.caller = caller
         self.env = server.cli_env(caller)
 
-    def misses(self) -> list[StubMiss]:
-        from ci_evals.results.model import StubMiss  # noqa: PLC0415 - pydantic, run only
+    def misses(self) -> list[EndpointMiss]:
+        from ci_evals.results.model import EndpointMiss  # noqa: PLC0415 - pydantic, run only
 
         return [
-            StubMiss(outcome="diverged", text=d.text)
+            EndpointMiss(outcome="diverged", text=d.text)
             for d in self.server.divergences
             if d.caller == self.caller
         ]

@@ -37,7 +37,7 @@ from ci_evals.endpoints.stub_model.responder import Reply, Responder
 from ci_evals.endpoints.stub_model.script import Script
 
 if TYPE_CHECKING:
-    from ci_evals.results.model import StubMiss
+    from ci_evals.results.model import EndpointMiss
 
 KEY = "stub-model-key"
 KEY_PREFIX = KEY + "."  # `stub-model-key.c3`: caller c3 (`StubServer.watch`)
@@ -198,11 +198,11 @@ class StubWatch:
         self.caller = caller
         self.env = server.cli_env(caller)
 
-    def misses(self) -> list[StubMiss]:
-        from ci_evals.results.model import StubMiss  # noqa: PLC0415 - pydantic, run only
+    def misses(self) -> list[EndpointMiss]:
+        from ci_evals.results.model import EndpointMiss  # noqa: PLC0415 - pydantic, run only
 
         return [
-            StubMiss(
+            EndpointMiss(
                 outcome="exhausted" if r.outcome == "exhausted" else "unmatched",
                 rule=r.rule,
                 turn=r.turn,

@@ -6,7 +6,7 @@ facts, a table per scenario run linking each stage's page, the stages over
 their repeats (pass counts, the mean and its 95% interval, per criterion)
 and, with a baseline, the deltas against it. A stage page has its status and
 reason, its criteria with the reviewer's rationale, grader errors, the
-requests the stub had no answer for, the files it produced, its trajectory
+requests the stub (or the replay) had no answer for, the files it produced, its trajectory
 and the reviewer's.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.report import (
+    endpoint_miss_lines,
     grader_errors,
     outcome,
     reason,
@@ -25,12 +26,12 @@ from ci_evals.report import (
     scenario_label,
     stage_label,
     status_word,
-    stub_miss_lines,
 )
 from ci_evals.report.baseline import Comparison, NoBaseline
 from ci_evals.report.html.files import StateRef, files_section, state_of
 from ci_evals.report.html.markup import esc, fold, money, status, table
 from ci_evals.report.html.timeline import Limits, timeline
+from ci_evals.results import MISSED_BY, miss_source
 
 if TYPE_CHECKING:
     from ci_evals.results.criteria import Criterion
@@ -216,9 +217,10 @@ def stage_body(
         ("attempts", stage.attempts or 1),
     ]
     yield table(["fact", "value"], [[esc(k), esc(v)] for k, v in facts])
-    if stage.stub_misses:
-        items = "".join(f"<li>{esc(line)}</li>" for line in stub_miss_lines(stage))
-        yield f"<h2>Requests the stub model had no answer for</h2><ul>{items}</ul>"
+    if stage.endpoint_misses:
+        items = "".join(f"<li>{esc(line)}</li>" for line in endpoint_miss_lines(stage))
+        title = f"Requests {MISSED_BY[miss_source(stage.endpoint_misses)]} had no answer for"
+        yield f"<h2>{title}</h2><ul>{items}</ul>"
     yield "<h2>Grading</h2>"
     yield from _grading(stage)
     yield "<h2>Files</h2>"
