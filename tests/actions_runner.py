@@ -10,8 +10,9 @@ steps), `GITHUB_EVENT_PATH` with the payload.
 `${{ }}` is evaluated only where the runner evaluates it for a script (`env:`
 values, input defaults, `if:`) and only in the forms these files use: a
 context path (`inputs.X`, `steps.ID.outputs.X`, `steps.ID.outcome`,
-`needs.JOB.outputs.X`, `github.X`, `github.event.X.Y`, `secrets.X`,
-`runner.X`), and for `if:` `always()`, `==`, `!=` and `&&`. Anything else
+`needs.JOB.outputs.X`, `matrix.X`, `strategy.job-index`, `github.X`,
+`github.event.X.Y`, `secrets.X`, `runner.X`), and for `if:` `always()`,
+`!cancelled()`, `==`, `!=` and `&&`. Anything else
 fails the test rather than being guessed. `uses:` steps (other actions, pinned
 by SHA) are not run: the test says what each stands for (`uses=`), or it is
 recorded as skipped.
@@ -60,6 +61,8 @@ class ActionsRunner:
     base_env: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
     needs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    matrix: dict[str, str] = field(default_factory=dict)  # a matrix job's entry
+    strategy: dict[str, str] = field(default_factory=dict)  # its `job-index`
     steps: list[StepRun] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -79,6 +82,8 @@ class ActionsRunner:
             "inputs": inputs,
             "steps": steps,
             "needs": self.needs,
+            "matrix": self.matrix,
+            "strategy": self.strategy,
             "secrets": self.secrets,
             "runner": {"temp": str(self.temp)},
             "github": {**self.github, "event_name": self.event_name, "event": self.event},
@@ -97,12 +102,13 @@ class ActionsRunner:
         return _EXPR.sub(lambda m: self.value(m.group(1), inputs), text)
 
     def condition(self, text: str, inputs: Mapping[str, str]) -> bool:
-        """An `if:`: terms joined by `&&`, each `always()` or `PATH ==/!= 'literal'`."""
+        """An `if:`: terms joined by `&&`, each `always()`, `!cancelled()` (nothing here is
+        ever cancelled) or `PATH ==/!= 'literal'`."""
         inner = _EXPR.fullmatch(text.strip())
         expression = inner.group(1) if inner else text
         result = True
         for term in (t.strip() for t in expression.split("&&")):
-            if term == "always()":
+            if term in ("always()", "!cancelled()"):
                 continue
             match = _COMPARE.fullmatch(term)
             if match is None:
