@@ -217,8 +217,8 @@ class ActionsRunner:
             done = self.run_step(step, inputs, **kw)
             failed = failed or (done.outcome == "failure" and not step.get("continue-on-error"))
 
-    def run_action(self, action_file: Path, given: Mapping[str, str]) -> dict[str, str]:
-        """Every step of a composite action; the action's outputs."""
+    def run_action(self, action_file: Path, given: Mapping[str, str], **kw: Any) -> dict[str, str]:
+        """Every step of a composite action (`uses`, `provided`: as `run_step`); its outputs."""
         action = yaml.safe_load(action_file.read_text(encoding="utf-8"))
         assert action["runs"]["using"] == "composite"
         unknown = set(given) - set(action["inputs"])
@@ -227,7 +227,7 @@ class ActionsRunner:
             name: given.get(name, self.evaluate(str(spec.get("default", "")), {}))
             for name, spec in action["inputs"].items()
         }
-        self._run_steps(action["runs"]["steps"], inputs)
+        self._run_steps(action["runs"]["steps"], inputs, **kw)
         return {
             name: self.evaluate(str(spec["value"]), inputs)
             for name, spec in action["outputs"].items()
