@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -247,6 +248,38 @@ class ActionsRunner:
         return "\n".join(
             f"--- {s.name}: {s.outcome} {s.returncode}\n{s.stdout}\n{s.stderr}" for s in self.steps
         )
+
+
+class ArtifactStore:
+    """Plays upload-artifact and download-artifact (`pattern:`) between jobs: a folder per
+    artifact name. `inputs`: an action's, for the expressions in its `with:`."""
+
+    def __init__(self, store: Path, inputs: Mapping[str, str] | None = None) -> None:
+        self.store = store
+        self.inputs = inputs or {}
+        self.runner: ActionsRunner | None = None  # the job now running
+
+    def _with(self, step: Mapping[str, Any], name: str) -> str:
+        assert self.runner is not None
+        return self.runner.evaluate(str(step["with"][name]), self.inputs)
+
+    def upload(self, step: Mapping[str, Any]) -> None:
+        assert self.runner is not None
+        name = self._with(step, "name")
+        assert "/" not in name and "${{" not in name, name
+        source = self.runner.workspace / self._with(step, "path")
+        if source.is_dir():
+            # Links as links: a run's `after/` keeps the workspace's links to plugin folders.
+            shutil.copytree(source, self.store / name, symlinks=True)
+
+    def download_pattern(self, step: Mapping[str, Any]) -> None:
+        """`pattern:` without `merge-multiple`: each matching artifact in `path/<name>/`."""
+        assert self.runner is not None
+        assert set(step["with"]) == {"pattern", "path"}, step["with"]
+        prefix = self._with(step, "pattern").removesuffix("*")
+        target = self.runner.workspace / self._with(step, "path")  # a relative path: in it
+        for source in sorted(self.store.glob(f"{prefix}*")):
+            shutil.copytree(source, target / source.name, symlinks=True)
 
 
 def parse_outputs(text: str) -> dict[str, str]:

@@ -17,14 +17,18 @@ import dataclasses
 import json
 import shutil
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from tests.actions_runner import ActionsRunner, parse_outputs, runner_env, runner_python
+from tests.actions_runner import (
+    ActionsRunner,
+    ArtifactStore,
+    parse_outputs,
+    runner_env,
+    runner_python,
+)
 from tests.conftest import copy_example, git
 from tests.github.test_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
 from tests.github_actions_fake import ActionsGitHub, actions_github
@@ -243,32 +247,7 @@ def test_a_broken_fixture_is_graded_and_fails_the_report(
 # ------------------------------------------------------------------ sharded: three jobs
 
 
-class ShardArtifacts:
-    """Plays upload-artifact and download-artifact (`pattern:`) for the action's shards."""
-
-    def __init__(self, store: Path, inputs: Mapping[str, str]) -> None:
-        self.store = store
-        self.inputs = inputs
-        self.runner: ActionsRunner | None = None
-
-    def upload(self, step: Mapping[str, Any]) -> None:
-        assert self.runner is not None
-        name = self.runner.evaluate(step["with"]["name"], self.inputs)
-        assert "/" not in name, name
-        source = self.runner.workspace / self.runner.evaluate(step["with"]["path"], self.inputs)
-        shutil.copytree(source, self.store / name, symlinks=True)
-
-    def download(self, step: Mapping[str, Any]) -> None:
-        assert self.runner is not None
-        options = step["with"]
-        assert set(options) == {"pattern", "path"}, options  # each artifact in its own folder
-        prefix = self.runner.evaluate(options["pattern"], self.inputs).removesuffix("*")
-        target = Path(self.runner.evaluate(options["path"], self.inputs))
-        for source in sorted(self.store.glob(f"{prefix}*")):
-            shutil.copytree(source, target / source.name, symlinks=True)
-
-
-def job(first: ActionsRunner, name: str, artifacts: ShardArtifacts) -> ActionsRunner:
+def job(first: ActionsRunner, name: str, artifacts: ArtifactStore) -> ActionsRunner:
     """Another job of the same workflow: the same checkout, contexts and Python, its own
     runner folder; ci-evals installed by the first job stands in for its install."""
     runner = dataclasses.replace(first, temp=first.temp.parent / name, steps=[])
@@ -280,11 +259,12 @@ def job(first: ActionsRunner, name: str, artifacts: ShardArtifacts) -> ActionsRu
 def test_the_action_sharded_plans_runs_each_shard_and_merges(
     tmp_path: Path, actions_github: ActionsGitHub
 ) -> None:
-    github = actions_github
     repo, base, head = users_repository(tmp_path)
-    store = tmp_path / "artifacts"
-    store.mkdir()
-    artifacts = ShardArtifacts(store, {"artifact-name": "ci-evals-run", "out": ".ci-evals/run"})
+    (tmp_path / "artifacts").mkdir()
+    inputs = {"artifact-name": "ci-evals-run", "out": ".ci-evals/run"}  # the defaults
+    artifacts = ArtifactStore(tmp_path / "artifacts", inputs)
+    store = artifacts.store
+    github = actions_github
     plan = runner(tmp_path, repo, github, head)
 
     planned = plan.run_action(ACTION, {"base": base, "shards": "2"})
@@ -317,7 +297,7 @@ def test_the_action_sharded_plans_runs_each_shard_and_merges(
         {"base": base, "model": STUB, "merge": "true", "comment": "true"},
         uses={
             "actions/upload-artifact": artifacts.upload,
-            "actions/download-artifact": artifacts.download,
+            "actions/download-artifact": artifacts.download_pattern,
         },
         provided=installed,
     )

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.actions_runner import ActionsRunner, runner_env, runner_python
+from tests.actions_runner import ActionsRunner, ArtifactStore, runner_env, runner_python
 from tests.conftest import git
 from tests.github.test_comment import MARKER, PR, REPO, TOKEN, FakeGitHub
 from tests.github_actions_fake import ActionsGitHub, actions_github
@@ -72,33 +72,16 @@ def checkout(tmp_path: Path) -> tuple[Path, str, str]:
     return repo, base, git(repo, "rev-parse", "HEAD").strip()
 
 
-class Artifacts:
+class Artifacts(ArtifactStore):
     """Plays upload-artifact and download-artifact: a name -> folder store."""
 
     def __init__(self, runner: ActionsRunner, store: Path) -> None:
+        super().__init__(store)
         self.runner = runner
-        self.store = store
-
-    def upload(self, step: Mapping[str, Any]) -> None:
-        options = step["with"]
-        source = self.runner.workspace / self.runner.evaluate(options["path"], {})
-        name = self.runner.evaluate(options["name"], {})
-        assert "/" not in name and "${{" not in name, name
-        if source.is_dir():
-            # Links as links: a run's `after/` keeps the workspace's links to plugin folders.
-            shutil.copytree(source, self.store / name, symlinks=True)
-
-    def download_pattern(self, step: Mapping[str, Any]) -> None:
-        """`pattern:` without `merge-multiple`: each matching artifact in `path/<name>/`."""
-        options = step["with"]
-        assert set(options) == {"pattern", "path"}, options
-        prefix = self.runner.evaluate(options["pattern"], {}).removesuffix("*")
-        target = self.runner.workspace / self.runner.evaluate(options["path"], {})
-        for source in sorted(self.store.glob(f"{prefix}*")):
-            shutil.copytree(source, target / source.name, symlinks=True)
 
     def download(self, step: Mapping[str, Any]) -> None:
         """The artifact zipped into `path` (`skip-decompress`): its files at the root."""
+        assert self.runner is not None
         options = step["with"]
         assert options["run-id"] == "${{ github.event.workflow_run.id }}"
         assert options["skip-decompress"] is True
