@@ -347,6 +347,7 @@ def test_the_action_sharded_with_nothing_to_run_plans_no_shard(
         ({"shard": "1/2"}, "shard needs from-stage (the plan's matrix.from_stage)"),
         ({"shard": "1/2; rm -rf /", "from-stage": "4"}, "shard: I/K, as the plan's matrix.shard"),
         ({"shard": "1/2", "from-stage": "4", "merge": "true"}, "shard and merge"),
+        ({"shard": "1/2", "from-stage": "4\nverdict=passed"}, "from-stage: a stage number"),
         ({"shards": "two"}, "shards: a positive whole number"),
     ],
 )
