@@ -10,8 +10,9 @@ steps), `GITHUB_EVENT_PATH` with the payload.
 `${{ }}` is evaluated only where the runner evaluates it for a script (`env:`
 values, input defaults, `if:`) and only in the forms these files use: a
 context path (`inputs.X`, `steps.ID.outputs.X`, `steps.ID.outcome`,
-`needs.JOB.outputs.X`, `github.X`, `github.event.X.Y`, `secrets.X`,
-`runner.X`), and for `if:` `always()`, `==`, `!=` and `&&`. Anything else
+`needs.JOB.outputs.X`, `matrix.X`, `strategy.job-index`, `github.X`,
+`github.event.X.Y`, `secrets.X`, `runner.X`), and for `if:` `always()`,
+`!cancelled()`, `==`, `!=` and `&&`. Anything else
 fails the test rather than being guessed. `uses:` steps (other actions, pinned
 by SHA) are not run: the test says what each stands for (`uses=`), or it is
 recorded as skipped.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -60,6 +62,8 @@ class ActionsRunner:
     base_env: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
     needs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    matrix: dict[str, str] = field(default_factory=dict)  # a matrix job's entry
+    strategy: dict[str, str] = field(default_factory=dict)  # its `job-index`
     steps: list[StepRun] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -79,6 +83,8 @@ class ActionsRunner:
             "inputs": inputs,
             "steps": steps,
             "needs": self.needs,
+            "matrix": self.matrix,
+            "strategy": self.strategy,
             "secrets": self.secrets,
             "runner": {"temp": str(self.temp)},
             "github": {**self.github, "event_name": self.event_name, "event": self.event},
@@ -97,12 +103,13 @@ class ActionsRunner:
         return _EXPR.sub(lambda m: self.value(m.group(1), inputs), text)
 
     def condition(self, text: str, inputs: Mapping[str, str]) -> bool:
-        """An `if:`: terms joined by `&&`, each `always()` or `PATH ==/!= 'literal'`."""
+        """An `if:`: terms joined by `&&`, each `always()`, `!cancelled()` (nothing here is
+        ever cancelled) or `PATH ==/!= 'literal'`."""
         inner = _EXPR.fullmatch(text.strip())
         expression = inner.group(1) if inner else text
         result = True
         for term in (t.strip() for t in expression.split("&&")):
-            if term == "always()":
+            if term in ("always()", "!cancelled()"):
                 continue
             match = _COMPARE.fullmatch(term)
             if match is None:
@@ -211,8 +218,8 @@ class ActionsRunner:
             done = self.run_step(step, inputs, **kw)
             failed = failed or (done.outcome == "failure" and not step.get("continue-on-error"))
 
-    def run_action(self, action_file: Path, given: Mapping[str, str]) -> dict[str, str]:
-        """Every step of a composite action; the action's outputs."""
+    def run_action(self, action_file: Path, given: Mapping[str, str], **kw: Any) -> dict[str, str]:
+        """Every step of a composite action (`uses`, `provided`: as `run_step`); its outputs."""
         action = yaml.safe_load(action_file.read_text(encoding="utf-8"))
         assert action["runs"]["using"] == "composite"
         unknown = set(given) - set(action["inputs"])
@@ -221,7 +228,7 @@ class ActionsRunner:
             name: given.get(name, self.evaluate(str(spec.get("default", "")), {}))
             for name, spec in action["inputs"].items()
         }
-        self._run_steps(action["runs"]["steps"], inputs)
+        self._run_steps(action["runs"]["steps"], inputs, **kw)
         return {
             name: self.evaluate(str(spec["value"]), inputs)
             for name, spec in action["outputs"].items()
@@ -241,6 +248,38 @@ class ActionsRunner:
         return "\n".join(
             f"--- {s.name}: {s.outcome} {s.returncode}\n{s.stdout}\n{s.stderr}" for s in self.steps
         )
+
+
+class ArtifactStore:
+    """Plays upload-artifact and download-artifact (`pattern:`) between jobs: a folder per
+    artifact name. `inputs`: an action's, for the expressions in its `with:`."""
+
+    def __init__(self, store: Path, inputs: Mapping[str, str] | None = None) -> None:
+        self.store = store
+        self.inputs = inputs or {}
+        self.runner: ActionsRunner | None = None  # the job now running
+
+    def _with(self, step: Mapping[str, Any], name: str) -> str:
+        assert self.runner is not None
+        return self.runner.evaluate(str(step["with"][name]), self.inputs)
+
+    def upload(self, step: Mapping[str, Any]) -> None:
+        assert self.runner is not None
+        name = self._with(step, "name")
+        assert "/" not in name and "${{" not in name, name
+        source = self.runner.workspace / self._with(step, "path")
+        if source.is_dir():
+            # Links as links: a run's `after/` keeps the workspace's links to plugin folders.
+            shutil.copytree(source, self.store / name, symlinks=True)
+
+    def download_pattern(self, step: Mapping[str, Any]) -> None:
+        """`pattern:` without `merge-multiple`: each matching artifact in `path/<name>/`."""
+        assert self.runner is not None
+        assert set(step["with"]) == {"pattern", "path"}, step["with"]
+        prefix = self._with(step, "pattern").removesuffix("*")
+        target = self.runner.workspace / self._with(step, "path")  # a relative path: in it
+        for source in sorted(self.store.glob(f"{prefix}*")):
+            shutil.copytree(source, target / source.name, symlinks=True)
 
 
 def parse_outputs(text: str) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ci_evals.results.model import RunResult
@@ -20,6 +21,8 @@ VOLATILE = frozenset(
         "elapsed_s",
     }
 )
+# A command grader's detail says how long it took ("exit 0 in 0.07s").
+_TOOK = re.compile(r"\bin \d+\.\d+s\b")
 
 
 def comparable(result: RunResult) -> Any:
@@ -31,4 +34,6 @@ def _strip(value: Any) -> Any:
         return {k: _strip(v) for k, v in value.items() if k not in VOLATILE}
     if isinstance(value, list):
         return [_strip(v) for v in value]
+    if isinstance(value, str):
+        return _TOOK.sub("in _s", value)
     return value

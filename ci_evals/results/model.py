@@ -277,6 +277,11 @@ class Shard(_Model):
     units_total: int = Field(ge=1)  # units in the whole plan
     plan_sha256: str  # the whole assignment (every unit and its shard): equal in every shard
     units: list[ShardUnit] = Field(default_factory=list)
+    # The run's `budget_usd` (null: no budget, or not recorded) and this shard's part of it,
+    # in proportion to the run's units it holds: the file's `budget_usd`, what the shard
+    # enforced. The shards together spend at most the run's budget; `merge` records it.
+    run_budget_usd: float | None = None
+    budget_usd: float | None = None
 
 
 class ShardTiming(_Model):

@@ -54,6 +54,7 @@ _SAME: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
     ("model_endpoint", lambda r: r.model_endpoint),
     ("sandbox", lambda r: r.sandbox),
     ("metered", lambda r: r.forwarded is not None),
+    ("shard.run_budget_usd", lambda r: r.shard and r.shard.run_budget_usd),
 )
 _SAME_PLAN: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
     ("shard.count", lambda r: r.shard and r.shard.count),
@@ -202,6 +203,7 @@ def _merged(shards: Sequence[_Read]) -> RunResult:
             "status": status,
             "isolated": all(r.isolated for r in results),
             "forwarded": forwarded,
+            "budget_usd": _run_budget(results),
             "scenarios": scenarios,
             "shard": None,
             "merged_shards": [
@@ -220,6 +222,14 @@ def _merged(shards: Sequence[_Read]) -> RunResult:
     merged.total_cost_usd = forwarded.cost_usd if forwarded else merged.stages_cost_usd
     merged.summaries = summarize_run(merged, merged.pass_at_least)
     return merged
+
+
+def _run_budget(results: Sequence[RunResult]) -> float | None:
+    """The run's budget: each shard enforced its part of it (`shard.budget_share`)."""
+    first = results[0]
+    if first.shard is None or first.shard.budget_usd is None:
+        return first.budget_usd  # no budget, or a shard that kept the run's whole
+    return first.shard.run_budget_usd
 
 
 def _copy_units(shards: Sequence[_Read], out: Path) -> None:

@@ -173,7 +173,7 @@ def _shard(
     assignment = shard.suite_assignment(
         suite, from_stage, scenarios, repeat, count=count, durations=durations
     )
-    return shard.shard_of(assignment, index, count)
+    return shard.shard_of(assignment, index, count, budget_usd=suite.budget_usd)
 
 
 @contextmanager
@@ -197,7 +197,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         )
     sandbox = isolation.prepare(ready.sandbox, environ, run_id)  # may build the image
     return RunPlan(
-        suite=ready.suite,
+        suite=_shard_budget(ready.suite, ready.shard),
         from_stage=ready.from_stage,
         scenarios=ready.scenarios,
         run_dir=run_dir,
@@ -214,6 +214,19 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         revision=provenance.revision(ready.suite, ready.selection),
         shard=ready.shard,
     )
+
+
+def _shard_budget(suite: Suite, chosen: Shard | None) -> Suite:
+    """A shard spends its part of the run's budget (`shard.budget_share`), said on stderr."""
+    if chosen is None or chosen.run_budget_usd is None or chosen.budget_usd is None:
+        return suite
+    print(
+        f"ci-evals: shard {chosen.index}/{chosen.count}: budget ${chosen.budget_usd:.4f}, "
+        f"its part of the run's ${chosen.run_budget_usd:.4f} by the units it runs "
+        "(docs/scale-out.md)",
+        file=sys.stderr,
+    )
+    return replace(suite, budget_usd=chosen.budget_usd)
 
 
 def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:

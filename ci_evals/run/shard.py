@@ -58,19 +58,32 @@ class Assignment:
     def load(self, index: int) -> float:
         return sum(self.estimates[i] for i in self.positions(index))
 
-    def record(self, index: int, run: str = "") -> Shard:
-        """Shard `index`'s record for a results file (with --tasks: its units in `run`)."""
+    def record(self, index: int, run: str = "", budget_usd: float | None = None) -> Shard:
+        """Shard `index`'s record for a results file (with --tasks: its units in `run`);
+        `budget_usd`, the run's budget, gives the shard its part (`budget_share`)."""
+        units = [
+            ShardUnit(scenario=self.units[i].scenario, repeat=self.units[i].repeat, position=i)
+            for i in self.positions(index)
+            if self.units[i].run == run
+        ]
+        of = sum(unit.run == run for unit in self.units)
         return Shard(
             index=index,
             count=self.count,
             units_total=len(self.units),
             plan_sha256=self.sha256,
-            units=[
-                ShardUnit(scenario=self.units[i].scenario, repeat=self.units[i].repeat, position=i)
-                for i in self.positions(index)
-                if self.units[i].run == run
-            ],
+            units=units,
+            run_budget_usd=budget_usd,
+            budget_usd=budget_share(budget_usd, len(units), of),
         )
+
+
+def budget_share(budget_usd: float | None, held: int, of: int) -> float | None:
+    """A shard's part of its run's budget: in proportion to the run's units it holds, so
+    that K shards together spend at most the budget, not K times it (None: no budget)."""
+    if budget_usd is None or of == 0:
+        return None
+    return budget_usd if held == of else budget_usd * held / of
 
 
 def assign(units: Sequence[Unit], estimates: Sequence[float], count: int) -> Assignment:
@@ -193,7 +206,13 @@ def suite_assignment(
     return plan_units(suite_units(scenarios, repeat), lambda _: stages, durations, count)
 
 
-def shard_of(assignment: Assignment, index: int, count: int, run: str = "") -> Shard:
+def shard_of(
+    assignment: Assignment,
+    index: int,
+    count: int,
+    run: str = "",
+    budget_usd: float | None = None,
+) -> Shard:
     """`run --shard I/K`'s record; K must be what `plan` printed (at most one per unit)."""
     if count != assignment.count:
         raise UserError(
@@ -202,4 +221,4 @@ def shard_of(assignment: Assignment, index: int, count: int, run: str = "") -> S
             field="--shard",
             hint="use the shard count `ci-evals plan` printed",
         )
-    return assignment.record(index, run)
+    return assignment.record(index, run, budget_usd)

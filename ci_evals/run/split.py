@@ -36,10 +36,11 @@ class Matrix:
 def plan(args: argparse.Namespace) -> Matrix:
     """The job matrix of `args`' run split into `args.shards` shards; what it chose on stderr."""
     durations = shard.read_durations(args.durations)
+    budget = None
     if args.tasks is not None:
         assignment, from_stage = tasks.assignment(args, durations), ""
     else:
-        assignment_or_none, from_stage = _suite_plan(args, durations)
+        assignment_or_none, from_stage, budget = _suite_plan(args, durations)
         if assignment_or_none is None:
             return Matrix(_matrix([]), shards=0, from_stage="none")
         assignment = assignment_or_none
@@ -50,9 +51,11 @@ def plan(args: argparse.Namespace) -> Matrix:
             file=sys.stderr,
         )
     for k in range(1, assignment.count + 1):
+        part = assignment.record(k, budget_usd=budget).budget_usd
         print(
             f"shard {k}/{assignment.count}: {len(assignment.positions(k))} unit(s), "
-            f"estimate {assignment.load(k):.1f}",
+            f"estimate {assignment.load(k):.1f}"
+            + ("" if part is None else f", budget ${part:.4f} of the run's ${budget:.4f}"),
             file=sys.stderr,
         )
     entries: list[dict[str, str]] = [
@@ -64,18 +67,19 @@ def plan(args: argparse.Namespace) -> Matrix:
 
 def _suite_plan(
     args: argparse.Namespace, durations: shard.Durations
-) -> tuple[shard.Assignment | None, str]:
+) -> tuple[shard.Assignment | None, str, float | None]:
+    """The suite's assignment (None: nothing to run), its first stage and its budget."""
     suite = load_suite(args.suite or find_suite(Path.cwd()))
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the matrix
         from_stage, _ = single.from_stage_of(suite, args)
     if from_stage is None:
-        return None, "none"
+        return None, "none", None
     scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
     repeat = args.repeat or suite.grading.repeat
     assignment = shard.suite_assignment(
         suite, from_stage, scenarios, repeat, count=args.shards, durations=durations
     )
-    return assignment, str(from_stage.number)
+    return assignment, str(from_stage.number), suite.budget_usd
 
 
 def _matrix(entries: list[dict[str, str]]) -> str:

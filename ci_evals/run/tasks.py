@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
             run_dir = out / configuration.folder(number) / name
             record = None
             if chosen is not None:
-                record = chosen.record(index, f"{configuration.folder(number)}/{name}")
+                run = f"{configuration.folder(number)}/{name}"
+                record = chosen.record(index, run, suite.budget_usd)
                 if not record.units:
                     continue  # another shard's
             model = _model(configuration, number, name, args.model)

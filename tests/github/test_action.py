@@ -13,14 +13,22 @@ the stand-in GitHub REST server of the comment tests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.actions_runner import ActionsRunner, parse_outputs, runner_env, runner_python
+from tests.actions_runner import (
+    ActionsRunner,
+    ArtifactStore,
+    parse_outputs,
+    runner_env,
+    runner_python,
+)
 from tests.conftest import copy_example, git
 from tests.github.test_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
 from tests.github_actions_fake import ActionsGitHub, actions_github
@@ -46,9 +54,18 @@ def test_the_action_has_the_documented_inputs_and_outputs() -> None:
     inputs = action["inputs"]
     outputs = action["outputs"]
     assert isinstance(inputs, dict) and isinstance(outputs, dict)
-    for name in ("suite", "base", "model", "repeat", "comment", "baseline"):
+    for name in ("suite", "base", "model", "repeat", "comment", "baseline", "shards", "shard",
+                 "from-stage", "merge"):  # fmt: skip
         assert name in inputs
-    assert set(outputs) == {"from_stage", "fixture_stages", "verdict", "results"}
+    assert inputs["shards"]["default"] == "1"  # one job does it all, as before shards
+    assert set(outputs) == {
+        "from_stage",
+        "fixture_stages",
+        "verdict",
+        "results",
+        "matrix",
+        "shards",
+    }
 
 
 def test_no_input_is_interpolated_into_a_script() -> None:
@@ -140,6 +157,7 @@ def test_the_action_runs_the_affected_stages_and_comments(
     ran = [s.name for s in actions.steps if s.returncode is not None]
     assert ran == [
         "Install ci-evals",
+        "Check the inputs",
         "Select the first stage to run",
         "Run the evals",
         "Report",
@@ -169,8 +187,10 @@ def test_the_action_runs_the_affected_stages_and_comments(
     assert comment["body"].startswith(MARKER)
     assert "(stub model: a wiring check, not a model verdict)" in comment["body"]
     skipped = [s.name for s in actions.steps if s.returncode is None]
-    # setup-python and upload-artifact: other actions, pinned; no fixture changed.
-    assert len(skipped) == 3 and "Grade the changed fixtures" in skipped, skipped
+    # setup-python and upload-artifact: other actions, pinned; no fixture changed; no shards.
+    assert "Grade the changed fixtures" in skipped, skipped
+    assert {"Split the run into shards", "Merge the shards"} <= set(skipped), skipped
+    assert (outputs["matrix"], outputs["shards"]) == ("", "")
 
 
 @pytest.mark.slow
@@ -191,6 +211,8 @@ def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: Fak
         "fixture_stages": "",
         "verdict": "skipped",
         "results": "",
+        "matrix": "",
+        "shards": "",
     }, log
     assert not (repo / ".ci-evals").exists()
     assert "skipped (the change affects no stage)" in actions.summary.read_text()
@@ -220,3 +242,127 @@ def test_a_broken_fixture_is_graded_and_fails_the_report(
     (comment,) = actions_github.comments
     assert "### Changed fixtures (graded by `ci-evals check-fixtures`, no model)" in comment["body"]
     assert "| 3 | fixtures/3-plan-lab-output | failed |" in comment["body"], comment["body"]
+
+
+# ------------------------------------------------------------------ sharded: three jobs
+
+
+def job(first: ActionsRunner, name: str, artifacts: ArtifactStore) -> ActionsRunner:
+    """Another job of the same workflow: the same checkout, contexts and Python, its own
+    runner folder; ci-evals installed by the first job stands in for its install."""
+    runner = dataclasses.replace(first, temp=first.temp.parent / name, steps=[])
+    artifacts.runner = runner
+    return runner
+
+
+@pytest.mark.slow
+def test_the_action_sharded_plans_runs_each_shard_and_merges(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    repo, base, head = users_repository(tmp_path)
+    (tmp_path / "artifacts").mkdir()
+    inputs = {"artifact-name": "ci-evals-run", "out": ".ci-evals/run"}  # the defaults
+    artifacts = ArtifactStore(tmp_path / "artifacts", inputs)
+    store = artifacts.store
+    github = actions_github
+    plan = runner(tmp_path, repo, github, head)
+
+    planned = plan.run_action(ACTION, {"base": base, "shards": "2"})
+
+    assert plan.failed() == [], plan.log()
+    matrix = json.loads(planned["matrix"])
+    assert matrix == {"include": [{"shard": f"{k}/2", "from_stage": "5"} for k in (1, 2)]}
+    assert (planned["shards"], planned["from_stage"], planned["verdict"]) == ("2", "5", "")
+    assert not (repo / ".ci-evals").exists()  # a plan runs nothing
+    installed = frozenset({"Install ci-evals"})
+
+    for entry in matrix["include"]:
+        shard = job(plan, f"shard-{entry['shard'][0]}", artifacts)
+        given = {"model": STUB, "shard": entry["shard"], "from-stage": entry["from_stage"]}
+        done = shard.run_action(
+            ACTION, given, uses={"actions/upload-artifact": artifacts.upload}, provided=installed
+        )
+        assert shard.failed() == [], shard.log()
+        assert done["from_stage"] == "5" and done["verdict"] == ""  # the merge job reports
+        assert "Report" in [s.name for s in shard.steps if s.outcome == "skipped"]
+        shutil.rmtree(repo / ".ci-evals")  # each job's checkout is fresh
+    assert sorted(p.name for p in store.iterdir()) == [
+        "ci-evals-run-shard-1",
+        "ci-evals-run-shard-2",
+    ]
+
+    merge = job(plan, "merge", artifacts)
+    outputs = merge.run_action(
+        ACTION,
+        {"base": base, "model": STUB, "merge": "true", "comment": "true"},
+        uses={
+            "actions/upload-artifact": artifacts.upload,
+            "actions/download-artifact": artifacts.download_pattern,
+        },
+        provided=installed,
+    )
+
+    assert merge.failed() == [], merge.log()
+    (merged,) = [s for s in merge.steps if s.name == "Merge the shards"]
+    assert merged.stdout.startswith("merged 2 shard(s), 2 unit(s)"), merged.stdout
+    assert (outputs["from_stage"], outputs["verdict"]) == ("5", "passed"), merge.log()
+    data = json.loads(Path(outputs["results"]).read_text(encoding="utf-8"))
+    assert data["shard"] is None and len(data["merged_shards"]) == 2
+    summary = merge.summary.read_text(encoding="utf-8")
+    assert "## ci-evals: passed" in summary and "- Shards: 2 x " in summary
+    (comment,) = github.comments
+    assert comment["body"].startswith(MARKER)
+    assert sorted(p.name for p in store.iterdir())[0] == "ci-evals-run"  # the merged run
+
+
+@pytest.mark.slow
+def test_the_action_sharded_with_nothing_to_run_plans_no_shard(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    repo, _, _ = users_repository(tmp_path)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "NOTES.txt").write_text("not a plugin file\n")
+    git(repo, "add", "NOTES.txt")
+    git(repo, "commit", "-q", "-m", "notes")
+    actions = runner(tmp_path, repo, github, git(repo, "rev-parse", "HEAD").strip())
+
+    outputs = actions.run_action(ACTION, {"base": base, "shards": "4"})
+
+    assert actions.failed() == [], actions.log()
+    assert outputs == {
+        "from_stage": "none",
+        "fixture_stages": "",
+        "verdict": "skipped",
+        "results": "",
+        "matrix": '{"include":[]}',  # plan's own answer: test `shards` in the jobs' `if:`
+        "shards": "0",
+    }
+    assert "skipped (the change affects no stage)" in actions.summary.read_text()
+    assert not (repo / ".ci-evals").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ({"shard": "1/2"}, "shard needs from-stage (the plan's matrix.from_stage)"),
+        ({"shard": "1/2; rm -rf /", "from-stage": "4"}, "shard: I/K, as the plan's matrix.shard"),
+        ({"shard": "1/2", "from-stage": "4", "merge": "true"}, "shard and merge"),
+        ({"shard": "1/2", "from-stage": "4\nverdict=passed"}, "from-stage: a stage number"),
+        ({"shards": "two"}, "shards: a positive whole number"),
+    ],
+)
+def test_sharded_inputs_that_do_not_fit_stop_the_action(
+    tmp_path: Path, given: dict[str, str], error: str
+) -> None:
+    actions = ActionsRunner(
+        workspace=tmp_path,
+        temp=tmp_path / "temp",
+        event_name="pull_request",
+        event={},
+        base_env=runner_env(Path(sys.executable).parent),
+    )
+    actions.run_action(ACTION, given, provided=frozenset({"Install ci-evals"}))
+    (failed,) = actions.failed()
+    assert failed.name == "Check the inputs" and failed.returncode == 2
+    assert f"::error title=ci-evals::{error}" in failed.stdout
+    assert [s.name for s in actions.steps if s.returncode is not None] == ["Check the inputs"]

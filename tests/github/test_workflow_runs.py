@@ -5,12 +5,15 @@ The checkout is a copy of this repository (its tracked and new files) as a
 git repository with a base commit and a pull request commit that edits a
 stage-5 agent of the example. Each job's steps run with bash in an
 Actions-like environment (tests/actions_runner.py): `select` installs the
-core and runs compute-stage; `evals` (no ANTHROPIC_API_KEY: a fork) runs
-stage 5 on the stub model, reports and packs; the artifacts it uploads are
-handed to `evals-comment`, whose download step is played by the test and whose
-`ci-evals comment --from-artifact` posts to the stand-in GitHub server. What
-this machine already has stands in for two install steps (`sudo apt-get` for
-bubblewrap; pip from the repository over the network).
+core, runs compute-stage and plans the shards (`ci-evals plan`: the matrix);
+one `shard` job per matrix entry (no ANTHROPIC_API_KEY: a fork) runs its
+units of stage 5 on the stub model and uploads its run folder; `evals`
+downloads them (played by the test), merges, reports and packs; the
+artifacts it uploads are handed to `evals-comment`, whose download step is
+played by the test and whose `ci-evals comment --from-artifact` posts to the
+stand-in GitHub server. What this machine already has stands in for two
+install steps (`sudo apt-get` for bubblewrap; pip from the repository over
+the network).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.actions_runner import ActionsRunner, runner_env, runner_python
+from tests.actions_runner import ActionsRunner, ArtifactStore, runner_env, runner_python
 from tests.conftest import git
 from tests.github.test_comment import MARKER, PR, REPO, TOKEN, FakeGitHub
 from tests.github_actions_fake import ActionsGitHub, actions_github
@@ -69,22 +72,16 @@ def checkout(tmp_path: Path) -> tuple[Path, str, str]:
     return repo, base, git(repo, "rev-parse", "HEAD").strip()
 
 
-class Artifacts:
+class Artifacts(ArtifactStore):
     """Plays upload-artifact and download-artifact: a name -> folder store."""
 
     def __init__(self, runner: ActionsRunner, store: Path) -> None:
+        super().__init__(store)
         self.runner = runner
-        self.store = store
-
-    def upload(self, step: Mapping[str, Any]) -> None:
-        options = step["with"]
-        source = self.runner.workspace / self.runner.evaluate(options["path"], {})
-        if source.is_dir():
-            # Links as links: a run's `after/` keeps the workspace's links to plugin folders.
-            shutil.copytree(source, self.store / options["name"], symlinks=True)
 
     def download(self, step: Mapping[str, Any]) -> None:
         """The artifact zipped into `path` (`skip-decompress`): its files at the root."""
+        assert self.runner is not None
         options = step["with"]
         assert options["run-id"] == "${{ github.event.workflow_run.id }}"
         assert options["skip-decompress"] is True
@@ -124,7 +121,37 @@ def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[Action
         base_env=runner_env(bin_dir),
     )
     outputs = select.run_job(evals["jobs"]["select"])
-    assert outputs == {"from_stage": "5", "fixture_stages": ""}, select.log()
+    assert outputs is not None, select.log()
+    matrix = json.loads(outputs.pop("matrix"))
+    assert outputs == {"from_stage": "5", "fixture_stages": "", "shards": "2"}, select.log()
+    # The example's two scenarios, a shard each, from the stage compute-stage chose.
+    assert matrix == {"include": [{"shard": f"{k}/2", "from_stage": "5"} for k in (1, 2)]}
+    needs = {"select": {"outputs": {**outputs, "matrix": json.dumps(matrix)}}}
+
+    shard_job = evals["jobs"]["shard"]
+    assert shard_job["strategy"]["matrix"] == "${{ fromJSON(needs.select.outputs.matrix) }}"
+    for index, entry in enumerate(matrix["include"]):
+        shard = ActionsRunner(
+            workspace=repo,  # one checkout: each shard job writes its .ci-evals/run, uploads it
+            temp=tmp_path / f"shard-{index}-temp",
+            event_name="pull_request",
+            event=payload,
+            github=context,
+            base_env=runner_env(bin_dir),
+            secrets={},  # a fork's pull request gets none
+            needs=needs,
+            matrix=entry,
+            strategy={"job-index": str(index)},
+        )
+        shard.run_job(
+            shard_job,
+            uses={"actions/upload-artifact": Artifacts(shard, store).upload},
+            provided=frozenset({"Install bubblewrap and ci-evals"}),  # sudo; done by select
+        )
+        assert shard.failed() == [], shard.log()
+        (run_step,) = [s for s in shard.steps if s.name == "Run the shard"]
+        assert "::notice title=ci-evals::no ANTHROPIC_API_KEY: the stub model" in run_step.stdout
+        shutil.rmtree(repo / ".ci-evals")  # the next job's checkout is fresh
 
     runner = ActionsRunner(
         workspace=repo,
@@ -133,14 +160,17 @@ def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[Action
         event=payload,
         github=context,
         base_env=runner_env(bin_dir),
-        secrets={},  # a fork's pull request gets none
-        needs={"select": {"outputs": outputs}},
+        secrets={},
+        needs=needs | {"shard": {"outputs": {}}},
     )
     artifacts = Artifacts(runner, store)
     runner.run_job(
         evals["jobs"]["evals"],
-        uses={"actions/upload-artifact": artifacts.upload},
-        provided=frozenset({"Install bubblewrap and ci-evals"}),  # sudo; done by the select job
+        uses={
+            "actions/upload-artifact": artifacts.upload,
+            "actions/download-artifact": artifacts.download_pattern,
+        },
+        provided=frozenset({"Install ci-evals"}),  # pip: done by the select job
     )
     assert runner.failed() == [], runner.log()
     return runner, head
@@ -188,16 +218,22 @@ def test_a_fork_pr_is_evaluated_on_the_stub_and_commented_by_the_trusted_workflo
     store = tmp_path / "artifacts"
     evals, head = fork_pr_run(tmp_path, store, github)
 
-    (run_step,) = [s for s in evals.steps if s.name == "Run the evals"]
-    assert "::notice title=ci-evals::no ANTHROPIC_API_KEY: the stub model" in run_step.stdout
+    (merge_step,) = [s for s in evals.steps if s.name == "Merge the shards"]
+    assert merge_step.stdout.startswith("merged 2 shard(s), 2 unit(s)"), merge_step.stdout
     summary = evals.summary.read_text(encoding="utf-8")
     assert "## ci-evals: passed" in summary
     assert "simulated" in summary
-    assert sorted(p.name for p in store.iterdir()) == ["ci-evals-pr", "ci-evals-run"]
+    assert "- Shards: 2 x " in summary  # the merged run's runner time, in Cost
+    assert sorted(p.name for p in store.iterdir()) == [
+        "ci-evals-pr", "ci-evals-run", "ci-evals-shard-0", "ci-evals-shard-1",
+    ]  # fmt: skip
     assert sorted(p.name for p in (store / "ci-evals-pr").iterdir()) == ["pr.json", "results.json"]
     assert (store / "ci-evals-run" / "junit.xml").is_file()
     assert "**No baseline:** no successful run of evals.yml on main" in summary
     assert {r.method for r in github.requests} == {"GET"}  # the untrusted run only reads
+    merged = json.loads((store / "ci-evals-pr" / "results.json").read_text())
+    assert [s["id"] for s in merged["scenarios"]] == ["acme-arm", "acme-arm-students"]
+    assert len(merged["merged_shards"]) == 2
 
     github.pulls[PR] = {
         "number": PR,

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from tests.actions_runner import ActionsRunner
 from tests.paths import REPO
 
 ROOT = REPO
@@ -64,7 +67,8 @@ def test_every_file_the_evals_workflow_names_exists() -> None:
 def test_the_run_folder_written_is_the_one_reported_packed_and_uploaded() -> None:
     workflow = load("evals.yml")
     by_command = {words[1]: words for words in commands(workflow)}
-    out = option(by_command["run"], "--out")
+    out = option(by_command["run"], "--out")  # each shard's, uploaded for the merge
+    assert option(by_command["merge"], "--out") == out  # the merged run, in the evals job
     assert by_command["report"][2] == out
     # On a pull request the report compares with the baseline the fetch step wrote.
     text = (WORKFLOWS / "evals.yml").read_text(encoding="utf-8")
@@ -78,6 +82,11 @@ def test_the_run_folder_written_is_the_one_reported_packed_and_uploaded() -> Non
     }
     assert uploads["ci-evals-run"].rstrip("/") == out
     assert uploads["ci-evals-pr"].rstrip("/") == option(by_command["comment"], "--out")
+    # Each shard's folder, by its matrix job's index; the merge reads every one downloaded.
+    assert uploads["ci-evals-shard-${{ strategy.job-index }}"].rstrip("/") == out
+    (download,) = [s for s in steps(workflow) if "download-artifact" in s.get("uses", "")]
+    assert download["with"]["pattern"] == "ci-evals-shard-*"
+    assert by_command["merge"][2] == download["with"]["path"].rstrip("/") + "/*"
 
 
 def test_the_comment_workflow_reads_what_the_evals_workflow_uploads() -> None:
@@ -116,3 +125,50 @@ def test_no_expression_is_interpolated_into_a_script() -> None:
     for path in WORKFLOWS.glob("*.yml"):
         for step in steps(yaml.safe_load(path.read_text(encoding="utf-8"))):
             assert "${{" not in str(step.get("run", "")), (path.name, step)
+
+
+def test_the_shard_jobs_run_what_plan_printed() -> None:
+    workflow = load("evals.yml")
+    select, shard, evals = (workflow["jobs"][name] for name in ("select", "shard", "evals"))
+    assert select["outputs"]["matrix"] == "${{ steps.plan.outputs.matrix }}"
+    assert select["outputs"]["shards"] == "${{ steps.plan.outputs.shards }}"
+    (plan,) = [s for s in select["steps"] if s.get("id") == "plan"]
+    assert plan["env"]["FROM_STAGE"] == "${{ steps.stage.outputs.from_stage }}"
+    by_command = {words[1]: words for words in commands(workflow)}
+    assert option(by_command["plan"], "--from-stage") == "$FROM_STAGE"
+    assert option(by_command["plan"], "--suite") == option(by_command["run"], "--suite")
+    assert shard["strategy"] == {
+        "fail-fast": False,
+        "matrix": "${{ fromJSON(needs.select.outputs.matrix) }}",
+    }
+    (run,) = [s for s in shard["steps"] if s.get("name") == "Run the shard"]
+    assert run["env"]["SHARD"] == "${{ matrix.shard }}"
+    assert run["env"]["FROM_STAGE"] == "${{ matrix.from_stage }}"
+    assert option(by_command["run"], "--shard") == "$SHARD"
+    assert evals["needs"] == ["select", "shard"]
+    assert evals["name"] == "evals"  # the required check, merged
+
+
+@pytest.mark.parametrize(
+    ("outputs", "runs"),
+    [
+        ({"from_stage": "none", "fixture_stages": "", "matrix": "", "shards": ""}, False),
+        # plan's own answer to nothing to run: GitHub refuses an empty matrix.
+        ({"from_stage": "none", "matrix": '{"include":[]}', "shards": "0"}, False),
+        ({"from_stage": "4", "matrix": '{"include":[]}', "shards": "0"}, False),
+        ({"from_stage": "4", "matrix": '{"include":[{"shard":"1/1"}]}', "shards": "1"}, True),
+    ],
+)
+def test_nothing_to_run_skips_the_shards_and_the_merge(
+    tmp_path: Path, outputs: dict[str, str], runs: bool
+) -> None:
+    jobs = load("evals.yml")["jobs"]
+    runner = ActionsRunner(
+        workspace=tmp_path,
+        temp=tmp_path / "temp",
+        event_name="pull_request",
+        event={},
+        needs={"select": {"outputs": outputs}, "shard": {"outputs": {}}},
+    )
+    for name in ("shard", "evals"):  # a skipped `evals` counts as passed for a required check
+        assert runner.condition(jobs[name]["if"], {}) is runs, name

@@ -14,7 +14,7 @@ from ci_evals.run.shard import Durations, Unit, assign
 from tests.conftest import git
 from tests.paths import DATA
 from tests.run.test_run_command import _repo_with_stage_map, base_env, ci_evals
-from tests.run_helpers import make_suite
+from tests.run_helpers import default_rules, make_suite
 from tests.shard_helpers import comparable
 
 # -- the split: pure ----------------------------------------------------------------------
@@ -42,6 +42,18 @@ def test_durations_fall_back_to_the_stage_then_to_the_typical_stage() -> None:
     assert recorded.estimate(Unit("a", 0), [4, 5]) == 17.0  # mean 15 + 2
     assert recorded.estimate(Unit("c", 1), [4]) == 10.0  # stage 4 elsewhere: (15 + 5) / 2
     assert recorded.estimate(Unit("a", 0), [6]) == pytest.approx((15 + 5 + 2) / 3)
+
+
+def test_each_shard_gets_its_part_of_the_budget_and_together_the_whole() -> None:
+    units = [Unit(f"s{i}", 0) for i in range(5)] + [Unit("t", 0, run="2-x/t")]
+    got = assign(units, [1.0] * 6, 3)  # 0:1 1:2 2:3 3:1 4:2 | 5:3
+    parts = [got.record(k, budget_usd=5.0) for k in (1, 2, 3)]
+    assert [p.budget_usd for p in parts] == [2.0, 2.0, 1.0]  # 2, 2 and 1 of the 5 units
+    assert {p.run_budget_usd for p in parts} == {5.0}
+    assert got.record(3, "2-x/t", 0.5).budget_usd == 0.5  # the task run's only unit
+    assert got.record(1, "2-x/t", 0.5).budget_usd == 0.0  # none of that run's units
+    assert got.record(1).budget_usd is None and got.record(1).run_budget_usd is None
+    assert shard.budget_share(3.0, 1, 3) == 1.0
 
 
 @pytest.mark.parametrize("spec", ["2", "0/2", "3/2", "a/b", "1/"])
@@ -138,6 +150,42 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path: Path) -> None:
     assert "\n" not in line
     assert f"{tmp_path / 's1'} and {tmp_path / 'other'} are shards of different runs" in line
     assert "from_stage is 4 and 5" in line
+
+
+@pytest.mark.slow
+def test_a_shard_spends_only_its_part_of_the_run_budget(tmp_path: Path) -> None:
+    """Two shards of a $0.02 run: each may spend $0.01, so a stage that costs more ends
+    `limit` there and its scenario's next stage is skipped: the budget is spent."""
+    usage = "        usage: {input_tokens: 100000, output_tokens: 10000}\n"
+    rules = default_rules().replace(
+        '      - text: "stage 4 done"\n', '      - text: "stage 4 done"\n' + usage
+    )
+    suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"), rules=rules, budget_usd=0.02)
+    plan = ci_evals("plan", "--suite", str(suite), "--from-stage", "4", "--shards", "2",
+                    cwd=tmp_path)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert "shard 1/2: 1 unit(s), estimate 2.0, budget $0.0100 of the run's $0.0200" in plan.stderr
+    for k in (1, 2):
+        proc = ci_evals(
+            "run", "--suite", str(suite), "--model", f"stub:{stub}", "--shard", f"{k}/2",
+            "--from-stage", "4", "--out", str(tmp_path / f"s{k}"), cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr
+        assert (
+            f"ci-evals: shard {k}/2: budget $0.0100, its part of the run's $0.0200 by the "
+            "units it runs" in proc.stderr
+        )
+        result = read_results(tmp_path / f"s{k}")
+        assert result.budget_usd == 0.01
+        assert result.shard is not None and result.shard.run_budget_usd == 0.02
+        four, five = result.scenarios[0].stages
+        assert (four.status, four.limit_hit) == ("limit", "budget")
+        assert five.status == "skipped"
+    merged = tmp_path / "merged"
+    proc = ci_evals("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(merged),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert read_results(merged).budget_usd == 0.02  # the run's, as the unsharded run records
 
 
 def test_merge_refuses_a_file_that_is_no_shard_or_disagrees_with_itself(tmp_path: Path) -> None:
