@@ -6,8 +6,10 @@ agent finished within its limits: `final_submit`, for the loop agent),
 **halted** at the step ceiling (limit `turns`), another **limit** (time,
 budget, output), **error** (the agent, the endpoint or a grader failed, or
 the run was interrupted) — how many **passed** their graders, and the binary
-score (the seed's fraction of sub-tests passed, 0-100): its mean and sample
-variance over the attempts. An attempt that was not graded (halted, a limit,
+score (the seed's fraction of sub-tests passed, 0-100): its mean, sample
+standard deviation and 95% interval for the mean (Student's t, clipped to
+0-100: `stats.spread`) over the attempts (`benchmark.json` keeps the variance
+too). An attempt that was not graded (halted, a limit,
 an error) scores 0: the mean is over every attempt, never only the lucky ones.
 Pure: reads results, writes nothing.
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ci_evals.results.model import RunResult, ScenarioResult
+from ci_evals.results.stats import Spread, spread
 
 _FINISHED = ("completed", "passed", "failed")
 _HEADER = (
@@ -31,8 +34,10 @@ _HEADER = (
     "error",
     "passed",
     "mean score",
-    "variance",
+    "stdev",
+    "95% interval",
 )
+_SCORE_RANGE = (0.0, 100.0)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,19 @@ class TaskRow:
     def variance(self) -> float | None:
         """Sample variance of the scores; None with fewer than two attempts."""
         return statistics.variance(self.scores) if len(self.scores) > 1 else None
+
+    @property
+    def spread(self) -> Spread:
+        """The scores' mean, sample standard deviation and 95% interval (t)."""
+        return spread(self.scores)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% interval for the mean score, within the scores' range (0-100)."""
+        low, high = self.spread.ci95_low, self.spread.ci95_high
+        if low is None or high is None:
+            return None
+        return max(low, _SCORE_RANGE[0]), min(high, _SCORE_RANGE[1])
 
 
 @dataclass(frozen=True)
@@ -126,7 +144,8 @@ def render(tables: Sequence[ConfigurationTable]) -> str:
         for row in (*table.rows, table.total):
             cells = (
                 row.task, row.attempts, row.completed, row.halted, row.limit, row.error,
-                row.passed, _number(row.mean_score), _number(row.variance),
+                row.passed, _number(row.mean_score), _number(row.spread.stdev),
+                _interval(row.interval),
             )  # fmt: skip
             lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
         blocks.append("\n".join(lines))
@@ -161,8 +180,14 @@ def _row_json(row: TaskRow) -> dict[str, Any]:
         "scores": list(row.scores),
         "mean_score": row.mean_score,
         "variance": row.variance,
+        "stdev": row.spread.stdev,
+        "ci95": None if row.interval is None else list(row.interval),
     }
 
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+def _interval(value: tuple[float, float] | None) -> str:
+    return "-" if value is None else f"{value[0]:.1f}-{value[1]:.1f}"

@@ -108,8 +108,8 @@ def test_merged_task_shards_equal_the_unsharded_benchmark(tmp_path: Path) -> Non
     table_json = (full / "benchmark.json").read_text()
     assert json.loads((merged / "benchmark.json").read_text()) == json.loads(table_json)
     # Per configuration: all tools pass one attempt in three; shell-only cannot write.
-    assert "| alpha | 6 | 4 | 2 | 0 | 0 | 2 | 33.3 | 2666.7 |" in table
-    assert "| all tasks | 12 | 8 | 4 | 0 | 0 | 0 | 0.0 | 0.0 |" in table
+    assert "| alpha | 6 | 4 | 2 | 0 | 0 | 2 | 33.3 | 51.6 | 0.0-87.5 |" in table
+    assert "| all tasks | 12 | 8 | 4 | 0 | 0 | 0 | 0.0 | 0.0 | 0.0-0.0 |" in table
     rows = [r for c in json.loads(table_json)["configurations"] for r in c["tasks"]]
     assert len(rows) == 4
     for row in rows:  # and each task run's results, as `merge` of a suite's shards

@@ -92,16 +92,17 @@ def test_every_task_with_repeats_and_one_table(
         2,
         [100.0, 100.0],
     )
-    assert mcp["variance"] == 0.0
+    assert (mcp["variance"], mcp["stdev"], mcp["ci95"]) == (0.0, 0.0, [100.0, 100.0])
     assert (echo["attempts"], echo["completed"], echo["halted"], echo["passed"]) == (2, 1, 1, 1)
     assert sorted(echo["scores"]) == [0.0, 100.0] and echo["mean_score"] == 50.0
-    assert echo["variance"] == 5000.0
+    assert echo["variance"] == 5000.0 and round(echo["stdev"], 2) == 70.71
+    assert echo["ci95"] == [0.0, 100.0]  # t(0.975, 1) = 12.7: the whole range, clipped
     assert config["total"]["attempts"] == 4 and config["total"]["halted"] == 1
     halted = read_results(out / echo["run_dir"])
     assert {s.stages[0].limit_hit for s in halted.scenarios} == {None, "turns"}
     printed = capsys.readouterr().out
     assert f"configuration: model stub:{stub}" in printed
-    assert "| echo | 2 | 1 | 1 | 0 | 0 | 1 | 50.0 | 5000.0 |" in printed
+    assert "| echo | 2 | 1 | 1 | 0 | 0 | 1 | 50.0 | 70.7 | 0.0-100.0 |" in printed
     assert (
         "| task | attempts | completed | halted | limit | error | passed | mean score |" in printed
     )
