@@ -42,6 +42,11 @@ class AnthropicEndpoint:
             auth_token=environ.get("ANTHROPIC_AUTH_TOKEN") or None,
             budget_usd=options.budget_usd,
             record_path=options.record_path,
+            **(
+                {}
+                if options.max_concurrency is None
+                else {"max_concurrency": options.max_concurrency}
+            ),
         )
         with ForwardingProxy(settings) as proxy:
             yield OpenEndpoint(

@@ -68,6 +68,9 @@ class EndpointOptions:
     default_model: str | None = None  # the suite's `model:`
     budget_usd: float | None = None  # a hard budget the endpoint enforces, if it can
     record_path: Path | None = None  # every exchange as JSON lines, if it can
+    # Requests it forwards at once (the rest wait their turn), if it forwards; None:
+    # its own default.
+    max_concurrency: int | None = None
 
 
 class Endpoint(Protocol):

@@ -197,7 +197,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         )
     sandbox = isolation.prepare(ready.sandbox, environ, run_id)  # may build the image
     return RunPlan(
-        suite=_shard_budget(ready.suite, ready.shard),
+        suite=_shard_concurrency(_shard_budget(ready.suite, ready.shard), ready.shard),
         from_stage=ready.from_stage,
         scenarios=ready.scenarios,
         run_dir=run_dir,
@@ -229,6 +229,20 @@ def _shard_budget(suite: Suite, chosen: Shard | None) -> Suite:
     return replace(suite, budget_usd=chosen.budget_usd)
 
 
+def _shard_concurrency(suite: Suite, chosen: Shard | None) -> Suite:
+    """A shard sends its part of the run's `max_concurrency` (at least 1): K runners
+    share one API key's rate limit, so together they stay within it where K allows."""
+    if chosen is None or suite.max_concurrency is None or chosen.count == 1:
+        return suite
+    part = max(1, suite.max_concurrency // chosen.count)
+    print(
+        f"ci-evals: shard {chosen.index}/{chosen.count}: {part} model request(s) at once, "
+        f"its part of the run's max_concurrency {suite.max_concurrency} (docs/scale-out.md)",
+        file=sys.stderr,
+    )
+    return replace(suite, max_concurrency=part)
+
+
 def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
     """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
     if args.base is None:
@@ -254,6 +268,7 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         default_model=plan.model,
         budget_usd=plan.suite.budget_usd,
         record_path=plan.run_dir / RECORD_FILE if record else None,
+        max_concurrency=plan.suite.max_concurrency,
     )
     with endpoint.open(plan.environ, options) as opened:
         plan = replace(

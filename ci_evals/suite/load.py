@@ -74,6 +74,7 @@ _SUITE_KEYS = (
     "stage_map",
     "model",
     "budget_usd",
+    "max_concurrency",
     "limits",
     "stages",
     "scenarios",
@@ -162,6 +163,9 @@ class Suite:
     # A folder laid into every workspace before the fixtures: what a task gives its
     # agent to start from (`tasks/<id>/scaffold/`).
     scaffold: Path | None = None
+    # Model requests in flight at once through the run's endpoint (the real API's
+    # proxy; None: its default). Shards split it (docs/scale-out.md).
+    max_concurrency: int | None = None
 
     @property
     def root(self) -> Path:
@@ -316,6 +320,7 @@ def load_suite(
     model = _optional_str(keys.get("model"))
     sandbox, sandbox_options = backends.load_sandbox(keys, root_field, base)
     budget = _optional_number(keys.get("budget_usd"), positive=True)
+    concurrency = keys["max_concurrency"].as_int(minimum=1) if "max_concurrency" in keys else None
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
     stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin=plugin, problems=problems)
@@ -355,6 +360,7 @@ def load_suite(
         sandbox=sandbox,
         sandbox_options=sandbox_options,
         scaffold=scaffold,
+        max_concurrency=concurrency,
     )
     if stage_map is not None:
         _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)

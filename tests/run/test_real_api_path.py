@@ -171,3 +171,46 @@ def test_the_agents_own_concurrent_calls_stay_in_budget_and_in_the_cost(tmp_path
     worst = worst_case(FIRE_BODY, Pricing()).cost_usd
     assert forwarded.cost_usd <= budget + worst
     assert read_results(out).forwarded_note.startswith(f"; {forwarded.requests} model request")
+
+
+# N parallel requests, each answered after `delay`: with one slot at the proxy
+# they cannot take less than N x delay (a lower bound: load only adds to it).
+TIMED_FIRE = FIRE.replace(
+    "for t in threads: t.start()",
+    "import time\nbegan = time.monotonic()\nfor t in threads: t.start()",
+).replace("print(sorted(codes))", "print(sorted(codes), round(time.monotonic() - began, 2))")
+SLOW = 0.4
+
+
+@pytest.mark.parametrize(("concurrency", "at_least_s"), [(1, 12 * SLOW), (None, 0.0)])
+def test_the_suites_max_concurrency_holds_at_the_proxy(
+    tmp_path: Path, concurrency: int | None, at_least_s: float
+) -> None:
+    script = (
+        "rules:\n"
+        "  - match: {prompt_contains: FIRE}\n    repeat_last: true\n    turns:\n"
+        f"      - text: fired\n        delay: {SLOW}\n"
+        "  - match: {command: demo:s5}\n    turns:\n"
+        "      - tools:\n"
+        f"          - write: {{path: fire.py, content: {json.dumps(TIMED_FIRE)}}}\n"
+        '          - bash: "python3 fire.py > fired.txt 2>&1"\n'
+        "      - text: done\n"
+    )
+    suite, _ = make_suite(tmp_path)
+    if concurrency is not None:
+        suite.write_text(suite.read_text() + f"max_concurrency: {concurrency}\n")
+    out = tmp_path / "out"
+    with StubServer(loads_script(script)) as api:
+        env = base_env(
+            ANTHROPIC_API_KEY=REAL_KEY, ANTHROPIC_BASE_URL=api.cli_env()["ANTHROPIC_BASE_URL"]
+        )
+        proc = ci_evals(
+            "run", "--suite", str(suite), "--model", "claude-sonnet-4-5", "--from-stage", "5",
+            "--out", str(out), cwd=tmp_path, env=env,
+        )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    fired = (out / "acme" / "5-s5" / "produced" / "fired.txt").read_text().split("] ")
+    assert fired[0] == "[" + ", ".join(["200"] * 12), fired
+    assert float(fired[1]) >= at_least_s, fired
+    if concurrency is None:  # the default, 4 at once: well under one at a time
+        assert float(fired[1]) < 12 * SLOW, fired

@@ -155,12 +155,14 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_shard_spends_only_its_part_of_the_run_budget(tmp_path: Path) -> None:
     """Two shards of a $0.02 run: each may spend $0.01, so a stage that costs more ends
-    `limit` there and its scenario's next stage is skipped: the budget is spent."""
+    `limit` there and its scenario's next stage is skipped: the budget is spent. They
+    split the run's max_concurrency the same way."""
     usage = "        usage: {input_tokens: 100000, output_tokens: 10000}\n"
     rules = default_rules().replace(
         '      - text: "stage 4 done"\n', '      - text: "stage 4 done"\n' + usage
     )
     suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"), rules=rules, budget_usd=0.02)
+    suite.write_text(suite.read_text() + "max_concurrency: 5\n")  # split too: 2 each
     plan = ci_evals("plan", "--suite", str(suite), "--from-stage", "4", "--shards", "2",
                     cwd=tmp_path)  # fmt: skip
     assert plan.returncode == 0, plan.stderr
@@ -174,6 +176,10 @@ def test_a_shard_spends_only_its_part_of_the_run_budget(tmp_path: Path) -> None:
         assert (
             f"ci-evals: shard {k}/2: budget $0.0100, its part of the run's $0.0200 by the "
             "units it runs" in proc.stderr
+        )
+        assert (
+            f"ci-evals: shard {k}/2: 2 model request(s) at once, its part of the run's "
+            "max_concurrency 5" in proc.stderr
         )
         result = read_results(tmp_path / f"s{k}")
         assert result.budget_usd == 0.01

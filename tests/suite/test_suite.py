@@ -97,6 +97,16 @@ def test_loads_a_full_suite(tmp_path: Path) -> None:
     assert suite.grading.repeat == 3
 
 
+def test_max_concurrency_is_a_positive_whole_number(tmp_path: Path) -> None:
+    assert (
+        load_suite(write_suite(tmp_path, suite_text("max_concurrency: 2\n"))).max_concurrency == 2
+    )
+    assert load_suite(write_suite(tmp_path, suite_text(""))).max_concurrency is None
+    message = load_error(tmp_path, suite_text("max_concurrency: 0\n"))
+    assert message.startswith("ci-evals.yaml:") and "max_concurrency" in message, message
+    assert "\n" not in message
+
+
 def test_a_stage_can_lift_the_suite_budget_cap(tmp_path: Path) -> None:
     head = "budget_usd: null\nlimits: { max_budget_usd: 2 }\n"
     stages = (
