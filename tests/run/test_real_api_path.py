@@ -9,6 +9,7 @@ gets the proxy's URL and a per-run token.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -139,13 +140,7 @@ def test_the_agents_own_concurrent_calls_stay_in_budget_and_in_the_cost(tmp_path
     suite, _ = make_suite(tmp_path, budget_usd=budget)
     out = tmp_path / "out"
     with StubServer(loads_script(script)) as api:
-        env = base_env(
-            ANTHROPIC_API_KEY=REAL_KEY, ANTHROPIC_BASE_URL=api.cli_env()["ANTHROPIC_BASE_URL"]
-        )
-        proc = ci_evals(
-            "run", "--suite", str(suite), "--model", "claude-sonnet-4-5", "--from-stage", "5",
-            "--record", "--out", str(out), cwd=tmp_path, env=env,
-        )  # fmt: skip
+        proc = _run_on_the_api(api, suite, out, "--record")
         fired = [r for r in api.requests if r.outcome == "turn" and r.rule == "rules[0]"]
         reached = [r for r in api.requests if r.path.startswith("/v1/messages")]
     assert proc.returncode in (0, 1), proc.stderr
@@ -171,6 +166,19 @@ def test_the_agents_own_concurrent_calls_stay_in_budget_and_in_the_cost(tmp_path
     worst = worst_case(FIRE_BODY, Pricing()).cost_usd
     assert forwarded.cost_usd <= budget + worst
     assert read_results(out).forwarded_note.startswith(f"; {forwarded.requests} model request")
+
+
+def _run_on_the_api(
+    api: StubServer, suite: Path, out: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`ci-evals run` of stage 5 on the real-API path, `api` standing in for the API."""
+    env = base_env(
+        ANTHROPIC_API_KEY=REAL_KEY, ANTHROPIC_BASE_URL=api.cli_env()["ANTHROPIC_BASE_URL"]
+    )
+    return ci_evals(
+        "run", "--suite", str(suite), "--model", "claude-sonnet-4-5", "--from-stage", "5",
+        *extra, "--out", str(out), cwd=suite.parent, env=env,
+    )  # fmt: skip
 
 
 # N parallel requests, each answered after `delay`: with one slot at the proxy
@@ -201,13 +209,7 @@ def test_the_suites_max_concurrency_holds_at_the_proxy(
         suite.write_text(suite.read_text() + f"max_concurrency: {concurrency}\n")
     out = tmp_path / "out"
     with StubServer(loads_script(script)) as api:
-        env = base_env(
-            ANTHROPIC_API_KEY=REAL_KEY, ANTHROPIC_BASE_URL=api.cli_env()["ANTHROPIC_BASE_URL"]
-        )
-        proc = ci_evals(
-            "run", "--suite", str(suite), "--model", "claude-sonnet-4-5", "--from-stage", "5",
-            "--out", str(out), cwd=tmp_path, env=env,
-        )  # fmt: skip
+        proc = _run_on_the_api(api, suite, out)
     assert proc.returncode in (0, 1), proc.stderr
     fired = (out / "acme" / "5-s5" / "produced" / "fired.txt").read_text().split("] ")
     assert fired[0] == "[" + ", ".join(["200"] * 12), fired
