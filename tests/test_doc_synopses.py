@@ -51,3 +51,9 @@ def test_a_synopsis_names_the_options_argparse_has(page: str, command: str, syno
     assert documented - has == set(), f"{page}: options `ci-evals {command}` lacks"
     if not re.search(r"\s\.\.\.$", synopsis, re.M):  # ` ...` abridges; `]...` repeats
         assert has - documented == set(), f"{page}: options its synopsis omits"
+
+
+def test_suite_doc_documents_the_agent_and_sandbox_keys() -> None:
+    text = (ROOT / "docs" / "suite.md").read_text()
+    assert "\nagent: claude" in text
+    assert "\nsandbox: bwrap" in text

@@ -197,3 +197,10 @@ def test_from_the_cache_neither_yaml_nor_pathspec_is_imported_and_answers_agree(
     with_globals = [[0, 4], [1, 6, 7], [6], [2], [], [3], [5], []]
     globals_ = [[], [2, 3], [2], [], [], [], [], []]
     assert uncached["answers"] == entries + with_globals + globals_
+
+
+def test_map_cache_sources_exist_after_the_move() -> None:
+    # A missing path is stamped (-1, -1, -1) forever: its changes would never
+    # change the cache key.
+    for name in map_cache._SOURCES:
+        assert (map_cache._PACKAGE / name).is_file(), name
