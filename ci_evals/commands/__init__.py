@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.merge",
         "merge the results of a run's shards into one run folder, refusing a mismatch",
     ),
+    "record": (
+        "ci_evals.commands.record",
+        "promote a run's recording (run --record) into recordings/NAME/, fit to commit",
+    ),
     "init": (
         "ci_evals.commands.init",
         "draft a suite for a plugin (stage map, ci-evals.yaml, fixtures, stub script, "

@@ -117,3 +117,51 @@ def test_a_bad_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
     assert "not a recorded exchange: invalid JSON" in caught.value.message
     recording.write_text(json.dumps(good) + "\n")
     assert [e.line for e in load_recording(recording).exchanges] == [1]
+
+
+def _parallel_results(order: tuple[int, ...], agents: tuple[str, ...], spent: str) -> dict:
+    """Three subagents called at once: their results listed as they finished."""
+    calls = [{"type": "tool_use", "id": f"toolu_0{i}", "name": "Task", "input": {"n": i}}
+             for i in (1, 2, 3)]  # fmt: skip
+
+    def result(i: int) -> dict:
+        agent, took = agents[i - 1], 100 + 7 * i * len(spent)
+        text = (
+            f"report {i}\nagentId: {agent} (use SendMessage with to: '{agent}')\n"
+            f"<usage>tool_uses: 2\nduration_ms: {took}</usage>"
+        )
+        return {"type": "tool_result", "tool_use_id": f"toolu_0{i}",
+                "content": [{"type": "text", "text": text}]}  # fmt: skip
+
+    budget = f"USD budget: ${spent}/$2; ${2 - float(spent):.4f} remaining"
+    return {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {"role": "user", "content": "Do stage 5."},
+            {"role": "assistant", "content": calls},
+            {"role": "user", "content": [
+                {"type": "text", "text": budget}, *(result(i) for i in order)]},
+        ],
+    }  # fmt: skip
+
+
+ZEROS = ("a" + "0" * 16,) * 3
+
+
+def test_parallel_subagents_finishing_in_another_order_are_the_same_request() -> None:
+    # The CLI lists parallel tool results as they finish, names each subagent with a
+    # random id, appends how long it took, and reminds the model what the stage spent
+    # so far: all timing, none of it the model's doing (measured on labsmith stage 5).
+    first = request_key("/v1/messages", _parallel_results((1, 2, 3), ZEROS, "0.05"))
+    agents = ("a1b2c3d4e5f607189", "a" + "f" * 16, "a" + "9" * 16)
+    other = _parallel_results((3, 1, 2), agents, "0.071")
+    assert request_key("/v1/messages", other) == first
+    results = first["body"]["messages"][2]["content"]
+    assert [b.get("tool_use_id") for b in results] == [None, "toolu#1", "toolu#2", "toolu#3"]
+    # ... while what the model wrote or was asked is kept: another report differs.
+    changed = _parallel_results((1, 2, 3), ZEROS, "0.05")
+    changed["messages"][2]["content"][2]["content"][0]["text"] = "report 9"
+    assert request_key("/v1/messages", changed) != first
+    capped = _parallel_results((1, 2, 3), ZEROS, "0.05")
+    capped["messages"][2]["content"][0]["text"] = "USD budget: $0.05/$5; $4.95 remaining"
+    assert request_key("/v1/messages", capped) != first  # the cap is kept

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.results.model import read_results
+from tests.conftest import ExampleLayout
 from tests.run.test_run_command import ci_evals
 from tests.run.test_tasks import ECHO_SUITE
 from tests.run_helpers import make_suite
@@ -137,3 +138,46 @@ def test_record_with_replay_is_refused_in_one_line(tmp_path: Path, tasks: bool) 
         "--record)"
     ]
     assert not (tmp_path / ".ci-evals").exists()
+
+
+def _scores(run_dir: Path) -> list[tuple[str, int, str, float | None]]:
+    result = read_results(run_dir)
+    return [
+        (sc.id, s.number, s.status, s.grading.analytic_mean if s.grading else None)
+        for sc in result.scenarios
+        for s in sc.stages
+    ]
+
+
+@pytest.mark.slow
+def test_the_example_with_parallel_subagents_replays_and_promotes(
+    labsmith: ExampleLayout, tmp_path: Path
+) -> None:
+    """Labsmith's stage 5 runs three subagents at once and its reviewers in parallel:
+    their results reach the next request in the order they finished, with random
+    agent ids, timings and what was spent so far. Recorded once, it replays twice to
+    the same verdicts and scores, from the run folder and from its promoted copy."""
+    common = ("--from-stage", "5", "--jobs", "2")
+    recorded = tmp_path / "recorded"
+    proc = ci_evals("run", *common, "--model", labsmith.model(), "--record",
+                    "--out", str(recorded), cwd=labsmith.root)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    promoted = ci_evals("record", "promote", str(recorded), "labsmith-5", cwd=labsmith.root)
+    assert promoted.returncode == 0, promoted.stderr
+    copy = labsmith.root / "recordings" / "labsmith-5"
+    assert (
+        promoted.stdout.startswith("promoted ")
+        and f"replay:{Path('recordings', 'labsmith-5')}" in promoted.stdout
+    )
+    text = (copy / "model-exchanges.jsonl").read_text()
+    assert "request_headers" not in text and "user_id" not in text
+    again = ci_evals("record", "promote", str(recorded), "labsmith-5", cwd=labsmith.root)
+    assert again.returncode == 2 and "already exists" in again.stderr, again.stderr
+    for n, source in enumerate((recorded, copy)):
+        replayed = tmp_path / f"replayed-{n}"
+        proc = ci_evals("run", *common, "--model", f"replay:{source}", "--out", str(replayed),
+                        cwd=labsmith.root)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert _scores(replayed) == _scores(recorded)
+        assert all(not s.endpoint_misses for sc in read_results(replayed).scenarios
+                   for s in sc.stages)  # fmt: skip

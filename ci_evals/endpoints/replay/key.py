@@ -12,7 +12,16 @@ runs of the same agent — and does not change the model's answer — taken out
   where the workspaces are) as `$RUN_TMP`, any other run id as `$RUN_ID`, the
   CLI's "Today's date is …" as `<date>`, the `x-anthropic-billing-header` line;
 - tool-use ids (`toolu_…`, `srvtoolu_…`), renumbered by first appearance in
-  the request (`toolu#1`): the model's own ids, whichever run they came from.
+  the request (`toolu#1`): the model's own ids, whichever run they came from;
+- the CLI's subagent ids (`a` and 16 hex digits, random per run: the Task
+  tool's `agentId: …`, `SendMessage with to: '…'`) as `$AGENT_ID`, and the
+  `duration_ms` of the `<usage>` the CLI appends to a subagent's result;
+- what the stage spent and has left in the CLI's budget reminder (`USD
+  budget: $0.05/$2; $1.95 remaining`: the cap is kept), which with parallel
+  subagents depends on whose answer was counted first;
+- the order of the tool results in one message: the CLI lists the results of
+  parallel tool calls (subagents above all) as they finish, so they are put
+  in the order of their calls (the API pairs a result with its call by id).
 
 Everything else is kept as sent — model, system, messages (roles, text,
 tool calls and results), tools, max_tokens, thinking, stream, tool_choice,
@@ -34,6 +43,13 @@ _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
 _DATE = re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}")
 _BILLING = re.compile(r"x-anthropic-billing-header:[^\n]*")
 _TOOL_ID = re.compile(r"\b(?:srv)?toolu_[A-Za-z0-9_]+")
+# What the stage spent so far, in the CLI's budget reminder (with max_budget_usd):
+# with parallel subagents it depends on which answers were counted first.
+_SPENT = re.compile(r"(USD budget: \$)[0-9.e+-]+(/\$[0-9.]+; \$)[0-9.e+-]+( remaining)")
+# How long a subagent took, in the `<usage>` the CLI appends to its result.
+_DURATION = re.compile(r"(\nduration_ms: )\d+(</usage>)")
+# The CLI's subagent ids: "a" and 16 hex digits, random per run.
+_AGENT_ID = re.compile(r"\ba[0-9a-f]{16}\b")
 _DROPPED_KEYS = frozenset({"cache_control"})
 
 
@@ -42,12 +58,38 @@ def request_key(path: str, body: object) -> dict[str, Any]:
     ids: dict[str, str] = {}
     normal = _normalise(body, ids)
     if isinstance(normal, dict):
+        _order_tool_results(normal.get("messages"))
         metadata = normal.get("metadata")
         if isinstance(metadata, dict):
             metadata.pop("user_id", None)
             if not metadata:
                 del normal["metadata"]
     return {"route": path.split("?", 1)[0], "body": normal}
+
+
+def _order_tool_results(messages: object) -> None:
+    """Each message's tool results in the order of their calls (`toolu#N`), in place;
+    other blocks keep their places."""
+    if not isinstance(messages, list):
+        return
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        places = [i for i, block in enumerate(content) if _call_number(block) is not None]
+        ordered = sorted((content[i] for i in places), key=lambda block: _call_number(block) or 0)
+        for i, block in zip(places, ordered, strict=True):
+            content[i] = block
+
+
+def _call_number(block: object) -> int | None:
+    """N of a tool result's renumbered call id (`toolu#N`), None for any other block."""
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return None
+    call = block.get("tool_use_id")
+    if isinstance(call, str) and call.startswith("toolu#") and call[6:].isdigit():
+        return int(call[6:])
+    return None
 
 
 def run_tmp_folders(body: object) -> list[str]:
@@ -77,6 +119,9 @@ def _normalise_text(text: str, ids: dict[str, str]) -> str:
     text = _RUN_ID.sub("$RUN_ID", text)
     text = _DATE.sub(r"\1<date>", text)
     text = _BILLING.sub("x-anthropic-billing-header: <dropped>", text)
+    text = _AGENT_ID.sub("$AGENT_ID", text)
+    text = _DURATION.sub(r"\1<ms>\2", text)
+    text = _SPENT.sub(r"\1<spent>\2<left>\3", text)
     return _TOOL_ID.sub(lambda m: ids.setdefault(m.group(), f"toolu#{len(ids) + 1}"), text)
 
 
