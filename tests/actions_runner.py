@@ -271,6 +271,20 @@ class ArtifactStore:
         if source.is_dir():
             # Links as links: a run's `after/` keeps the workspace's links to plugin folders.
             shutil.copytree(source, self.store / name, symlinks=True)
+        elif source.is_file():  # one file: at the artifact's root
+            (self.store / name).mkdir(parents=True)
+            shutil.copy2(source, self.store / name / source.name)
+        else:
+            assert step["with"].get("if-no-files-found") == "ignore", f"{name}: no {source}"
+
+    def download(self, step: Mapping[str, Any]) -> None:
+        """`name:`: that artifact's files in `path` (none by that name fails the step)."""
+        assert self.runner is not None
+        assert set(step["with"]) == {"name", "path"}, step["with"]
+        source = self.store / self._with(step, "name")
+        assert source.is_dir(), f"no artifact {source.name}"
+        target = self.runner.workspace / self._with(step, "path")
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
 
     def download_pattern(self, step: Mapping[str, Any]) -> None:
         """`pattern:` without `merge-multiple`: each matching artifact in `path/<name>/`."""

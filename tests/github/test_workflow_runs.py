@@ -22,7 +22,8 @@ import json
 import shutil
 import subprocess
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ import yaml
 from tests.actions_runner import ActionsRunner, ArtifactStore, runner_env, runner_python
 from tests.conftest import git
 from tests.github.test_comment import MARKER, PR, REPO, TOKEN, FakeGitHub
-from tests.github_actions_fake import ActionsGitHub, actions_github
+from tests.github_actions_fake import ActionsGitHub, actions_github, zip_of
+from tests.paths import DATA
 from tests.paths import REPO as REPO_DIR
 
 __all__ = ["actions_github"]  # the stand-in GitHub (comments, runs, artifacts), shared
@@ -79,7 +81,7 @@ class Artifacts(ArtifactStore):
         super().__init__(store)
         self.runner = runner
 
-    def download(self, step: Mapping[str, Any]) -> None:
+    def download_zipped(self, step: Mapping[str, Any]) -> None:
         """The artifact zipped into `path` (`skip-decompress`): its files at the root."""
         assert self.runner is not None
         options = step["with"]
@@ -93,8 +95,29 @@ class Artifacts(ArtifactStore):
                 zf.write(path, path.name)
 
 
-def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[ActionsRunner, str]:
-    """`evals.yml` on a fork's pull request: both jobs; returns the evals runner and HEAD."""
+@dataclass
+class PrRun:
+    """`evals.yml`'s jobs as they ran on a pull request."""
+
+    select: ActionsRunner
+    matrix: list[dict[str, str]]
+    shards: list[ActionsRunner]
+    evals: ActionsRunner
+    head: str
+    shard_requests: int  # to the GitHub API, by the shard jobs
+
+
+def fork_pr_run(
+    tmp_path: Path,
+    store: Path,
+    github: FakeGitHub,
+    *,
+    durations: str = "",
+    between: Callable[[], None] = lambda: None,
+) -> PrRun:
+    """`evals.yml` on a fork's pull request: every job. `durations`: the select job's output
+    expected (the file plan balanced by; empty: none); `between`: what happens on GitHub
+    after select, before the shards."""
     repo, base, head = checkout(tmp_path)
     bin_dir = runner_python(tmp_path)
     payload = {
@@ -120,13 +143,26 @@ def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[Action
         github=context,
         base_env=runner_env(bin_dir),
     )
-    outputs = select.run_job(evals["jobs"]["select"])
+    outputs = select.run_job(
+        evals["jobs"]["select"], uses={"actions/upload-artifact": Artifacts(select, store).upload}
+    )
     assert outputs is not None, select.log()
+    assert select.failed() == [], select.log()
     matrix = json.loads(outputs.pop("matrix"))
-    assert outputs == {"from_stage": "5", "fixture_stages": "", "shards": "2"}, select.log()
+    assert outputs == {
+        "from_stage": "5",
+        "fixture_stages": "",
+        "shards": "2",
+        "durations": durations,
+    }, select.log()
     # The example's two scenarios, a shard each, from the stage compute-stage chose.
     assert matrix == {"include": [{"shard": f"{k}/2", "from_stage": "5"} for k in (1, 2)]}
     needs = {"select": {"outputs": {**outputs, "matrix": json.dumps(matrix)}}}
+    if (repo / ".ci-evals").exists():
+        shutil.rmtree(repo / ".ci-evals")  # the baseline fetched: the next job's checkout is fresh
+    between()
+    shards = []
+    before = len(github.requests)
 
     shard_job = evals["jobs"]["shard"]
     assert shard_job["strategy"]["matrix"] == "${{ fromJSON(needs.select.outputs.matrix) }}"
@@ -143,15 +179,21 @@ def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[Action
             matrix=entry,
             strategy={"job-index": str(index)},
         )
+        shard_artifacts = Artifacts(shard, store)
         shard.run_job(
             shard_job,
-            uses={"actions/upload-artifact": Artifacts(shard, store).upload},
+            uses={
+                "actions/upload-artifact": shard_artifacts.upload,
+                "actions/download-artifact": shard_artifacts.download,
+            },
             provided=frozenset({"Install bubblewrap and ci-evals"}),  # sudo; done by select
         )
+        shards.append(shard)
         assert shard.failed() == [], shard.log()
         (run_step,) = [s for s in shard.steps if s.name == "Run the shard"]
         assert "::notice title=ci-evals::no ANTHROPIC_API_KEY: the stub model" in run_step.stdout
         shutil.rmtree(repo / ".ci-evals")  # the next job's checkout is fresh
+    shard_requests = len(github.requests) - before
 
     runner = ActionsRunner(
         workspace=repo,
@@ -173,7 +215,7 @@ def fork_pr_run(tmp_path: Path, store: Path, github: FakeGitHub) -> tuple[Action
         provided=frozenset({"Install ci-evals"}),  # pip: done by the select job
     )
     assert runner.failed() == [], runner.log()
-    return runner, head
+    return PrRun(select, matrix["include"], shards, runner, head, shard_requests)
 
 
 def comment_run(
@@ -203,10 +245,83 @@ def comment_run(
     artifacts = Artifacts(runner, store)
     runner.run_job(
         workflow("evals-comment.yml")["jobs"]["comment"],
-        uses={"actions/download-artifact": artifacts.download},
+        uses={"actions/download-artifact": artifacts.download_zipped},
         provided=frozenset({"Install ci-evals"}),  # pip from the repository: the network
     )
     return runner
+
+
+def shard_units(store: Path) -> dict[int, list[str]]:
+    """Each uploaded shard's scenarios, by its index; every shard of one plan's split."""
+    shards = [
+        json.loads((folder / "results.json").read_text(encoding="utf-8"))["shard"]
+        for folder in sorted(store.glob("ci-evals-shard-*"))
+    ]
+    assert len({s["plan_sha256"] for s in shards}) == 1, shards
+    return {s["index"]: [u["scenario"] for u in s["units"]] for s in shards}
+
+
+@pytest.mark.slow
+def test_a_pr_run_balances_its_shards_by_the_base_branchs_last_run(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    """main's last good run took longer on acme-arm-students (its stage 5: 2.4 s against
+    1.7 s): plan gives it to shard 1, longest first, and each shard computes that split again
+    from the very file plan read, uploaded by select, even when main has a newer run by then."""
+    github = actions_github
+    recorded = (DATA / "results-v2-full.json").read_bytes()
+    github.add_artifact(github.add_run(), zip_of({"results.json": recorded}))
+    store = tmp_path / "artifacts"
+    newer = json.loads(recorded)  # main's next run: the other way round
+    for scenario in newer["scenarios"]:
+        scenario["stages"][4]["duration_s"] = {"acme-arm": 9.0}.get(scenario["id"], 0.1)
+    run = fork_pr_run(
+        tmp_path,
+        store,
+        github,
+        durations=".ci-evals/baseline/results.json",
+        between=lambda: github.add_artifact(
+            github.add_run(), zip_of({"results.json": json.dumps(newer).encode()})
+        ),
+    )
+
+    (planned,) = [s for s in run.select.steps if s.name == "Split the run into shards"]
+    assert "shard 1/2: 1 unit(s), estimate 2.4" in planned.stderr, run.select.log()
+    assert "shard 2/2: 1 unit(s), estimate 1.7" in planned.stderr
+    assert (store / "ci-evals-durations" / "results.json").read_bytes() == recorded
+    assert shard_units(store) == {1: ["acme-arm-students"], 2: ["acme-arm"]}
+    # The newer run unseen: the shards asked GitHub nothing, they downloaded select's file.
+    assert run.shard_requests == 0
+    summary = run.evals.summary.read_text(encoding="utf-8")
+    assert "## ci-evals: passed" in summary
+    merged = json.loads((store / "ci-evals-run" / "results.json").read_text())
+    assert [s["id"] for s in merged["scenarios"]] == ["acme-arm", "acme-arm-students"]
+
+
+@pytest.mark.slow
+def test_a_baseline_this_ci_evals_cannot_read_is_not_used_to_plan(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    """main's last run wrote a newer results version than the pull request's ci-evals reads:
+    plan says why, balances by stage count, and no shard is given the file."""
+    github = actions_github
+    recorded = json.loads((DATA / "results-v2-full.json").read_text(encoding="utf-8"))
+    newer = json.dumps({**recorded, "version": 999}).encode()
+    github.add_artifact(github.add_run(), zip_of({"results.json": newer}))
+    store = tmp_path / "artifacts"
+    readable = zip_of({"results.json": json.dumps(recorded).encode()})
+
+    # (main runs again before the report: its baseline is one this ci-evals reads)
+    run = fork_pr_run(
+        tmp_path, store, github, between=lambda: github.add_artifact(github.add_run(), readable)
+    )
+
+    (planned,) = [s for s in run.select.steps if s.name == "Split the run into shards"]
+    assert "written by a newer ci-evals: results version 999" in planned.stderr, planned.stderr
+    assert "the base branch's durations were not read (above)" in planned.stdout
+    assert "estimate 1.0" in planned.stderr
+    assert not (store / "ci-evals-durations").exists()
+    assert shard_units(store) == {1: ["acme-arm"], 2: ["acme-arm-students"]}
 
 
 @pytest.mark.slow
@@ -216,7 +331,14 @@ def test_a_fork_pr_is_evaluated_on_the_stub_and_commented_by_the_trusted_workflo
     github = actions_github
     github.add_run(conclusion="failure")  # main has no successful evals run yet: no baseline
     store = tmp_path / "artifacts"
-    evals, head = fork_pr_run(tmp_path, store, github)
+    run = fork_pr_run(tmp_path, store, github)
+    evals, head = run.evals, run.head
+    # No baseline: plan balanced by stage count, and no shard was given a durations file.
+    (fetched,) = [s for s in run.select.steps if s.name == "Fetch the base branch's durations"]
+    assert "no successful run of evals.yml on main" in fetched.stdout, run.select.log()
+    (planned,) = [s for s in run.select.steps if s.name == "Split the run into shards"]
+    assert "estimate 1.0" in planned.stderr and "::warning" not in planned.stdout
+    assert shard_units(store) == {1: ["acme-arm"], 2: ["acme-arm-students"]}  # ties: in order
 
     (merge_step,) = [s for s in evals.steps if s.name == "Merge the shards"]
     assert merge_step.stdout.startswith("merged 2 shard(s), 2 unit(s)"), merge_step.stdout

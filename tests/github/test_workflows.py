@@ -84,7 +84,11 @@ def test_the_run_folder_written_is_the_one_reported_packed_and_uploaded() -> Non
     assert uploads["ci-evals-pr"].rstrip("/") == option(by_command["comment"], "--out")
     # Each shard's folder, by its matrix job's index; the merge reads every one downloaded.
     assert uploads["ci-evals-shard-${{ strategy.job-index }}"].rstrip("/") == out
-    (download,) = [s for s in steps(workflow) if "download-artifact" in s.get("uses", "")]
+    (download,) = [
+        s
+        for s in workflow["jobs"]["evals"]["steps"]
+        if "uses" in s and "download-artifact" in s["uses"]
+    ]
     assert download["with"]["pattern"] == "ci-evals-shard-*"
     assert by_command["merge"][2] == download["with"]["path"].rstrip("/") + "/*"
 
@@ -147,6 +151,46 @@ def test_the_shard_jobs_run_what_plan_printed() -> None:
     assert option(by_command["run"], "--shard") == "$SHARD"
     assert evals["needs"] == ["select", "shard"]
     assert evals["name"] == "evals"  # the required check, merged
+
+
+def test_plan_and_every_shard_balance_by_the_same_durations_file() -> None:
+    """select fetches the base branch's last run and plans by its durations; each shard gets
+    that very file (select's upload, not a fetch of its own: main may have run again), so it
+    computes plan's split again; without one, none of them passes --durations."""
+    workflow = load("evals.yml")
+    select, shard = workflow["jobs"]["select"], workflow["jobs"]["shard"]
+    by_id = {s["id"]: s for s in select["steps"] if "id" in s}
+    fetch, plan = by_id["baseline"], by_id["plan"]
+    assert select["steps"].index(fetch) < select["steps"].index(plan)
+    # Nothing to run: neither fetch nor plan (the nothing-to-run path as before).
+    assert fetch["if"] == plan["if"] == "steps.stage.outputs.from_stage != 'none'"
+    # No baseline never fails the job: a failed fetch only warns.
+    assert "continue-on-error" not in fetch and "||" in fetch["run"]
+    (fetched,) = [w for w in commands({"jobs": {"select": select}}) if w[1] == "baseline"]
+    folder = option(fetched, "--out")
+    assert option(fetched, "--workflow") == "evals.yml"
+    assert plan["env"]["DURATIONS"] == "${{ steps.baseline.outputs.results }}"
+    (planned,) = [w for w in commands({"jobs": {"select": select}}) if w[1] == "plan"]
+    assert planned[-1] == "$@" and 'plan --durations "$DURATIONS"' in plan["run"]
+    assert 'echo "durations=$DURATIONS" >> "$GITHUB_OUTPUT"' in plan["run"]
+    assert select["outputs"]["durations"] == "${{ steps.plan.outputs.durations }}"
+    (upload,) = [s for s in select["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert upload["if"] == "steps.plan.outputs.durations != ''"
+    assert upload["with"]["path"] == f"{folder}/results.json"  # baseline fetch's `results`
+    assert upload["with"]["if-no-files-found"] == "error"
+    # Each shard: that artifact where select had it, then the same path to run --durations.
+    (download,) = [s for s in shard["steps"] if "download-artifact" in s.get("uses", "")]
+    assert download["if"] == "needs.select.outputs.durations != ''"
+    assert download["with"] == {"name": upload["with"]["name"], "path": f"{folder}/"}
+    (run,) = [s for s in shard["steps"] if s.get("name") == "Run the shard"]
+    assert shard["steps"].index(download) < shard["steps"].index(run)
+    assert run["env"]["DURATIONS"] == "${{ needs.select.outputs.durations }}"
+    assert 'durations=(--durations "$DURATIONS")' in run["run"]
+    (ran,) = [w for w in commands({"jobs": {"shard": shard}}) if w[1] == "run"]
+    assert "${durations[@]}" in ran and option(ran, "--shard") == "$SHARD"
+    # `actions: read` only where a baseline is fetched; the shards need none to download.
+    assert select["permissions"] == {"contents": "read", "actions": "read"}
+    assert shard["permissions"] == {"contents": "read"}
 
 
 @pytest.mark.parametrize(
