@@ -19,7 +19,7 @@ import json
 import secrets
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
+from ci_evals.run import shard
 
 Check = Callable[[RunResult], list[str]]  # a results file's problems (`report.verify.problems`)
 
@@ -68,6 +69,7 @@ class _Read:
     path: Path  # as given
     folder: Path  # the run folder its paths are relative to
     result: RunResult
+    run: str = ""  # with --tasks: its run folder in the benchmark ("<n>-<configuration>/<task>")
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,18 @@ def merge(paths: Sequence[Path], out: Path, check: Check) -> Merged:
     shards = [_read(path, check) for path in paths]
     _same(shards, _SAME + _SAME_PLAN)
     _complete(shards)
-    merged = _merged(shards)
+    merged = _checked(_merged(shards), check, out)
     _copy_units(shards, out)
     write_results(out, merged)
+    return Merged(out, len(shards), sum(len(s.result.scenarios) for s in shards), tasks=False)
+
+
+def _checked(merged: RunResult, check: Check, out: Path) -> RunResult:
+    """`merged` when it agrees with itself; refused before anything is written."""
     problems = check(merged)
     if problems:  # pragma: no cover - a bug here, never the shards' (they were checked)
         raise UserError(f"the merged results are inconsistent: {problems[0]}", file=out)
-    return Merged(out, len(shards), sum(len(s.result.scenarios) for s in shards), tasks=False)
+    return merged
 
 
 def _read(path: Path, check: Check) -> _Read:
@@ -170,6 +177,31 @@ def _complete(shards: Sequence[_Read], roots: Sequence[Path] | None = None) -> N
             f"the shards hold {len(positions)} of the plan's {first.units_total} units",
             field="shard.units",
         )
+    _same_plan(shards, positions)
+
+
+def _same_plan(shards: Sequence[_Read], positions: dict[int, int]) -> None:
+    """The units the shards hold, each at its place and in its shard, are the plan their
+    `plan_sha256` names: a shard that lists another unit (a renamed scenario, a unit of
+    another shard or place) is refused, naming it."""
+    first = shards[0].result.shard
+    assert first is not None
+    held: list[tuple[shard.Unit, int]] = []
+    owner: list[_Read] = []
+    for position in range(first.units_total):
+        read = shards[positions[position]]
+        record = read.result.shard
+        assert record is not None
+        unit = next(u for u in record.units if u.position == position)
+        held.append((shard.Unit(unit.scenario, unit.repeat, read.run), record.index))
+        owner.append(read)
+    if shard.plan_sha256(first.count, held) != first.plan_sha256:
+        paths = ", ".join(str(path) for path in dict.fromkeys(read.path for read in owner))
+        raise UserError(
+            f"the units the shards hold are not the plan their plan_sha256 names: {paths}",
+            field="shard.units",
+            hint="merge the shards of one `ci-evals plan`, as `run --shard` wrote them",
+        )
 
 
 def _merged(shards: Sequence[_Read]) -> RunResult:
@@ -202,6 +234,11 @@ def _merged(shards: Sequence[_Read]) -> RunResult:
             "finished_at": None if None in finished else max(f for f in finished if f),
             "status": status,
             "isolated": all(r.isolated for r in results),
+            # One commit (`_SAME`); uncommitted changes in any shard are the merged run's.
+            "revision": first.revision
+            and first.revision.model_copy(
+                update={"dirty": any(r.revision is not None and r.revision.dirty for r in results)}
+            ),
             "forwarded": forwarded,
             "budget_usd": _run_budget(results),
             "scenarios": scenarios,
@@ -262,7 +299,7 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
         for label, run_dir in rows:
             if not isinstance(run_dir, str) or ".." in Path(run_dir).parts:
                 raise UserError(f"run_dir {run_dir!r} is not below it", file=bench, field="run_dir")
-            read = _read(path / run_dir, check)
+            read = replace(_read(path / run_dir, check), run=run_dir)
             runs.setdefault(run_dir, []).append(read)
             labels[run_dir.split("/")[0]] = label
             every.append(read)
@@ -270,11 +307,12 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
     _same(every, _SAME_PLAN)
     _complete(every, roots)
     tables: dict[str, list[Any]] = {}
+    done: list[tuple[str, RunResult]] = []  # every task run merged and checked, then written
     for run_dir in sorted(runs, key=lambda d: (int(d.split("-", 1)[0]), d)):
-        group = runs[run_dir]
-        _same(group, _SAME)
-        merged = _merged(group)
-        _copy_units(group, out / run_dir)
+        _same(runs[run_dir], _SAME)
+        done.append((run_dir, _checked(_merged(runs[run_dir]), check, out / run_dir)))
+    for run_dir, merged in done:
+        _copy_units(runs[run_dir], out / run_dir)
         write_results(out / run_dir, merged)
         configuration, task = run_dir.split("/", 1)
         tables.setdefault(configuration, []).append(task_row(task, run_dir, merged))

@@ -18,7 +18,7 @@ import heapq
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,10 +47,7 @@ class Assignment:
 
     @property
     def sha256(self) -> str:
-        pairs = zip(self.units, self.shards, strict=True)
-        data = [[u.run, u.scenario, u.repeat, k] for u, k in pairs]
-        text = json.dumps({"count": self.count, "units": data}, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return plan_sha256(self.count, zip(self.units, self.shards, strict=True))
 
     def positions(self, index: int) -> list[int]:
         return [i for i, k in enumerate(self.shards) if k == index]
@@ -76,6 +73,13 @@ class Assignment:
             run_budget_usd=budget_usd,
             budget_usd=budget_share(budget_usd, len(units), of),
         )
+
+
+def plan_sha256(count: int, units: Iterable[tuple[Unit, int]]) -> str:
+    """The digest of an assignment: every unit, in plan order, with its shard."""
+    data = [[u.run, u.scenario, u.repeat, k] for u, k in units]
+    text = json.dumps({"count": count, "units": data}, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def budget_share(budget_usd: float | None, held: int, of: int) -> float | None:

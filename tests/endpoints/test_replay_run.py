@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from ci_evals.results.model import read_results
 from tests.conftest import ExampleLayout
 from tests.run.test_run_command import ci_evals
 from tests.run.test_tasks import ECHO_SUITE
-from tests.run_helpers import make_suite
+from tests.run_helpers import default_rules, make_suite
 
 
 def _verdicts(run_dir: Path) -> list[tuple[str, int, str]]:
@@ -181,3 +182,55 @@ def test_the_example_with_parallel_subagents_replays_and_promotes(
         assert _scores(replayed) == _scores(recorded)
         assert all(not s.endpoint_misses for sc in read_results(replayed).scenarios
                    for s in sc.stages)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_recording_from_another_kernel_replays(tmp_path: Path) -> None:
+    """The CLI's "OS Version:" line is the machine's kernel: a recording promoted from a
+    laptop, or made before a runner image's update, still answers the same requests."""
+    suite, stub = make_suite(tmp_path)
+    common = ("--suite", str(suite), "--from-stage", "4")
+    recorded, replayed = tmp_path / "recorded", tmp_path / "replayed"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    exchanges = recorded / "model-exchanges.jsonl"
+    text = exchanges.read_text()
+    kernel = re.search(r"OS Version: ([^\\]*)\\n", text)
+    assert kernel is not None, "the CLI no longer says its OS version: drop this test"
+    exchanges.write_text(text.replace(kernel.group(1), "Linux 6.8.0-1021-azure"))
+    proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(replayed),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _verdicts(replayed) == _verdicts(recorded)
+
+
+@pytest.mark.slow
+def test_a_changed_tool_result_diverges_even_between_two_paths_in_one_word(
+    tmp_path: Path,
+) -> None:
+    """Stage 4 lists its workspace as one comma-separated word of absolute paths. A file
+    added to the fixture it starts from changes that tool result: the replay must
+    diverge, not serve the answer recorded for the other listing."""
+    listing = '      - tools: [{bash: "ls -d \\"$PWD\\"/* | paste -sd, -"}]\n'
+    rules = default_rules().replace("  - name: s4\n    match: {command: demo:s4}\n    turns:\n",
+                                    "  - name: s4\n    match: {command: demo:s4}\n    turns:\n"
+                                    + listing)  # fmt: skip
+    suite, stub = make_suite(tmp_path, rules=rules)
+    common = ("--suite", str(suite), "--from-stage", "4")
+    recorded = tmp_path / "recorded"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert _verdicts(recorded) == [("acme", 4, "completed"), ("acme", 5, "completed")]
+    assert "workspace/out1.md," in (recorded / "model-exchanges.jsonl").read_text()  # one word
+
+    (tmp_path / "fixtures" / "3-s3-output" / "extra.md").write_text("not there when recorded\n")
+    changed = tmp_path / "changed"
+    proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(changed),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    s4, s5 = read_results(changed).scenarios[0].stages
+    assert (s4.status, s5.status) == ("error", "skipped")
+    assert [m.outcome for m in s4.endpoint_misses] == ["diverged"]
+    assert "extra.md" in s4.endpoint_misses[0].text

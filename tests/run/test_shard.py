@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,62 @@ def test_plan_with_base_as_run_decides_and_says_when_nothing_runs(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"include": [{"shard": "1/1", "from_stage": "4"}]}
     assert "1 work unit(s): 1 shard(s), not 3" in proc.stderr
+
+
+def _edited(source: Path, target: Path, old: str, new: str) -> Path:
+    """A copy of the shard at `source` whose results.json says `new` wherever it said
+    `old` (a JSON string): still a file that agrees with itself."""
+    shutil.copytree(source, target, symlinks=True)
+    text = (target / "results.json").read_text()
+    (target / "results.json").write_text(text.replace(json.dumps(old), json.dumps(new)))
+    return target
+
+
+@pytest.mark.slow
+def test_merge_refuses_a_shard_holding_units_of_another_plan_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Shard 2 (globex) edited to hold another unit: renamed (globex is then in no shard,
+    and the merged run would miss it unnoticed) or a unit of shard 1 (acme twice). Each
+    file still agrees with itself and the positions add up, but the units are not the
+    plan their digest names: refused, one line, and no run folder is left behind."""
+    suite, stub = make_suite(tmp_path, scenarios=SCENARIOS)
+    specs = _plan(suite, tmp_path, "--shards", "2", "--from-stage", "4")
+    for k, spec in enumerate(specs, start=1):
+        _shard(suite, stub, tmp_path, spec, tmp_path / f"s{k}", "--from-stage", "4")
+    held = read_results(tmp_path / "s2").shard
+    assert held is not None and [u.scenario for u in held.units] == ["globex"]
+    for name, new in (("renamed", "gamma"), ("twice", "acme")):
+        edited = _edited(tmp_path / "s2", tmp_path / name, "globex", new)
+        out = tmp_path / f"m-{name}"
+        proc = ci_evals("merge", str(tmp_path / "s1"), str(edited), "--out", str(out),
+                        cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 2, proc.stdout
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "the units the shards hold are not the plan their plan_sha256 names" in proc.stderr
+        assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_merged_run_is_dirty_when_any_shard_ran_with_uncommitted_changes(
+    tmp_path: Path,
+) -> None:
+    """Two shards at one commit, the second with a fixture edited and not committed: the
+    merged run says it ran with uncommitted changes (a baseline from it says so)."""
+    suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"))
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "suite")
+    _shard(suite, stub, tmp_path, "1/2", tmp_path / "s1", "--from-stage", "4")
+    (tmp_path / "fixtures" / "3-s3-output" / "out3.md").write_text("edited, not committed\n")
+    _shard(suite, stub, tmp_path, "2/2", tmp_path / "s2", "--from-stage", "4")
+    first, second = read_results(tmp_path / "s1"), read_results(tmp_path / "s2")
+    assert first.revision is not None and not first.revision.dirty
+    assert second.revision is not None and second.revision.dirty
+    merged = tmp_path / "merged"
+    proc = ci_evals("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(merged),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    revision = read_results(merged).revision
+    assert revision is not None and revision.commit == first.revision.commit
+    assert revision.dirty

@@ -10,7 +10,8 @@ runs of the same agent — and does not change the model's answer — taken out
 - every `cache_control` marker (where the CLI puts prompt-caching breakpoints);
 - in every string: the run's temp folder (`…/ci-evals-<run-id>-<random>`,
   where the workspaces are) as `$RUN_TMP`, any other run id as `$RUN_ID`, the
-  CLI's "Today's date is …" as `<date>`, the `x-anthropic-billing-header` line;
+  CLI's "Today's date is …" as `<date>`, its "OS Version: …" (the kernel) as
+  `<os>`, the `x-anthropic-billing-header` line;
 - tool-use ids (`toolu_…`, `srvtoolu_…`), renumbered by first appearance in
   the request (`toolu#1`): the model's own ids, whichever run they came from;
 - the CLI's subagent ids (`a` and 16 hex digits, random per run: the Task
@@ -37,10 +38,20 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-# `$TMPDIR/ci-evals-<run-id>-<mkdtemp suffix>` (run.runner): the run's workspaces.
-_RUN_TMP = re.compile(r"(?:/[^\s\"'`<>|:]*)?/ci-evals-\d{8}T\d{6}Z-[0-9a-f]{6}-[A-Za-z0-9_]+")
+# `$TMPDIR/ci-evals-<run-id>-<mkdtemp suffix>` (run.runner): the run's workspaces. The
+# `$TMPDIR` part starts where a path can (not inside another path) and is the shortest
+# there is: two paths in one word (`…/a.md,/tmp/ci-evals-…`) are two folders, never one
+# match swallowing the first path's tail (`a.md,`), which would make requests naming
+# different files one key.
+_RUN_TMP = re.compile(
+    r"(?:(?<![^\s\"'`<>|:,;=(\[{])/[^\s\"'`<>|:,;]*?)?"
+    r"/ci-evals-\d{8}T\d{6}Z-[0-9a-f]{6}-[A-Za-z0-9_]+"
+)
 _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
 _DATE = re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}")
+# The CLI's environment line: the kernel of the machine that ran it (a runner image's
+# update, a laptop), not the question.
+_OS_VERSION = re.compile(r"(OS Version: )[^\n]*")
 _BILLING = re.compile(r"x-anthropic-billing-header:[^\n]*")
 _TOOL_ID = re.compile(r"\b(?:srv)?toolu_[A-Za-z0-9_]+")
 # What the stage spent so far, in the CLI's budget reminder (with max_budget_usd):
@@ -118,6 +129,7 @@ def _normalise_text(text: str, ids: dict[str, str]) -> str:
     text = _RUN_TMP.sub("$RUN_TMP", text)
     text = _RUN_ID.sub("$RUN_ID", text)
     text = _DATE.sub(r"\1<date>", text)
+    text = _OS_VERSION.sub(r"\1<os>", text)
     text = _BILLING.sub("x-anthropic-billing-header: <dropped>", text)
     text = _AGENT_ID.sub("$AGENT_ID", text)
     text = _DURATION.sub(r"\1<ms>\2", text)
