@@ -647,7 +647,8 @@ def test_a_response_too_deep_for_json_is_relayed_charged_and_recorded(tmp_path: 
     with Upstream(deep) as up, proxy_for(up, **settings) as proxy:
         status, _, body = post(proxy, body=request)
         assert (status, body) == (200, answer)
-        assert proxy.spent_usd == pytest.approx(worst)
+        # The handler settles after its reply reached us (its `finally`): wait for it.
+        wait_until(lambda: proxy.spent_usd == pytest.approx(worst))
         assert post(proxy, body=request)[0] == 402  # not left waiting
         assert len(up.received) == 1
     assert [json.loads(line)["status"] for line in record.read_text().splitlines()] == [200, 402]
