@@ -36,6 +36,7 @@ from ci_evals.fs.state import AFTER_DIR
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.grading.reviewer.review import GRADER, fingerprint, plugin_relative, state_note
 from ci_evals.grading.reviewer.scorecard import grade_scorecard
+from ci_evals.results import MISSED_BY, miss_source
 from ci_evals.results.criteria import GraderResult
 from ci_evals.results.model import (
     Forwarded,
@@ -85,7 +86,8 @@ def plan(
             if result.endpoint_misses:
                 # What the graders saw was never scripted: no re-grading makes it a result.
                 notes.append(
-                    f"{where}: {result.status}, the stub model had no answer for "
+                    f"{where}: {result.status}, "
+                    f"{MISSED_BY[miss_source(result.endpoint_misses)]} had no answer for "
                     f"{len(result.endpoint_misses)} request(s); not re-graded"
                 )
                 continue
