@@ -91,13 +91,15 @@ def budget_share(budget_usd: float | None, held: int, of: int) -> float | None:
 
 
 def assign(units: Sequence[Unit], estimates: Sequence[float], count: int) -> Assignment:
-    """Longest processing time first: each unit, longest first, to the least loaded shard."""
+    """Longest processing time first: each unit, longest first, to the least loaded shard
+    (of two as loaded, the one holding fewer units: units recorded as taking no time
+    still spread over every shard, none left empty while another holds two)."""
     shards = [0] * len(units)
-    heap = [(0.0, k) for k in range(1, count + 1)]
+    heap = [(0.0, 0, k) for k in range(1, count + 1)]
     for i in sorted(range(len(units)), key=lambda i: (-estimates[i], i)):
-        load, k = heapq.heappop(heap)
+        load, held, k = heapq.heappop(heap)
         shards[i] = k
-        heapq.heappush(heap, (load + estimates[i], k))
+        heapq.heappush(heap, (load + estimates[i], held + 1, k))
     return Assignment(count, tuple(units), tuple(estimates), tuple(shards))
 
 

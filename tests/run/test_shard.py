@@ -30,6 +30,12 @@ def test_longest_first_to_the_least_loaded_shard() -> None:
     assert got.sha256 != assign(units, [7.0, 5.0, 4.0, 3.0, 3.0], 3).sha256
 
 
+def test_units_recorded_as_taking_no_time_still_spread_over_every_shard() -> None:
+    # A shard with no unit writes no benchmark for --tasks, and merge refused a correct run.
+    units = [Unit(f"s{i}", 0) for i in range(4)]
+    assert assign(units, [0.0] * 4, 3).shards == (1, 2, 3, 1)
+
+
 def test_without_durations_every_stage_counts_one_and_ties_go_in_order() -> None:
     units = [Unit("a", r) for r in range(3)] + [Unit("b", r) for r in range(3)]
     got = shard.plan_units(units, lambda _: [4, 5], shard.NO_DURATIONS, 4)
