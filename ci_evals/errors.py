@@ -133,10 +133,24 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
         code[0] = EXIT_BUG
 
 
+# Signals the entry point turned into a KeyboardInterrupt (`note_interrupt`).
+_RAISED: list[int] = []
+
+
+def note_interrupt(signum: int) -> None:
+    """Remember that a signal was raised as a KeyboardInterrupt: where library code
+    swallows it into an exception of its own, the handler still knows."""
+    _RAISED.append(signum)
+
+
 def _interrupted(exc: BaseException) -> bool:
-    """Whether a `KeyboardInterrupt` caused `exc`: Python 3.11 wraps one raised in
+    """Whether a `KeyboardInterrupt` caused `exc`. Python 3.11 wraps one raised in
     a class's `__set_name__` (a signal while pydantic builds its models, say) in
-    `RuntimeError("Error calling __set_name__ ...")`, the interrupt its cause."""
+    `RuntimeError("Error calling __set_name__ ...")`, the interrupt its cause;
+    pydantic-core keeps only its text (`SchemaError: ... KeyboardInterrupt:`),
+    so an interrupt the entry point raised (`note_interrupt`) counts too."""
+    if _RAISED:
+        return True
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:

@@ -17,7 +17,7 @@ from typing import Protocol, cast
 
 from ci_evals import __version__
 from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA, NO_AGENT_FLAGS
-from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_handler
+from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_handler, note_interrupt
 
 
 class CommandModule(Protocol):
@@ -97,6 +97,7 @@ def _interrupt(signum: int, frame: object) -> None:
     # Before the exception unwinds: `asyncio.run` would first wait for its
     # worker threads, and a grader's thread may be inside a sandbox's `exec`
     # until that command's timeout; closing the sandboxes ends it now.
+    note_interrupt(signum)  # pydantic-core may swallow the exception into one of its own
     _close_sandboxes()
     raise KeyboardInterrupt
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals import errors
+from ci_evals import main as main_module
 from ci_evals.errors import EXIT_INTERRUPTED, error_handler
 from ci_evals.results.model import read_results
 from tests.paths import REPO
@@ -164,3 +166,30 @@ def test_an_interrupt_python_wraps_in_a_runtime_error_still_exits_130(
 
     assert code == [EXIT_INTERRUPTED]
     assert capsys.readouterr().err == "ci-evals: interrupted\n"
+
+
+def test_an_interrupt_a_library_swallowed_into_its_own_error_still_exits_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pydantic-core builds a model's serializer in Rust: a SIGTERM then comes back as
+    # SchemaError("... KeyboardInterrupt: ") with no cause (seen once in CI's signal
+    # test above); the entry point's handler noted the signal it raised.
+    monkeypatch.setattr(errors, "_RAISED", [])
+    with error_handler() as code:
+        try:
+            main_module._interrupt(signal.SIGTERM, None)
+        except KeyboardInterrupt:
+            raise ValueError("Error building `literal` serializer: KeyboardInterrupt: ") from None
+    assert code == [EXIT_INTERRUPTED]
+    assert capsys.readouterr().err == "ci-evals: interrupted\n"
+
+
+def test_a_bug_with_no_interrupt_is_still_a_bug(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(errors, "_RAISED", [])
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with error_handler() as code:
+        raise ValueError("a bug")
+    assert code == [errors.EXIT_BUG]
+    assert "unexpected error: ValueError: a bug" in capsys.readouterr().err
