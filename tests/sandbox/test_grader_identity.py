@@ -211,8 +211,16 @@ def test_without_root_the_code_under_test_has_a_tmp_of_its_own(tmp_path: Path) -
             python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
             if not os.path.exists(python):
                 pytest.skip(f"as root this test runs ci-evals as nobody with {python}")
-            env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
-            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python]
+            paths = [str(ROOT), sysconfig.get_paths()["purelib"]]
+            as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            probe = [*as_nobody, "test", "-r", f"{ROOT}/ci_evals/__init__.py", "-a", "-x", paths[1]]
+            if subprocess.run(probe, check=False, timeout=30).returncode != 0:
+                # e.g. a clone in a `mktemp -d` folder (0700): nobody cannot import us
+                pytest.skip(
+                    "as root this test runs ci-evals as nobody, who cannot read this checkout"
+                )
+            env["PYTHONPATH"] = os.pathsep.join(paths)
+            argv = [*as_nobody, python]
             argv += argv_rest(NESTED, graded, body)
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=120, check=False, env=env, cwd="/"
