@@ -56,8 +56,6 @@ from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
 from ci_evals.text import one_line
 
-# Sets the CLI's LD_PRELOAD (sandbox/nondumpable.py) and execs it: every sandbox has it.
-ENV_PROGRAM = nondumpable.ENV_PROGRAM
 # Seconds between SIGTERM and SIGKILL when a stage's process group is ended.
 KILL_GRACE_S = 2.0
 # After the group is killed, how long the SDK may take to notice before we
@@ -198,7 +196,7 @@ class _IsolatedTransport(SubprocessCLITransport):
         # LD_PRELOAD is set by `env` for the CLI alone, not for what starts it
         # (bwrap's shell, the relay): the object takes it out of the CLI's
         # environment again, so neither those nor the CLI's tools load it.
-        command = [ENV_PROGRAM, f"LD_PRELOAD={self._preload}", *self._build_command()]
+        command = nondumpable.preloading(self._preload, self._build_command())
         spawn = self._sandbox.spawn(command, cwd=Path(self._cwd or os.getcwd()), env=env)
         # The CLI's stdin and stdout are socket pairs, not pipes: any process in
         # the sandbox could reopen a pipe through /proc/<cli>/fd/1 and write SDK

@@ -43,7 +43,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +74,7 @@ _DT_RELA, _DT_RELASZ, _DT_RELAENT, _DT_STRSZ, _DT_SYMENT = 7, 8, 9, 10, 11
 _DT_INIT_ARRAY, _DT_INIT_ARRAYSZ = 25, 27
 
 _EHDR_SIZE, _PHDR_SIZE, _PHDR_COUNT = 64, 56, 4
-_SYM_SIZE, _RELA_SIZE, _DYN_SIZE = 24, 24, 16
+_SYM_SIZE, _RELA_SIZE = 24, 24
 
 
 class UnsupportedMachine(RuntimeError):
@@ -340,37 +340,25 @@ def shared_object(machine: str) -> bytes:
         0,  # section name table index
     )
 
-    def load(flags: int, offset: int, size: int, gap: int) -> bytes:
-        return struct.pack(
-            "<IIQQQQQQ",
-            _PT_LOAD,
-            flags,
-            offset,
-            offset + gap,
-            offset + gap,
-            size,
-            size,
-            _SEGMENT_GAP,
-        )
+    def header_of(kind: int, flags: int, offset: int, size: int, *, gap: int, align: int) -> bytes:
+        """One program header: `size` bytes at file `offset`, mapped `gap` further on."""
+        address = offset + gap
+        return struct.pack("<IIQQQQQQ", kind, flags, offset, address, address, size, size, align)
 
     program_headers = b"".join(
         (
-            load(_PF_R | _PF_X, 0, text_end, 0),
-            load(_PF_R | _PF_W, data_at, data_end - data_at, _SEGMENT_GAP),
-            struct.pack(
-                "<IIQQQQQQ",
-                _PT_DYNAMIC,
-                _PF_R | _PF_W,
-                dynamic_at,
-                dynamic_at + _SEGMENT_GAP,
-                dynamic_at + _SEGMENT_GAP,
-                len(dynamic_bytes),
-                len(dynamic_bytes),
-                8,
+            header_of(_PT_LOAD, _PF_R | _PF_X, 0, text_end, gap=0, align=_SEGMENT_GAP),
+            header_of(
+                _PT_LOAD, _PF_R | _PF_W, data_at, data_end - data_at,
+                gap=_SEGMENT_GAP, align=_SEGMENT_GAP,
             ),
-            struct.pack("<IIQQQQQQ", _PT_GNU_STACK, _PF_R | _PF_W, 0, 0, 0, 0, 0, 16),
+            header_of(
+                _PT_DYNAMIC, _PF_R | _PF_W, dynamic_at, len(dynamic_bytes),
+                gap=_SEGMENT_GAP, align=8,
+            ),
+            header_of(_PT_GNU_STACK, _PF_R | _PF_W, 0, 0, gap=0, align=16),
         )
-    )
+    )  # fmt: skip
     image = bytearray(data_end)
     for at, part in (
         (0, header),
@@ -386,6 +374,12 @@ def shared_object(machine: str) -> bytes:
     ):
         image[at : at + len(part)] = part
     return bytes(image)
+
+
+def preloading(preload: Path, argv: Sequence[str]) -> list[str]:
+    """`argv` started with the object preloaded, in it alone: `env` sets LD_PRELOAD
+    for the exec of `argv[0]`, not for whatever starts `env`."""
+    return [ENV_PROGRAM, f"LD_PRELOAD={preload}", *argv]
 
 
 def write(folder: Path, machine: str) -> Path:

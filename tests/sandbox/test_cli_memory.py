@@ -29,7 +29,6 @@ import claude_agent_sdk
 import pytest
 
 from ci_evals.agents import Abort, StageRequest
-from ci_evals.agents.claude import ENV_PROGRAM
 from ci_evals.agents.environment import agent_environment
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, loads_script
@@ -114,7 +113,7 @@ def test_a_descendant_of_the_cli_cannot_open_its_memory_for_writing(
 ) -> None:
     out = tmp_path / "probe.out"
     cli = [str(CLI), "--print", "--verbose", "--input-format", "stream-json"]
-    cli = [ENV_PROGRAM, f"LD_PRELOAD={preload}", *cli]  # as the agent starts it
+    cli = nondumpable.preloading(preload, cli)  # as the agent starts it
     argv = [PYTHON, "-c", LAUNCH, PROBE, str(out), *cli, "--output-format", "stream-json"]
     spawn = box.spawn(argv, cwd=tmp_path, env=ENV)
     started = subprocess.Popen(

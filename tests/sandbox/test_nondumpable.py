@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.agents.claude import ENV_PROGRAM
 from ci_evals.sandbox import nondumpable
 
 MACHINE = os.uname().machine
@@ -64,7 +63,7 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
 
 
 def _preloaded(preload: Path, *argv: str) -> list[str]:
-    return [ENV_PROGRAM, f"LD_PRELOAD={preload}", *argv]  # as the agent starts the CLI
+    return nondumpable.preloading(preload, argv)  # as the agent starts the CLI
 
 
 def test_a_process_it_is_preloaded_into_is_not_dumpable(preload: Path) -> None:
