@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ci_evals.endpoints.base import EndpointOptions, OpenEndpoint, has_credential
 from ci_evals.errors import UserError
@@ -42,12 +43,9 @@ class AnthropicEndpoint:
             auth_token=environ.get("ANTHROPIC_AUTH_TOKEN") or None,
             budget_usd=options.budget_usd,
             record_path=options.record_path,
-            **(
-                {}
-                if options.max_concurrency is None
-                else {"max_concurrency": options.max_concurrency}
-            ),
         )
+        if options.max_concurrency is not None:  # else the proxy's own default
+            settings = replace(settings, max_concurrency=options.max_concurrency)
         with ForwardingProxy(settings) as proxy:
             yield OpenEndpoint(
                 name=self.name,
