@@ -36,7 +36,6 @@ DROPPED_METADATA = ("user_id",)
 class Promoted:
     folder: Path
     exchanges: int  # the exchanges replay serves from it
-    lines: int  # every line copied (refused requests included)
     with_results: bool
 
 
@@ -58,14 +57,14 @@ def promote(run_dir: Path, target: Path) -> Promoted:
     ]
     target.mkdir(parents=True, exist_ok=True)
     write_atomic(target / RECORD_FILE, "".join(line + "\n" for line in lines).encode())
-    results = run_dir / RESULTS_FILE if run_dir.is_dir() else source.parent / RESULTS_FILE
+    results = source.parent / RESULTS_FILE  # the run's, beside its recording
     if results.is_file():
         shutil.copyfile(results, target / RESULTS_FILE)
     copy = load_recording(target)
     if [e.digest for e in copy.exchanges] != [e.digest for e in recording.exchanges]:
         shutil.rmtree(target, ignore_errors=True)  # a bug of ours: leave nothing half-made
         raise UserError(f"the copy of {source} would not replay as the original does")
-    return Promoted(target, len(copy.exchanges), len(lines), results.is_file())
+    return Promoted(target, len(copy.exchanges), results.is_file())
 
 
 def _stripped(exchange: Any) -> Any:
