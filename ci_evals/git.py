@@ -458,6 +458,26 @@ def links_below(repo: Path, commit: str, folders: Sequence[str]) -> list[TreeEnt
     return [e for e in parse_tree_entries(out) if e.mode == LINK_MODE]
 
 
+def index_links(repo: Path, folders: Sequence[str]) -> list[str]:
+    """Every symbolic link at or below `folders` in the index (what the commit will
+    hold; `""`: all), repo-relative: what `check-coverage` follows."""
+    specs = () if "" in folders else [f":(literal){folder}" for folder in folders]
+    out = run(repo, "ls-files", "-z", "--stage", "--", *specs).stdout
+    if not (out.startswith(b"120000 ") or b"\x00120000 " in out):  # no link: nothing to parse
+        return []
+    return parse_index_links(out)
+
+
+def parse_index_links(output: bytes) -> list[str]:
+    """The links of `git ls-files -z --stage` output (`MODE OID STAGE\tPATH\0`...)."""
+    links = []
+    for record in split_z(output):
+        meta, tab, path = record.partition("\t")
+        if tab and meta.startswith(LINK_MODE + " "):
+            links.append(path)
+    return links
+
+
 def parse_tree_entries(output: bytes) -> list[TreeEntry]:
     """`git ls-tree -z` output (`MODE TYPE OID\tPATH\0`...) as entries."""
     entries: list[TreeEntry] = []

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 
 from ci_evals import git
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
-from ci_evals.selection.coverage import CoverageReport, check_coverage
+from ci_evals.selection.coverage import CoverageReport, check_coverage, leaving_link
 from ci_evals.selection.stage_map import default_map_path, load_stage_map
 
 if TYPE_CHECKING:
     from ci_evals.github.actions import ActionsEnv
+    from ci_evals.selection.stage_map import StageMap
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         map_path = args.map if args.map is not None else default_map_path(Path.cwd())
         stage_map = load_stage_map(map_path)
+        _refuse_leaving_link(stage_map)
         report = check_coverage(stage_map)
     except UserError as exc:
         if actions is not None:
@@ -58,6 +60,15 @@ def run(args: argparse.Namespace) -> int:
     if actions is not None:
         _report_to_actions(actions, report)
     return EXIT_FAIL
+
+
+def _refuse_leaving_link(stage_map: StageMap) -> None:
+    """A staged link the run would follow out of the repository (or into .git) stops
+    the commit here, as `run` and `check` would stop the pull request."""
+    found = leaving_link(stage_map)
+    if found is not None:
+        path, problem = found
+        raise UserError(f"{_shown(path)} {problem}")
 
 
 def _actions_env() -> ActionsEnv | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
+from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.plugin_source import (
     MANIFEST,
@@ -33,6 +34,7 @@ from ci_evals.suite.plugin_source import (
     plugin_in_marketplace,
     read_marketplace,
 )
+from ci_evals.text import display_path
 
 SUITE = "ci-evals.yaml"
 STAGE_MAP = "stage_map.yaml"
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             f"{args.plugin} is outside the repository {top}",
             hint="copy or vendor the plugin into the repository first",
         )
+    _refuse_uncopyable(plugin_dir, top)
     ours = [SUITE, STAGE_MAP, "stub/", "fixtures/", PRECOMMIT]
     files = [
         path for path in git.files_to_commit(plugin_dir) if not _ours(plugin_dir / path, here, ours)
@@ -132,6 +135,16 @@ def run(args: argparse.Namespace) -> int:
         f"ci-evals check --model {stub} && ci-evals run --model {stub}"
     )
     return EXIT_OK
+
+
+def _refuse_uncopyable(plugin_dir: Path, top: Path) -> None:
+    """What the draft reads of the plugin (its commands' text) ends up in files it
+    writes, to be committed: a link out of the repository is refused first, as
+    everything `run` would refuse to copy."""
+    found = copy_problem(plugin_dir, confinement(top))
+    if found is not None:
+        where, problem = found
+        raise UserError(f"{display_path(where)} {problem}", hint=COPY_HINT)
 
 
 def _say(  # noqa: PLR0917 - what init did, in the order it did it

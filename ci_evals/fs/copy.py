@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 # Permission bits a copy keeps: never setuid or setgid. The files are the
 # agent's, and one it made setuid in a stage run as root (bwrap as root, a
@@ -39,7 +39,12 @@ _UNSUPPORTED = frozenset(
 
 
 def copy_file(
-    source: str, dest: str, *, follow_links: bool = True, kernel: bool = True
+    source: str,
+    dest: str,
+    *,
+    follow_links: bool = True,
+    kernel: bool = True,
+    check: Callable[[int, os.stat_result], None] | None = None,
 ) -> os.stat_result:
     """Copy `source` to `dest` (created or truncated) with `source`'s permission bits
     (but setuid and setgid, `KEPT_MODE`).
@@ -47,7 +52,10 @@ def copy_file(
     Returns the stat of `dest` as written (for a snapshot that needs no second
     look). With `follow_links=False` a `source` that is a symbolic link raises
     `OSError` (ELOOP) instead of copying what it points at. `kernel=False`
-    skips `copy_file_range` (tests use it to exercise the fallbacks).
+    skips `copy_file_range` (tests use it to exercise the fallbacks). `check`
+    is given the open source (descriptor and stat) before `dest` is touched and
+    may raise to refuse it: it sees the file that will be copied, not what the
+    path names a moment later (a link swapped meanwhile).
     """
     # O_NONBLOCK: a FIFO swapped in for the file must not block the open;
     # it is refused just below. Regular files ignore the flag.
@@ -59,6 +67,8 @@ def copy_file(
         info = os.fstat(src)
         if not stat.S_ISREG(info.st_mode):
             raise IsADirectoryError(f"not a regular file: {source}")
+        if check is not None:
+            check(src, info)
         dst = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, info.st_mode & KEPT_MODE)
         try:
             if not (kernel and _copy_range(src, dst, info.st_size)):

@@ -9,14 +9,31 @@ way the copy will and names the first such entry, so the suite can refuse it
 before anything starts. A link into `/proc`, `/sys` or `/dev` is refused too:
 the copy would carry this machine's state (ci-evals' own environment, with
 its API key, through `/proc/self/environ`) to the agent.
+
+A pull request is hostile: a link it commits (`references/x.md ->
+../../.git/config`, which holds the job's token after `actions/checkout`, or
+`-> /home/runner/.ssh/id_rsa`) would hand what it points at to the agent, the
+model and the artifact. So, given the folder links may lead into (`within`,
+`confinement`: the repository), every link is resolved as the system resolves
+it — chains of links and linked folders included — and one that ends outside
+`within`, or in a `.git` at any depth below it, is refused (`outside_problem`).
+A link that stays inside (the plugin's own files, shared files of the
+repository) keeps working: the copy follows it as Claude Code would. The
+`.git` entries of the folder itself are never copied (`is_git`): a plugin at
+the repository's top holds the repository's own.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
-from ci_evals.fs.walk import walk
+from ci_evals import git
+from ci_evals.errors import UserError
+from ci_evals.fs.walk import Kind, walk
+
+GIT_DIR = ".git"
 
 # Views of the running machine, not files anyone wrote: `/proc/self/environ`
 # reads as a regular file holding ci-evals' own environment (its API key), so a
@@ -35,6 +52,92 @@ def host_state_problem(real: str) -> str | None:
     return None
 
 
+COPY_HINT = (
+    "the plugin folder is copied into every workspace, links followed; remove or fix that entry"
+)
+
+
+def is_git(name: str) -> bool:
+    """Whether a name is git's folder (any case: a case-insensitive file system opens it)."""
+    return name.lower() == GIT_DIR
+
+
+def confinement(folder: Path) -> Path:
+    """The real folder the links of a suite in `folder` may lead into: its repository's top.
+
+    Outside a git repository, `folder` itself: nothing says where a repository
+    would end, so nothing above the suite's own folder is trusted (fail closed).
+    """
+    try:
+        top = git.toplevel(folder)
+    except UserError:
+        top = folder
+    return Path(os.path.realpath(top))
+
+
+def outside_problem(real: str, within: str | os.PathLike[str]) -> str | None:
+    """What is wrong with a path that resolves to `real` when it may lead only into
+    `within` (a real path) and not into a `.git` below it, or None."""
+    relative = os.path.relpath(real, within)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return f"leads outside {os.fspath(within)} (to {real})"
+    if any(is_git(part) for part in relative.split(os.sep)):
+        return f"leads into git's own files ({real})"
+    return None
+
+
+_LINK_HINT = (
+    "links may lead only to files of the repository, outside .git: copy the file in instead"
+)
+
+
+def escape_problem(path: str, within: str | os.PathLike[str]) -> str | None:
+    """What is wrong with the link (or a path through links) `path` if it resolves
+    outside `within` or into a `.git`, or None; one clause naming where it points."""
+    problem = outside_problem(os.path.realpath(path), within)
+    if problem is None:
+        return None
+    try:
+        target = f"is a link to {os.readlink(path)!r} that "
+    except OSError:  # not a link itself: a folder it lies in is one
+        target = "is reached through a link that "
+    return f"{target}{problem}; {_LINK_HINT}"
+
+
+def escaping_link(
+    root: str | os.PathLike[str], within: str | os.PathLike[str]
+) -> tuple[str, str] | None:
+    """(path, what is wrong) for the first link under `root` (or `root` itself) that
+    leads outside `within` or into a `.git`, or None. Only links are looked at
+    (one `stat` each), so this is cheap enough for the pre-commit hook."""
+    top = os.fspath(root)
+    problem = escape_problem(top, within)
+    if problem is not None:
+        return top, problem
+    try:
+        for rel, _, entry in walk(top, follow_links=True, exclude=_git_entries(top)):
+            if entry.is_symlink() and not _in_git(rel):
+                problem = escape_problem(entry.path, within)
+                if problem is not None:
+                    return entry.path, problem
+    except OSError as exc:  # a folder that cannot be listed: its links unseen
+        return exc.filename or top, f"cannot be read ({exc.strerror or exc})"
+    return None
+
+
+def _in_git(rel: str) -> bool:
+    """Whether a relative POSIX path is a `.git` or below one: never copied."""
+    return any(is_git(part) for part in rel.split("/"))
+
+
+def _git_entries(top: str) -> tuple[str, ...]:
+    """The `.git` entries at the top of a folder: its own repository's, never copied."""
+    try:
+        return tuple(name for name in os.listdir(top) if is_git(name))
+    except OSError:
+        return ()
+
+
 _KINDS = {
     stat.S_IFIFO: "a named pipe",
     stat.S_IFSOCK: "a socket",
@@ -43,15 +146,21 @@ _KINDS = {
 }
 
 
-def copy_problem(root: str | os.PathLike[str]) -> tuple[str, str] | None:
+def copy_problem(
+    root: str | os.PathLike[str], within: str | os.PathLike[str] | None = None
+) -> tuple[str, str] | None:
     """(path, what is wrong) for the first entry a link-following copy cannot copy, or None.
 
     Links are followed (a link to shared files elsewhere is fine); each folder
     is entered with the chain of real folders above it, so a link to one of
-    them, or to a folder holding one of them, is a loop.
+    them, or to a folder holding one of them, is a loop. With `within`, a link
+    (or the folder itself) that leads outside it or into a `.git` is refused
+    (`escape_problem`). `.git` entries are not looked at: the copy leaves them.
     """
     top = os.fspath(root)
-    walked = walk(top, follow_links=True)
+    if within is not None and (problem := escape_problem(top, within)) is not None:
+        return top, problem
+    walked = walk(top, follow_links=True, exclude=_git_entries(top))
     while True:
         try:
             found = next(walked, None)
@@ -59,29 +168,39 @@ def copy_problem(root: str | os.PathLike[str]) -> tuple[str, str] | None:
             return exc.filename or top, f"cannot be read ({exc.strerror or exc})"
         if found is None:
             return None
-        _, kind, entry = found
-        path = entry.path
-        if kind == "link":  # cannot be followed
-            try:
-                os.stat(path)
-            except OSError as exc:
-                return path, _link_problem(path, exc)
-        if entry.is_symlink() or kind in ("dir", "loop"):
-            real = os.path.realpath(path)
-            problem = host_state_problem(real)
-            if problem is None and kind == "loop":
-                what = repr(os.readlink(path)) if entry.is_symlink() else real
-                problem = f"is a link to {what}, a folder it is inside (copying it would never end)"
-            if problem is not None:
-                return path, problem
-        if kind == "other":
-            try:
-                mode = os.stat(path).st_mode
-            except OSError as exc:
-                return path, f"cannot be read ({exc.strerror or exc})"
-            what = _KINDS.get(stat.S_IFMT(mode), "not a file or folder")
-            via = " (through a link)" if entry.is_symlink() else ""
-            return path, f"is {what}{via}; only files, folders and links can be copied"
+        rel, kind, entry = found
+        if not _in_git(rel) and (problem := _entry_problem(entry, kind, within)) is not None:
+            return entry.path, problem
+
+
+def _entry_problem(
+    entry: os.DirEntry[str], kind: Kind, within: str | os.PathLike[str] | None
+) -> str | None:
+    """What `copy_problem` finds wrong with one entry of the walk, or None."""
+    path = entry.path
+    if kind == "link":  # cannot be followed
+        try:
+            os.stat(path)
+        except OSError as exc:
+            return _link_problem(path, exc)
+    if entry.is_symlink() or kind in ("dir", "loop"):
+        problem = host_state_problem(os.path.realpath(path))
+        if problem is None and within is not None and entry.is_symlink():
+            problem = escape_problem(path, within)
+        if problem is None and kind == "loop":
+            what = repr(os.readlink(path)) if entry.is_symlink() else os.path.realpath(path)
+            problem = f"is a link to {what}, a folder it is inside (copying it would never end)"
+        if problem is not None:
+            return problem
+    if kind == "other":
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or exc})"
+        what = _KINDS.get(stat.S_IFMT(mode), "not a file or folder")
+        via = " (through a link)" if entry.is_symlink() else ""
+        return f"is {what}{via}; only files, folders and links can be copied"
+    return None
 
 
 def _link_problem(path: str, exc: OSError) -> str:

@@ -95,9 +95,11 @@ def copy_state(
     dest: Path,
     *,
     plugin_manifest: Mapping[str, object] | None = None,
+    plugin_within: Path | None = None,
 ) -> tuple[Path, Path]:
     """A private, writable copy for a grader: `dest/workspace` (of `state`) and
-    `dest/plugin` (of `plugin_source`, links dereferenced, with `plugin_manifest`
+    `dest/plugin` (of `plugin_source`, links dereferenced as far as
+    `plugin_within` (default: the plugin's own folder), with `plugin_manifest`
     written in as `fs.plugin_copy` does). Returns both paths.
 
     The workspace's component links (`agents -> ../plugin/agents`) are kept as
@@ -110,5 +112,6 @@ def copy_state(
         if os.path.lexists(path):
             raise FileExistsError(f"grading copy already exists: {path}")
     save_state(state, workspace)  # the same copy: folders, files, links as links
-    copy_plugin(plugin_source, plugin, plugin_manifest)
+    within = plugin_source if plugin_within is None else plugin_within
+    copy_plugin(plugin_source, plugin, plugin_manifest, within=within)
     return workspace, plugin

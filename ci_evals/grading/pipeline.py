@@ -122,6 +122,7 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
         state=job.state,
         plugin_source=suite.plugin.path,
         plugin_manifest=suite.plugin.manifest_to_write,
+        plugin_within=suite.plugin.link_root,
         suite_dir=suite.root,
         cwd=stage_cwd(suite, stage, scenario),
         values=values,

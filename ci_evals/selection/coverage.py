@@ -12,15 +12,24 @@ only them is not dead, though: it matches a file). A `global` glob with
 wildcards (`stub/**`) that matches no staged file is dead like an entry; a
 plain global path is not, since it may name a file still to come (the usual
 workflow file).
+
+The run copies the plugin following its links and lays fixtures through
+linked folders, so a staged link under root or fixtures that resolves outside
+the repository or into `.git` (`fs.copyable`) would carry that file to the
+agent: `leaving_link` finds it from the index's links alone (one `git
+ls-files`; a linked folder is walked for the links inside it), so the hook
+refuses what `run` would refuse without walking the whole tree.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import takewhile
 
 from ci_evals import git
+from ci_evals.fs.copyable import escape_problem, escaping_link
 from ci_evals.selection.matcher import GlobMatcher, is_literal
 from ci_evals.selection.stage_map import Entry, GlobalGlob, StageMap
 
@@ -90,3 +99,20 @@ def _lead(glob: str) -> str:
 
 def _inside(folder: str, other: str) -> bool:
     return not other or folder.startswith(other + "/")
+
+
+def leaving_link(stage_map: StageMap) -> tuple[str, str] | None:
+    """(path, what is wrong) for the first staged link under root or fixtures that
+    resolves outside the repository or into its `.git` (the map itself: at load)."""
+    within = os.path.realpath(stage_map.repo_root)
+    folders = [stage_map.root] + ([stage_map.fixtures] if stage_map.fixtures else [])
+    for link in git.index_links(stage_map.repo_root, folders):
+        path = os.path.join(stage_map.repo_root, link)
+        if not os.path.lexists(path):
+            continue  # deleted, not yet staged: the run never sees it
+        problem = escape_problem(path, within)
+        if problem is not None:
+            return link, problem
+        if os.path.isdir(path) and (found := escaping_link(path, within)) is not None:
+            return found
+    return None

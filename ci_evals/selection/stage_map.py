@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ci_evals import git
 from ci_evals.errors import UserError
+from ci_evals.fs.copyable import escape_problem
 from ci_evals.selection import map_cache
 from ci_evals.selection.global_globs import (
     CHECKOUT_FILES,
@@ -177,6 +178,10 @@ def load_stage_map(path: Path, *, warn: bool = True, cache: bool = True) -> Stag
             "or pass --map PATH",
         )
     repo_root = _toplevel(file.parent)
+    # A map committed as a link to `.git/config` would be echoed by a YAML error.
+    problem = escape_problem(str(file), os.path.realpath(repo_root))
+    if problem is not None:
+        raise UserError(f"{display_path(file)} {problem}")
     folder = _repo_relative_folder(file.parent, repo_root)
     names = _Names(posixpath.join(folder, file.name) if folder else file.name, display_path(file))
     stage_map: StageMap | None = None

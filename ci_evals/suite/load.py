@@ -28,7 +28,7 @@ from ci_evals.agents.base import AgentConfig
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import Problems, UserError
-from ci_evals.fs.copyable import copy_problem
+from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem, escape_problem
 from ci_evals.grading import config as grading_config
 from ci_evals.grading.config import (
     StageGrading,
@@ -135,6 +135,14 @@ class Plugin:
     # The manifest every copy of the plugin carries when the folder has none of
     # its own that Claude Code would read (named after its folder or its entry).
     manifest_to_write: Mapping[str, object] | None = None
+    # The real folder its links may lead into (`fs.copyable.confinement`: the
+    # suite's repository); None: the plugin's own folder (the built-in empty one).
+    repository: Path | None = None
+
+    @property
+    def link_root(self) -> Path:
+        """Where every copy of the plugin may read: a link leading elsewhere is refused."""
+        return self.path if self.repository is None else self.repository
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,16 @@ class Suite:
     # Model requests in flight at once through the run's endpoint (the real API's
     # proxy; None: its default). Shards split it (docs/scale-out.md).
     max_concurrency: int | None = None
+    # The real folder every file the suite reads or copies must lie in, links
+    # followed (`fs.copyable.confinement`); None: the suite's own folder.
+    repository: Path | None = None
+
+    @property
+    def link_root(self) -> Path:
+        """Where the suite's files, fixtures and plugin may lead: nowhere else."""
+        if self.repository is None:
+            return Path(os.path.realpath(self.root))
+        return self.repository
 
     @property
     def root(self) -> Path:
@@ -300,6 +318,11 @@ def load_suite(
         problems = Problems()
     file = Path(os.path.abspath(path))
     name = display if display is not None else display_path(path)
+    # Every file the suite reads or copies must lie in its repository, outside
+    # .git, links followed (docs/isolation.md, *Links*): this file first.
+    repository = confinement(file.parent)
+    if (problem := escape_problem(str(file), repository)) is not None:
+        raise UserError(f"{name} {problem}")
     root_field = load(file, name)
     keys = root_field.mapping(_SUITE_KEYS, required=("version", "stages"))
 
@@ -310,13 +333,15 @@ def load_suite(
     base = file.parent
     agent, agent_kind = backends.load_agent(keys, root_field)
     if "plugin" in keys:
-        plugin = _load_plugin(keys["plugin"], base)
+        plugin = _load_plugin(keys["plugin"], base, repository)
     elif not agent_kind.needs_plugin:  # a task: an empty plugin keeps the workspace's layout
         plugin = Plugin(path=NO_PLUGIN, name="no-plugin")
     else:
         raise root_field.error("missing required key 'plugin'")
     fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
+    _confined(keys.get("fixtures"), fixtures, repository, "fixtures folder")
     scaffold = _scaffold(keys.get("scaffold"), base)
+    _confined(keys.get("scaffold"), scaffold, repository, "scaffold folder")
     model = _optional_str(keys.get("model"))
     sandbox, sandbox_options = backends.load_sandbox(keys, root_field, base)
     budget = _optional_number(keys.get("budget_usd"), positive=True)
@@ -361,10 +386,43 @@ def load_suite(
         sandbox_options=sandbox_options,
         scaffold=scaffold,
         max_concurrency=concurrency,
+        repository=repository,
     )
+    _check_suite_rubrics(suite, problems)
     if stage_map is not None:
         _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)
     return suite
+
+
+def _confined(value: Field | None, path: Path | None, repository: Path, what: str) -> None:
+    """Refuse a folder the suite names (`path`, if it exists) that resolves
+    outside the repository or into its .git: its files are laid into workspaces."""
+    if path is None or not os.path.lexists(path):
+        return
+    problem = escape_problem(str(path), repository)
+    if problem is None:
+        return
+    message = f"{what} {display_path(path)} {problem}"
+    raise value.error(message) if value is not None else UserError(message)
+
+
+def _check_suite_rubrics(suite: Suite, problems: Problems) -> None:
+    """A reviewer's `suite:` rubric files are read at load and copied to the
+    reviewer: each must resolve inside the repository, outside its .git."""
+    for stage in suite.stages:
+        config = stage.grading.reviewer
+        if config is None or not any(p.startswith(SUITE_PREFIX) for p in config.rubrics):
+            continue
+        try:
+            found = config.rubric_set(suite.plugin.path, suite.root)
+        except UserError:
+            continue  # already reported where the reviewer was loaded
+        for path in suite_files(found):
+            problem = escape_problem(str(path), suite.link_root)
+            if problem is not None:
+                field = stage.extra["reviewer"].mapping(REVIEWER_KEYS)["rubrics"]
+                problems.report(field.error(f"rubric {display_path(path)} {problem}"))
+                break
 
 
 def _scaffold(value: Field | None, base: Path) -> Path | None:
@@ -395,7 +453,7 @@ def _optional_number(value: Field | None, *, positive: bool) -> float | None:
     return number
 
 
-def _load_plugin(value: Field, base: Path) -> Plugin:
+def _load_plugin(value: Field, base: Path, repository: Path) -> Plugin:
     if isinstance(value.node, yaml.MappingNode):
         keys = value.mapping(("marketplace", "name"), required=("marketplace", "name"))
         folder = _path(keys["marketplace"], base)
@@ -410,14 +468,14 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
         if not path.is_dir():
             raise value.error(f"plugin folder not found: {display_path(path)}")
         source = plugin_at(path)
-    found = copy_problem(source.path)
+    if source.marketplace is not None:
+        market = escape_problem(str(source.marketplace), repository)
+        if market is not None:
+            raise value.error(f"{display_path(source.marketplace)} {market}")
+    found = copy_problem(source.path, repository)
     if found is not None:
         where, problem = found
-        raise value.error(
-            f"{where} {problem}",
-            hint="the plugin folder is copied into every workspace, links followed; "
-            "remove or fix that entry",
-        )
+        raise value.error(f"{where} {problem}", hint=COPY_HINT)
     return Plugin(
         path=source.path,
         name=source.name,
@@ -425,6 +483,7 @@ def _load_plugin(value: Field, base: Path) -> Plugin:
         agents=references.plugin_agents(source.path, source.manifest),
         marketplace=source.marketplace,
         manifest_to_write=source.manifest_to_write,
+        repository=repository,
     )
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
+from ci_evals.fs.copyable import escape_problem
 from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.snapshot import (
     RACY_NS,
@@ -174,6 +175,11 @@ def _plan(
         folders.append(folder)
     plan = _Plan()
     for folder in folders:
+        # A fixture folder that is (or lies under) a link is read through it:
+        # it must resolve inside the repository and outside .git, as the plugin's links.
+        problem = escape_problem(str(folder), suite.link_root)
+        if problem is not None:
+            raise UserError(f"fixture folder {display_path(folder)} {problem}")
         try:
             _add_fixture(plan, folder)
         except OSError as exc:
@@ -337,7 +343,9 @@ def create_workspace(
                 f"workspace folder already exists: {display_path(path)}",
                 hint="every scenario and repeat needs a fresh folder",
             )
-    copy_plugin(suite.plugin.path, plugin, suite.plugin.manifest_to_write)
+    copy_plugin(
+        suite.plugin.path, plugin, suite.plugin.manifest_to_write, within=suite.plugin.link_root
+    )
     root.mkdir()
     entries = _lay_down(plan, root)
     links = _link_components(plugin, root)

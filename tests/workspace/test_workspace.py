@@ -312,7 +312,7 @@ def test_special_files_in_a_fixture_are_refused(top: Path) -> None:
 
 
 def test_plugin_links_are_copied_as_content(top: Path, tmp_path: Path) -> None:
-    shared = write(tmp_path / "shared" / "rubric.md", "shared rubric\n")
+    shared = write(top / "shared" / "rubric.md", "shared rubric\n")
     (top / "plugin" / "references").symlink_to(shared.parent)
     (top / "plugin" / "agents" / "alias.md").symlink_to("researcher.md")
     ws = create_workspace(suite_at(top), 1, tmp_path / "ws")

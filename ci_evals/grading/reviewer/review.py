@@ -95,6 +95,7 @@ class ReviewJob:
     writable: tuple[Path, ...] = ()  # what it may write besides its copies: its private HOME/TMP
     suite_dir: Path | None = None  # where `suite:` rubrics are (the suite's folder)
     plugin_manifest: Mapping[str, object] | None = None  # `Plugin.manifest_to_write`
+    plugin_within: Path | None = None  # `Plugin.link_root`; None: the plugin's folder
 
 
 def fingerprint(
@@ -137,7 +138,11 @@ async def run_reviewer(job: ReviewJob, agent: Agent, abort: Abort) -> GraderResu
     job.out_dir.mkdir(parents=True, exist_ok=True)
     try:
         workspace, plugin = copy_state(
-            job.state, job.plugin_source, job.work_dir, plugin_manifest=job.plugin_manifest
+            job.state,
+            job.plugin_source,
+            job.work_dir,
+            plugin_manifest=job.plugin_manifest,
+            plugin_within=job.plugin_within,
         )
         renamed = rename_config(workspace)
         cwd = _inside(workspace, job.cwd)
