@@ -13,11 +13,12 @@ text, `commands/init.py` writes them.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+import yaml
 
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
@@ -206,7 +207,13 @@ def _stages(
     else:
         pairs = _named_stages(stages_arg, names)
     seen: set[str] = set()
-    for stage, _ in pairs:
+    for stage, command in pairs:
+        if stages_arg is None and (not STAGE_NAME.fullmatch(stage) or stage.isdigit()):
+            raise UserError(
+                f"the command {command!r} ({_q(commands[command])}) makes no stage name",
+                hint="name each stage: --stages NAME=COMMAND,... (lowercase letters, digits, "
+                "'-' and '_')",
+            )
         if not STAGE_NAME.fullmatch(stage) or stage.isdigit():
             raise UserError(
                 f"bad stage name {stage!r}",
@@ -408,9 +415,25 @@ def _names_any(text: str, names: Sequence[str]) -> bool:
 # -- the files' text -------------------------------------------------------------
 
 
+# Everything the draft takes from the plugin (file names above all: a name may
+# hold a line break, `#`, `: `, quotes or U+2028) goes through these two, never
+# into the YAML as it is: otherwise a file name could add keys to the draft.
+
+
 def _q(text: str) -> str:
-    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
-    return json.dumps(text, ensure_ascii=False)
+    """`text` as a YAML double-quoted scalar, escaped by YAML's own emitter."""
+    emitted = yaml.dump(
+        text, Dumper=yaml.SafeDumper, default_style='"', allow_unicode=True, width=1 << 30
+    )
+    return emitted.rstrip("\n").removesuffix("\n...").rstrip("\n")
+
+
+def _c(text: str) -> str:
+    """`text` for a YAML comment: as it is when it is one line of printable
+    characters (a comment ends only at a line break), else quoted as `_q` does."""
+    if text.isprintable():  # no line break (\n, \r, U+0085, U+2028, U+2029), no control
+        return text
+    return _q(text)
 
 
 def prompt_for(draft: Draft, stage: StagePlan) -> str:
@@ -426,12 +449,13 @@ def _plugin_line(draft: Draft) -> str:
     if draft.marketplace is None:
         return f"plugin: {_q(draft.plugin)}"
     folder, name = draft.marketplace
-    return f"plugin: {{ marketplace: {_q(folder)}, name: {_q(name)} }}   # {draft.plugin}/"
+    return f"plugin: {{ marketplace: {_q(folder)}, name: {_q(name)} }}   # {_c(draft.plugin)}/"
 
 
 def render_suite(draft: Draft) -> str:
     lines = [
-        f"# Drafted by `ci-evals init` from {draft.plugin}/ ({draft.plugin_name}): edit the",
+        f"# Drafted by `ci-evals init` from {_c(draft.plugin)}/ ({_c(draft.plugin_name)}): "
+        "edit the",
         "# prompts, checks and scenario inputs. Format: docs/suite.md; onboarding a plugin",
         "# you did not write: docs/onboarding.md.",
         "version: 1",
@@ -487,7 +511,7 @@ def _git_lines(plans: Sequence[StagePlan]) -> list[str]:
     using = [s for s in plans if s.runs_git is not None]
     if not using:
         return []
-    where = f"{using[0].command_file}:{using[0].runs_git}"
+    where = f"{_c(using[0].command_file)}:{using[0].runs_git}"
     return [
         f"    # {where} runs `!`git ...`` first: the workspace is a repository, the",
         "    # seed fixtures/0-<name>/ its one commit (docs/suite.md#a-git-workspace)",
@@ -499,7 +523,7 @@ def _asks_user_lines(stage: StagePlan, indent: str) -> list[str]:
     if stage.asks_user is None:
         return []
     line, text, others = stage.asks_user
-    where = f"{stage.command_file}:{line}"
+    where = f"{_c(stage.command_file)}:{line}"
     if others:
         where += f" (also line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})"
     return [
@@ -513,13 +537,14 @@ def _hint_line(stage: StagePlan) -> list[str]:
     """Where an example input came from: the command's hint, for a real value."""
     if stage.input_name is None or stage.argument_hint is None:
         return []
-    return [f"    # {stage.command}'s argument-hint is {_q(stage.argument_hint)}: a made-up value"]
+    hint = _q(stage.argument_hint)
+    return [f"    # {_c(stage.command)}'s argument-hint is {hint}: a made-up value"]
 
 
 def render_stage_map(draft: Draft) -> str:
     names = ", ".join(stage.name for stage in draft.stages)
     lines = [
-        f"# Drafted by `ci-evals init` from {draft.plugin}/: which stage each plugin file can",
+        f"# Drafted by `ci-evals init` from {_c(draft.plugin)}/: which stage each plugin file can",
         "# affect. A file maps to the lowest stage whose command (or a file such a command",
         "# names) names it; a file nothing names maps to stage 1, which runs everything.",
         "# Refine by hand (docs/onboarding.md); `ci-evals check-coverage` keeps it complete.",
@@ -530,7 +555,7 @@ def render_stage_map(draft: Draft) -> str:
     ]
     for entry in draft.entries:
         stage = draft.stages[entry.stage - 1].name
-        lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: {stage} }}   # {entry.why}")
+        lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: {stage} }}   # {_c(entry.why)}")
     globals_ = ", ".join(_q(path) for path in draft.global_paths)
     lines += [f"global: [{globals_}]", "fixtures: fixtures"]
     return "\n".join(lines) + "\n"
@@ -545,7 +570,7 @@ def render_stub(draft: Draft) -> str:
     ]
     # Independent commands: a rule per command, each writing the one stage's placeholder.
     for stage in draft.calls or draft.stages:
-        match = f'command: "{draft.plugin_name}:{stage.command}"'
+        match = f"command: {_q(f'{draft.plugin_name}:{stage.command}')}"
         if stage.shared:
             match += f', prompt_contains: "ci-evals stage {stage.name}:"'
         content = f"placeholder output of stage {stage.name} (stub) for: {{args}}\\n"
@@ -567,7 +592,7 @@ def render_stub(draft: Draft) -> str:
         lines.append(f"      - text: {_q(f'Stage {stage.name} done (stub).')}")
     for agent in draft.agents:
         lines += [
-            f"  - name: {agent}",
+            f"  - name: {_q(agent)}",
             f"    match: {{agent: {_q(f'{draft.plugin_name}:{agent}')}}}",
             "    turns:",
             f"      - text: {_q(f'Placeholder findings of {agent} (stub).')}",
