@@ -18,7 +18,6 @@ The fourth goes around the CLI: a Bash tool command rewrites the sandbox's PID 1
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -30,15 +29,12 @@ from pathlib import Path
 import claude_agent_sdk
 import pytest
 
-from ci_evals.agents import Abort, StageOutcome, StageRequest
-from ci_evals.agents.environment import agent_environment
-from ci_evals.agents.registry import get_agent
-from ci_evals.endpoints.stub_model import StubServer, loads_script
+from ci_evals.agents import StageOutcome
 from ci_evals.sandbox import nondumpable
-from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
+from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.bwrap import BwrapSandbox, available
 from ci_evals.sandbox.local import LocalSandbox
-from tests.run_helpers import make_suite
+from tests.agents.test_claude_hostile import run_stage
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 PYTHON = "/usr/bin/python3"
@@ -95,26 +91,25 @@ def box(
         yield sandbox
 
 
-def run_stage(tmp_path: Path, script: str, sandbox: str) -> tuple[StageOutcome, StageRequest]:
-    """One stage of the real CLI on the stub model `script`, started as the agent
-    stage starts it, in `tmp_path/ws` (its Bash commands' working folder)."""
-    make_suite(tmp_path / "suite")
-    agent = tmp_path / "agent"
-    with StubServer(loads_script(script)) as server:
-        env = agent_environment(os.environ, private_root=agent, endpoint=server.cli_env())
-        request = StageRequest(
-            prompt="/demo:s1 Acme",
-            cwd=tmp_path / "ws",
-            plugin_dir=tmp_path / "suite" / "plugin",
-            env=env,
-            trajectory_path=tmp_path / "stage" / "trajectory.jsonl",
-            stderr_path=tmp_path / "stage" / "stderr.log",
-            max_turns=10,
-            timeout_s=120,
-            sandbox=SandboxConfig(sandbox),
-            writable=(agent,),
-        )
-        return asyncio.run(get_agent("claude").run_stage(request, abort=Abort())), request
+def one_command(command: str, end: str = "done") -> str:
+    """A stub script: the Bash tool runs `command`, then the model says `end`."""
+    return (
+        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: {end}\n"
+    )
+
+
+def run_probe(tmp_path: Path, source: str, end: str = "done") -> tuple[StageOutcome, str]:
+    """A stage under bwrap whose one Bash command runs Python `source`: its outcome
+    and what the probe printed."""
+    if (reason := available()) is not None:
+        pytest.fail(reason)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "probe.py").write_text(source)
+    command = f"python3 {ws / 'probe.py'} > {ws / 'probe.txt'} 2>&1"
+    outcome, *_ = run_stage(tmp_path, one_command(command, end), sandbox="bwrap")
+    return outcome, (ws / "probe.txt").read_text()
 
 
 # The agent's Bash tool is a descendant of the CLI, in its PID namespace: so is
@@ -203,7 +198,7 @@ def test_a_bash_tool_command_cannot_open_the_clis_memory(tmp_path: Path, sandbox
     ]
     turns = "".join(f"      - tools: [{{bash: {json.dumps(c)}}}]\n" for c in commands)
     script = f"rules:\n  - match: {{command: demo:s1}}\n    turns:\n{turns}      - text: done\n"
-    outcome, _ = run_stage(tmp_path, script, sandbox)
+    outcome, *_ = run_stage(tmp_path, script, sandbox=sandbox)
     assert outcome.status == "completed", outcome
     seen = (ws / "direct.txt").read_text().splitlines()
     seen += (ws / "bashrc.txt").read_text().splitlines()
@@ -248,22 +243,9 @@ while pid >= 1:
 def test_a_bash_tool_command_cannot_read_or_write_the_relay(tmp_path: Path) -> None:
     """The model relay (the CLI's parent, our uid) makes itself non-dumpable:
     neither its environment nor its memory is the agent's."""
-    if (reason := available()) is not None:
-        pytest.fail(reason)
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "ancestors.py").write_text(ANCESTORS)
-    command = f"python3 {ws / 'ancestors.py'} > {ws / 'seen.txt'} 2>&1"
-    script = (
-        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
-        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: done\n"
-    )
-    outcome, _ = run_stage(tmp_path, script, "bwrap")
+    outcome, said = run_probe(tmp_path, ANCESTORS)
     assert outcome.status == "completed", outcome
-    seen = {
-        line.split(" ")[0]: line.split(": ", 1)[1]
-        for line in (ws / "seen.txt").read_text().splitlines()
-    }
+    seen = {line.split(" ")[0]: line.split(": ", 1)[1] for line in said.splitlines()}
     assert list(seen) == ["cli", "relay", "init"], seen  # the relay is the CLI's parent
     refused = {"EACCES", "EPERM"}
     for role in ("cli", "relay"):
@@ -317,22 +299,11 @@ time.sleep(5)
 def test_a_bash_tool_command_cannot_forge_a_frame_through_the_sandboxs_init(
     tmp_path: Path,
 ) -> None:
-    if (reason := available()) is not None:
-        pytest.fail(reason)
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "forge.py").write_text(FORGE)
-    command = f"python3 {ws / 'forge.py'} > {ws / 'forge.txt'} 2>&1"
-    script = (
-        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
-        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: the real end\n"
-    )
-    outcome, request = run_stage(tmp_path, script, "bwrap")
-    said = (ws / "forge.txt").read_text()
+    outcome, said = run_probe(tmp_path, FORGE, "the real end")
     # PID 1 is still the agent's to rewrite (it ends the sandbox: the stage fails),
     # but what it writes to its stdout reaches no one.
     assert said == "pid 1 rewritten\n", said
-    assert "FORGED" not in request.trajectory_path.read_text(), outcome
+    assert "FORGED" not in (tmp_path / "stage" / "trajectory.jsonl").read_text(), outcome
     assert outcome.final_text != "FORGED", outcome
 
 
@@ -356,11 +327,7 @@ def test_a_bash_tool_command_runs_an_address_sanitized_program(tmp_path: Path) -
     # ptrace at exit, which the sandbox's seccomp filter refuses: documented.
     run = "ASAN_OPTIONS=detect_leaks=0 ./hello > ran.txt 2>&1"
     command = f"env > env.txt; gcc -fsanitize=address -o hello hello.c && {run}"
-    script = (
-        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
-        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: done\n"
-    )
-    outcome, _ = run_stage(tmp_path, script, "bwrap")
+    outcome, *_ = run_stage(tmp_path, one_command(command), sandbox="bwrap")
     assert outcome.status == "completed", outcome
     assert (ws / "ran.txt").read_text() == "hello\n"
     assert "LD_PRELOAD" not in (ws / "env.txt").read_text()
