@@ -124,7 +124,7 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
             print(f"{prog}: interrupted", file=sys.stderr)
             code[0] = EXIT_INTERRUPTED
             return
-        log = _write_traceback(exc)
+        log = write_traceback(exc)
         print(
             f"{prog}: unexpected error: {type(exc).__name__}: {inert(str(exc))} "
             f"(this is a bug in ci-evals; traceback in {log})",
@@ -161,7 +161,8 @@ def _interrupted(exc: BaseException) -> bool:
     return False
 
 
-def _write_traceback(exc: BaseException) -> Path:
+def write_traceback(exc: BaseException) -> Path:
+    """`exc`'s traceback in a new temporary file, for a one-line message to point at."""
     # Imported here: every command imports this module, only a crash needs these.
     import tempfile  # noqa: PLC0415
     import traceback  # noqa: PLC0415

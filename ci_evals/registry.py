@@ -11,7 +11,11 @@ that is not built in is looked up in the seam's entry-point group
     k8s = "my_package.k8s:KIND"
 
 adds `sandbox: {kind: k8s, ...}` with no edit here. Entry points are read only
-then (reading installed metadata costs milliseconds the hot paths do not pay).
+then (reading installed metadata costs milliseconds the hot paths do not pay),
+and a name is only ever looked up in the group, never imported as a module.
+What such a kind raises is that package's failure, not a bug of ours: a seam
+calls into it inside `theirs(name)`, which says so in one line naming the
+package and its entry point.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
-from ci_evals.errors import UserError
+from ci_evals.errors import UserError, write_traceback
 
 if TYPE_CHECKING:
     from importlib import metadata
@@ -65,19 +70,52 @@ class Registry(Generic[T]):
             module_name, _, attribute = self._builtins[name].partition(":")
             kind = getattr(importlib.import_module(module_name), attribute)
         elif name in self._entry_points():
-            try:
+            with self.theirs(name, "failed to load"):
                 kind = self._entry_points()[name].load()
-            except Exception as exc:  # a third party's import error, named as theirs
-                raise UserError(
-                    f"{self.noun} {name!r} (entry point {self._entry_points()[name].value} "
-                    f"in group {self.group}) failed to load: {type(exc).__name__}: {exc}",
-                    hint="fix or reinstall the package that provides it",
-                ) from None
         else:
             raise self.unknown(name)
         with self._lock:
             self._loaded.setdefault(name, cast("T", kind))
             return self._loaded[name]
+
+    def origin(self, name: str) -> str | None:
+        """Which package and entry point provide kind `name`; None for a built-in one
+        (or a name nobody registered)."""
+        if name in self._builtins:
+            return None
+        entry = self._entry_points().get(name)
+        if entry is None:
+            return None
+        dist = entry.dist
+        package = f"package {dist.name} {dist.version}, " if dist is not None else ""
+        return f"{package}entry point {entry.name} = {entry.value} in group {self.group}"
+
+    @contextmanager
+    def theirs(
+        self, name: str, what: str = "failed", *, passing: BaseException | None = None
+    ) -> Iterator[None]:
+        """Around a call into kind `name`: when another package provides it, an
+        exception it raises becomes one line naming that package and its entry point
+        (its traceback logged), not "a bug in ci-evals". A `UserError` is its message
+        to the user and passes as it is, and so does `passing` (the caller's own
+        exception, which the kind's context manager may raise again on its way out)."""
+        origin = self.origin(name)
+        if origin is None:
+            yield
+            return
+        try:
+            yield
+        except UserError:
+            raise
+        except Exception as exc:
+            if exc is passing:
+                raise
+            log = write_traceback(exc)
+            raise UserError(
+                f"{self.noun} {name!r} ({origin}) {what}: {type(exc).__name__}: {exc}",
+                hint=f"a bug in that package, not in ci-evals: fix, update or uninstall it; "
+                f"traceback in {log}",
+            ) from exc
 
     def unknown(self, name: str) -> UserError:
         """The error for a name nobody registered (callers add file:line with `Field.error`)."""

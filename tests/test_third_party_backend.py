@@ -6,7 +6,9 @@ names, through the sandbox), a sandbox kind (`audited`: the host's sandbox,
 logging every call to a file its block names), a grader kind (the stage key
 `words`: a file has at least N words) and an endpoint kind (`--model
 silent:NAME`: no model at all, for an agent that asks none); the grader's
-criteria name their kind as their source, through `run` and `report`. It is
+criteria name their kind as their source, through `run` and `report`. A fifth,
+`broken`, raises where `--model broken:WHERE` says: its failure is the
+package's, one line naming it, not a bug of ci-evals. It is
 pip-installed into a fresh virtualenv that sees this checkout and its
 dependencies (a `.pth` adding this interpreter's site-packages, so nothing is
 downloaded), and a suite that names all four runs there end to end through
@@ -52,6 +54,10 @@ words = "{PACKAGE}:GRADER"
 
 [project.entry-points."ci_evals.endpoints"]
 silent = "{PACKAGE}:ENDPOINT"
+broken = "{PACKAGE}:BROKEN"
+# Named as a Bedrock model id's part before its colon, pointing at no module at
+# all: `--model us.anthropic.claude-sonnet-v1:0` is a model id, never this kind.
+"us.anthropic.claude-sonnet-v1" = "nobody_imports_this:KIND"
 """
 
 # A PEP 517 backend of the package's own (`backend-path`), so that installing it
@@ -293,10 +299,50 @@ class SilentKind:
         return Silent(f"silent:{options}")
 
 
+class Broken:
+    """Raises in the step its value names: check, open or close."""
+
+    def __init__(self, where):
+        self.name, self.where = f"broken:{where}", where
+
+    def _fail(self, step):
+        if self.where == step:
+            raise RuntimeError(f"broken in {step}")
+
+    def check(self, environ, why, hint=None):
+        self._fail("check")
+
+    @contextlib.contextmanager
+    def open(self, environ, options):
+        self._fail("open")
+        yield OpenEndpoint(name=self.name, env={}, model=None)
+        self._fail("close")
+
+
+class BrokenKind:
+    """An endpoint kind with a bug: it raises where `--model broken:WHERE` says."""
+
+    name = "broken"
+
+    def load(self, value):
+        if value == "load":
+            raise RuntimeError("broken in load")
+        return value
+
+    def available(self):
+        return None
+
+    def create(self, options):
+        if options == "create":
+            raise KeyError("broken in create")
+        return Broken(options)
+
+
 AGENT = ScriptedKind()
 SANDBOX = AuditedKind()
 GRADER = WordsKind()
 ENDPOINT = SilentKind()
+BROKEN = BrokenKind()
 '''
 
 SUITE = """\
@@ -350,11 +396,13 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def run(python: Path, suite_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run(
+    python: Path, suite_dir: Path, *extra: str, model: str = "silent:quiet"
+) -> subprocess.CompletedProcess[str]:
     """`ci-evals run` of the suite in `suite_dir`, on the package's endpoint: no model
     (the agent asks none)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    argv = ["run", "--model", "silent:quiet", "--out", str(suite_dir / "out"), *extra]
+    argv = ["run", "--model", model, "--out", str(suite_dir / "out"), *extra]
     return subprocess.run(
         [python, "-m", "ci_evals", *argv], cwd=suite_dir, capture_output=True, text=True,
         env=env, check=False, timeout=300,
@@ -470,6 +518,36 @@ def test_an_endpoint_of_another_package_checks_its_own_value(venv: Path, tmp_pat
     ]
 
 
+@pytest.mark.parametrize(
+    ("where", "error"),
+    [
+        ("load", "RuntimeError: broken in load"),
+        ("create", "KeyError: 'broken in create'"),
+        ("check", "RuntimeError: broken in check"),
+        ("open", "RuntimeError: broken in open"),
+        ("close", "RuntimeError: broken in close"),
+    ],
+)
+def test_an_endpoint_of_another_package_that_raises_is_reported_as_theirs(
+    venv: Path, tmp_path: Path, where: str, error: str
+) -> None:
+    (tmp_path / "ci-evals.yaml").write_text(SUITE)
+    done = run(venv, tmp_path, model=f"broken:{where}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    if where not in ("open", "close"):  # checked before anything starts: that line alone
+        assert len(lines) == 1, done.stderr
+    line = lines[-1]  # else after the run's progress
+    assert line.startswith(
+        "ci-evals: error: endpoint 'broken' (package ci-evals-example-backends 0.1, entry point "
+        f"broken = {PACKAGE}:BROKEN in group ci_evals.endpoints) failed: {error} (a bug in that "
+        "package, not in ci-evals: fix, update or uninstall it; traceback in "
+    ), line
+    log = Path(line.rsplit("traceback in ", 1)[1].rstrip(")"))
+    assert f"broken in {where}" in log.read_text()  # where their code raised, for them
+    log.unlink()
+
+
 def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_path: Path) -> None:
     probe = textwrap.dedent(
         """
@@ -496,12 +574,15 @@ def test_the_kinds_are_read_only_when_a_name_is_not_built_in(venv: Path, tmp_pat
         calls.clear()
         endpoint_for("stub:x.yaml"), endpoint_for(None), endpoint_for("claude-opus-4-1")
         print(len(calls), endpoint_for("silent:q").name)
-        # A model id may hold a colon: a prefix nobody registered is part of the name.
+        # A model id may hold a colon: a prefix nobody registered is part of the name,
+        # and so is one with a dot, even where an entry point has that name.
+        print(endpoint_for("us.anthropic.claude-sonnet-v2:0").model)
         print(endpoint_for("us.anthropic.claude-sonnet-v1:0").model)
         """
     )
     done = subprocess.run([venv, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == [
         *("0", "1", "0", "1", "0", "1", "0", "silent:q"),
+        "us.anthropic.claude-sonnet-v2:0",
         "us.anthropic.claude-sonnet-v1:0",
     ]

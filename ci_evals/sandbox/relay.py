@@ -11,6 +11,14 @@ to the Unix socket (which the host side forwards to the model endpoint), and
 exits with ARGV's exit status, or 128+N when a signal N ended it. Signals sent
 to the relay (SIGTERM, SIGINT, SIGHUP) are passed on to ARGV.
 
+The relay makes itself non-dumpable before anything else (`_nondumpable`):
+it shares the agent's uid, so a dumpable relay would let any command of the
+agent's read its environment (`/proc/<relay>/environ`) and rewrite its code
+(`/proc/<relay>/mem`: the relay carries the model's traffic and reports the
+stage's exit status). The flag holds until an exec; ARGV, started by exec,
+gets its own (the Claude CLI's from its preloaded object, docs/isolation.md).
+A relay that cannot clear the flag runs nothing and exits 127.
+
 Standard library only, no ci_evals imports: the package is not visible inside
 the sandbox. The listening socket is bound before ARGV starts, so ARGV never
 sees a refused connection.
@@ -19,6 +27,7 @@ sees a refused connection.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -28,6 +37,18 @@ from types import FrameType
 
 _CHUNK = 64 * 1024
 _FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
+
+
+def _nondumpable() -> None:
+    """Clear this process's dumpable flag and read it back: its /proc files become
+    root's, which no process of the sandbox (no CAP_SYS_PTRACE) can open."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, ctypes.c_ulong(0), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    flag = libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+    if flag != 0:
+        raise OSError(ctypes.get_errno(), f"still dumpable ({flag}) after PR_SET_DUMPABLE 0")
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
@@ -104,6 +125,11 @@ def _parse(argv: list[str]) -> tuple[str, str, list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:  # first: nothing of ours is readable while the flag is still set
+        _nondumpable()
+    except OSError as exc:
+        print(f"relay: cannot make itself non-dumpable: {exc}", file=sys.stderr)
+        return 127
     try:
         listen, target, unset, command = _parse(sys.argv[1:] if argv is None else argv)
     except ValueError as exc:
@@ -122,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"relay: cannot run {command[0]}: {exc}", file=sys.stderr)
         os._exit(127)
 
-    # ARGV alone holds its stdin and stdout (the Claude CLI's sockets to the SDK):
-    # another process in the sandbox could write the relay's memory, were it dumpable.
+    # ARGV alone holds its stdin and stdout (the Claude CLI's sockets to the SDK),
+    # should a process of the sandbox ever reach the relay's memory after all.
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

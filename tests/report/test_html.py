@@ -10,8 +10,10 @@ the injection tests listen for dialogs and console messages.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,7 @@ import pytest
 
 from ci_evals.report.baseline import compare
 from ci_evals.report.html import Site, write_site
+from ci_evals.report.html.files import DiffBudget, unified
 from ci_evals.report.html.timeline import Limits
 from ci_evals.report.verify import problems
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
@@ -340,6 +343,81 @@ def test_a_huge_trajectory_is_cut_not_read_whole(tmp_path: Path) -> None:
     page = (site / "stage-1-1.html").read_text()
     assert "more events not shown" in page
     assert len(page) < 50_000
+
+
+def swapped_pairs(size: int, tag: str) -> tuple[str, str]:
+    """About `size` bytes of distinct lines, and the same with every pair of lines
+    swapped: difflib's search finds one-line matches only, peels two lines at a time
+    off a range it scans whole, and so takes time quadratic in the lines (5,600 of
+    them: 3 to 7 s a file on a 2-core machine)."""
+    old = [f"{tag} line {i:06d}" for i in range(size // (len(tag) + 13))]
+    new = [line for i in range(0, len(old) - 1, 2) for line in (old[i + 1], old[i])]
+    return "\n".join(old) + "\n", "\n".join(new) + "\n"
+
+
+def test_large_modified_files_are_diffed_within_a_counted_budget(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    one, two = passed_stage(1), passed_stage(2)
+    files = {"small.md": ("a\nb\nc\n", "a\nB\nc\n")}
+    files |= {f"big{k}.txt": swapped_pairs(84_000, f"f{k}") for k in range(5)}
+    one.produced = [changed(name, text=old) for name, (old, _) in files.items()]
+    two.produced = [changed(name, "modified", new) for name, (_, new) in files.items()]
+    lay_stage(run, "acme", one, {n: old for n, (old, _) in files.items()}, sdk_trajectory())
+    lay_stage(run, "acme", two, {n: new for n, (_, new) in files.items()}, sdk_trajectory())
+    write_results(run, a_run(scenario("acme", one, two)))
+
+    budget = DiffBudget()  # the defaults: each big file is over the per-diff bound
+    site_of(run, tmp_path / "site", diffs=budget)
+    page = (tmp_path / "site" / "stage-1-2.html").read_text()
+    assert 0 < budget.spent <= budget.per_site
+    assert '<span class="diff-del">-b</span>\n<span class="diff-add">+B</span>' in page
+    said = "Not matched line by line (more than 1,000,000 steps): lines 1 to 5,600 before"
+    assert page.count(said) == 5, page.count("Not matched")
+    assert page.count("more diff lines</div>") == 5  # each shown whole, then cut
+
+    # A smaller site budget: the first big file spends most of it, the rest get none.
+    budget = DiffBudget(per_diff=300_000, per_site=400_000)
+    site_of(run, tmp_path / "site", diffs=budget)
+    page = (tmp_path / "site" / "stage-1-2.html").read_text()
+    assert budget.spent <= 400_000
+    assert page.count("Not matched line by line (more than 300,000 steps)") == 1
+    assert page.count("(the site&#x27;s 400,000 steps for diffs are spent)") == 4, page
+
+
+def apply(old: list[str], diff: list[str]) -> list[str]:
+    """`diff` (unified, as `unified` writes it) applied to `old`, every line checked."""
+    out: list[str] = []
+    at = 0
+    for line in diff[2:]:
+        if line.startswith("@@"):
+            start, _, length = line.split()[1][1:].partition(",")
+            begin = int(start) - (1 if length != "0" else 0)
+            out += old[at:begin]
+            at = begin
+        elif line[0] in " -":
+            assert old[at] == line[1:], (at, line)
+            out += [line[1:]] if line[0] == " " else []
+            at += 1
+        else:
+            out.append(line[1:])
+    return out + old[at:]
+
+
+def test_a_diff_is_true_within_its_budget_and_over_it() -> None:
+    rng = random.Random(31)
+    for _ in range(2000):
+        old = rng.choices("abcde", k=rng.randrange(30))
+        new = rng.choices("abcdef", k=rng.randrange(30))
+        budget = DiffBudget(per_diff=rng.choice([5, 50, 10**9]))
+        diff, unmatched = unified(old, new, budget)
+        assert apply(old, diff) == new and (diff == []) == (old == new), (old, new, diff)
+        assert budget.spent <= budget.per_diff
+        if budget.per_diff == 10**9:  # never cut short
+            assert unmatched == ""
+    old = [f"line {i}" for i in range(10)]
+    new = [*old[:4], "changed", *old[5:]]
+    expected = list(difflib.unified_diff(old, new, "before", "after", lineterm=""))
+    assert unified(old, new, DiffBudget()) == (expected, "")
 
 
 def test_never_replaces_a_folder_it_did_not_write(tmp_path: Path) -> None:

@@ -10,13 +10,14 @@ by scanning /proc and tries to open its memory for writing. The second test runs
 the agent does: a Bash tool call of the real CLI's, scripted by the stub model,
 once directly and once from a `~/.bashrc` that an earlier command wrote (the
 shell the CLI starts for each command sources it before anything else runs).
-The third goes around the CLI: a Bash tool command rewrites the sandbox's PID 1
+The third tries every ancestor of a Bash tool command the same way, and its
+environment too: the model relay, the CLI's parent, makes itself non-dumpable.
+The fourth goes around the CLI: a Bash tool command rewrites the sandbox's PID 1
 (bwrap's init, dumpable) to write a forged result frame to its stdout.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -28,15 +29,12 @@ from pathlib import Path
 import claude_agent_sdk
 import pytest
 
-from ci_evals.agents import Abort, StageRequest
-from ci_evals.agents.environment import agent_environment
-from ci_evals.agents.registry import get_agent
-from ci_evals.endpoints.stub_model import StubServer, loads_script
+from ci_evals.agents import StageOutcome
 from ci_evals.sandbox import nondumpable
-from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
+from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.bwrap import BwrapSandbox, available
 from ci_evals.sandbox.local import LocalSandbox
-from tests.run_helpers import make_suite
+from tests.agents.test_claude_hostile import run_stage
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 PYTHON = "/usr/bin/python3"
@@ -91,6 +89,27 @@ def box(
     spec = SandboxSpec(writable=(tmp_path,), readonly=(CLI.resolve().parent, preload.parent))
     with BwrapSandbox(spec) if request.param == "bwrap" else LocalSandbox(spec) as sandbox:
         yield sandbox
+
+
+def one_command(command: str, end: str = "done") -> str:
+    """A stub script: the Bash tool runs `command`, then the model says `end`."""
+    return (
+        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: {end}\n"
+    )
+
+
+def run_probe(tmp_path: Path, source: str, end: str = "done") -> tuple[StageOutcome, str]:
+    """A stage under bwrap whose one Bash command runs Python `source`: its outcome
+    and what the probe printed."""
+    if (reason := available()) is not None:
+        pytest.fail(reason)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "probe.py").write_text(source)
+    command = f"python3 {ws / 'probe.py'} > {ws / 'probe.txt'} 2>&1"
+    outcome, *_ = run_stage(tmp_path, one_command(command, end), sandbox="bwrap")
+    return outcome, (ws / "probe.txt").read_text()
 
 
 # The agent's Bash tool is a descendant of the CLI, in its PID namespace: so is
@@ -169,7 +188,7 @@ print(f"{sys.argv[1]}: cli found, mem {verdict}")
 def test_a_bash_tool_command_cannot_open_the_clis_memory(tmp_path: Path, sandbox: str) -> None:
     if sandbox == "bwrap" and (reason := available()) is not None:
         pytest.fail(reason)
-    ws, agent = tmp_path / "ws", tmp_path / "agent"
+    ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "probe.py").write_text(TOOL_PROBE)
     probe = f"python3 {ws / 'probe.py'}"
@@ -179,28 +198,62 @@ def test_a_bash_tool_command_cannot_open_the_clis_memory(tmp_path: Path, sandbox
     ]
     turns = "".join(f"      - tools: [{{bash: {json.dumps(c)}}}]\n" for c in commands)
     script = f"rules:\n  - match: {{command: demo:s1}}\n    turns:\n{turns}      - text: done\n"
-    make_suite(tmp_path / "suite")
-    with StubServer(loads_script(script)) as server:
-        env = agent_environment(os.environ, private_root=agent, endpoint=server.cli_env())
-        request = StageRequest(
-            prompt="/demo:s1 Acme",
-            cwd=ws,
-            plugin_dir=tmp_path / "suite" / "plugin",
-            env=env,
-            trajectory_path=tmp_path / "stage" / "trajectory.jsonl",
-            stderr_path=tmp_path / "stage" / "stderr.log",
-            max_turns=10,
-            timeout_s=120,
-            sandbox=SandboxConfig(sandbox),
-            writable=(agent,),
-        )
-        outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
+    outcome, *_ = run_stage(tmp_path, script, sandbox=sandbox)
     assert outcome.status == "completed", outcome
     seen = (ws / "direct.txt").read_text().splitlines()
     seen += (ws / "bashrc.txt").read_text().splitlines()
     assert {line.split(":")[0] for line in seen} == {"bashrc", "direct"}, seen  # both ran
     verdicts = {line.split(": ", 1)[1] for line in seen}
     assert verdicts <= {"cli found, mem EACCES", "cli found, mem EPERM"}, seen
+
+
+# A Bash tool command: every ancestor up to the sandbox's PID 1 (the CLI, the
+# model relay, bwrap's init), each tried as the agent would: its environment
+# read, its memory opened for writing. One line per ancestor:
+# `<role> <pid>: environ <verdict>, mem <verdict>`, where an environment that
+# could be read is `read:<its variable names>`.
+ANCESTORS = """
+import errno, os
+def attempt(path, flags):
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        return errno.errorcode[error.errno]
+    try:
+        data = os.read(fd, 1 << 20) if flags == os.O_RDONLY else b""
+    finally:
+        os.close(fd)
+    names = sorted(v.split(b"=")[0].decode() for v in data.split(b"\\0") if v)
+    return "read:" + ",".join(names) if flags == os.O_RDONLY else "opened"
+pid = os.getppid()
+while pid >= 1:
+    argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    role = "init" if pid == 1 else "cli" if argv[0].endswith(b"/claude") else (
+        "relay" if any(a.endswith(b"/relay.py") for a in argv) else "shell")
+    environ = attempt(f"/proc/{pid}/environ", os.O_RDONLY)
+    mem = attempt(f"/proc/{pid}/mem", os.O_RDWR)
+    if role != "shell":
+        print(f"{role} {pid}: environ {environ}, mem {mem}")
+    status = open(f"/proc/{pid}/status").read()
+    pid = 0 if pid == 1 else int(status.split("PPid:")[1].split()[0])
+"""
+
+
+@pytest.mark.slow
+def test_a_bash_tool_command_cannot_read_or_write_the_relay(tmp_path: Path) -> None:
+    """The model relay (the CLI's parent, our uid) makes itself non-dumpable:
+    neither its environment nor its memory is the agent's."""
+    outcome, said = run_probe(tmp_path, ANCESTORS)
+    assert outcome.status == "completed", outcome
+    seen = {line.split(" ")[0]: line.split(": ", 1)[1] for line in said.splitlines()}
+    assert list(seen) == ["cli", "relay", "init"], seen  # the relay is the CLI's parent
+    refused = {"EACCES", "EPERM"}
+    for role in ("cli", "relay"):
+        environ, mem = (part.split(" ")[1] for part in seen[role].split(", "))
+        assert environ in refused and mem in refused, (role, seen[role])
+    # bwrap's init is dumpable (bwrap's doing), but it was started with an empty
+    # environment (launch.py) and holds neither the CLI's stdin nor its stdout.
+    assert seen["init"] == "environ read:, mem opened", seen["init"]
 
 
 # A Bash tool command that does not touch the CLI: it rewrites the code of the
@@ -246,37 +299,11 @@ time.sleep(5)
 def test_a_bash_tool_command_cannot_forge_a_frame_through_the_sandboxs_init(
     tmp_path: Path,
 ) -> None:
-    if (reason := available()) is not None:
-        pytest.fail(reason)
-    ws, agent = tmp_path / "ws", tmp_path / "agent"
-    ws.mkdir()
-    (ws / "forge.py").write_text(FORGE)
-    command = f"python3 {ws / 'forge.py'} > {ws / 'forge.txt'} 2>&1"
-    script = (
-        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
-        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: the real end\n"
-    )
-    make_suite(tmp_path / "suite")
-    with StubServer(loads_script(script)) as server:
-        env = agent_environment(os.environ, private_root=agent, endpoint=server.cli_env())
-        request = StageRequest(
-            prompt="/demo:s1 Acme",
-            cwd=ws,
-            plugin_dir=tmp_path / "suite" / "plugin",
-            env=env,
-            trajectory_path=tmp_path / "stage" / "trajectory.jsonl",
-            stderr_path=tmp_path / "stage" / "stderr.log",
-            max_turns=10,
-            timeout_s=120,
-            sandbox=SandboxConfig("bwrap"),
-            writable=(agent,),
-        )
-        outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
-    said = (ws / "forge.txt").read_text()
+    outcome, said = run_probe(tmp_path, FORGE, "the real end")
     # PID 1 is still the agent's to rewrite (it ends the sandbox: the stage fails),
     # but what it writes to its stdout reaches no one.
     assert said == "pid 1 rewritten\n", said
-    assert "FORGED" not in request.trajectory_path.read_text(), outcome
+    assert "FORGED" not in (tmp_path / "stage" / "trajectory.jsonl").read_text(), outcome
     assert outcome.final_text != "FORGED", outcome
 
 
@@ -293,33 +320,14 @@ ASAN = shutil.which("gcc")
 def test_a_bash_tool_command_runs_an_address_sanitized_program(tmp_path: Path) -> None:
     if (reason := available()) is not None:
         pytest.fail(reason)
-    ws, agent = tmp_path / "ws", tmp_path / "agent"
+    ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "hello.c").write_text('#include <stdio.h>\nint main(void) { puts("hello"); }\n')
     # LeakSanitizer (on by default with ASan) stops the program's threads with
     # ptrace at exit, which the sandbox's seccomp filter refuses: documented.
     run = "ASAN_OPTIONS=detect_leaks=0 ./hello > ran.txt 2>&1"
     command = f"env > env.txt; gcc -fsanitize=address -o hello hello.c && {run}"
-    script = (
-        "rules:\n  - match: {command: demo:s1}\n    turns:\n"
-        f"      - tools: [{{bash: {json.dumps(command)}}}]\n      - text: done\n"
-    )
-    make_suite(tmp_path / "suite")
-    with StubServer(loads_script(script)) as server:
-        env = agent_environment(os.environ, private_root=agent, endpoint=server.cli_env())
-        request = StageRequest(
-            prompt="/demo:s1 Acme",
-            cwd=ws,
-            plugin_dir=tmp_path / "suite" / "plugin",
-            env=env,
-            trajectory_path=tmp_path / "stage" / "trajectory.jsonl",
-            stderr_path=tmp_path / "stage" / "stderr.log",
-            max_turns=10,
-            timeout_s=120,
-            sandbox=SandboxConfig("bwrap"),
-            writable=(agent,),
-        )
-        outcome = asyncio.run(get_agent("claude").run_stage(request, abort=Abort()))
+    outcome, *_ = run_stage(tmp_path, one_command(command), sandbox="bwrap")
     assert outcome.status == "completed", outcome
     assert (ws / "ran.txt").read_text() == "hello\n"
     assert "LD_PRELOAD" not in (ws / "env.txt").read_text()

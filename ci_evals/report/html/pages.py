@@ -28,7 +28,7 @@ from ci_evals.report import (
     status_word,
 )
 from ci_evals.report.baseline import Comparison, NoBaseline
-from ci_evals.report.html.files import StateRef, files_section, state_of
+from ci_evals.report.html.files import DiffBudget, StateRef, files_section, state_of
 from ci_evals.report.html.markup import esc, fold, money, status, table
 from ci_evals.report.html.timeline import Limits, timeline
 from ci_evals.results import MISSED_BY, miss_source
@@ -49,6 +49,7 @@ class Site:
     comparison: Comparison | NoBaseline | None = None  # with `--baseline`
     baseline_dir: Path | None = None  # the baseline's run folder, when it is one
     limits: Limits = field(default_factory=Limits)
+    diffs: DiffBudget = field(default_factory=DiffBudget)  # every page's diffs draw on it
 
 
 def stage_page_name(scenario_index: int, stage: StageResult) -> str:
@@ -229,7 +230,7 @@ def stage_body(
     theirs: StateRef | None = None
     if baseline is not None and site.baseline_dir is not None:
         theirs = state_of(site.baseline_dir, baseline)
-    yield files_section(stage, here, earlier, theirs)
+    yield files_section(stage, here, earlier, theirs, site.diffs)
     yield "<h2>Trajectory</h2>"
     yield from timeline(run_dir, stage.trajectory, limits)
     for grader in stage.grading.graders if stage.grading else ():
