@@ -48,6 +48,7 @@ class StepRun:
     stderr: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
     outcome: str = "success"
+    env: dict[str, str] = field(default_factory=dict)  # what a `run:` step ran with
 
 
 @dataclass
@@ -197,6 +198,7 @@ class ActionsRunner:
                 done.stderr,
                 parse_outputs(output.read_text(encoding="utf-8")),
                 "success" if done.returncode == 0 else "failure",
+                env,
             )
         )
 
@@ -264,18 +266,26 @@ class ArtifactStore:
         return self.runner.evaluate(str(step["with"][name]), self.inputs)
 
     def upload(self, step: Mapping[str, Any]) -> None:
+        """As actions/upload-artifact: a process with the step's environment (the job's and
+        the calling step's `env:`, which a composite action's steps inherit, plus the
+        runtime token every JS action holds) reads the path FOLLOWING links, as its
+        @actions/glob (`followSymbolicLinks: true`, broken links omitted) and its zip
+        (`createReadStream`) do. So a link in the run folder uploads its target's content,
+        read by that process (`/proc/self/environ`: its environment). A pipe or socket is
+        a failure here: the real upload would hang on a pipe."""
         assert self.runner is not None
         name = self._with(step, "name")
         assert "/" not in name and "${{" not in name, name
         source = self.runner.workspace / self._with(step, "path")
-        if source.is_dir():
-            # Links as links: a run's `after/` keeps the workspace's links to plugin folders.
-            shutil.copytree(source, self.store / name, symlinks=True)
-        elif source.is_file():  # one file: at the artifact's root
-            (self.store / name).mkdir(parents=True)
-            shutil.copy2(source, self.store / name / source.name)
-        else:
+        if not os.path.lexists(source):
             assert step["with"].get("if-no-files-found") == "ignore", f"{name}: no {source}"
+            return
+        env = self.runner.runner_env(self.runner.temp / "upload-output")
+        env["ACTIONS_RUNTIME_TOKEN"] = UPLOAD_RUNTIME_TOKEN
+        subprocess.run(
+            [sys.executable, "-c", _UPLOAD, str(source), str(self.store / name)],
+            env=env, check=True, timeout=120,
+        )  # fmt: skip
 
     def download(self, step: Mapping[str, Any]) -> None:
         """`name:`: that artifact's files in `path` (none by that name fails the step)."""
@@ -294,6 +304,39 @@ class ArtifactStore:
         target = self.runner.workspace / self._with(step, "path")  # a relative path: in it
         for source in sorted(self.store.glob(f"{prefix}*")):
             shutil.copytree(source, target / source.name, symlinks=True)
+
+
+UPLOAD_RUNTIME_TOKEN = "actions-runtime-token-0000000000000000000000"  # a JS action's own
+
+# The upload, run as its own process: every path followed (links included) and read.
+_UPLOAD = r"""
+import os, shutil, stat, sys
+source, dest = sys.argv[1], sys.argv[2]
+def put(path, rel, seen=frozenset()):
+    try:
+        mode = os.stat(path).st_mode  # followed, as @actions/glob does
+    except OSError:
+        return  # a broken link: omitted (omitBrokenSymbolicLinks)
+    if stat.S_ISDIR(mode):
+        real = os.path.realpath(path)
+        if real in seen:
+            return  # a cycle of links: @actions/glob skips it too
+        for name in sorted(os.listdir(path)):
+            put(os.path.join(path, name), os.path.join(rel, name), seen | {real})
+    elif stat.S_ISREG(mode):
+        target = os.path.join(dest, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(path, "rb") as src, open(target, "wb") as out:
+            shutil.copyfileobj(src, out)
+    else:
+        sys.exit(f"upload-artifact would hang or fail on {path}: not a file nor a folder")
+if os.path.isdir(source):
+    os.makedirs(dest, exist_ok=True)
+    for name in sorted(os.listdir(source)):
+        put(os.path.join(source, name), name)
+else:
+    put(source, os.path.basename(source))
+"""
 
 
 def parse_outputs(text: str) -> dict[str, str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.fs.state import state_links
 from ci_evals.results.model import read_results
 from ci_evals.sandbox.bwrap import available
 from tests.conftest import git
@@ -369,10 +370,14 @@ def test_links_fifos_and_hard_links_in_the_workspace_are_not_followed(tmp_path: 
     assert run.proc.returncode == 1, run.proc.stderr  # no heading "Secret": failed, no hang
     assert "hardlink-refused" in (run.stage_dir / "produced" / "links.txt").read_text()
     after = run.stage_dir / "after"
-    assert (after / "environ.md").is_symlink() and not (
-        run.stage_dir / "produced" / "environ.md"
-    ).exists()
-    assert not (after / "fifo.md").exists()
+    # Recorded as data beside the state, never made in the run folder (it is uploaded
+    # by a step that follows links); the checks saw them as links, made again.
+    assert not os.path.lexists(after / "environ.md")
+    assert not os.path.lexists(run.stage_dir / "produced" / "environ.md")
+    assert state_links(after)["environ.md"] == "/proc/self/environ"
+    assert state_links(after)["d/root"] == "/"
+    assert not os.path.lexists(after / "fifo.md")
+    assert [p for p in run.out.rglob("*") if p.is_symlink()] == []
     assert_no_secret(run_folder_text(run.out))
     assert "ci-evals.yaml" not in {p.name for p in (run.stage_dir / "produced").rglob("*")}
     assert sha(cli) == before
@@ -525,3 +530,33 @@ def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None
     ]
     leak = (run.stage_dir / "produced" / "leak.txt").read_text()
     assert SECRETS["GITHUB_TOKEN"] in leak  # as documented: nothing protects it
+
+
+# -- the run folder grows by no more than the limits, in files as in bytes ------------------
+
+MANY_FILES = "mkdir many && cd many && seq 1 {n} | xargs touch && echo made"
+
+
+def test_many_small_files_end_the_stage_and_nothing_is_copied_or_listed(tmp_path: Path) -> None:
+    """20,000 empty files fit any byte limit, yet each was hashed, copied into the run
+    folder and listed in results.json: over `max_output_files` (default 10,000) the
+    stage ends `limit: output` with nothing copied. And a stage the sandbox stopped at
+    `max_output_mb` while it ran (the files' blocks counted: 4,000 empty-ish files)
+    copies nothing either, though the files' sizes alone were under the limit."""
+    many = attack(tmp_path / "many", bash_rule(5, MANY_FILES.format(n=20_000)))
+    grow = "mkdir tiny && cd tiny && for i in $(seq 1 4000); do echo x > f$i; done; sleep 30"
+    grew = attack(
+        tmp_path / "grew", bash_rule(5, grow), stage_extra={5: "    limits: { max_output_mb: 1 }\n"}
+    )
+    for run in (many, grew):
+        assert run.proc.returncode == 1, run.proc.stderr
+        stage = run.stage(5)
+        assert (stage["status"], stage["limit_hit"]) == ("limit", "output"), stage
+        assert stage["produced"] == [] and stage["produced_dir"] is None
+        assert not (run.stage_dir / "produced").exists()
+        assert not (run.stage_dir / "after").exists()
+        assert (run.out / "results.json").stat().st_size < 100_000
+    error = many.stage(5)["error"]
+    assert "more than 10,000 files, folders and links" in error
+    assert "limits.max_output_files" in error
+    assert "while it ran" in grew.stage(5)["error"]

@@ -50,6 +50,10 @@ class Limits:
     # copying would write it): a hostile agent's `truncate -s 8T` must not be
     # hashed for hours and copied into the run folder.
     max_output_bytes: int = 1 << 30
+    # How many entries (files, folders, links) the workspace may hold after the
+    # stage: 100,000 one-byte files fit any byte limit, yet each would be hashed,
+    # saved into the run folder and listed in results.json.
+    max_output_files: int = 10_000
 
 
 # How much of a CLI's stderr a stage keeps at most (less when its `max_output_bytes` is less).

@@ -16,6 +16,12 @@ Promoted only when:
 - no file it produced lies in a `.git` (any case): a repository the agent
   planted would become one inside the user's.
 
+A link the stage made is recorded beside the saved state, never kept in it
+(`state.links_file`, docs/isolation.md *The run folder*). Promoted, it becomes
+a link in the fixture again, as written — the plugin's user may want one —
+when `results.json` and that record agree on its target and it points at
+another file of the workspace (`a -> ../b` inside, never `/etc/...` or `../..`).
+
 Fixture K becomes exactly the files stage K added or changed (`produced`),
 taken from `after/`; a summary lists what was added, changed and removed
 compared with the old fixture. The new folder is built beside the old one
@@ -34,16 +40,22 @@ import posixpath
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.fs.digest import file_sha256, tree_sha256
-from ci_evals.fs.state import AFTER_DIR
+from ci_evals.fs.state import AFTER_DIR, links_file, state_links, view_state
 from ci_evals.fs.walk import walk
 
 if TYPE_CHECKING:
     from ci_evals.results.model import RunResult, ScenarioResult, StageResult
     from ci_evals.suite.load import Scenario, Stage, Suite
+
+
+class _Link(NamedTuple):
+    """A link the stage made, as its saved state recorded it: made again, never read."""
+
+    target: str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -217,7 +229,10 @@ def _contract_holds(suite: Suite, stage: Stage, state: Path) -> None:
     grader = stage.contract.grader()
     if grader is None:
         return
-    failed = [c for c in run_checks(grader.checks, state).criteria if not c.passed]
+    with tempfile.TemporaryDirectory(prefix="ci-evals-contract-") as work:
+        # The checks see the stage's links, made again from the record (`view_state`).
+        view = view_state(state, Path(work) / "state") if state_links(state) else state
+        failed = [c for c in run_checks(grader.checks, view).criteria if not c.passed]
     if failed:
         first = failed[0]
         raise UserError(
@@ -230,11 +245,12 @@ def _contract_holds(suite: Suite, stage: Stage, state: Path) -> None:
 
 def _produced_files(
     stage_result: StageResult, state: Path, suite: Suite, stage: Stage, scenario: Scenario
-) -> dict[str, Path]:
+) -> dict[str, Path | _Link]:
     """The files stage K added or changed, from its saved state (checked against the record)."""
     from ci_evals.suite.contracts import seed_folder  # noqa: PLC0415 - not at start-up
 
-    files: dict[str, Path] = {}
+    links = state_links(state)
+    files: dict[str, Path | _Link] = {}
     for change in stage_result.produced:
         if change.change == "deleted":
             seed = seed_folder(suite.fixtures_for(scenario))
@@ -259,11 +275,17 @@ def _produced_files(
                     field="--from",
                     hint="the run folder was changed after the run",
                 )
-        elif not path.is_symlink() or os.readlink(path) != change.target:
-            raise UserError(f"{path} is not the link the run recorded", field="--from")
+            files[change.path] = path
+        elif links.get(change.path) != change.target or change.target is None:
+            raise UserError(
+                f"{change.path} is not the link the run recorded",
+                file=links_file(state),
+                field="--from",
+                hint="the run folder was changed after the run",
+            )
         else:
-            _link_stays_inside(change.path, os.readlink(path))
-        files[change.path] = path
+            _link_stays_inside(change.path, change.target)
+            files[change.path] = _Link(change.target)
     if not files:
         raise UserError(f"stage {stage.number} ({stage.name}) produced no file", field="--stage")
     return files
@@ -319,7 +341,7 @@ def _link_stays_inside(recorded: str, target: str) -> None:
         )
 
 
-def _diff(files: dict[str, Path], target: Path) -> tuple[list[str], list[str], list[str]]:
+def _diff(files: dict[str, Path | _Link], target: Path) -> tuple[list[str], list[str], list[str]]:
     old: dict[str, str] = {}
     if target.is_dir():
         old = {rel: e.path for rel, kind, e in walk(target) if kind != "dir"}
@@ -329,13 +351,13 @@ def _diff(files: dict[str, Path], target: Path) -> tuple[list[str], list[str], l
     return added, changed, removed
 
 
-def _same(new: Path, old: Path) -> bool:
-    if new.is_symlink() or old.is_symlink():
-        return new.is_symlink() and old.is_symlink() and os.readlink(new) == os.readlink(old)
+def _same(new: Path | _Link, old: Path) -> bool:
+    if isinstance(new, _Link) or old.is_symlink():
+        return isinstance(new, _Link) and old.is_symlink() and new.target == os.readlink(old)
     return filecmp.cmp(new, old, shallow=False)
 
 
-def _swap_in(files: dict[str, Path], target: Path) -> Path | None:
+def _swap_in(files: dict[str, Path | _Link], target: Path) -> Path | None:
     """Write the new fixture beside `target` and swap it in; the old one's new place."""
     target.parent.mkdir(parents=True, exist_ok=True)
     new = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
@@ -344,8 +366,8 @@ def _swap_in(files: dict[str, Path], target: Path) -> Path | None:
         for rel, source in files.items():
             dest = new / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            if source.is_symlink():
-                os.symlink(os.readlink(source), dest)
+            if isinstance(source, _Link):
+                os.symlink(source.target, dest)
             else:
                 shutil.copy2(source, dest)
         if target.exists():

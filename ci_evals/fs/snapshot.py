@@ -126,12 +126,25 @@ class TooLarge(Exception):
         )
 
 
+class TooMany(TooLarge):
+    """The tree holds more entries than the snapshot may record (raised as soon as
+    the walk counts one more: the rest is never walked)."""
+
+    def __init__(self, limit: int, at: str) -> None:
+        Exception.__init__(
+            self,
+            f"the workspace holds more than {limit:,} files, folders and links "
+            f"(at: {at}), over the limit of {limit:,} (limits.max_output_files)",
+        )
+
+
 def take_snapshot(
     root: Path,
     exclude: Collection[str] = (),
     previous: Snapshot | None = None,
     *,
     max_bytes: int | None = None,
+    max_files: int | None = None,
 ) -> Snapshot:
     """Record every file and link under `root`.
 
@@ -139,13 +152,19 @@ def take_snapshot(
     entered. `previous` lets unchanged files keep their hash (see module doc).
     `max_bytes`: raise `TooLarge` before hashing anything when the files'
     sizes (as a copy would write them: holes count) add up to more.
+    `max_files`: raise `TooMany` once the walk meets more entries (files,
+    folders, links, special files) than that, before hashing anything.
     """
     taken_ns = time.time_ns()
     excluded = frozenset(p.strip("/") for p in exclude)
     reusable = _reusable(previous) if previous is not None and previous.root == root else {}
     entries: dict[str, Entry] = {}
     to_hash: list[tuple[str, str, os.stat_result]] = []
+    seen = 0
     for rel, kind, found in walk(root, exclude=excluded, skip_vanished=True, skip_unreadable=True):
+        seen += 1
+        if max_files is not None and seen > max_files:
+            raise TooMany(max_files, rel)
         if kind == "dir":
             continue
         path = found.path

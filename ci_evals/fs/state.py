@@ -12,6 +12,16 @@ agent, command graders) get a fresh *copy* (`copy_state`), next to a pristine
 copy of the plugin, so nothing a grader does reaches the saved state, the
 live workspace or the next stage.
 
+A saved state holds folders and regular files only. The run folder is the CI
+artifact, and an uploader reads it on the host following links: a link the
+agent made (`after-env -> /proc/self/environ`) would upload the uploader's own
+environment. So each link, and each pipe, socket or device, is recorded as
+data in `<state>.links.json` beside the state (`after.links.json`: no name
+the agent chooses lands there), never written as one (docs/isolation.md, *The
+run folder*). A grader's private copy (`copy_state`, `view_state`) makes the
+links again from that record, as written and never followed, so a check on a
+link's target still sees it.
+
 Cost: the first stage of a scenario copies the whole workspace (kernel-side,
 reflinks where the file system has them); each later stage hard-links the
 files it did not change from the previous stage's saved state, and copies
@@ -20,11 +30,14 @@ only what it produced.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
+from ci_evals.errors import UserError
+from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.copy import copy_many
 from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.walk import walk
@@ -32,6 +45,8 @@ from ci_evals.fs.walk import walk
 AFTER_DIR = "after"
 WORKSPACE_DIR = "workspace"
 PLUGIN_DIR = "plugin"
+LINKS_SUFFIX = ".links.json"
+CHECKS_DIR = "checks"  # a grader's read-only view, under its work folder
 
 
 def save_state(
@@ -44,38 +59,149 @@ def save_state(
 ) -> int:
     """Save `root` (a live workspace) as `dest`; return the number of files copied.
 
-    With `previous` (the saved state of the stage before, in the same run
-    folder) a file whose path is not in `changed` (the paths the stage added,
-    modified or deleted) and that `previous` holds with the same size is
-    hard-linked from there instead of copied. `exclude`: paths (relative, POSIX)
-    left out, as `fs.walk` leaves them out.
+    Folders and regular files are copied; every link and special file is
+    recorded in `links_file(dest)` instead (see the module doc). With
+    `previous` (the saved state of the stage before, in the same run folder) a
+    file whose path is not in `changed` (the paths the stage added, modified
+    or deleted) and that `previous` holds with the same size is hard-linked
+    from there instead of copied. `exclude`: paths (relative, POSIX) left out,
+    as `fs.walk` leaves them out.
     """
+    links, other, copied = _copy_tree(root, dest, previous, changed, exclude, hard_links=False)
+    record = {"links": links, "other": other}
+    write_atomic(links_file(dest), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+    return copied
+
+
+def _copy_tree(
+    root: Path,
+    dest: Path,
+    previous: Path | None,
+    changed: Collection[str],
+    exclude: Collection[str],
+    *,
+    hard_links: bool,
+) -> tuple[dict[str, str], dict[str, str], int]:
+    """Folders and regular files of `root` into `dest` (new); its links (target as
+    written) and special files (their kind) returned, never written. `hard_links`:
+    every file hard-linked from `root` where it can be (a read-only view)."""
     if dest.exists():
         raise FileExistsError(f"state folder already exists: {dest}")
     dest.mkdir(parents=True)
     base = str(dest) + os.sep
     old = None if previous is None or not previous.is_dir() else str(previous) + os.sep
     copies: list[tuple[str, str]] = []
+    links: dict[str, str] = {}
+    other: dict[str, str] = {}
     for rel, kind, entry in walk(root, exclude=exclude, skip_vanished=True):
         target = base + rel
         try:
             if kind == "link":
-                os.symlink(os.readlink(entry.path), target)
+                links[rel] = os.readlink(entry.path)
             elif kind == "dir":
                 os.mkdir(target)
             elif kind == "file":
+                source = entry.path if hard_links else None
                 if old is not None and _unchanged(rel, entry, old + rel, changed):
+                    source = old + rel
+                if source is not None:
                     try:
-                        os.link(old + rel, target)
+                        os.link(source, target, follow_symlinks=False)
                         continue
                     except OSError:
                         pass  # another device, a link limit: copy instead
                 copies.append((entry.path, target))
+            else:
+                other[rel] = _special_kind(entry)
         except FileNotFoundError:
             continue  # removed while we walked; the stage is over, so rare
-    for _ in copy_many(copies):
+    # Not followed: a file swapped for a link since the walk is refused, not read.
+    for _ in copy_many(copies, follow_links=False):
         pass
-    return len(copies)
+    return links, other, len(copies)
+
+
+def _special_kind(entry: os.DirEntry[str]) -> str:
+    mode = entry.stat(follow_symlinks=False).st_mode
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "other"
+
+
+def links_file(state: Path) -> Path:
+    """Where the links and special files of the saved state `state` are recorded."""
+    return state.with_name(state.name + LINKS_SUFFIX)
+
+
+def state_links(state: Path) -> dict[str, str]:
+    """The links recorded for the saved state `state` (relative path -> target as
+    written); none when it has no record (a fixture laid down, an older run).
+
+    The record is read as untrusted data (a shard's artifact, an edited run
+    folder): a path that is not plainly inside the state, or a target that is
+    not text, is a `UserError` naming the file.
+    """
+    path = links_file(state)
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"not a record of links: {exc}", file=path) from None
+    links = data.get("links") if isinstance(data, dict) else None
+    if not isinstance(links, dict) or not isinstance(data.get("other", {}), dict):
+        raise UserError("not a record of links: no `links` object", file=path, field="links")
+    for rel, target in links.items():
+        parts = rel.split("/")
+        if (
+            rel.startswith("/")
+            or any(part in ("", ".", "..") for part in parts)
+            or "\0" in rel
+            or not isinstance(target, str)
+            or not target
+            or "\0" in target
+        ):
+            raise UserError(
+                f"{rel!r} -> {target!r} is not a link inside the saved state",
+                file=path,
+                field="links",
+                hint="the run folder was changed after the run",
+            )
+    return dict(sorted(links.items()))
+
+
+def restore_links(links: Mapping[str, str], dest: Path, record: Path) -> None:
+    """Make each recorded link in `dest`, a grader's private copy, as written (never
+    followed). Its folder must be a real folder of the copy: a record naming a
+    path through a link (`a -> /etc`, then `a/x`) would make it anywhere."""
+    top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for rel, target in links.items():
+            *folders, name = rel.split("/")
+            fd = os.dup(top)
+            try:
+                for part in folders:
+                    try:
+                        inner = os.open(
+                            part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd
+                        )
+                    except OSError as exc:
+                        raise UserError(
+                            f"the recorded link {rel!r} is not inside a folder of the saved "
+                            f"state ({part}: {exc.strerror})",
+                            file=record,
+                        ) from None
+                    os.close(fd)
+                    fd = inner
+                os.symlink(target, name, dir_fd=fd)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(top)
 
 
 def _unchanged(rel: str, entry: os.DirEntry[str], saved: str, changed: Collection[str]) -> bool:
@@ -111,7 +237,21 @@ def copy_state(
     for path in (workspace, plugin):
         if os.path.lexists(path):
             raise FileExistsError(f"grading copy already exists: {path}")
-    save_state(state, workspace)  # the same copy: folders, files, links as links
+    links = state_links(state)
+    # Links the state itself holds (a fixture laid down, an older run) are kept as
+    # links; those it recorded are made again: never followed, in both cases.
+    held, _, _ = _copy_tree(state, workspace, None, (), (), hard_links=False)
+    restore_links({**held, **links}, workspace, links_file(state))
     within = plugin_source if plugin_within is None else plugin_within
     copy_plugin(plugin_source, plugin, plugin_manifest, within=within)
     return workspace, plugin
+
+
+def view_state(state: Path, dest: Path) -> Path:
+    """A read-only view of `state` for graders that only read (checks): its files
+    hard-linked where they can be, its links made again (`restore_links`), in
+    `dest` (new). Returns `dest`."""
+    links = state_links(state)
+    held, _, _ = _copy_tree(state, dest, None, (), (), hard_links=True)
+    restore_links({**held, **links}, dest, links_file(state))
+    return dest

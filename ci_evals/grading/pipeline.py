@@ -6,7 +6,9 @@ and on a curated fixture (`ci-evals check-fixtures`). Each hands it a saved
 workspace state (`state.AFTER_DIR`, or a fixture laid down) that no grader
 writes to:
 
-- checks read the state directly (they only read);
+- checks read the state directly (they only read), or, when it recorded links
+  (`state.state_links`: a saved state holds none), a view of it with its
+  links made again (`state.view_state`);
 - command graders run in a private copy of it (they may write);
 - the reviewer runs in another private copy (`reviewer.run_reviewer`), or a
   scorecard saved by an earlier run is re-used, or it is left out.
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.agents import Abort, Agent
-from ci_evals.fs.state import copy_state
+from ci_evals.fs.state import CHECKS_DIR, copy_state, state_links, view_state
 from ci_evals.grading.files import grade_files
 from ci_evals.grading.reviewer.review import ReviewJob, run_reviewer
 from ci_evals.grading.scoring import ScoringPolicy
@@ -80,6 +82,8 @@ async def grade_state(
                 job.work_dir / "graders",
                 plugin_manifest=job.suite.plugin.manifest_to_write,
             )
+        elif state_links(job.state):
+            folder = await asyncio.to_thread(view_state, job.state, job.work_dir / CHECKS_DIR)
         policy = ScoringPolicy().merge(job.suite.grading.scoring)
         verdict = await asyncio.to_thread(
             grade_files,

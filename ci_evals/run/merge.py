@@ -10,7 +10,10 @@ a merge with a shard missing is no run, and no pass. The merged file is what
 the unsharded run would have written, scenarios in the plan's order and the
 summaries recomputed, but for ids and timings; it lists the shards it came
 from (`merged_shards`: each one's wall time, for the Cost section). Each
-unit's folder (`<scenario>/`, `<scenario>/r<i>/`) is copied beside it.
+unit's folder (`<scenario>/`, `<scenario>/r<i>/`) is copied beside it; a
+shard whose unit folders hold a link, a pipe, a socket or a device is refused
+(a run writes none there: links are recorded as data, docs/isolation.md *The
+run folder*; the merged folder is uploaded, and an uploader follows links).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.fs.walk import walk
 from ci_evals.results.benchmark import ConfigurationTable, as_json, render, task_row
 from ci_evals.results.model import (
     RESULTS_FILE,
@@ -93,6 +97,7 @@ def merge(paths: Sequence[Path], out: Path, check: Check) -> Merged:
     _same(shards, _SAME + _SAME_PLAN)
     _complete(shards)
     merged = _checked(_merged(shards), check, out)
+    _plain_units(shards)
     _copy_units(shards, out)
     write_results(out, merged)
     return Merged(out, len(shards), sum(len(s.result.scenarios) for s in shards), tasks=False)
@@ -269,6 +274,37 @@ def _run_budget(results: Sequence[RunResult]) -> float | None:
     return first.shard.run_budget_usd
 
 
+def _plain_units(shards: Sequence[_Read]) -> None:
+    """Every unit folder of every shard holds folders and regular files only: a link
+    copied into the merged run would be followed by whatever reads or uploads it."""
+    for read in shards:
+        many = read.result.repeat > 1
+        for scenario in read.result.scenarios:
+            folder = f"{scenario.id}/r{scenario.repeat + 1}" if many else scenario.id
+            where, found = read.folder, ""
+            for part in folder.split("/"):  # the unit folder itself, and the one above it
+                where = where / part
+                if where.is_symlink():
+                    found = folder
+                    break
+            else:
+                if not where.is_dir():
+                    continue
+                found = next(
+                    (f"{folder}/{rel}" for rel, kind, _ in walk(where) if kind not in _PLAIN), ""
+                )
+            if found:
+                raise UserError(
+                    f"{found} is a link or a special file: a shard's run folder holds none",
+                    file=read.folder,
+                    hint="it was changed after the run (or written by an older ci-evals): "
+                    "run the shard again",
+                )
+
+
+_PLAIN = ("dir", "file")
+
+
 def _copy_units(shards: Sequence[_Read], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for read in shards:
@@ -311,6 +347,8 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
     for run_dir in sorted(runs, key=lambda d: (int(d.split("-", 1)[0]), d)):
         _same(runs[run_dir], _SAME)
         done.append((run_dir, _checked(_merged(runs[run_dir]), check, out / run_dir)))
+    for reads in runs.values():
+        _plain_units(reads)
     for run_dir, merged in done:
         _copy_units(runs[run_dir], out / run_dir)
         write_results(out / run_dir, merged)

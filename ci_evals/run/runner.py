@@ -390,21 +390,15 @@ class Runner:
 
         # Infrastructure errors are retried by the agent wrapper (ci_evals.agents.retry), not here.
         outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
-        try:
-            after = await asyncio.to_thread(
-                take_snapshot,
-                workspace.root,
-                previous=before,
-                max_bytes=stage.limits.max_output_bytes,
-                exclude=workspace.unrecorded,
-            )
-        except TooLarge as exc:
-            # Nothing of it is hashed, copied or graded: the stage hit a limit.
+        after = await _after_snapshot(workspace, before, stage, outcome)
+        if isinstance(after, str):
+            # Nothing of it is hashed, copied, listed or graded: the stage hit the
+            # output limit, while it ran or after; its error is the only summary.
             _fill(stage_result, outcome, time.monotonic() - started)
             stage_result.status, stage_result.limit_hit, stage_result.error = (
                 "limit",
                 "output",
-                str(exc),
+                after,
             )
             _record_misses(stage_result, watch)
             self._write()
@@ -452,6 +446,27 @@ class Runner:
                 state.result.workspace = str(state.workspace.parent)
         if not self.plan.keep_workspace:
             shutil.rmtree(self.work_root, ignore_errors=True)
+
+
+async def _after_snapshot(
+    workspace: Workspace, before: Snapshot, stage: Stage, outcome: StageOutcome
+) -> Snapshot | str:
+    """The workspace as the stage left it, or why nothing of it may be read: its
+    folders grew past the output limit while it ran, or hold more bytes or entries
+    than the stage's limits now."""
+    if outcome.status == "limit" and outcome.limit == "output":
+        return outcome.error or "limit: output"
+    try:
+        return await asyncio.to_thread(
+            take_snapshot,
+            workspace.root,
+            previous=before,
+            max_bytes=stage.limits.max_output_bytes,
+            max_files=stage.limits.max_output_files,
+            exclude=workspace.unrecorded,
+        )
+    except TooLarge as exc:  # bytes, or entries (`TooMany`)
+        return str(exc)
 
 
 def _record_plugin_changes(workspace: Workspace, state: _Scenario, stage_dir: Path) -> None:

@@ -488,7 +488,9 @@ def _load_plugin(value: Field, base: Path, repository: Path) -> Plugin:
 
 
 def _load_limits(value: Field, defaults: Limits) -> Limits:
-    keys = value.mapping(("max_turns", "timeout_s", "max_budget_usd", "max_output_mb"))
+    keys = value.mapping(
+        ("max_turns", "timeout_s", "max_budget_usd", "max_output_mb", "max_output_files")
+    )
     max_turns = keys["max_turns"].as_int(minimum=1) if "max_turns" in keys else defaults.max_turns
     timeout = defaults.timeout_s
     if "timeout_s" in keys:
@@ -501,8 +503,15 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
     output = defaults.max_output_bytes
     if "max_output_mb" in keys:
         output = int(keys["max_output_mb"].as_number(minimum=1.0) * (1 << 20))
+    files = defaults.max_output_files
+    if "max_output_files" in keys:
+        files = keys["max_output_files"].as_int(minimum=1)
     return Limits(
-        max_turns=max_turns, timeout_s=timeout, max_budget_usd=budget, max_output_bytes=output
+        max_turns=max_turns,
+        timeout_s=timeout,
+        max_budget_usd=budget,
+        max_output_bytes=output,
+        max_output_files=files,
     )
 
 

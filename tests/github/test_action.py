@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.actions_runner import (
+    UPLOAD_RUNTIME_TOKEN,
     ActionsRunner,
     ArtifactStore,
     parse_outputs,
@@ -366,3 +367,91 @@ def test_sharded_inputs_that_do_not_fit_stop_the_action(
     assert failed.name == "Check the inputs" and failed.returncode == 2
     assert f"::error title=ci-evals::{error}" in failed.stdout
     assert [s.name for s in actions.steps if s.returncode is not None] == ["Check the inputs"]
+
+
+# ------------------------------------------------------------------ the key and the upload
+
+API_KEY = "sk-ant-actiontest-0000000000000000000007"
+
+
+def hostile_stub(repo: Path, host_file: Path) -> str:
+    """The labsmith stub, its stage 5 (the one the PR affects) starting with a Bash
+    command that links the environment of whoever reads the link next, a host file
+    and a host folder, and makes a pipe; a `model:` input for it."""
+    attack = (
+        f"ln -s /proc/self/environ after-env; ln -s {host_file} host-file; "
+        f"ln -s {host_file.parent} host-dir; ln -s /proc/self/environ lab/env; "
+        "mkfifo pipe; ls lab/chapters"
+    )
+    text = (repo / "examples/labsmith/stub/labsmith.yaml").read_text(encoding="utf-8")
+    listing = '- bash: { command: "ls lab/chapters", description: "List chapter plans" }'
+    assert text.count(listing) == 1
+    hostile = text.replace(listing, f"- bash: {{ command: {json.dumps(attack)} }}")
+    # Beside the original: the script names its fixtures relative to itself.
+    (repo / "examples/labsmith/stub/hostile.yaml").write_text(hostile, encoding="utf-8")
+    return "stub:examples/labsmith/stub/hostile.yaml"
+
+
+@pytest.mark.slow
+def test_a_hostile_agents_links_upload_no_key_and_no_host_file(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    """The agent links `/proc/self/environ`, a host file and a host folder into its
+    workspace, and makes a pipe. The upload step follows links (the stand-in reads as
+    actions/upload-artifact does, in a process holding the step's environment): the
+    caller put the key in the step's `env:` (inherited by every step of a composite
+    action) and the upload holds ACTIONS_RUNTIME_TOKEN. The run folder records the
+    links as data, so the artifact holds neither, nor the host file."""
+    repo, base, head = users_repository(tmp_path)
+    host_file = tmp_path / "host" / "secret.txt"
+    host_file.parent.mkdir()
+    host_file.write_text("host-file-content-0000000000000008\n")
+    model = hostile_stub(repo, host_file)
+    (tmp_path / "artifacts").mkdir()
+    artifacts = ArtifactStore(
+        tmp_path / "artifacts", {"artifact-name": "ci-evals-run", "out": ".ci-evals/run"}
+    )
+    actions = runner(tmp_path, repo, actions_github, head)
+    actions.base_env["ANTHROPIC_API_KEY"] = API_KEY  # the old snippet: env: on the step
+    artifacts.runner = actions
+
+    actions.run_action(
+        ACTION,
+        {"base": base, "model": model, "comment": "false"},
+        uses={"actions/upload-artifact": artifacts.upload},
+    )
+
+    (evals,) = [s for s in actions.steps if s.name == "Run the evals"]
+    assert evals.returncode == 0, actions.log()
+    uploaded = artifacts.store / "ci-evals-run"
+    stage = uploaded / "acme-arm" / "5-generate-chapter"
+    assert (uploaded / "results.json").is_file(), actions.log()
+    record = json.loads((stage / "after.links.json").read_text())
+    assert record["links"]["after-env"] == "/proc/self/environ"  # recorded, as data
+    assert record["links"]["host-file"] == str(host_file)
+    assert record["other"] == {"pipe": "fifo"}
+    texts = [p.read_bytes() for p in uploaded.rglob("*") if p.is_file()]
+    assert texts
+    for secret in (API_KEY, UPLOAD_RUNTIME_TOKEN, "host-file-content-0000000000000008"):
+        assert not [t for t in texts if secret.encode() in t], secret
+    (check,) = [s for s in actions.steps if s.name == "Check the inputs"]
+    assert "::warning title=ci-evals::ANTHROPIC_API_KEY is set in the env:" in check.stdout
+
+
+@pytest.mark.slow
+def test_the_key_input_reaches_the_step_that_runs_the_evals_alone(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    """`anthropic-api-key:` is read by the run step alone: no other step of the action
+    (nor the upload, which gets the job's environment) holds it, and nothing warns."""
+    repo, base, head = users_repository(tmp_path)
+    actions = runner(tmp_path, repo, github, head)
+    actions.run_action(
+        ACTION,
+        {"base": base, "model": STUB, "comment": "false", "anthropic-api-key": API_KEY},
+    )
+    ran = [s for s in actions.steps if s.returncode is not None]
+    assert [s.name for s in ran if API_KEY in s.env.values()] == ["Run the evals"], actions.log()
+    assert API_KEY not in actions.runner_env(tmp_path / "o").values()  # what the upload gets
+    assert "::warning" not in "".join(s.stdout for s in ran)
+    assert actions.failed() == [], actions.log()

@@ -216,3 +216,19 @@ def test_nothing_to_run_skips_the_shards_and_the_merge(
     )
     for name in ("shard", "evals"):  # a skipped `evals` counts as passed for a required check
         assert runner.condition(jobs[name]["if"], {}) is runs, name
+
+
+def test_a_secret_reaches_only_the_step_that_runs_the_agent() -> None:
+    """A workflow's or a job's `env:` reaches every step of it (upload-artifact
+    included); a step's `env:` on a `uses:` of a composite action reaches every step
+    inside it. So a secret appears in the `env:` of a `run:` step only, one that runs
+    `ci-evals run` (docs/github.md)."""
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        workflow = load(path.name)
+        assert "secrets." not in str(workflow.get("env", "")), path.name
+        for name, job in workflow["jobs"].items():
+            assert "secrets." not in str(job.get("env", "")), (path.name, name)
+            for step in job.get("steps", []):
+                env = str(step.get("env", ""))
+                if "secrets." in env:
+                    assert "run" in step and "ci-evals run" in step["run"], (path.name, step)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ci_evals.fs.state import copy_state, save_state
+import pytest
+
+from ci_evals.errors import UserError
+from ci_evals.fs.state import copy_state, links_file, save_state, state_links, view_state
+from ci_evals.fs.walk import walk
 from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.results.criteria import Criterion, GraderResult
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult
@@ -33,7 +39,96 @@ def test_a_saved_state_keeps_everything_and_shares_unchanged_files(tmp_path: Pat
     assert (second / "lab" / "plan.md").stat().st_ino == (first / "lab" / "plan.md").stat().st_ino
     assert (first / "notes.md").read_text() == "notes"  # the earlier state is untouched
     assert (second / "notes.md").read_text() == "notes, edited"
-    assert os.readlink(second / "agents") == "../plugin/agents"
+    assert state_links(second) == {"agents": "../plugin/agents"}  # recorded, not made
+
+
+def test_a_saved_state_holds_no_link_nor_special_file_only_their_record(tmp_path: Path) -> None:
+    """The run folder is uploaded by a step that follows links: `after-env ->
+    /proc/self/environ` would upload that step's environment (its API key)."""
+    live = tmp_path / "live"
+    (live / "deep").mkdir(parents=True)
+    (live / "after-env").symlink_to("/proc/self/environ")
+    (live / "deep" / "passwd").symlink_to("/etc/passwd")
+    (live / "etc").symlink_to("/etc")  # a folder: never entered either
+    (live / "dangling").symlink_to("nowhere")
+    os.mkfifo(live / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(live / "deep" / "sock"))
+    (live / "plain.md").write_text("plain")
+
+    after = tmp_path / "stage" / "after"
+    try:
+        save_state(live, after)
+    finally:
+        sock.close()
+
+    kinds = {rel: kind for rel, kind, _ in walk(after)}
+    assert kinds == {"deep": "dir", "plain.md": "file"}
+    assert links_file(after) == tmp_path / "stage" / "after.links.json"  # beside, not inside
+    assert state_links(after) == {
+        "after-env": "/proc/self/environ",
+        "dangling": "nowhere",
+        "deep/passwd": "/etc/passwd",
+        "etc": "/etc",
+    }
+    record = json.loads(links_file(after).read_text())
+    assert record["other"] == {"deep/sock": "socket", "pipe": "fifo"}
+
+
+def test_a_graders_copy_and_view_make_the_recorded_links_again_never_followed(
+    tmp_path: Path,
+) -> None:
+    live = tmp_path / "live"
+    (live / "lab").mkdir(parents=True)
+    (live / "lab" / "plan.md").write_text("plan")
+    (live / "lab" / "current").symlink_to("plan.md")
+    (live / "leak").symlink_to("/proc/self/environ")
+    after = tmp_path / "stage" / "after"
+    save_state(live, after)
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+
+    workspace, _ = copy_state(after, plugin, tmp_path / "copy")
+    view = view_state(after, tmp_path / "view")
+    for folder in (workspace, view):
+        assert os.readlink(folder / "lab" / "current") == "plan.md"
+        assert (folder / "lab" / "current").read_text() == "plan"  # a check can follow it
+        assert os.readlink(folder / "leak") == "/proc/self/environ"
+    # The view shares the saved files (read only), the copy does not.
+    saved = (after / "lab" / "plan.md").stat().st_ino
+    assert (view / "lab" / "plan.md").stat().st_ino == saved
+    assert (workspace / "lab" / "plan.md").stat().st_ino != saved
+
+
+@pytest.mark.parametrize(
+    "links",
+    [
+        {"../escape": "x"},
+        {"/abs": "x"},
+        {"a/./b": "x"},
+        {"ok": ""},
+        {"ok": 3},
+    ],
+)
+def test_a_forged_record_of_links_is_refused_by_name(tmp_path: Path, links: object) -> None:
+    after = tmp_path / "after"
+    after.mkdir()
+    links_file(after).write_text(json.dumps({"links": links, "other": {}}))
+    with pytest.raises(UserError) as caught:
+        state_links(after)
+    assert caught.value.file is not None and caught.value.file.endswith("after.links.json")
+
+
+def test_a_forged_link_through_a_recorded_link_is_never_made(tmp_path: Path) -> None:
+    """`a -> DIR` then `a/x`: made in order, `a/x` would land in DIR, outside the copy."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    after = tmp_path / "after"
+    after.mkdir()
+    links_file(after).write_text(json.dumps({"links": {"a": str(outside), "a/x": "y"}}))
+    with pytest.raises(UserError, match="not inside a folder of the saved state"):
+        view_state(after, tmp_path / "view")
+    assert list(outside.iterdir()) == []
 
 
 def test_a_graders_copy_has_a_fresh_plugin_its_links_resolve_to(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.fs.digest import file_sha256, tree_sha256
+from ci_evals.fs.state import links_file
 from ci_evals.main import main
 from ci_evals.results.model import FileChange, RunResult, ScenarioResult, StageResult, write_results
 from tests.conftest import EXAMPLE, ExampleLayout
@@ -210,6 +211,11 @@ def _recorded_run(
     return state
 
 
+def _record_links(state: Path, links: dict[str, str]) -> None:
+    """The links a saved state recorded beside it, as `save_state` writes them."""
+    links_file(state).write_text(json.dumps({"links": links, "other": {}}))
+
+
 def _change(path: str, content: bytes, kind: str = "file", target: str | None = None) -> FileChange:
     digest = hashlib.sha256(content).hexdigest()
     return FileChange(
@@ -291,7 +297,7 @@ def test_a_link_out_of_the_workspace_is_not_promoted(
             _change("research/notes.md", b"", kind="link", target=target),
         ],
     )
-    os.symlink(target, state / "research" / "notes.md")
+    _record_links(state, {"research/notes.md": target})
     before = _files(example.fixtures)
     code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
     assert code == 2
@@ -316,6 +322,32 @@ def test_a_recorded_link_that_is_missing_is_one_line(
     assert code == 2
     assert "is not the link the run recorded" in err
     assert "Traceback" not in err
+
+
+def test_a_link_the_stage_made_inside_the_workspace_is_promoted_as_a_link(
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The saved state holds no link, only its record (the run folder is uploaded, and
+    an uploader follows links); promoted, the recorded link becomes a link again, as
+    written, when it points inside the workspace. A link planted in `after/` itself
+    (not recorded) is not one the run made: refused."""
+    run = tmp_path / "run"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
+    link = _change("research/latest.md", b"", kind="link", target="company.md")
+    state = _recorded_run(
+        example, run, [_change("research/company.md", company.read_bytes()), link]
+    )
+    os.symlink("company.md", state / "research" / "latest.md")
+    code, _, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert (code, "is not the link the run recorded" in err) == (2, True)
+
+    os.unlink(state / "research" / "latest.md")
+    _record_links(state, {"research/latest.md": "company.md"})
+    code, out, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert code == 0, err
+    assert "  added    research/latest.md" in out
+    fixture = example.fixtures / "1-research-company-output" / "research"
+    assert os.readlink(fixture / "latest.md") == "company.md"
 
 
 def test_a_promotion_the_later_fixtures_cannot_be_laid_over_is_rolled_back(
@@ -366,7 +398,7 @@ def test_a_repository_the_agent_planted_is_not_promoted(
     )
     (state / planted).parent.mkdir(parents=True, exist_ok=True)
     if kind == "link":
-        os.symlink("company.md", state / planted)
+        _record_links(state, {planted: "company.md"})
     else:
         (state / planted).write_bytes(config)
     before = _files(example.fixtures)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -301,3 +303,42 @@ def test_a_merged_run_is_dirty_when_any_shard_ran_with_uncommitted_changes(
     revision = read_results(merged).revision
     assert revision is not None and revision.commit == first.revision.commit
     assert revision.dirty
+
+
+@pytest.mark.slow
+def test_merge_copies_no_link_and_refuses_a_shard_holding_one(tmp_path: Path) -> None:
+    """The merged run folder is uploaded, and an uploader follows links: a run records
+    its links as data (after.links.json), so real shards merge into a folder with none;
+    a shard holding one (`after/leak -> /proc/self/environ`, a pipe, a unit folder that
+    is itself a link) is refused in one line, and nothing is written."""
+    suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"))
+    for k, spec in enumerate(("1/2", "2/2"), start=1):
+        _shard(suite, stub, tmp_path, spec, tmp_path / f"s{k}", "--from-stage", "4")
+    merged = tmp_path / "merged"
+    proc = ci_evals("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(merged),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    specials = [str(p) for p in merged.rglob("*") if p.is_symlink() or not (p.is_dir() or p.is_file())]  # fmt: skip  # noqa: E501
+    assert specials == []
+    assert list(merged.rglob("after.links.json"))  # the links, as data
+
+    def planted(name: str, plant: Callable[[Path], None]) -> Path:
+        copy = tmp_path / name
+        shutil.copytree(tmp_path / "s1", copy, symlinks=True)
+        plant(copy)
+        return copy
+
+    cases = {
+        "link": lambda c: (c / "acme" / "4-s4" / "after" / "leak").symlink_to("/proc/self/environ"),
+        "fifo": lambda c: os.mkfifo(c / "acme" / "4-s4" / "produced-pipe"),
+        "unit": lambda c: (shutil.rmtree(c / "acme"), (c / "acme").symlink_to("/etc")),
+    }
+    for name, plant in cases.items():
+        out = tmp_path / f"m-{name}"
+        shard_dir = planted(name, plant)
+        proc = ci_evals("merge", str(shard_dir), str(tmp_path / "s2"), "--out", str(out),
+                        cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 2, (name, proc.stdout)
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "is a link or a special file: a shard's run folder holds none" in proc.stderr
+        assert not out.exists(), name

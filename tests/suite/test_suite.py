@@ -124,7 +124,18 @@ def test_defaults(tmp_path: Path) -> None:
     assert suite.model is None
     assert suite.budget_usd is None
     assert suite.stages[0].limits == Limits()
+    assert suite.stages[0].limits.max_output_files == 10_000
     assert suite.stage_map is None
+
+
+def test_max_output_files_is_a_limit_a_stage_overrides(tmp_path: Path) -> None:
+    head = "limits: { max_output_files: 500 }\n"
+    stages = (
+        "stages:\n  - { name: a, prompt: go }\n"
+        "  - { name: b, prompt: go, limits: { max_output_files: 50000 } }\n"
+    )
+    suite = load_suite(write_suite(tmp_path, suite_text(head, stages=stages)))
+    assert [s.limits.max_output_files for s in suite.stages] == [500, 50_000]
 
 
 def add_reviewer(top: Path) -> None:
@@ -330,6 +341,10 @@ def test_cwd_may_name_the_workspace(tmp_path: Path) -> None:
         (
             "limits: { max_budget_usd: 0 }\n",
             "ci-evals.yaml:4:27: limits.max_budget_usd: must be greater than 0",
+        ),
+        (
+            "limits: { max_output_files: 0 }\n",
+            "ci-evals.yaml:4:29: limits.max_output_files: must be at least 1",
         ),
     ],
 )

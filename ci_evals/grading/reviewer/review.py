@@ -41,7 +41,7 @@ from pathlib import Path
 from ci_evals.agents import Abort, Agent, Limits, StageOutcome, StageRequest
 from ci_evals.config.templates import Template
 from ci_evals.errors import UserError
-from ci_evals.fs.state import copy_state
+from ci_evals.fs.state import copy_state, state_links
 from ci_evals.grading.reviewer.config import ReviewerConfig
 from ci_evals.grading.reviewer.rubrics import SUITE_PREFIX, RubricSet, suite_files
 from ci_evals.grading.reviewer.scorecard import grade_scorecard
@@ -288,7 +288,7 @@ def reviewer_note(renamed: int) -> str:
 
 def state_note(state: Path) -> str:
     """The note a reviewer of the saved state `state` is sent (for its fingerprint)."""
-    return reviewer_note(len(to_rename(state)))
+    return reviewer_note(len(to_rename(state, state_links(state))))
 
 
 def plugin_relative(result: GraderResult, plugin: Path, suite: Path | None = None) -> GraderResult:

@@ -28,6 +28,7 @@ import bisect
 import os
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from ci_evals.fs.walk import walk
@@ -80,9 +81,12 @@ def _renamed(name: str) -> bool:
     return lowered in AGENT_CONFIG or lowered == GIT
 
 
-def to_rename(root: Path) -> tuple[str, ...]:
-    """The entries under `root` that `rename_config` renames (relative paths, sorted)."""
-    return tuple(sorted(rel for rel, _, _ in walk(root) if _renamed(rel.rsplit("/", 1)[-1])))
+def to_rename(root: Path, links: Iterable[str] = ()) -> tuple[str, ...]:
+    """The entries under `root` that `rename_config` renames (relative paths, sorted);
+    `links`: the paths of links a saved state recorded beside it (`state.state_links`),
+    which its copy will hold."""
+    found = {rel for rel, _, _ in walk(root)} | set(links)
+    return tuple(sorted(rel for rel in found if _renamed(rel.rsplit("/", 1)[-1])))
 
 
 def rename_config(root: Path) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Reading the run folder as untrusted data.
 
-A results file names its trajectories and produced files by relative path,
-and a saved workspace state (`after/`) keeps the agent's links as links. The
+A results file names its trajectories and produced files by relative path.
+A run records links as data (`after.links.json`), but a run folder is
+untrusted: an older one, or one edited after the run, may hold links. The
 site must never read past the run folder: a path with `..` or an absolute one
 is refused, and every folder and file on the way is opened without following
 a link (`O_NOFOLLOW`, one component at a time from the run folder), so
