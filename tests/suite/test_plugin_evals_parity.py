@@ -211,3 +211,35 @@ def test_claude_plugin_eval_and_ci_evals_score_every_case_alike(tmp_path: Path) 
     ours = _ci_evals_scores(plugin, stub, tmp_path / "ci")
     assert theirs == {"hello": 1.0, "weighted": 0.8, "mixed": 1.0}
     assert ours == pytest.approx(theirs)
+
+
+def test_a_run_that_errored_is_an_error_not_a_graded_pass(tmp_path: Path) -> None:
+    """Only negative graders, and the model endpoint refuses every request: the CLI
+    grades such a run (every grader passes, 1.00); ci-evals makes it an `error`."""
+    plugin = tmp_path / "p"
+    files = {
+        ".claude-plugin/plugin.json": '{"name": "p"}',
+        "evals/quiet/prompt.md": "---\nruns: 1\n---\nDo nothing.\n",
+        "evals/quiet/graders/no-sorry.md": "---\ntype: regex\nmatch: not_contains\n---\nsorry\n",
+        "evals/quiet/graders/no-file.md": "---\ntype: file_exists\npath: '*'\nexists: false\n---\n",
+        "evals/quiet/graders/no-read.md": "---\ntype: tool_used\ntool: Read\nmin: 0\nmax: 0\n---\n",
+    }
+    for rel, text in files.items():
+        (plugin / rel).parent.mkdir(parents=True, exist_ok=True)
+        (plugin / rel).write_text(text)
+    stub = tmp_path / "stub.yaml"
+    stub.write_text("rules:\n  - name: down\n    turns:\n      - fault: {http_status: 400}\n")
+    (tmp_path / "ci-evals.yaml").write_text("version: 1\nplugin: p\nplugin_evals: {}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "run", "--model", "stub:stub.yaml", "--out", "run"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    document = json.loads((tmp_path / "run" / "results.json").read_text())
+    stage = document["scenarios"][0]["stages"][0]
+    assert stage["status"] == "error" and stage["grading"] is None, stage
+    assert document["summaries"][0]["summary"]["verdict"] == "error"
