@@ -56,6 +56,19 @@ class Limits:
     max_output_files: int = 10_000
 
 
+@dataclass(frozen=True)
+class StageTools:
+    """What a stage asks of the agent beyond its prompt (a `claude plugin eval` case's
+    `execution`): tools taken away, Claude Code's own system prompt (which those
+    cases run with; ci-evals' stages otherwise run with the SDK's empty one) and
+    text appended to it. Only the `claude` backend takes them; a suite that sets
+    them for another is refused at load."""
+
+    disallowed: tuple[str, ...] = ()
+    claude_code_prompt: bool = False
+    append_system_prompt: str | None = None
+
+
 # How much of a CLI's stderr a stage keeps at most (less when its `max_output_bytes` is less).
 STDERR_MAX_BYTES = 4 * 1024 * 1024
 
@@ -84,6 +97,7 @@ class StageRequest:
     sandbox: SandboxConfig = ON_HOST
     writable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()  # what it may read there but never write (a reviewer's rubrics)
+    tools: StageTools = StageTools()
     # The backend's own settings from the suite (`loop:` -> `agents.loop.config.LoopConfig`
     # for the `loop` backend); a backend that has none ignores it.
     options: object | None = field(default=None, compare=False)

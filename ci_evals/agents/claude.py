@@ -49,6 +49,7 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from claude_agent_sdk._version import __version__ as sdk_version
+from claude_agent_sdk.types import SystemPromptPreset
 
 from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage, over_quota
 from ci_evals.sandbox import nondumpable
@@ -381,7 +382,15 @@ class ClaudeAgent:
             # default (None) loads user, project and local; `[]` loads none. The
             # plugin under test still loads (`--plugin-dir`), hooks and all.
             setting_sources=[],
+            disallowed_tools=list(request.tools.disallowed),
         )
+        if request.tools.claude_code_prompt:
+            # No `--system-prompt ""`: the CLI's own, as a `claude plugin eval` run has it,
+            # and the case's `--append-system-prompt`.
+            preset: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
+            if request.tools.append_system_prompt is not None:
+                preset["append"] = request.tools.append_system_prompt
+            options.system_prompt = preset
         cli = _cli_binary(request.prompt, options)
         with (
             # The stderr copy is closed last: after the sandbox.

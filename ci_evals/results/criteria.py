@@ -28,7 +28,7 @@ Verdict = Literal["passed", "failed", "error"]
 # these (`grading.files`); a results file is read wherever it is reported,
 # perhaps where that package is not installed, so here a source is checked
 # only to be a name: letters, digits, `_`, `-`, `.`, at most 64 characters.
-BUILTIN_SOURCES = ("reviewer", "check", "command", "mcp")
+BUILTIN_SOURCES = ("reviewer", "check", "command", "mcp", "plugin_eval")
 CriterionSource = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 CHECKLIST_SCORES = (0.0, 1.0)

@@ -118,6 +118,8 @@ def prepare(
     with _checking(problems):
         sandbox = isolation.choose(args, suite, environ, needed=True)
     repeat = args.repeat or suite.grading.repeat
+    if args.repeat:  # --repeat overrides a case's runs, as the CLI's --runs does
+        scenarios = tuple(replace(s, repeat=None) for s in scenarios)
     pass_at_least = suite.grading.pass_at_least
     if pass_at_least is not None and pass_at_least > repeat:
         problems.report(
@@ -245,6 +247,16 @@ def _shard_concurrency(suite: Suite, chosen: Shard | None) -> Suite:
 
 def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
     """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
+    if suite.plugin_evals is not None:  # case units: each runs its own one stage
+        if args.base is not None or (args.from_stage or 1) != 1:
+            raise UserError(
+                "--base and --from-stage with plugin_evals: are not supported yet",
+                file=suite.display,
+                hint="run every case (select them with plugin_evals: cases/tags)",
+            )
+        first = suite.scenarios[0].stage
+        assert first is not None
+        return first, None
     if args.base is None:
         return suite.stage(args.from_stage or 1), None
     if suite.stage_map is None:

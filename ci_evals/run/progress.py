@@ -82,9 +82,13 @@ class PlainProgress(RunListener):
 
     def run_started(self, plan: RunPlan, result: RunResult) -> None:
         names = ", ".join(s.name for s in plan.stages)
+        what = (
+            f"stages {plan.from_stage.number}..{plan.suite.stages[-1].number} ({names})"
+            if plan.suite.stages
+            else "one stage each (plugin_evals cases)"
+        )
         self._line(
-            f"run {plan.run_id}: {len(plan.scenarios)} scenario(s), "
-            f"stages {plan.from_stage.number}..{plan.suite.stages[-1].number} ({names}), "
+            f"run {plan.run_id}: {len(plan.scenarios)} scenario(s), {what}, "
             f"jobs {plan.jobs}, folder {plan.run_dir}"
         )
 

@@ -109,6 +109,13 @@ class RunPlan:
     def stages(self) -> tuple[Stage, ...]:
         return self.suite.stages[self.from_stage.number - 1 :]
 
+    def stages_of(self, scenario: Scenario) -> tuple[Stage, ...]:
+        """What `scenario` runs: its own stage (a case unit), else the plan's stages."""
+        return (scenario.stage,) if scenario.stage is not None else self.stages
+
+    def repeats_of(self, scenario: Scenario) -> int:
+        return scenario.repeat if scenario.repeat is not None else self.repeat
+
 
 class RunListener:
     """What the runner reports while it works (the progress display implements it)."""
@@ -227,18 +234,18 @@ class Runner:
         ).resolve()
         self._states: list[_Scenario] = []
         for scenario in plan.scenarios:
-            for repeat in range(plan.repeat):
+            for repeat in range(plan.repeats_of(scenario)):
                 if units is not None and (scenario.id, repeat) not in units:
                     continue
                 stages = [
                     StageResult(number=s.number, name=s.name, graded=not s.grading.empty)
-                    for s in plan.stages
+                    for s in plan.stages_of(scenario)
                 ]
                 scenario_result = ScenarioResult(
                     id=scenario.id, inputs=dict(scenario.inputs), repeat=repeat, stages=stages
                 )
                 self.result.scenarios.append(scenario_result)
-                many = plan.repeat > 1
+                many = plan.repeats_of(scenario) > 1
                 folder = f"{scenario.id}/r{repeat + 1}" if many else scenario.id
                 self._states.append(
                     _Scenario(
@@ -307,7 +314,7 @@ class Runner:
 
     async def _run_scenario(self, state: _Scenario) -> None:
         stopped: str | None = None  # why the remaining stages are skipped
-        for stage in self.plan.stages:
+        for stage in self.plan.stages_of(state.scenario):
             stage_result = state.stage_results[stage.number]
             stopped = stopped or self._stop_reason()
             if stopped:
@@ -349,6 +356,7 @@ class Runner:
         env = agent_environment(
             plan.environ, private_root=state.parent / "agent", endpoint=endpoint
         )
+        env.update(stage.env)  # a case's EVAL_* variables
         request = StageRequest(
             prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
             cwd=workspace.cwd_for(plan.suite, stage, state.scenario),
@@ -357,7 +365,7 @@ class Runner:
             trajectory_path=stage_dir / "trajectory.jsonl",
             stderr_path=stage_dir / "stderr.log",
             stderr_max_bytes=min(STDERR_MAX_BYTES, stage.limits.max_output_bytes),
-            model=plan.model,
+            model=stage.model or plan.model,
             max_turns=stage.limits.max_turns,
             timeout_s=stage.limits.timeout_s,
             max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
@@ -366,6 +374,7 @@ class Runner:
             sandbox=plan.sandbox,
             writable=(workspace.root, state.parent / "agent"),
             options=plan.suite.agent.options,
+            tools=stage.tools,
             checkpoint=FolderCheckpoint(
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from ci_evals import git
-from ci_evals.agents import Limits
+from ci_evals.agents import Limits, StageTools
 from ci_evals.agents.base import AgentConfig
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
@@ -43,6 +44,7 @@ from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import backends, contracts, references
 from ci_evals.suite.contracts import Contract
+from ci_evals.suite.plugin_evals import PluginEvals, case_grading, load_plugin_evals
 from ci_evals.suite.plugin_source import MARKETPLACE, plugin_at, plugin_in_marketplace
 from ci_evals.text import display_path
 
@@ -78,11 +80,13 @@ _SUITE_KEYS = (
     "limits",
     "stages",
     "scenarios",
+    "plugin_evals",
     *GRADING_SUITE_KEYS,
 )
 # Stage names become folder names (`<k>-<name>-output`) and CLI arguments; an
 # all-digit name would be ambiguous with a stage number.
 STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+STAGE_NAME_CHARS = re.compile(r"[^a-z0-9_-]+")
 # Scenario ids become folder names in the run folder.
 _STAGE_FIXTURE = re.compile(r"[0-9]+-")
 _SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -106,6 +110,10 @@ class Stage:
     # `produces` is also in `grading` (the `contract` grader).
     contract: Contract | None = None
     contract_fields: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
+    # A case unit's own model and tools (`plugin_evals:`); None: the run's model.
+    model: str | None = None
+    tools: StageTools = field(default_factory=StageTools)
+    env: Mapping[str, str] = field(default_factory=dict)  # added to the agent's (EVAL_*)
 
     @property
     def fixture_dirname(self) -> str:
@@ -123,6 +131,10 @@ class Scenario:
     # `git: true`: the workspace is a repository whose first commit holds what
     # was seeded (docs/suite.md#a-git-workspace), for commands that run git.
     git: bool = False
+    # A case unit (`plugin_evals:`, suite.plugin_evals): the one stage it runs instead
+    # of the suite's, and its runs (None: the run's --repeat or repeat:).
+    stage: Stage | None = None
+    repeat: int | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +186,9 @@ class Suite:
     # Model requests in flight at once through the run's endpoint (the real API's
     # proxy; None: its default). Shards split it (docs/scale-out.md).
     max_concurrency: int | None = None
+    # `plugin_evals:`: the plugin's `claude plugin eval` cases, each a scenario of
+    # its own stage (`Scenario.stage`); the suite then has no `stages:`.
+    plugin_evals: PluginEvals | None = None
     # The real folder every file the suite reads or copies must lie in, links
     # followed (`fs.copyable.confinement`); None: the suite's own folder.
     repository: Path | None = None
@@ -324,7 +339,9 @@ def load_suite(
     if (problem := escape_problem(str(file), repository)) is not None:
         raise UserError(f"{name} {problem}")
     root_field = load(file, name)
-    keys = root_field.mapping(_SUITE_KEYS, required=("version", "stages"))
+    keys = root_field.mapping(_SUITE_KEYS, required=("version",))
+    if "stages" not in keys and "plugin_evals" not in keys:
+        raise root_field.error("missing required key 'stages'", hint="or plugin_evals:")
 
     version = keys["version"].as_int()
     if version != VERSION:
@@ -348,22 +365,16 @@ def load_suite(
     concurrency = keys["max_concurrency"].as_int(minimum=1) if "max_concurrency" in keys else None
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
-    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin=plugin, problems=problems)
-    # A suite whose prompts need no inputs may leave scenarios out: one run.
-    scenarios = (
-        _load_scenarios(keys["scenarios"])
-        if "scenarios" in keys
-        else (Scenario(id=DEFAULT_SCENARIO, inputs={}),)
-    )
+    evals, stages, scenarios = _units(keys, limits, base, plugin, agent.kind, problems)
     for stage in stages:
         _check_templates(stage, scenarios)
     stages = _load_contracts(stages, base, plugin.path, fixtures, scenarios)
     suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}
 
-    stage_map: Path | None
+    stage_map: Path | None = None  # a suite of cases has none yet (issue 32, part 3)
     if "stage_map" in keys:
         stage_map = None if keys["stage_map"].is_null() else _path(keys["stage_map"], base)
-    else:
+    elif evals is None:
         default = base / DEFAULT_STAGE_MAP
         stage_map = default if default.is_file() else None
 
@@ -387,6 +398,7 @@ def load_suite(
         scaffold=scaffold,
         max_concurrency=concurrency,
         repository=repository,
+        plugin_evals=evals,
     )
     _check_suite_rubrics(suite, problems)
     if stage_map is not None:
@@ -423,6 +435,62 @@ def _check_suite_rubrics(suite: Suite, problems: Problems) -> None:
                 field = stage.extra["reviewer"].mapping(REVIEWER_KEYS)["rubrics"]
                 problems.report(field.error(f"rubric {display_path(path)} {problem}"))
                 break
+
+
+def _units(  # noqa: PLR0917 - one private call site
+    keys: Mapping[str, Field],
+    limits: Limits,
+    base: Path,
+    plugin: Plugin,
+    agent: str,
+    problems: Problems,
+) -> tuple[PluginEvals | None, tuple[Stage, ...], tuple[Scenario, ...]]:
+    """The stages and scenarios, or `plugin_evals:`' case units (scenarios of their own stage)."""
+    if "plugin_evals" in keys:
+        evals, units = _case_units(keys, plugin, base, limits, agent)
+        return evals, (), units
+    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin=plugin, problems=problems)
+    # A suite whose prompts need no inputs may leave scenarios out: one run.
+    scenarios = (
+        _load_scenarios(keys["scenarios"])
+        if "scenarios" in keys
+        else (Scenario(id=DEFAULT_SCENARIO, inputs={}),)
+    )
+    return None, stages, scenarios
+
+
+def _case_units(
+    keys: Mapping[str, Field], plugin: Plugin, base: Path, limits: Limits, agent: str
+) -> tuple[PluginEvals, tuple[Scenario, ...]]:
+    """`plugin_evals:`: each selected case a scenario running its own one stage."""
+    where = keys["plugin_evals"]
+    for key in ("stages", "scenarios", "stage_map"):
+        if key in keys:
+            raise keys[key].error(f"{key}: beside plugin_evals: is not supported yet")
+    if agent != "claude":
+        raise where.error(f"plugin_evals: with agent {agent}: not supported yet", hint="claude")
+    source = plugin_at(plugin.path) if plugin.manifest_to_write is None else None
+    manifest = source.manifest if source is not None else plugin.manifest_to_write or {}
+    evals = load_plugin_evals(where, plugin_dir=plugin.path, manifest=manifest, suite_dir=base)
+    for warning in evals.warnings:
+        print(f"ci-evals: warning: {warning}", file=sys.stderr)
+    units = []
+    for case in evals.cases:
+        stage = Stage(
+            number=1,
+            name=STAGE_NAME_CHARS.sub("-", case.unit_id.lower()).strip("-_") or "case",
+            # The prompt is the case's text, never a template: braces are literal.
+            prompt=parse_template(case.prompt.replace("{", "{{").replace("}", "}}")),
+            cwd=parse_template("."),
+            limits=replace(limits, max_turns=case.max_turns, timeout_s=float(case.timeout_s)),
+            grading=case_grading(case),
+            source=where,
+            model=case.model,
+            tools=StageTools(case.disallowed_tools, True, case.append_system_prompt),
+            env=case.env,
+        )
+        units.append(Scenario(id=case.unit_id, inputs={}, stage=stage, repeat=case.runs))
+    return evals, tuple(units)
 
 
 def _scaffold(value: Field | None, base: Path) -> Path | None:

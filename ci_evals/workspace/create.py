@@ -154,7 +154,7 @@ def _plan(
     suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
 ) -> tuple[tuple[Path, ...], _Plan]:
     number = from_stage if isinstance(from_stage, int) else from_stage.number
-    if not 1 <= number <= len(suite.stages):
+    if not 1 <= number <= len(suite.stages) and not (number == 1 and suite.plugin_evals):
         suite.stage(number)  # raises the "unknown stage" error listing the stages
     # The task's scaffold first, then the seed (`fixtures/0-*/`): together stage 0's
     # output, what stage 1 starts from.
@@ -348,7 +348,8 @@ def create_workspace(
     )
     root.mkdir()
     entries = _lay_down(plan, root)
-    links = _link_components(plugin, root)
+    # A case unit starts in an empty folder, as a `claude plugin eval` run does.
+    links = _link_components(plugin, root) if suite.plugin_evals is None else ()
     for name in links:
         entries[name] = link_entry(os.lstat(root / name), os.readlink(root / name))
     commit = None

@@ -1,6 +1,7 @@
 """Grader kinds by their key in a stage of `ci-evals.yaml` (`ci_evals.registry`).
 
-Built in: `checks`, `graders` (command graders), `mcp`; a package adds a kind
+Built in: `checks`, `graders` (command graders), `mcp`, `plugin_eval` (the
+graders of `claude plugin eval` cases); a package adds a kind
 with an entry point in group `ci_evals.graders` naming its `GraderKind`
 (grading.kinds.base), and its key is then a stage key. A kind's module is imported
 only when a stage uses its key (the suite loader on the hook path never pays
@@ -22,6 +23,7 @@ KINDS: Registry[GraderKind] = Registry(
         "checks": "ci_evals.grading.kinds.checks:KIND",
         "graders": "ci_evals.grading.kinds.command:KIND",
         "mcp": "ci_evals.grading.kinds.mcp:KIND",
+        "plugin_eval": "ci_evals.grading.kinds.plugin_eval:KIND",
     },
 )
 

@@ -85,3 +85,29 @@ def is_call(use: ToolUse, what: What, name: str) -> bool:
 
 def count_calls(uses: Iterable[ToolUse], what: What, name: str) -> int:
     return sum(1 for use in uses if is_call(use, what, name))
+
+
+def last_assistant_text(lines: Iterable[str]) -> str | None:
+    """The text of the last assistant message that has any (its text blocks joined by
+    newlines), subagents' included, as `claude plugin eval` reads `last_message`;
+    None when no message has text. ValueError names a line that is not JSON."""
+    last: str | None = None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"line {number} is not JSON ({exc})") from None
+        if not isinstance(message, dict) or message.get("type") != "AssistantMessage":
+            continue
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        texts = [
+            block["text"]
+            for block in blocks
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        ]
+        if texts:
+            last = "\n".join(texts)
+    return last

@@ -1,0 +1,571 @@
+"""A plugin's `claude plugin eval` cases, found and read as the CLI reads them.
+
+The suite key `plugin_evals:` (docs/plugin-evals.md) names the eval folder
+(default: the manifest's `experimental.evals`, else `evals/`); every case in
+it becomes a case unit of the run. The CLI's rules, as its bundled code
+(2.1.337) applies them:
+
+- discovery: recursive, in sorted path order; a folder holding `case.yaml` or
+  `prompt.md` is a case (not descended into); `.git`, `node_modules`,
+  `.claude`, `results` and `mocks` are skipped; not deeper than 16 folders;
+- `prompt.md`: front matter (strict keys) and body (trimmed: the prompt);
+  `graders/*.md` (at most 256, each at most 1 MiB; one without front matter is
+  not a grader); `case.yaml` schema 1.x;
+- the merge: prompt.md's keys override case.yaml's, its body replaces
+  `execution.prompt`, `disallowed_tools` lists concatenate, the graders of
+  `graders/` are appended; the source is `prose`, `case_yaml` or `mixed`;
+- defaults: runs 3, max_turns 10, timeout_seconds 300; the CLI's ranges.
+
+Where the CLI refuses, ci-evals refuses, with one `file:line:col` line. Where
+the CLI silently drops a key (an unknown key of case.yaml, its `context` or
+`execution`), ci-evals warns and goes on: such a case runs there. What
+ci-evals cannot run yet (scaffold, history, add_dirs, plugins, mocks, the
+judge) is refused at its key, never ignored. The graders themselves are the
+`plugin_eval` grader kind's (`grading.kinds.plugin_eval`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+import yaml
+
+from ci_evals.config.front_matter import read_front_matter
+from ci_evals.config.yaml_source import Field, load, loads
+from ci_evals.errors import UserError
+from ci_evals.grading.config import StageGrading
+from ci_evals.grading.kinds import plugin_eval
+from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
+from ci_evals.text import display_path
+
+CASE_FILE = "case.yaml"
+PROMPT_FILE = "prompt.md"
+GRADERS_DIR = "graders"
+DEFAULT_DIR = "evals"
+SKIPPED = frozenset({"node_modules", ".claude", "results", "mocks"})
+MAX_DEPTH = 16
+MAX_GRADER_FILES = 256
+MAX_MD_BYTES = 1 << 20
+SUPPORTED_MAJOR = 1
+PROSE_SCHEMA = "1.1"
+# What `claude plugin eval init --bare` writes: a suite still holding it is refused.
+BLANK_PROMPT = "TODO: describe what the agent should do"
+BLANK_CRITERIA = "TODO: describe what a successful response looks like"
+
+_TOP = ("schema_version", "name", "description", "tags", "plugins", "runs", "expected_outcome")
+_EXECUTION = (
+    "model",
+    "max_turns",
+    "timeout_seconds",
+    "allowed_tools",
+    "disallowed_tools",
+    "artifact_publish",
+    "growthbook_overrides",
+    "append_system_prompt",
+    "env",
+)
+_CONTEXT = ("scaffold_script", "history_file", "add_dirs")
+_SUITE_KEYS = ("dir", "cases", "tags", "threshold")
+_NOT_YET = "not supported yet by ci-evals"
+# Claude Code's front matter block (config.front_matter reads it by the same rule).
+_BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
+_UNIT_ID = re.compile(r"[^A-Za-z0-9._-]+")
+
+Source = Literal["prose", "case_yaml", "mixed"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case, merged and checked: what its unit runs and grades."""
+
+    name: str
+    folder: Path
+    source: Source
+    prompt: str
+    graders: tuple[CaseGrader, ...]
+    tags: tuple[str, ...] = ()
+    runs: int = 3
+    max_turns: int = 10
+    timeout_s: int = 300
+    model: str | None = None
+    allowed_tools: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = ()
+    append_system_prompt: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    description: str | None = None
+    expected_outcome: str | None = None
+
+    @property
+    def unit_id(self) -> str:
+        """Its scenario id in ci-evals: the name with what a folder name cannot hold as `-`."""
+        return _UNIT_ID.sub("-", self.name).strip("-.") or "case"
+
+
+@dataclass(frozen=True)
+class PluginEvals:
+    """The suite's `plugin_evals:` key: where the cases are, which run, and the cases."""
+
+    dir: Path
+    cases: tuple[Case, ...]  # the selected ones, in the CLI's order
+    globs: tuple[str, ...] = ("*",)
+    tags: tuple[str, ...] = ()
+    threshold: float = 1.0
+    warnings: tuple[str, ...] = ()
+
+
+def case_grading(case: Case) -> StageGrading:
+    """The case's graders as a stage's: one `plugin_eval` grader, weights as its policy."""
+    grader = PluginEvalGrader(case.graders)
+    return StageGrading(graders=(grader,), scoring=grader.scoring)
+
+
+# -- the suite key ----------------------------------------------------------------
+
+
+def load_plugin_evals(
+    value: Field, *, plugin_dir: Path, manifest: Mapping[str, object], suite_dir: Path
+) -> PluginEvals:
+    """The `plugin_evals:` key (a mapping, or null for every default) and its cases."""
+    keys = {} if value.is_null() else value.mapping(_SUITE_KEYS)
+    warnings: list[str] = []
+    if "dir" in keys:
+        folder = Path(os.path.normpath(suite_dir / keys["dir"].as_str()))
+    else:
+        folder = eval_dir(plugin_dir, manifest, warnings)
+    if not folder.is_dir():
+        where = keys.get("dir", value)
+        raise where.error(
+            f"no eval folder {display_path(folder)}",
+            hint="set plugin_evals.dir, or the manifest's experimental.evals",
+        )
+    globs = tuple(keys["cases"].as_str_list(allow_empty=False)) if "cases" in keys else ("*",)
+    tags = tuple(keys["tags"].as_str_list()) if "tags" in keys else ()
+    threshold = 1.0
+    if "threshold" in keys:
+        threshold = keys["threshold"].as_number(minimum=0.0)
+        if threshold != 1.0:
+            raise keys["threshold"].error(
+                f"a threshold below 1.0 is {_NOT_YET}",
+                hint="1.0 (the CLI's default: every run of a case scores 1.0) for now",
+            )
+    cases = [load_case(path, warnings) for path in discover(folder, warnings)]
+    selected = tuple(c for c in cases if selects(c, globs, tags))
+    if not selected:
+        raise value.error(
+            f"no case in {display_path(folder)} matches"
+            + (f" cases {list(globs)}" if "cases" in keys else "")
+            + (f" tags {list(tags)}" if tags else ""),
+            hint="a folder with a case.yaml or a prompt.md is a case",
+        )
+    _unique_ids(selected)
+    return PluginEvals(folder, selected, globs, tags, threshold, tuple(warnings))
+
+
+def eval_dir(plugin_dir: Path, manifest: Mapping[str, object], warnings: list[str]) -> Path:
+    """The manifest's `experimental.evals` (relative to the plugin), else `evals/`."""
+    shown = display_path(plugin_dir / ".claude-plugin" / "plugin.json")
+    if "evals" in manifest:
+        warnings.append(
+            f"{shown}: evals: ignored, as claude plugin eval ignores it "
+            '(put it under "experimental": {"evals": ...})'
+        )
+    experimental = manifest.get("experimental")
+    if isinstance(experimental, Mapping) and "evals" in experimental:
+        named = experimental["evals"]
+        if not isinstance(named, str) or not named.strip():
+            raise UserError(
+                "must be a folder relative to the plugin", file=shown, field="experimental.evals"
+            )
+        return Path(os.path.normpath(plugin_dir / named))
+    return plugin_dir / DEFAULT_DIR
+
+
+def selects(case: Case, globs: Sequence[str], tags: Sequence[str]) -> bool:
+    """`--case GLOB` (`*` and `?` only, on the name) and `--tag` (any of them)."""
+    if not any(case_glob(glob).fullmatch(case.name) for glob in globs):
+        return False
+    return not tags or any(tag in case.tags for tag in tags)
+
+
+def case_glob(glob: str) -> re.Pattern[str]:
+    """The CLI's case glob: `*` any text, `?` one character; `[` and all else literal."""
+    parts = [".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob]
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _unique_ids(cases: Sequence[Case]) -> None:
+    seen: dict[str, Case] = {}
+    for case in cases:
+        other = seen.get(case.unit_id.lower())
+        if other is not None:
+            raise UserError(
+                f"cases {other.name!r} ({display_path(other.folder)}) and {case.name!r} "
+                f"({display_path(case.folder)}) are the same unit {case.unit_id!r} in ci-evals",
+                hint="give one of them another name:",
+            )
+        seen[case.unit_id.lower()] = case
+
+
+# -- discovery ------------------------------------------------------------------
+
+
+def discover(folder: Path, warnings: list[str]) -> list[Path]:
+    """Every case folder under `folder`, sorted, as the CLI finds them."""
+    found: list[Path] = []
+    _walk(folder, 0, {os.path.realpath(folder)}, found, warnings)
+    return sorted(found, key=str)
+
+
+def _walk(
+    folder: Path, depth: int, route: set[str], found: list[Path], warnings: list[str]
+) -> None:
+    if depth > MAX_DEPTH:
+        warnings.append(
+            f"{display_path(folder)}: nested more than {MAX_DEPTH} folders below the eval "
+            "folder: not scanned, as claude plugin eval does not"
+        )
+        return
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        raise UserError(f"cannot list {display_path(folder)}: {exc.strerror}") from None
+    if any(e.name in (CASE_FILE, PROMPT_FILE) and not e.is_dir() for e in entries):
+        found.append(folder)
+        return
+    for entry in entries:
+        if entry.name.lower() == ".git" or entry.name in SKIPPED or not entry.is_dir():
+            continue
+        real = os.path.realpath(entry.path)
+        if real in route or any(real.startswith(r + os.sep) for r in route if entry.is_symlink()):
+            continue  # a link back up: the CLI does not follow it either
+        _walk(Path(entry.path), depth + 1, route | {real}, found, warnings)
+
+
+# -- one case -------------------------------------------------------------------
+
+
+def load_case(folder: Path, warnings: list[str]) -> Case:
+    """The case in `folder`: its files read, merged and checked."""
+    yaml_path, prompt_path = folder / CASE_FILE, folder / PROMPT_FILE
+    case_yaml = load(yaml_path) if yaml_path.is_file() else None
+    base: dict[str, Field] = {}
+    if case_yaml is not None:
+        base = case_yaml.mapping(_written(case_yaml), what="mapping (case.yaml must be an object)")
+    prose = _read_prose(folder, prompt_path)
+    if case_yaml is None and prose is None:
+        raise UserError("neither case.yaml nor prompt.md is readable", file=display_path(folder))
+    top: dict[str, Field] = dict(base)
+    execution: dict[str, Field] = {}
+    if "execution" in base:
+        execution = base["execution"].mapping(_written(base["execution"]), what="mapping")
+    graders: list[tuple[Field, str | None, str]] = []
+    if "graders" in base:
+        graders = [(g, None, "") for g in base["graders"].sequence()]
+    disallowed: list[Field] = (
+        [execution["disallowed_tools"]] if "disallowed_tools" in execution else []
+    )
+    prompt_field: Field | None = execution.get("prompt")
+    prompt_text = prompt_field.as_str(allow_empty=True) if prompt_field is not None else None
+    if prose is not None:
+        top.update(prose.top)
+        if "disallowed_tools" in prose.execution:
+            disallowed.append(prose.execution["disallowed_tools"])
+        execution.update(prose.execution)
+        if prose.body:
+            prompt_text, prompt_field = prose.body, None
+        graders.extend(prose.graders)
+    where = case_yaml if case_yaml is not None else _file_field(prompt_path)
+    source: Source = "case_yaml" if prose is None else "prose" if case_yaml is None else "mixed"
+    merged = _Merged(folder, where, source, top, execution, disallowed, graders, prompt_text)
+    return _check(merged, warnings)
+
+
+@dataclass
+class _Merged:
+    """A case's keys after the merge, each still where it was written."""
+
+    folder: Path
+    where: Field  # the case file, for what is missing
+    source: Source
+    top: dict[str, Field]
+    execution: dict[str, Field]
+    disallowed: list[Field]  # every `disallowed_tools` list, concatenated
+    graders: list[tuple[Field, str | None, str]]  # (object, file stem, body)
+    prompt: str | None
+
+
+@dataclass
+class _Prose:
+    top: dict[str, Field]
+    execution: dict[str, Field]
+    body: str
+    graders: list[tuple[Field, str | None, str]]
+
+
+def _read_prose(folder: Path, prompt_path: Path) -> _Prose | None:
+    prose = _Prose({}, {}, "", [])
+    has_prompt = prompt_path.is_file()
+    if has_prompt:
+        keys, body = _markdown(prompt_path)
+        if keys is not None:
+            for key, value in keys.mapping(_written(keys)).items():
+                if key in _TOP:
+                    prose.top[key] = value
+                elif key in _EXECUTION:
+                    prose.execution[key] = value
+                else:
+                    raise value.error(
+                        f'unknown frontmatter key "{key}"',
+                        hint=f"expected one of: {', '.join((*_TOP, *_EXECUTION))}",
+                    )
+        prose.body = body.strip()
+    grader_dir = folder / GRADERS_DIR
+    files = (
+        sorted(p for p in grader_dir.glob("*.md") if not p.is_dir()) if grader_dir.is_dir() else []
+    )
+    if len(files) > MAX_GRADER_FILES:
+        raise UserError(
+            f"{len(files)} .md files (cap: {MAX_GRADER_FILES})", file=display_path(grader_dir)
+        )
+    for path in files:
+        keys, body = _markdown(path)
+        if keys is None:
+            continue  # notes beside the graders: the CLI reads only files with front matter
+        graders = keys.mapping(_written(keys))
+        if "type" not in graders:
+            raise keys.error(
+                'frontmatter must include "type:" '
+                "(regex | tool_order | tool_used | file_exists | llm | baseline)"
+            )
+        prose.graders.append((keys, path.stem, body.strip()))
+    if not has_prompt and not prose.graders:
+        return None
+    return prose
+
+
+def _markdown(path: Path) -> tuple[Field | None, str]:
+    """A case file's front matter as positioned YAML (None: it has none) and its body.
+
+    The block is found by Claude Code's rule (`config.front_matter`), then read
+    strictly, as `claude plugin eval` reads it: YAML that does not parse is an error.
+    """
+    shown = display_path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", file=shown) from None
+    if len(raw) > MAX_MD_BYTES:
+        raise UserError(f"{len(raw)} bytes (cap: {MAX_MD_BYTES})", file=shown)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text ({exc.reason})", file=shown) from None
+    found = read_front_matter(text)
+    if not found.present:
+        if re.match(r"---[ \t\r]*\n", text.removeprefix("\ufeff")):
+            raise UserError(
+                'unterminated frontmatter (opening "---" with no closing "---")', file=shown, line=1
+            )
+        return None, text
+    text = text.removeprefix("\ufeff")
+    block = _BLOCK.match(text)
+    assert block is not None  # read_front_matter found it by the same rule
+    if not block.group(1).strip():
+        return loads("{}", shown), found.body
+    # Blank lines before the block keep every line and column where the file has it.
+    keys = loads("\n" * text.count("\n", 0, block.start(1)) + block.group(1), shown)
+    if not isinstance(keys.node, yaml.MappingNode):
+        raise keys.error("frontmatter must be a YAML object")
+    return keys, found.body
+
+
+def _file_field(path: Path) -> Field:
+    return loads("{}", display_path(path))
+
+
+def _written(value: Field) -> list[str]:
+    if not isinstance(value.node, yaml.MappingNode):
+        return []
+    return [str(k.value) for k, _ in value.node.value if isinstance(k, yaml.ScalarNode)]
+
+
+# -- checking --------------------------------------------------------------------
+
+
+def _check(case: _Merged, warnings: list[str]) -> Case:
+    top, execution = case.top, case.execution
+    name = _check_top(case, warnings)
+    env = _check_execution(execution, warnings)
+    prompt = case.prompt
+    if prompt is None or not prompt.strip():
+        raise case.where.error(
+            "execution.prompt is required (a prompt.md body, or execution.prompt in case.yaml)"
+        )
+    if BLANK_PROMPT in prompt:
+        raise case.where.error(
+            "the prompt is still the blank `init` template",
+            hint=f'replace the "{BLANK_PROMPT}" line with the user prompt to test',
+        )
+    loaded = _graders(case.graders, case.where, warnings)
+    folder, source = case.folder, case.source
+    tools: list[str] = []
+    for value in case.disallowed:
+        tools.extend(value.as_str_list())
+    return Case(
+        name=name,
+        folder=folder,
+        source=source,
+        prompt=prompt.strip() if source == "prose" else prompt,
+        graders=loaded,
+        tags=tuple(top["tags"].as_str_list()) if "tags" in top else (),
+        runs=_whole(top["runs"], 1, 50) if "runs" in top else 3,
+        max_turns=_whole(execution["max_turns"], 1, 200) if "max_turns" in execution else 10,
+        timeout_s=(
+            _whole(execution["timeout_seconds"], 1, 3600) if "timeout_seconds" in execution else 300
+        ),
+        model=execution["model"].as_str() if "model" in execution else None,
+        allowed_tools=(
+            tuple(execution["allowed_tools"].as_str_list()) if "allowed_tools" in execution else ()
+        ),
+        disallowed_tools=tuple(tools),
+        append_system_prompt=(
+            execution["append_system_prompt"].as_str(allow_empty=True)
+            if "append_system_prompt" in execution
+            else None
+        ),
+        env=MappingProxyType(env),
+        description=top["description"].as_str(allow_empty=True) if "description" in top else None,
+        expected_outcome=(
+            top["expected_outcome"].as_str(allow_empty=True) if "expected_outcome" in top else None
+        ),
+    )
+
+
+def _check_top(case: _Merged, warnings: list[str]) -> str:
+    """The top-level keys checked; the case's name."""
+    top = case.top
+    for key, value in top.items():
+        if key not in (*_TOP, "context", "execution", "graders"):
+            warnings.append(_ignored(value, key))
+    version = top.get("schema_version")
+    if version is None and case.source != "prose":
+        raise case.where.error('missing required field schema_version (e.g. "1.0")')
+    if version is not None:
+        _schema_version(version)
+    if "plugins" in top:
+        raise top["plugins"].error(f"plugins: {_NOT_YET}", hint="docs/plugin-evals.md")
+    if "context" in top:
+        _context(top["context"], warnings)
+    if "name" in top:
+        return top["name"].as_str()
+    if case.source != "prose":
+        raise case.where.error("missing required key 'name'")
+    return case.folder.name
+
+
+def _check_execution(execution: Mapping[str, Field], warnings: list[str]) -> dict[str, str]:
+    """The `execution` keys checked (prompt.md's merged in); the case's EVAL_* variables."""
+    for key, value in execution.items():
+        if key not in (*_EXECUTION, "prompt"):
+            warnings.append(_ignored(value, key))
+    if "artifact_publish" in execution and execution["artifact_publish"].as_bool():
+        raise execution["artifact_publish"].error(f"artifact_publish: {_NOT_YET}")
+    if "growthbook_overrides" in execution:
+        warnings.append(
+            f"{_at(execution['growthbook_overrides'])}: growthbook_overrides: ignored, as "
+            "claude plugin eval ignores it without artifact_publish"
+        )
+    return _env(execution["env"]) if "env" in execution else {}
+
+
+def _schema_version(value: Field) -> None:
+    if not isinstance(value.plain(), str):
+        raise value.error('missing required field schema_version (e.g. "1.0"): write it quoted')
+    written = value.as_str(allow_empty=True)
+    major = re.match(r"\s*[+-]?\d+", written.split(".", 1)[0])
+    if major is None:
+        raise value.error(f'schema_version "{written}" is not a valid version string')
+    if int(major.group(0)) > SUPPORTED_MAJOR:
+        raise value.error(
+            f'schema_version "{written}" requires a newer version',
+            hint=f"claude plugin eval and ci-evals read up to {SUPPORTED_MAJOR}.x",
+        )
+
+
+def _context(value: Field, warnings: list[str]) -> None:
+    for key, item in value.mapping(_written(value)).items():
+        if key not in _CONTEXT:
+            warnings.append(_ignored(item, key))
+        elif key == "add_dirs" and not item.as_str_list():
+            continue
+        else:
+            raise item.error(f"context.{key}: {_NOT_YET}", hint="docs/plugin-evals.md")
+
+
+def _graders(
+    written: list[tuple[Field, str | None, str]], where: Field, warnings: list[str]
+) -> tuple[CaseGrader, ...]:
+    if not written:
+        raise where.error("graders: at least one grader is required")
+    for item, _, body in written:
+        texts = [body] + [
+            str(v.plain())
+            for k, v in item.mapping(_written(item)).items()
+            if k in ("pattern", "criteria")
+        ]
+        if any(BLANK_CRITERIA in text for text in texts):
+            raise item.error(
+                "this grader is still the blank `init` template",
+                hint=f'replace the "{BLANK_CRITERIA}" line with concrete pass criteria',
+            )
+    loaded = [plugin_eval.load_grader(item, name=name, body=body) for item, name, body in written]
+    plugin_eval.check_names(loaded, where)
+    for grader, (item, _, _) in zip(loaded, written, strict=True):
+        if isinstance(grader, ToolUsed) and grader.max == 0 and "min" not in _written(item):
+            warnings.append(
+                f"{_at(item)}: graders: {grader.name}: `max: 0` without `min` can never pass "
+                "(min defaults to 1); add `min: 0` to mean never called"
+            )
+    return tuple(loaded)
+
+
+def _env(value: Field) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for key, item in value.mapping(_written(value), what="mapping of EVAL_* names to text").items():
+        if not key.startswith("EVAL_"):
+            raise item.error(
+                f'execution.env key "{key}" is not allowed',
+                hint="only EVAL_* keys can be set from a case, as in claude plugin eval",
+            )
+        env[key] = item.as_str(allow_empty=True)
+    return env
+
+
+def _whole(value: Field, low: int, high: int) -> int:
+    """A whole number as JavaScript's schema takes it (`10.0` is 10)."""
+    data: Any = value.plain()
+    if isinstance(data, bool) or not isinstance(data, (int, float)) or not math.isfinite(data):
+        raise value.error(f"expected a whole number from {low} to {high}")
+    if data != int(data):
+        raise value.error(f"expected a whole number, got {data}")
+    if not low <= data <= high:
+        raise value.error(f"must be from {low} to {high}, got {int(data)}")
+    return int(data)
+
+
+def _at(value: Field) -> str:
+    return f"{value.file}:{value.line}:{value.column}"
+
+
+def _ignored(value: Field, key: str) -> str:
+    return (
+        f"{_at(value)}: {key}: unknown key, ignored as claude plugin eval ignores it "
+        "(a typo? remove or rename it)"
+    )

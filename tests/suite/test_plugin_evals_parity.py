@@ -1,0 +1,245 @@
+"""The same case suite run by the bundled `claude plugin eval` and by ci-evals gives the
+same per-case scores (issue 32, part 1's "Done when").
+
+One plugin of our own with cases in every shape the CLI reads (prompt.md with
+`graders/*.md`, case.yaml in a case group, both merged), every deterministic
+grader type and target, weights, `runs: 2` and tags (one case filtered out by
+tag in both). Both run against one stub model server (tests fake only the
+model, at its HTTP boundary): the real CLI offline with `--trust-plugin
+--ablation none --allow-tools Write`, and `ci-evals run` with the real SDK in
+its bwrap sandbox. ci-evals' case score is its stage's mean binary score / 100.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci_evals.endpoints.stub_model import StubServer, load_script
+from tests.run_helpers import bundled_cli
+
+pytestmark = pytest.mark.slow
+
+PLUGIN_FILES = {
+    ".claude-plugin/plugin.json": '{"name": "greeter", "version": "0.1.0"}\n',
+    "skills/greet/SKILL.md": "---\nname: greet\ndescription: Greets a person\n---\nGreet them.\n",
+    # A prose case: prompt.md and one grader file per type and target.
+    "evals/hello/prompt.md": (
+        "---\nmax_turns: 6\nruns: 2\ntags: [smoke]\nallowed_tools: [Write, Read]\n---\n"
+        "Write a greeting for Alex into greeting.txt, then read it back.\n"
+    ),
+    "evals/hello/graders/says-hello.md": "---\ntype: regex\n---\n^Greeted Alex\\.$\n",
+    "evals/hello/graders/wrote-greeting.md": "---\ntype: file_exists\npath: '*.txt'\n---\n",
+    "evals/hello/graders/no-notes.md": (
+        "---\ntype: file_exists\npath: '**/notes.md'\nexists: false\n---\n"
+    ),
+    "evals/hello/graders/wrote-it.md": (
+        "---\ntype: tool_used\ntool: Write\ninput_match: 'greeting\\.txt'\n---\n"
+    ),
+    "evals/hello/graders/no-bash.md": "---\ntype: tool_used\ntool: Bash\nmin: 0\nmax: 0\n---\n",
+    "evals/hello/graders/write-then-read.md": (
+        "---\ntype: tool_order\nbefore: Write\nafter: {tool: Read, input_match: greeting}\n---\n"
+    ),
+    "evals/hello/graders/one-file.md": (
+        "---\ntype: regex\ntarget: files\nmatch: 'count:1'\n---\n\\S+\n"
+    ),
+    "evals/hello/graders/content.md": (
+        "---\ntype: regex\ntarget: {source: file, path: greeting.txt}\nflags: i\n---\nhello, alex\n"
+    ),
+    "evals/hello/graders/trace-names-file.md": (
+        "---\ntype: regex\ntarget: trace\n---\ngreeting\\.txt\n"
+    ),
+    "evals/hello/graders/no-apology.md": (
+        "---\ntype: regex\nmatch: not_contains\nflags: i\n---\nsorry\n"
+    ),
+    # A case.yaml case inside a case group: weights make its score 0.8 (4 of 5).
+    "evals/group/weighted/case.yaml": """\
+schema_version: "1.1"
+name: weighted
+tags: [yaml]
+runs: 2
+execution:
+  prompt: "Say the magic word."
+  max_turns: 3
+graders:
+  - {type: regex, name: magic, pattern: "^please$", flags: m, weight: 3}
+  - {type: file_exists, name: wrote-nothing, path: magic.txt}
+  - {type: regex, name: twice, pattern: "please", match: "count:2"}
+""",
+    # Both files: prompt.md's keys and body win, graders/ is appended.
+    "evals/mixed/case.yaml": """\
+schema_version: "1.1"
+name: from-yaml
+tags: [other]
+runs: 1
+execution: {prompt: "never used", disallowed_tools: [WebFetch]}
+graders:
+  - {type: regex, name: done, pattern: "Done"}
+""",
+    "evals/mixed/prompt.md": (
+        "---\nname: mixed\ntags: [smoke]\nruns: 2\ndisallowed_tools: [WebSearch]\n---\n"
+        "Report that you are done.\n"
+    ),
+    "evals/mixed/graders/short.md": "---\ntype: regex\nmatch: 'count:0'\n---\n\\n\n",
+    # Left out by the tag filter in both runs.
+    "evals/other/prompt.md": "---\ntags: [slow]\n---\nNot selected.\n",
+    "evals/other/graders/any.md": "---\ntype: regex\n---\nx\n",
+}
+
+STUB = """\
+rules:
+  - name: hello
+    match: {prompt_contains: "greeting for Alex"}
+    turns:
+      - tools:
+          - write: {path: greeting.txt, content: "Hello, Alex!\\n"}
+      - tools:
+          - read: greeting.txt
+      - text: "Greeted Alex."
+  - name: weighted
+    match: {prompt_contains: "magic word"}
+    turns:
+      - text: "please\\nplease"
+  - name: mixed
+    match: {prompt_contains: "you are done"}
+    turns:
+      - text: "Done."
+"""
+
+
+def _plugin(root: Path) -> Path:
+    plugin = root / "greeter"
+    for rel, text in PLUGIN_FILES.items():
+        path = plugin / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return plugin
+
+
+def _cli_scores(plugin: Path, server: StubServer, scratch: Path) -> dict[str, float]:
+    home = scratch / "home"
+    home.mkdir(parents=True)
+    out = scratch / "out.json"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "sk-ant-fake",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    done = subprocess.run(
+        [
+            str(bundled_cli()),
+            "plugin",
+            "eval",
+            str(plugin),
+            "--trust-plugin",
+            "--no-publish",
+            "--ablation",
+            "none",
+            "--allow-tools",
+            "Write",
+            "--tag",
+            "smoke",
+            "yaml",
+            "--json",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.is_file(), done.stdout + done.stderr
+    document = json.loads(out.read_text())
+    scores = {}
+    for case in document["cases"]:
+        for run in case["arms"]["with"]:
+            assert run["error"] is None, (case["name"], run["error"])
+        scores[case["name"]] = case["aggregates"]["score"]
+    return scores
+
+
+def _ci_evals_scores(plugin: Path, stub: Path, scratch: Path) -> dict[str, float]:
+    scratch.mkdir(parents=True)
+    suite = scratch / "ci-evals.yaml"
+    suite.write_text(f"version: 1\nplugin: {plugin}\nplugin_evals:\n  tags: [smoke, yaml]\n")
+    run_dir = scratch / "run"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "run",
+            "--suite",
+            str(suite),
+            "--model",
+            f"stub:{stub}",
+            "--out",
+            str(run_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=scratch,
+    )
+    results = run_dir / "results.json"
+    assert results.is_file(), done.stdout + done.stderr
+    document = json.loads(results.read_text())
+    for scenario in document["scenarios"]:
+        for stage in scenario["stages"]:
+            assert stage["status"] in ("passed", "failed"), (scenario["id"], stage)
+    return {
+        summary["scenario"]: summary["summary"]["binary_score"]["mean"] / 100
+        for summary in document["summaries"]
+    }
+
+
+def test_claude_plugin_eval_and_ci_evals_score_every_case_alike(tmp_path: Path) -> None:
+    plugin = _plugin(tmp_path)
+    stub = tmp_path / "stub.yaml"
+    stub.write_text(STUB)
+    with StubServer(load_script(stub)) as server:
+        theirs = _cli_scores(plugin, server, tmp_path / "cli")
+    ours = _ci_evals_scores(plugin, stub, tmp_path / "ci")
+    assert theirs == {"hello": 1.0, "weighted": 0.8, "mixed": 1.0}
+    assert ours == pytest.approx(theirs)
+
+
+def test_a_run_that_errored_is_an_error_not_a_graded_pass(tmp_path: Path) -> None:
+    """Only negative graders, and the model endpoint refuses every request: the CLI
+    grades such a run (every grader passes, 1.00); ci-evals makes it an `error`."""
+    plugin = tmp_path / "p"
+    files = {
+        ".claude-plugin/plugin.json": '{"name": "p"}',
+        "evals/quiet/prompt.md": "---\nruns: 1\n---\nDo nothing.\n",
+        "evals/quiet/graders/no-sorry.md": "---\ntype: regex\nmatch: not_contains\n---\nsorry\n",
+        "evals/quiet/graders/no-file.md": "---\ntype: file_exists\npath: '*'\nexists: false\n---\n",
+        "evals/quiet/graders/no-read.md": "---\ntype: tool_used\ntool: Read\nmin: 0\nmax: 0\n---\n",
+    }
+    for rel, text in files.items():
+        (plugin / rel).parent.mkdir(parents=True, exist_ok=True)
+        (plugin / rel).write_text(text)
+    stub = tmp_path / "stub.yaml"
+    stub.write_text("rules:\n  - name: down\n    turns:\n      - fault: {http_status: 400}\n")
+    (tmp_path / "ci-evals.yaml").write_text("version: 1\nplugin: p\nplugin_evals: {}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "run", "--model", "stub:stub.yaml", "--out", "run"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    document = json.loads((tmp_path / "run" / "results.json").read_text())
+    stage = document["scenarios"][0]["stages"][0]
+    assert stage["status"] == "error" and stage["grading"] is None, stage
+    assert document["summaries"][0]["summary"]["verdict"] == "error"
