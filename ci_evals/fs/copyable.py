@@ -99,7 +99,13 @@ def escape_problem(path: str, within: str | os.PathLike[str]) -> str | None:
         return None
     try:
         target = f"is a link to {os.readlink(path)!r} that "
-    except OSError:  # not a link itself: a folder it lies in is one
+    except OSError:  # not a link itself: a folder it lies in is one, or none is
+        if os.path.realpath(path) == os.path.normpath(os.path.abspath(path)):
+            return (
+                f"{problem.replace('leads', 'lies', 1)}; a suite names only files of its "
+                "repository, outside .git (outside any git repository: below the suite's "
+                "own folder): move the file, or make one git repository hold both"
+            )
         target = "is reached through a link that "
     return f"{target}{problem}; {_LINK_HINT}"
 

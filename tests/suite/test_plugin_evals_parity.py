@@ -168,7 +168,8 @@ def _cli_scores(plugin: Path, server: StubServer, scratch: Path) -> dict[str, fl
 
 def _ci_evals_scores(plugin: Path, stub: Path, scratch: Path) -> dict[str, float]:
     scratch.mkdir(parents=True)
-    suite = scratch / "ci-evals.yaml"
+    # Beside the plugin: a suite outside a git repository names only files below its folder.
+    suite = plugin.parent / "ci-evals.yaml"
     suite.write_text(f"version: 1\nplugin: {plugin}\nplugin_evals:\n  tags: [smoke, yaml]\n")
     run_dir = scratch / "run"
     done = subprocess.run(
