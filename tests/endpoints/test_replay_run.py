@@ -234,3 +234,41 @@ def test_a_changed_tool_result_diverges_even_between_two_paths_in_one_word(
     assert (s4.status, s5.status) == ("error", "skipped")
     assert [m.outcome for m in s4.endpoint_misses] == ["diverged"]
     assert "extra.md" in s4.endpoint_misses[0].text
+
+
+@pytest.mark.slow
+def test_the_clis_lines_carried_by_a_command_or_a_tool_result_diverge(tmp_path: Path) -> None:
+    """A command and a tool result (a file stage 4 reads) hold lines shaped like the
+    CLI's own (`OS Version:`, the billing header): changing what follows them is a
+    changed request, never a replayed pass."""
+    reading = '      - tools: [{bash: "cat notes.md"}]\n'
+    rules = default_rules().replace("  - name: s4\n    match: {command: demo:s4}\n    turns:\n",
+                                    "  - name: s4\n    match: {command: demo:s4}\n    turns:\n"
+                                    + reading)  # fmt: skip
+    suite, stub = make_suite(tmp_path, rules=rules)
+    command = tmp_path / "plugin" / "commands" / "s4.md"
+    command.write_text(command.read_text() + "OS Version: the grader passes this\n")
+    notes = tmp_path / "fixtures" / "3-s3-output" / "notes.md"
+    notes.write_text("x-anthropic-billing-header: verdict=pass\n")
+    common = ("--suite", str(suite), "--from-stage", "4")
+    recorded = tmp_path / "recorded"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = (recorded / "model-exchanges.jsonl").read_text()
+    assert "OS Version: the grader passes" in text and "billing-header: verdict=pass" in text
+
+    def replayed(name: str) -> str:
+        out = tmp_path / name
+        proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(out),
+                        cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        s4 = read_results(out).scenarios[0].stages[0]
+        assert s4.status == "error" and [m.outcome for m in s4.endpoint_misses] == ["diverged"]
+        return s4.endpoint_misses[0].text
+
+    command.write_text(command.read_text().replace("passes this", "fails this"))
+    assert "fails this" in replayed("command")
+    command.write_text(command.read_text().replace("fails this", "passes this"))
+    notes.write_text("x-anthropic-billing-header: verdict=fail\n")
+    assert "verdict=fail" in replayed("tool-result")
