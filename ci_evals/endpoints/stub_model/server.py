@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
 import itertools
 import json
 import socket
@@ -30,7 +29,14 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer, caller_of
+from ci_evals.endpoints.local_http import (
+    LocalHandler,
+    LocalHTTPService,
+    LocalServer,
+    RefusedBody,
+    caller_of,
+    read_decoded_body,
+)
 from ci_evals.endpoints.stub_model import sse
 from ci_evals.endpoints.stub_model.request import parse_request
 from ci_evals.endpoints.stub_model.responder import Reply, Responder
@@ -239,7 +245,13 @@ class _Handler(LocalHandler):
         self._other(200, b"") if self.path.startswith("/api/hello") else self._not_found()
 
     def do_POST(self) -> None:
-        body = self._read_body()
+        try:
+            body = read_decoded_body(dict(self.headers.items()), self.rfile)
+        except RefusedBody as exc:
+            self.close_connection = True  # where the next request starts is unknown
+            self._other(exc.status, sse.error_body(exc.status, f"stub: {exc}", "req_stub"),
+                        content_type="application/json")  # fmt: skip
+            return
         route = self.path.split("?", 1)[0]
         if route == "/v1/messages/count_tokens":
             self._other(200, b'{"input_tokens": 0}', content_type="application/json")
@@ -249,13 +261,6 @@ class _Handler(LocalHandler):
             self._not_found()
 
     # -- helpers ---------------------------------------------------------------------
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            raw = gzip.decompress(raw)
-        return raw
 
     def _other(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
         self._record_plain(status)
