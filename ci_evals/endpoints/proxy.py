@@ -36,8 +36,9 @@ upstream. On the way it
   ci-evals retries a failed stage, so a third layer would multiply the waits.
   An unreachable upstream is a 502 `api_error`;
 - records, when `record_path` is set, one JSON line per exchange (see
-  `_Exchange.record`) with the auth headers removed; the key and the token are
-  scrubbed from every line and never logged.
+  `_Exchange.record`) with the auth headers removed, capped per exchange and
+  in total (`exchange_log`); the key and the token are scrubbed from every
+  line and never logged.
 
 `Accept-Encoding` is forced to `identity` upstream so the stream can be read
 on the fly. The real credential is never in `repr`, the recording or the log.
@@ -61,10 +62,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from ci_evals.backoff import RetryPolicy, requested_wait
+from ci_evals.endpoints.exchange_log import ExchangeLog
 from ci_evals.endpoints.ledger import (
     BadRequest,
     Ledger,
@@ -250,7 +252,9 @@ class ForwardingProxy(LocalHTTPService):
         self._idle: list[http.client.HTTPConnection] = []
         self._busy: set[http.client.HTTPConnection] = set()
         self._handlers: set[threading.Thread] = set()
-        self._record_file: IO[str] | None = None
+        self._exchange_log = (
+            ExchangeLog(settings.record_path) if settings.record_path is not None else None
+        )
         super().__init__()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -258,9 +262,8 @@ class ForwardingProxy(LocalHTTPService):
     thread_name = "model-proxy"
 
     def _before_start(self) -> None:
-        if self.settings.record_path is not None:
-            self.settings.record_path.parent.mkdir(parents=True, exist_ok=True)
-            self._record_file = self.settings.record_path.open("a", encoding="utf-8")
+        if self._exchange_log is not None:
+            self._exchange_log.open()
 
     def _make_server(self, address: tuple[str, int]) -> _Server:
         return _Server(address, _Handler, self)
@@ -286,9 +289,8 @@ class ForwardingProxy(LocalHTTPService):
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        if self._record_file is not None:
-            self._record_file.close()
-            self._record_file = None
+        if self._exchange_log is not None:
+            self._exchange_log.close()
 
     # -- what callers use --------------------------------------------------------------
 
@@ -405,12 +407,8 @@ class ForwardingProxy(LocalHTTPService):
         return headers
 
     def _write_record(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str)
-        line = self._scrub(line)
-        with self._lock:
-            if self._record_file is not None:
-                self._record_file.write(line + "\n")
-                self._record_file.flush()
+        if self._exchange_log is not None:
+            self._exchange_log.write(record, self._scrub)  # capped (`exchange_log`)
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:

@@ -147,15 +147,17 @@ class ReplayServer(LocalHTTPService):
             first = next(e for e in self.recording.exchanges if e.digest == found)
             return (
                 f"{where} was recorded {self._recorded[found]} time(s) ({source}:{first.line}) "
-                "and is asked once more"
+                f"and is asked once more{self.recording.cut_note()}"
             )
         distinct = {e.digest: e for e in reversed(self.recording.exchanges)}.values()
         nearest = min(sorted(distinct, key=lambda e: e.line), key=lambda e: distance(key, e.key))
         found_differences = list(differences(key, nearest.key))
         shown = "; ".join(f"{p or 'request'}: {how}" for p, how in found_differences[:2])
         more = len(found_differences) - _SHOWN_DIFFERENCES
-        return f"{where} has no recorded exchange; nearest {source}:{nearest.line}: {shown}" + (
-            f" (and {more} more difference(s))" if more > 0 else ""
+        return (
+            f"{where} has no recorded exchange; nearest {source}:{nearest.line}: {shown}"
+            + (f" (and {more} more difference(s))" if more > 0 else "")
+            + self.recording.cut_note()
         )
 
 
