@@ -376,3 +376,58 @@ def test_baseline_fetch_of_a_hostile_zip_refuses_or_fetches(
         refusal_or_verdict(code, err, verdicts=(0, 2))
         if code == 2:
             assert not (out / "results.json").exists()
+
+
+# -- recordings (`replay:`, `record promote`): committed by a pull request ----------------
+
+_EXCHANGE = {
+    "path": "/v1/messages",
+    "request_body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    "status": 200,
+    "response_headers": {"content-type": "application/json"},
+    "response_body": "{}",
+}
+_SPECIAL = ["\ud800", "a\udfff", "toolu_1", "# Environment\n - OS Version: x", 10**30, 99999]
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+    | st.sampled_from(_SPECIAL),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                 max_size=3),
+    max_leaves=12,
+)  # fmt: skip
+_PLACES = [("path",), ("status",), ("response_headers",), ("response_body",), ("request_body",),
+           ("request_body", "messages"), ("request_body", "messages", 0, "content"),
+           ("request_body", "system"), ("truncated",)]  # fmt: skip
+
+
+@st.composite
+def recording_lines(draw: st.DrawFn) -> str:
+    """A recorded exchange with any value (or nesting, up to 600 deep) spliced in, or a cut line."""
+    exchange = json.loads(json.dumps(_EXCHANGE))
+    place = draw(st.sampled_from(_PLACES))
+    value = draw(st.sampled_from(_SPECIAL) | _JSON)
+    for _ in range(draw(st.sampled_from([0, 0, 1, 300, 600]))):
+        value = [value]
+    holder: Any = exchange
+    for step in place[:-1]:
+        holder = holder[step]
+    holder[place[-1]] = value
+    line = json.dumps(exchange, ensure_ascii=draw(st.sampled_from([True, True, False])),
+                      allow_nan=True)  # fmt: skip
+    return line[: draw(st.integers(0, len(line)))] if draw(st.booleans()) else line
+
+
+@FUZZ
+@given(lines=st.lists(recording_lines(), min_size=1, max_size=3))
+def test_a_hostile_recording_is_promoted_or_refused(
+    capsys: pytest.CaptureFixture[str], lines: list[str]
+) -> None:
+    with fresh() as name:
+        folder = Path(name)
+        (folder / "run").mkdir()
+        recording = folder / "run" / "model-exchanges.jsonl"
+        recording.write_text("\n".join(lines) + "\n", errors="surrogatepass")
+        code = main(["record", "promote", str(folder / "run"), "x", "--into", str(folder)])
+        refusal_or_verdict(code, capsys.readouterr().err, verdicts=(0, 2))
+        if code == 2:
+            assert not (folder / "x").exists()  # nothing written on refusal

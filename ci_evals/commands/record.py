@@ -4,12 +4,13 @@
     ci-evals run --model replay:recordings/labsmith-full
 
 Copies the model exchanges a run recorded (`run --record`) into
-`recordings/NAME/` (`--into` for another folder), without each request's
-headers and `metadata.user_id` (they identify the machine and the session and
-never change a replayed answer), with the run's `results.json` (replay takes
-the model from it). The recording is checked as replay reads it, the copy
-must replay the same exchanges, and an existing recording is never
-overwritten (docs/replay.md).
+`recordings/NAME/` (`--into` for another folder), keeping only what replay
+reads (no headers but the response's content type, no `metadata.user_id`:
+nothing that identifies the machine, the account or the session), and of the
+run's `results.json` only the model it asked for and the kind of endpoint
+that answered. The recording is checked as replay reads it, the copy must
+replay the same exchanges, and an existing recording is never overwritten
+(docs/replay.md).
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     if not name or name in (".", "..") or "/" in name or "\\" in name:
         raise UserError(f"{name!r} is not a folder name", field="NAME", hint="e.g. labsmith-full")
     done = promote(args.run_dir, args.into / name)
-    results = ", results.json (the model)" if done.with_results else ""
+    results = ", results.json (the model and the endpoint's kind)" if done.with_results else ""
     print(
         f"promoted {done.exchanges} exchange(s) to {done.folder}/"
-        f" (request headers and metadata.user_id removed{results})"
+        f" (only what replay reads kept{results})"
     )
     print(f"replay it: ci-evals run --model replay:{done.folder}")
     return EXIT_OK

@@ -5,14 +5,26 @@ A subclass builds its server (`_make_server`) and says what stopping must
 undo besides the server itself (`_after_shutdown`: open connections, handler
 threads, files). `stop()` is idempotent; `with Service(...) as s:` starts and
 stops it.
+
+The servers run in ci-evals' own process, outside any sandbox's memory limit,
+and whatever runs in the sandbox can reach them: `read_body` is the one
+reader of a request body for all of them. It takes a Content-Length body or
+strictly framed chunks (sizes plain hex, no extensions) of at most
+`MAX_REQUEST_BYTES`, and a `Content-Encoding: gzip` body inflates to at most
+`MAX_REQUEST_BYTES` too, read as it inflates; anything else is a
+`RefusedBody` (413 too large, 400 badly framed or encoded) and the connection
+is closed, since where the next request starts is unknown.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import re
 import socket
 import sys
 import threading
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +32,104 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 _Self = TypeVar("_Self", bound="LocalHTTPService")
+
+# What one request body may be, as sent and inflated: a long-context request with
+# images is a few MiB; the API itself refuses past 32 MB.
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+# A chunk-size line as clients send it: hex digits only (no sign, no extensions).
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,8}\r?\n")
+_MAX_LINE = 1024  # a chunk-size or trailer line
+_MAX_TRAILERS = 64
+_INFLATE_STEP = 1024 * 1024
+
+
+class RefusedBody(Exception):
+    """A request body not read: `status` (413 or 400) and the API's error type."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = "request_too_large" if status == 413 else "invalid_request_error"
+
+
+def read_body(
+    headers: Mapping[str, str], rfile: io.BufferedIOBase, *, limit: int = MAX_REQUEST_BYTES
+) -> bytes:
+    """A request's body as sent (Content-Length or chunked), within `limit` bytes."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    encoding = lowered.get("transfer-encoding")
+    if encoding is not None and encoding.strip().lower() != "chunked":
+        raise RefusedBody(400, f"unsupported Transfer-Encoding {encoding!r}")
+    if encoding is not None:
+        return _read_chunks(rfile, limit)
+    length = lowered.get("content-length", "0").strip() or "0"
+    if not (length.isascii() and length.isdigit()):
+        raise RefusedBody(400, f"invalid Content-Length {length!r}")
+    if int(length) > limit:
+        raise RefusedBody(413, "request body too large")
+    body = rfile.read(int(length))
+    if len(body) != int(length):
+        raise RefusedBody(400, "the body is shorter than its Content-Length")
+    return body
+
+
+def _read_chunks(rfile: io.BufferedIOBase, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        line = rfile.readline(_MAX_LINE)
+        if not _CHUNK_SIZE.fullmatch(line):  # a sign, an extension, junk, too long
+            raise RefusedBody(400, f"invalid chunk size line {line[:40]!r}")
+        size = int(line, 16)
+        total += size
+        if total > limit:
+            raise RefusedBody(413, "request body too large")
+        if size == 0:
+            break
+        chunk = rfile.read(size)
+        if len(chunk) != size or rfile.readline(_MAX_LINE) not in (b"\r\n", b"\n"):
+            raise RefusedBody(400, "a chunk is not the size its line says")
+        chunks.append(chunk)
+    for _ in range(_MAX_TRAILERS):
+        line = rfile.readline(_MAX_LINE)
+        if line in (b"\r\n", b"\n"):
+            return b"".join(chunks)
+        if not line.endswith(b"\n"):
+            break  # the connection ended, or a line too long
+    raise RefusedBody(400, "the chunked body has no end")
+
+
+def read_decoded_body(
+    headers: Mapping[str, str], rfile: io.BufferedIOBase, *, limit: int = MAX_REQUEST_BYTES
+) -> bytes:
+    """`read_body`, then inflated as its `Content-Encoding` says (gzip or none),
+    never past `limit` bytes however small the compressed body."""
+    raw = read_body(headers, rfile, limit=limit)
+    lowered = {k.lower(): v for k, v in headers.items()}
+    coding = lowered.get("content-encoding", "").strip().lower()
+    if coding in ("", "identity"):
+        return raw
+    if coding != "gzip":
+        raise RefusedBody(400, f"unsupported Content-Encoding {coding!r}")
+    inflater = zlib.decompressobj(wbits=31)  # gzip framing
+    out: list[bytes] = []
+    total = 0
+    pending = raw
+    try:
+        while not inflater.eof:
+            piece = inflater.decompress(pending, _INFLATE_STEP)  # at most a step at a time
+            pending = inflater.unconsumed_tail
+            if not piece and not pending:
+                break
+            total += len(piece)
+            if total > limit:
+                raise RefusedBody(413, "request body too large once inflated")
+            out.append(piece)
+        if not inflater.eof:
+            raise RefusedBody(400, "the gzip body is cut short")
+    except zlib.error as exc:
+        raise RefusedBody(400, f"the body is not gzip: {exc}") from None
+    return b"".join(out)
 
 
 class LocalHTTPService(ABC):

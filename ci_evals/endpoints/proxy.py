@@ -36,8 +36,9 @@ upstream. On the way it
   ci-evals retries a failed stage, so a third layer would multiply the waits.
   An unreachable upstream is a 502 `api_error`;
 - records, when `record_path` is set, one JSON line per exchange (see
-  `_Exchange.record`) with the auth headers removed; the key and the token are
-  scrubbed from every line and never logged.
+  `_Exchange.record`) with the auth headers removed, capped per exchange and
+  in total (`exchange_log`); the key and the token are scrubbed from every
+  line and never logged.
 
 `Accept-Encoding` is forced to `identity` upstream so the stream can be read
 on the fly. The real credential is never in `repr`, the recording or the log.
@@ -50,7 +51,6 @@ import hmac
 import http.client
 import json
 import logging
-import re
 import secrets
 import select
 import socket
@@ -62,10 +62,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from ci_evals.backoff import RetryPolicy, requested_wait
+from ci_evals.endpoints.exchange_log import ExchangeLog
 from ci_evals.endpoints.ledger import (
     BadRequest,
     Ledger,
@@ -75,7 +76,13 @@ from ci_evals.endpoints.ledger import (
     loads_request,
     worst_case,
 )
-from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer
+from ci_evals.endpoints.local_http import (
+    LocalHandler,
+    LocalHTTPService,
+    LocalServer,
+    RefusedBody,
+    read_body,
+)
 from ci_evals.endpoints.pricing import Pricing, Usage, asks_long_context
 
 log = logging.getLogger(__name__)
@@ -85,7 +92,6 @@ BUDGET_STATUS = 402
 FORWARDED_ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
 BUDGETED_ROUTE = "/v1/messages"
 PROBE_ROUTES = frozenset({"/", "/api/hello"})
-MAX_REQUEST_BYTES = 64 * 1024 * 1024
 AUTH_HEADERS = frozenset({"x-api-key", "authorization"})
 HOP_BY_HOP = frozenset(
     {
@@ -106,10 +112,6 @@ _NOT_FORWARDED_UP = (
 )
 _NOT_FORWARDED_DOWN = HOP_BY_HOP | {"content-length"}
 _READ_SIZE = 64 * 1024
-# A chunk-size line as clients send it: hex digits only (no sign, no extensions).
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,8}\r?\n")
-_MAX_LINE = 1024  # a chunk-size or trailer line
-_MAX_TRAILERS = 64
 # Upstream errors that mean the request never left: nothing can have been billed.
 _NOT_SENT = (ConnectionRefusedError, ConnectionAbortedError, socket.gaierror)
 _REDACTED = "[redacted]"
@@ -250,7 +252,9 @@ class ForwardingProxy(LocalHTTPService):
         self._idle: list[http.client.HTTPConnection] = []
         self._busy: set[http.client.HTTPConnection] = set()
         self._handlers: set[threading.Thread] = set()
-        self._record_file: IO[str] | None = None
+        self._exchange_log = (
+            ExchangeLog(settings.record_path) if settings.record_path is not None else None
+        )
         super().__init__()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -258,9 +262,8 @@ class ForwardingProxy(LocalHTTPService):
     thread_name = "model-proxy"
 
     def _before_start(self) -> None:
-        if self.settings.record_path is not None:
-            self.settings.record_path.parent.mkdir(parents=True, exist_ok=True)
-            self._record_file = self.settings.record_path.open("a", encoding="utf-8")
+        if self._exchange_log is not None:
+            self._exchange_log.open()
 
     def _make_server(self, address: tuple[str, int]) -> _Server:
         return _Server(address, _Handler, self)
@@ -286,9 +289,8 @@ class ForwardingProxy(LocalHTTPService):
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        if self._record_file is not None:
-            self._record_file.close()
-            self._record_file = None
+        if self._exchange_log is not None:
+            self._exchange_log.close()
 
     # -- what callers use --------------------------------------------------------------
 
@@ -405,12 +407,8 @@ class ForwardingProxy(LocalHTTPService):
         return headers
 
     def _write_record(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str)
-        line = self._scrub(line)
-        with self._lock:
-            if self._record_file is not None:
-                self._record_file.write(line + "\n")
-                self._record_file.flush()
+        if self._exchange_log is not None:
+            self._exchange_log.write(record, self._scrub)  # capped (`exchange_log`)
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
@@ -572,58 +570,14 @@ class _Exchange:
             return True
 
     def _read_body(self) -> bool:
-        """Read the body (Content-Length or strictly framed chunks); 400 or 413 if not."""
-        encoding = self.headers.get("transfer-encoding")
-        if encoding is not None and encoding.strip().lower() != "chunked":
-            return self._bad_framing(f"unsupported Transfer-Encoding {encoding!r}")
-        if encoding is not None:
-            return self._read_chunks()
-        length = self.headers.get("content-length", "0").strip() or "0"
-        if not (length.isascii() and length.isdigit()):
-            return self._bad_framing(f"invalid Content-Length {length!r}")
-        if int(length) > MAX_REQUEST_BYTES:
-            return self._too_large()
-        self.body = self.handler.rfile.read(int(length))
-        if len(self.body) != int(length):
-            return self._bad_framing("the body is shorter than its Content-Length")
+        """Read the body (`local_http.read_body`: framed strictly, capped); 400 or 413 if not."""
+        try:
+            self.body = read_body(self.headers, self.handler.rfile)
+        except RefusedBody as exc:
+            self.handler.close_connection = True  # where the next request starts is unknown
+            self._refuse(exc.status, exc.kind, f"ci-evals proxy: {exc}")
+            return False
         return True
-
-    def _read_chunks(self) -> bool:
-        rfile = self.handler.rfile
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            line = rfile.readline(_MAX_LINE)
-            if not _CHUNK_SIZE.fullmatch(line):  # a sign, an extension, junk, too long
-                return self._bad_framing(f"invalid chunk size line {line[:40]!r}")
-            size = int(line, 16)
-            total += size
-            if total > MAX_REQUEST_BYTES:
-                return self._too_large()
-            if size == 0:
-                break
-            chunk = rfile.read(size)
-            if len(chunk) != size or rfile.readline(_MAX_LINE) not in (b"\r\n", b"\n"):
-                return self._bad_framing("a chunk is not the size its line says")
-            chunks.append(chunk)
-        for _ in range(_MAX_TRAILERS):
-            line = rfile.readline(_MAX_LINE)
-            if line in (b"\r\n", b"\n"):
-                self.body = b"".join(chunks)
-                return True
-            if not line.endswith(b"\n"):
-                break  # the connection ended, or a line too long
-        return self._bad_framing("the chunked body has no end")
-
-    def _too_large(self) -> bool:
-        self.handler.close_connection = True
-        self._refuse(413, "request_too_large", "ci-evals proxy: request body too large")
-        return False
-
-    def _bad_framing(self, what: str) -> bool:
-        self.handler.close_connection = True  # where the next request starts is unknown
-        self._refuse(400, "invalid_request_error", f"ci-evals proxy: {what}")
-        return False
 
     def _refuse(self, status: int, kind: str, message: str) -> None:
         body = error_body(kind, message)

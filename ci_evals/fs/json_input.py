@@ -12,14 +12,25 @@ and column), and refuses values no ci-evals file holds:
   or of magnitude 1e15 or more (costs, seconds, scores and token counts are
   all far below), and the non-JSON constants `NaN`/`Infinity`;
 - nesting deeper than `MAX_DEPTH` arrays and objects (a results file is
-  about 8 deep).
+  about 8 deep; a caller that reads deeper files, a model request, says so);
+- with `text=True`, a string holding a lone surrogate (`"\\ud800"`): valid
+  JSON, but no UTF-8 can encode it, so whatever writes or hashes it later fails.
+
+`read_file` reads such a file first: a regular file only, never through a
+link (`O_NOFOLLOW`, then `fstat`: a FIFO, a device such as `/dev/zero` or a
+folder is refused) and at most `limit` bytes, so a file committed by a PR
+cannot make the reader wait, or read until it runs out of memory.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
+import stat
+from pathlib import Path
 
 from ci_evals.errors import UserError
 
@@ -27,6 +38,7 @@ MAX_DEPTH = 64
 MAX_INT = 2**63
 MAX_FLOAT = 1e15
 _SHOWN = 40  # characters of an offending number shown in the message
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Refused(Exception):
@@ -55,8 +67,11 @@ def _cut(text: str) -> str:
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
 
 
-def parse(text: str, *, file: str | os.PathLike[str]) -> object:
-    """The JSON value of `text`, or a one-line `UserError` about `file`."""
+def parse(
+    text: str, *, file: str | os.PathLike[str], max_depth: int = MAX_DEPTH, text_only: bool = False
+) -> object:
+    """The JSON value of `text`, or a one-line `UserError` about `file`; with
+    `text_only`, no string may hold a lone surrogate."""
     try:
         value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as exc:
@@ -66,15 +81,53 @@ def parse(text: str, *, file: str | os.PathLike[str]) -> object:
     except _Refused as exc:
         raise UserError(f"not valid JSON: {exc}", file=file) from None
     except RecursionError:
-        raise UserError(f"nested deeper than {MAX_DEPTH} levels", file=file) from None
+        raise UserError(f"nested deeper than {max_depth} levels", file=file) from None
     except ValueError as exc:  # anything else the decoder refuses
         raise UserError(f"not valid JSON: {exc}", file=file) from None
-    if _depth(value) > MAX_DEPTH:
-        raise UserError(f"nested deeper than {MAX_DEPTH} levels", file=file)
+    if _depth(value, max_depth) > max_depth:
+        raise UserError(f"nested deeper than {max_depth} levels", file=file)
+    if text_only and "\\u" in text:  # only an escape can spell a lone surrogate
+        _check_text(value, file)
     return value
 
 
-def _depth(value: object) -> int:
+def _check_text(value: object, file: str | os.PathLike[str]) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise UserError("a string holds a lone surrogate (not Unicode text)", file=file)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def read_file(path: Path, limit: int, *, what: str = "file") -> bytes:
+    """The bytes of the regular file `path`, not through a link, at most `limit`."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # ELOOP: the name is a link
+        reason = "a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise UserError(f"cannot read the {what}: {reason}", file=path) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UserError(f"cannot read the {what}: not a regular file", file=path)
+        if info.st_size > limit:
+            raise UserError(
+                f"the {what} is {info.st_size} bytes, over the limit of {limit}", file=path
+            )
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # it grew while read
+        raise UserError(f"the {what} is over the limit of {limit} bytes", file=path)
+    return data
+
+
+def _depth(value: object, max_depth: int = MAX_DEPTH) -> int:
     """How deep arrays and objects nest in `value`, counted without recursion."""
     deepest = 0
     stack: list[tuple[object, int]] = [(value, 1)]
@@ -87,7 +140,7 @@ def _depth(value: object) -> int:
         else:
             continue
         deepest = max(deepest, depth)
-        if depth > MAX_DEPTH:
+        if depth > max_depth:
             return depth
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return deepest

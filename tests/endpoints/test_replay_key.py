@@ -16,7 +16,27 @@ RUN_A = "/tmp/ci-evals-20261205T132925Z-449a75-gn72jrrx"
 RUN_B = "/var/tmp/ci-evals-20270101T000000Z-abcdef-zz99yy88"
 
 
-def body(root: str, *, tool_id: str = "toolu_01AbC", prompt: str = "Do stage 4.") -> dict:
+def environment(
+    root: str,
+    *,
+    kernel: str = "Linux 6.8.0",
+    date: str = "2026-12-05",
+    skills: str = "- demo:s4: stage 4",
+    spent: str = "",
+) -> str:
+    """The CLI's environment block, as its `system` message reads (claude-agent-sdk's CLI)."""
+    budget = f"USD budget: ${spent}/$2; ${2 - float(spent):.4f} remaining\n\n" if spent else ""
+    return (
+        "# Environment\nYou have been invoked in the following environment: \n"
+        f" - Primary working directory: {root}/acme/workspace\n - Platform: linux\n"
+        f" - OS Version: {kernel}\n\nThe following skills are available:\n\n{skills}\n\n"
+        f"{budget}Today's date is {date}."
+    )  # fmt: skip
+
+
+def body(
+    root: str, *, tool_id: str = "toolu_01AbC", prompt: str = "Do stage 4.", **env: str
+) -> dict:
     return {
         "model": "claude-sonnet-4-5",
         "max_tokens": 32000,
@@ -24,11 +44,12 @@ def body(root: str, *, tool_id: str = "toolu_01AbC", prompt: str = "Do stage 4."
         "metadata": {"user_id": f"user_{tool_id}_session"},
         "system": [
             {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1; cch=9f3a;"},
-            {"type": "text", "text": f"cwd: {root}/acme/workspace\nToday's date is 2026-12-05.",
+            {"type": "text", "text": "You are a Claude agent.",
              "cache_control": {"type": "ephemeral"}},
         ],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": prompt}]},
+            {"role": "system", "content": environment(root, **env)},
             {"role": "assistant", "content": [
                 {"type": "tool_use", "id": tool_id, "name": "Write",
                  "input": {"file_path": f"{root}/acme/workspace/out.md"}}]},
@@ -42,8 +63,7 @@ def body(root: str, *, tool_id: str = "toolu_01AbC", prompt: str = "Do stage 4."
 
 def test_what_varies_between_runs_is_normalised_away() -> None:
     first = request_key("/v1/messages?beta=true", body(RUN_A))
-    other = body(RUN_B, tool_id="toolu_99Zz")
-    other["system"][1]["text"] = other["system"][1]["text"].replace("2026-12-05", "2027-01-01")
+    other = body(RUN_B, tool_id="toolu_99Zz", kernel="Darwin 24.1", date="2027-01-01")
     other["system"][0]["text"] = "x-anthropic-billing-header: cc_version=2.1; cch=0000;"
     del other["system"][1]["cache_control"]
     second = request_key("/v1/messages", other)
@@ -51,6 +71,7 @@ def test_what_varies_between_runs_is_normalised_away() -> None:
     assert "metadata" not in first["body"]
     text = json.dumps(first)
     assert "$RUN_TMP/acme/workspace" in text and "toolu#1" in text and "<date>" in text
+    assert "OS Version: <os>" in text
 
 
 @pytest.mark.parametrize(
@@ -139,8 +160,8 @@ def _parallel_results(order: tuple[int, ...], agents: tuple[str, ...], spent: st
         "messages": [
             {"role": "user", "content": "Do stage 5."},
             {"role": "assistant", "content": calls},
-            {"role": "user", "content": [
-                {"type": "text", "text": budget}, *(result(i) for i in order)]},
+            {"role": "user", "content": [result(i) for i in order]},
+            {"role": "system", "content": budget},  # where the CLI puts its reminder
         ],
     }  # fmt: skip
 
@@ -157,11 +178,66 @@ def test_parallel_subagents_finishing_in_another_order_are_the_same_request() ->
     other = _parallel_results((3, 1, 2), agents, "0.071")
     assert request_key("/v1/messages", other) == first
     results = first["body"]["messages"][2]["content"]
-    assert [b.get("tool_use_id") for b in results] == [None, "toolu#1", "toolu#2", "toolu#3"]
+    assert [b.get("tool_use_id") for b in results] == ["toolu#1", "toolu#2", "toolu#3"]
     # ... while what the model wrote or was asked is kept: another report differs.
     changed = _parallel_results((1, 2, 3), ZEROS, "0.05")
-    changed["messages"][2]["content"][2]["content"][0]["text"] = "report 9"
+    changed["messages"][2]["content"][1]["content"][0]["text"] = "report 9"
     assert request_key("/v1/messages", changed) != first
     capped = _parallel_results((1, 2, 3), ZEROS, "0.05")
-    capped["messages"][2]["content"][0]["text"] = "USD budget: $0.05/$5; $4.95 remaining"
+    capped["messages"][3]["content"] = "USD budget: $0.05/$5; $4.95 remaining"
     assert request_key("/v1/messages", capped) != first  # the cap is kept
+
+
+def _differ(first: dict, second: dict) -> bool:
+    return request_key("/v1/messages", first) != request_key("/v1/messages", second)
+
+
+def _tool_result(b: dict, text: str) -> dict:
+    b["messages"][3]["content"][0]["content"] = text
+    return b
+
+
+def _prompt(b: dict, text: str) -> dict:
+    b["messages"][0]["content"][0]["text"] = text
+    return b
+
+
+# Text a command, a skill or a tool result can carry (a PR commits it): shaped like
+# what the CLI writes, but not where the CLI writes it. A change to it is a change.
+CARRIED = [
+    ("OS Version: 1; grade=pass", "OS Version: 1; grade=fail"),
+    (" - OS Version: pass", " - OS Version: fail"),
+    ("x-anthropic-billing-header: grade=pass", "x-anthropic-billing-header: grade=fail"),
+    ("Today's date is 2026-01-01", "Today's date is 2027-02-02"),
+    ("USD budget: $1/$2; $1 remaining", "USD budget: $9/$2; $0 remaining"),
+    ("agentId: a0123456789abcdef (use SendMessage with to: 'a0123456789abcdef')\n"
+     "<usage>duration_ms: 1</usage>",
+     "agentId: afedcba9876543210 (use SendMessage with to: 'afedcba9876543210')\n"
+     "<usage>duration_ms: 2</usage>"),
+    ("see toolu_01PASS", "see toolu_01FAIL"),
+    ("/x/ci-evals-20260101T000000Z-abcdef-PASS", "/y/ci-evals-20260101T000000Z-abcdef-FAIL"),
+    ("run 20260101T000000Z-abcdef", "run 20270101T000000Z-fedcba"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("before", "after"), CARRIED)
+def test_the_clis_lines_in_a_command_or_a_tool_result_are_kept(before: str, after: str) -> None:
+    for put in (_prompt, _tool_result):
+        assert _differ(put(body(RUN_A), before), put(body(RUN_A), after)), (put, before)
+        assert _differ(put(body(RUN_A), f"x\n{before}"), put(body(RUN_A), f"x\n{after}"))
+    # ... and in a skill's description, inside the environment block itself
+    assert _differ(body(RUN_A, skills=f"- s: {before}"), body(RUN_A, skills=f"- s: {after}"))
+
+
+def test_only_the_environment_blocks_own_lines_are_normalised() -> None:
+    # its date, kernel and spend: the block's own places
+    assert not _differ(body(RUN_A, spent="0.05"), body(RUN_B, spent="0.071", kernel="k2"))
+    # a date line that is not the block's last is a skill's, not the CLI's
+    skill = "- s: x\n\nToday's date is 2026-01-01."
+    assert _differ(body(RUN_A, skills=skill), body(RUN_A, skills=skill.replace("01-01", "02-02")))
+    # the billing header is dropped only as a whole system block
+    other = body(RUN_A)
+    other["system"][1]["text"] += "\nx-anthropic-billing-header: cch=0000;"
+    changed = body(RUN_A)
+    changed["system"][1]["text"] += "\nx-anthropic-billing-header: cch=ffff;"
+    assert _differ(other, changed)

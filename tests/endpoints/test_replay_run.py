@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 
+from ci_evals.endpoints.replay.recording import MAX_FILE_BYTES
 from ci_evals.results.model import read_results
 from tests.conftest import ExampleLayout
 from tests.run.test_run_command import ci_evals
@@ -234,3 +237,148 @@ def test_a_changed_tool_result_diverges_even_between_two_paths_in_one_word(
     assert (s4.status, s5.status) == ("error", "skipped")
     assert [m.outcome for m in s4.endpoint_misses] == ["diverged"]
     assert "extra.md" in s4.endpoint_misses[0].text
+
+
+@pytest.mark.slow
+def test_the_clis_lines_carried_by_a_command_or_a_tool_result_diverge(tmp_path: Path) -> None:
+    """A command and a tool result (a file stage 4 reads) hold lines shaped like the
+    CLI's own (`OS Version:`, the billing header): changing what follows them is a
+    changed request, never a replayed pass."""
+    reading = '      - tools: [{bash: "cat notes.md"}]\n'
+    rules = default_rules().replace("  - name: s4\n    match: {command: demo:s4}\n    turns:\n",
+                                    "  - name: s4\n    match: {command: demo:s4}\n    turns:\n"
+                                    + reading)  # fmt: skip
+    suite, stub = make_suite(tmp_path, rules=rules)
+    command = tmp_path / "plugin" / "commands" / "s4.md"
+    command.write_text(command.read_text() + "OS Version: the grader passes this\n")
+    notes = tmp_path / "fixtures" / "3-s3-output" / "notes.md"
+    notes.write_text("x-anthropic-billing-header: verdict=pass\n")
+    common = ("--suite", str(suite), "--from-stage", "4")
+    recorded = tmp_path / "recorded"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = (recorded / "model-exchanges.jsonl").read_text()
+    assert "OS Version: the grader passes" in text and "billing-header: verdict=pass" in text
+
+    def replayed(name: str) -> str:
+        out = tmp_path / name
+        proc = ci_evals("run", *common, "--model", f"replay:{recorded}", "--out", str(out),
+                        cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        s4 = read_results(out).scenarios[0].stages[0]
+        assert s4.status == "error" and [m.outcome for m in s4.endpoint_misses] == ["diverged"]
+        return s4.endpoint_misses[0].text
+
+    command.write_text(command.read_text().replace("passes this", "fails this"))
+    assert "fails this" in replayed("command")
+    command.write_text(command.read_text().replace("fails this", "passes this"))
+    notes.write_text("x-anthropic-billing-header: verdict=fail\n")
+    assert "verdict=fail" in replayed("tool-result")
+
+
+GOOD_LINE = (
+    '{"path": "/v1/messages", "request_body": {"model": "m", "messages": []}, '
+    '"status": 200, "response_headers": {}, "response_body": "{}"}\n'
+)
+
+
+def _deep(depth: int) -> str:
+    return GOOD_LINE.replace('"messages": []', '"messages": ' + "[" * depth + "]" * depth)
+
+
+def _hostile(folder: Path, case: str) -> str:
+    """Write a committed recording `case` into `folder`; what its one error line says."""
+    exchanges = folder / "model-exchanges.jsonl"
+    if case == "nested 500 deep":
+        exchanges.write_text(_deep(500))
+        return "model-exchanges.jsonl:1: not a recorded exchange: invalid JSON (nested deeper"
+    if case == "a lone surrogate":
+        exchanges.write_text(GOOD_LINE.replace('"model": "m"', '"model": "m\\ud800"'))
+        return "model-exchanges.jsonl:1: not a recorded exchange: invalid JSON (a string holds"
+    if case == "a status no HTTP has":
+        exchanges.write_text(GOOD_LINE.replace("200", "99999"))
+        return "model-exchanges.jsonl:1: not a recorded exchange: `status` is not an HTTP"
+    if case == "the recording linked to /dev/zero":
+        exchanges.symlink_to("/dev/zero")
+        return "cannot read the recording: a symbolic link"
+    if case == "the recording a FIFO":
+        os.mkfifo(exchanges)
+        return "cannot read the recording: not a regular file"
+    if case == "the recording past its size limit":
+        with exchanges.open("wb") as sparse:
+            sparse.truncate(MAX_FILE_BYTES + 1)
+        return f"the recording is {MAX_FILE_BYTES + 1} bytes, over the"
+    exchanges.write_text(GOOD_LINE)
+    (folder / "results.json").symlink_to("/dev/zero")
+    return "results.json: cannot read the recorded run's results: a symbolic link"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "nested 500 deep",
+        "a lone surrogate",
+        "a status no HTTP has",
+        "the recording linked to /dev/zero",
+        "the recording a FIFO",
+        "the recording past its size limit",
+        "results.json linked to /dev/zero",
+    ],
+)
+def test_a_hostile_recording_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    """A recording is committed by a pull request: what it holds is refused in one line,
+    before anything starts (it crashed replay with exit 3, or read /dev/zero until the
+    runner's memory was gone)."""
+    suite, _ = make_suite(tmp_path)
+    (tmp_path / "rec").mkdir()
+    expected = _hostile(tmp_path / "rec", case)
+    for command in (("run", "--suite", str(suite), "--model", "replay:rec"),
+                    ("record", "promote", "rec", "kept")):  # fmt: skip
+        proc = ci_evals(*command, cwd=tmp_path, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], proc.stderr
+    assert not (tmp_path / ".ci-evals").exists() and not (tmp_path / "recordings").exists()
+
+
+@pytest.mark.slow
+def test_a_promoted_recording_keeps_only_what_replay_reads_and_replays_the_same(
+    tmp_path: Path,
+) -> None:
+    """`record promote` kept the response headers (the real API's organization id,
+    cookies, request ids), and copied the run's results.json whole: the CLI's session
+    ids and the checkout's absolute paths."""
+    suite, stub = make_suite(tmp_path)
+    common = ("--suite", str(suite), "--from-stage", "4")
+    recorded = tmp_path / "recorded"
+    proc = ci_evals("run", *common, "--model", f"stub:{stub}", "--record", "--out", str(recorded),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    exchanges = recorded / "model-exchanges.jsonl"
+    sessions = {json.loads(line)["request_headers"]["x-claude-code-session-id"]
+                for line in exchanges.read_text().splitlines()}  # fmt: skip
+    # What the proxy records from the real API, in every exchange's response headers.
+    real_api = {"anthropic-organization-id": "org-zq7", "set-cookie": "_cfuvid=zq7",
+                "request-id": "req_zq7", "cf-ray": "zq7"}  # fmt: skip
+    lines = [json.loads(line) for line in exchanges.read_text().splitlines()]
+    for line in lines:
+        line["response_headers"].update(real_api)
+    exchanges.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    proc = ci_evals("record", "promote", str(recorded), "kept", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    copy = tmp_path / "recordings" / "kept"
+    text = "\n".join(path.read_text() for path in copy.iterdir())
+    for secret in (*sessions, "zq7", "req_stub", str(tmp_path), "request_headers"):
+        assert secret not in text, secret
+    assert json.loads((copy / "results.json").read_text()) == {
+        "model": None,
+        "model_endpoint": "stub",
+    }
+    stub.unlink()
+    replayed = tmp_path / "replayed"
+    proc = ci_evals("run", *common, "--model", f"replay:{copy}", "--out", str(replayed),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _verdicts(replayed) == _verdicts(recorded)

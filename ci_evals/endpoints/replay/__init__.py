@@ -28,42 +28,32 @@ class ReplayEndpoint:
     def __init__(self, source: Path) -> None:
         self.source = source
         self.name = f"{PREFIX}{source}"
-        self._loaded: Recording | None = None
+        self._loaded: tuple[Recording, str | None] | None = None
 
     def check(self, environ: Mapping[str, str], why: str, hint: str | None = None) -> None:
         self._load()  # a missing or broken recording fails now, with its file:line
 
-    def _load(self) -> Recording:
-        from ci_evals.endpoints.replay.recording import load_recording  # noqa: PLC0415
+    def _load(self) -> tuple[Recording, str | None]:
+        """The recording and the model its run asked for (both read before anything runs)."""
+        from ci_evals.endpoints.replay.recording import load_recording, recorded_run  # noqa: PLC0415
 
         if self._loaded is None:
-            self._loaded = load_recording(self.source)
+            recording = load_recording(self.source)
+            self._loaded = recording, recorded_run(recording.path.parent).model
         return self._loaded
 
     @contextmanager
     def open(self, environ: Mapping[str, str], options: EndpointOptions) -> Iterator[OpenEndpoint]:
         from ci_evals.endpoints.replay.server import ReplayServer  # noqa: PLC0415
 
-        recording = self._load()
+        recording, model = self._load()
         with ReplayServer(recording) as server:
             yield OpenEndpoint(
                 name=self.name,
                 env=server.cli_env(),
-                model=_recorded_model(recording.path.parent) or options.default_model,
+                model=model or options.default_model,
                 watch=server.watch,
             )
-
-
-def _recorded_model(folder: Path) -> str | None:
-    """The model the recorded run asked for (`--model NAME`), from the
-    `results.json` beside the recording; None: the suite's, as then."""
-    import json  # noqa: PLC0415
-
-    try:
-        model = json.loads((folder / "results.json").read_text(encoding="utf-8")).get("model")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return model if isinstance(model, str) else None
 
 
 class _ReplayKind:

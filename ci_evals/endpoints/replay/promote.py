@@ -1,17 +1,26 @@
 """A recording made fit to commit (`ci-evals record promote RUN_DIR NAME`).
 
 A run folder is not committed; a recording promoted into the repository
-(`recordings/NAME/`) is, and may be public. So the copy keeps what replay
-reads and what a reader of the recording needs, and drops what identifies the
-machine, the account or the session and never changes a replayed answer:
-each exchange's request headers (the CLI's session id, user agent, beta
-flags: the key ignores every header) and the request body's
-`metadata.user_id` (on the real API an account and session identifier; the
-key ignores it too). The recording is read as replay reads it first (a bad
-line is one error naming `file:line`, and nothing is written), the copy is
-read back the same way and must replay the same exchanges, and a folder that
-already holds a recording is never overwritten. `results.json` comes along
-when the run has one: replay takes the recorded model from it.
+(`recordings/NAME/`) is, and may be public. So the copy keeps only what
+replay reads — an allow-list, so a field a later version records is left out
+until someone decides it belongs — and nothing that identifies the machine,
+the account or the session:
+
+- of each exchange: `path`, `outcome`, `status`, the `content-type` of its
+  response headers, `request_body` without `metadata.user_id` (on the real
+  API an account and session identifier; the key ignores it), and
+  `response_body`; a cut exchange's mark (`exchange_log`) as it is. Request
+  headers (the CLI's session id, user agent), the other response headers
+  (`anthropic-organization-id`, `request-id`, `set-cookie`, ...), times,
+  costs and attempts are dropped;
+- of the run's `results.json`: the `model` it asked for and the kind of
+  endpoint that answered (`stub` or `anthropic`, no script path), which the
+  replay reports. Its session ids, paths and verdicts are not copied.
+
+The recording is read as replay reads it first (a bad line is one error
+naming `file:line`, and nothing is written), the copy is read back the same
+way and must replay the same exchanges, and a folder that already holds a
+recording is never overwritten.
 """
 
 from __future__ import annotations
@@ -22,13 +31,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci_evals.endpoints.replay.recording import RECORD_FILE, load_recording, recording_file
+from ci_evals.endpoints.exchange_log import TRUNCATED
+from ci_evals.endpoints.replay.recording import (
+    MAX_FILE_BYTES,
+    RECORD_FILE,
+    RESULTS_FILE,
+    load_recording,
+    recorded_run,
+    recording_file,
+)
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 
-RESULTS_FILE = "results.json"
-# What is removed from every exchange, and from its request body's metadata.
-DROPPED = ("request_headers",)
+# What is kept of every exchange, of its response headers and of its request's metadata.
+KEPT = ("path", "outcome", "status", "response_headers", "request_body", "response_body")
+KEPT_RESPONSE_HEADERS = ("content-type",)
 DROPPED_METADATA = ("user_id",)
 
 
@@ -52,30 +70,42 @@ def promote(run_dir: Path, target: Path) -> Promoted:
     source = recording_file(run_dir)
     lines = [
         json.dumps(_stripped(json.loads(line)), ensure_ascii=False)
-        for line in source.read_text(encoding="utf-8").splitlines()
+        for line in json_input.read_file(source, MAX_FILE_BYTES, what="recording")
+        .decode("utf-8")
+        .splitlines()
         if line.strip()
     ]
+    recorded = recorded_run(source.parent)  # the run's, beside its recording; checked first
+    with_results = (source.parent / RESULTS_FILE).is_file()
     target.mkdir(parents=True, exist_ok=True)
     write_atomic(target / RECORD_FILE, "".join(line + "\n" for line in lines).encode())
-    results = source.parent / RESULTS_FILE  # the run's, beside its recording
-    if results.is_file():
-        shutil.copyfile(results, target / RESULTS_FILE)
+    if with_results:
+        kept = {"model": recorded.model, "model_endpoint": recorded.origin}
+        write_atomic(target / RESULTS_FILE, (json.dumps(kept, indent=2) + "\n").encode())
     copy = load_recording(target)
     if [e.digest for e in copy.exchanges] != [e.digest for e in recording.exchanges]:
         shutil.rmtree(target, ignore_errors=True)  # a bug of ours: leave nothing half-made
         raise UserError(f"the copy of {source} would not replay as the original does")
-    return Promoted(target, len(copy.exchanges), results.is_file())
+    return Promoted(target, len(copy.exchanges), with_results)
 
 
 def _stripped(exchange: Any) -> Any:
     if not isinstance(exchange, dict):
         return exchange  # load_recording refused what it cannot serve; keep the rest as is
-    exchange = {k: v for k, v in exchange.items() if k not in DROPPED}
-    body = exchange.get("request_body")
+    if exchange.get(TRUNCATED) is not None:
+        return {k: exchange.get(k) for k in ("path", "outcome", "status", TRUNCATED, "limit")
+                if k in exchange}  # fmt: skip
+    kept = {k: exchange[k] for k in KEPT if k in exchange}
+    headers = kept.get("response_headers")
+    if isinstance(headers, dict):
+        kept["response_headers"] = {
+            k.lower(): v for k, v in headers.items() if k.lower() in KEPT_RESPONSE_HEADERS
+        }
+    body = kept.get("request_body")
     if isinstance(body, dict) and isinstance(body.get("metadata"), dict):
         metadata = {k: v for k, v in body["metadata"].items() if k not in DROPPED_METADATA}
         body = {k: v for k, v in body.items() if k != "metadata"}
         if metadata:  # as the key does: an emptied metadata is no metadata
             body["metadata"] = metadata
-        exchange["request_body"] = body
-    return exchange
+        kept["request_body"] = body
+    return kept

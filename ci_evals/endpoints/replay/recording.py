@@ -7,22 +7,46 @@ exchange as the forwarding proxy or the stub model wrote it; replay reads its
 Exchanges that never reached a model (refused: no token, no route, a bad
 body) are skipped. A line that is not such an exchange is one error naming
 `file:line`.
+
+A recording is committed by a pull request, so it is read as hostile: a
+regular file only, not through a link, at most `MAX_FILE_BYTES` (a FIFO,
+`/dev/zero` or a link to either is refused before a byte is read), each line
+at most `MAX_LINE_BYTES`, parsed by `fs.json_input` (no number, nesting or
+lone surrogate that crashes a later step). An exchange `run --record` cut
+(`exchange_log`: over its size) is never served: the request it was for
+diverges, and the divergence names the cut.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci_evals.endpoints.exchange_log import (
+    MAX_EXCHANGE_BYTES,
+    MAX_RECORDING_BYTES,
+    TRUNCATED,
+    WHOLE,
+)
+from ci_evals.endpoints.ledger import MAX_DEPTH as REQUEST_DEPTH
 from ci_evals.endpoints.replay.key import digest, request_key, run_tmp_folders
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
 
 RECORD_FILE = "model-exchanges.jsonl"  # as `run --record` names it (run.plan)
+RESULTS_FILE = "results.json"  # the recorded run's, beside its recording
+MAX_RESULTS_BYTES = 16 * 1024 * 1024  # a results file holds no trajectory: far below
 # The proxy's outcomes for requests it answered itself, before any model saw them.
 _NEVER_SENT = frozenset({"refused_auth", "not_found", "bad_request"})
 _ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+# What `run --record` writes at most (`exchange_log`), and a little room: a marker line.
+MAX_FILE_BYTES = MAX_RECORDING_BYTES + 64 * 1024
+MAX_LINE_BYTES = MAX_EXCHANGE_BYTES
+# A line nests its request body one level down; the proxy forwards none deeper.
+MAX_DEPTH = REQUEST_DEPTH + 2
+_HINT = "a line as `run --record` writes it"
 
 
 @dataclass(frozen=True)
@@ -46,6 +70,45 @@ class Exchange:
 class Recording:
     path: Path
     exchanges: tuple[Exchange, ...]
+    cut: tuple[int, ...] = ()  # lines of exchanges `run --record` cut (never served)
+    ends_cut: bool = False  # the recording itself was cut: later exchanges are missing
+
+    def cut_note(self) -> str:
+        """What a divergence adds when the recording lacks what it cut; '' if nothing."""
+        notes = []
+        if self.cut:
+            lines = ", ".join(str(n) for n in self.cut[:5]) + (", ..." if len(self.cut) > 5 else "")
+            notes.append(f"{len(self.cut)} exchange(s) cut at record time (line {lines})")
+        if self.ends_cut:
+            notes.append("the recording was cut at its size limit")
+        return f" ({'; '.join(notes)}: they are never served)" if notes else ""
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """What replay takes from the recorded run's `results.json`."""
+
+    model: str | None = None  # the model it asked for (`--model NAME`); None: the suite's
+    origin: str | None = None  # what answered it: its endpoint's kind, `stub` or `anthropic`
+
+
+def recorded_run(folder: Path) -> RecordedRun:
+    """The `results.json` beside a recording, read as the recording is (hostile:
+    regular, capped, no link); none there: nothing known; unreadable: one error."""
+    path = folder / RESULTS_FILE
+    if not os.path.lexists(path):
+        return RecordedRun()
+    data = json_input.read_file(path, MAX_RESULTS_BYTES, what="recorded run's results")
+    try:
+        value = json_input.parse(data.decode("utf-8"), file=path, text_only=True)
+    except UnicodeDecodeError:
+        raise UserError("the recorded run's results are not UTF-8 text", file=path) from None
+    fields = value if isinstance(value, dict) else {}
+    model, endpoint = fields.get("model"), fields.get("model_endpoint")
+    return RecordedRun(
+        model if isinstance(model, str) else None,
+        endpoint.split(":", 1)[0] if isinstance(endpoint, str) and endpoint else None,
+    )
 
 
 def recording_file(value: Path) -> Path:
@@ -55,45 +118,58 @@ def recording_file(value: Path) -> Path:
 
 def load_recording(value: Path) -> Recording:
     path = recording_file(value)
+    hint = "replay:RUN_DIR names a run made with --record, or its model-exchanges.jsonl"
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise UserError(
-            f"cannot read the recording: {reason}",
-            file=path,
-            field="--model",
-            hint="replay:RUN_DIR names a run made with --record, or its model-exchanges.jsonl",
-        ) from None
-    exchanges = []
+        text = json_input.read_file(path, MAX_FILE_BYTES, what="recording").decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError("cannot read the recording: not UTF-8 text", file=path) from None
+    except UserError as exc:
+        raise UserError(exc.message, file=path, field="--model", hint=hint) from None
+    exchanges: list[Exchange] = []
+    cut: list[int] = []
+    ends_cut = False
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        if ends_cut:
+            raise _bad(path, number, "a line after the mark that the recording was cut")
         exchange = _exchange(path, number, line)
-        if exchange is not None:
+        if exchange == WHOLE:
+            ends_cut = True
+        elif exchange == TRUNCATED:
+            cut.append(number)
+        elif isinstance(exchange, Exchange):
             exchanges.append(exchange)
     if not exchanges:
         raise UserError(
             "the recording holds no model exchange", file=path, hint="record a run with --record"
         )
-    return Recording(path, tuple(exchanges))
+    return Recording(path, tuple(exchanges), tuple(cut), ends_cut)
 
 
-def _exchange(path: Path, number: int, line: str) -> Exchange | None:
+def _bad(path: Path, number: int, what: str) -> UserError:
+    return UserError(f"not a recorded exchange: {what}", file=path, line=number, hint=_HINT)
+
+
+def _exchange(path: Path, number: int, line: str) -> Exchange | str | None:
+    """The exchange on this line; `TRUNCATED` or `WHOLE` for a cut's mark; None: skipped."""
+
     def bad(what: str) -> UserError:
-        return UserError(
-            f"not a recorded exchange: {what}",
-            file=path,
-            line=number,
-            hint="a line as `run --record` writes it",
-        )
+        return _bad(path, number, what)
 
+    if len(line) > MAX_LINE_BYTES:
+        raise bad(f"longer than {MAX_LINE_BYTES} bytes, which `run --record` never writes")
     try:
-        record = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise bad(f"invalid JSON ({exc})") from None
+        record = json_input.parse(line, file=path, max_depth=MAX_DEPTH, text_only=True)
+    except UserError as exc:
+        raise bad(f"invalid JSON ({exc.message})") from None
     if not isinstance(record, dict):
         raise bad("not a JSON object")
+    mark = record.get(TRUNCATED)
+    if mark == WHOLE:
+        return WHOLE
+    if mark is not None:
+        return TRUNCATED  # what it was for never matches: fail closed
     route = record.get("path")
     if not isinstance(route, str):
         raise bad("no `path`")
@@ -104,11 +180,13 @@ def _exchange(path: Path, number: int, line: str) -> Exchange | None:
     )
     if not isinstance(body, dict):
         raise bad("`request_body` is not a JSON object")
-    if not isinstance(status, int) or isinstance(status, bool):
-        raise bad("`status` is not a number")
+    if not isinstance(status, int) or isinstance(status, bool) or not _status_ok(status):
+        raise bad("`status` is not an HTTP status (100-599, or 0 for no response)")
     if not isinstance(headers, dict) or not isinstance(response, str):
         raise bad("no `response_headers` object or `response_body` text")
     content_type = {str(k).lower(): v for k, v in headers.items()}.get("content-type")
+    if isinstance(content_type, str) and not content_type.isprintable():
+        raise bad("`content-type` is not one printable line")  # it is sent as a header
     key = request_key(route, body)
     return Exchange(
         line=number,
@@ -119,3 +197,7 @@ def _exchange(path: Path, number: int, line: str) -> Exchange | None:
         body=response.encode("utf-8"),
         folders=frozenset(run_tmp_folders(body)),
     )
+
+
+def _status_ok(status: int) -> bool:
+    return status == 0 or 100 <= status <= 599

@@ -17,7 +17,6 @@ An unrecorded `count_tokens` is answered 0 (it produces no answer).
 from __future__ import annotations
 
 import contextlib
-import gzip
 import itertools
 import json
 import socket
@@ -27,7 +26,14 @@ from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer, caller_of
+from ci_evals.endpoints.local_http import (
+    LocalHandler,
+    LocalHTTPService,
+    LocalServer,
+    RefusedBody,
+    caller_of,
+    read_decoded_body,
+)
 from ci_evals.endpoints.replay.key import (
     differences,
     digest,
@@ -141,15 +147,17 @@ class ReplayServer(LocalHTTPService):
             first = next(e for e in self.recording.exchanges if e.digest == found)
             return (
                 f"{where} was recorded {self._recorded[found]} time(s) ({source}:{first.line}) "
-                "and is asked once more"
+                f"and is asked once more{self.recording.cut_note()}"
             )
         distinct = {e.digest: e for e in reversed(self.recording.exchanges)}.values()
         nearest = min(sorted(distinct, key=lambda e: e.line), key=lambda e: distance(key, e.key))
         found_differences = list(differences(key, nearest.key))
         shown = "; ".join(f"{p or 'request'}: {how}" for p, how in found_differences[:2])
         more = len(found_differences) - _SHOWN_DIFFERENCES
-        return f"{where} has no recorded exchange; nearest {source}:{nearest.line}: {shown}" + (
-            f" (and {more} more difference(s))" if more > 0 else ""
+        return (
+            f"{where} has no recorded exchange; nearest {source}:{nearest.line}: {shown}"
+            + (f" (and {more} more difference(s))" if more > 0 else "")
+            + self.recording.cut_note()
         )
 
 
@@ -195,10 +203,12 @@ class _Handler(LocalHandler):
             self._error(404, "not_found_error", f"replay: no such endpoint {self.path}")
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            raw = gzip.decompress(raw)
+        try:
+            raw = read_decoded_body(dict(self.headers.items()), self.rfile)
+        except RefusedBody as exc:
+            self.close_connection = True  # where the next request starts is unknown
+            self._error(exc.status, exc.kind, f"replay: {exc}")
+            return
         route = self.path.split("?", 1)[0]
         if route not in (MESSAGES, COUNT_TOKENS):
             self._error(404, "not_found_error", f"replay: no such endpoint {self.path}")

@@ -5,8 +5,9 @@ keep-alive connection like the real API). `POST /v1/messages/count_tokens`
 gets zero; `HEAD`/`GET` (the CLI's `/api/hello` probe) get an empty 200;
 anything else a JSON 404. Every request is recorded (`requests`); with
 `record_path`, every Messages API exchange is also written there as one JSON
-line, in the format of the forwarding proxy's `--record` (docs/replay.md), so
-a stub run can be replayed like a run on the real API.
+line, in the format of the forwarding proxy's `--record` (docs/replay.md),
+capped as the proxy's (`exchange_log`), so a stub run can be replayed like a
+run on the real API.
 
 Stopping is clean: hanging handlers wait on an event that `stop()` sets, open
 keep-alive sockets are shut down so their threads leave `readline`, and the
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
 import itertools
 import json
 import socket
@@ -28,9 +28,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
-from ci_evals.endpoints.local_http import LocalHandler, LocalHTTPService, LocalServer, caller_of
+from ci_evals.endpoints.exchange_log import ExchangeLog
+from ci_evals.endpoints.local_http import (
+    LocalHandler,
+    LocalHTTPService,
+    LocalServer,
+    RefusedBody,
+    caller_of,
+    read_decoded_body,
+)
 from ci_evals.endpoints.stub_model import sse
 from ci_evals.endpoints.stub_model.request import parse_request
 from ci_evals.endpoints.stub_model.responder import Reply, Responder
@@ -99,7 +107,7 @@ class StubServer(LocalHTTPService):
     ) -> None:
         self.script = script
         self.record_path = record_path
-        self._record_file: IO[str] | None = None
+        self._exchange_log = ExchangeLog(record_path) if record_path is not None else None
         self.responder = Responder(script)
         self._on_request = on_request
         self._records: list[RequestRecord] = []
@@ -117,19 +125,16 @@ class StubServer(LocalHTTPService):
         return _HTTPServer(address, _Handler, self)
 
     def _before_start(self) -> None:
-        if self.record_path is not None:
-            self.record_path.parent.mkdir(parents=True, exist_ok=True)
-            self._record_file = self.record_path.open("a", encoding="utf-8")
+        if self._exchange_log is not None:
+            self._exchange_log.open()
 
     def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
         for conn in self.open_connections():
             with contextlib.suppress(OSError):  # already closed by the client
                 conn.shutdown(socket.SHUT_RDWR)
         httpd.server_close()  # joins the handler threads (block_on_close)
-        with self._lock:
-            if self._record_file is not None:
-                self._record_file.close()
-                self._record_file = None
+        if self._exchange_log is not None:
+            self._exchange_log.close()
 
     # -- what callers use ----------------------------------------------------------
 
@@ -175,11 +180,8 @@ class StubServer(LocalHTTPService):
             self._on_request(record)
 
     def _write_exchange(self, line: Mapping[str, Any]) -> None:
-        text = json.dumps(line, ensure_ascii=False, default=str)
-        with self._lock:
-            if self._record_file is not None:
-                self._record_file.write(text + "\n")
-                self._record_file.flush()
+        if self._exchange_log is not None:
+            self._exchange_log.write(line)  # capped (`exchange_log`)
 
     def _next_index(self) -> int:
         return next(self._indexes)
@@ -239,7 +241,13 @@ class _Handler(LocalHandler):
         self._other(200, b"") if self.path.startswith("/api/hello") else self._not_found()
 
     def do_POST(self) -> None:
-        body = self._read_body()
+        try:
+            body = read_decoded_body(dict(self.headers.items()), self.rfile)
+        except RefusedBody as exc:
+            self.close_connection = True  # where the next request starts is unknown
+            self._other(exc.status, sse.error_body(exc.status, f"stub: {exc}", "req_stub"),
+                        content_type="application/json")  # fmt: skip
+            return
         route = self.path.split("?", 1)[0]
         if route == "/v1/messages/count_tokens":
             self._other(200, b'{"input_tokens": 0}', content_type="application/json")
@@ -249,13 +257,6 @@ class _Handler(LocalHandler):
             self._not_found()
 
     # -- helpers ---------------------------------------------------------------------
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            raw = gzip.decompress(raw)
-        return raw
 
     def _other(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
         self._record_plain(status)
