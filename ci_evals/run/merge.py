@@ -26,12 +26,14 @@ from typing import Any
 
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.fs.names import name_problem
 from ci_evals.results.benchmark import ConfigurationTable, as_json, render, task_row
 from ci_evals.results.model import (
     RESULTS_FILE,
     RunResult,
     ShardTiming,
     read_results,
+    require_path_names,
     write_results,
 )
 from ci_evals.results.summary import summarize_run
@@ -109,6 +111,7 @@ def _checked(merged: RunResult, check: Check, out: Path) -> RunResult:
 def _read(path: Path, check: Check) -> _Read:
     result = read_results(path)  # one line naming the file when unusable
     file = path / RESULTS_FILE if path.is_dir() else path
+    require_path_names(result, file)  # before an id becomes a folder of --out
     if result.shard is None:
         raise UserError(
             "not a shard (no `shard`: written by `run` without --shard)",
@@ -283,6 +286,15 @@ def _copy_units(shards: Sequence[_Read], out: Path) -> None:
 # -- `run --tasks`: per task run, then the tables ----------------------------------------
 
 
+def _check_run_dir(run_dir: object, bench: Path) -> None:
+    """A task run's folder is `<configuration>/<task>`, two names (`fs.names`), or refused."""
+    parts = run_dir.split("/") if isinstance(run_dir, str) else [run_dir]
+    problems = [name_problem(part) for part in parts]
+    if len(parts) != 2 or any(problems):  # configuration and task
+        why = next((p for p in problems if p), f"{run_dir!r} is not <configuration>/<task>")
+        raise UserError(f"bad run_dir: {why}", file=bench, field="run_dir")
+
+
 def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
     runs: dict[str, list[_Read]] = {}
     labels: dict[str, str] = {}  # configuration folder -> its label
@@ -297,8 +309,7 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"not a benchmark.json: {exc}", file=bench) from None
         for label, run_dir in rows:
-            if not isinstance(run_dir, str) or ".." in Path(run_dir).parts:
-                raise UserError(f"run_dir {run_dir!r} is not below it", file=bench, field="run_dir")
+            _check_run_dir(run_dir, bench)
             read = replace(_read(path / run_dir, check), run=run_dir)
             runs.setdefault(run_dir, []).append(read)
             labels[run_dir.split("/")[0]] = label

@@ -26,6 +26,7 @@ from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.fs.names import name_problem
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
 from ci_evals.results.model import Shard, read_results
 from ci_evals.run import plan as single
@@ -131,6 +132,10 @@ def find_tasks(folder: Path) -> list[tuple[str, Suite]]:
         raise UserError(
             f"no task in {folder}", field="--tasks", hint=f"a task is a folder with a {SUITE_FILE}"
         )
+    for path in found:  # a task's name is a folder of the benchmark and of each shard
+        problem = name_problem(path.name)
+        if problem:
+            raise UserError(f"bad task name: {problem}", file=path, hint="rename the folder")
     return [(path.name, load_suite(path / SUITE_FILE)) for path in found]
 
 

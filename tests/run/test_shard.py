@@ -301,3 +301,51 @@ def test_a_merged_run_is_dirty_when_any_shard_ran_with_uncommitted_changes(
     revision = read_results(merged).revision
     assert revision is not None and revision.commit == first.revision.commit
     assert revision.dirty
+
+
+def _forged(
+    source: Path, target: Path, *, scenario: str | None = None, stage: str | None = None
+) -> Path:
+    """A copy of the one-shard run at `source` whose unit is renamed `scenario` or whose
+    stage 4 is renamed `stage`, the plan digest recomputed: it is unkeyed, anyone can."""
+    shutil.copytree(source, target, symlinks=True)
+    data = json.loads((target / "results.json").read_text())
+    if scenario is not None:
+        data["scenarios"][0]["id"] = scenario
+        data["shard"]["units"][0]["scenario"] = scenario
+        for summary in data["summaries"]:
+            summary["scenario"] = scenario
+        units = [(Unit(scenario, 0), 1)]
+        data["shard"]["plan_sha256"] = shard.plan_sha256(1, units)
+    if stage is not None:
+        data["scenarios"][0]["stages"][0]["name"] = stage
+        data["summaries"][0]["name"] = stage
+    (target / "results.json").write_text(json.dumps(data))
+    return target
+
+
+BAD_IDS = ["../escape", "/tmp/abs", "..", "", "a\x00b", "a/b", "a\\b", "x" * 300]
+
+
+@pytest.mark.slow
+def test_merge_refuses_ids_that_would_be_paths_and_writes_nothing(tmp_path: Path) -> None:
+    """A shard whose scenario id or stage name is no name (`..`, a separator, NUL, empty,
+    absolute, too long) is refused in one line naming the file and the field, before
+    any of it is joined to a folder: `../escape` copied `escape/` beside --out."""
+    suite, stub = make_suite(tmp_path, scenarios=("acme",))
+    _shard(suite, stub, tmp_path, "1/1", tmp_path / "runs" / "s1", "--from-stage", "4")
+    (tmp_path / "runs" / "escape").mkdir()  # what `../escape` names, beside the shard
+    (tmp_path / "runs" / "escape" / "planted").write_text("outside the shard\n")
+    cases = [("id", bad) for bad in BAD_IDS] + [("stage", "../s4"), ("stage", "s4/x")]
+    merged = tmp_path / "merged"  # each --out is a folder in it; `../escape` its sibling
+    merged.mkdir()
+    for n, (what, bad) in enumerate(cases):
+        forged = tmp_path / "runs" / f"forged{n}"
+        _forged(tmp_path / "runs" / "s1", forged, **{"scenario" if what == "id" else "stage": bad})
+        out = merged / f"m{n}"
+        proc = ci_evals("merge", str(forged), "--out", str(out), cwd=tmp_path)
+        assert proc.returncode == 2, (bad, proc.stdout, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "an id that would be a folder is refused" in proc.stderr, proc.stderr
+        assert "results.json" in proc.stderr and "scenarios[0]." in proc.stderr
+        assert list(merged.iterdir()) == [], bad  # nothing beside --out, nor --out itself
