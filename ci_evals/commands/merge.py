@@ -1,8 +1,9 @@
 """`ci-evals merge RESULTS... [--out DIR]`: a run's shards into one run folder
 (docs/scale-out.md); `report` and `comment` then read it as one run.
 
-Each shard is cross-checked as `report` checks a file (`report.verify`); the
-merge itself is `ci_evals.run.merge`. Exit 0 when merged, 2 on a refusal
+Each shard is cross-checked as `report` checks a file (`report.verify`) and
+against the graders' files in its folder (`report.evidence`); the merge itself
+is `ci_evals.run.merge`. Exit 0 when merged, 2 on a refusal
 (different runs, a missing or duplicated shard, an inconsistent file).
 """
 
@@ -32,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.report import verify  # noqa: PLC0415
+    from ci_evals.report import evidence, verify  # noqa: PLC0415
     from ci_evals.run import merge  # noqa: PLC0415
 
-    merged = merge.merge(args.results, args.out.resolve(), verify.problems)
+    merged = merge.merge(args.results, args.out.resolve(), verify.problems, evidence.problems)
     what = "task run(s)' units" if merged.tasks else "unit(s)"
     print(f"merged {merged.shards} shard(s), {merged.units} {what}: {merged.out}")
     return EXIT_OK

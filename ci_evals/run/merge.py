@@ -1,7 +1,8 @@
 """`ci-evals merge`: a run's shards back into one run folder (docs/scale-out.md).
 
 Each shard's `results.json` (`run --shard I/K`) is read and cross-checked
-first (`check`: the report's rules, passed in from above); the shards must be
+first (`check`: the report's rules; `evidence`: its graded stages against the
+graders' files beside them; both passed in from above); the shards must be
 of one plan — the same suite, from-stage, plugin and suite digests, commit,
 repeats, endpoint, shard count and assignment digest — and together hold
 shards 1..K and every unit of the plan exactly once. Any mismatch, a missing
@@ -40,6 +41,8 @@ from ci_evals.results.summary import summarize_run
 from ci_evals.run import shard
 
 Check = Callable[[RunResult], list[str]]  # a results file's problems (`report.verify.problems`)
+# Where a shard's results disagree with the files in its folder (`report.evidence.problems`).
+Evidence = Callable[[RunResult, Path], list[str]]
 
 BENCHMARK_JSON = "benchmark.json"
 BENCHMARK_MD = "benchmark.md"
@@ -82,7 +85,7 @@ class Merged:
     tasks: bool  # a `run --tasks` benchmark
 
 
-def merge(paths: Sequence[Path], out: Path, check: Check) -> Merged:
+def merge(paths: Sequence[Path], out: Path, check: Check, evidence: Evidence) -> Merged:
     """Merge the shards at `paths` (results files or run folders; with --tasks, shard
     benchmark folders) into `out`; `UserError` at the first problem, nothing written."""
     if not paths:
@@ -90,8 +93,8 @@ def merge(paths: Sequence[Path], out: Path, check: Check) -> Merged:
     if (out / RESULTS_FILE).exists() or (out / BENCHMARK_JSON).exists():
         raise UserError(f"{out} already holds a run", field="--out", hint="choose an empty folder")
     if all((path / BENCHMARK_JSON).is_file() for path in paths):
-        return _merge_tasks(paths, out, check)
-    shards = [_read(path, check) for path in paths]
+        return _merge_tasks(paths, out, check, evidence)
+    shards = [_read(path, check, evidence) for path in paths]
     _same(shards, _SAME + _SAME_PLAN)
     _complete(shards)
     merged = _checked(_merged(shards), check, out)
@@ -108,7 +111,7 @@ def _checked(merged: RunResult, check: Check, out: Path) -> RunResult:
     return merged
 
 
-def _read(path: Path, check: Check) -> _Read:
+def _read(path: Path, check: Check, evidence: Evidence) -> _Read:
     result = read_results(path)  # one line naming the file when unusable
     file = path / RESULTS_FILE if path.is_dir() else path
     require_path_names(result, file)  # before an id becomes a folder of --out
@@ -127,6 +130,14 @@ def _read(path: Path, check: Check) -> _Read:
         )
     if result.status == "running":
         raise UserError("the shard is still running (or was killed)", file=file, field="status")
+    # A consistent file may still be an edited one: the graders' files beside it must agree.
+    disagree = evidence(result, file.parent)
+    if disagree:
+        raise UserError(
+            f"disagrees with the evidence in its folder: {disagree[0]}",
+            file=file,
+            hint=f"{len(disagree)} problem(s); merge the shards as `run --shard` left them",
+        )
     return _Read(path, file.parent, result)
 
 
@@ -295,7 +306,7 @@ def _check_run_dir(run_dir: object, bench: Path) -> None:
         raise UserError(f"bad run_dir: {why}", file=bench, field="run_dir")
 
 
-def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
+def _merge_tasks(paths: Sequence[Path], out: Path, check: Check, evidence: Evidence) -> Merged:
     runs: dict[str, list[_Read]] = {}
     labels: dict[str, str] = {}  # configuration folder -> its label
     every: list[_Read] = []
@@ -310,7 +321,7 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
             raise UserError(f"not a benchmark.json: {exc}", file=bench) from None
         for label, run_dir in rows:
             _check_run_dir(run_dir, bench)
-            read = replace(_read(path / run_dir, check), run=run_dir)
+            read = replace(_read(path / run_dir, check, evidence), run=run_dir)
             runs.setdefault(run_dir, []).append(read)
             labels[run_dir.split("/")[0]] = label
             every.append(read)

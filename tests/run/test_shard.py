@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.results.model import read_results
+from ci_evals.grading.scoring import ScoringPolicy, evaluate
+from ci_evals.report.verify import problems
+from ci_evals.results.model import ScenarioResult, read_results, write_results
+from ci_evals.results.summary import summarize_run
 from ci_evals.run import shard
 from ci_evals.run.shard import Durations, Unit, assign
 from tests.conftest import git
+from tests.grading.review_suite import make_review_suite
 from tests.paths import DATA
 from tests.run.test_run_command import _repo_with_stage_map, base_env, ci_evals
 from tests.run_helpers import default_rules, make_suite
@@ -349,3 +353,96 @@ def test_merge_refuses_ids_that_would_be_paths_and_writes_nothing(tmp_path: Path
         assert "an id that would be a folder is refused" in proc.stderr, proc.stderr
         assert "results.json" in proc.stderr and "scenarios[0]." in proc.stderr
         assert list(merged.iterdir()) == [], bad  # nothing beside --out, nor --out itself
+
+
+GOOD = '[{"criterion": "written", "score": 1}, {"criterion": "quality", "score": 4}]'
+LOW = '[{"criterion": "written", "score": 0}, {"criterion": "quality", "score": 1}]'
+
+
+def _reviewed_shards(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Two real shards of a suite whose stage 1 has a reviewer: shard 1 `good` passes,
+    shard 2 `low` fails (its scorecard scores written 0, quality 1). Returns the suite's
+    folder and the two shard folders."""
+    suite, stub = make_review_suite(tmp_path / "suite", {"good": GOOD, "low": LOW})
+    assert _plan(suite, tmp_path, "--shards", "2", "--from-stage", "1") == ["1/2", "2/2"]
+    for k in (1, 2):
+        proc = ci_evals(
+            "run", "--suite", str(suite), "--model", f"stub:{stub}", "--shard", f"{k}/2",
+            "--from-stage", "1", "--out", str(tmp_path / f"s{k}"), cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == (0, 1)[k - 1], proc.stderr
+    return tmp_path / "suite", tmp_path / "s1", tmp_path / "s2"
+
+
+def _passed_as_good(good: Path, low: Path, target: Path) -> Path:
+    """A copy of the failed shard `low` whose results.json says what `good`'s says of its
+    scenario (a pass), paths moved to `low/`: a file that agrees with itself and with the
+    scoring rules, edited after the fact; the graders' files beside it are left as they were."""
+    shutil.copytree(low, target, symlinks=True)
+    passed = read_results(good).scenarios[0]
+    forged = read_results(low)
+    moved = json.loads(passed.model_dump_json().replace('"good/', '"low/'))
+    forged.scenarios[0].stages = ScenarioResult.model_validate(moved).stages
+    forged.summaries = summarize_run(forged, forged.pass_at_least)
+    assert problems(forged) == []  # what `report` would believe
+    write_results(target, forged)
+    return target
+
+
+@pytest.mark.slow
+def test_merge_refuses_a_failed_shard_edited_into_a_pass_against_its_scorecard(
+    tmp_path: Path,
+) -> None:
+    """The failed shard's results.json rewritten into a consistent pass was merged and
+    reported passed while its scorecard.json said score 0. Now each graded stage is held
+    to the evidence beside it: the reviewer's output file by its SHA-256, its scorecard,
+    and its final message read again. Each forgery is refused, one line, nothing written."""
+    _, good, low = _reviewed_shards(tmp_path)
+    edited = _passed_as_good(good, low, tmp_path / "edited")
+    stage = Path("low") / "1-s1"
+    cases = {"results.json alone": "reviewer's output reviewer-output.txt: its SHA-256"}
+    for name, expected in cases.items():
+        out = tmp_path / "m"
+        proc = ci_evals("merge", str(good), str(edited), "--out", str(out), cwd=tmp_path)
+        assert proc.returncode == 2, (name, proc.stdout)
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "disagrees with the evidence in its folder: low stage 1 (s1)" in proc.stderr
+        assert expected in proc.stderr, proc.stderr
+        assert not out.exists()
+    # The output file too, and the scorecard's result: the final message read again.
+    shutil.copy(good / "good" / "1-s1" / "reviewer-output.txt", edited / stage)
+    proc = ci_evals("merge", str(good), str(edited), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 2 and "reviewer's scorecard.json says written 0, quality 1" in (
+        proc.stderr
+    ), proc.stderr
+    card = json.loads((edited / stage / "scorecard.json").read_text())
+    card["result"]["criteria"] = json.loads(
+        (good / "good" / "1-s1" / "scorecard.json").read_text()
+    )["result"]["criteria"]
+    (edited / stage / "scorecard.json").write_text(json.dumps(card))
+    proc = ci_evals("merge", str(good), str(edited), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert "the reviewer's final message is not the one scorecard.json holds" in proc.stderr
+    # The reviewer dropped from the verdict: its scorecard still lies beside the stage.
+    dropped = _passed_as_good(good, low, tmp_path / "dropped")
+    forged = read_results(dropped)
+    stage_one = forged.scenarios[0].stages[0]
+    assert stage_one.grading is not None
+    kept = [g for g in stage_one.grading.graders if g.grader != "reviewer"]
+    stage_one.grading = evaluate(kept, ScoringPolicy())  # checks alone: a pass
+    assert stage_one.grading.verdict == "passed"
+    forged.summaries = summarize_run(forged, forged.pass_at_least)
+    assert problems(forged) == []
+    write_results(dropped, forged)
+    proc = ci_evals("merge", str(good), str(dropped), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert "scorecard.json lies beside it, but no grader of its verdict records it" in (
+        proc.stderr
+    ), proc.stderr
+    assert not (tmp_path / "m").exists()
+    # The shards as `run --shard` left them still merge, and the run fails as it did.
+    proc = ci_evals("merge", str(good), str(low), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = ci_evals("report", str(tmp_path / "m"), "--markdown", str(tmp_path / "r.md"),
+                      cwd=tmp_path)  # fmt: skip
+    assert report.returncode == 1, report.stderr
