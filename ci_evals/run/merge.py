@@ -38,7 +38,7 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
-from ci_evals.run import shard
+from ci_evals.run import shard, shard_mac
 
 Check = Callable[[RunResult], list[str]]  # a results file's problems (`report.verify.problems`)
 # Where a shard's results disagree with the files in its folder (`report.evidence.problems`).
@@ -85,13 +85,23 @@ class Merged:
     tasks: bool  # a `run --tasks` benchmark
 
 
-def merge(paths: Sequence[Path], out: Path, check: Check, evidence: Evidence) -> Merged:
+def merge(
+    paths: Sequence[Path],
+    out: Path,
+    check: Check,
+    evidence: Evidence,
+    key: shard_mac.ShardKey | None = None,
+) -> Merged:
     """Merge the shards at `paths` (results files or run folders; with --tasks, shard
-    benchmark folders) into `out`; `UserError` at the first problem, nothing written."""
+    benchmark folders) into `out`; `UserError` at the first problem, nothing written.
+    With `key`, each shard's folder must be exactly what `run --shard` signed with it."""
     if not paths:
         raise UserError("no shard given", hint="ci-evals merge RESULTS... --out DIR")
     if (out / RESULTS_FILE).exists() or (out / BENCHMARK_JSON).exists():
         raise UserError(f"{out} already holds a run", field="--out", hint="choose an empty folder")
+    if key is not None:
+        for path in paths:  # before a byte of it is believed
+            shard_mac.verify(path if path.is_dir() else path.parent, key)
     if all((path / BENCHMARK_JSON).is_file() for path in paths):
         return _merge_tasks(paths, out, check, evidence)
     shards = [_read(path, check, evidence) for path in paths]

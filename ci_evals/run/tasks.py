@@ -30,7 +30,7 @@ from ci_evals.fs.names import name_problem
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
 from ci_evals.results.model import Shard, read_results
 from ci_evals.run import plan as single
-from ci_evals.run import shard
+from ci_evals.run import shard, shard_mac
 from ci_evals.suite.load import SUITE_FILE, Suite, load_suite
 from ci_evals.suite.matrix import Configuration, load_matrix
 
@@ -39,6 +39,15 @@ BENCHMARK_MD = "benchmark.md"
 
 
 def run(args: argparse.Namespace) -> int:
+    # Out of the environment before anything starts: no child inherits the shard key.
+    key = shard_mac.take_key(os.environ)
+    out, code = _benchmark(args)
+    if key is not None and args.shard:  # the whole benchmark folder: every task run of this shard
+        shard_mac.sign(out, key)
+    return code
+
+
+def _benchmark(args: argparse.Namespace) -> tuple[Path, int]:
     for option, given in (
         ("--from-stage", args.from_stage),
         ("--base", args.base),
@@ -84,12 +93,12 @@ def run(args: argparse.Namespace) -> int:
             _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
             if ended == EXIT_INTERRUPTED:
                 print(f"ci-evals: interrupted; the benchmark so far: {out}", file=sys.stderr)
-                return EXIT_INTERRUPTED
+                return out, EXIT_INTERRUPTED
             code = code or ended
         tables.append(ConfigurationTable(configuration.label, tuple(rows)))
     print(render(tables), end="")
     print(f"benchmark: {out / BENCHMARK_MD}")
-    return code
+    return out, code
 
 
 def _configurations(args: argparse.Namespace) -> tuple[Configuration, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -359,7 +360,7 @@ GOOD = '[{"criterion": "written", "score": 1}, {"criterion": "quality", "score":
 LOW = '[{"criterion": "written", "score": 0}, {"criterion": "quality", "score": 1}]'
 
 
-def _reviewed_shards(tmp_path: Path) -> tuple[Path, Path, Path]:
+def _reviewed_shards(tmp_path: Path, **env: str) -> tuple[Path, Path, Path]:
     """Two real shards of a suite whose stage 1 has a reviewer: shard 1 `good` passes,
     shard 2 `low` fails (its scorecard scores written 0, quality 1). Returns the suite's
     folder and the two shard folders."""
@@ -369,6 +370,7 @@ def _reviewed_shards(tmp_path: Path) -> tuple[Path, Path, Path]:
         proc = ci_evals(
             "run", "--suite", str(suite), "--model", f"stub:{stub}", "--shard", f"{k}/2",
             "--from-stage", "1", "--out", str(tmp_path / f"s{k}"), cwd=tmp_path,
+            env=base_env(**env),
         )  # fmt: skip
         assert proc.returncode == (0, 1)[k - 1], proc.stderr
     return tmp_path / "suite", tmp_path / "s1", tmp_path / "s2"
@@ -446,3 +448,57 @@ def test_merge_refuses_a_failed_shard_edited_into_a_pass_against_its_scorecard(
     report = ci_evals("report", str(tmp_path / "m"), "--markdown", str(tmp_path / "r.md"),
                       cwd=tmp_path)  # fmt: skip
     assert report.returncode == 1, report.stderr
+
+
+KEY = "k" * 8 + "0123456789abcdef0123456789abcdef"  # a run's secret, as the workflow gives it
+
+
+def _merge(*shards: Path, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    args = [str(shard) for shard in shards]
+    return ci_evals("merge", *args, "--out", str(out), cwd=out.parent, env=base_env(**env))
+
+
+@pytest.mark.slow
+def test_with_a_key_merge_takes_only_the_shards_signed_in_this_run(tmp_path: Path) -> None:
+    """Evidence forged along with results.json (the good scenario's final message and
+    scorecard copied over the failed one's) agrees with itself: without a key merge takes
+    it, saying the shards are unsigned. With the run's key, the shard's signed listing no
+    longer matches; a shard signed in another workflow run, or not at all, is refused too.
+    The key is nowhere in the shard's folder."""
+    signed = {"CI_EVALS_SHARD_KEY": KEY, "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "7"}
+    _, good, low = _reviewed_shards(tmp_path, **signed)
+    for shard_dir in (good, low):
+        assert (shard_dir / "shard.mac.json").is_file()
+        for path in shard_dir.rglob("*"):
+            assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
+    proc = _merge(good, low, out=tmp_path / "ok", **signed)
+    assert proc.returncode == 0, proc.stderr
+    assert "unsigned" not in proc.stderr
+
+    forged = _passed_as_good(good, low, tmp_path / "forged")
+    for name in ("reviewer-output.txt", "scorecard.json"):
+        shutil.copy(good / "good" / "1-s1" / name, forged / "low" / "1-s1" / name)
+    unsigned = _merge(good, forged, out=tmp_path / "unsigned")
+    assert unsigned.returncode == 0, unsigned.stderr  # what the evidence alone cannot see
+    assert unsigned.stderr.splitlines()[0].startswith(
+        "ci-evals merge: the shards are unsigned (no CI_EVALS_SHARD_KEY)"
+    )
+    refused = _merge(good, forged, out=tmp_path / "m1", **signed)
+    assert refused.returncode == 2, refused.stdout
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "forged/shard.mac.json: entries: the shard's folder is not what was signed: " in (
+        refused.stderr
+    )
+    assert not (tmp_path / "m1").exists()
+
+    other_run = _merge(good, low, out=tmp_path / "m2", **{**signed, "GITHUB_RUN_ID": "8"})
+    assert other_run.returncode == 2
+    assert "mac: the shard's MAC is not this run's key's" in other_run.stderr
+    bare = tmp_path / "bare"
+    shutil.copytree(low, bare, symlinks=True)
+    (bare / "shard.mac.json").unlink()
+    proc = _merge(good, bare, out=tmp_path / "m3", **signed)
+    assert proc.returncode == 2 and "bare/shard.mac.json: no valid shard MAC" in proc.stderr
+    short = _merge(good, low, out=tmp_path / "m4", CI_EVALS_SHARD_KEY="short")
+    assert short.returncode == 2 and "CI_EVALS_SHARD_KEY: the key is 5 characters" in (short.stderr)
+    assert not any((tmp_path / f"m{k}").exists() for k in (2, 3, 4))
