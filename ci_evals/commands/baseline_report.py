@@ -29,7 +29,12 @@ from ci_evals.report.baseline import (
 from ci_evals.report.baseline_markdown import comparison_section, cost_section, not_compared
 from ci_evals.report.costs import cost_summary
 from ci_evals.report.verify import problems as inconsistencies
-from ci_evals.results.model import RESULTS_FILE, RunResult, read_results
+from ci_evals.results.model import (
+    RESULTS_FILE,
+    RunResult,
+    path_name_problems,
+    read_results,
+)
 from ci_evals.text import inert
 
 
@@ -90,6 +95,10 @@ def load_baseline(path: Path, reason: str | None = None) -> tuple[RunResult | No
         baseline = read_results(file)
     except UserError as exc:
         return None, f"the baseline cannot be read: {exc}"
+    unsafe = path_name_problems(baseline)  # `report --html` reads its folder by them
+    if unsafe:
+        field, why = unsafe[0]
+        return None, f"the baseline's results file has an id that is no name: {field}: {why}"
     found = inconsistencies(baseline)
     if found:
         return None, (

@@ -83,11 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.results.model import read_results  # noqa: PLC0415 - pydantic
+    from ci_evals.results.model import read_results, require_path_names  # noqa: PLC0415
     from ci_evals.suite.load import load_suite  # noqa: PLC0415
 
     run_dir = args.run_dir.resolve()
     result = read_results(run_dir / "results.json")
+    require_path_names(result, run_dir / "results.json")  # its ids find the saved state
     suite_path = args.suite or Path(result.suite_file)
     suite = load_suite(suite_path)
     _same_revision(result, suite, force=args.force)

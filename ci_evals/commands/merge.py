@@ -1,14 +1,17 @@
 """`ci-evals merge RESULTS... [--out DIR]`: a run's shards into one run folder
 (docs/scale-out.md); `report` and `comment` then read it as one run.
 
-Each shard is cross-checked as `report` checks a file (`report.verify`); the
-merge itself is `ci_evals.run.merge`. Exit 0 when merged, 2 on a refusal
+Each shard is cross-checked as `report` checks a file (`report.verify`) and
+against the graders' files in its folder (`report.evidence`); the merge itself
+is `ci_evals.run.merge`. Exit 0 when merged, 2 on a refusal
 (different runs, a missing or duplicated shard, an inconsistent file).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from ci_evals.errors import EXIT_OK
@@ -32,10 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.report import verify  # noqa: PLC0415
-    from ci_evals.run import merge  # noqa: PLC0415
+    from ci_evals.report import evidence, verify  # noqa: PLC0415
+    from ci_evals.run import merge, shard_mac  # noqa: PLC0415
 
-    merged = merge.merge(args.results, args.out.resolve(), verify.problems)
+    key = shard_mac.take_key(os.environ)
+    merged = merge.merge(args.results, args.out.resolve(), verify.problems, evidence.problems, key)
     what = "task run(s)' units" if merged.tasks else "unit(s)"
     print(f"merged {merged.shards} shard(s), {merged.units} {what}: {merged.out}")
+    if key is None:  # after the merge: a refusal stays one line
+        print(
+            f"ci-evals merge: the shards are unsigned (no {shard_mac.KEY_ENV}): each was held "
+            "to the evidence in its folder, not to who wrote it (docs/scale-out.md)",
+            file=sys.stderr,
+        )
     return EXIT_OK

@@ -219,8 +219,10 @@ def _write_html(
     comparison: Comparison | NoBaseline | None,
 ) -> None:
     from ci_evals.report.html import Site, write_site  # noqa: PLC0415
+    from ci_evals.results.model import RESULTS_FILE, require_path_names  # noqa: PLC0415
 
     run_dir = args.run_dir if args.run_dir.is_dir() else args.run_dir.parent
+    require_path_names(result, run_dir / RESULTS_FILE)  # the site reads the run folder
     baseline_dir = None
     if args.baseline is not None and (args.baseline / "results.json").is_file():
         baseline_dir = args.baseline

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.fs.names import name_problem
 from ci_evals.fs.snapshot import Change
 from ci_evals.results.criteria import StageVerdict
 from ci_evals.results.migrate import VERSION, migrate
@@ -425,6 +426,45 @@ def write_results(run_dir: Path, result: RunResult) -> Path:
 def dump_results(result: RunResult) -> bytes:
     """The results file's bytes (indented JSON, one trailing newline)."""
     return (result.model_dump_json(indent=2) + "\n").encode("utf-8")
+
+
+def path_name_problems(result: RunResult) -> list[tuple[str, str]]:
+    """(field, why) for each id of `result` a reader joins to a folder that is no safe
+    name (`fs.names`): a scenario's folder (`<id>`, `r<repeat>`), a stage's
+    (`<number>-<name>`), a shard unit's scenario. Reports that only print ids need
+    none of this (they print them inert); a reader that makes a path of them does."""
+    found: list[tuple[str, str]] = []
+    for i, scenario in enumerate(result.scenarios):
+        for field, name in (
+            (f"scenarios[{i}].id", scenario.id),
+            (f"scenarios[{i}].repeat", f"r{scenario.repeat + 1}" if scenario.repeat >= 0 else ""),
+        ):
+            problem = name_problem(name)
+            if problem:
+                found.append((field, problem))
+        for j, stage in enumerate(scenario.stages):
+            problem = name_problem(f"{stage.number}-{stage.name}")
+            if problem:
+                found.append((f"scenarios[{i}].stages[{j}].name", problem))
+    for i, unit in enumerate(result.shard.units if result.shard else []):
+        problem = name_problem(unit.scenario)
+        if problem:
+            found.append((f"shard.units[{i}].scenario", problem))
+    return found
+
+
+def require_path_names(result: RunResult, file: Path) -> None:
+    """`UserError` naming `file` and the field when an id of `result` is no safe name:
+    before any of them becomes a path (docs/scale-out.md, *Names that become paths*)."""
+    found = path_name_problems(result)
+    if found:
+        field, problem = found[0]
+        raise UserError(
+            f"an id that would be a folder is refused: {problem}",
+            file=file,
+            field=field,
+            hint=f"{len(found)} such id(s); a results file as `ci-evals run` wrote it has none",
+        )
 
 
 def read_results(path: Path) -> RunResult:

@@ -65,12 +65,13 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
     from ci_evals.endpoints.registry import endpoint_for, no_endpoint  # noqa: PLC0415
     from ci_evals.grading import regrade  # noqa: PLC0415
-    from ci_evals.results.model import read_results  # noqa: PLC0415
+    from ci_evals.results.model import read_results, require_path_names  # noqa: PLC0415
     from ci_evals.run.runner import forwarded  # noqa: PLC0415
     from ci_evals.suite.load import load_suite  # noqa: PLC0415
 
     run_dir = args.run_dir.resolve()
     saved = read_results(run_dir)
+    require_path_names(saved, run_dir / "results.json")  # its ids find the saved states
     _check_consistent(saved, run_dir, inconsistencies)
     suite_file = args.suite or Path(saved.suite_file)
     if not suite_file.is_file():

@@ -1,7 +1,8 @@
 """`ci-evals merge`: a run's shards back into one run folder (docs/scale-out.md).
 
 Each shard's `results.json` (`run --shard I/K`) is read and cross-checked
-first (`check`: the report's rules, passed in from above); the shards must be
+first (`check`: the report's rules; `evidence`: its graded stages against the
+graders' files beside them; both passed in from above); the shards must be
 of one plan — the same suite, from-stage, plugin and suite digests, commit,
 repeats, endpoint, shard count and assignment digest — and together hold
 shards 1..K and every unit of the plan exactly once. Any mismatch, a missing
@@ -29,6 +30,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.fs.names import name_problem
 from ci_evals.fs.walk import walk
 from ci_evals.results.benchmark import ConfigurationTable, as_json, render, task_row
 from ci_evals.results.model import (
@@ -36,12 +38,15 @@ from ci_evals.results.model import (
     RunResult,
     ShardTiming,
     read_results,
+    require_path_names,
     write_results,
 )
 from ci_evals.results.summary import summarize_run
-from ci_evals.run import shard
+from ci_evals.run import shard, shard_mac
 
 Check = Callable[[RunResult], list[str]]  # a results file's problems (`report.verify.problems`)
+# Where a shard's results disagree with the files in its folder (`report.evidence.problems`).
+Evidence = Callable[[RunResult, Path], list[str]]
 
 BENCHMARK_JSON = "benchmark.json"
 BENCHMARK_MD = "benchmark.md"
@@ -84,16 +89,26 @@ class Merged:
     tasks: bool  # a `run --tasks` benchmark
 
 
-def merge(paths: Sequence[Path], out: Path, check: Check) -> Merged:
+def merge(
+    paths: Sequence[Path],
+    out: Path,
+    check: Check,
+    evidence: Evidence,
+    key: shard_mac.ShardKey | None = None,
+) -> Merged:
     """Merge the shards at `paths` (results files or run folders; with --tasks, shard
-    benchmark folders) into `out`; `UserError` at the first problem, nothing written."""
+    benchmark folders) into `out`; `UserError` at the first problem, nothing written.
+    With `key`, each shard's folder must be exactly what `run --shard` signed with it."""
     if not paths:
         raise UserError("no shard given", hint="ci-evals merge RESULTS... --out DIR")
     if (out / RESULTS_FILE).exists() or (out / BENCHMARK_JSON).exists():
         raise UserError(f"{out} already holds a run", field="--out", hint="choose an empty folder")
+    if key is not None:
+        for path in paths:  # before a byte of it is believed
+            shard_mac.verify(path if path.is_dir() else path.parent, key)
     if all((path / BENCHMARK_JSON).is_file() for path in paths):
-        return _merge_tasks(paths, out, check)
-    shards = [_read(path, check) for path in paths]
+        return _merge_tasks(paths, out, check, evidence)
+    shards = [_read(path, check, evidence) for path in paths]
     _same(shards, _SAME + _SAME_PLAN)
     _complete(shards)
     merged = _checked(_merged(shards), check, out)
@@ -111,9 +126,10 @@ def _checked(merged: RunResult, check: Check, out: Path) -> RunResult:
     return merged
 
 
-def _read(path: Path, check: Check) -> _Read:
+def _read(path: Path, check: Check, evidence: Evidence) -> _Read:
     result = read_results(path)  # one line naming the file when unusable
     file = path / RESULTS_FILE if path.is_dir() else path
+    require_path_names(result, file)  # before an id becomes a folder of --out
     if result.shard is None:
         raise UserError(
             "not a shard (no `shard`: written by `run` without --shard)",
@@ -129,6 +145,14 @@ def _read(path: Path, check: Check) -> _Read:
         )
     if result.status == "running":
         raise UserError("the shard is still running (or was killed)", file=file, field="status")
+    # A consistent file may still be an edited one: the graders' files beside it must agree.
+    disagree = evidence(result, file.parent)
+    if disagree:
+        raise UserError(
+            f"disagrees with the evidence in its folder: {disagree[0]}",
+            file=file,
+            hint=f"{len(disagree)} problem(s); merge the shards as `run --shard` left them",
+        )
     return _Read(path, file.parent, result)
 
 
@@ -319,7 +343,16 @@ def _copy_units(shards: Sequence[_Read], out: Path) -> None:
 # -- `run --tasks`: per task run, then the tables ----------------------------------------
 
 
-def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
+def _check_run_dir(run_dir: object, bench: Path) -> None:
+    """A task run's folder is `<configuration>/<task>`, two names (`fs.names`), or refused."""
+    parts = run_dir.split("/") if isinstance(run_dir, str) else [run_dir]
+    problems = [name_problem(part) for part in parts]
+    if len(parts) != 2 or any(problems):  # configuration and task
+        why = next((p for p in problems if p), f"{run_dir!r} is not <configuration>/<task>")
+        raise UserError(f"bad run_dir: {why}", file=bench, field="run_dir")
+
+
+def _merge_tasks(paths: Sequence[Path], out: Path, check: Check, evidence: Evidence) -> Merged:
     runs: dict[str, list[_Read]] = {}
     labels: dict[str, str] = {}  # configuration folder -> its label
     every: list[_Read] = []
@@ -333,9 +366,8 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check) -> Merged:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"not a benchmark.json: {exc}", file=bench) from None
         for label, run_dir in rows:
-            if not isinstance(run_dir, str) or ".." in Path(run_dir).parts:
-                raise UserError(f"run_dir {run_dir!r} is not below it", file=bench, field="run_dir")
-            read = replace(_read(path / run_dir, check), run=run_dir)
+            _check_run_dir(run_dir, bench)
+            read = replace(_read(path / run_dir, check, evidence), run=run_dir)
             runs.setdefault(run_dir, []).append(read)
             labels[run_dir.split("/")[0]] = label
             every.append(read)

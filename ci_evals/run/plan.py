@@ -29,7 +29,7 @@ from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import isolation, provenance, shard
+from ci_evals.run import isolation, provenance, shard, shard_mac
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
@@ -63,12 +63,18 @@ class Prepared:
 def run(args: argparse.Namespace) -> int:
     """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
     first problem), then run; its exit code."""
+    # Out of the environment before anything starts: no child inherits the shard key.
+    key = shard_mac.take_key(os.environ)
     environ = dict(os.environ)
     ready = prepare(args, environ, Problems())  # raises at the first problem
     assert ready is not None and ready.endpoint is not None
     if ready.from_stage is None:
         return EXIT_OK
-    return execute(build(ready, args, environ), ready.endpoint, record=args.record)
+    plan = build(ready, args, environ)
+    code = execute(plan, ready.endpoint, record=args.record)
+    if key is not None and args.shard:
+        shard_mac.sign(plan.run_dir, key)
+    return code
 
 
 def prepare(

@@ -26,10 +26,11 @@ from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.fs.names import name_problem
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
 from ci_evals.results.model import Shard, read_results
 from ci_evals.run import plan as single
-from ci_evals.run import shard
+from ci_evals.run import shard, shard_mac
 from ci_evals.suite.load import SUITE_FILE, Suite, load_suite
 from ci_evals.suite.matrix import Configuration, load_matrix
 
@@ -38,6 +39,15 @@ BENCHMARK_MD = "benchmark.md"
 
 
 def run(args: argparse.Namespace) -> int:
+    # Out of the environment before anything starts: no child inherits the shard key.
+    key = shard_mac.take_key(os.environ)
+    out, code = _benchmark(args)
+    if key is not None and args.shard:  # the whole benchmark folder: every task run of this shard
+        shard_mac.sign(out, key)
+    return code
+
+
+def _benchmark(args: argparse.Namespace) -> tuple[Path, int]:
     for option, given in (
         ("--from-stage", args.from_stage),
         ("--base", args.base),
@@ -83,12 +93,12 @@ def run(args: argparse.Namespace) -> int:
             _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
             if ended == EXIT_INTERRUPTED:
                 print(f"ci-evals: interrupted; the benchmark so far: {out}", file=sys.stderr)
-                return EXIT_INTERRUPTED
+                return out, EXIT_INTERRUPTED
             code = code or ended
         tables.append(ConfigurationTable(configuration.label, tuple(rows)))
     print(render(tables), end="")
     print(f"benchmark: {out / BENCHMARK_MD}")
-    return code
+    return out, code
 
 
 def _configurations(args: argparse.Namespace) -> tuple[Configuration, ...]:
@@ -131,6 +141,10 @@ def find_tasks(folder: Path) -> list[tuple[str, Suite]]:
         raise UserError(
             f"no task in {folder}", field="--tasks", hint=f"a task is a folder with a {SUITE_FILE}"
         )
+    for path in found:  # a task's name is a folder of the benchmark and of each shard
+        problem = name_problem(path.name)
+        if problem:
+            raise UserError(f"bad task name: {problem}", file=path, hint="rename the folder")
     return [(path.name, load_suite(path / SUITE_FILE)) for path in found]
 
 

@@ -30,6 +30,7 @@ from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import Problems, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem, escape_problem
+from ci_evals.fs.names import MAX_NAME, RULE, name_problem
 from ci_evals.grading import config as grading_config
 from ci_evals.grading.config import (
     StageGrading,
@@ -87,9 +88,7 @@ _SUITE_KEYS = (
 # all-digit name would be ambiguous with a stage number.
 STAGE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 STAGE_NAME_CHARS = re.compile(r"[^a-z0-9_-]+")
-# Scenario ids become folder names in the run folder.
 _STAGE_FIXTURE = re.compile(r"[0-9]+-")
-_SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -594,10 +593,10 @@ def _load_stages(
         keys = item.mapping((*_STAGE_KEYS, *added), required=("name", "prompt"))
         name_field = keys["name"]
         name = name_field.as_str()
-        if not STAGE_NAME.fullmatch(name) or name.isdigit():
+        if not STAGE_NAME.fullmatch(name) or name.isdigit() or name_problem(name):
             raise name_field.error(
                 f"bad stage name {name!r}",
-                hint="use lowercase letters, digits, '-' and '_', not only digits",
+                hint=f"lowercase letters, digits, '-', '_', not only digits, at most {MAX_NAME}",
             )
         if name in seen:
             raise name_field.error(
@@ -691,10 +690,9 @@ def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
         keys = item.mapping(("id", "inputs", "fixtures", "git"), required=("id",))
         id_field = keys["id"]
         scenario_id = id_field.as_str()
-        if not _SCENARIO_ID.fullmatch(scenario_id):
-            raise id_field.error(
-                f"bad scenario id {scenario_id!r}", hint="use letters, digits, '.', '_' and '-'"
-            )
+        # Scenario ids become folder names in the run folder.
+        if name_problem(scenario_id):
+            raise id_field.error(f"bad scenario id {scenario_id!r}", hint=f"use {RULE}")
         if scenario_id in seen:
             raise id_field.error(
                 f"duplicate scenario id {scenario_id!r}",
@@ -716,7 +714,7 @@ def _scenario_fixtures(value: Field) -> str:
     like a stage's fixture folder (`3-...`) would read as one.
     """
     name = value.as_str()
-    if not _SCENARIO_ID.fullmatch(name) or name in (".", ".."):
+    if name_problem(name):
         raise value.error(
             f"bad scenario fixtures folder {name!r}",
             hint="one folder name inside the suite's fixtures folder, e.g. 'globex'",

@@ -56,7 +56,7 @@ def test_the_action_has_the_documented_inputs_and_outputs() -> None:
     outputs = action["outputs"]
     assert isinstance(inputs, dict) and isinstance(outputs, dict)
     for name in ("suite", "base", "model", "repeat", "comment", "baseline", "shards", "shard",
-                 "from-stage", "merge"):  # fmt: skip
+                 "from-stage", "merge", "shard-key"):  # fmt: skip
         assert name in inputs
     assert inputs["shards"]["default"] == "1"  # one job does it all, as before shards
     assert set(outputs) == {
@@ -267,6 +267,8 @@ def test_the_action_sharded_plans_runs_each_shard_and_merges(
     store = artifacts.store
     github = actions_github
     plan = runner(tmp_path, repo, github, head)
+    plan = dataclasses.replace(plan, github={**plan.github, "run_id": "4242"})
+    key = {"shard-key": "a-secret-of-this-repository-0123456789"}  # secrets.CI_EVALS_SHARD_KEY
 
     planned = plan.run_action(ACTION, {"base": base, "shards": "2"})
 
@@ -279,7 +281,7 @@ def test_the_action_sharded_plans_runs_each_shard_and_merges(
 
     for entry in matrix["include"]:
         shard = job(plan, f"shard-{entry['shard'][0]}", artifacts)
-        given = {"model": STUB, "shard": entry["shard"], "from-stage": entry["from_stage"]}
+        given = {"model": STUB, "shard": entry["shard"], "from-stage": entry["from_stage"], **key}
         done = shard.run_action(
             ACTION, given, uses={"actions/upload-artifact": artifacts.upload}, provided=installed
         )
@@ -291,11 +293,25 @@ def test_the_action_sharded_plans_runs_each_shard_and_merges(
         "ci-evals-run-shard-1",
         "ci-evals-run-shard-2",
     ]
+    assert all(any(p.name == "shard.mac.json" for p in s.rglob("*")) for s in store.iterdir())
+
+    # Another key (another repository's, a guess): every shard is refused, nothing merged.
+    refused = job(plan, "merge-other-key", artifacts)
+    refused.run_action(
+        ACTION,
+        {"base": base, "model": STUB, "merge": "true", "comment": "false",
+         "shard-key": "not-the-key-the-shards-were-signed-with"},
+        uses={"actions/download-artifact": artifacts.download_pattern},
+        provided=installed,
+    )  # fmt: skip
+    assert [s.name for s in refused.failed()] == ["Merge the shards"], refused.log()
+    (step,) = [s for s in refused.steps if s.name == "Merge the shards"]
+    assert "mac: the shard's MAC is not this run's key's" in step.stderr, step.stderr
 
     merge = job(plan, "merge", artifacts)
     outputs = merge.run_action(
         ACTION,
-        {"base": base, "model": STUB, "merge": "true", "comment": "true"},
+        {"base": base, "model": STUB, "merge": "true", "comment": "true", **key},
         uses={
             "actions/upload-artifact": artifacts.upload,
             "actions/download-artifact": artifacts.download_pattern,
@@ -306,6 +322,7 @@ def test_the_action_sharded_plans_runs_each_shard_and_merges(
     assert merge.failed() == [], merge.log()
     (merged,) = [s for s in merge.steps if s.name == "Merge the shards"]
     assert merged.stdout.startswith("merged 2 shard(s), 2 unit(s)"), merged.stdout
+    assert "unsigned" not in merged.stderr  # signed in this run, checked with its key
     assert (outputs["from_stage"], outputs["verdict"]) == ("5", "passed"), merge.log()
     data = json.loads(Path(outputs["results"]).read_text(encoding="utf-8"))
     assert data["shard"] is None and len(data["merged_shards"]) == 2

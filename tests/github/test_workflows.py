@@ -232,3 +232,23 @@ def test_a_secret_reaches_only_the_step_that_runs_the_agent() -> None:
                 env = str(step.get("env", ""))
                 if "secrets." in env:
                     assert "run" in step and "ci-evals run" in step["run"], (path.name, step)
+
+
+def test_the_shards_are_signed_and_merged_with_the_repositorys_key() -> None:
+    """The key reaches ci-evals only in the two steps that sign and check (never a job's
+    env, never an output or artifact: a job's output is printed in a later step's env
+    listing, an artifact is readable by anyone who can read the run)."""
+    workflow = load("evals.yml")
+    holders = [
+        step["name"]
+        for job in workflow["jobs"].values()
+        for step in job.get("steps", [])
+        if "CI_EVALS_SHARD_KEY" in (step.get("env") or {})
+    ]
+    assert holders == ["Run the shard", "Merge the shards"]
+    for name in holders:
+        (step,) = [s for s in steps(workflow) if s.get("name") == name]
+        assert step["env"]["CI_EVALS_SHARD_KEY"] == "${{ secrets.CI_EVALS_SHARD_KEY }}"
+    text = (WORKFLOWS / "evals.yml").read_text(encoding="utf-8")
+    assert text.count("secrets.CI_EVALS_SHARD_KEY") == 2
+    assert all("env" not in job for job in workflow["jobs"].values())

@@ -486,3 +486,18 @@ def test_a_run_without_scenarios_still_has_a_page(tmp_path: Path) -> None:
     index = (tmp_path / "site" / "index.html").read_text()
     assert '<span class="status interrupted">interrupted</span>' in index
     assert ': <span class="status failed">failed</span></h1>' in index  # never a pass
+
+
+def test_a_run_whose_ids_are_no_names_gets_no_site(tmp_path: Path) -> None:
+    """A scenario id read back from a results file is checked by the rule a suite's is
+    (`fs.names`) before the site reads the run folder: one line, no site, no traceback."""
+    run = tmp_path / "run"
+    write_results(run, a_run(scenario("../escape", passed_stage(1))))
+    proc = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "report", str(run), "--html", str(tmp_path / "site")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "scenarios[0].id: an id that would be a folder is refused" in proc.stderr
+    assert not (tmp_path / "site").exists()

@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.results.model import read_results
+from ci_evals.grading.scoring import ScoringPolicy, evaluate
+from ci_evals.report.verify import problems
+from ci_evals.results.model import ScenarioResult, read_results, write_results
+from ci_evals.results.summary import summarize_run
 from ci_evals.run import shard
 from ci_evals.run.shard import Durations, Unit, assign
 from tests.conftest import git
+from tests.grading.review_suite import make_review_suite
 from tests.paths import DATA
 from tests.run.test_run_command import _repo_with_stage_map, base_env, ci_evals
 from tests.run_helpers import default_rules, make_suite
@@ -342,3 +347,199 @@ def test_merge_copies_no_link_and_refuses_a_shard_holding_one(tmp_path: Path) ->
         assert proc.stderr.count("\n") == 1, proc.stderr
         assert "is a link or a special file: a shard's run folder holds none" in proc.stderr
         assert not out.exists(), name
+
+
+def _forged(
+    source: Path, target: Path, *, scenario: str | None = None, stage: str | None = None
+) -> Path:
+    """A copy of the one-shard run at `source` whose unit is renamed `scenario` or whose
+    stage 4 is renamed `stage`, the plan digest recomputed: it is unkeyed, anyone can."""
+    shutil.copytree(source, target, symlinks=True)
+    data = json.loads((target / "results.json").read_text())
+    if scenario is not None:
+        data["scenarios"][0]["id"] = scenario
+        data["shard"]["units"][0]["scenario"] = scenario
+        for summary in data["summaries"]:
+            summary["scenario"] = scenario
+        units = [(Unit(scenario, 0), 1)]
+        data["shard"]["plan_sha256"] = shard.plan_sha256(1, units)
+    if stage is not None:
+        data["scenarios"][0]["stages"][0]["name"] = stage
+        data["summaries"][0]["name"] = stage
+    (target / "results.json").write_text(json.dumps(data))
+    return target
+
+
+BAD_IDS = ["../escape", "/tmp/abs", "..", "", "a\x00b", "a/b", "a\\b", "x" * 300]
+
+
+@pytest.mark.slow
+def test_merge_refuses_ids_that_would_be_paths_and_writes_nothing(tmp_path: Path) -> None:
+    """A shard whose scenario id or stage name is no name (`..`, a separator, NUL, empty,
+    absolute, too long) is refused in one line naming the file and the field, before
+    any of it is joined to a folder: `../escape` copied `escape/` beside --out."""
+    suite, stub = make_suite(tmp_path, scenarios=("acme",))
+    _shard(suite, stub, tmp_path, "1/1", tmp_path / "runs" / "s1", "--from-stage", "4")
+    (tmp_path / "runs" / "escape").mkdir()  # what `../escape` names, beside the shard
+    (tmp_path / "runs" / "escape" / "planted").write_text("outside the shard\n")
+    cases = [("id", bad) for bad in BAD_IDS] + [("stage", "../s4"), ("stage", "s4/x")]
+    merged = tmp_path / "merged"  # each --out is a folder in it; `../escape` its sibling
+    merged.mkdir()
+    for n, (what, bad) in enumerate(cases):
+        forged = tmp_path / "runs" / f"forged{n}"
+        _forged(tmp_path / "runs" / "s1", forged, **{"scenario" if what == "id" else "stage": bad})
+        out = merged / f"m{n}"
+        proc = ci_evals("merge", str(forged), "--out", str(out), cwd=tmp_path)
+        assert proc.returncode == 2, (bad, proc.stdout, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "an id that would be a folder is refused" in proc.stderr, proc.stderr
+        assert "results.json" in proc.stderr and "scenarios[0]." in proc.stderr
+        assert list(merged.iterdir()) == [], bad  # nothing beside --out, nor --out itself
+
+
+GOOD = '[{"criterion": "written", "score": 1}, {"criterion": "quality", "score": 4}]'
+LOW = '[{"criterion": "written", "score": 0}, {"criterion": "quality", "score": 1}]'
+
+
+def _reviewed_shards(tmp_path: Path, **env: str) -> tuple[Path, Path, Path]:
+    """Two real shards of a suite whose stage 1 has a reviewer: shard 1 `good` passes,
+    shard 2 `low` fails (its scorecard scores written 0, quality 1). Returns the suite's
+    folder and the two shard folders."""
+    suite, stub = make_review_suite(tmp_path / "suite", {"good": GOOD, "low": LOW})
+    assert _plan(suite, tmp_path, "--shards", "2", "--from-stage", "1") == ["1/2", "2/2"]
+    for k in (1, 2):
+        proc = ci_evals(
+            "run", "--suite", str(suite), "--model", f"stub:{stub}", "--shard", f"{k}/2",
+            "--from-stage", "1", "--out", str(tmp_path / f"s{k}"), cwd=tmp_path,
+            env=base_env(**env),
+        )  # fmt: skip
+        assert proc.returncode == (0, 1)[k - 1], proc.stderr
+    return tmp_path / "suite", tmp_path / "s1", tmp_path / "s2"
+
+
+def _passed_as_good(good: Path, low: Path, target: Path) -> Path:
+    """A copy of the failed shard `low` whose results.json says what `good`'s says of its
+    scenario (a pass), paths moved to `low/`: a file that agrees with itself and with the
+    scoring rules, edited after the fact; the graders' files beside it are left as they were."""
+    shutil.copytree(low, target, symlinks=True)
+    passed = read_results(good).scenarios[0]
+    forged = read_results(low)
+    moved = json.loads(passed.model_dump_json().replace('"good/', '"low/'))
+    forged.scenarios[0].stages = ScenarioResult.model_validate(moved).stages
+    forged.summaries = summarize_run(forged, forged.pass_at_least)
+    assert problems(forged) == []  # what `report` would believe
+    write_results(target, forged)
+    return target
+
+
+@pytest.mark.slow
+def test_merge_refuses_a_failed_shard_edited_into_a_pass_against_its_scorecard(
+    tmp_path: Path,
+) -> None:
+    """The failed shard's results.json rewritten into a consistent pass was merged and
+    reported passed while its scorecard.json said score 0. Now each graded stage is held
+    to the evidence beside it: the reviewer's output file by its SHA-256, its scorecard,
+    and its final message read again. Each forgery is refused, one line, nothing written."""
+    _, good, low = _reviewed_shards(tmp_path)
+    edited = _passed_as_good(good, low, tmp_path / "edited")
+    stage = Path("low") / "1-s1"
+    cases = {"results.json alone": "reviewer's output reviewer-output.txt: its SHA-256"}
+    for name, expected in cases.items():
+        out = tmp_path / "m"
+        proc = ci_evals("merge", str(good), str(edited), "--out", str(out), cwd=tmp_path)
+        assert proc.returncode == 2, (name, proc.stdout)
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "disagrees with the evidence in its folder: low stage 1 (s1)" in proc.stderr
+        assert expected in proc.stderr, proc.stderr
+        assert not out.exists()
+    # The output file too, and the scorecard's result: the final message read again.
+    shutil.copy(good / "good" / "1-s1" / "reviewer-output.txt", edited / stage)
+    proc = ci_evals("merge", str(good), str(edited), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 2 and "reviewer's scorecard.json says written 0, quality 1" in (
+        proc.stderr
+    ), proc.stderr
+    card = json.loads((edited / stage / "scorecard.json").read_text())
+    card["result"]["criteria"] = json.loads(
+        (good / "good" / "1-s1" / "scorecard.json").read_text()
+    )["result"]["criteria"]
+    (edited / stage / "scorecard.json").write_text(json.dumps(card))
+    proc = ci_evals("merge", str(good), str(edited), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert "the reviewer's final message is not the one scorecard.json holds" in proc.stderr
+    # The reviewer dropped from the verdict: its scorecard still lies beside the stage.
+    dropped = _passed_as_good(good, low, tmp_path / "dropped")
+    forged = read_results(dropped)
+    stage_one = forged.scenarios[0].stages[0]
+    assert stage_one.grading is not None
+    kept = [g for g in stage_one.grading.graders if g.grader != "reviewer"]
+    stage_one.grading = evaluate(kept, ScoringPolicy())  # checks alone: a pass
+    assert stage_one.grading.verdict == "passed"
+    forged.summaries = summarize_run(forged, forged.pass_at_least)
+    assert problems(forged) == []
+    write_results(dropped, forged)
+    proc = ci_evals("merge", str(good), str(dropped), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert "scorecard.json lies beside it, but no grader of its verdict records it" in (
+        proc.stderr
+    ), proc.stderr
+    assert not (tmp_path / "m").exists()
+    # The shards as `run --shard` left them still merge, and the run fails as it did.
+    proc = ci_evals("merge", str(good), str(low), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = ci_evals("report", str(tmp_path / "m"), "--markdown", str(tmp_path / "r.md"),
+                      cwd=tmp_path)  # fmt: skip
+    assert report.returncode == 1, report.stderr
+
+
+KEY = "k" * 8 + "0123456789abcdef0123456789abcdef"  # a run's secret, as the workflow gives it
+
+
+def _merge(*shards: Path, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    args = [str(shard) for shard in shards]
+    return ci_evals("merge", *args, "--out", str(out), cwd=out.parent, env=base_env(**env))
+
+
+@pytest.mark.slow
+def test_with_a_key_merge_takes_only_the_shards_signed_in_this_run(tmp_path: Path) -> None:
+    """Evidence forged along with results.json (the good scenario's final message and
+    scorecard copied over the failed one's) agrees with itself: without a key merge takes
+    it, saying the shards are unsigned. With the run's key, the shard's signed listing no
+    longer matches; a shard signed in another workflow run, or not at all, is refused too.
+    The key is nowhere in the shard's folder."""
+    signed = {"CI_EVALS_SHARD_KEY": KEY, "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "7"}
+    _, good, low = _reviewed_shards(tmp_path, **signed)
+    for shard_dir in (good, low):
+        assert (shard_dir / "shard.mac.json").is_file()
+        for path in shard_dir.rglob("*"):
+            assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
+    proc = _merge(good, low, out=tmp_path / "ok", **signed)
+    assert proc.returncode == 0, proc.stderr
+    assert "unsigned" not in proc.stderr
+
+    forged = _passed_as_good(good, low, tmp_path / "forged")
+    for name in ("reviewer-output.txt", "scorecard.json"):
+        shutil.copy(good / "good" / "1-s1" / name, forged / "low" / "1-s1" / name)
+    unsigned = _merge(good, forged, out=tmp_path / "unsigned")
+    assert unsigned.returncode == 0, unsigned.stderr  # what the evidence alone cannot see
+    assert unsigned.stderr.splitlines()[0].startswith(
+        "ci-evals merge: the shards are unsigned (no CI_EVALS_SHARD_KEY)"
+    )
+    refused = _merge(good, forged, out=tmp_path / "m1", **signed)
+    assert refused.returncode == 2, refused.stdout
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "forged/shard.mac.json: entries: the shard's folder is not what was signed: " in (
+        refused.stderr
+    )
+    assert not (tmp_path / "m1").exists()
+
+    other_run = _merge(good, low, out=tmp_path / "m2", **{**signed, "GITHUB_RUN_ID": "8"})
+    assert other_run.returncode == 2
+    assert "mac: the shard's MAC is not this run's key's" in other_run.stderr
+    bare = tmp_path / "bare"
+    shutil.copytree(low, bare, symlinks=True)
+    (bare / "shard.mac.json").unlink()
+    proc = _merge(good, bare, out=tmp_path / "m3", **signed)
+    assert proc.returncode == 2 and "bare/shard.mac.json: no valid shard MAC" in proc.stderr
+    short = _merge(good, low, out=tmp_path / "m4", CI_EVALS_SHARD_KEY="short")
+    assert short.returncode == 2 and "CI_EVALS_SHARD_KEY: the key is 5 characters" in (short.stderr)
+    assert not any((tmp_path / f"m{k}").exists() for k in (2, 3, 4))

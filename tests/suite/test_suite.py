@@ -415,7 +415,7 @@ def test_duplicate_stage_name(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["Research", "12", "a b", "-x"])
+@pytest.mark.parametrize("name", ["Research", "12", "a b", "-x", "s" * 65])
 def test_bad_stage_name(tmp_path: Path, name: str) -> None:
     stages = f'stages:\n  - {{ name: "{name}", prompt: a }}\n'
     message = load_error(tmp_path, suite_text(stages=stages))
@@ -452,6 +452,11 @@ def test_duplicate_scenario_id(tmp_path: Path) -> None:
     ("scenario", "expected"),
     [
         ("  - id: a/b\n", "ci-evals.yaml:7:9: scenarios[0].id: bad scenario id 'a/b'"),
+        ('  - id: ".."\n', "ci-evals.yaml:7:9: scenarios[0].id: bad scenario id '..'"),
+        (  # a name the file system would refuse: the suite's, not the run's, mistake
+            f"  - id: {'x' * 65}\n",
+            f"ci-evals.yaml:7:9: scenarios[0].id: bad scenario id '{'x' * 65}' (use letters",
+        ),
         (
             "  - id: a\n    inputs: { stage: x }\n",
             "ci-evals.yaml:8:22: scenarios[0].inputs.stage: input 'stage' shadows a built-in",
