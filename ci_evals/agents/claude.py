@@ -381,6 +381,9 @@ class ClaudeAgent:
             # default (None) loads user, project and local; `[]` loads none. The
             # plugin under test still loads (`--plugin-dir`), hooks and all.
             setting_sources=[],
+            # Every hook's start and end in the trajectory (SessionStart's come
+            # regardless): what shows a plugin's hook fired, and why it failed.
+            include_hook_events=True,
         )
         cli = _cli_binary(request.prompt, options)
         with (
