@@ -806,7 +806,7 @@ def render_stub(draft: Draft) -> str:
         content = f"placeholder output of stage {stage.name} (stub) for: {{args}}\\n"
         output = draft.output_file(draft.stages[0] if draft.calls else stage)
         lines += [
-            f"  - name: {stage.name}",
+            f"  - name: {stage.name if stage.name not in draft.agents else 'stage-' + stage.name}",
             f"    match: {{{match}}}",
             *(["    repeat_last: true"] if loops else []),
             "    turns:",
