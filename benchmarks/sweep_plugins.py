@@ -71,7 +71,7 @@ def onboard(name: str, plugin: Path) -> Outcome:
 
 
 def _run(repo: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=1800)
+    return subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=1800, check=False)
 
 
 def _last(proc: subprocess.CompletedProcess[str]) -> str:

@@ -86,7 +86,8 @@ class Draft:
     why: str = ""  # which the draft chose, and why: init prints it
     hooks: tuple[draft_shapes.Hook, ...] = ()
     # Skills and agents no command names, left without a stage of their own
-    # (independent commands: each scenario would run them again).
+    # (independent commands: each scenario would run them again; --stages: the
+    # user named every stage).
     unstaged: tuple[str, ...] = ()
 
     @property
@@ -169,7 +170,9 @@ def plan(
             else f"one stage, {stages[0].name}: the plugin's only command"
         )
     parts = _unreached(parts, _components(files, texts, stages, source)[0])
-    extra = _part_stages(parts, taken={s.name for s in stages}, first=len(stages) + 1)
+    # --stages names every stage: the rest are listed, not added.
+    unstaged = tuple(f"{p.kind} {p.name}" for p in parts) if stages_arg is not None else ()
+    extra = () if unstaged else _part_stages(parts, {s.name for s in stages}, len(stages) + 1)
     if extra:
         stages += extra
         why += f"; then {_listing(extra)}, which no command names"
@@ -184,6 +187,7 @@ def plan(
         global_paths=tuple(global_paths),
         why=why,
         hooks=hooks,
+        unstaged=unstaged,
     )
 
 
@@ -642,7 +646,8 @@ def render_suite(draft: Draft) -> str:
         lines += _fired_lines(draft, stage)
     if draft.unstaged:
         lines.append(
-            f"# Not run on their own (each command's scenario would run them again): "
+            "# No stage of their own (--stages names every stage, or each command's "
+            "scenario would run them again): "
             f"{_c(', '.join(draft.unstaged))}"
         )
     lines.append("scenarios:")

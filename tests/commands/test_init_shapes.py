@@ -42,10 +42,23 @@ AGENT = """\
     ---
     You are the {name}.
     """
-SESSION_START = """\
-    {"hooks": {"SessionStart": [{"hooks": [{"type": "command",
-      "command": "echo '{\\"hookSpecificOutput\\": {\\"hookEventName\\": \\"SessionStart\\", \\"additionalContext\\": \\"be brief\\"}}'"}]}]}}
-    """
+ANSWER = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart"}})
+SESSION_START = json.dumps(
+    {
+        "hooks": {
+            "SessionStart": [
+                {
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": f"echo '{ANSWER}'",
+                        }
+                    ]
+                }
+            ]
+        }
+    }
+)
 # Feeds the prompt back, as ralph-wiggum's does, until its state file is gone.
 STOP_LOOP = """\
     #!/bin/sh
