@@ -383,6 +383,9 @@ class ClaudeAgent:
             # plugin under test still loads (`--plugin-dir`), hooks and all.
             setting_sources=[],
             disallowed_tools=list(request.tools.disallowed),
+            # Every hook's start and end in the trajectory (SessionStart's come
+            # regardless): what shows a plugin's hook fired, and why it failed.
+            include_hook_events=True,
         )
         if request.tools.claude_code_prompt:
             # No `--system-prompt ""`: the CLI's own, as a `claude plugin eval` run has it,

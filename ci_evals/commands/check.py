@@ -17,8 +17,11 @@ from pathlib import Path
 
 from ci_evals.commands.run import positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
+from ci_evals.grading.kinds.checks import TrajectoryUse
 from ci_evals.run import isolation
 from ci_evals.run.plan import prepare
+from ci_evals.suite import references
+from ci_evals.suite.load import Stage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +75,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     assert ready is not None
     suite = ready.suite
+    unserved = getattr(ready.endpoint, "unserved", None)  # a stub script: its rules
+    if callable(unserved):
+        lines = unserved([_needs(stage) for stage in suite.stages])
+        for line in lines:
+            print(f"ci-evals check: {line}", file=sys.stderr)
+        if lines:
+            print(
+                f"ci-evals check: {_count(len(lines), 'problem')}; nothing was started",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     parts = [
         f"{os.path.relpath(suite.file)}: {_count(len(suite.stages), 'stage')}",
         _count(len(ready.scenarios), "scenario"),
@@ -84,6 +98,25 @@ def run(args: argparse.Namespace) -> int:
         parts.append(f"from stage {ready.from_stage.number} ({ready.from_stage.name})")
     print("ci-evals check: OK: " + ", ".join(parts))
     return EXIT_OK
+
+
+def _needs(stage: Stage) -> tuple[str, str | None, tuple[str, ...]]:
+    """What a stub script must answer for `stage`: the slash command its prompt
+    starts with (None: a plain prompt, or a command named by a placeholder) and the
+    subagents its trajectory checks want."""
+    pieces = stage.prompt.pieces
+    first = pieces[0][1] if pieces and not pieces[0][0] else ""
+    found = references.slash_commands(stage.prompt)
+    command = None
+    if found and first.lstrip().startswith(f"/{found[0][0]}:{found[0][1]}"):
+        command = f"{found[0][0]}:{found[0][1]}"
+    agents = tuple(
+        check.name
+        for grader in stage.grading.graders
+        for check in getattr(grader, "checks", ())
+        if isinstance(check, TrajectoryUse) and check.what == "subagent" and check.used
+    )
+    return stage.name, command, agents
 
 
 def _count(number: int, noun: str) -> str:

@@ -7,7 +7,7 @@ stub run can be replayed (`replay:RUN_DIR`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,45 @@ class StubEndpoint:
 
     def check(self, environ: Mapping[str, str], why: str, hint: str | None = None) -> None:
         self._load()  # a broken script fails now, with its file:line
+
+    def unserved(self, needs: Sequence[tuple[str, str | None, tuple[str, ...]]]) -> list[str]:
+        """For each stage (its name, the `PLUGIN:cmd` its prompt runs, the subagents
+        its checks want), one line per command or agent no rule of the script can
+        answer: the run would be an `ERROR:stub` (`ci-evals check` lists them)."""
+        rules = self._load().rules
+        shown = self.script.as_posix()
+        found = []
+        for stage, command, agents in needs:
+            if command is not None and not any(
+                rule.match.command == command
+                or (
+                    rule.match.command is None
+                    and rule.match.agent is None
+                    and rule.match.subagent is not True
+                    and rule.match.prompt_contains is None  # a plain prompt's rule
+                )
+                for rule in rules
+            ):
+                found.append(
+                    f"stage {stage} runs /{command}, but {shown} has no rule for it "
+                    f"(match: {{command: {command}}})"
+                )
+            for agent in agents:
+                if not any(
+                    rule.match.agent == agent
+                    or (
+                        rule.match.agent is None
+                        and rule.match.command is None
+                        and rule.match.subagent is not False
+                        and rule.match.prompt_contains is None
+                    )
+                    for rule in rules
+                ):
+                    found.append(
+                        f"stage {stage} checks that the subagent {agent} ran, but {shown} has "
+                        f"no rule for it (match: {{agent: {agent}}}, launched by an agent: call)"
+                    )
+        return found
 
     def _load(self) -> Script:
         from ci_evals.endpoints.stub_model import load_script  # noqa: PLC0415 - heavy

@@ -22,7 +22,7 @@ import yaml
 
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
-from ci_evals.suite import draft_order, references
+from ci_evals.suite import draft_order, draft_shapes, references
 from ci_evals.suite.draft_inputs import example_value
 from ci_evals.suite.load import BUILTINS, STAGE_NAME
 from ci_evals.suite.plugin_source import MANIFEST, PluginSource
@@ -54,6 +54,10 @@ class StagePlan:
     # Where the command waits for a person: (line, its sentence, the other lines) (_asks_user).
     asks_user: tuple[int, str, tuple[int, ...]] | None
     runs_git: int | None = None  # the line of its first `` !`git ...` `` expansion
+    # What the stage runs: a command, a skill or an agent no command names
+    # (draft_shapes), or, for a plugin of hooks alone, a plain prompt ("session").
+    kind: str = "command"
+    slash_only: bool = False  # a skill the model may not invoke: run as /PLUGIN:NAME
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,11 @@ class Draft:
     # in name order) is a scenario. Empty: the stages are phases.
     calls: tuple[StagePlan, ...] = ()
     why: str = ""  # which the draft chose, and why: init prints it
+    hooks: tuple[draft_shapes.Hook, ...] = ()
+    # Skills and agents no command names, left without a stage of their own
+    # (independent commands: each scenario would run them again; --stages: the
+    # user named every stage).
+    unstaged: tuple[str, ...] = ()
 
     @property
     def stub_file(self) -> str:
@@ -107,18 +116,36 @@ def plan(
         command: path.relative_to(plugin_dir).as_posix()
         for command, path in references.command_files(plugin_dir, manifest).items()
     }
-    if not commands:
-        raise UserError(
-            f"{plugin_dir} has no commands (commands/*.md): nothing to draft stage prompts from",
-            hint="write ci-evals.yaml by hand (docs/suite.md)",
-        )
     texts = {path: _read(plugin_dir / path) for path in files}
+    hooks = tuple(draft_shapes.hooks(plugin_dir, manifest))
+    parts = _unnamed_parts(source, commands, texts)
+    if not commands:
+        stages = _part_stages(parts, taken=set()) or (_session_stage(),)
+        if not parts and not hooks and not _loads_anything(source):
+            raise UserError(
+                f"{plugin_dir} has no commands, skills, agents or hooks: nothing to draft "
+                "stages from",
+                hint="write ci-evals.yaml by hand (docs/suite.md)",
+            )
+        entries, agents = _components(files, texts, stages, source)
+        return Draft(
+            plugin_name=name,
+            plugin=plugin_rel,
+            marketplace=marketplace,
+            stages=stages,
+            entries=entries,
+            agents=agents,
+            global_paths=tuple(global_paths),
+            why=_why_parts(stages, hooks),
+            hooks=hooks,
+        )
     if stages_arg is None and len(commands) > 1:
         command_texts = {c: _read(plugin_dir / path) for c, path in commands.items()}
         found = draft_order.readings(command_texts, name, files)
         if not found:
             calls = _stages(None, commands, plugin_dir, sorted(commands))
             entries, agents = _components(files, texts, calls, source)
+            parts = _unreached(parts, entries)
             return Draft(
                 plugin_name=name,
                 plugin=plugin_rel,
@@ -129,6 +156,8 @@ def plan(
                 global_paths=tuple(global_paths),
                 calls=calls,
                 why=_why_independent(calls),
+                hooks=hooks,
+                unstaged=tuple(f"{part.kind} {part.name}" for part in parts),
             )
         ordered = draft_order.order(sorted(commands), found)
         stages = _stages(None, commands, plugin_dir, ordered)
@@ -140,6 +169,13 @@ def plan(
             if stages_arg is not None
             else f"one stage, {stages[0].name}: the plugin's only command"
         )
+    parts = _unreached(parts, _components(files, texts, stages, source)[0])
+    # --stages names every stage: the rest are listed, not added.
+    unstaged = tuple(f"{p.kind} {p.name}" for p in parts) if stages_arg is not None else ()
+    extra = () if unstaged else _part_stages(parts, {s.name for s in stages}, len(stages) + 1)
+    if extra:
+        stages += extra
+        why += f"; then {_listing(extra)}, which no command names"
     entries, agents = _components(files, texts, stages, source)
     return Draft(
         plugin_name=name,
@@ -150,7 +186,110 @@ def plan(
         agents=agents,
         global_paths=tuple(global_paths),
         why=why,
+        hooks=hooks,
+        unstaged=unstaged,
     )
+
+
+SESSION_STAGE = "session"  # the one stage of a plugin of hooks alone
+
+
+def _unnamed_parts(
+    source: PluginSource, commands: Mapping[str, str], texts: Mapping[str, str]
+) -> list[draft_shapes.Part]:
+    """The skills and agents no command's file names (all of them without commands):
+    a command exercises what it names; the rest get a stage each."""
+    said = "\n".join(texts.get(path, "") for path in commands.values())
+    found = []
+    for part in draft_shapes.skills(source.path):
+        if part.name not in commands and not _names_any(said, (part.name,)):
+            found.append(part)
+    for path in references.plugin_agents(source.path, source.manifest):
+        name = _agent_name(path, texts.get(path, ""))
+        if not _names_any(said, (name, Path(path).stem)):
+            found.append(draft_shapes.agent_part(path, name))
+    return found
+
+
+def _unreached(
+    parts: Sequence[draft_shapes.Part], entries: Sequence[Component]
+) -> list[draft_shapes.Part]:
+    """The parts no command reaches, directly or through a file it names (an agent
+    naming a skill): those a command stage exercises need no stage of their own."""
+    unreached = {entry.glob for entry in entries if entry.why == _UNNAMED}
+    return [part for part in parts if _glob_of(_unit_of(part.file)) in unreached]
+
+
+def _part_stages(
+    parts: Sequence[draft_shapes.Part], taken: set[str], first: int = 1
+) -> tuple[StagePlan, ...]:
+    plans: list[StagePlan] = []
+    for part in parts:
+        stage = re.sub(r"[^a-z0-9_-]+", "-", part.name.lower()).strip("-_") or part.kind
+        if stage in taken or stage.isdigit():
+            stage = f"{part.kind}-{stage}"
+        if stage in taken:
+            raise UserError(
+                f"the {part.kind} {part.name!r} ({_q(part.file)}) makes no stage name of its own",
+                hint="name the stages: --stages NAME=COMMAND,... then add its stage by hand",
+            )
+        taken.add(stage)
+        plans.append(
+            StagePlan(
+                number=first + len(plans),
+                name=stage,
+                command=part.name,
+                command_file=part.file,
+                input_name=_input_name(stage),
+                argument_hint=part.hint,
+                shared=False,
+                asks_user=None,
+                kind=part.kind,
+                slash_only=part.slash_only,
+            )
+        )
+    return tuple(plans)
+
+
+def _session_stage() -> StagePlan:
+    return StagePlan(
+        number=1,
+        name=SESSION_STAGE,
+        command="",
+        command_file="",
+        input_name=None,
+        argument_hint=None,
+        shared=False,
+        asks_user=None,
+        kind="session",
+    )
+
+
+def _loads_anything(source: PluginSource) -> bool:
+    """An MCP server, an LSP server or an output style: the CLI loads it, a session runs it."""
+    folder, manifest = source.path, source.manifest
+    keys = ("mcpServers", "lspServers", "outputStyles")
+    return (
+        any(manifest.get(key) for key in keys)
+        or (folder / ".mcp.json").is_file()
+        or (folder / "output-styles").is_dir()
+    )
+
+
+def _listing(stages: Sequence[StagePlan]) -> str:
+    names = [f"{s.kind} {s.command}" if s.kind != "session" else s.name for s in stages]
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _why_parts(stages: Sequence[StagePlan], hooks: Sequence[draft_shapes.Hook]) -> str:
+    events = sorted({hook.event for hook in hooks})
+    hooked = f" (hooks on {', '.join(events)})" if events else ""
+    if stages[0].kind == "session":
+        return (
+            f"one plain-prompt stage, {SESSION_STAGE}: the plugin has no commands, skills "
+            f"or agents{hooked}"
+        )
+    return f"a stage per skill and agent ({_listing(stages)}): the plugin has no commands{hooked}"
 
 
 COMMAND_STAGE = "command"  # the one stage of independent commands
@@ -323,36 +462,46 @@ def _components(
 ) -> tuple[tuple[Component, ...], dict[str, int]]:
     first_stage: dict[str, int] = {}
     for plan_ in stages:
-        first_stage.setdefault(plan_.command_file, plan_.number)
+        first_stage.setdefault(_unit_of(plan_.command_file), plan_.number)
     # Units: a skill's folder is one (its files name each other); any other file is its own.
     units: dict[str, list[str]] = {}
     for path in sorted(files):
-        parts = path.split("/")
-        key = f"skills/{parts[1]}/**" if parts[0] == "skills" and len(parts) > 2 else path
-        units.setdefault(key, []).append(path)
+        units.setdefault(_unit_of(path), []).append(path)
     stage_of: dict[str, int] = {}
     why: dict[str, str] = {}
     for key in units:
         if key in first_stage:
             stage_of[key] = first_stage[key]
-            users = [s.name for s in stages if s.command_file == key]
-            why[key] = f"the command of {', '.join(users)}"
+            users = [s for s in stages if _unit_of(s.command_file) == key]
+            what = users[0].kind if users[0].kind != "command" else "the command"
+            what = f"the {what}" if users[0].kind != "command" else what
+            why[key] = f"{what} of {', '.join(s.name for s in users)}"
         elif key == MANIFEST:
             stage_of[key] = 1
             why[key] = f"names every /{source.name}:* command"
     _spread(units, texts, stage_of, why)
     entries = []
     for key in units:
-        reason = why.get(key, "named by no command: stage 1 runs everything")
-        if key.endswith("/**"):
-            glob = _literal(key.removesuffix("/**")) + "/**"
-        else:
-            glob = "/" + _literal(key)  # anchored: a bare name would match at any depth
-        entries.append(Component(glob=glob, stage=stage_of.get(key, 1), why=reason))
+        reason = why.get(key, _UNNAMED)
+        entries.append(Component(glob=_glob_of(key), stage=stage_of.get(key, 1), why=reason))
     agents = {}
     for path in references.plugin_agents(source.path, source.manifest):
         agents[_agent_name(path, texts.get(path, ""))] = stage_of.get(path, 1)
     return tuple(entries), agents
+
+
+_UNNAMED = "named by no command: stage 1 runs everything"
+
+
+def _glob_of(key: str) -> str:
+    if key.endswith("/**"):
+        return _literal(key.removesuffix("/**")) + "/**"
+    return "/" + _literal(key)  # anchored: a bare name would match at any depth
+
+
+def _unit_of(path: str) -> str:
+    parts = path.split("/")
+    return f"skills/{parts[1]}/**" if parts[0] == "skills" and len(parts) > 2 else path
 
 
 def _literal(path: str) -> str:
@@ -437,6 +586,21 @@ def _c(text: str) -> str:
 
 
 def prompt_for(draft: Draft, stage: StagePlan) -> str:
+    named = f"`{draft.plugin_name}:{stage.command}`"
+    task = f"{{{stage.input_name}}}"
+    output = draft.output_file(stage)
+    if stage.kind == "session":
+        return f"Write a short summary of the files in this workspace to {output}."
+    if stage.kind == "skill" and not stage.slash_only:
+        return (
+            f"Use the Skill tool to run the skill {named}, then follow it for: {task}. "
+            f"Write the result to {output}."
+        )
+    if stage.kind == "agent":
+        return (
+            f"Use the Agent tool to launch the subagent {named} on: {task}. "
+            f"Write what it reports to {output}."
+        )
     prompt = f"/{draft.plugin_name}:{stage.command}"
     if stage.input_name is not None:
         prompt += f" {{{stage.input_name}}}"
@@ -479,6 +643,13 @@ def render_suite(draft: Draft) -> str:
             f"      - {{ id: {stage.name}-output-written, "
             f"files: {_q(draft.output_file(stage))}, count: 1 }}",
         ]
+        lines += _fired_lines(draft, stage)
+    if draft.unstaged:
+        lines.append(
+            "# No stage of their own (--stages names every stage, or each command's "
+            "scenario would run them again): "
+            f"{_c(', '.join(draft.unstaged))}"
+        )
     lines.append("scenarios:")
     if draft.calls:
         for call in draft.calls:
@@ -494,7 +665,7 @@ def render_suite(draft: Draft) -> str:
     for stage in draft.stages:
         if stage.input_name is not None:
             firsts.setdefault(stage.input_name, stage)
-    inputs = {name: example_value(s.argument_hint, s.command) for name, s in firsts.items()}
+    inputs = {name: _example(s) for name, s in firsts.items()}
     if inputs:
         lines.append("  - id: example                 # one set of inputs; add more")
         lines += [line for s in firsts.values() for line in _hint_line(s)]
@@ -504,6 +675,62 @@ def render_suite(draft: Draft) -> str:
         lines.append("  - id: example")
     lines += _git_lines(draft.stages)
     return "\n".join(lines) + "\n"
+
+
+def _example(stage: StagePlan) -> str:
+    if stage.kind == "command" or stage.argument_hint is not None:
+        return example_value(stage.argument_hint, stage.command)
+    return f"a small example task of the kind the {stage.kind} is for"
+
+
+def _stub_tools(draft: Draft, stage: StagePlan) -> list[str]:
+    """The tools the drafted stub calls in `stage`."""
+    tools = ["Write"]
+    if stage.kind == "skill" and not stage.slash_only:
+        tools.append("Skill")
+    if any(number == stage.number for number in draft.agents.values()):
+        tools.append("Agent")
+    return tools
+
+
+def _fired_lines(draft: Draft, stage: StagePlan) -> list[str]:
+    """Checks that the stage's part fired: the Skill or Agent call in the trajectory,
+    and on stage 1 every hook a stub run of it can fire (each hook runs in every
+    stage; once is enough)."""
+    named = _q(f"{draft.plugin_name}:{stage.command}")
+    lines = []
+    if stage.kind == "skill" and stage.slash_only:
+        lines.append(
+            "      # disable-model-invocation: run as /PLUGIN:NAME, which the CLI expands "
+            "into the prompt; no Skill call shows it"
+        )
+    elif stage.kind == "skill":
+        lines.append(f"      - {{ trajectory: {{ skill: {named} }} }}   # the skill fired")
+    elif stage.kind == "agent":
+        lines.append(f"      - {{ trajectory: {{ subagent: {named} }} }}   # the agent ran")
+    if stage.number != 1:
+        return lines
+    tools = _stub_tools(draft, stage)
+    checked: set[str] = set()
+    for hook in draft.hooks:
+        why_not = draft_shapes.observable(hook, tools)
+        if why_not is None and hook.event not in checked:
+            checked.add(hook.event)
+            lines.append(
+                f"      - {{ trajectory: {{ hook: {_q(hook.event)} }} }}   "
+                f"# ran and exited 0: {_c(hook.command[:60])}"
+            )
+        elif why_not is not None:
+            lines.append(
+                f"      # no check of the {_c(hook.event)} hook ({_c(hook.command[:60])}): "
+                f"{_c(why_not)}"
+            )
+    if not draft.hooks and stage.kind == "session":
+        lines.append(
+            "      # the plugin's MCP server, LSP server or output style leaves nothing "
+            "in the trajectory to check: grade what it changes (docs/onboarding.md)"
+        )
+    return lines
 
 
 def _git_lines(plans: Sequence[StagePlan]) -> list[str]:
@@ -568,17 +795,31 @@ def render_stub(draft: Draft) -> str:
         "# writes the placeholder file its check looks for. Script what a good run does.",
         "rules:",
     ]
+    loops = draft_shapes.loops(draft.hooks)
+    if loops:
+        lines += [
+            f"# The plugin's {loops[0].event} hook ({_c(loops[0].command[:60])}) may refuse to",
+            "# let a turn end and feed a prompt back; the CLI then asks for another turn, and",
+            f"# ends it after {draft_shapes.STOP_HOOK_BLOCK_CAP} refusals in a row "
+            "(CLAUDE_CODE_STOP_HOOK_BLOCK_CAP).",
+            "# Each stage's last turn answers every one of them (repeat_last): script them",
+            "# to test the loop itself.",
+        ]
     # Independent commands: a rule per command, each writing the one stage's placeholder.
     for stage in draft.calls or draft.stages:
-        match = f"command: {_q(f'{draft.plugin_name}:{stage.command}')}"
-        if stage.shared:
-            match += f', prompt_contains: "ci-evals stage {stage.name}:"'
+        match = _stub_match(draft, stage)
         content = f"placeholder output of stage {stage.name} (stub) for: {{args}}\\n"
         output = draft.output_file(draft.stages[0] if draft.calls else stage)
         lines += [
-            f"  - name: {stage.name}",
+            f"  - name: {stage.name if stage.name not in draft.agents else 'stage-' + stage.name}",
             f"    match: {{{match}}}",
+            *(["    repeat_last: true"] if loops else []),
             "    turns:",
+        ]
+        if stage.kind == "skill" and not stage.slash_only:
+            skill = _q(f"{draft.plugin_name}:{stage.command}")
+            lines += ["      - tools:", f"          - skill: {{name: {skill}}}"]
+        lines += [
             "      - tools:",
             f'          - write: {{path: {_q(output)}, content: "{content}"}}',
         ]
@@ -598,6 +839,20 @@ def render_stub(draft: Draft) -> str:
             f"      - text: {_q(f'Placeholder findings of {agent} (stub).')}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _stub_match(draft: Draft, stage: StagePlan) -> str:
+    """How the stub tells the stage's conversation: its slash command, else the
+    part its prompt names (in backticks: no other prompt holds them so)."""
+    if stage.kind == "session":
+        return f"prompt_contains: {_q(draft.output_file(stage))}, subagent: false"
+    if stage.kind != "command" and not stage.slash_only:
+        named = f"`{draft.plugin_name}:{stage.command}`"
+        return f"prompt_contains: {_q(named)}, subagent: false"
+    match = f"command: {_q(f'{draft.plugin_name}:{stage.command}')}"
+    if stage.shared:
+        match += f', prompt_contains: "ci-evals stage {stage.name}:"'
+    return match
 
 
 def render_fixture(stage: StagePlan) -> str:

@@ -193,7 +193,7 @@ def test_odd_file_names_get_entries_that_match_only_them(tmp_path: Path) -> None
         (("plugin", "--stages", "Explore"), "--stages: bad stage name 'Explore'"),
         (("plugin", "--stages", "a,a"), "--stages: stage 'a' is named twice"),
         (("missing",), "no such folder: missing"),
-        ((".",), "has no commands (commands/*.md)"),  # a folder above the plugin
+        ((".",), "has no commands, skills, agents or hooks"),  # a folder above the plugin
         (("plugin", "--plugin", "x"), "--plugin: plugin is not a marketplace"),
     ],
 )

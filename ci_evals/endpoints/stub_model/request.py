@@ -6,6 +6,8 @@ Observed with the CLI bundled in claude-agent-sdk 0.2.189 (CLI 2.1.332):
 - a slash command arrives expanded in the first user message, tagged
   `<command-name>/PLUGIN:cmd</command-name>` and `<command-args>...</command-args>`;
 - the first user message also carries `<system-reminder>` blocks, which we drop;
+- a Stop hook that refuses to let the turn end sends its reason back as a user
+  message `Stop hook feedback:\n\n<reason>` (up to 9 times in a row);
 - a subagent's request has the agent's markdown body in the top-level `system`,
   `cc_is_subagent=true` in its billing line, an `x-claude-code-agent-id`
   header, and the same `X-Claude-Code-Session-Id` as its parent.
@@ -21,6 +23,7 @@ from typing import Any
 _CWD = re.compile(r"Primary working directory: ([^\n]+)")
 _COMMAND_NAME = re.compile(r"<command-name>/?([^<]*)</command-name>")
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+_HOOK_FEEDBACK = re.compile(r"(?:^|\n)(\w+) hook feedback:\s*(.*)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class ParsedRequest:
     has_tools: bool
     stream: bool  # False for the CLI's non-streaming fallback request
     output_format: Mapping[str, Any] | None  # output_config.format, if any
+    # (event, what it said) when the last user message is a hook's feedback: the
+    # CLI went on because a hook (Stop) refused to let the turn end.
+    hook_feedback: tuple[str, str] | None = None
 
     @property
     def nonessential(self) -> bool:
@@ -60,6 +66,8 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> Parsed
     output_config = body.get("output_config")
     output_format = output_config.get("format") if isinstance(output_config, Mapping) else None
     lowered = {key.lower(): value for key, value in headers.items()}
+    last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    feedback = _HOOK_FEEDBACK.search(_text_of(last_user.get("content"))) if last_user else None
     return ParsedRequest(
         model=str(body.get("model", "")),
         cwd=_find_cwd(messages, system),
@@ -73,6 +81,7 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> Parsed
         has_tools=bool(body.get("tools")),
         stream=body.get("stream") is True,
         output_format=output_format if isinstance(output_format, Mapping) else None,
+        hook_feedback=(feedback.group(1), _untagged(feedback.group(2))) if feedback else None,
     )
 
 
@@ -91,6 +100,11 @@ def _text_of(content: Any, drop_reminders: bool = False) -> str:
             continue
         parts.append(text)
     return "\n".join(parts)
+
+
+def _untagged(text: str) -> str:
+    """The feedback without the `<system-reminder>` tags the CLI wraps it in."""
+    return re.sub(r"</?system-reminder>", " ", text).strip()
 
 
 def _find_cwd(messages: list[Mapping[str, Any]], system: str) -> str | None:

@@ -98,6 +98,7 @@ class Responder:
         if index >= len(turns):
             if not rule.repeat_last:
                 text = f"stub: rule {rule.name!r} has no turn {index + 1} (it scripts {len(turns)})"
+                text += _past_the_script(request)
                 return Reply("exhausted", rule.name, index + 1, agent, blocks=[_text_block(text)])
             index = len(turns) - 1
         turn = turns[index]
@@ -170,6 +171,20 @@ class Responder:
             "name": call.name,
             "input": tool_input,
         }
+
+
+def _past_the_script(request: ParsedRequest) -> str:
+    """Why the CLI asked for a turn the script does not have, when a hook made it."""
+    if request.hook_feedback is None:
+        return ""
+    event, said = request.hook_feedback
+    said = " ".join(said.split())
+    said = said if len(said) <= 60 else said[:59] + "…"
+    return (
+        f": the CLI went on past the script's last turn because the plugin's {event} hook "
+        f"refused to let the turn end and fed back {said!r} (script the turns it asks for, "
+        "or repeat_last: true)"
+    )
 
 
 def _fits(match: Match, request: ParsedRequest, agent: str | None) -> bool:

@@ -11,6 +11,7 @@ checks:
   - { json_schema: "lab/plan.json", schema: "plugin:templates/plan.schema.json" }
   - { equals_length: "lab/plan.json", field: chapter_count, array: chapters }
   - { trajectory: { subagent: "labsmith:lab-planner" } }    # or tool: / skill:, used: false
+  - { trajectory: { hook: SessionStart } }                  # a hook on that event ran, exit 0
 ```
 
 Paths are globs relative to the folder being graded (the stage's workspace).
@@ -34,7 +35,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
-from ci_evals.grading.kinds.trajectory import ToolUse, What, count_calls, read_tool_uses
+from ci_evals.grading.kinds.trajectory import (
+    Trajectory,
+    What,
+    count_calls,
+    hook_runs,
+    read_trajectory,
+)
 from ci_evals.text import one_line
 
 if TYPE_CHECKING:
@@ -273,10 +280,11 @@ def _load_trajectory(
     item: Field, raw: dict[str, Field], explicit_id: str | None, *_: Path
 ) -> TrajectoryUse:
     main = raw["trajectory"]
-    spec = main.mapping(("tool", "skill", "subagent", "used"), what="trajectory check")
-    named = [k for k in ("tool", "skill", "subagent") if k in spec]
+    kinds: tuple[What, ...] = ("tool", "skill", "subagent", "hook")
+    spec = main.mapping((*kinds, "used"), what="trajectory check")
+    named = [k for k in kinds if k in spec]
     if len(named) != 1:
-        raise main.error("a trajectory check names exactly one of tool, skill, subagent")
+        raise main.error("a trajectory check names exactly one of tool, skill, subagent, hook")
     used = spec["used"].as_bool() if "used" in spec else True
     name = spec[named[0]].as_str()
     default_id = f"trajectory:{named[0]}{'' if used else '-not'}-used:{name}"
@@ -372,7 +380,7 @@ def check_outcomes(
     what the fixtures' contract check (a commit hook) runs.
     """
     folder = folder.resolve()
-    uses: list[ToolUse] | str | None = None  # read once, and only if a check needs it
+    uses: Trajectory | str | None = None  # read once, and only if a check needs it
     outcomes = []
     for check in checks:
         if isinstance(check, TrajectoryUse):
@@ -691,25 +699,53 @@ _RUNNERS: dict[type, Any] = {
 # -- trajectory --------------------------------------------------------------
 
 
-def _read_trajectory(path: Path | None) -> list[ToolUse] | str:
-    """The tool calls, or why they cannot be known (which fails every trajectory check)."""
+def _read_trajectory(path: Path | None) -> Trajectory | str:
+    """The tool calls and hook runs, or why they cannot be known (which fails
+    every trajectory check)."""
     if path is None:
         return "no trajectory was recorded for this stage"
     try:
-        return read_tool_uses(path)
+        return read_trajectory(path)
     except FileNotFoundError:
         return f"trajectory file not found: {path}"
     except (OSError, ValueError) as exc:
         return f"trajectory {path.name} unreadable: {exc}"
 
 
-def _trajectory(check: TrajectoryUse, uses: list[ToolUse] | str) -> Outcome:
+def _trajectory(check: TrajectoryUse, found: Trajectory | str) -> Outcome:
     label = f"{check.what} {check.name!r}"
-    if isinstance(uses, str):
-        return _criterion(check.id, False, uses)
-    count = count_calls(uses, check.what, check.name)
+    if isinstance(found, str):
+        return _criterion(check.id, False, found)
+    if check.what == "hook":
+        return _hook(check, found)
+    count = count_calls(found.uses, check.what, check.name)
     if check.used:
         detail = f"{label} called {count} time(s)" if count else f"{label} was never called"
         return _criterion(check.id, count > 0, detail)
     detail = f"{label} called {count} time(s), expected never" if count else f"{label} not called"
     return _criterion(check.id, count == 0, detail)
+
+
+def _hook(check: TrajectoryUse, found: Trajectory) -> Outcome:
+    """A hook fired: it ran to its end and succeeded (a failed hook says why)."""
+    runs = hook_runs(found.hooks, check.name)
+    ok = [run for run in runs if run.ok]
+    label = f"hook {check.name!r}"
+    if not check.used:
+        detail = (
+            f"{label} ran {len(runs)} time(s), expected never" if runs else f"{label} did not run"
+        )
+        return _criterion(check.id, not runs, detail)
+    if ok:
+        return _criterion(check.id, True, f"{label} ran {len(ok)} time(s)")
+    if not runs:
+        return _criterion(check.id, False, f"{label} never ran")
+    last = runs[-1]
+    code = "" if last.exit_code is None else f", exit {last.exit_code}"
+    said = f": {last.said}" if last.said else ""
+    return _criterion(
+        check.id,
+        False,
+        f"{label} ({last.name}) ran {len(runs)} time(s), never succeeded "
+        f"({last.outcome or 'no outcome'}{code}){said}",
+    )

@@ -1,0 +1,181 @@
+"""The plugin's parts beyond its commands, for `init`'s draft: skills, agents, hooks.
+
+How the bundled CLI offers them (measured with Claude Code 2.1.337 on the stub
+model, `tests/commands/test_init_shapes.py`):
+
+- a skill `skills/NAME/SKILL.md` is `/PLUGIN:NAME` (expanded into the prompt,
+  as a command is: nothing in the trajectory says so) and the Skill tool's
+  `PLUGIN:NAME` (a `Skill` call, answered `Launching skill: PLUGIN:NAME`, then
+  the skill's text as a message): the draft asks for the Skill tool, so the
+  trajectory shows the skill fired. A skill with `disable-model-invocation:
+  true` is slash-only: its stage runs `/PLUGIN:NAME`;
+- an agent is the Agent tool's `subagent_type: PLUGIN:NAME`;
+- a hook's every run is a `hook_response` event in the trajectory (its event,
+  name, exit code, outcome, stderr), SessionStart's always and the others'
+  with `include_hook_events`, which the claude agent sets.
+
+A skill or agent no command names gets a stage of its own; a plugin of hooks
+alone (an output style) one plain-prompt stage; the first stage checks every
+hook a stub run of it can fire. Pure: reads the plugin's files, writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci_evals.config.front_matter import read_front_matter
+
+# Events a stub run of a drafted stage fires, and when: the session starts
+# (`startup`), the prompt is submitted, the turn ends. A tool hook fires on the
+# tools the stage's stub calls (it writes its output; a skill or agent stage
+# calls that tool too).
+_ALWAYS = ("UserPromptSubmit", "Stop")
+STOP_EVENTS = ("Stop", "SubagentStop")
+# The CLI ends a turn after a Stop hook blocked it this many times in a row
+# (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP), saying so in the trajectory.
+STOP_HOOK_BLOCK_CAP = 9
+
+
+@dataclass(frozen=True)
+class Hook:
+    event: str  # "SessionStart"
+    matcher: str  # "" for none
+    conditional: bool  # an `if:` condition on the tool call
+    command: str  # what it runs, for comments
+    background: bool = False  # `async` / `asyncRewake`: the session may end before it does
+
+
+@dataclass(frozen=True)
+class Part:
+    """A skill or an agent the draft gives a stage of its own."""
+
+    kind: str  # "skill" or "agent"
+    name: str  # the folder (skill) or the agent's name
+    file: str  # plugin-relative: skills/NAME/SKILL.md, agents/x.md
+    hint: str | None  # its argument-hint
+    slash_only: bool = False  # a skill the model may not invoke: /PLUGIN:NAME
+
+
+def skills(plugin_dir: Path) -> list[Part]:
+    """Every `skills/NAME/SKILL.md`, as the CLI offers it."""
+    folder = plugin_dir / "skills"
+    found = []
+    for path in sorted(folder.glob("*/SKILL.md")) if folder.is_dir() else []:
+        if not path.is_file():
+            continue
+        fields = read_front_matter(_read(path)).fields
+        found.append(
+            Part(
+                kind="skill",
+                name=path.parent.name,
+                file=path.relative_to(plugin_dir).as_posix(),
+                hint=_text(fields.get("argument-hint")),
+                slash_only=fields.get("disable-model-invocation") is True,
+            )
+        )
+    return found
+
+
+def agent_part(path: str, name: str) -> Part:
+    return Part(kind="agent", name=name, file=path, hint=None)
+
+
+def hooks(plugin_dir: Path, manifest: Mapping[str, object]) -> list[Hook]:
+    """The command hooks of `hooks/hooks.json` and of the manifest's `hooks`
+    (a file, a list of files, or the hooks themselves); unreadable ones are left
+    to the CLI, which reports them when it loads the plugin."""
+    sources: list[object] = []
+    default = plugin_dir / "hooks" / "hooks.json"
+    if default.is_file():
+        sources.append(_json(default))
+    given = manifest.get("hooks")
+    for item in given if isinstance(given, list) else [given]:
+        if isinstance(item, str):
+            path = plugin_dir / item
+            if path.is_file() and path != default:
+                sources.append(_json(path))
+        elif isinstance(item, dict):
+            sources.append(item)
+    found = []
+    for source in sources:
+        events = source.get("hooks") if isinstance(source, dict) else None
+        if not isinstance(events, dict):
+            continue
+        for event, groups in events.items():
+            for group in groups if isinstance(groups, list) else []:
+                if not isinstance(group, dict):
+                    continue
+                matcher = group.get("matcher")
+                for hook in group.get("hooks") or []:
+                    if not isinstance(hook, dict):
+                        continue
+                    found.append(
+                        Hook(
+                            event=str(event),
+                            matcher=matcher if isinstance(matcher, str) else "",
+                            conditional="if" in hook,
+                            background=bool(hook.get("async") or hook.get("asyncRewake")),
+                            command=str(hook.get("command") or hook.get("type") or ""),
+                        )
+                    )
+    return found
+
+
+def observable(hook: Hook, tools: Sequence[str]) -> str | None:
+    """Why a stub run of the first stage, calling `tools`, cannot show `hook`
+    fire; None when it can."""
+    why: str | None = "nothing in a stub run of the stage fires it"
+    if hook.background:
+        why = "it runs in the background (async): the session may end before it does"
+    elif hook.event == "SessionStart":
+        why = None if _matches(hook.matcher, "startup") else f"its matcher {hook.matcher!r}"
+    elif hook.event in _ALWAYS:
+        why = None
+    elif hook.event in ("PreToolUse", "PostToolUse"):
+        if hook.conditional:
+            why = "it runs only under its `if:` condition"
+        elif any(_matches(hook.matcher, tool) for tool in tools):
+            why = None
+        else:
+            why = f"the stage's stub calls no tool its matcher {hook.matcher!r} takes"
+    return why
+
+
+def loops(found: Sequence[Hook]) -> list[Hook]:
+    """Hooks that may refuse to let a turn end (feeding a prompt back)."""
+    return [hook for hook in found if hook.event in STOP_EVENTS]
+
+
+def _matches(matcher: str, value: str) -> bool:
+    if matcher in ("", "*"):
+        return True
+    try:
+        return re.fullmatch(matcher, value) is not None
+    except re.error:
+        return matcher == value
+
+
+def _json(path: Path) -> object:
+    try:
+        return json.loads(_read(path))
+    except ValueError:
+        return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, list):
+        return " ".join(f"[{item}]" for item in value) or None
+    if value is None or isinstance(value, dict):
+        return None
+    return str(value).strip() or None

@@ -1,0 +1,244 @@
+"""`ci-evals init` on every shape of plugin people ship (suite.draft_shapes):
+skills only, agents only, a SessionStart hook alone, an output style, a Stop
+hook that feeds the prompt back, commands with skills and agents. Each plugin
+is written here in that shape; each goes init -> check -> stub run green by the
+printed lines alone, and its checks show the part fired in the trajectory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+from tests.onboarding_helpers import cli, follow_printed_lines, write
+
+
+def plugin_repo(tmp_path: Path, files: dict[str, str]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo / "plugin" / ".claude-plugin" / "plugin.json", '{"name": "shapes"}\n')
+    for path, text in files.items():
+        target = write(repo / "plugin" / path, text)
+        if path.endswith(".sh"):
+            target.chmod(0o755)
+    return repo
+
+
+SKILL = """\
+    ---
+    name: {name}
+    description: Writes a {name} note. Use when asked for one.
+    ---
+    Write a {name} note for the task.
+    """
+AGENT = """\
+    ---
+    name: {name}
+    description: Reviews things
+    ---
+    You are the {name}.
+    """
+ANSWER = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart"}})
+SESSION_START = json.dumps(
+    {
+        "hooks": {
+            "SessionStart": [
+                {
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": f"echo '{ANSWER}'",
+                        }
+                    ]
+                }
+            ]
+        }
+    }
+)
+# Feeds the prompt back, as ralph-wiggum's does, until its state file is gone.
+STOP_LOOP = """\
+    #!/bin/sh
+    cat > /dev/null
+    [ -f .loop-state ] || exit 0
+    echo '{"decision": "block", "reason": "keep going"}'
+    """
+LOOP_COMMAND = """\
+    ---
+    description: Start the loop
+    argument-hint: TASK
+    ---
+    Run `touch .loop-state` first, then work on: $ARGUMENTS
+    """
+
+
+def onboard(repo: Path) -> str:
+    proc = cli(repo, "init", "plugin")
+    assert proc.returncode == 0, proc.stderr
+    follow_printed_lines(repo, proc.stdout)
+    return proc.stdout
+
+
+def criteria(repo: Path) -> dict[str, list[tuple[str, bool]]]:
+    """Per stage, every criterion's id and whether it passed, from results.json."""
+    (results,) = (repo / ".ci-evals" / "runs").glob("*/results.json")
+    data = json.loads(results.read_text())
+    found = {}
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            found[stage["name"]] = [
+                (c["id"], c["passed"])
+                for grader in stage["grading"]["graders"]
+                for c in grader["criteria"]
+            ]
+    return found
+
+
+@pytest.mark.slow
+def test_skills_only_a_stage_per_skill_that_shows_the_skill_fired(tmp_path: Path) -> None:
+    repo = plugin_repo(
+        tmp_path,
+        {
+            "skills/outline/SKILL.md": SKILL.format(name="outline"),
+            "skills/recap/SKILL.md": SKILL.format(name="recap"),
+        },
+    )
+    printed = onboard(repo)
+    assert printed.splitlines()[0] == (
+        "drafted a stage per skill and agent (skill outline, skill recap): the plugin has "
+        "no commands"
+    )
+    suite = (repo / "ci-evals.yaml").read_text()
+    assert "Use the Skill tool to run the skill `shapes:outline`" in suite
+    got = criteria(repo)
+    assert got["outline"] == [
+        ("outline-output-written", True),
+        ("trajectory:skill-used:shapes:outline", True),
+    ]
+    assert got["recap"][1] == ("trajectory:skill-used:shapes:recap", True)
+    stage_map = (repo / "stage_map.yaml").read_text()
+    assert '{ glob: "skills/recap/**", stage: recap }' in stage_map
+
+
+@pytest.mark.slow
+def test_agents_only_a_stage_per_agent_that_shows_the_subagent_ran(tmp_path: Path) -> None:
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    printed = onboard(repo)
+    assert "(agent critic)" in printed.splitlines()[0]
+    assert criteria(repo)["critic"] == [
+        ("critic-output-written", True),
+        ("trajectory:subagent-used:shapes:critic", True),
+    ]
+
+
+@pytest.mark.slow
+def test_a_session_start_hook_alone_a_plain_stage_that_shows_it_ran(tmp_path: Path) -> None:
+    repo = plugin_repo(tmp_path, {"hooks/hooks.json": SESSION_START})
+    printed = onboard(repo)
+    assert printed.splitlines()[0] == (
+        "drafted one plain-prompt stage, session: the plugin has no commands, skills or "
+        "agents (hooks on SessionStart)"
+    )
+    assert criteria(repo)["session"] == [
+        ("session-output-written", True),
+        ("trajectory:hook-used:SessionStart", True),
+    ]
+
+
+@pytest.mark.slow
+def test_an_output_style_a_plain_stage_and_no_vacuous_check(tmp_path: Path) -> None:
+    repo = plugin_repo(
+        tmp_path,
+        {"output-styles/terse.md": "---\nname: terse\ndescription: Short\n---\nBe terse.\n"},
+    )
+    onboard(repo)
+    suite = (repo / "ci-evals.yaml").read_text()
+    assert "leaves nothing in the trajectory to check" in suite
+    assert criteria(repo)["session"] == [("session-output-written", True)]
+
+
+@pytest.mark.slow
+def test_a_stop_hook_that_feeds_the_prompt_back_is_bounded(tmp_path: Path) -> None:
+    repo = plugin_repo(
+        tmp_path,
+        {
+            "commands/loop.md": LOOP_COMMAND,
+            "hooks/hooks.json": '{"hooks": {"Stop": [{"hooks": [{"type": "command", '
+            '"command": "${CLAUDE_PLUGIN_ROOT}/hooks/stop.sh"}]}]}}\n',
+            "hooks/stop.sh": STOP_LOOP,
+        },
+    )
+    # The stub's stage touches the state file, as the command says.
+    proc = cli(repo, "init", "plugin")
+    assert proc.returncode == 0, proc.stderr
+    stub = repo / "stub" / "shapes.yaml"
+    text = stub.read_text()
+    assert "repeat_last: true" in text
+    stub.write_text(
+        text.replace("      - tools:\n", "      - tools:\n          - bash: touch .loop-state\n", 1)
+    )
+    follow_printed_lines(repo, proc.stdout)
+    assert ("trajectory:hook-used:Stop", True) in criteria(repo)["loop"]
+    # Without repeat_last, the stub says why the CLI asked for more than it scripts.
+    stub.write_text(stub.read_text().replace("    repeat_last: true\n", ""))
+    done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
+    assert done.returncode != 0
+    assert (
+        "the CLI went on past the script's last turn because the plugin's Stop hook refused "
+        "to let the turn end and fed back 'keep going'"
+    ) in done.stdout
+
+
+@pytest.mark.slow
+def test_commands_with_skills_and_agents_keep_the_command_stages(tmp_path: Path) -> None:
+    repo = plugin_repo(
+        tmp_path,
+        {
+            "commands/draft.md": "---\ndescription: Draft\n---\nUse the outline skill.\n",
+            "skills/outline/SKILL.md": SKILL.format(name="outline"),
+            "skills/recap/SKILL.md": SKILL.format(name="recap"),
+            "agents/critic.md": AGENT.format(name="critic"),
+            "hooks/hooks.json": SESSION_START,
+        },
+    )
+    printed = onboard(repo)
+    assert printed.splitlines()[0] == (
+        "drafted one stage, draft: the plugin's only command; then skill recap, agent "
+        "critic, which no command names"
+    )
+    got = criteria(repo)
+    assert list(got) == ["draft", "recap", "critic"]
+    assert ("trajectory:hook-used:SessionStart", True) in got["draft"]
+    assert all(passed for stage in got.values() for _, passed in stage)
+
+
+def test_check_fails_a_stub_script_without_a_rule_for_a_stage_command(tmp_path: Path) -> None:
+    repo = plugin_repo(
+        tmp_path,
+        {
+            "commands/draft.md": "---\ndescription: Draft\n---\nWrite it.\n",
+            "agents/critic.md": AGENT.format(name="critic"),
+        },
+    )
+    assert cli(repo, "init", "plugin").returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    stub = repo / "stub" / "shapes.yaml"
+    stub.write_text(
+        stub.read_text()
+        .replace('command: "shapes:draft"', 'command: "shapes:drafts"')
+        .replace('match: {agent: "shapes:critic"}', 'match: {agent: "shapes:critics"}')
+        .replace('name: "shapes:critic"', 'name: "shapes:critics"')
+    )
+    proc = cli(repo, "check", "--model", "stub:stub/shapes.yaml")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "ci-evals check: stage draft runs /shapes:draft, but stub/shapes.yaml has no rule for "
+        "it (match: {command: shapes:draft})",
+        "ci-evals check: stage critic checks that the subagent shapes:critic ran, but "
+        "stub/shapes.yaml has no rule for it (match: {agent: shapes:critic}, launched by an "
+        "agent: call)",
+        "ci-evals check: 2 problems; nothing was started",
+    ]
