@@ -137,6 +137,21 @@ def files_to_commit(folder: Path) -> list[str]:
     )
 
 
+def published_files(folder: Path) -> list[str] | None:
+    """What a commit made now would hold of `folder` (`files_to_commit`), or None
+    when git cannot say: `folder` is in no work tree, or git ignores it whole (a
+    plugin vendored into an ignored folder still has files, all of them its own)."""
+    prefix = run(folder, "rev-parse", "--show-prefix", check=False)
+    if prefix.returncode != 0:
+        return None
+    inside = prefix.stdout.decode("utf-8", "surrogateescape").strip("\n")
+    if inside:
+        top = run(folder, "rev-parse", "--show-cdup").stdout.decode("utf-8", "surrogateescape")
+        if is_ignored(folder / top.strip("\n"), inside):
+            return None
+    return files_to_commit(folder)
+
+
 def is_ignored(folder: Path, path: str) -> bool:
     """Whether git ignores `path` (relative to `folder`, which is in a work tree)."""
     result = run(folder, "check-ignore", "-q", "--", path, check=False)

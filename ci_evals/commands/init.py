@@ -24,6 +24,7 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
+from ci_evals.fs.plugin_files import plugin_files
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.plugin_source import (
     MANIFEST,
@@ -40,6 +41,7 @@ SUITE = "ci-evals.yaml"
 STAGE_MAP = "stage_map.yaml"
 PRECOMMIT = ".pre-commit-config.yaml"
 RUNS = ".ci-evals"  # where `run` and `check-fixtures` write, below the current folder
+OURS = (SUITE, STAGE_MAP, "stub/", "fixtures/", PRECOMMIT)  # what init writes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,10 +82,9 @@ def run(args: argparse.Namespace) -> int:
             f"{args.plugin} is outside the repository {top}",
             hint="copy or vendor the plugin into the repository first",
         )
-    _refuse_uncopyable(plugin_dir, top)
-    ours = [SUITE, STAGE_MAP, "stub/", "fixtures/", PRECOMMIT]
+    _refuse_uncopyable(plugin_dir, top, here)
     files = [
-        path for path in git.files_to_commit(plugin_dir) if not _ours(plugin_dir / path, here, ours)
+        path for path in git.files_to_commit(plugin_dir) if not _ours(plugin_dir / path, here, OURS)
     ]
     # What init writes inside the plugin folder itself (PLUGIN_DIR = .) must not
     # read as plugin files: the stub script is global (a change re-runs all).
@@ -137,11 +138,13 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _refuse_uncopyable(plugin_dir: Path, top: Path) -> None:
+def _refuse_uncopyable(plugin_dir: Path, top: Path, here: Path) -> None:
     """What the draft reads of the plugin (its commands' text) ends up in files it
     writes, to be committed: a link out of the repository is refused first, as
-    everything `run` would refuse to copy."""
-    found = copy_problem(plugin_dir, confinement(top))
+    everything `run` would refuse to copy (and only that: a `.venv` git ignores,
+    or a suite drafted here before, is no part of the copy)."""
+    own = [(here, "the suite's folder"), *((here / name, name) for name in OURS)]
+    found = copy_problem(plugin_dir, confinement(top), plugin_files(plugin_dir, own))
     if found is not None:
         where, problem = found
         raise UserError(f"{display_path(where)} {problem}", hint=COPY_HINT)
@@ -212,7 +215,7 @@ def _plugin_source(
     return plugin_at(folder), None
 
 
-def _ours(path: Path, here: Path, ours: list[str]) -> bool:
+def _ours(path: Path, here: Path, ours: tuple[str, ...]) -> bool:
     """A file init writes (when the plugin folder holds the suite's folder)."""
     try:
         rel = path.relative_to(here).as_posix()

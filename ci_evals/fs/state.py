@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ci_evals.fs.copy import copy_many
 from ci_evals.fs.plugin_copy import copy_plugin
+from ci_evals.fs.plugin_files import PluginFiles
 from ci_evals.fs.walk import walk
 
 AFTER_DIR = "after"
@@ -96,6 +97,7 @@ def copy_state(
     *,
     plugin_manifest: Mapping[str, object] | None = None,
     plugin_within: Path | None = None,
+    plugin_files: PluginFiles | None = None,
 ) -> tuple[Path, Path]:
     """A private, writable copy for a grader: `dest/workspace` (of `state`) and
     `dest/plugin` (of `plugin_source`, links dereferenced as far as
@@ -113,5 +115,5 @@ def copy_state(
             raise FileExistsError(f"grading copy already exists: {path}")
     save_state(state, workspace)  # the same copy: folders, files, links as links
     within = plugin_source if plugin_within is None else plugin_within
-    copy_plugin(plugin_source, plugin, plugin_manifest, within=within)
+    copy_plugin(plugin_source, plugin, plugin_manifest, within=within, files=plugin_files)
     return workspace, plugin

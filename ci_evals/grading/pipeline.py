@@ -79,6 +79,7 @@ async def grade_state(
                 job.suite.plugin.path,
                 job.work_dir / "graders",
                 plugin_manifest=job.suite.plugin.manifest_to_write,
+                plugin_files=job.suite.plugin.files,
             )
         policy = ScoringPolicy().merge(job.suite.grading.scoring)
         verdict = await asyncio.to_thread(
@@ -123,6 +124,7 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
         plugin_source=suite.plugin.path,
         plugin_manifest=suite.plugin.manifest_to_write,
         plugin_within=suite.plugin.link_root,
+        plugin_files=suite.plugin.files,
         suite_dir=suite.root,
         cwd=stage_cwd(suite, stage, scenario),
         values=values,

@@ -210,7 +210,7 @@ class Runner:
             suite=plan.suite_identity,
             revision=plan.revision,
             suite_sha256=file_sha256(plan.suite.file),
-            plugin_sha256=tree_sha256(plan.suite.plugin.path),
+            plugin_sha256=tree_sha256(plan.suite.plugin.path, plan.suite.plugin.files),
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,
@@ -339,7 +339,12 @@ class Runner:
         plan = self.plan
         if state.workspace is None:
             state.workspace = await asyncio.to_thread(
-                create_workspace, plan.suite, plan.from_stage, state.parent, state.scenario
+                create_workspace,
+                plan.suite,
+                plan.from_stage,
+                state.parent,
+                state.scenario,
+                run_dir=plan.run_dir,
             )
         workspace = state.workspace
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
