@@ -63,7 +63,7 @@ def copy_plugin(
             or not files.takes(
                 prefix + name,
                 os.path.join(path, name),
-                folder=os.path.isdir(os.path.join(path, name)),
+                folder=_real_folder(os.path.join(path, name)),
             )
         ]
 
@@ -90,6 +90,10 @@ def copy_plugin(
             path.write_text(json.dumps(dict(manifest), indent=2) + "\n", encoding="utf-8")
     except (OSError, shutil.Error) as exc:
         raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
+
+
+def _real_folder(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
 
 
 def _opened_path(fd: int, info: os.stat_result, path: str) -> str | None:

@@ -20,8 +20,9 @@ Either way ci-evals' own files are left out (`PluginFiles.left`): the suite's
 folder when it lies inside the plugin (the layout `init` drafts,
 `evals/<plugin>/`), else the suite file, its stage map, fixtures, scaffold,
 `stub/` and `.ci-evals/` beside it; any `.ci-evals` folder (the default run
-root); any folder holding a ci-evals `results.json` (a run folder, `--out`);
-and what a command adds (the run's own folder). `.git` is never taken.
+root); any folder holding a ci-evals `results.json` (a run folder, `--out`)
+or a `ci-evals.yaml` (another plugin's suite, `evals/<other>/`); and what a
+command adds (the run's own folder). `.git` is never taken.
 
 The suite lists the files once, at load (`Plugin.files`); the check at load
 (`fs.copyable`), the copies (`fs.plugin_copy`) and the plugin's digest
@@ -41,6 +42,7 @@ from ci_evals import git
 GIT_DIR = ".git"
 RUNS = ".ci-evals"  # `run`'s and `check-fixtures`' default run root
 RESULTS = "results.json"
+SUITE = "ci-evals.yaml"
 # A run folder's `results.json` is an object with these keys (results.model.RunResult).
 _RUN_KEYS = frozenset({"version", "run_id", "tool_version", "scenarios"})
 _RESULTS_MAX = 64 << 20  # a larger file is no run of ours worth reading
@@ -67,14 +69,15 @@ class PluginFiles:
         return replace(self, left=self.left | {rel for rel, _ in more}, why=(*self.why, *more))
 
     def takes(self, rel: str, path: str, *, folder: bool) -> bool:
-        """Whether a copy takes the entry `rel` (at `path`; `folder`: it is or leads to one)."""
+        """Whether a copy takes the entry `rel` (at `path`; `folder`: a real folder, not a
+        link: a link to a folder holding the plugin is a loop the walk must still see)."""
         parts = rel.split("/")
         if any(part.lower() == GIT_DIR or part == RUNS for part in parts):
             return False
         if self.left and any("/".join(parts[: i + 1]) in self.left for i in range(len(parts))):
             return False
-        if folder and is_run_folder(path):
-            return False
+        if folder and (is_run_folder(path) or os.path.isfile(os.path.join(path, SUITE))):
+            return False  # a run folder, or another suite's (evals/<other plugin>/)
         if self.listed is None or rel in self.listed or rel in self.folders:
             return True
         # Inside a listed entry: a link to a folder (followed), a submodule.
@@ -85,16 +88,9 @@ def taker(files: PluginFiles | None) -> Callable[[str, os.DirEntry[str]], bool] 
     """`files.takes` as `fs.walk` asks it (None: the walk takes everything)."""
     if files is None:
         return None
-    return lambda rel, entry: files.takes(rel, entry.path, folder=_is_folder(entry))
-
-
-def _is_folder(entry: os.DirEntry[str]) -> bool:
-    """A folder, or a link to one; False for a link that cannot be followed (the
-    walk names it, as it does without `files`)."""
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
+    return lambda rel, entry: files.takes(
+        rel, entry.path, folder=entry.is_dir(follow_symlinks=False)
+    )
 
 
 def plugin_files(root: Path, own: Iterable[tuple[Path, str]] = ()) -> PluginFiles:
