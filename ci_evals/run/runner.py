@@ -175,7 +175,7 @@ class _Scenario:
     label: str  # for progress lines: "<id>", or "<id>#<i>" with repeats
     workspace: Workspace | None = None
     last: Snapshot | None = None
-    plugin_changed: frozenset[str] = frozenset()  # plugin-copy paths changed so far
+    plugin_last: Snapshot | None = None  # the plugin copy as the last stage left it
     stage_results: dict[int, StageResult] = field(default_factory=dict)
 
 
@@ -419,7 +419,7 @@ class Runner:
         produced_dir = stage_dir / "produced"
         await asyncio.to_thread(copy_produced, changes, workspace.root, produced_dir)
         state.last = after
-        await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir)
+        await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir, stage_result)
         _fill(stage_result, outcome, time.monotonic() - started)
         _hint_git(stage_result, state.scenario)
         stage_result.produced = file_changes(changes.all)
@@ -459,19 +459,28 @@ class Runner:
             shutil.rmtree(self.work_root, ignore_errors=True)
 
 
-def _record_plugin_changes(workspace: Workspace, state: _Scenario, stage_dir: Path) -> None:
-    """Write `plugin-changes.json` when this stage changed the plugin copy.
+def _record_plugin_changes(
+    workspace: Workspace, state: _Scenario, stage_dir: Path, stage_result: StageResult
+) -> None:
+    """Record what this stage changed in the plugin copy (`plugin_changes`, and
+    `plugin-changes.json` in its folder).
 
-    The agent can write into the copy (through the component links); later
-    stages and reviewers then load the changed plugin. Nothing in the repository
-    is affected, but the run must say so.
+    The agent can write into the copy: through the component links (superpowers'
+    `docs/` is one, where its skills write plans) or by its path. Those files
+    are in no saved state, so no grader sees them, and later stages and
+    reviewers load the changed plugin. Nothing in the repository is affected,
+    but the stage's reason and its page say so.
     """
-    changes = workspace.plugin_changes().all
-    paths = frozenset(change.path for change in changes)
-    if paths == state.plugin_changed:
+    previous = state.plugin_last if state.plugin_last is not None else workspace.plugin_baseline
+    if previous is None:
         return
-    state.plugin_changed = paths
-    records = [change.model_dump() for change in file_changes(changes)]
+    now = take_snapshot(workspace.plugin, previous=previous)
+    state.plugin_last = now
+    changes = file_changes(diff_snapshots(previous, now).all)
+    if not changes:
+        return
+    stage_result.plugin_changes = changes
+    records = [change.model_dump() for change in changes]
     (stage_dir / "plugin-changes.json").write_text(json.dumps(records, indent=2) + "\n")
 
 

@@ -101,6 +101,19 @@ def test_the_copy_holds_what_a_commit_would_and_nothing_of_ours(tmp_path: Path) 
     assert tree_sha256(suite.plugin.path, load_suite(repo / "ci-evals.yaml").plugin.files) == before
 
 
+def test_a_suite_in_its_own_folder_inside_the_plugin_is_left_whole(tmp_path: Path) -> None:
+    """`init --plugin toptool` drafts into evals/toptool/: the whole folder is ci-evals'."""
+    repo = top_plugin(tmp_path)
+    proc = cli(repo, "init", ".", "--plugin", "toptool")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    here = repo / "evals" / "toptool"
+    (here / "fixtures" / "1-do-output" / "outputs" / "do.md").write_text(ANSWER + "\n")
+    (here / "notes.md").write_text(ANSWER + "\n")  # anything beside the suite is ours
+    ws = create_workspace(load_suite(here / "ci-evals.yaml"), 1, tmp_path / "ws")
+    assert not [p for p in copied(ws.plugin) if p.startswith(("evals", "stub", "fixtures"))]
+    assert "commands/do.md" in copied(ws.plugin)
+
+
 def test_a_plugin_outside_git_is_copied_whole_less_ours(tmp_path: Path) -> None:
     """No work tree, nothing says what is published: every file, less ci-evals' own."""
     repo, _ = drafted(tmp_path)
@@ -152,3 +165,50 @@ def test_a_plugin_at_the_top_runs_twice_and_its_agent_cannot_read_the_answers(
             assert f"\n{name}\n" not in seen, (name, seen)
         assert "ci-evals-out" not in seen and ".ci-evals" not in seen
     assert os.path.isdir(repo / "ci-evals-out-2")
+
+
+STUB_DOCS = """\
+rules:
+  - name: do
+    match: {command: "toptool:do"}
+    turns:
+      - tools:
+          - write: {path: "docs/plans/plan.md", content: "the plan\\n"}
+      - text: "Planned (stub)."
+"""
+
+
+@pytest.mark.slow
+def test_writes_through_a_workspace_link_are_named_in_the_reason_and_the_page(
+    tmp_path: Path,
+) -> None:
+    """superpowers' skills write plans to docs/, a plugin folder: in the workspace
+    `docs` is a link into the plugin copy, so the plan is in no saved state and the
+    check finds nothing. The stage's reason and its HTML page say where it went."""
+    repo, _ = drafted(tmp_path)
+    write(repo / "docs" / "README.md", "The plugin's own docs.\n")
+    (repo / "stub" / "toptool.yaml").write_text(STUB_DOCS)
+    git(repo, "add", "-A")
+    ran = cli(repo, "run", "--model", STUB, "--out", "out")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    (stage,) = json.loads((repo / "out" / "results.json").read_text())["scenarios"][0]["stages"]
+    assert stage["status"] == "failed"
+    assert [(c["path"], c["change"]) for c in stage["plugin_changes"]] == [
+        ("docs/plans/plan.md", "added")
+    ]
+    said = (
+        "1 file(s) written into the plugin copy through the workspace's docs/, a link into "
+        "the plugin, where no grader looks: docs/plans/plan.md (added) (plugin-changes.json)"
+    )
+    report = cli(repo, "report", "out")
+    assert said in report.stdout, report.stdout
+    site = tmp_path / "site"
+    assert cli(repo, "report", "out", "--html", str(site)).returncode == 1
+    pages = [
+        p.read_text()
+        for p in site.rglob("*.html")
+        if "Written into the plugin copy" in p.read_text()
+    ]
+    (page,) = pages
+    assert "<td>docs/plans/plan.md</td>" in page  # the table of what landed there
+    assert said.replace("'", "&#x27;") in page  # and the reason, escaped
