@@ -25,7 +25,7 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
-from ci_evals.fs.plugin_files import plugin_files
+from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
 from ci_evals.suite import committed, precommit
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.plugin_source import (
@@ -277,7 +277,12 @@ def _plugin_files(plugin_dir: Path, here: Path) -> list[str]:
     """The plugin's files as `git add -A` would stage them, less ci-evals' own: what
     init writes, and every suite's folder inside the plugin (this one's included)."""
     listed = git.files_to_commit(plugin_dir)
-    suites = [p.removesuffix(SUITE) for p in listed if p.endswith("/" + SUITE)]
+    folders = {
+        "/".join(parts[:i])
+        for parts in (p.split("/") for p in listed)
+        for i in range(1, len(parts))
+    }
+    suites = [f + "/" for f in sorted(folders) if not_the_plugins(os.path.join(plugin_dir, f))]
     if here != plugin_dir and here.is_relative_to(plugin_dir):
         suites.append(here.relative_to(plugin_dir).as_posix() + "/")
     return [

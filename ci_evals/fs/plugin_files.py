@@ -21,7 +21,8 @@ folder when it lies inside the plugin (the layout `init` drafts,
 `evals/<plugin>/`), else the suite file, its stage map, fixtures, scaffold,
 `stub/` and `.ci-evals/` beside it; any `.ci-evals` folder (the default run
 root); any folder holding a ci-evals `results.json` (a run folder, `--out`)
-or a `ci-evals.yaml` (another plugin's suite, `evals/<other>/`); and what a
+or a `ci-evals.yaml` (another plugin's suite, `evals/<other>/`); any Python
+virtual environment (`pyvenv.cfg`), ignored by git or not; and what a
 command adds (the run's own folder). `.git` is never taken.
 
 The suite lists the files once, at load (`Plugin.files`); the check at load
@@ -43,6 +44,7 @@ GIT_DIR = ".git"
 RUNS = ".ci-evals"  # `run`'s and `check-fixtures`' default run root
 RESULTS = "results.json"
 SUITE = "ci-evals.yaml"
+VENV_MARK = "pyvenv.cfg"  # at the top of every Python virtual environment (PEP 405)
 # A run folder's `results.json` is an object with these keys (results.model.RunResult).
 _RUN_KEYS = frozenset({"version", "run_id", "tool_version", "scenarios"})
 _RESULTS_MAX = 64 << 20  # a larger file is no run of ours worth reading
@@ -76,8 +78,8 @@ class PluginFiles:
             return False
         if self.left and any("/".join(parts[: i + 1]) in self.left for i in range(len(parts))):
             return False
-        if folder and (is_run_folder(path) or os.path.isfile(os.path.join(path, SUITE))):
-            return False  # a run folder, or another suite's (evals/<other plugin>/)
+        if folder and not_the_plugins(path):
+            return False
         if self.listed is None or rel in self.listed or rel in self.folders:
             return True
         # Inside a listed entry: a link to a folder (followed), a submodule.
@@ -107,6 +109,19 @@ def plugin_files(root: Path, own: Iterable[tuple[Path, str]] = ()) -> PluginFile
         for i in range(1, len(parts))
     }
     return PluginFiles(frozenset(published), frozenset(folders)).leaving(root, own)
+
+
+def not_the_plugins(folder: str) -> bool:
+    """Whether a folder inside the plugin is no part of it, whatever git says: a run
+    folder, another suite's (`evals/<other plugin>/`), or a Python virtual
+    environment (`pyvenv.cfg`: this machine's, its python a link to the system's;
+    Python 3.13 makes git ignore one, older ones do not, and obra/superpowers'
+    `.gitignore` has no `.venv`)."""
+    return (
+        is_run_folder(folder)
+        or os.path.isfile(os.path.join(folder, SUITE))
+        or os.path.isfile(os.path.join(folder, VENV_MARK))
+    )
 
 
 def is_run_folder(path: str) -> bool:

@@ -79,7 +79,14 @@ def test_the_copy_holds_what_a_commit_would_and_nothing_of_ours(tmp_path: Path) 
     write(out / "results.json", json.dumps(dict.fromkeys(("version", "run_id", "tool_version", "scenarios"), 1)))  # fmt: skip  # noqa: E501
     (out / "example" / "1-do" / "after").mkdir(parents=True)
     (out / "example" / "1-do" / "after" / "commands").symlink_to("../plugin/commands")
-    suite = load_suite(repo / "ci-evals.yaml")  # not refused: .venv, dangling links
+    # A virtual environment git does not ignore (superpowers' .gitignore has no .venv).
+    (repo / "venv2" / "bin").mkdir(parents=True)
+    (repo / "venv2" / "bin" / "python").symlink_to(sys.executable)
+    write(repo / "venv2" / "pyvenv.cfg", "home = /usr/bin\n")
+    again = cli(repo, "init")  # nor by init: it drafts no entry for a venv's files
+    assert again.returncode == 0, again.stderr
+    assert "venv2" not in (repo / "stage_map.yaml").read_text()
+    suite = load_suite(repo / "ci-evals.yaml")  # not refused: the venvs, dangling links
     ws = create_workspace(suite, 1, tmp_path / "ws", run_dir=repo / ".ci-evals" / "runs" / "x")
     assert copied(ws.plugin) == [
         ".claude-plugin/marketplace.json",
