@@ -83,7 +83,8 @@ def test_the_copy_holds_what_a_commit_would_and_nothing_of_ours(tmp_path: Path) 
     (repo / "venv2" / "bin").mkdir(parents=True)
     (repo / "venv2" / "bin" / "python").symlink_to(sys.executable)
     write(repo / "venv2" / "pyvenv.cfg", "home = /usr/bin\n")
-    again = cli(repo, "init")  # nor by init: it drafts no entry for a venv's files
+    (repo / "stage_map.yaml").unlink()  # drafted again: no entry for a venv's files
+    again = cli(repo, "init")
     assert again.returncode == 0, again.stderr
     assert "venv2" not in (repo / "stage_map.yaml").read_text()
     suite = load_suite(repo / "ci-evals.yaml")  # not refused: the venvs, dangling links
