@@ -137,6 +137,41 @@ def files_to_commit(folder: Path) -> list[str]:
     )
 
 
+def published_files(folder: Path) -> list[str] | None:
+    """What a commit made now would hold of `folder` (`files_to_commit`), or None
+    when git cannot say: `folder` is in no work tree, or git ignores it whole (a
+    plugin vendored into an ignored folder still has files, all of them its own)."""
+    prefix = run(folder, "rev-parse", "--show-prefix", check=False)
+    if prefix.returncode != 0:
+        return None
+    inside = prefix.stdout.decode("utf-8", "surrogateescape").strip("\n")
+    if inside:
+        top = run(folder, "rev-parse", "--show-cdup").stdout.decode("utf-8", "surrogateescape")
+        if is_ignored(folder / top.strip("\n"), inside):
+            return None
+    return files_to_commit(folder)
+
+
+class IgnoreRule(NamedTuple):
+    source: str  # the file holding the pattern, as git names it (`.gitignore`)
+    line: str
+    pattern: str
+
+
+def ignoring_rule(folder: Path, path: str) -> IgnoreRule | None:
+    """The rule by which git ignores `path` (relative to `folder`, in a work tree),
+    or None when a commit would take it (not ignored, or tracked already)."""
+    result = run(
+        folder, "check-ignore", "-v", "-z", "--stdin", stdin=path.encode() + b"\0", check=False
+    )
+    if result.returncode == 1:
+        return None
+    if result.returncode != 0:
+        raise GitError(result)
+    source, line, pattern, *_ = split_z(result.stdout)
+    return IgnoreRule(source, line, pattern)
+
+
 def is_ignored(folder: Path, path: str) -> bool:
     """Whether git ignores `path` (relative to `folder`, which is in a work tree)."""
     result = run(folder, "check-ignore", "-q", "--", path, check=False)

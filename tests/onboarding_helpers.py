@@ -5,6 +5,7 @@ folder the way a user evaluating someone else's plugin would keep it."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,16 +50,22 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def follow_printed_lines(here: Path, printed: str) -> None:
+def follow_printed_lines(here: Path, printed: str) -> Path:
     """Run, in `here`, exactly the commands of init's last line (`next: A && B ...`),
-    each of which must succeed: `git` ones as git, the rest as `ci-evals`."""
+    each of which must succeed: `cd` as a shell would, `git` ones as git, the rest as
+    `ci-evals`; the folder they ran in."""
     last = printed.splitlines()[-1]
     assert last.startswith("next: "), printed
     for command in last.removeprefix("next: ").split(" && "):
-        words = command.split()
+        words = shlex.split(command)
+        if words[0] == "cd":  # into the suite's folder: the rest runs there
+            (folder,) = words[1:]
+            here = here / folder
+            continue
         if words[0] == "git":
             done = subprocess.run(words, cwd=here, capture_output=True, text=True, check=False)
         else:
             assert words[0] == "ci-evals", command
             done = cli(here, *words[1:])
         assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+    return here

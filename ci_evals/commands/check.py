@@ -5,7 +5,9 @@ rubric files, the scenarios, the fixtures a `--from-stage` needs, the stub
 script of `--model stub:PATH` (or a key for the real API), the sandbox: the
 very checks `run` makes (`run.plan.prepare`), but every problem is listed
 instead of stopping at the first. No stub server, agent or workspace is
-started. Exit 0 when a run could start, 2 with one line per problem.
+started. Exit 0 when a run could start, 2 with one line per problem. A suite
+git ignores (superpowers ignores `evals/`) runs, so it is a warning line, not
+a problem: the pull request that should run it would never see it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
 from ci_evals.grading.kinds.checks import TrajectoryUse
 from ci_evals.run import isolation
 from ci_evals.run.plan import prepare
-from ci_evals.suite import references
+from ci_evals.suite import committed, references
 from ci_evals.suite.load import Stage
 
 
@@ -97,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
     if ready.from_stage is not None:
         parts.append(f"from stage {ready.from_stage.number} ({ready.from_stage.name})")
     print("ci-evals check: OK: " + ", ".join(parts))
+    files = [suite.file] + ([suite.stage_map] if suite.stage_map is not None else [])
+    hidden = committed.hidden_line(files)
+    if hidden is not None:  # it runs here, but a pull request would never run it
+        print(f"ci-evals check: warning: {hidden}", file=sys.stderr)
     return EXIT_OK
 
 

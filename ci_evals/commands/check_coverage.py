@@ -1,9 +1,11 @@
-"""`ci-evals check-coverage [--map PATH]`: the pre-commit hook.
+"""`ci-evals check-coverage [--map PATH]...`: the pre-commit hook.
 
 Exit 0 with one OK line when every staged file under the plugin root is
 covered by a stage-map entry and every entry matches a staged file; exit 1
 listing each uncovered file and each dead entry otherwise; exit 2 (one line)
-when the map itself is wrong. In GitHub Actions the problems also become
+when the map itself is wrong. `--map` may be given once per suite (a marketplace of
+several plugins, each with its own `evals/<plugin>/stage_map.yaml`): each map is
+checked in turn, and the worst exit code is the hook's. In GitHub Actions the problems also become
 `::error` annotations (at most 10; the full list goes to the step summary).
 """
 
@@ -28,18 +30,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--map",
         type=Path,
+        action="append",
         default=None,
         metavar="PATH",
-        help="the stage map (default: the nearest stage_map.yaml from the current folder "
-        "up to the top of the repository)",
+        help="the stage map; once per map to check several (default: the nearest "
+        "stage_map.yaml from the current folder up to the top of the repository)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     actions = _actions_env()
     # (`ci_evals.main.entry` runs this command with the cyclic collector off.)
+    if not args.map:
+        return _check_one(None, actions)
+    codes = [_check_one(path, actions) for path in dict.fromkeys(args.map)]
+    return max(codes)
+
+
+def _check_one(path: Path | None, actions: ActionsEnv | None) -> int:
+    """Check one stage map (None: the nearest); its exit code."""
     try:
-        map_path = args.map if args.map is not None else default_map_path(Path.cwd())
+        map_path = path if path is not None else default_map_path(Path.cwd())
         stage_map = load_stage_map(map_path)
         _refuse_leaving_link(stage_map)
         report = check_coverage(stage_map)

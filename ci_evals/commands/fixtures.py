@@ -141,7 +141,7 @@ def _same_revision(result: RunResult, suite: Suite, *, force: bool) -> None:
         other = f"the run is of another suite: {result.suite_file}"
     elif result.suite_sha256 != file_sha256(suite.file):
         other = f"{suite.display} changed since the run"
-    elif result.plugin_sha256 != tree_sha256(suite.plugin.path):
+    elif result.plugin_sha256 != tree_sha256(suite.plugin.path, suite.plugin.files):
         other = f"the plugin {suite.plugin.path} changed since the run"
     else:
         return

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
+from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
+from ci_evals.suite import committed, precommit
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.plugin_source import (
     MANIFEST,
@@ -40,6 +43,8 @@ SUITE = "ci-evals.yaml"
 STAGE_MAP = "stage_map.yaml"
 PRECOMMIT = ".pre-commit-config.yaml"
 RUNS = ".ci-evals"  # where `run` and `check-fixtures` write, below the current folder
+GIT_DIR = ".git"
+OURS = (SUITE, STAGE_MAP, "stub/", "fixtures/", PRECOMMIT)  # what init writes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the marketplace's plugin to draft a suite for (PLUGIN_DIR is the marketplace)",
     )
     parser.add_argument(
+        "--into",
+        metavar="DIR",
+        help="the folder to draft the suite in (default: evals/NAME with --plugin, one "
+        "folder per plugin of a marketplace; else the current folder)",
+    )
+    parser.add_argument(
         "--stages",
         metavar="A,B=CMD,...",
         help="the stages, in order, each running the command of its name, the plugin's "
@@ -67,36 +78,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    here = Path.cwd()
+    cwd = Path.cwd()
     given = Path(os.path.abspath(args.plugin))
     if not given.is_dir():
         raise UserError(f"no such folder: {args.plugin}", hint="pass the plugin's folder")
-    source, marketplace = _plugin_source(given, args.plugin, args.plugin_name, here)
+    source = _plugin_source(given, args.plugin, args.plugin_name)
     plugin_dir = source.path
-    top = git.toplevel(here)  # the stage map lives in a repository
+    top = git.toplevel(cwd)  # the stage map lives in a repository
+    here = _suite_folder(args, cwd, top, source)
+    marketplace = None
+    if args.plugin_name is not None:
+        marketplace = (Path(os.path.relpath(given, here)).as_posix(), args.plugin_name)
     plugin_rel = Path(os.path.relpath(plugin_dir, here)).as_posix()
     if plugin_rel.startswith("../") and not plugin_dir.is_relative_to(top):
         raise UserError(
             f"{args.plugin} is outside the repository {top}",
             hint="copy or vendor the plugin into the repository first",
         )
-    _refuse_uncopyable(plugin_dir, top)
-    ours = [SUITE, STAGE_MAP, "stub/", "fixtures/", PRECOMMIT]
-    files = [
-        path for path in git.files_to_commit(plugin_dir) if not _ours(plugin_dir / path, here, ours)
-    ]
-    # What init writes inside the plugin folder itself (PLUGIN_DIR = .) must not
-    # read as plugin files: the stub script is global (a change re-runs all).
-    inside = plugin_dir == here or here.is_relative_to(plugin_dir)
-    # The stub script answers every stage of a stub run: a change to it runs all.
-    global_paths = [SUITE, "stub"] if inside else [SUITE, "/stub/"]
-    if inside and here == top:
-        global_paths.append(PRECOMMIT)
-    if inside:  # the .gitignore init writes (or extends) for the run folders
-        global_paths.append("/.gitignore")
-    if source.marketplace is not None:  # it names the plugin: a change to it runs all
-        market = Path(os.path.relpath(source.marketplace, here)).as_posix()
-        global_paths.append(market if market.startswith("../") else "/" + market)
+    _refuse_uncopyable(plugin_dir, top, here)
+    files = _plugin_files(plugin_dir, here)
+    hook_file = top / PRECOMMIT
+    files = [path for path in files if plugin_dir / path != hook_file]
+    global_paths = _global_paths(source, here, hook_file)
     plan = drafting.plan(
         source, plugin_rel, files, args.stages, global_paths, marketplace=marketplace
     )
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     kept: list[str] = []
 
     def put(path: Path, text: str) -> None:
-        shown = os.path.relpath(path, here)
+        shown = os.path.relpath(path, cwd)
         if os.path.lexists(path):
             kept.append(shown)
             return
@@ -120,49 +123,115 @@ def run(args: argparse.Namespace) -> int:
     for stage in plan.stages:
         folder = here / plan.fixture_dir(stage)
         if folder.exists():
-            kept.append(os.path.relpath(folder, here) + "/")
+            kept.append(os.path.relpath(folder, cwd) + "/")
         else:
             put(folder / plan.output_file(stage), drafting.render_fixture(stage))
     map_path = Path(os.path.relpath(here / STAGE_MAP, top)).as_posix()
-    put(top / PRECOMMIT, drafting.render_precommit(None if map_path == STAGE_MAP else map_path))
-    ignored = _ignore_run_folders(here)
+    put(hook_file, drafting.render_precommit(None if map_path == STAGE_MAP else map_path))
+    ignored = _ignore_run_folders(here, cwd)
 
     print(f"drafted {plan.why}")
-    _say(written, kept, ignored, top / PRECOMMIT, here, map_path)
-    stub = f"stub:{plan.stub_file}"
-    print(
-        "next: git add -A && ci-evals check-coverage && "
-        f"ci-evals check --model {stub} && ci-evals run --model {stub}"
-    )
+    _say(written, kept, ignored)
+    if os.path.relpath(hook_file, cwd) in kept:
+        print(_hook_line(hook_file, map_path, cwd))
+    _next(here, cwd, plan.stub_file)
     return EXIT_OK
 
 
-def _refuse_uncopyable(plugin_dir: Path, top: Path) -> None:
+def _next(here: Path, cwd: Path, stub_file: str) -> None:
+    """What to look at, then the commands to run next."""
+    hidden = committed.hidden_line([here / SUITE, here / STAGE_MAP])
+    if hidden is not None:
+        print(hidden)
+    stub = f"stub:{stub_file}"
+    # Every command finds the suite and its map from the current folder upward:
+    # run from the suite's folder, they can only take this suite.
+    go = "" if here == cwd else f"cd {shlex.quote(os.path.relpath(here, cwd))} && "
+    print(
+        f"next: {go}git add -A && ci-evals check-coverage && "
+        f"ci-evals check --model {stub} && ci-evals run --model {stub}"
+    )
+
+
+def _suite_folder(args: argparse.Namespace, cwd: Path, top: Path, source: PluginSource) -> Path:
+    """Where the suite is drafted. One folder per suite: a marketplace's plugins each
+    get their own (`evals/NAME`), so a second `init --plugin` never mixes its
+    suite, fixtures or stub with the first's."""
+    into = args.into or (f"evals/{source.name}" if args.plugin_name is not None else ".")
+    here = Path(os.path.normpath(cwd / into))
+    if not here.is_relative_to(top) or GIT_DIR in here.relative_to(top).parts:
+        raise UserError(
+            f"{into} is outside the repository {top}",
+            field="--into",
+            hint="draft the suite inside the repository, outside .git",
+        )
+    return here
+
+
+def _global_paths(source: PluginSource, here: Path, hook_file: Path) -> list[str]:
+    """The map's `global` paths (relative to `here`): a change to one runs every stage."""
+    plugin_dir = source.path
+    # What init writes inside the plugin folder itself (PLUGIN_DIR = ., or a suite
+    # folder inside it) must not read as plugin files: it is global instead.
+    inside = plugin_dir == here or here.is_relative_to(plugin_dir)
+    # The stub script answers every stage of a stub run: a change to it runs all.
+    global_paths = [SUITE, "stub"] if inside else [SUITE, "/stub/"]
+    if hook_file.is_relative_to(plugin_dir):  # a plugin at the top holds the hook's file
+        hook = Path(os.path.relpath(hook_file, here)).as_posix()
+        global_paths.append(hook if hook.startswith("../") else PRECOMMIT)
+    if inside:  # the .gitignore init writes (or extends) for the run folders
+        global_paths.append("/.gitignore")
+    if source.marketplace is not None:  # it names the plugin: a change to it runs all
+        market = Path(os.path.relpath(source.marketplace, here)).as_posix()
+        global_paths.append(market if market.startswith("../") else "/" + market)
+    return global_paths
+
+
+def _refuse_uncopyable(plugin_dir: Path, top: Path, here: Path) -> None:
     """What the draft reads of the plugin (its commands' text) ends up in files it
     writes, to be committed: a link out of the repository is refused first, as
-    everything `run` would refuse to copy."""
-    found = copy_problem(plugin_dir, confinement(top))
+    everything `run` would refuse to copy (and only that: a `.venv` git ignores,
+    or a suite drafted here before, is no part of the copy)."""
+    own = [(here, "the suite's folder"), *((here / name, name) for name in OURS)]
+    found = copy_problem(plugin_dir, confinement(top), plugin_files(plugin_dir, own))
     if found is not None:
         where, problem = found
         raise UserError(f"{display_path(where)} {problem}", hint=COPY_HINT)
 
 
-def _say(  # noqa: PLR0917 - what init did, in the order it did it
-    written: list[str], kept: list[str], ignored: str, precommit: Path, here: Path, map_path: str
-) -> None:
+def _say(written: list[str], kept: list[str], ignored: str) -> None:
     for shown in written:
         print(f"wrote {shown}")
     if ignored:
         print(ignored)
     for shown in kept:
         print(f"kept {shown} (exists; not overwritten)")
-    if os.path.relpath(precommit, here) in kept and not _has_our_hook(precommit):
+
+
+def _hook_line(path: Path, map_path: str, cwd: Path) -> str:
+    """The map in the pre-commit file that exists: added to its hook, or what to add."""
+    shown = os.path.relpath(path, cwd)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read it: {exc}", file=path) from None
+    if not precommit.has_hook(text):
         hook = drafting.render_precommit(None if map_path == STAGE_MAP else map_path)
-        print(f"add to {PRECOMMIT}'s repos:")
-        print(hook[hook.index("  - repo: local") :], end="")
+        return f"add to {shown}'s repos:\n" + hook[hook.index("  - repo: local") :].rstrip("\n")
+    args = precommit.hook_args(text) or []
+    named = precommit.maps_of(args)
+    if map_path in named or (not named and map_path == STAGE_MAP):
+        return f"{shown}: its {precommit.HOOK_ID} hook checks {map_path} already"
+    top_map = (path.parent / STAGE_MAP).is_file()
+    if precommit.add_map(path, map_path, top_map=top_map):
+        return f"added --map {map_path} to the {precommit.HOOK_ID} hook in {shown}"
+    return (
+        f"add [--map, {map_path}] to the args of the {precommit.HOOK_ID} hook in {shown} "
+        "(it takes --map once per stage map)"
+    )
 
 
-def _ignore_run_folders(here: Path) -> str:
+def _ignore_run_folders(here: Path, cwd: Path) -> str:
     """Make git ignore `.ci-evals/` (run folders: never committed), as `git add -A`
     comes next; what was done, or "" when it was ignored already."""
     if git.is_ignored(here, f"{RUNS}/x"):
@@ -175,25 +244,14 @@ def _ignore_run_folders(here: Path) -> str:
             handle.write(sep + f"/{RUNS}/\n".encode())
     except OSError as exc:
         raise UserError(f"cannot add /{RUNS}/ to it: {exc.strerror or exc}", file=path) from None
-    shown = os.path.relpath(path, here)
+    shown = os.path.relpath(path, cwd)
     if before:
         return f"added /{RUNS}/ to {shown} (run folders, never committed)"
     return f"wrote {shown}: /{RUNS}/ (run folders, never committed)"
 
 
-def _has_our_hook(path: Path) -> bool:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return "id: ci-evals-coverage" in text
-
-
-def _plugin_source(
-    folder: Path, shown: str, name: str | None, here: Path
-) -> tuple[PluginSource, tuple[str, str] | None]:
-    """The plugin to draft for, and (marketplace folder from `here`, name) when a
-    marketplace names it."""
+def _plugin_source(folder: Path, shown: str, name: str | None) -> PluginSource:
+    """The plugin to draft for: the folder's, or the one a marketplace names."""
     if name is not None:
         if not is_marketplace(folder):
             raise UserError(
@@ -201,18 +259,40 @@ def _plugin_source(
                 field="--plugin",
                 hint="pass the marketplace's folder, or leave --plugin out for a plugin's",
             )
-        rel = Path(os.path.relpath(folder, here)).as_posix()
-        return plugin_in_marketplace(folder, name), (rel, name)
+        return plugin_in_marketplace(folder, name)
     if is_marketplace(folder) and not (folder / MANIFEST).is_file():
-        names = ", ".join(entry.name for entry in read_marketplace(folder).entries) or "none"
+        entries = read_marketplace(folder).entries
+        # One per line: wshobson/agents lists 92, which no one reads on one line.
+        for entry in entries:
+            where = entry.source if isinstance(entry.source, str) else "a remote source"
+            print(f"  {entry.name}  ({where})")
         raise UserError(
-            f"{shown} is a marketplace of plugins: {names}",
-            hint=f"choose one: ci-evals init {shown} --plugin NAME",
+            f"{shown} is a marketplace of {len(entries)} plugins (listed above)",
+            hint=f"choose one: ci-evals init {shlex.quote(shown)} --plugin NAME",
         )
-    return plugin_at(folder), None
+    return plugin_at(folder)
 
 
-def _ours(path: Path, here: Path, ours: list[str]) -> bool:
+def _plugin_files(plugin_dir: Path, here: Path) -> list[str]:
+    """The plugin's files as `git add -A` would stage them, less ci-evals' own: what
+    init writes, and every suite's folder inside the plugin (this one's included)."""
+    listed = git.files_to_commit(plugin_dir)
+    folders = {
+        "/".join(parts[:i])
+        for parts in (p.split("/") for p in listed)
+        for i in range(1, len(parts))
+    }
+    suites = [f + "/" for f in sorted(folders) if not_the_plugins(os.path.join(plugin_dir, f))]
+    if here != plugin_dir and here.is_relative_to(plugin_dir):
+        suites.append(here.relative_to(plugin_dir).as_posix() + "/")
+    return [
+        path
+        for path in listed
+        if not path.startswith(tuple(suites)) and not _ours(plugin_dir / path, here, OURS)
+    ]
+
+
+def _ours(path: Path, here: Path, ours: tuple[str, ...]) -> bool:
     """A file init writes (when the plugin folder holds the suite's folder)."""
     try:
         rel = path.relative_to(here).as_posix()

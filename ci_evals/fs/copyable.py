@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ci_evals import git
 from ci_evals.errors import UserError
+from ci_evals.fs.plugin_files import PluginFiles, taker
 from ci_evals.fs.walk import Kind, walk
 
 GIT_DIR = ".git"
@@ -153,7 +154,9 @@ _KINDS = {
 
 
 def copy_problem(
-    root: str | os.PathLike[str], within: str | os.PathLike[str] | None = None
+    root: str | os.PathLike[str],
+    within: str | os.PathLike[str] | None = None,
+    files: PluginFiles | None = None,
 ) -> tuple[str, str] | None:
     """(path, what is wrong) for the first entry a link-following copy cannot copy, or None.
 
@@ -161,12 +164,13 @@ def copy_problem(
     is entered with the chain of real folders above it, so a link to one of
     them, or to a folder holding one of them, is a loop. With `within`, a link
     (or the folder itself) that leads outside it or into a `.git` is refused
-    (`escape_problem`). `.git` entries are not looked at: the copy leaves them.
+    (`escape_problem`). `.git` entries are not looked at: the copy leaves them,
+    and with `files` so is everything else the copy leaves (`fs.plugin_files`).
     """
     top = os.fspath(root)
     if within is not None and (problem := escape_problem(top, within)) is not None:
         return top, problem
-    walked = walk(top, follow_links=True, exclude=_git_entries(top))
+    walked = walk(top, follow_links=True, exclude=_git_entries(top), takes=taker(files))
     while True:
         try:
             found = next(walked, None)

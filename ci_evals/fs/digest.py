@@ -10,6 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from ci_evals.fs.plugin_files import PluginFiles, taker
 from ci_evals.fs.walk import walk
 
 _CHUNK = 1 << 20
@@ -23,15 +24,16 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def tree_sha256(folder: Path) -> str:
+def tree_sha256(folder: Path, files: PluginFiles | None = None) -> str:
     """Every file below `folder` (links followed by `fs.walk`, as the plugin copy follows
     them): its relative path and content, in sorted order; folders themselves do not
     count. A link back to a folder it is inside is not entered, but its path and
-    target count, so adding one changes the digest."""
+    target count, so adding one changes the digest. With `files`, only what the
+    plugin's copies take (`fs.plugin_files`)."""
     digest = hashlib.sha256()
     found: list[tuple[str, str]] = []
     loops: list[tuple[str, str]] = []
-    for rel, kind, entry in walk(folder, follow_links=True):
+    for rel, kind, entry in walk(folder, follow_links=True, takes=taker(files)):
         if kind in ("file", "link"):  # a link that cannot be followed fails to read
             found.append((rel, entry.path))
         elif kind == "loop":  # not entered, but there: two trees differing by one differ

@@ -12,7 +12,9 @@ swapped between that check and this copy, so the copy checks again what it
 actually opens: each file's real path is read from its open descriptor
 (`/proc/self/fd`), each folder's just before it is listed, and anything
 outside is refused. `.git` entries are left out: a plugin at the
-repository's top holds the repository's own.
+repository's top holds the repository's own. Given `files` (`Plugin.files`),
+the copy takes only those (`fs.plugin_files`: what a commit would hold, less
+ci-evals' own suite, fixtures, stubs and run folders).
 """
 
 from __future__ import annotations
@@ -26,23 +28,44 @@ from pathlib import Path
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_file
 from ci_evals.fs.copyable import escape_problem, is_git, outside_problem
+from ci_evals.fs.plugin_files import PluginFiles
 from ci_evals.text import display_path
 
 MANIFEST = ".claude-plugin/plugin.json"
 
 
 def copy_plugin(
-    source: Path, dest: Path, manifest: Mapping[str, object] | None = None, *, within: Path
+    source: Path,
+    dest: Path,
+    manifest: Mapping[str, object] | None = None,
+    *,
+    within: Path,
+    files: PluginFiles | None = None,
 ) -> None:
-    """Copy `source` to `dest` (which must not exist), every file in it and every
-    file its links lead to inside `within`; write `manifest` into the copy."""
+    """Copy `source` to `dest` (which must not exist), every file in it (of `files`,
+    when given) and every file its links lead to inside `within`; write `manifest`
+    into the copy."""
     real_within = os.path.realpath(within)
+    top = os.fspath(source)
 
     def folder(path: str, names: list[str]) -> list[str]:
         problem = escape_problem(path, real_within)
         if problem is not None:
             raise UserError(f"plugin folder {display_path(path)} {problem}")
-        return [name for name in names if is_git(name)]
+        if files is None:
+            return [name for name in names if is_git(name)]
+        base = os.path.relpath(path, top)
+        prefix = "" if base == os.curdir else Path(base).as_posix() + "/"
+        return [
+            name
+            for name in names
+            if is_git(name)
+            or not files.takes(
+                prefix + name,
+                os.path.join(path, name),
+                folder=_real_folder(os.path.join(path, name)),
+            )
+        ]
 
     def copy(src: str, dst: str) -> None:
         def opened(fd: int, info: os.stat_result) -> None:
@@ -67,6 +90,10 @@ def copy_plugin(
             path.write_text(json.dumps(dict(manifest), indent=2) + "\n", encoding="utf-8")
     except (OSError, shutil.Error) as exc:
         raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
+
+
+def _real_folder(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
 
 
 def _opened_path(fd: int, info: os.stat_result, path: str) -> str | None:

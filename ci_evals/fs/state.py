@@ -40,6 +40,7 @@ from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.copy import copy_many
 from ci_evals.fs.plugin_copy import copy_plugin
+from ci_evals.fs.plugin_files import PluginFiles
 from ci_evals.fs.walk import walk
 
 AFTER_DIR = "after"
@@ -222,6 +223,7 @@ def copy_state(
     *,
     plugin_manifest: Mapping[str, object] | None = None,
     plugin_within: Path | None = None,
+    plugin_files: PluginFiles | None = None,
 ) -> tuple[Path, Path]:
     """A private, writable copy for a grader: `dest/workspace` (of `state`) and
     `dest/plugin` (of `plugin_source`, links dereferenced as far as
@@ -243,7 +245,7 @@ def copy_state(
     held, _, _ = _copy_tree(state, workspace, None, (), (), hard_links=False)
     restore_links({**held, **links}, workspace, links_file(state))
     within = plugin_source if plugin_within is None else plugin_within
-    copy_plugin(plugin_source, plugin, plugin_manifest, within=within)
+    copy_plugin(plugin_source, plugin, plugin_manifest, within=within, files=plugin_files)
     return workspace, plugin
 
 

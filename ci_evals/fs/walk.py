@@ -31,7 +31,7 @@ or entry removed or replaced meanwhile is passed over) and `skip_unreadable`
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from operator import attrgetter
 from stat import S_ISDIR, S_ISREG
 from typing import Literal
@@ -49,13 +49,16 @@ def walk(
     skip_vanished: bool = False,
     skip_unreadable: bool = False,
     follow_links: bool = False,
+    takes: Callable[[str, os.DirEntry[str]], bool] | None = None,
 ) -> Iterator[tuple[str, Kind, os.DirEntry[str]]]:
     """`(relative POSIX path, kind, entry)` of everything under `top` (see the module doc).
 
     `exclude` holds relative POSIX paths left out: an excluded folder is not entered.
+    With `follow_links`, `takes(rel, entry)` may leave out more the same way
+    (the plugin's files as its copy takes them: `fs.plugin_files`).
     """
     if follow_links:
-        yield from _walk_following(top, exclude)
+        yield from _walk_following(top, exclude, takes)
         return
     excluded = frozenset(exclude)
     stack = [("", os.fspath(top))]
@@ -88,7 +91,9 @@ def walk(
 
 
 def _walk_following(
-    top: str | os.PathLike[str], exclude: Collection[str]
+    top: str | os.PathLike[str],
+    exclude: Collection[str],
+    takes: Callable[[str, os.DirEntry[str]], bool] | None = None,
 ) -> Iterator[tuple[str, Kind, os.DirEntry[str]]]:
     """`walk` with links followed: each folder entered with the real folders above it."""
     excluded = frozenset(exclude)
@@ -101,7 +106,7 @@ def _walk_following(
         below: list[tuple[str, str, frozenset[str]]] = []
         for entry in _listing(folder, False, False):
             rel = prefix + entry.name
-            if excluded and rel in excluded:
+            if (excluded and rel in excluded) or (takes is not None and not takes(rel, entry)):
                 continue
             kind: Kind
             if entry.is_symlink():

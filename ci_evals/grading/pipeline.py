@@ -81,6 +81,7 @@ async def grade_state(
                 job.suite.plugin.path,
                 job.work_dir / "graders",
                 plugin_manifest=job.suite.plugin.manifest_to_write,
+                plugin_files=job.suite.plugin.files,
             )
         elif state_links(job.state):
             folder = await asyncio.to_thread(view_state, job.state, job.work_dir / CHECKS_DIR)
@@ -127,6 +128,7 @@ async def _run_reviewer(job: GradeJob, agent: Agent | None, abort: Abort) -> Gra
         plugin_source=suite.plugin.path,
         plugin_manifest=suite.plugin.manifest_to_write,
         plugin_within=suite.plugin.link_root,
+        plugin_files=suite.plugin.files,
         suite_dir=suite.root,
         cwd=stage_cwd(suite, stage, scenario),
         values=values,

@@ -14,6 +14,9 @@ verdicts, verdicts against their criteria, summaries against the stages) is
 an error of the whole run: both reports say so first, and it never passes.
 Requests the stub model's script had no answer for (`endpoint_misses`) are named
 in both, first in the stage's reason: they are why such a stage is an error.
+Files a stage wrote into the plugin copy (`plugin_changes`: through a
+workspace link such as superpowers' `docs/`) are named last in its reason:
+no grader saw them, often why a check found no file.
 """
 
 from __future__ import annotations
@@ -192,7 +195,31 @@ def reason(result: RunResult, stage: StageResult) -> str:
         parts.append(stage.grading.reason)
     if stage.error and stage.error not in parts:
         parts.append(stage.error)
+    if stage.plugin_changes:  # often why a check found no file: it is not in the workspace
+        parts.append(plugin_changes_line(stage))
     return "; ".join(parts) or stage.status
+
+
+PLUGIN_CHANGES_SHOWN = 3
+
+
+def plugin_changes_line(stage: StageResult) -> str:
+    """What the stage wrote into the plugin copy, which no grader sees, in one line."""
+    changes = stage.plugin_changes
+    shown = ", ".join(f"{c.path} ({c.change})" for c in changes[:PLUGIN_CHANGES_SHOWN])
+    more = len(changes) - PLUGIN_CHANGES_SHOWN
+    if more > 0:
+        shown += f" and {more} more"
+    first = changes[0].path.split("/")[0]
+    via = (
+        f" through the workspace's {first}/, a link into the plugin"
+        if "/" in changes[0].path and not first.startswith(".")
+        else ""
+    )
+    return (
+        f"{len(changes)} file(s) written into the plugin copy{via}, where no grader looks: "
+        f"{shown} (plugin-changes.json)"
+    )
 
 
 def counted_criteria(stage: StageResult) -> list[Criterion]:

@@ -15,6 +15,7 @@ one line: it would be half-read.
 | 4 | `StageResult.stub_misses`: requests the stub model's script had no answer for |
 | 5 | `forwarded`: what the model endpoint forwarded; `total_cost_usd` is its cost when set |
 | 6 | `stub_misses` is `endpoint_misses` (outcome `diverged`: a replay); `shard`, `merged_shards` |
+| 7 | `StageResult.plugin_changes`: what the stage changed in the plugin copy |
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 6
+VERSION = 7
 
 Data = dict[str, Any]
 
@@ -109,6 +110,19 @@ def _v5_to_v6(data: Data) -> Data:
     return data
 
 
+def _v6_to_v7(data: Data) -> Data:
+    """Add `plugin_changes: []` to every stage.
+
+    A version 6 runner wrote what a stage changed in the plugin copy only to
+    `plugin-changes.json` in the stage's folder, which no report read; the
+    results stand as written. (A version 6 reader refuses a version 7 file.)
+    """
+    for scenario in _dicts(data.get("scenarios")):
+        for stage in _dicts(scenario.get("stages")):
+            stage.setdefault("plugin_changes", [])
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -116,6 +130,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

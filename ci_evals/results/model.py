@@ -205,6 +205,10 @@ class StageResult(_Model):
     # Requests of this stage and its reviewers the stub model's script (`stub:PATH`)
     # or the replayed recording (`replay:RUN_DIR`) had no answer for; any makes it an error.
     endpoint_misses: list[EndpointMiss] = Field(default_factory=list)
+    # What this stage changed in the plugin copy (paths relative to it): written
+    # through a workspace link into it (`docs -> ../plugin/docs`) or by its path.
+    # No grader sees these files, and later stages and reviewers load them.
+    plugin_changes: list[FileChange] = Field(default_factory=list)
 
 
 class ScenarioResult(_Model):

@@ -182,7 +182,7 @@ class _Scenario:
     label: str  # for progress lines: "<id>", or "<id>#<i>" with repeats
     workspace: Workspace | None = None
     last: Snapshot | None = None
-    plugin_changed: frozenset[str] = frozenset()  # plugin-copy paths changed so far
+    plugin_last: Snapshot | None = None  # the plugin copy as the last stage left it
     stage_results: dict[int, StageResult] = field(default_factory=dict)
 
 
@@ -217,7 +217,7 @@ class Runner:
             suite=plan.suite_identity,
             revision=plan.revision,
             suite_sha256=file_sha256(plan.suite.file),
-            plugin_sha256=tree_sha256(plan.suite.plugin.path),
+            plugin_sha256=tree_sha256(plan.suite.plugin.path, plan.suite.plugin.files),
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,
@@ -346,7 +346,12 @@ class Runner:
         plan = self.plan
         if state.workspace is None:
             state.workspace = await asyncio.to_thread(
-                create_workspace, plan.suite, plan.from_stage, state.parent, state.scenario
+                create_workspace,
+                plan.suite,
+                plan.from_stage,
+                state.parent,
+                state.scenario,
+                run_dir=plan.run_dir,
             )
         workspace = state.workspace
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
@@ -417,7 +422,7 @@ class Runner:
         produced_dir = stage_dir / "produced"
         await asyncio.to_thread(copy_produced, changes, workspace.root, produced_dir)
         state.last = after
-        await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir)
+        await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir, stage_result)
         _fill(stage_result, outcome, time.monotonic() - started)
         _hint_git(stage_result, state.scenario)
         stage_result.produced = file_changes(changes.all)
@@ -478,19 +483,28 @@ async def _after_snapshot(
         return str(exc)
 
 
-def _record_plugin_changes(workspace: Workspace, state: _Scenario, stage_dir: Path) -> None:
-    """Write `plugin-changes.json` when this stage changed the plugin copy.
+def _record_plugin_changes(
+    workspace: Workspace, state: _Scenario, stage_dir: Path, stage_result: StageResult
+) -> None:
+    """Record what this stage changed in the plugin copy (`plugin_changes`, and
+    `plugin-changes.json` in its folder).
 
-    The agent can write into the copy (through the component links); later
-    stages and reviewers then load the changed plugin. Nothing in the repository
-    is affected, but the run must say so.
+    The agent can write into the copy: through the component links (superpowers'
+    `docs/` is one, where its skills write plans) or by its path. Those files
+    are in no saved state, so no grader sees them, and later stages and
+    reviewers load the changed plugin. Nothing in the repository is affected,
+    but the stage's reason and its page say so.
     """
-    changes = workspace.plugin_changes().all
-    paths = frozenset(change.path for change in changes)
-    if paths == state.plugin_changed:
+    previous = state.plugin_last if state.plugin_last is not None else workspace.plugin_baseline
+    if previous is None:
         return
-    state.plugin_changed = paths
-    records = [change.model_dump() for change in file_changes(changes)]
+    now = take_snapshot(workspace.plugin, previous=previous)
+    state.plugin_last = now
+    changes = file_changes(diff_snapshots(previous, now).all)
+    if not changes:
+        return
+    stage_result.plugin_changes = changes
+    records = [change.model_dump() for change in changes]
     (stage_dir / "plugin-changes.json").write_text(json.dumps(records, indent=2) + "\n")
 
 

@@ -31,6 +31,7 @@ from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import Problems, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem, escape_problem
 from ci_evals.fs.names import MAX_NAME, RULE, name_problem
+from ci_evals.fs.plugin_files import PluginFiles, plugin_files
 from ci_evals.grading import config as grading_config
 from ci_evals.grading.config import (
     StageGrading,
@@ -57,6 +58,7 @@ SUITE_FILE = "ci-evals.yaml"
 CONTRACT_KEYS = ("produces", "consumes")
 DEFAULT_SCENARIO = "default"
 DEFAULT_STAGE_MAP = "stage_map.yaml"
+STUB_DIR = "stub"  # where `init` drafts the stub scripts, beside the suite
 # The plugin of a suite that has none (an agent kind that `needs_plugin` not).
 NO_PLUGIN = Path(__file__).resolve().parent / "no_plugin"
 VERSION = 1
@@ -149,6 +151,9 @@ class Plugin:
     # The real folder its links may lead into (`fs.copyable.confinement`: the
     # suite's repository); None: the plugin's own folder (the built-in empty one).
     repository: Path | None = None
+    # The files every copy takes (`fs.plugin_files`): what a commit would hold,
+    # less ci-evals' own; None: every file (the built-in empty plugin).
+    files: PluginFiles | None = None
 
     @property
     def link_root(self) -> Path:
@@ -348,13 +353,22 @@ def load_suite(
 
     base = file.parent
     agent, agent_kind = backends.load_agent(keys, root_field)
+    fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
+    stage_map: Path | None
+    if "stage_map" in keys:
+        stage_map = None if keys["stage_map"].is_null() else _path(keys["stage_map"], base)
+    elif "plugin_evals" not in keys:  # a suite of cases has none yet (issue 32, part 3)
+        default = base / DEFAULT_STAGE_MAP
+        stage_map = default if default.is_file() else None
+    else:
+        stage_map = None
     if "plugin" in keys:
-        plugin = _load_plugin(keys["plugin"], base, repository)
+        own = _own_paths(base, file, fixtures, stage_map, keys.get("scaffold"))
+        plugin = _load_plugin(keys["plugin"], base, repository, own)
     elif not agent_kind.needs_plugin:  # a task: an empty plugin keeps the workspace's layout
         plugin = Plugin(path=NO_PLUGIN, name="no-plugin")
     else:
         raise root_field.error("missing required key 'plugin'")
-    fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
     _confined(keys.get("fixtures"), fixtures, repository, "fixtures folder")
     scaffold = _scaffold(keys.get("scaffold"), base)
     _confined(keys.get("scaffold"), scaffold, repository, "scaffold folder")
@@ -369,13 +383,6 @@ def load_suite(
         _check_templates(stage, scenarios)
     stages = _load_contracts(stages, base, plugin.path, fixtures, scenarios)
     suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}
-
-    stage_map: Path | None = None  # a suite of cases has none yet (issue 32, part 3)
-    if "stage_map" in keys:
-        stage_map = None if keys["stage_map"].is_null() else _path(keys["stage_map"], base)
-    elif evals is None:
-        default = base / DEFAULT_STAGE_MAP
-        stage_map = default if default.is_file() else None
 
     suite = Suite(
         file=file,
@@ -520,7 +527,30 @@ def _optional_number(value: Field | None, *, positive: bool) -> float | None:
     return number
 
 
-def _load_plugin(value: Field, base: Path, repository: Path) -> Plugin:
+def _own_paths(
+    base: Path, file: Path, fixtures: Path, stage_map: Path | None, scaffold: Field | None
+) -> tuple[tuple[Path, str], ...]:
+    """ci-evals' own files, which no copy of the plugin takes where they lie inside
+    it (`fs.plugin_files`): the suite's folder (when the plugin holds it, the
+    layout `init` drafts), else what lies beside the suite: the suite, its map,
+    the fixtures (the known-good answers), the scaffold, the stub scripts."""
+    own = [
+        (base, "the suite's folder"),
+        (file, "the suite"),
+        (fixtures, "the fixtures"),
+        (base / STUB_DIR, "the stub scripts"),
+        (base / DEFAULT_STAGE_MAP, "the stage map"),
+    ]
+    if stage_map is not None:
+        own.append((stage_map, "the stage map"))
+    if scaffold is not None:
+        own.append((_path(scaffold, base), "the scaffold"))
+    return tuple(own)
+
+
+def _load_plugin(
+    value: Field, base: Path, repository: Path, own: tuple[tuple[Path, str], ...] = ()
+) -> Plugin:
     if isinstance(value.node, yaml.MappingNode):
         keys = value.mapping(("marketplace", "name"), required=("marketplace", "name"))
         folder = _path(keys["marketplace"], base)
@@ -539,7 +569,8 @@ def _load_plugin(value: Field, base: Path, repository: Path) -> Plugin:
         market = escape_problem(str(source.marketplace), repository)
         if market is not None:
             raise value.error(f"{display_path(source.marketplace)} {market}")
-    found = copy_problem(source.path, repository)
+    files = plugin_files(source.path, own)
+    found = copy_problem(source.path, repository, files)
     if found is not None:
         where, problem = found
         raise value.error(f"{where} {problem}", hint=COPY_HINT)
@@ -551,6 +582,7 @@ def _load_plugin(value: Field, base: Path, repository: Path) -> Plugin:
         marketplace=source.marketplace,
         manifest_to_write=source.manifest_to_write,
         repository=repository,
+        files=files,
     )
 
 

@@ -328,10 +328,16 @@ def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:
 
 
 def create_workspace(
-    suite: Suite, from_stage: Stage | int, parent: Path, scenario: Scenario | None = None
+    suite: Suite,
+    from_stage: Stage | int,
+    parent: Path,
+    scenario: Scenario | None = None,
+    *,
+    run_dir: Path | None = None,
 ) -> Workspace:
     """Make `parent/plugin` and `parent/workspace` for a run starting at `from_stage`
-    (with `scenario`'s own fixtures when it has some)."""
+    (with `scenario`'s own fixtures when it has some). The plugin copy takes
+    `Plugin.files`, less `run_dir` (the run's own folder, when the plugin holds it)."""
     folders, plan = _plan(suite, from_stage, scenario)
     parent = Path(os.path.abspath(parent))
     parent.mkdir(parents=True, exist_ok=True)
@@ -343,8 +349,15 @@ def create_workspace(
                 f"workspace folder already exists: {display_path(path)}",
                 hint="every scenario and repeat needs a fresh folder",
             )
+    files = suite.plugin.files
+    if files is not None and run_dir is not None:
+        files = files.leaving(suite.plugin.path, [(run_dir, "the run folder")])
     copy_plugin(
-        suite.plugin.path, plugin, suite.plugin.manifest_to_write, within=suite.plugin.link_root
+        suite.plugin.path,
+        plugin,
+        suite.plugin.manifest_to_write,
+        within=suite.plugin.link_root,
+        files=files,
     )
     root.mkdir()
     entries = _lay_down(plan, root)

@@ -166,6 +166,7 @@ def _as_version_5_stages(data: dict[str, Any]) -> None:
     for scenario in data["scenarios"]:
         for stage in scenario["stages"]:
             stage["stub_misses"] = stage.pop("endpoint_misses")
+            del stage["plugin_changes"]  # version 7's
 
 
 def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Path) -> None:
@@ -185,7 +186,7 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
 
     result = read_results(old)
 
-    assert result.version == VERSION == 6
+    assert result.version == VERSION == 7
     assert result == current
     assert result.scenarios[0].stages[0].endpoint_misses == [diverged]
     assert (result.shard, result.merged_shards) == (None, None)
@@ -194,3 +195,22 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
     old.write_text(json.dumps(data))
     with pytest.raises(UserError, match="stub_misses"):
         read_results(old)
+
+
+def test_a_version_6_file_reads_with_no_plugin_changes(tmp_path: Path) -> None:
+    """Version 6 wrote what a stage changed in the plugin copy only beside it
+    (`plugin-changes.json`): read as none recorded, everything else as written."""
+    current = read_results(V2)
+    data = json.loads(write_results(tmp_path / "v7", current).read_text())
+    data["version"] = 6
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            del stage["plugin_changes"]
+    old = tmp_path / "v6" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result == current
+    assert all(not s.plugin_changes for sc in result.scenarios for s in sc.stages)

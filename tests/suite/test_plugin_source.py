@@ -58,7 +58,12 @@ def test_init_in_a_marketplace_lists_its_plugins(tmp_path: Path) -> None:
     proc = cli(repo, "init")
     assert proc.returncode == 2
     [line] = proc.stderr.splitlines()
-    assert ". is a marketplace of plugins: feature-dev, remote, Spaced Name" in line, line
+    assert ". is a marketplace of 3 plugins (listed above)" in line, line
+    assert proc.stdout.splitlines() == [  # one per line, each with where it comes from
+        "  feature-dev  (./plugins/fdev)",
+        "  remote  (a remote source)",
+        "  Spaced Name  (./plugins/fdev)",
+    ]
     assert "(choose one: ci-evals init . --plugin NAME)" in line, line
     for name, message in [
         ("nope", "the marketplace lists no plugin 'nope' (its plugins: feature-dev, remote"),
@@ -68,7 +73,7 @@ def test_init_in_a_marketplace_lists_its_plugins(tmp_path: Path) -> None:
         proc = cli(repo, "init", ".", "--plugin", name)
         assert proc.returncode == 2
         assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
-    assert not (repo / "ci-evals.yaml").exists()
+    assert not (repo / "ci-evals.yaml").exists() and not (repo / "evals").exists()
 
 
 @pytest.mark.slow
@@ -76,22 +81,23 @@ def test_a_marketplace_plugin_without_a_manifest_runs_end_to_end(tmp_path: Path)
     repo = marketplace_repo(tmp_path)
     proc = cli(repo, "init", ".", "--plugin", "feature-dev", "--stages", STAGES)
     assert proc.returncode == 0, proc.stderr
-    suite = (repo / "ci-evals.yaml").read_text()
-    assert 'plugin: { marketplace: ".", name: "feature-dev" }' in suite
+    here = repo / "evals" / "feature-dev"  # one folder per plugin of the marketplace
+    suite = (here / "ci-evals.yaml").read_text()
+    assert 'plugin: { marketplace: "../..", name: "feature-dev" }' in suite
     assert "/feature-dev:feature-dev" in suite  # the entry's name, not the folder's
-    stage_map = (repo / "stage_map.yaml").read_text()
-    assert '"/.claude-plugin/marketplace.json"' in stage_map  # it names the plugin: global
-    assert 'root: "plugins/fdev"' in stage_map
+    stage_map = (here / "stage_map.yaml").read_text()
+    assert '"../../.claude-plugin/marketplace.json"' in stage_map  # it names the plugin
+    assert 'root: "../../plugins/fdev"' in stage_map
     git(repo, "add", "-A")
-    coverage = cli(repo, "check-coverage")
+    coverage = cli(here, "check-coverage")
     assert coverage.returncode == 0, coverage.stdout + coverage.stderr
     stub = "stub:stub/feature-dev.yaml"
-    checked = cli(repo, "check", "--model", stub)
+    checked = cli(here, "check", "--model", stub)
     assert checked.returncode == 0, checked.stderr
     git(repo, "commit", "-q", "-m", "evals")
 
     out = tmp_path / "run"
-    ran = cli(repo, "run", "--model", stub, "--from-stage", "3", "--out", str(out))
+    ran = cli(here, "run", "--model", stub, "--from-stage", "3", "--out", str(out))
     assert ran.returncode == 0, ran.stdout + ran.stderr
     results = json.loads((out / "results.json").read_text())
     [stage] = results["scenarios"][0]["stages"]
@@ -105,7 +111,7 @@ def test_a_marketplace_plugin_without_a_manifest_runs_end_to_end(tmp_path: Path)
     market = repo / ".claude-plugin" / "marketplace.json"
     market.write_text(market.read_text().replace('"development"', '"productivity"'))
     git(repo, "commit", "-q", "-am", "recategorise")
-    answer = cli(repo, "compute-stage", "HEAD~1")
+    answer = cli(here, "compute-stage", "HEAD~1")
     assert answer.stdout.strip() == "1", answer.stdout + answer.stderr
 
 

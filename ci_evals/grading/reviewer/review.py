@@ -41,6 +41,7 @@ from pathlib import Path
 from ci_evals.agents import Abort, Agent, Limits, StageOutcome, StageRequest
 from ci_evals.config.templates import Template
 from ci_evals.errors import UserError
+from ci_evals.fs.plugin_files import PluginFiles
 from ci_evals.fs.state import copy_state, state_links
 from ci_evals.grading.reviewer.config import ReviewerConfig
 from ci_evals.grading.reviewer.rubrics import SUITE_PREFIX, RubricSet, suite_files
@@ -96,6 +97,7 @@ class ReviewJob:
     suite_dir: Path | None = None  # where `suite:` rubrics are (the suite's folder)
     plugin_manifest: Mapping[str, object] | None = None  # `Plugin.manifest_to_write`
     plugin_within: Path | None = None  # `Plugin.link_root`; None: the plugin's folder
+    plugin_files: PluginFiles | None = None  # `Plugin.files`; None: every file
 
 
 def fingerprint(
@@ -143,6 +145,7 @@ async def run_reviewer(job: ReviewJob, agent: Agent, abort: Abort) -> GraderResu
             job.work_dir,
             plugin_manifest=job.plugin_manifest,
             plugin_within=job.plugin_within,
+            plugin_files=job.plugin_files,
         )
         renamed = rename_config(workspace)
         cwd = _inside(workspace, job.cwd)

@@ -222,6 +222,8 @@ def stage_body(
         items = "".join(f"<li>{esc(line)}</li>" for line in endpoint_miss_lines(stage))
         title = f"Requests {MISSED_BY[miss_source(stage.endpoint_misses)]} had no answer for"
         yield f"<h2>{title}</h2><ul>{items}</ul>"
+    if stage.plugin_changes:
+        yield from _plugin_changes(stage)
     yield "<h2>Grading</h2>"
     yield from _grading(stage)
     yield "<h2>Files</h2>"
@@ -239,6 +241,21 @@ def stage_body(
             yield "<details><summary>show</summary>"
             yield from timeline(run_dir, grader.trajectory, limits)
             yield "</details>"
+
+
+def _plugin_changes(stage: StageResult) -> Iterator[str]:
+    """The files the stage wrote into the plugin copy: no saved state holds them."""
+    yield "<h2>Written into the plugin copy</h2>"
+    yield (
+        '<p class="note">Not in the workspace, so no grader saw them; later stages and '
+        "reviewers of this scenario load the changed plugin. A workspace folder named like "
+        "a plugin folder (agents, skills, docs, ...) is a link into the plugin copy: write "
+        "elsewhere, or make the fixture hold that folder.</p>"
+    )
+    rows = [
+        [esc(c.path), esc(c.change), esc(c.size), esc(c.sha256[:12])] for c in stage.plugin_changes
+    ]
+    yield table(["path in the plugin copy", "change", "bytes", "sha256"], rows)
 
 
 def _grading(stage: StageResult) -> Iterator[str]:
