@@ -71,10 +71,8 @@ def copied(root: Path) -> list[str]:
 
 def test_the_copy_holds_what_a_commit_would_and_nothing_of_ours(tmp_path: Path) -> None:
     repo, _ = drafted(tmp_path)
-    # A skill being written (untracked, not ignored: the next commit holds it),
-    # and an earlier run's folder (`--out ci-evals-out`), its saved workspace
-    # links dangling now that the workspace is gone.
-    write(repo / "skills" / "new" / "SKILL.md", "---\nname: new\ndescription: n\n---\nNew.\n")
+    # An earlier run's folder (`--out ci-evals-out`), its saved workspace links
+    # dangling now that the workspace is gone.
     out = repo / "ci-evals-out"
     write(out / "results.json", json.dumps(dict.fromkeys(("version", "run_id", "tool_version", "scenarios"), 1)))  # fmt: skip  # noqa: E501
     (out / "example" / "1-do" / "after").mkdir(parents=True)
@@ -87,6 +85,9 @@ def test_the_copy_holds_what_a_commit_would_and_nothing_of_ours(tmp_path: Path) 
     again = cli(repo, "init")
     assert again.returncode == 0, again.stderr
     assert "venv2" not in (repo / "stage_map.yaml").read_text()
+    # A skill being written (untracked, not ignored: the next commit holds it;
+    # written after the draft, which would give it a stage of its own).
+    write(repo / "skills" / "new" / "SKILL.md", "---\nname: new\ndescription: n\n---\nNew.\n")
     suite = load_suite(repo / "ci-evals.yaml")  # not refused: the venvs, dangling links
     ws = create_workspace(suite, 1, tmp_path / "ws", run_dir=repo / ".ci-evals" / "runs" / "x")
     assert copied(ws.plugin) == [
@@ -146,6 +147,14 @@ rules:
       - tools:
           - bash: "mkdir -p outputs; ls -aR ../plugin > outputs/seen.txt; cat ../plugin/ci-evals.yaml ../plugin/fixtures/*/*/* >> outputs/seen.txt 2>&1; echo done > outputs/do.md"
       - text: "Done (stub)."
+  - name: kind  # the skill's own stage, drafted beside the command's
+    match: {prompt_contains: "`toptool:kind`", subagent: false}
+    turns:
+      - tools:
+          - skill: {name: "toptool:kind"}
+      - tools:
+          - write: {path: "outputs/kind.md", content: "kind\\n"}
+      - text: "Kind (stub)."
 """  # noqa: E501
 
 
@@ -163,7 +172,7 @@ def test_a_plugin_at_the_top_runs_twice_and_its_agent_cannot_read_the_answers(
         ran = cli(repo, "run", "--model", STUB, "--out", out)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         results = json.loads((repo / out / "results.json").read_text())
-        (stage,) = results["scenarios"][0]["stages"]
+        stage = results["scenarios"][0]["stages"][0]  # the command's; the skill's passes too
         assert stage["status"] == "passed", stage
         seen = (repo / out / stage["produced_dir"] / "outputs" / "seen.txt").read_text()
         assert "commands" in seen and "SKILL.md" in seen  # the plugin is there
@@ -183,6 +192,14 @@ rules:
       - tools:
           - write: {path: "docs/plans/plan.md", content: "the plan\\n"}
       - text: "Planned (stub)."
+  - name: kind  # the skill's own stage, drafted beside the command's
+    match: {prompt_contains: "`toptool:kind`", subagent: false}
+    turns:
+      - tools:
+          - skill: {name: "toptool:kind"}
+      - tools:
+          - write: {path: "outputs/kind.md", content: "kind\\n"}
+      - text: "Kind (stub)."
 """
 
 
@@ -199,7 +216,7 @@ def test_writes_through_a_workspace_link_are_named_in_the_reason_and_the_page(
     git(repo, "add", "-A")
     ran = cli(repo, "run", "--model", STUB, "--out", "out")
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    (stage,) = json.loads((repo / "out" / "results.json").read_text())["scenarios"][0]["stages"]
+    stage = json.loads((repo / "out" / "results.json").read_text())["scenarios"][0]["stages"][0]
     assert stage["status"] == "failed"
     assert [(c["path"], c["change"]) for c in stage["plugin_changes"]] == [
         ("docs/plans/plan.md", "added")
