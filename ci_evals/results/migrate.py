@@ -15,6 +15,7 @@ one line: it would be half-read.
 | 4 | `StageResult.stub_misses`: requests the stub model's script had no answer for |
 | 5 | `forwarded`: what the model endpoint forwarded; `total_cost_usd` is its cost when set |
 | 6 | `stub_misses` is `endpoint_misses` (outcome `diverged`: a replay); `shard`, `merged_shards` |
+| 7 | `replayed_from`: a replay's recording's origin (stub or real model, which model, when) |
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 6
+VERSION = 7
 
 Data = dict[str, Any]
 
@@ -109,6 +110,21 @@ def _v5_to_v6(data: Data) -> Data:
     return data
 
 
+def _v6_to_v7(data: Data) -> Data:
+    """Add `replayed_from`: `{"origin": "unknown"}` on a replay, null otherwise.
+
+    A version 6 replay did not record what its recording came from, a stub or
+    a real model: unknown, so it is reported as no model's verdict (fail
+    closed), never as a fresh one. (A version 6 reader refuses a version 7 file
+    -- "written by a newer ci-evals" -- rather than fail on a field it does not
+    know.)
+    """
+    endpoint = data.get("model_endpoint")
+    replay = isinstance(endpoint, str) and endpoint.startswith("replay:")
+    data.setdefault("replayed_from", {"origin": "unknown"} if replay else None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -116,6 +132,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

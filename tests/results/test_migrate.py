@@ -24,6 +24,7 @@ from ci_evals.results.migrate import MIGRATIONS, VERSION
 from ci_evals.results.model import (
     RESULTS_FILE,
     EndpointMiss,
+    ReplayedFrom,
     json_schema,
     read_results,
     record_endpoint_misses,
@@ -160,8 +161,14 @@ def test_a_version_4_file_reads_as_not_metered_and_keeps_its_total(tmp_path: Pat
     assert problems(result) == []
 
 
+def _as_version_6(data: dict[str, Any]) -> None:
+    """A current file's run as version 6 wrote it: no `replayed_from`."""
+    del data["replayed_from"]
+
+
 def _as_version_5_stages(data: dict[str, Any]) -> None:
     """A current file's stages and run as version 5 wrote them: `stub_misses`, no shard fields."""
+    _as_version_6(data)
     del data["shard"], data["merged_shards"]
     for scenario in data["scenarios"]:
         for stage in scenario["stages"]:
@@ -185,7 +192,7 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
 
     result = read_results(old)
 
-    assert result.version == VERSION == 6
+    assert result.version == VERSION
     assert result == current
     assert result.scenarios[0].stages[0].endpoint_misses == [diverged]
     assert (result.shard, result.merged_shards) == (None, None)
@@ -194,3 +201,27 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
     old.write_text(json.dumps(data))
     with pytest.raises(UserError, match="stub_misses"):
         read_results(old)
+
+
+@pytest.mark.parametrize("endpoint", ["replay:recordings/x", "stub:stub.yaml", "anthropic"])
+def test_a_version_6_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint: str) -> None:
+    """Version 6 did not record what a replayed recording came from: a replay of it
+    is no model's verdict (fail closed), and any other run replayed nothing."""
+    current = read_results(V2)
+    current.model_endpoint = endpoint
+    data = json.loads(write_results(tmp_path / "v7", current).read_text())
+    data["version"] = 6
+    _as_version_6(data)
+    jsonschema.validate(data, json.loads((DATA / "results.v6.schema.json").read_text()))
+    old = tmp_path / "v6" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result.version == VERSION == 7
+    replay = endpoint.startswith("replay:")
+    assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
+    assert problems(result) == []
+    if replay:
+        assert result.origin_note == "replayed, origin unknown: not a model verdict"
