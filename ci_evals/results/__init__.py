@@ -46,11 +46,6 @@ def miss_source(misses: Iterable[_Miss]) -> str:
 MISSED_BY = {"stub": "the stub model", "replay": "the replayed recording"}
 
 
-# The kinds of endpoint a recording can come from (`replayed_from.origin`), and the
-# one a replay says when its recording does not say, or says anything else.
-RECORDED_ORIGINS = ("stub", "anthropic")
-UNKNOWN_ORIGIN = "unknown"
-
 # A model id as a recording may name it: a committed recording is hostile, and its
 # model is shown in reports and asked for again. Plain ASCII, no space or control
 # character, bounded: `claude-sonnet-4-5`, `claude-3-5-sonnet@20240620`, a Bedrock

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from ci_evals.results.model import (
     RESULTS_FILE,
     EndpointMiss,
     ReplayedFrom,
+    RunResult,
     json_schema,
     read_results,
     record_endpoint_misses,
@@ -175,6 +177,21 @@ def _as_version_5_stages(data: dict[str, Any]) -> None:
             stage["stub_misses"] = stage.pop("endpoint_misses")
 
 
+def _written_as(
+    tmp_path: Path, current: RunResult, version: int, as_old: Callable[[dict[str, Any]], None]
+) -> tuple[Path, dict[str, Any]]:
+    """`current` written as a file of `version` (`as_old` edits its JSON so), checked
+    against that version's kept schema: its path and its JSON."""
+    data = json.loads(write_results(tmp_path / "current", current).read_text())
+    data["version"] = version
+    as_old(data)
+    jsonschema.validate(data, json.loads((DATA / f"results.v{version}.schema.json").read_text()))
+    old = tmp_path / f"v{version}" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+    return old, data
+
+
 def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Path) -> None:
     """Version 5 named them `stub_misses`; some v5 files already hold a replay's
     `diverged` ones (and the shard fields): all read as they were written."""
@@ -182,13 +199,7 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
     current.scenarios[0].stages[0].status = "error"
     diverged = EndpointMiss(outcome="diverged", text="replay: request #1 of this stage ...")
     record_endpoint_misses(current.scenarios[0].stages[0], [diverged])
-    data = json.loads(write_results(tmp_path / "v6", current).read_text())
-    data["version"] = 5
-    _as_version_5_stages(data)
-    jsonschema.validate(data, json.loads((DATA / "results.v5.schema.json").read_text()))
-    old = tmp_path / "v5" / RESULTS_FILE
-    old.parent.mkdir()
-    old.write_text(json.dumps(data))
+    old, data = _written_as(tmp_path, current, 5, _as_version_5_stages)
 
     result = read_results(old)
 
@@ -209,13 +220,7 @@ def test_a_version_6_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
     is no model's verdict (fail closed), and any other run replayed nothing."""
     current = read_results(V2)
     current.model_endpoint = endpoint
-    data = json.loads(write_results(tmp_path / "v7", current).read_text())
-    data["version"] = 6
-    _as_version_6(data)
-    jsonschema.validate(data, json.loads((DATA / "results.v6.schema.json").read_text()))
-    old = tmp_path / "v6" / RESULTS_FILE
-    old.parent.mkdir()
-    old.write_text(json.dumps(data))
+    old, _ = _written_as(tmp_path, current, 6, _as_version_6)
 
     result = read_results(old)
 
