@@ -20,7 +20,7 @@ import pytest
 
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.main import main
-from ci_evals.results.model import ReplayedFrom, read_results
+from ci_evals.results.model import ReplayedFrom, read_results, write_results
 from tests.endpoints.test_replay_run import GOOD_LINE
 from tests.github.test_comment import FakeGitHub, _on_a_pull_request, github
 from tests.run.test_real_api_path import REAL_KEY
@@ -261,3 +261,31 @@ def test_promote_keeps_only_a_known_endpoint_kind_and_the_day(tmp_path: Path) ->
     kept = json.loads((tmp_path / "recordings" / "kept" / "results.json").read_text())
     assert kept == {"model": "claude-x", "model_endpoint": None, "started_at": "2026-12-05"}
     assert date.fromisoformat(kept["started_at"]) == date(2026, 12, 5)
+
+
+def test_a_recorded_model_is_text_in_every_report(tmp_path: Path) -> None:
+    """A model id may hold what Markdown reads as markup (`_`, `[`, `@`): the label
+    shows it as text, in the headline, JUnit and the site."""
+    from tests.report.test_report import a_run, passed_stage, scenario  # noqa: PLC0415
+
+    model = "claude-3-5_sonnet@20240620[1m]"
+    result = a_run(
+        scenario("acme", passed_stage(1)),
+        model_endpoint="replay:recordings/x",
+        replayed_from=ReplayedFrom(origin="anthropic", model=model, recorded_on=date(2026, 12, 5)),
+    )
+    out = tmp_path / "out"
+    run_dir = tmp_path / "run"
+    write_results(run_dir, result)
+    assert main(["report", str(run_dir), "--markdown", str(out / "s.md"),
+                 "--junit", str(out / "j.xml"), "--html", str(out / "site")]) == 0  # fmt: skip
+    headline = (out / "s.md").read_text().splitlines()[2]
+    assert headline.endswith(
+        "(replayed from a recording of claude-3-5\\_sonnet&#64;`20240620`\\[1m\\] (2026-12-05): "
+        "not a fresh model verdict)"
+    )
+    junit = ET.fromstring((out / "j.xml").read_bytes())
+    notes = [p.attrib["value"] for p in junit.iter("property") if p.attrib["name"] == "origin_note"]
+    label = f"replayed from a recording of {model} (2026-12-05): not a fresh model verdict"
+    assert notes == [label]
+    assert f"<b>{label}</b>" in (out / "site" / "index.html").read_text()
