@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ci_evals.endpoints.ledger import Metered
-    from ci_evals.results.model import EndpointMiss
+    from ci_evals.results.model import EndpointMiss, ReplayedFrom
 
 # The variables that point the CLI at a model: set only from an endpoint.
 ENDPOINT_NAMES: tuple[str, ...] = (
@@ -52,7 +52,7 @@ class Watch(Protocol):
 class OpenEndpoint:
     """A started endpoint."""
 
-    name: str  # recorded in results: "anthropic" or "stub:PATH"
+    name: str  # recorded in results: "anthropic", "stub:PATH" or "replay:RUN_DIR"
     env: Mapping[str, str] = field(repr=False)  # the agent's ENDPOINT_NAMES (URL, run token)
     model: str | None  # the model to ask for (None: the CLI's default)
     # An endpoint that can tell callers apart (the stub) hands out a `Watch` per
@@ -61,6 +61,9 @@ class OpenEndpoint:
     # What it forwarded so far, for the run's cost (the forwarding proxy sees the
     # agent's own calls too); None: it does not meter (the stub, no endpoint).
     meter: Callable[[], Metered] | None = field(default=None, repr=False)
+    # An endpoint serving a recording's answers says what made them (results record
+    # it, and reports label the run with it); None: it asks a model (or a script).
+    replayed_from: ReplayedFrom | None = None
 
 
 @dataclass(frozen=True)

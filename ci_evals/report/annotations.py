@@ -73,4 +73,8 @@ def run_notes(result: RunResult, problems: Sequence[str] | None = None) -> list[
                 "not a verdict on any model",
             )
         )
+    elif result.origin_note:  # a replay: what its recording came from, never a fresh verdict
+        warnings.append(
+            Note("warning", "ci-evals: replayed recording", one_line(result.origin_note))
+        )
     return errors + warnings

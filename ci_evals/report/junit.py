@@ -151,6 +151,9 @@ def _properties(suite: ET.Element, result: RunResult, scenario: ScenarioResult) 
         "run_status": result.status,
         "model": result.model or "(suite default)",
         "model_endpoint": result.model_endpoint,
+        # Not a fresh model's verdict: a stub run's or a replay's own words (else absent).
+        **({"origin_note": result.origin_note} if result.origin_note else {}),
+        **_replayed_from(result),
         "sandbox": result.sandbox,
         "isolated": "true" if result.isolated else "false",
         "network": "true" if result.network else "false",
@@ -164,6 +167,18 @@ def _properties(suite: ET.Element, result: RunResult, scenario: ScenarioResult) 
     properties = _element(suite, "properties")
     for name, value in values.items():
         _element(properties, "property", name=name, value=value)
+
+
+def _replayed_from(result: RunResult) -> dict[str, str]:
+    """A replay's recording, as properties: its origin, model and day."""
+    recorded = result.replayed_from
+    if recorded is None:
+        return {}
+    return {
+        "replayed_from": recorded.origin,
+        "replayed_model": recorded.model or "(the CLI's default)",
+        "recorded_on": recorded.recorded_on.isoformat() if recorded.recorded_on else "unknown",
+    }
 
 
 def _testsuite(root: ET.Element, result: RunResult, scenario: ScenarioResult) -> None:

@@ -152,15 +152,18 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     scenarios = len({scenario.id for scenario in result.scenarios})
     repeats = f" x {result.repeat} repeats" if result.repeat > 1 else ""
-    stub_run = result.model_endpoint.startswith("stub:")
-    stub = " (stub model: a wiring check, not a model verdict)" if stub_run else ""
+    # What the verdict is evidence of when no model answered afresh: a stub run, or a
+    # replay of its recording, is a wiring check; a replay of a model's recording names
+    # that model and day; a replay of unknown origin is no model's verdict.
+    note = result.origin_note
+    origin = f" ({text(note, REASON_LIMIT)})" if note else ""
     lines = [
         f"## ci-evals: {verdict}",
         "",
         f"{scenarios} scenario(s){repeats}, {len(stages)} stage run(s): {parts or 'none'}; "
         f"total cost {_cost(result.total_cost_usd)}{result.cost_note}"
         f"{result.forwarded_note}; "
-        f"run {text(result.run_id, CELL_LIMIT)}{stub}",
+        f"run {text(result.run_id, CELL_LIMIT)}{origin}",
         "",
     ]
     if result.network:

@@ -16,6 +16,7 @@ Importing this package is cheap (no pydantic): the suite loader reads
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -43,3 +44,20 @@ def miss_source(misses: Iterable[_Miss]) -> str:
 
 # Who `miss_source` names, in a sentence ("... had no answer for").
 MISSED_BY = {"stub": "the stub model", "replay": "the replayed recording"}
+
+
+# A model id as a recording may name it: a committed recording is hostile, and its
+# model is shown in reports and asked for again. Plain ASCII, no space or control
+# character, bounded: `claude-sonnet-4-5`, `claude-3-5-sonnet@20240620`, a Bedrock
+# id or ARN (`us.anthropic.claude-...-v1:0`, `arn:aws:bedrock:...`), `sonnet[1m]`.
+MAX_MODEL_ID = 200
+MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/\[\]-]*")
+
+
+def model_id_problem(value: str) -> str | None:
+    """Why `value` is no model id (`MODEL_ID`, at most `MAX_MODEL_ID` characters), or None."""
+    if len(value) > MAX_MODEL_ID:
+        return f"{len(value)} characters, over {MAX_MODEL_ID}"
+    if not MODEL_ID.fullmatch(value):
+        return "not a model id (letters, digits and . _ : @ / [ ] -)"
+    return None

@@ -101,6 +101,7 @@ def _run(result: RunResult) -> Iterator[str]:
                     yield f"the run is completed but {where} is {stage.status}"
     if result.isolated and result.sandbox == "local":
         yield "the run says it was isolated, but its agent ran in the local sandbox"
+    yield from _replay(result)
     if result.repeat < 1:
         yield f"repeat is {result.repeat}: a run runs each scenario at least once"
     k = result.pass_at_least
@@ -108,6 +109,16 @@ def _run(result: RunResult) -> Iterator[str]:
         yield f"pass_at_least is {k} but the run repeated each scenario {result.repeat} time(s)"
     if status != "running":  # a writer that died mid-stage may not have added the last cost
         yield from _total_cost(result)
+
+
+def _replay(result: RunResult) -> Iterator[str]:
+    """A replay always records its recording's origin (`unknown` at worst): one
+    without it, or an origin on a run that replayed nothing, was edited."""
+    replay = result.model_endpoint.startswith("replay:")
+    if replay and result.replayed_from is None:
+        yield "the run replayed a recording but does not say what made it (replayed_from)"
+    if not replay and result.replayed_from is not None:
+        yield f"the run says it replayed a recording, but its endpoint is {result.model_endpoint}"
 
 
 def _total_cost(result: RunResult) -> Iterator[str]:

@@ -16,6 +16,7 @@ one line: it would be half-read.
 | 5 | `forwarded`: what the model endpoint forwarded; `total_cost_usd` is its cost when set |
 | 6 | `stub_misses` is `endpoint_misses` (outcome `diverged`: a replay); `shard`, `merged_shards` |
 | 7 | `StageResult.plugin_changes`: what the stage changed in the plugin copy |
+| 8 | `replayed_from`: a replay's recording's origin (stub or real model, which model, when) |
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 7
+VERSION = 8
 
 Data = dict[str, Any]
 
@@ -123,6 +124,21 @@ def _v6_to_v7(data: Data) -> Data:
     return data
 
 
+def _v7_to_v8(data: Data) -> Data:
+    """Add `replayed_from`: `{"origin": "unknown"}` on a replay, null otherwise.
+
+    A version 7 replay did not record what its recording came from, a stub or
+    a real model: unknown, so it is reported as no model's verdict (fail
+    closed), never as a fresh one. (A version 7 reader refuses a version 8 file
+    -- "written by a newer ci-evals" -- rather than fail on a field it does not
+    know.)
+    """
+    endpoint = data.get("model_endpoint")
+    replay = isinstance(endpoint, str) and endpoint.startswith("replay:")
+    data.setdefault("replayed_from", {"origin": "unknown"} if replay else None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -131,6 +147,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 

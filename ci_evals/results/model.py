@@ -17,17 +17,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
 from ci_evals.fs.snapshot import Change
+from ci_evals.results import model_id_problem
 from ci_evals.results.criteria import StageVerdict
 from ci_evals.results.migrate import VERSION, migrate
 from ci_evals.results.stats import StageSummary
@@ -39,6 +40,7 @@ __all__ = [
     "FileChange",
     "Forwarded",
     "LimitHit",
+    "ReplayedFrom",
     "ResourceLimits",
     "Revision",
     "RunResult",
@@ -305,6 +307,28 @@ class ShardTiming(_Model):
         return (self.finished_at - self.started_at).total_seconds()
 
 
+class ReplayedFrom(_Model):
+    """What made the answers a replayed run was served (`replay:RUN_DIR`), as its
+    recording's `results.json` says (docs/replay.md, *What a replay is evidence of*).
+
+    A replay of a stub recording is a wiring check as the stub run was; of a real
+    model's, that model's recorded answers, not a fresh verdict; `unknown` (no
+    results.json beside the recording, or one naming no known endpoint) is neither.
+    """
+
+    origin: Literal["stub", "anthropic", "unknown"]
+    model: str | None = None  # the model the recorded run asked for (None: the CLI's default)
+    recorded_on: date | None = None  # the day the recorded run started (None: not recorded)
+
+    @field_validator("model")
+    @classmethod
+    def _model_id(cls, value: str | None) -> str | None:
+        problem = None if value is None else model_id_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
 class ResourceLimits(_Model):
     """What bounded each sandbox's processes (docs/isolation.md, *Limits*). Besides
     these, every file and what a stage's writable folders grow by while it runs are
@@ -329,10 +353,12 @@ class RunResult(_Model):
     finished_at: datetime | None = None
     status: RunStatus = "running"
     model: str | None = None
-    # Which endpoint served the model calls: "anthropic" (the real API) or
+    # Which endpoint served the model calls: "anthropic" (the real API),
     # "stub:PATH" (the stub model and its script) -- a stub run's verdicts are
-    # a wiring check, never evidence about the model.
+    # a wiring check, never evidence about the model -- or "replay:RUN_DIR".
     model_endpoint: str = "anthropic"
+    # A replay: what its recording came from (None: not a replay).
+    replayed_from: ReplayedFrom | None = None
     # Where the agent ran (a sandbox kind) and whether that isolated it from
     # this machine's secrets, repository and run folder (`local` does not).
     sandbox: str = "local"
@@ -410,6 +436,25 @@ class RunResult(_Model):
         if self.model_endpoint.startswith("replay:"):
             return " (replayed: recorded usage, $0 spent)"
         return ""
+
+    @property
+    def origin_note(self) -> str:
+        """What the run's verdicts are evidence of when no model answered it afresh,
+        in one line each report shows (escaped as it shows any text); "" for a live
+        model. A replay says its recording's origin, and fails closed: one whose
+        origin is not recorded is no model's verdict (docs/replay.md)."""
+        if self.model_endpoint.startswith("stub:"):
+            return "stub model: a wiring check, not a model verdict"
+        if not self.model_endpoint.startswith("replay:"):
+            return ""
+        recorded = self.replayed_from
+        if recorded is None or recorded.origin == "unknown":
+            return "replayed, origin unknown: not a model verdict"
+        if recorded.origin == "stub":
+            return "replayed stub model: a wiring check, not a model verdict"
+        model = recorded.model or "the CLI's default model"
+        day = recorded.recorded_on.isoformat() if recorded.recorded_on else "date unknown"
+        return f"replayed from a recording of {model} ({day}): not a fresh model verdict"
 
 
 def json_schema() -> dict[str, Any]:

@@ -62,6 +62,7 @@ _SAME: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
     ("pass_at_least", lambda r: r.pass_at_least),
     ("model", lambda r: r.model),
     ("model_endpoint", lambda r: r.model_endpoint),
+    ("replayed_from", lambda r: r.replayed_from and r.replayed_from.model_dump()),
     ("sandbox", lambda r: r.sandbox),
     ("metered", lambda r: r.forwarded is not None),
     ("shard.run_budget_usd", lambda r: r.shard and r.shard.run_budget_usd),

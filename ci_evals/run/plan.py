@@ -295,6 +295,7 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
             model=opened.model,
             watch=opened.watch,
             meter=opened.meter,
+            replayed_from=opened.replayed_from,
         )
         grading = GradingHook(keep_work=plan.keep_workspace)
         runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)

@@ -222,7 +222,8 @@ def summary_table(result: RunResult) -> str:
         f"total cost {_cost(result.total_cost_usd)}{result.cost_note}{of_which}"
         f"{result.forwarded_note}"
     )
-    lines.append(f"{total}; run {result.status}")
+    note = result.origin_note  # a stub's or a replay's: not a fresh model's verdict
+    lines.append(f"{total}; run {result.status}" + (f" ({inert(note)})" if note else ""))
     return "\n".join(lines)
 
 

@@ -55,6 +55,7 @@ from ci_evals.fs.snapshot import (
 )
 from ci_evals.results.model import (
     Forwarded,
+    ReplayedFrom,
     ResourceLimits,
     Revision,
     RunResult,
@@ -96,7 +97,9 @@ class RunPlan:
     jobs: int = 1
     keep_workspace: bool = False
     temp_root: Path | None = None  # where workspaces go; None = the system temp folder
-    model_endpoint: str = "anthropic"  # recorded in results: "anthropic" or "stub:PATH"
+    model_endpoint: str = "anthropic"  # recorded in results: "anthropic", "stub:PATH", "replay:..."
+    # `OpenEndpoint.replayed_from`: what made a replayed recording's answers (results record it).
+    replayed_from: ReplayedFrom | None = None
     sandbox: SandboxConfig = ON_HOST  # where stages, reviewers and command graders run
     repeat: int = 1  # runs per scenario, each in its own workspace and run subfolder
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
@@ -208,6 +211,7 @@ class Runner:
             started_at=datetime.now(timezone.utc),
             model=plan.model,
             model_endpoint=plan.model_endpoint,
+            replayed_from=plan.replayed_from,
             sandbox=plan.sandbox.kind,
             isolated=kind_of(plan.sandbox).isolated,
             network=plan.sandbox.options.network,

@@ -375,6 +375,7 @@ def test_a_promoted_recording_keeps_only_what_replay_reads_and_replays_the_same(
     assert json.loads((copy / "results.json").read_text()) == {
         "model": None,
         "model_endpoint": "stub",
+        "started_at": read_results(recorded).started_at.date().isoformat(),  # the day alone
     }
     stub.unlink()
     replayed = tmp_path / "replayed"

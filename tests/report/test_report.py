@@ -602,12 +602,20 @@ def test_endpoint_misses_make_an_error_in_both_reports_whatever_the_verdict() ->
 
 def test_a_replay_divergence_reads_replay_not_stub_in_every_report() -> None:
     from ci_evals.report.verify import problems  # noqa: PLC0415
-    from ci_evals.results.model import EndpointMiss, endpoint_miss_error  # noqa: PLC0415
+    from ci_evals.results.model import (  # noqa: PLC0415
+        EndpointMiss,
+        ReplayedFrom,
+        endpoint_miss_error,
+    )
 
     text = "replay: request #1 of this stage (#1 of the run) has no recorded exchange; ..."
     misses = [EndpointMiss(outcome="diverged", text=text)]
     diverged = stage(1, "error", error=endpoint_miss_error(misses), endpoint_misses=misses)
-    result = a_run(scenario("acme", diverged), model_endpoint="replay:recordings/x")
+    result = a_run(
+        scenario("acme", diverged),
+        model_endpoint="replay:recordings/x",
+        replayed_from=ReplayedFrom(origin="anthropic", model="claude-test"),
+    )
     assert problems(result) == []
 
     error = case(parse(junit_xml(result)), "acme", "1 s1").find("error")

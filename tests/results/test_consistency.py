@@ -405,3 +405,47 @@ def test_isolation_claim_of_a_local_run_is_an_inconsistency() -> None:
     assert any("isolated" in line for line in problems(_isolation_run("local", True)))
     assert not any("isolated" in line for line in problems(_isolation_run("bwrap", True)))
     assert not any("isolated" in line for line in problems(_isolation_run("local", False)))
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "replayed_from", "expected"),
+    [
+        ("replay:rec", None, "does not say what made it (replayed_from)"),
+        ("anthropic", {"origin": "anthropic", "model": "m"}, "its endpoint is anthropic"),
+        ("stub:s.yaml", {"origin": "stub"}, "its endpoint is stub:s.yaml"),
+    ],
+)
+def test_a_replay_without_its_origin_or_an_origin_without_a_replay(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    endpoint: str,
+    replayed_from: Data | None,
+    expected: str,
+) -> None:
+    """An edit that drops a replay's origin (to pass as a live model's verdict) or
+    dresses a live run as a replay is an inconsistency, never a pass."""
+    run_dir, data = save(tmp_path, passing_run())
+    data.update(model_endpoint=endpoint, replayed_from=replayed_from)
+    rewrite(run_dir, data)
+    assert_inconsistent(Report(tmp_path, run_dir, capsys), expected)
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        ("claude\x1b[2J", "not a model id"),
+        ("claude sonnet", "not a model id"),
+        ("[see](https://x.example)", "not a model id"),
+        ("m" * 201, "201 characters, over 200"),
+    ],
+)
+def test_a_replayed_model_that_is_no_model_id_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, why: str
+) -> None:
+    run_dir, data = save(tmp_path, passing_run())
+    data.update(model_endpoint="replay:rec", replayed_from={"origin": "anthropic", "model": model})
+    rewrite(run_dir, data)
+    capsys.readouterr()
+    assert main(["report", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "replayed_from.model" in err and why in err, err

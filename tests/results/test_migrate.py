@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from ci_evals.results.migrate import MIGRATIONS, VERSION
 from ci_evals.results.model import (
     RESULTS_FILE,
     EndpointMiss,
+    ReplayedFrom,
+    RunResult,
     json_schema,
     read_results,
     record_endpoint_misses,
@@ -160,13 +163,41 @@ def test_a_version_4_file_reads_as_not_metered_and_keeps_its_total(tmp_path: Pat
     assert problems(result) == []
 
 
+def _as_version_7(data: dict[str, Any]) -> None:
+    """A current file's run as version 7 wrote it: no `replayed_from`."""
+    del data["replayed_from"]
+
+
+def _as_version_6(data: dict[str, Any]) -> None:
+    """A current file's run as version 6 wrote it: nor any stage's `plugin_changes`."""
+    _as_version_7(data)
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            del stage["plugin_changes"]
+
+
 def _as_version_5_stages(data: dict[str, Any]) -> None:
     """A current file's stages and run as version 5 wrote them: `stub_misses`, no shard fields."""
+    _as_version_6(data)
     del data["shard"], data["merged_shards"]
     for scenario in data["scenarios"]:
         for stage in scenario["stages"]:
             stage["stub_misses"] = stage.pop("endpoint_misses")
-            del stage["plugin_changes"]  # version 7's
+
+
+def _written_as(
+    tmp_path: Path, current: RunResult, version: int, as_old: Callable[[dict[str, Any]], None]
+) -> tuple[Path, dict[str, Any]]:
+    """`current` written as a file of `version` (`as_old` edits its JSON so), checked
+    against that version's kept schema: its path and its JSON."""
+    data = json.loads(write_results(tmp_path / "current", current).read_text())
+    data["version"] = version
+    as_old(data)
+    jsonschema.validate(data, json.loads((DATA / f"results.v{version}.schema.json").read_text()))
+    old = tmp_path / f"v{version}" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+    return old, data
 
 
 def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Path) -> None:
@@ -176,17 +207,11 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
     current.scenarios[0].stages[0].status = "error"
     diverged = EndpointMiss(outcome="diverged", text="replay: request #1 of this stage ...")
     record_endpoint_misses(current.scenarios[0].stages[0], [diverged])
-    data = json.loads(write_results(tmp_path / "v6", current).read_text())
-    data["version"] = 5
-    _as_version_5_stages(data)
-    jsonschema.validate(data, json.loads((DATA / "results.v5.schema.json").read_text()))
-    old = tmp_path / "v5" / RESULTS_FILE
-    old.parent.mkdir()
-    old.write_text(json.dumps(data))
+    old, data = _written_as(tmp_path, current, 5, _as_version_5_stages)
 
     result = read_results(old)
 
-    assert result.version == VERSION == 7
+    assert result.version == VERSION
     assert result == current
     assert result.scenarios[0].stages[0].endpoint_misses == [diverged]
     assert (result.shard, result.merged_shards) == (None, None)
@@ -201,16 +226,27 @@ def test_a_version_6_file_reads_with_no_plugin_changes(tmp_path: Path) -> None:
     """Version 6 wrote what a stage changed in the plugin copy only beside it
     (`plugin-changes.json`): read as none recorded, everything else as written."""
     current = read_results(V2)
-    data = json.loads(write_results(tmp_path / "v7", current).read_text())
-    data["version"] = 6
-    for scenario in data["scenarios"]:
-        for stage in scenario["stages"]:
-            del stage["plugin_changes"]
-    old = tmp_path / "v6" / RESULTS_FILE
-    old.parent.mkdir()
-    old.write_text(json.dumps(data))
+    old, _ = _written_as(tmp_path, current, 6, _as_version_6)
 
     result = read_results(old)
 
     assert result == current
     assert all(not s.plugin_changes for sc in result.scenarios for s in sc.stages)
+
+
+@pytest.mark.parametrize("endpoint", ["replay:recordings/x", "stub:stub.yaml", "anthropic"])
+def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint: str) -> None:
+    """Version 7 did not record what a replayed recording came from: a replay of it
+    is no model's verdict (fail closed), and any other run replayed nothing."""
+    current = read_results(V2)
+    current.model_endpoint = endpoint
+    old, _ = _written_as(tmp_path, current, 7, _as_version_7)
+
+    result = read_results(old)
+
+    assert result.version == VERSION == 8
+    replay = endpoint.startswith("replay:")
+    assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
+    assert problems(result) == []
+    if replay:
+        assert result.origin_note == "replayed, origin unknown: not a model verdict"

@@ -19,7 +19,7 @@ from ci_evals.endpoints.base import EndpointOptions, OpenEndpoint
 from ci_evals.errors import UserError
 
 if TYPE_CHECKING:
-    from ci_evals.endpoints.replay.recording import Recording
+    from ci_evals.endpoints.replay.recording import RecordedRun, Recording
 
 PREFIX = "replay:"
 
@@ -28,31 +28,38 @@ class ReplayEndpoint:
     def __init__(self, source: Path) -> None:
         self.source = source
         self.name = f"{PREFIX}{source}"
-        self._loaded: tuple[Recording, str | None] | None = None
+        self._loaded: tuple[Recording, RecordedRun] | None = None
 
     def check(self, environ: Mapping[str, str], why: str, hint: str | None = None) -> None:
         self._load()  # a missing or broken recording fails now, with its file:line
 
-    def _load(self) -> tuple[Recording, str | None]:
-        """The recording and the model its run asked for (both read before anything runs)."""
+    def _load(self) -> tuple[Recording, RecordedRun]:
+        """The recording and what its run's results say of it: the model it asked for
+        and what answered (both read, and checked, before anything runs)."""
         from ci_evals.endpoints.replay.recording import load_recording, recorded_run  # noqa: PLC0415
 
         if self._loaded is None:
             recording = load_recording(self.source)
-            self._loaded = recording, recorded_run(recording.path.parent).model
+            self._loaded = recording, recorded_run(recording.path.parent)
         return self._loaded
 
     @contextmanager
     def open(self, environ: Mapping[str, str], options: EndpointOptions) -> Iterator[OpenEndpoint]:
         from ci_evals.endpoints.replay.server import ReplayServer  # noqa: PLC0415
+        from ci_evals.results.model import ReplayedFrom  # noqa: PLC0415
 
-        recording, model = self._load()
+        recording, recorded = self._load()
         with ReplayServer(recording) as server:
             yield OpenEndpoint(
                 name=self.name,
                 env=server.cli_env(),
-                model=model or options.default_model,
+                model=recorded.model or options.default_model,
                 watch=server.watch,
+                replayed_from=ReplayedFrom(
+                    origin=recorded.origin or "unknown",
+                    model=recorded.model,
+                    recorded_on=recorded.recorded_on,
+                ),
             )
 
 

@@ -13,9 +13,11 @@ the account or the session:
   headers (the CLI's session id, user agent), the other response headers
   (`anthropic-organization-id`, `request-id`, `set-cookie`, ...), times,
   costs and attempts are dropped;
-- of the run's `results.json`: the `model` it asked for and the kind of
-  endpoint that answered (`stub` or `anthropic`, no script path), which the
-  replay reports. Its session ids, paths and verdicts are not copied.
+- of the run's `results.json`: the `model` it asked for, the kind of
+  endpoint that answered (`stub` or `anthropic`, no script path; null when
+  it names none or another) and the day it started (`started_at`, the date
+  alone), which every report of a replay says. Its session ids, paths and
+  verdicts are not copied.
 
 The recording is read as replay reads it first (a bad line is one error
 naming `file:line`, and nothing is written), the copy is read back the same
@@ -80,7 +82,12 @@ def promote(run_dir: Path, target: Path) -> Promoted:
     target.mkdir(parents=True, exist_ok=True)
     write_atomic(target / RECORD_FILE, "".join(line + "\n" for line in lines).encode())
     if with_results:
-        kept = {"model": recorded.model, "model_endpoint": recorded.origin}
+        kept = {
+            "model": recorded.model,
+            "model_endpoint": recorded.origin,
+            # The day only, which the replay's reports name: not when someone worked.
+            "started_at": recorded.recorded_on and recorded.recorded_on.isoformat(),
+        }
         write_atomic(target / RESULTS_FILE, (json.dumps(kept, indent=2) + "\n").encode())
     copy = load_recording(target)
     if [e.digest for e in copy.exchanges] != [e.digest for e in recording.exchanges]:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ci_evals.endpoints.exchange_log import (
     MAX_EXCHANGE_BYTES,
@@ -34,6 +35,7 @@ from ci_evals.endpoints.ledger import MAX_DEPTH as REQUEST_DEPTH
 from ci_evals.endpoints.replay.key import digest, request_key, run_tmp_folders
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
+from ci_evals.results import model_id_problem
 
 RECORD_FILE = "model-exchanges.jsonl"  # as `run --record` names it (run.plan)
 RESULTS_FILE = "results.json"  # the recorded run's, beside its recording
@@ -89,12 +91,18 @@ class RecordedRun:
     """What replay takes from the recorded run's `results.json`."""
 
     model: str | None = None  # the model it asked for (`--model NAME`); None: the suite's
-    origin: str | None = None  # what answered it: its endpoint's kind, `stub` or `anthropic`
+    # What answered it: its endpoint's kind, `stub` or `anthropic`; None: unknown (no
+    # results.json, or one naming no endpoint or another kind), which every report of
+    # the replay says: never a model's verdict.
+    origin: Literal["stub", "anthropic"] | None = None
+    recorded_on: date | None = None  # the day the recorded run started; None: not said
 
 
 def recorded_run(folder: Path) -> RecordedRun:
     """The `results.json` beside a recording, read as the recording is (hostile:
-    regular, capped, no link); none there: nothing known; unreadable: one error."""
+    regular, capped, no link); none there, or no known endpoint in it: origin
+    unknown. A model or date that is there must be one: else one error naming
+    the field (the model is asked for again and shown in every report)."""
     path = folder / RESULTS_FILE
     if not os.path.lexists(path):
         return RecordedRun()
@@ -104,10 +112,46 @@ def recorded_run(folder: Path) -> RecordedRun:
     except UnicodeDecodeError:
         raise UserError("the recorded run's results are not UTF-8 text", file=path) from None
     fields = value if isinstance(value, dict) else {}
-    model, endpoint = fields.get("model"), fields.get("model_endpoint")
+    endpoint = fields.get("model_endpoint")
+    kind = endpoint.split(":", 1)[0] if isinstance(endpoint, str) else None
     return RecordedRun(
-        model if isinstance(model, str) else None,
-        endpoint.split(":", 1)[0] if isinstance(endpoint, str) and endpoint else None,
+        _model(path, fields.get("model")),
+        "stub" if kind == "stub" else "anthropic" if kind == "anthropic" else None,
+        _day(path, fields.get("started_at")),
+    )
+
+
+def _model(path: Path, value: object) -> str | None:
+    if value is None:
+        return None
+    problem = model_id_problem(value) if isinstance(value, str) else "not text"
+    if problem:
+        raise UserError(
+            f"the recorded model is {problem}",
+            file=path,
+            field="model",
+            hint="a model id as --model takes it, or null; record the run again",
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def _day(path: Path, value: object) -> date | None:
+    """The day of `started_at`: an ISO 8601 date or time (`record promote` keeps the date)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and len(value) <= 64:
+        for parse in (date.fromisoformat, datetime.fromisoformat):
+            try:
+                parsed = parse(value)
+            except ValueError:
+                continue
+            return parsed.date() if isinstance(parsed, datetime) else parsed
+    raise UserError(
+        "the recorded run's start is not an ISO 8601 date or time",
+        file=path,
+        field="started_at",
+        hint="YYYY-MM-DD, or null; record the run again",
     )
 
 

@@ -62,6 +62,8 @@ def index_body(site: Site) -> Iterator[str]:
     passed = run_passed(result, problems)
     verdict = "passed" if passed else ("error" if problems else "failed")
     yield f"<h1>ci-evals run {esc(result.run_id)}: {status(verdict)}</h1>"
+    if result.origin_note:  # not a fresh model's verdict: a stub run, or a replay's origin
+        yield f'<div class="note"><p><b>{esc(result.origin_note)}</b></p></div>'
     if problems:
         items = "".join(f"<li>{esc(p)}</li>" for p in problems)
         yield (
@@ -72,6 +74,7 @@ def index_body(site: Site) -> Iterator[str]:
         ("status", status(result.status)),
         ("model", esc(result.model or "the CLI's default")),
         ("endpoint", esc(result.model_endpoint)),
+        *_replayed_from(result),
         ("sandbox", esc(result.sandbox)),
         ("from stage", esc(result.from_stage)),
         ("total cost", esc(money(result.total_cost_usd) + result.cost_note)),
@@ -88,6 +91,19 @@ def index_body(site: Site) -> Iterator[str]:
         yield from _repeats(result)
     if comparison is not None:
         yield from _comparison(comparison)
+
+
+def _replayed_from(result: RunResult) -> list[tuple[str, str]]:
+    """A replay's recording among the facts: what answered it, which model, when."""
+    recorded = result.replayed_from
+    if recorded is None:
+        return []
+    day = recorded.recorded_on.isoformat() if recorded.recorded_on else "unknown"
+    return [
+        ("recorded from", esc(recorded.origin)),
+        ("recorded model", esc(recorded.model or "the CLI's default")),
+        ("recorded on", esc(day)),
+    ]
 
 
 def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> str:
