@@ -2,10 +2,11 @@
 same per-case scores (issue 32, part 1's "Done when").
 
 One plugin of our own with cases in every shape the CLI reads (prompt.md with
-`graders/*.md`, case.yaml in a case group, both merged), every deterministic
-grader type and target, weights, `runs: 2` and tags (one case filtered out by
-tag in both). Both run against one stub model server (tests fake only the
-model, at its HTTP boundary): the real CLI offline with `--trust-plugin
+`graders/*.md`, case.yaml in a case group, both merged), every grader type
+(the judges answered by the stub's rules on the judge's system prompt) and
+target, weights, `runs: 2` and tags (one case filtered out by tag in both).
+Both run against one stub model server (tests fake only the model, at its HTTP
+boundary): the real CLI offline with `--trust-plugin
 --ablation none --allow-tools Write`, and `ci-evals run` with the real SDK in
 its bwrap sandbox. ci-evals' case score is its stage's mean binary score / 100.
 """
@@ -86,6 +87,18 @@ graders:
         "Report that you are done.\n"
     ),
     "evals/mixed/graders/short.md": "---\ntype: regex\nmatch: 'count:0'\n---\n\\n\n",
+    # The judge: llm on the last message and (weight 2) on the trace, baseline on the trace.
+    "evals/judged/prompt.md": "---\nruns: 1\ntags: [smoke]\n---\nPolitely greet Bea.\n",
+    "evals/judged/graders/polite.md": "---\ntype: llm\n---\nThe reply greets Bea politely.\n",
+    "evals/judged/graders/named.md": (
+        "---\ntype: llm\nfocus: trace\nweight: 2\n---\nThe agent asked Bea for her surname.\n"
+    ),
+    "evals/judged/graders/warm.md": (
+        "---\ntype: baseline\nbaseline_file: baseline.jsonl\n---\nGreets Bea as warmly.\n"
+    ),
+    "evals/judged/baseline.jsonl": (
+        '{"type":"assistant","message":{"content":[{"type":"text","text":"Hi Bea."}]}}\n'
+    ),
     # Left out by the tag filter in both runs.
     "evals/other/prompt.md": "---\ntags: [slow]\n---\nNot selected.\n",
     "evals/other/graders/any.md": "---\ntype: regex\n---\nx\n",
@@ -93,6 +106,23 @@ graders:
 
 STUB = """\
 rules:
+  # Judges first: a judge's prompt holds the agent's words and trace.
+  - name: judge-polite
+    match: {system_contains: "evaluation judge", prompt_contains: "greets Bea politely"}
+    turns:
+      - text: "PASS"
+  - name: judge-surname
+    match: {system_contains: "evaluation judge", prompt_contains: "her surname"}
+    turns:
+      - text: "FAIL"
+  - name: judge-warm
+    match: {system_contains: "evaluation judge", prompt_contains: "as warmly"}
+    turns:
+      - text: "pass"
+  - name: judged
+    match: {prompt_contains: "Politely greet Bea"}
+    turns:
+      - text: "Good morning, Bea!"
   - name: hello
     match: {prompt_contains: "greeting for Alex"}
     turns:
@@ -210,8 +240,23 @@ def test_claude_plugin_eval_and_ci_evals_score_every_case_alike(tmp_path: Path) 
     with StubServer(load_script(stub)) as server:
         theirs = _cli_scores(plugin, server, tmp_path / "cli")
     ours = _ci_evals_scores(plugin, stub, tmp_path / "ci")
-    assert theirs == {"hello": 1.0, "weighted": 0.8, "mixed": 1.0}
+    assert theirs == {"hello": 1.0, "weighted": 0.8, "mixed": 1.0, "judged": 0.5}
     assert ours == pytest.approx(theirs)
+    # Each judge's votes too: the CLI's judgeVotes, ci-evals' plugin-eval-judge.json.
+    cli = json.loads((tmp_path / "cli" / "out.json").read_text())
+    (judged,) = [c for c in cli["cases"] if c["name"] == "judged"]
+    their_votes = {g["name"]: g["judgeVotes"] for g in judged["arms"]["with"][0]["graders"]}
+    (saved,) = (tmp_path / "ci" / "run").glob("judged/**/plugin-eval-judge.json")
+    our_votes = {g["name"]: g["judgeVotes"] for g in json.loads(saved.read_text())["graders"]}
+    assert (
+        their_votes
+        == our_votes
+        == {
+            "named": [False] * 3,
+            "polite": [True] * 3,
+            "warm": [True] * 3,
+        }
+    )
 
 
 def test_a_run_that_errored_is_an_error_not_a_graded_pass(tmp_path: Path) -> None:
