@@ -15,6 +15,12 @@ one line: it would be half-read.
 | 4 | `StageResult.stub_misses`: requests the stub model's script had no answer for |
 | 5 | `forwarded`: what the model endpoint forwarded; `total_cost_usd` is its cost when set |
 | 6 | `stub_misses` is `endpoint_misses` (outcome `diverged`: a replay); `shard`, `merged_shards` |
+| 7 | `score_at_least` (a run of cases with a threshold below 1.0); `RepeatSummary.score_at_least` |
+
+From version 6 on, each migration only adds what is missing (`setdefault`),
+so it leaves a file alone that already has its fields: two branches that each
+add a version merge by chaining their migrations in either order (renumber
+one), and a file written by either branch reads the same.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 6
+VERSION = 7
 
 Data = dict[str, Any]
 
@@ -109,6 +115,16 @@ def _v5_to_v6(data: Data) -> Data:
     return data
 
 
+def _v6_to_v7(data: Data) -> Data:
+    """Add `score_at_least: null`: a version 6 runner had no threshold below 1.0, and
+    its summaries are the k-of-n rule's as written (a summary's own `score_at_least`
+    defaults to null). (A version 6 reader refuses a version 7 file -- "written by
+    a newer ci-evals" -- rather than recompute a threshold's summaries as k-of-n
+    and call them inconsistent.)"""
+    data.setdefault("score_at_least", None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -116,6 +132,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

@@ -221,6 +221,7 @@ class Runner:
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,
+            score_at_least=_score_at_least(plan.suite),
             shard=plan.shard,
         )
         units = None if plan.shard is None else {(u.scenario, u.repeat) for u in plan.shard.units}
@@ -548,6 +549,12 @@ def forwarded(metered: Metered) -> Forwarded:
         cache_creation_input_tokens=usage.cache_creation_input_tokens,
         cache_read_input_tokens=usage.cache_read_input_tokens,
     )
+
+
+def _score_at_least(suite: Suite) -> float | None:
+    """A run of cases with a threshold below 1.0: its summaries' mean-score rule."""
+    evals = suite.plugin_evals
+    return None if evals is None or evals.threshold >= 1.0 else evals.threshold
 
 
 def _record_misses(stage_result: StageResult, watch: Watch | None) -> None:

@@ -152,10 +152,9 @@ def load_plugin_evals(
     threshold = 1.0
     if "threshold" in keys:
         threshold = keys["threshold"].as_number(minimum=0.0)
-        if threshold != 1.0:
+        if threshold > 1.0:
             raise keys["threshold"].error(
-                f"a threshold below 1.0 is {_NOT_YET}",
-                hint="1.0 (the CLI's default: every run of a case scores 1.0) for now",
+                f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
     judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
     cases = [load_case(path, warnings) for path in discover(folder, warnings)]

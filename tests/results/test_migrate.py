@@ -162,6 +162,7 @@ def test_a_version_4_file_reads_as_not_metered_and_keeps_its_total(tmp_path: Pat
 
 def _as_version_5_stages(data: dict[str, Any]) -> None:
     """A current file's stages and run as version 5 wrote them: `stub_misses`, no shard fields."""
+    _as_version_6(data)
     del data["shard"], data["merged_shards"]
     for scenario in data["scenarios"]:
         for stage in scenario["stages"]:
@@ -185,7 +186,7 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
 
     result = read_results(old)
 
-    assert result.version == VERSION == 6
+    assert result.version == VERSION == 7
     assert result == current
     assert result.scenarios[0].stages[0].endpoint_misses == [diverged]
     assert (result.shard, result.merged_shards) == (None, None)
@@ -194,3 +195,35 @@ def test_a_version_5_file_reads_with_its_misses_as_endpoint_misses(tmp_path: Pat
     old.write_text(json.dumps(data))
     with pytest.raises(UserError, match="stub_misses"):
         read_results(old)
+
+
+def _as_version_6(data: dict[str, Any]) -> None:
+    """A current file's run and summaries as version 6 wrote them: no threshold."""
+    del data["score_at_least"]
+    for summary in data["summaries"]:
+        del summary["summary"]["score_at_least"]
+
+
+def test_a_version_6_file_reads_with_the_k_of_n_rule(tmp_path: Path) -> None:
+    current = read_results(V2)
+    data = json.loads(write_results(tmp_path / "v7", current).read_text())
+    data["version"] = 6
+    _as_version_6(data)
+    old = tmp_path / "v6" / RESULTS_FILE
+    old.parent.mkdir()
+    old.write_text(json.dumps(data))
+
+    result = read_results(old)
+
+    assert result == current and result.score_at_least is None
+    assert problems(result) == []
+
+
+@pytest.mark.parametrize("version", [v for v in sorted(MIGRATIONS) if v >= 6])
+def test_a_migration_leaves_a_file_that_has_its_fields_alone(version: int) -> None:
+    """From version 6 on, each step only adds what is missing: two branches that each
+    add a version merge by chaining their steps in either order (docs/results.md)."""
+    current = json.loads(read_results(V2).model_dump_json())
+    before = json.dumps(current, sort_keys=True)
+    MIGRATIONS[version](current)
+    assert json.dumps(current, sort_keys=True) == before

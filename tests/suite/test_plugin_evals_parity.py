@@ -289,3 +289,78 @@ def test_a_run_that_errored_is_an_error_not_a_graded_pass(tmp_path: Path) -> Non
     stage = document["scenarios"][0]["stages"][0]
     assert stage["status"] == "error" and stage["grading"] is None, stage
     assert document["summaries"][0]["summary"]["verdict"] == "error"
+
+
+def test_a_threshold_below_one_passes_on_the_mean_run_score_in_both(tmp_path: Path) -> None:
+    """`runs: 2` scoring 1.0 then 0.0 (the stub's variants, one per session): at
+    threshold 0.5 the CLI exits 0 and so does ci-evals, whose results.json records
+    the rule; `report` recomputes the summaries under it, and a file whose threshold
+    was raised after the run is refused as inconsistent."""
+    plugin = tmp_path / "p"
+    files = {
+        ".claude-plugin/plugin.json": '{"name": "p"}',
+        "evals/half/prompt.md": "---\nruns: 2\n---\nGreet half the time.\n",
+        "evals/half/graders/hello.md": "---\ntype: regex\n---\nHello\n",
+    }
+    for rel, text in files.items():
+        (plugin / rel).parent.mkdir(parents=True, exist_ok=True)
+        (plugin / rel).write_text(text)
+    stub = tmp_path / "stub.yaml"
+    stub.write_text(
+        "rules:\n  - name: half\n    match: {prompt_contains: half the time}\n"
+        '    variants:\n      - [{text: "Hello!"}]\n      - [{text: "No."}]\n'
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    with StubServer(load_script(stub)) as server:
+        cli = subprocess.run(
+            [
+                *(str(bundled_cli()), "plugin", "eval", str(plugin), "--trust-plugin"),
+                *("--no-publish", "--ablation", "none", "--threshold", "0.5"),
+                *("--json", str(tmp_path / "cli.json")),
+            ],
+            env={
+                "PATH": os.environ["PATH"],
+                "HOME": str(home),
+                "ANTHROPIC_BASE_URL": server.url,
+                "ANTHROPIC_API_KEY": "sk-ant-fake",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            },
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    (case,) = json.loads((tmp_path / "cli.json").read_text())["cases"]
+    assert sorted(r["score"] for r in case["arms"]["with"]) == [0.0, 1.0]
+
+    (tmp_path / "ci-evals.yaml").write_text(
+        "version: 1\nplugin: p\nplugin_evals:\n  threshold: 0.5\n"
+    )
+
+    def ci_evals(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ci_evals", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            cwd=tmp_path,
+        )
+
+    # --repeat 2 as the case's runs: 2 (report reads a run's repeats from `repeat`).
+    done = ci_evals("run", "--model", "stub:stub.yaml", "--out", "run", "--repeat", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = tmp_path / "run" / "results.json"
+    document = json.loads(results.read_text())
+    assert document["score_at_least"] == 0.5
+    (summary,) = document["summaries"]
+    assert summary["summary"]["verdict"] == "passed"
+    assert summary["summary"]["reason"] == "mean score 0.50 over 2 run(s) (needs 0.5)"
+    assert ci_evals("report", "run", "--markdown", "summary.md").returncode == 0
+    document["score_at_least"] = 0.75
+    results.write_text(json.dumps(document))
+    forged = ci_evals("report", "run", "--markdown", "summary.md")
+    assert forged.returncode == 2, forged.stdout + forged.stderr
+    assert "recomputed from the stages it is failed" in forged.stderr + forged.stdout
