@@ -40,7 +40,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci_evals import __version__
-from ci_evals.agents import STDERR_MAX_BYTES, Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.agents import (
+    STDERR_MAX_BYTES,
+    STREAM_FILE,
+    Abort,
+    Agent,
+    Progress,
+    StageOutcome,
+    StageRequest,
+)
 from ci_evals.agents.environment import agent_environment
 from ci_evals.endpoints.base import Watch
 from ci_evals.endpoints.ledger import Metered
@@ -365,6 +373,8 @@ class Runner:
             env=env,
             trajectory_path=stage_dir / "trajectory.jsonl",
             stderr_path=stage_dir / "stderr.log",
+            # A case unit's `trace` is the CLI's own lines (grading.kinds.plugin_eval).
+            stream_path=stage_dir / STREAM_FILE if state.scenario.stage is not None else None,
             stderr_max_bytes=min(STDERR_MAX_BYTES, stage.limits.max_output_bytes),
             model=stage.model or plan.model,
             max_turns=stage.limits.max_turns,

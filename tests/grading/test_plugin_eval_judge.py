@@ -159,6 +159,15 @@ def stage(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
         {"type": "ResultMessage", "total_cost_usd": 1.0, "ratio": 1.5e-5},
     ]
     trajectory.write_text("".join(json.dumps(r) + "\n" for r in records))
+    # The CLI's stdout beside it: what `trace` is (the SDK's frames left out).
+    (tmp_path / "stream.jsonl").write_text(
+        '{"type":"control_response","response":{}}\n'
+        '{"type":"system","subtype":"session_state_changed","sdk_host_only":true}\n'
+        '{"type":"system","subtype":"init","cwd":"/w"}\n'
+        "not json\n"
+        '{"type":"assistant","message":{"content":[{"type":"text","text":"Hi Alex!"}]}}\n'
+        '{"type":"result","subtype":"success","total_cost_usd":1.0,"ratio":1.5e-5}\n'
+    )
     yield folder, trajectory, out
 
 
@@ -292,8 +301,12 @@ def test_a_baseline_is_read_at_load_and_shown_as_javascript_writes_it(
         result = _grade((grader,), stage, _endpoint(api.url))
     assert result.criteria[0].passed
     text = api.bodies[0]["messages"][0]["content"][0]["text"]
-    assert '\nNEW trajectory:\n{"type":"AssistantMessage"' in text
-    assert '"ratio":0.000015}' in text  # the trace as JSON.stringify writes it
+    assert text.endswith(
+        '\nNEW trajectory:\n{"type":"system","subtype":"init","cwd":"/w"}\n'
+        '{"type":"assistant","message":{"content":[{"type":"text","text":"Hi Alex!"}]}}\n'
+        '{"type":"result","subtype":"success","total_cost_usd":1,"ratio":0.000015}'
+        + CLI_BASELINE_END
+    )  # the CLI's lines as JSON.stringify writes them, the SDK's frame left out
 
 
 @pytest.mark.parametrize(
@@ -348,3 +361,18 @@ rules:
     saved = json.loads((stage[2] / JUDGE_FILE).read_text())["graders"]
     assert saved[0]["judgeVotes"] == [True, True, True]
     assert len(misses) == 1
+
+
+def test_a_trace_cut_at_its_cap_is_an_error(stage: tuple[Path, Path, Path]) -> None:
+    from ci_evals.agents import STREAM_CUT  # noqa: PLC0415
+    from ci_evals.grading.kinds.js_regex import compile_js  # noqa: PLC0415
+    from ci_evals.grading.kinds.plugin_eval import Regex  # noqa: PLC0415
+
+    stream = stage[1].parent / "stream.jsonl"
+    grader = PluginEvalGrader((Regex("t", 1.0, compile_js('"type":"system"', ""), "trace"),))
+    ctx = GradeContext(stage[0], stage[1], out_dir=stage[2])
+    assert grader.grade(ctx).criteria[0].passed
+    stream.write_text(stream.read_text() + STREAM_CUT)
+    assert "the trace was cut" in (grader.grade(ctx).error or "")
+    stream.unlink()
+    assert "stream.jsonl" in (grader.grade(ctx).error or "")

@@ -55,6 +55,10 @@ PLUGIN_FILES = {
     "evals/hello/graders/trace-names-file.md": (
         "---\ntype: regex\ntarget: trace\n---\ngreeting\\.txt\n"
     ),
+    # Over the CLI's own JSON field names: its stream-json lines, not the SDK's messages.
+    "evals/hello/graders/trace-field-names.md": (
+        '---\ntype: regex\ntarget: trace\n---\n"type":"tool_use".*"name":"Write"\n'
+    ),
     "evals/hello/graders/no-apology.md": (
         "---\ntype: regex\nmatch: not_contains\nflags: i\n---\nsorry\n"
     ),

@@ -8,7 +8,8 @@ the stage's scoring policy, so the binary score is the CLI's run score x 100).
 What each reads, as the CLI reads it (docs/plugin-evals.md):
 
 - `last_message`: the text of the last assistant message that has text;
-- `trace`: the stage's messages, one compact JSON line each;
+- `trace`: the CLI's own stream-json lines (`STREAM_FILE`, which the runner
+  keeps for a case unit), each as JSON.stringify writes it;
 - `files`: the paths (relative, `/`-separated, sorted) of the files the stage
   created: a case unit's workspace starts empty, so every file the stage left;
 - `{source: file, path}`: that file's text, from the stage's files (missing:
@@ -41,6 +42,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
+from ci_evals.agents import STREAM_CUT, STREAM_FILE, STREAM_MAX_BYTES
 from ci_evals.config.yaml_source import Field
 from ci_evals.grading.kinds import plugin_eval_judge as judge
 from ci_evals.grading.kinds.base import GradeContext, LoadContext, ModelEndpoint
@@ -53,6 +55,9 @@ if TYPE_CHECKING:
     from ci_evals.results.criteria import GraderResult, RawOutput
 
 TYPES = ("regex", "tool_order", "tool_used", "file_exists", "llm", "baseline")
+# The SDK's control protocol on the CLI's stdout, and the frames it writes for an SDK
+# host only (`"sdk_host_only": true`), which `claude plugin eval`'s child never writes.
+_SDK_FRAMES = frozenset({"control_request", "control_response", "control_cancel_request"})
 JUDGE_FILE = "plugin-eval-judge.json"  # in the stage's folder: every judge's votes and evidence
 TARGETS = ("last_message", "trace", "files", "mock_calls")
 _COMMON = ("type", "name", "weight", "arm")
@@ -490,6 +495,7 @@ class _Run:
         self.trajectory = trajectory
         self._lines: list[str] | None = None
         self._uses: list[ToolUse] | None = None
+        self._trace: list[str] | None = None
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -511,11 +517,39 @@ class _Run:
         return self._uses
 
     def trace(self) -> list[str]:
-        """The stage's messages, each as JSON.stringify writes it (the CLI's trace)."""
+        """The CLI's trace: each JSON line of its stdout (`STREAM_FILE`, beside the
+        trajectory) as JSON.stringify writes it, lines that are no JSON skipped as
+        the CLI skips them, and the SDK's own protocol frames left out (a `claude
+        plugin eval` child has no SDK on its stdin: it writes none)."""
+        if self._trace is not None:
+            return self._trace
+        if self.trajectory is None:
+            raise _Unreadable("no trajectory was recorded for this stage")
+        path = self.trajectory.parent / STREAM_FILE
         try:
-            return [compact_json(json.loads(line)) for line in self.lines()]
-        except (ValueError, RecursionError) as exc:
-            raise _Unreadable(f"trajectory unreadable: {exc}") from None
+            with open(path, "rb") as handle:
+                data = handle.read(STREAM_MAX_BYTES + len(STREAM_CUT) + 1)
+        except OSError as exc:
+            raise _Unreadable(f"the CLI's stream {STREAM_FILE}: {exc.strerror}") from None
+        lines = data.decode("utf-8", "replace").split("\n")
+        if STREAM_CUT.strip() in lines or len(data) > STREAM_MAX_BYTES + len(STREAM_CUT):
+            raise _Unreadable(
+                f"the CLI wrote more than {STREAM_MAX_BYTES >> 20} MiB to its stdout: the "
+                "trace was cut, and a pattern over it cannot be matched as the CLI would"
+            )
+        trace = []
+        for line in lines:
+            try:
+                record = json.loads(line.strip())
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(record, dict) and (
+                record.get("type") in _SDK_FRAMES or record.get("sdk_host_only") is True
+            ):
+                continue
+            trace.append(compact_json(record))
+        self._trace = trace
+        return trace
 
     def text(self, target: Target) -> tuple[str | None, str]:
         """The target's text (None: it cannot be read, the reason second)."""
