@@ -39,6 +39,13 @@ class Checkpoint(Protocol):
     def discard(self) -> None: ...
 
 
+# A case unit's copy of the CLI's stdout (`StageRequest.stream_path`), beside its
+# trajectory; at most this much, then `STREAM_CUT` as its last line.
+STREAM_FILE = "stream.jsonl"
+STREAM_MAX_BYTES = 64 << 20
+STREAM_CUT = '{"ci-evals":"cut: the CLI wrote more than this file keeps"}\n'
+
+
 @dataclass(frozen=True)
 class Limits:
     """Per-stage limits (the suite's `limits:`); `None` means no limit of that kind."""
@@ -83,6 +90,9 @@ class StageRequest:
     env: Mapping[str, str]  # the complete process environment (see agent_env)
     trajectory_path: Path  # JSON lines, one per SDK message
     stderr_path: Path  # the CLI's stderr
+    # The CLI's stdout as it wrote it (stream-json lines), STREAM_MAX_BYTES at most:
+    # a `claude plugin eval` case's `trace` is these lines. None: not kept.
+    stream_path: Path | None = None
     # At most this much of it is kept; one line marks the cut (the agent can write there).
     stderr_max_bytes: int = STDERR_MAX_BYTES
     model: str | None = None  # None: the CLI's default

@@ -51,7 +51,16 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from claude_agent_sdk._version import __version__ as sdk_version
 from claude_agent_sdk.types import SystemPromptPreset
 
-from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage, over_quota
+from ci_evals.agents import (
+    STREAM_CUT,
+    STREAM_MAX_BYTES,
+    Abort,
+    Progress,
+    StageOutcome,
+    StageRequest,
+    Usage,
+    over_quota,
+)
 from ci_evals.sandbox import nondumpable
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
@@ -149,6 +158,52 @@ def stderr_cut_note(kept: int, dropped: int) -> str:
     return f"\n[ci-evals: stderr cut here: the first {kept} bytes kept, {dropped} more dropped]\n"
 
 
+class _StreamCopy:
+    """The CLI's stdout, kept as it came (`StageRequest.stream_path`), at most
+    `STREAM_MAX_BYTES`, then `STREAM_CUT` on a line of its own. Nothing in the
+    sandbox can write to the CLI's stdout (a socket: /proc/<cli>/fd/1 cannot be
+    reopened), and no line the CLI writes is `STREAM_CUT`."""
+
+    def __init__(self, path: Path, limit: int = STREAM_MAX_BYTES) -> None:
+        self._file = path.open("w", encoding="utf-8", errors="surrogateescape")
+        self._left = limit
+        self._line_start = True
+
+    def write(self, chunk: str) -> None:
+        if self._left < 0:
+            return
+        size = len(chunk.encode("utf-8", "surrogateescape"))
+        if size > self._left:
+            # Up to the last whole line that fits; the mark on a line of its own
+            # (after a line a chunk before began, a grader reads that one as no JSON).
+            head = chunk.encode("utf-8", "surrogateescape")[: self._left]
+            keep = head[: head.rfind(b"\n") + 1].decode("utf-8", "surrogateescape")
+            self._file.write(keep)
+            self._file.write(("" if keep or self._line_start else "\n") + STREAM_CUT)
+            self._left = -1
+            return
+        self._file.write(chunk)
+        self._left -= size
+        if chunk:
+            self._line_start = chunk.endswith("\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _TeeStream(TextReceiveStream):
+    """The CLI's stdout as the SDK reads it, every chunk also handed to a `_StreamCopy`."""
+
+    def __init__(self, stdout: anyio.abc.SocketStream, copy: _StreamCopy) -> None:
+        super().__init__(stdout)
+        self._copy = copy
+
+    async def receive(self) -> str:
+        chunk = await super().receive()
+        self._copy.write(chunk)
+        return chunk
+
+
 class _IsolatedTransport(SubprocessCLITransport):
     """The SDK's subprocess transport, spawning the CLI with an exact environment.
 
@@ -168,8 +223,10 @@ class _IsolatedTransport(SubprocessCLITransport):
         stderr: _StderrCopy,
         sandbox: Sandbox,
         preload: Path,
+        stream_copy: _StreamCopy | None = None,
     ) -> None:
         super().__init__(prompt, options)
+        self._stream_copy = stream_copy
         self._sandbox = sandbox
         self._preload = preload
         self._sockets: tuple[anyio.abc.SocketStream, ...] = ()
@@ -229,7 +286,11 @@ class _IsolatedTransport(SubprocessCLITransport):
         stdout = await anyio.abc.SocketStream.from_socket(stdout_ours)
         stdin = await anyio.abc.SocketStream.from_socket(stdin_ours)
         self._sockets = (stdout, stdin)
-        self._stdout_stream = TextReceiveStream(stdout)
+        self._stdout_stream = (
+            TextReceiveStream(stdout)
+            if self._stream_copy is None
+            else _TeeStream(stdout, self._stream_copy)
+        )
         self._stdin_stream = TextSendStream(stdin)
         self._ready = True
 
@@ -412,7 +473,12 @@ class ClaudeAgent:
                 ),
             ) as sandbox,
             request.trajectory_path.open("w", encoding="utf-8") as trajectory,
+            contextlib.ExitStack() as copies,
         ):
+            stream_copy = None
+            if request.stream_path is not None:
+                stream_copy = _StreamCopy(request.stream_path)
+                copies.callback(stream_copy.close)
             transport = _IsolatedTransport(
                 request.prompt,
                 options,
@@ -420,6 +486,7 @@ class ClaudeAgent:
                 stderr=stderr,
                 sandbox=sandbox,
                 preload=preload,
+                stream_copy=stream_copy,
             )
             outcome = await _drive(request, options, transport, trajectory, abort, on_progress)
         return over_quota(outcome, sandbox, request)

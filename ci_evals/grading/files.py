@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ci_evals.grading.config import StageGrading
-from ci_evals.grading.kinds.base import GradeContext
+from ci_evals.grading.kinds.base import GradeContext, ModelEndpoint
 from ci_evals.grading.kinds.registry import KINDS
 from ci_evals.grading.reviewer.untrusted import CRITERION_ID as ADDRESSED_ID
 from ci_evals.grading.reviewer.untrusted import addressed_to_graders
@@ -35,6 +35,7 @@ def grade_files(
     env: Mapping[str, str] | None = None,
     out_dir: Path | None = None,
     sandbox: SandboxConfig = ON_HOST,
+    endpoint: ModelEndpoint | None = None,
 ) -> StageVerdict:
     """The stage's verdict under the suite's policy with the stage's overrides on top.
 
@@ -42,9 +43,12 @@ def grade_files(
     copy of it); `trajectory` the stage's JSONL; `reviewer` the reviewer's
     graded scorecard when the stage has a reviewer (missing -> error, never a
     pass); `out_dir` receives the graders' logs (a command grader's output as
-    `command-<id>.log`); graders that run programs run them in a `sandbox`.
+    `command-<id>.log`); graders that run programs run them in a `sandbox`; graders
+    that ask a model (a judge) ask the run's `endpoint`.
     """
-    ctx = GradeContext(folder, trajectory, out_dir=out_dir, sandbox=sandbox, env=env)
+    ctx = GradeContext(
+        folder, trajectory, out_dir=out_dir, sandbox=sandbox, env=env, endpoint=endpoint
+    )
     policy = suite_policy.merge(grading.scoring)
     # Before any grader writes to the folder: what the stage left, addressed to its reviewer.
     addressed = addressed_to_graders(folder) if grading.reviewer is not None else None

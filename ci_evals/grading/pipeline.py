@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.agents import Abort, Agent
 from ci_evals.fs.state import CHECKS_DIR, copy_state, state_links, view_state
 from ci_evals.grading.files import grade_files
+from ci_evals.grading.kinds.base import ModelEndpoint
 from ci_evals.grading.reviewer.review import ReviewJob, run_reviewer
 from ci_evals.grading.scoring import ScoringPolicy
 from ci_evals.results.criteria import GraderResult, StageVerdict
@@ -54,6 +55,9 @@ class GradeJob:
     # What is left of the run budget for the graders' agents (None: no run budget).
     budget_usd: float | None = None
     sandbox: SandboxConfig = ON_HOST  # where the reviewer and command graders run
+    # The stage's endpoint variables, for graders that ask a model (a case's judge);
+    # None: there is none (re-grading, a fixture), and such a grader is an error.
+    endpoint: Mapping[str, str] | None = field(default=None, repr=False)
 
 
 async def grade_state(
@@ -95,6 +99,7 @@ async def grade_state(
             reviewer=reviewer if grading.reviewer is not None else None,
             out_dir=job.out_dir,
             sandbox=job.sandbox,
+            endpoint=None if job.endpoint is None else ModelEndpoint(job.endpoint, job.budget_usd),
         )
     finally:
         if not job.keep:

@@ -17,6 +17,12 @@ one line: it would be half-read.
 | 6 | `stub_misses` is `endpoint_misses` (outcome `diverged`: a replay); `shard`, `merged_shards` |
 | 7 | `StageResult.plugin_changes`: what the stage changed in the plugin copy |
 | 8 | `replayed_from`: a replay's recording's origin (stub or real model, which model, when) |
+| 9 | `score_at_least` (a run of cases with a threshold below 1.0); `RepeatSummary.score_at_least` |
+
+From version 6 on, each migration only adds what is missing (`setdefault`),
+so it leaves a file alone that already has its fields: two branches that each
+add a version merge by chaining their migrations in either order (renumber
+one), and a file written by either branch reads the same.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 8
+VERSION = 9
 
 Data = dict[str, Any]
 
@@ -139,6 +145,16 @@ def _v7_to_v8(data: Data) -> Data:
     return data
 
 
+def _v8_to_v9(data: Data) -> Data:
+    """Add `score_at_least: null`: a version 8 runner had no threshold below 1.0, and
+    its summaries are the k-of-n rule's as written (a summary's own `score_at_least`
+    defaults to null). (A version 8 reader refuses a version 9 file -- "written by
+    a newer ci-evals" -- rather than recompute a threshold's summaries as k-of-n
+    and call them inconsistent.)"""
+    data.setdefault("score_at_least", None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -148,6 +164,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

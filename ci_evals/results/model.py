@@ -381,6 +381,10 @@ class RunResult(_Model):
     forwarded: Forwarded | None = None  # None: not metered (the stub; files before version 5)
     repeat: int = 1  # runs per scenario
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
+    # `plugin_evals.threshold` below 1.0: a stage passes when the mean of its runs'
+    # scores (binary score / 100) is at least this, as `claude plugin eval --threshold`
+    # (None: the k-of-n rule). Recorded so the summaries can be recomputed.
+    score_at_least: float | None = Field(default=None, ge=0.0, le=1.0)
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     # One per (scenario, stage), over its repeats: the k-of-n verdict and statistics.
     summaries: list[StageSummary] = Field(default_factory=list)

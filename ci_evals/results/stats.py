@@ -101,6 +101,8 @@ class RepeatSummary(_Frozen):
     binary_score: Spread
     criteria: tuple[CriterionSummary, ...]
     verdicts: tuple[Literal["passed", "failed", "error"], ...]
+    # The mean-score rule's threshold when it decided the verdict (None: k-of-n).
+    score_at_least: float | None = None
 
 
 class StageSummary(_Frozen):
@@ -113,9 +115,13 @@ class StageSummary(_Frozen):
 
 
 def summarize_repeats(
-    verdicts: Sequence[StageVerdict], pass_at_least: int | None = None
+    verdicts: Sequence[StageVerdict],
+    pass_at_least: int | None = None,
+    *,
+    score_at_least: float | None = None,
 ) -> RepeatSummary:
-    """Fold the verdicts of one stage's repeats. `pass_at_least` None means all must pass."""
+    """Fold the verdicts of one stage's repeats. `pass_at_least` None means all must pass;
+    `score_at_least` replaces that rule by the mean run score's (`mean_score_verdict`)."""
     runs = len(verdicts)
     if runs == 0:
         raise ValueError("summarize_repeats needs at least one verdict")
@@ -140,6 +146,8 @@ def summarize_repeats(
     else:
         verdict = "failed"
         reason = f"{passed} of {runs} runs passed (needs {k})"
+    if score_at_least is not None:
+        verdict, reason = mean_score_verdict(verdicts, score_at_least)
     judged = [v for v in verdicts if v.verdict != "error"]
     return RepeatSummary(
         verdict=verdict,
@@ -154,7 +162,44 @@ def summarize_repeats(
         binary_score=spread([v.binary_score for v in judged if v.binary_score is not None]),
         criteria=_per_criterion(judged),
         verdicts=outcomes,
+        score_at_least=score_at_least,
     )
+
+
+# A mean within this of the threshold is at it: the CLI sums the same scores as
+# floats in another order (its run score is a share of weights, ours a percentage).
+_SCORE_TOLERANCE = 1e-9
+
+
+def mean_score_verdict(verdicts: Sequence[StageVerdict], threshold: float) -> tuple[Verdict, str]:
+    """`claude plugin eval --threshold T`: the mean of the runs' scores (binary score
+    / 100; a failed run without one, such as a limit, scores 0) is at least T.
+
+    A run in error has no score: it is counted 0 and then 1. Passed when even at 0
+    the mean reaches T; `error` when only its score could decide, or when no run
+    has a score (fail closed: not a verdict on the plugin); failed when even at 1
+    it does not.
+    """
+    known: list[float] = []
+    errors = 0
+    for verdict in verdicts:
+        if verdict.verdict == "error":
+            errors += 1
+        elif verdict.binary_score is not None:
+            known.append(verdict.binary_score / 100)
+        else:
+            known.append(1.0 if verdict.verdict == "passed" else 0.0)
+    runs = len(verdicts)
+    low = sum(known) / runs
+    high = (sum(known) + errors) / runs
+    reason = f"mean score {low:.2f} over {runs} run(s) (needs {threshold:g})"
+    if errors == runs:
+        return "error", f"no run has a score: all {runs} ended in error"
+    if low >= threshold - _SCORE_TOLERANCE:
+        return "passed", reason
+    if high >= threshold - _SCORE_TOLERANCE:
+        return "error", f"{reason}; {errors} ended in error, which could reach it"
+    return "failed", reason
 
 
 def _per_criterion(verdicts: Sequence[StageVerdict]) -> tuple[CriterionSummary, ...]:

@@ -3,8 +3,10 @@
 Every (scenario, stage) gets one `StageSummary` folding the stage's runs in
 all repeats of the scenario with `stats.summarize_repeats`: mean, standard
 deviation and pass rate per criterion, the analytic mean's 95% interval, and
-the verdict under the suite's `pass_at_least` rule (default: every repeat).
-With one repeat the summary is simply that run's verdict.
+the verdict under the suite's `pass_at_least` rule (default: every repeat),
+or, for a run of cases with a threshold below 1.0 (`RunResult.score_at_least`),
+under the mean run score's (`stats.mean_score_verdict`). With one repeat and
+no threshold the summary is simply that run's verdict.
 
 A run that reached no verdict still counts toward k-of-n:
 
@@ -84,13 +86,9 @@ def summarize_run(result: RunResult, pass_at_least: int | None) -> list[StageSum
     summaries = []
     for (scenario_id, number), (name, verdicts) in grouped.items():
         k = None if pass_at_least is None else min(pass_at_least, len(verdicts))
+        summary = summarize_repeats(verdicts, k, score_at_least=result.score_at_least)
         summaries.append(
-            StageSummary(
-                scenario=scenario_id,
-                stage=number,
-                name=name,
-                summary=summarize_repeats(verdicts, k),
-            )
+            StageSummary(scenario=scenario_id, stage=number, name=name, summary=summary)
         )
     return summaries
 

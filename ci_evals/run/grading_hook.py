@@ -68,6 +68,7 @@ class GradingHook:
             keep=self.keep_work,
             budget_usd=ctx.budget_left,
             sandbox=ctx.plan.sandbox,
+            endpoint=ctx.plan.endpoint if ctx.endpoint is None else ctx.endpoint,
         )
         verdict = await grade_state(job, agent=ctx.agent, abort=ctx.abort)
         apply_verdict(ctx.result, verdict)

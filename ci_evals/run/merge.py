@@ -60,6 +60,7 @@ _SAME: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
     ("revision.commit", lambda r: r.revision and r.revision.commit),
     ("repeat", lambda r: r.repeat),
     ("pass_at_least", lambda r: r.pass_at_least),
+    ("score_at_least", lambda r: r.score_at_least),
     ("model", lambda r: r.model),
     ("model_endpoint", lambda r: r.model_endpoint),
     ("replayed_from", lambda r: r.replayed_from and r.replayed_from.model_dump()),

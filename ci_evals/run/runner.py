@@ -40,7 +40,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci_evals import __version__
-from ci_evals.agents import STDERR_MAX_BYTES, Abort, Agent, Progress, StageOutcome, StageRequest
+from ci_evals.agents import (
+    STDERR_MAX_BYTES,
+    STREAM_FILE,
+    Abort,
+    Agent,
+    Progress,
+    StageOutcome,
+    StageRequest,
+)
 from ci_evals.agents.environment import agent_environment
 from ci_evals.endpoints.base import Watch
 from ci_evals.endpoints.ledger import Metered
@@ -225,6 +233,7 @@ class Runner:
             budget_usd=plan.suite.budget_usd,
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,
+            score_at_least=_score_at_least(plan.suite),
             shard=plan.shard,
         )
         units = None if plan.shard is None else {(u.scenario, u.repeat) for u in plan.shard.units}
@@ -373,6 +382,8 @@ class Runner:
             env=env,
             trajectory_path=stage_dir / "trajectory.jsonl",
             stderr_path=stage_dir / "stderr.log",
+            # A case unit's `trace` is the CLI's own lines (grading.kinds.plugin_eval).
+            stream_path=stage_dir / STREAM_FILE if state.scenario.stage is not None else None,
             stderr_max_bytes=min(STDERR_MAX_BYTES, stage.limits.max_output_bytes),
             model=stage.model or plan.model,
             max_turns=stage.limits.max_turns,
@@ -566,6 +577,12 @@ def forwarded(metered: Metered) -> Forwarded:
         cache_creation_input_tokens=usage.cache_creation_input_tokens,
         cache_read_input_tokens=usage.cache_read_input_tokens,
     )
+
+
+def _score_at_least(suite: Suite) -> float | None:
+    """A run of cases with a threshold below 1.0: its summaries' mean-score rule."""
+    evals = suite.plugin_evals
+    return None if evals is None or evals.threshold >= 1.0 else evals.threshold
 
 
 def _record_misses(stage_result: StageResult, watch: Watch | None) -> None:

@@ -489,7 +489,7 @@ def _case_units(
             prompt=parse_template(case.prompt.replace("{", "{{").replace("}", "}}")),
             cwd=parse_template("."),
             limits=replace(limits, max_turns=case.max_turns, timeout_s=float(case.timeout_s)),
-            grading=case_grading(case),
+            grading=case_grading(case, evals.judge_model),
             source=where,
             model=case.model,
             tools=StageTools(case.disallowed_tools, True, case.append_system_prompt),

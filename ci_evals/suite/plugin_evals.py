@@ -19,8 +19,8 @@ it becomes a case unit of the run. The CLI's rules, as its bundled code
 Where the CLI refuses, ci-evals refuses, with one `file:line:col` line. Where
 the CLI silently drops a key (an unknown key of case.yaml, its `context` or
 `execution`), ci-evals warns and goes on: such a case runs there. What
-ci-evals cannot run yet (scaffold, history, add_dirs, plugins, mocks, the
-judge) is refused at its key, never ignored. The graders themselves are the
+ci-evals cannot run yet (scaffold, history, add_dirs, plugins, mocks) is
+refused at its key, never ignored. The graders themselves are the
 `plugin_eval` grader kind's (`grading.kinds.plugin_eval`).
 """
 
@@ -43,6 +43,7 @@ from ci_evals.errors import UserError
 from ci_evals.grading.config import StageGrading
 from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
+from ci_evals.grading.kinds.plugin_eval_judge import DEFAULT_MODEL as DEFAULT_JUDGE_MODEL
 from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
@@ -72,7 +73,7 @@ _EXECUTION = (
     "env",
 )
 _CONTEXT = ("scaffold_script", "history_file", "add_dirs")
-_SUITE_KEYS = ("dir", "cases", "tags", "threshold")
+_SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model")
 _NOT_YET = "not supported yet by ci-evals"
 # Claude Code's front matter block (config.front_matter reads it by the same rule).
 _BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
@@ -118,11 +119,12 @@ class PluginEvals:
     tags: tuple[str, ...] = ()
     threshold: float = 1.0
     warnings: tuple[str, ...] = ()
+    judge_model: str = DEFAULT_JUDGE_MODEL  # `llm` and `baseline` graders' model
 
 
-def case_grading(case: Case) -> StageGrading:
+def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGrading:
     """The case's graders as a stage's: one `plugin_eval` grader, weights as its policy."""
-    grader = PluginEvalGrader(case.graders)
+    grader = PluginEvalGrader(case.graders, judge_model=judge_model)
     return StageGrading(graders=(grader,), scoring=grader.scoring)
 
 
@@ -150,11 +152,11 @@ def load_plugin_evals(
     threshold = 1.0
     if "threshold" in keys:
         threshold = keys["threshold"].as_number(minimum=0.0)
-        if threshold != 1.0:
+        if threshold > 1.0:
             raise keys["threshold"].error(
-                f"a threshold below 1.0 is {_NOT_YET}",
-                hint="1.0 (the CLI's default: every run of a case scores 1.0) for now",
+                f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
+    judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
     cases = [load_case(path, warnings) for path in discover(folder, warnings)]
     selected = tuple(c for c in cases if selects(c, globs, tags))
     if not selected:
@@ -165,7 +167,7 @@ def load_plugin_evals(
             hint="a folder with a case.yaml or a prompt.md is a case",
         )
     _unique_ids(selected)
-    return PluginEvals(folder, selected, globs, tags, threshold, tuple(warnings))
+    return PluginEvals(folder, selected, globs, tags, threshold, tuple(warnings), judge_model)
 
 
 def eval_dir(plugin_dir: Path, manifest: Mapping[str, object], warnings: list[str]) -> Path:
@@ -413,7 +415,7 @@ def _check(case: _Merged, warnings: list[str]) -> Case:
             "the prompt is still the blank `init` template",
             hint=f'replace the "{BLANK_PROMPT}" line with the user prompt to test',
         )
-    loaded = _graders(case.graders, case.where, warnings)
+    loaded = _graders(case.graders, case.where, case.folder, warnings)
     folder, source = case.folder, case.source
     tools: list[str] = []
     for value in case.disallowed:
@@ -510,7 +512,7 @@ def _context(value: Field, warnings: list[str]) -> None:
 
 
 def _graders(
-    written: list[tuple[Field, str | None, str]], where: Field, warnings: list[str]
+    written: list[tuple[Field, str | None, str]], where: Field, folder: Path, warnings: list[str]
 ) -> tuple[CaseGrader, ...]:
     if not written:
         raise where.error("graders: at least one grader is required")
@@ -525,7 +527,10 @@ def _graders(
                 "this grader is still the blank `init` template",
                 hint=f'replace the "{BLANK_CRITERIA}" line with concrete pass criteria',
             )
-    loaded = [plugin_eval.load_grader(item, name=name, body=body) for item, name, body in written]
+    loaded = [
+        plugin_eval.load_grader(item, folder=folder, name=name, body=body)
+        for item, name, body in written
+    ]
     plugin_eval.check_names(loaded, where)
     for grader, (item, _, _) in zip(loaded, written, strict=True):
         if isinstance(grader, ToolUsed) and grader.max == 0 and "min" not in _written(item):

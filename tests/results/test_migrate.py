@@ -165,6 +165,7 @@ def test_a_version_4_file_reads_as_not_metered_and_keeps_its_total(tmp_path: Pat
 
 def _as_version_7(data: dict[str, Any]) -> None:
     """A current file's run as version 7 wrote it: no `replayed_from`."""
+    _as_version_8(data)
     del data["replayed_from"]
 
 
@@ -244,9 +245,36 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 8
+    assert result.version == VERSION == 9
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
     if replay:
         assert result.origin_note == "replayed, origin unknown: not a model verdict"
+
+
+def _as_version_8(data: dict[str, Any]) -> None:
+    """A current file's run and summaries as version 8 wrote them: no threshold."""
+    del data["score_at_least"]
+    for summary in data["summaries"]:
+        del summary["summary"]["score_at_least"]
+
+
+def test_a_version_8_file_reads_with_the_k_of_n_rule(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 8, _as_version_8)
+
+    result = read_results(old)
+
+    assert result == current and result.score_at_least is None
+    assert problems(result) == []
+
+
+@pytest.mark.parametrize("version", [v for v in sorted(MIGRATIONS) if v >= 6])
+def test_a_migration_leaves_a_file_that_has_its_fields_alone(version: int) -> None:
+    """From version 6 on, each step only adds what is missing: two branches that each
+    add a version merge by chaining their steps in either order (docs/results.md)."""
+    current = json.loads(read_results(V2).model_dump_json())
+    before = json.dumps(current, sort_keys=True)
+    MIGRATIONS[version](current)
+    assert json.dumps(current, sort_keys=True) == before

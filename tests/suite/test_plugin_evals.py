@@ -121,9 +121,12 @@ def test_a_prose_case_takes_its_folder_name_and_the_defaults(tmp_path: Path) -> 
             "still the blank `init` template",
         ),
         (
-            {"prompt.md": "x\n", "graders/j.md": "---\ntype: llm\n---\nIs it good?\n"},
-            "graders/j.md:2:7",
-            "grader type 'llm' is not supported yet",
+            {
+                "prompt.md": "x\n",
+                "graders/b.md": "---\ntype: baseline\nbaseline_file: base.jsonl\n---\nAs well.\n",
+            },
+            "graders/b.md:3:16",
+            "baseline file base.jsonl does not exist",
         ),
         (
             {"prompt.md": "x\n", "graders/m.md": "---\ntype: regex\ntarget: mock_calls\n---\nx\n"},

@@ -2,10 +2,11 @@
 same per-case scores (issue 32, part 1's "Done when").
 
 One plugin of our own with cases in every shape the CLI reads (prompt.md with
-`graders/*.md`, case.yaml in a case group, both merged), every deterministic
-grader type and target, weights, `runs: 2` and tags (one case filtered out by
-tag in both). Both run against one stub model server (tests fake only the
-model, at its HTTP boundary): the real CLI offline with `--trust-plugin
+`graders/*.md`, case.yaml in a case group, both merged), every grader type
+(the judges answered by the stub's rules on the judge's system prompt) and
+target, weights, `runs: 2` and tags (one case filtered out by tag in both).
+Both run against one stub model server (tests fake only the model, at its HTTP
+boundary): the real CLI offline with `--trust-plugin
 --ablation none --allow-tools Write`, and `ci-evals run` with the real SDK in
 its bwrap sandbox. ci-evals' case score is its stage's mean binary score / 100.
 """
@@ -54,6 +55,10 @@ PLUGIN_FILES = {
     "evals/hello/graders/trace-names-file.md": (
         "---\ntype: regex\ntarget: trace\n---\ngreeting\\.txt\n"
     ),
+    # Over the CLI's own JSON field names: its stream-json lines, not the SDK's messages.
+    "evals/hello/graders/trace-field-names.md": (
+        '---\ntype: regex\ntarget: trace\n---\n"type":"tool_use".*"name":"Write"\n'
+    ),
     "evals/hello/graders/no-apology.md": (
         "---\ntype: regex\nmatch: not_contains\nflags: i\n---\nsorry\n"
     ),
@@ -86,6 +91,18 @@ graders:
         "Report that you are done.\n"
     ),
     "evals/mixed/graders/short.md": "---\ntype: regex\nmatch: 'count:0'\n---\n\\n\n",
+    # The judge: llm on the last message and (weight 2) on the trace, baseline on the trace.
+    "evals/judged/prompt.md": "---\nruns: 1\ntags: [smoke]\n---\nPolitely greet Bea.\n",
+    "evals/judged/graders/polite.md": "---\ntype: llm\n---\nThe reply greets Bea politely.\n",
+    "evals/judged/graders/named.md": (
+        "---\ntype: llm\nfocus: trace\nweight: 2\n---\nThe agent asked Bea for her surname.\n"
+    ),
+    "evals/judged/graders/warm.md": (
+        "---\ntype: baseline\nbaseline_file: baseline.jsonl\n---\nGreets Bea as warmly.\n"
+    ),
+    "evals/judged/baseline.jsonl": (
+        '{"type":"assistant","message":{"content":[{"type":"text","text":"Hi Bea."}]}}\n'
+    ),
     # Left out by the tag filter in both runs.
     "evals/other/prompt.md": "---\ntags: [slow]\n---\nNot selected.\n",
     "evals/other/graders/any.md": "---\ntype: regex\n---\nx\n",
@@ -93,6 +110,23 @@ graders:
 
 STUB = """\
 rules:
+  # Judges first: a judge's prompt holds the agent's words and trace.
+  - name: judge-polite
+    match: {system_contains: "evaluation judge", prompt_contains: "greets Bea politely"}
+    turns:
+      - text: "PASS"
+  - name: judge-surname
+    match: {system_contains: "evaluation judge", prompt_contains: "her surname"}
+    turns:
+      - text: "FAIL"
+  - name: judge-warm
+    match: {system_contains: "evaluation judge", prompt_contains: "as warmly"}
+    turns:
+      - text: "pass"
+  - name: judged
+    match: {prompt_contains: "Politely greet Bea"}
+    turns:
+      - text: "Good morning, Bea!"
   - name: hello
     match: {prompt_contains: "greeting for Alex"}
     turns:
@@ -210,8 +244,23 @@ def test_claude_plugin_eval_and_ci_evals_score_every_case_alike(tmp_path: Path) 
     with StubServer(load_script(stub)) as server:
         theirs = _cli_scores(plugin, server, tmp_path / "cli")
     ours = _ci_evals_scores(plugin, stub, tmp_path / "ci")
-    assert theirs == {"hello": 1.0, "weighted": 0.8, "mixed": 1.0}
+    assert theirs == {"hello": 1.0, "weighted": 0.8, "mixed": 1.0, "judged": 0.5}
     assert ours == pytest.approx(theirs)
+    # Each judge's votes too: the CLI's judgeVotes, ci-evals' plugin-eval-judge.json.
+    cli = json.loads((tmp_path / "cli" / "out.json").read_text())
+    (judged,) = [c for c in cli["cases"] if c["name"] == "judged"]
+    their_votes = {g["name"]: g["judgeVotes"] for g in judged["arms"]["with"][0]["graders"]}
+    (saved,) = (tmp_path / "ci" / "run").glob("judged/**/plugin-eval-judge.json")
+    our_votes = {g["name"]: g["judgeVotes"] for g in json.loads(saved.read_text())["graders"]}
+    assert (
+        their_votes
+        == our_votes
+        == {
+            "named": [False] * 3,
+            "polite": [True] * 3,
+            "warm": [True] * 3,
+        }
+    )
 
 
 def test_a_run_that_errored_is_an_error_not_a_graded_pass(tmp_path: Path) -> None:
@@ -244,3 +293,78 @@ def test_a_run_that_errored_is_an_error_not_a_graded_pass(tmp_path: Path) -> Non
     stage = document["scenarios"][0]["stages"][0]
     assert stage["status"] == "error" and stage["grading"] is None, stage
     assert document["summaries"][0]["summary"]["verdict"] == "error"
+
+
+def test_a_threshold_below_one_passes_on_the_mean_run_score_in_both(tmp_path: Path) -> None:
+    """`runs: 2` scoring 1.0 then 0.0 (the stub's variants, one per session): at
+    threshold 0.5 the CLI exits 0 and so does ci-evals, whose results.json records
+    the rule; `report` recomputes the summaries under it, and a file whose threshold
+    was raised after the run is refused as inconsistent."""
+    plugin = tmp_path / "p"
+    files = {
+        ".claude-plugin/plugin.json": '{"name": "p"}',
+        "evals/half/prompt.md": "---\nruns: 2\n---\nGreet half the time.\n",
+        "evals/half/graders/hello.md": "---\ntype: regex\n---\nHello\n",
+    }
+    for rel, text in files.items():
+        (plugin / rel).parent.mkdir(parents=True, exist_ok=True)
+        (plugin / rel).write_text(text)
+    stub = tmp_path / "stub.yaml"
+    stub.write_text(
+        "rules:\n  - name: half\n    match: {prompt_contains: half the time}\n"
+        '    variants:\n      - [{text: "Hello!"}]\n      - [{text: "No."}]\n'
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    with StubServer(load_script(stub)) as server:
+        cli = subprocess.run(
+            [
+                *(str(bundled_cli()), "plugin", "eval", str(plugin), "--trust-plugin"),
+                *("--no-publish", "--ablation", "none", "--threshold", "0.5"),
+                *("--json", str(tmp_path / "cli.json")),
+            ],
+            env={
+                "PATH": os.environ["PATH"],
+                "HOME": str(home),
+                "ANTHROPIC_BASE_URL": server.url,
+                "ANTHROPIC_API_KEY": "sk-ant-fake",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            },
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    (case,) = json.loads((tmp_path / "cli.json").read_text())["cases"]
+    assert sorted(r["score"] for r in case["arms"]["with"]) == [0.0, 1.0]
+
+    (tmp_path / "ci-evals.yaml").write_text(
+        "version: 1\nplugin: p\nplugin_evals:\n  threshold: 0.5\n"
+    )
+
+    def ci_evals(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ci_evals", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            cwd=tmp_path,
+        )
+
+    # --repeat 2 as the case's runs: 2 (report reads a run's repeats from `repeat`).
+    done = ci_evals("run", "--model", "stub:stub.yaml", "--out", "run", "--repeat", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = tmp_path / "run" / "results.json"
+    document = json.loads(results.read_text())
+    assert document["score_at_least"] == 0.5
+    (summary,) = document["summaries"]
+    assert summary["summary"]["verdict"] == "passed"
+    assert summary["summary"]["reason"] == "mean score 0.50 over 2 run(s) (needs 0.5)"
+    assert ci_evals("report", "run", "--markdown", "summary.md").returncode == 0
+    document["score_at_least"] = 0.75
+    results.write_text(json.dumps(document))
+    forged = ci_evals("report", "run", "--markdown", "summary.md")
+    assert forged.returncode == 2, forged.stdout + forged.stderr
+    assert "recomputed from the stages it is failed" in forged.stderr + forged.stdout

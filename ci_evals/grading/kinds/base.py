@@ -18,7 +18,7 @@ its fingerprint.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -39,6 +39,16 @@ class LoadContext:
 
 
 @dataclass(frozen=True)
+class ModelEndpoint:
+    """The run's model endpoint, for a grader that asks a model itself (a judge): its
+    requests are the stage's, so the proxy meters them against the run budget and
+    the stub counts an unanswered one against the stage."""
+
+    env: Mapping[str, str] = field(repr=False)  # `OpenEndpoint.env`: URL, run token or key
+    budget_usd: float | None = None  # what is left of the run budget (None: no budget)
+
+
+@dataclass(frozen=True)
 class GradeContext:
     """One stage state to grade."""
 
@@ -47,6 +57,7 @@ class GradeContext:
     out_dir: Path | None = None  # where graders keep their logs
     sandbox: SandboxConfig = ON_HOST  # where graders that run programs run them
     env: Mapping[str, str] | None = None  # their environment (None: a minimal one)
+    endpoint: ModelEndpoint | None = None  # for graders that ask a model (None: there is none)
 
 
 class Grader(Protocol):

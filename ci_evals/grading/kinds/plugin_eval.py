@@ -1,31 +1,38 @@
 """The `plugin_eval` kind: the graders of `claude plugin eval` cases, with the CLI's semantics.
 
 A grader object is the CLI's (case.yaml schema 1.x, or a `graders/<name>.md`
-front matter): `regex`, `tool_used`, `tool_order`, `file_exists`. Each is one
+front matter): `regex`, `tool_used`, `tool_order`, `file_exists`, `llm` and
+`baseline` (the judge: `plugin_eval_judge`). Each is one
 checklist criterion named after the grader, weighted by its `weight` (through
 the stage's scoring policy, so the binary score is the CLI's run score x 100).
 What each reads, as the CLI reads it (docs/plugin-evals.md):
 
 - `last_message`: the text of the last assistant message that has text;
-- `trace`: the stage's messages, one compact JSON line each;
+- `trace`: the CLI's own stream-json lines (`STREAM_FILE`, which the runner
+  keeps for a case unit), each as JSON.stringify writes it;
 - `files`: the paths (relative, `/`-separated, sorted) of the files the stage
   created: a case unit's workspace starts empty, so every file the stage left;
 - `{source: file, path}`: that file's text, from the stage's files (missing:
   the grader fails, as the CLI's throws and counts as failed);
 - tool calls: every `tool_use` in the trajectory, subagents' included, with its
-  input as JavaScript's `JSON.stringify` writes it for `input_match`.
+  input as JavaScript's `JSON.stringify` writes it for `input_match`;
+- `llm`'s focus: one of these texts (`trace`: its first and last 12 messages
+  past 24), `baseline`: the case's baseline file (read at load) and the trace.
 
 Patterns are JavaScript's, translated at load (`js_regex`); a pattern that
 would match differently is refused there. Fail closed where the CLI does not:
 a trajectory that cannot be read, or text a pattern cannot match as
-JavaScript would, makes the grader an error, never a silent fail. `llm`,
-`baseline` and the `mock_calls` target are refused at load: not supported yet.
+JavaScript would, makes the grader an error, never a silent fail; so does a
+judge that gives no verdict. The `mock_calls` target is refused at load: not
+supported yet. A judge's votes, answers and evidence go to `JUDGE_FILE` in the
+stage's folder, recorded as the grader's raw output.
 Loading is the kind's (`load_grader`, file:line:col); `suite.plugin_evals`
 finds and merges the cases.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -35,17 +42,23 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
+from ci_evals.agents import STREAM_CUT, STREAM_FILE, STREAM_MAX_BYTES
 from ci_evals.config.yaml_source import Field
-from ci_evals.grading.kinds.base import GradeContext, LoadContext
+from ci_evals.grading.kinds import plugin_eval_judge as judge
+from ci_evals.grading.kinds.base import GradeContext, LoadContext, ModelEndpoint
+from ci_evals.grading.kinds.js_json import stringify
 from ci_evals.grading.kinds.js_regex import JsRegex, JsRegexError, compile_js
 from ci_evals.grading.kinds.trajectory import ToolUse, last_assistant_text, tool_uses
 from ci_evals.grading.scoring import PolicyOverride
 
 if TYPE_CHECKING:
-    from ci_evals.results.criteria import GraderResult
+    from ci_evals.results.criteria import GraderResult, RawOutput
 
 TYPES = ("regex", "tool_order", "tool_used", "file_exists", "llm", "baseline")
-NOT_YET = ("llm", "baseline")
+# The SDK's control protocol on the CLI's stdout, and the frames it writes for an SDK
+# host only (`"sdk_host_only": true`), which `claude plugin eval`'s child never writes.
+_SDK_FRAMES = frozenset({"control_request", "control_response", "control_cancel_request"})
+JUDGE_FILE = "plugin-eval-judge.json"  # in the stage's folder: every judge's votes and evidence
 TARGETS = ("last_message", "trace", "files", "mock_calls")
 _COMMON = ("type", "name", "weight", "arm")
 _KEYS = {
@@ -59,7 +72,14 @@ _KEYS = {
 # The key a `graders/<name>.md` body fills when the front matter leaves it out.
 BODY_KEY = {"regex": "pattern", "llm": "criteria", "baseline": "criteria"}
 _COUNT = re.compile(r"count:(\d+)")
-_FILE_MAX = 10 << 20  # the CLI reads a `{source: file}` target up to 10 MiB
+_FILE_MAX = 10 << 20  # the CLI reads a `{source: file}` target (and a baseline) up to 10 MiB
+# What the CLI sends a judge as an image, by the file's first bytes (regex fails on one).
+_IMAGES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
 _GLOB_SPECIAL = frozenset(".+^${}()|[]\\")
 
 
@@ -113,7 +133,24 @@ class FileExists:
     exists: bool = True
 
 
-CaseGrader = Regex | ToolUsed | ToolOrder | FileExists
+@dataclass(frozen=True)
+class Llm:
+    name: str
+    weight: float
+    criteria: str
+    focus: Target = "last_message"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    weight: float
+    criteria: str
+    baseline_file: str  # as written, relative to the case's folder
+    baseline: tuple[str, ...]  # its messages, each as JSON.stringify writes it
+
+
+CaseGrader = Regex | ToolUsed | ToolOrder | FileExists | Llm | Baseline
 
 
 # -- the grader kind ------------------------------------------------------------
@@ -127,6 +164,7 @@ class PluginEvalGrader:
     name: str = "plugin_eval"
     writes: bool = False
     sandboxed: bool = False  # reads files in this process; runs nothing
+    judge_model: str = judge.DEFAULT_MODEL  # for `llm` and `baseline` graders
 
     @property
     def scoring(self) -> PolicyOverride:
@@ -134,20 +172,26 @@ class PluginEvalGrader:
         return PolicyOverride(weights=MappingProxyType({g.name: g.weight for g in self.graders}))
 
     def files_only(self) -> PluginEvalGrader:
-        """Without what reads the trajectory (a fixture has none)."""
+        """Without what reads the trajectory (a fixture has none) or asks a model."""
         kept = tuple(g for g in self.graders if _files_only(g))
-        return PluginEvalGrader(kept, name=self.name)
+        return PluginEvalGrader(kept, name=self.name, judge_model=self.judge_model)
 
     def grade(self, ctx: GradeContext) -> GraderResult:
         from ci_evals.results.criteria import Criterion, GraderResult  # noqa: PLC0415 - pydantic
 
         run = _Run(ctx.folder, ctx.trajectory)
+        judged = _Judged(self.judge_model, ctx.endpoint)
         criteria = []
+        error = None
         for grader in self.graders:
             try:
-                passed, detail = _grade_one(grader, run)
+                if isinstance(grader, (Llm, Baseline)):
+                    passed, detail = judged.grade(grader, run)
+                else:
+                    passed, detail = _grade_one(grader, run)
             except _Unreadable as exc:
-                return GraderResult(grader=self.name, error=f"{grader.name}: {exc}")
+                error = f"{grader.name}: {exc}"
+                break
             criteria.append(
                 Criterion(
                     id=grader.name,
@@ -158,7 +202,18 @@ class PluginEvalGrader:
                     detail=detail,
                 )
             )
-        return GraderResult(grader=self.name, criteria=tuple(criteria))
+        if not judged.records:
+            if error is not None:
+                return GraderResult(grader=self.name, error=error)
+            return GraderResult(grader=self.name, criteria=tuple(criteria))
+        return GraderResult(
+            grader=self.name,
+            criteria=() if error is not None else tuple(criteria),
+            error=error,
+            judge_model=self.judge_model,
+            cost_usd=judged.cost_usd,
+            raw_output=judged.write(ctx.out_dir),
+        )
 
 
 def _files_only(grader: CaseGrader) -> bool:
@@ -176,7 +231,8 @@ class _PluginEvalKind:
         return None  # it reads files in this process
 
     def load(self, value: Field, ctx: LoadContext) -> tuple[PluginEvalGrader, ...]:
-        graders = [load_grader(item) for item in value.sequence(allow_empty=False)]
+        items = value.sequence(allow_empty=False)
+        graders = [load_grader(item, folder=ctx.suite_dir) for item in items]
         check_names(graders, value)
         return (PluginEvalGrader(tuple(graders)),)
 
@@ -187,10 +243,13 @@ KIND = _PluginEvalKind()
 # -- loading -------------------------------------------------------------------
 
 
-def load_grader(item: Field, *, name: str | None = None, body: str = "") -> CaseGrader:
-    """One grader object. `name`/`body`: a `graders/<name>.md` file's stem and body
-    (the front matter's own `name` wins, as in the CLI; the body fills `pattern` or
-    `criteria` when absent). Every mistake is an `item`-relative `Field.error`."""
+def load_grader(
+    item: Field, *, folder: Path, name: str | None = None, body: str = ""
+) -> CaseGrader:
+    """One grader object of the case in `folder`. `name`/`body`: a `graders/<name>.md`
+    file's stem and body (the front matter's own `name` wins, as in the CLI; the
+    body fills `pattern` or `criteria` when absent). Every mistake is an
+    `item`-relative `Field.error`."""
     kind_field = item.mapping((*_COMMON, *{k for keys in _KEYS.values() for k in keys})).get("type")
     if kind_field is None:
         raise item.error(
@@ -201,15 +260,11 @@ def load_grader(item: Field, *, name: str | None = None, body: str = "") -> Case
         raise kind_field.error(f"unknown grader type {kind!r}", hint=f"one of {', '.join(TYPES)}")
     required = () if name is not None else ("name",)
     keys = item.mapping((*_COMMON, *_KEYS[kind]), required=required)
-    if kind in NOT_YET:
-        raise kind_field.error(
-            f"grader type {kind!r} is not supported yet by ci-evals",
-            hint="docs/plugin-evals.md, Not supported yet; run this case with "
-            "`claude plugin eval` meanwhile",
-        )
     grader_name, weight = _common(keys, name)
     if kind == "regex":
         return _load_regex(keys, item, grader_name, weight, body)
+    if kind in ("llm", "baseline"):
+        return _load_judged(kind, keys, item, (grader_name, weight), body=body, folder=folder)
     if kind == "tool_used":
         return _load_tool_used(keys, item, grader_name, weight)
     if kind == "tool_order":
@@ -282,6 +337,65 @@ def _load_regex(
         else:
             raise keys["match"].error(f"must be contains | not_contains | count:N, got {written!r}")
     return Regex(name, weight, compiled, target, match)
+
+
+def _load_judged(
+    kind: str,
+    keys: Mapping[str, Field],
+    item: Field,
+    common: tuple[str, float],
+    *,
+    body: str,
+    folder: Path,
+) -> Llm | Baseline:
+    name, weight = common
+    if "criteria" in keys:
+        criteria = keys["criteria"].as_str(allow_empty=True)
+    elif body:
+        criteria = body
+    else:
+        raise item.error("missing required key 'criteria'", hint="or write it as the file's body")
+    if kind == "llm":
+        focus: Target = _target(keys["focus"]) if "focus" in keys else "last_message"
+        return Llm(name, weight, criteria, focus)
+    if "baseline_file" not in keys:
+        raise item.error("missing required key 'baseline_file'")
+    written = keys["baseline_file"]
+    return Baseline(name, weight, criteria, written.as_str(), _baseline(written, folder))
+
+
+def _baseline(value: Field, folder: Path) -> tuple[str, ...]:
+    """The baseline trajectory's messages (JSON lines, blank ones skipped), read now:
+    a baseline that cannot be read fails its grader at every run of the CLI."""
+    path = os.path.normpath(os.path.join(folder, value.as_str()))
+    shown = value.as_str()
+    top = os.path.realpath(folder)
+    if not os.path.realpath(path).startswith(top + os.sep):
+        raise value.error(f"baseline file {shown} leads out of the case's folder")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_FILE_MAX + 1)
+    except FileNotFoundError:
+        raise value.error(
+            f"baseline file {shown} does not exist",
+            hint="a trajectory as JSON lines, relative to the case's folder",
+        ) from None
+    except OSError as exc:
+        raise value.error(f"baseline file {shown}: {exc.strerror}") from None
+    if len(data) > _FILE_MAX:
+        raise value.error(f"baseline file {shown} is larger than 10 MiB")
+    lines = []
+    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            lines.append(stringify(json.loads(line)))
+        except (ValueError, RecursionError):
+            raise value.error(
+                f"baseline file {shown}, line {number}: not JSON",
+                hint="one JSON message per line, as a trace.jsonl holds them",
+            ) from None
+    return tuple(lines)
 
 
 def _target(value: Field) -> Target:
@@ -381,6 +495,7 @@ class _Run:
         self.trajectory = trajectory
         self._lines: list[str] | None = None
         self._uses: list[ToolUse] | None = None
+        self._trace: list[str] | None = None
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -401,6 +516,41 @@ class _Run:
                 raise _Unreadable(f"trajectory unreadable: {exc}") from None
         return self._uses
 
+    def trace(self) -> list[str]:
+        """The CLI's trace: each JSON line of its stdout (`STREAM_FILE`, beside the
+        trajectory) as JSON.stringify writes it, lines that are no JSON skipped as
+        the CLI skips them, and the SDK's own protocol frames left out (a `claude
+        plugin eval` child has no SDK on its stdin: it writes none)."""
+        if self._trace is not None:
+            return self._trace
+        if self.trajectory is None:
+            raise _Unreadable("no trajectory was recorded for this stage")
+        path = self.trajectory.parent / STREAM_FILE
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(STREAM_MAX_BYTES + len(STREAM_CUT) + 1)
+        except OSError as exc:
+            raise _Unreadable(f"the CLI's stream {STREAM_FILE}: {exc.strerror}") from None
+        lines = data.decode("utf-8", "replace").split("\n")
+        if STREAM_CUT.strip() in lines or len(data) > STREAM_MAX_BYTES + len(STREAM_CUT):
+            raise _Unreadable(
+                f"the CLI wrote more than {STREAM_MAX_BYTES >> 20} MiB to its stdout: the "
+                "trace was cut, and a pattern over it cannot be matched as the CLI would"
+            )
+        trace = []
+        for line in lines:
+            try:
+                record = json.loads(line.strip())
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(record, dict) and (
+                record.get("type") in _SDK_FRAMES or record.get("sdk_host_only") is True
+            ):
+                continue
+            trace.append(compact_json(record))
+        self._trace = trace
+        return trace
+
     def text(self, target: Target) -> tuple[str | None, str]:
         """The target's text (None: it cannot be read, the reason second)."""
         if isinstance(target, FileTarget):
@@ -408,8 +558,7 @@ class _Run:
         if target == "files":
             return "\n".join(created_files(self.folder)), "files"
         if target == "trace":
-            records = [json.loads(line) for line in self.lines()]
-            return "\n".join(compact_json(r) for r in records), "trace"
+            return "\n".join(self.trace()), "trace"
         try:
             found = last_assistant_text(self.lines())
         except ValueError as exc:
@@ -418,8 +567,8 @@ class _Run:
 
 
 def compact_json(value: object) -> str:
-    """`value` as JavaScript's `JSON.stringify` writes it (no spaces, no ASCII escaping)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """`value` as JavaScript's `JSON.stringify` writes it (numbers included)."""
+    return stringify(value)
 
 
 def created_files(folder: Path) -> list[str]:
@@ -435,6 +584,24 @@ def created_files(folder: Path) -> list[str]:
 
 
 def _file_text(folder: Path, path: str) -> tuple[str | None, str]:
+    """The file's text as the CLI reads it (UTF-8, a leading BOM dropped); None and
+    the reason when it cannot be read."""
+    data, shown = _file_bytes(folder, path)
+    if data is None:
+        return None, shown
+    return data.decode("utf-8", errors="replace").removeprefix("\ufeff"), shown
+
+
+def _image_type(data: bytes) -> str | None:
+    for magic, kind in _IMAGES:
+        if data.startswith(magic):
+            return kind
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _file_bytes(folder: Path, path: str) -> tuple[bytes | None, str]:
     shown = f"file {path}"
     target = os.path.normpath(os.path.join(folder, path))
     if not (target + os.sep).startswith(str(folder) + os.sep) or os.path.islink(target):
@@ -448,10 +615,10 @@ def _file_text(folder: Path, path: str) -> tuple[str | None, str]:
         return None, f"{shown}: unreadable ({exc.strerror})"
     if len(data) > _FILE_MAX:
         return None, f"{shown}: larger than 10 MiB"
-    return data.decode("utf-8", errors="replace"), shown
+    return data, shown
 
 
-def _grade_one(grader: CaseGrader, run: _Run) -> tuple[bool, str]:
+def _grade_one(grader: Regex | ToolUsed | ToolOrder | FileExists, run: _Run) -> tuple[bool, str]:
     try:
         if isinstance(grader, Regex):
             return _regex(grader, run)
@@ -470,6 +637,95 @@ def _grade_one(grader: CaseGrader, run: _Run) -> tuple[bool, str]:
         return passed, f"{grader.path} {state} (expected {want})"
     except JsRegexError as exc:
         raise _Unreadable(str(exc)) from None
+
+
+class _Judged:
+    """The judge graders of one stage run: asked through the run's endpoint, their
+    votes, answers and evidence kept for `JUDGE_FILE`."""
+
+    def __init__(self, model: str, endpoint: ModelEndpoint | None) -> None:
+        self.model = model
+        self.endpoint = endpoint
+        self.records: list[dict[str, object]] = []
+        self.cost_usd = 0.0
+
+    def grade(self, grader: Llm | Baseline, run: _Run) -> tuple[bool, str]:
+        """Pass/fail and the CLI's explanation; `_Unreadable` when no verdict is trusted."""
+        note = ""
+        if isinstance(grader, Baseline):
+            prompt = judge.baseline_prompt(grader.criteria, grader.baseline, run.trace())
+            evidence = prompt
+        else:
+            shown, text = _focus(grader.focus, run)
+            if text is None:
+                return False, f"grader threw: {shown}"  # the CLI's: a fail
+            if text == "" and grader.focus == "files":
+                text = "(no file changes)"
+            prompt, evidence = judge.llm_prompt(grader.criteria, shown, text)
+            length = len(text.encode("utf-16-le", "surrogatepass")) // 2
+            if isinstance(grader.focus, FileTarget) and length > judge.LONG_FILE:
+                note = (
+                    f" \u2014 note: long file ({length} chars); llm judges are noisy on long "
+                    "inputs, prefer a regex grader for large artifacts"
+                )
+        record: dict[str, object] = {"name": grader.name, "type": type(grader).__name__.lower()}
+        self.records.append(record)
+        if self.endpoint is None:
+            record["error"] = "no model endpoint to judge with (only `ci-evals run` has one)"
+            raise _Unreadable(str(record["error"]))
+        try:
+            ballot = judge.judge(self.endpoint, self.model, prompt)
+        except judge.JudgeError as exc:
+            self._keep(record, exc.ballot, evidence)
+            record["error"] = str(exc)
+            raise _Unreadable(f"judge: {exc}") from None
+        self._keep(record, ballot, evidence)
+        record["passed"] = ballot.passed
+        return ballot.passed, ballot.shown + note
+
+    def _keep(self, record: dict[str, object], ballot: judge.Ballot, evidence: str) -> None:
+        self.cost_usd += ballot.cost_usd
+        record.update(judgeVotes=ballot.votes, answers=ballot.answers, evidence=evidence)
+
+    def write(self, out_dir: Path | None) -> RawOutput | None:
+        """`JUDGE_FILE` in the stage's folder; what results record of it."""
+        from ci_evals.results.criteria import RawOutput  # noqa: PLC0415 - pydantic
+
+        if out_dir is None:
+            return None
+        document = {"judgeModel": self.model, "graders": self.records}
+        data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode(
+            "utf-8", "surrogatepass"
+        )
+        path = out_dir / JUDGE_FILE
+        path.write_bytes(data)
+        return RawOutput(path=str(path), sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+
+
+def _focus(focus: Target, run: _Run) -> tuple[str, str | None]:
+    """An `llm` grader's focus as the CLI names it and its text (None: unreadable,
+    a fail, the reason first). A trace is its first and last 12 messages past 24."""
+    if isinstance(focus, FileTarget):
+        data, shown = _file_bytes(run.folder, focus.path)
+        if data is None:
+            return shown, None
+        kind = _image_type(data)
+        if kind is not None:
+            raise _Unreadable(
+                f"{shown} is an image ({kind}): a judge shown an image is not supported "
+                "yet by ci-evals (docs/plugin-evals.md)"
+            )
+        if b"\0" in data:
+            return (
+                f"{shown} cannot be shown to the judge as text \u2014 it contains a NUL byte "
+                f"at offset {data.index(0)}",
+                None,
+            )
+        return shown, data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    if focus == "trace":
+        return "trace", judge.messages_text(run.trace())
+    text, shown = run.text(focus)
+    return shown, text
 
 
 def _regex(grader: Regex, run: _Run) -> tuple[bool, str]:
