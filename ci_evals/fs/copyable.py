@@ -86,6 +86,28 @@ def outside_problem(real: str, within: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def holds_repository_problem(
+    folder: str | os.PathLike[str], within: str | os.PathLike[str]
+) -> str | None:
+    """What is wrong with laying `folder` (a fixture, a scaffold) into a workspace
+    when it is the top of the repository `within`, or above it, or None.
+
+    The top holds `.git` (with the job's token) and what no commit put there:
+    files a CI step wrote into the checkout (`gha-creds-*.json`), earlier run folders.
+    """
+    top = os.path.realpath(within)
+    if not os.path.lexists(os.path.join(top, GIT_DIR)):
+        return None
+    real = os.path.realpath(folder)
+    relative = os.path.relpath(top, real)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return None  # below the top: its .git is not in it
+    return (
+        f"is the repository's top or above it ({real}): it holds .git and files no commit "
+        "put there (a CI job's credentials, earlier runs); name a folder below the top"
+    )
+
+
 _LINK_HINT = (
     "links may lead only to files of the repository, outside .git: copy the file in instead"
 )
@@ -122,7 +144,7 @@ def escaping_link(
         return top, problem
     try:
         for rel, _, entry in walk(top, follow_links=True, exclude=_git_entries(top)):
-            if entry.is_symlink() and not _in_git(rel):
+            if entry.is_symlink() and not in_git(rel):
                 problem = escape_problem(entry.path, within)
                 if problem is not None:
                     return entry.path, problem
@@ -131,7 +153,7 @@ def escaping_link(
     return None
 
 
-def _in_git(rel: str) -> bool:
+def in_git(rel: str) -> bool:
     """Whether a relative POSIX path is a `.git` or below one: never copied."""
     return any(is_git(part) for part in rel.split("/"))
 
@@ -175,7 +197,7 @@ def copy_problem(
         if found is None:
             return None
         rel, kind, entry = found
-        if not _in_git(rel) and (problem := _entry_problem(entry, kind, within)) is not None:
+        if not in_git(rel) and (problem := _entry_problem(entry, kind, within)) is not None:
             return entry.path, problem
 
 

@@ -29,7 +29,13 @@ from ci_evals.agents.base import AgentConfig
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import Problems, UserError
-from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem, escape_problem
+from ci_evals.fs.copyable import (
+    COPY_HINT,
+    confinement,
+    copy_problem,
+    escape_problem,
+    holds_repository_problem,
+)
 from ci_evals.fs.names import MAX_NAME, RULE, name_problem
 from ci_evals.grading import config as grading_config
 from ci_evals.grading.config import (
@@ -357,7 +363,7 @@ def load_suite(
     fixtures = _path(keys["fixtures"], base) if "fixtures" in keys else base / "fixtures"
     _confined(keys.get("fixtures"), fixtures, repository, "fixtures folder")
     scaffold = _scaffold(keys.get("scaffold"), base)
-    _confined(keys.get("scaffold"), scaffold, repository, "scaffold folder")
+    _confined(keys.get("scaffold"), scaffold, repository, "scaffold folder", laid=True)
     model = _optional_str(keys.get("model"))
     sandbox, sandbox_options = backends.load_sandbox(keys, root_field, base)
     budget = _optional_number(keys.get("budget_usd"), positive=True)
@@ -405,12 +411,17 @@ def load_suite(
     return suite
 
 
-def _confined(value: Field | None, path: Path | None, repository: Path, what: str) -> None:
+def _confined(
+    value: Field | None, path: Path | None, repository: Path, what: str, *, laid: bool = False
+) -> None:
     """Refuse a folder the suite names (`path`, if it exists) that resolves
-    outside the repository or into its .git: its files are laid into workspaces."""
+    outside the repository or into its .git; one `laid` whole into workspaces
+    (a scaffold) also when it is the repository's top, which holds .git."""
     if path is None or not os.path.lexists(path):
         return
     problem = escape_problem(str(path), repository)
+    if problem is None and laid:
+        problem = holds_repository_problem(path, repository)
     if problem is None:
         return
     message = f"{what} {display_path(path)} {problem}"
