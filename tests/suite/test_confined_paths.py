@@ -11,6 +11,7 @@ inside keeps working.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -182,3 +183,29 @@ def test_a_shared_fixture_folder_inside_the_repository_still_works(
     ws = create_workspace(load_suite(repo.suite), 1, tmp_path / "ws")
     assert (ws.root / "notes.md").read_text() == "shared seed\n"
 
+
+def test_command_graders_copy_the_plugin_within_the_repository(
+    repo: ExampleLayout, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A plugin link to a file shared elsewhere in the repository (allowed): the
+    # graders' copy of the plugin follows it as the workspace's copy does.
+    shared = repo.root / "shared"
+    shared.mkdir()
+    (shared / "style.md").write_text("house style\n")
+    link = repo.plugin / "style.md"
+    link.symlink_to(os.path.relpath(shared / "style.md", link.parent))
+    _suite_with(
+        repo,
+        "    limits: { max_turns: 20 }\n",
+        "    limits: { max_turns: 20 }\n"
+        "    graders: [{id: ok, command: [test, -f, research/company.md]}]\n",
+    )
+    out = tmp_path / "out"
+    argv = ["check-fixtures", "--no-reviewer", "--stage", "research-company", "--out", str(out)]
+    code = main(argv)
+    printed = capsys.readouterr()
+    assert code == 0, printed
+    report = json.loads((out / "check-fixtures.json").read_text())
+    graders = {g["grader"]: g for g in report[0]["graders"]}
+    assert graders["command:ok"]["error"] is None, graders["command:ok"]
+    assert graders["command:ok"]["criteria"][0]["passed"]
