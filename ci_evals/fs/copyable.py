@@ -32,6 +32,7 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.walk import Kind, walk
+from ci_evals.text import display_path
 
 GIT_DIR = ".git"
 
@@ -130,6 +131,25 @@ def escape_problem(path: str, within: str | os.PathLike[str]) -> str | None:
             )
         target = "is reached through a link that "
     return f"{target}{problem}; {_LINK_HINT}"
+
+
+def named_problem(
+    text: str, base: str | os.PathLike[str], within: str | os.PathLike[str]
+) -> str | None:
+    """What is wrong with a file a suite, a stub script or a grader names as `text`
+    (relative to `base`, the folder of the file naming it), or None.
+
+    The one rule for every such path: relative (an absolute path names a file
+    of this machine, not of the repository), and resolving, links followed,
+    inside `within` (the repository: `confinement`) and outside any `.git`.
+    A `..` that stays inside the repository is fine.
+    """
+    if os.path.isabs(text):
+        return (
+            "is an absolute path; name a file of the repository, relative to "
+            f"{display_path(base)}"
+        )
+    return escape_problem(os.path.join(base, text), within)
 
 
 def escaping_link(
