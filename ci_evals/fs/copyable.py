@@ -146,8 +146,7 @@ def named_problem(
     """
     if os.path.isabs(text):
         return (
-            "is an absolute path; name a file of the repository, relative to "
-            f"{display_path(base)}"
+            f"is an absolute path; name a file of the repository, relative to {display_path(base)}"
         )
     return escape_problem(os.path.join(base, text), within)
 

@@ -370,10 +370,12 @@ def load_suite(
     concurrency = keys["max_concurrency"].as_int(minimum=1) if "max_concurrency" in keys else None
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
-    evals, stages, scenarios = _units(keys, limits, base, plugin, agent.kind, problems)
+    evals, stages, scenarios = _units(
+        keys, limits, base, plugin, agent.kind, problems, within=repository
+    )
     for stage in stages:
         _check_templates(stage, scenarios)
-    stages = _load_contracts(stages, base, plugin.path, fixtures, scenarios)
+    stages = _load_contracts(stages, base, plugin, fixtures, scenarios, within=repository)
     suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}
 
     stage_map: Path | None = None  # a suite of cases has none yet (issue 32, part 3)
@@ -454,12 +456,16 @@ def _units(  # noqa: PLR0917 - one private call site
     plugin: Plugin,
     agent: str,
     problems: Problems,
+    *,
+    within: Path,
 ) -> tuple[PluginEvals | None, tuple[Stage, ...], tuple[Scenario, ...]]:
     """The stages and scenarios, or `plugin_evals:`' case units (scenarios of their own stage)."""
     if "plugin_evals" in keys:
         evals, units = _case_units(keys, plugin, base, limits, agent)
         return evals, (), units
-    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin=plugin, problems=problems)
+    stages = _load_stages(
+        keys["stages"], limits, suite_dir=base, plugin=plugin, within=within, problems=problems
+    )
     # A suite whose prompts need no inputs may leave scenarios out: one run.
     scenarios = (
         _load_scenarios(keys["scenarios"])
@@ -594,7 +600,13 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
 
 
 def _load_stages(
-    value: Field, defaults: Limits, *, suite_dir: Path, plugin: Plugin, problems: Problems
+    value: Field,
+    defaults: Limits,
+    *,
+    suite_dir: Path,
+    plugin: Plugin,
+    within: Path,
+    problems: Problems,
 ) -> tuple[Stage, ...]:
     stages: list[Stage] = []
     seen: dict[str, Field] = {}
@@ -617,7 +629,11 @@ def _load_stages(
         cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
         extra = {key: keys[key] for key in (*GRADING_STAGE_KEYS, *added) if key in keys}
         grading = load_stage_grading(
-            extra, suite_dir=suite_dir, plugin_dir=plugin.path, problems=problems
+            extra,
+            suite_dir=suite_dir,
+            plugin_dir=plugin.path,
+            within=within,
+            problems=problems,
         )
         prompt = parse_template(keys["prompt"].as_str(), keys["prompt"])
         references.check_prompts([prompt], plugin.name, plugin.commands, problems)
@@ -658,9 +674,11 @@ def _keys_of(item: Field) -> list[str]:
 def _load_contracts(
     stages: tuple[Stage, ...],
     suite_dir: Path,
-    plugin_dir: Path,
+    plugin: Plugin,
     fixtures: Path,
     scenarios: tuple[Scenario, ...],
+    *,
+    within: Path,
 ) -> tuple[Stage, ...]:
     """Each stage's contract, its consumes checked against the stages before it
     (and the seed fixtures); its produces added to its graders as `contract`."""
@@ -678,7 +696,10 @@ def _load_contracts(
         contract = Contract(stage=stage.number)
         if "produces" in keys:
             produces = contracts.load_produces(
-                keys["produces"], suite_dir=suite_dir, plugin_dir=plugin_dir
+                keys["produces"],
+                suite_dir=suite_dir,
+                plugin_dir=plugin.path,
+                within=within,
             )
             contract = replace(contract, produces=produces)
         if "consumes" in keys:

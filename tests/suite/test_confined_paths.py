@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,90 @@ def test_command_graders_copy_the_plugin_within_the_repository(
     graders = {g["grader"]: g for g in report[0]["graders"]}
     assert graders["command:ok"]["error"] is None, graders["command:ok"]
     assert graders["command:ok"]["criteria"][0]["passed"]
+
+
+# -- paths a grader names ----------------------------------------------------------
+
+STAGE_1 = "    limits: { max_turns: 20 }\n"
+
+
+def _outside(layout: ExampleLayout) -> Path:
+    """A folder on the host beside the repository: a schema, a script, a secret."""
+    outside = layout.root.parent / "outside"
+    outside.mkdir()
+    (outside / "host.json").write_text(f'{{"description": "{HOST_SECRET}"}}\n')
+    (outside / "run.sh").write_text("#!/bin/sh\ncat secret.txt\n")
+    (outside / "run.sh").chmod(0o755)
+    (outside / "secret.txt").write_text(HOST_SECRET + "\n")
+    return outside
+
+
+def _schema_check(schema: str) -> str:
+    return f"    checks: [{{id: s, json_schema: lab/plan.json, schema: '{schema}'}}]\n"
+
+
+def _grader(script: str, files: str = "") -> str:
+    extra = f", files: [{files}]" if files else ""
+    return f"    graders: [{{id: leak, script: '{script}'{extra}}}]\n"
+
+
+PRODUCES = '      - { files: "research/company.md", count: 1,'
+
+
+def _produces_schema(schema: str) -> tuple[str, str]:
+    return PRODUCES, f"{PRODUCES} schema: '{schema}',"
+
+
+# (what of the suite becomes what, given the outside folder; what the line says)
+GRADER_PATHS: dict[str, tuple[Callable[[Path], str | tuple[str, str]], str]] = {
+    "schema ..": (lambda o: _schema_check("../outside/host.json"), "lies outside"),
+    "schema absolute": (lambda o: _schema_check(str(o / "host.json")), "is an absolute path"),
+    "schema linked": (lambda o: _schema_check("host.json"), "is a link to"),
+    "schema in .git": (lambda o: _schema_check("g/config"), "git's own files"),
+    "plugin: schema ..": (
+        lambda o: _schema_check("plugin:../../../../outside/host.json"),
+        "lies outside",
+    ),
+    "produces schema": (lambda o: _produces_schema(str(o / "host.json")), "is an absolute path"),
+    "script ..": (lambda o: _grader("../outside/run.sh"), "lies outside"),
+    "script absolute": (lambda o: _grader(str(o / "run.sh")), "is an absolute path"),
+    "script linked": (lambda o: _grader("grader.sh"), "is a link to"),
+    "files ..": (lambda o: _grader("grader.sh", "../outside/secret.txt"), "is a link to"),
+    "script in a linked folder": (lambda o: _grader("tools/run.sh"), "reached through a link"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GRADER_PATHS))
+def test_a_path_a_grader_names_outside_the_repository_is_refused(
+    repo: ExampleLayout, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    outside = _outside(repo)
+    (repo.root / "host.json").symlink_to("../outside/host.json")
+    (repo.root / "g").symlink_to(".git")
+    (repo.root / "grader.sh").symlink_to("../outside/run.sh")
+    (repo.root / "tools").symlink_to("../outside")
+    change, why = GRADER_PATHS[kind]
+    made = change(outside)
+    old, new = made if isinstance(made, tuple) else (STAGE_1, STAGE_1 + made)
+    _suite_with(repo, old, new)
+    line = _one_line(capsys, ["check", "--model", STUB], "ci-evals.yaml:", why)
+    assert not (repo.root / ".ci-evals").exists(), line
+
+
+def test_a_script_shared_in_the_repository_still_loads(
+    repo: ExampleLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = repo.root / "shared" / "tools"
+    tools.mkdir(parents=True)
+    (tools / "run.sh").write_text("#!/bin/sh\ntest -f lib.sh\n")
+    (tools / "run.sh").chmod(0o755)
+    (tools / "lib.sh").write_text("true\n")
+    (repo.root / "tools").symlink_to("shared/tools")
+    (repo.root / "schema.json").symlink_to("shared/plan.schema.json")
+    (repo.root / "shared" / "plan.schema.json").write_text('{"type": "object"}\n')
+    _suite_with(
+        repo,
+        STAGE_1,
+        STAGE_1 + _grader("tools/run.sh", "shared/tools/lib.sh") + _schema_check("schema.json"),
+    )
+    assert main(["check", "--model", STUB]) == 0, capsys.readouterr()
