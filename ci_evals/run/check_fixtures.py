@@ -112,15 +112,16 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
     reviewing = not args.no_reviewer and any(s.grading.reviewer for s in stages)
     environ = dict(os.environ)
     endpoint = _endpoint(args.model, environ, reviewing)
+    # Where it runs is settled (or refused) before anything is written.
+    runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)
+    sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
+    sandbox = isolation.prepare(sandbox, environ)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (args.out or OUT_DIR / stamp).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = out / ".work"
     report: list[dict[str, object]] = []
     failing: list[str] = []
-    runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)
-    sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
-    sandbox = isolation.prepare(sandbox, environ)
     options = EndpointOptions(default_model=suite.model)
     with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
 
