@@ -172,6 +172,13 @@ def ignoring_rule(folder: Path, path: str) -> IgnoreRule | None:
     return IgnoreRule(source, line, pattern)
 
 
+def ignored_under(folder: Path) -> list[str]:
+    """What git ignores under `folder` (in a work tree): untracked files, and the
+    folders it ignores whole as `name/`; relative to `folder`, POSIX."""
+    args = ("--others", "--ignored", "--exclude-standard", "--directory")
+    return split_z(run(folder, "ls-files", "-z", *args).stdout)
+
+
 def is_ignored(folder: Path, path: str) -> bool:
     """Whether git ignores `path` (relative to `folder`, which is in a work tree)."""
     result = run(folder, "check-ignore", "-q", "--", path, check=False)

@@ -128,3 +128,42 @@ def test_a_hook_imports_within_its_budget(example: tuple[Path, dict[str, str]], 
     times = [_run(root, env, HOOKS[hook])[0] for _ in range(RUNS)]
     assert min(times) > 1.0  # sanity: the import lines were read
     assert min(times) <= BUDGET_MS[hook], f"{hook}: imports took {sorted(times)} ms"
+
+
+def test_the_git_hook_imports_nothing_from_the_repository(tmp_path: Path) -> None:
+    """hooks/pre-commit's fallback (no `ci-evals` on PATH, `python3` that has it)
+    runs from the repository's top: a committed `yaml.py` (or a `*.dist-info`
+    declaring a sandbox) must not be imported, as plain `python3 -m` would."""
+    root = copy_example(tmp_path / "labsmith").root
+    marker = tmp_path / "pwned"
+    planted = f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('planted')\n"
+    (root / "yaml.py").write_text(planted)
+    (root / "ci_evals_pr-1.dist-info").mkdir()
+    (root / "ci_evals_pr-1.dist-info" / "METADATA").write_text("Name: ci-evals-pr\nVersion: 1\n")
+    (root / "ci_evals_pr-1.dist-info" / "entry_points.txt").write_text(
+        "[ci_evals.sandboxes]\nlocal = yaml:KIND\n"
+    )
+    hook = Path(__file__).parent.parent / "hooks" / "pre-commit"
+    bin_dir = tmp_path / "bin"  # python3 with ci-evals installed, no ci-evals script
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
+    for argv in (["init", "-q", "-b", "main"], ["config", "core.hooksPath", str(hook.parent)]):
+        subprocess.run(["git", *argv], cwd=root, check=True, env=env)
+    subprocess.run(["git", "add", "."], cwd=root, check=True, env=env)
+    commit = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert not marker.exists(), commit.stderr
+    assert commit.returncode == 0, commit.stderr  # the map covers the example: it ran

@@ -33,6 +33,7 @@ from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.plugin_files import PluginFiles, taker
 from ci_evals.fs.walk import Kind, walk
+from ci_evals.text import display_path
 
 GIT_DIR = ".git"
 
@@ -87,6 +88,28 @@ def outside_problem(real: str, within: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def holds_repository_problem(
+    folder: str | os.PathLike[str], within: str | os.PathLike[str]
+) -> str | None:
+    """What is wrong with laying `folder` (a fixture, a scaffold) into a workspace
+    when it is the top of the repository `within`, or above it, or None.
+
+    The top holds `.git` (with the job's token) and what no commit put there:
+    files a CI step wrote into the checkout (`gha-creds-*.json`), earlier run folders.
+    """
+    top = os.path.realpath(within)
+    if not os.path.lexists(os.path.join(top, GIT_DIR)):
+        return None
+    real = os.path.realpath(folder)
+    relative = os.path.relpath(top, real)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return None  # below the top: its .git is not in it
+    return (
+        f"is the repository's top or above it ({real}): it holds .git and files no commit "
+        "put there (a CI job's credentials, earlier runs); name a folder below the top"
+    )
+
+
 _LINK_HINT = (
     "links may lead only to files of the repository, outside .git: copy the file in instead"
 )
@@ -111,6 +134,24 @@ def escape_problem(path: str, within: str | os.PathLike[str]) -> str | None:
     return f"{target}{problem}; {_LINK_HINT}"
 
 
+def named_problem(
+    text: str, base: str | os.PathLike[str], within: str | os.PathLike[str]
+) -> str | None:
+    """What is wrong with a file a suite, a stub script or a grader names as `text`
+    (relative to `base`, the folder of the file naming it), or None.
+
+    The one rule for every such path: relative (an absolute path names a file
+    of this machine, not of the repository), and resolving, links followed,
+    inside `within` (the repository: `confinement`) and outside any `.git`.
+    A `..` that stays inside the repository is fine.
+    """
+    if os.path.isabs(text):
+        return (
+            f"is an absolute path; name a file of the repository, relative to {display_path(base)}"
+        )
+    return escape_problem(os.path.join(base, text), within)
+
+
 def escaping_link(
     root: str | os.PathLike[str], within: str | os.PathLike[str]
 ) -> tuple[str, str] | None:
@@ -123,7 +164,7 @@ def escaping_link(
         return top, problem
     try:
         for rel, _, entry in walk(top, follow_links=True, exclude=_git_entries(top)):
-            if entry.is_symlink() and not _in_git(rel):
+            if entry.is_symlink() and not in_git(rel):
                 problem = escape_problem(entry.path, within)
                 if problem is not None:
                     return entry.path, problem
@@ -132,7 +173,7 @@ def escaping_link(
     return None
 
 
-def _in_git(rel: str) -> bool:
+def in_git(rel: str) -> bool:
     """Whether a relative POSIX path is a `.git` or below one: never copied."""
     return any(is_git(part) for part in rel.split("/"))
 
@@ -179,7 +220,7 @@ def copy_problem(
         if found is None:
             return None
         rel, kind, entry = found
-        if not _in_git(rel) and (problem := _entry_problem(entry, kind, within)) is not None:
+        if not in_git(rel) and (problem := _entry_problem(entry, kind, within)) is not None:
             return entry.path, problem
 
 

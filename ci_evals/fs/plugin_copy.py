@@ -76,8 +76,8 @@ def copy_plugin(
                 problem = outside_problem(real, real_within)
             if problem is not None:
                 raise UserError(
-                    f"plugin file {display_path(src)} {problem} (changed since the suite "
-                    "was checked); links may lead only to files of the repository, outside .git"
+                    f"plugin file {display_path(src)} {problem} when copied; links may lead "
+                    f"only to files of {display_path(real_within)}, outside .git"
                 )
 
         copy_file(src, dst, check=opened)

@@ -221,14 +221,18 @@ def copy_state(
     plugin_source: Path,
     dest: Path,
     *,
+    plugin_within: Path,
     plugin_manifest: Mapping[str, object] | None = None,
-    plugin_within: Path | None = None,
     plugin_files: PluginFiles | None = None,
 ) -> tuple[Path, Path]:
     """A private, writable copy for a grader: `dest/workspace` (of `state`) and
     `dest/plugin` (of `plugin_source`, links dereferenced as far as
-    `plugin_within` (default: the plugin's own folder), with `plugin_manifest`
-    written in as `fs.plugin_copy` does). Returns both paths.
+    `plugin_within`, with `plugin_manifest` written in as `fs.plugin_copy`
+    does). Returns both paths.
+
+    `plugin_within` is the suite's (`Plugin.link_root`), and required: a caller
+    that left it out would copy the plugin with a narrower boundary than the
+    suite was checked against, refusing the links to shared files it allows.
 
     The workspace's component links (`agents -> ../plugin/agents`) are kept as
     written, so they resolve to the fresh plugin copy next to it: a reviewer
@@ -244,8 +248,7 @@ def copy_state(
     # links; those it recorded are made again: never followed, in both cases.
     held, _, _ = _copy_tree(state, workspace, None, (), (), hard_links=False)
     restore_links({**held, **links}, workspace, links_file(state))
-    within = plugin_source if plugin_within is None else plugin_within
-    copy_plugin(plugin_source, plugin, plugin_manifest, within=within, files=plugin_files)
+    copy_plugin(plugin_source, plugin, plugin_manifest, within=plugin_within, files=plugin_files)
     return workspace, plugin
 
 

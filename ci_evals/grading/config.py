@@ -92,6 +92,7 @@ def load_stage_grading(
     *,
     suite_dir: Path,
     plugin_dir: Path,
+    within: Path,
     problems: Problems | None = None,
 ) -> StageGrading:
     """A stage's grading keys (`STAGE_KEYS` and `grader_keys`); each grader kind loads
@@ -99,7 +100,7 @@ def load_stage_grading(
     problems go to `problems` (default: raised at once)."""
     if problems is None:
         problems = Problems()
-    ctx = LoadContext(suite_dir=suite_dir, plugin_dir=plugin_dir)
+    ctx = LoadContext(suite_dir=suite_dir, plugin_dir=plugin_dir, within=within)
     graders: list[Grader] = []
     for key in in_order(k for k in extra if k not in ("reviewer", "scoring")):
         try:

@@ -84,6 +84,7 @@ async def grade_state(
                 job.state,
                 job.suite.plugin.path,
                 job.work_dir / "graders",
+                plugin_within=job.suite.plugin.link_root,
                 plugin_manifest=job.suite.plugin.manifest_to_write,
                 plugin_files=job.suite.plugin.files,
             )

@@ -112,15 +112,16 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
     reviewing = not args.no_reviewer and any(s.grading.reviewer for s in stages)
     environ = dict(os.environ)
     endpoint = _endpoint(args.model, environ, reviewing)
+    # Where it runs is settled (or refused) before anything is written.
+    runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)
+    sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
+    sandbox = isolation.prepare(sandbox, environ)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (args.out or OUT_DIR / stamp).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = out / ".work"
     report: list[dict[str, object]] = []
     failing: list[str] = []
-    runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)
-    sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
-    sandbox = isolation.prepare(sandbox, environ)
     options = EndpointOptions(default_model=suite.model)
     with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
 
@@ -230,34 +231,8 @@ def _chosen(suite: Suite, keys: list[str], scenario: Scenario) -> tuple[list[Sta
 
 
 def _lay_down(suite: Suite, stage: Stage, scenario: Scenario, parent: Path) -> Path:
-    """The workspace as it would be after `stage`: fixtures 1..k. Returns its root."""
+    """The workspace as it would be after `stage`: fixtures 1..k, laid as a run
+    lays them (the same checks: no .git, nothing ignored, no link out). Returns its root."""
     from ci_evals.workspace.create import create_workspace  # noqa: PLC0415
 
-    if stage.number < len(suite.stages):
-        return create_workspace(suite, stage.number + 1, parent, scenario).root
-    # The last stage: no later stage lays its fixture, so put it on top here.
-    workspace = create_workspace(suite, stage.number, parent, scenario)
-    _overlay(suite.fixture_dir(stage, scenario), workspace.root)
-    return workspace.root
-
-
-def _overlay(fixture: Path, root: Path) -> None:
-    # As os.walk did: a folder that cannot be listed is passed over.
-    root.mkdir(parents=True, exist_ok=True)
-    base = str(root) + os.sep
-    for rel, kind, entry in walk(fixture, skip_vanished=True, skip_unreadable=True):
-        dest = base + rel
-        if kind == "link":
-            target = os.readlink(entry.path)
-            inside = os.path.normpath(os.path.join(os.path.dirname(entry.path), target))
-            if os.path.isabs(target) or not inside.startswith(str(fixture) + os.sep):
-                raise UserError(
-                    f"fixture link leaves its folder: {display_path(entry.path)} -> {target}"
-                )
-            if os.path.lexists(dest):
-                os.unlink(dest)
-            os.symlink(target, dest)
-        elif kind == "dir":
-            os.makedirs(dest, exist_ok=True)
-        else:
-            shutil.copy2(entry.path, dest)
+    return create_workspace(suite, stage.number, parent, scenario, after=True).root

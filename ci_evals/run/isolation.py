@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ci_evals.errors import UserError
     from ci_evals.sandbox.base import SandboxConfig
     from ci_evals.suite.load import Suite
 
@@ -58,7 +59,31 @@ def choose(
                 file=suite.display,
                 hint=f"{exc.hint}; or, for --isolation, {beside}" if exc.hint else beside,
             ) from None
-    return registry.choose(requested, secrets=secret_names(environ))
+    # In GitHub Actions the suite is the pull request's: it may not turn isolation
+    # off, nor may the host stand in for a sandbox that cannot run; only the
+    # workflow's own command line can (docs/isolation.md, *In GitHub Actions*).
+    in_actions = environ.get("GITHUB_ACTIONS") == "true"
+    if in_actions and name is None and not registry.kind_of(requested).isolated:
+        raise _turned_off(suite, requested.kind)
+    return registry.choose(
+        requested, secrets=secret_names(environ), host_may_stand_in=not in_actions
+    )
+
+
+def _turned_off(suite: Suite, kind: str) -> UserError:
+    """The one-line refusal of a suite whose `sandbox:` runs the agent unisolated."""
+    from ci_evals.config.yaml_source import ANY_KEY  # noqa: PLC0415
+    from ci_evals.errors import UserError  # noqa: PLC0415
+
+    message = (
+        f"sandbox: {kind} runs the agent unisolated, refused in GitHub Actions: the pull "
+        "request's own ci-evals.yaml may not turn isolation off"
+    )
+    hint = "remove it (the default is bwrap), or pass --isolation none in the workflow"
+    field = suite.source.mapping(ANY_KEY).get("sandbox") if suite.source is not None else None
+    if field is not None:
+        return field.error(message, hint=hint)
+    return UserError(message, file=suite.display, hint=hint)
 
 
 def prepare(

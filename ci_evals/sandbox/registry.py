@@ -43,7 +43,9 @@ def unavailable(name: str) -> str | None:
     return KINDS.get(name).available()
 
 
-def choose(requested: SandboxConfig, *, secrets: Sequence[str]) -> SandboxConfig:
+def choose(
+    requested: SandboxConfig, *, secrets: Sequence[str], host_may_stand_in: bool = True
+) -> SandboxConfig:
     """The sandbox a command uses; a one-line warning on stderr when it is `local`.
 
     `requested` is the suite's `sandbox:` or `--isolation` (`none` = `local`).
@@ -52,7 +54,8 @@ def choose(requested: SandboxConfig, *, secrets: Sequence[str]) -> SandboxConfig
     the task): with `secrets` in our environment (names of credentials a
     hostile agent could read from this process's /proc entry) the command
     stops before anything starts; without any (the stub model, the user's own
-    script) it goes on unisolated, saying so.
+    script) it goes on unisolated, saying so, unless `host_may_stand_in` is
+    False (in GitHub Actions, where only `--isolation none` runs unisolated).
     """
     kind = kind_of(requested)
     if not kind.isolated:
@@ -69,6 +72,12 @@ def choose(requested: SandboxConfig, *, secrets: Sequence[str]) -> SandboxConfig
     if secrets:
         raise UserError(
             f"cannot isolate the agent: {why}; {', '.join(secrets)} would be readable by it",
+            hint="install it (docs/isolation.md), or pass --isolation none to run unisolated",
+        )
+    if not host_may_stand_in:
+        raise UserError(
+            f"cannot isolate the agent: {why}; in GitHub Actions it runs unisolated only "
+            "when the command line says so",
             hint="install it (docs/isolation.md), or pass --isolation none to run unisolated",
         )
     _warn(f"{why}; the agent runs unisolated (no credential is at stake)")

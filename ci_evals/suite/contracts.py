@@ -137,7 +137,9 @@ class Contract:
 # -- loading -------------------------------------------------------------------
 
 
-def load_produces(value: Field, *, suite_dir: Path, plugin_dir: Path) -> tuple[Produced, ...]:
+def load_produces(
+    value: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
+) -> tuple[Produced, ...]:
     items = []
     for index, item in enumerate(value.sequence()):
         keys = item.mapping(PRODUCES_KEYS, required=("files",), what="produces item")
@@ -148,7 +150,7 @@ def load_produces(value: Field, *, suite_dir: Path, plugin_dir: Path) -> tuple[P
             raise keys["max"].error(f"max {bounds['max']} is below min {bounds['min']}")
         schema, source = None, "inline"
         if "schema" in keys:
-            schema, source = load_schema(keys["schema"], suite_dir, plugin_dir)
+            schema, source = load_schema(keys["schema"], suite_dir, plugin_dir, within)
         items.append(
             Produced(
                 index=index,

@@ -29,7 +29,13 @@ from ci_evals.agents.base import AgentConfig
 from ci_evals.config.templates import NAME, Template, parse_template
 from ci_evals.config.yaml_source import Field, load
 from ci_evals.errors import Problems, UserError
-from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem, escape_problem
+from ci_evals.fs.copyable import (
+    COPY_HINT,
+    confinement,
+    copy_problem,
+    escape_problem,
+    holds_repository_problem,
+)
 from ci_evals.fs.names import MAX_NAME, RULE, name_problem
 from ci_evals.fs.plugin_files import PluginFiles, plugin_files
 from ci_evals.grading import config as grading_config
@@ -371,17 +377,19 @@ def load_suite(
         raise root_field.error("missing required key 'plugin'")
     _confined(keys.get("fixtures"), fixtures, repository, "fixtures folder")
     scaffold = _scaffold(keys.get("scaffold"), base)
-    _confined(keys.get("scaffold"), scaffold, repository, "scaffold folder")
+    _confined(keys.get("scaffold"), scaffold, repository, "scaffold folder", laid=True)
     model = _optional_str(keys.get("model"))
     sandbox, sandbox_options = backends.load_sandbox(keys, root_field, base)
     budget = _optional_number(keys.get("budget_usd"), positive=True)
     concurrency = keys["max_concurrency"].as_int(minimum=1) if "max_concurrency" in keys else None
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
-    evals, stages, scenarios = _units(keys, limits, base, plugin, agent.kind, problems)
+    evals, stages, scenarios = _units(
+        keys, limits, base, plugin, agent.kind, problems, within=repository
+    )
     for stage in stages:
         _check_templates(stage, scenarios)
-    stages = _load_contracts(stages, base, plugin.path, fixtures, scenarios)
+    stages = _load_contracts(stages, base, plugin, fixtures, scenarios, within=repository)
     suite_extra = {key: keys[key] for key in GRADING_SUITE_KEYS if key in keys}
 
     suite = Suite(
@@ -412,12 +420,17 @@ def load_suite(
     return suite
 
 
-def _confined(value: Field | None, path: Path | None, repository: Path, what: str) -> None:
+def _confined(
+    value: Field | None, path: Path | None, repository: Path, what: str, *, laid: bool = False
+) -> None:
     """Refuse a folder the suite names (`path`, if it exists) that resolves
-    outside the repository or into its .git: its files are laid into workspaces."""
+    outside the repository or into its .git; one `laid` whole into workspaces
+    (a scaffold) also when it is the repository's top, which holds .git."""
     if path is None or not os.path.lexists(path):
         return
     problem = escape_problem(str(path), repository)
+    if problem is None and laid:
+        problem = holds_repository_problem(path, repository)
     if problem is None:
         return
     message = f"{what} {display_path(path)} {problem}"
@@ -450,12 +463,16 @@ def _units(  # noqa: PLR0917 - one private call site
     plugin: Plugin,
     agent: str,
     problems: Problems,
+    *,
+    within: Path,
 ) -> tuple[PluginEvals | None, tuple[Stage, ...], tuple[Scenario, ...]]:
     """The stages and scenarios, or `plugin_evals:`' case units (scenarios of their own stage)."""
     if "plugin_evals" in keys:
         evals, units = _case_units(keys, plugin, base, limits, agent)
         return evals, (), units
-    stages = _load_stages(keys["stages"], limits, suite_dir=base, plugin=plugin, problems=problems)
+    stages = _load_stages(
+        keys["stages"], limits, suite_dir=base, plugin=plugin, within=within, problems=problems
+    )
     # A suite whose prompts need no inputs may leave scenarios out: one run.
     scenarios = (
         _load_scenarios(keys["scenarios"])
@@ -615,7 +632,13 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
 
 
 def _load_stages(
-    value: Field, defaults: Limits, *, suite_dir: Path, plugin: Plugin, problems: Problems
+    value: Field,
+    defaults: Limits,
+    *,
+    suite_dir: Path,
+    plugin: Plugin,
+    within: Path,
+    problems: Problems,
 ) -> tuple[Stage, ...]:
     stages: list[Stage] = []
     seen: dict[str, Field] = {}
@@ -638,7 +661,11 @@ def _load_stages(
         cwd = parse_template(keys["cwd"].as_str(), keys["cwd"]) if "cwd" in keys else None
         extra = {key: keys[key] for key in (*GRADING_STAGE_KEYS, *added) if key in keys}
         grading = load_stage_grading(
-            extra, suite_dir=suite_dir, plugin_dir=plugin.path, problems=problems
+            extra,
+            suite_dir=suite_dir,
+            plugin_dir=plugin.path,
+            within=within,
+            problems=problems,
         )
         prompt = parse_template(keys["prompt"].as_str(), keys["prompt"])
         references.check_prompts([prompt], plugin.name, plugin.commands, problems)
@@ -679,9 +706,11 @@ def _keys_of(item: Field) -> list[str]:
 def _load_contracts(
     stages: tuple[Stage, ...],
     suite_dir: Path,
-    plugin_dir: Path,
+    plugin: Plugin,
     fixtures: Path,
     scenarios: tuple[Scenario, ...],
+    *,
+    within: Path,
 ) -> tuple[Stage, ...]:
     """Each stage's contract, its consumes checked against the stages before it
     (and the seed fixtures); its produces added to its graders as `contract`."""
@@ -699,7 +728,10 @@ def _load_contracts(
         contract = Contract(stage=stage.number)
         if "produces" in keys:
             produces = contracts.load_produces(
-                keys["produces"], suite_dir=suite_dir, plugin_dir=plugin_dir
+                keys["produces"],
+                suite_dir=suite_dir,
+                plugin_dir=plugin.path,
+                within=within,
             )
             contract = replace(contract, produces=produces)
         if "consumes" in keys:

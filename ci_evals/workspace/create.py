@@ -23,6 +23,13 @@ their own fixture folder (which becomes the workspace root, so the link stays
 valid); an absolute link, or one that climbs out -- as written, or by way of
 other links -- is refused before anything is copied. The plugin copy
 dereferences links, so nothing in it points back into the repository.
+
+A fixture folder is not what the pull request committed, but what the
+checkout holds there: so `.git` entries are never laid (at any depth), nor,
+in a git work tree, what git ignores (credentials a CI step wrote, earlier
+run folders), and the repository's top (or above it) is refused as a fixture
+or scaffold folder (docs/isolation.md, *What a fixture or scaffold folder
+lays down*).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
-from ci_evals.fs.copyable import escape_problem
+from ci_evals.fs.copyable import escape_problem, holds_repository_problem, is_git
 from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.snapshot import (
     RACY_NS,
@@ -151,7 +158,7 @@ def check_fixtures(
 
 
 def _plan(
-    suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None
+    suite: Suite, from_stage: Stage | int, scenario: Scenario | None = None, *, after: bool = False
 ) -> tuple[tuple[Path, ...], _Plan]:
     number = from_stage if isinstance(from_stage, int) else from_stage.number
     if not 1 <= number <= len(suite.stages) and not (number == 1 and suite.plugin_evals):
@@ -162,7 +169,7 @@ def _plan(
     seed = seed_folder(suite.fixtures_for(scenario))
     if seed is not None:
         folders.append(seed)
-    for stage in suite.stages[: number - 1]:
+    for stage in suite.stages[: number if after else number - 1]:
         folder = suite.fixture_dir(stage, scenario)
         if not folder.is_dir():
             whose = f" of scenario {scenario.id!r}" if scenario and scenario.fixtures else ""
@@ -174,36 +181,24 @@ def _plan(
             )
         folders.append(folder)
     plan = _Plan()
+    within = suite.link_root
+    in_work_tree = os.path.lexists(within / GIT_DIR)
     for folder in folders:
         # A fixture folder that is (or lies under) a link is read through it:
-        # it must resolve inside the repository and outside .git, as the plugin's links.
-        problem = escape_problem(str(folder), suite.link_root)
+        # it must resolve inside the repository and outside .git, as the plugin's
+        # links, and lie below the repository's top (docs/isolation.md, *Fixtures*).
+        problem = escape_problem(str(folder), within) or holds_repository_problem(folder, within)
         if problem is not None:
-            raise UserError(f"fixture folder {display_path(folder)} {problem}")
+            what = "scaffold folder" if folder == suite.scaffold else "fixture folder"
+            raise UserError(f"{what} {display_path(folder)} {problem}", file=suite.display)
         try:
-            _add_fixture(plan, folder)
+            _add_fixture(plan, folder, _ignored(folder) if in_work_tree else ())
         except OSError as exc:
             raise UserError(
                 f"cannot read fixture {display_path(exc.filename or folder)}: {exc.strerror or exc}"
             ) from None
     _check_merged_links(plan)
-    if scenario is not None and scenario.git:
-        _refuse_git_folders(plan, scenario)
     return tuple(folders), plan
-
-
-def _refuse_git_folders(plan: _Plan, scenario: Scenario) -> None:
-    """A `git: true` workspace is one repository: a fixture's own `.git` (a
-    repository inside it) is not what git would commit, nor what the user's
-    repository can hold (git refuses to track a nested `.git`)."""
-    for table in (plan.dirs, plan.files, plan.links):
-        for rel, source in table.items():
-            if GIT_DIR in (part.lower() for part in rel.split("/")):
-                raise UserError(
-                    f"fixture {display_path(source)} is inside a .git folder, but scenario "
-                    f"{scenario.id!r} has git: true (its workspace is one repository)",
-                    hint="describe the repository with files; ci-evals commits them",
-                )
 
 
 def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
@@ -224,8 +219,31 @@ def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
     )
 
 
-def _add_fixture(plan: _Plan, folder: Path) -> None:
-    for rel, kind, entry in walk(folder):
+def _ignored(folder: Path) -> tuple[str, ...]:
+    """What git ignores in a fixture folder of a work tree: never laid down.
+
+    By the repository's own rules not part of it: earlier run folders
+    (`.ci-evals/`), `.env`, a credentials file a CI step wrote. A fixture a
+    developer has written but not yet added is not ignored, and is laid down.
+    """
+    try:
+        return tuple(path.rstrip("/") for path in git.ignored_under(folder))
+    except git.GitError as exc:  # fail closed: what git ignores is unknown
+        raise UserError(
+            f"cannot tell what git ignores in fixture folder {display_path(folder)}: {exc}"
+        ) from None
+
+
+def _add_fixture(plan: _Plan, folder: Path, ignored: tuple[str, ...] = ()) -> None:
+    """Add what `folder` holds to the plan: never a `.git` (at any depth: a nested
+    repository's, a submodule's, with their configs and tokens), nor what git ignores."""
+    skipped: tuple[str, ...] = ()  # the `.git` folders met: what is below them is left out
+    for rel, kind, entry in walk(folder, exclude=ignored):
+        if skipped and rel.startswith(skipped):
+            continue
+        if is_git(entry.name):
+            skipped = (*skipped, rel + "/")
+            continue
         if kind == "link":
             target = os.readlink(entry.path)
             _check_link(folder, rel, target, entry.path)
@@ -334,11 +352,14 @@ def create_workspace(
     scenario: Scenario | None = None,
     *,
     run_dir: Path | None = None,
+    after: bool = False,
 ) -> Workspace:
     """Make `parent/plugin` and `parent/workspace` for a run starting at `from_stage`
-    (with `scenario`'s own fixtures when it has some). The plugin copy takes
-    `Plugin.files`, less `run_dir` (the run's own folder, when the plugin holds it)."""
-    folders, plan = _plan(suite, from_stage, scenario)
+    (with `scenario`'s own fixtures when it has some); `after`: the workspace as
+    it is after `from_stage`, its fixture laid too (what `check-fixtures` grades).
+    The plugin copy takes `Plugin.files`, less `run_dir` (the run's own folder,
+    when the plugin holds it)."""
+    folders, plan = _plan(suite, from_stage, scenario, after=after)
     parent = Path(os.path.abspath(parent))
     parent.mkdir(parents=True, exist_ok=True)
     plugin = parent / PLUGIN_DIR

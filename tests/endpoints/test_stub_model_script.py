@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -189,3 +190,93 @@ def test_a_raw_tool_takes_input_from_files(tmp_path: Path) -> None:
 def test_a_missing_script_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="file not found"):
         load_script(tmp_path / "absent.yaml")
+
+
+# -- what a script names lies in its repository ------------------------------------
+
+TOKEN = "ghs_SECRETTOKEN0123456789"
+SECRET = "host secret 42"
+
+
+@pytest.fixture
+def stub_repo(tmp_path: Path) -> Path:
+    """A git repository with a token in .git/config, a stub script folder in it, a
+    file it shares, and a secret on the host beside it; returns the script folder."""
+    top = tmp_path / "repo"
+    (top / "stub").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(top)], check=True)
+    subprocess.run(
+        ["git", "-C", str(top), "config", "http.extraheader", f"AUTHORIZATION: basic {TOKEN}"],
+        check=True,
+    )
+    (top / "shared.md").write_text("# Shared\n", encoding="utf-8")
+    (tmp_path / "host-secret.txt").write_text(SECRET + "\n", encoding="utf-8")
+    return top / "stub"
+
+
+def _write_naming(name: str) -> str:
+    return textwrap.dedent(
+        f"""\
+        rules:
+          - turns:
+              - tools:
+                  - write: {{path: a.md, content_file: '{name}'}}
+                  - tool: {{name: t, input_files: {{content: ok.md}}}}
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("../../host-secret.txt", "lies outside"),
+        ("{host}", "is an absolute path"),
+        ("../.git/config", "git's own files"),
+        ("secret.md", "is a link to"),  # -> ../../host-secret.txt
+        ("gitlink/config", "git's own files"),  # gitlink -> ../.git
+    ],
+)
+def test_a_file_a_script_names_outside_its_repository_is_refused(
+    stub_repo: Path, name: str, why: str
+) -> None:
+    host = stub_repo.parent.parent / "host-secret.txt"
+    (stub_repo / "ok.md").write_text("fine\n", encoding="utf-8")
+    (stub_repo / "secret.md").symlink_to("../../host-secret.txt")
+    (stub_repo / "gitlink").symlink_to("../.git")
+    script = stub_repo / "stub.yaml"
+    script.write_text(_write_naming(name.format(host=host)), encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        load_script(script)
+    message = str(caught.value)
+    assert message.startswith(f"{script}:4:")
+    assert "rules[0].turns[0].tools[0].write.content_file:" in message
+    assert why in message and "\n" not in message
+    assert SECRET not in message and TOKEN not in message
+
+
+def test_input_files_are_confined_too(stub_repo: Path) -> None:
+    script = stub_repo / "stub.yaml"
+    script.write_text(
+        "rules:\n  - turns:\n      - tools:\n"
+        "          - tool: {name: t, input_files: {content: ../../host-secret.txt}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError, match=r":4:.*input_files\.content: .* lies outside"):
+        load_script(script)
+
+
+def test_a_script_linked_out_of_its_repository_is_refused(stub_repo: Path) -> None:
+    outside = stub_repo.parent.parent / "evil.yaml"
+    outside.write_text(_write_naming("/etc/hostname"), encoding="utf-8")
+    (stub_repo / "stub.yaml").symlink_to(outside)
+    with pytest.raises(UserError, match=r"--model: stub script .*stub\.yaml is a link to .*"):
+        load_script(stub_repo / "stub.yaml")
+
+
+def test_a_file_shared_in_the_repository_is_read(stub_repo: Path) -> None:
+    (stub_repo / "ok.md").write_text("fine\n", encoding="utf-8")
+    (stub_repo / "alias.md").symlink_to("../shared.md")
+    script = stub_repo / "stub.yaml"
+    script.write_text(_write_naming("alias.md"), encoding="utf-8")
+    write, tool = load_script(script).rules[0].turns[0].tools
+    assert write.input["content"] == "# Shared\n" and tool.input["content"] == "fine\n"

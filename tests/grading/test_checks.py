@@ -32,7 +32,10 @@ def load(text: str, tmp_path: Path) -> tuple[checkmod.Check, ...]:
     (plugin / "templates").mkdir(parents=True, exist_ok=True)
     (plugin / "templates" / "plan.schema.json").write_text(json.dumps(PLAN_SCHEMA))
     return load_checks(
-        yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=plugin
+        yaml_source.loads(text, "ci-evals.yaml"),
+        suite_dir=tmp_path,
+        plugin_dir=plugin,
+        within=tmp_path,
     )
 
 
@@ -385,7 +388,10 @@ def test_the_example_suite_loads_and_its_fixture_passes_the_checks() -> None:
         keys = stage.mapping(_AnyKey())
         if "checks" in keys:
             loaded[keys["name"].as_str()] = load_checks(
-                keys["checks"], suite_dir=EXAMPLE.root, plugin_dir=EXAMPLE.plugin
+                keys["checks"],
+                suite_dir=EXAMPLE.root,
+                plugin_dir=EXAMPLE.plugin,
+                within=EXAMPLE.root,
             )
     assert "plan-lab" in loaded
     assert load_policy(root["scoring"]).analytic_threshold == 3.0

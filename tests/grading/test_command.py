@@ -224,7 +224,10 @@ def test_a_grader_that_starts_the_agents_code_itself_opts_in(tmp_path: Path) -> 
     text = "- { id: hidden, script: check.sh, isolate_agent_code: true }\n"
     text += "- { id: lint, command: [a] }\n"
     hidden, lint = load_command_graders(
-        yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=tmp_path
+        yaml_source.loads(text, "ci-evals.yaml"),
+        suite_dir=tmp_path,
+        plugin_dir=tmp_path,
+        within=tmp_path,
     )
     assert hidden.isolate_agent_code and not lint.isolate_agent_code
 
@@ -240,7 +243,10 @@ def test_load_command_graders(tmp_path: Path) -> None:
     )
     (plugin / "scripts" / "lib").mkdir()
     lint, unit = load_command_graders(
-        yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=plugin
+        yaml_source.loads(text, "ci-evals.yaml"),
+        suite_dir=tmp_path,
+        plugin_dir=plugin,
+        within=tmp_path,
     )
     assert lint == CommandGrader(
         id="lint", argv=("python3", "-m", "lint", "lab/plan.json"), timeout_s=5.0
@@ -293,7 +299,10 @@ def test_load_errors(tmp_path: Path, text: str, message: str) -> None:
         script(folder, "run.sh" if folder.name == "hooks" else "x.sh", "#!/bin/sh\n")
     with pytest.raises(UserError) as info:
         load_command_graders(
-            yaml_source.loads(text, "ci-evals.yaml"), suite_dir=tmp_path, plugin_dir=tmp_path
+            yaml_source.loads(text, "ci-evals.yaml"),
+            suite_dir=tmp_path,
+            plugin_dir=tmp_path,
+            within=tmp_path,
         )
     assert message in str(info.value)
 
@@ -347,6 +356,7 @@ def test_a_script_sees_a_copy_of_itself_and_its_named_files_never_its_folder(
         yaml_source.loads("- {id: g, script: check.sh, files: [lib]}\n", "ci-evals.yaml"),
         suite_dir=repo,
         plugin_dir=repo,
+        within=repo,
     )
     log = tmp_path / "out" / "g.log"
     result = run_command_grader(check, state, env=ENV, sandbox=sandbox, output_path=log)

@@ -16,7 +16,7 @@ extra = yaml_source.loads(
     "scoring: { analytic_mean_at_least: 3.5 }\\n",
     "s.yaml",
 ).mapping(("checks", "graders", "scoring"))
-load_stage_grading(extra, suite_dir=Path("."), plugin_dir=Path("."))
+load_stage_grading(extra, suite_dir=Path("."), plugin_dir=Path("."), within=Path("."))
 print(sorted(m for m in ("pydantic", "jsonschema", "claude_agent_sdk") if m in sys.modules))
 """
 

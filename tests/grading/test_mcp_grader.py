@@ -28,7 +28,7 @@ ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 
 def grading(text: str, tmp_path: Path) -> StageGrading:
     fields = yaml_source.loads(text, "ci-evals.yaml").mapping(STAGE_KEYS)
-    return load_stage_grading(fields, suite_dir=tmp_path, plugin_dir=tmp_path)
+    return load_stage_grading(fields, suite_dir=tmp_path, plugin_dir=tmp_path, within=tmp_path)
 
 
 def workspace(tmp_path: Path, server: str) -> Path:

@@ -61,7 +61,7 @@ class _AnyKey:
 
 def stage_grading(text: str = STAGE) -> StageGrading:
     extra = yaml_source.loads(text, "ci-evals.yaml").mapping(_AnyKey())
-    return load_stage_grading(extra, suite_dir=EXAMPLE.root, plugin_dir=PLUGIN)
+    return load_stage_grading(extra, suite_dir=EXAMPLE.root, plugin_dir=PLUGIN, within=EXAMPLE.root)
 
 
 @pytest.fixture
@@ -179,7 +179,9 @@ def test_every_example_stage_loads() -> None:
     for stage in root["stages"].sequence():
         keys = stage.mapping(_AnyKey())
         extra = {k: v for k, v in keys.items() if k in ("reviewer", "checks", "graders", "scoring")}
-        grading = load_stage_grading(extra, suite_dir=EXAMPLE.root, plugin_dir=PLUGIN)
+        grading = load_stage_grading(
+            extra, suite_dir=EXAMPLE.root, plugin_dir=PLUGIN, within=EXAMPLE.root
+        )
         # A stage without grading keys is graded by its contract (`produces`).
         assert not grading.empty or "produces" in keys
         names.append(keys["name"].as_str())

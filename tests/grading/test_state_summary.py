@@ -88,7 +88,7 @@ def test_a_graders_copy_and_view_make_the_recorded_links_again_never_followed(
     plugin = tmp_path / "plugin"
     plugin.mkdir()
 
-    workspace, _ = copy_state(after, plugin, tmp_path / "copy")
+    workspace, _ = copy_state(after, plugin, tmp_path / "copy", plugin_within=plugin)
     view = view_state(after, tmp_path / "view")
     for folder in (workspace, view):
         assert os.readlink(folder / "lab" / "current") == "plan.md"
@@ -140,7 +140,7 @@ def test_a_graders_copy_has_a_fresh_plugin_its_links_resolve_to(tmp_path: Path) 
     (plugin / "agents").mkdir(parents=True)
     (plugin / "agents" / "review.md").write_text("review")
 
-    workspace, copy = copy_state(state, plugin, tmp_path / "copy")
+    workspace, copy = copy_state(state, plugin, tmp_path / "copy", plugin_within=plugin)
     (workspace / "out.md").write_text("the grader wrote here")
 
     assert (workspace / "agents" / "review.md").read_text() == "review"

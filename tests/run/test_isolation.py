@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ci_evals.agents.environment import secret_names
 from tests.conftest import ExampleLayout
 from tests.paths import REPO
@@ -79,3 +81,90 @@ def test_check_fixtures_without_bwrap_names_a_flag_it_has(
     )
     assert unisolated.returncode == 0, unisolated.stderr
     assert "unisolated" in unisolated.stderr
+
+
+# -- in GitHub Actions the suite may not turn isolation off ------------------------
+
+GRADER = "    graders: [{id: ok, command: [test, -f, research/company.md]}]\n"
+
+
+def _suite_without_isolation(layout: ExampleLayout, sandbox: str) -> None:
+    text = layout.suite.read_text()
+    text = text.replace("stage_map: stage_map.yaml\n", f"stage_map: stage_map.yaml\n{sandbox}\n")
+    layout.suite.write_text(
+        text.replace(
+            "    limits: { max_turns: 20 }\n", "    limits: { max_turns: 20 }\n" + GRADER, 1
+        )
+    )
+
+
+def _ci_evals(cwd: Path, *args: str, actions: bool) -> subprocess.CompletedProcess[str]:
+    """`ci-evals ARGS`, in a GitHub Actions job's environment or not (and no credential)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(cwd.parent)}
+    if actions:
+        env["GITHUB_ACTIONS"] = "true"
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("sandbox", ["sandbox: none", "sandbox: {kind: local}"])
+def test_a_suite_turning_isolation_off_is_refused_in_actions(
+    labsmith: ExampleLayout, sandbox: str
+) -> None:
+    _suite_without_isolation(labsmith, sandbox)
+    for args in (
+        ("run", "--model", labsmith.model(), "--from-stage", "5"),
+        ("check-fixtures", "--no-reviewer", "--stage", "research-company"),
+    ):
+        done = _ci_evals(labsmith.root, *args, actions=True)
+        assert done.returncode == 2, done.stderr
+        [line] = [x for x in done.stderr.splitlines() if "nothing was started" not in x]
+        assert "ci-evals.yaml:9:" in line and "sandbox:" in line, line
+        assert "refused in GitHub Actions" in line and "--isolation none" in line, line
+        assert "Traceback" not in done.stderr
+    assert not (labsmith.root / ".ci-evals").exists()
+
+
+def test_the_workflow_may_still_ask_for_no_isolation(labsmith: ExampleLayout) -> None:
+    _suite_without_isolation(labsmith, "sandbox: none")
+    args = ("check-fixtures", "--no-reviewer", "--stage", "research-company")
+    asked = _ci_evals(labsmith.root, *args, "--isolation", "none", actions=True)
+    assert asked.returncode == 0, asked.stderr
+    assert "unisolated" in asked.stderr
+    # Outside Actions the suite's choice stands, with its warning.
+    local = _ci_evals(labsmith.root, *args, "--out", ".ci-evals/two", actions=False)
+    assert local.returncode == 0, local.stderr
+    assert "unisolated" in local.stderr
+
+
+def test_actions_never_fall_back_to_the_host(labsmith: ExampleLayout, tmp_path: Path) -> None:
+    # bubblewrap missing and no credential: outside Actions the host stands in (a
+    # warning); in a GitHub Actions job only --isolation none runs unisolated.
+    text = labsmith.suite.read_text()
+    labsmith.suite.write_text(
+        text.replace(
+            "    limits: { max_turns: 20 }\n", "    limits: { max_turns: 20 }\n" + GRADER, 1
+        )
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    git_path = shutil.which("git")
+    assert git_path is not None
+    (bin_dir / "git").symlink_to(git_path)
+    env = {"PATH": str(bin_dir), "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "ci_evals", "check-fixtures", "--no-reviewer"]
+    argv += ["--stage", "research-company"]
+    outside = subprocess.run(
+        argv, cwd=labsmith.root, env=env, capture_output=True, text=True, check=False
+    )
+    assert outside.returncode == 0, outside.stderr
+    env["GITHUB_ACTIONS"] = "true"
+    refused = subprocess.run(
+        argv, cwd=labsmith.root, env=env, capture_output=True, text=True, check=False
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "in GitHub Actions it runs unisolated only when the command line says so" in (
+        refused.stderr
+    )

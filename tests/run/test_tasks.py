@@ -44,7 +44,10 @@ def stub_for_both(tmp_path: Path) -> Path:
     """The mcp task's scripted agent, plus one for `echo` whose conversations alternate:
     one writes the file and submits, the next keeps running a command (halted)."""
     rules = (TASK / "stub.yaml").read_text().split("rules:\n", 1)[1]
-    rules = rules.replace("reference/server.py", str(TASK / "reference" / "server.py"))
+    # A script names files beside it, never an absolute path: the reference
+    # server comes along (docs/isolation.md).
+    (tmp_path / "reference").mkdir(exist_ok=True)
+    shutil.copy2(TASK / "reference" / "server.py", tmp_path / "reference" / "server.py")
     echo = textwrap.indent(
         textwrap.dedent(
             """\

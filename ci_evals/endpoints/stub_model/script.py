@@ -8,6 +8,7 @@ JSON-like data with placeholders, filled in per request by `responder`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import yaml
 from ci_evals.config import yaml_source
 from ci_evals.config.yaml_source import ANY_KEY, Field
 from ci_evals.errors import UserError
+from ci_evals.fs.copyable import confinement, escape_problem, named_problem
 from ci_evals.text import display_path
 
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal")
@@ -115,21 +117,45 @@ class Script:
     usage: Usage = field(default_factory=Usage)
 
 
+@dataclass(frozen=True)
+class _Beside:
+    """Where the files a script names (`content_file`, `input_files`) are: `folder`
+    (the script's), and the real folder they must resolve inside (`within`, the
+    repository holding it: `fs.copyable.confinement`), outside .git."""
+
+    folder: Path
+    within: Path
+
+    @classmethod
+    def of(cls, folder: Path) -> _Beside:
+        return cls(folder, confinement(folder))
+
+
 def load_script(path: Path, display: str | None = None) -> Script:
-    """Read and validate a stub script file; raises `UserError` with file:line on problems."""
+    """Read and validate a stub script file; raises `UserError` with file:line on problems.
+
+    The script, and every file it names, lies in the repository holding its
+    folder (links followed), outside .git: a pull request writes scripts too.
+    """
+    path = Path(os.path.abspath(path))
+    beside = _Beside.of(path.parent)
+    if (problem := escape_problem(str(path), beside.within)) is not None:
+        shown = display if display is not None else display_path(path)
+        raise UserError(f"stub script {shown} {problem}", field="--model")
     root = yaml_source.load(path, display)
-    return _parse_script(root, base_dir=path.parent)
+    return _parse_script(root, base_dir=beside)
 
 
 def loads_script(text: str, name: str = "<script>", base_dir: Path | None = None) -> Script:
     """Like `load_script`, from a string (`content_file` paths resolve against `base_dir`)."""
-    return _parse_script(yaml_source.loads(text, name), base_dir=base_dir or Path.cwd())
+    folder = Path(os.path.abspath(base_dir or Path.cwd()))
+    return _parse_script(yaml_source.loads(text, name), base_dir=_Beside.of(folder))
 
 
 # -- parsing ------------------------------------------------------------------
 
 
-def _parse_script(root: Field, base_dir: Path) -> Script:
+def _parse_script(root: Field, base_dir: _Beside) -> Script:
     keys = root.mapping({"version", "usage", "rules"}, required=("rules",), what="stub script")
     if "version" in keys:
         keys["version"].as_int(minimum=1, maximum=1)
@@ -178,7 +204,7 @@ def _where(f: Field) -> str:
     return f"{f.file}:{f.line}"
 
 
-def _parse_rule(item: Field, index: int, usage: Usage, base_dir: Path) -> Rule:
+def _parse_rule(item: Field, index: int, usage: Usage, base_dir: _Beside) -> Rule:
     keys = item.mapping({"name", "match", "turns", "variants", "repeat_last"}, what="rule")
     if "turns" not in keys and "variants" not in keys:
         raise item.error("missing required key 'turns'")
@@ -235,7 +261,7 @@ def _parse_usage(f: Field, base: Usage) -> Usage:
     return Usage(**{key: values.get(key, getattr(base, key)) for key in USAGE_KEYS})
 
 
-def _parse_turn(f: Field, usage: Usage, base_dir: Path) -> Turn:
+def _parse_turn(f: Field, usage: Usage, base_dir: _Beside) -> Turn:
     keys = f.mapping(
         {"text", "tools", "usage", "stop_reason", "delay", "fault"},
         what="turn (text, tools, usage, stop_reason, delay, fault)",
@@ -270,7 +296,7 @@ def _parse_turn(f: Field, usage: Usage, base_dir: Path) -> Turn:
 _TOOL_KINDS = ("write", "edit", "read", "bash", "agent", "skill", "tool")
 
 
-def _parse_tool(f: Field, base_dir: Path) -> ToolCall:
+def _parse_tool(f: Field, base_dir: _Beside) -> ToolCall:
     keys = f.mapping(_TOOL_KINDS, what=f"tool call (one of: {', '.join(_TOOL_KINDS)})")
     if len(keys) != 1:
         raise f.error(f"a tool call has exactly one key, got {len(keys)}: {', '.join(keys)}")
@@ -285,7 +311,7 @@ def _shorthand(body: Field, key: str) -> dict[str, Field] | None:
     return None
 
 
-def _write(body: Field, base_dir: Path) -> ToolCall:
+def _write(body: Field, base_dir: _Beside) -> ToolCall:
     keys = body.mapping({"path", "content", "content_file"}, required=("path",), what="write")
     if ("content" in keys) == ("content_file" in keys):
         raise body.error("write needs exactly one of 'content' or 'content_file'")
@@ -298,7 +324,7 @@ def _write(body: Field, base_dir: Path) -> ToolCall:
     )
 
 
-def _edit(body: Field, _base_dir: Path) -> ToolCall:
+def _edit(body: Field, _base_dir: _Beside) -> ToolCall:
     keys = body.mapping(
         {"path", "old", "new", "replace_all"}, required=("path", "old", "new"), what="edit"
     )
@@ -312,12 +338,12 @@ def _edit(body: Field, _base_dir: Path) -> ToolCall:
     return ToolCall("Edit", tool_input, path_keys=("file_path",))
 
 
-def _read(body: Field, _base_dir: Path) -> ToolCall:
+def _read(body: Field, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "path") or body.mapping({"path"}, required=("path",), what="read")
     return ToolCall("Read", {"file_path": keys["path"].as_str()}, path_keys=("file_path",))
 
 
-def _bash(body: Field, _base_dir: Path) -> ToolCall:
+def _bash(body: Field, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "command") or body.mapping(
         {"command", "description", "timeout_ms"}, required=("command",), what="bash"
     )
@@ -329,7 +355,7 @@ def _bash(body: Field, _base_dir: Path) -> ToolCall:
     return ToolCall("Bash", tool_input)
 
 
-def _agent(body: Field, _base_dir: Path) -> ToolCall:
+def _agent(body: Field, _base_dir: _Beside) -> ToolCall:
     keys = body.mapping(
         {"name", "prompt", "description", "background"}, required=("name", "prompt"), what="agent"
     )
@@ -347,7 +373,7 @@ def _agent(body: Field, _base_dir: Path) -> ToolCall:
     )
 
 
-def _skill(body: Field, _base_dir: Path) -> ToolCall:
+def _skill(body: Field, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "name") or body.mapping(
         {"name", "args"}, required=("name",), what="skill"
     )
@@ -357,7 +383,7 @@ def _skill(body: Field, _base_dir: Path) -> ToolCall:
     return ToolCall("Skill", tool_input)
 
 
-def _raw_tool(body: Field, base_dir: Path) -> ToolCall:
+def _raw_tool(body: Field, base_dir: _Beside) -> ToolCall:
     keys = body.mapping({"name", "input", "input_files"}, required=("name",), what="tool")
     tool_input: Any = keys["input"].plain() if "input" in keys else {}
     if not isinstance(tool_input, dict):
@@ -369,9 +395,14 @@ def _raw_tool(body: Field, base_dir: Path) -> ToolCall:
     return ToolCall(keys["name"].as_str(), tool_input)
 
 
-def _read_beside(value: Field, base_dir: Path) -> str:
-    """The text of the file `value` names, relative to the script's folder (read at load)."""
-    source = base_dir / value.as_str()
+def _read_beside(value: Field, base_dir: _Beside) -> str:
+    """The text of the file `value` names, relative to the script's folder (read at
+    load), which must lie in the repository (`fs.copyable.named_problem`)."""
+    text = value.as_str()
+    problem = named_problem(text, base_dir.folder, base_dir.within)
+    if problem is not None:
+        raise value.error(f"{text} {problem}")
+    source = base_dir.folder / text
     try:
         return source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

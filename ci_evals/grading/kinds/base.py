@@ -32,10 +32,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LoadContext:
-    """Where a grader's config may point: files next to the suite, or in the plugin."""
+    """Where a grader's config may point: files next to the suite, or in the plugin,
+    all resolving inside `within` (the repository, `fs.copyable.confinement`), outside
+    .git: each path through `fs.copyable.named_problem`."""
 
     suite_dir: Path
     plugin_dir: Path
+    within: Path
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
+from ci_evals.fs.copyable import named_problem
 from ci_evals.grading.kinds.trajectory import (
     Trajectory,
     What,
@@ -150,7 +151,11 @@ class _ChecksKind:
 
     def load(self, value: Field, ctx: LoadContext) -> tuple[ChecksGrader, ...]:
         return (
-            ChecksGrader(load_checks(value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir)),
+            ChecksGrader(
+                load_checks(
+                    value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir, within=ctx.within
+                )
+            ),
         )
 
 
@@ -160,7 +165,9 @@ KIND = _ChecksKind()
 # -- loading -------------------------------------------------------------------
 
 
-def load_checks(field: Field, *, suite_dir: Path, plugin_dir: Path) -> tuple[Check, ...]:
+def load_checks(
+    field: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
+) -> tuple[Check, ...]:
     """A stage's `checks:` list. Schema files are read now, so a typo fails at load.
 
     A schema path is relative to the suite file's folder, or to the plugin
@@ -169,7 +176,7 @@ def load_checks(field: Field, *, suite_dir: Path, plugin_dir: Path) -> tuple[Che
     checks: list[Check] = []
     seen: dict[str, Field] = {}
     for item in field.sequence():
-        check = _load_one(item, suite_dir=suite_dir, plugin_dir=plugin_dir)
+        check = _load_one(item, _Where(suite_dir, plugin_dir, within))
         if check.id in seen:
             raise item.error(
                 f"duplicate check id {check.id!r} (also line {seen[check.id].line})",
@@ -180,7 +187,7 @@ def load_checks(field: Field, *, suite_dir: Path, plugin_dir: Path) -> tuple[Che
     return tuple(checks)
 
 
-def _load_one(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Check:
+def _load_one(item: Field, where: _Where) -> Check:
     raw = item.mapping([*_COMMON, *{k for keys in _KEYS.values() for k in keys}], what="check")
     kinds = [k for k in KINDS if k in raw]
     if len(kinds) != 1:
@@ -197,11 +204,11 @@ def _load_one(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Check:
         )
     explicit_id = raw["id"].as_str() if "id" in raw else None
     loader = _LOADERS[kind]
-    return loader(item, raw, explicit_id, suite_dir, plugin_dir)
+    return loader(item, raw, explicit_id, where)
 
 
 def _load_files(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: Path
+    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
 ) -> FilesExist:
     globs = _globs(raw["files"])
     bounds = {k: raw[k].as_int(minimum=0) for k in ("count", "min", "max") if k in raw}
@@ -221,7 +228,7 @@ def _load_files(
 
 
 def _load_headings(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: Path
+    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
 ) -> HasHeadings:
     if "require" not in raw:
         raise item.error("missing required key 'require'")
@@ -233,7 +240,7 @@ def _load_headings(
 
 
 def _load_front_matter(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: Path
+    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
 ) -> FrontMatter:
     if "require" not in raw:
         raise item.error("missing required key 'require'")
@@ -246,11 +253,11 @@ def _load_front_matter(
 
 
 def _load_json_schema(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, suite_dir: Path, plugin_dir: Path
+    item: Field, raw: dict[str, Field], explicit_id: str | None, where: _Where
 ) -> JsonSchema:
     if "schema" not in raw:
         raise item.error("missing required key 'schema'")
-    schema, source = load_schema(raw["schema"], suite_dir, plugin_dir)
+    schema, source = load_schema(raw["schema"], where.suite_dir, where.plugin_dir, where.within)
     globs = _globs(raw["json_schema"])
     return JsonSchema(
         id=explicit_id or f"json_schema:{','.join(globs)}",
@@ -261,7 +268,7 @@ def _load_json_schema(
 
 
 def _load_equals_length(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: Path
+    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
 ) -> EqualsLength:
     for key in ("field", "array"):
         if key not in raw:
@@ -277,7 +284,7 @@ def _load_equals_length(
 
 
 def _load_trajectory(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: Path
+    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
 ) -> TrajectoryUse:
     main = raw["trajectory"]
     kinds: tuple[What, ...] = ("tool", "skill", "subagent", "hook")
@@ -325,8 +332,21 @@ def _relative(value: Field) -> str:
     return text
 
 
-def load_schema(value: Field, suite_dir: Path, plugin_dir: Path) -> tuple[Mapping[str, Any], str]:
-    """A JSON Schema given inline, as a suite-relative file or as `plugin:PATH`; checked."""
+class _Where(NamedTuple):
+    """Where a check's files are (`LoadContext`'s fields, without importing it)."""
+
+    suite_dir: Path
+    plugin_dir: Path
+    within: Path
+
+
+def load_schema(
+    value: Field, suite_dir: Path, plugin_dir: Path, within: Path
+) -> tuple[Mapping[str, Any], str]:
+    """A JSON Schema given inline, as a suite-relative file or as `plugin:PATH`; checked.
+
+    A file lies in the repository (`within`), outside .git, as every path a
+    suite names (`fs.copyable.named_problem`): a pull request writes the suite."""
     import jsonschema  # noqa: PLC0415 - ~130 ms; only suites with schema checks pay it
 
     if isinstance(value.node, yaml.MappingNode):
@@ -336,10 +356,11 @@ def load_schema(value: Field, suite_dir: Path, plugin_dir: Path) -> tuple[Mappin
             raise value.error("an inline schema must be a mapping")
     else:
         text = value.as_str()
-        if text.startswith("plugin:"):
-            path = plugin_dir / text.removeprefix("plugin:")
-        else:
-            path = suite_dir / text
+        base = plugin_dir if text.startswith("plugin:") else suite_dir
+        name = text.removeprefix("plugin:")
+        if (problem := named_problem(name, base, within)) is not None:
+            raise value.error(f"schema {text} {problem}")
+        path = base / name
         source = str(path)
         try:
             schema = json.loads(path.read_text(encoding="utf-8"))

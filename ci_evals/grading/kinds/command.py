@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ci_evals.fs.copyable import named_problem
 from ci_evals.fs.walk import walk
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
@@ -140,7 +141,9 @@ class _CommandKind:
         return None  # the run's sandbox says whether it can run
 
     def load(self, value: Field, ctx: LoadContext) -> tuple[CommandGrader, ...]:
-        return load_command_graders(value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir)
+        return load_command_graders(
+            value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir, within=ctx.within
+        )
 
 
 KIND = _CommandKind()
@@ -155,13 +158,16 @@ def safe_name(name: str) -> str:
 
 
 def load_command_graders(
-    field: Field, *, suite_dir: Path, plugin_dir: Path
+    field: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
 ) -> tuple[CommandGrader, ...]:
-    """A stage's `graders:` list; ids must be unique."""
+    """A stage's `graders:` list; ids must be unique. A `script:` and its `files:`
+    lie in the repository (`within`), outside .git (`fs.copyable.named_problem`)."""
     graders: list[CommandGrader] = []
     seen: dict[str, int] = {}
     for item in field.sequence():
-        grader = load_command_grader(item, suite_dir=suite_dir, plugin_dir=plugin_dir)
+        grader = load_command_grader(
+            item, suite_dir=suite_dir, plugin_dir=plugin_dir, within=within
+        )
         if grader.id in seen:
             raise item.error(f"duplicate grader id {grader.id!r} (also line {seen[grader.id]})")
         seen[grader.id] = item.line
@@ -169,7 +175,9 @@ def load_command_graders(
     return tuple(graders)
 
 
-def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> CommandGrader:
+def load_command_grader(
+    item: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
+) -> CommandGrader:
     keys = item.mapping(GRADER_KEYS, required=("id",), what="command grader")
     if ("command" in keys) == ("script" in keys):
         raise item.error("a command grader has exactly one of 'command' or 'script'")
@@ -187,12 +195,13 @@ def load_command_grader(item: Field, *, suite_dir: Path, plugin_dir: Path) -> Co
             )
         argv = tuple(command.as_str_list(allow_empty=False))
     else:
-        script = _script_path(keys["script"], suite_dir, plugin_dir)
+        where = (suite_dir, plugin_dir, within)
+        script = _script_path(keys["script"], *where)
         args = keys["args"].as_str_list() if "args" in keys else []
         argv = (str(script), *args)
         script_dir = script.parent
         named = keys["files"].sequence() if "files" in keys else []
-        files = (script.name, *(_script_file(f, script_dir, suite_dir, plugin_dir) for f in named))
+        files = (script.name, *(_script_file(f, script_dir, *where) for f in named))
     timeout = DEFAULT_TIMEOUT_S
     if "timeout_s" in keys:
         timeout = keys["timeout_s"].as_number(minimum=0.001)
@@ -230,18 +239,24 @@ def _names_as_agent(argv: Sequence[str], script_dir: Path | None, files: Sequenc
     return False
 
 
-def _script_path(value: Field, suite_dir: Path, plugin_dir: Path) -> Path:
+def _named(value: Field, suite_dir: Path, plugin_dir: Path, within: Path) -> Path:
+    """The path a `script:` or `files:` entry names (`plugin:PATH` or suite-relative),
+    refused at its file:line when it is in a .git, absolute, or resolves (links
+    followed) outside the repository `within` or into its .git."""
     text = value.as_str()
-    if text.startswith("plugin:"):
-        path = plugin_dir / text.removeprefix("plugin:")
-    else:
-        path = suite_dir / text
-    base = (plugin_dir if text.startswith("plugin:") else suite_dir).resolve()
-    resolved = path.resolve()
-    if _in_git(Path(text.removeprefix("plugin:"))) or (
-        resolved.is_relative_to(base) and _in_git(resolved.relative_to(base))
-    ):
+    base = plugin_dir if text.startswith("plugin:") else suite_dir
+    name = text.removeprefix("plugin:")
+    if _in_git(Path(name)):
         raise value.error(f"{text!r} is in a .git folder, which a grader never sees")
+    problem = named_problem(name, base, within)
+    if problem is not None:
+        raise value.error(f"{text} {problem}")
+    return base / name
+
+
+def _script_path(value: Field, suite_dir: Path, plugin_dir: Path, within: Path) -> Path:
+    text = value.as_str()
+    path = _named(value, suite_dir, plugin_dir, within)
     if not path.is_file():
         raise value.error(
             f"script not found: {path}",
@@ -249,12 +264,17 @@ def _script_path(value: Field, suite_dir: Path, plugin_dir: Path) -> Path:
         )
     if not os.access(path, os.X_OK):
         raise value.error(f"script is not executable: {path}", hint=f"chmod +x {text}")
+    # Its real path: inside the repository (just checked), and the folder its
+    # `files:` are copied from.
     return path.resolve()
 
 
-def _script_file(value: Field, script_dir: Path, suite_dir: Path, plugin_dir: Path) -> str:
+def _script_file(
+    value: Field, script_dir: Path, suite_dir: Path, plugin_dir: Path, within: Path
+) -> str:
     """One of a script's `files:` (a file or folder next to it), relative to its folder."""
     text = value.as_str()
+    _named(value, suite_dir, plugin_dir, within)
     base = plugin_dir if text.startswith("plugin:") else suite_dir
     where = os.path.normpath(base.resolve() / text.removeprefix("plugin:"))
     if not Path(where).is_relative_to(script_dir) or Path(where) == script_dir:
@@ -263,8 +283,6 @@ def _script_file(value: Field, script_dir: Path, suite_dir: Path, plugin_dir: Pa
             hint="the script runs from a copy of itself and of the files named here",
         )
     relative = Path(where).relative_to(script_dir)
-    if _in_git(relative) or _in_git(Path(text.removeprefix("plugin:"))):
-        raise value.error(f"{text!r} is in a .git folder, which a grader never sees")
     for depth in range(1, len(relative.parts) + 1):
         if (script_dir / Path(*relative.parts[:depth])).is_symlink():
             raise value.error(f"{text!r} is or passes through a symbolic link; name its target")

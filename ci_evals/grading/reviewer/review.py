@@ -84,6 +84,8 @@ class ReviewJob:
     prompt: Template  # the reviewer's prompt template (`Stage.reviewer_prompt`)
     state: Path  # the saved workspace state to review (never written)
     plugin_source: Path  # the suite's plugin folder in the repository
+    # Where its links may lead (`Plugin.link_root`): required, as in `copy_state`.
+    plugin_within: Path
     cwd: str  # the stage's working folder, relative to the workspace ("" = its root)
     values: Callable[[Path, Path], dict[str, str]]  # (workspace, plugin) -> template values
     work_dir: Path  # a fresh folder for the copies; removed afterwards unless `keep`
@@ -96,7 +98,6 @@ class ReviewJob:
     writable: tuple[Path, ...] = ()  # what it may write besides its copies: its private HOME/TMP
     suite_dir: Path | None = None  # where `suite:` rubrics are (the suite's folder)
     plugin_manifest: Mapping[str, object] | None = None  # `Plugin.manifest_to_write`
-    plugin_within: Path | None = None  # `Plugin.link_root`; None: the plugin's folder
     plugin_files: PluginFiles | None = None  # `Plugin.files`; None: every file
 
 
