@@ -59,7 +59,13 @@ def run(
     argv = ("git", "-C", str(repo), *args)
     # Its own process group (process.run), so a timeout also stops git's
     # helpers (ssh, remote-https) that would otherwise keep the pipes open.
-    done = process.run(argv, env=env, stdin=stdin, timeout=timeout)
+    try:
+        done = process.run(argv, env=env, stdin=stdin, timeout=timeout)
+    except FileNotFoundError:  # no git on PATH: as a shell would say it (127)
+        result = GitResult(argv, 127, b"", "git: command not found (install git)")
+        if check:
+            raise GitError(result) from None
+        return result
     if done.returncode is None:
         result = GitResult(argv, -1, b"", f"timed out after {timeout} s")
         if check:

@@ -18,8 +18,8 @@ commands, agents and skills (read from the bundled CLI, 2.1.x: the pattern
   one of ``{}[]*&#!|>%@` `` or `: ` gets that value quoted, unless it is a
   flow list that parses, and leading tabs become two spaces each
   (`argument-hint: [pr] [branch]` is not valid YAML, yet every command uses
-  it). A line ending in `\r` is not such a line there, nor a key with a digit:
-  those stay as written. If it still fails, or the
+  it). A line ending in `\r` is one too (its `\r` left out); a key with a
+  digit is not: it stays as written. If it still fails, or the
   YAML is a list or a scalar, the file has no fields and `problem` says why,
   `file:line` pointing into the block. A caller decides whether that is an
   error (a rubric, our own config) or a finding (an agent's output); a
@@ -37,10 +37,11 @@ import yaml
 _BOM = "\ufeff"
 # Claude Code's pattern, as it is: the block ends at the first `---`, even mid-line.
 _BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
-# Claude Code's second reading, as the bundled CLI (2.1.x) writes it: a line
-# `^([a-zA-Z_-]+):\s+(\S.*)$` (JavaScript's `.` stops at `\r`, so a CRLF line is
-# never one) whose value holds one of these is quoted.
-_QUOTABLE_PAIR = re.compile(r"([a-zA-Z_-]+):\s+(\S[^\r\u2028\u2029]*)")
+# Claude Code's second reading, as the bundled CLI (2.1.337, claude-agent-sdk
+# 0.2.190) does it: a line `([a-zA-Z_-]+):\s+(\S.*)` whose value holds one of
+# these is quoted; a CRLF line's `\r` is no part of the value (the CLI reads
+# `description: a: b\r` as `a: b`; earlier builds left such a line as written).
+_QUOTABLE_PAIR = re.compile(r"([a-zA-Z_-]+):\s+(\S[^\r\u2028\u2029]*)\r?")
 _NEEDS_QUOTES = re.compile(r"[{}\[\]*&#!|>%@`]|: ")
 _LEADING_TABS = re.compile(r"^\t+", re.MULTILINE)
 

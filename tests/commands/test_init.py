@@ -325,7 +325,9 @@ def test_commands_that_run_git_onboard_end_to_end_following_only_the_printed_lin
     text = next(trajectory).read_text()
     assert "Shell command failed" not in text and "stub: no rule matched" not in text
     after = next((here / ".ci-evals" / "runs").glob("*/example/1-commit/after"))
-    assert sorted(p.name for p in after.iterdir()) == ["commands", "outputs"]  # no .git
+    assert sorted(p.name for p in after.iterdir()) == ["outputs"]  # no .git, no link
+    links = json.loads((after.parent / "after.links.json").read_text())
+    assert "commands" in json.dumps(links)  # the plugin's link, recorded as data
 
     assert "?? " not in git(repo, "status", "--porcelain")
     git(repo, "commit", "-q", "-m", "evals")

@@ -14,7 +14,7 @@ from tests.conftest import git
 from tests.onboarding_helpers import cli, copy_feature_dev
 
 STAGES = "explore,architect,implement"
-EXPLORER = """  - name: code-explorer
+EXPLORER = """  - name: "code-explorer"
     match: {agent: "feature-dev:code-explorer"}
     turns:
       - text: "Placeholder findings of code-explorer (stub)."
