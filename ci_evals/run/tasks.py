@@ -39,15 +39,17 @@ BENCHMARK_MD = "benchmark.md"
 
 
 def run(args: argparse.Namespace) -> int:
-    # Out of the environment before anything starts: no child inherits the shard key.
+    # As in `plan.run`: the environment as given (the key a credential the sandbox's
+    # choice weighs), then the key out of the process's before anything starts.
+    environ = dict(os.environ)
     key = shard_mac.take_key(os.environ)
-    out, code = _benchmark(args)
+    out, code = _benchmark(args, environ)
     if key is not None and args.shard:  # the whole benchmark folder: every task run of this shard
         shard_mac.sign(out, key)
     return code
 
 
-def _benchmark(args: argparse.Namespace) -> tuple[Path, int]:
+def _benchmark(args: argparse.Namespace, environ: dict[str, str]) -> tuple[Path, int]:
     for option, given in (
         ("--from-stage", args.from_stage),
         ("--base", args.base),
@@ -55,7 +57,6 @@ def _benchmark(args: argparse.Namespace) -> tuple[Path, int]:
     ):
         if given:
             raise UserError(f"{option} selects within one suite; --tasks runs every task whole")
-    environ = dict(os.environ)
     tasks = find_tasks(args.tasks)
     configurations = _configurations(args)
     chosen: shard.Assignment | None = None
