@@ -27,6 +27,7 @@ from ci_evals.endpoints.base import Endpoint, EndpointOptions
 from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
+from ci_evals.fs import upload
 from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
 from ci_evals.run import isolation, provenance, shard, shard_mac
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if ready.from_stage is None:
         return EXIT_OK
     plan = build(ready, args, environ)
-    code = execute(plan, ready.endpoint, record=args.record)
+    with upload.sealed(plan.run_dir, "the run folder"):  # before it is signed
+        code = execute(plan, ready.endpoint, record=args.record)
     if key is not None and args.shard:
         shard_mac.sign(plan.run_dir, key)
     return code

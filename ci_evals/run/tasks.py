@@ -25,6 +25,7 @@ from pathlib import Path
 from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
+from ci_evals.fs import upload
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
@@ -76,29 +77,32 @@ def _benchmark(args: argparse.Namespace, environ: dict[str, str]) -> tuple[Path,
     out = (args.out or single.RUNS_DIR / f"tasks-{stamp}").resolve()
     if (out / BENCHMARK_JSON).exists():
         raise UserError(f"{out} already holds a benchmark", field="--out", hint="choose another")
-    tables: list[ConfigurationTable] = []
-    code = EXIT_OK
-    for number, configuration in enumerate(configurations, start=1):
-        rows: list[TaskRow] = []
-        for name, suite in tasks:
-            run_dir = out / configuration.folder(number) / name
-            record = None
-            if chosen is not None:
-                run = f"{configuration.folder(number)}/{name}"
-                record = chosen.record(index, run, suite.budget_usd)
-                if not record.units:
-                    continue  # another shard's
-            model = _model(configuration, number, name, args.model)
-            ended = _run_task(args, environ, configuration, model, name, suite, run_dir, record)
-            rows.append(task_row(name, run_dir.relative_to(out).as_posix(), read_results(run_dir)))
-            _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
-            if ended == EXIT_INTERRUPTED:
-                print(f"ci-evals: interrupted; the benchmark so far: {out}", file=sys.stderr)
-                return out, EXIT_INTERRUPTED
-            code = code or ended
-        tables.append(ConfigurationTable(configuration.label, tuple(rows)))
-    print(render(tables), end="")
-    print(f"benchmark: {out / BENCHMARK_MD}")
+    with upload.sealed(out, "the benchmark folder"):  # every task run in it, before signing
+        tables: list[ConfigurationTable] = []
+        code = EXIT_OK
+        for number, configuration in enumerate(configurations, start=1):
+            rows: list[TaskRow] = []
+            for name, suite in tasks:
+                run_dir = out / configuration.folder(number) / name
+                record = None
+                if chosen is not None:
+                    run = f"{configuration.folder(number)}/{name}"
+                    record = chosen.record(index, run, suite.budget_usd)
+                    if not record.units:
+                        continue  # another shard's
+                model = _model(configuration, number, name, args.model)
+                ended = _run_task(args, environ, configuration, model, name, suite, run_dir, record)
+                rows.append(
+                    task_row(name, run_dir.relative_to(out).as_posix(), read_results(run_dir))
+                )
+                _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
+                if ended == EXIT_INTERRUPTED:
+                    print(f"ci-evals: interrupted; the benchmark so far: {out}", file=sys.stderr)
+                    return out, EXIT_INTERRUPTED
+                code = code or ended
+            tables.append(ConfigurationTable(configuration.label, tuple(rows)))
+        print(render(tables), end="")
+        print(f"benchmark: {out / BENCHMARK_MD}")
     return out, code
 
 
