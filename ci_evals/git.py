@@ -143,8 +143,27 @@ def files_to_commit(folder: Path) -> list[str]:
     )
 
 
-def published_files(folder: Path) -> list[str] | None:
-    """What a commit made now would hold of `folder` (`files_to_commit`), or None
+def only_tracked(environ: Mapping[str, str]) -> bool:
+    """Whether what the repository holds is what git tracks and nothing else: in a
+    GitHub Actions job, where a pull request's content is exactly its tracked files and
+    anything else in the checkout a CI step wrote (`gha-creds-*.json`, `.env`)."""
+    return environ.get("GITHUB_ACTIONS") == "true"
+
+
+def tracked_files(folder: Path) -> list[str]:
+    """The index's paths under `folder` (in a work tree), relative to it, POSIX."""
+    return split_z(run(folder, "ls-files", "-z", "--cached").stdout)
+
+
+def untracked_under(folder: Path) -> list[str]:
+    """Everything under `folder` git does not track, ignored or not: files, and the
+    folders holding nothing tracked as `name/`; relative to `folder`, POSIX."""
+    return split_z(run(folder, "ls-files", "-z", "--others", "--directory").stdout)
+
+
+def published_files(folder: Path, *, tracked_only: bool = False) -> list[str] | None:
+    """What a commit made now would hold of `folder` (`files_to_commit`; with
+    `tracked_only`, what the index holds: `tracked_files`), or None
     when git cannot say: `folder` is in no work tree, or git ignores it whole (a
     plugin vendored into an ignored folder still has files, all of them its own)."""
     prefix = run(folder, "rev-parse", "--show-prefix", check=False)
@@ -155,7 +174,7 @@ def published_files(folder: Path) -> list[str] | None:
         top = run(folder, "rev-parse", "--show-cdup").stdout.decode("utf-8", "surrogateescape")
         if is_ignored(folder / top.strip("\n"), inside):
             return None
-    return files_to_commit(folder)
+    return tracked_files(folder) if tracked_only else files_to_commit(folder)
 
 
 class IgnoreRule(NamedTuple):

@@ -31,6 +31,14 @@ def _isolated_git(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             os.environ[key] = value
 
 
+@pytest.fixture(autouse=True)
+def _outside_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run as on a developer's machine, also in this repository's own Actions
+    jobs: there ci-evals takes only what git tracks (`git.only_tracked`) and never
+    lets the host stand in for a sandbox. A test of Actions sets GITHUB_ACTIONS."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
+
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
     "GIT_AUTHOR_EMAIL": "test@example.com",

@@ -532,6 +532,33 @@ def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None
     assert SECRETS["GITHUB_TOKEN"] in leak  # as documented: nothing protects it
 
 
+# The agent finds `--out` on the command line of the ci-evals above it (its own
+# ancestors only: other runs on this machine are not this test's) and plants a link at
+# the run folder's top, which actions/upload-artifact would follow (its environment).
+PLANT_AT_OUT = (
+    'p=$$; out=; while [ -z "$out" ] && [ "$p" -gt 1 ]; do '
+    "out=$(tr '\\0' '\\n' < /proc/$p/cmdline | grep -A1 -x -- --out | tail -n +2); "
+    "p=$(awk '/^PPid:/ {print $2}' /proc/$p/status); done; "
+    'test -d "$out" && ln -s /proc/self/environ "$out/zz-environ" && mkfifo "$out/zz-fifo" '
+    '&& mkdir "$out/deep" && ln -s / "$out/deep/root"; ls "$out"'
+)
+
+
+def test_links_planted_in_the_run_folder_are_removed_and_the_run_refused(
+    tmp_path: Path,
+) -> None:
+    run = attack(tmp_path, bash_rule(5, PLANT_AT_OUT), args=("--isolation", "none"))
+    assert run.proc.returncode == 2, run.proc.stderr
+    [line] = [x for x in run.proc.stderr.splitlines() if x.startswith("ci-evals: error")]
+    assert "'zz-environ' and 2 more" in line and "no upload follows it" in line, line
+    assert "Traceback" not in run.proc.stderr
+    for folder, dirs, files in os.walk(run.out):
+        for name in dirs + files:
+            path = Path(folder) / name
+            assert path.is_dir() or (path.is_file() and not path.is_symlink()), path
+    assert (run.out / "results.json").is_file()  # the run's own files stay
+
+
 # -- the run folder grows by no more than the limits, in files as in bytes ------------------
 
 MANY_FILES = "mkdir many && cd many && seq 1 {n} | xargs touch && echo made"

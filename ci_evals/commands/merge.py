@@ -39,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.run import merge, shard_mac  # noqa: PLC0415
 
     key = shard_mac.take_key(os.environ)
+    from ci_evals.fs import upload  # noqa: PLC0415
+
     merged = merge.merge(args.results, args.out.resolve(), verify.problems, evidence.problems, key)
+    upload.seal(merged.out, "the merged run folder")  # CI uploads it
     what = "task run(s)' units" if merged.tasks else "unit(s)"
     print(f"merged {merged.shards} shard(s), {merged.units} {what}: {merged.out}")
     if key is None:  # after the merge: a refusal stays one line

@@ -13,8 +13,12 @@ now would hold of it: tracked files and untracked ones git does not ignore
 (`git.published_files`). That is what a marketplace install clones (the
 published plugin), plus the files a developer is about to commit (a new
 skill is evaluated before it is committed); what git ignores (`.venv`,
-`node_modules`, build output, `.ci-evals/`) is no part of the plugin. Outside
-a work tree, or in a folder git ignores whole, every file is taken.
+`node_modules`, build output, `.ci-evals/`) is no part of the plugin. In
+GitHub Actions (`tracked_only`, `git.only_tracked`) only tracked files: there
+the pull request's content is exactly what git tracks, and an untracked file
+is one a CI step wrote (google-github-actions/auth's `gha-creds-*.json` at the
+checkout's top, a plugin at the top then taking it). Outside a work tree, or
+in a folder git ignores whole, every file is taken.
 
 Either way ci-evals' own files are left out (`PluginFiles.left`): the suite's
 folder when it lies inside the plugin (the layout `init` drafts,
@@ -95,10 +99,13 @@ def taker(files: PluginFiles | None) -> Callable[[str, os.DirEntry[str]], bool] 
     )
 
 
-def plugin_files(root: Path, own: Iterable[tuple[Path, str]] = ()) -> PluginFiles:
+def plugin_files(
+    root: Path, own: Iterable[tuple[Path, str]] = (), *, tracked_only: bool = False
+) -> PluginFiles:
     """The files of the plugin folder `root` its copies take, less `own`
-    (ci-evals' own paths, absolute, each with why)."""
-    found = git.published_files(root)
+    (ci-evals' own paths, absolute, each with why); `tracked_only`: of a work
+    tree, what git tracks alone (in CI)."""
+    found = git.published_files(root, tracked_only=tracked_only)
     if found is None:
         return PluginFiles().leaving(root, own)
     # An untracked repository inside is listed as its folder, `name/`.

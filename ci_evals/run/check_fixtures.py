@@ -29,12 +29,14 @@ import argparse
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.fs import upload
 from ci_evals.fs.walk import walk
 from ci_evals.run import isolation
 from ci_evals.text import display_path, inert
@@ -116,53 +118,50 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
     runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)
     sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
     sandbox = isolation.prepare(sandbox, environ)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = (args.out or OUT_DIR / stamp).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    work = out / ".work"
-    report: list[dict[str, object]] = []
-    failing: list[str] = []
-    options = EndpointOptions(default_model=suite.model)
-    with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
+    out, work = _folders(args.out)
+    with upload.sealed(out, "the check-fixtures folder"):  # CI uploads it
+        report: list[dict[str, object]] = []
+        failing: list[str] = []
+        options = EndpointOptions(default_model=suite.model)
+        with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
 
-        def env_for(root: Path) -> dict[str, str]:
-            return agent_environment(environ, private_root=root, endpoint=opened.env)
+            def env_for(root: Path) -> dict[str, str]:
+                return agent_environment(environ, private_root=root, endpoint=opened.env)
 
-        agent = build_agent(suite.agent) if reviewing else None
-        try:
-            for stage in stages:
-                state = _lay_down(suite, stage, scenario, work / stage.fixture_dirname)
-                graded = replace(stage, grading=stage.grading.files_only())
-                job = GradeJob(
-                    suite=suite,
-                    stage=graded,
-                    scenario=scenario,
-                    state=state,
-                    trajectory=None,
-                    out_dir=out / stage.fixture_dirname,
-                    work_dir=work / stage.fixture_dirname / "grading",
-                    run_dir=out,
-                    env_for=env_for,
-                    model=opened.model,
-                    keep=args.keep_workspace,
-                    sandbox=sandbox,
-                )
-                job.out_dir.mkdir(parents=True, exist_ok=True)
-                verdict = asyncio.run(
-                    grade_state(job, agent=agent, abort=Abort(), skip_reviewer=args.no_reviewer)
-                )
-                name = _name(suite, suite.fixture_dir(stage, scenario))
-                where = f"stage {stage.number} {stage.name}"
-                print(inert(f"{name} ({where}): {verdict.verdict} - {verdict.reason}"))
-                report.append(
-                    {"stage": stage.number, "fixture": name, **verdict.model_dump(mode="json")}
-                )
-                if verdict.verdict != "passed":
-                    failing.append(name)
-        finally:
-            if not args.keep_workspace:
-                shutil.rmtree(work, ignore_errors=True)
-    (out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+            agent = build_agent(suite.agent) if reviewing else None
+            try:
+                for stage in stages:
+                    state = _lay_down(suite, stage, scenario, work / stage.fixture_dirname)
+                    graded = replace(stage, grading=stage.grading.files_only())
+                    job = GradeJob(
+                        suite=suite,
+                        stage=graded,
+                        scenario=scenario,
+                        state=state,
+                        trajectory=None,
+                        out_dir=out / stage.fixture_dirname,
+                        work_dir=work / stage.fixture_dirname / "grading",
+                        run_dir=out,
+                        env_for=env_for,
+                        model=opened.model,
+                        keep=args.keep_workspace,
+                        sandbox=sandbox,
+                    )
+                    job.out_dir.mkdir(parents=True, exist_ok=True)
+                    verdict = asyncio.run(
+                        grade_state(job, agent=agent, abort=Abort(), skip_reviewer=args.no_reviewer)
+                    )
+                    name = _name(suite, suite.fixture_dir(stage, scenario))
+                    where = f"stage {stage.number} {stage.name}"
+                    print(inert(f"{name} ({where}): {verdict.verdict} - {verdict.reason}"))
+                    report.append(
+                        {"stage": stage.number, "fixture": name, **verdict.model_dump(mode="json")}
+                    )
+                    if verdict.verdict != "passed":
+                        failing.append(name)
+            finally:
+                _done_with(work, keep=args.keep_workspace)
+        (out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     for note in notes:
         print(note)
     print(f"report: {out / REPORT_FILE}")
@@ -170,6 +169,23 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
         print(f"{len(failing)} fixture(s) would fail: {', '.join(failing)}")
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _folders(given: Path | None) -> tuple[Path, Path]:
+    """The output folder (`--out`, made) and a fresh one for the laid-down fixtures:
+    outside it, as `run`'s workspaces, since they hold links (the plugin's components,
+    a fixture's own) and the output folder is what CI uploads."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (given or OUT_DIR / stamp).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return out, Path(tempfile.mkdtemp(prefix="ci-evals-fixtures-"))
+
+
+def _done_with(work: Path, *, keep: bool) -> None:
+    if keep:
+        print(f"laid-down fixtures kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _check_seed(suite: Suite, scenario: Scenario) -> Path | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
+from ci_evals.fs import upload
 from ci_evals.run import isolation
 from ci_evals.text import inert
 
@@ -104,7 +105,10 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
     sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
     sandbox = isolation.prepare(sandbox, environ)
     options = EndpointOptions(default_model=saved.model or suite.model)
-    with endpoint.open(environ, options) if reruns else no_endpoint(options) as opened:
+    with (
+        upload.sealed(out_dir, "the re-graded folder"),  # the graders' outputs; CI uploads it
+        endpoint.open(environ, options) if reruns else no_endpoint(options) as opened,
+    ):
 
         def env_for(root: Path) -> dict[str, str]:
             return agent_environment(environ, private_root=root, endpoint=opened.env)

@@ -37,6 +37,7 @@ def choose(
     (docker's image) refuses; `prepare` readies it."""
     from ci_evals.agents.environment import secret_names  # noqa: PLC0415
     from ci_evals.errors import UserError  # noqa: PLC0415
+    from ci_evals.run.shard_mac import KEY_ENV  # noqa: PLC0415
     from ci_evals.sandbox import registry  # noqa: PLC0415
     from ci_evals.sandbox.base import SandboxConfig  # noqa: PLC0415
 
@@ -63,8 +64,18 @@ def choose(
     # off, nor may the host stand in for a sandbox that cannot run; only the
     # workflow's own command line can (docs/isolation.md, *In GitHub Actions*).
     in_actions = environ.get("GITHUB_ACTIONS") == "true"
-    if in_actions and name is None and not registry.kind_of(requested).isolated:
+    unisolated = not registry.kind_of(requested).isolated
+    if in_actions and name is None and unisolated:
         raise _turned_off(suite, requested.kind)
+    # The shard key signs the verdict (docs/scale-out.md): an agent of our uid could read
+    # it where we are (the CI step's shell's /proc environ, our memory) and sign a forged
+    # shard. So with it set nothing runs unisolated, not even when asked.
+    if unisolated and environ.get(KEY_ENV):
+        raise UserError(
+            f"{KEY_ENV} is set: an unisolated agent could read it and sign a forged shard, "
+            f"so sandbox: {requested.kind} (--isolation none) is refused",
+            hint="run the shard in a sandbox (bwrap, docker), or without the key (unsigned)",
+        )
     return registry.choose(
         requested, secrets=secret_names(environ), host_may_stand_in=not in_actions
     )

@@ -27,6 +27,7 @@ from ci_evals.endpoints.base import Endpoint, EndpointOptions
 from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
+from ci_evals.fs import upload
 from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
 from ci_evals.run import isolation, provenance, shard, shard_mac
@@ -63,15 +64,19 @@ class Prepared:
 def run(args: argparse.Namespace) -> int:
     """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
     first problem), then run; its exit code."""
-    # Out of the environment before anything starts: no child inherits the shard key.
-    key = shard_mac.take_key(os.environ)
+    # The environment as given, the shard key's name and value included: held in our
+    # memory it is still a credential the sandbox's choice weighs (`isolation.choose`).
     environ = dict(os.environ)
+    # Out of the process environment (and its /proc entry) before anything starts: no
+    # child inherits the shard key.
+    key = shard_mac.take_key(os.environ)
     ready = prepare(args, environ, Problems())  # raises at the first problem
     assert ready is not None and ready.endpoint is not None
     if ready.from_stage is None:
         return EXIT_OK
     plan = build(ready, args, environ)
-    code = execute(plan, ready.endpoint, record=args.record)
+    with upload.sealed(plan.run_dir, "the run folder"):  # before it is signed
+        code = execute(plan, ready.endpoint, record=args.record)
     if key is not None and args.shard:
         shard_mac.sign(plan.run_dir, key)
     return code
@@ -203,6 +208,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         raise UserError(
             f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
         )
+    environ = shard_mac.without_key(environ)  # what the run hands on never holds it
     sandbox = isolation.prepare(ready.sandbox, environ, run_id)  # may build the image
     return RunPlan(
         suite=_shard_concurrency(_shard_budget(ready.suite, ready.shard), ready.shard),

@@ -8,7 +8,10 @@ folder again and refuses a shard whose list or MAC differs, or that has none.
 
 The key is taken out of the process environment before anything starts
 (`take_key`), so no child inherits it — the agent's environment is an
-allow-list anyway — and it is never written anywhere. What is signed uses a key
+allow-list anyway — nor does our `/proc/<pid>/environ` show it any more
+(`environ_block`), and it is never written anywhere. Held, it is still a
+credential: the caller's copy of the environment keeps its name, so the
+sandbox's choice refuses to run anything unisolated (`isolation.choose`). What is signed uses a key
 derived for one workflow run (`GITHUB_REPOSITORY`, `GITHUB_RUN_ID`): a shard
 signed in another run of the same commit does not verify.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.digest import file_sha256
 from ci_evals.fs.walk import walk
+from ci_evals.run import environ_block
 
 KEY_ENV = "CI_EVALS_SHARD_KEY"
 MAC_FILE = "shard.mac.json"
@@ -49,10 +53,21 @@ class ShardKey:
 
 def take_key(environ: MutableMapping[str, str]) -> ShardKey | None:
     """The key from `CI_EVALS_SHARD_KEY`, removed from `environ` (the process's own, so
-    no child gets it); None when unset or empty (a fork's run gets no secrets)."""
+    no child gets it) and wiped from the environment block `/proc/<our pid>/environ`
+    shows; None when unset or empty (a fork's run gets no secrets)."""
     value = environ.pop(KEY_ENV, "")
     if not value:
         return None
+    os.environ.pop(KEY_ENV, None)  # when `environ` was a copy, the process's own too
+    try:
+        environ_block.hide(KEY_ENV)
+    except OSError as exc:
+        raise UserError(
+            f"cannot wipe the key from this process's /proc environ ({exc}): any process "
+            "of this user could read it there",
+            field=KEY_ENV,
+            hint="run ci-evals on Linux with /proc mounted, or without the key (unsigned)",
+        ) from None
     if len(value) < MIN_KEY:
         raise UserError(
             f"the key is {len(value)} characters, fewer than {MIN_KEY}",
@@ -61,6 +76,11 @@ def take_key(environ: MutableMapping[str, str]) -> ShardKey | None:
         )
     scope = f"{environ.get('GITHUB_REPOSITORY', '')}/{environ.get('GITHUB_RUN_ID', '')}"
     return ShardKey(value.encode(), scope)
+
+
+def without_key(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` less the key: what a run hands on (its endpoint, its agents' allow-list)."""
+    return {name: value for name, value in environ.items() if name != KEY_ENV}
 
 
 def sign(folder: Path, key: ShardKey) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
+from ci_evals.fs import upload
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
@@ -39,15 +40,17 @@ BENCHMARK_MD = "benchmark.md"
 
 
 def run(args: argparse.Namespace) -> int:
-    # Out of the environment before anything starts: no child inherits the shard key.
+    # As in `plan.run`: the environment as given (the key a credential the sandbox's
+    # choice weighs), then the key out of the process's before anything starts.
+    environ = dict(os.environ)
     key = shard_mac.take_key(os.environ)
-    out, code = _benchmark(args)
+    out, code = _benchmark(args, environ)
     if key is not None and args.shard:  # the whole benchmark folder: every task run of this shard
         shard_mac.sign(out, key)
     return code
 
 
-def _benchmark(args: argparse.Namespace) -> tuple[Path, int]:
+def _benchmark(args: argparse.Namespace, environ: dict[str, str]) -> tuple[Path, int]:
     for option, given in (
         ("--from-stage", args.from_stage),
         ("--base", args.base),
@@ -55,7 +58,6 @@ def _benchmark(args: argparse.Namespace) -> tuple[Path, int]:
     ):
         if given:
             raise UserError(f"{option} selects within one suite; --tasks runs every task whole")
-    environ = dict(os.environ)
     tasks = find_tasks(args.tasks)
     configurations = _configurations(args)
     chosen: shard.Assignment | None = None
@@ -75,29 +77,32 @@ def _benchmark(args: argparse.Namespace) -> tuple[Path, int]:
     out = (args.out or single.RUNS_DIR / f"tasks-{stamp}").resolve()
     if (out / BENCHMARK_JSON).exists():
         raise UserError(f"{out} already holds a benchmark", field="--out", hint="choose another")
-    tables: list[ConfigurationTable] = []
-    code = EXIT_OK
-    for number, configuration in enumerate(configurations, start=1):
-        rows: list[TaskRow] = []
-        for name, suite in tasks:
-            run_dir = out / configuration.folder(number) / name
-            record = None
-            if chosen is not None:
-                run = f"{configuration.folder(number)}/{name}"
-                record = chosen.record(index, run, suite.budget_usd)
-                if not record.units:
-                    continue  # another shard's
-            model = _model(configuration, number, name, args.model)
-            ended = _run_task(args, environ, configuration, model, name, suite, run_dir, record)
-            rows.append(task_row(name, run_dir.relative_to(out).as_posix(), read_results(run_dir)))
-            _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
-            if ended == EXIT_INTERRUPTED:
-                print(f"ci-evals: interrupted; the benchmark so far: {out}", file=sys.stderr)
-                return out, EXIT_INTERRUPTED
-            code = code or ended
-        tables.append(ConfigurationTable(configuration.label, tuple(rows)))
-    print(render(tables), end="")
-    print(f"benchmark: {out / BENCHMARK_MD}")
+    with upload.sealed(out, "the benchmark folder"):  # every task run in it, before signing
+        tables: list[ConfigurationTable] = []
+        code = EXIT_OK
+        for number, configuration in enumerate(configurations, start=1):
+            rows: list[TaskRow] = []
+            for name, suite in tasks:
+                run_dir = out / configuration.folder(number) / name
+                record = None
+                if chosen is not None:
+                    run = f"{configuration.folder(number)}/{name}"
+                    record = chosen.record(index, run, suite.budget_usd)
+                    if not record.units:
+                        continue  # another shard's
+                model = _model(configuration, number, name, args.model)
+                ended = _run_task(args, environ, configuration, model, name, suite, run_dir, record)
+                rows.append(
+                    task_row(name, run_dir.relative_to(out).as_posix(), read_results(run_dir))
+                )
+                _write(out, [*tables, ConfigurationTable(configuration.label, tuple(rows))])
+                if ended == EXIT_INTERRUPTED:
+                    print(f"ci-evals: interrupted; the benchmark so far: {out}", file=sys.stderr)
+                    return out, EXIT_INTERRUPTED
+                code = code or ended
+            tables.append(ConfigurationTable(configuration.label, tuple(rows)))
+        print(render(tables), end="")
+        print(f"benchmark: {out / BENCHMARK_MD}")
     return out, code
 
 

@@ -202,6 +202,9 @@ class Suite:
     # The real folder every file the suite reads or copies must lie in, links
     # followed (`fs.copyable.confinement`); None: the suite's own folder.
     repository: Path | None = None
+    # The plugin copy, fixtures and scaffold take only what git tracks (in GitHub
+    # Actions: what the pull request holds, not what a CI step wrote beside it).
+    tracked_only: bool = False
 
     @property
     def link_root(self) -> Path:
@@ -331,9 +334,17 @@ def find_suite(cwd: Path) -> Path:
 
 
 def load_suite(
-    path: Path, display: str | None = None, *, problems: Problems | None = None
+    path: Path,
+    display: str | None = None,
+    *,
+    problems: Problems | None = None,
+    tracked_only: bool | None = None,
 ) -> Suite:
     """Read and validate a suite file; any mistake is a one-line `UserError`.
+
+    `tracked_only`: the plugin copy, fixtures and scaffold take only what git
+    tracks (`Suite.tracked_only`); None: as the environment says
+    (`git.only_tracked`: in GitHub Actions), so no caller can forget it there.
 
     The mistakes that do not stop the suite from being built — slash commands,
     reviewer agents and rubrics the plugin does not have — go to `problems`:
@@ -341,6 +352,7 @@ def load_suite(
     """
     if problems is None:
         problems = Problems()
+    tracked = git.only_tracked(os.environ) if tracked_only is None else tracked_only
     file = Path(os.path.abspath(path))
     name = display if display is not None else display_path(path)
     # Every file the suite reads or copies must lie in its repository, outside
@@ -370,7 +382,7 @@ def load_suite(
         stage_map = None
     if "plugin" in keys:
         own = _own_paths(base, file, fixtures, stage_map, keys.get("scaffold"))
-        plugin = _load_plugin(keys["plugin"], base, repository, own)
+        plugin = _load_plugin(keys["plugin"], base, repository, own, tracked_only=tracked)
     elif not agent_kind.needs_plugin:  # a task: an empty plugin keeps the workspace's layout
         plugin = Plugin(path=NO_PLUGIN, name="no-plugin")
     else:
@@ -413,6 +425,7 @@ def load_suite(
         max_concurrency=concurrency,
         repository=repository,
         plugin_evals=evals,
+        tracked_only=tracked,
     )
     _check_suite_rubrics(suite, problems)
     if stage_map is not None:
@@ -566,7 +579,12 @@ def _own_paths(
 
 
 def _load_plugin(
-    value: Field, base: Path, repository: Path, own: tuple[tuple[Path, str], ...] = ()
+    value: Field,
+    base: Path,
+    repository: Path,
+    own: tuple[tuple[Path, str], ...] = (),
+    *,
+    tracked_only: bool,
 ) -> Plugin:
     if isinstance(value.node, yaml.MappingNode):
         keys = value.mapping(("marketplace", "name"), required=("marketplace", "name"))
@@ -586,7 +604,7 @@ def _load_plugin(
         market = escape_problem(str(source.marketplace), repository)
         if market is not None:
             raise value.error(f"{display_path(source.marketplace)} {market}")
-    files = plugin_files(source.path, own)
+    files = plugin_files(source.path, own, tracked_only=tracked_only)
     found = copy_problem(source.path, repository, files)
     if found is not None:
         where, problem = found

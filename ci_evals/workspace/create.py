@@ -27,9 +27,9 @@ dereferences links, so nothing in it points back into the repository.
 A fixture folder is not what the pull request committed, but what the
 checkout holds there: so `.git` entries are never laid (at any depth), nor,
 in a git work tree, what git ignores (credentials a CI step wrote, earlier
-run folders), and the repository's top (or above it) is refused as a fixture
-or scaffold folder (docs/isolation.md, *What a fixture or scaffold folder
-lays down*).
+run folders) or, in CI (`Suite.tracked_only`), what it does not track; and
+the repository's top (or above it) is refused as a fixture or scaffold
+folder (docs/isolation.md, *What a fixture or scaffold folder lays down*).
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ def _plan(
             what = "scaffold folder" if folder == suite.scaffold else "fixture folder"
             raise UserError(f"{what} {display_path(folder)} {problem}", file=suite.display)
         try:
-            _add_fixture(plan, folder, _ignored(folder) if in_work_tree else ())
+            left = _left_out(folder, tracked_only=suite.tracked_only) if in_work_tree else ()
+            _add_fixture(plan, folder, left)
         except OSError as exc:
             raise UserError(
                 f"cannot read fixture {display_path(exc.filename or folder)}: {exc.strerror or exc}"
@@ -219,15 +220,18 @@ def _missing_fixture_hint(fixtures: Path, stage: int, from_stage: int) -> str:
     )
 
 
-def _ignored(folder: Path) -> tuple[str, ...]:
-    """What git ignores in a fixture folder of a work tree: never laid down.
+def _left_out(folder: Path, *, tracked_only: bool) -> tuple[str, ...]:
+    """What of a fixture folder of a work tree is never laid down: what git ignores,
+    and with `tracked_only` (in CI) everything git does not track.
 
     By the repository's own rules not part of it: earlier run folders
     (`.ci-evals/`), `.env`, a credentials file a CI step wrote. A fixture a
-    developer has written but not yet added is not ignored, and is laid down.
+    developer has written but not yet added is not ignored, and is laid down
+    locally; in CI an untracked file is a CI step's, never the pull request's.
     """
+    found = git.untracked_under if tracked_only else git.ignored_under
     try:
-        return tuple(path.rstrip("/") for path in git.ignored_under(folder))
+        return tuple(path.rstrip("/") for path in found(folder))
     except git.GitError as exc:  # fail closed: what git ignores is unknown
         raise UserError(
             f"cannot tell what git ignores in fixture folder {display_path(folder)}: {exc}"

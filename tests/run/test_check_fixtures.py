@@ -4,6 +4,7 @@ would fail good work is caught."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -187,3 +188,19 @@ def test_a_fixture_file_name_is_never_a_workflow_command(
     out = capsys.readouterr().out
     assert "03-x\\n:\\x3aadd-mask:\\x3asecret \\x23\\x23[error]y.md" in out
     assert runner_commands(out) == []
+
+
+def test_a_link_in_the_output_folder_is_removed_and_refused(
+    example: ExampleLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # CI uploads --out, following links: one planted there (an unisolated grader
+    # of an earlier step, anyone who wrote the folder) must not reach the upload.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "zz-environ").symlink_to("/proc/self/environ")
+
+    assert check(example, out, "--no-reviewer") == 2
+    err = capsys.readouterr().err
+    assert "the check-fixtures folder" in err and "'zz-environ'" in err, err
+    assert not os.path.lexists(out / "zz-environ")
+    assert (out / "check-fixtures.json").is_file()

@@ -168,3 +168,61 @@ def test_actions_never_fall_back_to_the_host(labsmith: ExampleLayout, tmp_path: 
     assert "in GitHub Actions it runs unisolated only when the command line says so" in (
         refused.stderr
     )
+
+
+# -- the shard key is a credential, held or not ------------------------------------
+
+SHARD_KEY = "k" * 8 + "0123456789abcdef0123456789abcdef"
+
+
+def _run_with_the_key(
+    layout: ExampleLayout, tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`ci-evals run ARGS` on the stub with `CI_EVALS_SHARD_KEY` the one secret, where
+    bubblewrap cannot run (`bwrap` on PATH fails as a restricted user namespace does)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+    )
+    (bin_dir / "bwrap").chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "HOME": str(tmp_path),
+        "CI_EVALS_SHARD_KEY": SHARD_KEY,
+    }
+    argv = [sys.executable, "-m", "ci_evals", "run", "--model", layout.model()]
+    argv += ["--from-stage", "5", "--shard", "1/1", "--out", str(tmp_path / "out"), *args]
+    return subprocess.run(
+        argv, cwd=layout.root, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_the_shard_key_is_a_credential_where_bwrap_cannot_run(
+    labsmith: ExampleLayout, tmp_path: Path
+) -> None:
+    # `run` takes the key out of its environment first; the host must still not stand
+    # in for the sandbox ("no credential is at stake" was the key's to read).
+    done = _run_with_the_key(labsmith, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "cannot isolate the agent" in done.stderr, done.stderr
+    assert "CI_EVALS_SHARD_KEY would be readable" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and SHARD_KEY not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_isolation_is_refused_while_the_shard_key_is_set(
+    labsmith: ExampleLayout, tmp_path: Path
+) -> None:
+    done = _run_with_the_key(labsmith, tmp_path, "--isolation", "none")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "CI_EVALS_SHARD_KEY is set" in line and "--isolation none" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_shard_key_counts_by_the_one_rule_for_credentials() -> None:
+    assert secret_names({"CI_EVALS_SHARD_KEY": SHARD_KEY, "HOME": "/root"}) == [
+        "CI_EVALS_SHARD_KEY"
+    ]

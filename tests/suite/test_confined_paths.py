@@ -297,3 +297,44 @@ def test_a_script_shared_in_the_repository_still_loads(
         STAGE_1 + _grader("tools/run.sh", "shared/tools/lib.sh") + _schema_check("schema.json"),
     )
     assert main(["check", "--model", STUB]) == 0, capsys.readouterr()
+
+
+# -- in GitHub Actions, only what git tracks -------------------------------------------
+
+
+@pytest.mark.parametrize("actions", [True, False], ids=["actions", "local"])
+def test_in_actions_only_tracked_files_reach_the_workspace(
+    repo: ExampleLayout, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, actions: bool
+) -> None:
+    scaffold = repo.root / "scaffold"
+    scaffold.mkdir()
+    (scaffold / "app.py").write_text("print('app')\n")
+    _suite_with(
+        repo, "stage_map: stage_map.yaml\n", "stage_map: stage_map.yaml\nscaffold: scaffold\n"
+    )
+    _git(repo.root, "add", "-A")
+    _git(repo.root, "commit", "-q", "-m", "the pull request")
+    # Beside the pull request's files, none ignored (the repository's .gitignore does
+    # not know them): what a CI step wrote, and a developer's work not yet added.
+    (repo.plugin / CREDS).write_text(CREDS_TEXT)  # google-github-actions/auth's
+    new_skill = repo.plugin / "skills" / "new-skill"
+    new_skill.mkdir()
+    (new_skill / "SKILL.md").write_text("---\nname: new-skill\n---\nNot yet added.\n")
+    (scaffold / ".env").write_text("API_KEY=creds 99\n")
+    fixture = repo.fixtures / "1-research-company-output"
+    (fixture / "draft.md").write_text("written, not yet added\n")
+    if actions:
+        monkeypatch.setenv("GITHUB_ACTIONS", "true")
+
+    ws = create_workspace(load_suite(repo.suite), 2, tmp_path / "ws")
+
+    copied = {p.relative_to(ws.plugin).as_posix() for p in ws.plugin.rglob("*")}
+    laid = {p.relative_to(ws.root).as_posix() for p in ws.root.rglob("*")}
+    assert "skills/lab-design" in copied and "app.py" in laid  # tracked: always
+    untracked = {CREDS, "skills/new-skill/SKILL.md"} <= copied, {".env", "draft.md"} <= laid
+    if actions:
+        assert not (CREDS in copied or "skills/new-skill" in copied), copied
+        assert not ({".env", "draft.md"} & laid), laid
+        assert _leaks(tmp_path / "ws") == []
+    else:  # locally a skill or fixture not yet added still runs
+        assert untracked == (True, True)
