@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     ran = _scenario_result(result, args.scenario, args.repeat)
     scenario = suite.scenario(ran.id)
     stage_result = _passed_stage(ran, stage)
-    folder = ran.id if result.repeat == 1 else f"{ran.id}/r{ran.repeat + 1}"
+    folder = result.folder_of(ran)
     state = run_dir / folder / f"{stage.number}-{stage.name}" / AFTER_DIR
     if not state.is_dir():
         raise UserError(f"no saved state for stage {stage.number} ({stage.name}): {state}")

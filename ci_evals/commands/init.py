@@ -22,11 +22,13 @@ import os
 import shlex
 from pathlib import Path
 
+import yaml
+
 from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
-from ci_evals.suite import committed, precommit
+from ci_evals.suite import committed, draft_cases, precommit
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.plugin_source import (
     MANIFEST,
@@ -96,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
             hint="copy or vendor the plugin into the repository first",
         )
     _refuse_uncopyable(plugin_dir, top, here)
+    evals, cases = draft_cases.find_cases(source)
+    if cases:  # the plugin's own `claude plugin eval` cases: a suite that runs them
+        return _init_cases(source, evals, cases, here=here, cwd=cwd, marketplace=marketplace)
     files = _plugin_files(plugin_dir, here)
     hook_file = top / PRECOMMIT
     files = [path for path in files if plugin_dir / path != hook_file]
@@ -108,14 +113,7 @@ def run(args: argparse.Namespace) -> int:
     kept: list[str] = []
 
     def put(path: Path, text: str) -> None:
-        shown = os.path.relpath(path, cwd)
-        if os.path.lexists(path):
-            kept.append(shown)
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("x", encoding="utf-8") as handle:  # never over a file made meanwhile
-            handle.write(text)
-        written.append(shown)
+        _put(path, text, cwd, written, kept)
 
     put(here / STAGE_MAP, drafting.render_stage_map(plan))
     put(here / SUITE, drafting.render_suite(plan))
@@ -138,17 +136,65 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _next(here: Path, cwd: Path, stub_file: str) -> None:
+def _put(path: Path, text: str, cwd: Path, written: list[str], kept: list[str]) -> None:
+    """Write `path` unless it exists (then it is kept, and said so)."""
+    shown = os.path.relpath(path, cwd)
+    if os.path.lexists(path):
+        kept.append(shown)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("x", encoding="utf-8") as handle:  # never over a file made meanwhile
+        handle.write(text)
+    written.append(shown)
+
+
+def _init_cases(
+    source: PluginSource,
+    evals: Path,
+    cases: list[Path],
+    *,
+    here: Path,
+    cwd: Path,
+    marketplace: tuple[str, str] | None,
+) -> int:
+    """A plugin with eval cases: the suite runs them (`plugin_evals:`) and the stub
+    script satisfies them. No stage map nor its hook: selecting cases by a change is
+    not there yet (docs/plugin-evals.md), so `check-coverage` has nothing to check."""
+    drafted = draft_cases.draft(evals, cases)
+    plugin: object = Path(os.path.relpath(source.path, here)).as_posix()
+    if marketplace is not None:
+        plugin = {"marketplace": marketplace[0], "name": marketplace[1]}
+    line = yaml.safe_dump({"plugin": plugin}, default_flow_style=False, width=1 << 16).strip()
+    shown = Path(os.path.relpath(evals, here)).as_posix() + "/"
+    stub_file = f"stub/{source.name}.yaml"
+    written: list[str] = []
+    kept: list[str] = []
+    _put(here / SUITE, draft_cases.render_suite(line, source.name, shown), cwd, written, kept)
+    _put(here / stub_file, draft_cases.render_stub(drafted), cwd, written, kept)
+    ignored = _ignore_run_folders(here, cwd)
+    print(
+        f"drafted a suite running the plugin's {len(drafted.cases)} claude plugin eval "
+        f"case(s) in {shown} (plugin_evals:), each on the stub as its graders ask"
+    )
+    _say(written, kept, ignored)
+    for unmet in drafted.unmet:
+        print(f"not satisfied on the stub: {unmet} (see {stub_file})")
+    _next(here, cwd, stub_file, coverage=False)
+    return EXIT_OK
+
+
+def _next(here: Path, cwd: Path, stub_file: str, *, coverage: bool = True) -> None:
     """What to look at, then the commands to run next."""
-    hidden = committed.hidden_line([here / SUITE, here / STAGE_MAP])
+    hidden = committed.hidden_line([here / SUITE, *([here / STAGE_MAP] if coverage else [])])
     if hidden is not None:
         print(hidden)
     stub = f"stub:{stub_file}"
     # Every command finds the suite and its map from the current folder upward:
     # run from the suite's folder, they can only take this suite.
     go = "" if here == cwd else f"cd {shlex.quote(os.path.relpath(here, cwd))} && "
+    coverage_step = "ci-evals check-coverage && " if coverage else ""
     print(
-        f"next: {go}git add -A && ci-evals check-coverage && "
+        f"next: {go}git add -A && {coverage_step}"
         f"ci-evals check --model {stub} && ci-evals run --model {stub}"
     )
 

@@ -91,7 +91,7 @@ def plan(
                     f"{len(result.endpoint_misses)} request(s); not re-graded"
                 )
                 continue
-            stage = _stage(suite, result)
+            stage = _stage(suite, scenario, result)
             stage_dir = run_dir / Path(result.trajectory).parent
             if not (stage_dir / AFTER_DIR).is_dir():
                 notes.append(f"{where}: no saved state ({AFTER_DIR}/), not re-graded")
@@ -117,20 +117,22 @@ def plan(
 
 
 def label(run: RunResult, scenario: ScenarioResult) -> str:
-    """`acme`, or `acme#2` for the second repeat of a run with repeats."""
-    return f"{scenario.id}#{scenario.repeat + 1}" if run.repeat > 1 else scenario.id
+    """`acme`, or `acme#2` for the second repeat of a scenario run several times."""
+    return run.label_of(scenario)
 
 
-def _stage(suite: Suite, result: StageResult) -> Stage:
-    if not 1 <= result.number <= len(suite.stages) or (
-        suite.stages[result.number - 1].name != result.name
-    ):
+def _stage(suite: Suite, scenario: ScenarioResult, result: StageResult) -> Stage:
+    stages = suite.stages
+    if scenario.unit == "case":  # a `claude plugin eval` case runs its own one stage
+        own = next((s.stage for s in suite.scenarios if s.id == scenario.id), None)
+        stages = (own,) if own is not None else ()
+    if not 1 <= result.number <= len(stages) or stages[result.number - 1].name != result.name:
         raise UserError(
             f"the run's stage {result.number} ({result.name}) is not in the suite",
             file=suite.display,
             hint="re-grade with the suite the run was made with (--suite)",
         )
-    return suite.stages[result.number - 1]
+    return stages[result.number - 1]
 
 
 def _reviewer_action(

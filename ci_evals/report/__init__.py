@@ -71,8 +71,8 @@ def cap(text: str, limit: int) -> str:
 
 
 def scenario_label(result: RunResult, scenario: ScenarioResult) -> str:
-    """The scenario id, with `#N` (1-based) when the run repeated each scenario."""
-    return f"{scenario.id}#{scenario.repeat + 1}" if result.repeat > 1 else scenario.id
+    """The scenario id, with `#N` (1-based) when the run repeated the scenario."""
+    return result.label_of(scenario)
 
 
 def stage_label(stage: StageResult) -> str:

@@ -35,14 +35,16 @@ class CostSummary:
 
 
 def _live(result: RunResult) -> tuple[tuple[str, ...], int, int]:
-    names: dict[int, str] = {}
+    # (number, name): case units (`plugin_evals:`) each run a stage 1 of their own name.
+    names: dict[tuple[int, str], None] = {}
     runs = never_ran = 0
     for scenario in result.scenarios:
         for stage in scenario.stages:
-            names.setdefault(stage.number, stage.name)
+            names.setdefault((stage.number, stage.name))
             runs += stage_cost(stage) is not None
             never_ran += stage.status not in ("pending", "skipped") and not stage.model_ran
-    return tuple(f"{n} {names[n]}" for n in sorted(names)), runs, never_ran
+    live = sorted(names, key=lambda key: key[0])  # stable: a number's names as first seen
+    return tuple(f"{n} {name}" for n, name in live), runs, never_ran
 
 
 def _fixture_names(current: RunResult, baseline: RunResult | None) -> tuple[str, ...]:

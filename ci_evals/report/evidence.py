@@ -52,9 +52,7 @@ def problems(result: RunResult, folder: Path) -> list[str]:
     folder), one line each."""
     found: list[str] = []
     for scenario in result.scenarios:
-        base = PurePosixPath(scenario.id)
-        if result.repeat > 1:
-            base /= f"r{scenario.repeat + 1}"
+        base = PurePosixPath(result.folder_of(scenario))
         for stage in scenario.stages:
             rel = base / f"{stage.number}-{stage.name}"
             where = stage_where(result, scenario, stage)

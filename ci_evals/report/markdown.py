@@ -151,7 +151,7 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
     counts = Counter(stage.status for stage in stages)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     scenarios = len({scenario.id for scenario in result.scenarios})
-    repeats = f" x {result.repeat} repeats" if result.repeat > 1 else ""
+    repeats = f" x {result.repeats_text} repeats" if result.repeats_text else ""
     # What the verdict is evidence of when no model answered afresh: a stub run, or a
     # replay of its recording, is a wiring check; a replay of a model's recording names
     # that model and day; a replay of unknown origin is no model's verdict.
@@ -233,7 +233,7 @@ def _flags(result: RunResult) -> list[str]:
 
 def _repeats(result: RunResult) -> list[str]:
     """With repeats, the k-of-n verdict per scenario and stage decides the run."""
-    if result.repeat <= 1 or not result.summaries:
+    if not result.repeated or not result.summaries:
         return []
     lines = ["### Over repeats", "", "| scenario | stage | verdict | reason |", "|---|---|---|---|"]
     for item in result.summaries:

@@ -12,8 +12,12 @@ What is checked here (no grading code needed):
 - the run: a finished run has `finished_at` and no `pending`/`running` stage;
   its `total_cost_usd` is what its endpoint forwarded (`forwarded.cost_usd`),
   or without one the sum of the stages' and reviewers' costs; `repeat`
-  and `pass_at_least` fit; every scenario was run `repeat` times;
-- the stages: every scenario (and repeat) has the same stages, numbered from
+  and `pass_at_least` fit; every scenario was run its `repeats` times (the
+  run's `repeat`, or a `claude plugin eval` case's own `runs`), each of its
+  repeats saying so alike;
+- the stages: every scenario (and repeat) has the same stages -- except that a
+  case unit (`unit: case`, all of a run's scenarios or none) runs its own
+  one stage, the same in each of its runs -- numbered from
   `from_stage` on without a gap, with graders (`graded`) and an analytic
   threshold that are the same in every scenario (they are the suite's); no
   stage ran after one was skipped, nor (except in a re-graded file) after one
@@ -78,8 +82,7 @@ def problems(result: RunResult) -> list[str]:
 
 def stage_where(result: RunResult, scenario: ScenarioResult, stage: StageResult) -> str:
     """`acme stage 3 (plan)`, `acme#2 stage 3 (plan)` with repeats."""
-    label = f"{scenario.id}#{scenario.repeat + 1}" if result.repeat > 1 else scenario.id
-    return f"{label} stage {stage.number} ({stage.name})"
+    return f"{result.label_of(scenario)} stage {stage.number} ({stage.name})"
 
 
 def _stages(result: RunResult) -> Iterator[StageResult]:
@@ -131,22 +134,11 @@ def _total_cost(result: RunResult) -> Iterator[str]:
 
 
 def _scenarios(result: RunResult) -> list[str]:
-    found: list[str] = []
-    repeats: dict[str, list[int]] = defaultdict(list)
+    ran: dict[str, list[ScenarioResult]] = defaultdict(list)
     for scenario in result.scenarios:
-        repeats[scenario.id].append(scenario.repeat)
-    if result.shard is not None:  # a shard holds exactly its units
-        found += _shard(result)
-    else:
-        for sid, seen in repeats.items():
-            if sorted(seen) != list(range(result.repeat)):
-                found.append(
-                    f"scenario {sid} has repeats {sorted(r + 1 for r in seen)} but the run "
-                    f"repeated each scenario {result.repeat} time(s)"
-                )
-    shapes = {tuple((s.number, s.name) for s in scenario.stages) for scenario in result.scenarios}
-    if len(shapes) > 1:
-        found.append("the scenarios do not all have the same stages (one was added or removed)")
+        ran[scenario.id].append(scenario)
+    found = list(_repeats(result, ran))
+    found += _shapes(result, ran)
     # Graders and the scoring policy are the suite's, per stage: the same in every scenario.
     graded: dict[int, set[bool]] = defaultdict(set)
     thresholds: dict[int, set[float]] = defaultdict(set)
@@ -163,7 +155,7 @@ def _scenarios(result: RunResult) -> list[str]:
         if len(t) > 1
     ]
     for scenario in result.scenarios:
-        label = f"{scenario.id}#{scenario.repeat + 1}" if result.repeat > 1 else scenario.id
+        label = result.label_of(scenario)
         numbers = [stage.number for stage in scenario.stages]
         expected = list(range(result.from_stage, result.from_stage + len(numbers)))
         if numbers != expected:
@@ -175,6 +167,41 @@ def _scenarios(result: RunResult) -> list[str]:
             f"{label}: {p}" for p in _order(scenario, regraded=result.regraded_at is not None)
         ]
     return found
+
+
+def _repeats(result: RunResult, ran: dict[str, list[ScenarioResult]]) -> Iterator[str]:
+    """Each scenario ran its `repeats` times (a shard: only its units), each repeat
+    saying so alike."""
+    for sid, entries in ran.items():
+        if len({(result.repeats_of(e), e.unit) for e in entries}) > 1:
+            yield f"scenario {sid}'s repeats disagree on how many it ran, or its unit"
+    if result.shard is not None:  # a shard holds exactly its units
+        yield from _shard(result)
+        return
+    for sid, entries in ran.items():
+        seen, count = sorted(e.repeat for e in entries), result.repeats_of(entries[0])
+        if seen != list(range(count)):
+            yield (
+                f"scenario {sid} has repeats {[r + 1 for r in seen]} but the run "
+                f"repeated it {count} time(s)"
+            )
+
+
+def _shapes(result: RunResult, ran: dict[str, list[ScenarioResult]]) -> Iterator[str]:
+    """The suite's scenarios all run its stages; a case unit runs its own one stage."""
+    if len({scenario.unit for scenario in result.scenarios}) > 1:
+        yield "some scenarios are claude plugin eval cases and some are not"
+    shapes = {
+        tuple((s.number, s.name) for s in scenario.stages)
+        for scenario in result.scenarios
+        if scenario.unit == "scenario"
+    }
+    if len(shapes) > 1:
+        yield "the scenarios do not all have the same stages (one was added or removed)"
+    for sid, entries in ran.items():
+        own = {tuple((s.number, s.name) for s in e.stages) for e in entries}
+        if entries[0].unit == "case" and (len(own) > 1 or any(len(e.stages) != 1 for e in entries)):
+            yield f"case {sid} does not run one stage, the same in each of its runs"
 
 
 def _shard(result: RunResult) -> list[str]:
@@ -192,9 +219,9 @@ def _shard(result: RunResult) -> list[str]:
     if positions != sorted(set(positions)) or any(p >= shard.units_total for p in positions):
         found.append(f"the shard's unit positions {positions} are not in plan order")
     found += [
-        f"scenario {sid} repeat {r + 1} is beyond the run's {result.repeat} repeat(s)"
-        for sid, r in units
-        if r >= result.repeat
+        f"scenario {s.id} repeat {s.repeat + 1} is beyond its {result.repeats_of(s)} repeat(s)"
+        for s in result.scenarios
+        if s.repeat >= result.repeats_of(s)
     ]
     return found
 

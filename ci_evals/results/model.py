@@ -217,6 +217,12 @@ class ScenarioResult(_Model):
     id: str
     inputs: dict[str, str] = Field(default_factory=dict)
     repeat: int = 0  # 0-based repeat index
+    # How many times the run ran this scenario: a `claude plugin eval` case runs its
+    # own `runs` (None: the run's `repeat`, as every scenario before version 10).
+    repeats: int | None = Field(default=None, ge=1)
+    # `case`: a `claude plugin eval` case unit (`plugin_evals:`) running its own one
+    # stage; `scenario`: the suite's stages, the same in every scenario.
+    unit: Literal["scenario", "case"] = "scenario"
     workspace: str | None = None  # kept workspace (--keep-workspace), else None
     stages: list[StageResult] = Field(default_factory=list)
 
@@ -379,7 +385,7 @@ class RunResult(_Model):
     # stages' and reviewers' costs as their CLIs reported them.
     total_cost_usd: float = 0.0
     forwarded: Forwarded | None = None  # None: not metered (the stub; files before version 5)
-    repeat: int = 1  # runs per scenario
+    repeat: int = 1  # runs per scenario (a case unit's own: `ScenarioResult.repeats`)
     pass_at_least: int | None = None  # k of `repeat` must pass (None: all)
     # `plugin_evals.threshold` below 1.0: a stage passes when the mean of its runs'
     # scores (binary score / 100) is at least this, as `claude plugin eval --threshold`
@@ -393,6 +399,37 @@ class RunResult(_Model):
     shard: Shard | None = None
     # `ci-evals merge`: the shards it was merged from, each one's wall time (None: not merged).
     merged_shards: list[ShardTiming] | None = None
+
+    def repeats_of(self, scenario: ScenarioResult) -> int:
+        """How many times `scenario` ran: its own count, else the run's `repeat`."""
+        return scenario.repeats if scenario.repeats is not None else self.repeat
+
+    @property
+    def repeated(self) -> bool:
+        """Some scenario ran more than once (the over-repeats table has something to say)."""
+        return any(self.repeats_of(scenario) > 1 for scenario in self.scenarios)
+
+    @property
+    def repeats_text(self) -> str:
+        """How many times the scenarios ran, for a headline: "3", "1 to 3" (each case
+        its own `runs`), or "" when each ran once."""
+        counts = sorted({self.repeats_of(scenario) for scenario in self.scenarios})
+        if not counts or counts == [1]:
+            return ""
+        return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+
+    def label_of(self, scenario: ScenarioResult) -> str:
+        """`acme`, or `acme#2` for the second of a scenario's several repeats."""
+        if self.repeats_of(scenario) > 1:
+            return f"{scenario.id}#{scenario.repeat + 1}"
+        return scenario.id
+
+    def folder_of(self, scenario: ScenarioResult) -> str:
+        """The scenario's repeat's folder in the run folder: `acme`, or `acme/r2` for
+        the second of its several repeats (the runner's layout)."""
+        if self.repeats_of(scenario) > 1:
+            return f"{scenario.id}/r{scenario.repeat + 1}"
+        return scenario.id
 
     @property
     def unattributed_usd(self) -> float:

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
         print(note)
     from ci_evals.results.summary import exit_code, repeat_table  # noqa: PLC0415
 
-    if result.repeat > 1:
+    if result.repeated:
         print(repeat_table(result.summaries))
     print(f"results: {output}")
     return exit_code(result)

@@ -304,9 +304,8 @@ def _plain_units(shards: Sequence[_Read]) -> None:
     """Every unit folder of every shard holds folders and regular files only: a link
     copied into the merged run would be followed by whatever reads or uploads it."""
     for read in shards:
-        many = read.result.repeat > 1
         for scenario in read.result.scenarios:
-            folder = f"{scenario.id}/r{scenario.repeat + 1}" if many else scenario.id
+            folder = read.result.folder_of(scenario)
             where, found = read.folder, ""
             for part in folder.split("/"):  # the unit folder itself, and the one above it
                 where = where / part
@@ -334,9 +333,8 @@ _PLAIN = ("dir", "file")
 def _copy_units(shards: Sequence[_Read], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for read in shards:
-        many = read.result.repeat > 1
         for scenario in read.result.scenarios:
-            folder = f"{scenario.id}/r{scenario.repeat + 1}" if many else scenario.id
+            folder = read.result.folder_of(scenario)
             source = read.folder / folder
             if source.is_dir():
                 shutil.copytree(source, out / folder, symlinks=True)

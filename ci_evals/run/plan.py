@@ -308,7 +308,7 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         result = asyncio.run(_run_with_signals(runner))
     runner.endpoint_closed()  # what was still in flight is settled and recorded now
     print(summary_table(result))
-    if result.repeat > 1:
+    if result.repeated:
         print(repeat_table(result.summaries))
     print(f"run folder: {plan.run_dir}")
     if not result.isolated:  # said at the start too; repeated where the verdict is read

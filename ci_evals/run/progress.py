@@ -192,9 +192,8 @@ def summary_table(result: RunResult) -> str:
     """The short table printed at the end: one row per scenario and stage."""
     header = ("scenario", "stage", "status", "criteria", "mean", "turns", "cost", "time", "files")
     rows = [header]
-    repeated = result.repeat > 1
     for scenario in result.scenarios:
-        label = f"{scenario.id}#{scenario.repeat + 1}" if repeated else scenario.id
+        label = result.label_of(scenario)
         for stage in scenario.stages:
             rows.append(
                 (
@@ -231,9 +230,8 @@ def _endpoint_misses(result: RunResult) -> list[str]:
     """Below the table: each stage whose requests the stub script (or the
     recording) could not answer."""
     lines: list[str] = []
-    repeated = result.repeat > 1
     for scenario in result.scenarios:
-        label = f"{scenario.id}#{scenario.repeat + 1}" if repeated else scenario.id
+        label = result.label_of(scenario)
         for stage in scenario.stages:
             if stage.endpoint_misses:
                 first = stage.endpoint_misses[0].text

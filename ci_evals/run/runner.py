@@ -21,7 +21,8 @@ Layout of the run folder:
 
     <run>/results.json
     <run>/<scenario>/<k>-<stage>/trajectory.jsonl, stderr.log, produced/, after/ (grading)
-    <run>/<scenario>/r<i>/<k>-<stage>/...     with --repeat K > 1, one folder per repeat
+    <run>/<scenario>/r<i>/<k>-<stage>/...     a scenario run K > 1 times (--repeat, a case's
+                                              runs): one folder per repeat
     $TMPDIR/ci-evals-<run-id>-*/<scenario>/  the workspace; removed at the end unless keep_workspace
         plugin/  workspace/  agent/{home,tmp,run}
 """
@@ -255,18 +256,22 @@ class Runner:
                     for s in plan.stages_of(scenario)
                 ]
                 scenario_result = ScenarioResult(
-                    id=scenario.id, inputs=dict(scenario.inputs), repeat=repeat, stages=stages
+                    id=scenario.id,
+                    inputs=dict(scenario.inputs),
+                    repeat=repeat,
+                    repeats=plan.repeats_of(scenario),
+                    unit="case" if scenario.stage is not None else "scenario",
+                    stages=stages,
                 )
                 self.result.scenarios.append(scenario_result)
-                many = plan.repeats_of(scenario) > 1
-                folder = f"{scenario.id}/r{repeat + 1}" if many else scenario.id
+                folder = self.result.folder_of(scenario_result)
                 self._states.append(
                     _Scenario(
                         scenario=scenario,
                         result=scenario_result,
                         parent=self.work_root / folder,
                         folder=folder,
-                        label=f"{scenario.id}#{repeat + 1}" if many else scenario.id,
+                        label=self.result.label_of(scenario_result),
                         stage_results={r.number: r for r in stages},
                     )
                 )

@@ -185,8 +185,13 @@ def _add(seen: dict[tuple[str, str, int], list[float]], run: str, result: RunRes
 
 
 def suite_units(scenarios: Sequence[Scenario], repeat: int, run: str = "") -> list[Unit]:
-    """A suite's units in the order its run starts them: each scenario's repeats."""
-    return [Unit(s.id, r, run) for s in scenarios for r in range(repeat)]
+    """A suite's units in the order its run starts them: each scenario's repeats (a
+    case's own `runs`, unless `--repeat` cleared them: `RunPlan.repeats_of`)."""
+    return [
+        Unit(s.id, r, run)
+        for s in scenarios
+        for r in range(s.repeat if s.repeat is not None else repeat)
+    ]
 
 
 def plan_units(
@@ -209,7 +214,10 @@ def suite_assignment(
     durations: Durations,
 ) -> Assignment:
     stages = [stage.number for stage in suite.stages[from_stage.number - 1 :]]
-    return plan_units(suite_units(scenarios, repeat), lambda _: stages, durations, count)
+    own = {s.id: [s.stage.number] for s in scenarios if s.stage is not None}  # a case unit's
+    return plan_units(
+        suite_units(scenarios, repeat), lambda u: own.get(u.scenario, stages), durations, count
+    )
 
 
 def shard_of(

@@ -12,7 +12,7 @@ import argparse
 import contextlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ci_evals.run import plan as single
@@ -76,6 +76,8 @@ def _suite_plan(
         return None, "none", None
     scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
     repeat = args.repeat or suite.grading.repeat
+    if args.repeat:  # as `run`: --repeat overrides a case's runs
+        scenarios = tuple(replace(s, repeat=None) for s in scenarios)
     assignment = shard.suite_assignment(
         suite, from_stage, scenarios, repeat, count=args.shards, durations=durations
     )

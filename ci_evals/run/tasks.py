@@ -132,7 +132,10 @@ def _assignment(
         for name, suite in tasks:
             varied = configuration.apply(suite, name)
             run = f"{configuration.folder(number)}/{name}"
-            units += shard.suite_units(varied.scenarios, args.repeat or varied.grading.repeat, run)
+            scenarios = varied.scenarios
+            if args.repeat:  # as `run`: --repeat overrides a case's runs
+                scenarios = tuple(dataclasses.replace(s, repeat=None) for s in scenarios)
+            units += shard.suite_units(scenarios, args.repeat or varied.grading.repeat, run)
             stages[run] = [stage.number for stage in varied.stages]
     return shard.plan_units(units, lambda unit: stages[unit.run], durations, count)
 

@@ -19,7 +19,13 @@ import pytest
 
 from ci_evals.main import main
 from ci_evals.report.verify import problems
-from ci_evals.results.model import Forwarded, RunResult, read_results, write_results
+from ci_evals.results.model import (
+    Forwarded,
+    RunResult,
+    ScenarioResult,
+    read_results,
+    write_results,
+)
 from tests.report.test_report import (
     a_run,
     criterion,
@@ -449,3 +455,62 @@ def test_a_replayed_model_that_is_no_model_id_is_refused_in_one_line(
     assert main(["report", str(run_dir)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "replayed_from.model" in err and why in err, err
+
+
+def _case(sid: str, runs: int, repeat: int) -> ScenarioResult:
+    """A `claude plugin eval` case unit's run: its own stage, named after it."""
+    ran = passed_stage(1).model_copy(update={"name": sid})
+    return ScenarioResult(id=sid, repeat=repeat, repeats=runs, unit="case", stages=[ran])
+
+
+def cases_run() -> RunResult:
+    """Three cases of runs 1, 2 and 3 in a run whose `repeat` is 1."""
+    return a_run(
+        *(_case(sid, runs, r) for sid, runs in (("a", 1), ("b", 2), ("c", 3)) for r in range(runs))
+    )
+
+
+def test_a_run_of_cases_with_their_own_runs_and_stages_agrees_with_itself() -> None:
+    result = cases_run()
+    assert problems(result) == []
+    assert [result.label_of(s) for s in result.scenarios] == [
+        "a",
+        "b#1",
+        "b#2",
+        "c#1",
+        "c#2",
+        "c#3",
+    ]
+    assert result.folder_of(result.scenarios[5]) == "c/r3" and result.repeats_text == "1 to 3"
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (
+            lambda r: r.scenarios.pop(),
+            "scenario c has repeats [1, 2] but the run repeated it 3 time(s)",
+        ),
+        (
+            lambda r: setattr(r.scenarios[5], "repeats", 4),
+            "scenario c's repeats disagree on how many it ran, or its unit",
+        ),
+        (
+            lambda r: setattr(r.scenarios[0], "unit", "scenario"),
+            "some scenarios are claude plugin eval cases",
+        ),
+        (
+            lambda r: r.scenarios[1].stages.append(
+                passed_stage(2).model_copy(update={"name": "b"})
+            ),
+            "case b does not run one stage, the same in each of its runs",
+        ),
+    ],
+)
+def test_a_run_of_cases_that_disagrees_with_itself_is_inconsistent(
+    edit: Callable[[RunResult], object], says: str
+) -> None:
+    result = cases_run()
+    edit(result)
+    found = problems(result)
+    assert any(says in p for p in found), found

@@ -245,7 +245,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 9
+    assert result.version == VERSION == 10
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
@@ -255,6 +255,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
 def _as_version_8(data: dict[str, Any]) -> None:
     """A current file's run and summaries as version 8 wrote them: no threshold."""
+    _as_version_9(data)
     del data["score_at_least"]
     for summary in data["summaries"]:
         del summary["summary"]["score_at_least"]
@@ -268,6 +269,37 @@ def test_a_version_8_file_reads_with_the_k_of_n_rule(tmp_path: Path) -> None:
 
     assert result == current and result.score_at_least is None
     assert problems(result) == []
+
+
+def _as_version_9(data: dict[str, Any]) -> None:
+    """A current file's scenarios as version 9 wrote them: no repeats, no unit."""
+    for scenario in data["scenarios"]:
+        del scenario["repeats"], scenario["unit"]
+
+
+def test_a_version_9_file_reads_with_the_runs_repeats_for_every_scenario(
+    tmp_path: Path,
+) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 9, _as_version_9)
+
+    result = read_results(old)
+
+    assert result == current and problems(result) == []
+    assert {(s.repeats, s.unit) for s in result.scenarios} == {(current.repeat, "scenario")}
+
+
+def test_a_version_9_run_of_cases_stays_inconsistent(tmp_path: Path) -> None:
+    """A version 9 runner ran each case its own runs without recording them: the
+    migration does not guess them, so such a file is still refused, never a verdict."""
+    current = read_results(V2)
+    twice = [s.model_copy(update={"repeat": r}) for s in current.scenarios for r in (0, 1)]
+    current.scenarios = twice
+    old, _ = _written_as(tmp_path, current, 9, _as_version_9)
+
+    found = problems(read_results(old))
+
+    assert any("has repeats [1, 2] but the run repeated it 1 time(s)" in p for p in found), found
 
 
 @pytest.mark.parametrize("version", [v for v in sorted(MIGRATIONS) if v >= 6])

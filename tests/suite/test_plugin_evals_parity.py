@@ -353,8 +353,7 @@ def test_a_threshold_below_one_passes_on_the_mean_run_score_in_both(tmp_path: Pa
             cwd=tmp_path,
         )
 
-    # --repeat 2 as the case's runs: 2 (report reads a run's repeats from `repeat`).
-    done = ci_evals("run", "--model", "stub:stub.yaml", "--out", "run", "--repeat", "2")
+    done = ci_evals("run", "--model", "stub:stub.yaml", "--out", "run")
     assert done.returncode == 0, done.stdout + done.stderr
     results = tmp_path / "run" / "results.json"
     document = json.loads(results.read_text())

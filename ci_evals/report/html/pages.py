@@ -81,13 +81,13 @@ def index_body(site: Site) -> Iterator[str]:
         ("started", esc(result.started_at.isoformat())),
         ("finished", esc(result.finished_at.isoformat() if result.finished_at else "-")),
     ]
-    if result.repeat > 1:
-        facts.append(("repeats", esc(result.repeat)))
+    if result.repeats_text:
+        facts.append(("repeats", esc(result.repeats_text)))
     yield table(["fact", "value"], [[esc(k), v] for k, v in facts])
     for index, scenario in enumerate(result.scenarios):
         yield f"<h2>Scenario {esc(scenario_label(result, scenario))}</h2>"
         yield _scenario_table(result, index, scenario)
-    if result.repeat > 1:
+    if result.repeated:
         yield from _repeats(result)
     if comparison is not None:
         yield from _comparison(comparison)
