@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.suite import draft as drafting
+from ci_evals.suite.draft_unread import unread_files
 from ci_evals.suite.plugin_source import (
     MANIFEST,
     MARKETPLACE,
@@ -94,12 +96,12 @@ def run(args: argparse.Namespace) -> int:
         global_paths.append(PRECOMMIT)
     if inside:  # the .gitignore init writes (or extends) for the run folders
         global_paths.append("/.gitignore")
-    if source.marketplace is not None:  # it names the plugin: a change to it runs all
-        market = Path(os.path.relpath(source.marketplace, here)).as_posix()
-        global_paths.append(market if market.startswith("../") else "/" + market)
+    # A marketplace's plugin: the map compares its entry (`marketplace:`), so the
+    # file is no global (public marketplaces edit it in most commits).
     plan = drafting.plan(
         source, plugin_rel, files, args.stages, global_paths, marketplace=marketplace
     )
+    plan = replace(plan, unread=unread_files(plugin_dir, files))
 
     written: list[str] = []
     kept: list[str] = []

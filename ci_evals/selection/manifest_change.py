@@ -20,7 +20,6 @@ twice — each is a change Claude Code can see, and the detail says which.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +104,8 @@ def _compare(
 def _parse(data: bytes | None, where: str) -> dict[str, object]:
     if data is None:
         raise _Unclear(f"not a file at {where} (added or removed)")
+    import json  # noqa: PLC0415 - only when one of these files changed (kept off start-up)
+
     try:
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

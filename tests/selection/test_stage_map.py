@@ -48,7 +48,8 @@ ERRORS = {
     ),
     "unknown entry key": (
         HEAD + '  - { glob: "a.md", stage: 1, note: x }\n',
-        "stage_map.yaml:5:31: entries[0].note: unknown key 'note' (known keys: except, glob, stage)",
+        "stage_map.yaml:5:31: entries[0].note: unknown key 'note' "
+        "(known keys: except, glob, stage)",
     ),
     "missing top key": (
         "version: 1\nroot: plugin\nstages: [a]\n",
