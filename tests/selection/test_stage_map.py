@@ -126,7 +126,7 @@ ERRORS = {
     "negated glob": (
         _entry('"!a.md"'),
         "stage_map.yaml:5:13: entries[0].glob: negated glob ('!') is not allowed in a stage "
-        "map (entries only add coverage, so there is nothing to un-match; write '\\!' for a "
+        "map (to leave files out of an entry, list them under its except:; write '\\!' for a "
         "name that starts with '!')",
     ),
     "trailing **/": (
@@ -239,7 +239,7 @@ ERRORS = {
     "negated global": (
         _entry('"a.md"') + 'global: ["!x.yml"]\n',
         "stage_map.yaml:6:10: global[0]: negated glob ('!') is not allowed in a stage map "
-        "(entries only add coverage, so there is nothing to un-match; "
+        "(to leave files out of an entry, list them under its except:; "
         "write '\\!' for a name that starts with '!')",
     ),
     "global with an empty segment": (
