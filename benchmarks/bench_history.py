@@ -26,7 +26,8 @@ Stage runs per (commit, plugin), n the plugin's stages, s the answer: n - s + 1
 Done when the drafted maps run <= 1.1x `on.paths` and never less than the
 ideal on any commit (exit 1 otherwise).
 
-    .venv/bin/python benchmarks/bench_history.py [--plugins 6] [--commits 300] [--seed 7] [--repo DIR]
+    .venv/bin/python benchmarks/bench_history.py [--plugins 6] [--commits 300] [--seed 7]
+        [--repo DIR]
     .venv/bin/python benchmarks/bench_history.py --public DIR   # a fetched marketplace, by hand
 """
 
@@ -49,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 
+from ci_evals.errors import UserError
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 
@@ -72,7 +74,8 @@ MANIFEST = ".claude-plugin/plugin.json"
 
 def _files(name: str) -> dict[str, str]:
     return {
-        "commands/plan.md": "---\ndescription: Plan\n---\nLaunch the planner agent; write plan.md.\n",
+        "commands/plan.md": "---\ndescription: Plan\n---\nLaunch the planner agent; write "
+        "plan.md.\n",
         "agents/planner.md": "---\nname: planner\ndescription: plans\n---\nPlan carefully.\n",
         "commands/build.md": "---\ndescription: Build\n---\nRead plan.md; with the build-kit "
         "skill write build.md.\n",
@@ -218,11 +221,9 @@ class Marketplace:
             self.commit(f"{' and '.join(pair)}: change {path}", dict.fromkeys(pair, TRUTH[path]))
         else:
             suite = self.repo / "evals" / name / "ci-evals.yaml"
-            suite.write_text(
-                suite.read_text().replace("budget_usd: 5.0", "budget_usd: 5.5", 1)
-                if "budget_usd: 5.0" in suite.read_text()
-                else suite.read_text().replace("budget_usd: 5.5", "budget_usd: 5.0", 1)
-            )
+            text = suite.read_text()
+            was, now = ("5.0", "5.5") if "budget_usd: 5.0" in text else ("5.5", "5.0")
+            suite.write_text(text.replace(f"budget_usd: {was}", f"budget_usd: {now}", 1))
             self.commit(f"{name}: suite budget", {name: 1})
 
 
@@ -350,9 +351,8 @@ def generated(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     for _ in range(args.commits):
         market.step()
-    print(
-        f"history: {args.commits} commits, {args.plugins} plugins ({time.perf_counter() - start:.1f} s)"
-    )
+    took = time.perf_counter() - start
+    print(f"history: {args.commits} commits, {args.plugins} plugins ({took:.1f} s)")
     commits = _git(work, "rev-list", "--first-parent", "--reverse", "HEAD").split()[2:]
     truth = market.truth[2:]
     maps = {}
@@ -406,7 +406,7 @@ def public(args: argparse.Namespace) -> int:
                 "drafted before": load_stage_map(folder / "stage_map_before.yaml", warn=False),
                 "drafted": load_stage_map(drafted, warn=False),
             }
-        except Exception as exc:  # noqa: BLE001 - a map that does not load is reported
+        except UserError as exc:  # a map that does not load is reported
             print(f"{name}: map does not load: {exc}")
     commits = _git(repo, "rev-list", "--first-parent", "--reverse", "HEAD").split()[1:]
     if args.commits:
