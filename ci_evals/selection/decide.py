@@ -692,6 +692,14 @@ class Selector:
             detail = (
                 f"{len(matches)} changed path(s), none under the plugin root, global or a fixture"
             )
+            if self._rules.has_none and any(
+                m.rule == STAGE_NONE for m in matches
+            ):  # the records are built only here: no stage reads any of these paths
+                detail = (
+                    f"{len(matches)} changed path(s), none that a stage reads: outside the "
+                    "plugin root and not global or a fixture, or matched only by `stage: none` "
+                    "entries"
+                )
             return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail, held_out=held)
         _, best = min(found, key=lambda item: item[0])
         if best.rule == GLOBAL_FILE and best.path.rpartition("/")[2] in CHECKOUT_FILES:

@@ -183,6 +183,7 @@ def test_stage_none_selects_nothing_and_a_staged_entry_still_wins(market: Path) 
         market, {"plugins/alpha/README.md": "new\n", "plugins/alpha/LICENSE": "Apache\n"}
     )
     assert (chosen.from_stage, chosen.reason) == (None, selection.NO_RELEVANT_CHANGE)
+    assert "none that a stage reads" in chosen.detail
     assert by_path(chosen)["plugins/alpha/README.md"] == (None, "README.md", selection.STAGE_NONE)
     # README.md at any depth is none, but skills/write/ is the build stage's: it wins.
     chosen = _change(market, {"plugins/alpha/skills/write/README.md": "x\n"})
