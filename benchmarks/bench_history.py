@@ -52,6 +52,7 @@ import yaml
 
 from ci_evals.errors import UserError
 from ci_evals.selection import diff as diff_range
+from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 
 STAGES = ("plan", "build", "review")
@@ -271,6 +272,7 @@ def before_map(drafted: Path, target: Path) -> None:
 class Tally:
     runs: int = 0
     below_ideal: list[str] = field(default_factory=list)
+    above_paths: list[str] = field(default_factory=list)  # answers running more than on.paths
 
 
 def replay(
@@ -282,11 +284,18 @@ def replay(
     """Every plugin's answer for every commit (first parent to commit), tallied."""
     out: dict[str, int | Tally] = {"everything": 0, "on.paths": 0, "ideal": 0, "answers": 0}
     tallies = {kind: Tally() for kind in next(iter(maps.values()))}
+    matchers = {
+        id(stage_map): GlobMatcher(stage_map.selection_globs)
+        for kinds in maps.values()
+        for stage_map in kinds.values()
+    }
     for position, commit in enumerate(commits):
         parent = f"{commit}^1"
-        changed = _git(repo, "diff", "--name-only", "-z", "--no-renames", parent, commit).split(
-            "\0"
-        )
+        # What `compute-stage PARENT --head COMMIT` does, with the range and the
+        # diff computed once for every map (`diff.decide_change`).
+        change = diff_range.resolve(repo, parent, commit, deepen_tries=0)
+        assert isinstance(change, diff_range.Range), change
+        changed = [path for chunk in diff_range.diff_chunks(repo, change) for path in chunk]
         for name, kinds in maps.items():
             n = len(next(iter(kinds.values())).stages)
             root = next(iter(kinds.values())).root + "/"
@@ -296,18 +305,25 @@ def replay(
             best = None if ideal is None else ideal(position, name)
             ideal_runs = 0 if best is None else n - best + 1
             out["ideal"] += ideal_runs  # type: ignore[operator]
+            paths_runs = n if any(path.startswith(root) for path in changed) else 0
             for kind, stage_map in kinds.items():
-                chosen = diff_range.compute(repo, stage_map, parent, commit, deepen_tries=0)
+                chosen = diff_range.decide_change(
+                    repo, stage_map, change, [changed], matcher=matchers[id(stage_map)]
+                )
                 runs = 0 if chosen.from_stage is None else n - chosen.from_stage + 1
                 tallies[kind].runs += runs
                 if runs < ideal_runs:
                     tallies[kind].below_ideal.append(f"{commit[:10]} {name}: {chosen.detail}")
+                if runs > paths_runs:
+                    tallies[kind].above_paths.append(
+                        f"{commit[:10]} {name}: {runs} runs ({chosen.reason}): {chosen.detail}"
+                    )
                 out["answers"] += 1  # type: ignore[operator]
     out.update(tallies)
     return out
 
 
-def report(out: dict[str, int | Tally], kinds: list[str]) -> bool:
+def report(out: dict[str, int | Tally], kinds: list[str], show: int = 0) -> bool:
     everything = out["everything"]
     on_paths = out["on.paths"]
     assert isinstance(everything, int) and isinstance(on_paths, int)
@@ -325,6 +341,8 @@ def report(out: dict[str, int | Tally], kinds: list[str]) -> bool:
         )
         for line in tally.below_ideal[:5]:
             print(f"      below ideal: {line}")
+        for line in tally.above_paths[:show]:
+            print(f"      above on.paths: {line}")
     drafted = out["drafted"]
     assert isinstance(drafted, Tally)
     if on_paths and drafted.runs > 1.1 * on_paths:
@@ -415,7 +433,7 @@ def public(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     out = replay(repo, maps, commits, None)
     print(f"replayed in {time.perf_counter() - start:.1f} s")
-    report(out, ["drafted before", "drafted"])
+    report(out, ["drafted before", "drafted"], args.show)
     return 0
 
 
@@ -426,6 +444,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repo", help="build the repository here and keep it")
     parser.add_argument("--public", metavar="DIR", help="replay a fetched marketplace's history")
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print N answers that ran more than on.paths",
+    )
     args = parser.parse_args()
     os.environ.setdefault("CI_EVALS_NO_MAP_CACHE", "1")
     if args.public:

@@ -33,7 +33,7 @@ import queue
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -322,9 +322,22 @@ def compute(
     change = resolve(repo, base, head, deepen_tries=deepen_tries)
     if isinstance(change, Selection):
         return change
+    return decide_change(repo, stage_map, change, diff_chunks(repo, change), matcher=matcher)
+
+
+def decide_change(
+    repo: Path,
+    stage_map: StageMap,
+    change: Range,
+    chunks: Iterable[list[str]],
+    *,
+    matcher: GlobMatcher | None = None,
+) -> Selection:
+    """The selection for the resolved `change` whose changed paths are `chunks`
+    (`diff_chunks`): one diff can be decided for several maps."""
     matcher = matcher or GlobMatcher(stage_map.selection_globs)
     selector = Selector(stage_map, matcher, hold=held_paths(stage_map))
-    for chunk in diff_chunks(repo, change):
+    for chunk in chunks:
         selector.add(chunk)
     held = decide_held(repo, _with_range(selector.finish(), change), stage_map, matcher)
     return decide_links(repo, held, stage_map, matcher)

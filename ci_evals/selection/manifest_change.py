@@ -14,8 +14,10 @@ a new description changes nothing. Only keys Claude Code shows in listings
 and never loads from may be ignored (`METADATA_KEYS`).
 
 Fail closed: a file added or removed, unreadable, not a JSON object, a
-`plugins` that is not a list, the entry missing on either side or named
-twice — each is a change Claude Code can see, and the detail says which.
+`plugins` that is not a list, the entry added, removed or named twice — each
+is a change Claude Code can see, and the detail says which. (An entry absent
+on both sides is no change to it: nothing of the plugin loads from the file
+either way.)
 """
 
 from __future__ import annotations
@@ -127,13 +129,14 @@ def _marketplace_view(
     if not isinstance(plugins, list):
         raise _Unclear('cannot be compared: "plugins" is not a list')
     found = [p for p in plugins if isinstance(p, dict) and p.get("name") == plugin]
-    if len(found) != 1:
-        what = "no entry" if not found else f"{len(found)} entries"
-        raise _Unclear(f"cannot be compared: {what} named {plugin!r} on one side")
+    if len(found) > 1:
+        raise _Unclear(f"cannot be compared: {len(found)} entries named {plugin!r}")
     rest = _without({k: v for k, v in data.items() if k != "plugins"}, ignore)
     if isinstance(rest.get("metadata"), dict):
         rest["metadata"] = _without(rest["metadata"], ignore)  # type: ignore[arg-type]
-    return {"entry": _without(found[0], ignore), "outside plugins": rest}
+    # No entry (on both sides: nothing of the plugin loads from here either way;
+    # on one side: added or removed, a difference).
+    return {"entry": _without(found[0], ignore) if found else None, "outside plugins": rest}
 
 
 def _difference(before: object, now: object) -> str:
@@ -141,7 +144,12 @@ def _difference(before: object, now: object) -> str:
     keys: list[str] = []
     if isinstance(before, dict) and isinstance(now, dict):
         for key in sorted(set(before) | set(now), key=str):
-            if before.get(key) != now.get(key):
-                inner = _difference(before.get(key), now.get(key))
-                keys.append(f"{key}.{inner}" if inner else str(key))
+            was, new = before.get(key), now.get(key)
+            if was == new:
+                continue
+            if (was is None) != (new is None):
+                keys.append(f"{key} ({'added' if was is None else 'removed'})")
+                continue
+            inner = _difference(was, new)
+            keys.append(f"{key}.{inner}" if inner else str(key))
     return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")

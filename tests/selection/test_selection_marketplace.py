@@ -128,7 +128,7 @@ def test_plugin_root_outside_plugins_counts(market: Path) -> None:
         ("{not json", "not valid JSON at HEAD"),
         ("[1, 2]", "not a JSON object at HEAD"),
         ('{"plugins": {}}', '"plugins" is not a list'),
-        (json.dumps({"plugins": [{"name": "beta"}]}), "no entry named 'alpha'"),
+        (json.dumps({"plugins": [{"name": "beta"}]}), "entry (removed)"),
         (json.dumps({"plugins": [{"name": "alpha"}, {"name": "alpha"}]}), "2 entries"),
         (b"\xff\xfe".decode("latin-1"), "not valid JSON"),
     ],
@@ -139,6 +139,23 @@ def test_an_unreadable_or_ambiguous_marketplace_runs_everything_with_the_reason(
     chosen = _change(market, {".claude-plugin/marketplace.json": text})
     assert (chosen.from_stage, chosen.reason) == (1, selection.GLOBAL_FILE)
     assert why in chosen.detail
+
+
+def test_an_entry_absent_on_both_sides_is_no_change_and_one_added_is(market: Path) -> None:
+    doc = json.loads(_market())
+    del doc["plugins"][0]  # alpha leaves the marketplace: a change
+    chosen = _change(market, {".claude-plugin/marketplace.json": json.dumps(doc)})
+    assert chosen.from_stage == 1
+    assert "entry (removed)" in chosen.detail
+    doc["plugins"][0]["version"] = "0.3.0"  # beta's version, alpha absent on both sides
+    chosen = _change(market, {".claude-plugin/marketplace.json": json.dumps(doc)})
+    assert chosen.from_stage is None
+    doc["metadata"] = {"pluginRoot": "./plugins"}  # outside plugins: still counts
+    chosen = _change(market, {".claude-plugin/marketplace.json": json.dumps(doc)})
+    assert chosen.from_stage == 1
+    chosen = _change(market, {".claude-plugin/marketplace.json": _market()})  # back again
+    assert chosen.from_stage == 1
+    assert "entry (added)" in chosen.detail
 
 
 def test_a_removed_marketplace_runs_everything(market: Path) -> None:
