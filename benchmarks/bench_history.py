@@ -282,7 +282,13 @@ def replay(
     ideal: Callable[[int, str], int | None] | None,
 ) -> dict[str, int | Tally]:
     """Every plugin's answer for every commit (first parent to commit), tallied."""
-    out: dict[str, int | Tally] = {"everything": 0, "on.paths": 0, "ideal": 0, "answers": 0}
+    out: dict[str, int | Tally] = {
+        "everything": 0,
+        "on.paths": 0,
+        "ideal": 0,
+        "answers": 0,
+        "on.paths below ideal": 0,
+    }
     tallies = {kind: Tally() for kind in next(iter(maps.values()))}
     matchers = {
         id(stage_map): GlobMatcher(stage_map.selection_globs)
@@ -306,6 +312,8 @@ def replay(
             ideal_runs = 0 if best is None else n - best + 1
             out["ideal"] += ideal_runs  # type: ignore[operator]
             paths_runs = n if any(path.startswith(root) for path in changed) else 0
+            if paths_runs < ideal_runs:  # a change on.paths cannot see (entry, suite)
+                out["on.paths below ideal"] += 1  # type: ignore[operator]
             for kind, stage_map in kinds.items():
                 chosen = diff_range.decide_change(
                     repo, stage_map, change, [changed], matcher=matchers[id(stage_map)]
@@ -329,6 +337,8 @@ def report(out: dict[str, int | Tally], kinds: list[str], show: int = 0) -> bool
     assert isinstance(everything, int) and isinstance(on_paths, int)
     print(f"answers: {out['answers']} compute-stage answers")
     print(f"stage runs: everything {everything}, on.paths {on_paths}, ideal {out['ideal']}")
+    if out["ideal"]:
+        print(f"  on.paths ran less than the ideal on {out['on.paths below ideal']} answer(s)")
     ok = True
     for kind in kinds:
         tally = out[kind]
