@@ -114,6 +114,10 @@ def _dead(report: CoverageReport) -> list[tuple[str, int, int, str]]:
     """(field, line, column, glob) of each dead entry, then of each dead `global` glob."""
     dead = [(f"entries[{e.index}].glob", e.line, e.column, e.glob) for e in report.dead]
     dead += [(f"global[{g.index}]", g.line, g.column, g.glob) for g in report.dead_globals]
+    dead += [
+        (f"entries[{e.index}].except[{n}] (of its entry's files)", e.line, e.column, e.excepts[n])
+        for e, n in report.dead_excepts
+    ]
     return dead
 
 
@@ -128,6 +132,9 @@ def _summary_line(report: CoverageReport) -> str:
     if report.dead_globals:
         n = len(report.dead_globals)
         parts.append(f"{n} dead global glob{'s' if n != 1 else ''}")
+    if report.dead_excepts:
+        n = len(report.dead_excepts)
+        parts.append(f"{n} dead except glob{'s' if n != 1 else ''}")
     return (
         f"ci-evals: stage map check failed: {', '.join(parts)} "
         f"(add an entry for each uncovered file, remove or fix each dead entry "

@@ -216,6 +216,9 @@ def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
         lines.append(f" {mark} stage {m.stage}  {selection.quote_path(m.path)}  [{m.rule}] {m.why}")
     if relevant > len(shown):
         lines.append(f"   ... {relevant - len(shown)} more (see --json)")
+    unread = _unread(chosen, stage_map)
+    lines += _unread_lines(unread)
+    ignored -= len(unread)
     if ignored:
         lines.append(f"   {ignored} path(s) outside the plugin root ignored (see --json)")
     changed_fixtures = selection.fixture_stages(chosen.matches, stage_map)
@@ -227,6 +230,26 @@ def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
             + "; ".join(f"ci-evals check-fixtures --stage {k}" for k in changed_fixtures)
         )
     return "\n".join(lines)
+
+
+def _unread(chosen: selection.Selection, stage_map: StageMap) -> list[selection.Match]:
+    """The changed paths no stage reads: matched by `stage: none` entries, or a
+    marketplace or manifest change of listing keys only. (Only looked for when the
+    map can have them: on a big diff it builds every record.)"""
+    if not stage_map.compared_paths and all(e.stage is not None for e in stage_map.entries):
+        return []
+    unread = (selection.STAGE_NONE, selection.LISTING_ONLY)
+    return sorted(m for m in chosen.matches if m.rule in unread)
+
+
+def _unread_lines(unread: list[selection.Match]) -> list[str]:
+    lines = [
+        f"   no stage  {selection.quote_path(m.path)}  [{m.rule}] {m.why}"
+        for m in unread[:EXPLAIN_LIMIT]
+    ]
+    if len(unread) > EXPLAIN_LIMIT:
+        lines.append(f"   ... {len(unread) - EXPLAIN_LIMIT} more that no stage reads (see --json)")
+    return lines
 
 
 def _stage_name(stage_map: StageMap, stage: int) -> str:

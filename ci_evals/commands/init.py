@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,7 @@ from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
 from ci_evals.suite import committed, draft_cases, precommit
 from ci_evals.suite import draft as drafting
+from ci_evals.suite.draft_unread import unread_files
 from ci_evals.suite.plugin_source import (
     MANIFEST,
     MARKETPLACE,
@@ -108,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     plan = drafting.plan(
         source, plugin_rel, files, args.stages, global_paths, marketplace=marketplace
     )
+    plan = replace(plan, unread=unread_files(plugin_dir, files))
 
     written: list[str] = []
     kept: list[str] = []
@@ -227,9 +230,8 @@ def _global_paths(source: PluginSource, here: Path, hook_file: Path) -> list[str
         global_paths.append(hook if hook.startswith("../") else PRECOMMIT)
     if inside:  # the .gitignore init writes (or extends) for the run folders
         global_paths.append("/.gitignore")
-    if source.marketplace is not None:  # it names the plugin: a change to it runs all
-        market = Path(os.path.relpath(source.marketplace, here)).as_posix()
-        global_paths.append(market if market.startswith("../") else "/" + market)
+    # A marketplace's plugin: the map compares its entry (`marketplace:`), so the
+    # file is no global (public marketplaces edit it in most commits).
     return global_paths
 
 

@@ -41,10 +41,15 @@ class CoverageReport:
     uncovered: tuple[str, ...]  # repo-relative paths, index order
     dead: tuple[Entry, ...]  # entries matching no staged file, map order
     dead_globals: tuple[GlobalGlob, ...] = ()  # wildcard globals matching no staged file
+    # (entry, position in its `except:`) of each except glob that leaves out no staged
+    # file its entry's glob matches: a typo, or a leftover after a rename.
+    dead_excepts: tuple[tuple[Entry, int], ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.uncovered and not self.dead and not self.dead_globals
+        return (
+            not self.uncovered and not self.dead and not self.dead_globals and not self.dead_excepts
+        )
 
 
 def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> CoverageReport:
@@ -58,19 +63,66 @@ def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> 
         relative = git.ls_files_under(stage_map.repo_root, stage_map.root)
     else:
         relative = [path[len(root) :] for path in staged if path.startswith(root)]
-    uncovered, dead = GlobMatcher(stage_map.globs).unmatched(relative)
+    matcher = GlobMatcher(stage_map.globs)
+    dead_excepts: tuple[tuple[Entry, int], ...] = ()
+    if any(e.excepts for e in stage_map.entries):
+        uncovered, dead, dead_excepts = _unmatched_with_excepts(stage_map, matcher, relative)
+    else:
+        uncovered, dead = matcher.unmatched(relative)
     is_global = GlobMatcher(stage_map.global_paths).matches
     fixtures = stage_map.fixtures + "/" if stage_map.fixtures else None
+    # The marketplace file `marketplace:` names is decided by comparing it: covered.
+    compared = stage_map.marketplace.file if stage_map.marketplace is not None else None
     return CoverageReport(
         stage_map=stage_map,
         checked=len(relative),
         uncovered=tuple(
             path
             for path in (root + rel for rel in uncovered)
-            if not (fixtures and path.startswith(fixtures)) and not is_global(path)
+            if not (fixtures and path.startswith(fixtures))
+            and not is_global(path)
+            and path != compared
         ),
         dead=tuple(stage_map.entries[i] for i in dead),
         dead_globals=_dead_globals(stage_map, staged),
+        dead_excepts=dead_excepts,
+    )
+
+
+def _unmatched_with_excepts(
+    stage_map: StageMap, matcher: GlobMatcher, paths: Sequence[str]
+) -> tuple[list[str], list[int], tuple[tuple[Entry, int], ...]]:
+    """`unmatched` when entries have `except:` globs: the paths no except glob matches
+    take the usual batch; each other path is decided alone (its entries less those
+    that leave it out). Also the except globs that leave out nothing."""
+    excepted = [(e.index, n) for e in stage_map.entries for n in range(len(e.excepts))]
+    excepts = GlobMatcher([g for e in stage_map.entries for g in e.excepts])
+    hits = excepts.matches_many(paths)
+    plain = [path for path, hit in zip(paths, hits, strict=True) if not hit]
+    uncovered_plain, dead_plain = matcher.unmatched(plain)
+    dead = set(dead_plain)
+    uncovered = set(uncovered_plain)
+    used: set[int] = set()
+    for path, hit in zip(paths, hits, strict=True):
+        if not hit:
+            continue
+        found = set(matcher.matches(path))
+        left_out = set()
+        for i in hit:
+            entry = excepted[i][0]
+            if entry in found:
+                used.add(i)
+                left_out.add(entry)
+        kept = found - left_out
+        dead -= kept
+        if not kept:
+            uncovered.add(path)
+    return (
+        [path for path in paths if path in uncovered],
+        sorted(dead),
+        tuple(
+            (stage_map.entries[entry], n) for i, (entry, n) in enumerate(excepted) if i not in used
+        ),
     )
 
 

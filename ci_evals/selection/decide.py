@@ -52,8 +52,10 @@ BASE_ZERO_SHA = "base-zero-sha"
 NO_MERGE_BASE = "no-merge-base"
 NO_RELEVANT_CHANGE = "no-relevant-change"
 BASE_EQUALS_HEAD = "base-equals-head"
-# Not a reason for the whole selection: the rule of a path that is ignored.
-IGNORED = "ignored"
+# Not reasons for the whole selection: rules of a path that selects no stage.
+IGNORED = "ignored"  # outside root, not global, not a fixture
+STAGE_NONE = "stage-none"  # an entry with `stage: none` matches it (and no staged entry)
+LISTING_ONLY = "listing-only"  # the marketplace file or manifest: nothing Claude Code loads
 
 REASONS = (
     MATCHED,
@@ -168,15 +170,34 @@ class _Rules:
         entries = stage_map.entries
         count = max(len(entries), 1)
         self.count = count
+        # `stage: none` ranks as a stage after the last: a file another entry
+        # matches takes that entry's stage; one only such entries match, none.
+        none_stage = len(stage_map.stages) + 1
+        self.none_rank = none_stage * count
+        self.has_none = any(e.stage is None for e in entries)
         # One int per entry orders by (stage, position): the min over matches is
         # a C-level `min(map(...))` instead of a Python key function.
-        self.rank_of = [e.stage * count + position for position, e in enumerate(entries)]
+        self.rank_of = [
+            (none_stage if e.stage is None else e.stage) * count + position
+            for position, e in enumerate(entries)
+        ]
         # Each rank's Match fields after the path (-1: no glob matched).
         self.rest_of: dict[int, _Rest] = {
-            rank: (e.stage, e.glob, MATCHED, f"entry {e.glob!r} ({stage_map.display}:{e.line})")
+            rank: (
+                e.stage,
+                e.glob,
+                MATCHED if e.stage is not None else STAGE_NONE,
+                f"entry {e.glob!r} ({stage_map.display}:{e.line})"
+                + ("" if e.stage is not None else ": stage none, no stage reads it"),
+            )
             for rank, e in zip(self.rank_of, entries, strict=True)
         }
         self.rest_of[-1] = _UNMATCHED
+        # `except:` globs, matched apart: a path one matches is decided by `match`
+        # (its entries less those that except it); every other path as before.
+        excepted = [(i, g) for i, e in enumerate(entries) for g in e.excepts]
+        self.excepts = GlobMatcher([g for _, g in excepted]) if excepted else None
+        self.excepted_entry = [i for i, _ in excepted]
         root = stage_map.root
         self.root_prefix = root + "/" if root else ""
         self.globals = GlobMatcher(stage_map.global_paths)
@@ -196,14 +217,18 @@ class _Rules:
         self.fixtures_prefix = None if fixtures is None else (fixtures + "/" if fixtures else "")
         self.stage_count = len(stage_map.stages)
         self.fixture_folders: dict[str, tuple[int, str]] = {}
-        # Per rank: the level (stage, matched) of a path whose lowest rank it is.
-        top = max((e.stage for e in entries), default=1) + 1
+        # Per rank: the level (stage, matched) of a path whose lowest rank it is;
+        # a `stage: none` rank's is above every bound (`_NO_BOUND`): never found.
+        top = none_stage + 1
         self.level_of = [
-            rank // count * _RULES + _RULE_RANK[MATCHED] for rank in range(top * count)
+            rank // count * _RULES + _RULE_RANK[MATCHED] for rank in range(none_stage * count)
         ]
         self.level_of[:count] = [_GLOBAL_LEVEL] * count  # rank 0: a global (see above)
-        self.stage_of_rank = [rank // count for rank in range(top * count)]
+        self.stage_of_rank = [rank // count for rank in range(none_stage * count)]
         self.stage_of_rank[:count] = [1] * count
+        self.level_of += [_NO_BOUND[0]] * count
+        self.stage_of_rank += [_NO_BOUND[0]] * count
+        assert len(self.level_of) == top * count
 
     def lowest(
         self, paths: Sequence[str], count: int, bound: tuple[int, str]
@@ -236,6 +261,11 @@ class _Rules:
         )
         prefix, cut = self.root_prefix, len(self.root_prefix)
         match, new = self.match, _new_tuple
+        if fast and self.excepts is not None:
+            # A chunk with a path an `except:` glob matches is matched path by path.
+            under = [p[cut:] for p in paths if p.startswith(prefix)]
+            hits = self.excepts.lowest_many(under, [0] * len(self.excepts.globs))
+            fast = max(hits, default=-1) == -1
         if not fast:
             return _MatchBatch([match(path) for path in paths])
         # One batch call for every path under root (in diff order, so runs of
@@ -272,7 +302,11 @@ class _Rules:
         if path.startswith(self.root_prefix):
             if self.globals_in_root and self._is_global(path):
                 return _new_tuple(Match, (path, *_GLOBAL))  # nothing ranks lower
-            indices = self.matches(path[len(self.root_prefix) :])
+            inside = path[len(self.root_prefix) :]
+            indices = self.matches(inside)
+            if self.excepts is not None and indices:
+                left_out = {self.excepted_entry[i] for i in self.excepts.matches(inside)}
+                indices = [i for i in indices if i not in left_out]
             rest = self.rest_of[min(map(self.rank_of.__getitem__, indices), default=-1)]
         elif self._is_global(path):
             return _new_tuple(Match, (path, *_GLOBAL))
@@ -280,7 +314,12 @@ class _Rules:
             stage, why = self._fixture(path[len(self.fixtures_prefix) :])
             # Lower stage wins; at the same stage a fixture outranks an entry
             # match and is outranked by an unmatched file (see the module doc).
-            if rest is None or stage < rest[0] or (stage == rest[0] and rest[2] == MATCHED):  # type: ignore[operator]
+            if (
+                rest is None
+                or rest[0] is None  # `stage: none`: the fixture rule decides
+                or stage < rest[0]
+                or (stage == rest[0] and rest[2] == MATCHED)
+            ):
                 rest = (stage, None, FIXTURE_CHANGED, why)
         return _new_tuple(Match, (path, *(rest or _IGNORED)))
 
@@ -423,6 +462,8 @@ class _RankBatch:
             rank, rule = -1, _RULE_RANK[UNMATCHED_FILE]
         else:
             stage = min(ranks) // self.count
+            if stage * self.count >= self.rules.none_rank:
+                return None  # only `stage: none` entries matched
             # Every path at that stage (its ranks are below the next stage's first).
             path = min(compress(paths, map(((stage + 1) * self.count).__gt__, ranks)))
             rank, rule = ranks[paths.index(path)], _RULE_RANK[MATCHED]
@@ -473,6 +514,14 @@ class _Matches(Sequence[Match]):
     def __repr__(self) -> str:
         return repr(self._all())
 
+    def relevant(self) -> int:
+        """How many paths have a stage (ranked batches only: all but `stage: none`'s)."""
+        batches = cast(list[_RankBatch], self._batches)
+        if not batches or not batches[0].rules.has_none:
+            return self._length
+        none_rank = batches[0].rules.none_rank
+        return self._length - sum(sum(map(none_rank.__le__, b.ranks)) for b in batches)
+
     def ranked_only(self) -> bool:
         """True while every path is a plain file under root (kept as ranks)."""
         return self._built is None and all(type(b) is _RankBatch for b in self._batches)
@@ -505,7 +554,8 @@ class _Matches(Sequence[Match]):
         present = set(chain.from_iterable(set(b.ranks) for b in batches))
         ranks_at: dict[int, set[int]] = {}  # stage -> the ranks seen with that stage
         for rank in present:
-            ranks_at.setdefault(rest_of_rank[rank][0], set()).add(rank)  # type: ignore[arg-type]
+            if rest_of_rank[rank][0] is not None:  # `stage: none`: not relevant
+                ranks_at.setdefault(rest_of_rank[rank][0], set()).add(rank)  # type: ignore[arg-type]
         out: list[Match] = []
         for stage in sorted(ranks_at):
             if len(out) >= count:
@@ -571,7 +621,7 @@ def lowest_relevant(matches: Sequence[Match], count: int) -> tuple[int, list[Mat
     records to show 50: the usual batches are ranked in C-level passes.
     """
     if isinstance(matches, _Matches) and matches.ranked_only():
-        return len(matches), matches.lowest(count)
+        return matches.relevant(), matches.lowest(count)
     relevant = [m for m in matches if m.stage is not None]
     return len(relevant), heapq.nsmallest(count, relevant, key=_stage_then_path)
 
@@ -642,6 +692,14 @@ class Selector:
             detail = (
                 f"{len(matches)} changed path(s), none under the plugin root, global or a fixture"
             )
+            if self._rules.has_none and any(
+                m.rule == STAGE_NONE for m in matches
+            ):  # the records are built only here: no stage reads any of these paths
+                detail = (
+                    f"{len(matches)} changed path(s), none that a stage reads: outside the "
+                    "plugin root and not global or a fixture, or matched only by `stage: none` "
+                    "entries"
+                )
             return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail, held_out=held)
         _, best = min(found, key=lambda item: item[0])
         if best.rule == GLOBAL_FILE and best.path.rpartition("/")[2] in CHECKOUT_FILES:

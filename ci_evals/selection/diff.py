@@ -3,6 +3,8 @@
 A changed suite file (`ci-evals.yaml` among the map's global paths) is held out
 of the matching and decided by comparing its two versions
 (`suite_change.decide_held`): a change to contracts alone runs less than all.
+So are the map's marketplace file and manifest (`StageMap.compared_paths`,
+`manifest_change`): another plugin's entry or a version bump runs nothing.
 
 `resolve()` turns BASE and HEAD into SHAs and finds the merge base — the diff
 is always from the merge base (what `BASE...HEAD` means), never two-dot — or
@@ -31,7 +33,7 @@ import queue
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -320,12 +322,31 @@ def compute(
     change = resolve(repo, base, head, deepen_tries=deepen_tries)
     if isinstance(change, Selection):
         return change
+    return decide_change(repo, stage_map, change, diff_chunks(repo, change), matcher=matcher)
+
+
+def decide_change(
+    repo: Path,
+    stage_map: StageMap,
+    change: Range,
+    chunks: Iterable[list[str]],
+    *,
+    matcher: GlobMatcher | None = None,
+) -> Selection:
+    """The selection for the resolved `change` whose changed paths are `chunks`
+    (`diff_chunks`): one diff can be decided for several maps."""
     matcher = matcher or GlobMatcher(stage_map.selection_globs)
-    selector = Selector(stage_map, matcher, hold=suite_paths(stage_map.global_paths))
-    for chunk in diff_chunks(repo, change):
+    selector = Selector(stage_map, matcher, hold=held_paths(stage_map))
+    for chunk in chunks:
         selector.add(chunk)
-    held = decide_held(repo, _with_range(selector.finish(), change))
+    held = decide_held(repo, _with_range(selector.finish(), change), stage_map, matcher)
     return decide_links(repo, held, stage_map, matcher)
+
+
+def held_paths(stage_map: StageMap) -> frozenset[str]:
+    """The changed files decided by comparing their two versions, not by matching:
+    suite files among the globals, the map's marketplace file and manifest."""
+    return suite_paths(stage_map.global_paths) | stage_map.compared_paths
 
 
 def _with_range(chosen: Selection, change: Range) -> Selection:
@@ -386,7 +407,8 @@ def compute_overlapped(
         chosen, stage_map, matcher = _consume(
             arrivals, failure, worker, prepare, prune=not every_record
         )
-        return decide_links(repo, decide_held(repo, chosen), stage_map, matcher), stage_map
+        held = decide_held(repo, chosen, stage_map, matcher)
+        return decide_links(repo, held, stage_map, matcher), stage_map
     finally:
         sys.setswitchinterval(interval)
 
@@ -412,7 +434,7 @@ def _consume(
         assert isinstance(first, Selection)
         return first, stage_map, matcher
     assert isinstance(first, Range)
-    selector = Selector(stage_map, matcher, prune=prune, hold=suite_paths(stage_map.global_paths))
+    selector = Selector(stage_map, matcher, prune=prune, hold=held_paths(stage_map))
     while (chunk := arrivals.get()) is not _DONE:
         selector.add(chunk)  # type: ignore[arg-type]
     worker.join()

@@ -46,6 +46,7 @@ _SOURCES = (
     "selection/global_globs.py",
     "config/yaml_source.py",
     "selection/map_cache.py",
+    "selection/manifest_change.py",
 )
 # Third-party packages whose behaviour is part of the answer.
 _PACKAGES = ("pathspec", "yaml")

@@ -97,7 +97,7 @@ def _spelling_problem(glob: str) -> GlobProblem | None:
     if glob.startswith("!"):
         return GlobProblem(
             "negated glob ('!') is not allowed in a stage map",
-            "entries only add coverage, so there is nothing to un-match; "
+            "to leave files out of an entry, list them under its except:; "
             "write '\\!' for a name that starts with '!'",
         )
     return None

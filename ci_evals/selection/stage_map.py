@@ -10,6 +10,13 @@ The format (documented in README.md, "The stage map"):
       - { glob: "skills/plan/**",       stage: plan }
     global: [/ci-evals.yaml, stub/**]  # a change they match -> stage 1
     fixtures: fixtures           # fixtures/<k>-*/ changed -> stage k+1
+    marketplace: { file: /.claude-plugin/marketplace.json, plugin: NAME }
+    ignore_metadata: [version, description, author]
+
+An entry may say `stage: none` (no stage reads the files it matches: a README
+no command names) and list `except:` globs (files its glob matches that it
+leaves out). `marketplace` and `ignore_metadata` narrow a change to the
+marketplace file and to the plugin's manifest (`selection.manifest_change`).
 
 Paths (`root`, `fixtures`) are relative to the map file's folder and are
 stored repo-relative; `global` holds globs relative to that folder
@@ -41,6 +48,7 @@ from ci_evals.selection.global_globs import (
 )
 from ci_evals.selection.matcher import (
     glob_problem,
+    is_literal,
     literal_glob,
     needed_regexes,
     remember_regexes,
@@ -57,18 +65,44 @@ SUPPORTED_VERSION = 1
 # repository (the map itself is always added). -1: from the repository top.
 DEFAULT_GLOBAL = ((0, "/ci-evals.yaml"), (-1, "/.github/workflows/evals.yml"))
 
-_TOP_KEYS = ("version", "root", "stages", "entries", "global", "fixtures")
+_TOP_KEYS = (
+    "version",
+    "root",
+    "stages",
+    "entries",
+    "global",
+    "fixtures",
+    "marketplace",
+    "ignore_metadata",
+)
 _REQUIRED_TOP = ("version", "root", "stages", "entries")
-_ENTRY_KEYS = ("glob", "stage")
+_ENTRY_KEYS = ("glob", "stage", "except")
+_REQUIRED_ENTRY_KEYS = ("glob", "stage")
+# `stage: none`: no stage reads what the entry matches.
+NO_STAGE = "none"
 
 
 @dataclass(frozen=True)
 class Entry:
     glob: str  # as written (root-relative, gitignore style)
-    stage: int  # 1-based stage number (names resolved at load)
+    stage: int | None  # 1-based stage number (names resolved at load); None: `stage: none`
     line: int  # 1-based line of the entry in the map file
     index: int  # position in `entries`
     column: int = 1  # 1-based column of the entry's glob
+    # `except:` globs (root-relative): files `glob` matches that the entry leaves out.
+    excepts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MarketplaceRef:
+    """`marketplace:`: the marketplace file that lists the plugin, and its entry's name.
+
+    A change to the file counts only where the plugin's own entry (or what
+    resolves its source) changed (`selection.manifest_change`)."""
+
+    file: str  # repo-relative path of the marketplace file
+    plugin: str  # the `name` of the plugin's entry in its `plugins` list
+    line: int  # of `marketplace:` in the map file
 
 
 @dataclass(frozen=True)
@@ -99,6 +133,10 @@ class StageMap:
     root_globals: tuple[str, ...] | None
     fixtures: str | None  # repo-relative POSIX folder, or None
     warnings: tuple[str, ...] = field(default=())  # one line each, `path:line: warning: ...`
+    marketplace: MarketplaceRef | None = None
+    # `ignore_metadata:` keys (among `manifest_change.METADATA_KEYS`) that a change to
+    # the plugin's manifest or marketplace entry may touch without selecting a stage.
+    ignore_metadata: tuple[str, ...] = ()
     # The map's repo-relative POSIX path: a global path, and what GitHub annotations name.
     path: str = MAP_NAME
 
@@ -135,6 +173,26 @@ class StageMap:
         (`ci_evals.selection.decide` tells the two apart by position).
         """
         return (*self.globs, *(self.root_globals or ()))
+
+    @property
+    def manifest_path(self) -> str | None:
+        """The plugin's `.claude-plugin/plugin.json`, repo-relative, when a change to it
+        is compared (`ignore_metadata` given); else None."""
+        if not self.ignore_metadata:
+            return None
+        return f"{self.root}/{_MANIFEST}" if self.root else _MANIFEST
+
+    @property
+    def compared_paths(self) -> frozenset[str]:
+        """The files a change to which is decided by comparing their two versions
+        (`selection.manifest_change`) instead of by the entries and globals."""
+        found = {self.marketplace.file} if self.marketplace is not None else set()
+        if self.manifest_path is not None:
+            found.add(self.manifest_path)
+        return frozenset(found)
+
+
+_MANIFEST = ".claude-plugin/plugin.json"
 
 
 # Work-tree roots found by `default_map_path`: loading the map it returns
@@ -216,20 +274,31 @@ def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
     return (
         stage_map.root,
         stage_map.stages,
-        tuple((e.glob, e.stage, e.line, e.index, e.column) for e in stage_map.entries),
+        tuple((e.glob, e.stage, e.line, e.index, e.column, e.excepts) for e in stage_map.entries),
         tuple((g.glob, g.path, g.line, g.column, g.index) for g in stage_map.global_globs),
         stage_map.root_globals,
         stage_map.fixtures,
         stage_map.warnings,
-        needed_regexes((*stage_map.selection_globs, *stage_map.global_paths)),
+        needed_regexes(
+            (
+                *stage_map.selection_globs,
+                *stage_map.global_paths,
+                *(g for e in stage_map.entries for g in e.excepts),
+            )
+        ),
+        None
+        if stage_map.marketplace is None
+        else (stage_map.marketplace.file, stage_map.marketplace.plugin, stage_map.marketplace.line),
+        stage_map.ignore_metadata,
     )
 
 
 def _from_cache(value: object, file: Path, repo_root: Path, names: _Names) -> StageMap | None:
     """`_to_cache` reversed, or None when `value` is not what it wrote (or root is gone)."""
-    if not isinstance(value, tuple) or len(value) != 8:
+    if not isinstance(value, tuple) or len(value) != 10:
         return None
-    root, stages, entries, global_globs, root_globals, fixtures, warnings, regexes = value
+    (root, stages, entries, global_globs, root_globals, fixtures, warnings, regexes) = value[:8]
+    market, ignored = value[8:]
     try:
         record = StageMap(
             file=file,
@@ -243,6 +312,8 @@ def _from_cache(value: object, file: Path, repo_root: Path, names: _Names) -> St
             root_globals=None if root_globals is None else tuple(root_globals),
             fixtures=None if fixtures is None else str(fixtures),
             warnings=tuple(warnings),
+            marketplace=None if market is None else MarketplaceRef(*market),
+            ignore_metadata=tuple(ignored),
         )
         # The loader checked this on disk; the disk may have changed since.
         if not (repo_root / root if root else repo_root).is_dir():
@@ -273,6 +344,12 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
     if "fixtures" in top and not top["fixtures"].is_null():
         fixtures = _inside_repo(top["fixtures"], folder, repo_root)
     global_globs, root_globals = _globals(top, folder, names.path, root, fixtures)
+    marketplace = None
+    if "marketplace" in top:
+        marketplace = _marketplace(top["marketplace"], folder)
+    ignore_metadata: tuple[str, ...] = ()
+    if "ignore_metadata" in top:
+        ignore_metadata = _ignore_metadata(top["ignore_metadata"])
     return StageMap(
         file=file,
         repo_root=repo_root,
@@ -285,7 +362,44 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
         root_globals=root_globals,
         fixtures=fixtures,
         warnings=tuple(warnings),
+        marketplace=marketplace,
+        ignore_metadata=ignore_metadata,
     )
+
+
+def _marketplace(node: Field, folder: str) -> MarketplaceRef:
+    """`marketplace: {file: PATH, plugin: NAME}`: PATH as a global is written (relative
+    to the map's folder, `../` to climb), naming one file."""
+    keys = node.mapping(("file", "plugin"), ("file", "plugin"), what="mapping with file, plugin")
+    item = keys["file"]
+    base, glob = _global_glob(item, folder)
+    if not all(is_literal(part) for part in glob.strip("/").split("/")) or glob.endswith("/"):
+        raise item.error(
+            f"{item.as_str()!r} is not one file's path",
+            hint="name the marketplace file, e.g. /.claude-plugin/marketplace.json",
+        )
+    path = posixpath.join(base, glob.lstrip("/")) if base else glob.lstrip("/")
+    plugin = keys["plugin"].as_str()
+    if not plugin.strip():
+        raise keys["plugin"].error("empty plugin name", hint="the `name` of the plugin's entry")
+    return MarketplaceRef(path, plugin, node.line)
+
+
+def _ignore_metadata(node: Field) -> tuple[str, ...]:
+    """`ignore_metadata: [version, ...]`: only keys Claude Code loads nothing from."""
+    from ci_evals.selection.manifest_change import METADATA_KEYS  # noqa: PLC0415 - loader only
+
+    found: list[str] = []
+    for item in node.sequence():
+        key = item.as_str()
+        if key not in METADATA_KEYS:
+            raise item.error(
+                f"{key!r} is not a metadata key: a change to it may change what Claude Code loads",
+                hint=f"the metadata keys: {', '.join(METADATA_KEYS)}",
+            )
+        if key not in found:
+            found.append(key)
+    return tuple(found)
 
 
 def _globals(
@@ -405,6 +519,11 @@ def _stages(node: Field) -> tuple[str, ...]:
             raise item.error(
                 f"duplicate stage name {name!r}", hint=f"also stage {seen[name]} in this list"
             )
+        if name == NO_STAGE:
+            raise item.error(
+                f"stage name {NO_STAGE!r} is reserved",
+                hint=f"an entry's `stage: {NO_STAGE}` says that no stage reads its files",
+            )
         seen[name] = len(seen) + 1
     return tuple(seen)
 
@@ -416,19 +535,31 @@ def _entries(
     warnings: list[str] = []
     first_seen: dict[str, Entry] = {}
     for index, item in enumerate(node.sequence()):
-        fields = item.mapping(_ENTRY_KEYS, _ENTRY_KEYS, what="mapping with 'glob' and 'stage'")
+        fields = item.mapping(
+            _ENTRY_KEYS, _REQUIRED_ENTRY_KEYS, what="mapping with 'glob' and 'stage'"
+        )
         glob_field = fields["glob"]
         glob = glob_field.as_str(allow_empty=True)
         problem = glob_problem(glob)
         if problem is not None:
             raise glob_field.error(problem.message, hint=problem.hint)
         stage = _stage_field(fields["stage"], stages)
-        entry = Entry(glob=glob, stage=stage, line=item.line, index=index, column=glob_field.column)
+        excepts = _excepts(fields["except"]) if "except" in fields else ()
+        entry = Entry(
+            glob=glob,
+            stage=stage,
+            line=item.line,
+            index=index,
+            column=glob_field.column,
+            excepts=excepts,
+        )
         earlier = first_seen.get(glob)
         if earlier is None:
             first_seen[glob] = entry
         else:
-            same = "same stage" if earlier.stage == stage else f"stage {earlier.stage} there"
+            same = (
+                "same stage" if earlier.stage == stage else f"stage {_shown(earlier.stage)} there"
+            )
             warnings.append(
                 f"{path}:{glob_field.line}: warning: entries[{index}].glob: "
                 f"{glob!r} repeats entries[{earlier.index}] (line {earlier.line}, {same}); "
@@ -438,8 +569,27 @@ def _entries(
     return tuple(entries), warnings
 
 
-def _stage_field(node: Field, stages: tuple[str, ...]) -> int:
+def _shown(stage: int | None) -> str:
+    return NO_STAGE if stage is None else str(stage)
+
+
+def _excepts(node: Field) -> tuple[str, ...]:
+    """`except: [GLOB, ...]`: globs as the entry's are, relative to root."""
+    found: list[str] = []
+    for item in node.sequence(allow_empty=False):
+        glob = item.as_str(allow_empty=True)
+        problem = glob_problem(glob)
+        if problem is not None:
+            raise item.error(problem.message, hint=problem.hint)
+        found.append(glob)
+    return tuple(found)
+
+
+def _stage_field(node: Field, stages: tuple[str, ...]) -> int | None:
     import yaml  # noqa: PLC0415 - only the real loader gets here
+
+    if node.node.tag == "tag:yaml.org,2002:str" and node.as_str() == NO_STAGE:
+        return None
 
     tag = node.node.tag
     if tag == "tag:yaml.org,2002:int":
@@ -476,7 +626,7 @@ def _stage_number(
 
 def _stage_hint(stages: tuple[str, ...]) -> str:
     names = ", ".join(f"{i}={name}" for i, name in enumerate(stages, start=1))
-    return f"use 1..{len(stages)} or a name: {names}"
+    return f"use 1..{len(stages)} or a name: {names} (or {NO_STAGE}: no stage reads its files)"
 
 
 def _repo_relative_folder(folder: Path, repo_root: Path) -> str:

@@ -24,7 +24,7 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals import git
 from ci_evals.selection.decide import (
@@ -32,12 +32,19 @@ from ci_evals.selection.decide import (
     FIXTURE_CHANGED,
     GLOBAL_FILE,
     IGNORED,
+    LISTING_ONLY,
     MATCHED,
     UNMATCHED_FILE,
     Match,
     Selection,
     quote_path,
+    select,
 )
+from ci_evals.selection.manifest_change import compare_manifest, compare_marketplace
+
+if TYPE_CHECKING:
+    from ci_evals.selection.matcher import GlobMatcher
+    from ci_evals.selection.stage_map import StageMap
 
 SUITE_FILE = "ci-evals.yaml"
 CONTRACT_KEYS = ("produces", "consumes")
@@ -80,12 +87,26 @@ class SuiteChange:
 _RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, CONTRACT_CHANGED: 2, MATCHED: 3}
 
 
-def decide_held(repo: Path, chosen: Selection) -> Selection:
-    """`chosen` with the suite files the Selector held out decided by `compare`."""
+def decide_held(
+    repo: Path,
+    chosen: Selection,
+    stage_map: StageMap | None = None,
+    matcher: GlobMatcher | None = None,
+) -> Selection:
+    """`chosen` with the files the Selector held out decided by comparing their two
+    versions: suite files by `compare`, the map's marketplace file and manifest
+    (`StageMap.compared_paths`) by `manifest_change`."""
     if not chosen.held_out:
         return chosen
     extra: list[Match] = []
+    notes = list(chosen.notes)
     for path in chosen.held_out:
+        if stage_map is not None and path in stage_map.compared_paths:
+            assert matcher is not None
+            match, note = _compared(repo, path, chosen, stage_map, matcher)
+            extra.append(match)
+            notes.append(note)
+            continue
         if chosen.head is None or not chosen.merge_bases:
             change = _full(path, "cannot be compared (no merge base)")
         else:
@@ -96,20 +117,30 @@ def decide_held(repo: Path, chosen: Selection) -> Selection:
             extra.append(Match(path, change.stage, None, CONTRACT_CHANGED, change.detail))
         else:
             extra.append(Match(path, 1, None, GLOBAL_FILE, change.detail))
-    notes = (
-        *chosen.notes,
-        *(
-            f"{quote_path(m.path)} compared at the merge base and at HEAD (its YAML, "
+        notes.append(
+            f"{quote_path(path)} compared at the merge base and at HEAD (its YAML, "
             "not the suite loader): only `produces`/`consumes` may differ for less than a full run"
-            for m in extra
-        ),
-    )
+        )
     candidates = [m for m in (chosen.decided_by, *extra) if m is not None and m.stage is not None]
     best = min(candidates, key=lambda m: (m.stage, _RANK.get(m.rule, 3), m.path), default=None)
     changed = chosen.changed + len(extra)
     matches = (*chosen.matches, *extra)
     if best is None or best is chosen.decided_by:
-        return replace(chosen, changed=changed, matches=matches, notes=notes, held_out=())
+        detail = chosen.detail
+        unread = [m for m in extra if m.stage is None]
+        if best is None and unread:  # say why the held files select nothing
+            detail = (
+                f"{changed} changed path(s), none that a stage reads: "
+                f"{quote_path(unread[0].path)}: {unread[0].why}"
+            )
+        return replace(
+            chosen,
+            changed=changed,
+            matches=matches,
+            detail=detail,
+            notes=tuple(notes),
+            held_out=(),
+        )
     return replace(
         chosen,
         from_stage=best.stage,
@@ -118,9 +149,43 @@ def decide_held(repo: Path, chosen: Selection) -> Selection:
         matches=matches,
         detail=f"{quote_path(best.path)}: {best.why}",
         decided_by=best,
-        notes=notes,
+        notes=tuple(notes),
         held_out=(),
     )
+
+
+def _compared(
+    repo: Path, path: str, chosen: Selection, stage_map: StageMap, matcher: GlobMatcher
+) -> tuple[Match, str]:
+    """The marketplace file or the manifest, decided by what Claude Code loads of it."""
+    bases, head, ignore = chosen.merge_bases, chosen.head or "", stage_map.ignore_metadata
+    market = stage_map.marketplace
+    unset = "" if ignore else " (no ignore_metadata)"
+    if market is not None and path == market.file:
+        change = compare_marketplace(
+            repo, path, market.plugin, ignore, merge_bases=bases, head=head
+        )
+        note = (
+            f"{quote_path(path)} compared at the merge base and at HEAD (JSON): only the entry "
+            f"of {market.plugin!r} and what lies outside `plugins` count, less "
+            f"ignore_metadata{unset}"
+        )
+        if change.seen:
+            why = f"the marketplace, as it loads {market.plugin!r}: {change.detail}: runs all"
+            return Match(path, 1, None, GLOBAL_FILE, why), note
+        why = "only other plugins' entries or metadata changed in the marketplace: not loaded"
+        return Match(path, None, None, LISTING_ONLY, why), note
+    change = compare_manifest(repo, path, ignore, merge_bases=bases, head=head)
+    note = (
+        f"{quote_path(path)} compared at the merge base and at HEAD (JSON), less "
+        f"ignore_metadata: {', '.join(ignore)}"
+    )
+    if not change.seen:
+        why = "only metadata keys changed (ignore_metadata): not loaded"
+        return Match(path, None, None, LISTING_ONLY, why), note
+    # What Claude Code loads changed: the path as the map's entries decide it.
+    decided = select(stage_map, matcher, [path]).matches[0]
+    return decided._replace(why=f"{decided.why} ({change.detail})"), note
 
 
 def compare(repo: Path, path: str, merge_bases: Sequence[str], head: str) -> SuiteChange:

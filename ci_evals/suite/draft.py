@@ -22,10 +22,11 @@ import yaml
 
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
+from ci_evals.selection.manifest_change import METADATA_KEYS
 from ci_evals.suite import draft_order, draft_shapes, references
 from ci_evals.suite.draft_inputs import example_value
 from ci_evals.suite.load import BUILTINS, STAGE_NAME
-from ci_evals.suite.plugin_source import MANIFEST, PluginSource
+from ci_evals.suite.plugin_source import MANIFEST, MARKETPLACE, PluginSource
 
 OUTPUT_DIR = "outputs"  # where the stub's placeholder outputs go, in the workspace
 # Where a command stops for a person: a stage runs unattended and must say what
@@ -89,6 +90,8 @@ class Draft:
     # (independent commands: each scenario would run them again; --stages: the
     # user named every stage).
     unstaged: tuple[str, ...] = ()
+    # Plugin files no stage reads (`draft_unread`): `stage: none` in the map.
+    unread: frozenset[str] = frozenset()
 
     @property
     def stub_file(self) -> str:
@@ -773,18 +776,38 @@ def render_stage_map(draft: Draft) -> str:
     lines = [
         f"# Drafted by `ci-evals init` from {_c(draft.plugin)}/: which stage each plugin file can",
         "# affect. A file maps to the lowest stage whose command (or a file such a command",
-        "# names) names it; a file nothing names maps to stage 1, which runs everything.",
+        "# names) names it; a file nothing names maps to stage 1, which runs everything, but",
+        "# a README, licence or changelog nothing names to none (no stage reads it).",
         "# Refine by hand (docs/onboarding.md); `ci-evals check-coverage` keeps it complete.",
         "version: 1",
         f"root: {_q(draft.plugin)}",
         f"stages: [{names}]",
         "entries:",
     ]
+    unread = {"/" + _literal(path) for path in draft.unread}
     for entry in draft.entries:
+        if entry.glob in unread:
+            why = "no command, skill or agent names it: no stage reads it"
+            lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: none }}   # {why}")
+            continue
         stage = draft.stages[entry.stage - 1].name
         lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: {stage} }}   # {_c(entry.why)}")
     globals_ = ", ".join(_q(path) for path in draft.global_paths)
     lines += [f"global: [{globals_}]", "fixtures: fixtures"]
+    if draft.marketplace is not None:
+        folder, name = draft.marketplace
+        market = f"{folder}/{MARKETPLACE}" if folder != "." else MARKETPLACE
+        lines += [
+            "# The marketplace lists every plugin: only this plugin's entry (and what lies",
+            "# outside its plugins list) is compared, parsed, at the base and the head.",
+            f"marketplace: {{ file: {_q(market if market.startswith('../') else '/' + market)}, "
+            f"plugin: {_q(name)} }}",
+        ]
+    lines += [
+        "# Keys Claude Code shows but loads nothing from: a change to them alone in",
+        "# .claude-plugin/plugin.json or the marketplace entry runs no stage.",
+        f"ignore_metadata: [{', '.join(_q(key) for key in METADATA_KEYS)}]",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -151,6 +151,7 @@ class Plugin:
     commands: tuple[str, ...] = ()  # its commands and skills (`/NAME:command`), see references
     agents: tuple[str, ...] = ()  # its agent files, relative to `path`
     marketplace: Path | None = None  # the marketplace.json that named it, if one did
+    marketplace_entry: str | None = None  # the `name` of its entry there
     # The manifest every copy of the plugin carries when the folder has none of
     # its own that Claude Code would read (named after its folder or its entry).
     manifest_to_write: Mapping[str, object] | None = None
@@ -594,8 +595,10 @@ def _load_plugin(
                 f"no {MARKETPLACE} in {display_path(folder)}",
                 hint="name the folder holding the marketplace's .claude-plugin/",
             )
+        entry: str | None = keys["name"].as_str()
         source = plugin_in_marketplace(folder, keys["name"].as_str())
     else:
+        entry = None
         path = _path(value, base)
         if not path.is_dir():
             raise value.error(f"plugin folder not found: {display_path(path)}")
@@ -615,6 +618,7 @@ def _load_plugin(
         commands=references.plugin_commands(source.path, source.manifest),
         agents=references.plugin_agents(source.path, source.manifest),
         marketplace=source.marketplace,
+        marketplace_entry=entry,
         manifest_to_write=source.manifest_to_write,
         repository=repository,
         files=files,
@@ -911,6 +915,13 @@ def _cross_check_stage_map(
     # manifest of its own, its components).
     if suite.plugin.marketplace is not None:
         _require_mapped(suite.plugin.marketplace, "the marketplace", stage_map, where)
+        compared = stage_map.marketplace
+        if compared is not None and compared.plugin != suite.plugin.marketplace_entry:
+            raise where.error(
+                f"the stage map {map_name} compares the marketplace entry {compared.plugin!r}, "
+                f"but the suite's plugin is its entry {suite.plugin.marketplace_entry!r}",
+                hint="name the suite's entry in the map's marketplace: plugin:",
+            )
     for stage in suite.stages:
         _check_rubrics_mapped(suite, stage, stage_map, problems)
         _check_schemas_mapped(stage, stage_map, problems)
@@ -924,7 +935,12 @@ def _require_mapped(path: Path, what: str, stage_map: StageMap, where: Field) ->
         raise where.error(
             f"{what} {unmapped} is in no stage of the stage map {stage_map.display}: "
             "a change to it would run nothing",
-            hint=f"add {glob!r} to the map's global: (a change then runs every stage)",
+            hint=f"add {glob!r} to the map's global: (a change then runs every stage)"
+            + (
+                f", or name it in marketplace: {{file: {glob}, plugin: NAME}}"
+                if what == "the marketplace"
+                else ""
+            ),
         )
 
 
@@ -932,6 +948,8 @@ def _unmapped(path: Path, stage_map: StageMap) -> str | None:
     """`path` relative to the map's repository when no stage of the map reaches it
     (neither under its root nor matched by a `global` glob): else None."""
     rel = Path(os.path.relpath(path, stage_map.repo_root)).as_posix()
+    if stage_map.marketplace is not None and rel == stage_map.marketplace.file:
+        return None  # compared by its entry (`marketplace:`)
     if stage_map.relative_to_root(rel) is None and not GlobMatcher(stage_map.global_paths).matches(
         rel
     ):

@@ -27,7 +27,7 @@ HOSTILE = (
     "cr\rreturn: z",
 )
 SUITE_KEYS = {"version", "plugin", "fixtures", "stage_map", "budget_usd", "limits", "stages"}
-MAP_KEYS = {"version", "root", "stages", "entries", "global", "fixtures"}
+MAP_KEYS = {"version", "root", "stages", "entries", "global", "fixtures", "ignore_metadata"}
 
 
 def _repo(tmp_path: Path, commands: dict[str, str]) -> Path:

@@ -212,7 +212,7 @@ def test_actions_map_error_is_annotated_and_exits_2(plugin_repo: Path, tmp_path:
     assert result.stdout.splitlines() == [
         "::error file=stage_map.yaml,line=6,col=38,title=Stage map::stage_map.yaml:6:38: "
         "entries[1].stage: unknown stage 'review' (use 1..3 or a name: 1=research, 2=plan, "
-        "3=write)"
+        "3=write (or none: no stage reads its files))"
     ]
     assert result.stderr.startswith("ci-evals: error: stage_map.yaml:6:38: entries[1].stage:")
     assert "The stage map is invalid" in summary.read_text(encoding="utf-8")

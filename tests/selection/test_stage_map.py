@@ -12,7 +12,7 @@ from ci_evals.selection.stage_map import CHECKOUT_INDEX, StageMap, load_stage_ma
 from tests.conftest import git
 
 HEAD = "version: 1\nroot: plugin\nstages: [research, plan, write]\nentries:\n"
-STAGE_HINT = "(use 1..3 or a name: 1=research, 2=plan, 3=write)"
+STAGE_HINT = "(use 1..3 or a name: 1=research, 2=plan, 3=write (or none: no stage reads its files))"
 
 
 @pytest.fixture(autouse=True)
@@ -43,11 +43,13 @@ ERRORS = {
     "unknown top key": (
         _entry('"a.md"') + "foo: 1\n",
         "stage_map.yaml:6:1: foo: unknown key 'foo' "
-        "(known keys: entries, fixtures, global, root, stages, version)",
+        "(known keys: entries, fixtures, global, ignore_metadata, marketplace, root, stages, "
+        "version)",
     ),
     "unknown entry key": (
         HEAD + '  - { glob: "a.md", stage: 1, note: x }\n',
-        "stage_map.yaml:5:31: entries[0].note: unknown key 'note' (known keys: glob, stage)",
+        "stage_map.yaml:5:31: entries[0].note: unknown key 'note' "
+        "(known keys: except, glob, stage)",
     ),
     "missing top key": (
         "version: 1\nroot: plugin\nstages: [a]\n",
@@ -124,7 +126,7 @@ ERRORS = {
     "negated glob": (
         _entry('"!a.md"'),
         "stage_map.yaml:5:13: entries[0].glob: negated glob ('!') is not allowed in a stage "
-        "map (entries only add coverage, so there is nothing to un-match; write '\\!' for a "
+        "map (to leave files out of an entry, list them under its except:; write '\\!' for a "
         "name that starts with '!')",
     ),
     "trailing **/": (
@@ -237,7 +239,7 @@ ERRORS = {
     "negated global": (
         _entry('"a.md"') + 'global: ["!x.yml"]\n',
         "stage_map.yaml:6:10: global[0]: negated glob ('!') is not allowed in a stage map "
-        "(entries only add coverage, so there is nothing to un-match; "
+        "(to leave files out of an entry, list them under its except:; "
         "write '\\!' for a name that starts with '!')",
     ),
     "global with an empty segment": (

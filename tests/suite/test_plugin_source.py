@@ -86,7 +86,11 @@ def test_a_marketplace_plugin_without_a_manifest_runs_end_to_end(tmp_path: Path)
     assert 'plugin: { marketplace: "../..", name: "feature-dev" }' in suite
     assert "/feature-dev:feature-dev" in suite  # the entry's name, not the folder's
     stage_map = (here / "stage_map.yaml").read_text()
-    assert '"../../.claude-plugin/marketplace.json"' in stage_map  # it names the plugin
+    # It names the plugin: its entry is compared (`marketplace:`), not the whole file.
+    assert (
+        'marketplace: { file: "../../.claude-plugin/marketplace.json", plugin: "feature-dev" }'
+        in stage_map
+    )
     assert 'root: "../../plugins/fdev"' in stage_map
     git(repo, "add", "-A")
     coverage = cli(here, "check-coverage")
@@ -107,10 +111,17 @@ def test_a_marketplace_plugin_without_a_manifest_runs_end_to_end(tmp_path: Path)
     # The repository's plugin folder is as its authors left it: no manifest written there.
     assert not (repo / "plugins" / "fdev" / ".claude-plugin").exists()
 
-    # A change to the marketplace file (it names the plugin) runs everything.
+    # A listing-only change to its entry (its category) runs nothing; a change to
+    # what loads it (its components) runs everything.
     market = repo / ".claude-plugin" / "marketplace.json"
     market.write_text(market.read_text().replace('"development"', '"productivity"'))
     git(repo, "commit", "-q", "-am", "recategorise")
+    answer = cli(here, "compute-stage", "HEAD~1")
+    assert answer.stdout.strip() == "none", answer.stdout + answer.stderr
+    market.write_text(
+        market.read_text().replace('"productivity"', '"productivity", "strict": false')
+    )
+    git(repo, "commit", "-q", "-am", "not strict")
     answer = cli(here, "compute-stage", "HEAD~1")
     assert answer.stdout.strip() == "1", answer.stdout + answer.stderr
 

@@ -1,0 +1,155 @@
+"""A change to the marketplace file or to the plugin's manifest: does Claude Code see it?
+
+A marketplace file lists every plugin of the repository, and public
+marketplaces edit it in most commits (another plugin's entry, a version bump).
+Listed as a `global`, each such edit ran every stage. With the stage map's
+`marketplace: {file, plugin}` the file is compared at the merge base and at
+HEAD (`git cat-file blob REV:PATH`), parsed, and only what loads this plugin
+counts: its own entry (the one object of `plugins` whose `name` is the map's
+`plugin`) and everything outside `plugins` (`metadata.pluginRoot` resolves the
+entry's `source`). With `ignore_metadata: [KEY, ...]` those keys are removed
+first — from the entry, from the file's top level and its `metadata` object,
+and from the plugin's own `.claude-plugin/plugin.json` — so a version bump or
+a new description changes nothing. Only keys Claude Code shows in listings
+and never loads from may be ignored (`METADATA_KEYS`).
+
+Fail closed: a file added or removed, unreadable, not a JSON object, a
+`plugins` that is not a list, the entry added, removed or named twice — each
+is a change Claude Code can see, and the detail says which. (An entry absent
+on both sides is no change to it: nothing of the plugin loads from the file
+either way.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci_evals import git
+
+# Keys of a plugin manifest, a marketplace entry or a marketplace file that
+# Claude Code shows (listings, `/plugin`) but loads nothing from (code.claude.com
+# docs: plugins reference, "metadata fields"; marketplace reference, plugin
+# entries' optional metadata and the file's `owner`, `metadata.description`,
+# `metadata.version`). `name`, `source`, `strict`, the component keys
+# (`commands`, `agents`, `skills`, `hooks`, `mcpServers`, `lspServers`,
+# `outputStyles`, ...) and `metadata.pluginRoot` change what loads: never here.
+METADATA_KEYS = (
+    "version",
+    "description",
+    "author",
+    "homepage",
+    "repository",
+    "license",
+    "keywords",
+    "category",
+    "tags",
+    "owner",
+    "$schema",
+)
+
+
+@dataclass(frozen=True)
+class ManifestChange:
+    seen: bool  # True: Claude Code can see the change (or it cannot be told: fail closed)
+    detail: str  # one line for a person
+
+
+def compare_marketplace(
+    repo: Path,
+    path: str,
+    plugin: str,
+    ignore: Sequence[str],
+    *,
+    merge_bases: Sequence[str],
+    head: str,
+) -> ManifestChange:
+    """The marketplace file at `path`, as far as it loads the plugin `plugin`."""
+    return _compare(
+        repo, path, merge_bases, head, lambda data: _marketplace_view(data, plugin, ignore)
+    )
+
+
+def compare_manifest(
+    repo: Path, path: str, ignore: Sequence[str], *, merge_bases: Sequence[str], head: str
+) -> ManifestChange:
+    """The plugin's own `.claude-plugin/plugin.json`, less the ignored metadata keys."""
+    return _compare(repo, path, merge_bases, head, lambda data: _without(data, ignore))
+
+
+class _Unclear(ValueError):
+    """What makes a version impossible to compare: the change counts."""
+
+
+def _compare(
+    repo: Path,
+    path: str,
+    merge_bases: Sequence[str],
+    head: str,
+    view: Callable[[dict[str, object]], object],
+) -> ManifestChange:
+    if not merge_bases:
+        return ManifestChange(True, "cannot be compared (no merge base)")
+    try:
+        now = view(_parse(git.blob_at(repo, head, path), "HEAD"))
+        # Several merge bases (criss-cross): a difference from any one counts.
+        for base in merge_bases:
+            before = view(_parse(git.blob_at(repo, base, path), "the merge base"))
+            if before != now:
+                return ManifestChange(True, _difference(before, now))
+    except _Unclear as exc:
+        return ManifestChange(True, str(exc))
+    return ManifestChange(False, "")
+
+
+def _parse(data: bytes | None, where: str) -> dict[str, object]:
+    if data is None:
+        raise _Unclear(f"not a file at {where} (added or removed)")
+    import json  # noqa: PLC0415 - only when one of these files changed (kept off start-up)
+
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _Unclear(f"cannot be compared: not valid JSON at {where}") from None
+    if not isinstance(value, dict):
+        raise _Unclear(f"cannot be compared: not a JSON object at {where}")
+    return value
+
+
+def _without(data: dict[str, object], ignore: Sequence[str]) -> dict[str, object]:
+    return {key: value for key, value in data.items() if key not in ignore}
+
+
+def _marketplace_view(
+    data: dict[str, object], plugin: str, ignore: Sequence[str]
+) -> dict[str, object]:
+    """What of a marketplace file loads `plugin`: its entry, and the file outside `plugins`."""
+    plugins = data.get("plugins")
+    if not isinstance(plugins, list):
+        raise _Unclear('cannot be compared: "plugins" is not a list')
+    found = [p for p in plugins if isinstance(p, dict) and p.get("name") == plugin]
+    if len(found) > 1:
+        raise _Unclear(f"cannot be compared: {len(found)} entries named {plugin!r}")
+    rest = _without({k: v for k, v in data.items() if k != "plugins"}, ignore)
+    if isinstance(rest.get("metadata"), dict):
+        rest["metadata"] = _without(rest["metadata"], ignore)  # type: ignore[arg-type]
+    # No entry (on both sides: nothing of the plugin loads from here either way;
+    # on one side: added or removed, a difference).
+    return {"entry": _without(found[0], ignore) if found else None, "outside plugins": rest}
+
+
+def _difference(before: object, now: object) -> str:
+    """`changed: entry.commands` — the first keys that differ, for the detail."""
+    keys: list[str] = []
+    if isinstance(before, dict) and isinstance(now, dict):
+        for key in sorted(set(before) | set(now), key=str):
+            was, new = before.get(key), now.get(key)
+            if was == new:
+                continue
+            if (was is None) != (new is None):
+                keys.append(f"{key} ({'added' if was is None else 'removed'})")
+                continue
+            inner = _difference(was, new)
+            keys.append(f"{key}.{inner}" if inner else str(key))
+    return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
