@@ -560,3 +560,46 @@ def test_many_small_files_end_the_stage_and_nothing_is_copied_or_listed(tmp_path
     assert "more than 10,000 files, folders and links" in error
     assert "limits.max_output_files" in error
     assert "while it ran" in grew.stage(5)["error"]
+
+
+def test_links_that_lead_out_together_are_not_promoted_into_a_fixture(tmp_path: Path) -> None:
+    """The stage leaves two links, each inside its workspace read alone: `y -> ../../../..`
+    four folders down (the top) and `a -> s1/s2/s3/s4/y/../../..` (three above it, through
+    `y`). Its run folder is then edited, results and saved state agreeing, to say it also
+    produced `a/PWNED`. `fixtures update` made the links first and wrote the file through
+    them, outside the repository; now `a` is resolved through `y`, the file through the
+    link `a` is refused, and nothing lands outside the saved state."""
+    links = (
+        "mkdir -p s1/s2/s3/s4 && ln -s ../../../.. s1/s2/s3/s4/y && ln -s s1/s2/s3/s4/y/../../.. a"
+    )
+    run = attack(
+        tmp_path,
+        bash_rule(5, f"{links} && echo ok > out5.md"),
+        stage_extra={5: '    checks:\n      - { files: "out5.md", count: 1 }\n'},
+        timeout=240,
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    after = run.stage_dir / "after"
+    recorded = state_links(after)
+    assert (recorded["a"], recorded["s1/s2/s3/s4/y"]) == ("s1/s2/s3/s4/y/../../..", "../../../..")
+    payload = b"echo pwned-by-fixture-update\n"
+    (after / "a").mkdir()
+    (after / "a" / "PWNED").write_bytes(payload)
+    results = run.results()
+    results["scenarios"][0]["stages"][0]["produced"].append(
+        {"path": "a/PWNED", "change": "added", "kind": "file", "size": len(payload),
+         "sha256": hashlib.sha256(payload).hexdigest(), "target": None}
+    )  # fmt: skip
+    (run.out / "results.json").write_text(json.dumps(results))
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "fixtures", "update", "--from", str(run.out),
+         "--stage", "5"],
+        cwd=run.repo, env=env_for(run.temp), capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "points outside the workspace by way of other links" in done.stderr
+    planted = [Path(d) / "PWNED" for d, _, files in os.walk(tmp_path) if "PWNED" in files]
+    assert planted == [after / "a" / "PWNED"]
+    assert not (run.repo / "fixtures" / "5-s5-output").exists()

@@ -19,7 +19,9 @@ and column), and refuses values no ci-evals file holds:
 `read_file` reads such a file first: a regular file only, never through a
 link (`O_NOFOLLOW`, then `fstat`: a FIFO, a device such as `/dev/zero` or a
 folder is refused) and at most `limit` bytes, so a file committed by a PR
-cannot make the reader wait, or read until it runs out of memory.
+cannot make the reader wait, or read until it runs out of memory. `load_file`
+does both, for every reader of a run folder's JSON (a results file, a record of
+links, a shard's MAC).
 """
 
 from __future__ import annotations
@@ -125,6 +127,17 @@ def read_file(path: Path, limit: int, *, what: str = "file") -> bytes:
     if len(data) > limit:  # it grew while read
         raise UserError(f"the {what} is over the limit of {limit} bytes", file=path)
     return data
+
+
+def load_file(path: Path, limit: int, *, what: str = "file", max_depth: int = MAX_DEPTH) -> object:
+    """`read_file`, then `parse` with `text_only`: the JSON of a file someone else
+    wrote (a run folder, an artifact), or a one-line `UserError` naming it."""
+    data = read_file(path, limit, what=what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"the {what} is not UTF-8 text (byte {exc.start})", file=path) from None
+    return parse(text, file=path, max_depth=max_depth, text_only=True)
 
 
 def _depth(value: object, max_depth: int = MAX_DEPTH) -> int:

@@ -31,6 +31,7 @@ from typing import Any
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
+from ci_evals.fs.state import copy_plain
 from ci_evals.fs.walk import walk
 from ci_evals.results.benchmark import ConfigurationTable, as_json, render, task_row
 from ci_evals.results.model import (
@@ -339,7 +340,16 @@ def _copy_units(shards: Sequence[_Read], out: Path) -> None:
             folder = f"{scenario.id}/r{scenario.repeat + 1}" if many else scenario.id
             source = read.folder / folder
             if source.is_dir():
-                shutil.copytree(source, out / folder, symlinks=True)
+                # Checked plain (`_plain_units`); copied never following a link all the
+                # same, and refused should one have appeared since.
+                found = copy_plain(source, out / folder)
+                if found:
+                    shutil.rmtree(out / folder)
+                    raise UserError(
+                        f"{folder}/{found[0]} is a link or a special file: a shard's run "
+                        "folder holds none",
+                        file=read.folder,
+                    )
 
 
 # -- `run --tasks`: per task run, then the tables ----------------------------------------

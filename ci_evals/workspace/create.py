@@ -44,6 +44,7 @@ from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
 from ci_evals.fs.copyable import escape_problem, holds_repository_problem, is_git
+from ci_evals.fs.links import outside
 from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.snapshot import (
     RACY_NS,
@@ -278,9 +279,6 @@ def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
         )
 
 
-_MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
-
-
 def _check_merged_links(plan: _Plan) -> None:
     """Resolve every link the way the system will in the merged workspace.
 
@@ -289,37 +287,12 @@ def _check_merged_links(plan: _Plan) -> None:
     chain like that, so the check runs on the merged plan.
     """
     for rel, target in plan.links.items():
-        problem = _resolve_inside(plan.links, rel, target)
+        problem = outside(plan.links, rel, target)
         if problem:
             raise UserError(
                 f"fixture link {display_path(plan.link_sources[rel])} -> {target} {problem}",
                 hint="links in fixtures must stay inside their fixture folder",
             )
-
-
-def _resolve_inside(links: dict[str, str], rel: str, target: str) -> str | None:
-    """None if link `rel` resolves inside the root; else what is wrong."""
-    resolved: list[str] = rel.split("/")[:-1]
-    todo = target.split("/")
-    hops = 0
-    while todo:
-        part = todo.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not resolved:
-                return "points outside the workspace by way of other links"
-            resolved.pop()
-            continue
-        resolved.append(part)
-        through = links.get("/".join(resolved))
-        if through is not None:
-            hops += 1
-            if hops > _MAX_LINK_HOPS:
-                return "is part of a loop of links"
-            resolved.pop()
-            todo[:0] = through.split("/")
-    return None
 
 
 def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:
