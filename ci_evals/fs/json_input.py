@@ -115,10 +115,11 @@ def read_file(path: Path, limit: int, *, what: str = "file") -> bytes:
     except OSError as exc:  # ELOOP: the name is a link
         reason = "a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
         raise UserError(f"cannot read the {what}: {reason}", file=path) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a folder with a traceback
+        os.close(fd)
+        raise UserError(f"cannot read the {what}: not a regular file", file=path)
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"cannot read the {what}: not a regular file", file=path)
         if info.st_size > limit:
             raise UserError(
                 f"the {what} is {info.st_size} bytes, over the limit of {limit}", file=path
@@ -136,7 +137,9 @@ def load_file(path: Path, limit: int, *, what: str = "file", max_depth: int = MA
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"the {what} is not UTF-8 text (byte {exc.start})", file=path) from None
+        raise UserError(
+            f"cannot read the {what}: not UTF-8 text (byte {exc.start})", file=path
+        ) from None
     return parse(text, file=path, max_depth=max_depth, text_only=True)
 
 

@@ -63,6 +63,9 @@ __all__ = [
 ]
 
 RESULTS_FILE = "results.json"
+# A results file holds no trajectory: a run of thousands of stages stays far
+# below. No more of one is ever read.
+MAX_RESULTS_BYTES = 256 * 1024 * 1024
 
 RunStatus = Literal["running", "completed", "interrupted", "error"]
 StageStatus = Literal[
@@ -524,14 +527,11 @@ def read_results(path: Path) -> RunResult:
     """Read a results file (or a run folder holding one); `UserError` when unusable."""
     if path.is_dir():
         path = path / RESULTS_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError("results file not found", file=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read results: {exc}", file=path) from None
-    # Written elsewhere (an artifact, a fork's run): no input may crash the reader.
-    data = json_input.parse(text, file=path)
+    if not os.path.lexists(path):
+        raise UserError("results file not found", file=path)
+    # Written elsewhere (an artifact, a fork's run): no input may crash the reader, and
+    # none make it wait (a FIFO) or read without end (a link to /dev/zero).
+    data = json_input.load_file(path, MAX_RESULTS_BYTES, what="results file")
     if not isinstance(data, dict):
         raise UserError("not a ci-evals results file (expected a JSON object)", file=path)
     data = migrate(data, file=path)

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
 from ci_evals.fs.state import copy_plain
 from ci_evals.fs.walk import walk
 from ci_evals.results.benchmark import ConfigurationTable, as_json, render, task_row
 from ci_evals.results.model import (
+    MAX_RESULTS_BYTES,
     RESULTS_FILE,
     RunResult,
     ShardTiming,
@@ -371,11 +373,13 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check, evidence: Evide
     roots: list[Path] = []
     for path in paths:
         bench = path / BENCHMARK_JSON
+        data = json_input.load_file(bench, MAX_RESULTS_BYTES, what="benchmark.json")
         try:
-            data = json.loads(bench.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
             rows = [(c["configuration"], row["run_dir"]) for c in data["configurations"]
                     for row in c["tasks"]]  # fmt: skip
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise UserError(f"not a benchmark.json: {exc}", file=bench) from None
         for label, run_dir in rows:
             _check_run_dir(run_dir, bench)

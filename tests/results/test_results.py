@@ -248,7 +248,7 @@ def test_unknown_key_in_the_file(tmp_path: Path) -> None:
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / RESULTS_FILE
     path.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(UserError, match="cannot read results"):
+    with pytest.raises(UserError, match="cannot read the results file: not UTF-8"):
         read_results(path)
 
 
