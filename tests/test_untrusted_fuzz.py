@@ -465,9 +465,7 @@ def test_a_hostile_record_of_links_is_read_or_refused_by_name(text: str) -> None
             assert "\n" not in str(exc)
         else:
             assert all(isinstance(t, str) for t in links.values())
-        escaped = [
-            rel for rel, kind, _ in walk(Path(name)) if kind != "link" and "view" not in rel
-        ]
+        escaped = [rel for rel, kind, _ in walk(Path(name)) if kind != "link" and "view" not in rel]
         assert sorted(escaped) == ["after", "after.links.json"]
 
 

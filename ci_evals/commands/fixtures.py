@@ -255,6 +255,14 @@ def _produced_files(
     """The files stage K added or changed, from its saved state (checked against the record)."""
     from ci_evals.suite.contracts import seed_folder  # noqa: PLC0415 - not at start-up
 
+    if stage_result.produced_omitted:
+        raise UserError(
+            f"stage {stage.number} ({stage.name}) changed {stage_result.produced_omitted} "
+            "more file(s) than results.json lists (its listing's byte budget): a fixture "
+            "needs every one",
+            field="--stage",
+            hint="make the stage write fewer files, or shorter paths",
+        )
     links = state_links(state)
     files: dict[str, Path | _Link] = {}
     for change in stage_result.produced:

@@ -18,6 +18,7 @@ one line: it would be half-read.
 | 7 | `StageResult.plugin_changes`: what the stage changed in the plugin copy |
 | 8 | `replayed_from`: a replay's recording's origin (stub or real model, which model, when) |
 | 9 | `score_at_least` (a run of cases with a threshold below 1.0); `RepeatSummary.score_at_least` |
+| 10 | `StageResult.produced_omitted`, `plugin_changes_omitted`: what a listing's budget cut |
 
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
@@ -33,7 +34,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 9
+VERSION = 10
 
 Data = dict[str, Any]
 
@@ -155,6 +156,17 @@ def _v8_to_v9(data: Data) -> Data:
     return data
 
 
+def _v9_to_v10(data: Data) -> Data:
+    """Add `produced_omitted: 0` and `plugin_changes_omitted: 0` to every stage: a
+    version 9 runner listed every change, however many bytes that took. (A version 9
+    reader refuses a version 10 file rather than take a cut listing for the whole.)"""
+    for scenario in _dicts(data.get("scenarios")):
+        for stage in _dicts(scenario.get("stages")):
+            stage.setdefault("produced_omitted", 0)
+            stage.setdefault("plugin_changes_omitted", 0)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -165,6 +177,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }
 
 

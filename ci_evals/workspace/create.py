@@ -111,8 +111,19 @@ class Workspace:
             current.mkdir(exist_ok=True)
         return path
 
-    def plugin_changes(self) -> Changes:
-        """What has been changed in the plugin copy since set-up.
+    def plugin_snapshot(
+        self, previous: Snapshot | None, *, max_bytes: int, max_files: int
+    ) -> Snapshot:
+        """The plugin copy now, bounded as a stage's workspace is (`TooLarge`,
+        `TooMany`): the agent writes there as freely as in the workspace, and
+        60,000 empty files in it were hashed and listed whole."""
+        return take_snapshot(
+            self.plugin, previous=previous, max_bytes=max_bytes, max_files=max_files
+        )
+
+    def plugin_changes(self, *, max_bytes: int = 1 << 30, max_files: int = 10_000) -> Changes:
+        """What has been changed in the plugin copy since set-up, within the limits
+        (the stages' defaults; `TooLarge` over them).
 
         The agent can reach the copy (through the component links, or by its
         path) and a change there alters what later stages and reviewers load;
@@ -120,7 +131,7 @@ class Workspace:
         """
         if self.plugin_baseline is None:
             return Changes((), (), ())
-        now = take_snapshot(self.plugin, previous=self.plugin_baseline)
+        now = self.plugin_snapshot(self.plugin_baseline, max_bytes=max_bytes, max_files=max_files)
         return diff_snapshots(self.plugin_baseline, now)
 
     def remove(self) -> None:

@@ -245,7 +245,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 9
+    assert result.version == VERSION == 10
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
@@ -253,8 +253,27 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
         assert result.origin_note == "replayed, origin unknown: not a model verdict"
 
 
+def _as_version_9(data: dict[str, Any]) -> None:
+    """A current file's stages as version 9 wrote them: every change listed."""
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            del stage["produced_omitted"], stage["plugin_changes_omitted"]
+
+
+def test_a_version_9_file_reads_with_nothing_left_out_of_its_listings(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 9, _as_version_9)
+
+    result = read_results(old)
+
+    assert result == current
+    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+    assert {(s.produced_omitted, s.plugin_changes_omitted) for s in stages} == {(0, 0)}
+
+
 def _as_version_8(data: dict[str, Any]) -> None:
     """A current file's run and summaries as version 8 wrote them: no threshold."""
+    _as_version_9(data)
     del data["score_at_least"]
     for summary in data["summaries"]:
         del summary["summary"]["score_at_least"]
