@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.fs.state import state_links
+from ci_evals.fs.walk import walk as walk_files
 from ci_evals.results.model import read_results
 from ci_evals.sandbox.bwrap import available
 from tests.conftest import git
@@ -587,3 +588,105 @@ def test_many_small_files_end_the_stage_and_nothing_is_copied_or_listed(tmp_path
     assert "more than 10,000 files, folders and links" in error
     assert "limits.max_output_files" in error
     assert "while it ran" in grew.stage(5)["error"]
+
+
+def test_links_that_lead_out_together_are_not_promoted_into_a_fixture(tmp_path: Path) -> None:
+    """The stage leaves two links, each inside its workspace read alone: `y -> ../../../..`
+    four folders down (the top) and `a -> s1/s2/s3/s4/y/../../..` (three above it, through
+    `y`). Its run folder is then edited, results and saved state agreeing, to say it also
+    produced `a/PWNED`. `fixtures update` made the links first and wrote the file through
+    them, outside the repository; now `a` is resolved through `y`, the file through the
+    link `a` is refused, and nothing lands outside the saved state."""
+    links = (
+        "mkdir -p s1/s2/s3/s4 && ln -s ../../../.. s1/s2/s3/s4/y && ln -s s1/s2/s3/s4/y/../../.. a"
+    )
+    run = attack(
+        tmp_path,
+        bash_rule(5, f"{links} && echo ok > out5.md"),
+        stage_extra={5: '    checks:\n      - { files: "out5.md", count: 1 }\n'},
+        timeout=240,
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    after = run.stage_dir / "after"
+    recorded = state_links(after)
+    assert (recorded["a"], recorded["s1/s2/s3/s4/y"]) == ("s1/s2/s3/s4/y/../../..", "../../../..")
+    payload = b"echo pwned-by-fixture-update\n"
+    (after / "a").mkdir()
+    (after / "a" / "PWNED").write_bytes(payload)
+    results = run.results()
+    results["scenarios"][0]["stages"][0]["produced"].append(
+        {"path": "a/PWNED", "change": "added", "kind": "file", "size": len(payload),
+         "sha256": hashlib.sha256(payload).hexdigest(), "target": None}
+    )  # fmt: skip
+    (run.out / "results.json").write_text(json.dumps(results))
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "fixtures", "update", "--from", str(run.out),
+         "--stage", "5"],
+        cwd=run.repo, env=env_for(run.temp), capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "points outside the workspace by way of other links" in done.stderr
+    planted = [Path(d) / "PWNED" for d, _, files in os.walk(tmp_path) if "PWNED" in files]
+    assert planted == [after / "a" / "PWNED"]
+    assert not (run.repo / "fixtures" / "5-s5-output").exists()
+
+
+def test_files_written_into_the_plugin_copy_meet_the_output_limits(tmp_path: Path) -> None:
+    """The plugin copy was snapshotted with no limit: 60,000 empty files in
+    ../plugin/z were hashed and listed (a 23 MB plugin-changes.json), the stage `ok`.
+    It is held to the stage's max_output_files as the workspace is: over it, the stage
+    ends `limit: output` and nothing of it is listed or copied."""
+    flood = "mkdir ../plugin/z && cd ../plugin/z && for i in $(seq 1 400); do : > f$i; done"
+    run = attack(
+        tmp_path,
+        bash_rule(5, f"{flood}; cd - && echo ok > out5.md"),
+        stage_extra={5: "    limits: { max_output_files: 300 }\n"},
+    )
+    assert run.proc.returncode == 1, run.proc.stderr
+    stage = run.stage(5)
+    assert (stage["status"], stage["limit_hit"]) == ("limit", "output"), stage
+    assert stage["error"].startswith("the plugin copy: it holds more than 300 files"), stage
+    assert stage["plugin_changes"] == [] and stage["produced"] == []
+    assert not (run.stage_dir / "plugin-changes.json").exists()
+    assert not (run.stage_dir / "after").exists()
+
+
+LONG_PATHS = (
+    'python3 -c "import os\n'
+    "d = '/'.join(['d' * 240] * 15)\n"
+    "os.makedirs(d)\n"
+    "for i in range(1500): open(d + '/' + '%05d' % i + 'f' * 240, 'w').close()\n"
+    '" && echo ok > out5.md'
+)
+
+
+def test_a_listing_of_long_paths_keeps_results_json_small(tmp_path: Path) -> None:
+    """9,900 files with ~4 KB paths made a 40 MB results.json, rewritten after every
+    stage. A stage's listing has a byte budget: the first changes it fits, and a count
+    of the rest (`produced_omitted`); the saved state and `produced/` hold them all,
+    and a fixture is never promoted from a listing that was cut."""
+    run = attack(
+        tmp_path,
+        bash_rule(5, LONG_PATHS),
+        stage_extra={5: '    checks:\n      - { files: "out5.md", count: 1 }\n'},
+        timeout=400,
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert (run.out / "results.json").stat().st_size < 1_000_000
+    stage = run.stage(5)
+    listed, omitted = stage["produced"], stage["produced_omitted"]
+    assert omitted > 0 and 0 < len(listed) < 100, (len(listed), omitted)
+    assert len(listed) + omitted == 1 + 1500  # out5.md and each file (folders are not listed)
+    saved = [rel for rel, kind, _ in walk_files(run.stage_dir / "after") if kind == "file"]
+    assert sum(1 for rel in saved if rel.endswith("f" * 240)) == 1500
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "fixtures", "update", "--from", str(run.out),
+         "--stage", "5"],
+        cwd=run.repo, env=env_for(run.temp), capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "more file(s) than results.json lists" in done.stderr
+    assert not (run.repo / "fixtures" / "5-s5-output").exists()

@@ -431,3 +431,127 @@ def test_a_hostile_recording_is_promoted_or_refused(
         refusal_or_verdict(code, capsys.readouterr().err, verdicts=(0, 2))
         if code == 2:
             assert not (folder / "x").exists()  # nothing written on refusal
+
+
+# ------------------------------------------------ the run folder's other JSON: links, MAC
+
+_LINK_RECORDS = st.one_of(
+    _json_values.map(lambda v: json.dumps({"links": v, "other": {}})),
+    st.dictionaries(st.text(max_size=12), _json_values, max_size=4).map(
+        lambda d: json.dumps({"links": d})
+    ),
+    st.integers(1, 100_000).map(lambda n: '{"links":' + "[" * n + "]" * n + "}"),
+    _fragments,
+    st.binary(max_size=64).map(lambda b: b.decode("latin-1")),
+)
+
+
+@FUZZ
+@given(text=_LINK_RECORDS)
+def test_a_hostile_record_of_links_is_read_or_refused_by_name(text: str) -> None:
+    """`after.links.json` comes with a shard's artifact: `grade`, `fixtures update`, a
+    grader's view read it. Nested 100,000 deep it was a RecursionError (`grade` exit 3)."""
+    from ci_evals.fs.state import links_file, state_links, view_state  # noqa: PLC0415
+
+    with fresh() as name:
+        after = Path(name) / "after"
+        after.mkdir()
+        links_file(after).write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            links = state_links(after)
+            view_state(after, Path(name) / "view")
+        except UserError as exc:
+            assert str(exc.file).endswith("after.links.json"), exc
+            assert "\n" not in str(exc)
+        else:
+            assert all(isinstance(t, str) for t in links.values())
+        escaped = [rel for rel, kind, _ in walk(Path(name)) if kind != "link" and "view" not in rel]
+        assert sorted(escaped) == ["after", "after.links.json"]
+
+
+def _special(path: Path, kind: str) -> None:
+    """`path` made a FIFO, a link to /dev/zero, or a folder: no reader may wait on,
+    read without end, or crash on it."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        os.symlink("/dev/zero", path)
+    else:
+        path.mkdir()
+
+
+SPECIAL_KINDS = ["fifo", "zero", "folder"]
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_a_record_of_links_that_is_no_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    from ci_evals.fs.state import links_file, state_links  # noqa: PLC0415
+
+    after = tmp_path / "after"
+    after.mkdir()
+    _special(links_file(after), kind)
+    with pytest.raises(UserError, match="cannot read the record of links"):
+        state_links(after)
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+@pytest.mark.parametrize("command", ["report", "grade", "merge"])
+def test_a_results_file_that_is_no_regular_file_is_one_line(
+    tmp_path: Path, kind: str, command: str
+) -> None:
+    """A FIFO made `report` wait for ever, /dev/zero read until memory ran out: each is
+    refused, as a process with a deadline, in one line naming the file."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _special(run / "results.json", kind)
+    argv = {"report": [str(run)], "grade": [str(run)], "merge": [str(run), "--out", "m"]}
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_evals", command, *argv[command]],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    refusal_or_verdict(done.returncode, done.stderr)
+    assert "results.json: cannot read the results file" in done.stderr
+    assert not (tmp_path / "m").exists()
+
+
+_MACS = st.one_of(
+    st.text(max_size=70),
+    st.sampled_from(["é", "\u0100" * 64, "0" * 64, "A" * 64, "g" * 64, "0" * 63]),
+    _json_values,
+)
+
+
+@FUZZ
+@given(mac=_MACS, entries=_json_values, raw=st.none() | _fragments)
+def test_a_hostile_shard_mac_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, mac: object,
+    entries: object, raw: str | None,
+) -> None:  # fmt: skip
+    """`"mac": "é"` was a TypeError out of hmac.compare_digest (merge exit 3): a MAC that
+    is not 64 hex digits is not this key's, and says so."""
+    with fresh() as name:
+        shard = Path(name) / "shard"
+        shard.mkdir()
+        record = {"version": 1, "entries": entries, "mac": mac}
+        text = raw if raw is not None else json.dumps(record)
+        (shard / "shard.mac.json").write_text(text, encoding="utf-8", errors="surrogatepass")
+        monkeypatch.setenv("CI_EVALS_SHARD_KEY", "k" * 40)
+        code = main(["merge", str(shard), "--out", str(Path(name) / "m")])
+        refusal_or_verdict(code, capsys.readouterr().err, verdicts=(2,))
+        assert not (Path(name) / "m").exists()
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_a_shard_mac_that_is_no_regular_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    _special(tmp_path / "shard.mac.json", kind)
+    monkeypatch.setenv("CI_EVALS_SHARD_KEY", "k" * 40)
+    code = main(["merge", str(tmp_path), "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    refusal_or_verdict(code, err, verdicts=(2,))
+    assert "shard.mac.json: no valid shard MAC" in err

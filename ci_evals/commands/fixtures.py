@@ -20,7 +20,10 @@ A link the stage made is recorded beside the saved state, never kept in it
 (`state.links_file`, docs/isolation.md *The run folder*). Promoted, it becomes
 a link in the fixture again, as written — the plugin's user may want one —
 when `results.json` and that record agree on its target and it points at
-another file of the workspace (`a -> ../b` inside, never `/etc/...` or `../..`).
+another file of the workspace (`a -> ../b` inside, never `/etc/...` or `../..`),
+resolved through the other links it recorded (`d -> .` and `e -> d/..` is out),
+and no produced path runs through a recorded link. The new fixture is written
+files first, by descriptor and never through a link, links last (`fs.links`).
 
 Fixture K becomes exactly the files stage K added or changed (`produced`),
 taken from `after/`; a summary lists what was added, changed and removed
@@ -36,7 +39,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
-import posixpath
 import shutil
 import tempfile
 from pathlib import Path
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.fs.digest import file_sha256, tree_sha256
+from ci_evals.fs.links import lay, outside, through_link
 from ci_evals.fs.state import AFTER_DIR, links_file, state_links, view_state
 from ci_evals.fs.walk import walk
 
@@ -101,8 +104,10 @@ def run(args: argparse.Namespace) -> int:
     state = run_dir / folder / f"{stage.number}-{stage.name}" / AFTER_DIR
     if not state.is_dir():
         raise UserError(f"no saved state for stage {stage.number} ({stage.name}): {state}")
-    _contract_holds(suite, stage, state)
+    # What it produced first: a record that leads out is named as such, not as a
+    # link the contract's view of the state could not make.
     files = _produced_files(stage_result, state, suite, stage, scenario)
+    _contract_holds(suite, stage, state)
 
     target = suite.fixture_dir(stage, scenario)
     added, changed, removed = _diff(files, target)
@@ -250,6 +255,14 @@ def _produced_files(
     """The files stage K added or changed, from its saved state (checked against the record)."""
     from ci_evals.suite.contracts import seed_folder  # noqa: PLC0415 - not at start-up
 
+    if stage_result.produced_omitted:
+        raise UserError(
+            f"stage {stage.number} ({stage.name}) changed {stage_result.produced_omitted} "
+            "more file(s) than results.json lists (its listing's byte budget): a fixture "
+            "needs every one",
+            field="--stage",
+            hint="make the stage write fewer files, or shorter paths",
+        )
     links = state_links(state)
     files: dict[str, Path | _Link] = {}
     for change in stage_result.produced:
@@ -268,6 +281,7 @@ def _produced_files(
                 )
             continue
         _no_repository(change.path)
+        _not_through_a_link(links, change.path, state)
         path = _inside(state, change.path)
         if change.kind == "file":
             if not path.is_file() or path.is_symlink() or file_sha256(path) != change.sha256:
@@ -285,7 +299,7 @@ def _produced_files(
                 hint="the run folder was changed after the run",
             )
         else:
-            _link_stays_inside(change.path, change.target)
+            _link_stays_inside(links, change.path, change.target)
             files[change.path] = _Link(change.target)
     if not files:
         raise UserError(f"stage {stage.number} ({stage.name}) produced no file", field="--stage")
@@ -329,14 +343,29 @@ def _inside(state: Path, recorded: str) -> Path:
     return path
 
 
-def _link_stays_inside(recorded: str, target: str) -> None:
-    """A fixture is copied into every later workspace: a link in it may point only at
-    another file of that workspace."""
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(recorded), target))
-    if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+def _not_through_a_link(links: dict[str, str], recorded: str, state: Path) -> None:
+    """A path the record says runs through a link (`a -> ../..`, then `a/x`) would be
+    written wherever that link points, not in the fixture."""
+    through = through_link(links, recorded)
+    if through is not None:
         raise UserError(
-            f"{recorded} is a link to {target!r}, which points outside the workspace: "
-            "a fixture cannot hold it",
+            f"results.json records {recorded!r}, inside {through!r}, which the run recorded "
+            "as a link: a fixture is not written through a link",
+            file=links_file(state),
+            field="--from",
+            hint="the run folder was changed after the run",
+        )
+
+
+def _link_stays_inside(links: dict[str, str], recorded: str, target: str) -> None:
+    """A fixture is copied into every later workspace: a link in it may point only at
+    another file of that workspace, as the system resolves it: through the other
+    links the stage left (`d -> .`, then `e -> d/..` is the workspace's parent)."""
+    problem = outside(links, recorded, target)
+    if problem is not None:
+        raise UserError(
+            f"{recorded} is a link to {target!r}, which {problem}: a fixture cannot hold it "
+            "(it points outside the workspace)",
             field="--stage",
             hint="make the stage write a file there (or a link inside the workspace)",
         )
@@ -364,13 +393,11 @@ def _swap_in(files: dict[str, Path | _Link], target: Path) -> Path | None:
     new = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
     old = None
     try:
-        for rel, source in files.items():
-            dest = new / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(source, _Link):
-                os.symlink(source.target, dest)
-            else:
-                shutil.copy2(source, dest)
+        # Files first, each folder walked by descriptor, links last: nothing is written
+        # through a link, whatever the record holds (`fs.links`).
+        plain = {rel: source for rel, source in files.items() if isinstance(source, Path)}
+        links = {rel: link.target for rel, link in files.items() if isinstance(link, _Link)}
+        lay(new, plain, links, create_folders=True)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
             os.rmdir(old)

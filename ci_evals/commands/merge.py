@@ -48,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     if key is None:  # after the merge: a refusal stays one line
         print(
             f"ci-evals merge: the shards are unsigned (no {shard_mac.KEY_ENV}): each was held "
-            "to the evidence in its folder, not to who wrote it (docs/scale-out.md)",
+            "to the evidence in its folder, not to who wrote it; checks, trajectory checks, "
+            "contracts and plugin_eval graders were not run again, so their verdicts are as "
+            "the shards' results.json say (docs/scale-out.md)",
             file=sys.stderr,
         )
     return EXIT_OK

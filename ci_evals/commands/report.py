@@ -182,13 +182,13 @@ def _fixtures(path: Path) -> tuple[str, bool]:
 def read_fixtures_report(path: Path) -> list[dict[str, object]] | None:
     """check-fixtures' report as the rows `report.fixtures` shows (None: missing,
     unreadable or not such a report)."""
-    import json  # noqa: PLC0415
-
+    from ci_evals.fs import json_input  # noqa: PLC0415
     from ci_evals.report.fixtures import fixture_rows  # noqa: PLC0415
+    from ci_evals.results.model import MAX_RESULTS_BYTES  # noqa: PLC0415
 
-    try:
-        report: object = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+    try:  # an artifact: a FIFO or a link to /dev/zero must not stall the report
+        report = json_input.load_file(path, MAX_RESULTS_BYTES, what="fixtures report")
+    except UserError:
         return None
     rows = fixture_rows(report)
     if rows is None:

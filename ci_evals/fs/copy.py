@@ -121,6 +121,14 @@ def copy_many(
             close(src)
 
 
+def copy_open(src: int, dst: int, size: int) -> None:
+    """Copy `size` bytes from the open file `src` to the open file `dst` (both at
+    offset 0), kernel-side where it can: for a caller that opened both itself
+    (by descriptor, never through a link: `fs.links`)."""
+    if not (size and _copy_range(src, dst, size)):
+        _copy_fallback(src, dst, size)
+
+
 def _copy_range(src: int, dst: int, size: int) -> bool:
     """Copy with copy_file_range; False (nothing written) if it is refused here."""
     remaining = size

@@ -19,7 +19,9 @@ and column), and refuses values no ci-evals file holds:
 `read_file` reads such a file first: a regular file only, never through a
 link (`O_NOFOLLOW`, then `fstat`: a FIFO, a device such as `/dev/zero` or a
 folder is refused) and at most `limit` bytes, so a file committed by a PR
-cannot make the reader wait, or read until it runs out of memory.
+cannot make the reader wait, or read until it runs out of memory. `load_file`
+does both, for every reader of a run folder's JSON (a results file, a record of
+links, a shard's MAC).
 """
 
 from __future__ import annotations
@@ -113,10 +115,11 @@ def read_file(path: Path, limit: int, *, what: str = "file") -> bytes:
     except OSError as exc:  # ELOOP: the name is a link
         reason = "a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
         raise UserError(f"cannot read the {what}: {reason}", file=path) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a folder with a traceback
+        os.close(fd)
+        raise UserError(f"cannot read the {what}: not a regular file", file=path)
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"cannot read the {what}: not a regular file", file=path)
         if info.st_size > limit:
             raise UserError(
                 f"the {what} is {info.st_size} bytes, over the limit of {limit}", file=path
@@ -125,6 +128,19 @@ def read_file(path: Path, limit: int, *, what: str = "file") -> bytes:
     if len(data) > limit:  # it grew while read
         raise UserError(f"the {what} is over the limit of {limit} bytes", file=path)
     return data
+
+
+def load_file(path: Path, limit: int, *, what: str = "file", max_depth: int = MAX_DEPTH) -> object:
+    """`read_file`, then `parse` with `text_only`: the JSON of a file someone else
+    wrote (a run folder, an artifact), or a one-line `UserError` naming it."""
+    data = read_file(path, limit, what=what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"cannot read the {what}: not UTF-8 text (byte {exc.start})", file=path
+        ) from None
+    return parse(text, file=path, max_depth=max_depth, text_only=True)
 
 
 def _depth(value: object, max_depth: int = MAX_DEPTH) -> int:

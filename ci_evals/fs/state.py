@@ -37,8 +37,10 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.copy import copy_many
+from ci_evals.fs.links import lay, through_link
 from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.plugin_files import PluginFiles
 from ci_evals.fs.walk import walk
@@ -48,6 +50,9 @@ WORKSPACE_DIR = "workspace"
 PLUGIN_DIR = "plugin"
 LINKS_SUFFIX = ".links.json"
 CHECKS_DIR = "checks"  # a grader's read-only view, under its work folder
+# A record lists at most a stage's max_output_files links (10,000 by default), each
+# path and target at most 4 KiB: far below. No more is read (a link to /dev/zero).
+MAX_RECORD = 128 * 1024 * 1024
 
 
 def save_state(
@@ -122,6 +127,14 @@ def _copy_tree(
     return links, other, len(copies)
 
 
+def copy_plain(source: Path, dest: Path) -> list[str]:
+    """The folders and regular files of `source` into `dest` (new), each file opened
+    with `O_NOFOLLOW`; returns the links and special files found, not copied (a
+    caller that expects none refuses the copy)."""
+    links, other, _ = _copy_tree(source, dest, None, (), (), hard_links=False)
+    return sorted({*links, *other})
+
+
 def _special_kind(entry: os.DirEntry[str]) -> str:
     mode = entry.stat(follow_symlinks=False).st_mode
     if stat.S_ISFIFO(mode):
@@ -143,17 +156,19 @@ def state_links(state: Path) -> dict[str, str]:
     written); none when it has no record (a fixture laid down, an older run).
 
     The record is read as untrusted data (a shard's artifact, an edited run
-    folder): a path that is not plainly inside the state, or a target that is
-    not text, is a `UserError` naming the file.
+    folder): a regular file of at most `MAX_RECORD` bytes, parsed by
+    `fs.json_input` (no depth or number crashes the reader); a path that is not
+    plainly inside the state, that runs through another recorded link (a saved
+    state never records one: the walk does not enter a link), or a target that
+    is not text, is a `UserError` naming the file.
     """
     path = links_file(state)
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return {}
-    except (OSError, ValueError) as exc:
-        raise UserError(f"not a record of links: {exc}", file=path) from None
-    links = data.get("links") if isinstance(data, dict) else None
+    data = json_input.load_file(path, MAX_RECORD, what="record of links")
+    if not isinstance(data, dict):
+        raise UserError("not a record of links: not a JSON object", file=path)
+    links = data.get("links")
     if not isinstance(links, dict) or not isinstance(data.get("other", {}), dict):
         raise UserError("not a record of links: no `links` object", file=path, field="links")
     for rel, target in links.items():
@@ -172,37 +187,24 @@ def state_links(state: Path) -> dict[str, str]:
                 field="links",
                 hint="the run folder was changed after the run",
             )
+        through = through_link(links, rel)
+        if through is not None:
+            raise UserError(
+                f"the recorded link {rel!r} is not inside a folder of the saved state: "
+                f"{through!r} is a recorded link",
+                file=path,
+                field="links",
+                hint="the run folder was changed after the run",
+            )
     return dict(sorted(links.items()))
 
 
 def restore_links(links: Mapping[str, str], dest: Path, record: Path) -> None:
-    """Make each recorded link in `dest`, a grader's private copy, as written (never
-    followed). Its folder must be a real folder of the copy: a record naming a
-    path through a link (`a -> /etc`, then `a/x`) would make it anywhere."""
-    top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        for rel, target in links.items():
-            *folders, name = rel.split("/")
-            fd = os.dup(top)
-            try:
-                for part in folders:
-                    try:
-                        inner = os.open(
-                            part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd
-                        )
-                    except OSError as exc:
-                        raise UserError(
-                            f"the recorded link {rel!r} is not inside a folder of the saved "
-                            f"state ({part}: {exc.strerror})",
-                            file=record,
-                        ) from None
-                    os.close(fd)
-                    fd = inner
-                os.symlink(target, name, dir_fd=fd)
-            finally:
-                os.close(fd)
-    finally:
-        os.close(top)
+    """Make each recorded link in `dest`, a grader's private copy whose files are
+    already written, as written (never followed). Its folder must be a real folder
+    of the copy: a record naming a path through a link (`a -> /etc`, then `a/x`)
+    would make it anywhere (`fs.links.lay`)."""
+    lay(dest, {}, links, create_folders=False, record=record)
 
 
 def _unchanged(rel: str, entry: os.DirEntry[str], saved: str, changed: Collection[str]) -> bool:

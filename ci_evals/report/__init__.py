@@ -207,7 +207,7 @@ def plugin_changes_line(stage: StageResult) -> str:
     """What the stage wrote into the plugin copy, which no grader sees, in one line."""
     changes = stage.plugin_changes
     shown = ", ".join(f"{c.path} ({c.change})" for c in changes[:PLUGIN_CHANGES_SHOWN])
-    more = len(changes) - PLUGIN_CHANGES_SHOWN
+    more = len(changes) + stage.plugin_changes_omitted - PLUGIN_CHANGES_SHOWN
     if more > 0:
         shown += f" and {more} more"
     first = changes[0].path.split("/")[0]
@@ -217,7 +217,8 @@ def plugin_changes_line(stage: StageResult) -> str:
         else ""
     )
     return (
-        f"{len(changes)} file(s) written into the plugin copy{via}, where no grader looks: "
+        f"{len(changes) + stage.plugin_changes_omitted} file(s) written into the plugin "
+        f"copy{via}, where no grader looks: "
         f"{shown} (plugin-changes.json)"
     )
 

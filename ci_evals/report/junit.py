@@ -104,7 +104,7 @@ def _metrics(stage: StageResult) -> str:
         ("output_tokens", stage.output_tokens),
         ("duration_s", stage.duration_s),
         ("attempts", stage.attempts),
-        ("produced_files", len(stage.produced)),
+        ("produced_files", len(stage.produced) + stage.produced_omitted),
     ]
     if stage.grading is not None:
         counted = counted_criteria(stage)

@@ -19,6 +19,7 @@ one line: it would be half-read.
 | 8 | `replayed_from`: a replay's recording's origin (stub or real model, which model, when) |
 | 9 | `score_at_least` (a run of cases with a threshold below 1.0); `RepeatSummary.score_at_least` |
 | 10 | `ScenarioResult.repeats` (a case's own runs), `ScenarioResult.unit` (`case`: its own stage) |
+| 11 | `StageResult.produced_omitted`, `plugin_changes_omitted`: what a listing's budget cut |
 
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
@@ -34,7 +35,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 10
+VERSION = 11
 
 Data = dict[str, Any]
 
@@ -173,6 +174,17 @@ def _v9_to_v10(data: Data) -> Data:
     return data
 
 
+def _v10_to_v11(data: Data) -> Data:
+    """Add `produced_omitted: 0` and `plugin_changes_omitted: 0` to every stage: a
+    version 10 runner listed every change, however many bytes that took. (A version 10
+    reader refuses a version 11 file rather than take a cut listing for the whole.)"""
+    for scenario in _dicts(data.get("scenarios")):
+        for stage in _dicts(scenario.get("stages")):
+            stage.setdefault("produced_omitted", 0)
+            stage.setdefault("plugin_changes_omitted", 0)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -184,6 +196,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     7: _v7_to_v8,
     8: _v8_to_v9,
     9: _v9_to_v10,
+    10: _v10_to_v11,
 }
 
 

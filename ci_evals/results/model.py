@@ -63,6 +63,9 @@ __all__ = [
 ]
 
 RESULTS_FILE = "results.json"
+# A results file holds no trajectory and bounded listings (`LISTING_BUDGET`): a
+# run of thousands of stages stays far below. No more of one is ever read.
+MAX_RESULTS_BYTES = 256 * 1024 * 1024
 
 RunStatus = Literal["running", "completed", "interrupted", "error"]
 StageStatus = Literal[
@@ -190,6 +193,10 @@ class StageResult(_Model):
     cost_usd: float | None = None
     session_id: str | None = None
     produced: list[FileChange] = Field(default_factory=list)
+    # How many more changes the stage made than `produced` lists: a listing is cut
+    # at `LISTING_BUDGET` bytes (`listed`), so results.json stays small whatever the
+    # agent writes; `produced/` and `after/` hold them all.
+    produced_omitted: int = Field(default=0, ge=0)
     # Paths relative to the run folder (where results.json is).
     trajectory: str | None = None
     stderr: str | None = None
@@ -211,6 +218,27 @@ class StageResult(_Model):
     # through a workspace link into it (`docs -> ../plugin/docs`) or by its path.
     # No grader sees these files, and later stages and reviewers load them.
     plugin_changes: list[FileChange] = Field(default_factory=list)
+    plugin_changes_omitted: int = Field(default=0, ge=0)  # as `produced_omitted`
+
+
+# Bytes a stage's listing (`produced`, `plugin_changes`) may take in results.json:
+# the file is rewritten after every stage, read by report, merge and grade, and
+# 9,900 paths of 4 KiB made it 40 MB. About a thousand ordinary paths fit.
+LISTING_BUDGET = 256 * 1024
+_ENTRY_OVERHEAD = 160  # a listed change's JSON besides its path and target
+
+
+def listed(changes: list[FileChange]) -> tuple[list[FileChange], int]:
+    """The first of `changes` (in path order) that fit `LISTING_BUDGET` bytes, and
+    how many were left out."""
+    kept: list[FileChange] = []
+    spent = 0
+    for change in changes:
+        spent += _ENTRY_OVERHEAD + len(change.path.encode()) + len((change.target or "").encode())
+        if spent > LISTING_BUDGET:
+            break
+        kept.append(change)
+    return kept, len(changes) - len(kept)
 
 
 class ScenarioResult(_Model):
@@ -561,14 +589,11 @@ def read_results(path: Path) -> RunResult:
     """Read a results file (or a run folder holding one); `UserError` when unusable."""
     if path.is_dir():
         path = path / RESULTS_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError("results file not found", file=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read results: {exc}", file=path) from None
-    # Written elsewhere (an artifact, a fork's run): no input may crash the reader.
-    data = json_input.parse(text, file=path)
+    if not os.path.lexists(path):
+        raise UserError("results file not found", file=path)
+    # Written elsewhere (an artifact, a fork's run): no input may crash the reader, and
+    # none make it wait (a FIFO) or read without end (a link to /dev/zero).
+    data = json_input.load_file(path, MAX_RESULTS_BYTES, what="results file")
     if not isinstance(data, dict):
         raise UserError("not a ci-evals results file (expected a JSON object)", file=path)
     data = migrate(data, file=path)

@@ -42,13 +42,12 @@ class GradingHook:
         if ctx.result.status != "completed":
             return
         state = ctx.stage_dir / AFTER_DIR
-        changed = {change.path for change in ctx.result.produced}
         await asyncio.to_thread(
             save_state,
             ctx.workspace.root,
             state,
             previous=self._saved.get(ctx.workspace.parent),
-            changed=changed,
+            changed=ctx.changed,
             exclude=ctx.workspace.unrecorded,
         )
         self._saved[ctx.workspace.parent] = state

@@ -29,11 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import UserError
+from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
+from ci_evals.fs.state import copy_plain
 from ci_evals.fs.walk import walk
 from ci_evals.results.benchmark import ConfigurationTable, as_json, render, task_row
 from ci_evals.results.model import (
+    MAX_RESULTS_BYTES,
     RESULTS_FILE,
     RunResult,
     ShardTiming,
@@ -337,7 +340,16 @@ def _copy_units(shards: Sequence[_Read], out: Path) -> None:
             folder = read.result.folder_of(scenario)
             source = read.folder / folder
             if source.is_dir():
-                shutil.copytree(source, out / folder, symlinks=True)
+                # Checked plain (`_plain_units`); copied never following a link all the
+                # same, and refused should one have appeared since.
+                found = copy_plain(source, out / folder)
+                if found:
+                    shutil.rmtree(out / folder)
+                    raise UserError(
+                        f"{folder}/{found[0]} is a link or a special file: a shard's run "
+                        "folder holds none",
+                        file=read.folder,
+                    )
 
 
 # -- `run --tasks`: per task run, then the tables ----------------------------------------
@@ -359,11 +371,13 @@ def _merge_tasks(paths: Sequence[Path], out: Path, check: Check, evidence: Evide
     roots: list[Path] = []
     for path in paths:
         bench = path / BENCHMARK_JSON
+        data = json_input.load_file(bench, MAX_RESULTS_BYTES, what="benchmark.json")
         try:
-            data = json.loads(bench.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
             rows = [(c["configuration"], row["run_dir"]) for c in data["configurations"]
                     for row in c["tasks"]]  # fmt: skip
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise UserError(f"not a benchmark.json: {exc}", file=bench) from None
         for label, run_dir in rows:
             _check_run_dir(run_dir, bench)

@@ -73,6 +73,7 @@ from ci_evals.results.model import (
     StageResult,
     SuiteIdentity,
     file_changes,
+    listed,
     record_endpoint_misses,
     write_results,
 )
@@ -173,6 +174,10 @@ class StageContext:
     # The stage's own endpoint variables (its `Watch`'s), so that what its
     # reviewers ask is counted with the stage; None: the plan's.
     endpoint: Mapping[str, str] | None = field(default=None, repr=False)
+    # Every path the stage added, modified or deleted: `result.produced` may be cut
+    # to its byte budget (`results.model.listed`), and a saved state that hard-linked
+    # a changed file left out of it would hold the earlier stage's bytes.
+    changed: frozenset[str] = frozenset()
 
     def env_for(self, private_root: Path) -> dict[str, str]:
         """An agent environment like the stage's, with its private folders under `private_root`."""
@@ -424,33 +429,34 @@ class Runner:
 
         # Infrastructure errors are retried by the agent wrapper (ci_evals.agents.retry), not here.
         outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
-        after = await _after_snapshot(workspace, before, stage, outcome)
-        if isinstance(after, str):
+        snapshots = await _after_snapshot(workspace, before, stage, outcome, state)
+        if isinstance(snapshots, str):
             # Nothing of it is hashed, copied, listed or graded: the stage hit the
             # output limit, while it ran or after; its error is the only summary.
             _fill(stage_result, outcome, time.monotonic() - started)
-            stage_result.status, stage_result.limit_hit, stage_result.error = (
-                "limit",
-                "output",
-                after,
-            )
+            stage_result.status, stage_result.limit_hit = "limit", "output"
+            stage_result.error = snapshots
             _record_misses(stage_result, watch)
             self._write()
             self.listener.stage_finished(state.label, stage_result)
             return
+        after, plugin_after = snapshots
         changes = diff_snapshots(before, after)
         produced_dir = stage_dir / "produced"
         await asyncio.to_thread(copy_produced, changes, workspace.root, produced_dir)
         state.last = after
-        await asyncio.to_thread(_record_plugin_changes, workspace, state, stage_dir, stage_result)
+        await asyncio.to_thread(
+            _record_plugin_changes, workspace, state, plugin_after, stage_dir, stage_result
+        )
         _fill(stage_result, outcome, time.monotonic() - started)
         _hint_git(stage_result, state.scenario)
-        stage_result.produced = file_changes(changes.all)
+        stage_result.produced, stage_result.produced_omitted = listed(file_changes(changes.all))
         stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
         if self.after_stage is not None and not self.abort.is_set:
             context = StageContext(
                 plan, state.scenario, stage, workspace, stage_dir, request, outcome,
                 stage_result, self.agent, self.abort, self.budget_left(), endpoint,
+                frozenset(change.path for change in changes.all),
             )  # fmt: skip
             await self.after_stage(context)
         _never_graded(stage_result, interrupted=self.abort.is_set)
@@ -483,15 +489,18 @@ class Runner:
 
 
 async def _after_snapshot(
-    workspace: Workspace, before: Snapshot, stage: Stage, outcome: StageOutcome
-) -> Snapshot | str:
-    """The workspace as the stage left it, or why nothing of it may be read: its
-    folders grew past the output limit while it ran, or hold more bytes or entries
-    than the stage's limits now."""
+    workspace: Workspace, before: Snapshot, stage: Stage, outcome: StageOutcome, state: _Scenario
+) -> tuple[Snapshot, Snapshot | None] | str:
+    """The workspace and the plugin copy as the stage left them, or why nothing of
+    them may be read: their folders grew past the output limit while it ran, or
+    either holds more bytes or entries than the stage's limits now."""
     if outcome.status == "limit" and outcome.limit == "output":
         return outcome.error or "limit: output"
+    plugin = await asyncio.to_thread(_plugin_snapshot, workspace, state, stage)
+    if isinstance(plugin, str):
+        return plugin
     try:
-        return await asyncio.to_thread(
+        after = await asyncio.to_thread(
             take_snapshot,
             workspace.root,
             previous=before,
@@ -501,10 +510,31 @@ async def _after_snapshot(
         )
     except TooLarge as exc:  # bytes, or entries (`TooMany`)
         return str(exc)
+    return after, plugin
+
+
+def _plugin_snapshot(workspace: Workspace, state: _Scenario, stage: Stage) -> Snapshot | str | None:
+    """The plugin copy as the stage left it, under the stage's output limits; or why
+    nothing of it may be read (over them); None without a baseline to compare."""
+    previous = state.plugin_last if state.plugin_last is not None else workspace.plugin_baseline
+    if previous is None:
+        return None
+    try:
+        return workspace.plugin_snapshot(
+            previous,
+            max_bytes=stage.limits.max_output_bytes,
+            max_files=stage.limits.max_output_files,
+        )
+    except TooLarge as exc:
+        return f"the plugin copy: {exc}".replace("the workspace holds", "it holds")
 
 
 def _record_plugin_changes(
-    workspace: Workspace, state: _Scenario, stage_dir: Path, stage_result: StageResult
+    workspace: Workspace,
+    state: _Scenario,
+    now: Snapshot | None,
+    stage_dir: Path,
+    stage_result: StageResult,
 ) -> None:
     """Record what this stage changed in the plugin copy (`plugin_changes`, and
     `plugin-changes.json` in its folder).
@@ -516,14 +546,13 @@ def _record_plugin_changes(
     but the stage's reason and its page say so.
     """
     previous = state.plugin_last if state.plugin_last is not None else workspace.plugin_baseline
-    if previous is None:
+    if previous is None or now is None:  # no baseline (`_plugin_snapshot`)
         return
-    now = take_snapshot(workspace.plugin, previous=previous)
     state.plugin_last = now
     changes = file_changes(diff_snapshots(previous, now).all)
     if not changes:
         return
-    stage_result.plugin_changes = changes
+    stage_result.plugin_changes, stage_result.plugin_changes_omitted = listed(changes)
     records = [change.model_dump() for change in changes]
     (stage_dir / "plugin-changes.json").write_text(json.dumps(records, indent=2) + "\n")
 

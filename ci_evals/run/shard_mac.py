@@ -21,6 +21,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ MAC_FILE = "shard.mac.json"
 MIN_KEY = 32  # characters: a random secret, not a password
 _MAX_MAC_FILE = 64 * 1024 * 1024  # a listing of a very large shard; no more is read
 _VERSION = 1
+_HEX_MAC = re.compile("[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -93,21 +95,22 @@ def sign(folder: Path, key: ShardKey) -> None:
 def verify(folder: Path, key: ShardKey) -> None:
     """`UserError` naming the shard unless `folder` is exactly what was signed with `key`."""
     file = folder / MAC_FILE
-    try:
-        with file.open("rb") as stream:  # a link is listed, so refused below, if followed
-            data = stream.read(_MAX_MAC_FILE + 1)
-        record = json_input.parse(data.decode("utf-8"), file=file)
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # a regular file, no link, capped: a FIFO or /dev/zero must not stall the merge
+        record = json_input.load_file(file, _MAX_MAC_FILE, what="shard MAC")
+    except UserError as exc:
         raise UserError(
-            f"no valid shard MAC ({getattr(exc, 'strerror', None) or exc})",
+            f"no valid shard MAC ({exc.message})",
             file=file,
             hint=f"{KEY_ENV} is set: merge only shards `run --shard` signed with it",
         ) from None
     if not isinstance(record, dict) or record.get("version") != _VERSION:
         raise UserError("not a shard MAC this ci-evals reads", file=file, field="version")
     mac = record.get("mac")
-    if not isinstance(mac, str) or not hmac.compare_digest(
-        mac, key.mac(_canonical(record.get("entries")))
+    # compare_digest takes ASCII text only (`"é"` was a TypeError): a MAC is 64 hex digits.
+    if (
+        not isinstance(mac, str)
+        or not _HEX_MAC.fullmatch(mac)
+        or not hmac.compare_digest(mac, key.mac(_canonical(record.get("entries"))))
     ):
         raise UserError(
             "the shard's MAC is not this run's key's: it was signed with another key or in "

@@ -44,6 +44,7 @@ from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_many
 from ci_evals.fs.copyable import escape_problem, holds_repository_problem, is_git
+from ci_evals.fs.links import outside
 from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.snapshot import (
     RACY_NS,
@@ -110,8 +111,19 @@ class Workspace:
             current.mkdir(exist_ok=True)
         return path
 
-    def plugin_changes(self) -> Changes:
-        """What has been changed in the plugin copy since set-up.
+    def plugin_snapshot(
+        self, previous: Snapshot | None, *, max_bytes: int, max_files: int
+    ) -> Snapshot:
+        """The plugin copy now, bounded as a stage's workspace is (`TooLarge`,
+        `TooMany`): the agent writes there as freely as in the workspace, and
+        60,000 empty files in it were hashed and listed whole."""
+        return take_snapshot(
+            self.plugin, previous=previous, max_bytes=max_bytes, max_files=max_files
+        )
+
+    def plugin_changes(self, *, max_bytes: int = 1 << 30, max_files: int = 10_000) -> Changes:
+        """What has been changed in the plugin copy since set-up, within the limits
+        (the stages' defaults; `TooLarge` over them).
 
         The agent can reach the copy (through the component links, or by its
         path) and a change there alters what later stages and reviewers load;
@@ -119,7 +131,7 @@ class Workspace:
         """
         if self.plugin_baseline is None:
             return Changes((), (), ())
-        now = take_snapshot(self.plugin, previous=self.plugin_baseline)
+        now = self.plugin_snapshot(self.plugin_baseline, max_bytes=max_bytes, max_files=max_files)
         return diff_snapshots(self.plugin_baseline, now)
 
     def remove(self) -> None:
@@ -282,9 +294,6 @@ def _check_link(folder: Path, rel: str, target: str, path: str) -> None:
         )
 
 
-_MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
-
-
 def _check_merged_links(plan: _Plan) -> None:
     """Resolve every link the way the system will in the merged workspace.
 
@@ -293,37 +302,12 @@ def _check_merged_links(plan: _Plan) -> None:
     chain like that, so the check runs on the merged plan.
     """
     for rel, target in plan.links.items():
-        problem = _resolve_inside(plan.links, rel, target)
+        problem = outside(plan.links, rel, target)
         if problem:
             raise UserError(
                 f"fixture link {display_path(plan.link_sources[rel])} -> {target} {problem}",
                 hint="links in fixtures must stay inside their fixture folder",
             )
-
-
-def _resolve_inside(links: dict[str, str], rel: str, target: str) -> str | None:
-    """None if link `rel` resolves inside the root; else what is wrong."""
-    resolved: list[str] = rel.split("/")[:-1]
-    todo = target.split("/")
-    hops = 0
-    while todo:
-        part = todo.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not resolved:
-                return "points outside the workspace by way of other links"
-            resolved.pop()
-            continue
-        resolved.append(part)
-        through = links.get("/".join(resolved))
-        if through is not None:
-            hops += 1
-            if hops > _MAX_LINK_HOPS:
-                return "is part of a loop of links"
-            resolved.pop()
-            todo[:0] = through.split("/")
-    return None
 
 
 def _claim(plan: _Plan, rel: str, path: str, kind: str) -> None:

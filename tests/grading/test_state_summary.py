@@ -131,6 +131,35 @@ def test_a_forged_link_through_a_recorded_link_is_never_made(tmp_path: Path) -> 
     assert list(outside.iterdir()) == []
 
 
+@pytest.mark.parametrize("order", [("a", "a/x"), ("a/x", "a")])
+def test_a_record_of_a_link_inside_another_is_refused_in_any_order(
+    tmp_path: Path, order: tuple[str, str]
+) -> None:
+    """A saved state never records `a/x` beside a link `a` (the walk does not enter one):
+    refused by the record, whatever order its keys come in, before anything is made."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    after = tmp_path / "after"
+    after.mkdir()
+    record = {"a": str(outside), "a/x": "y"}
+    links_file(after).write_text(json.dumps({"links": {k: record[k] for k in order}}))
+    with pytest.raises(UserError, match="'a' is a recorded link"):
+        state_links(after)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_recorded_link_where_the_state_holds_a_folder_is_one_line(tmp_path: Path) -> None:
+    """A record naming a path the saved state holds as a folder (an edited run folder)
+    is refused by name when a grader's view is made, not a FileExistsError."""
+    after = tmp_path / "after"
+    (after / "a").mkdir(parents=True)
+    (after / "a" / "x").write_text("x\n")
+    links_file(after).write_text(json.dumps({"links": {"a": "/etc"}}))
+    with pytest.raises(UserError, match="the recorded link 'a' cannot be made") as caught:
+        view_state(after, tmp_path / "view")
+    assert caught.value.file is not None and caught.value.file.endswith("after.links.json")
+
+
 def test_a_graders_copy_has_a_fresh_plugin_its_links_resolve_to(tmp_path: Path) -> None:
     state = tmp_path / "after"
     state.mkdir()

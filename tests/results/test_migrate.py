@@ -245,12 +245,30 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 10
+    assert result.version == VERSION == 11
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
     if replay:
         assert result.origin_note == "replayed, origin unknown: not a model verdict"
+
+
+def _as_version_10(data: dict[str, Any]) -> None:
+    """A current file's stages as version 10 wrote them: every change listed."""
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            del stage["produced_omitted"], stage["plugin_changes_omitted"]
+
+
+def test_a_version_10_file_reads_with_nothing_left_out_of_its_listings(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 10, _as_version_10)
+
+    result = read_results(old)
+
+    assert result == current
+    stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+    assert {(s.produced_omitted, s.plugin_changes_omitted) for s in stages} == {(0, 0)}
 
 
 def _as_version_8(data: dict[str, Any]) -> None:
@@ -273,6 +291,7 @@ def test_a_version_8_file_reads_with_the_k_of_n_rule(tmp_path: Path) -> None:
 
 def _as_version_9(data: dict[str, Any]) -> None:
     """A current file's scenarios as version 9 wrote them: no repeats, no unit."""
+    _as_version_10(data)
     for scenario in data["scenarios"]:
         del scenario["repeats"], scenario["unit"]
 

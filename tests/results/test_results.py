@@ -91,7 +91,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert read_results(path) == result
     assert read_results(tmp_path / "run") == result  # a run folder works too
     data = json.loads(path.read_text())
-    assert data["version"] == VERSION == 10
+    assert data["version"] == VERSION == 11
     assert data["started_at"] == "2026-01-02T03:04:05Z"
     assert data["scenarios"][0]["stages"][1]["limit_hit"] == "turns"
 
@@ -248,7 +248,7 @@ def test_unknown_key_in_the_file(tmp_path: Path) -> None:
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / RESULTS_FILE
     path.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(UserError, match="cannot read results"):
+    with pytest.raises(UserError, match="cannot read the results file: not UTF-8"):
         read_results(path)
 
 

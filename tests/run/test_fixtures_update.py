@@ -409,3 +409,58 @@ def test_a_repository_the_agent_planted_is_not_promoted(
     assert f"{planted} is inside a .git folder (or is one)" in lines[0]
     assert _files(example.fixtures) == before
     assert not [p for p in example.fixtures.rglob("*") if p.name.lower() == ".git"]
+
+
+def _planted(top: Path, name: str) -> list[Path]:
+    """Every `name` under `top`, links not followed."""
+    return [Path(d) / name for d, _, files in os.walk(top) if name in files]
+
+
+@pytest.mark.parametrize(
+    ("links", "file_first", "message"),
+    [
+        # Each link stays inside read alone; `a` resolved through `y` is three folders up.
+        (
+            {"s1/s2/s3/s4/y": "../../../..", "a": "s1/s2/s3/s4/y/../../.."},
+            False,
+            "which points outside the workspace by way of other links",
+        ),
+        ({"d": ".", "a": "d/.."}, False, "which points outside the workspace by way of other"),
+        # The file named first: its folder `a` is a recorded link, whatever it points at.
+        ({"d": ".", "a": "d/.."}, True, "inside 'a', which the run recorded as a link"),
+        ({"a": "research"}, True, "inside 'a', which the run recorded as a link"),
+    ],
+)
+def test_a_record_of_links_that_leads_out_writes_nothing_outside_the_fixture(
+    example: ExampleLayout,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    links: dict[str, str],
+    file_first: bool,
+    message: str,
+) -> None:
+    """A crafted run folder, its results file and record of links agreeing: links made
+    first and the file written through them put `a/PWNED` outside the repository (the
+    review's repro). Each link is resolved through the others, a path through a recorded
+    link is refused, and the new fixture is written by descriptor, links last."""
+    run = tmp_path / "run"
+    company = example.fixtures / "1-research-company-output" / "research" / "company.md"
+    payload = b"echo pwned-by-fixture-update\n"
+    made = [_change(rel, b"", kind="link", target=target) for rel, target in links.items()]
+    planted = _change("a/PWNED", payload)
+    produced = [planted, *made] if file_first else [*made, planted]
+    state = _recorded_run(
+        example, run, [_change("research/company.md", company.read_bytes()), *produced]
+    )
+    (state / "a").mkdir()
+    (state / "a" / "PWNED").write_bytes(payload)
+    _record_links(state, links)
+    before = _files(example.fixtures)
+    code, out, err = _update(capsys, run, "--stage", "1", "--scenario", "acme-arm")
+    assert code == 2, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert message in lines[0]
+    assert _files(example.fixtures) == before
+    assert _planted(tmp_path, "PWNED") == [state / "a" / "PWNED"]
+    assert not [p for p in example.fixtures.iterdir() if p.name.startswith(".")]

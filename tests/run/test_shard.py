@@ -543,3 +543,47 @@ def test_with_a_key_merge_takes_only_the_shards_signed_in_this_run(tmp_path: Pat
     short = _merge(good, low, out=tmp_path / "m4", CI_EVALS_SHARD_KEY="short")
     assert short.returncode == 2 and "CI_EVALS_SHARD_KEY: the key is 5 characters" in (short.stderr)
     assert not any((tmp_path / f"m{k}").exists() for k in (2, 3, 4))
+
+
+@pytest.mark.slow
+def test_an_unsigned_merge_says_which_verdicts_it_takes_as_written(tmp_path: Path) -> None:
+    """A stage graded only by a check leaves no evidence file: its failed check rewritten
+    into a consistent pass is merged unsigned (merge does not run checks again), and
+    merge says exactly that, so no one reads the merged pass as checked. With the key,
+    the edit is refused."""
+    signed = {"CI_EVALS_SHARD_KEY": KEY, "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "7"}
+    suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"))
+    line = '  - name: s5\n    prompt: "/demo:s5 {company}"\n'
+    checks = '    checks:\n      - { files: "never.md", count: 1 }\n'
+    suite.write_text(suite.read_text().replace(line, line + checks))
+    for k in (1, 2):
+        proc = ci_evals(
+            "run", "--suite", str(suite), "--model", f"stub:{stub}", "--shard", f"{k}/2",
+            "--from-stage", "5", "--out", str(tmp_path / f"s{k}"), cwd=tmp_path,
+            env=base_env(**signed),
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr  # the check fails
+    for k in (1, 2):
+        result = read_results(tmp_path / f"s{k}")
+        for unit in result.scenarios:
+            stage_result = unit.stages[0]
+            assert stage_result.grading is not None
+            grader = stage_result.grading.graders[0]
+            passed = tuple(
+                c.model_copy(update={"passed": True, "score": 1.0}) for c in grader.criteria
+            )
+            verdict = evaluate([grader.model_copy(update={"criteria": passed})], ScoringPolicy())
+            stage_result.grading, stage_result.status = verdict, verdict.verdict
+            stage_result.error = None
+        result.summaries = summarize_run(result, result.pass_at_least)
+        assert problems(result) == []
+        write_results(tmp_path / f"s{k}", result)
+    unsigned = _merge(tmp_path / "s1", tmp_path / "s2", out=tmp_path / "m")
+    assert unsigned.returncode == 0, unsigned.stderr
+    assert len(unsigned.stderr.strip().splitlines()) == 1, unsigned.stderr
+    assert "checks, trajectory checks, contracts and plugin_eval graders were not run " in (
+        unsigned.stderr
+    )
+    refused = _merge(tmp_path / "s1", tmp_path / "s2", out=tmp_path / "m2", **signed)
+    assert refused.returncode == 2, refused.stderr
+    assert "results.json' changed" in refused.stderr

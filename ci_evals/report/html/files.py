@@ -192,6 +192,12 @@ def files_section(
         for c in stage.produced
     ]
     parts = [table(["change", "path", "kind", "bytes"], rows)]
+    if stage.produced_omitted:
+        parts.append(
+            f'<p class="muted">and {stage.produced_omitted:,} more change(s) the results '
+            "file does not list (its listing's byte budget): see the stage's "
+            "<code>produced/</code> folder.</p>"
+        )
     if before is None:
         parts.append(
             '<p class="muted">What the files held before this stage came from the fixtures, '
