@@ -296,10 +296,15 @@ def _call_number(block: object) -> int | None:
     return None
 
 
-def digest(key: dict[str, Any]) -> str:
-    """A stable hash of a key (sorted keys: field order never matters)."""
+def key_text(key: dict[str, Any]) -> bytes:
+    """A key as compact JSON, sorted (field order never matters): what `digest` hashes."""
     text = json.dumps(key, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return text.encode()
+
+
+def digest(key: dict[str, Any]) -> str:
+    """A stable hash of a key."""
+    return hashlib.sha256(key_text(key)).hexdigest()
 
 
 def _normalise(value: object, own: re.Pattern[str] | None) -> Any:
