@@ -14,19 +14,28 @@ strictly framed chunks (sizes plain hex, no extensions) of at most
 `MAX_REQUEST_BYTES` too, read as it inflates; anything else is a
 `RefusedBody` (413 too large, 400 badly framed or encoded) and the connection
 is closed, since where the next request starts is unknown.
+
+Bytes are not the whole bound: `json.loads` of 32 MiB of `[{},{},...]` builds
+eleven million dicts (about 1.5 GB). `loads_body` counts first what the body
+can build — its `[`, `{` and `,` outside strings, an upper bound on its values
+— and refuses past `MAX_JSON_VALUES` (413), so a parse holds at most about
+100 bytes a value. And each service reads and parses at most
+`MAX_BODIES_IN_FLIGHT` bodies at once (`body_slot`): one more waits up to
+`SLOT_WAIT_S`, then is answered 503, which the CLI retries.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import socket
 import sys
 import threading
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, TypeVar
@@ -34,8 +43,18 @@ from typing import Any, TypeVar
 _Self = TypeVar("_Self", bound="LocalHTTPService")
 
 # What one request body may be, as sent and inflated: a long-context request with
-# images is a few MiB; the API itself refuses past 32 MB.
-MAX_REQUEST_BYTES = 64 * 1024 * 1024
+# images is a few MiB; the API itself refuses a Messages request past 32 MB.
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+# What one parsed body may hold: the CLI's requests measured hold about 400 values
+# for a stub stage's (45 KB) and a 1M-token conversation with thousands of tool calls
+# under 100,000; each value costs the parse up to about 100 bytes (a small dict).
+MAX_JSON_VALUES = 500_000
+# Bodies one service reads and parses at once (the CLI's parallel subagents send a
+# few together, each parsed in milliseconds), and how long one more waits for a turn.
+MAX_BODIES_IN_FLIGHT = 4
+SLOT_WAIT_S = 10.0
+# A JSON string, escapes and all (unrolled: no backtracking per character).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 # A chunk-size line as clients send it: hex digits only (no sign, no extensions).
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,8}\r?\n")
 _MAX_LINE = 1024  # a chunk-size or trailer line
@@ -49,7 +68,32 @@ class RefusedBody(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-        self.kind = "request_too_large" if status == 413 else "invalid_request_error"
+        kinds = {413: "request_too_large", 503: "overloaded_error"}
+        self.kind = kinds.get(status, "invalid_request_error")
+
+
+def json_values(body: bytes) -> int:
+    """An upper bound on the values (containers and scalars) `json.loads(body)` builds:
+    its `[`, `{` and `,` outside strings, plus one. The bytes are counted first (fast,
+    in C); only a body over the limit that way has its strings taken out to count."""
+
+    def structural(data: bytes) -> int:
+        return data.count(b"[") + data.count(b"{") + data.count(b",") + 1
+
+    found = structural(body)
+    return found if found <= MAX_JSON_VALUES else structural(_STRING.sub(b'""', body))
+
+
+def loads_body(body: bytes, *, limit: int = MAX_JSON_VALUES) -> object:
+    """`json.loads(body)`, refused (413) before parsing when it could build more than
+    `limit` values; a body that is not JSON (or nests past the interpreter's limit)
+    raises `ValueError`."""
+    if json_values(body) > limit:
+        raise RefusedBody(413, f"the JSON body holds more than {limit} values")
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def read_body(
@@ -142,6 +186,21 @@ class LocalHTTPService(ABC):
         self._thread: threading.Thread | None = None
         self._connections_lock = threading.Lock()
         self._connections: set[socket.socket] = set()  # open client connections
+        self._bodies = threading.BoundedSemaphore(MAX_BODIES_IN_FLIGHT)
+
+    @contextlib.contextmanager
+    def body_slot(self) -> Iterator[None]:
+        """A turn to read and parse one request body (`MAX_BODIES_IN_FLIGHT` at once);
+        `RefusedBody(503)` when none frees up within `SLOT_WAIT_S` or the service stops.
+        What the servers hold per body is bounded; this bounds how many at once."""
+        if not self._bodies.acquire(timeout=SLOT_WAIT_S):
+            raise RefusedBody(503, "too many request bodies at once; retry")
+        try:
+            if self._stopping.is_set():
+                raise RefusedBody(503, "the server is stopping")
+            yield
+        finally:
+            self._bodies.release()
 
     @abstractmethod
     def _make_server(self, address: tuple[str, int]) -> ThreadingHTTPServer:

@@ -77,10 +77,12 @@ from ci_evals.endpoints.ledger import (
     worst_case,
 )
 from ci_evals.endpoints.local_http import (
+    MAX_JSON_VALUES,
     LocalHandler,
     LocalHTTPService,
     LocalServer,
     RefusedBody,
+    json_values,
     read_body,
 )
 from ci_evals.endpoints.pricing import Pricing, Usage, asks_long_context
@@ -512,15 +514,31 @@ class _Exchange:
                 handler.close_connection = True
                 self._refuse(404, "not_found_error", f"ci-evals proxy: no route {handler.path}")
                 self.outcome = "not_found"
-            elif not self._read_body() or not self._parse_body():
+            elif not self._read_and_parse():
                 self.outcome = "bad_request"
             elif self._admit():
                 self._forward()
         finally:  # whatever went wrong, a reservation is settled and the exchange recorded
             self._finish()
 
+    def _read_and_parse(self) -> bool:
+        """The body read and parsed, a few requests at a time (`LocalHTTPService.body_slot`:
+        what one holds is bounded, so is how many do); 503 when no turn comes."""
+        try:
+            with self.proxy.body_slot():
+                return self._read_body() and self._parse_body()
+        except RefusedBody as exc:
+            self.handler.close_connection = True  # the body is not read: no keep-alive
+            self._refuse(exc.status, exc.kind, f"ci-evals proxy: {exc}")
+            return False
+
     def _parse_body(self) -> bool:
-        """Refuse (400) a body the budget could read differently from the API."""
+        """Refuse (400) a body the budget could read differently from the API, and (413)
+        one that could build more values than any request holds (`local_http.json_values`)."""
+        if json_values(self.body) > MAX_JSON_VALUES:
+            message = f"ci-evals proxy: the JSON body holds more than {MAX_JSON_VALUES} values"
+            self._refuse(413, "request_too_large", message)
+            return False
         try:
             self.request = loads_request(self.body)
         except BadRequest as exc:

@@ -10,23 +10,35 @@ text, never to a string that merely contains it:
 - the query string (`?beta=true`) and every header: session ids, the CLI's
   version, `anthropic-beta`, the key or token;
 - `metadata.user_id` (a device and session id per run);
-- every `cache_control` marker (where the CLI puts prompt-caching breakpoints);
-- the `id` of a tool call and the `tool_use_id` of its result (the fields,
-  not text naming them), renumbered by first appearance (`toolu#1`);
+- a `cache_control` marker where the API reads one (a system prompt block, a
+  message's content block or a block of a tool result's content, a tool):
+  where the CLI puts prompt-caching breakpoints. A key of that name anywhere
+  else (a property of a tool's schema, a tool call's input) is kept;
+- the `id` of a tool call and the `tool_use_id` of its result (the fields of
+  a message's content blocks, not text naming them, nor a look-alike object
+  in a schema or an input), renumbered by first appearance (`toolu#1`);
 - the order of the tool results in one message: the CLI lists the results of
   parallel tool calls (subagents above all) as they finish, so they are put
   in the order of their calls (the API pairs a result with its call by id);
-- the run's temp folder (`…/ci-evals-<run-id>-<random>`, where the
-  workspaces are) as `$RUN_TMP` and its run id as `$RUN_ID`, in any string:
-  the folder is the one the CLI's environment block names as the working
-  directory, so no other string can make a folder of its own vanish;
-- in the CLI's environment block (a system prompt block or a `system`
-  message starting `# Environment`): its `OS Version:` line in the leading
-  list (the kernel) as `<os>`, its closing `Today's date is …` as `<date>`,
-  and what the stage spent and has left in the budget paragraph just before
-  it (`USD budget: $0.05/$2; $1.95 remaining`: the cap is kept);
+- the CLI's environment block: the first `system` message of `messages`, one
+  text, that is the block in its whole shape (`# Environment`, `You have been
+  invoked in the following environment: `, then the working-directory line),
+  alone or after the CLI's ToolSearch paragraph (the deferred tools, one name
+  a line). Never a system prompt block: that is where a subagent's agent file
+  (its body) and `--append-system-prompt` go, so a block an agent file starts
+  with `# Environment` is kept as written. In the block:
+  - the run's temp folder (`…/ci-evals-<run-id>-<random>`, where the
+    workspaces are), the one its working-directory line names, as `$RUN_TMP`
+    and its run id as `$RUN_ID`, in any string of the request (no other
+    string can make a folder of its own vanish);
+  - its `OS Version:` line in the leading list, when it reads as a kernel
+    (`Linux 6.8.0-1021-azure`: a name and a release, no more), as `<os>`;
+  - its closing `Today's date is YYYY-MM-DD` as `<date>`, and what the stage
+    spent and has left in the budget paragraph just before it (`USD budget:
+    $0.05/$2; $1.95 remaining`: the cap is kept);
 - the same budget reminder when it is a whole `system` message;
-- the `x-anthropic-billing-header` when it is a whole system prompt block;
+- the `x-anthropic-billing-header` when it is the first system prompt block,
+  whole;
 - in the hand-back the CLI appends to a subagent's result (the end of an
   `Agent`/`Task` call's result): the subagent's id (`agentId: a…`, random per
   run) as `$AGENT_ID` and its `duration_ms` as `<ms>`.
@@ -42,20 +54,27 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-# The CLI's environment block and its working-directory line, whose value is
+# The CLI's environment block, whole: its heading, its first sentence and its
+# working-directory line, whose value is
 # `$TMPDIR/ci-evals-<run-id>-<mkdtemp suffix>/<scenario>/workspace` (run.runner).
-_ENVIRONMENT = "# Environment\n"
-_WORKING_DIRECTORY = re.compile(r"^ - Primary working directory: (/[^\n]*)$", re.MULTILINE)
+_HEADER = "# Environment\nYou have been invoked in the following environment: \n"
+_WORKING_DIRECTORY = re.compile(r" - Primary working directory: ([^\n]+)\n")
+# What the CLI puts before the block when tools are deferred (a default subagent's
+# block, with ToolSearch on): its sentence, one tool name a line, a blank line.
+_TOOL_SEARCH = re.compile(
+    r"The following deferred tools are now available via ToolSearch\.[^\n]*\n(?:[^\n]+\n)*\n"
+)
 _RUN_TMP = re.compile(r"^(/(?:[^\n/]+/)*?ci-evals-(\d{8}T\d{6}Z-[0-9a-f]{6})-[A-Za-z0-9_]+)(?:/|$)")
 # What cannot come right before or after a folder or id standing on its own.
 _BEFORE = r"(?<![\w./~-])"
 _AFTER = r"(?![\w])"
-# The leading list of the environment block (up to its first blank line): the kernel
-# of the machine that ran it (a runner image's update, a laptop), not the question.
-_OS_VERSION = re.compile(r"^( - OS Version: )[^\n]*$", re.MULTILINE)
+# In the block's leading list (up to its first blank line): the kernel of the machine
+# that ran it (a runner image's update, a laptop), not the question. Only a kernel's
+# shape (`os.type() os.release()`): a line that says more is kept as it is.
+_OS_VERSION = re.compile(r"^( - OS Version: )[A-Za-z][A-Za-z0-9_]*(?: [\w.+~-]{1,128})?$", re.M)
 # The block's closing lines: the budget paragraph (with max_budget_usd) and the date.
 _BUDGET = r"USD budget: \$[0-9.e+-]+/\$[0-9.]+; \$[0-9.e+-]+ remaining"
 _SPENT = re.compile(r"(USD budget: \$)[0-9.e+-]+(/\$[0-9.]+; \$)[0-9.e+-]+( remaining)")
@@ -70,15 +89,15 @@ _HAND_BACK = re.compile(
 )
 _SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 _TOOL_CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
-_DROPPED_KEYS = frozenset({"cache_control"})
+_CACHE_CONTROL = "cache_control"
 
 
 def request_key(path: str, body: object) -> dict[str, Any]:
     """The normalised key of one request (`path` may carry a query string)."""
-    ids: dict[str, str] = {}
-    normal = _normalise(body, ids, _own_folder(body))
+    normal = _normalise(body, _own_folder(body))
     if isinstance(normal, dict):
-        _map_texts(normal, "system", _system_text)
+        _system_in_place(normal.get("system"))
+        _tools_in_place(normal.get("tools"))
         _messages_in_place(normal.get("messages"))
         _order_tool_results(normal.get("messages"))
         metadata = normal.get("metadata")
@@ -97,12 +116,13 @@ def run_tmp_folders(body: object) -> list[str]:
 
 def _run_tmp(body: object) -> tuple[str, str] | None:
     """(the run temp folder, its run id) from the CLI's working-directory line."""
-    for text in _environment_texts(body):
-        line = _WORKING_DIRECTORY.search(text.split("\n\n", 1)[0])
-        found = _RUN_TMP.match(line.group(1)) if line else None
-        if found:
-            return found.group(1), found.group(2)
-    return None
+    place = _environment_place(body.get("messages") if isinstance(body, dict) else None)
+    if place is None:
+        return None
+    holder, field, at = place
+    line = _WORKING_DIRECTORY.match(holder[field], at + len(_HEADER))
+    found = _RUN_TMP.match(line.group(1)) if line else None
+    return (found.group(1), found.group(2)) if found else None
 
 
 def _own_folder(body: object) -> re.Pattern[str] | None:
@@ -114,54 +134,72 @@ def _own_folder(body: object) -> re.Pattern[str] | None:
     return re.compile(f"{_BEFORE}(?:(?P<folder>{folder})|(?P<run_id>{run_id})){_AFTER}")
 
 
-def _environment_texts(body: object) -> Iterator[str]:
-    """The text of each environment block (a system prompt block, a `system` message)."""
-    if not isinstance(body, dict):
+def _environment_place(messages: object) -> tuple[dict[str, Any], str, int] | None:
+    """Where the CLI's environment block is: (the dict holding its text, the text's
+    key, where the block starts in it), or None.
+
+    Only the first `system` message, one text, can be it, and only in the block's
+    whole shape (heading, sentence, working-directory line) at its start or right
+    after the ToolSearch paragraph: that message is the CLI's own. Text a plugin
+    supplies (an agent file is a system prompt block; a command, a skill or a tool
+    result is a user message) never stands there, so it is never normalised."""
+    if not isinstance(messages, list):
+        return None
+    message = next((m for m in messages if isinstance(m, dict) and m.get("role") == "system"), None)
+    found = _only_text(message) if message is not None else None
+    if found is None:
+        return None
+    holder, field = found
+    text: str = holder[field]
+    preamble = _TOOL_SEARCH.match(text)
+    at = preamble.end() if preamble else 0
+    if not text.startswith(_HEADER, at) or not _WORKING_DIRECTORY.match(text, at + len(_HEADER)):
+        return None
+    return holder, field, at
+
+
+def _only_text(message: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Where a message's one text is: (the message, "content") for a string, (its
+    one block, "text") for a list of one text block; None for anything else."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return message, "content"
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        block = content[0]
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            return block, "text"
+    return None
+
+
+def _system_in_place(system: object) -> None:
+    """The system prompt blocks: their cache markers, and the billing header when it
+    is the first block, whole (the CLI's attribution, per version and request).
+    Nothing else: an agent file's body and an appended prompt are blocks here."""
+    if not isinstance(system, list):
         return
-    for value in _texts(body.get("system")):
-        if value.startswith(_ENVIRONMENT):
-            yield value
-    messages = body.get("messages")
-    for message in messages if isinstance(messages, list) else []:
-        if isinstance(message, dict) and message.get("role") == "system":
-            for value in _texts(message.get("content")):
-                if value.startswith(_ENVIRONMENT):
-                    yield value
+    for i, block in enumerate(system):
+        if not isinstance(block, dict):
+            continue
+        block.pop(_CACHE_CONTROL, None)
+        text = block.get("text")
+        if i == 0 and isinstance(text, str) and _BILLING.match(text):
+            block["text"] = "x-anthropic-billing-header: <dropped>"
 
 
-def _texts(content: object) -> Iterator[str]:
-    if isinstance(content, str):
-        yield content
-    elif isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and isinstance(block.get("text"), str):
-                yield block["text"]
+def _tools_in_place(tools: object) -> None:
+    """A tool's cache marker, at its top level only: a `cache_control` inside its
+    schema is a property the model reads (an MCP server's schema, PR-controlled)."""
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict):
+            tool.pop(_CACHE_CONTROL, None)
 
 
-def _map_texts(holder: dict[str, Any], key: str, change: Callable[[str], str]) -> None:
-    """`change` applied to `holder[key]` when text, or to each text block's text."""
-    content = holder.get(key)
-    if isinstance(content, str):
-        holder[key] = change(content)
-    elif isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and isinstance(block.get("text"), str):
-                block["text"] = change(block["text"])
-
-
-def _system_text(text: str) -> str:
-    """A system prompt block: the billing header as a whole block, or the environment."""
-    return "x-anthropic-billing-header: <dropped>" if _BILLING.match(text) else _environment(text)
-
-
-def _environment(text: str) -> str:
-    """The CLI's environment block with its machine, date and spend normalised."""
-    if not text.startswith(_ENVIRONMENT):
-        return text
-    head, blank, rest = text.partition("\n\n")
+def _environment(text: str, at: int) -> str:
+    """The CLI's environment block (from `at`) with its machine, date and spend normalised."""
+    head, blank, rest = text[at:].partition("\n\n")
     head = _OS_VERSION.sub(r"\1<os>", head, count=1)
-    text = head + blank + rest
-    closing = _CLOSING.search(text)
+    text = text[:at] + head + blank + rest
+    closing = _CLOSING.search(text, at)
     if closing is None:
         return text
     paragraph = _SPENT.sub(r"\1<spent>\2<left>\3", closing.group(1))
@@ -171,31 +209,51 @@ def _environment(text: str) -> str:
 def _messages_in_place(messages: object) -> None:
     if not isinstance(messages, list):
         return
+    place = _environment_place(messages)
+    if place is not None:
+        holder, field, at = place
+        holder[field] = _environment(holder[field], at)
+    ids: dict[str, str] = {}  # a call's id as sent: its number (`toolu#N`)
     calls: dict[str, str] = {}  # a call's (renumbered) id: its tool's name
     for message in messages:
         if not isinstance(message, dict):
             continue
-        if message.get("role") == "system":
-            _map_texts(message, "content", _system_message)
-            continue
         content = message.get("content")
+        if message.get("role") == "system":
+            _map_whole_budget(message)
         for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if isinstance(kind, str) and kind in _TOOL_CALLS and isinstance(block.get("id"), str):
-                calls[block["id"]] = str(block.get("name"))
-            elif (
-                block.get("type") == "tool_result"
-                and calls.get(str(block.get("tool_use_id"))) in _SUBAGENT_TOOLS
-            ):
-                _hand_back(block)
+            if isinstance(block, dict):
+                _block_in_place(block, ids, calls)
 
 
-def _system_message(text: str) -> str:
-    if _WHOLE_BUDGET.match(text):
-        return _SPENT.sub(r"\1<spent>\2<left>\3", text)
-    return _environment(text)
+def _block_in_place(block: dict[str, Any], ids: dict[str, str], calls: dict[str, str]) -> None:
+    """A message's content block: its cache marker, a call's id or the id its result
+    answers (renumbered), a tool result's inner markers and a subagent's hand-back."""
+    block.pop(_CACHE_CONTROL, None)
+    kind = block.get("type")
+    if isinstance(kind, str) and kind in _TOOL_CALLS and isinstance(block.get("id"), str):
+        block["id"] = _renumbered(block["id"], ids)
+        calls[block["id"]] = str(block.get("name"))
+    elif kind == "tool_result":
+        if isinstance(block.get("tool_use_id"), str):
+            block["tool_use_id"] = _renumbered(block["tool_use_id"], ids)
+        inner = block.get("content")
+        for part in inner if isinstance(inner, list) else []:
+            if isinstance(part, dict):
+                part.pop(_CACHE_CONTROL, None)
+        if calls.get(str(block.get("tool_use_id"))) in _SUBAGENT_TOOLS:
+            _hand_back(block)
+
+
+def _map_whole_budget(message: dict[str, Any]) -> None:
+    """The budget reminder the CLI sends as a whole `system` message (or text block)."""
+    content = message.get("content")
+    if isinstance(content, str) and _WHOLE_BUDGET.match(content):
+        message["content"] = _SPENT.sub(r"\1<spent>\2<left>\3", content)
+    for block in content if isinstance(content, list) else []:
+        text = block.get("text") if isinstance(block, dict) else None
+        if isinstance(text, str) and _WHOLE_BUDGET.match(text):
+            block["text"] = _SPENT.sub(r"\1<spent>\2<left>\3", text)
 
 
 def _hand_back(result: dict[str, Any]) -> None:
@@ -238,27 +296,23 @@ def _call_number(block: object) -> int | None:
     return None
 
 
-def digest(key: dict[str, Any]) -> str:
-    """A stable hash of a key (sorted keys: field order never matters)."""
+def key_text(key: dict[str, Any]) -> bytes:
+    """A key as compact JSON, sorted (field order never matters): what `digest` hashes."""
     text = json.dumps(key, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return text.encode()
 
 
-def _normalise(value: object, ids: dict[str, str], own: re.Pattern[str] | None) -> Any:
+def digest(key: dict[str, Any]) -> str:
+    """A stable hash of a key."""
+    return hashlib.sha256(key_text(key)).hexdigest()
+
+
+def _normalise(value: object, own: re.Pattern[str] | None) -> Any:
+    """A copy of `value` with its keys sorted and this run's folder and id replaced."""
     if isinstance(value, dict):
-        normal = {
-            k: _normalise(v, ids, own) for k, v in sorted(value.items()) if k not in _DROPPED_KEYS
-        }
-        # A call's id and the id its result answers: fields, never text that names them.
-        kind = value.get("type")
-        kind = kind if isinstance(kind, str) else None  # a JSON schema's `type` may be a list
-        if kind is not None and kind in _TOOL_CALLS and isinstance(value.get("id"), str):
-            normal["id"] = _renumbered(value["id"], ids)
-        if kind == "tool_result" and isinstance(value.get("tool_use_id"), str):
-            normal["tool_use_id"] = _renumbered(value["tool_use_id"], ids)
-        return normal
+        return {k: _normalise(v, own) for k, v in sorted(value.items())}
     if isinstance(value, list):
-        return [_normalise(v, ids, own) for v in value]
+        return [_normalise(v, own) for v in value]
     if isinstance(value, str) and own is not None:
         return own.sub(lambda m: "$RUN_TMP" if m.group("folder") else "$RUN_ID", value)
     return value

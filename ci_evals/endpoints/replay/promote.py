@@ -74,7 +74,7 @@ def promote(run_dir: Path, target: Path) -> Promoted:
         json.dumps(_stripped(json.loads(line)), ensure_ascii=False)
         for line in json_input.read_file(source, MAX_FILE_BYTES, what="recording")
         .decode("utf-8")
-        .splitlines()
+        .split("\n")  # as replay splits it: a U+2028 inside a string is no line end
         if line.strip()
     ]
     recorded = recorded_run(source.parent)  # the run's, beside its recording; checked first

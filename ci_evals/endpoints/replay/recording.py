@@ -19,7 +19,10 @@ diverges, and the divergence names the cut.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -32,7 +35,8 @@ from ci_evals.endpoints.exchange_log import (
     WHOLE,
 )
 from ci_evals.endpoints.ledger import MAX_DEPTH as REQUEST_DEPTH
-from ci_evals.endpoints.replay.key import digest, request_key, run_tmp_folders
+from ci_evals.endpoints.local_http import MAX_JSON_VALUES, json_values
+from ci_evals.endpoints.replay.key import key_text, request_key, run_tmp_folders
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
 from ci_evals.results import model_id_problem
@@ -56,12 +60,20 @@ class Exchange:
     """One recorded exchange, ready to be served again."""
 
     line: int  # its line in the recording (1-based): the position a report names
-    key: dict[str, Any] = field(repr=False)
+    # Its normalised key as compact JSON (what `digest` hashes): bytes, about the size
+    # of the request, where the key's objects would be several times that; read back
+    # only to describe a divergence.
+    key_json: bytes = field(repr=False)
     digest: str
     status: int  # 0: the connection ended with no response
     content_type: str
     body: bytes = field(repr=False)
     folders: frozenset[str] = frozenset()  # the recorded run's temp folders it names
+
+    @property
+    def key(self) -> dict[str, Any]:
+        key: dict[str, Any] = json.loads(self.key_json)
+        return key
 
     @property
     def streamed(self) -> bool:
@@ -164,15 +176,17 @@ def load_recording(value: Path) -> Recording:
     path = recording_file(value)
     hint = "replay:RUN_DIR names a run made with --record, or its model-exchanges.jsonl"
     try:
-        text = json_input.read_file(path, MAX_FILE_BYTES, what="recording").decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError("cannot read the recording: not UTF-8 text", file=path) from None
+        data = json_input.read_file(path, MAX_FILE_BYTES, what="recording")
     except UserError as exc:
         raise UserError(exc.message, file=path, field="--model", hint=hint) from None
     exchanges: list[Exchange] = []
     cut: list[int] = []
     ends_cut = False
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(_lines(data), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError("cannot read the recording: not UTF-8 text", file=path) from None
         if not line.strip():
             continue
         if ends_cut:
@@ -191,6 +205,16 @@ def load_recording(value: Path) -> Recording:
     return Recording(path, tuple(exchanges), tuple(cut), ends_cut)
 
 
+def _lines(data: bytes) -> Iterator[bytes]:
+    """Each line of `data`, one at a time: a copy of one line, never of them all."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        yield data[start:end].removesuffix(b"\r")
+        start = end + 1
+
+
 def _bad(path: Path, number: int, what: str) -> UserError:
     return UserError(f"not a recorded exchange: {what}", file=path, line=number, hint=_HINT)
 
@@ -203,6 +227,8 @@ def _exchange(path: Path, number: int, line: str) -> Exchange | str | None:
 
     if len(line) > MAX_LINE_BYTES:
         raise bad(f"longer than {MAX_LINE_BYTES} bytes, which `run --record` never writes")
+    if json_values(line.encode("utf-8")) > MAX_JSON_VALUES:  # before the parse builds them
+        raise bad(f"more than {MAX_JSON_VALUES} JSON values, which no request holds")
     try:
         record = json_input.parse(line, file=path, max_depth=MAX_DEPTH, text_only=True)
     except UserError as exc:
@@ -231,11 +257,11 @@ def _exchange(path: Path, number: int, line: str) -> Exchange | str | None:
     content_type = {str(k).lower(): v for k, v in headers.items()}.get("content-type")
     if isinstance(content_type, str) and not content_type.isprintable():
         raise bad("`content-type` is not one printable line")  # it is sent as a header
-    key = request_key(route, body)
+    key = key_text(request_key(route, body))
     return Exchange(
         line=number,
-        key=key,
-        digest=digest(key),
+        key_json=key,
+        digest=hashlib.sha256(key).hexdigest(),
         status=status,
         content_type=content_type if isinstance(content_type, str) else "application/json",
         body=response.encode("utf-8"),

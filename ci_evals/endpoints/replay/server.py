@@ -32,6 +32,7 @@ from ci_evals.endpoints.local_http import (
     LocalServer,
     RefusedBody,
     caller_of,
+    loads_body,
     read_decoded_body,
 )
 from ci_evals.endpoints.replay.key import (
@@ -203,24 +204,26 @@ class _Handler(LocalHandler):
             self._error(404, "not_found_error", f"replay: no such endpoint {self.path}")
 
     def do_POST(self) -> None:
+        route = self.path.split("?", 1)[0]
         try:
-            raw = read_decoded_body(dict(self.headers.items()), self.rfile)
+            # Read, parsed and matched a few at a time: the key is a copy of the body.
+            with self.server.replay.body_slot():
+                raw = read_decoded_body(dict(self.headers.items()), self.rfile)
+                if route not in (MESSAGES, COUNT_TOKENS):
+                    self._error(404, "not_found_error", f"replay: no such endpoint {self.path}")
+                    return
+                body = loads_body(raw)
+                del raw
+                answer = self.server.replay.answer(
+                    route, body, caller_of(dict(self.headers.items()), KEY_PREFIX)
+                )
         except RefusedBody as exc:
             self.close_connection = True  # where the next request starts is unknown
             self._error(exc.status, exc.kind, f"replay: {exc}")
             return
-        route = self.path.split("?", 1)[0]
-        if route not in (MESSAGES, COUNT_TOKENS):
-            self._error(404, "not_found_error", f"replay: no such endpoint {self.path}")
-            return
-        try:
-            body = json.loads(raw)
         except ValueError as exc:
             self._error(400, "invalid_request_error", f"replay: request body is not JSON: {exc}")
             return
-        answer = self.server.replay.answer(
-            route, body, caller_of(dict(self.headers.items()), KEY_PREFIX)
-        )
         try:
             if answer is None:
                 self._reply(200, b'{"input_tokens": 0}', "application/json")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import json
 import socket
 import threading
 import time
@@ -37,6 +36,7 @@ from ci_evals.endpoints.local_http import (
     LocalServer,
     RefusedBody,
     caller_of,
+    loads_body,
     read_decoded_body,
 )
 from ci_evals.endpoints.stub_model import sse
@@ -241,18 +241,23 @@ class _Handler(LocalHandler):
         self._other(200, b"") if self.path.startswith("/api/hello") else self._not_found()
 
     def do_POST(self) -> None:
+        route = self.path.split("?", 1)[0]
         try:
-            body = read_decoded_body(dict(self.headers.items()), self.rfile)
+            with self.server.stub.body_slot():  # read and parsed a few at a time
+                body = read_decoded_body(dict(self.headers.items()), self.rfile)
+                decoded = loads_body(body) if route == "/v1/messages" else None
         except RefusedBody as exc:
             self.close_connection = True  # where the next request starts is unknown
             self._other(exc.status, sse.error_body(exc.status, f"stub: {exc}", "req_stub"),
                         content_type="application/json")  # fmt: skip
             return
-        route = self.path.split("?", 1)[0]
+        except ValueError as exc:
+            self._not_json(exc)
+            return
         if route == "/v1/messages/count_tokens":
             self._other(200, b'{"input_tokens": 0}', content_type="application/json")
         elif route == "/v1/messages":
-            self._messages(body)
+            self._messages(decoded)
         else:
             self._not_found()
 
@@ -292,19 +297,18 @@ class _Handler(LocalHandler):
             )
         )
 
-    def _messages(self, body: bytes) -> None:
+    def _not_json(self, exc: ValueError) -> None:
+        self._other(
+            400,
+            sse.error_body(400, f"stub: request body is not JSON: {exc}", "req_stub"),
+            content_type="application/json",
+        )
+
+    def _messages(self, decoded: object) -> None:
         stub = self.server.stub
         arrived = time.time()
-        try:
-            decoded = json.loads(body)
-            if not isinstance(decoded, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as exc:
-            self._other(
-                400,
-                sse.error_body(400, f"stub: request body is not JSON: {exc}", "req_stub"),
-                content_type="application/json",
-            )
+        if not isinstance(decoded, dict):
+            self._not_json(ValueError("not a JSON object"))
             return
         headers = dict(self.headers.items())
         self._sent = bytearray()
