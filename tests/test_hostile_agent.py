@@ -520,7 +520,10 @@ def test_a_password_in_a_url_stops_an_unisolated_run(tmp_path: Path) -> None:
 def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None:
     """`--isolation none` is the documented way out: one warning line, and the
     agent can then read this process's secrets (what the warning says)."""
-    scan = "cat /proc/$PPID/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n' > leak.txt; true"
+    scan = (
+        "cat /proc/$PPID/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n' > leak.txt; "
+        f"cat {tmp_path}/repo/stub.yaml >> leak.txt; true"
+    )
     run = attack(tmp_path, bash_rule(5, scan), args=("--isolation", "none"))
     assert run.proc.returncode == 0, run.proc.stderr
     warnings = [line for line in run.proc.stderr.splitlines() if "warning" in line]
@@ -530,7 +533,12 @@ def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None
         "machine's secrets and write anywhere you can"
     ]
     leak = (run.stage_dir / "produced" / "leak.txt").read_text()
-    assert SECRETS["GITHUB_TOKEN"] in leak  # as documented: nothing protects it
+    assert "- match:" in leak  # a host file outside the workspace: as documented
+    # ci-evals' own /proc environ holds no credential (`plan.hide_credentials`); its
+    # memory still does, for whoever may ptrace it: what the warning says. (A name no
+    # heuristic knows is no credential to it: passed on as any variable.)
+    for name in SECRETS.keys() - {"DEPLOY_PHRASE"}:
+        assert SECRETS[name] not in leak, name
 
 
 # The agent finds `--out` on the command line of the ci-evals above it (its own
