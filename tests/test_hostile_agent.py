@@ -520,7 +520,10 @@ def test_a_password_in_a_url_stops_an_unisolated_run(tmp_path: Path) -> None:
 def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None:
     """`--isolation none` is the documented way out: one warning line, and the
     agent can then read this process's secrets (what the warning says)."""
-    scan = "cat /proc/$PPID/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n' > leak.txt; true"
+    scan = (
+        "cat /proc/$PPID/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n' > leak.txt; "
+        f"cat {tmp_path}/repo/stub.yaml >> leak.txt; true"
+    )
     run = attack(tmp_path, bash_rule(5, scan), args=("--isolation", "none"))
     assert run.proc.returncode == 0, run.proc.stderr
     warnings = [line for line in run.proc.stderr.splitlines() if "warning" in line]
@@ -530,7 +533,12 @@ def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None
         "machine's secrets and write anywhere you can"
     ]
     leak = (run.stage_dir / "produced" / "leak.txt").read_text()
-    assert SECRETS["GITHUB_TOKEN"] in leak  # as documented: nothing protects it
+    assert "- match:" in leak  # a host file outside the workspace: as documented
+    # ci-evals' own /proc environ holds no credential (`plan.hide_credentials`); its
+    # memory still does, for whoever may ptrace it: what the warning says. (A name no
+    # heuristic knows is no credential to it: passed on as any variable.)
+    for name in SECRETS.keys() - {"DEPLOY_PHRASE"}:
+        assert SECRETS[name] not in leak, name
 
 
 # The agent finds `--out` on the command line of the ci-evals above it (its own
@@ -690,3 +698,34 @@ def test_a_listing_of_long_paths_keeps_results_json_small(tmp_path: Path) -> Non
     assert done.returncode == 2, done.stdout + done.stderr
     assert "more file(s) than results.json lists" in done.stderr
     assert not (run.repo / "fixtures" / "5-s5-output").exists()
+
+
+def test_a_plugin_eval_grader_does_not_read_the_host_through_the_agents_link(
+    tmp_path: Path,
+) -> None:
+    """`ln -s / x` made again in the grading view: a `plugin_eval` grader (regex and
+    judge) on `x/proc/self/environ` or a host file errs naming the link; nothing of
+    the host reaches results.json or the judge's evidence, and /proc/self/environ
+    of ci-evals holds no model key (`environ_block.hide_kept`)."""
+    host = tmp_path / "host-secret.txt"
+    host.write_text("HOSTSECRET-0000\n")
+    graders = [
+        ("env", "x/proc/self/environ", "ANTHROPIC_API_KEY=sk"),
+        ("host", f"x{host}", "HOSTSECRET"),
+        ("gitconfig", "x/proc/self/cwd/.git/config", "core"),
+    ]
+    lines = ["    plugin_eval:\n"]
+    for name, path, pattern in graders:
+        target = f'{{source: file, path: "{path}"}}'
+        lines.append(
+            f"      - {{type: regex, name: {name}, target: {target}, pattern: {pattern!r}}}\n"
+        )
+    lines.append(f"      - {{type: llm, name: judge, focus: {{source: file, path: \"x{host}\"}}, "
+                 'criteria: "ok"}\n')  # fmt: skip
+    run = attack(tmp_path, bash_rule(5, "ln -s / x; echo made"), stage_extra={5: "".join(lines)})
+    assert run.proc.returncode == 1, run.proc.stderr
+    text = run_folder_text(run.out)
+    assert "HOSTSECRET" not in text and "[core]" not in text
+    assert_no_secret(text)
+    shown = json.dumps(run.stage())
+    assert shown.count('\\"x\\" is a link: not followed') == 4, shown

@@ -168,3 +168,62 @@ def _copy_in(source: Path, folder: int, name: str, record: Path | None) -> None:
             os.close(dst)
     finally:
         os.close(src)
+
+
+class Unreadable(Exception):
+    """`read_inside` refused or failed: the message says why (a link, not a regular
+    file, too large, missing), for a grader's detail."""
+
+
+def read_inside(top: Path, rel: str, limit: int) -> bytes:
+    """The bytes of the regular file `rel` under `top`, read without following a link.
+
+    Every folder on the way is opened by descriptor from `top` with `O_NOFOLLOW`
+    (as `_folder` walks), and the file itself with `O_NOFOLLOW | O_NONBLOCK`: a
+    path through a link the agent made, or out of `top` (absolute, `..`), is
+    refused, never followed on the host; so is a FIFO, a device or a folder, and
+    a file larger than `limit` bytes. `Unreadable` says which.
+    """
+    parts = rel.split("/")
+    if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise Unreadable(f'path "{rel}" leaves the folder (absolute, "." or "..")')
+    try:
+        fd = os.open(top, _FOLDER)
+    except OSError as exc:
+        raise Unreadable(f"the folder cannot be opened ({exc.strerror})") from None
+    try:
+        for number, part in enumerate(parts):
+            last = number == len(parts) - 1
+            try:
+                inner = os.open(part, _READ if last else _FOLDER, dir_fd=fd)
+            except OSError as exc:
+                shown = "/".join(parts[: number + 1])
+                if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(fd, part)):
+                    raise Unreadable(f'"{shown}" is a link: not followed') from None
+                if exc.errno == errno.ENOENT:
+                    raise Unreadable(f'path "{rel}" does not exist') from None
+                raise Unreadable(f'"{shown}": {exc.strerror}') from None
+            os.close(fd)
+            fd = inner
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Unreadable(f'"{rel}" is not a regular file')
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise Unreadable(f'"{rel}" is larger than {limit} bytes')
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+    except OSError:
+        return False

@@ -20,7 +20,9 @@ through `/proc/<pid>/mem` or ptrace, which need ptrace rights over us.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 _PROC = Path("/proc/self")
@@ -56,3 +58,16 @@ def _block() -> tuple[int, int]:
     if not 0 < start <= end:
         raise OSError("/proc/self/stat gives no environment block")
     return start, end
+
+
+def hide_kept(names: Iterable[str]) -> None:
+    """`hide` each of `names` that `os.environ` holds, yet keep it there: the value is
+    set again (`putenv` copies it to the heap, which `/proc/<pid>/environ` does not
+    show), so what reads `os.environ` in this process (the model proxy, the judge)
+    and the children we start with it still get it; OSError as `hide`."""
+    for name in sorted(set(names)):
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        hide(name)
+        os.environ[name] = value

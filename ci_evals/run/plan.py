@@ -30,7 +30,7 @@ from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs import upload
 from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import isolation, provenance, shard, shard_mac
+from ci_evals.run import environ_block, isolation, provenance, shard, shard_mac
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     # Out of the process environment (and its /proc entry) before anything starts: no
     # child inherits the shard key.
     key = shard_mac.take_key(os.environ)
+    hide_credentials()
     ready = prepare(args, environ, Problems())  # raises at the first problem
     assert ready is not None and ready.endpoint is not None
     if ready.from_stage is None:
@@ -80,6 +81,24 @@ def run(args: argparse.Namespace) -> int:
     if key is not None and args.shard:
         shard_mac.sign(plan.run_dir, key)
     return code
+
+
+def hide_credentials() -> None:
+    """The model's key and token, and whatever else `secret_names` takes for a
+    credential, wiped from our `/proc/<pid>/environ` but kept in `os.environ` (the
+    proxy and the judge read them there): a grader's read of `/proc/self/environ`,
+    or any process of our uid, finds none of them (docs/isolation.md)."""
+    from ci_evals.agents.environment import secret_names  # noqa: PLC0415
+
+    names = {*secret_names(os.environ), "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
+    try:
+        environ_block.hide_kept(names)
+    except OSError as exc:
+        raise UserError(
+            f"cannot wipe the credentials from this process's /proc environ ({exc}): any "
+            "process of this user could read them there",
+            hint="run ci-evals on Linux with /proc mounted",
+        ) from None
 
 
 def prepare(

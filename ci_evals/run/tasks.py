@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     # choice weighs), then the key out of the process's before anything starts.
     environ = dict(os.environ)
     key = shard_mac.take_key(os.environ)
+    single.hide_credentials()
     out, code = _benchmark(args, environ)
     if key is not None and args.shard:  # the whole benchmark folder: every task run of this shard
         shard_mac.sign(out, key)

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from ci_evals.fs.copyable import confinement
 from ci_evals.grading.kinds.js_regex import JsRegex, JsRegexError
 from ci_evals.grading.kinds.plugin_eval import (
     Baseline,
@@ -36,7 +37,7 @@ from ci_evals.grading.kinds.plugin_eval import (
     ToolUsed,
     compact_json,
 )
-from ci_evals.suite.plugin_evals import Case, discover, eval_dir, load_case
+from ci_evals.suite.plugin_evals import Case, confined_evals, discover, eval_dir, load_case
 from ci_evals.suite.plugin_source import PluginSource
 
 JUDGE_SYSTEM = "evaluation judge"  # in the CLI's judge system prompt, never an agent's
@@ -58,8 +59,12 @@ def find_cases(source: PluginSource) -> tuple[Path, list[Path]]:
     """The plugin's eval folder (the manifest's `experimental.evals`, else `evals/`)
     and its case folders, as `claude plugin eval` finds them (none: no folder)."""
     warnings: list[str] = []
-    folder = eval_dir(source.path, source.manifest, warnings)
-    return folder, (discover(folder, warnings) if folder.is_dir() else [])
+    within = confinement(source.path)
+    folder = eval_dir(source.path, source.manifest, warnings, within=within)
+    if not folder.is_dir():
+        return folder, []
+    confined_evals(folder, within)
+    return folder, discover(folder, warnings, within=within)
 
 
 def draft(folder: Path, found: Sequence[Path]) -> Draft:

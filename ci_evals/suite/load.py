@@ -482,7 +482,7 @@ def _units(  # noqa: PLR0917 - one private call site
 ) -> tuple[PluginEvals | None, tuple[Stage, ...], tuple[Scenario, ...]]:
     """The stages and scenarios, or `plugin_evals:`' case units (scenarios of their own stage)."""
     if "plugin_evals" in keys:
-        evals, units = _case_units(keys, plugin, base, limits, agent)
+        evals, units = _case_units(keys, plugin, base, limits, agent, within=within)
         return evals, (), units
     stages = _load_stages(
         keys["stages"], limits, suite_dir=base, plugin=plugin, within=within, problems=problems
@@ -497,7 +497,13 @@ def _units(  # noqa: PLR0917 - one private call site
 
 
 def _case_units(
-    keys: Mapping[str, Field], plugin: Plugin, base: Path, limits: Limits, agent: str
+    keys: Mapping[str, Field],
+    plugin: Plugin,
+    base: Path,
+    limits: Limits,
+    agent: str,
+    *,
+    within: Path,
 ) -> tuple[PluginEvals, tuple[Scenario, ...]]:
     """`plugin_evals:`: each selected case a scenario running its own one stage."""
     where = keys["plugin_evals"]
@@ -508,7 +514,9 @@ def _case_units(
         raise where.error(f"plugin_evals: with agent {agent}: not supported yet", hint="claude")
     source = plugin_at(plugin.path) if plugin.manifest_to_write is None else None
     manifest = source.manifest if source is not None else plugin.manifest_to_write or {}
-    evals = load_plugin_evals(where, plugin_dir=plugin.path, manifest=manifest, suite_dir=base)
+    evals = load_plugin_evals(
+        where, plugin_dir=plugin.path, manifest=manifest, suite_dir=base, within=within
+    )
     for warning in evals.warnings:
         print(f"ci-evals: warning: {warning}", file=sys.stderr)
     units = []

@@ -40,6 +40,7 @@ import yaml
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.config.yaml_source import Field, load, loads
 from ci_evals.errors import UserError
+from ci_evals.fs.copyable import escape_problem, escaping_link, named_problem
 from ci_evals.grading.config import StageGrading
 from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
@@ -132,15 +133,29 @@ def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGra
 
 
 def load_plugin_evals(
-    value: Field, *, plugin_dir: Path, manifest: Mapping[str, object], suite_dir: Path
+    value: Field,
+    *,
+    plugin_dir: Path,
+    manifest: Mapping[str, object],
+    suite_dir: Path,
+    within: Path,
 ) -> PluginEvals:
-    """The `plugin_evals:` key (a mapping, or null for every default) and its cases."""
+    """The `plugin_evals:` key (a mapping, or null for every default) and its cases.
+
+    The eval folder is a folder the suite names: relative, inside `within` (the
+    suite's confinement root, `fs.copyable.confinement`), links followed, and no
+    link in it leads out (`confined_evals`), before any case is read."""
     keys = {} if value.is_null() else value.mapping(_SUITE_KEYS)
     warnings: list[str] = []
     if "dir" in keys:
-        folder = Path(os.path.normpath(suite_dir / keys["dir"].as_str()))
+        written = keys["dir"].as_str()
+        if (problem := named_problem(written, suite_dir, within)) is not None:
+            raise keys["dir"].error(f"the eval folder {written} {problem}")
+        folder = Path(os.path.normpath(suite_dir / written))
     else:
-        folder = eval_dir(plugin_dir, manifest, warnings)
+        folder = eval_dir(plugin_dir, manifest, warnings, within=within)
+    if folder.is_dir():
+        confined_evals(folder, within, keys.get("dir", value))
     if not folder.is_dir():
         where = keys.get("dir", value)
         raise where.error(
@@ -157,7 +172,7 @@ def load_plugin_evals(
                 f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
     judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
-    cases = [load_case(path, warnings) for path in discover(folder, warnings)]
+    cases = [load_case(path, warnings) for path in discover(folder, warnings, within=within)]
     selected = tuple(c for c in cases if selects(c, globs, tags))
     if not selected:
         raise value.error(
@@ -170,8 +185,23 @@ def load_plugin_evals(
     return PluginEvals(folder, selected, globs, tags, threshold, tuple(warnings), judge_model)
 
 
-def eval_dir(plugin_dir: Path, manifest: Mapping[str, object], warnings: list[str]) -> Path:
-    """The manifest's `experimental.evals` (relative to the plugin), else `evals/`."""
+def confined_evals(folder: Path, within: Path, where: Field | None = None) -> None:
+    """Refuse an eval folder that resolves outside `within` or into a `.git`, or holds
+    a link that does (`fs.copyable.escaping_link`): its files would be read on the
+    host and sent to the model (docs/plugin-evals.md, *Where the cases are*)."""
+    found = escaping_link(folder, within)
+    if found is None:
+        return
+    path, problem = found
+    message = f"the eval folder {display_path(folder)}: {display_path(Path(path))} {problem}"
+    raise where.error(message) if where is not None else UserError(message)
+
+
+def eval_dir(
+    plugin_dir: Path, manifest: Mapping[str, object], warnings: list[str], *, within: Path
+) -> Path:
+    """The manifest's `experimental.evals` (relative to the plugin, inside `within`),
+    else `evals/`."""
     shown = display_path(plugin_dir / ".claude-plugin" / "plugin.json")
     if "evals" in manifest:
         warnings.append(
@@ -184,6 +214,10 @@ def eval_dir(plugin_dir: Path, manifest: Mapping[str, object], warnings: list[st
         if not isinstance(named, str) or not named.strip():
             raise UserError(
                 "must be a folder relative to the plugin", file=shown, field="experimental.evals"
+            )
+        if (problem := named_problem(named, plugin_dir, within)) is not None:
+            raise UserError(
+                f"the eval folder {named} {problem}", file=shown, field="experimental.evals"
             )
         return Path(os.path.normpath(plugin_dir / named))
     return plugin_dir / DEFAULT_DIR
@@ -218,15 +252,21 @@ def _unique_ids(cases: Sequence[Case]) -> None:
 # -- discovery ------------------------------------------------------------------
 
 
-def discover(folder: Path, warnings: list[str]) -> list[Path]:
-    """Every case folder under `folder`, sorted, as the CLI finds them."""
+def discover(folder: Path, warnings: list[str], *, within: Path) -> list[Path]:
+    """Every case folder under `folder`, sorted, as the CLI finds them; a link that
+    leads out of `within` (or into a `.git`) is never followed."""
     found: list[Path] = []
-    _walk(folder, 0, {os.path.realpath(folder)}, found, warnings)
+    _walk(folder, 0, {os.path.realpath(folder)}, found, warnings, within)
     return sorted(found, key=str)
 
 
-def _walk(
-    folder: Path, depth: int, route: set[str], found: list[Path], warnings: list[str]
+def _walk(  # noqa: PLR0917 - one private recursion
+    folder: Path,
+    depth: int,
+    route: set[str],
+    found: list[Path],
+    warnings: list[str],
+    within: Path,
 ) -> None:
     if depth > MAX_DEPTH:
         warnings.append(
@@ -244,10 +284,13 @@ def _walk(
     for entry in entries:
         if entry.name.lower() == ".git" or entry.name in SKIPPED or not entry.is_dir():
             continue
+        if entry.is_symlink() and escape_problem(entry.path, within) is not None:
+            warnings.append(f"{display_path(Path(entry.path))}: a link out, not followed")
+            continue
         real = os.path.realpath(entry.path)
         if real in route or any(real.startswith(r + os.sep) for r in route if entry.is_symlink()):
             continue  # a link back up: the CLI does not follow it either
-        _walk(Path(entry.path), depth + 1, route | {real}, found, warnings)
+        _walk(Path(entry.path), depth + 1, route | {real}, found, warnings, within)
 
 
 # -- one case -------------------------------------------------------------------

@@ -46,3 +46,44 @@ def test_a_taken_key_is_not_in_proc_environ_of_the_process_or_its_child(tmp_path
         assert holder.wait(timeout=30) == 0
     finally:
         holder.kill()
+
+
+# Hides the credentials as `run` does, checks they are still in os.environ (the
+# proxy reads the key there), then waits to be read.
+KEEPER = """
+import os, sys
+from ci_evals.run import plan
+plan.hide_credentials()
+assert os.environ["ANTHROPIC_API_KEY"] == "sk-ant-kept-0001"
+assert os.environ["ANTHROPIC_AUTH_TOKEN"] == "token-kept-0002"
+assert os.environ["GITHUB_TOKEN"] == "ghp_kept0003"
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_the_model_key_and_other_credentials_leave_proc_environ_but_stay_usable(
+    tmp_path: Path,
+) -> None:
+    secrets = {
+        "ANTHROPIC_API_KEY": "sk-ant-kept-0001",
+        "ANTHROPIC_AUTH_TOKEN": "token-kept-0002",
+        "GITHUB_TOKEN": "ghp_kept0003",
+    }
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "BEFORE": "kept", **secrets}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", KEEPER], env=env, cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline() == "ready\n"
+        shown = Path(f"/proc/{holder.pid}/environ").read_bytes()
+        for name, value in secrets.items():
+            assert value.encode() not in shown and name.encode() not in shown, name
+        assert b"BEFORE=kept" in shown.split(b"\0")
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=30) == 0
+    finally:
+        holder.kill()

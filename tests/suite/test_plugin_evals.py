@@ -209,7 +209,7 @@ def test_discovery_finds_cases_as_the_cli_does(tmp_path: Path) -> None:
         },
     )
     warnings: list[str] = []
-    found = discover(evals, warnings)
+    found = discover(evals, warnings, within=tmp_path)
     assert [p.relative_to(evals).as_posix() for p in found] == ["a", "b", "group/deep"]
     assert len(warnings) == 1 and "nested more than 16" in warnings[0]
 

@@ -139,3 +139,60 @@ def test_report_grade_and_merge_read_each_cases_own_runs(repo: Path) -> None:
         "three": [1, 2, 3],
     }
     _assert_reports_the_runs(repo, "merged")
+
+
+OUTSIDE_PROMPT = "---\nruns: 1\n---\nOUTSIDE-PROMPT-7f3a say one\n"
+
+
+@pytest.mark.parametrize(
+    ("way", "refusal"),
+    [
+        ("dir: ../outside", "lies outside"),
+        ("dir: ABS", "is an absolute path"),
+        ("experimental.evals: ABS", "is an absolute path"),
+        ("experimental.evals: ../../outside", "lies outside"),
+        ("a link in the eval folder", "is a link to"),
+    ],
+)
+def test_an_eval_folder_or_a_case_outside_the_repository_is_refused(
+    tmp_path: Path, way: str, refusal: str
+) -> None:
+    """Cases from outside the repository (a `dir:`, the manifest's
+    `experimental.evals`, a link in the eval folder) would be read on the host and
+    their prompts sent to the model: `check` and `run` refuse the suite first."""
+    outside = tmp_path / "outside"
+    (outside / "leak" / "graders").mkdir(parents=True)
+    (outside / "leak" / "prompt.md").write_text(OUTSIDE_PROMPT)
+    (outside / "leak" / "graders" / "g.md").write_text("---\ntype: regex\n---\none\n")
+    root = tmp_path / "r"
+    files = {
+        "p/.claude-plugin/plugin.json": '{"name": "p"}\n',
+        "ci-evals.yaml": "version: 1\nplugin: p\nplugin_evals: {}\n",
+        "stub.yaml": "rules:\n  - match: {prompt_contains: one}\n    turns: [{text: one}]\n",
+        "cases/one/prompt.md": "Say one.\n",
+        "cases/one/graders/said.md": "---\ntype: regex\n---\none\n",
+    }
+    if way.startswith("dir"):
+        given = str(outside) if "ABS" in way else "../outside"
+        files["ci-evals.yaml"] = f"version: 1\nplugin: p\nplugin_evals: {{dir: '{given}'}}\n"
+    elif way.startswith("experimental"):
+        given = str(outside) if "ABS" in way else "../../outside"
+        files["p/.claude-plugin/plugin.json"] = json.dumps(
+            {"name": "p", "experimental": {"evals": given}}
+        )
+    else:
+        files["ci-evals.yaml"] = "version: 1\nplugin: p\nplugin_evals: {dir: cases}\n"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    if way.startswith("a link"):
+        (root / "cases" / "x").symlink_to(outside / "leak")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "cases")
+    for command in (("check",), ("run", "--out", "out")):
+        done = _ci_evals(root, *command, "--model", "stub:stub.yaml")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert refusal in done.stderr, done.stderr
+        assert "OUTSIDE-PROMPT" not in done.stdout + done.stderr
+    assert not (root / "out" / "results.json").exists()

@@ -36,6 +36,7 @@ import yaml
 
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.fs.copyable import named_problem
+from ci_evals.fs.links import Unreadable, read_inside
 from ci_evals.grading.kinds.trajectory import (
     Trajectory,
     What,
@@ -499,10 +500,15 @@ def _parse_json(text: str) -> Any:
 
 
 def _read_text(path: Path) -> str:
-    with path.open("rb") as fh:
-        data = fh.read(MAX_READ_BYTES + 1)
-    if len(data) > MAX_READ_BYTES:
-        raise ValueError(f"larger than {MAX_READ_BYTES // (1024 * 1024)} MiB")
+    """A matched file's text: `_matches` kept it only when its real path lies inside
+    the folder, and that real path (no link in it) is what is opened, by descriptor
+    from `/`, no link followed (`fs.links.read_inside`): nothing the agent linked is
+    read on the host, nor a FIFO, a device or more than `MAX_READ_BYTES`."""
+    real = os.path.realpath(path)
+    try:
+        data = read_inside(Path("/"), real.removeprefix("/"), MAX_READ_BYTES)
+    except Unreadable as exc:
+        raise ValueError(str(exc)) from None
     return data.decode("utf-8")
 
 

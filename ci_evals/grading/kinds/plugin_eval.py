@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ci_evals.agents import STREAM_CUT, STREAM_FILE, STREAM_MAX_BYTES
 from ci_evals.config.yaml_source import Field
+from ci_evals.fs.links import Unreadable, read_inside
 from ci_evals.grading.kinds import plugin_eval_judge as judge
 from ci_evals.grading.kinds.base import GradeContext, LoadContext, ModelEndpoint
 from ci_evals.grading.kinds.js_json import stringify
@@ -602,20 +603,22 @@ def _image_type(data: bytes) -> str | None:
 
 
 def _file_bytes(folder: Path, path: str) -> tuple[bytes | None, str]:
+    """The file's bytes, read by descriptor from `folder` with no link followed on
+    the way (`fs.links.read_inside`): a path through a link the agent made is
+    refused, never read on the host. None and the reason when it cannot be read."""
     shown = f"file {path}"
-    target = os.path.normpath(os.path.join(folder, path))
-    if not (target + os.sep).startswith(str(folder) + os.sep) or os.path.islink(target):
+    rel = os.path.normpath(path).replace(os.sep, "/")
+    if os.path.isabs(rel) or rel == ".." or rel.startswith("../"):
         return None, f'{shown}: path "{path}" leaves the run\'s folder'
     try:
-        with open(target, "rb") as handle:
-            data = handle.read(_FILE_MAX + 1)
-    except FileNotFoundError:
-        return None, f'{shown}: path "{path}" does not exist'
-    except OSError as exc:
-        return None, f"{shown}: unreadable ({exc.strerror})"
-    if len(data) > _FILE_MAX:
-        return None, f"{shown}: larger than 10 MiB"
-    return data, shown
+        return read_inside(folder, rel, _FILE_MAX), shown
+    except Unreadable as exc:
+        text = str(exc)
+        if text.startswith('path "') and text.endswith("does not exist"):
+            return None, f'{shown}: path "{path}" does not exist'
+        if "is larger than" in text:
+            return None, f"{shown}: larger than 10 MiB"
+        return None, f"{shown}: unreadable ({text})"
 
 
 def _grade_one(grader: Regex | ToolUsed | ToolOrder | FileExists, run: _Run) -> tuple[bool, str]:
