@@ -95,6 +95,12 @@ class PlainProgress(RunListener):
     def stage_started(self, scenario: str, stage: StageResult) -> None:
         self._line(f"{scenario} stage {stage.number} {stage.name}: started")
 
+    def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None:
+        # Only what keeps a stage waiting (a slow hook): a log line per message
+        # would bury the stages' own lines.
+        if progress.note:
+            self._line(f"{scenario} stage {stage.number} {stage.name}: {progress.note}")
+
     def stage_finished(self, scenario: str, stage: StageResult) -> None:
         detail = f" ({stage.error})" if stage.error else ""
         self._line(
@@ -151,6 +157,8 @@ class LiveProgress(RunListener):
         stage, progress = self._running[scenario]
         elapsed = time.monotonic() - self._started.get(scenario, time.monotonic())
         tool = f" [{progress.last_tool}]" if progress.last_tool else ""
+        if progress.note:
+            tool = f" [{progress.note}]"
         return (
             f"{scenario}: stage {stage.number} {stage.name} turns={progress.turns}"
             f" cost={_cost(progress.cost_usd)} {elapsed:.0f}s{tool}"

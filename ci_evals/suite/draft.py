@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
+from ci_evals.config.plugin_hooks import Hook
 from ci_evals.errors import UserError
 from ci_evals.suite import draft_order, draft_shapes, references
 from ci_evals.suite.draft_inputs import example_value
@@ -84,7 +85,7 @@ class Draft:
     # in name order) is a scenario. Empty: the stages are phases.
     calls: tuple[StagePlan, ...] = ()
     why: str = ""  # which the draft chose, and why: init prints it
-    hooks: tuple[draft_shapes.Hook, ...] = ()
+    hooks: tuple[Hook, ...] = ()
     # Skills and agents no command names, left without a stage of their own
     # (independent commands: each scenario would run them again; --stages: the
     # user named every stage).
@@ -281,7 +282,7 @@ def _listing(stages: Sequence[StagePlan]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-def _why_parts(stages: Sequence[StagePlan], hooks: Sequence[draft_shapes.Hook]) -> str:
+def _why_parts(stages: Sequence[StagePlan], hooks: Sequence[Hook]) -> str:
     events = sorted({hook.event for hook in hooks})
     hooked = f" (hooks on {', '.join(events)})" if events else ""
     if stages[0].kind == "session":
