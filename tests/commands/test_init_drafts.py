@@ -42,7 +42,10 @@ def test_independent_commands_are_scenarios_of_one_stage(tmp_path: Path) -> None
         "wrote stage_map.yaml",
     ]
     suite = (repo / "ci-evals.yaml").read_text()
-    assert '    prompt: "/dev-kit:{command} {arguments}"\n' in suite
+    assert (
+        '    prompt: "/dev-kit:{command} {arguments} (then write the result to '
+        'outputs/command.md)"\n'
+    ) in suite
     assert (
         "  - id: new-app\n"
         "    # commands/new-app.md:11 (also line 15) stops for a person:\n"
@@ -120,7 +123,14 @@ def test_stages_named_by_the_user_are_phases_whatever_the_commands_read(tmp_path
         ("<pr-number> [--fast]", "1"),  # flags left out
         ("The feature to build (optional)", "add a --verbose flag that prints each step"),
         ("[widget]", "example-widget"),  # nothing known: marked as an example
-        (None, "scan"),  # no hint: the command's name
+        # No hint: a task, never the command's own name.
+        (None, "a small example task on the files in this workspace"),
+        ("[--resume]", ""),  # optional flags only: run bare, not "example-" or the name
+        ("[--archive | --restore | --list]", ""),
+        ("[goal, e.g. 'tune an 8B model to write replies']", "tune an 8B model to write replies"),
+        ("[run directory, e.g. runs/2026-07-13-bot]", "runs/2026-07-13-bot"),
+        ("<target path or description> [--strict]", "README.md"),  # the whole placeholder
+        ("stories/filename.md | status | resume", "status"),  # a value it accepts
     ],
 )
 def test_an_example_input_is_a_value_of_the_kind_the_hint_names(
