@@ -43,6 +43,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     ResultMessage,
+    SystemMessage,
     TextBlock,
     ToolUseBlock,
     query,
@@ -87,6 +88,8 @@ _ERROR_CHARS = 500  # an outcome's error: one line of at most this many characte
 SYNTHETIC_MODEL = "<synthetic>"
 # How a stage that never reached the model says so (the reports show it as is).
 NEVER_RAN = "the model never ran"
+# How a stage whose plugin the CLI refused to load says so.
+NOT_LOADED = "Claude Code did not load the plugin"
 _LIMIT_SUBTYPES = {"error_max_turns": "turns", "error_max_budget_usd": "budget"}
 
 # The longest line the SDK reads from the CLI (its default: 1 MiB). Far above
@@ -368,8 +371,15 @@ class _Tally:
         self.last_tool: str | None = None
         self.model_messages = 0  # assistant messages a model wrote (not the CLI's own)
         self.synthetic_text: str | None = None  # the first message the CLI made up
+        # Why the CLI did not load the plugin under test (its init message's
+        # `plugin_errors`: an invalid manifest), the first one.
+        self.plugin_error: str | None = None
 
     def see(self, message: object) -> None:
+        if isinstance(message, SystemMessage) and message.subtype == "init":
+            errors = message.data.get("plugin_errors")
+            if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+                self.plugin_error = str(errors[0].get("message") or errors[0])
         if isinstance(message, ResultMessage):
             self.results.append(message)
         elif isinstance(message, AssistantMessage):
@@ -632,6 +642,12 @@ def _classify(
         last = tally.results[-1]
         detail = last.result or ", ".join(last.errors or []) or last.subtype
         outcome.status, outcome.error = "error", one_line(detail, _ERROR_CHARS, ellipsis="…")
+    elif tally.plugin_error is not None:
+        # Nothing of the plugin ran: its stage is no verdict on it, and the CLI's
+        # own reason (the manifest's field and rule) is what to fix.
+        said = tally.plugin_error.replace(str(request.plugin_dir), "PLUGIN")
+        outcome.status = "error"
+        outcome.error = one_line(f"{NOT_LOADED}: {said}", _ERROR_CHARS, ellipsis="…")
     elif not tally.results:
         outcome.status, outcome.error = "error", "the CLI ended without a result"
     elif not outcome.model_ran:

@@ -295,3 +295,26 @@ def test_a_hook_still_running_after_ten_seconds_is_said_while_the_stage_waits(
         "example stage 1 session: hook SessionStart:startup (plugin hooks/x.sh) still "
         "running after 10 s"
     ) in done.stderr
+
+
+@pytest.mark.slow
+def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Path) -> None:
+    # As wshobson/agents' pptx-deck-creation ships it: `agents` names a folder, which
+    # the CLI's manifest schema refuses; before, every stage "failed" its checks.
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    write(
+        repo / "plugin" / ".claude-plugin" / "plugin.json",
+        '{"name": "shapes", "agents": ["./agents"]}\n',
+    )
+    assert cli(repo, "init", "plugin").returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
+    assert done.returncode != 0
+    (results,) = (repo / ".ci-evals" / "runs").glob("*/results.json")
+    (stage,) = json.loads(results.read_text())["scenarios"][0]["stages"]
+    assert stage["status"] == "error"
+    assert stage["error"] == (
+        "Claude Code did not load the plugin: Failed to load plugin: Plugin plugin has an "
+        "invalid manifest file at PLUGIN/.claude-plugin/plugin.json. Validation errors: "
+        'agents.0: Invalid string: must end with ".md"'
+    )
