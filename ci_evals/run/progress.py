@@ -49,6 +49,21 @@ def _cost(value: float | None) -> str:
     return f"${value or 0.0:.4f}"
 
 
+def cost_kind(model_endpoint: str) -> str:
+    """What a cost of this endpoint is when no money was spent: a stub's scripted
+    tokens at list price ("simulated"), a replay's recorded ones ("replayed"); ""
+    for a real model. Said beside every cost, so no line reads as a bill."""
+    if model_endpoint.startswith("stub:"):
+        return "simulated"
+    if model_endpoint.startswith("replay:"):
+        return "replayed"
+    return ""
+
+
+def _costed(value: float | None, kind: str) -> str:
+    return _cost(value) + (f" ({kind})" if kind else "")
+
+
 def _criteria(stage: StageResult) -> tuple[str, str]:
     """(criteria passed/total, analytic mean) of a graded stage; ("-", "-") otherwise.
     Advisory criteria are left out: they never decide the verdict."""
@@ -74,6 +89,7 @@ class PlainProgress(RunListener):
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
+        self._kind = ""  # cost_kind of the run's endpoint
 
     def _line(self, text: str) -> None:
         stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
@@ -81,6 +97,7 @@ class PlainProgress(RunListener):
         print(f"[{stamp}] {inert(text)}", file=self.stream, flush=True)
 
     def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        self._kind = cost_kind(result.model_endpoint)
         names = ", ".join(s.name for s in plan.stages)
         what = (
             f"stages {plan.from_stage.number}..{plan.suite.stages[-1].number} ({names})"
@@ -106,7 +123,7 @@ class PlainProgress(RunListener):
         self._line(
             f"{scenario} stage {stage.number} {stage.name}: {_stage_text(stage)}"
             f"{_verdict_text(stage)}"
-            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)}"
+            f" turns={stage.turns or 0} cost={_costed(stage.cost_usd, self._kind)}"
             f" time={stage.duration_s or 0:.1f}s files={len(stage.produced)}{detail}"
         )
 
@@ -129,8 +146,10 @@ class LiveProgress(RunListener):
         self._running: dict[str, tuple[StageResult, Progress]] = {}
         self._drawn = 0
         self._last_draw = 0.0
+        self._kind = ""  # cost_kind of the run's endpoint
 
     def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        self._kind = cost_kind(result.model_endpoint)
         print(f"run {plan.run_id} -> {plan.run_dir}", file=self.stream, flush=True)
         for scenario in result.scenarios:
             self._order.append(scenario.id)
@@ -161,7 +180,7 @@ class LiveProgress(RunListener):
             tool = f" [{progress.note}]"
         return (
             f"{scenario}: stage {stage.number} {stage.name} turns={progress.turns}"
-            f" cost={_cost(progress.cost_usd)} {elapsed:.0f}s{tool}"
+            f" cost={_costed(progress.cost_usd, self._kind)} {elapsed:.0f}s{tool}"
         )
 
     def stage_finished(self, scenario: str, stage: StageResult) -> None:
@@ -169,7 +188,8 @@ class LiveProgress(RunListener):
         self._lines[scenario] = (
             f"{scenario}: stage {stage.number} {stage.name} {_stage_text(stage)}"
             f"{_verdict_text(stage)}"
-            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)} {stage.duration_s or 0:.0f}s"
+            f" turns={stage.turns or 0} cost={_costed(stage.cost_usd, self._kind)}"
+            f" {stage.duration_s or 0:.0f}s"
         )
         self._draw(force=True)
 
@@ -198,7 +218,9 @@ def make_progress(stream: TextIO | None = None) -> RunListener:
 
 def summary_table(result: RunResult) -> str:
     """The short table printed at the end: one row per scenario and stage."""
-    header = ("scenario", "stage", "status", "criteria", "mean", "turns", "cost", "time", "files")
+    kind = cost_kind(result.model_endpoint)
+    cost = f"cost ({kind})" if kind else "cost"
+    header = ("scenario", "stage", "status", "criteria", "mean", "turns", cost, "time", "files")
     rows = [header]
     repeated = result.repeat > 1
     for scenario in result.scenarios:
@@ -223,6 +245,11 @@ def summary_table(result: RunResult) -> str:
         for row in shown
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
+    if any(row[4] == "-" and row[3] != "-" for row in rows[1:]):
+        lines.append(
+            "mean: the mean of a stage's analytic (1-5) criteria; - where it has none "
+            "(checks alone are passed/failed, counted under criteria)"
+        )
     lines += _endpoint_misses(result)
     graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
     of_which = f" (reviewers {_cost(graders)})" if graders else ""
