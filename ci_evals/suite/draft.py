@@ -46,6 +46,11 @@ _USES_GIT = re.compile(
     r"(?<![\w.-])(?:git\s+(?:diff|log|status|show|blame|branch|rev-parse|ls-files|add|commit|"
     r"checkout|switch|stash|merge|rebase|grep|worktree)|gh\s+(?:pr|issue|api|repo|run))\b"
 )
+# The command hands its arguments to a shell the CLI runs (`` !`x $ARGUMENTS` ``,
+# a ```! block): words appended to them are shell words, and `(` a syntax error.
+_ARGS_IN_SHELL = re.compile(
+    r"!`[^`\n]*\$(?:ARGUMENTS|\d)|```!\n(?:(?!```)[\s\S])*?\$(?:ARGUMENTS|\d)"
+)
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
 
@@ -68,6 +73,7 @@ class StagePlan:
     slash_only: bool = False  # a skill the model may not invoke: run as /PLUGIN:NAME
     # The arguments of an invocation the command's own text shows (`/p:cmd --list`).
     example: str | None = None
+    args_in_shell: bool = False  # its arguments go to a shell: nothing may be appended
 
 
 @dataclass(frozen=True)
@@ -394,6 +400,7 @@ def _stages(
                 runs_git=_runs_git(text),
                 uses_git=_uses_git(text),
                 example=shown_example(text, source.name, command),
+                args_in_shell=_ARGS_IN_SHELL.search(text) is not None,
             )
         )
     return tuple(plans)
@@ -629,15 +636,22 @@ def prompt_for(draft: Draft, stage: StagePlan) -> str:
     if stage.input_name is not None:
         prompt += f" {{{stage.input_name}}}"
     # The check reads a file: a real model must be told which (the command's
-    # arguments reach it, as $ARGUMENTS or appended as ARGUMENTS: ...).
+    # arguments reach it, as $ARGUMENTS or appended as ARGUMENTS: ...). Independent
+    # commands are told in each scenario's arguments (`_where_to_write`).
+    if stage.args_in_shell or (stage is draft.stages[0] and draft.calls):
+        return prompt
     if stage.shared:
         prompt += (
             f" (ci-evals stage {stage.name}: do only this stage's part, write it to {output}, "
             "then stop)"
         )
     else:
-        prompt += f" (then write the result to {output})"
+        prompt += _where_to_write(output)
     return prompt
+
+
+def _where_to_write(output: str) -> str:
+    return f" (then write the result to {output})"
 
 
 def _plugin_line(draft: Draft) -> str:
@@ -666,6 +680,7 @@ def render_suite(draft: Draft) -> str:
         if draft.calls:
             lines.append("    # Independent commands: each scenario runs one (see init's output).")
         lines += _asks_user_lines(stage, "    ")
+        lines += _shell_lines(stage)
         if stage.shared:
             lines.append("    # One command, several stages: say what this stage does and writes.")
         lines.append(f"    prompt: {_q(prompt_for(draft, stage))}")
@@ -686,8 +701,11 @@ def render_suite(draft: Draft) -> str:
         for call in draft.calls:
             lines.append(f"  - id: {call.name}")
             lines += _asks_user_lines(call, "    ")
+            lines += _shell_lines(call)
             lines += _hint_line(call)
             value = _example(call) if call.input_name else ""
+            if not call.args_in_shell:
+                value = (value + _where_to_write(draft.output_file(draft.stages[0]))).lstrip()
             lines.append(f"    inputs: {{ command: {_q(call.command)}, arguments: {_q(value)} }}")
             lines += _git_lines([call])
         return "\n".join(lines) + "\n"
@@ -787,6 +805,15 @@ def _git_lines(plans: Sequence[StagePlan]) -> list[str]:
         )
         lines.append("    # stage what gh would fetch (a diff, a PR's text) as a fixture or input")
     return [*lines, "    git: true"]
+
+
+def _shell_lines(stage: StagePlan) -> list[str]:
+    if not stage.args_in_shell:
+        return []
+    return [
+        f"    # {_c(stage.command_file)} hands its arguments to a shell (`!`...$ARGUMENTS``):",
+        "    # nothing is added to them to say where to write; check what it writes itself",
+    ]
 
 
 def _asks_user_lines(stage: StagePlan, indent: str) -> list[str]:

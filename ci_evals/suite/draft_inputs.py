@@ -51,7 +51,8 @@ _KINDS: tuple[tuple[str, str], ...] = (
 NO_HINT = "a small example task on the files in this workspace"
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _LITERAL = re.compile(r"[a-z]{2,10}")
-_GROUP = re.compile(r"\[([^\]]*)\]|<([^>]*)>")
+# A placeholder in brackets or angles, or a run of bare words between them.
+_GROUP = re.compile(r"\[([^\]]*)\]|<([^>]*)>|([^\[<\s][^\[<]*)")
 _EXAMPLE = re.compile(r"\be\.g\.,?\s*(.+)$")
 # What marks a shown invocation's arguments as a template, not an example.
 _PLACEHOLDER = re.compile(r"[<\[{$]|\.\.\.|\bARGS\b|\bARGUMENTS\b")
@@ -62,9 +63,9 @@ def example_value(hint: str | None, command: str) -> str:
     command's own example (1) is `shown_example`'s."""
     if hint is None:
         return _kind(command) or NO_HINT
-    groups = [m.group(1) if m.group(1) is not None else m.group(2) for m in _GROUP.finditer(hint)]
-    sentence = not groups  # a hint without brackets or angles: any of its words may say
-    groups = [g.strip() for g in groups or [hint] if g.strip() and not g.strip().startswith("-")]
+    sentence = not any(c in hint for c in "[<")  # any of its words may say the kind
+    groups = [next(g for g in m.groups() if g is not None) for m in _GROUP.finditer(hint)]
+    groups = [g.strip() for g in groups if g.strip() and not g.strip().startswith("-")]
     if not groups:
         return ""  # optional flags only: the command runs bare
     first = groups[0]

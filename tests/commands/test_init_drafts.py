@@ -42,22 +42,22 @@ def test_independent_commands_are_scenarios_of_one_stage(tmp_path: Path) -> None
         "wrote stage_map.yaml",
     ]
     suite = (repo / "ci-evals.yaml").read_text()
-    assert (
-        '    prompt: "/dev-kit:{command} {arguments} (then write the result to '
-        'outputs/command.md)"\n'
-    ) in suite
+    assert '    prompt: "/dev-kit:{command} {arguments}"\n' in suite
     assert (
         "  - id: new-app\n"
         "    # commands/new-app.md:11 (also line 15) stops for a person:\n"
         '    #   "Ask the user which language to use if the project name does not say"\n'
         "    # A stage runs unattended: answer in the prompt (docs/onboarding.md).\n"
         '    # new-app\'s argument-hint is "[project-name]": a made-up value\n'
-        '    inputs: { command: "new-app", arguments: "acme-app" }\n'
+        '    inputs: { command: "new-app", arguments: "acme-app (then write the result to '
+        'outputs/command.md)" }\n'
         "  - id: summarize\n"
         '    # summarize\'s argument-hint is "[file-path]": a made-up value\n'
-        '    inputs: { command: "summarize", arguments: "README.md" }\n'
+        '    inputs: { command: "summarize", arguments: "README.md (then write the result to '
+        'outputs/command.md)" }\n'
         "  - id: todo-scan\n"
-        '    inputs: { command: "todo-scan", arguments: "" }\n'
+        '    inputs: { command: "todo-scan", arguments: "(then write the result to '
+        'outputs/command.md)" }\n'
     ) in suite
     assert "stages: [command]" in (repo / "stage_map.yaml").read_text()
 
@@ -75,7 +75,7 @@ def test_independent_commands_are_scenarios_of_one_stage(tmp_path: Path) -> None
     }
     new_app = (out / "new-app" / "1-command" / "trajectory.jsonl").read_text()
     # new-app's rule answered, given the scenario's arguments
-    assert "placeholder output of stage new-app (stub) for: acme-app" in new_app
+    assert "placeholder output of stage new-app (stub) for: acme-app (then write" in new_app
     assert "Placeholder findings of app-verifier (stub)." in new_app  # its agent ran
     summarize = (out / "summarize" / "1-command" / "trajectory.jsonl").read_text()
     assert "Placeholder findings of app-verifier" not in summarize  # not its agent

@@ -75,13 +75,15 @@ def test_inputs_come_from_the_commands_own_example_and_hint_never_its_name(
     assert (
         "  - id: explain\n"
         '    inputs: { command: "explain", arguments: "a small example task on the files in '
-        'this workspace" }\n'
+        'this workspace (then write the result to outputs/command.md)" }\n'
         "  - id: list-pending\n"
         "    # as commands/list-pending.md shows it run\n"
-        '    inputs: { command: "list-pending", arguments: "--last 5" }\n'
+        '    inputs: { command: "list-pending", arguments: "--last 5 (then write the result '
+        'to outputs/command.md)" }\n'
         "  - id: setup\n"
         '    # setup\'s argument-hint is "[--resume]": a made-up value\n'
-        '    inputs: { command: "setup", arguments: "" }\n'
+        '    inputs: { command: "setup", arguments: "(then write the result to '
+        'outputs/command.md)" }\n'
     ) in suite
 
 
@@ -175,3 +177,32 @@ def test_a_command_that_runs_git_in_prose_goes_green_on_the_stub(tmp_path: Path)
     (trajectory,) = (repo / ".ci-evals" / "runs").glob("*/example/1-review/trajectory.jsonl")
     # git's "Not a git repository", from the Bash call, before this change
     assert "not a git repository" not in trajectory.read_text().lower()
+
+
+LOOP = """\
+    ---
+    argument-hint: PROMPT [--max-iterations N]
+    ---
+    ```!
+    "${CLAUDE_PLUGIN_ROOT}/scripts/setup.sh" $ARGUMENTS
+    ```
+    Work on the task.
+    """
+
+
+def test_arguments_handed_to_a_shell_get_nothing_appended(tmp_path: Path) -> None:
+    # ralph-wiggum's ralph-loop: `(then write ...)` there was a bash syntax error, and
+    # the stage an error before the model ran.
+    repo = plugin_repo(tmp_path, {"loop": LOOP, "help": "---\ndescription: Help\n---\nHelp.\n"})
+    init(repo)
+    suite = (repo / "ci-evals.yaml").read_text()
+    assert (
+        "  - id: loop\n"
+        "    # commands/loop.md hands its arguments to a shell (`!`...$ARGUMENTS``):\n"
+        "    # nothing is added to them to say where to write; check what it writes itself\n"
+        '    # loop\'s argument-hint is "PROMPT [--max-iterations N]": a made-up value\n'
+        '    inputs: { command: "loop", arguments: "example-PROMPT" }\n'
+    ) in suite
+    repo = plugin_repo(tmp_path / "one", {"loop": LOOP})
+    init(repo)
+    assert '    prompt: "/kit:loop {loop}"\n' in (repo / "ci-evals.yaml").read_text()
