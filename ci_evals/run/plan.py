@@ -301,8 +301,11 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         grading = GradingHook(keep_work=plan.keep_workspace)
         runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
         result = asyncio.run(_run_with_signals(runner))
+        notes = opened.notes
     runner.endpoint_closed()  # what was still in flight is settled and recorded now
     print(summary_table(result))
+    for note in notes:
+        print(note)
     if result.repeat > 1:
         print(repeat_table(result.summaries))
     print(f"run folder: {plan.run_dir}")
