@@ -21,6 +21,7 @@ hook a stub run of it can fire. Pure: reads the plugin's files, writes nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,13 @@ from ci_evals.config.plugin_hooks import Hook, matches, read_hooks
 # calls that tool too).
 _ALWAYS = ("UserPromptSubmit", "Stop")
 STOP_EVENTS = ("Stop", "SubagentStop")
+# A hook that fetches a package when it runs: the sandbox has no network, and the
+# agent's environment tells package managers so (agents.environment.OFFLINE), so
+# it fails at once. A check on it would fail every run for the sandbox's sake.
+_FETCHES = re.compile(
+    r"(?<![\w-])(?:npx|bunx|uvx|pipx\s+run|pnpm\s+dlx|yarn\s+dlx|"
+    r"(?:npm|pnpm|yarn|pip3?|uv\s+pip)\s+(?:install|add|i))\b"
+)
 # The CLI ends a turn after a Stop hook blocked it this many times in a row
 # (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP), saying so in the trajectory.
 STOP_HOOK_BLOCK_CAP = 9
@@ -83,7 +91,13 @@ def observable(hook: Hook, tools: Sequence[str]) -> str | None:
     """Why a stub run of the first stage, calling `tools`, cannot show `hook`
     fire; None when it can."""
     why: str | None = "nothing in a stub run of the stage fires it"
-    if hook.background:
+    fetches = _FETCHES.search(hook.command)
+    if fetches is not None:
+        why = (
+            f"it runs `{fetches.group(0)}`, which needs the network the sandbox does not "
+            "have (it fails at once, offline): vendor what it fetches, or check it by hand"
+        )
+    elif hook.background:
         why = "it runs in the background (async): the session may end before it does"
     elif hook.event == "SessionStart":
         why = None if matches(hook.matcher, "startup") else f"its matcher {hook.matcher!r}"

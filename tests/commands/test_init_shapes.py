@@ -318,3 +318,27 @@ def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Pat
         "invalid manifest file at PLUGIN/.claude-plugin/plugin.json. Validation errors: "
         'agents.0: Invalid string: must end with ".md"'
     )
+
+
+@pytest.mark.slow
+def test_a_hook_that_fetches_a_package_gets_no_check_and_the_draft_says_why(
+    tmp_path: Path,
+) -> None:
+    # As wshobson/agents' protect-mcp: its hooks run `npx protect-mcp@0.7.4 ...` on
+    # every tool call; offline each fails at once, and a check on it fails every run.
+    hooks = {
+        "hooks": {
+            "PostToolUse": [
+                {"matcher": ".*", "hooks": [{"type": "command", "command": "npx pkg@1 sign"}]}
+            ]
+        }
+    }
+    repo = plugin_repo(tmp_path, {"hooks/hooks.json": json.dumps(hooks)})
+    onboard(repo)
+    suite = (repo / "ci-evals.yaml").read_text()
+    assert (
+        "      # no check of the PostToolUse hook (npx pkg@1 sign): it runs `npx`, which needs "
+        "the network the sandbox does not have (it fails at once, offline): vendor what it "
+        "fetches, or check it by hand\n"
+    ) in suite
+    assert criteria(repo)["session"] == [("session-output-written", True)]
