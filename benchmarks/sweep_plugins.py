@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,10 +86,16 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
     todo = [item for folder in args.folders for item in plugins(folder)]
+    outcomes = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        outcomes = list(pool.map(lambda item: onboard(*item), todo))
-    for outcome in outcomes:
-        print(f"{outcome.plugin:34} {outcome.step:15} {outcome.seconds:6.1f}s  {outcome.said}")
+        # Each line as its plugin ends: a sweep cut short still says what it saw.
+        for done in as_completed([pool.submit(onboard, *item) for item in todo]):
+            outcome = done.result()
+            outcomes.append(outcome)
+            print(
+                f"{outcome.plugin:34} {outcome.step:15} {outcome.seconds:6.1f}s  {outcome.said}",
+                flush=True,
+            )
     green = sum(o.step == "green" for o in outcomes)
     print(f"{green} of {len(outcomes)} green on the stub following only the printed lines")
     return 0 if green == len(outcomes) else 1

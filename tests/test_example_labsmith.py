@@ -357,3 +357,22 @@ def test_broken_plan_fails_stage_3_on_the_check_and_the_reviewer(tmp_path: Path)
     assert {n: s.status for n, s in stages.items()} == {3: "failed", 4: "skipped", 5: "skipped"}
     failed = {c.id for c in stages[3].grading.criteria if not c.passed}
     assert failed == {"plan-chapter-count", "chapter-count-consistent"}
+
+
+def test_the_readme_s_example_suite_is_the_suite_the_quickstart_runs() -> None:
+    """The README's `ci-evals.yaml` block is an abridged copy of the real one: each
+    of its lines is a line of ci-evals.yaml, in order, and it names every stage and
+    scenario (it showed two stages, other inputs and another plugin folder)."""
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in readme.split("```yaml\n")[1:] if "\nstages:" in b.split("```")[0])
+    shown = [line for line in block.split("```")[0].splitlines() if line[:1] not in ("", "#")]
+    real = (PROJECT / "ci-evals.yaml").read_text(encoding="utf-8").splitlines()
+    at = 0
+    for line in shown:
+        assert line in real[at:], f"README line not in ci-evals.yaml (in order): {line}"
+        at = real.index(line, at) + 1
+    suite = load_suite(PROJECT / "ci-evals.yaml")
+    names = re.findall(r"^  - name: (\S+)$", "\n".join(shown), re.M)
+    ids = re.findall(r"^  - id: (\S+)", "\n".join(shown), re.M)
+    assert names == [stage.name for stage in suite.stages]
+    assert ids == [scenario.id for scenario in suite.scenarios]

@@ -188,6 +188,9 @@ class Progress:
     turns: int
     cost_usd: float
     last_tool: str | None = None
+    # What keeps the stage waiting, said once when it is noticed ("hook
+    # SessionStart:startup (plugin hooks/x.sh) still running after 10 s").
+    note: str | None = None
 
 
 class Abort:

@@ -31,7 +31,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 from urllib.parse import urlsplit
@@ -43,6 +43,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     ResultMessage,
+    SystemMessage,
     TextBlock,
     ToolUseBlock,
     query,
@@ -61,6 +62,8 @@ from ci_evals.agents import (
     Usage,
     over_quota,
 )
+from ci_evals.agents.hook_watch import HookWatch
+from ci_evals.config.plugin_hooks import read_hooks
 from ci_evals.sandbox import nondumpable
 from ci_evals.sandbox.base import Sandbox, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
@@ -85,6 +88,8 @@ _ERROR_CHARS = 500  # an outcome's error: one line of at most this many characte
 SYNTHETIC_MODEL = "<synthetic>"
 # How a stage that never reached the model says so (the reports show it as is).
 NEVER_RAN = "the model never ran"
+# How a stage whose plugin the CLI refused to load says so.
+NOT_LOADED = "Claude Code did not load the plugin"
 _LIMIT_SUBTYPES = {"error_max_turns": "turns", "error_max_budget_usd": "budget"}
 
 # The longest line the SDK reads from the CLI (its default: 1 MiB). Far above
@@ -224,9 +229,11 @@ class _IsolatedTransport(SubprocessCLITransport):
         sandbox: Sandbox,
         preload: Path,
         stream_copy: _StreamCopy | None = None,
+        on_frame: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         super().__init__(prompt, options)
         self._stream_copy = stream_copy
+        self._on_frame = on_frame
         self._sandbox = sandbox
         self._preload = preload
         self._sockets: tuple[anyio.abc.SocketStream, ...] = ()
@@ -294,6 +301,17 @@ class _IsolatedTransport(SubprocessCLITransport):
         self._stdin_stream = TextSendStream(stdin)
         self._ready = True
 
+    async def _frames_seen(self) -> AsyncIterator[dict[str, Any]]:
+        async for frame in self._read_messages_impl():
+            if self._on_frame is not None:
+                self._on_frame(frame)
+            yield frame
+
+    def read_messages(self) -> AsyncIterator[dict[str, Any]]:
+        # Every frame as it is read, before the SDK holds it back: it yields
+        # nothing until the session is initialised, after SessionStart's hooks.
+        return self._frames_seen()
+
     async def close(self) -> None:
         await super().close()
         for stream in self._sockets:
@@ -353,8 +371,15 @@ class _Tally:
         self.last_tool: str | None = None
         self.model_messages = 0  # assistant messages a model wrote (not the CLI's own)
         self.synthetic_text: str | None = None  # the first message the CLI made up
+        # Why the CLI did not load the plugin under test (its init message's
+        # `plugin_errors`: an invalid manifest), the first one.
+        self.plugin_error: str | None = None
 
     def see(self, message: object) -> None:
+        if isinstance(message, SystemMessage) and message.subtype == "init":
+            errors = message.data.get("plugin_errors")
+            if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+                self.plugin_error = str(errors[0].get("message") or errors[0])
         if isinstance(message, ResultMessage):
             self.results.append(message)
         elif isinstance(message, AssistantMessage):
@@ -479,6 +504,7 @@ class ClaudeAgent:
             if request.stream_path is not None:
                 stream_copy = _StreamCopy(request.stream_path)
                 copies.callback(stream_copy.close)
+            watch = HookWatch(read_hooks(request.plugin_dir))
             transport = _IsolatedTransport(
                 request.prompt,
                 options,
@@ -487,8 +513,11 @@ class ClaudeAgent:
                 sandbox=sandbox,
                 preload=preload,
                 stream_copy=stream_copy,
+                on_frame=watch.see,
             )
-            outcome = await _drive(request, options, transport, trajectory, abort, on_progress)
+            outcome = await _drive(
+                request, options, transport, trajectory, abort, on_progress, watch
+            )
         return over_quota(outcome, sandbox, request)
 
 
@@ -515,10 +544,17 @@ async def _drive(  # noqa: PLR0917 - one private call site
     trajectory: IO[str],
     abort: Abort,
     on_progress: Callable[[Progress], None] | None,
+    watch: HookWatch,
 ) -> StageOutcome:
     """Read the stage's messages to the end, enforcing the timeout and honouring `abort`."""
     loop = asyncio.get_running_loop()
     tally = _Tally()
+
+    def say(note: str) -> None:
+        if on_progress is not None:
+            on_progress(Progress(tally.live_turns, tally.cost_usd, tally.last_tool, note=note))
+
+    watch.start(say)
     why_killed: list[str] = []  # "time" or "abort", first one wins
     kill_handles: list[asyncio.TimerHandle] = []
 
@@ -558,6 +594,8 @@ async def _drive(  # noqa: PLR0917 - one private call site
             except Exception as exc:  # the CLI failed: classified below, recorded in the outcome
                 failure = exc
     finally:
+        waiting = watch.still_running()
+        watch.close()
         timer.cancel()
         unsubscribe()
         # Whatever the agent left running in the background ends with its stage.
@@ -566,6 +604,10 @@ async def _drive(  # noqa: PLR0917 - one private call site
         for handle in kill_handles:
             handle.cancel()
     outcome = _classify(tally, failure, why_killed[0] if why_killed else None, request)
+    if waiting is not None and outcome.error is not None:
+        # What kept the stage from starting (a SessionStart hook past the SDK's
+        # 60 s initialize): said after the CLI's own words.
+        outcome.error = one_line(f"{outcome.error} ({waiting})", _ERROR_CHARS, ellipsis="…")
     outcome.wall_s = time.monotonic() - started
     outcome.messages = messages
     return outcome
@@ -600,6 +642,12 @@ def _classify(
         last = tally.results[-1]
         detail = last.result or ", ".join(last.errors or []) or last.subtype
         outcome.status, outcome.error = "error", one_line(detail, _ERROR_CHARS, ellipsis="…")
+    elif tally.plugin_error is not None:
+        # Nothing of the plugin ran: its stage is no verdict on it, and the CLI's
+        # own reason (the manifest's field and rule) is what to fix.
+        said = tally.plugin_error.replace(str(request.plugin_dir), "PLUGIN")
+        outcome.status = "error"
+        outcome.error = one_line(f"{NOT_LOADED}: {said}", _ERROR_CHARS, ellipsis="…")
     elif not tally.results:
         outcome.status, outcome.error = "error", "the CLI ended without a result"
     elif not outcome.model_ran:

@@ -13,7 +13,12 @@ only:
 - its own HOME, TMPDIR, CLAUDE_CODE_TMPDIR and XDG_RUNTIME_DIR inside a
   private folder, so the CLI's config, transcripts, sockets and temp files land
   in the run's own folder and nowhere else;
-- the switches the CLI needs to run unattended (`FIXED`).
+- the switches the CLI needs to run unattended (`FIXED`);
+- in a sandbox without a network, the switches that make package managers
+  work offline (`OFFLINE`): a name lookup fails there at once, but npm
+  retries it for 71 s (`npx -y PKG` in a plugin's hook stalls its stage
+  minutes without a word); offline, it fails in under a second, saying the
+  package is not cached.
 
 `claude_agent_sdk` merges `os.environ` into the CLI's environment by default;
 `ci_evals.agents.claude` spawns the CLI with exactly this mapping instead.
@@ -22,10 +27,12 @@ only:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci_evals.endpoints.base import ENDPOINT_NAMES
+from ci_evals.sandbox.base import SandboxConfig
+from ci_evals.sandbox.registry import offline
 
 # Taken from the user's environment when set. Each is here for a reason:
 ALLOWED_NAMES: tuple[str, ...] = (
@@ -67,6 +74,20 @@ FIXED: dict[str, str] = {
 }
 
 
+# What package managers read as "no network": each then fails at once on what
+# is not cached or vendored, instead of retrying a lookup that cannot succeed.
+OFFLINE: dict[str, str] = {
+    "npm_config_offline": "true",  # npm, npx, pnpm: only the local cache
+    "YARN_ENABLE_NETWORK": "0",  # yarn 2+ (yarn 1 reads npm_config_offline)
+    "PIP_NO_INDEX": "1",  # pip: only --find-links
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",  # pip's own check against PyPI
+    "UV_OFFLINE": "1",  # uv, uvx
+    "CARGO_NET_OFFLINE": "true",
+    "GOPROXY": "off",  # go: no module downloads
+    "HF_HUB_OFFLINE": "1",  # Hugging Face models and data sets
+}
+
+
 def private_dirs(root: Path) -> dict[str, str]:
     """HOME, TMPDIR, CLAUDE_CODE_TMPDIR and XDG_RUNTIME_DIR under `root`, created (mode 0700)."""
     home, tmp, runtime = root / "home", root / "tmp", root / "run"
@@ -86,6 +107,7 @@ def agent_environment(
     *,
     private_root: Path,
     endpoint: Mapping[str, str],
+    offline: bool,
 ) -> dict[str, str]:
     """The complete environment for one agent CLI process.
 
@@ -93,7 +115,9 @@ def agent_environment(
     only allow-listed names are copied from it. The model endpoint's
     variables come from `endpoint` alone (an `OpenEndpoint.env`: the stub's
     URL, or the forwarding proxy's URL and per-run token), never from
-    `source`: the agent never holds the user's real key.
+    `source`: the agent never holds the user's real key. `offline`: its
+    sandbox has no network (`sandbox.registry.offline`), so package managers
+    are told so (`OFFLINE`).
     """
     env = {
         name: value
@@ -104,7 +128,24 @@ def agent_environment(
     env.update({name: value for name, value in endpoint.items() if name in ENDPOINT_NAMES})
     env.update(private_dirs(private_root))
     env.update(FIXED)
+    if offline:
+        env.update(OFFLINE)
     return env
+
+
+def environment_for(
+    source: Mapping[str, str], endpoint: Mapping[str, str], sandbox: SandboxConfig
+) -> Callable[[Path], dict[str, str]]:
+    """`agent_environment` for agents run in `sandbox` (a grader's reviewers), given
+    the private root of each."""
+    no_network = offline(sandbox)
+
+    def env_for(private_root: Path) -> dict[str, str]:
+        return agent_environment(
+            source, private_root=private_root, endpoint=endpoint, offline=no_network
+        )
+
+    return env_for
 
 
 # What a credential's name looks like. Fail closed: a false alarm costs a

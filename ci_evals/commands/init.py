@@ -79,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "only command, or CMD (default: phases when the commands read each other's "
         "output, else one stage with a scenario per command)",
     )
+    parser.add_argument(
+        "--independent",
+        action="store_true",
+        help="one stage with a scenario per command, even when a command reads a file "
+        "another writes (each then runs alone in its own workspace)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,8 +113,20 @@ def run(args: argparse.Namespace) -> int:
     hook_file = top / PRECOMMIT
     files = [path for path in files if plugin_dir / path != hook_file]
     global_paths = _global_paths(source, here, hook_file)
+    if args.independent and args.stages is not None:
+        raise UserError(
+            "--independent and --stages ask for opposite drafts",
+            field="--independent",
+            hint="give one: --stages for phases, --independent for a scenario per command",
+        )
     plan = drafting.plan(
-        source, plugin_rel, files, args.stages, global_paths, marketplace=marketplace
+        source,
+        plugin_rel,
+        files,
+        args.stages,
+        global_paths,
+        marketplace=marketplace,
+        independent=args.independent,
     )
     plan = replace(plan, unread=unread_files(plugin_dir, files))
 

@@ -64,6 +64,9 @@ class OpenEndpoint:
     # An endpoint serving a recording's answers says what made them (results record
     # it, and reports label the run with it); None: it asks a model (or a script).
     replayed_from: ReplayedFrom | None = None
+    # What a reader of the run's scores should know of the endpoint, one line each
+    # (the stub's rotating variants: scores that change between runs by design).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -80,13 +80,30 @@ class StubEndpoint:
     def open(self, environ: Mapping[str, str], options: EndpointOptions) -> Iterator[OpenEndpoint]:
         from ci_evals.endpoints.stub_model import StubServer  # noqa: PLC0415
 
-        with StubServer(self._load(), record_path=options.record_path) as server:
+        script = self._load()
+        with StubServer(script, record_path=options.record_path) as server:
             yield OpenEndpoint(
                 name=self.name,
                 env=server.cli_env(),
                 model=options.default_model,
                 watch=server.watch,
+                notes=_variant_notes(script),
             )
+
+
+def _variant_notes(script: Script) -> tuple[str, ...]:
+    """A rule with `variants:` answers each new conversation with its next one: a
+    newcomer running the quickstart twice sees other scores and should know why."""
+    rotating = [f"'{rule.name}' ({len(rule.variants)})" for rule in script.rules if rule.variants]
+    if not rotating:
+        return ()
+    which = "rule" if len(rotating) == 1 else "rules"
+    verb = "rotates its" if len(rotating) == 1 else "rotate their"
+    return (
+        f"stub: the {which} {', '.join(rotating)} {verb} variants, one per new "
+        "conversation: what they answer, and so the scores, change between repeats and "
+        "runs by design (docs/stub-model.md, Variants)",
+    )
 
 
 class _StubKind:

@@ -36,6 +36,10 @@ Direction = Literal[-1, 0, 1]
 
 STALE = "Stale baseline:"
 NOT_RUN = "not run (skipped)"
+# A criterion that ran, on a side whose every run of the stage was an error: its
+# result is in the run, but an error is no verdict, so the summary leaves it out.
+# Not "gone": it is there, and failed or passed for a reason the error says.
+NOT_JUDGED = "not judged (the stage was an error)"
 
 # Differences smaller than this are float noise in a mean, not a change.
 _EPSILON = 1e-9
@@ -282,8 +286,11 @@ def _stage_deltas(scenario: str, stage: str, old: StageSummary, new: StageSummar
     if mean_a is not None and mean_b is not None and (direction := _sign(mean_a, mean_b)):
         between = _noise(a.analytic_mean, b.analytic_mean)
         deltas.append(delta("analytic mean", f"{mean_a:.2f}", f"{mean_b:.2f}", direction, between))
+    unjudged_a, unjudged_b = bool(a.errors and not a.criteria), bool(b.errors and not b.criteria)
     for what, before, after, direction, between in _criterion_deltas(a.criteria, b.criteria):
-        deltas.append(delta(what, before, after, direction, between))
+        was = NOT_JUDGED if before == "-" and unjudged_a else before
+        now = NOT_JUDGED if after == "-" and unjudged_b else after
+        deltas.append(delta(what, was, now, direction, between))
     return deltas
 
 

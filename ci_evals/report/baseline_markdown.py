@@ -13,7 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ci_evals.report.baseline import NOT_RUN, STALE, Comparison, Delta, NoBaseline, StageRow
+from ci_evals.report.baseline import (
+    NOT_JUDGED,
+    NOT_RUN,
+    STALE,
+    Comparison,
+    Delta,
+    NoBaseline,
+    StageRow,
+)
 from ci_evals.report.costs import CostSummary
 from ci_evals.report.markdown import CELL_LIMIT, REASON_LIMIT, text
 from ci_evals.report.shards import shard_line
@@ -39,9 +47,9 @@ def _mean(value: float | None) -> str:
 def _delta_line(delta: Delta) -> str:
     where = text(f"{delta.scenario} {delta.stage}", CELL_LIMIT)
     change = text(f"{delta.what}: {delta.before} → {delta.after}", REASON_LIMIT)
-    if delta.before == "-" or delta.after == "-":
+    if NOT_JUDGED not in (delta.before, delta.after) and "-" in (delta.before, delta.after):
         noise = "new" if delta.before == "-" else "gone"
-    elif NOT_RUN in (delta.before, delta.after):
+    elif NOT_RUN in (delta.before, delta.after) or NOT_JUDGED in (delta.before, delta.after):
         return f"- **{where}** {change}"
     else:
         noise = _NOISE[delta.noise]
@@ -87,8 +95,15 @@ def _headline(comparison: Comparison) -> str:
 def _counts(comparison: Comparison) -> str:
     regressions, improvements = len(comparison.regressions), len(comparison.improvements)
     beyond = sum(1 for d in comparison.regressions if d.noise == "beyond")
+    # "0 beyond the noise" alone read a passed -> error change as nothing: an error
+    # is no noise question, and one run a side leaves the noise unknown.
+    to_error = [d for d in comparison.regressions if d.what == "verdict" and d.after[:5] == "error"]
+    errors = len(to_error)
+    unknown = sum(1 for d in comparison.regressions if d.noise == "unknown" and d not in to_error)
+    also = f", {errors} now an error" if errors else ""
+    also += f", {unknown} of unknown noise (one run on a side)" if unknown else ""
     return (
-        f"**{regressions} regression(s)** ({beyond} beyond the noise), {improvements} "
+        f"**{regressions} regression(s)** ({beyond} beyond the noise{also}), {improvements} "
         f"improvement(s), {len(comparison.changes)} other change(s); {len(comparison.rows)} "
         f"stage(s) compared, {comparison.unchanged} unchanged."
     )

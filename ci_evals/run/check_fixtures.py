@@ -97,7 +97,7 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
 
     from ci_evals.agents import Abort  # noqa: PLC0415
     from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
-        agent_environment,
+        environment_for,
     )
     from ci_evals.agents.registry import build_agent  # noqa: PLC0415
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
@@ -124,10 +124,7 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
         failing: list[str] = []
         options = EndpointOptions(default_model=suite.model)
         with endpoint.open(environ, options) if reviewing else no_endpoint(options) as opened:
-
-            def env_for(root: Path) -> dict[str, str]:
-                return agent_environment(environ, private_root=root, endpoint=opened.env)
-
+            env_for = environment_for(environ, opened.env, sandbox)
             agent = build_agent(suite.agent) if reviewing else None
             try:
                 for stage in stages:

@@ -60,7 +60,7 @@ def _check_consistent(saved: RunResult, run_dir: Path, inconsistencies: Inconsis
 def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
     """The re-grade `args` ask for (see the module doc); exit 0, 1 or 2."""
     from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
-        agent_environment,
+        environment_for,
     )
     from ci_evals.agents.registry import build_agent  # noqa: PLC0415
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
@@ -109,10 +109,7 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
         upload.sealed(out_dir, "the re-graded folder"),  # the graders' outputs; CI uploads it
         endpoint.open(environ, options) if reruns else no_endpoint(options) as opened,
     ):
-
-        def env_for(root: Path) -> dict[str, str]:
-            return agent_environment(environ, private_root=root, endpoint=opened.env)
-
+        env_for = environment_for(environ, opened.env, sandbox)
         agent = build_agent(suite.agent) if reruns else None
         asyncio.run(
             regrade.regrade(

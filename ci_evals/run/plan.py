@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import shlex
 import signal
 import sys
 from collections.abc import Iterator, Mapping
@@ -325,17 +326,42 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         grading = GradingHook(keep_work=plan.keep_workspace)
         runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
         result = asyncio.run(_run_with_signals(runner))
+        notes = opened.notes
     runner.endpoint_closed()  # what was still in flight is settled and recorded now
     print(summary_table(result))
+    for note in notes:
+        print(note)
     if result.repeated:
         print(repeat_table(result.summaries))
     print(f"run folder: {plan.run_dir}")
+    for line in _kept_workspaces(result):
+        print(line)
     if not result.isolated:  # said at the start too; repeated where the verdict is read
         print("ci-evals: this run was not isolated (see docs/isolation.md)", file=sys.stderr)
     if runner.interrupted:
         print("ci-evals: interrupted; partial results written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    print(_next_line(plan.run_dir))
     return exit_code(result)
+
+
+def _kept_workspaces(result: RunResult) -> list[str]:
+    """Where `--keep-workspace` left each scenario's workspace (a temp folder, not
+    the run folder: nothing else says where)."""
+    repeated = result.repeat > 1
+    return [
+        f"workspace kept: {scenario.workspace} "
+        f"({scenario.id}{f'#{scenario.repeat + 1}' if repeated else ''})"
+        for scenario in result.scenarios
+        if scenario.workspace
+    ]
+
+
+def _next_line(run_dir: Path) -> str:
+    """The next useful command: every stage's criteria, files and trajectory."""
+    shown = os.path.relpath(run_dir) if run_dir.is_relative_to(Path.cwd()) else str(run_dir)
+    site = shlex.quote(os.path.join(shown, "site"))
+    return f"next: ci-evals report {shlex.quote(shown)} --html {site}"
 
 
 def _say_retry(request: StageRequest, outcome: StageOutcome, attempt: int, delay: float) -> None:

@@ -49,6 +49,21 @@ def _cost(value: float | None) -> str:
     return f"${value or 0.0:.4f}"
 
 
+def cost_kind(model_endpoint: str) -> str:
+    """What a cost of this endpoint is when no money was spent: a stub's scripted
+    tokens at list price ("simulated"), a replay's recorded ones ("replayed"); ""
+    for a real model. Said beside every cost, so no line reads as a bill."""
+    if model_endpoint.startswith("stub:"):
+        return "simulated"
+    if model_endpoint.startswith("replay:"):
+        return "replayed"
+    return ""
+
+
+def _costed(value: float | None, kind: str) -> str:
+    return _cost(value) + (f" ({kind})" if kind else "")
+
+
 def _criteria(stage: StageResult) -> tuple[str, str]:
     """(criteria passed/total, analytic mean) of a graded stage; ("-", "-") otherwise.
     Advisory criteria are left out: they never decide the verdict."""
@@ -74,6 +89,7 @@ class PlainProgress(RunListener):
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
+        self._kind = ""  # cost_kind of the run's endpoint
 
     def _line(self, text: str) -> None:
         stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
@@ -81,6 +97,7 @@ class PlainProgress(RunListener):
         print(f"[{stamp}] {inert(text)}", file=self.stream, flush=True)
 
     def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        self._kind = cost_kind(result.model_endpoint)
         names = ", ".join(s.name for s in plan.stages)
         what = (
             f"stages {plan.from_stage.number}..{plan.suite.stages[-1].number} ({names})"
@@ -95,12 +112,18 @@ class PlainProgress(RunListener):
     def stage_started(self, scenario: str, stage: StageResult) -> None:
         self._line(f"{scenario} stage {stage.number} {stage.name}: started")
 
+    def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None:
+        # Only what keeps a stage waiting (a slow hook): a log line per message
+        # would bury the stages' own lines.
+        if progress.note:
+            self._line(f"{scenario} stage {stage.number} {stage.name}: {progress.note}")
+
     def stage_finished(self, scenario: str, stage: StageResult) -> None:
         detail = f" ({stage.error})" if stage.error else ""
         self._line(
             f"{scenario} stage {stage.number} {stage.name}: {_stage_text(stage)}"
             f"{_verdict_text(stage)}"
-            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)}"
+            f" turns={stage.turns or 0} cost={_costed(stage.cost_usd, self._kind)}"
             f" time={stage.duration_s or 0:.1f}s files={len(stage.produced)}{detail}"
         )
 
@@ -123,8 +146,10 @@ class LiveProgress(RunListener):
         self._running: dict[str, tuple[StageResult, Progress]] = {}
         self._drawn = 0
         self._last_draw = 0.0
+        self._kind = ""  # cost_kind of the run's endpoint
 
     def run_started(self, plan: RunPlan, result: RunResult) -> None:
+        self._kind = cost_kind(result.model_endpoint)
         print(f"run {plan.run_id} -> {plan.run_dir}", file=self.stream, flush=True)
         for scenario in result.scenarios:
             self._order.append(scenario.id)
@@ -151,9 +176,11 @@ class LiveProgress(RunListener):
         stage, progress = self._running[scenario]
         elapsed = time.monotonic() - self._started.get(scenario, time.monotonic())
         tool = f" [{progress.last_tool}]" if progress.last_tool else ""
+        if progress.note:
+            tool = f" [{progress.note}]"
         return (
             f"{scenario}: stage {stage.number} {stage.name} turns={progress.turns}"
-            f" cost={_cost(progress.cost_usd)} {elapsed:.0f}s{tool}"
+            f" cost={_costed(progress.cost_usd, self._kind)} {elapsed:.0f}s{tool}"
         )
 
     def stage_finished(self, scenario: str, stage: StageResult) -> None:
@@ -161,7 +188,8 @@ class LiveProgress(RunListener):
         self._lines[scenario] = (
             f"{scenario}: stage {stage.number} {stage.name} {_stage_text(stage)}"
             f"{_verdict_text(stage)}"
-            f" turns={stage.turns or 0} cost={_cost(stage.cost_usd)} {stage.duration_s or 0:.0f}s"
+            f" turns={stage.turns or 0} cost={_costed(stage.cost_usd, self._kind)}"
+            f" {stage.duration_s or 0:.0f}s"
         )
         self._draw(force=True)
 
@@ -190,7 +218,9 @@ def make_progress(stream: TextIO | None = None) -> RunListener:
 
 def summary_table(result: RunResult) -> str:
     """The short table printed at the end: one row per scenario and stage."""
-    header = ("scenario", "stage", "status", "criteria", "mean", "turns", "cost", "time", "files")
+    kind = cost_kind(result.model_endpoint)
+    cost = f"cost ({kind})" if kind else "cost"
+    header = ("scenario", "stage", "status", "criteria", "mean", "turns", cost, "time", "files")
     rows = [header]
     for scenario in result.scenarios:
         label = result.label_of(scenario)
@@ -214,6 +244,11 @@ def summary_table(result: RunResult) -> str:
         for row in shown
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
+    if any(row[4] == "-" and row[3] != "-" for row in rows[1:]):
+        lines.append(
+            "mean: the mean of a stage's analytic (1-5) criteria; - where it has none "
+            "(checks alone are passed/failed, counted under criteria)"
+        )
     lines += _endpoint_misses(result)
     graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
     of_which = f" (reviewers {_cost(graders)})" if graders else ""

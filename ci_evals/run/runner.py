@@ -79,7 +79,7 @@ from ci_evals.results.model import (
 )
 from ci_evals.results.summary import summarize_run
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
-from ci_evals.sandbox.registry import close_all, kind_of
+from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
 
@@ -182,7 +182,12 @@ class StageContext:
     def env_for(self, private_root: Path) -> dict[str, str]:
         """An agent environment like the stage's, with its private folders under `private_root`."""
         endpoint = self.plan.endpoint if self.endpoint is None else self.endpoint
-        return agent_environment(self.plan.environ, private_root=private_root, endpoint=endpoint)
+        return agent_environment(
+            self.plan.environ,
+            private_root=private_root,
+            endpoint=endpoint,
+            offline=offline(self.plan.sandbox),
+        )
 
 
 StageHook = Callable[[StageContext], Awaitable[None]]
@@ -382,7 +387,10 @@ class Runner:
         watch = plan.watch() if plan.watch is not None else None
         endpoint = plan.endpoint if watch is None else watch.env
         env = agent_environment(
-            plan.environ, private_root=state.parent / "agent", endpoint=endpoint
+            plan.environ,
+            private_root=state.parent / "agent",
+            endpoint=endpoint,
+            offline=offline(plan.sandbox),
         )
         env.update(stage.env)  # a case's EVAL_* variables
         request = StageRequest(

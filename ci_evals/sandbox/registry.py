@@ -38,6 +38,12 @@ def kind_of(config: SandboxConfig) -> SandboxKind:
     return KINDS.get(config.kind)
 
 
+def offline(config: SandboxConfig) -> bool:
+    """What runs in such a sandbox reaches no network: an isolating kind without
+    `network: true` (the host, `local`, reaches whatever the host does)."""
+    return kind_of(config).isolated and not config.options.network
+
+
 def unavailable(name: str) -> str | None:
     """Why sandbox kind `name` cannot run on this machine, in one line; None when it can."""
     return KINDS.get(name).available()

@@ -21,10 +21,11 @@ from pathlib import Path
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
+from ci_evals.config.plugin_hooks import Hook
 from ci_evals.errors import UserError
 from ci_evals.selection.manifest_change import METADATA_KEYS
 from ci_evals.suite import draft_order, draft_shapes, references
-from ci_evals.suite.draft_inputs import example_value
+from ci_evals.suite.draft_inputs import example_value, shown_example
 from ci_evals.suite.load import BUILTINS, STAGE_NAME
 from ci_evals.suite.plugin_source import MANIFEST, MARKETPLACE, PluginSource
 
@@ -40,6 +41,17 @@ _ARGUMENTS = re.compile(r"\$ARGUMENTS|\$[1-9]")
 # A shell expansion running git (`` !`git diff HEAD` ``): the CLI runs it before
 # the model sees the prompt, and it fails unless the workspace is a repository.
 _RUNS_GIT = re.compile(r"!`\s*git\b")
+# Prose telling the model to run git or gh (`git diff`, `gh pr view`): its Bash
+# calls fail, and a real model flounders, unless the workspace is a repository.
+_USES_GIT = re.compile(
+    r"(?<![\w.-])(?:git\s+(?:diff|log|status|show|blame|branch|rev-parse|ls-files|add|commit|"
+    r"checkout|switch|stash|merge|rebase|grep|worktree)|gh\s+(?:pr|issue|api|repo|run))\b"
+)
+# The command hands its arguments to a shell the CLI runs (`` !`x $ARGUMENTS` ``,
+# a ```! block): words appended to them are shell words, and `(` a syntax error.
+_ARGS_IN_SHELL = re.compile(
+    r"!`[^`\n]*\$(?:ARGUMENTS|\d)|```!\n(?:(?!```)[\s\S])*?\$(?:ARGUMENTS|\d)"
+)
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
 
@@ -55,10 +67,14 @@ class StagePlan:
     # Where the command waits for a person: (line, its sentence, the other lines) (_asks_user).
     asks_user: tuple[int, str, tuple[int, ...]] | None
     runs_git: int | None = None  # the line of its first `` !`git ...` `` expansion
+    uses_git: tuple[int, str] | None = None  # prose running git or gh: (line, the words)
     # What the stage runs: a command, a skill or an agent no command names
     # (draft_shapes), or, for a plugin of hooks alone, a plain prompt ("session").
     kind: str = "command"
     slash_only: bool = False  # a skill the model may not invoke: run as /PLUGIN:NAME
+    # The arguments of an invocation the command's own text shows (`/p:cmd --list`).
+    example: str | None = None
+    args_in_shell: bool = False  # its arguments go to a shell: nothing may be appended
 
 
 @dataclass(frozen=True)
@@ -85,7 +101,7 @@ class Draft:
     # in name order) is a scenario. Empty: the stages are phases.
     calls: tuple[StagePlan, ...] = ()
     why: str = ""  # which the draft chose, and why: init prints it
-    hooks: tuple[draft_shapes.Hook, ...] = ()
+    hooks: tuple[Hook, ...] = ()
     # Skills and agents no command names, left without a stage of their own
     # (independent commands: each scenario would run them again; --stages: the
     # user named every stage).
@@ -112,6 +128,7 @@ def plan(
     global_paths: Sequence[str] = ("ci-evals.yaml",),
     *,
     marketplace: tuple[str, str] | None = None,
+    independent: bool = False,
 ) -> Draft:
     """The draft for the plugin `source` whose files (plugin-relative) are `files`."""
     plugin_dir, manifest, name = source.path, source.manifest, source.name
@@ -144,9 +161,9 @@ def plan(
         )
     if stages_arg is None and len(commands) > 1:
         command_texts = {c: _read(plugin_dir / path) for c, path in commands.items()}
-        found = draft_order.readings(command_texts, name, files)
+        found = [] if independent else draft_order.readings(command_texts, files)
         if not found:
-            calls = _stages(None, commands, plugin_dir, sorted(commands))
+            calls = _stages(None, commands, source, sorted(commands))
             entries, agents = _components(files, texts, calls, source)
             parts = _unreached(parts, entries)
             return Draft(
@@ -158,15 +175,15 @@ def plan(
                 agents=agents,
                 global_paths=tuple(global_paths),
                 calls=calls,
-                why=_why_independent(calls),
+                why=_why_independent(calls, forced=independent),
                 hooks=hooks,
                 unstaged=tuple(f"{part.kind} {part.name}" for part in parts),
             )
         ordered = draft_order.order(sorted(commands), found)
-        stages = _stages(None, commands, plugin_dir, ordered)
+        stages = _stages(None, commands, source, ordered)
         why = _why_phases(stages, found)
     else:
-        stages = _stages(stages_arg, commands, plugin_dir, sorted(commands))
+        stages = _stages(stages_arg, commands, source, sorted(commands))
         why = (
             f"phases, as --stages names them: {', '.join(s.name for s in stages)}"
             if stages_arg is not None
@@ -284,7 +301,7 @@ def _listing(stages: Sequence[StagePlan]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-def _why_parts(stages: Sequence[StagePlan], hooks: Sequence[draft_shapes.Hook]) -> str:
+def _why_parts(stages: Sequence[StagePlan], hooks: Sequence[Hook]) -> str:
     events = sorted({hook.event for hook in hooks})
     hooked = f" (hooks on {', '.join(events)})" if events else ""
     if stages[0].kind == "session":
@@ -312,21 +329,22 @@ def _command_stage() -> StagePlan:
     )
 
 
-def _why_independent(calls: Sequence[StagePlan]) -> str:
+def _why_independent(calls: Sequence[StagePlan], *, forced: bool = False) -> str:
     names = ", ".join(call.command for call in calls)
+    why = "as --independent asks" if forced else "none reads another's output"
     return (
-        f"independent commands ({names}): none reads another's output, so one stage "
+        f"independent commands ({names}): {why}, so one stage "
         f"runs each as its own scenario (phases instead: --stages A,B,...)"
     )
 
 
 def _why_phases(stages: Sequence[StagePlan], found: Sequence[draft_order.Reading]) -> str:
     at = {stage.command: stage.number for stage in stages}
-    # The reason shown: a reading the order keeps (the writer first), a file read
-    # before a command named, the earliest reader first.
+    # The reason shown: a reading the order keeps (the writer first), the earliest
+    # reader first.
     first = min(
         found,
-        key=lambda r: (at[r.writer] > at[r.reader], r.via.startswith("/"), at[r.reader]),
+        key=lambda r: (at[r.writer] > at[r.reader], at[r.reader]),
     )
     more = len(found) - 1
     also = f"; {more} more such {'reading' if more == 1 else 'readings'}" if more else ""
@@ -342,7 +360,10 @@ def _read(path: Path) -> str:
 
 
 def _stages(
-    stages_arg: str | None, commands: Mapping[str, str], plugin_dir: Path, names: Sequence[str]
+    stages_arg: str | None,
+    commands: Mapping[str, str],
+    source: PluginSource,
+    names: Sequence[str],
 ) -> tuple[StagePlan, ...]:
     if stages_arg is None:
         pairs = [(command.replace(":", "-").lower(), command) for command in names]
@@ -368,7 +389,7 @@ def _stages(
     uses = [command for _, command in pairs]
     plans = []
     for number, (stage, command) in enumerate(pairs, start=1):
-        text = _read(plugin_dir / commands[command])
+        text = _read(source.path / commands[command])
         plans.append(
             StagePlan(
                 number=number,
@@ -380,6 +401,9 @@ def _stages(
                 shared=uses.count(command) > 1,
                 asks_user=_asks_user(text),
                 runs_git=_runs_git(text),
+                uses_git=_uses_git(text),
+                example=shown_example(text, source.name, command),
+                args_in_shell=_ARGS_IN_SHELL.search(text) is not None,
             )
         )
     return tuple(plans)
@@ -441,6 +465,13 @@ def _frontmatter_value(text: str, key: str) -> str | None:
 def _runs_git(text: str) -> int | None:
     found = _RUNS_GIT.search(text)
     return None if found is None else text.count("\n", 0, found.start()) + 1
+
+
+def _uses_git(text: str) -> tuple[int, str] | None:
+    found = _USES_GIT.search(text)
+    if found is None:
+        return None
+    return text.count("\n", 0, found.start()) + 1, " ".join(found.group(0).split())
 
 
 def _asks_user(text: str) -> tuple[int, str, tuple[int, ...]] | None:
@@ -607,9 +638,23 @@ def prompt_for(draft: Draft, stage: StagePlan) -> str:
     prompt = f"/{draft.plugin_name}:{stage.command}"
     if stage.input_name is not None:
         prompt += f" {{{stage.input_name}}}"
+    # The check reads a file: a real model must be told which (the command's
+    # arguments reach it, as $ARGUMENTS or appended as ARGUMENTS: ...). Independent
+    # commands are told in each scenario's arguments (`_where_to_write`).
+    if stage.args_in_shell or (stage is draft.stages[0] and draft.calls):
+        return prompt
     if stage.shared:
-        prompt += f" (ci-evals stage {stage.name}: do only this stage's part, then stop)"
+        prompt += (
+            f" (ci-evals stage {stage.name}: do only this stage's part, write it to {output}, "
+            "then stop)"
+        )
+    else:
+        prompt += _where_to_write(output)
     return prompt
+
+
+def _where_to_write(output: str) -> str:
+    return f" (then write the result to {output})"
 
 
 def _plugin_line(draft: Draft) -> str:
@@ -638,6 +683,7 @@ def render_suite(draft: Draft) -> str:
         if draft.calls:
             lines.append("    # Independent commands: each scenario runs one (see init's output).")
         lines += _asks_user_lines(stage, "    ")
+        lines += _shell_lines(stage)
         if stage.shared:
             lines.append("    # One command, several stages: say what this stage does and writes.")
         lines.append(f"    prompt: {_q(prompt_for(draft, stage))}")
@@ -658,8 +704,11 @@ def render_suite(draft: Draft) -> str:
         for call in draft.calls:
             lines.append(f"  - id: {call.name}")
             lines += _asks_user_lines(call, "    ")
+            lines += _shell_lines(call)
             lines += _hint_line(call)
-            value = example_value(call.argument_hint, call.command) if call.input_name else ""
+            value = _example(call) if call.input_name else ""
+            if not call.args_in_shell:
+                value = (value + _where_to_write(draft.output_file(draft.stages[0]))).lstrip()
             lines.append(f"    inputs: {{ command: {_q(call.command)}, arguments: {_q(value)} }}")
             lines += _git_lines([call])
         return "\n".join(lines) + "\n"
@@ -681,6 +730,8 @@ def render_suite(draft: Draft) -> str:
 
 
 def _example(stage: StagePlan) -> str:
+    if stage.example is not None:
+        return stage.example
     if stage.kind == "command" or stage.argument_hint is not None:
         return example_value(stage.argument_hint, stage.command)
     return f"a small example task of the kind the {stage.kind} is for"
@@ -737,15 +788,34 @@ def _fired_lines(draft: Draft, stage: StagePlan) -> list[str]:
 
 
 def _git_lines(plans: Sequence[StagePlan]) -> list[str]:
-    """`git: true` when a scenario's command runs git before the model sees it."""
+    """`git: true` when a scenario's command runs git before the model sees it, or
+    tells the model to run git or gh."""
     using = [s for s in plans if s.runs_git is not None]
-    if not using:
+    told = [s for s in plans if s.uses_git is not None]
+    if using:
+        where = f"{_c(using[0].command_file)}:{using[0].runs_git}"
+        lines = [f"    # {where} runs `!`git ...`` first: the workspace is a repository,"]
+    elif told and told[0].uses_git is not None:
+        line, words = told[0].uses_git
+        where = f"{_c(told[0].command_file)}:{line}"
+        lines = [f"    # {where} has the model run `{_c(words)}`: the workspace is a repository,"]
+    else:
         return []
-    where = f"{_c(using[0].command_file)}:{using[0].runs_git}"
+    lines.append("    # the seed fixtures/0-<name>/ its one commit (docs/suite.md#a-git-workspace)")
+    if any(s.uses_git is not None and s.uses_git[1].startswith("gh ") for s in plans):
+        lines.append(
+            "    # gh needs GitHub and a network, which the sandbox does not have: give the"
+        )
+        lines.append("    # stage what gh would fetch (a diff, a PR's text) as a fixture or input")
+    return [*lines, "    git: true"]
+
+
+def _shell_lines(stage: StagePlan) -> list[str]:
+    if not stage.args_in_shell:
+        return []
     return [
-        f"    # {where} runs `!`git ...`` first: the workspace is a repository, the",
-        "    # seed fixtures/0-<name>/ its one commit (docs/suite.md#a-git-workspace)",
-        "    git: true",
+        f"    # {_c(stage.command_file)} hands its arguments to a shell (`!`...$ARGUMENTS``):",
+        "    # nothing is added to them to say where to write; check what it writes itself",
     ]
 
 
@@ -764,8 +834,12 @@ def _asks_user_lines(stage: StagePlan, indent: str) -> list[str]:
 
 
 def _hint_line(stage: StagePlan) -> list[str]:
-    """Where an example input came from: the command's hint, for a real value."""
-    if stage.input_name is None or stage.argument_hint is None:
+    """Where an example input came from: the command's own example, or its hint."""
+    if stage.input_name is None:
+        return []
+    if stage.example is not None:
+        return [f"    # as {_c(stage.command_file)} shows it run"]
+    if stage.argument_hint is None:
         return []
     hint = _q(stage.argument_hint)
     return [f"    # {_c(stage.command)}'s argument-hint is {hint}: a made-up value"]

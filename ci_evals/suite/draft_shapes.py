@@ -21,13 +21,13 @@ hook a stub run of it can fire. Pure: reads the plugin's files, writes nothing.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ci_evals.config.front_matter import read_front_matter
+from ci_evals.config.plugin_hooks import Hook, matches, read_hooks
 
 # Events a stub run of a drafted stage fires, and when: the session starts
 # (`startup`), the prompt is submitted, the turn ends. A tool hook fires on the
@@ -35,18 +35,16 @@ from ci_evals.config.front_matter import read_front_matter
 # calls that tool too).
 _ALWAYS = ("UserPromptSubmit", "Stop")
 STOP_EVENTS = ("Stop", "SubagentStop")
+# A hook that fetches a package when it runs: the sandbox has no network, and the
+# agent's environment tells package managers so (agents.environment.OFFLINE), so
+# it fails at once. A check on it would fail every run for the sandbox's sake.
+_FETCHES = re.compile(
+    r"(?<![\w-])(?:npx|bunx|uvx|pipx\s+run|pnpm\s+dlx|yarn\s+dlx|"
+    r"(?:npm|pnpm|yarn|pip3?|uv\s+pip)\s+(?:install|add|i))\b"
+)
 # The CLI ends a turn after a Stop hook blocked it this many times in a row
 # (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP), saying so in the trajectory.
 STOP_HOOK_BLOCK_CAP = 9
-
-
-@dataclass(frozen=True)
-class Hook:
-    event: str  # "SessionStart"
-    matcher: str  # "" for none
-    conditional: bool  # an `if:` condition on the tool call
-    command: str  # what it runs, for comments
-    background: bool = False  # `async` / `asyncRewake`: the session may end before it does
 
 
 @dataclass(frozen=True)
@@ -85,60 +83,30 @@ def agent_part(path: str, name: str) -> Part:
 
 
 def hooks(plugin_dir: Path, manifest: Mapping[str, object]) -> list[Hook]:
-    """The command hooks of `hooks/hooks.json` and of the manifest's `hooks`
-    (a file, a list of files, or the hooks themselves); unreadable ones are left
-    to the CLI, which reports them when it loads the plugin."""
-    sources: list[object] = []
-    default = plugin_dir / "hooks" / "hooks.json"
-    if default.is_file():
-        sources.append(_json(default))
-    given = manifest.get("hooks")
-    for item in given if isinstance(given, list) else [given]:
-        if isinstance(item, str):
-            path = plugin_dir / item
-            if path.is_file() and path != default:
-                sources.append(_json(path))
-        elif isinstance(item, dict):
-            sources.append(item)
-    found = []
-    for source in sources:
-        events = source.get("hooks") if isinstance(source, dict) else None
-        if not isinstance(events, dict):
-            continue
-        for event, groups in events.items():
-            for group in groups if isinstance(groups, list) else []:
-                if not isinstance(group, dict):
-                    continue
-                matcher = group.get("matcher")
-                for hook in group.get("hooks") or []:
-                    if not isinstance(hook, dict):
-                        continue
-                    found.append(
-                        Hook(
-                            event=str(event),
-                            matcher=matcher if isinstance(matcher, str) else "",
-                            conditional="if" in hook,
-                            background=bool(hook.get("async") or hook.get("asyncRewake")),
-                            command=str(hook.get("command") or hook.get("type") or ""),
-                        )
-                    )
-    return found
+    """The plugin's command hooks (`config.plugin_hooks`)."""
+    return read_hooks(plugin_dir, manifest)
 
 
 def observable(hook: Hook, tools: Sequence[str]) -> str | None:
     """Why a stub run of the first stage, calling `tools`, cannot show `hook`
     fire; None when it can."""
     why: str | None = "nothing in a stub run of the stage fires it"
-    if hook.background:
+    fetches = _FETCHES.search(hook.command)
+    if fetches is not None:
+        why = (
+            f"it runs `{fetches.group(0)}`, which needs the network the sandbox does not "
+            "have (it fails at once, offline): vendor what it fetches, or check it by hand"
+        )
+    elif hook.background:
         why = "it runs in the background (async): the session may end before it does"
     elif hook.event == "SessionStart":
-        why = None if _matches(hook.matcher, "startup") else f"its matcher {hook.matcher!r}"
+        why = None if matches(hook.matcher, "startup") else f"its matcher {hook.matcher!r}"
     elif hook.event in _ALWAYS:
         why = None
     elif hook.event in ("PreToolUse", "PostToolUse"):
         if hook.conditional:
             why = "it runs only under its `if:` condition"
-        elif any(_matches(hook.matcher, tool) for tool in tools):
+        elif any(matches(hook.matcher, tool) for tool in tools):
             why = None
         else:
             why = f"the stage's stub calls no tool its matcher {hook.matcher!r} takes"
@@ -148,22 +116,6 @@ def observable(hook: Hook, tools: Sequence[str]) -> str | None:
 def loops(found: Sequence[Hook]) -> list[Hook]:
     """Hooks that may refuse to let a turn end (feeding a prompt back)."""
     return [hook for hook in found if hook.event in STOP_EVENTS]
-
-
-def _matches(matcher: str, value: str) -> bool:
-    if matcher in ("", "*"):
-        return True
-    try:
-        return re.fullmatch(matcher, value) is not None
-    except re.error:
-        return matcher == value
-
-
-def _json(path: Path) -> object:
-    try:
-        return json.loads(_read(path))
-    except ValueError:
-        return None
 
 
 def _read(path: Path) -> str:

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest
-from ci_evals.agents.environment import agent_environment
+from ci_evals.agents.environment import OFFLINE, agent_environment
 from ci_evals.agents.registry import get_agent
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.errors import UserError
+from ci_evals.sandbox.base import SandboxConfig, SandboxOptions
+from ci_evals.sandbox.registry import offline
 from tests.run_helpers import make_suite, processes_mentioning
 
 pytestmark = pytest.mark.slow
@@ -61,7 +63,7 @@ def run_stage(
     stage_dir = tmp_path / "stage"
     with StubServer(loads_script(script)) as server:
         env = agent_environment(
-            os.environ, private_root=tmp_path / "agent", endpoint=server.cli_env()
+            os.environ, private_root=tmp_path / "agent", endpoint=server.cli_env(), offline=False
         )
         env.update(extra_env or {})
         request = StageRequest(
@@ -308,6 +310,21 @@ def test_abort_before_the_cli_starts_still_ends_it(tmp_path: Path, plugin: Path)
     assert processes_mentioning(str(tmp_path / "agent")) == []
 
 
+def test_package_managers_work_offline_only_where_the_sandbox_has_no_network(
+    tmp_path: Path,
+) -> None:
+    user = {"PATH": "/bin", "npm_config_offline": "false", "PIP_INDEX_URL": "http://x"}
+    boxed = agent_environment(user, private_root=tmp_path / "a", endpoint={}, offline=True)
+    assert boxed["npm_config_offline"] == "true" and boxed["PIP_NO_INDEX"] == "1"
+    assert boxed["UV_OFFLINE"] == "1" and "PIP_INDEX_URL" not in boxed
+    host = agent_environment(user, private_root=tmp_path / "b", endpoint={}, offline=False)
+    assert not set(OFFLINE) & set(host)
+    # The host reaches what it reaches; bwrap and docker reach nothing unless told.
+    assert not offline(SandboxConfig("local"))
+    assert offline(SandboxConfig("bwrap"))
+    assert not offline(SandboxConfig("docker", SandboxOptions(network=True)))
+
+
 def test_agent_environment_is_an_allow_list(tmp_path: Path) -> None:
     user = {
         "PATH": "/bin",
@@ -319,14 +336,17 @@ def test_agent_environment_is_an_allow_list(tmp_path: Path) -> None:
         "HOME": "/root",
     }
     proxy = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "run-token"}
-    real = agent_environment(user, private_root=tmp_path / "a", endpoint=proxy)
+    real = agent_environment(user, private_root=tmp_path / "a", endpoint=proxy, offline=False)
     # The endpoint's per-run token, never the user's key.
     assert real["ANTHROPIC_API_KEY"] == "run-token" and real["HTTPS_PROXY"] == "http://proxy:3128"
     assert real["LC_ALL"] == "C.UTF-8" and real["HOME"] == str(tmp_path / "a" / "home")
     assert "GITHUB_TOKEN" not in real and "AWS_SECRET_ACCESS_KEY" not in real
     assert (tmp_path / "a" / "run").stat().st_mode & 0o777 == 0o700
     stub = agent_environment(
-        user, private_root=tmp_path / "b", endpoint={"ANTHROPIC_BASE_URL": "http://x"}
+        user,
+        private_root=tmp_path / "b",
+        endpoint={"ANTHROPIC_BASE_URL": "http://x"},
+        offline=False,
     )
     assert "ANTHROPIC_API_KEY" not in stub  # the user's key never goes to the stub
     assert stub["ANTHROPIC_BASE_URL"] == "http://x"

@@ -45,7 +45,9 @@ def run_stage(
     make_suite(tmp_path / "suite")
     with StubServer(loads_script(script)) as server, BodyCapture(server.port) as capture:
         endpoint = {**server.cli_env(), "ANTHROPIC_BASE_URL": capture.url}
-        env = agent_environment(os.environ, private_root=tmp_path / "agent", endpoint=endpoint)
+        env = agent_environment(
+            os.environ, private_root=tmp_path / "agent", endpoint=endpoint, offline=False
+        )
         request = StageRequest(
             prompt="/demo:s1 Acme",
             cwd=tmp_path / "ws",

@@ -70,7 +70,9 @@ def run_loop(
         if record is not None:
             settings = ProxySettings(upstream=server.url, api_key="sk-test", record_path=record)
             endpoint = stack.enter_context(ForwardingProxy(settings)).cli_env()
-        env = agent_environment(os.environ, private_root=tmp_path / "agent", endpoint=endpoint)
+        env = agent_environment(
+            os.environ, private_root=tmp_path / "agent", endpoint=endpoint, offline=False
+        )
         request = StageRequest(
             prompt=PROMPT,
             cwd=workspace,

@@ -70,10 +70,11 @@ def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) ->
         "stub:stub/feature-dev.yaml && ci-evals run --model stub:stub/feature-dev.yaml",
     ]
     suite = (repo / "ci-evals.yaml").read_text()
-    # Each stage's prompt comes from the command, and says which part it is.
+    # Each stage's prompt comes from the command, says which part it is, and where
+    # to write what its check reads.
     assert (
         'prompt: "/feature-dev:feature-dev {feature-dev} (ci-evals stage architect: '
-        "do only this stage's part, then stop)\"" in suite
+        "do only this stage's part, write it to outputs/architect.md, then stop)\"" in suite
     )
     # The command stops to ask the user: the draft says where, and what to do.
     # confirm, answers, approach, approval, review: the other places, by line

@@ -49,12 +49,15 @@ def test_independent_commands_are_scenarios_of_one_stage(tmp_path: Path) -> None
         '    #   "Ask the user which language to use if the project name does not say"\n'
         "    # A stage runs unattended: answer in the prompt (docs/onboarding.md).\n"
         '    # new-app\'s argument-hint is "[project-name]": a made-up value\n'
-        '    inputs: { command: "new-app", arguments: "acme-app" }\n'
+        '    inputs: { command: "new-app", arguments: "acme-app (then write the result to '
+        'outputs/command.md)" }\n'
         "  - id: summarize\n"
         '    # summarize\'s argument-hint is "[file-path]": a made-up value\n'
-        '    inputs: { command: "summarize", arguments: "README.md" }\n'
+        '    inputs: { command: "summarize", arguments: "README.md (then write the result to '
+        'outputs/command.md)" }\n'
         "  - id: todo-scan\n"
-        '    inputs: { command: "todo-scan", arguments: "" }\n'
+        '    inputs: { command: "todo-scan", arguments: "(then write the result to '
+        'outputs/command.md)" }\n'
     ) in suite
     assert "stages: [command]" in (repo / "stage_map.yaml").read_text()
 
@@ -72,7 +75,7 @@ def test_independent_commands_are_scenarios_of_one_stage(tmp_path: Path) -> None
     }
     new_app = (out / "new-app" / "1-command" / "trajectory.jsonl").read_text()
     # new-app's rule answered, given the scenario's arguments
-    assert "placeholder output of stage new-app (stub) for: acme-app" in new_app
+    assert "placeholder output of stage new-app (stub) for: acme-app (then write" in new_app
     assert "Placeholder findings of app-verifier (stub)." in new_app  # its agent ran
     summarize = (out / "summarize" / "1-command" / "trajectory.jsonl").read_text()
     assert "Placeholder findings of app-verifier" not in summarize  # not its agent
@@ -120,7 +123,14 @@ def test_stages_named_by_the_user_are_phases_whatever_the_commands_read(tmp_path
         ("<pr-number> [--fast]", "1"),  # flags left out
         ("The feature to build (optional)", "add a --verbose flag that prints each step"),
         ("[widget]", "example-widget"),  # nothing known: marked as an example
-        (None, "scan"),  # no hint: the command's name
+        # No hint: a task, never the command's own name.
+        (None, "a small example task on the files in this workspace"),
+        ("[--resume]", ""),  # optional flags only: run bare, not "example-" or the name
+        ("[--archive | --restore | --list]", ""),
+        ("[goal, e.g. 'tune an 8B model to write replies']", "tune an 8B model to write replies"),
+        ("[run directory, e.g. runs/2026-07-13-bot]", "runs/2026-07-13-bot"),
+        ("<target path or description> [--strict]", "README.md"),  # the whole placeholder
+        ("stories/filename.md | status | resume", "status"),  # a value it accepts
     ],
 )
 def test_an_example_input_is_a_value_of_the_kind_the_hint_names(

@@ -7,6 +7,7 @@ printed lines alone, and its checks show the part fired in the trajectory."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -242,3 +243,102 @@ def test_check_fails_a_stub_script_without_a_rule_for_a_stage_command(tmp_path: 
         "agent: call)",
         "ci-evals check: 2 problems; nothing was started",
     ]
+
+
+def _hook_plugin(tmp_path: Path, script: str) -> Path:
+    """A plugin whose SessionStart hook runs `hooks/x.sh`, drafted and staged."""
+    repo = plugin_repo(
+        tmp_path,
+        {
+            "hooks/hooks.json": '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", '
+            '"command": "${CLAUDE_PLUGIN_ROOT}/hooks/x.sh"}]}]}}\n',
+            "hooks/x.sh": script,
+        },
+    )
+    assert cli(repo, "init", "plugin").returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    return repo
+
+
+@pytest.mark.slow
+def test_a_hook_that_needs_the_network_fails_within_seconds_naming_itself(
+    tmp_path: Path,
+) -> None:
+    # In the sandbox (bwrap, no network) npm would retry the lookup for 71 s, past
+    # the SDK's 60 s initialize: the stage was an error saying nothing of the hook.
+    # The agent's environment tells npm to work offline: it fails at once.
+    if shutil.which("npx") is None:
+        pytest.fail("this test needs npx on PATH (apt-get install npm)")
+    repo = _hook_plugin(tmp_path, "#!/bin/sh\nnpx -y ci-evals-no-such-package-x1 hello\n")
+    done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
+    assert "Control request timeout" not in done.stdout + done.stderr
+    (results,) = (repo / ".ci-evals" / "runs").glob("*/results.json")
+    (stage,) = json.loads(results.read_text())["scenarios"][0]["stages"]
+    assert stage["duration_s"] < 30, stage
+    (hook,) = [c for g in stage["grading"]["graders"] for c in g["criteria"] if "hook" in c["id"]]
+    assert not hook["passed"]
+    assert hook["detail"].startswith(
+        "hook 'SessionStart' (SessionStart:startup) ran 1 time(s), never succeeded "
+        "(error, exit 1): npm error code ENOTCACHED"
+    ), hook["detail"]
+
+
+@pytest.mark.slow
+def test_a_hook_still_running_after_ten_seconds_is_said_while_the_stage_waits(
+    tmp_path: Path,
+) -> None:
+    repo = _hook_plugin(tmp_path, "#!/bin/sh\nsleep 12\n")
+    done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The run's progress (plain lines off a terminal) names the hook and its command.
+    assert (
+        "example stage 1 session: hook SessionStart:startup (plugin hooks/x.sh) still "
+        "running after 10 s"
+    ) in done.stderr
+
+
+@pytest.mark.slow
+def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Path) -> None:
+    # As wshobson/agents' pptx-deck-creation ships it: `agents` names a folder, which
+    # the CLI's manifest schema refuses; before, every stage "failed" its checks.
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    write(
+        repo / "plugin" / ".claude-plugin" / "plugin.json",
+        '{"name": "shapes", "agents": ["./agents"]}\n',
+    )
+    assert cli(repo, "init", "plugin").returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
+    assert done.returncode != 0
+    (results,) = (repo / ".ci-evals" / "runs").glob("*/results.json")
+    (stage,) = json.loads(results.read_text())["scenarios"][0]["stages"]
+    assert stage["status"] == "error"
+    assert stage["error"] == (
+        "Claude Code did not load the plugin: Failed to load plugin: Plugin plugin has an "
+        "invalid manifest file at PLUGIN/.claude-plugin/plugin.json. Validation errors: "
+        'agents.0: Invalid string: must end with ".md"'
+    )
+
+
+@pytest.mark.slow
+def test_a_hook_that_fetches_a_package_gets_no_check_and_the_draft_says_why(
+    tmp_path: Path,
+) -> None:
+    # As wshobson/agents' protect-mcp: its hooks run `npx protect-mcp@0.7.4 ...` on
+    # every tool call; offline each fails at once, and a check on it fails every run.
+    hooks = {
+        "hooks": {
+            "PostToolUse": [
+                {"matcher": ".*", "hooks": [{"type": "command", "command": "npx pkg@1 sign"}]}
+            ]
+        }
+    }
+    repo = plugin_repo(tmp_path, {"hooks/hooks.json": json.dumps(hooks)})
+    onboard(repo)
+    suite = (repo / "ci-evals.yaml").read_text()
+    assert (
+        "      # no check of the PostToolUse hook (npx pkg@1 sign): it runs `npx`, which needs "
+        "the network the sandbox does not have (it fails at once, offline): vendor what it "
+        "fetches, or check it by hand\n"
+    ) in suite
+    assert criteria(repo)["session"] == [("session-output-written", True)]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from ci_evals.endpoints.base import EndpointOptions
+from ci_evals.endpoints.stub import StubEndpoint
 from ci_evals.endpoints.stub_model import loads_script
 from ci_evals.endpoints.stub_model.request import ParsedRequest
 from ci_evals.endpoints.stub_model.responder import Responder
@@ -74,3 +78,20 @@ def test_mistakes_are_load_errors(text: str, message: str) -> None:
     with pytest.raises(UserError) as caught:
         loads_script(text, "stub.yaml")
     assert message in str(caught.value)
+
+
+def test_a_run_on_a_script_with_variants_names_them(tmp_path: Path) -> None:
+    """The quickstart run twice shows other reviewer scores: the endpoint the run
+    opens says which rules rotate, for the run to print under its table."""
+    script = tmp_path / "stub.yaml"
+    script.write_text(SCRIPT, encoding="utf-8")
+    with StubEndpoint(script).open({}, EndpointOptions()) as opened:
+        assert opened.notes == (
+            "stub: the rule 'review' (2) rotates its variants, one per new conversation: "
+            "what they answer, and so the scores, change between repeats and runs by design "
+            "(docs/stub-model.md, Variants)",
+        )
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("rules:\n  - name: a\n    turns: [{text: hi}]\n", encoding="utf-8")
+    with StubEndpoint(plain).open({}, EndpointOptions()) as opened:
+        assert opened.notes == ()

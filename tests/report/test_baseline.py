@@ -413,3 +413,21 @@ def test_a_stage_that_never_reached_the_model_is_no_live_run_and_prices_nothing(
     assert stage_costs(result) == {("b", 1): 0.25}  # a baseline's estimate leaves it out
     costs = cost_summary(result, None)
     assert (costs.stage_runs, costs.never_ran) == (1, 1)
+
+
+def test_a_passed_stage_now_an_error_is_counted_and_its_criteria_are_not_gone(
+    tmp_path: Path,
+) -> None:
+    passed = verdict("passed", "all passed", criterion("a", True))
+    before = save(tmp_path, "before", a_run(scenario("acme", stage(3, "passed", grading=passed)),
+                                            suite=SUITE))  # fmt: skip
+    # The grader ran and failed criterion a, then a reviewer errored: the stage is an error.
+    errored = verdict("error", "reviewer: no scorecard", criterion("a", False), error="no card")
+    after = save(tmp_path, "after", a_run(scenario("acme", stage(3, "error", grading=errored)),
+                                          suite=SUITE))  # fmt: skip
+    _, markdown = report(str(after), "--baseline", str(before), tmp_path=tmp_path)
+    assert "gone" not in markdown
+    assert (
+        "**acme 3 s3** criterion a (checklist): passed 1/1 → not judged (the stage was an error)\n"
+    ) in section(markdown, "Other changes")
+    assert "**1 regression(s)** (0 beyond the noise, 1 now an error), " in markdown

@@ -8,6 +8,7 @@ example on the stub model.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import subprocess
@@ -25,8 +26,11 @@ from ci_evals.report.markdown import markdown_summary
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult, write_results
 from ci_evals.results.summary import summarize_run
-from ci_evals.run.progress import summary_table
+from ci_evals.run.progress import PlainProgress, summary_table
+from ci_evals.run.runner import RunPlan
+from ci_evals.suite.load import load_suite
 from tests.conftest import EXAMPLE
+from tests.run_helpers import make_suite
 
 START = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 
@@ -528,6 +532,33 @@ def test_a_run_that_was_not_isolated_says_so() -> None:
     props = ET.fromstring(junit_xml(isolated)).find(".//properties")
     assert props is not None
     assert {p.get("name"): p.get("value") for p in props}["isolated"] == "true"
+
+
+def test_every_stub_cost_the_run_prints_says_simulated_and_mean_dash_is_explained(
+    tmp_path: Path,
+) -> None:
+    checks_only = verdict("failed", "checklist 1 of 2 failed: b", criterion("a", True),
+                          criterion("b", False))  # fmt: skip
+    real = a_run(scenario("acme", passed_stage(1), stage(2, "failed", grading=checks_only)))
+    stub = real.model_copy(update={"model_endpoint": "stub:stub/x.yaml"})
+    # The table's cost column, not only the total below it.
+    assert summary_table(stub).splitlines()[0].split()[6:8] == ["cost", "(simulated)"]
+    assert summary_table(real).splitlines()[0].split()[6] == "cost"
+    # Each stage's line in the run's progress.
+    out = io.StringIO()
+    plain = PlainProgress(out)
+    suite = load_suite(make_suite(tmp_path)[0])
+    plain.run_started(RunPlan(suite, suite.stage(1), [], tmp_path / "run", "r1", None, {}), stub)
+    plain.stage_finished("acme", stub.scenarios[0].stages[0])
+    assert "cost=$0.1250 (simulated) time=1.5s" in out.getvalue()
+    # A stage of checks alone has no analytic mean: its "-" is said once, below the table.
+    table = summary_table(real)
+    assert table.splitlines()[3].split()[:6] == ["acme", "2", "s2", "FAIL", "1/2", "-"]
+    assert (
+        "mean: the mean of a stage's analytic (1-5) criteria; - where it has none (checks "
+        "alone are passed/failed, counted under criteria)"
+    ) in table
+    assert "mean: " not in summary_table(a_run(scenario("acme", passed_stage(1))))
 
 
 def test_a_stub_run_s_cost_is_said_to_be_simulated() -> None:

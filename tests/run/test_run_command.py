@@ -108,6 +108,21 @@ def test_plugin_without_manifest_is_named_after_its_folder(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+def test_keep_workspace_prints_where_each_workspace_is(tmp_path: Path) -> None:
+    suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"))
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "5",
+        "--keep-workspace", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    kept = [line for line in proc.stdout.splitlines() if line.startswith("workspace kept: ")]
+    assert [line.rsplit(" ", 1)[1] for line in kept] == ["(acme)", "(globex)"]
+    for line in kept:
+        folder = Path(line.removeprefix("workspace kept: ").rsplit(" ", 1)[0])
+        assert (folder / "workspace").is_dir(), line
+
+
+@pytest.mark.slow
 def test_two_scenarios_in_parallel_then_summary(tmp_path: Path) -> None:
     suite, stub = make_suite(tmp_path, scenarios=("acme", "globex"))
     proc = ci_evals(
@@ -115,7 +130,13 @@ def test_two_scenarios_in_parallel_then_summary(tmp_path: Path) -> None:
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    run_dir = Path(proc.stdout.strip().splitlines()[-1].removeprefix("run folder: "))
+    (folder,) = [line for line in proc.stdout.splitlines() if line.startswith("run folder: ")]
+    run_dir = Path(folder.removeprefix("run folder: "))
+    # The run ends with the next useful command, as a new user would type it.
+    assert proc.stdout.strip().splitlines()[-1] == (
+        f"next: ci-evals report {run_dir.relative_to(tmp_path)} --html "
+        f"{run_dir.relative_to(tmp_path)}/site"
+    )
     assert run_dir.parent == tmp_path / ".ci-evals" / "runs"
     result = read_results(run_dir)
     assert [sc.id for sc in result.scenarios] == ["acme", "globex"]
