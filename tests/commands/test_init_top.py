@@ -139,14 +139,7 @@ def test_a_plugin_outside_git_is_copied_whole_less_ours(tmp_path: Path) -> None:
     assert "stage_map.yaml" not in names  # beside the suite: ours, whether it names it or not
 
 
-STUB_PEEK = """\
-rules:
-  - name: do
-    match: {command: "toptool:do"}
-    turns:
-      - tools:
-          - bash: "mkdir -p outputs; ls -aR ../plugin > outputs/seen.txt; cat ../plugin/ci-evals.yaml ../plugin/fixtures/*/*/* >> outputs/seen.txt 2>&1; echo done > outputs/do.md"
-      - text: "Done (stub)."
+KIND_RULE = """\
   - name: kind  # the skill's own stage, drafted beside the command's
     match: {prompt_contains: "`toptool:kind`", subagent: false}
     turns:
@@ -155,7 +148,18 @@ rules:
       - tools:
           - write: {path: "outputs/kind.md", content: "kind\\n"}
       - text: "Kind (stub)."
+"""  # the skill's own stage, in both stubs below
+
+STUB_PEEK = """\
+rules:
+  - name: do
+    match: {command: "toptool:do"}
+    turns:
+      - tools:
+          - bash: "mkdir -p outputs; ls -aR ../plugin > outputs/seen.txt; cat ../plugin/ci-evals.yaml ../plugin/fixtures/*/*/* >> outputs/seen.txt 2>&1; echo done > outputs/do.md"
+      - text: "Done (stub)."
 """  # noqa: E501
+STUB_PEEK += KIND_RULE
 
 
 @pytest.mark.slow
@@ -184,7 +188,8 @@ def test_a_plugin_at_the_top_runs_twice_and_its_agent_cannot_read_the_answers(
     assert os.path.isdir(repo / "ci-evals-out-2")
 
 
-STUB_DOCS = """\
+STUB_DOCS = (
+    """\
 rules:
   - name: do
     match: {command: "toptool:do"}
@@ -192,15 +197,9 @@ rules:
       - tools:
           - write: {path: "docs/plans/plan.md", content: "the plan\\n"}
       - text: "Planned (stub)."
-  - name: kind  # the skill's own stage, drafted beside the command's
-    match: {prompt_contains: "`toptool:kind`", subagent: false}
-    turns:
-      - tools:
-          - skill: {name: "toptool:kind"}
-      - tools:
-          - write: {path: "outputs/kind.md", content: "kind\\n"}
-      - text: "Kind (stub)."
 """
+    + KIND_RULE
+)
 
 
 @pytest.mark.slow
