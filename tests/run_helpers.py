@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 from pathlib import Path
 
 STAGES = 5
@@ -100,6 +101,31 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
             # Read once above: a second read could race with the process exiting.
             found.append((int(entry.name), cmdline[:200].decode(errors="replace")))
     return found
+
+
+def plugin_eval(
+    plugin: Path, home: Path, base_url: str, *flags: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`claude plugin eval PLUGIN` of the bundled CLI, offline against `base_url`
+    (shared/notes/claude-plugin-eval.md: a scratch HOME, a fake key, no other
+    traffic; trusted, unpublished, one arm), with `flags` after those."""
+    home.mkdir(parents=True, exist_ok=True)
+    argv = [str(bundled_cli()), "plugin", "eval", str(plugin), "--trust-plugin"]
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-fake",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    return subprocess.run(
+        [*argv, "--no-publish", "--ablation", "none", *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def bundled_cli() -> Path:

@@ -7,7 +7,6 @@ oracle for which cases are refused (slow: it spawns the bundled CLI).
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from ci_evals.errors import UserError
 from ci_evals.grading.kinds.plugin_eval import FileExists, Regex, ToolOrder, ToolUsed
 from ci_evals.suite.load import load_suite
 from ci_evals.suite.plugin_evals import case_glob, discover, load_case
-from tests.run_helpers import bundled_cli
+from tests.run_helpers import plugin_eval
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -356,32 +355,8 @@ def test_ci_evals_refuses_at_load_what_claude_plugin_eval_refuses(tmp_path: Path
     _write(plugin, {".claude-plugin/plugin.json": '{"name": "p"}'})
     for name, (files, _) in LOAD_CHECK.items():
         _write(plugin / "evals" / name, files)
-    (tmp_path / "home").mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path / "home"),
-        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
-        "ANTHROPIC_API_KEY": "sk-ant-fake",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
-    done = subprocess.run(
-        [
-            str(bundled_cli()),
-            "plugin",
-            "eval",
-            str(plugin),
-            "--trust-plugin",
-            "--no-publish",
-            "--ablation",
-            "none",
-            "--max-cost-usd",
-            "0",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = plugin_eval(
+        plugin, tmp_path / "home", "http://127.0.0.1:9", "--max-cost-usd", "0", timeout=300
     )
     refused_by_cli = set(re.findall(r"✗ \S*/evals/([^/:\s]+)", done.stdout + done.stderr))
     ours = set()

@@ -14,7 +14,6 @@ its bwrap sandbox. ci-evals' case score is its stage's mean binary score / 100.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.endpoints.stub_model import StubServer, load_script
-from tests.run_helpers import bundled_cli
+from tests.run_helpers import plugin_eval
 
 pytestmark = pytest.mark.slow
 
@@ -156,40 +155,9 @@ def _plugin(root: Path) -> Path:
 
 
 def _cli_scores(plugin: Path, server: StubServer, scratch: Path) -> dict[str, float]:
-    home = scratch / "home"
-    home.mkdir(parents=True)
     out = scratch / "out.json"
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": server.url,
-        "ANTHROPIC_API_KEY": "sk-ant-fake",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
-    done = subprocess.run(
-        [
-            str(bundled_cli()),
-            "plugin",
-            "eval",
-            str(plugin),
-            "--trust-plugin",
-            "--no-publish",
-            "--ablation",
-            "none",
-            "--allow-tools",
-            "Write",
-            "--tag",
-            "smoke",
-            "yaml",
-            "--json",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    flags = ("--allow-tools", "Write", "--tag", "smoke", "yaml", "--json", str(out))
+    done = plugin_eval(plugin, scratch / "home", server.url, *flags)
     assert out.is_file(), done.stdout + done.stderr
     document = json.loads(out.read_text())
     scores = {}
@@ -314,27 +282,9 @@ def test_a_threshold_below_one_passes_on_the_mean_run_score_in_both(tmp_path: Pa
         "rules:\n  - name: half\n    match: {prompt_contains: half the time}\n"
         '    variants:\n      - [{text: "Hello!"}]\n      - [{text: "No."}]\n'
     )
-    home = tmp_path / "home"
-    home.mkdir()
     with StubServer(load_script(stub)) as server:
-        cli = subprocess.run(
-            [
-                *(str(bundled_cli()), "plugin", "eval", str(plugin), "--trust-plugin"),
-                *("--no-publish", "--ablation", "none", "--threshold", "0.5"),
-                *("--json", str(tmp_path / "cli.json")),
-            ],
-            env={
-                "PATH": os.environ["PATH"],
-                "HOME": str(home),
-                "ANTHROPIC_BASE_URL": server.url,
-                "ANTHROPIC_API_KEY": "sk-ant-fake",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            },
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        flags = ("--threshold", "0.5", "--json", str(tmp_path / "cli.json"))
+        cli = plugin_eval(plugin, tmp_path / "home", server.url, *flags)
     assert cli.returncode == 0, cli.stdout + cli.stderr
     (case,) = json.loads((tmp_path / "cli.json").read_text())["cases"]
     assert sorted(r["score"] for r in case["arms"]["with"]) == [0.0, 1.0]
