@@ -10,7 +10,9 @@ files are left to the CLI, which reports them when it loads the plugin. Pure.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +69,8 @@ def _sources(plugin_dir: Path, manifest: Mapping[str, object] | None) -> list[ob
     for item in given if isinstance(given, list) else [given]:
         if isinstance(item, str):
             path = plugin_dir / item
+            if not _inside(path, plugin_dir):  # `/etc/x.json`, `../../x`: no file of the plugin
+                continue
             if path.is_file() and path != default:
                 sources.append(_json(path))
         elif isinstance(item, dict):
@@ -98,8 +102,29 @@ def what_runs(hook_name: str, hooks: Sequence[Hook]) -> str:
     return f"plugin {shown[:100]}" if shown else ""
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([real, top]) == top
+
+
+# A hooks file or manifest is a few KiB; the agent of an earlier stage may have
+# rewritten the plugin copy this is read from (a pipe, /dev/zero, a huge file):
+# only a regular file of at most this much is read, never waited on.
+_MAX_JSON = 1 << 20
+
+
 def _json(path: Path) -> object:
     try:
-        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_JSON:  # before fdopen: a folder
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(_MAX_JSON + 1)
+    try:
+        return json.loads(data[:_MAX_JSON].decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
         return None
