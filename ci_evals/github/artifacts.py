@@ -313,8 +313,10 @@ def _find(
             f"GitHub API: {exc.method} {exc.url} answered {exc.status}: {exc.message}", hint=hint
         ) from None
     if looked == 0:
-        return f"no successful run of {request.workflow} on {request.branch} (push, schedule or "
-        "workflow_dispatch)"
+        return (
+            f"no successful run of {request.workflow} on {request.branch} (push, schedule or "
+            "workflow_dispatch)"
+        )
     return (
         f"none of the last {looked} successful run(s) of {request.workflow} on "
         f"{request.branch} has an artifact named {request.artifact!r} (expired, or never uploaded)"

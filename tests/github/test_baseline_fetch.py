@@ -111,11 +111,16 @@ def test_no_successful_run_is_no_baseline_and_exit_0(
     env.add_run(event="pull_request")  # this repository's, but a pull request's
     out = tmp_path / "baseline"
     assert fetch(out) == 0
-    assert "no baseline: no successful run of evals.yml on main" in capsys.readouterr().out
+    reason = "no successful run of evals.yml on main (push, schedule or workflow_dispatch)"
+    # the whole reason: it was once cut after "schedule or " (a string on its own statement)
+    assert capsys.readouterr().out == (
+        f"ci-evals baseline fetch: no baseline: {reason} (the report will say so)\n"
+    )
     assert not (out / "results.json").exists()
     summary = tmp_path / "summary.md"
     assert main(["report", str(V2), "--baseline", str(out), "--markdown", str(summary)]) == 0
-    assert "**No baseline:** no successful run of evals.yml on main (push," in summary.read_text()
+    escaped = reason.replace("_", "\\_")  # Markdown: workflow\_dispatch
+    assert f"**No baseline:** {escaped}. Nothing to compare with;" in summary.read_text()
 
 
 def test_in_actions_the_step_outputs_say_what_was_found(
