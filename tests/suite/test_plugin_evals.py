@@ -72,6 +72,12 @@ def test_a_prose_case_takes_its_folder_name_and_the_defaults(tmp_path: Path) -> 
     assert (grader.target, grader.match, grader.weight) == ("last_message", "contains", 1.0)
 
 
+_CTX = (
+    'schema_version: "1.1"\nname: n\ncontext: {}\n'
+    "execution: {{prompt: x}}\ngraders: [{{type: regex, name: r, pattern: x}}]\n"
+)
+
+
 @pytest.mark.parametrize(
     ("files", "where", "says"),
     [
@@ -138,7 +144,44 @@ def test_a_prose_case_takes_its_folder_name_and_the_defaults(tmp_path: Path) -> 
                 "execution: {prompt: x}\ngraders: [{type: regex, name: r, pattern: x}]\n",
             },
             "case.yaml:3:28",
-            "context.scaffold_script: not supported yet",
+            'case "n": path "s.sh" does not exist',
+        ),
+        (
+            {
+                "case.yaml": _CTX.format("{scaffold_script: ../s.sh}"),
+                "../s.sh": "true\n",
+            },
+            "case.yaml:3:28",
+            'path "../s.sh" escapes the case directory (`..` or an absolute path)',
+        ),
+        (
+            {
+                "case.yaml": 'schema_version: "1.1"\nname: n\ncontext: {history_file: h.jsonl}\n'
+                "graders: [{type: regex, name: r, pattern: x}]\n",
+                "h.jsonl": "{}\n",
+            },
+            "case.yaml:1:1",
+            "context.history_file requires execution.prompt (the resumed session needs a next",
+        ),
+        (
+            {"case.yaml": _CTX.format("{add_dirs: [.]}")},
+            "case.yaml:3:22",
+            "an add_dirs entry points inside a directory that holds case definitions",
+        ),
+        (
+            {"case.yaml": _CTX.format("{add_dirs: [d.txt]}"), "d.txt": "x\n"},
+            "case.yaml:3:22",
+            'add_dirs entry "d.txt" is not a folder',
+        ),
+        (
+            {"case.yaml": _CTX.format("{}").replace("context: {}", "plugins: [../other]")},
+            "case.yaml:3:10",
+            "the case loads other plugins than the suite's",
+        ),
+        (
+            {"prompt.md": "---\nartifact_publish: true\n---\nx\n", "graders/g.md": GRADER},
+            "prompt.md:2:19",
+            "artifact_publish: true: the case publishes claude.ai artifacts",
         ),
         (
             {"prompt.md": "x\n", "graders/r.md": "---\ntype: regex\n---\n\\Z\n"},
