@@ -510,6 +510,9 @@ class Runner:
                 _lay_context, self.plan, stage, state.parent, state.workspace, stage_dir, env
             )
         except ScaffoldFailed as exc:
+            if self.interrupted:  # its sandbox was closed under it
+                self._skip(stage_result, "the run was interrupted")
+                return None
             stage_result.status, stage_result.error = "error", str(exc)
             stage_result.model_ran = False
             self._write()
