@@ -220,6 +220,7 @@ WORKSPACE_IDENTITY = ("ci-evals", "ci-evals@workspace.invalid")
 WORKSPACE_DATE = "2000-01-01T00:00:00+0000"
 WORKSPACE_BRANCH = "main"
 WORKSPACE_MESSAGE = "ci-evals: the seed (what stage 1 starts from)"
+CASE_IDENTITY = ("Plugin Eval", "eval@example.invalid")  # `claude plugin eval`'s HOME/.gitconfig
 
 
 def init_workspace(root: Path, committed: Sequence[Path] = (), exclude: Sequence[str] = ()) -> str:
@@ -232,7 +233,29 @@ def init_workspace(root: Path, committed: Sequence[Path] = (), exclude: Sequence
     config, no templates: no hooks, no signing), and the repository's own config
     gets the fixed identity, so the agent's `git commit` works in the sandbox.
     """
-    name, email = WORKSPACE_IDENTITY
+    env = _init(root, WORKSPACE_IDENTITY)
+    git_dir = str(root / ".git")
+    info = root / ".git" / "info"
+    info.mkdir(exist_ok=True)
+    names = (re.sub(r"([*?\[\\])", r"\\\1", item) for item in exclude)  # literal names
+    (info / "exclude").write_text("".join(f"/{name}\n" for name in names))
+    for folder in committed:  # each folder read as the work tree: its files, not root's
+        run(root, f"--git-dir={git_dir}", f"--work-tree={folder}", "add", "-A", env=env)
+    run(root, "commit", "-q", "--allow-empty", "--no-verify", "-m", WORKSPACE_MESSAGE, env=env)
+    run(root, "update-index", "-q", "--refresh", check=False, env=env)  # root's stat data
+    return run(root, "rev-parse", "HEAD", env=env).stdout.decode().strip()
+
+
+def init_case_workspace(root: Path) -> None:
+    """Make `root` a repository on `main` with no commit and the identity of a
+    `claude plugin eval` run's HOME ("Plugin Eval"), as that CLI's run folder
+    is: a case's scaffold may `git add` and `git commit` there."""
+    _init(root, CASE_IDENTITY)
+
+
+def _init(root: Path, identity: tuple[str, str]) -> dict[str, str]:
+    """`git init` of `root` with `identity` in its own config; the environment used."""
+    name, email = identity
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
         "HOME": str(root),  # read by nothing: no global config
@@ -248,18 +271,9 @@ def init_workspace(root: Path, committed: Sequence[Path] = (), exclude: Sequence
         "GIT_COMMITTER_DATE": WORKSPACE_DATE,
     }
     run(root, "init", "-q", "--template=", "-b", WORKSPACE_BRANCH, env=env)
-    git_dir = str(root / ".git")
-    info = root / ".git" / "info"
-    info.mkdir(exist_ok=True)
-    names = (re.sub(r"([*?\[\\])", r"\\\1", item) for item in exclude)  # literal names
-    (info / "exclude").write_text("".join(f"/{name}\n" for name in names))
     run(root, "config", "user.name", name, env=env)
     run(root, "config", "user.email", email, env=env)
-    for folder in committed:  # each folder read as the work tree: its files, not root's
-        run(root, f"--git-dir={git_dir}", f"--work-tree={folder}", "add", "-A", env=env)
-    run(root, "commit", "-q", "--allow-empty", "--no-verify", "-m", WORKSPACE_MESSAGE, env=env)
-    run(root, "update-index", "-q", "--refresh", check=False, env=env)  # root's stat data
-    return run(root, "rev-parse", "HEAD", env=env).stdout.decode().strip()
+    return env
 
 
 # --- Revisions, merge bases, shallow clones, diffs (used by `compute-stage`) ---

@@ -107,6 +107,8 @@ class StageRequest:
     sandbox: SandboxConfig = ON_HOST
     writable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()  # what it may read there but never write (a reviewer's rubrics)
+    # A session transcript the CLI resumes (`--resume`: a case's history_file, its copy).
+    resume: Path | None = None
     tools: StageTools = StageTools()
     # The backend's own settings from the suite (`loop:` -> `agents.loop.config.LoopConfig`
     # for the `loop` backend); a backend that has none ignores it.

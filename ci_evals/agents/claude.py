@@ -473,6 +473,8 @@ class ClaudeAgent:
             # regardless): what shows a plugin's hook fired, and why it failed.
             include_hook_events=True,
         )
+        if request.resume is not None:
+            options.resume = str(request.resume)  # `--resume FILE`, as `claude plugin eval`
         if request.tools.claude_code_prompt:
             # No `--system-prompt ""`: the CLI's own, as a `claude plugin eval` run has it,
             # and the case's `--append-system-prompt`.

@@ -181,7 +181,7 @@ def _init_cases(
     """A plugin with eval cases: the suite runs them (`plugin_evals:`) and the stub
     script satisfies them. No stage map nor its hook: selecting cases by a change is
     not there yet (docs/plugin-evals.md), so `check-coverage` has nothing to check."""
-    drafted = draft_cases.draft(evals, cases)
+    drafted = draft_cases.draft(evals, cases, source.path)
     plugin: object = Path(os.path.relpath(source.path, here)).as_posix()
     if marketplace is not None:
         plugin = {"marketplace": marketplace[0], "name": marketplace[1]}

@@ -78,6 +78,16 @@ from ci_evals.results.model import (
     write_results,
 )
 from ci_evals.results.summary import summarize_run
+from ci_evals.run.case_context import (
+    SCAFFOLD_LOG,
+    Laid,
+    ScaffoldFailed,
+    copy_case,
+    lay_history,
+    record_scaffold,
+    run_scaffold,
+    scaffold_env,
+)
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.load import Scenario, Stage, Suite
@@ -372,27 +382,23 @@ class Runner:
 
     async def _run_stage(self, state: _Scenario, stage: Stage, stage_result: StageResult) -> None:
         plan = self.plan
-        if state.workspace is None:
-            state.workspace = await asyncio.to_thread(
-                create_workspace,
-                plan.suite,
-                plan.from_stage,
-                state.parent,
-                state.scenario,
-                run_dir=plan.run_dir,
-            )
-        workspace = state.workspace
+        workspace = await self._workspace(state)
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
         stage_dir.mkdir(parents=True, exist_ok=True)
         watch = plan.watch() if plan.watch is not None else None
         endpoint = plan.endpoint if watch is None else watch.env
-        env = agent_environment(
-            plan.environ,
-            private_root=state.parent / "agent",
-            endpoint=endpoint,
-            offline=offline(plan.sandbox),
-        )
-        env.update(stage.env)  # a case's EVAL_* variables
+        env = {
+            **agent_environment(
+                plan.environ,
+                private_root=state.parent / "agent",
+                endpoint=endpoint,
+                offline=offline(plan.sandbox),
+            ),
+            **stage.env,  # a case's EVAL_* variables
+        }
+        laid = await self._lay_context(state, stage, stage_result, stage_dir, env)
+        if laid is None:  # its scaffold failed: the stage's error says how
+            return
         request = StageRequest(
             prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
             cwd=workspace.cwd_for(plan.suite, stage, state.scenario),
@@ -411,15 +417,15 @@ class Runner:
             # A retried attempt starts from the files this one starts from.
             sandbox=plan.sandbox,
             writable=(workspace.root, state.parent / "agent"),
+            readonly=laid.readonly,
+            resume=laid.resume,
             options=plan.suite.agent.options,
             tools=stage.tools,
             checkpoint=FolderCheckpoint(
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),
         )
-        before = await asyncio.to_thread(
-            take_snapshot, workspace.root, previous=state.last, exclude=workspace.unrecorded
-        )
+        before = await asyncio.to_thread(_before, workspace, state, stage, stage_dir)
         if self.interrupted:  # while the workspace was being laid down
             self._skip(stage_result, "the run was interrupted")
             return
@@ -472,6 +478,47 @@ class Runner:
         self._write()
         self.listener.stage_finished(state.label, stage_result)
 
+    async def _workspace(self, state: _Scenario) -> Workspace:
+        """The scenario's workspace, made for its first stage."""
+        if state.workspace is None:
+            plan = self.plan
+            state.workspace = await asyncio.to_thread(
+                create_workspace,
+                plan.suite,
+                plan.from_stage,
+                state.parent,
+                state.scenario,
+                run_dir=plan.run_dir,
+            )
+        return state.workspace
+
+    async def _lay_context(
+        self,
+        state: _Scenario,
+        stage: Stage,
+        stage_result: StageResult,
+        stage_dir: Path,
+        env: Mapping[str, str],
+    ) -> Laid | None:
+        """A case's scaffold, history and add_dirs laid out (`case_context`); None
+        when its scaffold failed, the stage then an `error` naming it."""
+        if stage.context is None:
+            return Laid()
+        assert state.workspace is not None
+        try:
+            return await asyncio.to_thread(
+                _lay_context, self.plan, stage, state.parent, state.workspace, stage_dir, env
+            )
+        except ScaffoldFailed as exc:
+            if self.interrupted:  # its sandbox was closed under it
+                self._skip(stage_result, "the run was interrupted")
+                return None
+            stage_result.status, stage_result.error = "error", str(exc)
+            stage_result.model_ran = False
+            self._write()
+            self.listener.stage_finished(state.label, stage_result)
+            return None
+
     # -- bookkeeping ----------------------------------------------------------------
 
     def _write(self) -> None:
@@ -494,6 +541,15 @@ class Runner:
                 state.result.workspace = str(state.workspace.parent)
         if not self.plan.keep_workspace:
             shutil.rmtree(self.work_root, ignore_errors=True)
+
+
+def _before(workspace: Workspace, state: _Scenario, stage: Stage, stage_dir: Path) -> Snapshot:
+    """The workspace as the stage starts on it; with a case's scaffold, what it left
+    recorded beside the stage: no file the stage created (`case_context`)."""
+    before = take_snapshot(workspace.root, previous=state.last, exclude=workspace.unrecorded)
+    if stage.context is not None and stage.context.scaffold_script is not None:
+        record_scaffold(stage_dir, list(before.entries))
+    return before
 
 
 async def _after_snapshot(
@@ -563,6 +619,37 @@ def _record_plugin_changes(
     stage_result.plugin_changes, stage_result.plugin_changes_omitted = listed(changes)
     records = [change.model_dump() for change in changes]
     (stage_dir / "plugin-changes.json").write_text(json.dumps(records, indent=2) + "\n")
+
+
+def _lay_context(  # noqa: PLR0917 - one private call site
+    plan: RunPlan,
+    stage: Stage,
+    parent: Path,
+    workspace: Workspace,
+    stage_dir: Path,
+    env: Mapping[str, str],
+) -> Laid:
+    """A case's context laid out (`case_context`): its folder copied, its scaffold
+    run in the sandbox, its history copied; `ScaffoldFailed` when the scaffold fails."""
+    context = stage.context
+    assert context is not None
+    case = copy_case(context, parent, within=plan.suite.link_root)
+    private = parent / "agent"
+    if context.scaffold_script is not None:
+        run_scaffold(
+            context.scaffold_script,
+            case,
+            workspace=workspace.root,
+            private_root=private,
+            env=scaffold_env(env),
+            sandbox=plan.sandbox,
+            log=stage_dir / SCAFFOLD_LOG,
+            max_output_bytes=stage.limits.max_output_bytes,
+        )
+    resume = None
+    if context.history_file is not None:
+        resume = lay_history(context.history_file, case, private)
+    return Laid(tuple(case / rel for rel in context.add_dirs), resume)
 
 
 def _stage_budget(stage_cap: float | None, left: float | None) -> float | None:

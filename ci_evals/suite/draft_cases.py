@@ -67,10 +67,10 @@ def find_cases(source: PluginSource) -> tuple[Path, list[Path]]:
     return folder, discover(folder, warnings, within=within)
 
 
-def draft(folder: Path, found: Sequence[Path]) -> Draft:
-    """Read every case (a `UserError` at its place for one `run` would refuse) and
-    script the stub for them."""
-    cases = tuple(load_case(path, []) for path in found)
+def draft(folder: Path, found: Sequence[Path], plugin_dir: Path | None = None) -> Draft:
+    """Read every case (of the plugin in `plugin_dir`; a `UserError` at its place for
+    one `run` would refuse) and script the stub for them."""
+    cases = tuple(load_case(path, [], plugin_dir=plugin_dir) for path in found)
     judges: dict[str, dict[str, Any]] = {}
     agents: list[dict[str, Any]] = []
     unmet: list[str] = []

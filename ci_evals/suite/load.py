@@ -51,6 +51,7 @@ from ci_evals.sandbox.base import SandboxConfig, SandboxOptions
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import backends, contracts, references
+from ci_evals.suite.case_context import CaseContext
 from ci_evals.suite.contracts import Contract
 from ci_evals.suite.plugin_evals import PluginEvals, case_grading, load_plugin_evals
 from ci_evals.suite.plugin_source import MARKETPLACE, plugin_at, plugin_in_marketplace
@@ -121,6 +122,8 @@ class Stage:
     model: str | None = None
     tools: StageTools = field(default_factory=StageTools)
     env: Mapping[str, str] = field(default_factory=dict)  # added to the agent's (EVAL_*)
+    # A case unit's `context:` (scaffold, history, add_dirs), which `run.case_context` lays out.
+    context: CaseContext | None = None
 
     @property
     def fixture_dirname(self) -> str:
@@ -533,6 +536,7 @@ def _case_units(
             model=case.model,
             tools=StageTools(case.disallowed_tools, True, case.append_system_prompt),
             env=case.env,
+            context=case.context,
         )
         units.append(Scenario(id=case.unit_id, inputs={}, stage=stage, repeat=case.runs))
     return evals, tuple(units)

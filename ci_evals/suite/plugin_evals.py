@@ -18,10 +18,11 @@ it becomes a case unit of the run. The CLI's rules, as its bundled code
 
 Where the CLI refuses, ci-evals refuses, with one `file:line:col` line. Where
 the CLI silently drops a key (an unknown key of case.yaml, its `context` or
-`execution`), ci-evals warns and goes on: such a case runs there. What
-ci-evals cannot run yet (scaffold, history, add_dirs, plugins, mocks) is
-refused at its key, never ignored. The graders themselves are the
-`plugin_eval` grader kind's (`grading.kinds.plugin_eval`).
+`execution`), ci-evals warns and goes on: such a case runs there. A case's
+`context:` is checked by `case_context`; what ci-evals cannot run (other
+`plugins:`, `artifact_publish: true`, mocks) is refused at its key, never
+ignored. The graders themselves are the `plugin_eval` grader kind's
+(`grading.kinds.plugin_eval`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ci_evals.grading.config import StageGrading
 from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
 from ci_evals.grading.kinds.plugin_eval_judge import DEFAULT_MODEL as DEFAULT_JUDGE_MODEL
+from ci_evals.suite.case_context import CaseContext, load_context
 from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
@@ -75,7 +77,6 @@ _EXECUTION = (
 )
 _CONTEXT = ("scaffold_script", "history_file", "add_dirs")
 _SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model")
-_NOT_YET = "not supported yet by ci-evals"
 # Claude Code's front matter block (config.front_matter reads it by the same rule).
 _BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
 _UNIT_ID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -103,6 +104,14 @@ class Case:
     env: Mapping[str, str] = field(default_factory=dict)
     description: str | None = None
     expected_outcome: str | None = None
+    context: CaseContext | None = None  # None: no `context:` that does anything
+
+    @property
+    def single_arm(self) -> bool:
+        """It runs with the plugin only, never in a without-plugin arm: a resumed
+        session (`history_file`) carries the plugin into both arms, so the CLI runs
+        such a case single-arm."""
+        return self.context is not None and self.context.history_file is not None
 
     @property
     def unit_id(self) -> str:
@@ -125,7 +134,8 @@ class PluginEvals:
 
 def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGrading:
     """The case's graders as a stage's: one `plugin_eval` grader, weights as its policy."""
-    grader = PluginEvalGrader(case.graders, judge_model=judge_model)
+    scaffolded = case.context is not None and case.context.scaffold_script is not None
+    grader = PluginEvalGrader(case.graders, judge_model=judge_model, scaffolded=scaffolded)
     return StageGrading(graders=(grader,), scoring=grader.scoring)
 
 
@@ -172,7 +182,8 @@ def load_plugin_evals(
                 f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
     judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
-    cases = [load_case(path, warnings) for path in discover(folder, warnings, within=within)]
+    found = discover(folder, warnings, within=within)
+    cases = [load_case(path, warnings, plugin_dir=plugin_dir) for path in found]
     selected = tuple(c for c in cases if selects(c, globs, tags))
     if not selected:
         raise value.error(
@@ -296,8 +307,9 @@ def _walk(  # noqa: PLR0917 - one private recursion
 # -- one case -------------------------------------------------------------------
 
 
-def load_case(folder: Path, warnings: list[str]) -> Case:
-    """The case in `folder`: its files read, merged and checked."""
+def load_case(folder: Path, warnings: list[str], *, plugin_dir: Path | None = None) -> Case:
+    """The case in `folder` (of the plugin in `plugin_dir`): its files read, merged
+    and checked."""
     yaml_path, prompt_path = folder / CASE_FILE, folder / PROMPT_FILE
     case_yaml = load(yaml_path) if yaml_path.is_file() else None
     base: dict[str, Field] = {}
@@ -329,7 +341,7 @@ def load_case(folder: Path, warnings: list[str]) -> Case:
     where = case_yaml if case_yaml is not None else _file_field(prompt_path)
     source: Source = "case_yaml" if prose is None else "prose" if case_yaml is None else "mixed"
     merged = _Merged(folder, where, source, top, execution, disallowed, graders, prompt_text)
-    return _check(merged, warnings)
+    return _check(merged, warnings, plugin_dir)
 
 
 @dataclass
@@ -444,12 +456,21 @@ def _written(value: Field) -> list[str]:
 # -- checking --------------------------------------------------------------------
 
 
-def _check(case: _Merged, warnings: list[str]) -> Case:
+def _check(case: _Merged, warnings: list[str], plugin_dir: Path | None) -> Case:
     top, execution = case.top, case.execution
-    name = _check_top(case, warnings)
+    name = _check_top(case, warnings, plugin_dir)
     env = _check_execution(execution, warnings)
+    context = None
+    if "context" in top:
+        keys = _context_keys(top["context"], warnings)
+        context = load_context(keys, name, case.folder, plugin_dir)
     prompt = case.prompt
     if prompt is None or not prompt.strip():
+        if context is not None and context.history_file is not None:
+            raise case.where.error(
+                "context.history_file requires execution.prompt "
+                "(the resumed session needs a next turn)"
+            )
         raise case.where.error(
             "execution.prompt is required (a prompt.md body, or execution.prompt in case.yaml)"
         )
@@ -490,10 +511,11 @@ def _check(case: _Merged, warnings: list[str]) -> Case:
         expected_outcome=(
             top["expected_outcome"].as_str(allow_empty=True) if "expected_outcome" in top else None
         ),
+        context=None if context is None or context.empty else context,
     )
 
 
-def _check_top(case: _Merged, warnings: list[str]) -> str:
+def _check_top(case: _Merged, warnings: list[str], plugin_dir: Path | None) -> str:
     """The top-level keys checked; the case's name."""
     top = case.top
     for key, value in top.items():
@@ -505,9 +527,7 @@ def _check_top(case: _Merged, warnings: list[str]) -> str:
     if version is not None:
         _schema_version(version)
     if "plugins" in top:
-        raise top["plugins"].error(f"plugins: {_NOT_YET}", hint="docs/plugin-evals.md")
-    if "context" in top:
-        _context(top["context"], warnings)
+        _plugins(top["plugins"], case.folder, plugin_dir)
     if "name" in top:
         return top["name"].as_str()
     if case.source != "prose":
@@ -521,7 +541,13 @@ def _check_execution(execution: Mapping[str, Field], warnings: list[str]) -> dic
         if key not in (*_EXECUTION, "prompt"):
             warnings.append(_ignored(value, key))
     if "artifact_publish" in execution and execution["artifact_publish"].as_bool():
-        raise execution["artifact_publish"].error(f"artifact_publish: {_NOT_YET}")
+        raise execution["artifact_publish"].error(
+            "artifact_publish: true: the case publishes claude.ai artifacts, through artifact "
+            "tools only the operator's opt-in grants, to Anthropic's artifact service with a "
+            "claude.ai login; a ci-evals agent has neither that login nor a network beyond "
+            "its model endpoint, so the case cannot run as written",
+            hint="drop the key (or set it to false) to run the case without publishing",
+        )
     if "growthbook_overrides" in execution:
         warnings.append(
             f"{_at(execution['growthbook_overrides'])}: growthbook_overrides: ignored, as "
@@ -544,14 +570,33 @@ def _schema_version(value: Field) -> None:
         )
 
 
-def _context(value: Field, warnings: list[str]) -> None:
+def _context_keys(value: Field, warnings: list[str]) -> dict[str, Field]:
+    """`context:`'s keys, an unknown one warned about and dropped (as the CLI drops it)."""
+    keys = {}
     for key, item in value.mapping(_written(value)).items():
         if key not in _CONTEXT:
             warnings.append(_ignored(item, key))
-        elif key == "add_dirs" and not item.as_str_list():
-            continue
         else:
-            raise item.error(f"context.{key}: {_NOT_YET}", hint="docs/plugin-evals.md")
+            keys[key] = item
+    return keys
+
+
+def _plugins(value: Field, folder: Path, plugin_dir: Path | None) -> None:
+    """`plugins:` (folders relative to the case) replaces the plugins the CLI loads for
+    the case; ci-evals takes it when it names the suite's plugin alone (what the CLI
+    finds by itself) and refuses any other list: the suite's `plugin:` is what the
+    run copies, hashes into results.json, selects by and compares with a baseline."""
+    named = value.as_str_list()
+    real = [os.path.realpath(folder / path) for path in named]
+    if plugin_dir is not None and real == [os.path.realpath(plugin_dir)]:
+        return
+    raise value.error(
+        f"plugins: {named}: the case loads other plugins than the suite's "
+        f"({display_path(plugin_dir) if plugin_dir is not None else 'none'}); a ci-evals "
+        "run tests one plugin, its `plugin:`, whose copy, digest in results.json, change "
+        "selection and baselines are the run's",
+        hint="run that plugin's cases from a suite whose plugin: is it, or drop the key",
+    )
 
 
 def _graders(

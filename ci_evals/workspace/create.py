@@ -82,13 +82,16 @@ class Workspace:
     plugin_baseline: Snapshot | None = field(default=None, compare=False, repr=False)
     # `git: true`: the SHA of its one commit, the scaffold and the seed (`git.init_workspace`).
     commit: str | None = None
+    # A case unit's: a repository with no commit, as a `claude plugin eval` run's
+    # folder lies in one (`git.init_case_workspace`).
+    repository: bool = False
 
     @property
     def unrecorded(self) -> tuple[str, ...]:
         """What snapshots and saved states leave out: the repository's own `.git`
         (the agent writes its config; git run on it runs what that config names,
         so it never leaves the workspace and no grader sees it)."""
-        return (GIT_DIR,) if self.commit is not None else ()
+        return (GIT_DIR,) if self.commit is not None or self.repository else ()
 
     def values(self, suite: Suite, stage: Stage, scenario: Scenario) -> dict[str, str]:
         """The template values for this workspace (inputs plus built-ins)."""
@@ -380,6 +383,9 @@ def create_workspace(
         # stages before lie on top uncommitted, as those stages left their work.
         seeded = (suite.scaffold, seed_folder(suite.fixtures_for(scenario)))
         commit = _init_repository(root, [f for f in folders if f in seeded], links)
+    case_unit = scenario is not None and scenario.stage is not None
+    if case_unit:
+        _init_repository(root, None, ())
     plugin_baseline = take_snapshot(plugin)  # small: hashing it all takes milliseconds
     # Let the clock move past the files just written, so that their times are
     # settled (not "racy") for every snapshot from now on.
@@ -394,16 +400,22 @@ def create_workspace(
         baseline=baseline,
         plugin_baseline=plugin_baseline,
         commit=commit,
+        repository=case_unit,
     )
 
 
-def _init_repository(root: Path, committed: list[Path], links: tuple[str, ...]) -> str:
+def _init_repository(root: Path, committed: list[Path] | None, links: tuple[str, ...]) -> str:
+    """`committed` None: a case unit's repository, with no commit (the SHA is "")."""
     try:
+        if committed is None:
+            git.init_case_workspace(root)
+            return ""
         return git.init_workspace(root, committed, exclude=links)
     except (git.GitError, OSError) as exc:
+        why = "a claude plugin eval case runs in one" if committed is None else "git: true"
         raise UserError(
             f"cannot make the workspace a git repository: {exc}",
-            hint="git must be installed (the scenario has git: true)",
+            hint=f"git must be installed ({why})",
         ) from None
 
 

@@ -72,6 +72,12 @@ def test_a_prose_case_takes_its_folder_name_and_the_defaults(tmp_path: Path) -> 
     assert (grader.target, grader.match, grader.weight) == ("last_message", "contains", 1.0)
 
 
+_CTX = (
+    'schema_version: "1.1"\nname: n\ncontext: {}\n'
+    "execution: {{prompt: x}}\ngraders: [{{type: regex, name: r, pattern: x}}]\n"
+)
+
+
 @pytest.mark.parametrize(
     ("files", "where", "says"),
     [
@@ -138,7 +144,44 @@ def test_a_prose_case_takes_its_folder_name_and_the_defaults(tmp_path: Path) -> 
                 "execution: {prompt: x}\ngraders: [{type: regex, name: r, pattern: x}]\n",
             },
             "case.yaml:3:28",
-            "context.scaffold_script: not supported yet",
+            'case "n": path "s.sh" does not exist',
+        ),
+        (
+            {
+                "case.yaml": _CTX.format("{scaffold_script: ../s.sh}"),
+                "../s.sh": "true\n",
+            },
+            "case.yaml:3:28",
+            'path "../s.sh" escapes the case directory (`..` or an absolute path)',
+        ),
+        (
+            {
+                "case.yaml": 'schema_version: "1.1"\nname: n\ncontext: {history_file: h.jsonl}\n'
+                "graders: [{type: regex, name: r, pattern: x}]\n",
+                "h.jsonl": "{}\n",
+            },
+            "case.yaml:1:1",
+            "context.history_file requires execution.prompt (the resumed session needs a next",
+        ),
+        (
+            {"case.yaml": _CTX.format("{add_dirs: [.]}")},
+            "case.yaml:3:22",
+            "an add_dirs entry points inside a directory that holds case definitions",
+        ),
+        (
+            {"case.yaml": _CTX.format("{add_dirs: [d.txt]}"), "d.txt": "x\n"},
+            "case.yaml:3:22",
+            'add_dirs entry "d.txt" is not a folder',
+        ),
+        (
+            {"case.yaml": _CTX.format("{}").replace("context: {}", "plugins: [../other]")},
+            "case.yaml:3:10",
+            "the case loads other plugins than the suite's",
+        ),
+        (
+            {"prompt.md": "---\nartifact_publish: true\n---\nx\n", "graders/g.md": GRADER},
+            "prompt.md:2:19",
+            "artifact_publish: true: the case publishes claude.ai artifacts",
         ),
         (
             {"prompt.md": "x\n", "graders/r.md": "---\ntype: regex\n---\n\\Z\n"},
@@ -368,3 +411,38 @@ def test_ci_evals_refuses_at_load_what_claude_plugin_eval_refuses(tmp_path: Path
     expected = {name for name, (_, bad) in LOAD_CHECK.items() if bad}
     assert refused_by_cli == expected, done.stdout + done.stderr
     assert ours == expected
+
+
+def test_a_context_is_read_and_a_resumed_case_is_single_arm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each path inside the case folder, as the CLI checks them; `plugins:` naming the
+    plugin itself is what the CLI finds anyway; a history makes the case single-arm."""
+    monkeypatch.chdir(tmp_path)
+    plugin = tmp_path / "p"
+    _write(
+        plugin,
+        {
+            ".claude-plugin/plugin.json": '{"name": "p"}',
+            "evals/c/case.yaml": 'schema_version: "1.1"\nname: c\nplugins: [../..]\n'
+            "context: {scaffold_script: s.sh, history_file: h/h.jsonl, add_dirs: [f, ./g]}\n"
+            "execution: {prompt: x}\ngraders: [{type: regex, name: r, pattern: x}]\n",
+            "evals/c/s.sh": "true\n",
+            "evals/c/h/h.jsonl": "{}\n",
+            "evals/c/f/a.txt": "a\n",
+            "evals/c/g/b.txt": "b\n",
+            "evals/d/prompt.md": "x\n",
+            "evals/d/graders/g.md": GRADER,
+        },
+    )
+    case = load_case(plugin / "evals" / "c", [], plugin_dir=plugin)
+    assert case.context is not None and case.single_arm
+    assert (case.context.scaffold_script, case.context.history_file) == ("s.sh", "h/h.jsonl")
+    assert case.context.add_dirs == ("f", "g")
+    plain = load_case(plugin / "evals" / "d", [], plugin_dir=plugin)
+    assert plain.context is None and not plain.single_arm
+    (plugin / "evals" / "c" / "s.sh").unlink()
+    (plugin / "evals" / "c" / "s.sh").symlink_to(tmp_path / "outside.sh")
+    (tmp_path / "outside.sh").write_text("true\n")
+    with pytest.raises(UserError, match="resolves \\(through a link\\) outside the case"):
+        load_case(plugin / "evals" / "c", [], plugin_dir=plugin)

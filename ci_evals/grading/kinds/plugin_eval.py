@@ -11,7 +11,10 @@ What each reads, as the CLI reads it (docs/plugin-evals.md):
 - `trace`: the CLI's own stream-json lines (`STREAM_FILE`, which the runner
   keeps for a case unit), each as JSON.stringify writes it;
 - `files`: the paths (relative, `/`-separated, sorted) of the files the stage
-  created: a case unit's workspace starts empty, so every file the stage left;
+  created: every file the stage left, less the paths its case's scaffold left
+  before it started (`SCAFFOLD_FILES`, which the runner writes beside the
+  trajectory; the CLI's "created, not modified": a path the scaffold made and
+  the agent changed or re-made is not in it);
 - `{source: file, path}`: that file's text, from the stage's files (missing:
   the grader fails, as the CLI's throws and counts as failed);
 - tool calls: every `tool_use` in the trajectory, subagents' included, with its
@@ -44,6 +47,8 @@ from typing import TYPE_CHECKING, Literal
 
 from ci_evals.agents import STREAM_CUT, STREAM_FILE, STREAM_MAX_BYTES
 from ci_evals.config.yaml_source import Field
+from ci_evals.errors import UserError
+from ci_evals.fs.json_input import load_file
 from ci_evals.fs.links import Unreadable, read_inside
 from ci_evals.grading.kinds import plugin_eval_judge as judge
 from ci_evals.grading.kinds.base import GradeContext, LoadContext, ModelEndpoint
@@ -60,6 +65,9 @@ TYPES = ("regex", "tool_order", "tool_used", "file_exists", "llm", "baseline")
 # host only (`"sdk_host_only": true`), which `claude plugin eval`'s child never writes.
 _SDK_FRAMES = frozenset({"control_request", "control_response", "control_cancel_request"})
 JUDGE_FILE = "plugin-eval-judge.json"  # in the stage's folder: every judge's votes and evidence
+# In the stage's folder: the paths the case's scaffold left in the workspace (a JSON list).
+SCAFFOLD_FILES = "scaffold-files.json"
+_SCAFFOLD_FILES_MAX = 64 << 20
 TARGETS = ("last_message", "trace", "files", "mock_calls")
 _COMMON = ("type", "name", "weight", "arm")
 _KEYS = {
@@ -166,6 +174,8 @@ class PluginEvalGrader:
     writes: bool = False
     sandboxed: bool = False  # reads files in this process; runs nothing
     judge_model: str = judge.DEFAULT_MODEL  # for `llm` and `baseline` graders
+    # The case has a scaffold: what it left (`SCAFFOLD_FILES`) is no file the run created.
+    scaffolded: bool = False
 
     @property
     def scoring(self) -> PolicyOverride:
@@ -175,12 +185,14 @@ class PluginEvalGrader:
     def files_only(self) -> PluginEvalGrader:
         """Without what reads the trajectory (a fixture has none) or asks a model."""
         kept = tuple(g for g in self.graders if _files_only(g))
-        return PluginEvalGrader(kept, name=self.name, judge_model=self.judge_model)
+        return PluginEvalGrader(
+            kept, name=self.name, judge_model=self.judge_model, scaffolded=self.scaffolded
+        )
 
     def grade(self, ctx: GradeContext) -> GraderResult:
         from ci_evals.results.criteria import Criterion, GraderResult  # noqa: PLC0415 - pydantic
 
-        run = _Run(ctx.folder, ctx.trajectory)
+        run = _Run(ctx.folder, ctx.trajectory, scaffolded=self.scaffolded)
         judged = _Judged(self.judge_model, ctx.endpoint)
         criteria = []
         error = None
@@ -491,9 +503,10 @@ class _Unreadable(Exception):
 class _Run:
     """What one stage run left, read once and only when a grader needs it."""
 
-    def __init__(self, folder: Path, trajectory: Path | None) -> None:
+    def __init__(self, folder: Path, trajectory: Path | None, *, scaffolded: bool = False) -> None:
         self.folder = folder
         self.trajectory = trajectory
+        self.scaffolded = scaffolded
         self._lines: list[str] | None = None
         self._uses: list[ToolUse] | None = None
         self._trace: list[str] | None = None
@@ -516,6 +529,24 @@ class _Run:
             except ValueError as exc:
                 raise _Unreadable(f"trajectory unreadable: {exc}") from None
         return self._uses
+
+    def created(self) -> list[str]:
+        """The files the stage created: all it left, less what the scaffold left
+        (a stage with a scaffold and no record of it: no list is trusted)."""
+        found = created_files(self.folder)
+        if not self.scaffolded:
+            return found
+        if self.trajectory is None:
+            raise _Unreadable("no record of what the case's scaffold left (a fixture)")
+        path = self.trajectory.parent / SCAFFOLD_FILES
+        try:
+            left = load_file(path, _SCAFFOLD_FILES_MAX, what="scaffold's file list")
+        except UserError as exc:
+            raise _Unreadable(str(exc)) from None
+        if not isinstance(left, list) or not all(isinstance(p, str) for p in left):
+            raise _Unreadable(f"{SCAFFOLD_FILES}: not a list of paths")
+        before = set(left)
+        return [p for p in found if p not in before]
 
     def trace(self) -> list[str]:
         """The CLI's trace: each JSON line of its stdout (`STREAM_FILE`, beside the
@@ -557,7 +588,7 @@ class _Run:
         if isinstance(target, FileTarget):
             return _file_text(self.folder, target.path)
         if target == "files":
-            return "\n".join(created_files(self.folder)), "files"
+            return "\n".join(self.created()), "files"
         if target == "trace":
             return "\n".join(self.trace()), "trace"
         try:
@@ -632,8 +663,7 @@ def _grade_one(grader: Regex | ToolUsed | ToolOrder | FileExists, run: _Run) -> 
             return passed, f"{grader.ref.tool} called {count}x (expected {grader.min}..{high})"
         if isinstance(grader, ToolOrder):
             return _order(grader, run.uses())
-        created = created_files(run.folder)
-        found = any(grader.glob.search(path) for path in created)
+        found = any(grader.glob.search(path) for path in run.created())
         passed = found == grader.exists
         state = "exists" if found else "missing"
         want = "present" if grader.exists else "absent"
