@@ -108,6 +108,12 @@ class StageRequest:
     writable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()  # what it may read there but never write (a reviewer's rubrics)
     tools: StageTools = StageTools()
+    # MCP servers given to the CLI besides the plugin's (`--mcp-config`): a case's
+    # standalone mocks (`workspace.mocks`); only the `claude` backend takes them.
+    mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # A tool result starting with this ends the stage, which is still graded: a
+    # case's mock stand-in aborted the run (`eval aborted by mock <nonce>:`).
+    stop_mark: str | None = None
     # The backend's own settings from the suite (`loop:` -> `agents.loop.config.LoopConfig`
     # for the `loop` backend); a backend that has none ignores it.
     options: object | None = field(default=None, compare=False)

@@ -45,7 +45,9 @@ from claude_agent_sdk import (
     ResultMessage,
     SystemMessage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
+    UserMessage,
     query,
 )
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
@@ -473,6 +475,8 @@ class ClaudeAgent:
             # regardless): what shows a plugin's hook fired, and why it failed.
             include_hook_events=True,
         )
+        if request.mcp_servers:
+            options.mcp_servers = {k: dict(v) for k, v in request.mcp_servers.items()}  # type: ignore[misc]
         if request.tools.claude_code_prompt:
             # No `--system-prompt ""`: the CLI's own, as a `claude plugin eval` run has it,
             # and the case's `--append-system-prompt`.
@@ -588,7 +592,7 @@ async def _drive(  # noqa: PLR0917 - one private call site
                         record = message_record(message, time.monotonic() - started)
                         trajectory.write(json.dumps(record, default=str) + "\n")
                         trajectory.flush()
-                        tally.see(message)
+                        _see(tally, message, request.stop_mark, end_group)
                         if on_progress is not None:
                             on_progress(Progress(tally.live_turns, tally.cost_usd, tally.last_tool))
             except Exception as exc:  # the CLI failed: classified below, recorded in the outcome
@@ -624,6 +628,10 @@ def _classify(
     limits = [_LIMIT_SUBTYPES[s] for s in outcome.result_subtypes if s in _LIMIT_SUBTYPES]
     if killed == "abort":
         outcome.status, outcome.error = "interrupted", "the run was interrupted"
+    elif killed == "mock":
+        # A case's mock stand-in aborted the run (its `expect:` or `abort_when:`): a
+        # verdict on the agent, graded as the CLI grades it, not an error.
+        outcome.status, outcome.error = "completed", None
     elif killed == "time":
         outcome.status, outcome.limit = "limit", "time"
         outcome.error = f"timed out after {request.timeout_s:g} s"
@@ -658,6 +666,32 @@ def _classify(
         outcome.status = "error"
         outcome.error = one_line(f"{NEVER_RAN}: {said}", _ERROR_CHARS, ellipsis="…")
     return outcome
+
+
+def _see(tally: _Tally, message: object, stop_mark: str | None, end: Callable[[str], None]) -> None:
+    """`message` counted; the stage ended ("mock") at a tool result carrying `stop_mark`."""
+    tally.see(message)
+    if stop_mark is not None and _stopped(message, stop_mark):
+        end("mock")
+
+
+def _stopped(message: object, mark: str) -> bool:
+    """Whether `message` carries a tool result that starts with `mark`."""
+    if not isinstance(message, UserMessage) or not isinstance(message.content, list):
+        return False
+    for block in message.content:
+        if isinstance(block, ToolResultBlock) and block.is_error:
+            content = block.content
+            text = (
+                content
+                if isinstance(content, str)
+                else "".join(
+                    str(item.get("text", "")) for item in content or [] if isinstance(item, dict)
+                )
+            )
+            if text.startswith(mark):
+                return True
+    return False
 
 
 def _limit_text(kind: str, request: StageRequest) -> str:

@@ -8,6 +8,8 @@ it becomes a case unit of the run. The CLI's rules, as its bundled code
 - discovery: recursive, in sorted path order; a folder holding `case.yaml` or
   `prompt.md` is a case (not descended into); `.git`, `node_modules`,
   `.claude`, `results` and `mocks` are skipped; not deeper than 16 folders;
+- mocks: every `mocks/` folder from the eval folder down to the case
+  (`suite.plugin_eval_mocks`);
 - `prompt.md`: front matter (strict keys) and body (trimmed: the prompt);
   `graders/*.md` (at most 256, each at most 1 MiB; one without front matter is
   not a grader); `case.yaml` schema 1.x;
@@ -19,7 +21,7 @@ it becomes a case unit of the run. The CLI's rules, as its bundled code
 Where the CLI refuses, ci-evals refuses, with one `file:line:col` line. Where
 the CLI silently drops a key (an unknown key of case.yaml, its `context` or
 `execution`), ci-evals warns and goes on: such a case runs there. What
-ci-evals cannot run yet (scaffold, history, add_dirs, plugins, mocks) is
+ci-evals cannot run yet (scaffold, history, add_dirs, plugins) is
 refused at its key, never ignored. The graders themselves are the
 `plugin_eval` grader kind's (`grading.kinds.plugin_eval`).
 """
@@ -30,7 +32,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -45,6 +47,7 @@ from ci_evals.grading.config import StageGrading
 from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
 from ci_evals.grading.kinds.plugin_eval_judge import DEFAULT_MODEL as DEFAULT_JUDGE_MODEL
+from ci_evals.suite.plugin_eval_mocks import MockServer, load_mocks
 from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
@@ -103,6 +106,7 @@ class Case:
     env: Mapping[str, str] = field(default_factory=dict)
     description: str | None = None
     expected_outcome: str | None = None
+    mocks: tuple[MockServer, ...] = ()  # `mocks/` of the eval folder, its groups and the case
 
     @property
     def unit_id(self) -> str:
@@ -172,7 +176,12 @@ def load_plugin_evals(
                 f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
     judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
-    cases = [load_case(path, warnings) for path in discover(folder, warnings, within=within)]
+    cases = [
+        replace(case, mocks=load_mocks(case.folder, folder, within, warnings))
+        for case in (
+            load_case(path, warnings) for path in discover(folder, warnings, within=within)
+        )
+    ]
     selected = tuple(c for c in cases if selects(c, globs, tags))
     if not selected:
         raise value.error(

@@ -128,9 +128,9 @@ def test_a_prose_case_takes_its_folder_name_and_the_defaults(tmp_path: Path) -> 
             "baseline file base.jsonl does not exist",
         ),
         (
-            {"prompt.md": "x\n", "graders/m.md": "---\ntype: regex\ntarget: mock_calls\n---\nx\n"},
+            {"prompt.md": "x\n", "graders/m.md": "---\ntype: regex\ntarget: mock_call\n---\nx\n"},
             "graders/m.md:3:9",
-            "target mock_calls is not supported yet",
+            "unknown target 'mock_call'",
         ),
         (
             {
