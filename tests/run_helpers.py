@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 STAGES = 5
@@ -136,3 +137,12 @@ def bundled_cli() -> Path:
     path = Path(spec.origin).parent / "_bundled" / "claude"
     assert path.exists(), f"no bundled CLI at {path}"
     return path
+
+
+def write_files(root: Path, files: Mapping[str, str]) -> Path:
+    """Each `relative path: text` of `files` written under `root` (folders made); `root`."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root

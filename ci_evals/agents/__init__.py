@@ -111,9 +111,9 @@ class StageRequest:
     # MCP servers given to the CLI besides the plugin's (`--mcp-config`): a case's
     # standalone mocks (`workspace.mocks`); only the `claude` backend takes them.
     mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # A tool result starting with this ends the stage, which is still graded: a
-    # case's mock stand-in aborted the run (`eval aborted by mock <nonce>:`).
-    stop_mark: str | None = None
+    # Ends the stage when it says so of a trajectory record (still graded, as a
+    # completed stage): a case's mock stand-in aborted the run (`workspace.mocks`).
+    stop: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False)
     # The backend's own settings from the suite (`loop:` -> `agents.loop.config.LoopConfig`
     # for the `loop` backend); a backend that has none ignores it.
     options: object | None = field(default=None, compare=False)

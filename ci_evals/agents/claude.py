@@ -45,9 +45,7 @@ from claude_agent_sdk import (
     ResultMessage,
     SystemMessage,
     TextBlock,
-    ToolResultBlock,
     ToolUseBlock,
-    UserMessage,
     query,
 )
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
@@ -592,7 +590,7 @@ async def _drive(  # noqa: PLR0917 - one private call site
                         record = message_record(message, time.monotonic() - started)
                         trajectory.write(json.dumps(record, default=str) + "\n")
                         trajectory.flush()
-                        _see(tally, message, request.stop_mark, end_group)
+                        _see(tally, message, record if request.stop else None, request, end_group)
                         if on_progress is not None:
                             on_progress(Progress(tally.live_turns, tally.cost_usd, tally.last_tool))
             except Exception as exc:  # the CLI failed: classified below, recorded in the outcome
@@ -668,30 +666,18 @@ def _classify(
     return outcome
 
 
-def _see(tally: _Tally, message: object, stop_mark: str | None, end: Callable[[str], None]) -> None:
-    """`message` counted; the stage ended ("mock") at a tool result carrying `stop_mark`."""
+def _see(
+    tally: _Tally,
+    message: object,
+    record: Mapping[str, Any] | None,
+    request: StageRequest,
+    end: Callable[[str], None],
+) -> None:
+    """`message` counted; the stage ended ("mock") when `request.stop` says so of its
+    trajectory `record`."""
     tally.see(message)
-    if stop_mark is not None and _stopped(message, stop_mark):
+    if record is not None and request.stop is not None and request.stop(record):
         end("mock")
-
-
-def _stopped(message: object, mark: str) -> bool:
-    """Whether `message` carries a tool result that starts with `mark`."""
-    if not isinstance(message, UserMessage) or not isinstance(message.content, list):
-        return False
-    for block in message.content:
-        if isinstance(block, ToolResultBlock) and block.is_error:
-            content = block.content
-            text = (
-                content
-                if isinstance(content, str)
-                else "".join(
-                    str(item.get("text", "")) for item in content or [] if isinstance(item, dict)
-                )
-            )
-            if text.startswith(mark):
-                return True
-    return False
 
 
 def _limit_text(kind: str, request: StageRequest) -> str:

@@ -53,6 +53,7 @@ from ci_evals.suite.plugin_eval_mocks import (
     tool_name,
 )
 from ci_evals.text import display_path
+from ci_evals.workspace.mock_server import violation
 
 MOCKS_PARENT = "mocks"  # under the workspace's parent folder
 CALLS_FILE = "mock-calls.jsonl"  # beside the stage: the stand-ins' records, as read back
@@ -82,6 +83,8 @@ class ServedMocks:
     withheld: tuple[str, ...] = ()  # the plugin's servers with no mock: not started
     agent_budget: int = 0
     judge_model: str = ""  # what answers agent mocks (recorded with each answer)
+    # The `expect:` of each mocked tool, by the name the model calls it.
+    expects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def call_log(self) -> Path:
@@ -122,6 +125,7 @@ def serve_mocks(
     standalone: dict[str, Any] = {}
     tools: dict[str, tuple[str, str, str]] = {}
     replay_dirs: dict[str, str] = {}
+    expects: dict[str, Mapping[str, Any]] = {}
     for index, server in enumerate(servers):
         registered = registered_name(plugin_name, server.name, list(declared))
         files = spec_dir / f"files-{index}"
@@ -140,6 +144,8 @@ def serve_mocks(
             standalone[registered] = command
         for tool, responder in server.tools.items():
             tools[tool_name(registered, tool)] = (server.name, tool, responder.kind)
+            if responder.expect is not None:
+                expects[tool_name(registered, tool)] = responder.expect
             if responder.kind == "agent":
                 replay_dirs[server.name] = str(responder.replay_dir / server.name)
     _rewrite_declarations(plugin_copy, shadows)
@@ -293,9 +299,71 @@ def mock_request(
         readonly=(*request.readonly, served.spec_dir),
         writable=(*request.writable, served.log_dir),
         mcp_servers=served.standalone,
-        stop_mark=f"{ABORT_MARK} {served.nonce}:",
+        stop=_Stop(served),
         checkpoint=checkpoint,
     )
+
+
+class _Stop:
+    """When a case's run stops, as the CLI's harness stops it: a call of a mocked
+    tool whose input breaks its `expect:` (seen as the model makes it, before the
+    stand-in answers), or a stand-in's abort answer. The CLI then grades nothing:
+    the run scores 0, `aborted: {server, tool, reason}` (`grading.kinds.plugin_eval`)."""
+
+    def __init__(self, served: ServedMocks) -> None:
+        self.served = served
+        self.mark = f"{ABORT_MARK} {served.nonce}:"
+
+    def __call__(self, record: Mapping[str, Any]) -> bool:
+        return self.why(record) is not None
+
+    def why(self, record: Mapping[str, Any]) -> dict[str, str] | None:
+        """The abort a trajectory record shows (`{server, tool, reason}`), or None."""
+        blocks = record.get("content")
+        for block in blocks if isinstance(blocks, list) else []:
+            if not isinstance(block, dict):
+                continue
+            name = str(block.get("name"))
+            if record.get("type") == "AssistantMessage" and name in self.served.expects:
+                broken = violation(block.get("input") or {}, dict(self.served.expects[name]))
+                if broken is not None:
+                    server, tool, _ = self.served.tools[name]
+                    reason = f"the model's call violates expect: {broken}"
+                    return {"server": server, "tool": tool, "reason": reason}
+            if record.get("type") == "UserMessage" and block.get("is_error") is True:
+                content = block.get("content")
+                text = content if isinstance(content, str) else ""
+                if isinstance(content, list):
+                    text = "".join(str(i.get("text", "")) for i in content if isinstance(i, dict))
+                if text.startswith(self.mark):
+                    return _said(text[len(self.mark) :].strip())
+        return None
+
+
+def _said(text: str) -> dict[str, str]:
+    """`<server>/<tool> — <reason>`, as the stand-in writes it (the CLI's `Xf`)."""
+    found = re.fullmatch(r"([^/\s]+)/(\S+) \u2014 (.*)", text, re.DOTALL)
+    if found is None:
+        return {"server": "?", "tool": "?", "reason": text}
+    return {"server": found.group(1), "tool": found.group(2), "reason": found.group(3)}
+
+
+def _aborted(served: ServedMocks, trajectory: Path) -> dict[str, str] | None:
+    """The first abort the stage's trajectory (ours, not the agent's) shows."""
+    stop = _Stop(served)
+    try:
+        with open(trajectory, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                found = stop.why(record) if isinstance(record, dict) else None
+                if found is not None:
+                    return found
+    except OSError:
+        return None
+    return None
 
 
 def record_calls(served: ServedMocks, stage_dir: Path) -> None:
@@ -305,7 +373,8 @@ def record_calls(served: ServedMocks, stage_dir: Path) -> None:
     read = read_calls(served)
     counts = save_calls(served, read, stage_dir, served.judge_model)
     if served.tools:
-        document = dict(served.description(), calls=counts)
+        aborted = _aborted(served, stage_dir / "trajectory.jsonl")
+        document = dict(served.description(), calls=counts, aborted=aborted)
         _write(stage_dir / MOCKS_FILE, json.dumps(document, indent=2) + "\n")
     for problem in read.problems:
         print(f"ci-evals: warning: {display_path(stage_dir)}: mocks: {problem}", file=sys.stderr)

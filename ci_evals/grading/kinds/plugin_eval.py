@@ -194,8 +194,11 @@ class PluginEvalGrader:
         judged = _Judged(self.judge_model, ctx.endpoint)
         criteria = []
         error = None
+        aborted = run.aborted()
         for grader in self.graders:
             try:
+                if aborted is not None:  # the CLI grades nothing: the run scores 0
+                    raise _Aborted(aborted)
                 if isinstance(grader, (Llm, Baseline)):
                     passed, detail = judged.grade(grader, run)
                 else:
@@ -203,6 +206,8 @@ class PluginEvalGrader:
             except _Unreadable as exc:
                 error = f"{grader.name}: {exc}"
                 break
+            except _Aborted as exc:
+                passed, detail = False, str(exc)
             criteria.append(
                 Criterion(
                     id=grader.name,
@@ -495,6 +500,10 @@ def cli_glob(path: str) -> re.Pattern[str]:
 # -- grading -------------------------------------------------------------------
 
 
+class _Aborted(Exception):
+    """The run was aborted by a mock: the CLI runs no grader, the run scores 0."""
+
+
 class _Unreadable(Exception):
     """What the graders read cannot be read, or matched as JavaScript would: an error."""
 
@@ -564,6 +573,20 @@ class _Run:
             self._records.append(record)
         self._trace = trace
         return trace
+
+    def aborted(self) -> str | None:
+        """How a mock aborted the run (`MOCKS_FILE`'s `aborted`, the runner's), or None."""
+        if self.trajectory is None:
+            return None
+        try:
+            document = json.loads((self.trajectory.parent / MOCKS_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        found = document.get("aborted") if isinstance(document, dict) else None
+        if not isinstance(found, dict):
+            return None
+        where = f"{found.get('server', '?')}/{found.get('tool', '?')}"
+        return f"not graded: the run was aborted by mock {where}: {found.get('reason', '')}"
 
     def mock_calls(self) -> tuple[str | None, str]:
         """The CLI's `mock_calls` text (None: no mock was active, the reason second)."""
