@@ -512,6 +512,15 @@ def mocked_tool_names(
     return names
 
 
+def case_mocked_tools(
+    plugin_dir: Path, plugin_name: str, servers: Sequence[MockServer]
+) -> list[str]:
+    """A case's mocked tools by the names the model calls them (`Case.mocks`, the
+    plugin's folder and name): what an operator's tool grant grants with no word,
+    as the CLI grants mocked tools automatically."""
+    return mocked_tool_names(plugin_name, servers, list(declared_servers(plugin_dir)))
+
+
 def registered_name(plugin: str, server: str, declared: Sequence[str]) -> str:
     """The MCP server name Claude Code registers a mock under: the plugin's own
     `plugin:<plugin>:<server>` when the plugin declares `server`, else `server`."""

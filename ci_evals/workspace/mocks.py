@@ -32,7 +32,7 @@ import secrets
 import shutil
 import stat
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -53,7 +53,7 @@ from ci_evals.suite.plugin_eval_mocks import (
     tool_name,
 )
 from ci_evals.text import display_path
-from ci_evals.workspace.mock_server import violation
+from ci_evals.workspace.mock_server import unforgeable, violation
 
 MOCKS_PARENT = "mocks"  # under the workspace's parent folder
 CALLS_FILE = "mock-calls.jsonl"  # beside the stage: the stand-ins' records, as read back
@@ -351,6 +351,11 @@ def _said(text: str) -> dict[str, str]:
 def _aborted(served: ServedMocks, trajectory: Path) -> dict[str, str] | None:
     """The first abort the stage's trajectory (ours, not the agent's) shows."""
     stop = _Stop(served)
+    return next(filter(None, map(stop.why, _records(trajectory))), None)
+
+
+def _records(trajectory: Path) -> Iterator[Mapping[str, Any]]:
+    """The trajectory's records (the runner writes it from the SDK's messages)."""
     try:
         with open(trajectory, encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -358,12 +363,41 @@ def _aborted(served: ServedMocks, trajectory: Path) -> dict[str, str] | None:
                     record = json.loads(line)
                 except (ValueError, RecursionError):
                     continue
-                found = stop.why(record) if isinstance(record, dict) else None
-                if found is not None:
-                    return found
+                if isinstance(record, dict):
+                    yield record
     except OSError:
-        return None
-    return None
+        return
+
+
+def _seen(served: ServedMocks, trajectory: Path) -> set[tuple[str, str, str, str]]:
+    """(server, tool, input, result text) of every mocked call the model made and was
+    answered, as the trajectory shows them: what a recording must match."""
+    calls: dict[str, tuple[str, str, str]] = {}
+    seen = set()
+    for record in _records(trajectory):
+        blocks = record.get("content")
+        for block in blocks if isinstance(blocks, list) else []:
+            if not isinstance(block, dict):
+                continue
+            name = str(block.get("name"))
+            if record.get("type") == "AssistantMessage" and name in served.tools:
+                server, tool, _ = served.tools[name]
+                calls[str(block.get("id"))] = (server, tool, _canonical(block.get("input")))
+            call = calls.get(str(block.get("tool_use_id")))
+            if record.get("type") == "UserMessage" and call is not None:
+                content = block.get("content")
+                text = content if isinstance(content, str) else ""
+                if isinstance(content, list):
+                    text = "".join(str(i.get("text", "")) for i in content if isinstance(i, dict))
+                seen.add((*call, text))
+    return seen
+
+
+def _canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return ""
 
 
 def record_calls(served: ServedMocks, stage_dir: Path) -> None:
@@ -474,8 +508,20 @@ def save_calls(
     ]
     _write(stage_dir / CALLS_FILE, "".join(line + "\n" for line in lines))
     adopt = []
+    # The log is the agent's to write: an answer is recorded only as the model got it.
+    seen = _seen(served, stage_dir / "trajectory.jsonl")
+    mark = f"{ABORT_MARK} {served.nonce}: "
     for record in read.records:
         if record.get("replay") != "miss" or "answer" not in record or "key" not in record:
+            continue
+        answer, call = record["answer"], (record["server"], record["tool"])
+        shown = (
+            unforgeable(answer)
+            if record["verdict"] != "abort"
+            else f"{mark}{record['server']}/{record['tool']} \u2014 {answer}"
+        )
+        if (*call, _canonical(record["input"]), shown) not in seen:
+            read.problems.append(f"{call[0]}/{call[1]}: a logged answer the model never got")
             continue
         if record["verdict"] == "abort" and record["answer"].startswith("mock call budget"):
             continue
