@@ -346,15 +346,18 @@ class Server:
     def log(self, record: dict[str, Any]) -> bool:
         record = dict(record, nonce=self.spec["nonce"])
         line = (js(record) + "\n").encode("utf-8")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            fd = os.open(self.spec["callLog"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # Never through a link the agent planted, never waiting on a fifo.
+            fd = os.open(self.spec["callLog"], flags, 0o600)
         except OSError:
             return False
         try:
-            os.write(fd, line)
+            return os.write(fd, line) == len(line)
+        except OSError:
+            return False
         finally:
             os.close(fd)
-        return True
 
     def agent_calls(self) -> int:
         """Agent-answered calls this run, every stand-in's (counted from the shared log)."""
