@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from ci_evals.suite.plugin_eval_mocks import (
     mocked_tool_names,
 )
 from ci_evals.suite.plugin_evals import load_plugin_evals
-from tests.run_helpers import write_files
+from tests.run_helpers import run_ci_evals, write_files
 
 CASE = {"c/prompt.md": "Do it.\n", "c/graders/g.md": "---\ntype: regex\n---\nx\n"}
 
@@ -240,3 +241,23 @@ def test_declared_servers_are_read_where_claude_code_reads_them(tmp_path: Path) 
     assert list(declared_servers(named)) == ["y"]
     assert list(declared_servers(flat)) == ["z"]
     assert declared_servers(tmp_path / "none") == {}
+
+
+def test_init_drafts_a_case_with_a_mock_calls_grader_and_names_it_unsatisfied(
+    tmp_path: Path,
+) -> None:
+    write_files(
+        tmp_path / "p",
+        {
+            ".claude-plugin/plugin.json": '{"name": "p"}',
+            "evals/c/prompt.md": "Look it up.\n",
+            "evals/c/graders/calls.md": "---\ntype: regex\ntarget: mock_calls\n---\nT-1\n",
+            "evals/c/graders/said.md": "---\ntype: regex\n---\nFound\n",
+            "evals/mocks/srv/get.md": "T-1",
+        },
+    )
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    done = run_ci_evals(tmp_path, "init", "p")
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if "not satisfied" in x]
+    assert "calls: the calls of mocked tools are not drafted" in line

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.run_helpers import write_files
+from tests.run_helpers import run_ci_evals, write_files
 
 pytestmark = pytest.mark.slow
 
@@ -58,15 +56,7 @@ def test_a_hostile_agent_finds_no_key_and_forges_no_mock_record(tmp_path: Path) 
     (tmp_path / "stub.yaml").write_text(STUB)
     (tmp_path / "ci-evals.yaml").write_text("version: 1\nplugin: tix\nplugin_evals: {}\n")
     env = {**os.environ, "ANTHROPIC_API_KEY": SECRET}
-    done = subprocess.run(
-        [sys.executable, "-m", "ci_evals", "run", "--model", "stub:stub.yaml", "--out", "run"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=tmp_path,
-        env=env,
-    )
+    done = run_ci_evals(tmp_path, "run", "--model", "stub:stub.yaml", "--out", "run", env={**env})
     stage = next((tmp_path / "run" / "snoop").glob("1-*"))
     produced = stage / "produced"
     dump = (produced / "dump.txt").read_text(errors="replace")

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ci_evals.endpoints.stub_model import StubServer, load_script
-from tests.run_helpers import plugin_eval, write_files
+from tests.run_helpers import plugin_eval, run_ci_evals, write_files
 
 pytestmark = pytest.mark.slow
 
@@ -188,14 +186,7 @@ def _cli_scores(document: dict[str, object]) -> dict[str, float]:
 def _ci_evals(plugin: Path, stub: Path, run_dir: Path) -> dict[str, float]:
     suite = plugin.parent / "ci-evals.yaml"
     suite.write_text(f"version: 1\nplugin: {plugin.name}\nplugin_evals: {{}}\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "ci_evals", "run", "--model", f"stub:{stub}", "--out", str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=plugin.parent,
-    )
+    done = run_ci_evals(plugin.parent, "run", "--model", f"stub:{stub}", "--out", str(run_dir))
     results = run_dir / "results.json"
     assert results.is_file(), done.stdout + done.stderr
     document = json.loads(results.read_text())
