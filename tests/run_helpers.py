@@ -11,6 +11,8 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 STAGES = 5
@@ -136,3 +138,27 @@ def bundled_cli() -> Path:
     path = Path(spec.origin).parent / "_bundled" / "claude"
     assert path.exists(), f"no bundled CLI at {path}"
     return path
+
+
+def write_files(root: Path, files: Mapping[str, str]) -> Path:
+    """Each `relative path: text` of `files` written under `root` (folders made); `root`."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def run_ci_evals(
+    cwd: Path, *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m ci_evals ARGS` in `cwd`, its output captured (never raises on exit codes)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+    )

@@ -110,6 +110,12 @@ class StageRequest:
     # A session transcript the CLI resumes (`--resume`: a case's history_file, its copy).
     resume: Path | None = None
     tools: StageTools = StageTools()
+    # MCP servers given to the CLI besides the plugin's (`--mcp-config`): a case's
+    # standalone mocks (`workspace.mocks`); only the `claude` backend takes them.
+    mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Ends the stage when it says so of a trajectory record (still graded, as a
+    # completed stage): a case's mock stand-in aborted the run (`workspace.mocks`).
+    stop: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False)
     # The backend's own settings from the suite (`loop:` -> `agents.loop.config.LoopConfig`
     # for the `loop` backend); a backend that has none ignores it.
     options: object | None = field(default=None, compare=False)

@@ -475,6 +475,8 @@ class ClaudeAgent:
         )
         if request.resume is not None:
             options.resume = str(request.resume)  # `--resume FILE`, as `claude plugin eval`
+        if request.mcp_servers:
+            options.mcp_servers = {k: dict(v) for k, v in request.mcp_servers.items()}  # type: ignore[misc]
         if request.tools.claude_code_prompt:
             # No `--system-prompt ""`: the CLI's own, as a `claude plugin eval` run has it,
             # and the case's `--append-system-prompt`.
@@ -590,7 +592,7 @@ async def _drive(  # noqa: PLR0917 - one private call site
                         record = message_record(message, time.monotonic() - started)
                         trajectory.write(json.dumps(record, default=str) + "\n")
                         trajectory.flush()
-                        tally.see(message)
+                        _see(tally, message, record if request.stop else None, request, end_group)
                         if on_progress is not None:
                             on_progress(Progress(tally.live_turns, tally.cost_usd, tally.last_tool))
             except Exception as exc:  # the CLI failed: classified below, recorded in the outcome
@@ -626,6 +628,10 @@ def _classify(
     limits = [_LIMIT_SUBTYPES[s] for s in outcome.result_subtypes if s in _LIMIT_SUBTYPES]
     if killed == "abort":
         outcome.status, outcome.error = "interrupted", "the run was interrupted"
+    elif killed == "mock":
+        # A case's mock stand-in aborted the run (its `expect:` or `abort_when:`): a
+        # verdict on the agent, graded as the CLI grades it, not an error.
+        outcome.status, outcome.error = "completed", None
     elif killed == "time":
         outcome.status, outcome.limit = "limit", "time"
         outcome.error = f"timed out after {request.timeout_s:g} s"
@@ -660,6 +666,20 @@ def _classify(
         outcome.status = "error"
         outcome.error = one_line(f"{NEVER_RAN}: {said}", _ERROR_CHARS, ellipsis="…")
     return outcome
+
+
+def _see(
+    tally: _Tally,
+    message: object,
+    record: Mapping[str, Any] | None,
+    request: StageRequest,
+    end: Callable[[str], None],
+) -> None:
+    """`message` counted; the stage ended ("mock") when `request.stop` says so of its
+    trajectory `record`."""
+    tally.see(message)
+    if record is not None and request.stop is not None and request.stop(record):
+        end("mock")
 
 
 def _limit_text(kind: str, request: StageRequest) -> str:

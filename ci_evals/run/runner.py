@@ -92,6 +92,7 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
+from ci_evals.workspace.mocks import mock_request, record_calls
 
 
 @dataclass(frozen=True)
@@ -399,31 +400,36 @@ class Runner:
         laid = await self._lay_context(state, stage, stage_result, stage_dir, env)
         if laid is None:  # its scaffold failed: the stage's error says how
             return
-        request = StageRequest(
-            prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
-            cwd=workspace.cwd_for(plan.suite, stage, state.scenario),
-            plugin_dir=workspace.plugin,
-            env=env,
-            trajectory_path=stage_dir / "trajectory.jsonl",
-            stderr_path=stage_dir / "stderr.log",
-            # A case unit's `trace` is the CLI's own lines (grading.kinds.plugin_eval).
-            stream_path=stage_dir / STREAM_FILE if state.scenario.stage is not None else None,
-            stderr_max_bytes=min(STDERR_MAX_BYTES, stage.limits.max_output_bytes),
-            model=stage.model or plan.model,
-            max_turns=stage.limits.max_turns,
-            timeout_s=stage.limits.timeout_s,
-            max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
-            max_output_bytes=stage.limits.max_output_bytes,
-            # A retried attempt starts from the files this one starts from.
-            sandbox=plan.sandbox,
-            writable=(workspace.root, state.parent / "agent"),
-            readonly=laid.readonly,
-            resume=laid.resume,
-            options=plan.suite.agent.options,
-            tools=stage.tools,
-            checkpoint=FolderCheckpoint(
-                (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
+        # A case unit's mocks are served in its sandbox (workspace.mocks).
+        request = mock_request(
+            StageRequest(
+                prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
+                cwd=workspace.cwd_for(plan.suite, stage, state.scenario),
+                plugin_dir=workspace.plugin,
+                env=env,
+                trajectory_path=stage_dir / "trajectory.jsonl",
+                stderr_path=stage_dir / "stderr.log",
+                # A case unit's `trace` is the CLI's own lines (grading.kinds.plugin_eval).
+                stream_path=stage_dir / STREAM_FILE if state.scenario.stage is not None else None,
+                stderr_max_bytes=min(STDERR_MAX_BYTES, stage.limits.max_output_bytes),
+                model=stage.model or plan.model,
+                max_turns=stage.limits.max_turns,
+                timeout_s=stage.limits.timeout_s,
+                max_budget_usd=_stage_budget(stage.limits.max_budget_usd, self.budget_left()),
+                max_output_bytes=stage.limits.max_output_bytes,
+                # A retried attempt starts from the files this one starts from.
+                sandbox=plan.sandbox,
+                writable=(workspace.root, state.parent / "agent"),
+                readonly=laid.readonly,
+                resume=laid.resume,
+                options=plan.suite.agent.options,
+                tools=stage.tools,
+                checkpoint=FolderCheckpoint(
+                    (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
+                ),
             ),
+            workspace.mocks,
+            stage_dir,
         )
         before = await asyncio.to_thread(_before, workspace, state, stage, stage_dir)
         if self.interrupted:  # while the workspace was being laid down
@@ -443,7 +449,7 @@ class Runner:
 
         # Infrastructure errors are retried by the agent wrapper (ci_evals.agents.retry), not here.
         outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
-        snapshots = await _after_snapshot(workspace, before, stage, outcome, state)
+        snapshots = await _after_snapshot(workspace, before, stage, outcome, state, stage_dir)
         if isinstance(snapshots, str):
             # Nothing of it is hashed, copied, listed or graded: the stage hit the
             # output limit, while it ran or after; its error is the only summary.
@@ -552,12 +558,20 @@ def _before(workspace: Workspace, state: _Scenario, stage: Stage, stage_dir: Pat
     return before
 
 
-async def _after_snapshot(
-    workspace: Workspace, before: Snapshot, stage: Stage, outcome: StageOutcome, state: _Scenario
+async def _after_snapshot(  # noqa: PLR0917 - one private call site
+    workspace: Workspace,
+    before: Snapshot,
+    stage: Stage,
+    outcome: StageOutcome,
+    state: _Scenario,
+    stage_dir: Path,
 ) -> tuple[Snapshot, Snapshot | None] | str:
     """The workspace and the plugin copy as the stage left them, or why nothing of
     them may be read: their folders grew past the output limit while it ran, or
-    either holds more bytes or entries than the stage's limits now."""
+    either holds more bytes or entries than the stage's limits now. A case unit's
+    mock calls are read back and saved beside the stage first (`workspace.mocks`)."""
+    if workspace.mocks is not None:
+        await asyncio.to_thread(record_calls, workspace.mocks, stage_dir)
     if outcome.status == "limit" and outcome.limit == "output":
         return outcome.error or "limit: output"
     plugin = await asyncio.to_thread(_plugin_snapshot, workspace, state, stage)

@@ -186,7 +186,8 @@ def _planned(case: Case) -> tuple[_Plan, list[str]]:
         unmet = _unmet(case.graders, plan)
         if not unmet:
             break
-    return plan, missed + unmet
+    said = {line.split(":", 1)[0] for line in missed}  # a grader said once
+    return plan, missed + [line for line in unmet if line.split(":", 1)[0] not in said]
 
 
 def _plan_trace(case: Case, plan: _Plan) -> list[str]:
@@ -206,6 +207,8 @@ def _why(grader: CaseGrader, why: str) -> list[str]:
 def _plan_regex(grader: Regex, plan: _Plan) -> str:
     if grader.match == "not_contains":
         return ""
+    if grader.target == "mock_calls":  # what the mocks answer: the stub does not draft it
+        return "the calls of mocked tools are not drafted (write those turns by hand)"
     sample = sample_of(grader.pattern)
     if sample is None:
         return f"no text found that /{grader.pattern.source}/ matches"
@@ -298,7 +301,7 @@ def _unmet(graders: Sequence[CaseGrader], plan: _Plan) -> list[str]:
                 subject = (
                     _content(plan, target.path)
                     if isinstance(target, FileTarget)
-                    else {"last_message": text, "files": files, "trace": trace}[target]
+                    else {"last_message": text, "files": files, "trace": trace}.get(target, "")
                 )
                 if grader.match == "contains":
                     ok = grader.pattern.test(subject)

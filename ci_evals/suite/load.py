@@ -53,7 +53,7 @@ from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import backends, contracts, references
 from ci_evals.suite.case_context import CaseContext
 from ci_evals.suite.contracts import Contract
-from ci_evals.suite.plugin_evals import PluginEvals, case_grading, load_plugin_evals
+from ci_evals.suite.plugin_evals import Case, PluginEvals, case_grading, load_plugin_evals
 from ci_evals.suite.plugin_source import MARKETPLACE, plugin_at, plugin_in_marketplace
 from ci_evals.text import display_path
 
@@ -124,6 +124,7 @@ class Stage:
     env: Mapping[str, str] = field(default_factory=dict)  # added to the agent's (EVAL_*)
     # A case unit's `context:` (scaffold, history, add_dirs), which `run.case_context` lays out.
     context: CaseContext | None = None
+    case: Case | None = None  # a case unit's case (its mocks are served per run)
 
     @property
     def fixture_dirname(self) -> str:
@@ -537,6 +538,7 @@ def _case_units(
             tools=StageTools(case.disallowed_tools, True, case.append_system_prompt),
             env=case.env,
             context=case.context,
+            case=case,
         )
         units.append(Scenario(id=case.unit_id, inputs={}, stage=stage, repeat=case.runs))
     return evals, tuple(units)

@@ -8,6 +8,8 @@ it becomes a case unit of the run. The CLI's rules, as its bundled code
 - discovery: recursive, in sorted path order; a folder holding `case.yaml` or
   `prompt.md` is a case (not descended into); `.git`, `node_modules`,
   `.claude`, `results` and `mocks` are skipped; not deeper than 16 folders;
+- mocks: every `mocks/` folder from the eval folder down to the case
+  (`suite.plugin_eval_mocks`);
 - `prompt.md`: front matter (strict keys) and body (trimmed: the prompt);
   `graders/*.md` (at most 256, each at most 1 MiB; one without front matter is
   not a grader); `case.yaml` schema 1.x;
@@ -20,7 +22,7 @@ Where the CLI refuses, ci-evals refuses, with one `file:line:col` line. Where
 the CLI silently drops a key (an unknown key of case.yaml, its `context` or
 `execution`), ci-evals warns and goes on: such a case runs there. A case's
 `context:` is checked by `case_context`; what ci-evals cannot run (other
-`plugins:`, `artifact_publish: true`, mocks) is refused at its key, never
+`plugins:`, `artifact_publish: true`) is refused at its key, never
 ignored. The graders themselves are the `plugin_eval` grader kind's
 (`grading.kinds.plugin_eval`).
 """
@@ -31,7 +33,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -47,6 +49,7 @@ from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
 from ci_evals.grading.kinds.plugin_eval_judge import DEFAULT_MODEL as DEFAULT_JUDGE_MODEL
 from ci_evals.suite.case_context import CaseContext, load_context
+from ci_evals.suite.plugin_eval_mocks import MockServer, load_mocks
 from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
@@ -105,6 +108,7 @@ class Case:
     description: str | None = None
     expected_outcome: str | None = None
     context: CaseContext | None = None  # None: no `context:` that does anything
+    mocks: tuple[MockServer, ...] = ()  # `mocks/` of the eval folder, its groups and the case
 
     @property
     def single_arm(self) -> bool:
@@ -182,8 +186,13 @@ def load_plugin_evals(
                 f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
     judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
-    found = discover(folder, warnings, within=within)
-    cases = [load_case(path, warnings, plugin_dir=plugin_dir) for path in found]
+    cases = [
+        replace(case, mocks=load_mocks(case.folder, folder, within, warnings))
+        for case in (
+            load_case(path, warnings, plugin_dir=plugin_dir)
+            for path in discover(folder, warnings, within=within)
+        )
+    ]
     selected = tuple(c for c in cases if selects(c, globs, tags))
     if not selected:
         raise value.error(

@@ -60,6 +60,7 @@ from ci_evals.fs.walk import walk
 from ci_evals.suite.contracts import seed_folder
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.text import display_path
+from ci_evals.workspace.mocks import ServedMocks, serve_mocks
 
 PLUGIN_DIR = "plugin"
 WORKSPACE_DIR = "workspace"
@@ -85,6 +86,8 @@ class Workspace:
     # A case unit's: a repository with no commit, as a `claude plugin eval` run's
     # folder lies in one (`git.init_case_workspace`).
     repository: bool = False
+    # A case unit's MCP mocks as served for its run (`workspace.mocks`); None: not a case.
+    mocks: ServedMocks | None = None
 
     @property
     def unrecorded(self) -> tuple[str, ...]:
@@ -371,6 +374,18 @@ def create_workspace(
         within=suite.plugin.link_root,
         files=files,
     )
+    mocks = None
+    case = scenario.stage.case if scenario is not None and scenario.stage is not None else None
+    if case is not None and suite.plugin_evals is not None:
+        # Before the plugin's baseline: the stand-ins are the plugin copy as made.
+        mocks = serve_mocks(
+            plugin,
+            suite.plugin.name,
+            parent,
+            case.mocks,
+            max_turns=case.max_turns,
+            judge_model=suite.plugin_evals.judge_model,
+        )
     root.mkdir()
     entries = _lay_down(plan, root)
     # A case unit starts in an empty folder, as a `claude plugin eval` run does.
@@ -401,6 +416,7 @@ def create_workspace(
         plugin_baseline=plugin_baseline,
         commit=commit,
         repository=case_unit,
+        mocks=mocks,
     )
 
 

@@ -317,7 +317,7 @@ def test_a_baseline_is_read_at_load_and_shown_as_javascript_writes_it(
         ("{type: baseline, name: b, baseline_file: ../out.jsonl, criteria: C}", "leads out"),
         ("{type: baseline, name: b, criteria: C}", "missing required key 'baseline_file'"),
         ("{type: llm, name: j}", "missing required key 'criteria'"),
-        ("{type: llm, name: j, criteria: C, focus: mock_calls}", "mock_calls is not supported"),
+        ("{type: llm, name: j, criteria: C, focus: mocks}", "unknown target 'mocks'"),
     ],
 )
 def test_a_judge_that_can_never_pass_is_refused_at_load(

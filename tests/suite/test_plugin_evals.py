@@ -134,9 +134,9 @@ _CTX = (
             "baseline file base.jsonl does not exist",
         ),
         (
-            {"prompt.md": "x\n", "graders/m.md": "---\ntype: regex\ntarget: mock_calls\n---\nx\n"},
+            {"prompt.md": "x\n", "graders/m.md": "---\ntype: regex\ntarget: mock_call\n---\nx\n"},
             "graders/m.md:3:9",
-            "target mock_calls is not supported yet",
+            "unknown target 'mock_call'",
         ),
         (
             {

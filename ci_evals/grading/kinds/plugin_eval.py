@@ -26,9 +26,11 @@ Patterns are JavaScript's, translated at load (`js_regex`); a pattern that
 would match differently is refused there. Fail closed where the CLI does not:
 a trajectory that cannot be read, or text a pattern cannot match as
 JavaScript would, makes the grader an error, never a silent fail; so does a
-judge that gives no verdict. The `mock_calls` target is refused at load: not
-supported yet. A judge's votes, answers and evidence go to `JUDGE_FILE` in the
-stage's folder, recorded as the grader's raw output.
+judge that gives no verdict. `mock_calls` is the CLI's rendering of the
+trace's calls of mocked tools (`mock_calls_text`), by the names and nonce the
+runner wrote to `MOCKS_FILE` before the stage (`workspace.mocks`). A judge's
+votes, answers and evidence go to `JUDGE_FILE` in the stage's folder,
+recorded as the grader's raw output.
 Loading is the kind's (`load_grader`, file:line:col); `suite.plugin_evals`
 finds and merges the cases.
 """
@@ -68,6 +70,14 @@ JUDGE_FILE = "plugin-eval-judge.json"  # in the stage's folder: every judge's vo
 # In the stage's folder: the paths the case's scaffold left in the workspace (a JSON list).
 SCAFFOLD_FILES = "scaffold-files.json"
 _SCAFFOLD_FILES_MAX = 64 << 20
+# In the stage's folder, written by the runner before the stage (never by the agent):
+# the mocked tools' names as the model calls them, and the run's abort nonce.
+MOCKS_FILE = "plugin-eval-mocks.json"
+ABORT_MARK = "eval aborted by mock"  # the CLI's: an abort answer starts "<mark> <nonce>:"
+NO_MOCKS = (
+    "no mock stand-ins were active in this run (no mocks/ directory applies to this "
+    "case) \u2014 a mock_calls grader has nothing to check"
+)
 TARGETS = ("last_message", "trace", "files", "mock_calls")
 _COMMON = ("type", "name", "weight", "arm")
 _KEYS = {
@@ -97,7 +107,7 @@ class FileTarget:
     path: str  # relative to the case's working folder
 
 
-Target = Literal["last_message", "trace", "files"] | FileTarget
+Target = Literal["last_message", "trace", "files", "mock_calls"] | FileTarget
 Match = Literal["contains", "not_contains"] | int  # an int: `count:N`
 
 
@@ -196,8 +206,11 @@ class PluginEvalGrader:
         judged = _Judged(self.judge_model, ctx.endpoint)
         criteria = []
         error = None
+        aborted = run.aborted()
         for grader in self.graders:
             try:
+                if aborted is not None:  # the CLI grades nothing: the run scores 0
+                    raise _Aborted(aborted)
                 if isinstance(grader, (Llm, Baseline)):
                     passed, detail = judged.grade(grader, run)
                 else:
@@ -205,6 +218,8 @@ class PluginEvalGrader:
             except _Unreadable as exc:
                 error = f"{grader.name}: {exc}"
                 break
+            except _Aborted as exc:
+                passed, detail = False, str(exc)
             criteria.append(
                 Criterion(
                     id=grader.name,
@@ -231,7 +246,7 @@ class PluginEvalGrader:
 
 def _files_only(grader: CaseGrader) -> bool:
     if isinstance(grader, Regex):
-        return grader.target not in ("last_message", "trace")
+        return grader.target not in ("last_message", "trace", "mock_calls")
     return isinstance(grader, FileExists)
 
 
@@ -420,18 +435,19 @@ def _target(value: Field) -> Target:
             raise keys["source"].error("the only source is 'file'")
         return FileTarget(keys["path"].as_str())
     written = value.as_str()
-    if written == "mock_calls":
-        raise value.error(
-            "target mock_calls is not supported yet by ci-evals (no MCP mocks yet)",
-            hint="docs/plugin-evals.md, Not supported yet",
-        )
     if written not in TARGETS:
-        raise value.error(f"unknown target {written!r}", hint="last_message, trace or files")
-    return "last_message" if written == "last_message" else _plain_target(written)
+        raise value.error(
+            f"unknown target {written!r}", hint="last_message, trace, files or mock_calls"
+        )
+    return _PLAIN[written]
 
 
-def _plain_target(written: str) -> Target:
-    return "trace" if written == "trace" else "files"
+_PLAIN: dict[str, Target] = {
+    "last_message": "last_message",
+    "trace": "trace",
+    "files": "files",
+    "mock_calls": "mock_calls",
+}
 
 
 def _load_tool_used(keys: Mapping[str, Field], item: Field, name: str, weight: float) -> ToolUsed:
@@ -496,6 +512,10 @@ def cli_glob(path: str) -> re.Pattern[str]:
 # -- grading -------------------------------------------------------------------
 
 
+class _Aborted(Exception):
+    """The run was aborted by a mock: the CLI runs no grader, the run scores 0."""
+
+
 class _Unreadable(Exception):
     """What the graders read cannot be read, or matched as JavaScript would: an error."""
 
@@ -510,6 +530,7 @@ class _Run:
         self._lines: list[str] | None = None
         self._uses: list[ToolUse] | None = None
         self._trace: list[str] | None = None
+        self._records: list[object] = []
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -580,8 +601,43 @@ class _Run:
             ):
                 continue
             trace.append(compact_json(record))
+            self._records.append(record)
         self._trace = trace
         return trace
+
+    def aborted(self) -> str | None:
+        """How a mock aborted the run (`MOCKS_FILE`'s `aborted`, the runner's), or None."""
+        if self.trajectory is None:
+            return None
+        try:
+            document = json.loads((self.trajectory.parent / MOCKS_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        found = document.get("aborted") if isinstance(document, dict) else None
+        if not isinstance(found, dict):
+            return None
+        where = f"{found.get('server', '?')}/{found.get('tool', '?')}"
+        return f"not graded: the run was aborted by mock {where}: {found.get('reason', '')}"
+
+    def mock_calls(self) -> tuple[str | None, str]:
+        """The CLI's `mock_calls` text (None: no mock was active, the reason second)."""
+        if self.trajectory is None:
+            raise _Unreadable("no trajectory was recorded for this stage")
+        path = self.trajectory.parent / MOCKS_FILE
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None, NO_MOCKS
+        except (OSError, ValueError) as exc:
+            raise _Unreadable(f"{MOCKS_FILE} unreadable: {exc}") from None
+        tools = document.get("tools") if isinstance(document, dict) else None
+        nonce = document.get("nonce") if isinstance(document, dict) else None
+        if not isinstance(tools, list) or not isinstance(nonce, str):
+            raise _Unreadable(f"{MOCKS_FILE} is not what the runner writes")
+        if not tools:
+            return None, NO_MOCKS
+        self.trace()
+        return mock_calls_text(self._records, frozenset(map(str, tools)), nonce), "mock_calls"
 
     def text(self, target: Target) -> tuple[str | None, str]:
         """The target's text (None: it cannot be read, the reason second)."""
@@ -591,11 +647,75 @@ class _Run:
             return "\n".join(self.created()), "files"
         if target == "trace":
             return "\n".join(self.trace()), "trace"
+        if target == "mock_calls":
+            return self.mock_calls()
         try:
             found = last_assistant_text(self.lines())
         except ValueError as exc:
             raise _Unreadable(f"trajectory unreadable: {exc}") from None
         return found or "", "last_message"
+
+
+def mock_calls_text(records: Sequence[object], mocked: frozenset[str], nonce: str) -> str:
+    """One JSON line per call of a mocked tool, in the trace's order, as the CLI writes
+    them: `{tool, input, output?, isError?, verdict}`, the output and error from the
+    call's `tool_result` (verdict `no_result` without one, `abort` for the stand-in's
+    abort answer)."""
+    mark = f"{ABORT_MARK} {nonce}:"
+    lines = []
+    for call in _calls(records):
+        if call["name"] not in mocked:
+            continue
+        shown: dict[str, object] = {"tool": call["name"]}
+        shown.update((k, call[k]) for k in ("input", "output") if k in call)
+        if call.get("isError") is True:
+            shown["isError"] = True
+        if "isError" not in call:
+            verdict = "no_result"
+        elif call["isError"] is not True:
+            verdict = "ok"
+        else:
+            verdict = "abort" if str(call.get("output", "")).startswith(mark) else "tool_error"
+        shown["verdict"] = verdict
+        lines.append(compact_json(shown))
+    return "\n".join(lines)
+
+
+def _calls(records: Sequence[object]) -> list[dict[str, object]]:
+    """Every `tool_use` of the trace with its `tool_result`'s text and error, if any."""
+    calls: list[dict[str, object]] = []
+    by_id: dict[object, dict[str, object]] = {}
+    for record in records:
+        message = record.get("message") if isinstance(record, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        kind = record.get("type") if isinstance(record, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if kind == "assistant" and block.get("type") == "tool_use":
+                call: dict[str, object] = {"name": str(block.get("name", ""))}
+                if "input" in block:
+                    call["input"] = block["input"]
+                calls.append(call)
+                by_id[block["id"] if isinstance(block.get("id"), str) else object()] = call
+            elif kind == "user" and block.get("type") == "tool_result":
+                found = by_id.get(block.get("tool_use_id"))
+                if found is not None:
+                    found["output"] = _result_text(block.get("content"))
+                    found["isError"] = block.get("is_error") is True
+    return calls
+
+
+def _result_text(content: object) -> str:
+    """A tool_result's content as the CLI reads it: a string, or its blocks' texts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(item["text"]) if isinstance(item, dict) and "text" in item else ""
+            for item in content
+        )
+    return ""
 
 
 def compact_json(value: object) -> str:
@@ -694,6 +814,8 @@ class _Judged:
                 return False, f"grader threw: {shown}"  # the CLI's: a fail
             if text == "" and grader.focus == "files":
                 text = "(no file changes)"
+            if text == "" and grader.focus == "mock_calls":
+                text = "(no mocked tool calls)"
             prompt, evidence = judge.llm_prompt(grader.criteria, shown, text)
             length = len(text.encode("utf-16-le", "surrogatepass")) // 2
             if isinstance(grader.focus, FileTarget) and length > judge.LONG_FILE:
