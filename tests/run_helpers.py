@@ -11,6 +11,8 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 STAGES = 5
@@ -136,3 +138,19 @@ def bundled_cli() -> Path:
     path = Path(spec.origin).parent / "_bundled" / "claude"
     assert path.exists(), f"no bundled CLI at {path}"
     return path
+
+
+def ci_evals(
+    cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`python -m ci_evals ARGS` in `cwd` (this interpreter, wherever its venv is),
+    with `env` instead of ours when given; its output as text, whatever it exits."""
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+    )

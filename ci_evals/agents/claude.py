@@ -473,6 +473,13 @@ class ClaudeAgent:
             # regardless): what shows a plugin's hook fired, and why it failed.
             include_hook_events=True,
         )
+        if request.tools.offered is not None:
+            # The operator's grant (`suite.tool_grant`): only these built-in tools are
+            # offered, and a call no rule allows is refused, not asked about: the model
+            # reads the refusal as a tool error. The sandbox stays the boundary.
+            options.tools = list(request.tools.offered)
+            options.allowed_tools = list(request.tools.allowed)
+            options.permission_mode = "dontAsk"
         if request.tools.claude_code_prompt:
             # No `--system-prompt ""`: the CLI's own, as a `claude plugin eval` run has it,
             # and the case's `--append-system-prompt`.

@@ -41,6 +41,7 @@ from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
+from ci_evals.suite.tool_grant import split_entries
 from ci_evals.workspace.create import check_fixtures
 
 RUNS_DIR = Path(".ci-evals") / "runs"
@@ -122,7 +123,7 @@ def prepare(
     if suite is None:  # else a suite loaded already (`run --tasks`, a configuration of it)
         with _checking(problems):
             path = args.suite or find_suite(Path.cwd())
-            suite = load_suite(path, problems=problems)
+            suite = load_suite(path, problems=problems, allow_tools=allow_tools(args))
     if suite is None:
         with _checking(problems):
             endpoint_for(args.model).check(environ, "ci-evals run")
@@ -275,6 +276,14 @@ def _shard_concurrency(suite: Suite, chosen: Shard | None) -> Suite:
         file=sys.stderr,
     )
     return replace(suite, max_concurrency=part)
+
+
+def allow_tools(args: argparse.Namespace) -> list[str] | None:
+    """`--allow-tools` (each given list split as the CLI splits it); None: not given."""
+    given: list[str] | None = getattr(args, "allow_tools", None)
+    if given is None:
+        return None
+    return [entry for text in given for entry in split_entries(text)]
 
 
 def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:

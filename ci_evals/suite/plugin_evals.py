@@ -45,6 +45,7 @@ from ci_evals.grading.config import StageGrading
 from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
 from ci_evals.grading.kinds.plugin_eval_judge import DEFAULT_MODEL as DEFAULT_JUDGE_MODEL
+from ci_evals.suite.tool_grant import entry_problem
 from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
@@ -74,7 +75,7 @@ _EXECUTION = (
     "env",
 )
 _CONTEXT = ("scaffold_script", "history_file", "add_dirs")
-_SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model")
+_SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model", "allow_tools")
 _NOT_YET = "not supported yet by ci-evals"
 # Claude Code's front matter block (config.front_matter reads it by the same rule).
 _BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
@@ -121,6 +122,8 @@ class PluginEvals:
     threshold: float = 1.0
     warnings: tuple[str, ...] = ()
     judge_model: str = DEFAULT_JUDGE_MODEL  # `llm` and `baseline` graders' model
+    # The operator's grant to every case (`suite.tool_grant`), as `--allow-tools`.
+    allow_tools: tuple[str, ...] = ()
 
 
 def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGrading:
@@ -172,6 +175,7 @@ def load_plugin_evals(
                 f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
     judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
+    allow_tools = _grant(keys["allow_tools"]) if "allow_tools" in keys else ()
     cases = [load_case(path, warnings) for path in discover(folder, warnings, within=within)]
     selected = tuple(c for c in cases if selects(c, globs, tags))
     if not selected:
@@ -182,7 +186,18 @@ def load_plugin_evals(
             hint="a folder with a case.yaml or a prompt.md is a case",
         )
     _unique_ids(selected)
-    return PluginEvals(folder, selected, globs, tags, threshold, tuple(warnings), judge_model)
+    return PluginEvals(
+        folder, selected, globs, tags, threshold, tuple(warnings), judge_model, allow_tools
+    )
+
+
+def _grant(value: Field) -> tuple[str, ...]:
+    """`allow_tools:` as `--allow-tools` takes it: each entry one the CLI takes."""
+    entries = value.as_str_list()
+    for entry in entries:
+        if (problem := entry_problem(entry)) is not None:
+            raise value.error(f"{entry}: {problem}", hint="as claude plugin eval --allow-tools")
+    return tuple(dict.fromkeys(e.strip() for e in entries))
 
 
 def confined_evals(folder: Path, within: Path, where: Field | None = None) -> None:
