@@ -534,10 +534,10 @@ def _case_units(
     for warning in evals.warnings:
         print(f"ci-evals: warning: {warning}", file=sys.stderr)
     units = []
+    said: list[str] = []
     for case in evals.cases:
         tools, notes = case_grant(case, Grant(evals.allow_tools))
-        for note in notes:
-            print(f"ci-evals: warning: {note}", file=sys.stderr)
+        said += notes
         stage = Stage(
             number=1,
             name=STAGE_NAME_CHARS.sub("-", case.unit_id.lower()).strip("-_") or "case",
@@ -552,7 +552,7 @@ def _case_units(
             env=case.env,
         )
         units.append(Scenario(id=case.unit_id, inputs={}, stage=stage, repeat=case.runs))
-    return evals, tuple(units)
+    return replace(evals, grant_notes=tuple(said)), tuple(units)
 
 
 def _scaffold(value: Field | None, base: Path) -> Path | None:

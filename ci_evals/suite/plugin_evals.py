@@ -122,8 +122,11 @@ class PluginEvals:
     threshold: float = 1.0
     warnings: tuple[str, ...] = ()
     judge_model: str = DEFAULT_JUDGE_MODEL  # `llm` and `baseline` graders' model
-    # The operator's grant to every case (`suite.tool_grant`), as `--allow-tools`.
+    # The operator's grant to every case (`suite.tool_grant`), as `--allow-tools`, and
+    # the CLI's lines about it (a tool not granted, a grader that cannot pass), which
+    # `run` and `check` print before they start.
     allow_tools: tuple[str, ...] = ()
+    grant_notes: tuple[str, ...] = ()
 
 
 def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGrading:
