@@ -7,7 +7,7 @@ the bundled CLI (2.1.337) and checked by running it against a recording stub
 
 - the read-only set (`READ_ONLY`) is always offered, whether or not the case's
   `allowed_tools` names it; of it, the CLI's `-p` child offers Read, Glob,
-  Grep, Skill, Agent, ToolSearch and (deferred) TaskStop;
+  Grep, Skill, Agent, ToolSearch and (deferred) TaskStop (`OFFERED`);
 - every other tool (Write, Edit, Bash, WebFetch, `mcp__*`, ...) only when the
   operator grants it, and then in every case of the run: a case's
   `allowed_tools` never narrows, and naming an ungranted tool there withholds
@@ -59,6 +59,11 @@ READ_ONLY = (
     "Agent",
     "TodoWrite",
     "ToolSearch",
+)
+# What of it the CLI's child (`claude -p`) has, and so offers: not the task list's
+# TaskCreate/Get/List/Update, which the SDK's streaming mode would add (deferred).
+OFFERED = tuple(
+    t for t in READ_ONLY if t not in ("TaskCreate", "TaskGet", "TaskList", "TaskUpdate")
 )
 EDIT_FAMILY = ("Write", "Edit", "NotebookEdit")
 SHELL = ("Bash", "PowerShell")
@@ -196,7 +201,7 @@ def case_tools(
     names = grant.names
     built_in = [n for n in names if not n.startswith(MCP_PREFIX)]
     removed = set(disallowed)
-    offered = tuple(n for n in dict.fromkeys((*READ_ONLY, *sorted(built_in))) if n not in removed)
+    offered = tuple(n for n in dict.fromkeys((*OFFERED, *sorted(built_in))) if n not in removed)
     allowed = [r for r in grant.rules if tool_name(r) not in removed]
     # A Write grant writes with Edit too (the CLI grants the family's Edit rule).
     if any(r in EDIT_FAMILY for r in allowed) and "Edit" not in removed:

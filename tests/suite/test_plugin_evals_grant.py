@@ -11,6 +11,7 @@ without a grant and with `Write`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,27 @@ def _exchanges(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def _system_text(body: dict[str, Any]) -> str:
+    """What the CLI tells the model outside the conversation: the system prompt and
+    its `system` messages (the deferred tools are listed there)."""
+    parts = [body.get("system", "")]
+    parts += [m["content"] for m in body["messages"] if m["role"] == "system"]
+    texts = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        else:
+            texts += [block.get("text", "") for block in part if isinstance(block, dict)]
+    return "\n".join(texts)
+
+
 def _seen(bodies: list[dict[str, Any]]) -> tuple[list[str], dict[str, str]]:
-    """The tools the model was offered, and what each of its calls returned."""
+    """The tools the model was offered (those it may load with ToolSearch marked
+    `deferred:`), and what each of its calls returned."""
     offered = sorted(t["name"] for t in bodies[0].get("tools", []))
+    listed = re.search(r"via ToolSearch[^\n]*:\n((?:\S+\n)+)", _system_text(bodies[0]))
+    assert listed is not None, "no deferred tools listed"
+    offered += [f"deferred:{name}" for name in listed.group(1).split()]
     calls: dict[str, str] = {}
     last = bodies[-1]["messages"]
     names = {
@@ -124,6 +143,7 @@ def test_an_ungranted_write_is_refused_to_the_model_as_by_the_cli(tmp_path: Path
     our_offer, our_calls = _seen(our_requests)
     assert their_offer == our_offer
     assert "Write" not in our_offer and {"Read", "Glob", "Grep", "Skill"} <= set(our_offer)
+    assert "deferred:TaskStop" in our_offer and "deferred:TaskCreate" not in our_offer
     for tool in ("Write", "Bash"):
         assert REFUSED.format(tool=tool) in their_calls[tool]
         assert REFUSED.format(tool=tool) in our_calls[tool]

@@ -15,6 +15,7 @@ from ci_evals.errors import UserError
 from ci_evals.suite.load import load_suite
 from ci_evals.suite.plugin_evals import load_case
 from ci_evals.suite.tool_grant import (
+    OFFERED,
     READ_ONLY,
     Grant,
     advisories,
@@ -45,7 +46,8 @@ def _suite(tmp_path: Path, key: str, files: dict[str, str] | None = None) -> Pat
 
 def test_without_a_grant_only_the_read_only_set_is_offered() -> None:
     tools = case_tools(Grant(), (), None)
-    assert tools.offered == READ_ONLY and tools.allowed == ()
+    assert tools.offered == OFFERED and tools.allowed == ()
+    assert set(OFFERED) <= set(READ_ONLY) and "TaskStop" in OFFERED and "TaskCreate" not in OFFERED
     assert tools.claude_code_prompt
 
 
