@@ -150,14 +150,15 @@ def write_files(root: Path, files: Mapping[str, str]) -> Path:
 
 
 def run_ci_evals(
-    cwd: Path, *args: str, env: Mapping[str, str] | None = None
+    cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m ci_evals ARGS` in `cwd`, its output captured (never raises on exit codes)."""
+    """`python -m ci_evals ARGS` in `cwd` (this interpreter, wherever its venv is),
+    with `env` instead of ours when given; its output as text, whatever it exits."""
     return subprocess.run(
         [sys.executable, "-m", "ci_evals", *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=False,
         cwd=cwd,
         env=None if env is None else dict(env),

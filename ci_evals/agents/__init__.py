@@ -66,7 +66,7 @@ class Limits:
 @dataclass(frozen=True)
 class StageTools:
     """What a stage asks of the agent beyond its prompt (a `claude plugin eval` case's
-    `execution`): tools taken away, Claude Code's own system prompt (which those
+    `execution`): tools taken away or granted, Claude Code's own system prompt (which those
     cases run with; ci-evals' stages otherwise run with the SDK's empty one) and
     text appended to it. Only the `claude` backend takes them; a suite that sets
     them for another is refused at load."""
@@ -74,6 +74,12 @@ class StageTools:
     disallowed: tuple[str, ...] = ()
     claude_code_prompt: bool = False
     append_system_prompt: str | None = None
+    # The operator's grant (`suite.tool_grant`): the built-in tools the model is
+    # offered (None: every one) and the permission rules that allow calls; with it
+    # the CLI runs in `dontAsk` mode, so a call no rule allows is a tool error the
+    # model sees, as in `claude plugin eval`'s child.
+    offered: tuple[str, ...] | None = None
+    allowed: tuple[str, ...] = ()
 
 
 # How much of a CLI's stderr a stage keeps at most (less when its `max_output_bytes` is less).

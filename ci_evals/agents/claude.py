@@ -477,6 +477,13 @@ class ClaudeAgent:
             options.resume = str(request.resume)  # `--resume FILE`, as `claude plugin eval`
         if request.mcp_servers:
             options.mcp_servers = {k: dict(v) for k, v in request.mcp_servers.items()}  # type: ignore[misc]
+        if request.tools.offered is not None:
+            # The operator's grant (`suite.tool_grant`): only these built-in tools are
+            # offered, and a call no rule allows is refused, not asked about: the model
+            # reads the refusal as a tool error. The sandbox stays the boundary.
+            options.tools = list(request.tools.offered)
+            options.allowed_tools = list(request.tools.allowed)
+            options.permission_mode = "dontAsk"
         if request.tools.claude_code_prompt:
             # No `--system-prompt ""`: the CLI's own, as a `claude plugin eval` run has it,
             # and the case's `--append-system-prompt`.

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ci_evals.commands.run import positive_int
+from ci_evals.commands.run import allow_tools_option, positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
 from ci_evals.grading.kinds.checks import TrajectoryUse
 from ci_evals.run import isolation
@@ -54,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="the run's --repeat (checked with pass_at_least)",
     )
+    allow_tools_option(parser)
     isolation.add_option(parser)
 
 

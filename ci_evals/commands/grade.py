@@ -28,8 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         metavar="NAME|stub:PATH|replay:RUN_DIR",
-        help="the model for reviewers that run again (stub:PATH runs offline; "
-        "replay:RUN_DIR serves a run recorded with --record back, docs/replay.md)",
+        help="the model for reviewers that run again and for the judges (llm, baseline) of "
+        "a run of cases, which are always asked again (stub:PATH runs offline; "
+        "replay:RUN_DIR serves a run recorded with --record back, docs/replay.md; default: "
+        "the API through ci-evals' proxy, ANTHROPIC_API_KEY, the suite's budget_usd)",
     )
     parser.add_argument(
         "--output",

@@ -190,7 +190,13 @@ def _init_cases(
     stub_file = f"stub/{source.name}.yaml"
     written: list[str] = []
     kept: list[str] = []
-    _put(here / SUITE, draft_cases.render_suite(line, source.name, shown), cwd, written, kept)
+    _put(
+        here / SUITE,
+        draft_cases.render_suite(line, source.name, shown, drafted.grants),
+        cwd,
+        written,
+        kept,
+    )
     _put(here / stub_file, draft_cases.render_stub(drafted), cwd, written, kept)
     ignored = _ignore_run_folders(here, cwd)
     print(

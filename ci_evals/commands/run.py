@@ -78,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, metavar="DIR", help="run folder (default: .ci-evals/runs/<run-id>)"
     )
+    allow_tools_option(parser)
     add_shard_options(parser)
     isolation.add_option(parser)
     parser.add_argument(
@@ -92,6 +93,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep each scenario's workspace (under $TMPDIR; its path is printed) "
         "instead of removing it at the end",
+    )
+
+
+def allow_tools_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-tools",
+        action="append",
+        metavar="LIST",
+        help="a suite of cases (plugin_evals:): the tools granted to every case, as "
+        "claude plugin eval --allow-tools (Write, Edit, Bash, WebFetch, mcp__*, "
+        "Tool(rule); commas or spaces between them; repeatable), instead of "
+        "plugin_evals.allow_tools (docs/plugin-evals.md)",
     )
 
 

@@ -17,6 +17,10 @@ model call; per stage it is
   fingerprint changed, or when there is no saved message (it timed out);
 - `skip`ped: left out; checks and command graders alone decide.
 
+A `claude plugin eval` case's judges (`llm`, `baseline`) are asked again, through
+the re-grade's model endpoint (`asks_model`; the stub, or the proxy and its
+budget), their cost the stage's grading cost, as in a run.
+
 A stage that ended in `limit`, `error` (from the agent) or `skipped` is not
 graded and keeps its status: nothing ran to grade.
 """
@@ -33,6 +37,7 @@ from ci_evals.endpoints.base import ENDPOINT_NAMES, Watch
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
+from ci_evals.grading.kinds.plugin_eval import PluginEvalGrader
 from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.grading.reviewer.review import GRADER, fingerprint, plugin_relative, state_note
 from ci_evals.grading.reviewer.scorecard import grade_scorecard
@@ -224,12 +229,14 @@ async def regrade(
     abort: Abort | None = None,
     sandbox: SandboxConfig = ON_HOST,
     watch: Callable[[], Watch] | None = None,
+    endpoint: Mapping[str, str] | None = None,
 ) -> None:
     """Grade every target again; its stage result takes the new verdict.
 
-    With `watch` (the stub), each reviewer that runs again is its own caller:
-    requests of it the script could not answer make its stage an `error`, as
-    in a run.
+    With `watch` (the stub), each reviewer that runs again, and each stage whose
+    judges are asked again, is its own caller: requests of it the script could not
+    answer make its stage an `error`, as in a run. `endpoint`: the endpoint
+    variables the judges ask through (None: there is none, and a judge is an error).
     """
     abort = abort or Abort()
     for target in targets:
@@ -242,7 +249,8 @@ async def regrade(
         reused = None
         if target.reviewer == "reuse":
             reused = reuse_reviewer(target, suite, run_dir)
-        caller = watch() if watch is not None and target.reviewer == "rerun" else None
+        judging = asks_model(target.stage)
+        caller = watch() if watch is not None and (target.reviewer == "rerun" or judging) else None
         scenario = Scenario(id=target.scenario.id, inputs=dict(target.scenario.inputs))
         folder = out_dir / target.stage_dir.relative_to(run_dir)
         job = GradeJob(
@@ -257,6 +265,7 @@ async def regrade(
             env_for=env_for if caller is None else _with_endpoint(env_for, caller.env),
             model=model,
             sandbox=sandbox,
+            endpoint=(endpoint if caller is None else caller.env) if judging else None,
         )
         folder.mkdir(parents=True, exist_ok=True)
         verdict = await grade_state(
@@ -283,6 +292,16 @@ def _with_endpoint(
         }
 
     return env
+
+
+def asks_model(stage: Stage) -> bool:
+    """Whether re-grading the stage asks a model besides its reviewer: a case's judges."""
+    return any(isinstance(g, PluginEvalGrader) and g.asks_model for g in stage.grading.graders)
+
+
+def judged(targets: list[Target]) -> Iterator[Target]:
+    """The targets whose judges are asked again (they need a model)."""
+    return (t for t in targets if asks_model(t.stage))
 
 
 def reruns(targets: list[Target]) -> Iterator[Target]:

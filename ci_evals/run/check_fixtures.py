@@ -83,12 +83,30 @@ def run(args: argparse.Namespace) -> int:
     else:
         found = find_suite(Path.cwd())
         suite = load_suite(found, os.path.relpath(found))  # messages name it as you would
+    if suite.plugin_evals is not None:
+        return _cases(suite, contracts_only=args.contracts_only)
     chosen = suite.scenario(args.scenario) if args.scenario else None
     # Stale fixtures are found before any model is called.
     code = _contracts(suite, chosen)
     if code != EXIT_OK or args.contracts_only:
         return code
     return _grade(args, suite, chosen or suite.scenarios[0])
+
+
+def _cases(suite: Suite, *, contracts_only: bool) -> int:
+    """A suite of cases has no fixtures: each case starts from an empty workspace and
+    its graders grade its own run. The hook (`--contracts-only`) has nothing to check
+    and says so; a check of the fixtures is refused, never passed on nothing."""
+    if contracts_only:
+        print("contracts: none (a suite of cases, plugin_evals:, has no fixtures)")
+        return EXIT_OK
+    raise UserError(
+        "check-fixtures: a suite of cases (plugin_evals:) has no fixtures to grade: each "
+        "case starts from an empty workspace and is graded on its own run",
+        file=suite.display,
+        hint="check the cases with `ci-evals check`, and their graders on the stub "
+        "with `ci-evals run --model stub:FILE`",
+    )
 
 
 def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:

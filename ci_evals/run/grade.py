@@ -29,8 +29,10 @@ from ci_evals.run import isolation
 from ci_evals.text import inert
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
+    from ci_evals.endpoints.base import Endpoint
+    from ci_evals.grading.regrade import Target
     from ci_evals.results.model import RunResult
 
     # Every way a results file disagrees with itself, one line each.
@@ -55,6 +57,34 @@ def _check_consistent(saved: RunResult, run_dir: Path, inconsistencies: Inconsis
         file=run_dir / "results.json",
         hint="re-grade only a results file as the run wrote it",
     )
+
+
+def _check_endpoint(
+    endpoint: Endpoint, environ: Mapping[str, str], result: RunResult, targets: list[Target]
+) -> bool:
+    """Whether the re-grade asks a model (a reviewer runs again, a case's judges are
+    asked again); then the endpoint must answer (one line naming `--model` if not:
+    fail closed, a judge never asked is no verdict)."""
+    from ci_evals.grading import regrade  # noqa: PLC0415
+
+    reruns = list(regrade.reruns(targets))
+    judged = list(regrade.judged(targets))
+    if reruns:
+        first = reruns[0]
+        endpoint.check(
+            environ,
+            f"the reviewer of {first.scenario.id} stage {first.result.number} "
+            f"({first.result.name}) has to run again ({first.why}): it",
+            hint="--reviewer skip leaves the reviewers out",
+        )
+    elif judged:
+        first = judged[0]
+        endpoint.check(
+            environ,
+            f"the llm/baseline judges of {regrade.label(result, first.scenario)} stage "
+            f"{first.result.number} ({first.result.name}) are asked again: the re-grade",
+        )
+    return bool(reruns or judged)
 
 
 def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
@@ -85,14 +115,7 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
     environ = dict(os.environ)
     reruns = list(regrade.reruns(targets))
     endpoint = endpoint_for(args.model)
-    if reruns:
-        first = reruns[0]
-        endpoint.check(
-            environ,
-            f"the reviewer of {first.scenario.id} stage {first.result.number} "
-            f"({first.result.name}) has to run again ({first.why}): it",
-            hint="--reviewer skip leaves the reviewers out",
-        )
+    asks = _check_endpoint(endpoint, environ, result, targets)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     out_dir = run_dir / f"{REGRADE_PREFIX}{stamp}"
     output = (args.output or run_dir / f"results.regraded-{stamp}.json").resolve()
@@ -104,10 +127,12 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
     )
     sandbox = isolation.choose(args, suite, environ, needed=runs_programs)
     sandbox = isolation.prepare(sandbox, environ)
-    options = EndpointOptions(default_model=saved.model or suite.model)
+    # The suite's budget, for what the re-grade asks a model (a fresh one: the run's was
+    # the run's), through the proxy as in `run`.
+    options = EndpointOptions(default_model=saved.model or suite.model, budget_usd=suite.budget_usd)
     with (
         upload.sealed(out_dir, "the re-graded folder"),  # the graders' outputs; CI uploads it
-        endpoint.open(environ, options) if reruns else no_endpoint(options) as opened,
+        endpoint.open(environ, options) if asks else no_endpoint(options) as opened,
     ):
         env_for = environment_for(environ, opened.env, sandbox)
         agent = build_agent(suite.agent) if reruns else None
@@ -122,6 +147,7 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
                 model=opened.model,
                 sandbox=sandbox,
                 watch=opened.watch,
+                endpoint=opened.env if asks else None,
             )
         )
     metered = opened.meter() if opened.meter is not None else None

@@ -41,6 +41,7 @@ from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
+from ci_evals.suite.tool_grant import split_entries
 from ci_evals.workspace.create import check_fixtures
 
 RUNS_DIR = Path(".ci-evals") / "runs"
@@ -122,11 +123,14 @@ def prepare(
     if suite is None:  # else a suite loaded already (`run --tasks`, a configuration of it)
         with _checking(problems):
             path = args.suite or find_suite(Path.cwd())
-            suite = load_suite(path, problems=problems)
+            suite = load_suite(path, problems=problems, allow_tools=allow_tools(args))
     if suite is None:
         with _checking(problems):
             endpoint_for(args.model).check(environ, "ci-evals run")
         return None
+    if suite.plugin_evals is not None:  # what the CLI says of the grant before it runs
+        for note in suite.plugin_evals.grant_notes:
+            print(f"ci-evals: warning: {note}", file=sys.stderr)
     from_stage: Stage | None = None
     selection: Selection | None = None
     with _checking(problems):
@@ -277,15 +281,45 @@ def _shard_concurrency(suite: Suite, chosen: Shard | None) -> Suite:
     return replace(suite, max_concurrency=part)
 
 
+def allow_tools(args: argparse.Namespace) -> list[str] | None:
+    """`--allow-tools` (each given list split as the CLI splits it); None: not given."""
+    given: list[str] | None = getattr(args, "allow_tools", None)
+    if given is None:
+        return None
+    return [entry for text in given for entry in split_entries(text)]
+
+
+def _from_a_case_stage(suite: Suite, given: str | None) -> None:
+    """`--from-stage` on a suite of cases: each case runs one stage, stage 1, from an
+    empty workspace; there are no fixtures of earlier stages to start a later one
+    from. Stage 1 (every case from its start) is what a run does anyway; anything
+    else is refused in one line saying how to run fewer cases."""
+    if given is None or given.strip() == "1":
+        return
+    named = next((s.id for s in suite.scenarios if s.stage and s.stage.name == given), None)
+    hint = (
+        f"to run only that case: --scenario {named}"
+        if named is not None
+        else "run every case from its start (no --from-stage), or some: --scenario CASE"
+    )
+    raise UserError(
+        f"--from-stage {given}: a suite of cases (plugin_evals:) runs one stage per case, "
+        "stage 1, from an empty workspace: there is no later stage to start from",
+        file=suite.display,
+        hint=hint,
+    )
+
+
 def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
     """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
     if suite.plugin_evals is not None:  # case units: each runs its own one stage
-        if args.base is not None or (args.from_stage or 1) != 1:
+        if args.base is not None:
             raise UserError(
-                "--base and --from-stage with plugin_evals: are not supported yet",
+                "--base with plugin_evals: is not supported yet",
                 file=suite.display,
                 hint="run every case (select them with plugin_evals: cases/tags)",
             )
+        _from_a_case_stage(suite, args.from_stage)
         first = suite.scenarios[0].stage
         assert first is not None
         return first, None

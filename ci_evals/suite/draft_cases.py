@@ -39,6 +39,7 @@ from ci_evals.grading.kinds.plugin_eval import (
 )
 from ci_evals.suite.plugin_evals import Case, confined_evals, discover, eval_dir, load_case
 from ci_evals.suite.plugin_source import PluginSource
+from ci_evals.suite.tool_grant import READ_ONLY, entry_problem
 
 JUDGE_SYSTEM = "evaluation judge"  # in the CLI's judge system prompt, never an agent's
 _PROMPT_MATCH = 300  # characters of a case's prompt its rule matches on
@@ -53,6 +54,9 @@ class Draft:
     cases: tuple[Case, ...]
     stub: dict[str, Any]
     unmet: tuple[str, ...] = ()  # "case: grader: why", what the stub cannot satisfy
+    # The tools the stub calls that the run must grant (`plugin_evals.allow_tools`,
+    # `suite.tool_grant`): without them its calls are refused, as in the CLI.
+    grants: tuple[str, ...] = ()
 
 
 def find_cases(source: PluginSource) -> tuple[Path, list[Path]]:
@@ -74,26 +78,45 @@ def draft(folder: Path, found: Sequence[Path], plugin_dir: Path | None = None) -
     judges: dict[str, dict[str, Any]] = {}
     agents: list[dict[str, Any]] = []
     unmet: list[str] = []
+    called: set[str] = set()
     for case in cases:
         for grader in case.graders:
             if isinstance(grader, Llm | Baseline):
                 line = _first_line(grader.criteria)
                 judges.setdefault(line, _judge_rule(len(judges) + 1, line))
         rule, missed = _agent_rule(case)
+        called |= {_called(call) for turn in rule["turns"] for call in turn.get("tools", ())}
         agents.append(rule)
         unmet += [f"{case.name}: {why}" for why in missed]
-    return Draft(folder, cases, {"rules": [*judges.values(), *agents]}, tuple(unmet))
+    grants = tuple(sorted(t for t in called if t not in READ_ONLY and entry_problem(t) is None))
+    return Draft(folder, cases, {"rules": [*judges.values(), *agents]}, tuple(unmet), grants)
 
 
-def render_suite(plugin_line: str, plugin_name: str, evals_shown: str) -> str:
+def _called(call: Mapping[str, Any]) -> str:
+    """The tool a stub script's call calls (`_call`)."""
+    if "tool" in call:
+        return str(call["tool"]["name"])
+    return "Write" if "write" in call else "Read"
+
+
+def render_suite(
+    plugin_line: str, plugin_name: str, evals_shown: str, grants: Sequence[str] = ()
+) -> str:
+    keys = "cases:, tags:, threshold:, judge_model:, allow_tools:"
+    key = f"plugin_evals: {{}}                # every case; {keys}\n"
+    if grants:
+        key = (
+            f"plugin_evals:                   # every case; {keys}\n"
+            f"  allow_tools: [{', '.join(grants)}]   # granted to every case, as --allow-tools: "
+            "what the stub's calls need\n"
+        )
     return (
         f"# Drafted by `ci-evals init` from the `claude plugin eval` cases of {plugin_name} "
         f"({evals_shown}):\n"
         "# each case runs as a unit, its own `runs` times. Format: docs/plugin-evals.md.\n"
         "version: 1\n"
         f"{plugin_line}\n"
-        "budget_usd: 5.0                 # the run's budget on the real model\n"
-        "plugin_evals: {}                # every case; cases:, tags:, threshold:, judge_model:\n"
+        "budget_usd: 5.0                 # the run's budget on the real model\n" + key
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -53,8 +53,10 @@ from ci_evals.selection.stage_map import StageMap, load_stage_map
 from ci_evals.suite import backends, contracts, references
 from ci_evals.suite.case_context import CaseContext
 from ci_evals.suite.contracts import Contract
+from ci_evals.suite.plugin_eval_mocks import case_mocked_tools
 from ci_evals.suite.plugin_evals import Case, PluginEvals, case_grading, load_plugin_evals
 from ci_evals.suite.plugin_source import MARKETPLACE, plugin_at, plugin_in_marketplace
+from ci_evals.suite.tool_grant import Grant, case_grant, check_entries
 from ci_evals.text import display_path
 
 # The keys grading reads, validated by ci_evals.grading.config.
@@ -344,6 +346,7 @@ def load_suite(
     *,
     problems: Problems | None = None,
     tracked_only: bool | None = None,
+    allow_tools: Sequence[str] | None = None,
 ) -> Suite:
     """Read and validate a suite file; any mistake is a one-line `UserError`.
 
@@ -354,6 +357,9 @@ def load_suite(
     The mistakes that do not stop the suite from being built — slash commands,
     reviewer agents and rubrics the plugin does not have — go to `problems`:
     raised at once by default, collected for `ci-evals check`.
+
+    `allow_tools`: the operator's tool grant of a suite of cases (`run
+    --allow-tools`), instead of its `plugin_evals.allow_tools` (`suite.tool_grant`).
     """
     if problems is None:
         problems = Problems()
@@ -402,7 +408,7 @@ def load_suite(
     limits = _load_limits(keys["limits"], Limits()) if "limits" in keys else Limits()
 
     evals, stages, scenarios = _units(
-        keys, limits, base, plugin, agent.kind, problems, within=repository
+        keys, limits, base, plugin, agent.kind, problems, within=repository, grant=allow_tools
     )
     for stage in stages:
         _check_templates(stage, scenarios)
@@ -483,11 +489,17 @@ def _units(  # noqa: PLR0917 - one private call site
     problems: Problems,
     *,
     within: Path,
+    grant: Sequence[str] | None = None,
 ) -> tuple[PluginEvals | None, tuple[Stage, ...], tuple[Scenario, ...]]:
     """The stages and scenarios, or `plugin_evals:`' case units (scenarios of their own stage)."""
     if "plugin_evals" in keys:
-        evals, units = _case_units(keys, plugin, base, limits, agent, within=within)
+        evals, units = _case_units(keys, plugin, base, limits, agent, within=within, grant=grant)
         return evals, (), units
+    if grant is not None:
+        raise UserError(
+            "--allow-tools grants tools to the cases of a suite with plugin_evals:",
+            hint="a stage's tools are its agent's (permissions bypassed in the sandbox)",
+        )
     stages = _load_stages(
         keys["stages"], limits, suite_dir=base, plugin=plugin, within=within, problems=problems
     )
@@ -508,6 +520,7 @@ def _case_units(
     agent: str,
     *,
     within: Path,
+    grant: Sequence[str] | None = None,
 ) -> tuple[PluginEvals, tuple[Scenario, ...]]:
     """`plugin_evals:`: each selected case a scenario running its own one stage."""
     where = keys["plugin_evals"]
@@ -521,10 +534,17 @@ def _case_units(
     evals = load_plugin_evals(
         where, plugin_dir=plugin.path, manifest=manifest, suite_dir=base, within=within
     )
+    if grant is not None:  # `run --allow-tools`: the operator's, instead of the suite's
+        evals = replace(evals, allow_tools=check_entries(grant, "--allow-tools"))
     for warning in evals.warnings:
         print(f"ci-evals: warning: {warning}", file=sys.stderr)
     units = []
+    said: list[str] = []
     for case in evals.cases:
+        # The tools of the case's mocked servers are granted with no word, as the CLI does.
+        mocked = case_mocked_tools(plugin.path, plugin.name, case.mocks) if case.mocks else []
+        tools, notes = case_grant(case, Grant(evals.allow_tools).with_mocked(mocked))
+        said += notes
         stage = Stage(
             number=1,
             name=STAGE_NAME_CHARS.sub("-", case.unit_id.lower()).strip("-_") or "case",
@@ -535,13 +555,13 @@ def _case_units(
             grading=case_grading(case, evals.judge_model),
             source=where,
             model=case.model,
-            tools=StageTools(case.disallowed_tools, True, case.append_system_prompt),
+            tools=tools,
             env=case.env,
             context=case.context,
             case=case,
         )
         units.append(Scenario(id=case.unit_id, inputs={}, stage=stage, repeat=case.runs))
-    return evals, tuple(units)
+    return replace(evals, grant_notes=tuple(said)), tuple(units)
 
 
 def _scaffold(value: Field | None, base: Path) -> Path | None:

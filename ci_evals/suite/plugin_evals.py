@@ -50,6 +50,7 @@ from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, Too
 from ci_evals.grading.kinds.plugin_eval_judge import DEFAULT_MODEL as DEFAULT_JUDGE_MODEL
 from ci_evals.suite.case_context import CaseContext, load_context
 from ci_evals.suite.plugin_eval_mocks import MockServer, load_mocks
+from ci_evals.suite.tool_grant import entry_problem
 from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
@@ -79,7 +80,8 @@ _EXECUTION = (
     "env",
 )
 _CONTEXT = ("scaffold_script", "history_file", "add_dirs")
-_SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model")
+_SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model", "allow_tools")
+_NOT_YET = "not supported yet by ci-evals"
 # Claude Code's front matter block (config.front_matter reads it by the same rule).
 _BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
 _UNIT_ID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -134,6 +136,11 @@ class PluginEvals:
     threshold: float = 1.0
     warnings: tuple[str, ...] = ()
     judge_model: str = DEFAULT_JUDGE_MODEL  # `llm` and `baseline` graders' model
+    # The operator's grant to every case (`suite.tool_grant`), as `--allow-tools`, and
+    # the CLI's lines about it (a tool not granted, a grader that cannot pass), which
+    # `run` and `check` print before they start.
+    allow_tools: tuple[str, ...] = ()
+    grant_notes: tuple[str, ...] = ()
 
 
 def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGrading:
@@ -186,6 +193,7 @@ def load_plugin_evals(
                 f"must be from 0 to 1, got {threshold:g}", hint="as --threshold: a case's score"
             )
     judge_model = keys["judge_model"].as_str() if "judge_model" in keys else DEFAULT_JUDGE_MODEL
+    allow_tools = _grant(keys["allow_tools"]) if "allow_tools" in keys else ()
     cases = [
         replace(case, mocks=load_mocks(case.folder, folder, within, warnings))
         for case in (
@@ -202,7 +210,18 @@ def load_plugin_evals(
             hint="a folder with a case.yaml or a prompt.md is a case",
         )
     _unique_ids(selected)
-    return PluginEvals(folder, selected, globs, tags, threshold, tuple(warnings), judge_model)
+    return PluginEvals(
+        folder, selected, globs, tags, threshold, tuple(warnings), judge_model, allow_tools
+    )
+
+
+def _grant(value: Field) -> tuple[str, ...]:
+    """`allow_tools:` as `--allow-tools` takes it: each entry one the CLI takes."""
+    entries = value.as_str_list()
+    for entry in entries:
+        if (problem := entry_problem(entry)) is not None:
+            raise value.error(f"{entry}: {problem}", hint="as claude plugin eval --allow-tools")
+    return tuple(dict.fromkeys(e.strip() for e in entries))
 
 
 def confined_evals(folder: Path, within: Path, where: Field | None = None) -> None:

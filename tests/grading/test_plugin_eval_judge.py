@@ -247,7 +247,7 @@ def test_a_vote_that_is_no_verdict_makes_the_grader_an_error(
 
 def test_no_endpoint_or_no_budget_is_an_error(stage: tuple[Path, Path, Path]) -> None:
     result = _grade((Llm("greets", 1.0, "Greets."),), stage, None)
-    assert result.error == "greets: no model endpoint to judge with (only `ci-evals run` has one)"
+    assert result.error == "greets: no model endpoint to judge with (`run` and `grade` have one)"
     with _Messages([]) as api:
         result = _grade((Llm("greets", 1.0, "Greets."),), stage, _endpoint(api.url, 0.0))
     assert result.error is not None and "the run budget is spent" in result.error

@@ -54,7 +54,9 @@ rules:
 def test_a_hostile_agent_finds_no_key_and_forges_no_mock_record(tmp_path: Path) -> None:
     write_files(tmp_path / "tix", FILES)
     (tmp_path / "stub.yaml").write_text(STUB)
-    (tmp_path / "ci-evals.yaml").write_text("version: 1\nplugin: tix\nplugin_evals: {}\n")
+    (tmp_path / "ci-evals.yaml").write_text(
+        "version: 1\nplugin: tix\nplugin_evals: {allow_tools: [Bash]}\n"
+    )
     env = {**os.environ, "ANTHROPIC_API_KEY": SECRET}
     done = run_ci_evals(tmp_path, "run", "--model", "stub:stub.yaml", "--out", "run", env={**env})
     stage = next((tmp_path / "run" / "snoop").glob("1-*"))

@@ -186,7 +186,7 @@ def test_the_cli_and_ci_evals_score_scaffold_history_and_add_dirs_alike(tmp_path
 
     before = _tree(ours_dir)
     suite = ours_dir.parent / "ci-evals.yaml"
-    suite.write_text("version: 1\nplugin: ctx\nplugin_evals: {tags: [ctx]}\n")
+    suite.write_text("version: 1\nplugin: ctx\nplugin_evals: {tags: [ctx], allow_tools: [Write]}\n")
     document = _ci_evals(ours_dir.parent, "run", "--model", f"stub:{stub}", "--out", "run")
     assert _scores(document) == pytest.approx(theirs)
     assert _tree(ours_dir) == before  # never written: no transcript, no results
@@ -295,7 +295,7 @@ def test_add_dirs_are_read_only_and_the_rest_of_the_case_is_hidden(tmp_path: Pat
     _repository(
         tmp_path,
         {
-            "ci-evals.yaml": "version: 1\nplugin: p\nplugin_evals: {}\n",
+            "ci-evals.yaml": "version: 1\nplugin: p\nplugin_evals: {allow_tools: [Bash]}\n",
             "stub.yaml": (
                 "rules:\n  - name: look\n    turns:\n"
                 f"      - tools: [{{bash: {json.dumps(script)}}}]\n"

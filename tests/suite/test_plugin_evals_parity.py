@@ -8,7 +8,8 @@ target, weights, `runs: 2` and tags (one case filtered out by tag in both).
 Both run against one stub model server (tests fake only the model, at its HTTP
 boundary): the real CLI offline with `--trust-plugin
 --ablation none --allow-tools Write`, and `ci-evals run` with the real SDK in
-its bwrap sandbox. ci-evals' case score is its stage's mean binary score / 100.
+its bwrap sandbox under the same grant (`allow_tools: [Write]`). ci-evals' case
+score is its stage's mean binary score / 100.
 """
 
 from __future__ import annotations
@@ -172,7 +173,11 @@ def _ci_evals_scores(plugin: Path, stub: Path, scratch: Path) -> dict[str, float
     scratch.mkdir(parents=True)
     # Beside the plugin: a suite outside a git repository names only files below its folder.
     suite = plugin.parent / "ci-evals.yaml"
-    suite.write_text(f"version: 1\nplugin: {plugin}\nplugin_evals:\n  tags: [smoke, yaml]\n")
+    # The same grant as the CLI's `--allow-tools Write`: the `hello` case's stub writes.
+    suite.write_text(
+        f"version: 1\nplugin: {plugin}\nplugin_evals:\n  tags: [smoke, yaml]\n"
+        "  allow_tools: [Write]\n"
+    )
     run_dir = scratch / "run"
     done = subprocess.run(
         [

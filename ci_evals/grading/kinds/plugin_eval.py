@@ -192,6 +192,11 @@ class PluginEvalGrader:
         """Each grader's `weight`, as the weight of its criterion."""
         return PolicyOverride(weights=MappingProxyType({g.name: g.weight for g in self.graders}))
 
+    @property
+    def asks_model(self) -> bool:
+        """Whether a judge (`llm`, `baseline`) grades: it needs the run's model endpoint."""
+        return any(isinstance(g, (Llm, Baseline)) for g in self.graders)
+
     def files_only(self) -> PluginEvalGrader:
         """Without what reads the trajectory (a fixture has none) or asks a model."""
         kept = tuple(g for g in self.graders if _files_only(g))
@@ -826,7 +831,7 @@ class _Judged:
         record: dict[str, object] = {"name": grader.name, "type": type(grader).__name__.lower()}
         self.records.append(record)
         if self.endpoint is None:
-            record["error"] = "no model endpoint to judge with (only `ci-evals run` has one)"
+            record["error"] = "no model endpoint to judge with (`run` and `grade` have one)"
             raise _Unreadable(str(record["error"]))
         try:
             ballot = judge.judge(self.endpoint, self.model, prompt)
