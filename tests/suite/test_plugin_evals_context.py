@@ -357,3 +357,15 @@ def test_a_scaffold_past_its_time_is_killed_and_the_case_an_error(tmp_path: Path
         "scaffold failed (timed out after 120 s): slow.sh (its output: scaffold.log)"
     )
     assert "waiting" in (tmp_path / "run" / "c" / "1-c" / "scaffold.log").read_text()
+    assert not [cmd for cmd in _cmdlines() if cmd == b"sleep\x00900\x00"]  # none left
+
+
+def _cmdlines() -> list[bytes]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found.append((entry / "cmdline").read_bytes())
+            except OSError:
+                continue
+    return found
