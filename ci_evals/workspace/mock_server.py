@@ -402,12 +402,38 @@ class Server:
         prompt, problem = fill(
             responder["body"], arguments, responder.get("baseDir"), MAX_INPUT_SHOWN
         )
-        if prompt is None:
-            return "tool_error", problem or "cannot fill the description", "miss"
         server = self.spec["server"]
-        key = recording_key(server, tool, arguments, responder["mockHash"], prompt, self.history)
+        key = ""
+        if prompt is None:
+            verdict, text, replay = "tool_error", problem or "cannot fill the description", "miss"
+        else:
+            key = recording_key(
+                server, tool, arguments, responder["mockHash"], prompt, self.history
+            )
+            verdict, text, replay = self.respond(tool, arguments, responder, prompt, key)
+        # Every answer goes into the history the next calls are shown (and keyed by),
+        # the last 40 kept, as the CLI keeps them.
+        shown_input = js(arguments)
+        self.history.append(
+            {
+                "tool": tool,
+                "input": arguments
+                if len(shown_input) <= MAX_LOGGED
+                else shown_input[:MAX_LOGGED] + "\u2026",
+                "verdict": verdict,
+                "output": text if len(text) <= MAX_LOGGED else text[:MAX_LOGGED] + "\u2026",
+            }
+        )
+        del self.history[:-MAX_HISTORY]
+        return verdict, text, (replay, key) if key else replay
+
+    def respond(
+        self, tool: str, arguments: Any, responder: dict[str, Any], prompt: str, key: str
+    ) -> tuple[str, str, str]:
+        """The adopted recording of this call (`hit`), else the model's answer (`miss`)."""
         recording = responder.get("pinned", {}).get(f"{tool}-{key}.json")
         verdict, text, replay = "ok", "", "miss"
+        server = self.spec["server"]
         if recording is not None:
             verdict, text, replay = recording["verdict"], recording["output"], "hit"
         else:
@@ -418,17 +444,7 @@ class Server:
             else:
                 verdict, text = verdict_of(said, responder.get("abortWhen"))
                 text = cut(text, MAX_AGENT_OUTPUT)
-        self.history.append(
-            {
-                "tool": tool,
-                "input": arguments
-                if len(js(arguments)) <= MAX_LOGGED
-                else js(arguments)[:MAX_LOGGED] + "\u2026",
-                "verdict": verdict,
-                "output": text if len(text) <= MAX_LOGGED else text[:MAX_LOGGED] + "\u2026",
-            }
-        )
-        return verdict, text, (replay, key)
+        return verdict, text, replay
 
     def call(self, params: dict[str, Any]) -> dict[str, Any]:
         tool = str(params.get("name", ""))

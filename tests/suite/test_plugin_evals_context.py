@@ -328,3 +328,41 @@ graders:
     assert stage["status"] == "passed", criteria
     assert (tmp_path / "p/evals/c/fixtures/data.txt").read_text() == "fixture data\n"
     shutil.rmtree(tmp_path / "run")
+
+
+def test_a_scaffold_past_its_time_is_killed_and_the_case_an_error(tmp_path: Path) -> None:
+    """The CLI's 120 s: then everything the scaffold started is killed (a process in
+    the background too), and the case is an `error` naming the script."""
+    _repository(
+        tmp_path,
+        {
+            "ci-evals.yaml": "version: 1\nplugin: p\nplugin_evals: {}\n",
+            "stub.yaml": 'rules:\n  - name: any\n    turns: [{text: "done"}]\n',
+            "p/.claude-plugin/plugin.json": '{"name": "p"}\n',
+            "p/evals/c/case.yaml": (
+                'schema_version: "1.1"\nname: c\nruns: 1\ncontext: {scaffold_script: slow.sh}\n'
+                "execution: {prompt: Go.}\ngraders: [{type: regex, name: r, pattern: x}]\n"
+            ),
+            "p/evals/c/slow.sh": "(sleep 900; touch late.txt) &\necho waiting >&2\nsleep 900\n",
+        },
+    )
+    args = ("run", "--model", "stub:stub.yaml", "--isolation", "bwrap", "--out", "run")
+    document = _ci_evals(tmp_path, *args)  # within its 600 s, not the script's 900 s
+    (stage,) = document["scenarios"][0]["stages"]  # type: ignore[index]
+    assert stage["status"] == "error", stage
+    assert stage["error"] == (
+        "scaffold failed (timed out after 120 s): slow.sh (its output: scaffold.log)"
+    )
+    assert "waiting" in (tmp_path / "run" / "c" / "1-c" / "scaffold.log").read_text()
+    assert not [cmd for cmd in _cmdlines() if cmd == b"sleep\x00900\x00"]  # none left
+
+
+def _cmdlines() -> list[bytes]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found.append((entry / "cmdline").read_bytes())
+            except OSError:
+                continue
+    return found
