@@ -247,6 +247,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         suite_identity=provenance.suite_identity(ready.suite),
         revision=provenance.revision(ready.suite, ready.selection),
         shard=ready.shard,
+        ablation=getattr(args, "ablation", None) or ready.suite.ablation,
     )
 
 

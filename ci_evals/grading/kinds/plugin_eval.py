@@ -37,7 +37,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -91,6 +91,7 @@ class FileTarget:
 
 Target = Literal["last_message", "trace", "files"] | FileTarget
 Match = Literal["contains", "not_contains"] | int  # an int: `count:N`
+Arm = Literal["with-only", "both"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Regex:
     pattern: JsRegex
     target: Target = "last_message"
     match: Match = "contains"
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class ToolUsed:
     ref: ToolRef
     min: int = 1  # the CLI's default: `max: 0` alone can never pass (load warns)
     max: int | None = None
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class ToolOrder:
     weight: float
     before: ToolRef
     after: ToolRef
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ class FileExists:
     path: str
     glob: re.Pattern[str]
     exists: bool = True
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,7 @@ class Llm:
     weight: float
     criteria: str
     focus: Target = "last_message"
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,7 @@ class Baseline:
     criteria: str
     baseline_file: str  # as written, relative to the case's folder
     baseline: tuple[str, ...]  # its messages, each as JSON.stringify writes it
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 CaseGrader = Regex | ToolUsed | ToolOrder | FileExists | Llm | Baseline
@@ -166,16 +173,45 @@ class PluginEvalGrader:
     writes: bool = False
     sandboxed: bool = False  # reads files in this process; runs nothing
     judge_model: str = judge.DEFAULT_MODEL  # for `llm` and `baseline` graders
+    # The arm of a run with and without the plugin (`ablation: with-without`); None:
+    # a single-arm run, where every grader is graded and scored.
+    arm: Literal["with", "without"] | None = None
 
     @property
     def scoring(self) -> PolicyOverride:
-        """Each grader's `weight`, as the weight of its criterion."""
-        return PolicyOverride(weights=MappingProxyType({g.name: g.weight for g in self.graders}))
+        """Each grader's `weight`, as the weight of its criterion; in the with-arm the
+        with-only graders are advisory: graded and shown, never scored."""
+        weights = MappingProxyType({g.name: g.weight for g in self.graders})
+        return PolicyOverride(weights=weights, advisory=frozenset(self.not_scored))
+
+    @property
+    def not_scored(self) -> tuple[str, ...]:
+        """The graders this arm runs but leaves out of its score: the with-only ones,
+        in the with-arm of a two-arm run, unless every grader of the case is one."""
+        if self.arm != "with" or self._all_with_only:
+            return ()
+        return tuple(g.name for g in self.graders if with_only(g))
+
+    @property
+    def graded(self) -> tuple[CaseGrader, ...]:
+        """What this arm runs: the without-arm leaves the with-only graders out
+        (unless every grader is one, as the CLI does)."""
+        if self.arm != "without" or self._all_with_only:
+            return self.graders
+        return tuple(g for g in self.graders if not with_only(g))
+
+    @property
+    def _all_with_only(self) -> bool:
+        return all(with_only(g) for g in self.graders)
+
+    def for_arm(self, arm: Literal["with", "without"] | None) -> PluginEvalGrader:
+        """These graders as `arm` of a two-arm run grades them (None: single-arm)."""
+        return replace(self, arm=arm)
 
     def files_only(self) -> PluginEvalGrader:
         """Without what reads the trajectory (a fixture has none) or asks a model."""
         kept = tuple(g for g in self.graders if _files_only(g))
-        return PluginEvalGrader(kept, name=self.name, judge_model=self.judge_model)
+        return PluginEvalGrader(kept, name=self.name, judge_model=self.judge_model, arm=self.arm)
 
     def grade(self, ctx: GradeContext) -> GraderResult:
         from ci_evals.results.criteria import Criterion, GraderResult  # noqa: PLC0415 - pydantic
@@ -184,7 +220,7 @@ class PluginEvalGrader:
         judged = _Judged(self.judge_model, ctx.endpoint)
         criteria = []
         error = None
-        for grader in self.graders:
+        for grader in self.graded:
             try:
                 if isinstance(grader, (Llm, Baseline)):
                     passed, detail = judged.grade(grader, run)
@@ -215,6 +251,16 @@ class PluginEvalGrader:
             cost_usd=judged.cost_usd,
             raw_output=judged.write(ctx.out_dir),
         )
+
+
+def with_only(grader: CaseGrader) -> bool:
+    """`claude plugin eval`'s with-only rule: `arm: with-only`, and, with no `arm`
+    written, a `tool_used` on `Skill` (a sign the plugin fired, not a score of it).
+    (The CLI adds a `mock_calls` grader without `arm` when mocks are active; that
+    target is not supported yet.) `arm: both` always scores."""
+    if grader.arm is not None:
+        return grader.arm == "with-only"
+    return isinstance(grader, ToolUsed) and grader.ref.tool == "Skill"
 
 
 def _files_only(grader: CaseGrader) -> bool:
@@ -262,10 +308,27 @@ def load_grader(
     required = () if name is not None else ("name",)
     keys = item.mapping((*_COMMON, *_KEYS[kind]), required=required)
     grader_name, weight = _common(keys, name)
+    grader = _load_kind(kind, keys, item, (grader_name, weight), body=body, folder=folder)
+    if "arm" in keys:
+        arm: Arm = "with-only" if keys["arm"].as_str() == "with-only" else "both"
+        grader = replace(grader, arm=arm)
+    return grader
+
+
+def _load_kind(
+    kind: str,
+    keys: Mapping[str, Field],
+    item: Field,
+    named: tuple[str, float],
+    *,
+    body: str,
+    folder: Path,
+) -> CaseGrader:
+    grader_name, weight = named
     if kind == "regex":
         return _load_regex(keys, item, grader_name, weight, body)
     if kind in ("llm", "baseline"):
-        return _load_judged(kind, keys, item, (grader_name, weight), body=body, folder=folder)
+        return _load_judged(kind, keys, item, named, body=body, folder=folder)
     if kind == "tool_used":
         return _load_tool_used(keys, item, grader_name, weight)
     if kind == "tool_order":
@@ -282,7 +345,7 @@ def load_grader(
 
 def _common(keys: Mapping[str, Field], name: str | None) -> tuple[str, float]:
     """The name (the file's stem unless the front matter names it) and the weight;
-    `arm` is checked (it matters only with a without-plugin arm, which is not yet)."""
+    `arm` is checked here (`with_only` reads it)."""
     weight = 1.0
     if "weight" in keys:
         weight = keys["weight"].as_number()
