@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 STAGES = 5
@@ -101,6 +102,15 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
             # Read once above: a second read could race with the process exiting.
             found.append((int(entry.name), cmdline[:200].decode(errors="replace")))
     return found
+
+
+def write_tree(root: Path, files: Mapping[str, str]) -> Path:
+    """Write each relative path's text under `root` (folders made); return `root`."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
 
 
 def plugin_eval(

@@ -24,9 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from ci_evals.grading.config import StageGrading
-from ci_evals.grading.kinds.plugin_eval import PluginEvalGrader
-from ci_evals.grading.scoring import PolicyOverride
 from ci_evals.suite import references
 from ci_evals.suite.load import Stage
 
@@ -66,18 +63,6 @@ def unrunnable(stages: tuple[Stage, ...]) -> dict[int, str]:
 
 def stage_for_arm(stage: Stage, arm: Arm | None) -> Stage:
     """`stage` as `arm` of a two-arm run grades it (None: a single-arm run, unchanged):
-    a case's graders under the with-only rule."""
-    if arm is None:
-        return stage
-    cases = [g for g in stage.grading.graders if isinstance(g, PluginEvalGrader)]
-    if not cases:
-        return stage
-    graders = tuple(
-        g.for_arm(arm) if isinstance(g, PluginEvalGrader) else g for g in stage.grading.graders
-    )
-    advisory = {name for g in graders if isinstance(g, PluginEvalGrader) for name in g.not_scored}
-    scoring: PolicyOverride = replace(
-        stage.grading.scoring, advisory=stage.grading.scoring.advisory | advisory
-    )
-    grading: StageGrading = replace(stage.grading, graders=graders, scoring=scoring)
-    return replace(stage, grading=grading)
+    a case's graders under the with-only rule (`StageGrading.for_arm`)."""
+    grading = stage.grading.for_arm(arm)
+    return stage if grading is stage.grading else replace(stage, grading=grading)

@@ -18,12 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.report import (
+    arms_rows,
+    delta_text,
     endpoint_miss_lines,
     grader_errors,
     outcome,
     reason,
     run_passed,
     scenario_label,
+    scenario_outcomes,
     stage_label,
     status_word,
 )
@@ -89,6 +92,7 @@ def index_body(site: Site) -> Iterator[str]:
         yield _scenario_table(result, index, scenario)
     if result.repeated:
         yield from _repeats(result)
+    yield from _arms(result)
     if comparison is not None:
         yield from _comparison(comparison)
 
@@ -108,7 +112,7 @@ def _replayed_from(result: RunResult) -> list[tuple[str, str]]:
 
 def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> str:
     rows = []
-    for stage in scenario.stages:
+    for stage, kind in scenario_outcomes(result, scenario):  # without the plugin: muted
         grading = stage.grading
         counted = [c for c in grading.criteria if not c.advisory] if grading else []
         criteria = f"{sum(c.passed for c in counted)}/{len(counted)}" if grading else "-"
@@ -117,7 +121,7 @@ def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> 
         rows.append(
             [
                 link,
-                status(status_word(stage), outcome(result, stage)),
+                status(status_word(stage), kind),
                 esc(criteria),
                 esc("-" if mean is None else f"{mean:.2f}"),
                 esc("-" if stage.turns is None else stage.turns),
@@ -129,6 +133,21 @@ def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> 
         )
     head = ["stage", "status", "criteria", "mean", "turns", "cost", "time", "files", "reason"]
     return table(head, rows)
+
+
+def _arms(result: RunResult) -> Iterator[str]:
+    """`ablation: with-without`: each stage's score with and without the plugin, and Δ."""
+    rows = arms_rows(result)
+    if not rows:
+        return
+    yield "<h2>With and without the plugin</h2>"
+    yield (
+        f"<p>Mean Δ {esc(delta_text(result.mean_delta))} (score with - score without). "
+        "The verdict is the run with the plugin's; the run without it is compared, "
+        "never a verdict.</p>"
+    )
+    head = ["scenario", "stage", "with", "without", "Δ", "note"]
+    yield table(head, [[esc(cell) for cell in row] for row in rows])
 
 
 def _spread(value: Spread) -> str:
@@ -200,11 +219,15 @@ def _comparison(comparison: Comparison | NoBaseline) -> Iterator[str]:
             esc(r.after),
             esc(money(r.cost_before)),
             esc(money(r.cost_after)),
+            esc(r.arms_before or "-"),
+            esc(r.arms_after or "-"),
         ]
         for r in comparison.rows
     ]
     yield "<h3>Per stage</h3>"
-    yield table(["scenario", "stage", "baseline", "this run", "cost before", "cost now"], rows)
+    head = ["scenario", "stage", "baseline", "this run", "cost before", "cost now"]
+    head += ["with / without (Δ) before", "with / without (Δ) now"]
+    yield table(head, rows)
     yield f'<p class="muted">{esc(comparison.unchanged)} stage(s) unchanged.</p>'
 
 
