@@ -90,6 +90,9 @@ def test_a_phased_suite_runs_each_stage_with_and_without_the_plugin(tmp_path: Pa
     _suite(tmp_path)
     done = ci_evals("run", "--model", "stub:stub.yaml", "--out", "run", cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "ci-evals: stage 3 (ship) runs only with the plugin: its prompt is" in done.stderr
+    assert "acme 2 plan  with 1.00  without 0.50  Δ +0.50" in done.stdout
+    assert "mean Δ +0.25" in done.stdout
     document = json.loads((tmp_path / "run" / "results.json").read_text())
     assert document["ablation"] == "with-without"
     arms = {s["stage"]: s["arms"] for s in document["summaries"]}
