@@ -121,6 +121,21 @@ def _ci_evals(plugin: Path, stub: Path, scratch: Path) -> dict[str, object]:
     assert results.is_file(), done.stdout + done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     document: dict[str, object] = json.loads(results.read_text())
+    # Re-graded, each arm under the same with-only rule: the same arms, the same delta.
+    regraded = scratch / "regraded.json"
+    argv = [sys.executable, "-m", "ci_evals", "grade", str(run_dir), "--suite", str(suite)]
+    done = subprocess.run(
+        [*argv, "--output", str(regraded)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=scratch,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    again = json.loads(regraded.read_text())
+    assert again["summaries"] == document["summaries"]
+    assert again["mean_delta"] == document["mean_delta"]
     return document
 
 
