@@ -130,6 +130,8 @@ def test_a_phased_suite_runs_each_stage_with_and_without_the_plugin(tmp_path: Pa
     site = ci_evals("report", "run", "--html", "site", cwd=tmp_path)
     assert site.returncode == 0, site.stderr
     assert "With and without the plugin" in (tmp_path / "site" / "index.html").read_text()
+    page = (tmp_path / "site" / "stage-2-2.html").read_text()  # acme (without), stage 2
+    assert "without the plugin: failed (compared with the run with it, never a verdict)" in page
 
 
 def test_prompt_without_that_names_a_command_is_refused(tmp_path: Path) -> None:

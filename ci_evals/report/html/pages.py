@@ -29,6 +29,7 @@ from ci_evals.report import (
     scenario_outcomes,
     stage_label,
     status_word,
+    without_note,
 )
 from ci_evals.report.baseline import Comparison, NoBaseline
 from ci_evals.report.html.files import DiffBudget, StateRef, files_section, state_of
@@ -243,7 +244,10 @@ def stage_body(
     baseline run's same stage, when the baseline is a run folder."""
     result, run_dir, limits = site.result, site.run_dir, site.limits
     label = f"{scenario_label(result, scenario)} · {stage_label(stage)}"
-    yield f"<h1>{esc(label)}: {status(status_word(stage), outcome(result, stage))}</h1>"
+    kind = "skipped" if scenario.arm == "without" else outcome(result, stage)  # never a verdict
+    yield f"<h1>{esc(label)}: {status(status_word(stage), kind)}</h1>"
+    if scenario.arm == "without":
+        yield f'<p class="muted">{esc(without_note(stage))}</p>'
     why = reason(result, stage)
     if why:
         yield f'<p class="note">{esc(why)}</p>'
