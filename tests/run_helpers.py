@@ -105,6 +105,15 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def write_tree(root: Path, files: Mapping[str, str]) -> Path:
+    """Write each relative path's text under `root` (folders made); return `root`."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
 def plugin_eval(
     plugin: Path, home: Path, base_url: str, *flags: str, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:

@@ -92,7 +92,9 @@ class StageRequest:
 
     prompt: str
     cwd: Path
-    plugin_dir: Path  # the plugin copy the agent loads as a local plugin
+    # The plugin copy the agent loads as a local plugin; None: no plugin at all (the
+    # run without it, `ablation: with-without`): none loaded, none mounted.
+    plugin_dir: Path | None
     env: Mapping[str, str]  # the complete process environment (see agent_env)
     trajectory_path: Path  # JSON lines, one per SDK message
     stderr_path: Path  # the CLI's stderr
@@ -128,6 +130,11 @@ class StageRequest:
     # What the stage starts from; a retrying wrapper saves it before the first
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)
+
+    @property
+    def plugin_dirs(self) -> tuple[Path, ...]:
+        """The plugin folder the agent is given, if any (a sandbox mounts it)."""
+        return () if self.plugin_dir is None else (self.plugin_dir,)
 
 
 @dataclass

@@ -454,7 +454,9 @@ class ClaudeAgent:
         request.cwd.mkdir(parents=True, exist_ok=True)
         options = ClaudeAgentOptions(
             cwd=str(request.cwd),
-            plugins=[{"type": "local", "path": str(request.plugin_dir)}],
+            # None in the run without the plugin: no `--plugin-dir`, so none of its
+            # commands, skills, agents, hooks or MCP servers.
+            plugins=[{"type": "local", "path": str(path)} for path in request.plugin_dirs],
             permission_mode="bypassPermissions",
             max_turns=request.max_turns,
             max_budget_usd=request.max_budget_usd,
@@ -502,7 +504,7 @@ class ClaudeAgent:
             open_sandbox(
                 request.sandbox,
                 SandboxSpec(
-                    writable=(request.cwd, request.plugin_dir, *request.writable),
+                    writable=(request.cwd, *request.plugin_dirs, *request.writable),
                     readonly=(cli, preload.parent, *request.readonly),
                     endpoint=endpoint_address(request.env),
                     disk_bytes=request.max_output_bytes,
@@ -515,7 +517,7 @@ class ClaudeAgent:
             if request.stream_path is not None:
                 stream_copy = _StreamCopy(request.stream_path)
                 copies.callback(stream_copy.close)
-            watch = HookWatch(read_hooks(request.plugin_dir))
+            watch = HookWatch([] if request.plugin_dir is None else read_hooks(request.plugin_dir))
             transport = _IsolatedTransport(
                 request.prompt,
                 options,

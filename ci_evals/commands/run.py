@@ -76,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run each scenario K times (default: the suite's `repeat:`, else 1)",
     )
     parser.add_argument(
+        "--ablation",
+        choices=("with-without", "none"),
+        help="with-without: also run every unit without the plugin and report the score "
+        "with, without and the delta (default: the suite's `ablation:`, else none)",
+    )
+    parser.add_argument(
         "--out", type=Path, metavar="DIR", help="run folder (default: .ci-evals/runs/<run-id>)"
     )
     allow_tools_option(parser)

@@ -31,10 +31,11 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ci_evals.errors import Problems, UserError
 from ci_evals.grading.kinds.base import Grader, LoadContext
+from ci_evals.grading.kinds.plugin_eval import PluginEvalGrader
 from ci_evals.grading.kinds.registry import KINDS, in_order
 from ci_evals.grading.reviewer.config import ReviewerConfig, load_reviewer
 from ci_evals.grading.scoring import PolicyOverride, load_policy
@@ -67,6 +68,19 @@ class StageGrading:
     def sandboxed(self) -> bool:
         """Something runs in a sandbox: the reviewer's CLI or a grader's program."""
         return self.reviewer is not None or any(g.sandboxed for g in self.graders)
+
+    def for_arm(self, arm: Literal["with", "without"] | None) -> StageGrading:
+        """These graders as `arm` of a run with and without the plugin grades them
+        (None: a single-arm run, unchanged): a case's graders under `claude plugin
+        eval`'s with-only rule, its with-only graders advisory in the with-arm."""
+        if arm is None or not any(isinstance(g, PluginEvalGrader) for g in self.graders):
+            return self
+        graders = tuple(
+            g.for_arm(arm) if isinstance(g, PluginEvalGrader) else g for g in self.graders
+        )
+        advisory = {n for g in graders if isinstance(g, PluginEvalGrader) for n in g.not_scored}
+        scoring = replace(self.scoring, advisory=self.scoring.advisory | advisory)
+        return replace(self, graders=graders, scoring=scoring)
 
     def files_only(self) -> StageGrading:
         """Without the checks that read a trajectory (a fixture has none)."""

@@ -28,7 +28,7 @@ graded and keeps its status: nothing ran to grade.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -96,7 +96,10 @@ def plan(
                     f"{len(result.endpoint_misses)} request(s); not re-graded"
                 )
                 continue
+            # A case's graders as its arm graded them (the with-only rule, run.md *Ablation*).
+            arm = scenario.arm if run.ablation == "with-without" else None
             stage = _stage(suite, scenario, result)
+            stage = replace(stage, grading=stage.grading.for_arm(arm))
             stage_dir = run_dir / Path(result.trajectory).parent
             if not (stage_dir / AFTER_DIR).is_dir():
                 notes.append(f"{where}: no saved state ({AFTER_DIR}/), not re-graded")
@@ -322,11 +325,12 @@ def finish(result: RunResult, suite: Suite, spent: Forwarded | None = None) -> N
     stages plus the reviewers in use."""
     from datetime import datetime, timezone  # noqa: PLC0415
 
-    from ci_evals.results.summary import summarize_run  # noqa: PLC0415
+    from ci_evals.results.summary import mean_delta, summarize_run  # noqa: PLC0415
 
     result.regraded_at = datetime.now(timezone.utc)
     result.pass_at_least = suite.grading.pass_at_least
     result.summaries = summarize_run(result, suite.grading.pass_at_least)
+    result.mean_delta = mean_delta(result.summaries)
     if result.forwarded is not None and spent is not None:
         result.forwarded = result.forwarded.plus(spent)
     if result.forwarded is not None:

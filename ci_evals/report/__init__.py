@@ -105,7 +105,11 @@ def scenario_outcomes(
     result: RunResult, scenario: ScenarioResult
 ) -> list[tuple[StageResult, Outcome]]:
     """Each stage of `scenario` with its outcome, in one pass (in order, so a skipped
-    stage knows whether one before it ran and did not pass)."""
+    stage knows whether one before it ran and did not pass). A run without the plugin
+    (`ablation: with-without`) is compared with the run with it, never a verdict:
+    each of its stages is `skipped` to a reporter, whatever it did."""
+    if scenario.arm == "without":
+        return [(stage, "skipped") for stage in scenario.stages]
     found: list[tuple[StageResult, Outcome]] = []
     stopped = False
     for stage in scenario.stages:
@@ -220,6 +224,46 @@ def plugin_changes_line(stage: StageResult) -> str:
         f"{len(changes) + stage.plugin_changes_omitted} file(s) written into the plugin "
         f"copy{via}, where no grader looks: "
         f"{shown} (plugin-changes.json)"
+    )
+
+
+def arms_rows(result: RunResult) -> list[tuple[str, str, str, str, str, str]]:
+    """Under `ablation: with-without`, per (scenario, stage): scenario, stage, score
+    with, score without, delta (signed) and why there is none; [] for one arm."""
+    rows = []
+    for item in result.summaries:
+        arms = item.arms
+        if arms is None:
+            continue
+        rows.append(
+            (
+                item.scenario,
+                f"{item.stage} {item.name}",
+                score_text(arms.score),
+                score_text(arms.score_without),
+                delta_text(arms.delta),
+                arms.note or "",
+            )
+        )
+    return rows
+
+
+def score_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def delta_text(value: float | None) -> str:
+    """`+0.50`, `-0.25`, `0.00`; `—` when there is none (as the CLI shows it)."""
+    if value is None:
+        return "—"
+    shown = f"{value:+.2f}"
+    return "0.00" if shown in ("+0.00", "-0.00") else shown
+
+
+def without_note(stage: StageResult) -> str:
+    """What a reporter says of a stage of the run without the plugin."""
+    return (
+        f"without the plugin: {status_word(stage)} (compared with the run with it, never a verdict)"
     )
 
 

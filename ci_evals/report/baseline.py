@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci_evals.errors import UserError
+from ci_evals.report import delta_text, score_text
 from ci_evals.results.model import RunResult, StageResult
 from ci_evals.results.stats import CriterionSummary, Spread, StageSummary, spread
 from ci_evals.results.summary import summarize_run
@@ -71,6 +72,10 @@ class StageRow:
     mean_after: float | None
     cost_before: float | None  # mean per run, stage and reviewer
     cost_after: float | None
+    # Under ablation, the score with / without the plugin and Δ ("1.00 / 0.50 (Δ +0.50)");
+    # "" for a side that ran one arm.
+    arms_before: str = ""
+    arms_after: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,9 +215,12 @@ def summaries(result: RunResult) -> list[StageSummary]:
 
 
 def stage_costs(result: RunResult) -> dict[tuple[str, int], float]:
-    """Mean cost per run of each (scenario, stage) that ran: the stage plus its reviewer."""
+    """Mean cost per run of each (scenario, stage) that ran with the plugin: the stage
+    plus its reviewer (a run without it, under ablation, is not the stage's cost)."""
     totals: dict[tuple[str, int], list[float]] = {}
     for scenario in result.scenarios:
+        if scenario.arm == "without":
+            continue
         for stage in scenario.stages:
             cost = stage_cost(stage)
             if cost is not None:
@@ -234,8 +242,32 @@ def ran(result: RunResult) -> set[tuple[str, int]]:
         (scenario.id, stage.number)
         for scenario in result.scenarios
         for stage in scenario.stages
-        if stage.status not in ("skipped", "pending")
+        if stage.status not in ("skipped", "pending") and scenario.arm == "with"
     }
+
+
+def arms_text(summary: StageSummary) -> str:
+    """`1.00 / 0.50 (Δ +0.50)`: the score with and without the plugin; "" for one arm."""
+    arms = summary.arms
+    if arms is None:
+        return ""
+    with_, without = score_text(arms.score), score_text(arms.score_without)
+    return f"{with_} / {without} (Δ {delta_text(arms.delta)})"
+
+
+def _arms_delta(scenario: str, stage: str, old: StageSummary, new: StageSummary) -> list[Delta]:
+    """What the plugin adds (Δ, with - without) changed: larger is an improvement."""
+    if old.arms is None or new.arms is None or old.arms.delta is None or new.arms.delta is None:
+        return []
+    direction = _sign(old.arms.delta, new.arms.delta)
+    if not direction:
+        return []
+    return [
+        Delta(
+            scenario, stage, "with - without (Δ)", arms_text(old), arms_text(new), direction,
+            "unknown",
+        )
+    ]  # fmt: skip
 
 
 def _outcomes(summary: StageSummary) -> Spread:
@@ -347,6 +379,7 @@ def compare(current: RunResult, baseline: RunResult, notes: Sequence[str] = ()) 
             continue
         if key in old_ran and key in new_ran:
             deltas.extend(_stage_deltas(now.scenario, label, was, now))
+            deltas.extend(_arms_delta(now.scenario, label, was, now))
         elif (key in old_ran) != (key in new_ran):
             # Skipped after an earlier stage did not pass: that stage is the change to
             # read; this one was not judged, so neither are its criteria.
@@ -363,6 +396,8 @@ def compare(current: RunResult, baseline: RunResult, notes: Sequence[str] = ()) 
                 mean_after=now.summary.analytic_mean.mean,
                 cost_before=old_costs.get(key),
                 cost_after=new_costs.get(key),
+                arms_before=arms_text(was),
+                arms_after=arms_text(now),
             )
         )
     # Stages before this run's first one were served from fixtures: not missing.

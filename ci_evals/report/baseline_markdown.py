@@ -68,15 +68,18 @@ def _deltas(title: str, deltas: Sequence[Delta]) -> list[str]:
     return [*lines, ""]
 
 
-def _row(row: StageRow) -> str:
-    cells = (
+def _row(row: StageRow, arms: bool) -> str:
+    cells = [
         text(row.scenario, CELL_LIMIT),
         text(row.stage, CELL_LIMIT),
         text(row.before, CELL_LIMIT),
         text(row.after, CELL_LIMIT),
         f"{_mean(row.mean_before)} → {_mean(row.mean_after)}",
         f"{_money(row.cost_before)} → {_money(row.cost_after)}",
-    )
+    ]
+    if arms:  # ablation on a side: the score with / without the plugin, and Δ
+        before, after = row.arms_before or "-", row.arms_after or "-"
+        cells.append(f"{text(before, CELL_LIMIT)} → {text(after, CELL_LIMIT)}")
     return "| " + " | ".join(cells) + " |"
 
 
@@ -141,6 +144,7 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
         more = f", and {len(missing) - DELTAS_SHOWN} more" if len(missing) > DELTAS_SHOWN else ""
         lines += [f"Not compared: {shown}{more}.", ""]
     if outcome.rows:
+        arms = any(row.arms_before or row.arms_after for row in outcome.rows)
         lines += [
             # Not the run's own table: that counts criteria and the agent's cost alone.
             "Runs passed of the runs (repeats) on each side — the run's table counts "
@@ -148,10 +152,11 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
             "shows the agent's alone.",
             "",
             "| scenario | stage | baseline: runs passed | now: runs passed | analytic mean "
-            "| cost per run (agent + reviewer) |",
-            "|---|---|---|---|---|---|",
+            "| cost per run (agent + reviewer) |"
+            + (" with / without the plugin (Δ) |" if arms else ""),
+            "|---|---|---|---|---|---|" + ("---|" if arms else ""),
         ]
-        lines.extend(_row(row) for row in outcome.rows[:ROWS_SHOWN])
+        lines.extend(_row(row, arms) for row in outcome.rows[:ROWS_SHOWN])
         if len(outcome.rows) > ROWS_SHOWN:
             lines.append(f"\n... and {len(outcome.rows) - ROWS_SHOWN} more stages")
         lines.append("")

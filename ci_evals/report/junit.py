@@ -31,6 +31,7 @@ from ci_evals.report import (
     cap,
     counted_criteria,
     criterion_line,
+    delta_text,
     endpoint_miss_lines,
     failed_criteria,
     grader_errors,
@@ -39,9 +40,11 @@ from ci_evals.report import (
     run_reason,
     scenario_label,
     scenario_outcomes,
+    score_text,
     stage_label,
     status_word,
     unfinished,
+    without_note,
     xml_safe,
 )
 
@@ -140,6 +143,8 @@ def _testcase(
         _element(case, "error", message, message=INTERRUPTED, type=stage.status)
     elif kind == "error":
         _element(case, "error", _body(stage), message=message, type=status_word(stage))
+    elif kind == "skipped" and scenario.arm == "without":
+        _element(case, "skipped", message=cap(without_note(stage), MESSAGE_LIMIT))
     elif kind == "skipped":
         _element(case, "skipped", message=cap(stage.error or "skipped", MESSAGE_LIMIT))
     _element(case, "system-out", _metrics(stage))
@@ -162,11 +167,29 @@ def _properties(suite: ET.Element, result: RunResult, scenario: ScenarioResult) 
         # A stub's cost is scripted usage at list price, not money spent.
         "cost_simulated": "true" if result.cost_note else "false",
         "repeat": str(scenario.repeat + 1),
+        "arm": scenario.arm,  # `without`: the run without the plugin, never a verdict
+        **_arms(result, scenario),
         **{f"input.{key}": value for key, value in scenario.inputs.items()},
     }
     properties = _element(suite, "properties")
     for name, value in values.items():
         _element(properties, "property", name=name, value=value)
+
+
+def _arms(result: RunResult, scenario: ScenarioResult) -> dict[str, str]:
+    """Under ablation, each stage's score with, without and delta, as properties."""
+    values: dict[str, str] = {}
+    for summary in result.summaries:
+        arms = summary.arms
+        if summary.scenario != scenario.id or arms is None:
+            continue
+        prefix = f"stage.{summary.stage}"
+        values[f"{prefix}.score_with"] = score_text(arms.score)
+        values[f"{prefix}.score_without"] = score_text(arms.score_without)
+        values[f"{prefix}.delta"] = delta_text(arms.delta)
+        if arms.note:
+            values[f"{prefix}.delta_note"] = arms.note
+    return values
 
 
 def _replayed_from(result: RunResult) -> dict[str, str]:

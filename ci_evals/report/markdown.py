@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 
 from ci_evals.report import (
     INCONSISTENT,
+    arms_rows,
     cap,
     counted_criteria,
     criterion_line,
+    delta_text,
     endpoint_miss_count,
     endpoint_miss_lines,
     failed_criteria,
@@ -166,6 +168,12 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
         f"run {text(result.run_id, CELL_LIMIT)}{origin}",
         "",
     ]
+    if result.ablation == "with-without":
+        lines += [
+            f"**With and without the plugin:** each unit also ran without it; mean Δ "
+            f"{delta_text(result.mean_delta)} (see below).",
+            "",
+        ]
     if result.network:
         lines += [
             f"**Network on:** the sandbox (`{text(result.sandbox, CELL_LIMIT)}`) could reach "
@@ -247,6 +255,25 @@ def _repeats(result: RunResult) -> list[str]:
     return [*lines, ""]
 
 
+def _arms(result: RunResult) -> list[str]:
+    """`ablation: with-without`: each stage's score with and without the plugin, and Δ."""
+    rows = arms_rows(result)
+    if not rows:
+        return []
+    lines = [
+        "### With and without the plugin",
+        "",
+        f"Mean Δ {delta_text(result.mean_delta)} (score with - score without, the mean "
+        "of the deltas shown); the verdict is the run with the plugin's.",
+        "",
+        "| scenario | stage | with | without | Δ | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append("| " + " | ".join(text(cell, CELL_LIMIT) for cell in row) + " |")
+    return [*lines, ""]
+
+
 def _inconsistent(problems: Sequence[str]) -> list[str]:
     if not problems:
         return []
@@ -275,6 +302,7 @@ def markdown_summary(result: RunResult, problems: Sequence[str] | None = None) -
     for scenario in result.scenarios:
         lines.extend(_table(result, scenario))
     lines.extend(_repeats(result))
+    lines.extend(_arms(result))
     failing = [
         _failure(result, scenario, stage)
         for scenario, stage, kind in run_outcomes(result)

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import UserError
 from ci_evals.results import MISSED_BY, miss_source
 from ci_evals.results.criteria import ANALYTIC_MAX, ANALYTIC_MIN, CHECKLIST_SCORES
-from ci_evals.results.summary import summarize_run
+from ci_evals.results.summary import mean_delta, summarize_run
 
 if TYPE_CHECKING:
     from ci_evals.results.criteria import StageVerdict
@@ -179,12 +179,25 @@ def _repeats(result: RunResult, ran: dict[str, list[ScenarioResult]]) -> Iterato
         yield from _shard(result)
         return
     for sid, entries in ran.items():
-        seen, count = sorted(e.repeat for e in entries), result.repeats_of(entries[0])
+        with_arm = [e for e in entries if e.arm == "with"]
+        seen, count = sorted(e.repeat for e in with_arm), result.repeats_of(entries[0])
         if seen != list(range(count)):
             yield (
                 f"scenario {sid} has repeats {[r + 1 for r in seen]} but the run "
                 f"repeated it {count} time(s)"
             )
+    yield from _arms(result)
+
+
+def _arms(result: RunResult) -> Iterator[str]:
+    """A run without the plugin only under `ablation: with-without`, once per unit
+    that ran with it (a unit that runs single-arm has none)."""
+    without = [(s.id, s.repeat) for s in result.scenarios if s.arm == "without"]
+    if without and result.ablation != "with-without":
+        yield "some units ran without the plugin, but the run's ablation is none"
+    units = {(s.id, s.repeat) for s in result.scenarios if s.arm == "with"}
+    if len(set(without)) != len(without) or not set(without) <= units:
+        yield "a unit ran without the plugin twice, or without its run with it"
 
 
 def _shapes(result: RunResult, ran: dict[str, list[ScenarioResult]]) -> Iterator[str]:
@@ -212,7 +225,8 @@ def _shard(result: RunResult) -> list[str]:
     if shard.index > shard.count:
         found.append(f"shard {shard.index} of {shard.count} does not exist")
     units = [(unit.scenario, unit.repeat) for unit in shard.units]
-    ran = [(scenario.id, scenario.repeat) for scenario in result.scenarios]
+    # A unit's run without the plugin is in the shard of its run with it (`_arms`).
+    ran = [(s.id, s.repeat) for s in result.scenarios if s.arm == "with"]
     if ran != units:
         found.append(f"the scenarios run {ran} are not the shard's units {units}")
     positions = [unit.position for unit in shard.units]
@@ -333,6 +347,11 @@ def _summaries(result: RunResult) -> list[str]:
                 f"({theirs.summary.reason}); recomputed from the stages it is "
                 f"{mine.summary.verdict} ({mine.summary.reason})"
             )
+    if not _same(result.mean_delta, mean_delta(expected)):
+        found.append(
+            f"mean_delta is {result.mean_delta}, but recomputed from the stages it is "
+            f"{mean_delta(expected)}"
+        )
     return found
 
 

@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 RESULTS_FILE = "results.json"
+WITHOUT_DIR = "without"  # a unit's run without the plugin, below its folder
 # A results file holds no trajectory and bounded listings (`LISTING_BUDGET`): a
 # run of thousands of stages stays far below. No more of one is ever read.
 MAX_RESULTS_BYTES = 256 * 1024 * 1024
@@ -251,6 +252,9 @@ class ScenarioResult(_Model):
     # `case`: a `claude plugin eval` case unit (`plugin_evals:`) running its own one
     # stage; `scenario`: the suite's stages, the same in every scenario.
     unit: Literal["scenario", "case"] = "scenario"
+    # `with`: the plugin loaded (every run before version 12); `without`: the same unit
+    # run without it (`ablation: with-without`), compared with, never a verdict.
+    arm: Literal["with", "without"] = "with"
     workspace: str | None = None  # kept workspace (--keep-workspace), else None
     stages: list[StageResult] = Field(default_factory=list)
 
@@ -419,6 +423,12 @@ class RunResult(_Model):
     # scores (binary score / 100) is at least this, as `claude plugin eval --threshold`
     # (None: the k-of-n rule). Recorded so the summaries can be recomputed.
     score_at_least: float | None = Field(default=None, ge=0.0, le=1.0)
+    # `with-without`: every unit also ran without the plugin (`ScenarioResult.arm`), and
+    # each summary compares the arms (`StageSummary.arms`); `none`: one arm.
+    ablation: Literal["none", "with-without"] = "none"
+    # The mean of the summaries' deltas (score with - score without) where both arms
+    # have one; None: no summary has one.
+    mean_delta: float | None = None
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     # One per (scenario, stage), over its repeats: the k-of-n verdict and statistics.
     summaries: list[StageSummary] = Field(default_factory=list)
@@ -447,17 +457,21 @@ class RunResult(_Model):
         return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
 
     def label_of(self, scenario: ScenarioResult) -> str:
-        """`acme`, or `acme#2` for the second of a scenario's several repeats."""
+        """`acme`, or `acme#2` for the second of a scenario's several repeats;
+        `acme#2 (without)` for its run without the plugin."""
+        label = scenario.id
         if self.repeats_of(scenario) > 1:
-            return f"{scenario.id}#{scenario.repeat + 1}"
-        return scenario.id
+            label = f"{scenario.id}#{scenario.repeat + 1}"
+        return label if scenario.arm == "with" else f"{label} (without)"
 
     def folder_of(self, scenario: ScenarioResult) -> str:
         """The scenario's repeat's folder in the run folder: `acme`, or `acme/r2` for
-        the second of its several repeats (the runner's layout)."""
+        the second of its several repeats (the runner's layout); its run without the
+        plugin in `without/` below that (no stage folder, `<k>-<name>`, is named so)."""
+        folder = scenario.id
         if self.repeats_of(scenario) > 1:
-            return f"{scenario.id}/r{scenario.repeat + 1}"
-        return scenario.id
+            folder = f"{scenario.id}/r{scenario.repeat + 1}"
+        return folder if scenario.arm == "with" else f"{folder}/{WITHOUT_DIR}"
 
     @property
     def unattributed_usd(self) -> float:

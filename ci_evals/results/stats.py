@@ -105,6 +105,22 @@ class RepeatSummary(_Frozen):
     score_at_least: float | None = None
 
 
+class ArmsSummary(_Frozen):
+    """A stage with and without the plugin (`ablation: with-without`), as `claude plugin
+    eval --ablation with-without` compares a case: each arm's score is the mean of its
+    runs' scores (binary score / 100), `delta` = score - score_without. The verdict is
+    the with-arm's (`StageSummary.summary`) alone."""
+
+    score: float | None = None  # None: no run of the with-arm has a score
+    score_without: float | None = None
+    delta: float | None = None  # None: see `note`
+    # Why there is no delta: the stage ran single-arm (`single_arm`), or a run of
+    # either arm ended in error (a run without a score is no measure of the plugin).
+    note: str | None = None
+    single_arm: str | None = None  # why it ran with the plugin only
+    without: RepeatSummary | None = None  # the without-arm's runs (None: single-arm)
+
+
 class StageSummary(_Frozen):
     """One stage of one scenario over its repeats (what `results.json` keeps)."""
 
@@ -112,6 +128,8 @@ class StageSummary(_Frozen):
     stage: int
     name: str
     summary: RepeatSummary
+    # With `ablation: with-without`: the arms compared; None: a run of one arm.
+    arms: ArmsSummary | None = None
 
 
 def summarize_repeats(
@@ -200,6 +218,50 @@ def mean_score_verdict(verdicts: Sequence[StageVerdict], threshold: float) -> tu
     if high >= threshold - _SCORE_TOLERANCE:
         return "error", f"{reason}; {errors} ended in error, which could reach it"
     return "failed", reason
+
+
+def run_score(verdict: StageVerdict) -> float | None:
+    """A run's score as `claude plugin eval` computes it (the weighted share of its
+    scored graders that passed: binary score / 100); a failed run without one (a
+    limit) scores 0; None for a run in error, which has none."""
+    if verdict.verdict == "error":
+        return None
+    if verdict.binary_score is not None:
+        return verdict.binary_score / 100
+    return 1.0 if verdict.verdict == "passed" else 0.0
+
+
+def compare_arms(
+    with_arm: Sequence[StageVerdict],
+    without_arm: Sequence[StageVerdict] | None,
+    without: RepeatSummary | None,
+    single_arm: str | None = None,
+) -> ArmsSummary:
+    """The arms of one stage: each arm's mean run score and their difference.
+
+    No delta when the stage ran single-arm, or when a run of either arm has no score
+    (it ended in error: the CLI counts such a run 0 and withholds the delta too)."""
+    score, missing = _arm_score(with_arm)
+    if without_arm is None:
+        said = f"single-arm: {single_arm}" if single_arm else "single-arm"
+        return ArmsSummary(score=score, note=said, single_arm=single_arm)
+    score_without, missing_without = _arm_score(without_arm)
+    note: str | None = None
+    if missing or missing_without:
+        note = f"no delta: {missing + missing_without} run(s) ended in error"
+    delta = None
+    if note is None and score is not None and score_without is not None:
+        delta = score - score_without
+    return ArmsSummary(
+        score=score, score_without=score_without, delta=delta, note=note, without=without
+    )
+
+
+def _arm_score(verdicts: Sequence[StageVerdict]) -> tuple[float | None, int]:
+    """The mean of the runs' scores that exist, and how many runs have none."""
+    scores = [run_score(v) for v in verdicts]
+    known = [s for s in scores if s is not None]
+    return (sum(known) / len(known) if known else None), len(scores) - len(known)
 
 
 def _per_criterion(verdicts: Sequence[StageVerdict]) -> tuple[CriterionSummary, ...]:

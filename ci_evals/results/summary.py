@@ -25,11 +25,16 @@ The run passes (exit 0) when every summary passed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD, NOT_GRADED
 from ci_evals.results.criteria import StageVerdict, Verdict
 from ci_evals.results.model import RunResult, StageResult
-from ci_evals.results.stats import StageSummary, summarize_repeats
+from ci_evals.results.stats import RepeatSummary, StageSummary, compare_arms, summarize_repeats
+
+# How a without-arm's stage that cannot run without the plugin is recorded: `skipped`,
+# its error this and the reason (`suite.ablation.unrunnable` words it).
+SINGLE_ARM = "single-arm: "
 
 
 def stage_verdict(result: StageResult, *, after_agent: bool = False) -> StageVerdict:
@@ -75,22 +80,67 @@ def stage_verdict(result: StageResult, *, after_agent: bool = False) -> StageVer
     )
 
 
+@dataclass
+class _Arms:
+    name: str
+    with_arm: list[StageVerdict] = field(default_factory=list)
+    without_arm: list[StageVerdict] = field(default_factory=list)
+    single_arm: str | None = None  # why the without-arm did not run this stage
+
+
 def summarize_run(result: RunResult, pass_at_least: int | None) -> list[StageSummary]:
-    """One summary per (scenario, stage), in the order they first appear."""
-    grouped: dict[tuple[str, int], tuple[str, list[StageVerdict]]] = {}
+    """One summary per (scenario, stage), in the order they first appear. The verdict
+    is the with-arm's alone; under `ablation: with-without` the without-arm's runs are
+    summarised beside it and the arms compared (`stats.compare_arms`)."""
+    grouped: dict[tuple[str, int], _Arms] = {}
     for scenario in sorted(result.scenarios, key=lambda s: s.repeat):
         for stage in scenario.stages:
-            key = (scenario.id, stage.number)
+            arms = grouped.setdefault((scenario.id, stage.number), _Arms(stage.name))
+            if scenario.arm == "without" and (reason := single_arm(stage)) is not None:
+                arms.single_arm = reason
+                continue
             verdict = stage_verdict(stage, after_agent=stage.number > result.from_stage)
-            grouped.setdefault(key, (stage.name, []))[1].append(verdict)
+            (arms.with_arm if scenario.arm == "with" else arms.without_arm).append(verdict)
     summaries = []
-    for (scenario_id, number), (name, verdicts) in grouped.items():
-        k = None if pass_at_least is None else min(pass_at_least, len(verdicts))
-        summary = summarize_repeats(verdicts, k, score_at_least=result.score_at_least)
+    for (scenario_id, number), arms in grouped.items():
+        if not arms.with_arm:  # only a without-arm: no verdict (consistency says so)
+            continue
+        summary = _summarize(arms.with_arm, pass_at_least, result.score_at_least)
+        compared = None
+        if result.ablation == "with-without":
+            without = None
+            if arms.without_arm:
+                without = _summarize(arms.without_arm, pass_at_least, result.score_at_least)
+            compared = compare_arms(
+                arms.with_arm, arms.without_arm or None, without, arms.single_arm
+            )
         summaries.append(
-            StageSummary(scenario=scenario_id, stage=number, name=name, summary=summary)
+            StageSummary(
+                scenario=scenario_id, stage=number, name=arms.name, summary=summary, arms=compared
+            )
         )
     return summaries
+
+
+def _summarize(
+    verdicts: list[StageVerdict], pass_at_least: int | None, score_at_least: float | None
+) -> RepeatSummary:
+    k = None if pass_at_least is None else min(pass_at_least, len(verdicts))
+    return summarize_repeats(verdicts, k, score_at_least=score_at_least)
+
+
+def single_arm(stage: StageResult) -> str | None:
+    """Why a without-arm's stage did not run (`SINGLE_ARM` in its error), or None."""
+    error = stage.error or ""
+    if stage.status != "skipped" or not error.startswith(SINGLE_ARM):
+        return None
+    return error.removeprefix(SINGLE_ARM)
+
+
+def mean_delta(summaries: Sequence[StageSummary]) -> float | None:
+    """`claude plugin eval`'s `meanDelta`: the mean of the deltas there are."""
+    deltas = [s.arms.delta for s in summaries if s.arms is not None and s.arms.delta is not None]
+    return sum(deltas) / len(deltas) if deltas else None
 
 
 def all_passed(summaries: Sequence[StageSummary]) -> bool:

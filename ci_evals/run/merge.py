@@ -44,7 +44,7 @@ from ci_evals.results.model import (
     require_path_names,
     write_results,
 )
-from ci_evals.results.summary import summarize_run
+from ci_evals.results.summary import mean_delta, summarize_run
 from ci_evals.run import shard, shard_mac
 
 Check = Callable[[RunResult], list[str]]  # a results file's problems (`report.verify.problems`)
@@ -64,6 +64,7 @@ _SAME: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
     ("repeat", lambda r: r.repeat),
     ("pass_at_least", lambda r: r.pass_at_least),
     ("score_at_least", lambda r: r.score_at_least),
+    ("ablation", lambda r: r.ablation),
     ("model", lambda r: r.model),
     ("model_endpoint", lambda r: r.model_endpoint),
     ("replayed_from", lambda r: r.replayed_from and r.replayed_from.model_dump()),
@@ -292,6 +293,7 @@ def _merged(shards: Sequence[_Read]) -> RunResult:
     )
     merged.total_cost_usd = forwarded.cost_usd if forwarded else merged.stages_cost_usd
     merged.summaries = summarize_run(merged, merged.pass_at_least)
+    merged.mean_delta = mean_delta(merged.summaries)
     return merged
 
 

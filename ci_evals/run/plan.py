@@ -40,6 +40,7 @@ from ci_evals.sandbox.registry import HOST
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.suite.ablation import unrunnable
 from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
 from ci_evals.suite.tool_grant import split_entries
 from ci_evals.workspace.create import check_fixtures
@@ -78,11 +79,25 @@ def run(args: argparse.Namespace) -> int:
     if ready.from_stage is None:
         return EXIT_OK
     plan = build(ready, args, environ)
+    _say_single_arm(plan)
     with upload.sealed(plan.run_dir, "the run folder"):  # before it is signed
         code = execute(plan, ready.endpoint, record=args.record)
     if key is not None and args.shard:
         shard_mac.sign(plan.run_dir, key)
     return code
+
+
+def _say_single_arm(plan: RunPlan) -> None:
+    """Under ablation, each stage that cannot run without the plugin, said before the
+    run (results.json and every report say it again)."""
+    if plan.ablation != "with-without":
+        return
+    for number, why in sorted(unrunnable(plan.stages).items()):
+        stage = plan.suite.stages[number - 1]
+        print(
+            f"ci-evals: stage {number} ({stage.name}) runs only with the plugin: {why}",
+            file=sys.stderr,
+        )
 
 
 def hide_credentials() -> None:
@@ -251,6 +266,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         suite_identity=provenance.suite_identity(ready.suite),
         revision=provenance.revision(ready.suite, ready.selection),
         shard=ready.shard,
+        ablation=getattr(args, "ablation", None) or ready.suite.ablation,
     )
 
 

@@ -216,6 +216,26 @@ def make_progress(stream: TextIO | None = None) -> RunListener:
     return LiveProgress(stream) if stream.isatty() else PlainProgress(stream)
 
 
+def _arms(result: RunResult) -> list[str]:
+    """`ablation: with-without`: per stage the score with, without and Δ, as the CLI
+    prints a case (`with 1.00  without 0.50  Δ +0.50`), and the mean Δ."""
+    lines = []
+    for item in result.summaries:
+        arms = item.arms
+        if arms is None:
+            continue
+        where = inert(f"{item.scenario} {item.stage} {item.name}")
+        with_ = "-" if arms.score is None else f"{arms.score:.2f}"
+        if arms.delta is None:
+            lines.append(f"{where}  with {with_}  Δ — ({inert(arms.note or 'no delta')})")
+            continue
+        without = "-" if arms.score_without is None else f"{arms.score_without:.2f}"
+        lines.append(f"{where}  with {with_}  without {without}  Δ {arms.delta:+.2f}")
+    if lines and result.mean_delta is not None:
+        lines.append(f"mean Δ {result.mean_delta:+.2f} (the verdict is the run with the plugin's)")
+    return lines
+
+
 def summary_table(result: RunResult) -> str:
     """The short table printed at the end: one row per scenario and stage."""
     kind = cost_kind(result.model_endpoint)
@@ -250,6 +270,7 @@ def summary_table(result: RunResult) -> str:
             "(checks alone are passed/failed, counted under criteria)"
         )
     lines += _endpoint_misses(result)
+    lines += _arms(result)
     graders = sum(s.grading_cost_usd or 0.0 for sc in result.scenarios for s in sc.stages)
     of_which = f" (reviewers {_cost(graders)})" if graders else ""
     total = (

@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
 
 from ci_evals import __version__
 from ci_evals.agents import (
@@ -77,7 +78,7 @@ from ci_evals.results.model import (
     record_endpoint_misses,
     write_results,
 )
-from ci_evals.results.summary import summarize_run
+from ci_evals.results.summary import SINGLE_ARM, mean_delta, summarize_run
 from ci_evals.run.case_context import (
     SCAFFOLD_LOG,
     Laid,
@@ -90,6 +91,7 @@ from ci_evals.run.case_context import (
 )
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import close_all, kind_of, offline
+from ci_evals.suite.ablation import ARMS, Arm, stage_for_arm, unrunnable
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
 from ci_evals.workspace.mocks import mock_request, record_calls
@@ -128,6 +130,8 @@ class RunPlan:
     suite_identity: SuiteIdentity | None = None
     revision: Revision | None = None
     shard: Shard | None = None  # `run --shard I/K`: only its units run
+    # `with-without`: every unit also runs without the plugin (`suite.ablation`).
+    ablation: Literal["none", "with-without"] = "none"
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -217,6 +221,10 @@ class _Scenario:
     last: Snapshot | None = None
     plugin_last: Snapshot | None = None  # the plugin copy as the last stage left it
     stage_results: dict[int, StageResult] = field(default_factory=dict)
+    # Its arm under `ablation: with-without` (None: a run of one arm), and, in the
+    # without-arm, the stages that cannot run without the plugin, with why.
+    arm: Arm | None = None
+    unrunnable: dict[int, str] = field(default_factory=dict)
 
 
 class Runner:
@@ -257,6 +265,7 @@ class Runner:
             pass_at_least=plan.pass_at_least,
             score_at_least=_score_at_least(plan.suite),
             shard=plan.shard,
+            ablation=plan.ablation,
         )
         units = None if plan.shard is None else {(u.scenario, u.repeat) for u in plan.shard.units}
         # Workspaces live in a temp folder, not in the run folder: the run folder
@@ -268,34 +277,43 @@ class Runner:
             tempfile.mkdtemp(prefix=f"ci-evals-{plan.run_id}-", dir=plan.temp_root)
         ).resolve()
         self._states: list[_Scenario] = []
+        arms: tuple[Arm | None, ...] = ARMS if plan.ablation == "with-without" else (None,)
         for scenario in plan.scenarios:
             for repeat in range(plan.repeats_of(scenario)):
                 if units is not None and (scenario.id, repeat) not in units:
                     continue
-                stages = [
-                    StageResult(number=s.number, name=s.name, graded=not s.grading.empty)
-                    for s in plan.stages_of(scenario)
-                ]
-                scenario_result = ScenarioResult(
-                    id=scenario.id,
-                    inputs=dict(scenario.inputs),
-                    repeat=repeat,
-                    repeats=plan.repeats_of(scenario),
-                    unit="case" if scenario.stage is not None else "scenario",
-                    stages=stages,
-                )
-                self.result.scenarios.append(scenario_result)
-                folder = self.result.folder_of(scenario_result)
-                self._states.append(
-                    _Scenario(
-                        scenario=scenario,
-                        result=scenario_result,
-                        parent=self.work_root / folder,
-                        folder=folder,
-                        label=self.result.label_of(scenario_result),
-                        stage_results={r.number: r for r in stages},
-                    )
-                )
+                for arm in arms:  # a unit's arms together: a shard holds both
+                    self._add(scenario, repeat, arm)
+
+    def _add(self, scenario: Scenario, repeat: int, arm: Arm | None) -> None:
+        plan = self.plan
+        stages = [
+            StageResult(number=s.number, name=s.name, graded=not s.grading.empty)
+            for s in plan.stages_of(scenario)
+        ]
+        scenario_result = ScenarioResult(
+            id=scenario.id,
+            inputs=dict(scenario.inputs),
+            repeat=repeat,
+            repeats=plan.repeats_of(scenario),
+            unit="case" if scenario.stage is not None else "scenario",
+            arm="without" if arm == "without" else "with",
+            stages=stages,
+        )
+        self.result.scenarios.append(scenario_result)
+        folder = self.result.folder_of(scenario_result)
+        self._states.append(
+            _Scenario(
+                scenario=scenario,
+                result=scenario_result,
+                parent=self.work_root / folder,
+                folder=folder,
+                label=self.result.label_of(scenario_result),
+                stage_results={r.number: r for r in stages},
+                arm=arm,
+                unrunnable=unrunnable(plan.stages_of(scenario)) if arm == "without" else {},
+            )
+        )
 
     # -- control --------------------------------------------------------------
 
@@ -341,6 +359,7 @@ class Runner:
             self.result.status = "interrupted" if self.interrupted else "completed"
             self.result.finished_at = datetime.now(timezone.utc)
             self.result.summaries = summarize_run(self.result, self.plan.pass_at_least)
+            self.result.mean_delta = mean_delta(self.result.summaries)
             self._finish_workspaces()
             self._write()
         self.listener.run_finished(self.plan, self.result)
@@ -355,6 +374,11 @@ class Runner:
         stopped: str | None = None  # why the remaining stages are skipped
         for stage in self.plan.stages_of(state.scenario):
             stage_result = state.stage_results[stage.number]
+            single = state.unrunnable.get(stage.number)
+            if single is not None:  # recorded as such: the summary says single-arm, and why
+                self._skip(stage_result, SINGLE_ARM + single)
+                stopped = stopped or "single-arm"
+                continue
             stopped = stopped or self._stop_reason()
             if stopped:
                 self._skip(stage_result, stopped)
@@ -384,6 +408,7 @@ class Runner:
     async def _run_stage(self, state: _Scenario, stage: Stage, stage_result: StageResult) -> None:
         plan = self.plan
         workspace = await self._workspace(state)
+        without = state.arm == "without"
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
         stage_dir.mkdir(parents=True, exist_ok=True)
         watch = plan.watch() if plan.watch is not None else None
@@ -403,9 +428,10 @@ class Runner:
         # A case unit's mocks are served in its sandbox (workspace.mocks).
         request = mock_request(
             StageRequest(
-                prompt=workspace.prompt_for(plan.suite, stage, state.scenario),
+                prompt=workspace.prompt_for(plan.suite, stage, state.scenario, without=without),
                 cwd=workspace.cwd_for(plan.suite, stage, state.scenario),
-                plugin_dir=workspace.plugin,
+                # The without-arm's agent is given no plugin: not loaded, not mounted.
+                plugin_dir=None if without else workspace.plugin,
                 env=env,
                 trajectory_path=stage_dir / "trajectory.jsonl",
                 stderr_path=stage_dir / "stderr.log",
@@ -435,12 +461,7 @@ class Runner:
         if self.interrupted:  # while the workspace was being laid down
             self._skip(stage_result, "the run was interrupted")
             return
-        stage_result.status = "running"
-        stage_result.started_at = datetime.now(timezone.utc)
-        stage_result.trajectory = _relative(request.trajectory_path, plan.run_dir)
-        stage_result.stderr = _relative(request.stderr_path, plan.run_dir)
-        self._write()
-        self.listener.stage_started(state.label, stage_result)
+        self._started(state, stage_result, request)
         started = time.monotonic()
 
         def on_progress(progress: Progress) -> None:
@@ -473,8 +494,9 @@ class Runner:
         stage_result.produced, stage_result.produced_omitted = listed(file_changes(changes.all))
         stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
         if self.after_stage is not None and not self.abort.is_set:
+            graded = stage_for_arm(stage, state.arm)  # a case's with-only rule
             context = StageContext(
-                plan, state.scenario, stage, workspace, stage_dir, request, outcome,
+                plan, state.scenario, graded, workspace, stage_dir, request, outcome,
                 stage_result, self.agent, self.abort, self.budget_left(), endpoint,
                 frozenset(change.path for change in changes.all),
             )  # fmt: skip
@@ -485,18 +507,27 @@ class Runner:
         self.listener.stage_finished(state.label, stage_result)
 
     async def _workspace(self, state: _Scenario) -> Workspace:
-        """The scenario's workspace, made for its first stage."""
+        """The scenario's workspace, made before its first stage: in the without-arm
+        with the plugin copy for the graders, but none offered to the agent."""
         if state.workspace is None:
-            plan = self.plan
             state.workspace = await asyncio.to_thread(
                 create_workspace,
-                plan.suite,
-                plan.from_stage,
+                self.plan.suite,
+                self.plan.from_stage,
                 state.parent,
                 state.scenario,
-                run_dir=plan.run_dir,
+                run_dir=self.plan.run_dir,
+                offered=state.arm != "without",
             )
         return state.workspace
+
+    def _started(self, state: _Scenario, stage_result: StageResult, request: StageRequest) -> None:
+        stage_result.status = "running"
+        stage_result.started_at = datetime.now(timezone.utc)
+        stage_result.trajectory = _relative(request.trajectory_path, self.plan.run_dir)
+        stage_result.stderr = _relative(request.stderr_path, self.plan.run_dir)
+        self._write()
+        self.listener.stage_started(state.label, stage_result)
 
     async def _lay_context(
         self,

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -75,7 +76,17 @@ BUILTINS = ("workspace", "plugin", "stage", "stage_number", "scenario")
 # A reviewer's prompt may also name the folder holding its copy of the suite's rubrics.
 REVIEWER_BUILTINS = (*BUILTINS, "rubrics")
 
-_STAGE_KEYS = ("name", "prompt", "cwd", "limits", *GRADING_STAGE_KEYS, *CONTRACT_KEYS)
+_STAGE_KEYS = (
+    "name",
+    "prompt",
+    "prompt_without",
+    "cwd",
+    "limits",
+    *GRADING_STAGE_KEYS,
+    *CONTRACT_KEYS,
+)
+# `ablation:` (and `run --ablation`): `with-without` also runs every unit without the plugin.
+ABLATIONS = ("none", "with-without")
 _SUITE_KEYS = (
     "version",
     "agent",
@@ -93,6 +104,7 @@ _SUITE_KEYS = (
     "stages",
     "scenarios",
     "plugin_evals",
+    "ablation",
     *GRADING_SUITE_KEYS,
 )
 # Stage names become folder names (`<k>-<name>-output`) and CLI arguments; an
@@ -127,6 +139,9 @@ class Stage:
     # A case unit's `context:` (scaffold, history, add_dirs), which `run.case_context` lays out.
     context: CaseContext | None = None
     case: Case | None = None  # a case unit's case (its mocks are served per run)
+    # The prompt of the run without the plugin (`ablation: with-without`): natural
+    # language for a stage whose prompt is a plugin command. None: `prompt`.
+    prompt_without: Template | None = None
 
     @property
     def fixture_dirname(self) -> str:
@@ -212,6 +227,8 @@ class Suite:
     # The plugin copy, fixtures and scaffold take only what git tracks (in GitHub
     # Actions: what the pull request holds, not what a CI step wrote beside it).
     tracked_only: bool = False
+    # `ablation: with-without`: every unit also runs without the plugin (`run --ablation`).
+    ablation: Literal["none", "with-without"] = "none"
 
     @property
     def link_root(self) -> Path:
@@ -284,8 +301,19 @@ class Suite:
         )
         return values
 
-    def prompt_for(self, stage: Stage, scenario: Scenario, *, workspace: Path, plugin: Path) -> str:
+    def prompt_for(
+        self,
+        stage: Stage,
+        scenario: Scenario,
+        *,
+        workspace: Path,
+        plugin: Path,
+        without: bool = False,
+    ) -> str:
+        """The stage's prompt; `without`: the run without the plugin's (`prompt_without`)."""
         values = self.template_values(stage, scenario, workspace=workspace, plugin=plugin)
+        if without and stage.prompt_without is not None:
+            return stage.prompt_without.render(values)
         return stage.prompt.render(values)
 
     @staticmethod
@@ -437,11 +465,23 @@ def load_suite(
         repository=repository,
         plugin_evals=evals,
         tracked_only=tracked,
+        ablation=_ablation(keys.get("ablation")),
     )
     _check_suite_rubrics(suite, problems)
     if stage_map is not None:
         _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)
     return suite
+
+
+def _ablation(value: Field | None) -> Literal["none", "with-without"]:
+    if value is None:
+        return "none"
+    written = value.as_str()
+    if written == "with-without":
+        return "with-without"
+    if written != "none":
+        raise value.error(f"unknown ablation {written!r}", hint=" or ".join(ABLATIONS))
+    return "none"
 
 
 def _confined(
@@ -725,6 +765,15 @@ def _load_stages(
         )
         prompt = parse_template(keys["prompt"].as_str(), keys["prompt"])
         references.check_prompts([prompt], plugin.name, plugin.commands, problems)
+        prompt_without = None
+        if "prompt_without" in keys:
+            written = keys["prompt_without"]
+            prompt_without = parse_template(written.as_str(), written)
+            if references.slash_commands(prompt_without):
+                raise written.error(
+                    "prompt_without names a slash command: the run without the plugin has none",
+                    hint="say in words what the command would have the agent do",
+                )
         reviewer_prompt = None
         if "reviewer" in extra:
             # Already validated by the grading loader; kept as a template so its
@@ -747,6 +796,7 @@ def _load_stages(
                 extra=extra,
                 source=item,
                 contract_fields={key: keys[key] for key in CONTRACT_KEYS if key in keys},
+                prompt_without=prompt_without,
             )
         )
     return tuple(stages)
@@ -880,6 +930,8 @@ def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
         (stage.prompt, BUILTINS),
         (stage.cwd, BUILTINS),
     ]
+    if stage.prompt_without is not None:
+        templates.append((stage.prompt_without, BUILTINS))
     if stage.reviewer_prompt is not None:
         templates.append((stage.reviewer_prompt, REVIEWER_BUILTINS))
     for template, builtins in templates:

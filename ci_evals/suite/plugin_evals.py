@@ -146,7 +146,9 @@ class PluginEvals:
 def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGrading:
     """The case's graders as a stage's: one `plugin_eval` grader, weights as its policy."""
     scaffolded = case.context is not None and case.context.scaffold_script is not None
-    grader = PluginEvalGrader(case.graders, judge_model=judge_model, scaffolded=scaffolded)
+    grader = PluginEvalGrader(
+        case.graders, judge_model=judge_model, scaffolded=scaffolded, mocked=bool(case.mocks)
+    )
     return StageGrading(graders=(grader,), scoring=grader.scoring)
 
 

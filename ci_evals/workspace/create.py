@@ -100,8 +100,13 @@ class Workspace:
         """The template values for this workspace (inputs plus built-ins)."""
         return suite.template_values(stage, scenario, workspace=self.root, plugin=self.plugin)
 
-    def prompt_for(self, suite: Suite, stage: Stage, scenario: Scenario) -> str:
-        return suite.prompt_for(stage, scenario, workspace=self.root, plugin=self.plugin)
+    def prompt_for(
+        self, suite: Suite, stage: Stage, scenario: Scenario, *, without: bool = False
+    ) -> str:
+        """The stage's prompt here; `without`: the run without the plugin's."""
+        return suite.prompt_for(
+            stage, scenario, workspace=self.root, plugin=self.plugin, without=without
+        )
 
     def cwd_for(self, suite: Suite, stage: Stage, scenario: Scenario) -> Path:
         """The stage's working folder inside `root`, created if a fixture did not."""
@@ -347,12 +352,14 @@ def create_workspace(
     *,
     run_dir: Path | None = None,
     after: bool = False,
+    offered: bool = True,
 ) -> Workspace:
     """Make `parent/plugin` and `parent/workspace` for a run starting at `from_stage`
     (with `scenario`'s own fixtures when it has some); `after`: the workspace as
     it is after `from_stage`, its fixture laid too (what `check-fixtures` grades).
     The plugin copy takes `Plugin.files`, less `run_dir` (the run's own folder,
-    when the plugin holds it)."""
+    when the plugin holds it). `offered` False: the run without the plugin -- the
+    copy is made for the graders, but no component link leads the agent to it."""
     folders, plan = _plan(suite, from_stage, scenario, after=after)
     parent = Path(os.path.abspath(parent))
     parent.mkdir(parents=True, exist_ok=True)
@@ -389,7 +396,8 @@ def create_workspace(
     root.mkdir()
     entries = _lay_down(plan, root)
     # A case unit starts in an empty folder, as a `claude plugin eval` run does.
-    links = _link_components(plugin, root) if suite.plugin_evals is None else ()
+    linked = suite.plugin_evals is None and offered
+    links = _link_components(plugin, root) if linked else ()
     for name in links:
         entries[name] = link_entry(os.lstat(root / name), os.readlink(root / name))
     commit = None

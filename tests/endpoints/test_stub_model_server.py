@@ -265,6 +265,37 @@ rules:
     assert post(server, body([user("something else")])).text() == "fallback"
 
 
+def test_context_conditions_tell_a_run_with_the_plugin_from_one_without(serve) -> None:  # type: ignore[no-untyped-def]
+    """The skill and agent listings arrive in system reminders of the user messages
+    (or a system-role message): `context_contains` / `context_lacks` read them, the
+    system prompt too; `prompt_contains` does not (the reminders are dropped there)."""
+    server = serve(
+        """
+rules:
+  - name: with
+    match: {prompt_contains: "greet", context_contains: "greeter:greet"}
+    turns: [{text: with}]
+  - name: without
+    match: {prompt_contains: "greet", context_lacks: "greeter:"}
+    turns: [{text: without}]
+  - name: other
+    turns: [{text: other}]
+"""
+    )
+    listing = {
+        "type": "text",
+        "text": "<system-reminder>\nSkills:\n- greeter:greet: greets\n</system-reminder>\n",
+    }
+    with_plugin = {"role": "user", "content": [listing, {"type": "text", "text": "greet Alex"}]}
+    assert post(server, body([env_block(), with_plugin])).text() == "with"
+    as_system = {"role": "system", "content": [listing]}
+    assert post(server, body([as_system, user("greet Alex")])).text() == "with"
+    assert post(server, body([user("greet Alex")], system="greeter:greet")).text() == "with"
+    assert post(server, body([env_block(), user("greet Alex")])).text() == "without"
+    # A user's own words naming the plugin are no listing: the prompt is not context.
+    assert post(server, body([user("greet greeter:greet")])).text() == "without"
+
+
 def test_no_rule_matched_is_an_answer_and_a_record(serve) -> None:  # type: ignore[no-untyped-def]
     server = serve("rules:\n  - match: {command: a:b}\n    turns: [{text: x}]\n")
     response = post(server, body([command_prompt("other:cmd", "x"), env_block()]))

@@ -9,20 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from ci_evals.results.criteria import StageVerdict, Verdict
+from ci_evals.results.criteria import Verdict
 from ci_evals.results.stats import mean_score_verdict, summarize_repeats
-
-
-def _run(verdict: Verdict, score: float | None) -> StageVerdict:
-    return StageVerdict(
-        verdict=verdict,
-        reason="",
-        graders=(),
-        checklist_all_passed=None,
-        analytic_mean=None,
-        analytic_threshold=3.0,
-        binary_score=score,
-    )
+from tests.results.verdicts import scored
 
 
 @pytest.mark.parametrize(
@@ -43,12 +32,12 @@ def _run(verdict: Verdict, score: float | None) -> StageVerdict:
 def test_the_mean_run_score_decides(
     runs: list[tuple[Verdict, float | None]], threshold: float, verdict: Verdict
 ) -> None:
-    found, _ = mean_score_verdict([_run(v, s) for v, s in runs], threshold)
+    found, _ = mean_score_verdict([scored(v, s) for v, s in runs], threshold)
     assert found == verdict
 
 
 def test_the_summary_records_the_rule_that_decided() -> None:
-    runs = [_run("passed", 100.0), _run("failed", 50.0)]
+    runs = [scored("passed", 100.0), scored("failed", 50.0)]
     summary = summarize_repeats(runs, None, score_at_least=0.75)
     assert (summary.verdict, summary.score_at_least) == ("passed", 0.75)
     assert summary.reason == "mean score 0.75 over 2 run(s) (needs 0.75)"

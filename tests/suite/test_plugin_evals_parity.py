@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.endpoints.stub_model import StubServer, load_script
-from tests.run_helpers import plugin_eval
+from tests.run_helpers import plugin_eval, write_tree
 
 pytestmark = pytest.mark.slow
 
@@ -147,12 +147,7 @@ rules:
 
 
 def _plugin(root: Path) -> Path:
-    plugin = root / "greeter"
-    for rel, text in PLUGIN_FILES.items():
-        path = plugin / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return plugin
+    return write_tree(root / "greeter", PLUGIN_FILES)
 
 
 def _cli_scores(plugin: Path, server: StubServer, scratch: Path) -> dict[str, float]:

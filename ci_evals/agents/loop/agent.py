@@ -91,7 +91,7 @@ class LoopAgent:
         on_progress: Callable[[Progress], None] | None,
     ) -> StageOutcome:
         spec = SandboxSpec(
-            writable=(request.cwd, request.plugin_dir, *request.writable),
+            writable=(request.cwd, *request.plugin_dirs, *request.writable),
             disk_bytes=request.max_output_bytes,
         )
         with (

@@ -8,6 +8,10 @@ Observed with the CLI bundled in claude-agent-sdk 0.2.189 (CLI 2.1.332):
 - the first user message also carries `<system-reminder>` blocks, which we drop;
 - a Stop hook that refuses to let the turn end sends its reason back as a user
   message `Stop hook feedback:\n\n<reason>` (up to 9 times in a row);
+- the plugin's skills, agents and deferred tools are listed in `<system-reminder>`
+  blocks of the user messages (older CLIs: in a `role: "system"` message), so a
+  request's `context` -- everything but the conversation's own words -- is where
+  a run with the plugin differs from one without it;
 - a subagent's request has the agent's markdown body in the top-level `system`,
   `cc_is_subagent=true` in its billing line, an `x-claude-code-agent-id`
   header, and the same `X-Claude-Code-Session-Id` as its parent.
@@ -23,6 +27,7 @@ from typing import Any
 _CWD = re.compile(r"Primary working directory: ([^\n]+)")
 _COMMAND_NAME = re.compile(r"<command-name>/?([^<]*)</command-name>")
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _HOOK_FEEDBACK = re.compile(r"(?:^|\n)(\w+) hook feedback:\s*(.*)", re.DOTALL)
 
 
@@ -37,6 +42,9 @@ class ParsedRequest:
     args: str  # the command's arguments ('' without a command)
     system: str  # the top-level system prompt, text blocks joined
     subagent: bool
+    # The top-level system prompt, every `role: "system"` message and every
+    # `<system-reminder>` block of the user messages, joined: the skill, agent and
+    # deferred-tool listings (what a run without the plugin lacks).
     session_id: str
     assistant_turns: int  # assistant messages already in the conversation
     has_tools: bool
@@ -45,6 +53,7 @@ class ParsedRequest:
     # (event, what it said) when the last user message is a hook's feedback: the
     # CLI went on because a hook (Stop) refused to let the turn end.
     hook_feedback: tuple[str, str] | None = None
+    context: str = ""
 
     @property
     def nonessential(self) -> bool:
@@ -82,6 +91,7 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> Parsed
         stream=body.get("stream") is True,
         output_format=output_format if isinstance(output_format, Mapping) else None,
         hook_feedback=(feedback.group(1), _untagged(feedback.group(2))) if feedback else None,
+        context=_context(messages, system),
     )
 
 
@@ -99,6 +109,18 @@ def _text_of(content: Any, drop_reminders: bool = False) -> str:
         if drop_reminders and text.lstrip().startswith("<system-reminder>"):
             continue
         parts.append(text)
+    return "\n".join(parts)
+
+
+def _context(messages: list[Mapping[str, Any]], system: str) -> str:
+    """What the CLI tells the model besides the conversation (`ParsedRequest.context`)."""
+    parts = [system]
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            parts.append(_text_of(message.get("content")))
+        elif role == "user":
+            parts += _REMINDER.findall(_text_of(message.get("content")))
     return "\n".join(parts)
 
 

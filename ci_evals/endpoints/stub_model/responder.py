@@ -193,6 +193,8 @@ def _fits(match: Match, request: ParsedRequest, agent: str | None) -> bool:
         match.agent is None or agent == match.agent,
         match.prompt_contains is None or match.prompt_contains in request.prompt,
         match.system_contains is None or match.system_contains in request.system,
+        match.context_contains is None or match.context_contains in request.context,
+        match.context_lacks is None or match.context_lacks not in request.context,
         match.model is None or request.model == match.model,
         match.subagent is None or request.subagent == match.subagent,
     )

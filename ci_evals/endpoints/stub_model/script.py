@@ -90,6 +90,10 @@ class Match:
     agent: str | None = None
     prompt_contains: str | None = None
     system_contains: str | None = None
+    # In the request's context (`ParsedRequest.context`): the system prompt, system
+    # messages and system reminders, where the plugin's skills and agents are listed.
+    context_contains: str | None = None
+    context_lacks: str | None = None
     model: str | None = None
     subagent: bool | None = None
 
@@ -237,7 +241,16 @@ def _parse_match(f: Field) -> Match:
     if f.is_null():
         return Match()
     keys = f.mapping(
-        {"command", "agent", "prompt_contains", "system_contains", "model", "subagent"},
+        {
+            "command",
+            "agent",
+            "prompt_contains",
+            "system_contains",
+            "context_contains",
+            "context_lacks",
+            "model",
+            "subagent",
+        },
         what="match",
     )
 
@@ -250,6 +263,8 @@ def _parse_match(f: Field) -> Match:
         agent=text("agent"),
         prompt_contains=text("prompt_contains"),
         system_contains=text("system_contains"),
+        context_contains=text("context_contains"),
+        context_lacks=text("context_lacks"),
         model=text("model"),
         subagent=keys["subagent"].as_bool() if "subagent" in keys else None,
     )

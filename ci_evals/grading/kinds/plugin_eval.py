@@ -42,7 +42,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -109,6 +109,7 @@ class FileTarget:
 
 Target = Literal["last_message", "trace", "files", "mock_calls"] | FileTarget
 Match = Literal["contains", "not_contains"] | int  # an int: `count:N`
+Arm = Literal["with-only", "both"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class Regex:
     pattern: JsRegex
     target: Target = "last_message"
     match: Match = "contains"
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ class ToolUsed:
     ref: ToolRef
     min: int = 1  # the CLI's default: `max: 0` alone can never pass (load warns)
     max: int | None = None
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class ToolOrder:
     weight: float
     before: ToolRef
     after: ToolRef
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ class FileExists:
     path: str
     glob: re.Pattern[str]
     exists: bool = True
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,7 @@ class Llm:
     weight: float
     criteria: str
     focus: Target = "last_message"
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,7 @@ class Baseline:
     criteria: str
     baseline_file: str  # as written, relative to the case's folder
     baseline: tuple[str, ...]  # its messages, each as JSON.stringify writes it
+    arm: Arm | None = None  # as written: `with-only`, `both`, or not given
 
 
 CaseGrader = Regex | ToolUsed | ToolOrder | FileExists | Llm | Baseline
@@ -186,11 +193,42 @@ class PluginEvalGrader:
     judge_model: str = judge.DEFAULT_MODEL  # for `llm` and `baseline` graders
     # The case has a scaffold: what it left (`SCAFFOLD_FILES`) is no file the run created.
     scaffolded: bool = False
+    # The arm of a run with and without the plugin (`ablation: with-without`); None:
+    # a single-arm run, where every grader is graded and scored.
+    arm: Literal["with", "without"] | None = None
+    # The case has MCP mocks: its `mock_calls` graders are with-only (`with_only`).
+    mocked: bool = False
 
     @property
     def scoring(self) -> PolicyOverride:
-        """Each grader's `weight`, as the weight of its criterion."""
-        return PolicyOverride(weights=MappingProxyType({g.name: g.weight for g in self.graders}))
+        """Each grader's `weight`, as the weight of its criterion; in the with-arm the
+        with-only graders are advisory: graded and shown, never scored."""
+        weights = MappingProxyType({g.name: g.weight for g in self.graders})
+        return PolicyOverride(weights=weights, advisory=frozenset(self.not_scored))
+
+    @property
+    def not_scored(self) -> tuple[str, ...]:
+        """The graders this arm runs but leaves out of its score: the with-only ones,
+        in the with-arm of a two-arm run, unless every grader of the case is one."""
+        if self.arm != "with" or self._all_with_only:
+            return ()
+        return tuple(g.name for g in self.graders if with_only(g, mocked=self.mocked))
+
+    @property
+    def graded(self) -> tuple[CaseGrader, ...]:
+        """What this arm runs: the without-arm leaves the with-only graders out
+        (unless every grader is one, as the CLI does)."""
+        if self.arm != "without" or self._all_with_only:
+            return self.graders
+        return tuple(g for g in self.graders if not with_only(g, mocked=self.mocked))
+
+    @property
+    def _all_with_only(self) -> bool:
+        return all(with_only(g, mocked=self.mocked) for g in self.graders)
+
+    def for_arm(self, arm: Literal["with", "without"] | None) -> PluginEvalGrader:
+        """These graders as `arm` of a two-arm run grades them (None: single-arm)."""
+        return replace(self, arm=arm)
 
     @property
     def asks_model(self) -> bool:
@@ -201,7 +239,12 @@ class PluginEvalGrader:
         """Without what reads the trajectory (a fixture has none) or asks a model."""
         kept = tuple(g for g in self.graders if _files_only(g))
         return PluginEvalGrader(
-            kept, name=self.name, judge_model=self.judge_model, scaffolded=self.scaffolded
+            kept,
+            name=self.name,
+            judge_model=self.judge_model,
+            scaffolded=self.scaffolded,
+            arm=self.arm,
+            mocked=self.mocked,
         )
 
     def grade(self, ctx: GradeContext) -> GraderResult:
@@ -212,7 +255,7 @@ class PluginEvalGrader:
         criteria = []
         error = None
         aborted = run.aborted()
-        for grader in self.graders:
+        for grader in self.graded:
             try:
                 if aborted is not None:  # the CLI grades nothing: the run scores 0
                     raise _Aborted(aborted)
@@ -247,6 +290,22 @@ class PluginEvalGrader:
             cost_usd=judged.cost_usd,
             raw_output=judged.write(ctx.out_dir),
         )
+
+
+def with_only(grader: CaseGrader, *, mocked: bool = False) -> bool:
+    """`claude plugin eval`'s with-only rule: `arm: with-only`, and, with no `arm`
+    written, a `tool_used` on `Skill` (a sign the plugin fired, not a score of it)
+    and, in a case with mocks (`mocked`), a `regex` on or an `llm` focused on
+    `mock_calls` (the plugin's servers are not there without it). `arm: both`
+    always scores."""
+    if grader.arm is not None:
+        return grader.arm == "with-only"
+    if mocked and (
+        (isinstance(grader, Regex) and grader.target == "mock_calls")
+        or (isinstance(grader, Llm) and grader.focus == "mock_calls")
+    ):
+        return True
+    return isinstance(grader, ToolUsed) and grader.ref.tool == "Skill"
 
 
 def _files_only(grader: CaseGrader) -> bool:
@@ -294,10 +353,27 @@ def load_grader(
     required = () if name is not None else ("name",)
     keys = item.mapping((*_COMMON, *_KEYS[kind]), required=required)
     grader_name, weight = _common(keys, name)
+    grader = _load_kind(kind, keys, item, (grader_name, weight), body=body, folder=folder)
+    if "arm" in keys:
+        arm: Arm = "with-only" if keys["arm"].as_str() == "with-only" else "both"
+        grader = replace(grader, arm=arm)
+    return grader
+
+
+def _load_kind(
+    kind: str,
+    keys: Mapping[str, Field],
+    item: Field,
+    named: tuple[str, float],
+    *,
+    body: str,
+    folder: Path,
+) -> CaseGrader:
+    grader_name, weight = named
     if kind == "regex":
         return _load_regex(keys, item, grader_name, weight, body)
     if kind in ("llm", "baseline"):
-        return _load_judged(kind, keys, item, (grader_name, weight), body=body, folder=folder)
+        return _load_judged(kind, keys, item, named, body=body, folder=folder)
     if kind == "tool_used":
         return _load_tool_used(keys, item, grader_name, weight)
     if kind == "tool_order":
@@ -314,7 +390,7 @@ def load_grader(
 
 def _common(keys: Mapping[str, Field], name: str | None) -> tuple[str, float]:
     """The name (the file's stem unless the front matter names it) and the weight;
-    `arm` is checked (it matters only with a without-plugin arm, which is not yet)."""
+    `arm` is checked here (`with_only` reads it)."""
     weight = 1.0
     if "weight" in keys:
         weight = keys["weight"].as_number()

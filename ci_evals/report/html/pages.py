@@ -18,14 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.report import (
+    arms_rows,
+    delta_text,
     endpoint_miss_lines,
     grader_errors,
     outcome,
     reason,
     run_passed,
     scenario_label,
+    scenario_outcomes,
     stage_label,
     status_word,
+    without_note,
 )
 from ci_evals.report.baseline import Comparison, NoBaseline
 from ci_evals.report.html.files import DiffBudget, StateRef, files_section, state_of
@@ -89,6 +93,7 @@ def index_body(site: Site) -> Iterator[str]:
         yield _scenario_table(result, index, scenario)
     if result.repeated:
         yield from _repeats(result)
+    yield from _arms(result)
     if comparison is not None:
         yield from _comparison(comparison)
 
@@ -108,7 +113,7 @@ def _replayed_from(result: RunResult) -> list[tuple[str, str]]:
 
 def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> str:
     rows = []
-    for stage in scenario.stages:
+    for stage, kind in scenario_outcomes(result, scenario):  # without the plugin: muted
         grading = stage.grading
         counted = [c for c in grading.criteria if not c.advisory] if grading else []
         criteria = f"{sum(c.passed for c in counted)}/{len(counted)}" if grading else "-"
@@ -117,7 +122,7 @@ def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> 
         rows.append(
             [
                 link,
-                status(status_word(stage), outcome(result, stage)),
+                status(status_word(stage), kind),
                 esc(criteria),
                 esc("-" if mean is None else f"{mean:.2f}"),
                 esc("-" if stage.turns is None else stage.turns),
@@ -129,6 +134,21 @@ def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> 
         )
     head = ["stage", "status", "criteria", "mean", "turns", "cost", "time", "files", "reason"]
     return table(head, rows)
+
+
+def _arms(result: RunResult) -> Iterator[str]:
+    """`ablation: with-without`: each stage's score with and without the plugin, and Δ."""
+    rows = arms_rows(result)
+    if not rows:
+        return
+    yield "<h2>With and without the plugin</h2>"
+    yield (
+        f"<p>Mean Δ {esc(delta_text(result.mean_delta))} (score with - score without). "
+        "The verdict is the run with the plugin's; the run without it is compared, "
+        "never a verdict.</p>"
+    )
+    head = ["scenario", "stage", "with", "without", "Δ", "note"]
+    yield table(head, [[esc(cell) for cell in row] for row in rows])
 
 
 def _spread(value: Spread) -> str:
@@ -200,11 +220,15 @@ def _comparison(comparison: Comparison | NoBaseline) -> Iterator[str]:
             esc(r.after),
             esc(money(r.cost_before)),
             esc(money(r.cost_after)),
+            esc(r.arms_before or "-"),
+            esc(r.arms_after or "-"),
         ]
         for r in comparison.rows
     ]
     yield "<h3>Per stage</h3>"
-    yield table(["scenario", "stage", "baseline", "this run", "cost before", "cost now"], rows)
+    head = ["scenario", "stage", "baseline", "this run", "cost before", "cost now"]
+    head += ["with / without (Δ) before", "with / without (Δ) now"]
+    yield table(head, rows)
     yield f'<p class="muted">{esc(comparison.unchanged)} stage(s) unchanged.</p>'
 
 
@@ -220,7 +244,10 @@ def stage_body(
     baseline run's same stage, when the baseline is a run folder."""
     result, run_dir, limits = site.result, site.run_dir, site.limits
     label = f"{scenario_label(result, scenario)} · {stage_label(stage)}"
-    yield f"<h1>{esc(label)}: {status(status_word(stage), outcome(result, stage))}</h1>"
+    kind = "skipped" if scenario.arm == "without" else outcome(result, stage)  # never a verdict
+    yield f"<h1>{esc(label)}: {status(status_word(stage), kind)}</h1>"
+    if scenario.arm == "without":
+        yield f'<p class="muted">{esc(without_note(stage))}</p>'
     why = reason(result, stage)
     if why:
         yield f'<p class="note">{esc(why)}</p>'
