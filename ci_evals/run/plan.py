@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from ci_evals import git
 from ci_evals.agents import StageOutcome, StageRequest
@@ -40,6 +41,7 @@ from ci_evals.sandbox.registry import HOST
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.selection.units import Units, select_units, with_units
 from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
 from ci_evals.workspace.create import check_fixtures
 
@@ -127,15 +129,15 @@ def prepare(
         with _checking(problems):
             endpoint_for(args.model).check(environ, "ci-evals run")
         return None
-    from_stage: Stage | None = None
-    selection: Selection | None = None
+    start = Start(None)
     with _checking(problems):
-        from_stage, selection = from_stage_of(suite, args)
+        start = from_stage_of(suite, args)
+    from_stage, selection = start.stage, start.selection
     scenarios: tuple[Scenario, ...] = suite.scenarios
     with _checking(problems):
-        scenarios = (
-            tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
-        )
+        scenarios = scenarios_for(suite, args, start)
+    if not scenarios and args.base is not None:
+        from_stage = None  # the change selects no unit of this run
     if from_stage is not None:
         for scenario in scenarios:
             with _checking(problems):
@@ -277,31 +279,63 @@ def _shard_concurrency(suite: Suite, chosen: Shard | None) -> Suite:
     return replace(suite, max_concurrency=part)
 
 
-def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
+class Start(NamedTuple):
+    """Where a run starts: its first stage (None: nothing to run) and, with `--base`,
+    what the change selects: the stage and, for a map that selects units, the units."""
+
+    stage: Stage | None
+    selection: Selection | None = None
+    units: Units | None = None
+
+
+def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
     if suite.plugin_evals is not None:  # case units: each runs its own one stage
-        if args.base is not None or (args.from_stage or 1) != 1:
+        if (args.from_stage or 1) != 1:
             raise UserError(
-                "--base and --from-stage with plugin_evals: are not supported yet",
+                "--from-stage with plugin_evals: is not supported: every case is one stage",
                 file=suite.display,
-                hint="run every case (select them with plugin_evals: cases/tags)",
+                hint="run every case, or the cases a change selects with --base",
             )
         first = suite.scenarios[0].stage
         assert first is not None
-        return first, None
-    if args.base is None:
-        return suite.stage(args.from_stage or 1), None
+        if args.base is None:
+            return Start(first)
+    elif args.base is None:
+        return Start(suite.stage(args.from_stage or 1))
     if suite.stage_map is None:
         raise UserError(
-            "--base needs a stage map", file=suite.display, hint="set `stage_map:` in the suite"
+            "--base needs a stage map",
+            file=suite.display,
+            hint="set `stage_map:` in the suite (`ci-evals init` drafts one)",
         )
     stage_map = load_stage_map(suite.stage_map)
     selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
+    units = select_units(stage_map, selection)
+    selection = with_units(selection, units)
     if selection.from_stage is None:
         print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
-        return None, selection
+        return Start(None, selection, units)
     print(f"from stage {selection.from_stage}: {selection.reason} {selection.detail}".rstrip())
-    return suite.stage(selection.from_stage), selection
+    if units is not None:
+        shown = "all" if units.ids is None else " ".join(units.ids)
+        print(f"{units.kind}: {shown} ({units.reason}: {units.detail})")
+    if suite.plugin_evals is not None:
+        return Start(suite.scenarios[0].stage, selection, units)
+    return Start(suite.stage(selection.from_stage), selection, units)
+
+
+def scenarios_for(suite: Suite, args: argparse.Namespace, start: Start) -> tuple[Scenario, ...]:
+    """`--scenario`'s scenarios (default: every one), less those the change leaves
+    out when the map selects units (`run --base`); () when it leaves out all."""
+    chosen = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
+    if start.units is None or start.units.ids is None:
+        return chosen
+    wanted = set(start.units.ids)
+    kept = tuple(s for s in chosen if s.id in wanted)
+    if not kept:
+        print(f"nothing to run: no {start.units.kind[:-1]} of this run is selected")
+    return kept
 
 
 def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
