@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         repo, lambda: _range(repo, args, actions), prepare, every_record=args.json
     )
     units = unit_selection.select_units(stage_map, chosen)
-    chosen = unit_selection.with_units(chosen, units)
+    chosen = unit_selection.with_units(chosen, units, stage_map)
 
     if chosen.reason == selection.BASE_MISSING:
         missing = _base_missing(repo, args.base, chosen)

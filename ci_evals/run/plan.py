@@ -312,7 +312,7 @@ def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     stage_map = load_stage_map(suite.stage_map)
     selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
     units = select_units(stage_map, selection)
-    selection = with_units(selection, units)
+    selection = with_units(selection, units, stage_map)
     if selection.from_stage is None:
         print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
         return Start(None, selection, units)

@@ -228,9 +228,21 @@ def case_glob(glob: str) -> re.Pattern[str]:
 CASE_CHANGED = "case-changed"
 
 
-def with_units(selection: decide.Selection, units: Units | None) -> decide.Selection:
-    """`selection` whose plain answer agrees with `units`: a unit to run is stage 1."""
-    if units is None or not units.ids or selection.from_stage is not None:
+def with_units(
+    selection: decide.Selection, units: Units | None, stage_map: StageMap | None = None
+) -> decide.Selection:
+    """`selection` whose plain answer agrees with `units`: a unit to run is stage 1,
+    and a change decided by a path in the eval folder says so (the stage rules alone
+    would call a case's prompt an `unmatched-file`)."""
+    if units is None:
         return selection
-    first = min(units.why.items())
-    return replace(selection, from_stage=1, reason=CASE_CHANGED, detail=f"{first[0]}: {first[1]}")
+    if units.ids and selection.from_stage is None:  # e.g. an entry with `stage: none`
+        first = min(units.why.items())
+        return replace(selection, from_stage=1, reason=CASE_CHANGED, detail=first[1])
+    decided = selection.decided_by
+    evals = stage_map.evals if stage_map is not None else None
+    if evals is None or decided is None or not decided.path.startswith(evals + "/"):
+        return selection
+    what = "the cases it selects" if units.ids is not None else f"every case ({units.reason})"
+    detail = f"{decide.quote_path(decided.path)}: in the eval folder: runs {what}"
+    return replace(selection, reason=CASE_CHANGED, detail=detail)
