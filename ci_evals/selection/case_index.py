@@ -17,15 +17,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from ci_evals.config.front_matter import read_front_matter
-
 CASE_FILE = "case.yaml"
 PROMPT_FILE = "prompt.md"
-MOCKS = "mocks"
 # As `plugin_evals.SKIPPED` and `MAX_DEPTH` (the CLI's discovery rules).
-_SKIPPED = frozenset({".git", "node_modules", ".claude", "results", MOCKS})
+_SKIPPED = frozenset({".git", "node_modules", ".claude", "results", "mocks"})
+# A prompt.md without front matter (most) needs no YAML: the hook path stays light.
+_OPENS_BLOCK = re.compile(r"\ufeff?---\s*\n")
 _MAX_DEPTH = 16
 _MAX_BYTES = 1 << 20
 _UNIT_ID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -116,6 +113,12 @@ def _keys(path: Path, prose: bool) -> dict[str, object] | str:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return f"cannot read ({exc})"
+    if prose and not _OPENS_BLOCK.match(text):
+        return {}
+    import yaml  # noqa: PLC0415 - see `_OPENS_BLOCK`
+
+    from ci_evals.config.front_matter import read_front_matter  # noqa: PLC0415
+
     if prose:
         found = read_front_matter(text)
         return found.problem or dict(found.fields)

@@ -29,13 +29,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ci_evals.selection import decide
-from ci_evals.selection.case_index import MOCKS, CaseIndex, CaseInfo, read_cases
 from ci_evals.selection.matcher import GlobMatcher
 
 if TYPE_CHECKING:
+    from ci_evals.selection.case_index import CaseIndex, CaseInfo
     from ci_evals.selection.stage_map import Entry, StageMap
 
 CASES = "cases"
+MOCKS = "mocks"  # `<eval dir>/mocks/<server>/`, also in a case group's or a case's folder
 SCENARIOS = "scenarios"
 # Why every unit runs, beside the selection's own reasons (`decide.REASONS`).
 UNKNOWN_CASE = "unknown-case"  # an entry names a case or tag no case has
@@ -95,6 +96,8 @@ def select_units(
         return None
     kind = CASES if stage_map.evals is not None else SCENARIOS
     if stage_map.evals is not None and index is None:
+        from ci_evals.selection.case_index import read_cases  # noqa: PLC0415 - case maps only
+
         index = read_cases(stage_map.repo_root, stage_map.evals)
     try:
         if selection.reason in _FALLBACKS or (selection.from_stage and not selection.matches):
