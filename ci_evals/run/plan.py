@@ -136,7 +136,7 @@ def prepare(
     scenarios: tuple[Scenario, ...] = suite.scenarios
     with _checking(problems):
         scenarios = scenarios_for(suite, args, start)
-    if not scenarios and args.base is not None:
+    if not scenarios and (args.base is not None or getattr(args, "units", None) is not None):
         from_stage = None  # the change selects no unit of this run
     if from_stage is not None:
         for scenario in scenarios:
@@ -329,12 +329,16 @@ def scenarios_for(suite: Suite, args: argparse.Namespace, start: Start) -> tuple
     """`--scenario`'s scenarios (default: every one), less those the change leaves
     out when the map selects units (`run --base`); () when it leaves out all."""
     chosen = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
-    if start.units is None or start.units.ids is None:
+    named = getattr(args, "units", None)  # `--units`: compute-stage's answer, handed on
+    if named is not None and named.split() != ["all"]:
+        wanted = set(named.split())
+    elif start.units is not None and start.units.ids is not None:
+        wanted = set(start.units.ids)
+    else:
         return chosen
-    wanted = set(start.units.ids)
     kept = tuple(s for s in chosen if s.id in wanted)
     if not kept:
-        print(f"nothing to run: no {start.units.kind[:-1]} of this run is selected")
+        print("nothing to run: no unit of this run is selected")
     return kept
 
 

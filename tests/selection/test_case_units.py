@@ -8,6 +8,7 @@ thing reaches — or every case, with the reason, where it cannot be sure.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from ci_evals.main import main
+from ci_evals.run.plan import from_stage_of, scenarios_for
+from ci_evals.suite.load import load_suite
 from tests.case_units_repo import CASES, PLUGIN, SKILL_CASES, commit, plugin_repo, write
 from tests.conftest import git
 from tests.selection.test_compute_stage import parse_outputs
@@ -273,3 +276,17 @@ def test_run_base_runs_only_the_cases_a_skill_change_reaches(drafted: Path) -> N
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("nothing to run: no-relevant-change")
     assert not (drafted / "none").exists()
+
+
+def test_units_from_compute_stage_keep_only_those_the_suite_runs(drafted: Path) -> None:
+    """`run --units` (how the composite action hands compute-stage's answer on): a unit
+    the suite does not run is skipped; none left is nothing to run."""
+    suite = load_suite(drafted / "ci-evals.yaml")
+
+    def chosen(units: str) -> list[str]:
+        args = argparse.Namespace(scenario=[], units=units, base=None, from_stage=None)
+        return [s.id for s in scenarios_for(suite, args, from_stage_of(suite, args))]
+
+    assert chosen("smalltalk not-in-this-suite") == ["smalltalk"]
+    assert chosen("all") == list(CASES)
+    assert chosen("gone") == []
