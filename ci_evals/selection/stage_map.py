@@ -660,6 +660,9 @@ def _unit_fields(
                 text = value.as_str()
                 if text.strip() != text:
                     raise value.error(f"{key}: {text!r} has leading or trailing whitespace")
+                if key == "scenarios" and not (text.isprintable() and text.split() == [text]):
+                    # `units` lists ids space-separated (`run --units`, the Actions output)
+                    raise value.error(f"scenarios: {text!r} is no scenario id: it holds a space")
                 values.append(text)
         found.append(tuple(dict.fromkeys(values)))
     if cases and "stage" not in fields and not (found[1] or found[2]):

@@ -187,6 +187,10 @@ class _Walk:
 
     def _eval_path(self, path: str, shown: str) -> None:
         assert self.index is not None and self.evals is not None
+        case = self.index.case_at(path)
+        if case is not None:  # its prompt, graders, anything in it: its own mocks too
+            self.add([case.unit_id], f"{shown}: the case's own folder")
+            return
         parts = path[len(self.evals) + 1 :].split("/")
         if MOCKS in parts[:-1]:  # the layer holding `mocks/`: every case below it
             layer = "/".join([self.evals, *parts[: parts.index(MOCKS)]])
@@ -195,10 +199,6 @@ class _Walk:
             if layer == self.evals:
                 raise _Every("mock-changed", f"{why}: every case may call it")
             self._cases(cases, why, layer)
-            return
-        case = self.index.case_at(path)
-        if case is not None:
-            self.add([case.unit_id], f"{shown}: the case's own folder")
             return
         folder = path.rpartition("/")[0]
         if folder == self.evals:

@@ -152,6 +152,12 @@ CASE_MAP_ERRORS = {
         "stage_map.yaml:5:43: entries[0].cases: cases: in a map of stages (a map with evals: "
         "names cases: or tags:; a map of stages names scenarios:)",
     ),
+    "a scenario id with a space": (
+        "version: 1\nroot: plugin\nstages: [a]\nentries:\n"
+        '  - { glob: "skills/**", stage: 1, scenarios: ["a b"] }\n',
+        "stage_map.yaml:5:48: entries[0].scenarios[0]: scenarios: 'a b' is no scenario id: "
+        "it holds a space",
+    ),
     "units beside stage none": (
         CASE_HEAD + '  - { glob: "README.md", stage: none, tags: [x] }\n',
         "stage_map.yaml:5:45: entries[0].tags: tags: beside stage: none "
