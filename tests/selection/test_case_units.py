@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ci_evals.errors import UserError
 from ci_evals.main import main
 from ci_evals.run.plan import from_stage_of, scenarios_for
 from ci_evals.suite.load import load_suite
@@ -290,3 +292,32 @@ def test_units_from_compute_stage_keep_only_those_the_suite_runs(drafted: Path) 
     assert chosen("smalltalk not-in-this-suite") == ["smalltalk"]
     assert chosen("all") == list(CASES)
     assert chosen("gone") == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            'evals: "helpdesk/evals"',
+            'evals: "helpdesk/skills"',
+            "has evals helpdesk/skills, but the suite's eval folder is helpdesk/evals",
+        ),
+        (
+            'evals: "helpdesk/evals"',
+            "stages: [one]",
+            "has stages, but this suite runs cases",
+        ),
+        ('global: ["ci-evals.yaml", "/stub/"]', 'global: ["/stub/"]', "the suite ci-evals.yaml is"),
+    ],
+)
+def test_a_suite_of_cases_refuses_a_map_that_would_select_other_cases(
+    drafted: Path, old: str, new: str, expected: str
+) -> None:
+    path = drafted / "stage_map.yaml"
+    text = path.read_text(encoding="utf-8")
+    if new.startswith("stages"):  # a map of stages, covering the plugin
+        text = 'version: 1\nroot: helpdesk\nevals: "helpdesk/evals"\nentries:\n'
+        text += '  - { glob: "**", stage: 1 }\nglobal: ["ci-evals.yaml"]\n'
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    with pytest.raises(UserError, match=re.escape(expected)):
+        load_suite(drafted / "ci-evals.yaml")
