@@ -108,7 +108,8 @@ def select_units(
     except _Every as every:
         return Units(kind, None, every.reason, every.detail)
     ids = tuple(sorted(chosen))
-    detail = f"{len(ids)} {kind} selected" if ids else f"no {kind[:-1]} reached"
+    one = kind[:-1]  # "case", "scenario"
+    detail = f"{len(ids)} {kind if len(ids) != 1 else one} selected" if ids else f"no {one} reached"
     return Units(kind, ids, "selected", detail, chosen)
 
 

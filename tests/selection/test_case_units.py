@@ -112,10 +112,10 @@ def test_a_change_to_a_case_only_says_case_changed(
     out, err = capsys.readouterr()
     assert out == "1\n"
     assert "(case-changed)" in err
-    assert "cases: 1 cases selected: smalltalk" in err
+    assert "cases: 1 case selected: smalltalk" in err
     assert main(["compute-stage", "HEAD~1", "--explain"]) == 0
     text = capsys.readouterr().out
-    assert "units:    cases: 1 cases selected: smalltalk" in text
+    assert "units:    cases: 1 case selected: smalltalk" in text
     assert "smalltalk  helpdesk/evals/smalltalk/prompt.md: the case's own folder" in text
 
 
