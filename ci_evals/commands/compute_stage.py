@@ -236,9 +236,7 @@ def explain(
     ignored = chosen.changed - relevant if chosen.matches else 0
     if chosen.matches:
         lines.append(f"changed:  {chosen.changed} path(s): {relevant} relevant, {ignored} ignored")
-    for m in shown:
-        mark = "*" if m == chosen.decided_by else " "
-        lines.append(f" {mark} stage {m.stage}  {selection.quote_path(m.path)}  [{m.rule}] {m.why}")
+    lines += [_match_line(m, m == chosen.decided_by, stage_map) for m in shown]
     if relevant > len(shown):
         lines.append(f"   ... {relevant - len(shown)} more (see --json)")
     unread = _unread(chosen, stage_map)
@@ -255,6 +253,15 @@ def explain(
             + "; ".join(f"ci-evals check-fixtures --stage {k}" for k in changed_fixtures)
         )
     return "\n".join(lines)
+
+
+def _match_line(m: selection.Match, deciding: bool, stage_map: StageMap) -> str:
+    """One relevant path: its stage, rule and why (`*`: it decided the answer)."""
+    rule, why = m.rule, m.why
+    if stage_map.evals is not None and m.path.startswith(stage_map.evals + "/"):
+        rule, why = unit_selection.CASE_CHANGED, "in the eval folder: see units"  # case by case
+    mark = "*" if deciding else " "
+    return f" {mark} stage {m.stage}  {selection.quote_path(m.path)}  [{rule}] {why}"
 
 
 def _units_lines(units: unit_selection.Units | None) -> list[str]:

@@ -117,6 +117,10 @@ def test_a_change_to_a_case_only_says_case_changed(
     text = capsys.readouterr().out
     assert "units:    cases: 1 case selected: smalltalk" in text
     assert "smalltalk  helpdesk/evals/smalltalk/prompt.md: the case's own folder" in text
+    assert (
+        " * stage 1  helpdesk/evals/smalltalk/prompt.md  [case-changed] in the eval folder: "
+        "see units" in text
+    )
 
 
 def test_actions_outputs_name_the_cases(
