@@ -291,7 +291,7 @@ class Start(NamedTuple):
 def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
     if suite.plugin_evals is not None:  # case units: each runs its own one stage
-        if (args.from_stage or 1) != 1:
+        if str(args.from_stage or 1).strip() != "1":  # "1" as the action passes it
             raise UserError(
                 "--from-stage with plugin_evals: is not supported: every case is one stage",
                 file=suite.display,

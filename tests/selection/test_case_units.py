@@ -296,6 +296,11 @@ def test_units_from_compute_stage_keep_only_those_the_suite_runs(drafted: Path) 
     assert chosen("smalltalk not-in-this-suite") == ["smalltalk"]
     assert chosen("all") == list(CASES)
     assert chosen("gone") == []
+    # `--from-stage 1` (as the composite action passes it) is every case's one stage.
+    first = argparse.Namespace(scenario=[], units=None, base=None, from_stage="1")
+    assert from_stage_of(suite, first).stage is not None
+    with pytest.raises(UserError, match="--from-stage with plugin_evals: is not supported"):
+        from_stage_of(suite, argparse.Namespace(scenario=[], base=None, from_stage="2"))
 
 
 @pytest.mark.parametrize(
