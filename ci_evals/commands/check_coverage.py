@@ -107,7 +107,27 @@ def _problem_lines(report: CoverageReport) -> list[str]:
         f"{display}:{line}:{column}: {where}: {glob!r} matches no staged file"
         for where, line, column, glob in _dead(report)
     ]
+    lines += [f"{display}:{line}:{column}: {text}" for line, column, text in _no_case(report)]
+    if report.unreadable_case is not None:
+        lines.append(
+            f"{_shown(report.unreadable_case)}: cannot be read, so a change selects every case"
+        )
     return lines
+
+
+def _no_case(report: CoverageReport) -> list[tuple[int, int, str]]:
+    """(line, column, problem) of each `cases:` glob or tag of a case map that no case has."""
+    evals = report.stage_map.evals
+    return [
+        (
+            entry.line,
+            entry.column,
+            f"entries[{entry.index}].{where}: {name!r} is no case's "
+            f"{'name' if where.startswith('cases') else 'tag'} in {evals}/: "
+            f"{entry.glob!r} reaches no case",
+        )
+        for entry, where, name in report.no_case
+    ]
 
 
 def _dead(report: CoverageReport) -> list[tuple[str, int, int, str]]:
@@ -135,6 +155,11 @@ def _summary_line(report: CoverageReport) -> str:
     if report.dead_excepts:
         n = len(report.dead_excepts)
         parts.append(f"{n} dead except glob{'s' if n != 1 else ''}")
+    if report.no_case:
+        n = len(report.no_case)
+        parts.append(f"{n} entr{'ies' if n != 1 else 'y'} reaching no case")
+    if report.unreadable_case:
+        parts.append("an unreadable case")
     return (
         f"ci-evals: stage map check failed: {', '.join(parts)} "
         f"(add an entry for each uncovered file, remove or fix each dead entry "
@@ -167,6 +192,10 @@ def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
         )
         for where, line, column, glob in _dead(report)
     ]
+    lines += [
+        annotation("error", text, file=display, line=line, column=column, title="No case")
+        for line, column, text in _no_case(report)
+    ]
     for line in capped(lines):
         print(line)
     rows = [f"- `{_md(path)}`: not covered by any entry" for path in report.uncovered]
@@ -174,6 +203,7 @@ def _report_to_actions(actions: ActionsEnv, report: CoverageReport) -> None:
         f"- `{_md(display)}` line {line}: `{_md(glob)}` matches no staged file"
         for _, line, _, glob in _dead(report)
     ]
+    rows += [f"- `{_md(display)}` line {line}: {_md(text)}" for line, _, text in _no_case(report)]
     append_summary(actions, "### Stage map coverage\n\n" + "\n".join(rows) + "\n")
 
 

@@ -4,7 +4,10 @@ Prints the stage number or `none` on stdout (the reason on stderr), or one JSON
 object with `--json`, or a report for a person with `--explain`. In GitHub
 Actions it also writes the `from_stage`, `reason`, `changed_count`,
 `matches_json` and `matches_truncated` step outputs, and reads BASE/HEAD from
-the event payload when BASE is not given.
+the event payload when BASE is not given. A map that selects units (the cases
+of a suite of cases, or scenarios its entries name: `selection.units`) adds
+them: `units` in `--json`, a `units:` line in `--explain`, and the `units`,
+`units_json` and `units_all` outputs.
 
 This runs on every pull request: it imports only the stdlib, PyYAML, pathspec
 and our light modules.
@@ -24,6 +27,7 @@ from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.github import actions as gha
 from ci_evals.selection import decide as selection
 from ci_evals.selection import diff as diff_range
+from ci_evals.selection import units as unit_selection
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, default_map_path, load_stage_map
 
@@ -105,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     chosen, stage_map = diff_range.compute_overlapped(
         repo, lambda: _range(repo, args, actions), prepare, every_record=args.json
     )
+    units = unit_selection.select_units(stage_map, chosen)
+    chosen = unit_selection.with_units(chosen, units, stage_map)
 
     if chosen.reason == selection.BASE_MISSING:
         missing = _base_missing(repo, args.base, chosen)
@@ -118,17 +124,33 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         import json  # noqa: PLC0415 - only for --json and Actions outputs
 
-        print(json.dumps(chosen.as_json(), ensure_ascii=False))
+        document = chosen.as_json()
+        if units is not None:
+            document["units"] = units.as_json()
+        print(json.dumps(document, ensure_ascii=False))
     elif args.explain:
-        print(explain(chosen, stage_map))
+        print(explain(chosen, stage_map, units))
     else:
         print(_stage_text(chosen))
         print(f"ci-evals compute-stage: {_one_line(chosen)}", file=sys.stderr)
+        if units is not None:
+            print(f"ci-evals compute-stage: {_units_line(units)}", file=sys.stderr)
     if actions is not None:
         write_actions(
-            actions, chosen, sys.stderr, selection.fixture_stages(chosen.matches, stage_map)
+            actions,
+            chosen,
+            sys.stderr,
+            selection.fixture_stages(chosen.matches, stage_map),
+            units=units,
         )
     return EXIT_OK
+
+
+def _units_line(units: unit_selection.Units) -> str:
+    """`units: all (global-file): ...` or `units: 2 cases: a b` — one line."""
+    if units.ids is None:
+        return _one_line_detail(f"{units.kind}: all ({units.reason}): {units.detail}")
+    return _one_line_detail(f"{units.kind}: {units.detail}: {units.text()}")
 
 
 def _range(
@@ -188,7 +210,9 @@ def _one_line(chosen: selection.Selection) -> str:
     return _one_line_detail(f"{answer} ({chosen.reason}): {chosen.detail}")
 
 
-def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
+def explain(
+    chosen: selection.Selection, stage_map: StageMap, units: unit_selection.Units | None = None
+) -> str:
     """The selection for a person: the range, the answer, the deciding file, the rest."""
     lines: list[str] = []
     if chosen.head is not None:
@@ -207,13 +231,12 @@ def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
         name = _stage_name(stage_map, chosen.from_stage)
         lines.append(f"answer:   run from stage {chosen.from_stage}{name}")
     lines.append(f"reason:   {chosen.reason} — {_one_line_detail(chosen.detail)}")
+    lines += _units_lines(units)
     relevant, shown = selection.lowest_relevant(chosen.matches, EXPLAIN_LIMIT)
     ignored = chosen.changed - relevant if chosen.matches else 0
     if chosen.matches:
         lines.append(f"changed:  {chosen.changed} path(s): {relevant} relevant, {ignored} ignored")
-    for m in shown:
-        mark = "*" if m == chosen.decided_by else " "
-        lines.append(f" {mark} stage {m.stage}  {selection.quote_path(m.path)}  [{m.rule}] {m.why}")
+    lines += [_match_line(m, m == chosen.decided_by, stage_map) for m in shown]
     if relevant > len(shown):
         lines.append(f"   ... {relevant - len(shown)} more (see --json)")
     unread = _unread(chosen, stage_map)
@@ -230,6 +253,24 @@ def explain(chosen: selection.Selection, stage_map: StageMap) -> str:
             + "; ".join(f"ci-evals check-fixtures --stage {k}" for k in changed_fixtures)
         )
     return "\n".join(lines)
+
+
+def _match_line(m: selection.Match, deciding: bool, stage_map: StageMap) -> str:
+    """One relevant path: its stage, rule and why (`*`: it decided the answer)."""
+    rule, why = m.rule, m.why
+    if stage_map.evals is not None and m.path.startswith(stage_map.evals + "/"):
+        rule, why = unit_selection.CASE_CHANGED, "in the eval folder: see units"  # case by case
+    mark = "*" if deciding else " "
+    return f" {mark} stage {m.stage}  {selection.quote_path(m.path)}  [{rule}] {why}"
+
+
+def _units_lines(units: unit_selection.Units | None) -> list[str]:
+    """The units a change selects, each with the first path that selected it."""
+    if units is None:
+        return []
+    lines = [f"units:    {_units_line(units)}"]
+    lines += [f"   {unit}  {_one_line_detail(why)}" for unit, why in sorted(units.why.items())]
+    return lines
 
 
 def _unread(chosen: selection.Selection, stage_map: StageMap) -> list[selection.Match]:
@@ -267,24 +308,35 @@ def write_actions(
     chosen: selection.Selection,
     log: TextIO,
     fixtures: tuple[int, ...] = (),
+    *,
+    units: unit_selection.Units | None = None,
 ) -> None:
     """Step outputs, and one notice annotation naming the deciding file (escaped).
+
+    `units`: the units the change selects (`units`: `all`, `none` or their ids,
+    space-separated, for `run --scenario`; `units_json`: the ids as a JSON list,
+    `null` for all; `units_all`: `true`/`false`); absent outputs for a map that
+    selects none.
 
     `fixtures` (`fixture_stages`): the stages whose fixture set changed, space-separated,
     for a step that grades them (`check-fixtures --stage K`): on the stub model the
     run serves them as the stages' answers and never grades them."""
+    import json  # noqa: PLC0415 - see `run`
+
     matches, truncated = matches_output(chosen)
-    gha.write_outputs(
-        env,
-        {
-            "from_stage": _stage_text(chosen),
-            "reason": chosen.reason,
-            "changed_count": str(chosen.changed),
-            "matches_json": matches,
-            "matches_truncated": "true" if truncated else "false",
-            "fixture_stages": " ".join(map(str, fixtures)),
-        },
-    )
+    outputs = {
+        "from_stage": _stage_text(chosen),
+        "reason": chosen.reason,
+        "changed_count": str(chosen.changed),
+        "matches_json": matches,
+        "matches_truncated": "true" if truncated else "false",
+        "fixture_stages": " ".join(map(str, fixtures)),
+    }
+    if units is not None:
+        outputs["units"] = units.text()
+        outputs["units_json"] = json.dumps(None if units.ids is None else list(units.ids))
+        outputs["units_all"] = "true" if units.ids is None else "false"
+    gha.write_outputs(env, outputs)
     decided = chosen.decided_by
     print(
         gha.annotation(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -29,7 +29,7 @@ from ci_evals import git
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
-from ci_evals.suite import committed, draft_cases, precommit
+from ci_evals.suite import committed, draft_case_map, draft_cases, precommit
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.draft_unread import unread_files
 from ci_evals.suite.plugin_source import (
@@ -106,13 +106,19 @@ def run(args: argparse.Namespace) -> int:
             hint="copy or vendor the plugin into the repository first",
         )
     _refuse_uncopyable(plugin_dir, top, here)
-    evals, cases = draft_cases.find_cases(source)
-    if cases:  # the plugin's own `claude plugin eval` cases: a suite that runs them
-        return _init_cases(source, evals, cases, here=here, cwd=cwd, marketplace=marketplace)
     files = _plugin_files(plugin_dir, here)
     hook_file = top / PRECOMMIT
     files = [path for path in files if plugin_dir / path != hook_file]
     global_paths = _global_paths(source, here, hook_file)
+    evals, cases = draft_cases.find_cases(source)
+    if cases:  # the plugin's own `claude plugin eval` cases: a suite that runs them
+        return _init_cases(
+            source,
+            evals,
+            cases,
+            _Where(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths),
+            marketplace=marketplace,
+        )
     if args.independent and args.stages is not None:
         raise UserError(
             "--independent and --stages ask for opposite drafts",
@@ -169,18 +175,29 @@ def _put(path: Path, text: str, cwd: Path, written: list[str], kept: list[str]) 
     written.append(shown)
 
 
+@dataclass(frozen=True)
+class _Where:
+    """Where a case suite is drafted, and what the map it drafts covers."""
+
+    here: Path  # the suite's folder
+    cwd: Path
+    top: Path  # the repository's
+    files: list[str]  # the plugin's files (plugin-relative), ci-evals' own left out
+    global_paths: list[str]  # the map's globals, relative to `here`
+
+
 def _init_cases(
     source: PluginSource,
     evals: Path,
     cases: list[Path],
+    where: _Where,
     *,
-    here: Path,
-    cwd: Path,
     marketplace: tuple[str, str] | None,
 ) -> int:
-    """A plugin with eval cases: the suite runs them (`plugin_evals:`) and the stub
-    script satisfies them. No stage map nor its hook: selecting cases by a change is
-    not there yet (docs/plugin-evals.md), so `check-coverage` has nothing to check."""
+    """A plugin with eval cases: the suite runs them (`plugin_evals:`), the stub
+    script satisfies them, and the stage map sends each plugin file to the cases
+    that reach it (`draft_case_map`), checked on every commit by the hook."""
+    here, cwd = where.here, where.cwd
     drafted = draft_cases.draft(evals, cases, source.path)
     plugin: object = Path(os.path.relpath(source.path, here)).as_posix()
     if marketplace is not None:
@@ -198,15 +215,47 @@ def _init_cases(
         kept,
     )
     _put(here / stub_file, draft_cases.render_stub(drafted), cwd, written, kept)
+    coverage = evals.is_relative_to(source.path)
+    if coverage:  # a map selects cases only in an eval folder inside the plugin
+        inside = evals.relative_to(source.path).as_posix() + "/"
+        files = [path for path in where.files if not path.startswith(inside)]
+        found = draft_case_map.entries(
+            source.name, source.path, files, drafted.cases, unread_files(source.path, files)
+        )
+        text = draft_case_map.render(
+            Path(os.path.relpath(source.path, here)).as_posix(),
+            Path(os.path.relpath(evals, here)).as_posix(),
+            found,
+            where.global_paths,
+            marketplace=marketplace,
+        )
+        _put(here / STAGE_MAP, text, cwd, written, kept)
+        hook_file = where.top / PRECOMMIT
+        map_path = Path(os.path.relpath(here / STAGE_MAP, where.top)).as_posix()
+        _put(
+            hook_file,
+            drafting.render_precommit(None if map_path == STAGE_MAP else map_path),
+            cwd,
+            written,
+            kept,
+        )
     ignored = _ignore_run_folders(here, cwd)
     print(
         f"drafted a suite running the plugin's {len(drafted.cases)} claude plugin eval "
         f"case(s) in {shown} (plugin_evals:), each on the stub as its graders ask"
+        + (
+            ", and a stage map sending each plugin file to the cases that name it"
+            if coverage
+            else ""
+        )
     )
     _say(written, kept, ignored)
+    if coverage and os.path.relpath(where.top / PRECOMMIT, cwd) in kept:
+        map_path = Path(os.path.relpath(here / STAGE_MAP, where.top)).as_posix()
+        print(_hook_line(where.top / PRECOMMIT, map_path, cwd))
     for unmet in drafted.unmet:
         print(f"not satisfied on the stub: {unmet} (see {stub_file})")
-    _next(here, cwd, stub_file, coverage=False)
+    _next(here, cwd, stub_file, coverage=coverage)
     return EXIT_OK
 
 

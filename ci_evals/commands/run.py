@@ -57,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only this scenario (repeatable)",
     )
     parser.add_argument(
+        "--units",
+        metavar="IDS",
+        help="run only these units, space-separated, as compute-stage's `units` output "
+        "names them (`all`: every one); one this suite does not run is left out, none "
+        "left: nothing to run",
+    )
+    parser.add_argument(
         "--model",
         metavar="NAME|stub:PATH|replay:RUN_DIR",
         help="model name, or stub:PATH to run offline on the stub model serving that script, "

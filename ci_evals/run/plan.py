@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from ci_evals import git
 from ci_evals.agents import StageOutcome, StageRequest
@@ -40,6 +41,7 @@ from ci_evals.sandbox.registry import HOST
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
 from ci_evals.selection.stage_map import load_stage_map
+from ci_evals.selection.units import Units, select_units, with_units
 from ci_evals.suite.ablation import unrunnable
 from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
 from ci_evals.suite.tool_grant import split_entries
@@ -146,15 +148,15 @@ def prepare(
     if suite.plugin_evals is not None:  # what the CLI says of the grant before it runs
         for note in suite.plugin_evals.grant_notes:
             print(f"ci-evals: warning: {note}", file=sys.stderr)
-    from_stage: Stage | None = None
-    selection: Selection | None = None
+    start = Start(None)
     with _checking(problems):
-        from_stage, selection = from_stage_of(suite, args)
+        start = from_stage_of(suite, args)
+    from_stage, selection = start.stage, start.selection
     scenarios: tuple[Scenario, ...] = suite.scenarios
     with _checking(problems):
-        scenarios = (
-            tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
-        )
+        scenarios = scenarios_for(suite, args, start)
+    if not scenarios and (args.base is not None or getattr(args, "units", None) is not None):
+        from_stage = None  # the change selects no unit of this run
     if from_stage is not None:
         for scenario in scenarios:
             with _checking(problems):
@@ -305,13 +307,14 @@ def allow_tools(args: argparse.Namespace) -> list[str] | None:
     return [entry for text in given for entry in split_entries(text)]
 
 
-def _from_a_case_stage(suite: Suite, given: str | None) -> None:
+def _from_a_case_stage(suite: Suite, from_stage: object) -> None:
     """`--from-stage` on a suite of cases: each case runs one stage, stage 1, from an
     empty workspace; there are no fixtures of earlier stages to start a later one
     from. Stage 1 (every case from its start) is what a run does anyway; anything
     else is refused in one line saying how to run fewer cases."""
-    if given is None or given.strip() == "1":
+    if from_stage is None or str(from_stage).strip() == "1":  # "1": as the action passes it
         return
+    given = str(from_stage)
     named = next((s.id for s in suite.scenarios if s.stage and s.stage.name == given), None)
     hint = (
         f"to run only that case: --scenario {named}"
@@ -326,32 +329,62 @@ def _from_a_case_stage(suite: Suite, given: str | None) -> None:
     )
 
 
-def from_stage_of(suite: Suite, args: argparse.Namespace) -> tuple[Stage | None, Selection | None]:
+class Start(NamedTuple):
+    """Where a run starts: its first stage (None: nothing to run) and, with `--base`,
+    what the change selects: the stage and, for a map that selects units, the units."""
+
+    stage: Stage | None
+    selection: Selection | None = None
+    units: Units | None = None
+
+
+def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     """The first stage to run (None: nothing to run) and, with `--base`, the selection."""
     if suite.plugin_evals is not None:  # case units: each runs its own one stage
-        if args.base is not None:
-            raise UserError(
-                "--base with plugin_evals: is not supported yet",
-                file=suite.display,
-                hint="run every case (select them with plugin_evals: cases/tags)",
-            )
         _from_a_case_stage(suite, args.from_stage)
         first = suite.scenarios[0].stage
         assert first is not None
-        return first, None
-    if args.base is None:
-        return suite.stage(args.from_stage or 1), None
+        if args.base is None:
+            return Start(first)
+    elif args.base is None:
+        return Start(suite.stage(args.from_stage or 1))
     if suite.stage_map is None:
         raise UserError(
-            "--base needs a stage map", file=suite.display, hint="set `stage_map:` in the suite"
+            "--base needs a stage map",
+            file=suite.display,
+            hint="set `stage_map:` in the suite (`ci-evals init` drafts one)",
         )
     stage_map = load_stage_map(suite.stage_map)
     selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
+    units = select_units(stage_map, selection)
+    selection = with_units(selection, units, stage_map)
     if selection.from_stage is None:
         print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
-        return None, selection
+        return Start(None, selection, units)
     print(f"from stage {selection.from_stage}: {selection.reason} {selection.detail}".rstrip())
-    return suite.stage(selection.from_stage), selection
+    if units is not None:
+        shown = "all" if units.ids is None else " ".join(units.ids)
+        print(f"{units.kind}: {shown} ({units.reason}: {units.detail})")
+    if suite.plugin_evals is not None:
+        return Start(suite.scenarios[0].stage, selection, units)
+    return Start(suite.stage(selection.from_stage), selection, units)
+
+
+def scenarios_for(suite: Suite, args: argparse.Namespace, start: Start) -> tuple[Scenario, ...]:
+    """`--scenario`'s scenarios (default: every one), less those the change leaves
+    out when the map selects units (`run --base`); () when it leaves out all."""
+    chosen = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
+    named = getattr(args, "units", None)  # `--units`: compute-stage's answer, handed on
+    if named is not None and named.split() != ["all"]:
+        wanted = set(named.split())
+    elif start.units is not None and start.units.ids is not None:
+        wanted = set(start.units.ids)
+    else:
+        return chosen
+    kept = tuple(s for s in chosen if s.id in wanted)
+    if not kept:
+        print("nothing to run: no unit of this run is selected")
+    return kept
 
 
 def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:

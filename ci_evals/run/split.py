@@ -71,10 +71,11 @@ def _suite_plan(
     """The suite's assignment (None: nothing to run), its first stage and its budget."""
     suite = load_suite(args.suite or find_suite(Path.cwd()))
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the matrix
-        from_stage, _ = single.from_stage_of(suite, args)
-    if from_stage is None:
+        start = single.from_stage_of(suite, args)
+        scenarios = single.scenarios_for(suite, args, start)
+    from_stage = start.stage
+    if from_stage is None or not scenarios:
         return None, "none", None
-    scenarios = tuple(suite.scenario(s) for s in dict.fromkeys(args.scenario)) or suite.scenarios
     repeat = args.repeat or suite.grading.repeat
     if args.repeat:  # as `run`: --repeat overrides a case's runs
         scenarios = tuple(replace(s, repeat=None) for s in scenarios)

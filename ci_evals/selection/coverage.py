@@ -13,6 +13,12 @@ wildcards (`stub/**`) that matches no staged file is dead like an entry; a
 plain global path is not, since it may name a file still to come (the usual
 workflow file).
 
+A case map (`evals:`) needs no entry for the eval folder (a case's folder
+selects that case, a mock the cases below it), but each of its entries must
+reach a case: a `cases:` glob or a tag that no case in the eval folder has
+would leave its plugin files reaching no case (`no_case`); so does a case
+file that cannot be read (`compute-stage` would then run every case).
+
 The run copies the plugin following its links and lays fixtures through
 linked folders, so a staged link under root or fixtures that resolves outside
 the repository or into `.git` (`fs.copyable`) would carry that file to the
@@ -44,11 +50,20 @@ class CoverageReport:
     # (entry, position in its `except:`) of each except glob that leaves out no staged
     # file its entry's glob matches: a typo, or a leftover after a rename.
     dead_excepts: tuple[tuple[Entry, int], ...] = ()
+    # A case map's entries whose files reach no case: (entry, its field, what it names),
+    # e.g. (entry, "cases[0]", "greet-*"); and a case file that cannot be read.
+    no_case: tuple[tuple[Entry, str, str], ...] = ()
+    unreadable_case: str | None = None
 
     @property
     def ok(self) -> bool:
-        return (
-            not self.uncovered and not self.dead and not self.dead_globals and not self.dead_excepts
+        return not (
+            self.uncovered
+            or self.dead
+            or self.dead_globals
+            or self.dead_excepts
+            or self.no_case
+            or self.unreadable_case
         )
 
 
@@ -73,6 +88,9 @@ def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> 
     fixtures = stage_map.fixtures + "/" if stage_map.fixtures else None
     # The marketplace file `marketplace:` names is decided by comparing it: covered.
     compared = stage_map.marketplace.file if stage_map.marketplace is not None else None
+    # A case map's eval folder is decided case by case (`selection.units`): covered.
+    evals = stage_map.evals + "/" if stage_map.evals is not None else None
+    no_case, unreadable = _no_case(stage_map) if evals is not None else ((), None)
     return CoverageReport(
         stage_map=stage_map,
         checked=len(relative),
@@ -80,13 +98,35 @@ def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> 
             path
             for path in (root + rel for rel in uncovered)
             if not (fixtures and path.startswith(fixtures))
+            and not (evals and path.startswith(evals))
             and not is_global(path)
             and path != compared
         ),
         dead=tuple(stage_map.entries[i] for i in dead),
         dead_globals=_dead_globals(stage_map, staged),
         dead_excepts=dead_excepts,
+        no_case=no_case,
+        unreadable_case=unreadable,
     )
+
+
+def _no_case(stage_map: StageMap) -> tuple[tuple[tuple[Entry, str, str], ...], str | None]:
+    """Each `cases:` glob and `tags:` tag of a case map that no case of the work
+    tree's eval folder has, and why a case cannot be read (if one cannot)."""
+    from ci_evals.selection.case_index import read_cases  # noqa: PLC0415 - case maps only
+    from ci_evals.selection.units import case_glob  # noqa: PLC0415
+
+    assert stage_map.evals is not None
+    index = read_cases(stage_map.repo_root, stage_map.evals)
+    found: list[tuple[Entry, str, str]] = []
+    for entry in stage_map.entries:
+        for n, pattern in enumerate(entry.cases):
+            if not any(case_glob(pattern).fullmatch(c.name) for c in index.cases):
+                found.append((entry, f"cases[{n}]", pattern))
+        for n, tag in enumerate(entry.tags):
+            if not any(tag in c.tags for c in index.cases):
+                found.append((entry, f"tags[{n}]", tag))
+    return tuple(found), index.problem
 
 
 def _unmatched_with_excepts(

@@ -13,6 +13,12 @@ The format (documented in README.md, "The stage map"):
     marketplace: { file: /.claude-plugin/marketplace.json, plugin: NAME }
     ignore_metadata: [version, description, author]
 
+A map can also select **units**, not only a stage (`ci_evals.selection.units`):
+an entry may list the `scenarios:` its files reach; and a map with `evals:`
+(the eval folder of a suite of `claude plugin eval` cases, under root) has
+no `stages:`, and its entries send files to cases by name glob (`cases:`)
+or tag (`tags:`), or to none (`stage: none`).
+
 An entry may say `stage: none` (no stage reads the files it matches: a README
 no command names) and list `except:` globs (files its glob matches that it
 leaves out). `marketplace` and `ignore_metadata` narrow a change to the
@@ -74,10 +80,12 @@ _TOP_KEYS = (
     "fixtures",
     "marketplace",
     "ignore_metadata",
+    "evals",
 )
-_REQUIRED_TOP = ("version", "root", "stages", "entries")
-_ENTRY_KEYS = ("glob", "stage", "except")
+_ENTRY_KEYS = ("glob", "stage", "except", "scenarios", "cases", "tags")
 _REQUIRED_ENTRY_KEYS = ("glob", "stage")
+# A case map (`evals:`) has one stage: every case unit runs its own stage 1.
+CASES_STAGE = "cases"
 # `stage: none`: no stage reads what the entry matches.
 NO_STAGE = "none"
 
@@ -91,6 +99,15 @@ class Entry:
     column: int = 1  # 1-based column of the entry's glob
     # `except:` globs (root-relative): files `glob` matches that the entry leaves out.
     excepts: tuple[str, ...] = ()
+    # The units its files reach (`selection.units`); all empty: every unit.
+    scenarios: tuple[str, ...] = ()  # scenario ids (a map of stages)
+    cases: tuple[str, ...] = ()  # case name globs, `*` and `?` as `--case` (a case map)
+    tags: tuple[str, ...] = ()  # case tags, any of them (a case map)
+
+    @property
+    def units(self) -> bool:
+        """True when the entry names the units its files reach (not every one)."""
+        return bool(self.scenarios or self.cases or self.tags)
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,14 @@ class StageMap:
     ignore_metadata: tuple[str, ...] = ()
     # The map's repo-relative POSIX path: a global path, and what GitHub annotations name.
     path: str = MAP_NAME
+    # `evals:`: the eval folder of a suite of cases, repo-relative, under root; None: a
+    # map of stages. A case map selects case units (`selection.units`).
+    evals: str | None = None
+
+    @property
+    def selects_units(self) -> bool:
+        """True when a change selects units too: a case map, or an entry naming scenarios."""
+        return self.evals is not None or any(e.scenarios for e in self.entries)
 
     def stage_of(self, value: str | int) -> int:
         """A stage name or number (1-based, also as a string) -> its number."""
@@ -274,7 +299,10 @@ def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
     return (
         stage_map.root,
         stage_map.stages,
-        tuple((e.glob, e.stage, e.line, e.index, e.column, e.excepts) for e in stage_map.entries),
+        tuple(
+            (e.glob, e.stage, e.line, e.index, e.column, e.excepts, e.scenarios, e.cases, e.tags)
+            for e in stage_map.entries
+        ),
         tuple((g.glob, g.path, g.line, g.column, g.index) for g in stage_map.global_globs),
         stage_map.root_globals,
         stage_map.fixtures,
@@ -290,15 +318,16 @@ def _to_cache(stage_map: StageMap) -> tuple[object, ...]:
         if stage_map.marketplace is None
         else (stage_map.marketplace.file, stage_map.marketplace.plugin, stage_map.marketplace.line),
         stage_map.ignore_metadata,
+        stage_map.evals,
     )
 
 
 def _from_cache(value: object, file: Path, repo_root: Path, names: _Names) -> StageMap | None:
     """`_to_cache` reversed, or None when `value` is not what it wrote (or root is gone)."""
-    if not isinstance(value, tuple) or len(value) != 10:
+    if not isinstance(value, tuple) or len(value) != 11:
         return None
     (root, stages, entries, global_globs, root_globals, fixtures, warnings, regexes) = value[:8]
-    market, ignored = value[8:]
+    market, ignored, evals = value[8:]
     try:
         record = StageMap(
             file=file,
@@ -314,6 +343,7 @@ def _from_cache(value: object, file: Path, repo_root: Path, names: _Names) -> St
             warnings=tuple(warnings),
             marketplace=None if market is None else MarketplaceRef(*market),
             ignore_metadata=tuple(ignored),
+            evals=None if evals is None else str(evals),
         )
         # The loader checked this on disk; the disk may have changed since.
         if not (repo_root / root if root else repo_root).is_dir():
@@ -329,7 +359,16 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
     from ci_evals.config.yaml_source import load  # noqa: PLC0415 - not needed on a cache hit
 
     doc = load(file, names.display)
-    top = doc.mapping(_TOP_KEYS, _REQUIRED_TOP, what="mapping of stage-map settings")
+    top = doc.mapping(
+        _TOP_KEYS, ("version", "root", "entries"), what="mapping of stage-map settings"
+    )
+    if "evals" in top and "stages" in top:
+        raise top["stages"].error(
+            "a map with evals: (a suite of cases) has no stages",
+            hint="every case runs its own one stage: send files to cases with cases: or tags:",
+        )
+    if "evals" not in top and "stages" not in top:
+        raise doc.error("missing required key 'stages'", hint="or evals: for a suite of cases")
 
     version = top["version"].as_int()
     if version != SUPPORTED_VERSION:
@@ -337,9 +376,10 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
             f"unsupported version {version}",
             hint=f"this ci-evals reads version {SUPPORTED_VERSION}",
         )
-    stages = _stages(top["stages"])
+    stages = _stages(top["stages"]) if "stages" in top else (CASES_STAGE,)
     root = _inside_repo(top["root"], folder, repo_root, must_be_dir=True)
-    entries, warnings = _entries(top["entries"], stages, names.path)
+    evals = _evals(top["evals"], folder, repo_root, root) if "evals" in top else None
+    entries, warnings = _entries(top["entries"], stages, names.path, cases=evals is not None)
     fixtures = None
     if "fixtures" in top and not top["fixtures"].is_null():
         fixtures = _inside_repo(top["fixtures"], folder, repo_root)
@@ -364,7 +404,20 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
         warnings=tuple(warnings),
         marketplace=marketplace,
         ignore_metadata=ignore_metadata,
+        evals=evals,
     )
+
+
+def _evals(node: Field, folder: str, repo_root: Path, root: str) -> str:
+    """`evals:`: the eval folder, relative to the map's folder, inside `root` (its
+    changes are decided case by case; elsewhere they would be no plugin file)."""
+    evals = _inside_repo(node, folder, repo_root, must_be_dir=True)
+    if root and evals != root and not evals.startswith(root + "/"):
+        raise node.error(
+            f"the eval folder {node.as_str()!r} is not inside root {root!r}",
+            hint="keep the cases in the plugin's folder (its evals/, as claude plugin eval does)",
+        )
+    return evals
 
 
 def _marketplace(node: Field, folder: str) -> MarketplaceRef:
@@ -529,21 +582,36 @@ def _stages(node: Field) -> tuple[str, ...]:
 
 
 def _entries(
-    node: Field, stages: tuple[str, ...], path: str
+    node: Field, stages: tuple[str, ...], path: str, *, cases: bool = False
 ) -> tuple[tuple[Entry, ...], list[str]]:
     entries: list[Entry] = []
     warnings: list[str] = []
     first_seen: dict[str, Entry] = {}
     for index, item in enumerate(node.sequence()):
         fields = item.mapping(
-            _ENTRY_KEYS, _REQUIRED_ENTRY_KEYS, what="mapping with 'glob' and 'stage'"
+            _ENTRY_KEYS,
+            ("glob",) if cases else _REQUIRED_ENTRY_KEYS,
+            what="mapping with 'glob' and 'cases' or 'tags'"
+            if cases
+            else "mapping with 'glob' and 'stage'",
         )
         glob_field = fields["glob"]
         glob = glob_field.as_str(allow_empty=True)
         problem = glob_problem(glob)
         if problem is not None:
             raise glob_field.error(problem.message, hint=problem.hint)
-        stage = _stage_field(fields["stage"], stages)
+        named = _unit_fields(item, fields, cases=cases)
+        stage = _stage_field(fields["stage"], stages) if "stage" in fields else 1
+        if cases and stage is not None and "stage" in fields:
+            raise fields["stage"].error(
+                "a case map's entries name cases, not stages",
+                hint="write cases: [NAME-GLOB, ...] or tags: [TAG, ...], or stage: none",
+            )
+        if stage is None and any(named):
+            key = next(k for k in ("scenarios", "cases", "tags") if k in fields)
+            raise fields[key].error(
+                f"{key}: beside stage: none", hint="no stage reads the files: no unit either"
+            )
         excepts = _excepts(fields["except"]) if "except" in fields else ()
         entry = Entry(
             glob=glob,
@@ -552,6 +620,9 @@ def _entries(
             index=index,
             column=glob_field.column,
             excepts=excepts,
+            scenarios=named[0],
+            cases=named[1],
+            tags=named[2],
         )
         earlier = first_seen.get(glob)
         if earlier is None:
@@ -567,6 +638,40 @@ def _entries(
             )
         entries.append(entry)
     return tuple(entries), warnings
+
+
+def _unit_fields(
+    item: Field, fields: dict[str, Field], *, cases: bool
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """An entry's (scenarios, cases, tags): the units its files reach, checked against
+    the kind of map (scenarios in a map of stages, cases and tags in a case map)."""
+    wrong = ("scenarios",) if cases else ("cases", "tags")
+    for key in wrong:
+        if key in fields:
+            raise fields[key].error(
+                f"{key}: in a map " + ("of cases" if cases else "of stages"),
+                hint="a map with evals: names cases: or tags:; a map of stages names scenarios:",
+            )
+    found = []
+    for key in ("scenarios", "cases", "tags"):
+        values: list[str] = []
+        if key in fields:
+            for value in fields[key].sequence(allow_empty=False):
+                text = value.as_str()
+                if text.strip() != text:
+                    raise value.error(f"{key}: {text!r} has leading or trailing whitespace")
+                if key == "scenarios" and not (text.isprintable() and text.split() == [text]):
+                    # `units` lists ids space-separated (`run --units`, the Actions output)
+                    raise value.error(f"scenarios: {text!r} is no scenario id: it holds a space")
+                values.append(text)
+        found.append(tuple(dict.fromkeys(values)))
+    if cases and "stage" not in fields and not (found[1] or found[2]):
+        raise item.error(
+            "the entry reaches no case",
+            hint='add cases: [NAME-GLOB, ...] ("*": every case) or tags: [TAG, ...], '
+            "or stage: none",
+        )
+    return found[0], found[1], found[2]
 
 
 def _shown(stage: int | None) -> str:

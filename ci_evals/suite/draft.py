@@ -868,21 +868,28 @@ def render_stage_map(draft: Draft) -> str:
         lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: {stage} }}   # {_c(entry.why)}")
     globals_ = ", ".join(_q(path) for path in draft.global_paths)
     lines += [f"global: [{globals_}]", "fixtures: fixtures"]
-    if draft.marketplace is not None:
-        folder, name = draft.marketplace
-        market = f"{folder}/{MARKETPLACE}" if folder != "." else MARKETPLACE
-        lines += [
-            "# The marketplace lists every plugin: only this plugin's entry (and what lies",
-            "# outside its plugins list) is compared, parsed, at the base and the head.",
-            f"marketplace: {{ file: {_q(market if market.startswith('../') else '/' + market)}, "
-            f"plugin: {_q(name)} }}",
-        ]
+    lines += marketplace_lines(draft.marketplace)
     lines += [
         "# Keys Claude Code shows but loads nothing from: a change to them alone in",
         "# .claude-plugin/plugin.json or the marketplace entry runs no stage.",
         f"ignore_metadata: [{', '.join(_q(key) for key in METADATA_KEYS)}]",
     ]
     return "\n".join(lines) + "\n"
+
+
+def marketplace_lines(marketplace: tuple[str, str] | None) -> list[str]:
+    """The map's `marketplace:` for a marketplace's plugin: (its folder from the map's,
+    the plugin's entry); none for a plugin of its own."""
+    if marketplace is None:
+        return []
+    folder, name = marketplace
+    market = f"{folder}/{MARKETPLACE}" if folder != "." else MARKETPLACE
+    return [
+        "# The marketplace lists every plugin: only this plugin's entry (and what lies",
+        "# outside its plugins list) is compared, parsed, at the base and the head.",
+        f"marketplace: {{ file: {_q(market if market.startswith('../') else '/' + market)}, "
+        f"plugin: {_q(name)} }}",
+    ]
 
 
 def render_stub(draft: Draft) -> str:

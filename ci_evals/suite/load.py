@@ -414,11 +414,9 @@ def load_suite(
     stage_map: Path | None
     if "stage_map" in keys:
         stage_map = None if keys["stage_map"].is_null() else _path(keys["stage_map"], base)
-    elif "plugin_evals" not in keys:  # a suite of cases has none yet (issue 32, part 3)
+    else:
         default = base / DEFAULT_STAGE_MAP
         stage_map = default if default.is_file() else None
-    else:
-        stage_map = None
     if "plugin" in keys:
         own = _own_paths(base, file, fixtures, stage_map, keys.get("scaffold"))
         plugin = _load_plugin(keys["plugin"], base, repository, own, tracked_only=tracked)
@@ -468,7 +466,9 @@ def load_suite(
         ablation=_ablation(keys.get("ablation")),
     )
     _check_suite_rubrics(suite, problems)
-    if stage_map is not None:
+    if stage_map is not None and evals is not None:
+        _cross_check_case_map(suite, evals, keys.get("stage_map") or keys["plugin_evals"])
+    elif stage_map is not None:
         _cross_check_stage_map(suite, keys.get("stage_map"), keys["stages"], problems)
     return suite
 
@@ -564,7 +564,7 @@ def _case_units(
 ) -> tuple[PluginEvals, tuple[Scenario, ...]]:
     """`plugin_evals:`: each selected case a scenario running its own one stage."""
     where = keys["plugin_evals"]
-    for key in ("stages", "scenarios", "stage_map"):
+    for key in ("stages", "scenarios"):
         if key in keys:
             raise keys[key].error(f"{key}: beside plugin_evals: is not supported yet")
     if agent != "claude":
@@ -965,6 +965,11 @@ def _cross_check_stage_map(
     assert suite.stage_map is not None
     stage_map = load_stage_map(suite.stage_map, warn=False)
     map_name = stage_map.display
+    if stage_map.evals is not None:
+        raise (where or stages_field).error(
+            f"the stage map {map_name} selects cases (evals:), but this suite runs stages",
+            hint="a map of stages lists stages: and sends files to them",
+        )
     theirs = tuple(stage_map.stages)
     ours = suite.stage_names
     if theirs != ours:
@@ -979,21 +984,67 @@ def _cross_check_stage_map(
             hint="both files must list the same stage names in the same order",
         )
     where = where or stages_field
-    map_plugin = Path(os.path.normpath(stage_map.repo_root / stage_map.root))
-    if map_plugin.resolve() != suite.plugin.path.resolve():
-        raise where.error(
-            f"the stage map {map_name} has root {display_path(map_plugin)}, but the suite's "
-            f"plugin is {display_path(suite.plugin.path)}",
-            hint="the map's root and the suite's plugin must be the same folder",
-        )
+    _check_scenarios_named(suite, stage_map)
+    _same_folder(where, stage_map, "root", stage_map.root, suite.plugin.path, "plugin")
     if stage_map.fixtures is not None:
-        map_fixtures = Path(os.path.normpath(stage_map.repo_root / stage_map.fixtures))
-        if map_fixtures.resolve() != suite.fixtures.resolve():
-            raise where.error(
-                f"the stage map {map_name} has fixtures {display_path(map_fixtures)}, but the "
-                f"suite's fixtures are {display_path(suite.fixtures)}",
-                hint="point both files at the same fixtures folder",
+        _same_folder(where, stage_map, "fixtures", stage_map.fixtures, suite.fixtures, "fixtures")
+    _check_suite_reached(suite, stage_map, where)
+    for stage in suite.stages:
+        _check_rubrics_mapped(suite, stage, stage_map, problems)
+        _check_schemas_mapped(stage, stage_map, problems)
+
+
+def _check_scenarios_named(suite: Suite, stage_map: StageMap) -> None:
+    """Every scenario an entry names (`scenarios:`) is one of the suite's."""
+    ids = {scenario.id for scenario in suite.scenarios}
+    for entry in stage_map.entries:
+        unknown = [name for name in entry.scenarios if name not in ids]
+        if unknown:
+            raise UserError(
+                f"entries[{entry.index}].scenarios: {unknown[0]!r} is no scenario of "
+                f"{suite.display}",
+                file=stage_map.display,
+                line=entry.line,
+                hint=f"the suite's scenarios: {', '.join(sorted(ids))}",
             )
+
+
+def _cross_check_case_map(suite: Suite, evals: PluginEvals, where: Field) -> None:
+    """A suite of cases selects its cases by a map with `evals:` (a case map) whose root
+    is the suite's plugin and whose eval folder is the suite's, and which reaches the
+    suite file: else `compute-stage` and `run --base` would select other cases, or none."""
+    assert suite.stage_map is not None
+    stage_map = load_stage_map(suite.stage_map, warn=False)
+    name = stage_map.display
+    if stage_map.evals is None:
+        raise where.error(
+            f"the stage map {name} has stages, but this suite runs cases (plugin_evals:)",
+            hint="give the map evals: (the eval folder) and entries with cases: or tags: "
+            "(docs/plugin-evals.md, Selecting cases by a change)",
+        )
+    _same_folder(where, stage_map, "root", stage_map.root, suite.plugin.path, "plugin")
+    _same_folder(where, stage_map, "evals", stage_map.evals, evals.dir, "eval folder")
+    _check_suite_reached(suite, stage_map, where)
+
+
+def _same_folder(  # noqa: PLR0917 - private, three call sites
+    where: Field, stage_map: StageMap, key: str, theirs: str, ours: Path, what: str
+) -> None:
+    """The map's `key` folder (repo-relative `theirs`) is the suite's `ours`: else
+    `compute-stage` would answer for another plugin, fixtures or eval folder than
+    the one `run` runs."""
+    folder = Path(os.path.normpath(stage_map.repo_root / theirs))
+    if folder.resolve() != ours.resolve():
+        raise where.error(
+            f"the stage map {stage_map.display} has {key} {display_path(folder)}, but the "
+            f"suite's {what} {'are' if what == 'fixtures' else 'is'} {display_path(ours)}",
+            hint=f"the map's {key} and the suite's {what} must be the same folder",
+        )
+
+
+def _check_suite_reached(suite: Suite, stage_map: StageMap, where: Field) -> None:
+    """The map reaches the suite file and the marketplace naming the plugin, and
+    compares that plugin's entry when it compares one."""
     # The suite decides every stage: a map that does not reach it would answer
     # `none` to a change of any prompt (fail open).
     _require_mapped(suite.file, "the suite", stage_map, where)
@@ -1004,13 +1055,11 @@ def _cross_check_stage_map(
         compared = stage_map.marketplace
         if compared is not None and compared.plugin != suite.plugin.marketplace_entry:
             raise where.error(
-                f"the stage map {map_name} compares the marketplace entry {compared.plugin!r}, "
-                f"but the suite's plugin is its entry {suite.plugin.marketplace_entry!r}",
+                f"the stage map {stage_map.display} compares the marketplace entry "
+                f"{compared.plugin!r}, but the suite's plugin is its entry "
+                f"{suite.plugin.marketplace_entry!r}",
                 hint="name the suite's entry in the map's marketplace: plugin:",
             )
-    for stage in suite.stages:
-        _check_rubrics_mapped(suite, stage, stage_map, problems)
-        _check_schemas_mapped(stage, stage_map, problems)
 
 
 def _require_mapped(path: Path, what: str, stage_map: StageMap, where: Field) -> None:

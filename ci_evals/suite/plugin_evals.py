@@ -48,6 +48,7 @@ from ci_evals.grading.config import StageGrading
 from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
 from ci_evals.grading.kinds.plugin_eval_judge import DEFAULT_MODEL as DEFAULT_JUDGE_MODEL
+from ci_evals.selection.units import case_glob
 from ci_evals.suite.case_context import CaseContext, load_context
 from ci_evals.suite.plugin_eval_mocks import MockServer, load_mocks
 from ci_evals.suite.tool_grant import entry_problem
@@ -269,12 +270,6 @@ def selects(case: Case, globs: Sequence[str], tags: Sequence[str]) -> bool:
     if not any(case_glob(glob).fullmatch(case.name) for glob in globs):
         return False
     return not tags or any(tag in case.tags for tag in tags)
-
-
-def case_glob(glob: str) -> re.Pattern[str]:
-    """The CLI's case glob: `*` any text, `?` one character; `[` and all else literal."""
-    parts = [".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob]
-    return re.compile("".join(parts), re.DOTALL)
 
 
 def _unique_ids(cases: Sequence[Case]) -> None:

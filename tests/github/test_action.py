@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ci_evals.main import main
+from tests import case_units_repo
 from tests.actions_runner import (
     UPLOAD_RUNTIME_TOKEN,
     ActionsRunner,
@@ -62,6 +64,8 @@ def test_the_action_has_the_documented_inputs_and_outputs() -> None:
     assert set(outputs) == {
         "from_stage",
         "fixture_stages",
+        "units",
+        "units_json",
         "verdict",
         "results",
         "matrix",
@@ -210,6 +214,8 @@ def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: Fak
     assert outputs == {
         "from_stage": "none",
         "fixture_stages": "",
+        "units": "",  # a map of stages alone selects no units
+        "units_json": "",
         "verdict": "skipped",
         "results": "",
         "matrix": "",
@@ -350,6 +356,8 @@ def test_the_action_sharded_with_nothing_to_run_plans_no_shard(
     assert outputs == {
         "from_stage": "none",
         "fixture_stages": "",
+        "units": "",  # a map of stages alone selects no units
+        "units_json": "",
         "verdict": "skipped",
         "results": "",
         "matrix": '{"include":[]}',  # plan's own answer: test `shards` in the jobs' `if:`
@@ -472,3 +480,35 @@ def test_the_key_input_reaches_the_step_that_runs_the_evals_alone(
     assert API_KEY not in actions.runner_env(tmp_path / "o").values()  # what the upload gets
     assert "::warning" not in "".join(s.stdout for s in ran)
     assert actions.failed() == [], actions.log()
+
+
+@pytest.mark.slow
+def test_the_action_runs_only_the_cases_a_change_reaches(
+    tmp_path: Path, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A suite of ten `claude plugin eval` cases drafted by `ci-evals init`: a PR that
+    edits one skill runs the two cases naming it, and the outputs say which."""
+    repo = tmp_path / "cases-repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    case_units_repo.plugin_repo(repo)
+    monkeypatch.chdir(repo)
+    assert main(["init", case_units_repo.PLUGIN]) == 0
+    base = case_units_repo.commit(repo, "ci-evals init")
+    skill = repo / case_units_repo.PLUGIN / "skills/greet/SKILL.md"
+    skill.write_text(skill.read_text(encoding="utf-8") + "Smile.\n", encoding="utf-8")
+    head = case_units_repo.commit(repo, "greet warmer")
+    actions = runner(tmp_path, repo, github, head)
+
+    stub = f"stub:stub/{case_units_repo.PLUGIN}.yaml"
+    outputs = actions.run_action(
+        ACTION, {"base": base, "model": stub, "repeat": "1", "comment": "false"}
+    )
+
+    log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
+    assert outputs["from_stage"] == "1", log
+    assert outputs["units"] == "greet-basic greet-formal", log
+    assert json.loads(outputs["units_json"]) == ["greet-basic", "greet-formal"], log
+    assert outputs["verdict"] == "passed", log
+    results = json.loads(Path(outputs["results"]).read_text(encoding="utf-8"))
+    assert sorted({s["id"] for s in results["scenarios"]}) == ["greet-basic", "greet-formal"]

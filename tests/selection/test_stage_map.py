@@ -43,13 +43,13 @@ ERRORS = {
     "unknown top key": (
         _entry('"a.md"') + "foo: 1\n",
         "stage_map.yaml:6:1: foo: unknown key 'foo' "
-        "(known keys: entries, fixtures, global, ignore_metadata, marketplace, root, stages, "
-        "version)",
+        "(known keys: entries, evals, fixtures, global, ignore_metadata, marketplace, root, "
+        "stages, version)",
     ),
     "unknown entry key": (
         HEAD + '  - { glob: "a.md", stage: 1, note: x }\n',
         "stage_map.yaml:5:31: entries[0].note: unknown key 'note' "
-        "(known keys: except, glob, stage)",
+        "(known keys: cases, except, glob, scenarios, stage, tags)",
     ),
     "missing top key": (
         "version: 1\nroot: plugin\nstages: [a]\n",
