@@ -20,6 +20,7 @@ one line: it would be half-read.
 | 9 | `score_at_least` (a run of cases with a threshold below 1.0); `RepeatSummary.score_at_least` |
 | 10 | `ScenarioResult.repeats` (a case's own runs), `ScenarioResult.unit` (`case`: its own stage) |
 | 11 | `StageResult.produced_omitted`, `plugin_changes_omitted`: what a listing's budget cut |
+| 12 | `imported_from`: a run imported from a `claude plugin eval` document |
 
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
@@ -35,7 +36,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 11
+VERSION = 12
 
 Data = dict[str, Any]
 
@@ -185,6 +186,14 @@ def _v10_to_v11(data: Data) -> Data:
     return data
 
 
+def _v11_to_v12(data: Data) -> Data:
+    """Add `imported_from: null`: a version 11 file was a run of ci-evals, never an
+    import. (A version 11 reader refuses a version 12 file rather than report an
+    imported run as one ci-evals ran and graded.)"""
+    data.setdefault("imported_from", None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -197,6 +206,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     8: _v8_to_v9,
     9: _v9_to_v10,
     10: _v10_to_v11,
+    11: _v11_to_v12,
 }
 
 

@@ -245,7 +245,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 11
+    assert result.version == VERSION == 12
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
@@ -253,8 +253,24 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
         assert result.origin_note == "replayed, origin unknown: not a model verdict"
 
 
+def _as_version_11(data: dict[str, Any]) -> None:
+    """A current file as version 11 wrote it: never an import."""
+    del data["imported_from"]
+
+
+def test_a_version_11_file_reads_as_a_run_ci_evals_ran(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 11, _as_version_11)
+
+    result = read_results(old)
+
+    assert result == current and result.imported_from is None
+    assert problems(result) == []
+
+
 def _as_version_10(data: dict[str, Any]) -> None:
     """A current file's stages as version 10 wrote them: every change listed."""
+    _as_version_11(data)
     for scenario in data["scenarios"]:
         for stage in scenario["stages"]:
             del stage["produced_omitted"], stage["plugin_changes_omitted"]
