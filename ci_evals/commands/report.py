@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         commands_stopped,
     )
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
+    from ci_evals.report.imported_markdown import imported_section  # noqa: PLC0415
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
     from ci_evals.report.verify import problems  # noqa: PLC0415
@@ -152,7 +153,9 @@ def run(args: argparse.Namespace) -> int:
     found = problems(result)
     compared = None if found else baseline_comparison(result, args)
     baseline = against_baseline(result, args, found, compared=compared)
-    markdown = markdown_summary(result, found) + "\n" + link + baseline
+    imported = imported_section(result)  # "" unless imported from claude plugin eval
+    markdown = markdown_summary(result, found) + "\n" + (imported and imported + "\n")
+    markdown += link + baseline
     if args.html is not None:
         _write_html(result, args, found, None if compared is None else compared[0])
     fixtures_passed = True

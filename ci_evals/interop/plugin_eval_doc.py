@@ -29,6 +29,7 @@ from typing import Literal
 
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
+from ci_evals.results import model_id_problem
 
 SCHEMA_VERSION = 1
 MAX_BYTES = 256 * 1024 * 1024  # a judge's evidence is kept per grader and run: documents grow
@@ -257,13 +258,22 @@ def parse_document(value: object, file: Path, *, sha256: str = "") -> Document:
         partial_reason=None if reason is None else reason.text()[:100],
         root=suite.key("root").text(),
         ablation=arms,
-        model=None if model is None else model.text(),
-        judge_model=None if judge is None else judge.text(),
+        model=None if model is None else _model_id(model),
+        judge_model=None if judge is None else _model_id(judge),
         threshold=suite.key("threshold").number(0.0, 1.0),
         concurrency=None if concurrency is None else concurrency.whole(1),
         plugins=tuple(_plugin(item) for item in suite.key("plugins").items()),
         cases=cases,
     )
+
+
+def _model_id(at: _At) -> str:
+    """A model id the reports show and a comparison names: a plain id, bounded."""
+    value = at.text()
+    problem = model_id_problem(value)
+    if problem:
+        raise at.error(problem)
+    return value
 
 
 def _plugin(at: _At) -> Plugin:

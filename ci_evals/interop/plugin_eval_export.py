@@ -31,7 +31,7 @@ from typing import Any
 
 from ci_evals.interop.plugin_eval_import import SKIPPED_PAID
 from ci_evals.results.criteria import Criterion
-from ci_evals.results.model import IMPORTED_TOOL, RunResult, ScenarioResult, StageResult
+from ci_evals.results.model import RunResult, ScenarioResult, StageResult
 
 Json = dict[str, Any]
 
@@ -145,7 +145,7 @@ def _case(
     return {
         "name": name,
         "dir": folder,
-        "source": IMPORTED_TOOL if result.imported_from else "ci-evals",
+        "source": "ci-evals",  # the CLI's prose | case_yaml | mixed is not recorded
         "promptMarkdown": "",
         "runsPerCase": result.repeats_of(scenario),
         "timeoutSeconds": 0,

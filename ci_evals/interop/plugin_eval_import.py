@@ -33,12 +33,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from ci_evals import __version__
-from ci_evals.fs.names import MAX_NAME, as_name
+from ci_evals.fs.names import MAX_NAME, as_name, name_problem
 from ci_evals.grading.reviewer.rubrics import normalize_id
 from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.interop.plugin_eval_doc import Case, Document, Run
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.model import (
+    IMPORTED_TOOL,
     ImportedCase,
     ImportedFrom,
     Revision,
@@ -51,8 +52,9 @@ from ci_evals.results.summary import summarize_run
 from ci_evals.text import display_path, one_line
 
 GRADER = "plugin_eval"  # the one grader of a case unit, as `plugin_evals:` grades it
-SANDBOX = "claude plugin eval"  # where the agent ran: the CLI's child, not ci-evals' sandbox
-ENDPOINT = "claude plugin eval"  # who asked the model: the CLI, with its own credentials
+# Where the agent ran (the CLI's child, not a sandbox of ci-evals') and who asked the
+# model (the CLI, with its own credential): the run's `sandbox` and `model_endpoint`.
+SANDBOX = ENDPOINT = IMPORTED_TOOL
 DETAIL_LIMIT = 2000  # characters of a grader's explanation kept
 
 
@@ -62,7 +64,7 @@ def imported_run(document: Document, *, commit: str | None = None) -> RunResult:
     scenarios: list[ScenarioResult] = []
     cases: list[ImportedCase] = []
     for case, sid in zip(document.cases, ids, strict=True):
-        weights = _criterion_ids(case)
+        ids_of = _criterion_ids(case)
         for index in range(case.runs_per_case):
             run = case.with_runs[index] if index < len(case.with_runs) else None
             scenarios.append(
@@ -71,10 +73,10 @@ def imported_run(document: Document, *, commit: str | None = None) -> RunResult:
                     repeat=index,
                     repeats=case.runs_per_case,
                     unit="case",
-                    stages=[_stage(sid, run, weights)],
+                    stages=[_stage(sid, run, ids_of)],
                 )
             )
-        without = [_stage(sid, run, weights) for run in case.without_runs or ()]
+        without = [_stage(sid, run, ids_of) for run in case.without_runs or ()]
         cases.append(
             ImportedCase(
                 scenario=sid,
@@ -106,7 +108,7 @@ def imported_run(document: Document, *, commit: str | None = None) -> RunResult:
         suite_file=display_path(document.file),
         # Two imports compare when they are of the same plugin's cases (not the same
         # checkout: a CI runner's folder differs from run to run).
-        suite=SuiteIdentity(path="claude plugin eval", plugin=plugin),
+        suite=SuiteIdentity(path=IMPORTED_TOOL, plugin=plugin),
         revision=None if commit is None else Revision(commit=commit),
         score_at_least=document.threshold if document.threshold < 1.0 else None,
         scenarios=scenarios,
@@ -134,7 +136,8 @@ def _scenario_ids(cases: tuple[Case, ...]) -> list[str]:
     taken: set[str] = set()
     ids = []
     for case in cases:
-        base = as_name(case.name, "case").lstrip("_")[:MAX_NAME] or "case"
+        base = as_name(case.name, "case").lstrip("_.-")[:MAX_NAME] or "case"
+        base = "case" if name_problem(base) else base
         sid, n = base, 1
         while sid in taken:
             n += 1

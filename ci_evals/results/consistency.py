@@ -148,6 +148,11 @@ def _imported(result: RunResult) -> Iterator[str]:
             f"the imported document's cases {sorted(recorded)} are not the run's "
             f"{sorted(cases)}, each once"
         )
+    for case in imported.cases:  # the without-plugin arm: its runs read as any stage's
+        for index, stage in enumerate(case.without):
+            where = f"{case.scenario} without the plugin, run {index + 1}"
+            found = [*_stage(stage), *(_verdict(stage.grading) if stage.grading else ())]
+            yield from (f"{where}: {problem}" for problem in found)
 
 
 def _total_cost(result: RunResult) -> Iterator[str]:

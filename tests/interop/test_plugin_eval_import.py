@@ -113,6 +113,9 @@ def test_a_run_that_errored_is_an_error_though_the_cli_graded_it_a_pass(tmp_path
     assert problems(read_results(out)) == []
     code, summary = markdown(tmp_path, str(out))
     assert code == 1 and "timed out after 2s" in summary
+    # Both readings side by side: the CLI's pass, ci-evals' error.
+    assert "| quiet | 1.00 | error | - |" in summary
+    assert "| greet | 1.00 | passed | 1.00 |" in summary
 
 
 def test_skipped_paid_graders_are_an_error_and_no_baseline(tmp_path: Path) -> None:
@@ -187,6 +190,8 @@ def test_the_without_plugin_arm_is_kept_out_of_the_verdict(tmp_path: Path) -> No
     )
 
     assert code == 0
+    _, summary = markdown(tmp_path, str(out))
+    assert "| hi | 1.00 | passed | 1.00 | 0.00 | +1.00 |" in summary
     result = read_results(out)
     assert problems(result) == []
     (kept,) = result.imported_from.cases  # type: ignore[union-attr]
@@ -201,11 +206,17 @@ def test_names_that_read_alike_become_distinct_ids(tmp_path: Path) -> None:
     """The CLI allows case names `a b` and `a-b`, grader names `A_b` and `a-b`; ci-evals
     compares ids normalised (case, `_`, spaces) and makes folders of case names."""
     graders = run(grader("A_b", True), grader("a-b", False, 2), grader("x/y.md", True))
-    doc = document(case("a b", [graders]), case("a-b", [graders]), case("../..", [graders]))
+    doc = document(
+        case("a b", [graders]),
+        case("a-b", [graders]),
+        case("../..", [graders]),
+        case("_-x", [graders]),
+        case("é" * 10 + "y" * 100, [graders]),
+    )
     _, out = imported(tmp_path, doc)
 
     result = read_results(out)
-    assert [s.id for s in result.scenarios] == ["a-b", "a-b-2", "case"]
+    assert [s.id for s in result.scenarios] == ["a-b", "a-b-2", "case", "x", "y" * 64]
     ids = [c.id for c in result.scenarios[0].stages[0].grading.criteria]  # type: ignore[union-attr]
     assert ids == ["A_b", "a-b (2)", "x/y.md"]
     assert problems(result) == []
@@ -264,6 +275,7 @@ _REMOVE = object()
         ("aggregates.casesTotal", 5, "$.aggregates.casesTotal: 5 but the document holds 2"),
         ("cases", {}, "$.cases: expected an array, got an object"),
         ("cases.0.name", "  ", "$.cases[0].name: must not be empty"),
+        ("suite.modelOverride", "x y", "$.suite.modelOverride: not a model id"),
     ],
 )
 def test_a_broken_document_is_refused_in_one_line_and_nothing_written(
