@@ -10,7 +10,8 @@ a document that disagrees with itself refused with one line naming its JSON path
 and writes the run folder `report`, the sticky comment and `report --baseline`
 read: `results.json` (`interop.plugin_eval_import`: each case a case unit, failing
 closed where the CLI does not) and the document itself, as `aggregate-result.json`.
-A folder that is not empty is never written into.
+A folder that is not empty is never written into, and the folder is written whole or
+not at all (a temporary folder beside it, renamed; removed on any failure or Ctrl-C).
 
 Exit 0 when the imported run passes under ci-evals' rule (every case's verdict
 passed, in a finished document), 1 when it does not, 2 when the document cannot
@@ -20,7 +21,10 @@ be imported (docs/plugin-evals.md, *Results both ways*).
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.fs.atomic import write_atomic  # noqa: PLC0415 - pydantic below
+    from ci_evals.fs.atomic import write_atomic  # noqa: PLC0415
     from ci_evals.interop.plugin_eval_doc import read_document  # noqa: PLC0415
     from ci_evals.interop.plugin_eval_import import imported_run  # noqa: PLC0415
     from ci_evals.results.model import write_results  # noqa: PLC0415
@@ -76,9 +80,17 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path(".ci-evals") / "runs" / result.run_id
     _check_empty(out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / DOCUMENT, data, mode=0o644)
-        write_results(out, result)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # Written whole or not at all, even on Ctrl-C: a temporary folder beside it,
+        # renamed over the new (or empty) one.
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            write_atomic(staging / DOCUMENT, data, mode=0o644)
+            write_results(staging, result)
+            staging.chmod(0o755)
+            os.replace(staging, out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:
         raise UserError(f"cannot write: {exc.strerror or exc}", file=out, field="--out") from None
     code = exit_code(result)

@@ -83,6 +83,9 @@ def test_a_document_imports_as_case_units_that_report_reads_as_any_run(tmp_path:
     ]
     # The document itself is kept beside results.json, as read.
     assert json.loads((out / "aggregate-result.json").read_text())["claudeVersion"] == "2.1.337"
+    # Written through a temporary folder beside it, renamed in whole: none is left.
+    assert sorted(p.name for p in out.iterdir()) == ["aggregate-result.json", "results.json"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
     code, summary = markdown(tmp_path, str(out), "--junit", str(tmp_path / "j.xml"))
     assert code == 1
