@@ -61,6 +61,7 @@ __all__ = [
     "printable_path",
     "read_results",
     "record_endpoint_misses",
+    "require_own_run",
     "write_results",
 ]
 
@@ -657,6 +658,18 @@ def require_path_names(result: RunResult, file: Path) -> None:
             file=file,
             field=field,
             hint=f"{len(found)} such id(s); a results file as `ci-evals run` wrote it has none",
+        )
+
+
+def require_own_run(result: RunResult, file: Path, doing: str) -> None:
+    """`UserError` when `result` was imported (`imported_from`): it holds the CLI's
+    verdicts, no saved stage state a re-grade or a fixture could take."""
+    if result.imported_from is not None:
+        raise UserError(
+            f"cannot {doing} a run imported from {IMPORTED_TOOL} "
+            f"({result.imported_from.file}): it holds the CLI's verdicts, no saved stage state",
+            file=file,
+            hint="run the cases with ci-evals (`plugin_evals:` in ci-evals.yaml)",
         )
 
 

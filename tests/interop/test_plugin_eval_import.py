@@ -371,3 +371,17 @@ def test_text_from_the_document_is_never_a_workflow_command(
     assert code == 1
     printed = capsys.readouterr().out
     assert not any(line.startswith("::") for line in printed.splitlines()), printed
+
+
+def test_an_imported_run_is_neither_re_graded_nor_a_fixture(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It holds the CLI's verdicts and no saved stage state: one line, exit 2."""
+    _, out = imported(tmp_path, document(case("greet", GREET)))
+    capsys.readouterr()
+    assert main(["grade", str(out)]) == 2
+    assert "cannot re-grade a run imported from claude plugin eval" in capsys.readouterr().err
+    update = ["fixtures", "update", "--from", str(out), "--stage", "1"]
+    assert main(update) == 2
+    err = capsys.readouterr().err
+    assert "cannot promote a fixture from a run imported from claude plugin eval" in err
