@@ -190,7 +190,6 @@ def _stage(sid: str, run: Run | None, ids: dict[str, str]) -> StageResult:
         cost_usd=max(0.0, run.cost_usd - (judges or 0.0)),
         grading=verdict,
         grading_cost_usd=judges,
-        model_ran=not (run.error is not None and run.turns == 0),
     )
 
 
