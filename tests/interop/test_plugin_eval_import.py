@@ -19,7 +19,11 @@ import pytest
 from ci_evals.main import main
 from ci_evals.report.verify import problems
 from ci_evals.results.model import RESULTS_FILE, read_results
+from tests.endpoints.test_replay_origin import _reports
+from tests.github.test_comment import FakeGitHub, github
 from tests.interop.documents import case, document, grader, run, write
+
+__all__ = ["github"]  # the stand-in GitHub server fixture
 
 
 @pytest.fixture(autouse=True)
@@ -385,3 +389,24 @@ def test_an_imported_run_is_neither_re_graded_nor_a_fixture(
     assert main(update) == 2
     err = capsys.readouterr().err
     assert "cannot promote a fixture from a run imported from claude plugin eval" in err
+
+
+def test_every_report_of_an_imported_run_says_so_and_the_sticky_comment_is_posted(
+    tmp_path: Path,
+    github: FakeGitHub,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """On a pull request (a stand-in GitHub): the headline, the JUnit properties, the
+    site, an annotation and the comment as GitHub received it all name the import."""
+    quiet = run(grader("no-file", True), error="timed out after 2s")
+    _, out = imported(tmp_path, document(case("quiet", [quiet]), case("greet", GREET)))
+
+    reports = _reports(tmp_path, out, github, monkeypatch, capsys)
+
+    assert reports.code == 1
+    note = "imported from claude plugin eval 2.1.337"
+    assert note in reports.headline and note in reports.html
+    assert reports.junit["origin_note"].startswith(note)
+    assert any("title=ci-evals%3A imported run::" in w for w in reports.warnings), reports.warnings
+    assert "| quiet | 1.00 | error | - |" in reports.comment
