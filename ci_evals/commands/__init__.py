@@ -45,6 +45,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.report",
         "JUnit XML and a Markdown summary of a saved run, for CI reporters and the step summary",
     ),
+    "import": (
+        "ci_evals.commands.import_run",
+        "a `claude plugin eval` aggregate-result.json as a run folder, for report, the PR "
+        "comment and --baseline",
+    ),
     "baseline": (
         "ci_evals.commands.baseline",
         "fetch the baseline run for `report --baseline` (the last successful run's artifact)",
@@ -92,6 +97,7 @@ NEEDS_RUN_EXTRA = frozenset(
         "grade",
         "check-fixtures",
         "report",
+        "import",
         "fixtures",
         "mcp-check",
         "comment",

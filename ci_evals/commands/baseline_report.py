@@ -99,13 +99,24 @@ def load_baseline(path: Path, reason: str | None = None) -> tuple[RunResult | No
     if unsafe:
         field, why = unsafe[0]
         return None, f"the baseline's results file has an id that is no name: {field}: {why}"
+    unusable = _unusable(baseline)
+    if unusable is not None:
+        return None, unusable
+    return baseline, ""
+
+
+def _unusable(baseline: RunResult) -> str | None:
+    """Why a readable baseline still cannot be compared with, or None."""
     found = inconsistencies(baseline)
     if found:
-        return None, (
+        return (
             f"the baseline's results file is inconsistent ({len(found)} problem(s)), so none of "
             f"its numbers can be believed: {found[0]}"
         )
-    return baseline, ""
+    # A partial `claude plugin eval` document, or one whose paid graders were skipped,
+    # left cases unjudged: compared, they would read as changes that never happened.
+    refusal = baseline.imported_from.baseline_refusal if baseline.imported_from else None
+    return None if refusal is None else f"the baseline is not usable: {refusal}"
 
 
 def merge_base_of(result: RunResult, base: str | None) -> tuple[str | None, str]:

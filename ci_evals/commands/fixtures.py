@@ -86,11 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.results.model import read_results, require_path_names  # noqa: PLC0415
+    from ci_evals.results.model import (  # noqa: PLC0415
+        read_results,
+        require_own_run,
+        require_path_names,
+    )
     from ci_evals.suite.load import load_suite  # noqa: PLC0415
 
     run_dir = args.run_dir.resolve()
     result = read_results(run_dir / "results.json")
+    require_own_run(result, run_dir / "results.json", "promote a fixture from")
     require_path_names(result, run_dir / "results.json")  # its ids find the saved state
     suite_path = args.suite or Path(result.suite_file)
     suite = load_suite(suite_path)

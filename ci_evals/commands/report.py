@@ -25,6 +25,9 @@ results file is never a workflow command: the printed summary sits inside
 quotes the file goes through `text.inert` (docs/github.md, *Untrusted text
 stays text*).
 
+`--plugin-eval-json PATH`: also the run as a `claude plugin eval` aggregate-result.json
+(`interop.plugin_eval_export`), not written for an inconsistent file.
+
 `--comment` (GitHub Actions, a pull request): also post the summary as the
 pull request's sticky comment, edited in place on every run (one per
 `--comment-key`). Outside a pull request, without `GITHUB_TOKEN` or with a
@@ -104,6 +107,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="in GitHub Actions on a pull request: post the summary as a sticky PR comment "
         "(needs GITHUB_TOKEN and `pull-requests: write`)",
     )
+    parser.add_argument(
+        "--plugin-eval-json",
+        type=Path,
+        metavar="PATH",
+        help="also write the run as a `claude plugin eval` aggregate-result.json "
+        "(schemaVersion 1), for tooling that reads the CLI's --json",
+    )
     add_comment_key(parser)
 
 
@@ -128,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         commands_stopped,
     )
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
+    from ci_evals.report.imported_markdown import imported_section  # noqa: PLC0415
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
     from ci_evals.report.verify import problems  # noqa: PLC0415
@@ -142,7 +153,9 @@ def run(args: argparse.Namespace) -> int:
     found = problems(result)
     compared = None if found else baseline_comparison(result, args)
     baseline = against_baseline(result, args, found, compared=compared)
-    markdown = markdown_summary(result, found) + "\n" + link + baseline
+    imported = imported_section(result)  # "" unless imported from claude plugin eval
+    markdown = markdown_summary(result, found) + "\n" + (imported and imported + "\n")
+    markdown += link + baseline
     if args.html is not None:
         _write_html(result, args, found, None if compared is None else compared[0])
     fixtures_passed = True
@@ -151,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         markdown += "\n" + section
     if args.junit is not None:
         write_output(args.junit, junit_xml(result, found), option="--junit")
+    if args.plugin_eval_json is not None:
+        _plugin_eval_json(result, found, args.plugin_eval_json)
     env = ActionsEnv.from_environ()
     if args.markdown is not None:
         write_output(args.markdown, markdown, option="--markdown")
@@ -170,6 +185,20 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     return EXIT_OK if run_passed(result, found) and fixtures_passed else EXIT_FAIL
+
+
+def _plugin_eval_json(result: RunResult, found: Sequence[str], path: Path) -> None:
+    """`--plugin-eval-json`: the run in the CLI's schema; never from a file whose numbers
+    disagree (the report says why, and exits 2)."""
+    from ci_evals.interop.plugin_eval_export import dump_document  # noqa: PLC0415
+
+    if found:
+        print(
+            "ci-evals report: --plugin-eval-json: not written: the results file is inconsistent",
+            file=sys.stderr,
+        )
+        return
+    write_output(path, dump_document(result).decode("utf-8"), option="--plugin-eval-json")
 
 
 def _fixtures(path: Path) -> tuple[str, bool]:

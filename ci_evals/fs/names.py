@@ -20,6 +20,16 @@ MAX_NAME = 64
 RULE = f"letters, digits, '.', '_' and '-', starting with a letter or digit, at most {MAX_NAME}"
 
 
+_NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def as_name(text: str, fallback: str) -> str:
+    """`text` with each run of characters a name cannot hold as one `-`, and `-`/`.`
+    trimmed from its ends (`fallback` when nothing is left): a `claude plugin eval`
+    case's scenario id, from its free-form name."""
+    return _NOT_NAME.sub("-", text).strip("-.") or fallback
+
+
 def name_problem(name: object) -> str | None:
     """Why `name` may not be one path component, or None when it may."""
     if not isinstance(name, str):

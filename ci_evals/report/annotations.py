@@ -73,8 +73,7 @@ def run_notes(result: RunResult, problems: Sequence[str] | None = None) -> list[
                 "not a verdict on any model",
             )
         )
-    elif result.origin_note:  # a replay: what its recording came from, never a fresh verdict
-        warnings.append(
-            Note("warning", "ci-evals: replayed recording", one_line(result.origin_note))
-        )
+    elif result.origin_note:  # a replay's recording, or who ran an imported run
+        title = "imported run" if result.imported_from else "replayed recording"
+        warnings.append(Note("warning", f"ci-evals: {title}", one_line(result.origin_note)))
     return errors + warnings

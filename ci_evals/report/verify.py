@@ -38,6 +38,11 @@ def problems(result: RunResult) -> list[str]:
             if stage.grading is not None:
                 where = stage_where(result, scenario, stage)
                 found += [f"{where}: {p}" for p in verdict_problems(stage.grading)]
+    for case in result.imported_from.cases if result.imported_from else ():
+        for index, stage in enumerate(case.without):  # an imported without-plugin arm
+            if stage.grading is not None:
+                where = f"{case.scenario} without the plugin, run {index + 1}"
+                found += [f"{where}: {p}" for p in verdict_problems(stage.grading)]
     return found
 
 

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import UserError
 from ci_evals.results import MISSED_BY, miss_source
 from ci_evals.results.criteria import ANALYTIC_MAX, ANALYTIC_MIN, CHECKLIST_SCORES
+from ci_evals.results.model import IMPORTED_TOOL
 from ci_evals.results.summary import mean_delta, summarize_run
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ def _run(result: RunResult) -> Iterator[str]:
     if result.isolated and result.sandbox == "local":
         yield "the run says it was isolated, but its agent ran in the local sandbox"
     yield from _replay(result)
+    yield from _imported(result)
     if result.repeat < 1:
         yield f"repeat is {result.repeat}: a run runs each scenario at least once"
     k = result.pass_at_least
@@ -122,6 +124,35 @@ def _replay(result: RunResult) -> Iterator[str]:
         yield "the run replayed a recording but does not say what made it (replayed_from)"
     if not replay and result.replayed_from is not None:
         yield f"the run says it replayed a recording, but its endpoint is {result.model_endpoint}"
+
+
+def _imported(result: RunResult) -> Iterator[str]:
+    """An imported run (`ci-evals import plugin-eval`) is cases, each with its record of
+    the document, and says so everywhere; a partial document never finished."""
+    imported = result.imported_from
+    endpoint = result.model_endpoint == IMPORTED_TOOL
+    if imported is None:
+        if endpoint:
+            yield f"the run's endpoint is {IMPORTED_TOOL} but it records no imported document"
+        return
+    if not endpoint:
+        yield f"the run was imported but its endpoint is {result.model_endpoint}"
+    if imported.partial and result.status == "completed":
+        yield "the run is completed but was imported from a partial document"
+    cases = {s.id for s in result.scenarios if s.unit == "case"}
+    if len(cases) != len({s.id for s in result.scenarios}):
+        yield "the run was imported but not all of its scenarios are cases"
+    recorded = [case.scenario for case in imported.cases]
+    if sorted(recorded) != sorted(cases):
+        yield (
+            f"the imported document's cases {sorted(recorded)} are not the run's "
+            f"{sorted(cases)}, each once"
+        )
+    for case in imported.cases:  # the without-plugin arm: its runs read as any stage's
+        for index, stage in enumerate(case.without):
+            where = f"{case.scenario} without the plugin, run {index + 1}"
+            found = [*_stage(stage), *(_verdict(stage.grading) if stage.grading else ())]
+            yield from (f"{where}: {problem}" for problem in found)
 
 
 def _total_cost(result: RunResult) -> Iterator[str]:

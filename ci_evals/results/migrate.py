@@ -21,6 +21,7 @@ one line: it would be half-read.
 | 10 | `ScenarioResult.repeats` (a case's own runs), `ScenarioResult.unit` (`case`: its own stage) |
 | 11 | `StageResult.produced_omitted`, `plugin_changes_omitted`: what a listing's budget cut |
 | 12 | `ablation`, `mean_delta`, `ScenarioResult.arm`, `StageSummary.arms`: without the plugin |
+| 13 | `imported_from`: a run imported from a `claude plugin eval` document |
 
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
@@ -36,7 +37,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 12
+VERSION = 13
 
 Data = dict[str, Any]
 
@@ -200,6 +201,14 @@ def _v11_to_v12(data: Data) -> Data:
     return data
 
 
+def _v12_to_v13(data: Data) -> Data:
+    """Add `imported_from: null`: a version 12 file was a run of ci-evals, never an
+    import. (A version 12 reader refuses a version 13 file rather than report an
+    imported run as one ci-evals ran and graded.)"""
+    data.setdefault("imported_from", None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -213,6 +222,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     9: _v9_to_v10,
     10: _v10_to_v11,
     11: _v11_to_v12,
+    12: _v12_to_v13,
 }
 
 

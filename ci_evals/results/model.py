@@ -39,6 +39,8 @@ __all__ = [
     "EndpointMiss",
     "FileChange",
     "Forwarded",
+    "ImportedCase",
+    "ImportedFrom",
     "LimitHit",
     "ReplayedFrom",
     "ResourceLimits",
@@ -59,6 +61,7 @@ __all__ = [
     "printable_path",
     "read_results",
     "record_endpoint_misses",
+    "require_own_run",
     "write_results",
 ]
 
@@ -367,6 +370,71 @@ class ReplayedFrom(_Model):
         return value
 
 
+IMPORTED_TOOL: Literal["claude plugin eval"] = "claude plugin eval"
+
+
+class ImportedCase(_Model):
+    """One case of an imported document, beside the scenario it became: its name and
+    folder as the CLI gave them, its score and (with `--ablation with-without`) its
+    without-plugin arm, as the CLI computed them (checked against the runs on import)."""
+
+    scenario: str  # the scenario id it became
+    name: str  # the case's name in the document
+    dir: str = ""  # its folder, relative to the plugin (as the document says)
+    score: float = Field(ge=0.0, le=1.0)  # the CLI's case score: the with-arm's mean run score
+    score_without: float | None = Field(default=None, ge=0.0, le=1.0)
+    delta: float | None = None  # score - score_without (None: no without-arm, or withheld)
+    # The runs without the plugin, in the same shape as the with-arm's stages (status,
+    # verdict, costs): kept, never summarised nor counted in the verdict or the costs.
+    without: list[StageResult] = Field(default_factory=list)
+
+
+class ImportedFrom(_Model):
+    """The run is a `claude plugin eval` document (aggregate-result.json) imported with
+    `ci-evals import plugin-eval`: the CLI ran and graded it, ci-evals only read it
+    (docs/plugin-evals.md, *Results both ways*). Every report says so."""
+
+    tool: Literal["claude plugin eval"] = IMPORTED_TOOL
+    file: str  # the document as named on the command line
+    sha256: str  # of its bytes
+    schema_version: int
+    claude_version: str
+    # The CLI stopped early (`partialReason`: cost_ceiling, interrupted, auth_failed): the
+    # run is `interrupted`, and no baseline.
+    partial: bool = False
+    partial_reason: str | None = None
+    ablation: Literal["none", "with-without"] = "none"
+    # Runs (either arm) whose llm/baseline graders the cost ceiling skipped: each is an
+    # `error` stage, and the run is no baseline.
+    skipped_paid_graders: int = Field(default=0, ge=0)
+    cost_usd: float = Field(ge=0.0)  # the document's total: both arms, judges, agent mocks
+    cases: list[ImportedCase] = Field(default_factory=list)
+
+    @property
+    def baseline_refusal(self) -> str | None:
+        """Why this imported run may not be a baseline, or None: a partial document or
+        skipped paid graders leave cases unjudged, which a comparison would read as
+        regressions or passes that never happened."""
+        if self.partial:
+            why = f" ({self.partial_reason})" if self.partial_reason else ""
+            return f"it was imported from a partial {IMPORTED_TOOL} document{why}"
+        if self.skipped_paid_graders:
+            return (
+                f"it was imported from a {IMPORTED_TOOL} document in which "
+                f"{self.skipped_paid_graders} run(s) skipped their paid graders (cost ceiling)"
+            )
+        return None
+
+    @property
+    def note(self) -> str:
+        """What every report says of the run: who ran and graded it."""
+        partial = f"; partial: {self.partial_reason or 'stopped early'}" if self.partial else ""
+        return (
+            f"imported from {IMPORTED_TOOL} {self.claude_version} ({self.file}): run and "
+            f"graded by the CLI, read by ci-evals{partial}"
+        )
+
+
 class ResourceLimits(_Model):
     """What bounded each sandbox's processes (docs/isolation.md, *Limits*). Besides
     these, every file and what a stage's writable folders grow by while it runs are
@@ -437,6 +505,8 @@ class RunResult(_Model):
     shard: Shard | None = None
     # `ci-evals merge`: the shards it was merged from, each one's wall time (None: not merged).
     merged_shards: list[ShardTiming] | None = None
+    # `ci-evals import plugin-eval`: the document it was imported from (None: ci-evals ran it).
+    imported_from: ImportedFrom | None = None
 
     def repeats_of(self, scenario: ScenarioResult) -> int:
         """How many times `scenario` ran: its own count, else the run's `repeat`."""
@@ -518,6 +588,9 @@ class RunResult(_Model):
             return " (simulated: stub model)"
         if self.model_endpoint.startswith("replay:"):
             return " (replayed: recorded usage, $0 spent)"
+        if self.imported_from is not None:
+            total = self.imported_from.cost_usd
+            return f" (the with-plugin runs as the CLI priced them; in all ${total:.4f})"
         return ""
 
     @property
@@ -525,7 +598,10 @@ class RunResult(_Model):
         """What the run's verdicts are evidence of when no model answered it afresh,
         in one line each report shows (escaped as it shows any text); "" for a live
         model. A replay says its recording's origin, and fails closed: one whose
-        origin is not recorded is no model's verdict (docs/replay.md)."""
+        origin is not recorded is no model's verdict (docs/replay.md). An imported
+        run says who ran and graded it."""
+        if self.imported_from is not None:
+            return self.imported_from.note
         if self.model_endpoint.startswith("stub:"):
             return "stub model: a wiring check, not a model verdict"
         if not self.model_endpoint.startswith("replay:"):
@@ -596,6 +672,18 @@ def require_path_names(result: RunResult, file: Path) -> None:
             file=file,
             field=field,
             hint=f"{len(found)} such id(s); a results file as `ci-evals run` wrote it has none",
+        )
+
+
+def require_own_run(result: RunResult, file: Path, doing: str) -> None:
+    """`UserError` when `result` was imported (`imported_from`): it holds the CLI's
+    verdicts, no saved stage state a re-grade or a fixture could take."""
+    if result.imported_from is not None:
+        raise UserError(
+            f"cannot {doing} a run imported from {IMPORTED_TOOL} "
+            f"({result.imported_from.file}): it holds the CLI's verdicts, no saved stage state",
+            file=file,
+            hint="run the cases with ci-evals (`plugin_evals:` in ci-evals.yaml)",
         )
 
 

@@ -45,8 +45,12 @@ def _check_consistent(saved: RunResult, run_dir: Path, inconsistencies: Inconsis
     """Refuse to re-grade a results file that contradicts itself (exit 2, problems on stderr).
 
     Re-grading recomputes only the stages it can grade again; the rest would
-    carry the file's claims into a new file that looks trustworthy.
+    carry the file's claims into a new file that looks trustworthy. An imported
+    run has no stage to grade again: refused too.
     """
+    from ci_evals.results.model import require_own_run  # noqa: PLC0415 - pydantic
+
+    require_own_run(saved, run_dir / "results.json", "re-grade")
     found = inconsistencies(saved)
     if not found:
         return

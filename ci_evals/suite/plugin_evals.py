@@ -44,6 +44,7 @@ from ci_evals.config.front_matter import read_front_matter
 from ci_evals.config.yaml_source import Field, load, loads
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import escape_problem, escaping_link, named_problem
+from ci_evals.fs.names import as_name
 from ci_evals.grading.config import StageGrading
 from ci_evals.grading.kinds import plugin_eval
 from ci_evals.grading.kinds.plugin_eval import CaseGrader, PluginEvalGrader, ToolUsed
@@ -85,7 +86,6 @@ _SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model", "allow_tools"
 _NOT_YET = "not supported yet by ci-evals"
 # Claude Code's front matter block (config.front_matter reads it by the same rule).
 _BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
-_UNIT_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 Source = Literal["prose", "case_yaml", "mixed"]
 
@@ -123,7 +123,7 @@ class Case:
     @property
     def unit_id(self) -> str:
         """Its scenario id in ci-evals: the name with what a folder name cannot hold as `-`."""
-        return _UNIT_ID.sub("-", self.name).strip("-.") or "case"
+        return as_name(self.name, "case")
 
 
 @dataclass(frozen=True)

@@ -254,7 +254,8 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
 
 def _as_version_11(data: dict[str, Any]) -> None:
-    """A current file as version 11 wrote it: one arm, nothing compared."""
+    """A current file as version 11 wrote it: one arm, nothing compared, no import."""
+    _as_version_12(data)
     del data["ablation"], data["mean_delta"]
     for scenario in data["scenarios"]:
         del scenario["arm"]
@@ -272,6 +273,21 @@ def test_a_version_11_file_reads_as_a_run_of_one_arm(tmp_path: Path) -> None:
     assert result.ablation == "none" and result.mean_delta is None
     assert {s.arm for s in result.scenarios} == {"with"}
     assert {s.arms for s in result.summaries} == {None}
+
+
+def _as_version_12(data: dict[str, Any]) -> None:
+    """A current file as version 12 wrote it: never an import."""
+    del data["imported_from"]
+
+
+def test_a_version_12_file_reads_as_a_run_ci_evals_ran(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 12, _as_version_12)
+
+    result = read_results(old)
+
+    assert result == current and result.imported_from is None
+    assert problems(result) == []
 
 
 def _as_version_10(data: dict[str, Any]) -> None:
