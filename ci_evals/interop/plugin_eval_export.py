@@ -42,9 +42,12 @@ def export_document(result: RunResult) -> Json:
     by_scenario = {case.scenario: case for case in (imported.cases if imported else [])}
     threshold = result.score_at_least if result.score_at_least is not None else 1.0
     cases = []
+    arms_without = _without_arm(result)
     for (scenario, stages), first in _groups(result):
         case = by_scenario.get(scenario.id)
         without = case.without if case and case.without else None
+        if without is None:  # a run of ci-evals with `ablation: with-without`
+            without = arms_without.get((scenario.id, first.number))
         name = case.name if case else _case_name(scenario, first)
         folder = case.dir if case else ""
         cases.append(
@@ -84,9 +87,24 @@ def _groups(
     """Per (scenario, stage), in the order they first appear: its repeats' stages."""
     grouped: dict[tuple[str, int], tuple[ScenarioResult, list[StageResult]]] = {}
     for scenario in sorted(result.scenarios, key=lambda s: s.repeat):
+        if scenario.arm == "without":  # `arms.without`, never runs of the with-arm
+            continue
         for stage in scenario.stages:
             grouped.setdefault((scenario.id, stage.number), (scenario, []))[1].append(stage)
     return [((scenario, stages), stages[0]) for scenario, stages in grouped.values()]
+
+
+def _without_arm(result: RunResult) -> dict[tuple[str, int], list[StageResult]]:
+    """Per (scenario, stage) of a run with `ablation: with-without`: the without-arm's
+    runs of it (a stage that ran single-arm has none: skipped, not run)."""
+    found: dict[tuple[str, int], list[StageResult]] = {}
+    for scenario in sorted(result.scenarios, key=lambda s: s.repeat):
+        if scenario.arm != "without":
+            continue
+        for stage in scenario.stages:
+            if stage.status != "skipped":
+                found.setdefault((scenario.id, stage.number), []).append(stage)
+    return found
 
 
 def _case_name(scenario: ScenarioResult, stage: StageResult) -> str:
@@ -100,7 +118,7 @@ def _suite(result: RunResult, threshold: float) -> Json:
     plugin = result.suite.plugin if result.suite else ""
     suite: Json = {
         "root": plugin,
-        "ablation": imported.ablation if imported else "none",
+        "ablation": imported.ablation if imported else result.ablation,
         "threshold": threshold,
         "concurrency": 1,
         "plugins": [{"name": plugin, "path": plugin}] if plugin else [],

@@ -96,3 +96,20 @@ def test_an_inconsistent_results_file_is_not_exported(
         in capsys.readouterr().err
     )
     assert not out.exists()
+
+
+def test_a_run_with_and_without_the_plugin_exports_both_arms_apart() -> None:
+    """A run of ci-evals with `ablation: with-without`: the without-arm's runs are
+    `arms.without` (never more runs of the with-arm), a single-arm stage has none."""
+    from tests.results.test_arms import _result  # noqa: PLC0415 - the two-arm run built there
+
+    document = export_document(_result())
+
+    assert document["suite"]["ablation"] == "with-without"
+    first, second = document["cases"]
+    assert [len(first["arms"]["with"]), len(first["arms"]["without"])] == [1, 1]
+    assert first["aggregates"]["score"] == 1.0
+    assert first["aggregates"]["scoreWithout"] == 0.5 and first["aggregates"]["delta"] == 0.5
+    assert list(second["arms"]) == ["with"]  # ran single-arm: nothing to compare
+    assert "delta" not in second["aggregates"]
+    assert document["aggregates"]["meanDelta"] == 0.5
