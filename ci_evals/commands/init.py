@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from ci_evals import git
+from ci_evals.agents import plugin_load
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
@@ -106,9 +107,12 @@ def run(args: argparse.Namespace) -> int:
             hint="copy or vendor the plugin into the repository first",
         )
     _refuse_uncopyable(plugin_dir, top, here)
+    load_notes = _refuse_unloadable(source)
     evals, cases = draft_cases.find_cases(source)
     if cases:  # the plugin's own `claude plugin eval` cases: a suite that runs them
-        return _init_cases(source, evals, cases, here=here, cwd=cwd, marketplace=marketplace)
+        return _init_cases(
+            source, evals, cases, here=here, cwd=cwd, marketplace=marketplace, notes=load_notes
+        )
     files = _plugin_files(plugin_dir, here)
     hook_file = top / PRECOMMIT
     files = [path for path in files if plugin_dir / path != hook_file]
@@ -150,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     ignored = _ignore_run_folders(here, cwd)
 
     print(f"drafted {plan.why}")
-    _say(written, kept, ignored)
+    _say(written, kept, ignored, load_notes)
     if os.path.relpath(hook_file, cwd) in kept:
         print(_hook_line(hook_file, map_path, cwd))
     _next(here, cwd, plan.stub_file)
@@ -177,6 +181,7 @@ def _init_cases(
     here: Path,
     cwd: Path,
     marketplace: tuple[str, str] | None,
+    notes: list[str],
 ) -> int:
     """A plugin with eval cases: the suite runs them (`plugin_evals:`) and the stub
     script satisfies them. No stage map nor its hook: selecting cases by a change is
@@ -197,7 +202,7 @@ def _init_cases(
         f"drafted a suite running the plugin's {len(drafted.cases)} claude plugin eval "
         f"case(s) in {shown} (plugin_evals:), each on the stub as its graders ask"
     )
-    _say(written, kept, ignored)
+    _say(written, kept, ignored, notes)
     for unmet in drafted.unmet:
         print(f"not satisfied on the stub: {unmet} (see {stub_file})")
     _next(here, cwd, stub_file, coverage=False)
@@ -265,7 +270,32 @@ def _refuse_uncopyable(plugin_dir: Path, top: Path, here: Path) -> None:
         raise UserError(f"{display_path(where)} {problem}", hint=COPY_HINT)
 
 
-def _say(written: list[str], kept: list[str], ignored: str) -> None:
+def _refuse_unloadable(source: PluginSource) -> list[str]:
+    """Refuse a plugin Claude Code's loader refuses (a draft of it could only fail
+    every stage, `Claude Code did not load the plugin`), in one line quoting the
+    CLI's reason; the lines to print for what it loads less a part, or could not
+    be asked. Only a manifest makes the loader refuse a whole plugin: without
+    one (named after its folder) nothing is asked."""
+    if source.origin == "folder name":
+        return []
+    verdict = plugin_load.ask(source.path, source.manifest_to_write)
+    manifest = source.marketplace if source.origin == "marketplace entry" else None
+    file = manifest or source.path / MANIFEST
+    if verdict.loaded is False:
+        raise UserError(
+            f"Claude Code does not load this plugin: {verdict.reason}",
+            file=file,
+            hint="fix it as the reason says (claude plugin validate PLUGIN_DIR lists every "
+            "problem); as it is, every stage would fail with that reason",
+        )
+    if verdict.loaded is None:
+        return [f"note: could not ask Claude Code whether it loads the plugin: {verdict.unasked}"]
+    return [f"note: Claude Code loads the plugin less a part: {error}" for error in verdict.errors]
+
+
+def _say(written: list[str], kept: list[str], ignored: str, notes: list[str]) -> None:
+    for line in notes:
+        print(line)
     for shown in written:
         print(f"wrote {shown}")
     if ignored:

@@ -297,16 +297,65 @@ def test_a_hook_still_running_after_ten_seconds_is_said_while_the_stage_waits(
     ) in done.stderr
 
 
-@pytest.mark.slow
-def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Path) -> None:
+def test_init_refuses_a_plugin_claude_code_does_not_load_quoting_its_reason(
+    tmp_path: Path,
+) -> None:
     # As wshobson/agents' pptx-deck-creation ships it: `agents` names a folder, which
-    # the CLI's manifest schema refuses; before, every stage "failed" its checks.
+    # the bundled CLI's loader refuses; its draft could only fail every stage.
     repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
     write(
         repo / "plugin" / ".claude-plugin" / "plugin.json",
         '{"name": "shapes", "agents": ["./agents"]}\n',
     )
+    proc = cli(repo, "init", "plugin")
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    assert proc.stderr == (
+        "ci-evals: error: plugin/.claude-plugin/plugin.json: Claude Code does not load this "
+        'plugin: agents.0: Invalid string: must end with ".md" (fix it as the reason says '
+        "(claude plugin validate PLUGIN_DIR lists every problem); as it is, every stage "
+        "would fail with that reason)\n"
+    )
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "plugin"]  # nothing written
+
+
+def test_init_says_what_claude_code_loads_the_plugin_without(tmp_path: Path) -> None:
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    write(
+        repo / "plugin" / ".claude-plugin" / "plugin.json",
+        '{"name": "shapes", "agents": ["./agents/critic.md", "./agents/gone.md"]}\n',
+    )
+    proc = cli(repo, "init", "plugin")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1] == (
+        "note: Claude Code loads the plugin less a part: Path not found: agents/gone.md (agents)"
+    )
+
+
+@pytest.mark.slow
+def test_a_manifest_claude_code_loads_but_validate_calls_wrong_is_onboarded(
+    tmp_path: Path,
+) -> None:
+    # `claude plugin validate` says "author: expected object"; the loader ignores it.
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    write(
+        repo / "plugin" / ".claude-plugin" / "plugin.json",
+        '{"name": "shapes", "author": "someone", "agents": ["./agents/critic.md"]}\n',
+    )
+    onboard(repo)
+    assert criteria(repo)["critic"][1] == ("trajectory:subagent-used:shapes:critic", True)
+
+
+@pytest.mark.slow
+def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Path) -> None:
+    # A manifest broken after `init` (init refuses it before): every stage is an
+    # error quoting the CLI, not a failure of its checks.
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
     assert cli(repo, "init", "plugin").returncode == 0
+    write(
+        repo / "plugin" / ".claude-plugin" / "plugin.json",
+        '{"name": "shapes", "agents": ["./agents"]}\n',
+    )
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
     assert done.returncode != 0
