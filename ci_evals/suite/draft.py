@@ -859,7 +859,18 @@ def render_stage_map(draft: Draft) -> str:
         "entries:",
     ]
     unread = {"/" + _literal(path) for path in draft.unread}
+    folded = _folders_at_stage_one(draft.entries, unread)
+    for folder, (count, others) in folded.items():
+        first = draft.stages[0].name
+        excepted = f"except: [{', '.join(_q(entry.glob) for entry in others)}], " if others else ""
+        why = f"{count - len(others)} of its {count} entries at stage 1, as is a file added later"
+        if others:
+            why += "; the rest below"
+        lines.append(f"  - {{ glob: {_q(folder)}, {excepted}stage: {first} }}   # {why}")
+    inside = {id(entry) for _, others in folded.values() for entry in others}
     for entry in draft.entries:
+        if _folder_of(entry.glob) in folded and id(entry) not in inside:
+            continue  # stage 1 through its folder's entry
         if entry.glob in unread:
             why = "no command, skill or agent names it: no stage reads it"
             lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: none }}   # {why}")
@@ -883,6 +894,36 @@ def render_stage_map(draft: Draft) -> str:
         f"ignore_metadata: [{', '.join(_q(key) for key in METADATA_KEYS)}]",
     ]
     return "\n".join(lines) + "\n"
+
+
+# A folder of at least this many entries, all but a third of them at stage 1,
+# is drafted as one entry with `except:` for the rest (skills/ of 40 skills).
+_FOLD_AT = 6
+
+
+def _folder_of(glob: str) -> str:
+    """`/skills/**` for `/skills/x/**` or `/skills/x.md`: the top folder's glob."""
+    parts = glob.lstrip("/").split("/")
+    return f"/{parts[0]}/**" if len(parts) > 1 else ""
+
+
+def _folders_at_stage_one(
+    entries: Sequence[Component], unread: set[str]
+) -> dict[str, tuple[int, list[Component]]]:
+    """Top folders whose entries are mostly at stage 1: folder glob -> (its entry
+    count, the entries at another stage or none, which its `except:` leaves to
+    their own lines). Only stage 1 is folded: a file added there later is then
+    matched without anyone deciding its stage, and stage 1 runs everything."""
+    by_folder: dict[str, list[Component]] = {}
+    for entry in entries:
+        if _folder_of(entry.glob):
+            by_folder.setdefault(_folder_of(entry.glob), []).append(entry)
+    folded = {}
+    for folder, inside in by_folder.items():
+        others = [e for e in inside if e.stage != 1 or e.glob in unread]
+        if len(inside) >= _FOLD_AT and len(others) * 3 <= len(inside):
+            folded[folder] = (len(inside), others)
+    return folded
 
 
 def render_stub(draft: Draft) -> str:
