@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -108,6 +108,8 @@ class Draft:
     unstaged: tuple[str, ...] = ()
     # Plugin files no stage reads (`draft_unread`): `stage: none` in the map.
     unread: frozenset[str] = frozenset()
+    # A hook's command -> the package fetch its plugin script makes (no check on it).
+    hook_fetches: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def stub_file(self) -> str:
@@ -138,6 +140,11 @@ def plan(
     }
     texts = {path: _read(plugin_dir / path) for path in files}
     hooks = tuple(draft_shapes.hooks(plugin_dir, manifest))
+    fetching = {
+        hook.command: fetch
+        for hook in hooks
+        if (fetch := draft_shapes.script_fetches(plugin_dir, hook.command)) is not None
+    }
     parts = _unnamed_parts(source, commands, texts)
     if not commands:
         stages = _part_stages(parts, taken=set()) or (_session_stage(),)
@@ -158,6 +165,7 @@ def plan(
             global_paths=tuple(global_paths),
             why=_why_parts(stages, hooks),
             hooks=hooks,
+            hook_fetches=fetching,
         )
     if stages_arg is None and len(commands) > 1:
         command_texts = {c: _read(plugin_dir / path) for c, path in commands.items()}
@@ -177,6 +185,7 @@ def plan(
                 calls=calls,
                 why=_why_independent(calls, forced=independent),
                 hooks=hooks,
+                hook_fetches=fetching,
                 unstaged=tuple(f"{part.kind} {part.name}" for part in parts),
             )
         ordered = draft_order.order(sorted(commands), found)
@@ -207,6 +216,7 @@ def plan(
         global_paths=tuple(global_paths),
         why=why,
         hooks=hooks,
+        hook_fetches=fetching,
         unstaged=unstaged,
     )
 
@@ -767,7 +777,7 @@ def _fired_lines(draft: Draft, stage: StagePlan) -> list[str]:
     tools = _stub_tools(draft, stage)
     checked: set[str] = set()
     for hook in draft.hooks:
-        why_not = draft_shapes.observable(hook, tools)
+        why_not = draft_shapes.observable(hook, tools, draft.hook_fetches.get(hook.command))
         if why_not is None and hook.event not in checked:
             checked.add(hook.event)
             lines.append(

@@ -269,7 +269,8 @@ def test_a_hook_that_needs_the_network_fails_within_seconds_naming_itself(
     # The agent's environment tells npm to work offline: it fails at once.
     if shutil.which("npx") is None:
         pytest.fail("this test needs npx on PATH (apt-get install npm)")
-    repo = _hook_plugin(tmp_path, "#!/bin/sh\nnpx -y ci-evals-no-such-package-x1 hello\n")
+    # The name built at run time: the draft cannot see the fetch, and checks the hook.
+    repo = _hook_plugin(tmp_path, "#!/bin/sh\nrun=np; ${run}x -y ci-evals-no-such-package-x1 hi\n")
     done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
     assert "Control request timeout" not in done.stdout + done.stderr
     (results,) = (repo / ".ci-evals" / "runs").glob("*/results.json")
@@ -367,6 +368,25 @@ def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Pat
         "invalid manifest file at PLUGIN/.claude-plugin/plugin.json. Validation errors: "
         'agents.0: Invalid string: must end with ".md"'
     )
+
+
+def test_a_hook_script_that_fetches_a_package_gets_no_check_and_the_draft_says_why(
+    tmp_path: Path,
+) -> None:
+    # The fetch inside the plugin script the hook runs, not in hooks.json: a check
+    # on it would fail every run, within seconds, for the sandbox's sake.
+    repo = _hook_plugin(tmp_path, "#!/bin/sh\n# sign the call\nexec npx -y pkg@1 sign\n")
+    suite = (repo / "ci-evals.yaml").read_text()
+    assert (
+        "      # no check of the SessionStart hook (${CLAUDE_PLUGIN_ROOT}/hooks/x.sh): its "
+        "script hooks/x.sh runs `npx` (line 3), which needs the network the sandbox does "
+        "not have (it fails at once, offline): vendor what it fetches, or check it by hand\n"
+    ) in suite
+    assert "{ hook:" not in suite
+    # A script without one keeps its check.
+    (tmp_path / "other").mkdir()
+    other = _hook_plugin(tmp_path / "other", "#!/bin/sh\necho hi\n")
+    assert '{ trajectory: { hook: "SessionStart" } }' in (other / "ci-evals.yaml").read_text()
 
 
 @pytest.mark.slow
