@@ -122,6 +122,54 @@ def test_three_plugins_drafted_in_turn_never_mix(tmp_path: Path) -> None:
     assert "evals/beta/stage_map.yaml" in framework.stdout
 
 
+def git_hook_commit(
+    repo: Path, tmp_path: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`git commit` through the plain-sh hooks/pre-commit (core.hooksPath), run by
+    dash, the shell git starts it with here (`#!/bin/sh`), ci-evals on PATH."""
+    hooks = Path(__file__).resolve().parents[2] / "hooks"
+    git(repo, "config", "core.hooksPath", str(hooks))
+    return subprocess.run(
+        ["git", "commit", "-qm", "change"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            **(env or {}),
+        },
+    )
+
+
+def test_the_plain_sh_hook_checks_every_suites_map(tmp_path: Path) -> None:
+    repo = marketplace(tmp_path)
+    for name in PLUGINS:
+        assert cli(repo, "init", ".", "--plugin", name).returncode == 0
+    (repo / ".pre-commit-config.yaml").unlink()  # the git hook alone
+    write(repo / "tests" / "data" / "stage_map.yaml", "not a map: [\n")  # no suite beside it
+    git(repo, "add", "-A")
+    done = git_hook_commit(repo, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # (git hands a hook's output to stderr)
+    assert done.stderr.count("ci-evals: stage map OK") == 3, done.stderr
+    # A file gamma's map does not cover stops the commit, named with the map.
+    write(repo / "plugins" / "gamma" / "agents" / "helper.md", "A helper.\n")
+    git(repo, "add", "-A")
+    done = git_hook_commit(repo, tmp_path)
+    assert done.returncode != 0
+    assert "plugins/gamma/agents/helper.md: not covered by any entry" in done.stderr
+    assert "evals/gamma/stage_map.yaml" in done.stderr
+    # CI_EVALS_MAP names maps instead, several separated by ':' (gamma's left out).
+    done = git_hook_commit(
+        repo, tmp_path, {"CI_EVALS_MAP": "evals/alpha/stage_map.yaml:evals/beta/stage_map.yaml"}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.count("ci-evals: stage map OK") == 2, done.stderr
+
+
 def test_a_hook_without_args_keeps_checking_the_top_map(tmp_path: Path) -> None:
     """A suite at the top (its hook has no --map) and then a marketplace plugin's: the
     hook names both, the top map first, so neither goes unchecked."""
