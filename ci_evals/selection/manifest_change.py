@@ -137,14 +137,26 @@ def _without(data: dict[str, object], ignore: Sequence[str]) -> dict[str, object
     return {
         key: value if key not in ignore else f"<{type(value).__name__}>"
         for key, value in data.items()
-        if key not in ignore or not _readable(value)
+        if key not in ignore or not _readable(key, value)
     }
 
 
-def _readable(value: object) -> bool:
+# The shape of each metadata key's value the CLI reads; any other may make it
+# refuse the manifest or drop the entry (a string where none is named).
+_SHAPES: dict[str, tuple[type, ...]] = {
+    "keywords": (list,),
+    "tags": (list,),
+    "owner": (dict,),
+    "author": (dict, str),  # a string: the loader ignores it, with a note
+    "repository": (str, dict),
+}
+
+
+def _readable(key: str, value: object) -> bool:
+    shapes = _SHAPES.get(key, (str,))
     if isinstance(value, list):
-        return all(isinstance(item, str) for item in value)
-    return isinstance(value, str | dict)
+        return list in shapes and all(isinstance(item, str) for item in value)
+    return isinstance(value, shapes)
 
 
 def _marketplace_view(
@@ -195,6 +207,12 @@ def _renames_naming(renames: object, plugin: str, names: set[object]) -> object:
 
 def _difference(before: object, now: object) -> str:
     """`changed: entry.commands` — the first keys that differ, for the detail."""
+    keys = _differing(before, now)
+    return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
+
+
+def _differing(before: object, now: object) -> list[str]:
+    """Each differing key's path (`entry.commands`, `renames.old (added)`)."""
     keys: list[str] = []
     if isinstance(before, dict) and isinstance(now, dict):
         for key in sorted(set(before) | set(now), key=str):
@@ -204,6 +222,6 @@ def _difference(before: object, now: object) -> str:
             if (was is None) != (new is None):
                 keys.append(f"{key} ({'added' if was is None else 'removed'})")
                 continue
-            inner = _difference(was, new)
-            keys.append(f"{key}.{inner}" if inner else str(key))
-    return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
+            inner = _differing(was, new)
+            keys.extend([f"{key}.{path}" for path in inner] if inner else [str(key)])
+    return keys

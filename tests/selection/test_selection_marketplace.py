@@ -373,3 +373,17 @@ def test_display_name_is_metadata_and_a_value_the_cli_refuses_counts(market: Pat
     chosen = _change(market, {path: _market(displayName=["A"], version=2)})
     assert chosen.from_stage == 1
     assert "entry.version" in chosen.detail
+
+
+def test_an_ignored_key_counts_when_its_value_is_of_another_shape(market: Path) -> None:
+    manifest = "plugins/alpha/.claude-plugin/plugin.json"
+    chosen = _change(market, {manifest: _manifest(keywords=["a"], author={"name": "x"})})
+    assert chosen.from_stage is None, chosen.detail
+    chosen = _change(market, {manifest: _manifest(keywords=["a"], author="x")})  # the loader
+    assert chosen.from_stage is None, chosen.detail  # ignores an author string
+    for value in ({"text": "x"}, ["x"], 3, None):
+        chosen = _change(market, {manifest: _manifest(description=value)})
+        assert chosen.from_stage == 1, value
+        chosen = _change(market, {manifest: _manifest()})
+    chosen = _change(market, {manifest: _manifest(keywords="a")})
+    assert chosen.from_stage == 1
