@@ -298,16 +298,19 @@ def test_a_hook_still_running_after_ten_seconds_is_said_while_the_stage_waits(
     ) in done.stderr
 
 
+def _agent_plugin(tmp_path: Path, manifest: str) -> Path:
+    """A plugin of one agent, `critic`, whose manifest is `manifest`."""
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    write(repo / "plugin" / ".claude-plugin" / "plugin.json", manifest + "\n")
+    return repo
+
+
 def test_init_refuses_a_plugin_claude_code_does_not_load_quoting_its_reason(
     tmp_path: Path,
 ) -> None:
     # As wshobson/agents' pptx-deck-creation ships it: `agents` names a folder, which
     # the bundled CLI's loader refuses; its draft could only fail every stage.
-    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
-    write(
-        repo / "plugin" / ".claude-plugin" / "plugin.json",
-        '{"name": "shapes", "agents": ["./agents"]}\n',
-    )
+    repo = _agent_plugin(tmp_path, '{"name": "shapes", "agents": ["./agents"]}')
     proc = cli(repo, "init", "plugin")
     assert proc.returncode != 0
     assert proc.stdout == ""
@@ -321,10 +324,8 @@ def test_init_refuses_a_plugin_claude_code_does_not_load_quoting_its_reason(
 
 
 def test_init_says_what_claude_code_loads_the_plugin_without(tmp_path: Path) -> None:
-    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
-    write(
-        repo / "plugin" / ".claude-plugin" / "plugin.json",
-        '{"name": "shapes", "agents": ["./agents/critic.md", "./agents/gone.md"]}\n',
+    repo = _agent_plugin(
+        tmp_path, '{"name": "shapes", "agents": ["./agents/critic.md", "./agents/gone.md"]}'
     )
     proc = cli(repo, "init", "plugin")
     assert proc.returncode == 0, proc.stderr
@@ -338,10 +339,8 @@ def test_a_manifest_claude_code_loads_but_validate_calls_wrong_is_onboarded(
     tmp_path: Path,
 ) -> None:
     # `claude plugin validate` says "author: expected object"; the loader ignores it.
-    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
-    write(
-        repo / "plugin" / ".claude-plugin" / "plugin.json",
-        '{"name": "shapes", "author": "someone", "agents": ["./agents/critic.md"]}\n',
+    repo = _agent_plugin(
+        tmp_path, '{"name": "shapes", "author": "someone", "agents": ["./agents/critic.md"]}'
     )
     onboard(repo)
     assert criteria(repo)["critic"][1] == ("trajectory:subagent-used:shapes:critic", True)
