@@ -6,8 +6,9 @@ commands each, an agent, a skill, a template, README, LICENSE, CHANGELOG,
 drafts a suite per plugin with `ci-evals init --plugin NAME` (the maps as
 drafted, not edited), then commits a history with the mix public marketplaces
 show — version bumps (manifest and entry), other plugins' entries, README and
-changelog edits, real changes to a stage's files, an entry's loading keys
-changed with no folder change, new plugins, suite edits — and asks
+changelog edits, display names, the `renames` map extended for one plugin,
+real changes to a stage's files, an entry's loading keys changed with no
+folder change, new plugins, suite edits — and asks
 `compute-stage` (in process: `selection.diff.compute`) for every commit and
 every plugin, first parent to commit.
 
@@ -19,7 +20,8 @@ Stage runs per (commit, plugin), n the plugin's stages, s the answer: n - s + 1
   its suite, so it can run less than needed);
 - the ideal: from what the generator changed, the lowest stage each change
   truly affects (a command's file its stage, what a command names that
-  command's, documents and metadata none, a loading key of the entry 1);
+  command's, documents and metadata none, a loading key of the entry or a
+  `renames` entry naming the plugin 1);
 - the maps as `init` drafted them before (the whole marketplace file global,
   no `ignore_metadata`, documents at stage 1).
 
@@ -191,13 +193,26 @@ class Marketplace:
         elif roll < 0.70:
             self._touch(name, rng.choice(("CHANGELOG.md", "LICENSE")))
             self.commit(f"{name}: changelog or licence", {})
-        elif roll < 0.78:
+        elif roll < 0.75:
             self._entry_of(name)["description"] = f"{name}, described anew {rng.random():.4f}"
             self._market()
             self.commit(f"{name}: describe", {})
-        elif roll < 0.83:
+        elif roll < 0.78:
+            # The CLI's schema: shown in UI, "not used for namespacing or lookup".
+            self._entry_of(name)["displayName"] = f"{name.title()} {rng.randrange(100)}"
+            self._market()
+            self.commit(f"{name}: display name", {})
+        elif roll < 0.80:
             self.write("README.md", f"# The marketplace\n\n{rng.random()}\n")
             self.commit("top README", {})
+        elif roll < 0.83:
+            # An old name now loading this plugin (claude-plugins-official extends its
+            # `renames` map so): the loader follows it to this plugin, no other.
+            renames = self.doc.setdefault("renames", {})
+            assert isinstance(renames, dict)
+            renames[f"{name}-old-{len(renames)}"] = name
+            self._market()
+            self.commit(f"{name}: renames", {name: 1})
         elif roll < 0.88:
             new = f"added-{self.extra}"
             self.extra += 1

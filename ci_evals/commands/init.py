@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from ci_evals import git
+from ci_evals.agents import plugin_load
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
             hint="copy or vendor the plugin into the repository first",
         )
     _refuse_uncopyable(plugin_dir, top, here)
+    load_notes = _refuse_unloadable(source)
     files = _plugin_files(plugin_dir, here)
     hook_file = top / PRECOMMIT
     files = [path for path in files if plugin_dir / path != hook_file]
@@ -118,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
             cases,
             _Where(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths),
             marketplace=marketplace,
+            notes=load_notes,
         )
     if args.independent and args.stages is not None:
         raise UserError(
@@ -156,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     ignored = _ignore_run_folders(here, cwd)
 
     print(f"drafted {plan.why}")
-    _say(written, kept, ignored)
+    _say(written, kept, ignored, load_notes)
     if os.path.relpath(hook_file, cwd) in kept:
         print(_hook_line(hook_file, map_path, cwd))
     _next(here, cwd, plan.stub_file)
@@ -193,6 +196,7 @@ def _init_cases(
     where: _Where,
     *,
     marketplace: tuple[str, str] | None,
+    notes: list[str],
 ) -> int:
     """A plugin with eval cases: the suite runs them (`plugin_evals:`), the stub
     script satisfies them, and the stage map sends each plugin file to the cases
@@ -249,7 +253,7 @@ def _init_cases(
             else ""
         )
     )
-    _say(written, kept, ignored)
+    _say(written, kept, ignored, notes)
     if coverage and os.path.relpath(where.top / PRECOMMIT, cwd) in kept:
         map_path = Path(os.path.relpath(here / STAGE_MAP, where.top)).as_posix()
         print(_hook_line(where.top / PRECOMMIT, map_path, cwd))
@@ -320,7 +324,32 @@ def _refuse_uncopyable(plugin_dir: Path, top: Path, here: Path) -> None:
         raise UserError(f"{display_path(where)} {problem}", hint=COPY_HINT)
 
 
-def _say(written: list[str], kept: list[str], ignored: str) -> None:
+def _refuse_unloadable(source: PluginSource) -> list[str]:
+    """Refuse a plugin Claude Code's loader refuses (a draft of it could only fail
+    every stage, `Claude Code did not load the plugin`), in one line quoting the
+    CLI's reason; the lines to print for what it loads less a part, or could not
+    be asked. Only a manifest makes the loader refuse a whole plugin: without
+    one (named after its folder) nothing is asked."""
+    if source.origin == "folder name":
+        return []
+    verdict = plugin_load.ask(source.path, source.manifest_to_write)
+    manifest = source.marketplace if source.origin == "marketplace entry" else None
+    file = manifest or source.path / MANIFEST
+    if verdict.loaded is False:
+        raise UserError(
+            f"Claude Code does not load this plugin: {verdict.reason}",
+            file=file,
+            hint="fix it as the reason says (claude plugin validate PLUGIN_DIR lists every "
+            "problem); as it is, every stage would fail with that reason",
+        )
+    if verdict.loaded is None:
+        return [f"note: could not ask Claude Code whether it loads the plugin: {verdict.unasked}"]
+    return [f"note: Claude Code loads the plugin less a part: {error}" for error in verdict.errors]
+
+
+def _say(written: list[str], kept: list[str], ignored: str, notes: list[str]) -> None:
+    for line in notes:
+        print(line)
     for shown in written:
         print(f"wrote {shown}")
     if ignored:

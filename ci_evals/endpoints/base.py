@@ -65,7 +65,8 @@ class OpenEndpoint:
     # it, and reports label the run with it); None: it asks a model (or a script).
     replayed_from: ReplayedFrom | None = None
     # What a reader of the run's scores should know of the endpoint, one line each
-    # (the stub's rotating variants: scores that change between runs by design).
+    # (the stub's rotating variants: scores that change between runs by design);
+    # `run` prints them when the scores changed (`run.score_change`).
     notes: tuple[str, ...] = ()
 
 

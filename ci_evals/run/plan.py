@@ -32,7 +32,7 @@ from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs import upload
 from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import environ_block, isolation, provenance, shard, shard_mac
+from ci_evals.run import environ_block, isolation, provenance, score_change, shard, shard_mac
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
@@ -412,8 +412,11 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         notes = opened.notes
     runner.endpoint_closed()  # what was still in flight is settled and recorded now
     print(summary_table(result))
-    for note in notes:
-        print(note)
+    # Said when it explains something: scores that moved between repeats or since
+    # the last run of this suite, or a first run (not under every run's table).
+    if notes and score_change.scores_changed(result, plan.run_dir):
+        for note in notes:
+            print(note)
     if result.repeated:
         print(repeat_table(result.summaries))
     print(f"run folder: {plan.run_dir}")

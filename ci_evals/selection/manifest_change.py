@@ -6,12 +6,23 @@ Listed as a `global`, each such edit ran every stage. With the stage map's
 `marketplace: {file, plugin}` the file is compared at the merge base and at
 HEAD (`git cat-file blob REV:PATH`), parsed, and only what loads this plugin
 counts: its own entry (the one object of `plugins` whose `name` is the map's
-`plugin`) and everything outside `plugins` (`metadata.pluginRoot` resolves the
-entry's `source`). With `ignore_metadata: [KEY, ...]` those keys are removed
-first — from the entry, from the file's top level and its `metadata` object,
-and from the plugin's own `.claude-plugin/plugin.json` — so a version bump or
-a new description changes nothing. Only keys Claude Code shows in listings
-and never loads from may be ignored (`METADATA_KEYS`).
+`plugin`), the `renames` entries naming it, and everything else outside
+`plugins` (`metadata.pluginRoot` resolves the entry's `source`). With
+`ignore_metadata: [KEY, ...]` those keys are removed first — from the entry,
+from the file's top level and its `metadata` object, and from the plugin's own
+`.claude-plugin/plugin.json` — so a version bump or a new description changes
+nothing. Only keys Claude Code shows in listings and never loads from may be
+ignored (`METADATA_KEYS`), and only while their value is of a shape it reads
+(a string, a list of strings, an object): `"version": 1` makes the CLI refuse
+the whole manifest, so a value of another shape still counts.
+
+`renames` (the CLI's schema: an "append-only map of old plugin name → current
+name (or null when removed)"; the loader follows it when an installed name is
+not found, and migrates the user's settings) is the marketplace's history of
+every plugin's names: claude-plugins-official extends it for one plugin or
+another in several commits. What of it concerns this plugin is the chain of
+each name the loader would follow to it, or through it (`old -> plugin`,
+`older -> old -> plugin`, `plugin -> new`): the entries naming it.
 
 Fail closed: a file added or removed, unreadable, not a JSON object, a
 `plugins` that is not a list, the entry added, removed or named twice — each
@@ -47,6 +58,9 @@ METADATA_KEYS = (
     "tags",
     "owner",
     "$schema",
+    # The CLI's plugin schema: "Human-readable name shown in UI ... not used for
+    # namespacing or lookup"; read with description and author as "display metadata".
+    "displayName",
 )
 
 
@@ -118,29 +132,87 @@ def _parse(data: bytes | None, where: str) -> dict[str, object]:
 
 
 def _without(data: dict[str, object], ignore: Sequence[str]) -> dict[str, object]:
-    return {key: value for key, value in data.items() if key not in ignore}
+    """`data` less the ignored keys whose value is of a shape the CLI reads; one of
+    another shape (`"version": 1`) stays, as its type: the CLI may refuse it."""
+    return {
+        key: value if key not in ignore else f"<{type(value).__name__}>"
+        for key, value in data.items()
+        if key not in ignore or not _readable(key, value)
+    }
+
+
+# The shape of each metadata key's value the CLI reads; any other may make it
+# refuse the manifest or drop the entry (a string where none is named).
+_SHAPES: dict[str, tuple[type, ...]] = {
+    "keywords": (list,),
+    "tags": (list,),
+    "owner": (dict,),
+    "author": (dict, str),  # a string: the loader ignores it, with a note
+    "repository": (str, dict),
+}
+
+
+def _readable(key: str, value: object) -> bool:
+    shapes = _SHAPES.get(key, (str,))
+    if isinstance(value, list):
+        return list in shapes and all(isinstance(item, str) for item in value)
+    return isinstance(value, shapes)
 
 
 def _marketplace_view(
     data: dict[str, object], plugin: str, ignore: Sequence[str]
 ) -> dict[str, object]:
-    """What of a marketplace file loads `plugin`: its entry, and the file outside `plugins`."""
+    """What of a marketplace file loads `plugin`: its entry, the `renames` naming it,
+    and the rest of the file outside `plugins`."""
     plugins = data.get("plugins")
     if not isinstance(plugins, list):
         raise _Unclear('cannot be compared: "plugins" is not a list')
     found = [p for p in plugins if isinstance(p, dict) and p.get("name") == plugin]
     if len(found) > 1:
         raise _Unclear(f"cannot be compared: {len(found)} entries named {plugin!r}")
-    rest = _without({k: v for k, v in data.items() if k != "plugins"}, ignore)
+    rest = _without({k: v for k, v in data.items() if k not in ("plugins", "renames")}, ignore)
     if isinstance(rest.get("metadata"), dict):
         rest["metadata"] = _without(rest["metadata"], ignore)  # type: ignore[arg-type]
+    names = {p.get("name") for p in plugins if isinstance(p, dict)}
+    renames = _renames_naming(data.get("renames", {}), plugin, names)
     # No entry (on both sides: nothing of the plugin loads from here either way;
     # on one side: added or removed, a difference).
-    return {"entry": _without(found[0], ignore) if found else None, "outside plugins": rest}
+    entry = _without(found[0], ignore) if found else None
+    return {"entry": entry, "renames": renames, "outside plugins": rest}
+
+
+def _renames_naming(renames: object, plugin: str, names: set[object]) -> object:
+    """Each `renames` key whose chain (as the loader follows it: from a name not
+    in `plugins`, key to value, until a listed name or null) names `plugin`, with
+    that chain. A `renames` the loader cannot read as a whole is kept whole."""
+    if not isinstance(renames, dict):
+        return renames  # fail closed: any change to it counts
+    chains: dict[str, list[object]] = {}
+    for key in renames:
+        chain: list[object] = [key]
+        name: object = key
+        # A listed name ends the chain (the loader finds it); `plugin` itself may
+        # be a key (renamed on, or removed: the chain of its own entry).
+        while name in renames and (name == key or name not in names):
+            if len(chain) > len(renames):  # a cycle: the loader finds nothing either
+                break
+            name = renames[name]
+            chain.append(name)
+            if not isinstance(name, str):
+                break
+        if plugin in chain:
+            chains[str(key)] = chain
+    return chains
 
 
 def _difference(before: object, now: object) -> str:
     """`changed: entry.commands` — the first keys that differ, for the detail."""
+    keys = _differing(before, now)
+    return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
+
+
+def _differing(before: object, now: object) -> list[str]:
+    """Each differing key's path (`entry.commands`, `renames.old (added)`)."""
     keys: list[str] = []
     if isinstance(before, dict) and isinstance(now, dict):
         for key in sorted(set(before) | set(now), key=str):
@@ -150,6 +222,6 @@ def _difference(before: object, now: object) -> str:
             if (was is None) != (new is None):
                 keys.append(f"{key} ({'added' if was is None else 'removed'})")
                 continue
-            inner = _difference(was, new)
-            keys.append(f"{key}.{inner}" if inner else str(key))
-    return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
+            inner = _differing(was, new)
+            keys.extend([f"{key}.{path}" for path in inner] if inner else [str(key)])
+    return keys

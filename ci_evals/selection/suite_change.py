@@ -167,7 +167,8 @@ def _compared(
         )
         note = (
             f"{quote_path(path)} compared at the merge base and at HEAD (JSON): only the entry "
-            f"of {market.plugin!r} and what lies outside `plugins` count, less "
+            f"of {market.plugin!r}, the renames naming it and the rest outside `plugins` "
+            "count, less "
             f"ignore_metadata{unset}"
         )
         if change.seen:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -108,6 +108,8 @@ class Draft:
     unstaged: tuple[str, ...] = ()
     # Plugin files no stage reads (`draft_unread`): `stage: none` in the map.
     unread: frozenset[str] = frozenset()
+    # A hook's command -> the package fetch its plugin script makes (no check on it).
+    hook_fetches: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def stub_file(self) -> str:
@@ -138,6 +140,11 @@ def plan(
     }
     texts = {path: _read(plugin_dir / path) for path in files}
     hooks = tuple(draft_shapes.hooks(plugin_dir, manifest))
+    fetching = {
+        hook.command: fetch
+        for hook in hooks
+        if (fetch := draft_shapes.script_fetches(plugin_dir, hook.command)) is not None
+    }
     parts = _unnamed_parts(source, commands, texts)
     if not commands:
         stages = _part_stages(parts, taken=set()) or (_session_stage(),)
@@ -158,6 +165,7 @@ def plan(
             global_paths=tuple(global_paths),
             why=_why_parts(stages, hooks),
             hooks=hooks,
+            hook_fetches=fetching,
         )
     if stages_arg is None and len(commands) > 1:
         command_texts = {c: _read(plugin_dir / path) for c, path in commands.items()}
@@ -177,6 +185,7 @@ def plan(
                 calls=calls,
                 why=_why_independent(calls, forced=independent),
                 hooks=hooks,
+                hook_fetches=fetching,
                 unstaged=tuple(f"{part.kind} {part.name}" for part in parts),
             )
         ordered = draft_order.order(sorted(commands), found)
@@ -207,6 +216,7 @@ def plan(
         global_paths=tuple(global_paths),
         why=why,
         hooks=hooks,
+        hook_fetches=fetching,
         unstaged=unstaged,
     )
 
@@ -767,7 +777,7 @@ def _fired_lines(draft: Draft, stage: StagePlan) -> list[str]:
     tools = _stub_tools(draft, stage)
     checked: set[str] = set()
     for hook in draft.hooks:
-        why_not = draft_shapes.observable(hook, tools)
+        why_not = draft_shapes.observable(hook, tools, draft.hook_fetches.get(hook.command))
         if why_not is None and hook.event not in checked:
             checked.add(hook.event)
             lines.append(
@@ -859,7 +869,18 @@ def render_stage_map(draft: Draft) -> str:
         "entries:",
     ]
     unread = {"/" + _literal(path) for path in draft.unread}
+    folded = _folders_at_stage_one(draft.entries, unread)
+    for folder, (count, others) in folded.items():
+        first = draft.stages[0].name
+        excepted = f"except: [{', '.join(_q(entry.glob) for entry in others)}], " if others else ""
+        why = f"{count - len(others)} of its {count} entries at stage 1, as is a file added later"
+        if others:
+            why += "; the rest below"
+        lines.append(f"  - {{ glob: {_q(folder)}, {excepted}stage: {first} }}   # {why}")
+    inside = {id(entry) for _, others in folded.values() for entry in others}
     for entry in draft.entries:
+        if _folder_of(entry.glob) in folded and id(entry) not in inside:
+            continue  # stage 1 through its folder's entry
         if entry.glob in unread:
             why = "no command, skill or agent names it: no stage reads it"
             lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: none }}   # {why}")
@@ -890,6 +911,36 @@ def marketplace_lines(marketplace: tuple[str, str] | None) -> list[str]:
         f"marketplace: {{ file: {_q(market if market.startswith('../') else '/' + market)}, "
         f"plugin: {_q(name)} }}",
     ]
+
+
+# A folder of at least this many entries, all but a third of them at stage 1,
+# is drafted as one entry with `except:` for the rest (skills/ of 40 skills).
+_FOLD_AT = 6
+
+
+def _folder_of(glob: str) -> str:
+    """`/skills/**` for `/skills/x/**` or `/skills/x.md`: the top folder's glob."""
+    parts = glob.lstrip("/").split("/")
+    return f"/{parts[0]}/**" if len(parts) > 1 else ""
+
+
+def _folders_at_stage_one(
+    entries: Sequence[Component], unread: set[str]
+) -> dict[str, tuple[int, list[Component]]]:
+    """Top folders whose entries are mostly at stage 1: folder glob -> (its entry
+    count, the entries at another stage or none, which its `except:` leaves to
+    their own lines). Only stage 1 is folded: a file added there later is then
+    matched without anyone deciding its stage, and stage 1 runs everything."""
+    by_folder: dict[str, list[Component]] = {}
+    for entry in entries:
+        if _folder_of(entry.glob):
+            by_folder.setdefault(_folder_of(entry.glob), []).append(entry)
+    folded = {}
+    for folder, inside in by_folder.items():
+        others = [e for e in inside if e.stage != 1 or e.glob in unread]
+        if len(inside) >= _FOLD_AT and len(others) * 3 <= len(inside):
+            folded[folder] = (len(inside), others)
+    return folded
 
 
 def render_stub(draft: Draft) -> str:

@@ -42,6 +42,10 @@ _FETCHES = re.compile(
     r"(?<![\w-])(?:npx|bunx|uvx|pipx\s+run|pnpm\s+dlx|yarn\s+dlx|"
     r"(?:npm|pnpm|yarn|pip3?|uv\s+pip)\s+(?:install|add|i))\b"
 )
+# A plugin file a hook's command runs (`${CLAUDE_PLUGIN_ROOT}/hooks/x.sh`, quoted
+# or not): read for a fetch too, as protect-mcp's `npx` may sit in a script.
+_PLUGIN_FILE = re.compile(r"\$\{?CLAUDE_PLUGIN_ROOT\}?\"?/([^\s\"'`;|&()<>$]+)")
+_SCRIPT_BYTES = 1 << 20  # a hook script read at most this far
 # The CLI ends a turn after a Stop hook blocked it this many times in a row
 # (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP), saying so in the trajectory.
 STOP_HOOK_BLOCK_CAP = 9
@@ -87,16 +91,41 @@ def hooks(plugin_dir: Path, manifest: Mapping[str, object]) -> list[Hook]:
     return read_hooks(plugin_dir, manifest)
 
 
-def observable(hook: Hook, tools: Sequence[str]) -> str | None:
+def script_fetches(plugin_dir: Path, command: str) -> str | None:
+    """`its script hooks/x.sh runs `npx` (line 3)`: the first package fetch in a
+    plugin file the hook's command runs, read as text (one level: what that file
+    starts in turn is not read); None when there is none, or no such file."""
+    top = plugin_dir.resolve()
+    for match in _PLUGIN_FILE.finditer(command):
+        name = match.group(1)
+        path = (top / name).resolve()
+        if not path.is_relative_to(top) or not path.is_file():
+            continue  # outside the plugin, or not there: nothing of the plugin's to read
+        try:
+            with path.open("rb") as handle:
+                text = handle.read(_SCRIPT_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        found = _FETCHES.search(text)
+        if found is not None:
+            line = text.count("\n", 0, found.start()) + 1
+            return f"its script {name} runs `{found.group(0)}` (line {line})"
+    return None
+
+
+def observable(hook: Hook, tools: Sequence[str], in_script: str | None = None) -> str | None:
     """Why a stub run of the first stage, calling `tools`, cannot show `hook`
-    fire; None when it can."""
+    fire; None when it can. `in_script`: a fetch its script makes (`script_fetches`)."""
     why: str | None = "nothing in a stub run of the stage fires it"
     fetches = _FETCHES.search(hook.command)
+    offline = (
+        "which needs the network the sandbox does not have (it fails at once, offline): "
+        "vendor what it fetches, or check it by hand"
+    )
     if fetches is not None:
-        why = (
-            f"it runs `{fetches.group(0)}`, which needs the network the sandbox does not "
-            "have (it fails at once, offline): vendor what it fetches, or check it by hand"
-        )
+        why = f"it runs `{fetches.group(0)}`, {offline}"
+    elif in_script is not None:
+        why = f"{in_script}, {offline}"
     elif hook.background:
         why = "it runs in the background (async): the session may end before it does"
     elif hook.event == "SessionStart":

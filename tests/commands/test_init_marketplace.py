@@ -44,21 +44,27 @@ def marketplace(tmp_path: Path, names: tuple[str, ...] = PLUGINS) -> Path:
     return repo
 
 
-def pre_commit(repo: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """The real pre-commit framework on every file, with ci-evals on PATH."""
+def with_ci_evals(repo: Path, argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """`argv` in `repo`, ci-evals (this virtualenv's bin) first on PATH, `env` added."""
     bin_dir = Path(sys.executable).parent
     return subprocess.run(
-        [bin_dir / "pre-commit", "run", "--all-files"],
+        argv,
         cwd=repo,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        env={
-            **os.environ,
-            "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        },
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env},
+    )
+
+
+def pre_commit(repo: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The real pre-commit framework on every file, with ci-evals on PATH."""
+    bin_dir = Path(sys.executable).parent
+    return with_ci_evals(
+        repo,
+        [str(bin_dir / "pre-commit"), "run", "--all-files"],
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
     )
 
 
@@ -120,6 +126,40 @@ def test_three_plugins_drafted_in_turn_never_mix(tmp_path: Path) -> None:
     assert framework.returncode == 1, framework.stdout + framework.stderr
     assert "plugins/beta/agents/helper.md: not covered by any entry" in framework.stdout
     assert "evals/beta/stage_map.yaml" in framework.stdout
+
+
+def git_hook_commit(repo: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`git commit` through the plain-sh hooks/pre-commit (core.hooksPath), run by
+    dash, the shell git starts it with here (`#!/bin/sh`), ci-evals on PATH."""
+    hooks = Path(__file__).resolve().parents[2] / "hooks"
+    git(repo, "config", "core.hooksPath", str(hooks))
+    return with_ci_evals(repo, ["git", "commit", "-qm", "change"], **env)
+
+
+def test_the_plain_sh_hook_checks_every_suites_map(tmp_path: Path) -> None:
+    repo = marketplace(tmp_path)
+    for name in PLUGINS:
+        assert cli(repo, "init", ".", "--plugin", name).returncode == 0
+    (repo / ".pre-commit-config.yaml").unlink()  # the git hook alone
+    write(repo / "tests" / "data" / "stage_map.yaml", "not a map: [\n")  # no suite beside it
+    git(repo, "add", "-A")
+    done = git_hook_commit(repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # (git hands a hook's output to stderr)
+    assert done.stderr.count("ci-evals: stage map OK") == 3, done.stderr
+    # A file gamma's map does not cover stops the commit, named with the map.
+    write(repo / "plugins" / "gamma" / "agents" / "helper.md", "A helper.\n")
+    git(repo, "add", "-A")
+    done = git_hook_commit(repo)
+    assert done.returncode != 0
+    assert "plugins/gamma/agents/helper.md: not covered by any entry" in done.stderr
+    assert "evals/gamma/stage_map.yaml" in done.stderr
+    # CI_EVALS_MAP names maps instead, several separated by ':' (gamma's left out).
+    done = git_hook_commit(
+        repo, CI_EVALS_MAP="evals/alpha/stage_map.yaml:evals/beta/stage_map.yaml"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.count("ci-evals: stage map OK") == 2, done.stderr
 
 
 def test_a_hook_without_args_keeps_checking_the_top_map(tmp_path: Path) -> None:

@@ -269,7 +269,8 @@ def test_a_hook_that_needs_the_network_fails_within_seconds_naming_itself(
     # The agent's environment tells npm to work offline: it fails at once.
     if shutil.which("npx") is None:
         pytest.fail("this test needs npx on PATH (apt-get install npm)")
-    repo = _hook_plugin(tmp_path, "#!/bin/sh\nnpx -y ci-evals-no-such-package-x1 hello\n")
+    # The name built at run time: the draft cannot see the fetch, and checks the hook.
+    repo = _hook_plugin(tmp_path, "#!/bin/sh\nrun=np; ${run}x -y ci-evals-no-such-package-x1 hi\n")
     done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
     assert "Control request timeout" not in done.stdout + done.stderr
     (results,) = (repo / ".ci-evals" / "runs").glob("*/results.json")
@@ -297,16 +298,64 @@ def test_a_hook_still_running_after_ten_seconds_is_said_while_the_stage_waits(
     ) in done.stderr
 
 
+def _agent_plugin(tmp_path: Path, manifest: str) -> Path:
+    """A plugin of one agent, `critic`, whose manifest is `manifest`."""
+    repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    write(repo / "plugin" / ".claude-plugin" / "plugin.json", manifest + "\n")
+    return repo
+
+
+def test_init_refuses_a_plugin_claude_code_does_not_load_quoting_its_reason(
+    tmp_path: Path,
+) -> None:
+    # As wshobson/agents' pptx-deck-creation ships it: `agents` names a folder, which
+    # the bundled CLI's loader refuses; its draft could only fail every stage.
+    repo = _agent_plugin(tmp_path, '{"name": "shapes", "agents": ["./agents"]}')
+    proc = cli(repo, "init", "plugin")
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    assert proc.stderr == (
+        "ci-evals: error: plugin/.claude-plugin/plugin.json: Claude Code does not load this "
+        'plugin: agents.0: Invalid string: must end with ".md" (fix it as the reason says '
+        "(claude plugin validate PLUGIN_DIR lists every problem); as it is, every stage "
+        "would fail with that reason)\n"
+    )
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "plugin"]  # nothing written
+
+
+def test_init_says_what_claude_code_loads_the_plugin_without(tmp_path: Path) -> None:
+    repo = _agent_plugin(
+        tmp_path, '{"name": "shapes", "agents": ["./agents/critic.md", "./agents/gone.md"]}'
+    )
+    proc = cli(repo, "init", "plugin")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1] == (
+        "note: Claude Code loads the plugin less a part: Path not found: agents/gone.md (agents)"
+    )
+
+
+@pytest.mark.slow
+def test_a_manifest_claude_code_loads_but_validate_calls_wrong_is_onboarded(
+    tmp_path: Path,
+) -> None:
+    # `claude plugin validate` says "author: expected object"; the loader ignores it.
+    repo = _agent_plugin(
+        tmp_path, '{"name": "shapes", "author": "someone", "agents": ["./agents/critic.md"]}'
+    )
+    onboard(repo)
+    assert criteria(repo)["critic"][1] == ("trajectory:subagent-used:shapes:critic", True)
+
+
 @pytest.mark.slow
 def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Path) -> None:
-    # As wshobson/agents' pptx-deck-creation ships it: `agents` names a folder, which
-    # the CLI's manifest schema refuses; before, every stage "failed" its checks.
+    # A manifest broken after `init` (init refuses it before): every stage is an
+    # error quoting the CLI, not a failure of its checks.
     repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
+    assert cli(repo, "init", "plugin").returncode == 0
     write(
         repo / "plugin" / ".claude-plugin" / "plugin.json",
         '{"name": "shapes", "agents": ["./agents"]}\n',
     )
-    assert cli(repo, "init", "plugin").returncode == 0
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     done = cli(repo, "run", "--model", "stub:stub/shapes.yaml")
     assert done.returncode != 0
@@ -318,6 +367,25 @@ def test_a_plugin_claude_code_does_not_load_is_an_error_saying_why(tmp_path: Pat
         "invalid manifest file at PLUGIN/.claude-plugin/plugin.json. Validation errors: "
         'agents.0: Invalid string: must end with ".md"'
     )
+
+
+def test_a_hook_script_that_fetches_a_package_gets_no_check_and_the_draft_says_why(
+    tmp_path: Path,
+) -> None:
+    # The fetch inside the plugin script the hook runs, not in hooks.json: a check
+    # on it would fail every run, within seconds, for the sandbox's sake.
+    repo = _hook_plugin(tmp_path, "#!/bin/sh\n# sign the call\nexec npx -y pkg@1 sign\n")
+    suite = (repo / "ci-evals.yaml").read_text()
+    assert (
+        "      # no check of the SessionStart hook (${CLAUDE_PLUGIN_ROOT}/hooks/x.sh): its "
+        "script hooks/x.sh runs `npx` (line 3), which needs the network the sandbox does "
+        "not have (it fails at once, offline): vendor what it fetches, or check it by hand\n"
+    ) in suite
+    assert "{ hook:" not in suite
+    # A script without one keeps its check.
+    (tmp_path / "other").mkdir()
+    other = _hook_plugin(tmp_path / "other", "#!/bin/sh\necho hi\n")
+    assert '{ trajectory: { hook: "SessionStart" } }' in (other / "ci-evals.yaml").read_text()
 
 
 @pytest.mark.slow

@@ -104,3 +104,64 @@ def test_a_document_some_file_names_is_read(tmp_path: Path) -> None:
     for path, text in files.items():
         write(plugin / path, text)
     assert unread_files(plugin, sorted(files)) == {"README.md", "docs/LICENSE.txt"}
+
+
+def _skills_plugin(tmp_path: Path, skills: tuple[str, ...], build_uses: str) -> Path:
+    """A repository of a plugin: /fold:plan, /fold:build (which uses `build_uses`), skills."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    plugin = repo / "plugin"
+    write(plugin / ".claude-plugin" / "plugin.json", '{"name": "fold"}\n')
+    write(plugin / "commands" / "plan.md", "---\ndescription: Plan\n---\nWrite plan.md.\n")
+    write(
+        plugin / "commands" / "build.md",
+        f"---\ndescription: Build\n---\nRead plan.md; use {build_uses}; write build.md.\n",
+    )
+    for name in skills:
+        write(plugin / "skills" / name / "SKILL.md", f"---\nname: {name}\ndescription: d\n---\nx\n")
+    return repo
+
+
+def test_a_folder_mostly_at_stage_one_is_one_entry_with_except(tmp_path: Path) -> None:
+    # "Everything under skills/ but one" without an entry per skill (issue 33).
+    repo = _skills_plugin(tmp_path, ("s1", "s2", "s3", "s4", "s5", "s6", "late"), "the late skill")
+    proc = cli(repo, "init", "plugin", "--stages", "plan,build")
+    assert proc.returncode == 0, proc.stderr
+    text = (repo / "stage_map.yaml").read_text()
+    assert (
+        '  - { glob: "/skills/**", except: ["skills/late/**"], stage: plan }   # 6 of its 7 '
+        "entries at stage 1, as is a file added later; the rest below\n"
+    ) in text
+    entries = yaml.safe_load(text)["entries"]
+    assert [e["glob"] for e in entries if e["glob"].startswith(("skills", "/skills"))] == [
+        "/skills/**",
+        "skills/late/**",
+    ]
+    git(repo, "add", "-A")
+    coverage = cli(repo, "check-coverage")
+    assert coverage.returncode == 0, coverage.stdout + coverage.stderr
+    git(repo, "commit", "-q", "-m", "plugin and suite")
+
+    def answer(path: str) -> str:
+        write(repo / path, "changed\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "change")
+        proc = cli(repo, "compute-stage", "HEAD~1")
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert answer("plugin/skills/late/SKILL.md") == "2"
+    assert answer("plugin/skills/s4/SKILL.md") == "1"
+    assert answer("plugin/skills/new/SKILL.md") == "1"  # added later: stage 1, covered
+
+
+def test_a_folder_mostly_at_later_stages_keeps_an_entry_each(tmp_path: Path) -> None:
+    # A file added there later would be matched at a stage no one chose: not folded.
+    names = ("s1", "s2", "s3", "s4", "s5", "s6")
+    repo = _skills_plugin(tmp_path, names, ", ".join(names))
+    assert cli(repo, "init", "plugin", "--stages", "plan,build").returncode == 0
+    entries = yaml.safe_load((repo / "stage_map.yaml").read_text())["entries"]
+    skills = [e for e in entries if "skills" in e["glob"]]
+    assert len(skills) == 6 and {e["stage"] for e in skills} == {"build"}
+    assert all("except" not in e for e in entries)

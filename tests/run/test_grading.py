@@ -120,3 +120,28 @@ def test_pass_at_least_above_repeat_is_refused(
     assert run(suite, stub, tmp_path / "run", "--repeat", "1") == 2
     assert "pass_at_least is 2 but --repeat is 1" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_the_variants_note_is_said_when_scores_change_not_on_every_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+    suite, stub = make_review_suite(tmp_path / "suite", {"acme": GOOD}, extra_rules=VARIANTS)
+    runs = tmp_path / "runs"
+    note = "stub: the rule 'review-varies' (3) rotates its variants"
+
+    run(suite, stub, runs / "1")  # the first run of the suite: said
+    assert note in capsys.readouterr().out
+    run(suite, stub, runs / "2")  # each run starts at the first variant: the same scores
+    assert note not in capsys.readouterr().out
+    run(suite, stub, runs / "3", "--repeat", "2")  # its repeats score differently: said
+    assert note in capsys.readouterr().out
+    run(suite, stub, runs / "4")  # the last run (3) had other scores: said
+    assert note in capsys.readouterr().out
+    # Another suite's run beside them is no comparison: this one matches run 4.
+    other, other_stub = make_review_suite(tmp_path / "other", {"acme": LOW})
+    run(other, other_stub, runs / "5")
+    capsys.readouterr()
+    run(suite, stub, runs / "6")
+    assert note not in capsys.readouterr().out

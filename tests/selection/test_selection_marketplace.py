@@ -304,3 +304,86 @@ def test_the_new_keys_survive_the_map_cache(market: Path) -> None:
         "README.md",
         "/LICENSE",
     ]
+
+
+def _renamed(renames: object, **alpha: object) -> str:
+    doc = json.loads(_market(**alpha))
+    doc["renames"] = renames
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def test_only_the_renames_naming_the_plugin_count(market: Path) -> None:
+    # As anthropics/claude-plugins-official extends its `renames` map for one plugin
+    # or another: before, every such commit ran all of every plugin's stages.
+    path = ".claude-plugin/marketplace.json"
+    chosen = _change(market, {path: _renamed({"beta-old": "beta", "gone": None})})
+    assert chosen.from_stage is None, chosen.detail  # the map added, naming others
+    chosen = _change(market, {path: _renamed({"beta-old": "beta", "gone": None, "b0": "beta-old"})})
+    assert chosen.from_stage is None, chosen.detail
+    chosen = _change(market, {path: _renamed({"beta-old": "beta", "alpha-old": "alpha"})})
+    assert (chosen.from_stage, chosen.reason) == (1, selection.GLOBAL_FILE)
+    assert "renames.alpha-old (added)" in chosen.detail
+    # A chain through a name that now leads to alpha: `a0 -> alpha-old -> alpha`.
+    chosen = _change(
+        market, {path: _renamed({"beta-old": "beta", "alpha-old": "alpha", "a0": "alpha-old"})}
+    )
+    assert chosen.from_stage == 1
+    assert "renames.a0" in chosen.detail
+    # alpha's own key (renamed on): names it. Another plugin's entry removed: not.
+    chosen = _change(market, {path: _renamed({"alpha-old": "alpha", "a0": "alpha-old"})})
+    assert chosen.from_stage is None, chosen.detail
+    chosen = _change(
+        market, {path: _renamed({"alpha-old": "alpha", "a0": "alpha-old", "alpha": "alpha2"})}
+    )
+    assert chosen.from_stage == 1
+    # A map the loader cannot read as a whole: any change to it counts.
+    chosen = _change(market, {path: _renamed(["alpha-old"])})
+    assert chosen.from_stage == 1
+    chosen = _change(market, {path: _renamed({"x": ["y"], "y": "beta"})})
+    assert chosen.from_stage == 1  # from a list to an object
+
+
+def test_a_cycle_in_renames_ends(market: Path) -> None:
+    path = ".claude-plugin/marketplace.json"
+    chosen = _change(market, {path: _renamed({"p": "q", "q": "p"})})
+    assert chosen.from_stage is None
+    chosen = _change(market, {path: _renamed({"p": "q", "q": "p", "r": "alpha"})})
+    assert chosen.from_stage == 1
+
+
+def test_display_name_is_metadata_and_a_value_the_cli_refuses_counts(market: Path) -> None:
+    # The CLI's plugin schema: displayName is "shown in UI ... not used for
+    # namespacing or lookup". A drafted map lists it (suite.draft: METADATA_KEYS).
+    write(
+        market,
+        "stage_map.yaml",
+        MAP.replace("tags, owner]", "tags, owner, displayName]"),
+    )
+    commit(market, "map")
+    path = ".claude-plugin/marketplace.json"
+    manifest = "plugins/alpha/.claude-plugin/plugin.json"
+    chosen = _change(
+        market, {path: _market(displayName="Alpha"), manifest: _manifest(displayName="A")}
+    )
+    assert chosen.from_stage is None, chosen.detail
+    # `"version": 1`: the CLI refuses the whole manifest (tests/agents/test_plugin_load.py).
+    chosen = _change(market, {manifest: _manifest(version=1, displayName="A")})
+    assert chosen.from_stage == 1
+    assert "version" in chosen.detail
+    chosen = _change(market, {path: _market(displayName=["A"], version=2)})
+    assert chosen.from_stage == 1
+    assert "entry.version" in chosen.detail
+
+
+def test_an_ignored_key_counts_when_its_value_is_of_another_shape(market: Path) -> None:
+    manifest = "plugins/alpha/.claude-plugin/plugin.json"
+    chosen = _change(market, {manifest: _manifest(keywords=["a"], author={"name": "x"})})
+    assert chosen.from_stage is None, chosen.detail
+    chosen = _change(market, {manifest: _manifest(keywords=["a"], author="x")})  # the loader
+    assert chosen.from_stage is None, chosen.detail  # ignores an author string
+    for value in ({"text": "x"}, ["x"], 3, None):
+        chosen = _change(market, {manifest: _manifest(description=value)})
+        assert chosen.from_stage == 1, value
+        chosen = _change(market, {manifest: _manifest()})
+    chosen = _change(market, {manifest: _manifest(keywords="a")})
+    assert chosen.from_stage == 1
