@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ci_evals.endpoints.faults import EndpointFault
 from ci_evals.sandbox.base import ON_HOST, Sandbox, SandboxConfig
 
 OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
@@ -114,6 +115,12 @@ class StageRequest:
     # What the stage starts from; a retrying wrapper saves it before the first
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)
+    # How the endpoint last failed this stage's requests since a time
+    # (`endpoints.base.FaultWatch.fault`); None: the endpoint does not say
+    # (the stub), and the CLI's own API error decides (`agents.retry`).
+    endpoint_fault: Callable[[float], EndpointFault | None] | None = field(
+        default=None, compare=False
+    )
 
 
 @dataclass
@@ -173,6 +180,8 @@ class StageOutcome:
     # A model answered at least once. False: the stage never reached it (the CLI
     # failed before, or answered for it: a command's `!`cmd`` expansion failed).
     model_ran: bool = True
+    # The endpoint's failure that ended the stage (`blame_endpoint`), one line.
+    endpoint_fault: str | None = None
 
     @property
     def infrastructure_error(self) -> bool:
@@ -227,6 +236,22 @@ class Agent(Protocol):
         abort: Abort,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> StageOutcome: ...
+
+
+def blame_endpoint(outcome: StageOutcome, fault: EndpointFault | None) -> StageOutcome:
+    """`outcome`, or an `error` naming the endpoint's fault when the stage did not
+    complete while the endpoint was failing it: a stage whose time ran out while
+    the API answered 529, or that ran into the budget after cut streams, was ended
+    by the endpoint, not by the agent's slowness or spending."""
+    ended_by_it = outcome.status == "error" or (
+        outcome.status == "limit" and outcome.limit in ("time", "budget")
+    )
+    if fault is None or not ended_by_it:
+        return outcome
+    outcome.status, outcome.limit = "error", None
+    outcome.endpoint_fault = fault.text
+    outcome.error = f"the model endpoint failed: {fault.text}"
+    return outcome
 
 
 def over_quota(outcome: StageOutcome, sandbox: Sandbox, request: StageRequest) -> StageOutcome:

@@ -9,6 +9,8 @@ The runner owns the order of things; everything else is delegated:
   it are `skipped`. Other scenarios go on.
 - once the run budget is spent, no new stage starts (the stages left are
   `skipped`); a running stage gets at most what is left as its own budget.
+- once `ENDPOINT_DOWN_AFTER` stages in a row ended on the model endpoint's
+  fault, no new stage starts either: "the model endpoint is down", said once.
 - `results.json` is rewritten after every stage, so a crash or an interrupt
   leaves a truthful partial record.
 - a stage whose suite config has graders (`StageResult.graded`) ends
@@ -33,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -51,7 +54,7 @@ from ci_evals.agents import (
     StageRequest,
 )
 from ci_evals.agents.environment import agent_environment
-from ci_evals.endpoints.base import Watch
+from ci_evals.endpoints.base import FaultWatch, Watch
 from ci_evals.endpoints.ledger import Metered
 from ci_evals.fs.checkpoint import FolderCheckpoint
 from ci_evals.fs.digest import file_sha256, tree_sha256
@@ -82,6 +85,10 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.load import Scenario, Stage, Suite
 from ci_evals.workspace.create import Workspace, create_workspace
+
+# Stages in a row ended by the model endpoint's fault before the run stops
+# starting stages: one may be bad luck, three an outage.
+ENDPOINT_DOWN_AFTER = 3
 
 
 @dataclass(frozen=True)
@@ -224,6 +231,10 @@ class Runner:
         self.after_stage = after_stage
         self.abort = Abort()
         self.interrupted = False
+        # Stages in a row the model endpoint failed; at ENDPOINT_DOWN_AFTER no
+        # further stage starts (`endpoint_down` says why, once, on the console).
+        self._endpoint_failures = 0
+        self.endpoint_down: str | None = None
         self.result = RunResult(
             run_id=plan.run_id,
             tool_version=__version__,
@@ -360,10 +371,29 @@ class Runner:
     def _stop_reason(self) -> str | None:
         if self.interrupted:
             return "the run was interrupted"
+        if self.endpoint_down is not None:
+            return self.endpoint_down
         left = self.budget_left()
         if left is not None and left <= 0:
             return f"the run budget ({self.plan.suite.budget_usd} USD) is spent"
         return None
+
+    def _count_endpoint_failure(self, outcome: StageOutcome) -> StageOutcome:
+        """After ENDPOINT_DOWN_AFTER stages in a row ended by the endpoint's fault
+        (each already retried as far as `agents.retry` goes), start no more: every
+        one would wait out the same outage. Any stage it served resets the count."""
+        if outcome.endpoint_fault is None:
+            if outcome.status != "interrupted":
+                self._endpoint_failures = 0
+            return outcome
+        self._endpoint_failures += 1
+        if self._endpoint_failures >= ENDPOINT_DOWN_AFTER and self.endpoint_down is None:
+            self.endpoint_down = (
+                f"the model endpoint is down: {self._endpoint_failures} stages in a row "
+                f"failed on it, the last with: {outcome.endpoint_fault}"
+            )
+            print(f"ci-evals: {self.endpoint_down}; no further stage starts", file=sys.stderr)
+        return outcome
 
     def _skip(self, stage_result: StageResult, reason: str) -> None:
         stage_result.status = "skipped"
@@ -416,6 +446,7 @@ class Runner:
             checkpoint=FolderCheckpoint(
                 (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
             ),
+            endpoint_fault=watch.fault if isinstance(watch, FaultWatch) else None,
         )
         before = await asyncio.to_thread(
             take_snapshot, workspace.root, previous=state.last, exclude=workspace.unrecorded
@@ -436,7 +467,9 @@ class Runner:
             self.listener.stage_progress(state.label, stage_result, progress)
 
         # Infrastructure errors are retried by the agent wrapper (ci_evals.agents.retry), not here.
-        outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
+        outcome = self._count_endpoint_failure(
+            await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
+        )
         snapshots = await _after_snapshot(workspace, before, stage, outcome, state)
         if isinstance(snapshots, str):
             # Nothing of it is hashed, copied, listed or graded: the stage hit the
