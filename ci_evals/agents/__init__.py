@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ci_evals.endpoints.faults import EndpointFault
-from ci_evals.sandbox.base import ON_HOST, Sandbox, SandboxConfig
+from ci_evals.sandbox.base import ON_HOST, MemoryWatch, Sandbox, SandboxConfig
 
 OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
 LimitKind = Literal["turns", "time", "budget", "output"]
@@ -264,4 +264,19 @@ def over_quota(outcome: StageOutcome, sandbox: Sandbox, request: StageRequest) -
             f"the stage's folders grew by more than {request.max_output_bytes:,} bytes "
             "while it ran: everything it ran was killed (limits.max_output_mb)"
         )
+    return outcome
+
+
+def over_memory(outcome: StageOutcome, sandbox: Sandbox) -> StageOutcome:
+    """`outcome`, its error saying so when the stage failed after the kernel killed
+    one of its processes at the sandbox's memory limit: "exit code 137 ... check
+    stderr" names nothing, and the CLI itself is the largest process there."""
+    limit = sandbox.memory_killed if isinstance(sandbox, MemoryWatch) else None
+    if limit is None or outcome.status != "error":
+        return outcome
+    said = f" ({outcome.error})" if outcome.error else ""
+    outcome.error = (
+        f"the sandbox's memory limit ({limit / (1 << 20):,.0f} MiB) was reached: the "
+        f"kernel killed a process of the stage, the CLI or a tool it ran{said}"
+    )
     return outcome
