@@ -71,7 +71,9 @@ class OpenEndpoint:
     model: str | None  # the model to ask for (None: the CLI's default)
     # An endpoint that can tell callers apart (the stub) hands out a `Watch` per
     # caller; None: every caller uses `env`, and nothing can go unanswered.
-    watch: Callable[[], Watch] | None = field(default=None, repr=False)
+    # It is told the place in the plan of the caller's unit (scenario and repeat):
+    # what a scripted endpoint answers may depend on it, never on call order.
+    watch: Callable[[int | None], Watch] | None = field(default=None, repr=False)
     # What it forwarded so far, for the run's cost (the forwarding proxy sees the
     # agent's own calls too); None: it does not meter (the stub, no endpoint).
     meter: Callable[[], Metered] | None = field(default=None, repr=False)

@@ -350,7 +350,7 @@ class ForwardingProxy(LocalHTTPService):
             "CLAUDE_CODE_MAX_RETRIES": "0",
         }
 
-    def watch(self) -> ProxyWatch:
+    def watch(self, place: int | None = None) -> ProxyWatch:
         """A new caller (a stage and its reviewers): its token, later its faults."""
         caller = f"c{next(self._callers)}"
         return ProxyWatch(self.cli_env(caller), self.faults, caller)

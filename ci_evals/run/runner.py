@@ -107,7 +107,7 @@ class RunPlan:
     endpoint: Mapping[str, str] = field(default_factory=dict, repr=False)
     # `OpenEndpoint.watch`: a caller per stage, whose unanswered requests make
     # the stage an error (the stub); None: every stage uses `endpoint`.
-    watch: Callable[[], Watch] | None = field(default=None, repr=False)
+    watch: Callable[[int | None], Watch] | None = field(default=None, repr=False)
     # `OpenEndpoint.meter`: what the endpoint forwarded so far -- the run's cost
     # and budget (it includes the agent's own calls); None: the stages' costs.
     meter: Callable[[], Metered] | None = field(default=None, repr=False)
@@ -209,6 +209,7 @@ class _Scenario:
     parent: Path
     folder: str  # under the run folder: "<id>", or "<id>/r<i>" with repeats
     label: str  # for progress lines: "<id>", or "<id>#<i>" with repeats
+    place: int  # the unit's place in the whole plan, the same in every shard
     workspace: Workspace | None = None
     last: Snapshot | None = None
     plugin_last: Snapshot | None = None  # the plugin copy as the last stage left it
@@ -268,8 +269,10 @@ class Runner:
             tempfile.mkdtemp(prefix=f"ci-evals-{plan.run_id}-", dir=plan.temp_root)
         ).resolve()
         self._states: list[_Scenario] = []
+        place = -1
         for scenario in plan.scenarios:
             for repeat in range(plan.repeats_of(scenario)):
+                place += 1
                 if units is not None and (scenario.id, repeat) not in units:
                     continue
                 stages = [
@@ -293,6 +296,7 @@ class Runner:
                         parent=self.work_root / folder,
                         folder=folder,
                         label=self.result.label_of(scenario_result),
+                        place=place,
                         stage_results={r.number: r for r in stages},
                     )
                 )
@@ -414,7 +418,7 @@ class Runner:
         workspace = state.workspace
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
         stage_dir.mkdir(parents=True, exist_ok=True)
-        watch = plan.watch() if plan.watch is not None else None
+        watch = plan.watch(state.place) if plan.watch is not None else None
         endpoint = plan.endpoint if watch is None else watch.env
         env = agent_environment(
             plan.environ,
