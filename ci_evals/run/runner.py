@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import shutil
 import sys
@@ -56,6 +57,8 @@ from ci_evals.agents import (
 from ci_evals.agents.environment import agent_environment
 from ci_evals.endpoints.base import FaultWatch, Watch
 from ci_evals.endpoints.ledger import Metered
+from ci_evals.errors import EXIT_USAGE, UserError
+from ci_evals.fs import abandoned, owned
 from ci_evals.fs.checkpoint import FolderCheckpoint
 from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.fs.snapshot import (
@@ -66,6 +69,7 @@ from ci_evals.fs.snapshot import (
     take_snapshot,
 )
 from ci_evals.results.model import (
+    RESULTS_FILE,
     Forwarded,
     ReplayedFrom,
     ResourceLimits,
@@ -75,6 +79,7 @@ from ci_evals.results.model import (
     Shard,
     StageResult,
     SuiteIdentity,
+    dump_results,
     file_changes,
     listed,
     record_endpoint_misses,
@@ -84,6 +89,7 @@ from ci_evals.results.summary import summarize_run
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.load import Scenario, Stage, Suite
+from ci_evals.text import one_line
 from ci_evals.workspace.create import Workspace, create_workspace
 
 # Stages in a row ended by the model endpoint's fault before the run stops
@@ -236,6 +242,9 @@ class Runner:
         # further stage starts (`endpoint_down` says why, once, on the console).
         self._endpoint_failures = 0
         self.endpoint_down: str | None = None
+        # Why results.json could not be written (the disk under --out is full): no
+        # further stage starts, and the run ends in that one line (exit 2).
+        self.disk_full: str | None = None
         self.result = RunResult(
             run_id=plan.run_id,
             tool_version=__version__,
@@ -265,9 +274,13 @@ class Runner:
         # CLAUDE.md in the folders above its cwd and sees the repo in `git
         # status` -- context the agent would not have on a user's machine.
         # Resolved: a sandbox refuses mounts that pass through a link (sandbox/bwrap.py).
+        # What a SIGKILLed run left there, its owner gone, goes first (`fs.abandoned`).
+        temp_root = Path(plan.temp_root or tempfile.gettempdir())
+        abandoned.remove(abandoned.find(temp_root))
         self.work_root = Path(
-            tempfile.mkdtemp(prefix=f"ci-evals-{plan.run_id}-", dir=plan.temp_root)
+            tempfile.mkdtemp(prefix=f"{abandoned.PREFIX}{plan.run_id}-", dir=temp_root)
         ).resolve()
+        abandoned.claim(self.work_root)
         self._states: list[_Scenario] = []
         place = -1
         for scenario in plan.scenarios:
@@ -328,7 +341,33 @@ class Runner:
     # -- the run --------------------------------------------------------------------
 
     async def run(self) -> RunResult:
-        self.plan.run_dir.mkdir(parents=True, exist_ok=True)
+        owner = self._own_run_dir()
+        try:
+            return await self._run()
+        finally:
+            owned.release(owner)
+
+    def _own_run_dir(self) -> int:
+        """Lock the run folder, and refuse it when another run holds it or has
+        written it meanwhile (both may have found it empty before either began)."""
+        run_dir = self.plan.run_dir
+        try:
+            fd = owned.own(run_dir)
+        except owned.Taken:
+            raise UserError(
+                f"{run_dir} is in use by another ci-evals run", field="--out",
+                hint="wait for it, or choose another folder",
+            ) from None  # fmt: skip
+        except OSError as exc:
+            raise UserError(f"{run_dir}: cannot make the run folder: {exc.strerror}") from None
+        if (run_dir / RESULTS_FILE).exists():
+            owned.release(fd)
+            raise UserError(
+                f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
+            )
+        return fd
+
+    async def _run(self) -> RunResult:
         self._write()
         self.listener.run_started(self.plan, self.result)
         semaphore = asyncio.Semaphore(max(1, self.plan.jobs))
@@ -348,6 +387,8 @@ class Runner:
             self._finish_workspaces()
             self._write()
         self.listener.run_finished(self.plan, self.result)
+        if self.disk_full is not None:
+            raise UserError(self.disk_full, exit_code=EXIT_USAGE)
         return self.result
 
     async def _tick(self) -> None:
@@ -367,8 +408,9 @@ class Runner:
                 await self._run_stage(state, stage, stage_result)
             except Exception as exc:  # a bug or an OS failure: this scenario errs, others go on
                 stage_result.status = "error"
-                stage_result.error = f"ci-evals failed: {type(exc).__name__}: {exc}"
+                stage_result.error = _own_failure(exc)
                 self._write()
+                self.listener.stage_finished(state.label, stage_result)
             if stage_result.status not in ("completed", "passed"):
                 stopped = f"stage {stage.number} ({stage.name}) ended with {stage_result.status}"
 
@@ -377,6 +419,8 @@ class Runner:
             return "the run was interrupted"
         if self.endpoint_down is not None:
             return self.endpoint_down
+        if self.disk_full is not None:
+            return self.disk_full
         left = self.budget_left()
         if left is not None and left <= 0:
             return f"the run budget ({self.plan.suite.budget_usd} USD) is spent"
@@ -518,7 +562,17 @@ class Runner:
             self.result.total_cost_usd = self.result.forwarded.cost_usd
         else:
             self.result.total_cost_usd = self.result.stages_cost_usd
-        write_results(self.plan.run_dir, self.result)
+        try:
+            write_results(self.plan.run_dir, self.result)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # The last results written stay (the write is atomic): a partial record.
+            self.disk_full = (
+                f"{self.plan.run_dir}: no space left to write {RESULTS_FILE} "
+                f"({len(dump_results(self.result)):,} bytes): free space there, or choose "
+                "another --out; the results written before are kept"
+            )
 
     def endpoint_closed(self) -> None:
         """Write results again once the endpoint has stopped: a request still in
@@ -605,6 +659,15 @@ def _record_plugin_changes(
 def _stage_budget(stage_cap: float | None, left: float | None) -> float | None:
     caps = [cap for cap in (stage_cap, left) if cap is not None]
     return max(min(caps), 0.0) if caps else None
+
+
+def _own_failure(exc: Exception) -> str:
+    """One line for an error ci-evals raised during a stage (an OS error names its
+    file once, not a blob of every path it was copying)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return one_line(f"ci-evals failed: {exc.strerror}{where}", 500, ellipsis="…")
+    return one_line(f"ci-evals failed: {type(exc).__name__}: {exc}", 500, ellipsis="…")
 
 
 def _fill(stage_result: StageResult, outcome: StageOutcome, wall_s: float) -> None:
