@@ -11,8 +11,9 @@ The runner owns the order of things; everything else is delegated:
   `skipped`); a running stage gets at most what is left as its own budget.
 - once `ENDPOINT_DOWN_AFTER` stages in a row ended on the model endpoint's
   fault, no new stage starts either: "the model endpoint is down", said once.
-- `results.json` is rewritten after every stage, so a crash or an interrupt
-  leaves a truthful partial record.
+- `results.json` is rewritten as stages start and end, at a bounded pace
+  (`results.writer`: a crash loses at most its last interval), and at once at
+  the end or an interrupt, so what is left is a truthful partial record.
 - a stage whose suite config has graders (`StageResult.graded`) ends
   `passed`, `failed` or `error`, never `completed`: interrupted between the
   agent and its graders, it is an `error` ("not graded").
@@ -83,9 +84,9 @@ from ci_evals.results.model import (
     file_changes,
     listed,
     record_endpoint_misses,
-    write_results,
 )
 from ci_evals.results.summary import summarize_run
+from ci_evals.results.writer import ResultsWriter
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.load import Scenario, Stage, Suite
@@ -245,6 +246,7 @@ class Runner:
         # Why results.json could not be written (the disk under --out is full): no
         # further stage starts, and the run ends in that one line (exit 2).
         self.disk_full: str | None = None
+        self.writer = ResultsWriter(plan.run_dir)
         self.result = RunResult(
             run_id=plan.run_id,
             tool_version=__version__,
@@ -368,7 +370,7 @@ class Runner:
         return fd
 
     async def _run(self) -> RunResult:
-        self._write()
+        self._write(now=True)
         self.listener.run_started(self.plan, self.result)
         semaphore = asyncio.Semaphore(max(1, self.plan.jobs))
 
@@ -385,7 +387,7 @@ class Runner:
             self.result.finished_at = datetime.now(timezone.utc)
             self.result.summaries = summarize_run(self.result, self.plan.pass_at_least)
             self._finish_workspaces()
-            self._write()
+            self._write(now=True)
         self.listener.run_finished(self.plan, self.result)
         if self.disk_full is not None:
             raise UserError(self.disk_full, exit_code=EXIT_USAGE)
@@ -395,6 +397,7 @@ class Runner:
         while True:
             await asyncio.sleep(1.0)
             self.listener.tick()
+            self._write(due=True)
 
     async def _run_scenario(self, state: _Scenario) -> None:
         stopped: str | None = None  # why the remaining stages are skipped
@@ -555,7 +558,9 @@ class Runner:
 
     # -- bookkeeping ----------------------------------------------------------------
 
-    def _write(self) -> None:
+    def _write(self, *, now: bool = False, due: bool = False) -> None:
+        """Record the run in results.json: `now`, or at the writer's pace (`due`: only
+        what is pending, once its interval passed; `results.writer`)."""
         # The run's cost: what the endpoint forwarded when it meters, else the stages'.
         if self.plan.meter is not None:
             self.result.forwarded = forwarded(self.plan.meter())
@@ -563,7 +568,10 @@ class Runner:
         else:
             self.result.total_cost_usd = self.result.stages_cost_usd
         try:
-            write_results(self.plan.run_dir, self.result)
+            if due:
+                self.writer.flush_due(self.result)
+            else:
+                self.writer.write(self.result, now=now)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -577,7 +585,7 @@ class Runner:
     def endpoint_closed(self) -> None:
         """Write results again once the endpoint has stopped: a request still in
         flight at the run's end (a survivor's, or a reviewer's) is settled only then."""
-        self._write()
+        self._write(now=True)
 
     def _finish_workspaces(self) -> None:
         for state in self._states:
