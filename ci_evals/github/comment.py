@@ -20,8 +20,9 @@ Failure rules:
 - a 5xx or a secondary rate limit (403/429 with `Retry-After`, or
   `x-ratelimit-remaining: 0`) is retried a bounded number of times
   (`backoff.RetryPolicy`): the wait is GitHub's `Retry-After` (or the time to
-  `x-ratelimit-reset`), else an exponential backoff; a wait longer than the
-  cap is not waited for: the error is reported at once. The retried unit is
+  `x-ratelimit-reset`), a rate limit that names none at least a minute (as
+  GitHub's documentation asks), else an exponential backoff; a wait longer
+  than the cap (five minutes) is not waited for: the error is reported at once. The retried unit is
   the whole find-then-write, so a create that failed with a 5xx but did land
   is found and edited by the next attempt instead of posted twice;
 - a read-only token — what a pull request from a fork gets — answers 403 to
@@ -95,8 +96,12 @@ class CommentOutcome:
 
 
 # A wait above `cap_s` is not waited for (the error is reported at once: a step
-# that sleeps for an hour is worse than a red one).
-DEFAULT_RETRY = RetryPolicy(attempts=3, first_s=2.0, cap_s=60.0)
+# that sleeps for an hour is worse than one whose comment waits for the next run).
+# Five minutes: a secondary limit's `retry-after: 120` is waited out.
+DEFAULT_RETRY = RetryPolicy(attempts=3, first_s=2.0, cap_s=300.0)
+# A secondary rate limit that names no wait: GitHub's documentation says to wait
+# at least a minute before trying again (within the policy's cap).
+RATE_LIMIT_MIN_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -331,7 +336,10 @@ def retry_wait(exc: _StatusError, attempt: int, policy: RetryPolicy) -> float | 
     """How long to wait before try `attempt + 1`, or None when not to retry at all."""
     if not retryable(exc) or not policy.retries_left(attempt) or policy.exceeds_cap(exc.wait_s):
         return None
-    return policy.wait(attempt, exc.wait_s)
+    requested = exc.wait_s
+    if requested is None and exc.status in (403, 429):  # a secondary limit, no wait named
+        requested = min(policy.cap_s, max(RATE_LIMIT_MIN_WAIT_S, policy.backoff(attempt)))
+    return policy.wait(attempt, requested)
 
 
 def _reason(exc: BaseException) -> str:
