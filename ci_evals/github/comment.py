@@ -524,9 +524,14 @@ def post_sticky_comment(
     return with_retries(lambda: _upsert(target, marker, text), retry, target.where)
 
 
-def with_retries(call: Callable[[], _T], retry: RetryPolicy, where: str) -> _T:
+def with_retries(
+    call: Callable[[], _T],
+    retry: RetryPolicy,
+    where: str,
+    error: Callable[[_StatusError, str, int], UserError] | None = None,
+) -> _T:
     """`call()`, tried again (`retry_wait`) while GitHub answers "try again later";
-    any other error status, or the last one, as a one-line `UserError`."""
+    any other error status, or the last one, as a one-line `UserError` (`error`'s)."""
     attempt = 1
     while True:
         try:
@@ -534,7 +539,7 @@ def with_retries(call: Callable[[], _T], retry: RetryPolicy, where: str) -> _T:
         except _StatusError as exc:
             wait = retry_wait(exc, attempt, retry)
             if wait is None:
-                raise _user_error(exc, where, attempt) from None
+                raise (error or _user_error)(exc, where, attempt) from None
         retry.sleep(wait)
         attempt += 1
 
