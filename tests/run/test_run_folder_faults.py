@@ -122,3 +122,27 @@ def test_two_runs_started_at_once_into_one_folder_one_is_refused(tmp_path: Path)
     refused = next(stderr for code, stderr in ended if code == 2)
     assert len(refused.strip().splitlines()) == 1 and str(out) in refused
     assert read_results(out).scenarios[0].stages[0].status == "completed"
+
+
+def test_a_full_tmpdir_is_a_one_line_stage_error_on_the_console(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    # The workspace (and the agent's HOME) cannot be laid down in a 160 KB $TMPDIR:
+    # the plugin copy alone is more. Before: the console said nothing of it, and
+    # the stage's error was a blob of every path being copied.
+    suite, stub = make_suite(tmp_path / "suite", rules=BIG_WRITE % ("x" * 10))
+    (tmp_path / "suite" / "plugin" / "big.bin").write_bytes(b"x" * 400_000)
+    out = tmp_path / "run"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "5",
+        "--out", str(out), cwd=tmp_path, env=base_env(TMPDIR=str(small_disk)),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    stage = read_results(out).scenarios[0].stages[0]
+    assert stage.status == "error"
+    error = str(stage.error)
+    assert error.startswith("ci-evals failed: UserError: cannot copy the plugin"), error
+    assert "No space left on device" in error
+    assert "\n" not in error and len(error) <= 500
+    said = [line for line in proc.stderr.splitlines() if "acme stage 5" in line]
+    assert any("No space left on device" in line for line in said), proc.stderr
