@@ -45,6 +45,7 @@ import http.client
 import json
 import os
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -259,9 +260,12 @@ class _Client:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                raw: bytes = response.read(RESPONSE_LIMIT + 1)
-                headers: Message = response.headers
+            raw, headers = self._within_deadline(request)
+        except TimeoutError:
+            raise UserError(
+                f"GitHub API: {method} {_path(url)} did not finish within {self._timeout:g} s",
+                hint=f"check that {_origin_text(self._api)} is reachable (GITHUB_API_URL)",
+            ) from None
         except urllib.error.HTTPError as exc:
             raise self._status_error(method, url, exc) from None
         except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError
@@ -270,6 +274,30 @@ class _Client:
                 hint=f"check that {_origin_text(self._api)} is reachable (GITHUB_API_URL)",
             ) from None
         return self._json(method, url, raw), headers
+
+    def _within_deadline(self, request: urllib.request.Request) -> tuple[bytes, Message]:
+        """The reply's body and headers, the whole exchange within `timeout` seconds:
+        the socket's timeout is per read, and a server that trickles a byte at a time
+        would hold a step for ever. Past it the exchange is left to its daemon thread
+        (its socket times out on its own) and `TimeoutError` raised."""
+        done: list[tuple[bytes, Message]] = []
+        failed: list[BaseException] = []
+
+        def exchange() -> None:
+            try:
+                with self._opener.open(request, timeout=self._timeout) as response:
+                    done.append((response.read(RESPONSE_LIMIT + 1), response.headers))
+            except BaseException as exc:
+                failed.append(exc)
+
+        worker = threading.Thread(target=exchange, name="github-request", daemon=True)
+        worker.start()
+        worker.join(self._timeout)
+        if failed:
+            raise failed[0]
+        if not done:
+            raise TimeoutError
+        return done[0]
 
     def _headers(self) -> dict[str, str]:
         return {

@@ -527,7 +527,7 @@ def test_a_silent_server_times_out_as_a_user_error() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         api = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        with pytest.raises(UserError, match="failed"):
+        with pytest.raises(UserError, match="failed|did not finish"):
             post_sticky_comment(
                 "x", api_url=api, repository=REPO, pr_number=PR, token=TOKEN, timeout=0.2
             )
@@ -838,3 +838,32 @@ def test_a_secondary_rate_limit_naming_no_wait_waits_a_minute(github: FakeGitHub
     github.fail_times["POST"] = 1
     assert post(github, retry=policy).action == "created"
     assert waits == [60.0]
+
+
+def test_a_server_that_trickles_its_answer_cannot_hold_the_step(github: FakeGitHub) -> None:
+    # A byte every 0.3 s keeps every socket read within its timeout: before,
+    # `report --comment` hung until the job was killed.
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            while not stop.wait(0.3):
+                try:
+                    conn.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(UserError, match=r"did not finish within 2 s"):
+            post(github, api_url=f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=2.0)
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - began < 6
