@@ -527,7 +527,7 @@ def test_a_silent_server_times_out_as_a_user_error() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         api = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        with pytest.raises(UserError, match="failed|did not finish"):
+        with pytest.raises(UserError, match=r"failed|did not finish"):
             post_sticky_comment(
                 "x", api_url=api, repository=REPO, pr_number=PR, token=TOKEN, timeout=0.2
             )
