@@ -113,7 +113,9 @@ class _ActionsHandler(_Handler):
         github.requests.append(Recorded(method, self.path, dict(self.headers.items()), None))
         if self.headers.get("Authorization") != f"Bearer {github.token}":
             return self._reply(401, {"message": "Bad credentials"})
-        if method in github.fail:
+        if method in github.fail and github.fail_times.get(method, 1) > 0:
+            if method in github.fail_times:
+                github.fail_times[method] -= 1
             status, reply, headers = github.fail[method]
             return self._reply(status, reply, headers)
         query = {k: v[0] for k, v in urllib.parse.parse_qs(parts.query).items()}

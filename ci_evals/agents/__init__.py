@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ci_evals.sandbox.base import ON_HOST, Sandbox, SandboxConfig
+from ci_evals.endpoints.faults import EndpointFault
+from ci_evals.sandbox.base import ON_HOST, MemoryWatch, Sandbox, SandboxConfig
 
 OutcomeStatus = Literal["completed", "limit", "error", "interrupted"]
 LimitKind = Literal["turns", "time", "budget", "output"]
@@ -130,6 +131,12 @@ class StageRequest:
     # What the stage starts from; a retrying wrapper saves it before the first
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)
+    # How the endpoint last failed this stage's requests since a time
+    # (`endpoints.base.FaultWatch.fault`); None: the endpoint does not say
+    # (the stub), and the CLI's own API error decides (`agents.retry`).
+    endpoint_fault: Callable[[float], EndpointFault | None] | None = field(
+        default=None, compare=False
+    )
 
     @property
     def plugin_dirs(self) -> tuple[Path, ...]:
@@ -194,6 +201,8 @@ class StageOutcome:
     # A model answered at least once. False: the stage never reached it (the CLI
     # failed before, or answered for it: a command's `!`cmd`` expansion failed).
     model_ran: bool = True
+    # The endpoint's failure that ended the stage (`blame_endpoint`), one line.
+    endpoint_fault: str | None = None
 
     @property
     def infrastructure_error(self) -> bool:
@@ -250,6 +259,22 @@ class Agent(Protocol):
     ) -> StageOutcome: ...
 
 
+def blame_endpoint(outcome: StageOutcome, fault: EndpointFault | None) -> StageOutcome:
+    """`outcome`, or an `error` naming the endpoint's fault when the stage did not
+    complete while the endpoint was failing it: a stage whose time ran out while
+    the API answered 529, or that ran into the budget after cut streams, was ended
+    by the endpoint, not by the agent's slowness or spending."""
+    ended_by_it = outcome.status == "error" or (
+        outcome.status == "limit" and outcome.limit in ("time", "budget")
+    )
+    if fault is None or not ended_by_it:
+        return outcome
+    outcome.status, outcome.limit = "error", None
+    outcome.endpoint_fault = fault.text
+    outcome.error = f"the model endpoint failed: {fault.text}"
+    return outcome
+
+
 def over_quota(outcome: StageOutcome, sandbox: Sandbox, request: StageRequest) -> StageOutcome:
     """`outcome`, or `limit: output` when the sandbox killed everything the stage ran
     because its writable folders grew past `max_output_bytes` (`bwrap` and `local`
@@ -260,4 +285,19 @@ def over_quota(outcome: StageOutcome, sandbox: Sandbox, request: StageRequest) -
             f"the stage's folders grew by more than {request.max_output_bytes:,} bytes "
             "while it ran: everything it ran was killed (limits.max_output_mb)"
         )
+    return outcome
+
+
+def over_memory(outcome: StageOutcome, sandbox: Sandbox) -> StageOutcome:
+    """`outcome`, its error saying so when the stage failed after the kernel killed
+    one of its processes at the sandbox's memory limit: "exit code 137 ... check
+    stderr" names nothing, and the CLI itself is the largest process there."""
+    limit = sandbox.memory_killed if isinstance(sandbox, MemoryWatch) else None
+    if limit is None or outcome.status != "error":
+        return outcome
+    said = f" ({outcome.error})" if outcome.error else ""
+    outcome.error = (
+        f"the sandbox's memory limit ({limit / (1 << 20):,.0f} MiB) was reached: the "
+        f"kernel killed a process of the stage, the CLI or a tool it ran{said}"
+    )
     return outcome

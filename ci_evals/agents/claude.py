@@ -60,6 +60,7 @@ from ci_evals.agents import (
     StageOutcome,
     StageRequest,
     Usage,
+    over_memory,
     over_quota,
 )
 from ci_evals.agents.hook_watch import HookWatch
@@ -531,7 +532,7 @@ class ClaudeAgent:
             outcome = await _drive(
                 request, options, transport, trajectory, abort, on_progress, watch
             )
-        return over_quota(outcome, sandbox, request)
+        return over_quota(over_memory(outcome, sandbox), sandbox, request)
 
 
 def _cli_binary(prompt: str, options: ClaudeAgentOptions) -> Path:

@@ -1,10 +1,21 @@
 """Retry infrastructure errors — and nothing else.
 
-When the model endpoint fails (HTTP 5xx, 529 overloaded) the stage says
-nothing about the agent: `RetryingAgent` runs it again, with exponential
-backoff (`ci_evals.backoff`), a bounded number of times. A timeout, a turn or budget limit, an
-error of the CLI itself, and a failed verdict are never retried: they are
-results.
+When the model endpoint fails the stage says nothing about the agent. An
+endpoint that says how it failed a stage (the forwarding proxy,
+`endpoints.faults`) decides two things here: the stage is an `error` naming
+the fault even when it ended as a timeout or on the budget
+(`agents.blame_endpoint`), and it is run again only when the fault is one the
+proxy could not retry itself (a stream cut, a connection lost after the
+request left: `EndpointFault.retry_stage`). A 529 or 5xx the proxy already
+retried as far as its policy goes is not retried again here: one layer owns
+the retries, so an outage costs a few requests per stage, not the product of
+three layers' tries. An endpoint that does not say (the stub, whose faults are
+scripted) leaves it to the CLI's API error: 5xx and 529 are run again.
+
+`RetryingAgent` runs a stage again with exponential backoff
+(`ci_evals.backoff`), a bounded number of times. A timeout, a turn or budget
+limit the agent ran into, an error of the CLI itself, and a failed verdict are
+never retried: they are results.
 
 `RetryingAgent` wraps any backend (the `Agent` protocol), so the stage agent
 and the reviewers are retried alike. Each failed attempt's trajectory and
@@ -16,18 +27,27 @@ failed attempt wrote, changed or deleted reaches the next or its verdict. When
 it cannot be restored the stage is not run again: its outcome is the failed
 attempt's, with why.
 
-Set `CLAUDE_CODE_MAX_RETRIES` (passed through to the CLI) to tune the CLI's
-own retries within one attempt; these retries come on top.
+Behind the proxy the CLI's own retries are off (`CLAUDE_CODE_MAX_RETRIES=0`);
+with another endpoint `CLAUDE_CODE_MAX_RETRIES` (passed through) tunes them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ci_evals.agents import Abort, Agent, Checkpoint, Progress, StageOutcome, StageRequest
+from ci_evals.agents import (
+    Abort,
+    Agent,
+    Checkpoint,
+    Progress,
+    StageOutcome,
+    StageRequest,
+    blame_endpoint,
+)
 from ci_evals.backoff import RetryPolicy
 
 # A stage is minutes of work: wait 5 s, then 10 s, before its second and third try.
@@ -76,11 +96,12 @@ class RetryingAgent:
         attempt = 1
         spent = 0.0
         while True:
+            began = time.monotonic()
             outcome = await self.agent.run_stage(request, abort=abort, on_progress=on_progress)
             outcome.attempts = attempt
             self.attempts[request.trajectory_path] = attempt
             if (
-                not outcome.infrastructure_error
+                not _worth_retrying(request, outcome, began)
                 or not self.policy.retries_left(attempt)
                 or abort.is_set
             ):
@@ -105,6 +126,18 @@ class RetryingAgent:
                     )
                     return outcome
             attempt += 1
+
+
+def _worth_retrying(request: StageRequest, outcome: StageOutcome, began: float) -> bool:
+    """Whether the attempt that began at `began` failed at the endpoint in a way
+    no other layer retried (module doc); the outcome then names the fault."""
+    if outcome.status == "interrupted":
+        return False
+    if request.endpoint_fault is None:  # the endpoint does not say: the CLI's error does
+        return outcome.infrastructure_error
+    fault = request.endpoint_fault(began)
+    blame_endpoint(outcome, fault)
+    return fault is not None and outcome.endpoint_fault is not None and fault.retry_stage
 
 
 def _keep_attempt(request: StageRequest, attempt: int) -> None:

@@ -1,15 +1,20 @@
-"""`ci-evals gc`: remove the containers a crashed ci-evals left in the Docker engine.
+"""`ci-evals gc`: remove what a crashed ci-evals left: its temp folders, its containers.
 
-Only containers labelled `ci-evals=1` are considered, and of those only the
-ones whose owning process is gone (on this host), or with `--older-than`
-those older than that many minutes (whatever their owner; the only test for
-another host's). `--dry-run` lists them. Exit 0 when nothing is left, 1 when
-some could not be removed, 2 when the engine cannot be reached.
+First the temp folders (`$TMPDIR/ci-evals-<run-id>-*`: workspaces and the
+agent's HOME) whose owning process is gone (`fs.abandoned`); the next run
+removes those too. Then, in the Docker engine, only containers labelled
+`ci-evals=1` are considered, and of those only the ones whose owning process
+is gone (on this host), or with `--older-than` those older than that many
+minutes (whatever their owner; the only test for another host's). `--dry-run`
+lists them. Exit 0 when nothing is left, 1 when some could not be removed, 2
+when the engine cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 
 from ci_evals.errors import EXIT_FAIL, EXIT_OK
 
@@ -26,8 +31,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ci_evals.errors import UserError  # noqa: PLC0415
+    from ci_evals.fs import abandoned  # noqa: PLC0415
     from ci_evals.sandbox.docker import engine, leftovers  # noqa: PLC0415
 
+    folders = abandoned.find(Path(tempfile.gettempdir()))
+    for folder in folders:
+        verb = "would remove" if args.dry_run else "removing"
+        print(f"{verb} {folder}: its run's process is gone", flush=True)
+    folder_problems = [] if args.dry_run else abandoned.remove(folders)
+    for problem in folder_problems:
+        print(f"ci-evals gc: could not remove {problem}", flush=True)
     why = engine.available()
     if why is not None:
         raise UserError(why)
@@ -43,5 +56,9 @@ def run(args: argparse.Namespace) -> int:
     problems = leftovers.remove(found)
     for problem in problems:
         print(f"ci-evals gc: could not remove {problem}", flush=True)
-    print(f"removed {len(found) - len(problems)} container(s)", flush=True)
-    return EXIT_FAIL if problems else EXIT_OK
+    print(
+        f"removed {len(folders) - len(folder_problems)} temp folder(s), "
+        f"{len(found) - len(problems)} container(s)",
+        flush=True,
+    )
+    return EXIT_FAIL if problems or folder_problems else EXIT_OK

@@ -32,7 +32,9 @@ stays text*).
 pull request's sticky comment, edited in place on every run (one per
 `--comment-key`). Outside a pull request, without `GITHUB_TOKEN` or with a
 read-only token (a fork's pull request) it prints a one-line note and goes on;
-any other GitHub error exits 2.
+a comment that could not be posted (a rate limit past the retry cap, a 422,
+GitHub unreachable) is a warning — on stderr, as an Actions annotation and in
+the step summary — never the exit code: the run's verdict decides it.
 """
 
 from __future__ import annotations
@@ -287,6 +289,11 @@ def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
 
     stderr, because stdout may be the Markdown summary itself.
     """
+    from ci_evals.github.actions import (  # noqa: PLC0415
+        annotation,
+        append_summary,
+        commands_stopped,
+    )
     from ci_evals.github.comment import (  # noqa: PLC0415 - urllib
         CommentSettings,
         comment_on_pull_request,
@@ -295,13 +302,23 @@ def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
     if env is None:
         note = "no PR comment: not running in GitHub Actions"
     else:
-        note = comment_on_pull_request(
-            markdown,
-            event_name=env.event_name,
-            event_path=env.event_path,
-            settings=CommentSettings.from_environ(),
-            marker_key=key,
-        )
+        try:
+            note = comment_on_pull_request(
+                markdown,
+                event_name=env.event_name,
+                event_path=env.event_path,
+                settings=CommentSettings.from_environ(),
+                marker_key=key,
+            )
+        except UserError as exc:
+            # The verdict is the run's: a comment GitHub would not take now turns
+            # no passing job red. Said where the reader looks; the summary has it all.
+            said = inert(exc.message)
+            print(f"ci-evals report: --comment: warning: not posted: {said}", file=sys.stderr)
+            with commands_stopped(env):
+                print(annotation("warning", f"the PR comment was not posted: {said}"))
+            append_summary(env, f"\n> ci-evals: the PR comment was not posted: {said}\n")
+            return
     print(f"ci-evals report: --comment: {inert(note)}", file=sys.stderr)
 
 

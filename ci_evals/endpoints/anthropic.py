@@ -52,6 +52,8 @@ class AnthropicEndpoint:
                 env=proxy.cli_env(),
                 model=self.model or options.default_model,
                 meter=proxy.metered,
+                # A token per stage: the endpoint's faults are told to the stage they hit.
+                watch=proxy.watch,
             )
 
 

@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ci_evals.endpoints.faults import EndpointFault
     from ci_evals.endpoints.ledger import Metered
     from ci_evals.results.model import EndpointMiss, ReplayedFrom
 
@@ -30,6 +31,9 @@ ENDPOINT_NAMES: tuple[str, ...] = (
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_AUTH_TOKEN",
+    # An endpoint that retries the API itself (the forwarding proxy) turns the
+    # CLI's own retries off: one layer owns the retry policy (docs/run.md).
+    "CLAUDE_CODE_MAX_RETRIES",
 )
 
 
@@ -38,6 +42,7 @@ def has_credential(environ: Mapping[str, str]) -> bool:
     return bool(environ.get("ANTHROPIC_API_KEY") or environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
+@runtime_checkable
 class Watch(Protocol):
     """One caller of an endpoint (a stage with its reviewers): the environment
     its CLIs get, and afterwards the requests of theirs it had no answer for."""
@@ -46,6 +51,15 @@ class Watch(Protocol):
     def env(self) -> Mapping[str, str]: ...
 
     def misses(self) -> list[EndpointMiss]: ...
+
+
+@runtime_checkable
+class FaultWatch(Watch, Protocol):
+    """A `Watch` of an endpoint that sees the API fail (the forwarding proxy)."""
+
+    def fault(self, since: float) -> EndpointFault | None:
+        """The fault of this caller's last request, if it failed after `since`
+        (`time.monotonic()`), even one still being retried; None if it succeeded."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +71,9 @@ class OpenEndpoint:
     model: str | None  # the model to ask for (None: the CLI's default)
     # An endpoint that can tell callers apart (the stub) hands out a `Watch` per
     # caller; None: every caller uses `env`, and nothing can go unanswered.
-    watch: Callable[[], Watch] | None = field(default=None, repr=False)
+    # It is told the place in the plan of the caller's unit (scenario and repeat):
+    # what a scripted endpoint answers may depend on it, never on call order.
+    watch: Callable[[int | None], Watch] | None = field(default=None, repr=False)
     # What it forwarded so far, for the run's cost (the forwarding proxy sees the
     # agent's own calls too); None: it does not meter (the stub, no endpoint).
     meter: Callable[[], Metered] | None = field(default=None, repr=False)

@@ -16,10 +16,14 @@ settled:
   their worst case) and is decided again.
 
 A request is settled (`Ledger.settle`) when its response ends: its reservation
-is released and what it cost is added. A response whose final usage was never
-seen (a broken stream, a body that is not a message, a request sent that got
-no answer) is charged its whole reservation: its cost is unknown, and the
-worst case is the only bound we have. So the spend stays within the budget
+is released and what it cost is added. A stream cut before `message_stop` is
+charged what it proved was used: its `message_start` usage (the input), and
+as many output tokens as bytes of content arrived, if more than it reported.
+A response that said nothing of its usage (a body that is not a message, a
+request sent that got no answer, a stream cut before `message_start`) is
+charged its whole reservation: its cost is unknown, and the worst case is the
+only bound we have; `Metered.unknown` counts them, and the recording says
+which way each exchange was charged. So the spend stays within the budget
 unless a response reports more than its reservation (an input bound that was
 wrong); the bound the tests hold it to is the budget plus one reservation.
 
@@ -203,6 +207,7 @@ class Metered:
     refused: int = 0  # Messages requests refused for the budget
     cost_usd: float = 0.0  # settled: usage at our prices, or a reservation (module doc)
     usage: Usage = field(default_factory=Usage)
+    unknown: int = 0  # of them, charged their reservation: their cost was never said
 
 
 class Stopped(Exception):
@@ -222,6 +227,7 @@ class Ledger:
         self._usage = Usage()
         self._requests = 0
         self._refused = 0
+        self._unknown = 0
 
     def admit(
         self,
@@ -271,10 +277,14 @@ class Ledger:
             self._in_flight += 1
             self._requests += 1
 
-    def settle(self, reserved: float, cost: float, usage: Usage | None) -> None:
-        """Release a request's reservation and charge what it cost."""
+    def settle(
+        self, reserved: float, cost: float, usage: Usage | None, *, unknown: bool = False
+    ) -> None:
+        """Release a request's reservation and charge what it cost (`unknown`: its
+        reservation, since it never said)."""
         with self._changed:
             self._in_flight -= 1
+            self._unknown += unknown and reserved > 0
             # Float sums leave residue (0.1 + 0.2 - 0.1 - 0.2 is not 0): with nothing
             # in flight nothing is reserved, or `admit` would wait for no one.
             self._reserved = max(0.0, self._reserved - reserved) if self._in_flight else 0.0
@@ -301,7 +311,7 @@ class Ledger:
 
     def metered(self) -> Metered:
         with self._changed:
-            return Metered(self._requests, self._refused, self._spent, self._usage)
+            return Metered(self._requests, self._refused, self._spent, self._usage, self._unknown)
 
 
 def usd(amount: float) -> str:

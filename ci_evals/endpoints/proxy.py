@@ -27,14 +27,19 @@ upstream. On the way it
   Content-Length digits). Every exit settles the request, so no reservation
   outlives its exchange;
 - limits concurrent upstream requests (`max_concurrency`; a streamed response
-  holds its slot until it ends) and retries 429 and 529 that arrive before
-  anything was sent to the client, honouring `retry-after-ms` / `retry-after`
-  (seconds or an HTTP date: `ci_evals.backoff`; capped at `max_retry_wait_s`)
-  or else exponential backoff with jitter, `max_retries` times, then passes
-  the last error through unchanged.
-  Other 5xx are passed through at once: the CLI retries them itself, and
-  ci-evals retries a failed stage, so a third layer would multiply the waits.
-  An unreachable upstream is a 502 `api_error`;
+  holds its slot until it ends) and is the one layer that retries a request
+  (`faults`): 429, 500, 502, 503, 504 and 529, and a connection that could not
+  be made, all before anything was sent to the client, honouring
+  `retry-after-ms` / `retry-after` (seconds or an HTTP date: `ci_evals.backoff`;
+  capped at `max_retry_wait_s`) or else exponential backoff with jitter,
+  `max_retries` times, then passes the last error through unchanged. The CLI
+  is told not to retry (`CLAUDE_CODE_MAX_RETRIES=0` in `cli_env`), and the
+  stage is run again only for what the proxy could not retry (`faults`). An
+  upstream that took the request and answered nothing is a 502 `api_error`;
+- gives each caller (`watch()`: a stage and its reviewers) its own token, and
+  keeps the fault of its last request (`faults.Faults`) for the agent wrapper;
+- keeps of a response only what the usage parser and the recording need
+  (`_Exchange.keep_limit`), never a whole answer of any size;
 - records, when `record_path` is set, one JSON line per exchange (see
   `_Exchange.record`) with the auth headers removed, capped per exchange and
   in total (`exchange_log`); the key and the token are scrubbed from every
@@ -49,8 +54,10 @@ from __future__ import annotations
 import contextlib
 import hmac
 import http.client
+import itertools
 import json
 import logging
+import re
 import secrets
 import select
 import socket
@@ -62,11 +69,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ci_evals.backoff import RetryPolicy, requested_wait
-from ci_evals.endpoints.exchange_log import ExchangeLog
+from ci_evals.endpoints.exchange_log import MAX_EXCHANGE_BYTES, ExchangeLog
+from ci_evals.endpoints.faults import RETRIED_STATUSES, EndpointFault, Faults, status_fault
 from ci_evals.endpoints.ledger import (
     BadRequest,
     Ledger,
@@ -87,9 +95,11 @@ from ci_evals.endpoints.local_http import (
 )
 from ci_evals.endpoints.pricing import Pricing, Usage, asks_long_context
 
+if TYPE_CHECKING:
+    from ci_evals.results.model import EndpointMiss
+
 log = logging.getLogger(__name__)
 
-RETRIED_STATUSES = frozenset({429, 529})
 BUDGET_STATUS = 402
 FORWARDED_ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
 BUDGETED_ROUTE = "/v1/messages"
@@ -117,6 +127,12 @@ _READ_SIZE = 64 * 1024
 # Upstream errors that mean the request never left: nothing can have been billed.
 _NOT_SENT = (ConnectionRefusedError, ConnectionAbortedError, socket.gaierror)
 _REDACTED = "[redacted]"
+# A caller's tag after the run token (`<token>.c12`): ours, so digits only.
+_CALLER = re.compile(r"c\d{1,9}")
+# What is kept of a response nobody records: an error's body for its one-line
+# fault, a JSON message for its usage (far above any real message).
+_KEEP_ERROR_BYTES = 64 * 1024
+_KEEP_JSON_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -132,7 +148,7 @@ class ProxySettings:
     auth_token: str | None = field(default=None, repr=False)
     budget_usd: float | None = None  # the whole run's hard budget; None: no budget
     max_concurrency: int = 4
-    max_retries: int = 4  # for upstream 429 and 529 only
+    max_retries: int = 4  # for upstream 429, 5xx and refused connections (`faults`)
     max_retry_wait_s: float = 60.0
     retry_base_s: float = 0.5  # first backoff without retry-after (then x2, with jitter)
     upstream_timeout_s: float = 600.0  # per socket read, like the CLI's API_TIMEOUT_MS
@@ -153,7 +169,7 @@ class ProxySettings:
 
     @property
     def retry(self) -> RetryPolicy:
-        """Upstream 429/529: `retry-after(-ms)` honoured, else jittered backoff; both capped."""
+        """Upstream 429/5xx: `retry-after(-ms)` honoured, else jittered backoff; both capped."""
         return RetryPolicy(
             attempts=self.max_retries + 1,
             first_s=self.retry_base_s,
@@ -174,6 +190,8 @@ class SSEUsage:
         self.usage: Usage | None = None
         self.model: str | None = None
         self.error: str | None = None  # an `error` event's type, if the stream had one
+        self.error_message: str | None = None
+        self.output_bytes = 0  # content the deltas carried: a bound on the tokens received
         self.stopped = False  # message_stop seen: the usage is final
         self._pending = b""
 
@@ -216,15 +234,39 @@ class SSEUsage:
             self._take(payload.get("usage"))
             if isinstance(payload.get("model"), str):
                 self.model = payload["model"]
+        elif kind == "content_block_delta":
+            self.output_bytes += _delta_bytes(payload.get("delta"))
         elif kind == "message_stop":
             self.stopped = True
         elif kind == "error":
             error = payload.get("error")
             self.error = str(error.get("type")) if isinstance(error, Mapping) else "error"
+            if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+                self.error_message = error["message"]
+
+    def received(self, max_tokens: int | None) -> Usage | None:
+        """What a stream cut short proved was used: `message_start`'s input, and as
+        many output tokens as it reported or as bytes of content arrived, if more
+        (a token is never shorter than a byte), never past the request's
+        `max_tokens`; None if it said nothing."""
+        if self.usage is None:
+            return None
+        output = max(self.usage.output_tokens, self.output_bytes)
+        if max_tokens is not None:
+            output = min(output, max(max_tokens, self.usage.output_tokens))
+        return self.usage.updated({"output_tokens": output})
 
     def _take(self, usage: object) -> None:
         if isinstance(usage, Mapping):
             self.usage = (self.usage or Usage()).updated(usage)
+
+
+def _delta_bytes(delta: object) -> int:
+    """Bytes of content one `content_block_delta` carried."""
+    if not isinstance(delta, Mapping):
+        return 0
+    fields = ("text", "partial_json", "thinking", "signature")
+    return sum(len(delta[k].encode()) for k in fields if isinstance(delta.get(k), str))
 
 
 def _event_end(buffer: bytes) -> tuple[int, int] | None:
@@ -257,6 +299,8 @@ class ForwardingProxy(LocalHTTPService):
         self._exchange_log = (
             ExchangeLog(settings.record_path) if settings.record_path is not None else None
         )
+        self.faults = Faults()
+        self._callers = itertools.count(1)
         super().__init__()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -296,9 +340,20 @@ class ForwardingProxy(LocalHTTPService):
 
     # -- what callers use --------------------------------------------------------------
 
-    def cli_env(self) -> dict[str, str]:
-        """What the agent's CLI gets: this endpoint and the per-run token, nothing real."""
-        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": self.token}
+    def cli_env(self, caller: str = "") -> dict[str, str]:
+        """What the agent's CLI gets: this endpoint and the per-run token (tagged
+        with `caller`), nothing real; and no retries of its own (`faults`)."""
+        token = f"{self.token}.{caller}" if caller else self.token
+        return {
+            "ANTHROPIC_BASE_URL": self.url,
+            "ANTHROPIC_API_KEY": token,
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+        }
+
+    def watch(self, place: int | None = None) -> ProxyWatch:
+        """A new caller (a stage and its reviewers): its token, later its faults."""
+        caller = f"c{next(self._callers)}"
+        return ProxyWatch(self.cli_env(caller), self.faults, caller)
 
     @property
     def spent_usd(self) -> float:
@@ -329,15 +384,22 @@ class ForwardingProxy(LocalHTTPService):
 
     # -- used by the handler -------------------------------------------------------------
 
-    def _authorized(self, headers: Mapping[str, str]) -> bool:
+    def _caller(self, headers: Mapping[str, str]) -> str | None:
+        """The caller a request's token names ('' for the plain run token), or None
+        when it carries no valid token."""
         expected = self.token.encode()
         offered = [headers.get("x-api-key", "")]
         bearer = headers.get("authorization", "")
         if bearer[:7].lower() == "bearer ":
             offered.append(bearer[7:].strip())
+        found: str | None = None
         # Compare every candidate, so timing does not tell which header was tried.
-        matches = [hmac.compare_digest(o.encode(), expected) for o in offered]
-        return any(matches)
+        for candidate in offered:
+            token, _, caller = candidate.partition(".")
+            matches = hmac.compare_digest(token.encode(), expected)
+            if matches and (caller == "" or _CALLER.fullmatch(caller)) and found is None:
+                found = caller
+        return found
 
     def _acquire_slot(self) -> bool:
         while not self._slots.acquire(timeout=0.1):
@@ -418,6 +480,23 @@ class ForwardingProxy(LocalHTTPService):
         return text
 
 
+class ProxyWatch:
+    """One caller of the proxy (a stage and its reviewers): its token, its faults
+    (`FaultWatch` in `endpoints.base`). The proxy answers every request, so
+    nothing goes unanswered (`misses` is empty)."""
+
+    def __init__(self, env: Mapping[str, str], faults: Faults, caller: str) -> None:
+        self.env = env
+        self._faults = faults
+        self.caller = caller
+
+    def misses(self) -> list[EndpointMiss]:
+        return []
+
+    def fault(self, since: float) -> EndpointFault | None:
+        return self._faults.last(self.caller, since)
+
+
 class _Server(LocalServer):
     """Handler threads are daemons (never block exit) but tracked, so stop() joins them."""
 
@@ -491,7 +570,11 @@ class _Exchange:
         self.outcome = "forwarded"
         self.status = 0
         self.response_headers: dict[str, str] = {}
-        self.response = bytearray()
+        self.response = bytearray()  # its first `keep_limit` bytes
+        self.response_bytes = 0  # all of it
+        self.caller = ""  # whose token it carried (`ForwardingProxy.watch`)
+        self.charge = "usage"  # how it was charged: usage, received, reservation
+        self.upstream_broke = False  # the upstream side of a relayed response failed
         self.attempts: list[dict[str, Any]] = []
         self.parser = SSEUsage()
         self.cost = 0.0
@@ -505,7 +588,8 @@ class _Exchange:
     def run(self) -> None:
         handler = self.handler
         try:
-            if not self.proxy._authorized(self.headers):
+            caller = self.proxy._caller(self.headers)
+            if caller is None:
                 handler.close_connection = True  # the body is not read: no keep-alive
                 message = "ci-evals proxy: invalid or missing token"
                 self._refuse(401, "authentication_error", message)
@@ -516,8 +600,10 @@ class _Exchange:
                 self.outcome = "not_found"
             elif not self._read_and_parse():
                 self.outcome = "bad_request"
-            elif self._admit():
-                self._forward()
+            else:
+                self.caller = caller
+                if self._admit():
+                    self._forward()
         finally:  # whatever went wrong, a reservation is settled and the exchange recorded
             self._finish()
 
@@ -617,8 +703,14 @@ class _Exchange:
                     conn, response = proxy._send(handler.command, handler.path, headers, self.body)
                 except (OSError, http.client.HTTPException) as exc:
                     self.attempts.append({"status": None, "error": type(exc).__name__})
-                    self.maybe_sent = not isinstance(exc, _NOT_SENT)
                     self.error = f"upstream unreachable: {type(exc).__name__}: {exc}"
+                    retries_left = len(self.attempts) <= settings.max_retries
+                    if isinstance(exc, _NOT_SENT) and retries_left:  # it never left: try again
+                        proxy.faults.failed(self.caller, self._unreached(), retry_stage=False)
+                        if self._backoff(began, None):
+                            continue
+                        return
+                    self.maybe_sent = not isinstance(exc, _NOT_SENT)
                     self.outcome = "upstream_error"
                     self._refuse(502, "api_error", f"ci-evals proxy: {self.error}")
                     return
@@ -626,20 +718,31 @@ class _Exchange:
                 retries_left = len(self.attempts) <= settings.max_retries
                 if response.status in RETRIED_STATUSES and retries_left:
                     with contextlib.suppress(OSError, http.client.HTTPException):
-                        response.read()
-                    proxy._release(conn, reusable=not response.will_close)
-                    wait = settings.retry.wait(len(self.attempts), requested_wait(response.headers))
-                    self.attempts[-1].update(seconds=time.monotonic() - began, wait=wait)
-                    if proxy._stopping.wait(wait):
-                        self.error = "stopped"
-                        handler.close_connection = True
-                        return
-                    continue
+                        said = response.read(_KEEP_ERROR_BYTES)
+                        # Said while it is retried: a stage that runs out of time
+                        # meanwhile was ended by the endpoint (`faults`).
+                        text = status_fault(response.status, said, len(self.attempts))
+                        proxy.faults.failed(self.caller, text, retry_stage=False)
+                    proxy._release(conn, reusable=False)  # its body may be unread
+                    if self._backoff(began, requested_wait(response.headers)):
+                        continue
+                    return
                 self._relay(conn, response)
                 self.attempts[-1]["seconds"] = time.monotonic() - began
                 return
             finally:
                 proxy._slots.release()
+
+    def _backoff(self, began: float, requested: float | None) -> bool:
+        """Wait before the next try (the server's wait, or the policy's); False
+        when the proxy stops meanwhile."""
+        wait = self.proxy.settings.retry.wait(len(self.attempts), requested)
+        self.attempts[-1].update(seconds=time.monotonic() - began, wait=wait)
+        if self.proxy._stopping.wait(wait):
+            self.error = "stopped"
+            self.handler.close_connection = True
+            return False
+        return True
 
     def _relay(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
         """Send the response on as it arrives; read usage on the way."""
@@ -660,16 +763,17 @@ class _Exchange:
         self.streamed = self.response_headers.get("content-type", "").startswith(
             "text/event-stream"
         )
+        self._answered()
         client_ok = True
         upstream_ok = False
         try:
             handler.wfile.flush()
             while True:
-                data = response.read1(_READ_SIZE)
+                data = self._read_upstream(response)
                 if not data:
                     upstream_ok = True
                     break
-                self.response += data
+                self._keep(data)
                 if self.streamed:
                     self.parser.feed(data)
                 if self.parser.stopped or (length is not None and not response.length):
@@ -691,34 +795,77 @@ class _Exchange:
             response.close()  # read1 leaves a Content-Length response open at its end
             self.proxy._release(conn, reusable=reusable)
 
+    @property
+    def keep_limit(self) -> int:
+        """How much of the response is kept: what the recording can hold (one byte
+        more, so an answer past it is cut there as a marker), else what reading a
+        JSON message's usage or an error's one line needs; a stream is parsed as it
+        passes."""
+        if self.proxy.settings.record_path is not None:
+            return MAX_EXCHANGE_BYTES + 1
+        ok = 200 <= self.status < 300
+        return _KEEP_JSON_BYTES if ok and not self.streamed else _KEEP_ERROR_BYTES
+
+    def _keep(self, data: bytes) -> None:
+        self.response_bytes += len(data)
+        room = self.keep_limit - len(self.response)
+        if room > 0:
+            self.response += data[:room]
+
+    def _answered(self) -> None:
+        """A 2xx began: the API answers again, and what it does next decides."""
+        if 200 <= self.status < 300:
+            self.proxy.faults.succeeded(self.caller)
+
+    def _read_upstream(self, response: http.client.HTTPResponse) -> bytes:
+        """The next piece of the response; a failure is the upstream's (`upstream_broke`)."""
+        try:
+            return response.read1(_READ_SIZE)
+        except (OSError, http.client.HTTPException):
+            self.upstream_broke = True
+            raise
+
     def _settle(self) -> None:
         """Release the reservation and charge what the response cost, once: its
-        usage, or its whole reservation when its final usage was never seen."""
+        usage; for a stream cut short, what it proved was used (`SSEUsage.received`);
+        its whole reservation only when nothing is known (`charge` says which)."""
         if self.settled or not self.admitted:
             return
         self.settled = True
         self.cost = self.reserved  # if anything below fails
+        self.charge = "reservation"
         usage: Usage | None = None
         try:
             complete = self._read_message()
             usage = self.parser.usage
+            ok = 200 <= self.status < 300
+            if ok and self.streamed and not complete:
+                usage = self.parser.received(self._max_tokens())  # cut short: what it proved
             model = self.parser.model or self._request_model()
             prices = self.proxy.prices
             cost = 0.0 if usage is None else prices.cost(model, usage, self.long_context)
             # No answer to a request that may have reached upstream (it closed, it
-            # timed out), or a 2xx cut short or not a message: the cost is unknown.
-            ok = 200 <= self.status < 300
-            if self.maybe_sent or (ok and not (complete and usage is not None)):
+            # timed out), or a 2xx not a message that said nothing: the cost is unknown.
+            if (
+                self.maybe_sent
+                or (ok and usage is None)
+                or (ok and not complete and not self.streamed)
+            ):
                 cost = max(cost, self.reserved)
+            else:
+                self.charge = "usage" if complete or not ok else "received"
             self.cost = cost
         finally:  # the reservation is released, whatever failed above
-            self.proxy.ledger.settle(self.reserved, self.cost, usage)
+            unknown = self.charge == "reservation"
+            self.proxy.ledger.settle(self.reserved, self.cost, usage, unknown=unknown)
 
     def _read_message(self) -> bool:
         """Whether the response is complete: a stream's message_stop, or a JSON
         body that is a message (read for its usage); unreadable is incomplete."""
         if self.streamed or not 200 <= self.status < 300:
             return self.parser.stopped
+        if self.response_bytes > len(self.response):
+            return False  # past what is kept: its usage unread, its cost unknown
         try:
             payload = json.loads(bytes(self.response))
         except (ValueError, RecursionError):  # nested too deep for json, not JSON
@@ -729,7 +876,8 @@ class _Exchange:
         return payload.get("type") == "message"
 
     def _finish(self) -> None:
-        self._settle()  # a broken stream: charged its reservation
+        self._settle()  # a broken stream: charged what it proved, or its reservation
+        self._tell_fault()
         usage = self.parser.usage
         model = self.parser.model or self._request_model()
         if self.proxy.settings.record_path is not None:
@@ -743,6 +891,41 @@ class _Exchange:
             len(self.attempts),
             self.cost,
         )
+
+    def _tell_fault(self) -> None:
+        """Keep how this caller's request failed at the API, or that it succeeded."""
+        faults, caller = self.proxy.faults, self.caller
+        if self.outcome == "upstream_error":
+            faults.failed(caller, self._unreached(), retry_stage=True)
+        elif self.status in RETRIED_STATUSES or self.status >= 500:
+            text = status_fault(self.status, bytes(self.response), len(self.attempts))
+            faults.failed(caller, text, retry_stage=False)  # retried here as far as it goes
+        elif self.parser.error is not None:
+            said = ": ".join(t for t in (self.parser.error, self.parser.error_message) if t)
+            faults.failed(
+                caller, f"the model API's stream ended in an error: {said}", retry_stage=True
+            )
+        elif self.upstream_broke or (
+            self.streamed
+            and 200 <= self.status < 300
+            and not self.parser.stopped
+            and self.error is None
+        ):
+            got = f"{self.response_bytes:,} bytes"
+            why = f" ({self.error})" if self.error else ""
+            text = f"the model API's stream was cut before message_stop after {got}{why}"
+            faults.failed(caller, text, retry_stage=True)
+        elif self.status and self.error != "stopped":
+            faults.succeeded(caller)  # it answered (a 400, our 402 too): no fault of the API
+
+    def _unreached(self) -> str:
+        tries = len(self.attempts)
+        said = "gave no answer" if self.maybe_sent else "was not reached"
+        return f"the model API {said}: {self.error}" + (f" ({tries} tries)" if tries > 1 else "")
+
+    def _max_tokens(self) -> int | None:
+        value = (self.request or {}).get("max_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def _request_model(self) -> str | None:
         model = (self.request or {}).get("model")
@@ -768,6 +951,10 @@ class _Exchange:
             "usage": usage.as_dict() if usage is not None else None,
             "cost_usd": self.cost,
             "reserved_usd": self.reserved,
+            # usage: as reported; received: a stream cut short, what it proved;
+            # reservation: nothing known, the worst case (`ledger`).
+            "charged": self.charge if self.admitted else None,
+            "response_bytes": self.response_bytes,
             "attempts": self.attempts,
             "error": self.error,
         }

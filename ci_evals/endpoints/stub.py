@@ -92,17 +92,18 @@ class StubEndpoint:
 
 
 def _variant_notes(script: Script) -> tuple[str, ...]:
-    """A rule with `variants:` answers each new conversation with its next one: a
-    newcomer running the quickstart twice sees other scores and should know why."""
+    """A rule with `variants:` answers the units of a plan with different ones: a
+    newcomer seeing repeats score differently should know why."""
     rotating = [f"'{rule.name}' ({len(rule.variants)})" for rule in script.rules if rule.variants]
     if not rotating:
         return ()
     which = "rule" if len(rotating) == 1 else "rules"
     verb = "rotates its" if len(rotating) == 1 else "rotate their"
     return (
-        f"stub: the {which} {', '.join(rotating)} {verb} variants, one per new "
-        "conversation: what they answer, and so the scores, change between repeats and "
-        "runs by design (docs/stub-model.md, Variants)",
+        f"stub: the {which} {', '.join(rotating)} {verb} variants by the unit's place "
+        "in the plan: what they answer, and so the scores, change between repeats and "
+        "scenarios by design, the same in every run and every split into shards "
+        "(docs/stub-model.md, Variants)",
     )
 
 

@@ -89,7 +89,18 @@ def copy_plugin(
             path.parent.mkdir(exist_ok=True)
             path.write_text(json.dumps(dict(manifest), indent=2) + "\n", encoding="utf-8")
     except (OSError, shutil.Error) as exc:
-        raise UserError(f"cannot copy the plugin {display_path(source)}: {exc}") from None
+        raise UserError(f"cannot copy the plugin {display_path(source)}: {_why(exc)}") from None
+
+
+def _why(exc: OSError | shutil.Error) -> str:
+    """One reason: copytree's error lists every file it failed on (a full disk: all
+    of them, as one 10,000-character blob); the first, and how many more."""
+    failures = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else None
+    if isinstance(failures, list) and failures and isinstance(failures[0], tuple):
+        _, target, why = [*failures[0], "", "", ""][:3]
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        return f"{why}: {target}{more}"
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
 def _real_folder(path: str) -> bool:

@@ -32,15 +32,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ci_evals.backoff import RetryPolicy
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
 from ci_evals.github.comment import (
     _TOKEN,
     API_VERSION,
+    DEFAULT_RETRY,
     PER_PAGE,
     CommentSettings,
     _api_base,
@@ -50,6 +52,7 @@ from ci_evals.github.comment import (
     _path,
     _split_repository,
     _StatusError,
+    with_retries,
 )
 from ci_evals.github.safe_zip import ZipLimits, safe_extract
 from ci_evals.text import one_line
@@ -274,6 +277,8 @@ class FetchRequest:
     artifact: str = DEFAULT_ARTIFACT
     max_bytes: int = MAX_ZIP_BYTES
     timeout: float = 60.0
+    # A 5xx or a rate limit is tried again, as the comment does (its waits bounded).
+    retry: RetryPolicy = field(default=DEFAULT_RETRY, compare=False)
 
 
 def _check(request: FetchRequest) -> None:
@@ -296,22 +301,25 @@ def _find(
         {"branch": request.branch, "status": "success", "per_page": PER_PAGE}
     )
     workflow = urllib.parse.quote(request.workflow, safe="")
-    looked = 0
-    try:
-        for run in _runs(client, f"{repo_url}/actions/workflows/{workflow}/runs?{query}"):
+    runs_url = f"{repo_url}/actions/workflows/{workflow}/runs?{query}"
+
+    def look() -> tuple[tuple[Mapping[str, Any], Mapping[str, Any]] | None, int]:
+        looked = 0
+        for run in _runs(client, runs_url):
             run_id = _int(run.get("id"))
             if run_id is None or not _trusted(run, repository, request.branch):
                 continue
             looked += 1
             artifact = _artifact(client, repo_url, run_id, request.artifact)
             if artifact is not None:
-                return run, artifact
+                return (run, artifact), looked
             # else e.g. a run that selected no stage and uploaded nothing: an older one
-    except _StatusError as exc:
-        hint = "the token needs `actions: read`" if exc.status in (401, 403, 404) else None
-        raise UserError(
-            f"GitHub API: {exc.method} {exc.url} answered {exc.status}: {exc.message}", hint=hint
-        ) from None
+        return None, looked
+
+    # A single 502 or a secondary rate limit is no reason to compare with nothing.
+    found, looked = with_retries(look, request.retry, repository, _refused)
+    if found is not None:
+        return found
     if looked == 0:
         return (
             f"no successful run of {request.workflow} on {request.branch} (push, schedule or "
@@ -320,6 +328,15 @@ def _find(
     return (
         f"none of the last {looked} successful run(s) of {request.workflow} on "
         f"{request.branch} has an artifact named {request.artifact!r} (expired, or never uploaded)"
+    )
+
+
+def _refused(exc: _StatusError, where: str, attempts: int) -> UserError:
+    hint = "the token needs `actions: read`" if exc.status in (401, 403, 404) else None
+    tries = f" ({attempts} tries)" if attempts > 1 else ""
+    return UserError(
+        f"GitHub API: {exc.method} {exc.url} answered {exc.status}: {exc.message}{tries}",
+        hint=hint,
     )
 
 

@@ -20,8 +20,9 @@ Failure rules:
 - a 5xx or a secondary rate limit (403/429 with `Retry-After`, or
   `x-ratelimit-remaining: 0`) is retried a bounded number of times
   (`backoff.RetryPolicy`): the wait is GitHub's `Retry-After` (or the time to
-  `x-ratelimit-reset`), else an exponential backoff; a wait longer than the
-  cap is not waited for: the error is reported at once. The retried unit is
+  `x-ratelimit-reset`), a rate limit that names none at least a minute (as
+  GitHub's documentation asks), else an exponential backoff; a wait longer
+  than the cap (five minutes) is not waited for: the error is reported at once. The retried unit is
   the whole find-then-write, so a create that failed with a 5xx but did land
   is found and edited by the next attempt instead of posted twice;
 - a read-only token — what a pull request from a fork gets — answers 403 to
@@ -44,6 +45,7 @@ import http.client
 import json
 import os
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -95,8 +97,12 @@ class CommentOutcome:
 
 
 # A wait above `cap_s` is not waited for (the error is reported at once: a step
-# that sleeps for an hour is worse than a red one).
-DEFAULT_RETRY = RetryPolicy(attempts=3, first_s=2.0, cap_s=60.0)
+# that sleeps for an hour is worse than one whose comment waits for the next run).
+# Five minutes: a secondary limit's `retry-after: 120` is waited out.
+DEFAULT_RETRY = RetryPolicy(attempts=3, first_s=2.0, cap_s=300.0)
+# A secondary rate limit that names no wait: GitHub's documentation says to wait
+# at least a minute before trying again (within the policy's cap).
+RATE_LIMIT_MIN_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -254,9 +260,12 @@ class _Client:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                raw: bytes = response.read(RESPONSE_LIMIT + 1)
-                headers: Message = response.headers
+            raw, headers = self._within_deadline(request)
+        except TimeoutError:
+            raise UserError(
+                f"GitHub API: {method} {_path(url)} did not finish within {self._timeout:g} s",
+                hint=f"check that {_origin_text(self._api)} is reachable (GITHUB_API_URL)",
+            ) from None
         except urllib.error.HTTPError as exc:
             raise self._status_error(method, url, exc) from None
         except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError
@@ -265,6 +274,30 @@ class _Client:
                 hint=f"check that {_origin_text(self._api)} is reachable (GITHUB_API_URL)",
             ) from None
         return self._json(method, url, raw), headers
+
+    def _within_deadline(self, request: urllib.request.Request) -> tuple[bytes, Message]:
+        """The reply's body and headers, the whole exchange within `timeout` seconds:
+        the socket's timeout is per read, and a server that trickles a byte at a time
+        would hold a step for ever. Past it the exchange is left to its daemon thread
+        (its socket times out on its own) and `TimeoutError` raised."""
+        done: list[tuple[bytes, Message]] = []
+        failed: list[BaseException] = []
+
+        def exchange() -> None:
+            try:
+                with self._opener.open(request, timeout=self._timeout) as response:
+                    done.append((response.read(RESPONSE_LIMIT + 1), response.headers))
+            except BaseException as exc:
+                failed.append(exc)
+
+        worker = threading.Thread(target=exchange, name="github-request", daemon=True)
+        worker.start()
+        worker.join(self._timeout)
+        if failed:
+            raise failed[0]
+        if not done:
+            raise TimeoutError
+        return done[0]
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -331,7 +364,10 @@ def retry_wait(exc: _StatusError, attempt: int, policy: RetryPolicy) -> float | 
     """How long to wait before try `attempt + 1`, or None when not to retry at all."""
     if not retryable(exc) or not policy.retries_left(attempt) or policy.exceeds_cap(exc.wait_s):
         return None
-    return policy.wait(attempt, exc.wait_s)
+    requested = exc.wait_s
+    if requested is None and exc.status in (403, 429):  # a secondary limit, no wait named
+        requested = min(policy.cap_s, max(RATE_LIMIT_MIN_WAIT_S, policy.backoff(attempt)))
+    return policy.wait(attempt, requested)
 
 
 def _reason(exc: BaseException) -> str:
@@ -516,9 +552,14 @@ def post_sticky_comment(
     return with_retries(lambda: _upsert(target, marker, text), retry, target.where)
 
 
-def with_retries(call: Callable[[], _T], retry: RetryPolicy, where: str) -> _T:
+def with_retries(
+    call: Callable[[], _T],
+    retry: RetryPolicy,
+    where: str,
+    error: Callable[[_StatusError, str, int], UserError] | None = None,
+) -> _T:
     """`call()`, tried again (`retry_wait`) while GitHub answers "try again later";
-    any other error status, or the last one, as a one-line `UserError`."""
+    any other error status, or the last one, as a one-line `UserError` (`error`'s)."""
     attempt = 1
     while True:
         try:
@@ -526,7 +567,7 @@ def with_retries(call: Callable[[], _T], retry: RetryPolicy, where: str) -> _T:
         except _StatusError as exc:
             wait = retry_wait(exc, attempt, retry)
             if wait is None:
-                raise _user_error(exc, where, attempt) from None
+                raise (error or _user_error)(exc, where, attempt) from None
         retry.sleep(wait)
         attempt += 1
 

@@ -231,7 +231,7 @@ async def regrade(
     model: str | None,
     abort: Abort | None = None,
     sandbox: SandboxConfig = ON_HOST,
-    watch: Callable[[], Watch] | None = None,
+    watch: Callable[[int | None], Watch] | None = None,
     endpoint: Mapping[str, str] | None = None,
 ) -> None:
     """Grade every target again; its stage result takes the new verdict.
@@ -253,7 +253,9 @@ async def regrade(
         if target.reviewer == "reuse":
             reused = reuse_reviewer(target, suite, run_dir)
         judging = asks_model(target.stage)
-        caller = watch() if watch is not None and (target.reviewer == "rerun" or judging) else None
+        caller = (
+            watch(None) if watch is not None and (target.reviewer == "rerun" or judging) else None
+        )
         scenario = Scenario(id=target.scenario.id, inputs=dict(target.scenario.inputs))
         folder = out_dir / target.stage_dir.relative_to(run_dir)
         job = GradeJob(

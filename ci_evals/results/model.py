@@ -623,11 +623,12 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-def write_results(run_dir: Path, result: RunResult) -> Path:
-    """Write `run_dir/results.json` atomically: readers see the old file or the new one."""
+def write_results(run_dir: Path, result: RunResult, data: bytes | None = None) -> Path:
+    """Write `run_dir/results.json` atomically: readers see the old file or the new one
+    (`data`: `dump_results(result)`, when the caller has it already)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RESULTS_FILE
-    write_atomic(path, dump_results(result), mode=0o644)
+    write_atomic(path, dump_results(result) if data is None else data, mode=0o644)
     return path
 
 

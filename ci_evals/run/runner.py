@@ -9,8 +9,11 @@ The runner owns the order of things; everything else is delegated:
   it are `skipped`. Other scenarios go on.
 - once the run budget is spent, no new stage starts (the stages left are
   `skipped`); a running stage gets at most what is left as its own budget.
-- `results.json` is rewritten after every stage, so a crash or an interrupt
-  leaves a truthful partial record.
+- once `ENDPOINT_DOWN_AFTER` stages in a row ended on the model endpoint's
+  fault, no new stage starts either: "the model endpoint is down", said once.
+- `results.json` is rewritten as stages start and end, at a bounded pace
+  (`results.writer`: a crash loses at most its last interval), and at once at
+  the end or an interrupt, so what is left is a truthful partial record.
 - a stage whose suite config has graders (`StageResult.graded`) ends
   `passed`, `failed` or `error`, never `completed`: interrupted between the
   agent and its graders, it is an `error` ("not graded").
@@ -31,8 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -52,8 +57,10 @@ from ci_evals.agents import (
     StageRequest,
 )
 from ci_evals.agents.environment import agent_environment
-from ci_evals.endpoints.base import Watch
+from ci_evals.endpoints.base import FaultWatch, Watch
 from ci_evals.endpoints.ledger import Metered
+from ci_evals.errors import EXIT_USAGE, UserError
+from ci_evals.fs import abandoned, owned
 from ci_evals.fs.checkpoint import FolderCheckpoint
 from ci_evals.fs.digest import file_sha256, tree_sha256
 from ci_evals.fs.snapshot import (
@@ -64,6 +71,7 @@ from ci_evals.fs.snapshot import (
     take_snapshot,
 )
 from ci_evals.results.model import (
+    RESULTS_FILE,
     Forwarded,
     ReplayedFrom,
     ResourceLimits,
@@ -73,12 +81,13 @@ from ci_evals.results.model import (
     Shard,
     StageResult,
     SuiteIdentity,
+    dump_results,
     file_changes,
     listed,
     record_endpoint_misses,
-    write_results,
 )
 from ci_evals.results.summary import SINGLE_ARM, mean_delta, summarize_run
+from ci_evals.results.writer import ResultsWriter
 from ci_evals.run.case_context import (
     SCAFFOLD_LOG,
     Laid,
@@ -93,8 +102,13 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.ablation import ARMS, Arm, stage_for_arm, unrunnable
 from ci_evals.suite.load import Scenario, Stage, Suite
+from ci_evals.text import one_line
 from ci_evals.workspace.create import Workspace, create_workspace
 from ci_evals.workspace.mocks import mock_request, record_calls
+
+# Stages in a row ended by the model endpoint's fault before the run stops
+# starting stages: one may be bad luck, three an outage.
+ENDPOINT_DOWN_AFTER = 3
 
 
 @dataclass(frozen=True)
@@ -113,7 +127,7 @@ class RunPlan:
     endpoint: Mapping[str, str] = field(default_factory=dict, repr=False)
     # `OpenEndpoint.watch`: a caller per stage, whose unanswered requests make
     # the stage an error (the stub); None: every stage uses `endpoint`.
-    watch: Callable[[], Watch] | None = field(default=None, repr=False)
+    watch: Callable[[int | None], Watch] | None = field(default=None, repr=False)
     # `OpenEndpoint.meter`: what the endpoint forwarded so far -- the run's cost
     # and budget (it includes the agent's own calls); None: the stages' costs.
     meter: Callable[[], Metered] | None = field(default=None, repr=False)
@@ -217,6 +231,7 @@ class _Scenario:
     parent: Path
     folder: str  # under the run folder: "<id>", or "<id>/r<i>" with repeats
     label: str  # for progress lines: "<id>", or "<id>#<i>" with repeats
+    place: int  # the unit's place in the whole plan, the same in every shard
     workspace: Workspace | None = None
     last: Snapshot | None = None
     plugin_last: Snapshot | None = None  # the plugin copy as the last stage left it
@@ -243,6 +258,14 @@ class Runner:
         self.after_stage = after_stage
         self.abort = Abort()
         self.interrupted = False
+        # Stages in a row the model endpoint failed; at ENDPOINT_DOWN_AFTER no
+        # further stage starts (`endpoint_down` says why, once, on the console).
+        self._endpoint_failures = 0
+        self.endpoint_down: str | None = None
+        # Why results.json could not be written (the disk under --out is full): no
+        # further stage starts, and the run ends in that one line (exit 2).
+        self.disk_full: str | None = None
+        self.writer = ResultsWriter(plan.run_dir)
         self.result = RunResult(
             run_id=plan.run_id,
             tool_version=__version__,
@@ -273,19 +296,27 @@ class Runner:
         # CLAUDE.md in the folders above its cwd and sees the repo in `git
         # status` -- context the agent would not have on a user's machine.
         # Resolved: a sandbox refuses mounts that pass through a link (sandbox/bwrap.py).
+        # What a SIGKILLed run left there, its owner gone, goes first (`fs.abandoned`).
+        temp_root = Path(plan.temp_root or tempfile.gettempdir())
+        abandoned.remove(abandoned.find(temp_root))
         self.work_root = Path(
-            tempfile.mkdtemp(prefix=f"ci-evals-{plan.run_id}-", dir=plan.temp_root)
+            tempfile.mkdtemp(prefix=f"{abandoned.PREFIX}{plan.run_id}-", dir=temp_root)
         ).resolve()
+        abandoned.claim(self.work_root)
         self._states: list[_Scenario] = []
         arms: tuple[Arm | None, ...] = ARMS if plan.ablation == "with-without" else (None,)
+        place = -1
         for scenario in plan.scenarios:
             for repeat in range(plan.repeats_of(scenario)):
+                place += 1
                 if units is not None and (scenario.id, repeat) not in units:
                     continue
                 for arm in arms:  # a unit's arms together: a shard holds both
-                    self._add(scenario, repeat, arm)
+                    self._add(scenario, repeat, arm, place)
 
-    def _add(self, scenario: Scenario, repeat: int, arm: Arm | None) -> None:
+    def _add(self, scenario: Scenario, repeat: int, arm: Arm | None, place: int) -> None:
+        """A unit's arm as a scenario of the run; `place`: the unit's in the plan (the
+        stub's variants are picked by it, so a shard answers as the whole run does)."""
         plan = self.plan
         stages = [
             StageResult(number=s.number, name=s.name, graded=not s.grading.empty)
@@ -309,6 +340,7 @@ class Runner:
                 parent=self.work_root / folder,
                 folder=folder,
                 label=self.result.label_of(scenario_result),
+                place=place,
                 stage_results={r.number: r for r in stages},
                 arm=arm,
                 unrunnable=unrunnable(plan.stages_of(scenario)) if arm == "without" else {},
@@ -342,8 +374,34 @@ class Runner:
     # -- the run --------------------------------------------------------------------
 
     async def run(self) -> RunResult:
-        self.plan.run_dir.mkdir(parents=True, exist_ok=True)
-        self._write()
+        owner = self._own_run_dir()
+        try:
+            return await self._run()
+        finally:
+            owned.release(owner)
+
+    def _own_run_dir(self) -> int:
+        """Lock the run folder, and refuse it when another run holds it or has
+        written it meanwhile (both may have found it empty before either began)."""
+        run_dir = self.plan.run_dir
+        try:
+            fd = owned.own(run_dir)
+        except owned.Taken:
+            raise UserError(
+                f"{run_dir} is in use by another ci-evals run", field="--out",
+                hint="wait for it, or choose another folder",
+            ) from None  # fmt: skip
+        except OSError as exc:
+            raise UserError(f"{run_dir}: cannot make the run folder: {exc.strerror}") from None
+        if (run_dir / RESULTS_FILE).exists():
+            owned.release(fd)
+            raise UserError(
+                f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
+            )
+        return fd
+
+    async def _run(self) -> RunResult:
+        self._write(now=True)
         self.listener.run_started(self.plan, self.result)
         semaphore = asyncio.Semaphore(max(1, self.plan.jobs))
 
@@ -361,14 +419,17 @@ class Runner:
             self.result.summaries = summarize_run(self.result, self.plan.pass_at_least)
             self.result.mean_delta = mean_delta(self.result.summaries)
             self._finish_workspaces()
-            self._write()
+            self._write(now=True)
         self.listener.run_finished(self.plan, self.result)
+        if self.disk_full is not None:
+            raise UserError(self.disk_full, exit_code=EXIT_USAGE)
         return self.result
 
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(1.0)
             self.listener.tick()
+            self._write(due=True)
 
     async def _run_scenario(self, state: _Scenario) -> None:
         stopped: str | None = None  # why the remaining stages are skipped
@@ -387,18 +448,40 @@ class Runner:
                 await self._run_stage(state, stage, stage_result)
             except Exception as exc:  # a bug or an OS failure: this scenario errs, others go on
                 stage_result.status = "error"
-                stage_result.error = f"ci-evals failed: {type(exc).__name__}: {exc}"
+                stage_result.error = _own_failure(exc)
                 self._write()
+                self.listener.stage_finished(state.label, stage_result)
             if stage_result.status not in ("completed", "passed"):
                 stopped = f"stage {stage.number} ({stage.name}) ended with {stage_result.status}"
 
     def _stop_reason(self) -> str | None:
         if self.interrupted:
             return "the run was interrupted"
+        if self.endpoint_down is not None:
+            return self.endpoint_down
+        if self.disk_full is not None:
+            return self.disk_full
         left = self.budget_left()
         if left is not None and left <= 0:
             return f"the run budget ({self.plan.suite.budget_usd} USD) is spent"
         return None
+
+    def _count_endpoint_failure(self, outcome: StageOutcome) -> StageOutcome:
+        """After ENDPOINT_DOWN_AFTER stages in a row ended by the endpoint's fault
+        (each already retried as far as `agents.retry` goes), start no more: every
+        one would wait out the same outage. Any stage it served resets the count."""
+        if outcome.endpoint_fault is None:
+            if outcome.status != "interrupted":
+                self._endpoint_failures = 0
+            return outcome
+        self._endpoint_failures += 1
+        if self._endpoint_failures >= ENDPOINT_DOWN_AFTER and self.endpoint_down is None:
+            self.endpoint_down = (
+                f"the model endpoint is down: {self._endpoint_failures} stages in a row "
+                f"failed on it, the last with: {outcome.endpoint_fault}"
+            )
+            print(f"ci-evals: {self.endpoint_down}; no further stage starts", file=sys.stderr)
+        return outcome
 
     def _skip(self, stage_result: StageResult, reason: str) -> None:
         stage_result.status = "skipped"
@@ -411,7 +494,7 @@ class Runner:
         without = state.arm == "without"
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
         stage_dir.mkdir(parents=True, exist_ok=True)
-        watch = plan.watch() if plan.watch is not None else None
+        watch = plan.watch(state.place) if plan.watch is not None else None
         endpoint = plan.endpoint if watch is None else watch.env
         env = {
             **agent_environment(
@@ -453,6 +536,7 @@ class Runner:
                 checkpoint=FolderCheckpoint(
                     (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
                 ),
+                endpoint_fault=watch.fault if isinstance(watch, FaultWatch) else None,
             ),
             workspace.mocks,
             stage_dir,
@@ -469,7 +553,9 @@ class Runner:
             self.listener.stage_progress(state.label, stage_result, progress)
 
         # Infrastructure errors are retried by the agent wrapper (ci_evals.agents.retry), not here.
-        outcome = await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
+        outcome = self._count_endpoint_failure(
+            await self.agent.run_stage(request, abort=self.abort, on_progress=on_progress)
+        )
         snapshots = await _after_snapshot(workspace, before, stage, outcome, state, stage_dir)
         if isinstance(snapshots, str):
             # Nothing of it is hashed, copied, listed or graded: the stage hit the
@@ -558,19 +644,34 @@ class Runner:
 
     # -- bookkeeping ----------------------------------------------------------------
 
-    def _write(self) -> None:
+    def _write(self, *, now: bool = False, due: bool = False) -> None:
+        """Record the run in results.json: `now`, or at the writer's pace (`due`: only
+        what is pending, once its interval passed; `results.writer`)."""
         # The run's cost: what the endpoint forwarded when it meters, else the stages'.
         if self.plan.meter is not None:
             self.result.forwarded = forwarded(self.plan.meter())
             self.result.total_cost_usd = self.result.forwarded.cost_usd
         else:
             self.result.total_cost_usd = self.result.stages_cost_usd
-        write_results(self.plan.run_dir, self.result)
+        try:
+            if due:
+                self.writer.flush_due(self.result)
+            else:
+                self.writer.write(self.result, now=now)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # The last results written stay (the write is atomic): a partial record.
+            self.disk_full = (
+                f"{self.plan.run_dir}: no space left to write {RESULTS_FILE} "
+                f"({len(dump_results(self.result)):,} bytes): free space there, or choose "
+                "another --out; the results written before are kept"
+            )
 
     def endpoint_closed(self) -> None:
         """Write results again once the endpoint has stopped: a request still in
         flight at the run's end (a survivor's, or a reviewer's) is settled only then."""
-        self._write()
+        self._write(now=True)
 
     def _finish_workspaces(self) -> None:
         for state in self._states:
@@ -700,6 +801,15 @@ def _lay_context(  # noqa: PLR0917 - one private call site
 def _stage_budget(stage_cap: float | None, left: float | None) -> float | None:
     caps = [cap for cap in (stage_cap, left) if cap is not None]
     return max(min(caps), 0.0) if caps else None
+
+
+def _own_failure(exc: Exception) -> str:
+    """One line for an error ci-evals raised during a stage (an OS error names its
+    file once, not a blob of every path it was copying)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return one_line(f"ci-evals failed: {exc.strerror}{where}", 500, ellipsis="…")
+    return one_line(f"ci-evals failed: {type(exc).__name__}: {exc}", 500, ellipsis="…")
 
 
 def _fill(stage_result: StageResult, outcome: StageOutcome, wall_s: float) -> None:

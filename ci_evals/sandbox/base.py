@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ci_evals.process import ExecResult
 
@@ -81,6 +81,16 @@ class Spawn:
     argv: tuple[str, ...]
     env: dict[str, str] = field(repr=False)  # may hold the endpoint's per-run token
     cwd: Path
+
+
+@runtime_checkable
+class MemoryWatch(Protocol):
+    """A sandbox that can tell when the kernel killed one of its processes at its
+    memory limit (a cgroup's OOM kill; a container's `OOMKilled`)."""
+
+    @property
+    def memory_killed(self) -> int | None:
+        """The memory limit in bytes, once a process was killed at it; else None."""
 
 
 class Sandbox(Protocol):

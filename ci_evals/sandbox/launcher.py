@@ -45,6 +45,7 @@ class Launcher:
         self.rlimits = rlimits(spec, baseline_tasks=uid_tasks(), cgroup=self.cgroup is not None)
         self.enforced: Enforced = enforced(spec, self.cgroup)
         self.quota: Quota | None = None
+        self._oom_kills = 0  # read before the cgroup is removed (`close`)
         if spec.disk_bytes is not None:
             self.quota = Quota(spec.writable, spec.disk_bytes, self.stop_all)
 
@@ -52,6 +53,13 @@ class Launcher:
     def over_quota(self) -> bool:
         """The writable folders grew by more than `disk_bytes`: everything was killed."""
         return self.quota is not None and self.quota.exceeded
+
+    @property
+    def memory_killed(self) -> int | None:
+        """The memory limit (bytes) if the kernel killed a process of ours at it."""
+        if self.cgroup is not None and not self._oom_kills:
+            self._oom_kills = self.cgroup.oom_kills()
+        return self.enforced.memory_bytes if self._oom_kills else None
 
     def argv(
         self,
@@ -132,6 +140,7 @@ class Launcher:
             self.quota.close()
         self.stop_all()
         if self.cgroup is not None:
+            self._oom_kills = self._oom_kills or self.cgroup.oom_kills()  # while it is there
             self.cgroup.remove()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -150,6 +159,11 @@ class Launched:
     def over_quota(self) -> bool:
         """The writable folders grew past `disk_bytes`: everything it ran was killed."""
         return self._launcher.over_quota
+
+    @property
+    def memory_killed(self) -> int | None:
+        """Its memory limit in bytes, once the kernel killed a process at it (`MemoryWatch`)."""
+        return self._launcher.memory_killed
 
 
 def _is_zombie(pid: int) -> bool:

@@ -63,6 +63,18 @@ class Cgroup:
                 found.update(int(line) for line in (folder / "cgroup.procs").read_text().split())
         return found
 
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel killed at its memory limit: v2's
+        `memory.events`, v1's `memory.oom_control` (its `oom_kill` line, Linux 4.13+)."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        for folder in self.folders:
+            with contextlib.suppress(OSError, ValueError):
+                for line in (folder / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        return 0
+
     def kill(self) -> None:
         """SIGKILL everything in it, again while forks keep adding to it."""
         for _ in range(1000):

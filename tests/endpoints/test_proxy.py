@@ -407,21 +407,30 @@ def test_529_past_max_retries_is_passed_through_unchanged() -> None:
         assert len(up.received) == 3
 
 
-def test_500_is_not_retried_by_the_proxy() -> None:
-    with Upstream(error(500, "api_error")) as up, proxy_for(up, retry_base_s=0.01) as proxy:
-        assert post(proxy)[0] == 500
-        assert len(up.received) == 1
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_a_5xx_is_retried_by_the_proxy_like_a_529(status: int) -> None:
+    # The proxy is the one layer that retries (`endpoints.faults`): the CLI does not.
+    responses = (error(status, "api_error"), sse())
+    with Upstream(*responses) as up, proxy_for(up, retry_base_s=0.01) as proxy:
+        assert post(proxy)[0] == 200
+        assert len(up.received) == 2
 
 
 def test_an_unreachable_upstream_is_a_502() -> None:
     with socket.socket() as placeholder:
         placeholder.bind(("127.0.0.1", 0))
         port = placeholder.getsockname()[1]  # nothing listens there
-    settings = ProxySettings(upstream=f"http://127.0.0.1:{port}", api_key=REAL_KEY)
+    settings = ProxySettings(
+        upstream=f"http://127.0.0.1:{port}", api_key=REAL_KEY, max_retries=2, retry_base_s=0.01
+    )
     with ForwardingProxy(settings) as proxy:
         status, _, body = post(proxy)
         assert status == 502
         assert json.loads(body)["error"]["type"] == "api_error"
+        # Refused: it never left, so it was tried again (3 tries), and never charged.
+        fault = proxy.faults.last("", 0.0)
+        assert fault is not None and "(3 tries)" in fault.text and "not reached" in fault.text
+        assert proxy.spent_usd == 0.0
 
 
 def test_concurrent_upstream_requests_are_limited() -> None:
@@ -572,23 +581,53 @@ def test_a_request_that_fits_once_others_settle_waits_for_them() -> None:
     assert up.max_in_flight == 1  # never both reserved at once
 
 
-def test_a_stream_cut_short_is_charged_its_reservation() -> None:
+def cut_after(events: int, text: str = "hello") -> Responder:
+    """A 200 stream that ends after its first `events` events, before message_stop."""
+
     def cut(handler: _UpstreamHandler) -> None:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
         handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
-        handler.chunk(sse_events({"input_tokens": 100}, 100)[0])  # message_start only
+        for data in sse_events({"input_tokens": 100}, 100, text=text)[:events]:
+            handler.chunk(data)
         handler.close_connection = True
 
+    return cut
+
+
+def settled(proxy: ForwardingProxy) -> None:
+    """Wait for the handler to settle (after its reply reached us)."""
+    deadline = time.monotonic() + 5
+    while proxy.metered().requests and not proxy.spent_usd and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(("text", "output"), [(80, 80), (2000, 100)])
+def test_a_stream_cut_short_is_charged_what_it_proved_not_its_reservation(
+    text: int, output: int
+) -> None:
+    # message_start said 100 input tokens and 1 output; then `text` bytes of
+    # content arrived (as many tokens at most, and no more than max_tokens 100);
+    # no message_delta, no message_stop.
+    cut = cut_after(3, text="x" * text)
     with Upstream(cut) as up, proxy_for(up, budget_usd=1.0, prices=TEST_PRICES) as proxy:
         with contextlib.suppress(http.client.HTTPException, OSError):
             post(proxy, body=TEST_REQUEST)
-        deadline = time.monotonic() + 5
-        while proxy.metered().requests and not proxy.spent_usd and time.monotonic() < deadline:
-            time.sleep(0.01)
+        settled(proxy)
+        assert proxy.spent_usd == pytest.approx((100 + output) * 10 / 1e6)
+        assert proxy.spent_usd < reservation(TEST_REQUEST) / 10
+        assert proxy.usage.input_tokens == 100 and proxy.usage.output_tokens == output
+        assert proxy.metered().unknown == 0
+
+
+def test_a_stream_cut_before_it_said_its_usage_is_charged_its_reservation() -> None:
+    with Upstream(cut_after(0)) as up, proxy_for(up, budget_usd=1.0, prices=TEST_PRICES) as proxy:
+        with contextlib.suppress(http.client.HTTPException, OSError):
+            post(proxy, body=TEST_REQUEST)
+        settled(proxy)
         assert proxy.spent_usd == pytest.approx(reservation(TEST_REQUEST))
-        assert proxy.usage.input_tokens == 100
+        assert proxy.metered().unknown == 1  # the ledger says it never knew
 
 
 # -- budget: every exit settles, every body read one way ------------------------------------

@@ -87,8 +87,9 @@ def test_a_run_on_a_script_with_variants_names_them(tmp_path: Path) -> None:
     script.write_text(SCRIPT, encoding="utf-8")
     with StubEndpoint(script).open({}, EndpointOptions()) as opened:
         assert opened.notes == (
-            "stub: the rule 'review' (2) rotates its variants, one per new conversation: "
-            "what they answer, and so the scores, change between repeats and runs by design "
+            "stub: the rule 'review' (2) rotates its variants by the unit's place in the "
+            "plan: what they answer, and so the scores, change between repeats and scenarios "
+            "by design, the same in every run and every split into shards "
             "(docs/stub-model.md, Variants)",
         )
     plain = tmp_path / "plain.yaml"

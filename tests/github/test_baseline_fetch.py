@@ -300,3 +300,21 @@ def test_an_unsupported_or_corrupt_compression_is_refused_in_one_line(tmp_path: 
         with pytest.raises(UserError, match=why):
             safe_extract(archive, tmp_path / "out")
         assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [(502, {}), (429, {"Retry-After": "1"}), (403, {"Retry-After": "1"})],
+)
+def test_a_transient_github_error_is_retried_not_no_baseline(
+    env: ActionsGitHub, tmp_path: Path, status: int, headers: dict[str, str]
+) -> None:
+    # Before: a single 502 or a secondary rate limit gave up at once (exit 2, no baseline).
+    good = env.add_run()
+    env.add_artifact(good, run_folder_zip())
+    env.fail["GET"] = (status, {"message": "You have exceeded a secondary rate limit"}, headers)
+    env.fail_times["GET"] = 1
+    out = tmp_path / "baseline"
+    assert fetch(out) == 0
+    assert source(out)["found"] is True
+    assert (out / "results.json").is_file()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -526,7 +527,7 @@ def test_a_silent_server_times_out_as_a_user_error() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         api = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        with pytest.raises(UserError, match="failed"):
+        with pytest.raises(UserError, match=r"failed|did not finish"):
             post_sticky_comment(
                 "x", api_url=api, repository=REPO, pr_number=PR, token=TOKEN, timeout=0.2
             )
@@ -791,3 +792,78 @@ def test_the_comment_names_stub_mismatches(
     assert "**Stub script mismatch:** 3 request(s) in 1 stage(s)" in body
     assert "| 1 s1 | error:stub |" in body
     assert "stub: rule 'r' has no turn 3 (it scripts 2)" in body
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [(422, {}), (429, {"Retry-After": "3600"}), (403, {"x-ratelimit-remaining": "0"})],
+)
+def test_a_comment_that_cannot_be_posted_never_turns_a_passing_run_red(
+    github: FakeGitHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    status: int,
+    headers: dict[str, str],
+) -> None:
+    # Before: `report --comment` exited 2 at once (a passing job red) on a 422,
+    # or a rate limit longer than the retry cap.
+    from ci_evals.main import main  # noqa: PLC0415
+    from ci_evals.results.model import write_results  # noqa: PLC0415
+    from tests.report.test_report import a_run, finished, passed_stage, scenario  # noqa: PLC0415
+
+    if status == 403:  # a primary limit that resets in 10 minutes: past the cap
+        headers = {**headers, "x-ratelimit-reset": str(int(time.time()) + 600)}
+    github.fail["POST"] = (status, {"message": "Validation Failed"}, headers)
+    github.fail_times["POST"] = 99
+    run_dir = tmp_path / "run"
+    write_results(run_dir, finished(a_run(scenario("acme", passed_stage(1)))))
+    _on_a_pull_request(github, tmp_path, monkeypatch)
+
+    assert main(["report", str(run_dir), "--comment", "--markdown", str(tmp_path / "s.md")]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if "--comment: warning" in line]
+    assert len(warned) == 1 and f"{status}" in warned[0], captured.err
+    assert "::warning title=" not in captured.out  # no title: a plain warning annotation
+    assert "::warning::the PR comment was not posted" in captured.out
+    assert "the PR comment was not posted" in (tmp_path / "summary.md").read_text()
+    assert github.comments == []
+
+
+def test_a_secondary_rate_limit_naming_no_wait_waits_a_minute(github: FakeGitHub) -> None:
+    # GitHub's documentation: wait at least a minute. Before: 2 s.
+    waits: list[float] = []
+    policy = RetryPolicy(attempts=3, first_s=2.0, cap_s=300.0, sleep=waits.append)
+    github.fail["POST"] = (403, {"message": "You have exceeded a secondary rate limit."}, {})
+    github.fail_times["POST"] = 1
+    assert post(github, retry=policy).action == "created"
+    assert waits == [60.0]
+
+
+def test_a_server_that_trickles_its_answer_cannot_hold_the_step(github: FakeGitHub) -> None:
+    # A byte every 0.3 s keeps every socket read within its timeout: before,
+    # `report --comment` hung until the job was killed.
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            while not stop.wait(0.3):
+                try:
+                    conn.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(UserError, match=r"did not finish within 2 s"):
+            post(github, api_url=f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=2.0)
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - began < 6

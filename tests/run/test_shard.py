@@ -587,3 +587,55 @@ def test_an_unsigned_merge_says_which_verdicts_it_takes_as_written(tmp_path: Pat
     refused = _merge(tmp_path / "s1", tmp_path / "s2", out=tmp_path / "m2", **signed)
     assert refused.returncode == 2, refused.stderr
     assert "results.json' changed" in refused.stderr
+
+
+VARIANTS = """  - name: s5-variants
+    match: {command: demo:s5}
+    variants:
+      - [{tools: [{write: {path: out5.md, content: "stage 5\\n"}}]}, {text: "written"}]
+      - [{text: "nothing written"}]
+"""
+
+
+@pytest.mark.slow
+def test_a_stubs_rotating_variants_give_a_sharded_run_the_unsharded_runs_verdicts(
+    tmp_path: Path,
+) -> None:
+    # Each shard starts its own stub; variants rotated by call order restarted
+    # in each, so shard 2's units got the first variant where the whole run's got
+    # the second. Chosen by the unit's place in the plan, any split answers alike.
+    suite, stub = make_suite(tmp_path, scenarios=SCENARIOS, rules=VARIANTS + default_rules())
+    text = suite.read_text()
+    stage5 = '  - name: s5\n    prompt: "/demo:s5 {company}"\n'
+    suite.write_text(
+        text.replace(stage5, stage5 + "    checks:\n      - {files: out5.md, count: 1}\n")
+    )
+    common = ("--from-stage", "5", "--repeat", "2")
+    runs = {}
+    for name, extra in (("full", ()), ("s1", ("--shard", "1/2")), ("s2", ("--shard", "2/2"))):
+        proc = ci_evals(
+            "run", "--suite", str(suite), "--model", f"stub:{stub}", "--out",
+            str(tmp_path / name), "--jobs", "2", *common, *extra, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode in (0, 1), proc.stderr  # 1: a unit got the variant that fails
+        runs[name] = proc
+    merged = tmp_path / "merged"
+    proc = ci_evals("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(merged),
+                    cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    full = read_results(tmp_path / "full")
+    verdicts = [(s.id, s.repeat, s.stages[0].status) for s in full.scenarios]
+    assert {status for *_, status in verdicts} == {"passed", "failed"}, verdicts
+    assert [
+        (s.id, s.repeat, s.stages[0].status) for s in read_results(merged).scenarios
+    ] == verdicts
+    assert comparable(read_results(merged)) == comparable(full)
+    assert runs["full"].returncode == 1
+    # The same in every run: the variants follow the plan, not the clock.
+    again = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--out",
+        str(tmp_path / "again"), "--jobs", "2", *common, cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 1, again.stderr
+    assert comparable(read_results(tmp_path / "again")) == comparable(full)
+    assert "change between repeats and scenarios" in runs["full"].stdout

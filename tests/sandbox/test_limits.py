@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.agents import StageOutcome, over_memory
 from ci_evals.sandbox.base import SandboxSpec
 from ci_evals.sandbox.bwrap import BwrapSandbox, available
 from ci_evals.sandbox.local import LocalSandbox
@@ -126,6 +127,25 @@ def test_a_cgroup_bounds_memory_where_one_can_be_made(
     done = box.exec([PYTHON, "-c", MEMORY_BOMB, str(320 * MIB)], cwd=ws, env=ENV, timeout=60)
     assert done.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), done  # the OOM killer
     assert b"allocated" not in done.stdout
+
+
+def test_a_process_killed_at_the_memory_limit_is_named_in_the_stage_error(
+    kind: str, ws: Path
+) -> None:
+    spec = SandboxSpec(writable=(ws,), pids=64, memory_bytes=256 * MIB)
+    with open_box(kind, spec) as box:
+        if box.enforced.memory_bytes is None:
+            pytest.skip("optional: no cgroup can be made here (not root, no delegated v2 subtree)")
+        assert box.memory_killed is None
+        done = box.exec([PYTHON, "-c", MEMORY_BOMB, str(320 * MIB)], cwd=ws, env=ENV, timeout=60)
+        assert done.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), done
+    assert box.memory_killed == 256 * MIB  # still known once the cgroup is gone
+    failed = StageOutcome(status="error", error="Exception: Command failed with exit code 137")
+    said = str(over_memory(failed, box).error)
+    assert said.startswith("the sandbox's memory limit (256 MiB) was reached"), said
+    assert "exit code 137" in said  # the CLI's own words kept after it
+    finished = over_memory(StageOutcome(status="completed"), box)
+    assert finished.error is None  # a tool killed, the stage went on: not an error
 
 
 def test_a_file_stops_at_the_file_size_limit(box: BwrapSandbox | LocalSandbox, ws: Path) -> None:

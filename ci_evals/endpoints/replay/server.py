@@ -104,7 +104,7 @@ class ReplayServer(LocalHTTPService):
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
 
-    def watch(self) -> ReplayWatch:
+    def watch(self, place: int | None = None) -> ReplayWatch:
         return ReplayWatch(self, f"c{next(self._callers)}")
 
     @property

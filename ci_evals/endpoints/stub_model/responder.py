@@ -54,17 +54,20 @@ class Responder:
         self._lock = threading.Lock()
         self._launched: dict[tuple[str, str], str] = {}  # (session, prompt) -> agent name
         self._served: dict[tuple[str, str, str, int], int] = {}  # fault counters
-        # (session, agent, rule) -> the variant that conversation got, per rule
-        self._variant: dict[tuple[str, str, str], int] = {}
+        # (session, agent, rule) -> the variant that conversation got, and the
+        # place in the plan of the unit it belonged to (None: not told)
+        self._variant: dict[tuple[str, str, str], tuple[int, int | None]] = {}
         self._tool_ids = itertools.count(1)
 
-    def reply(self, request: ParsedRequest) -> Reply:
+    def reply(self, request: ParsedRequest, place: int | None = None) -> Reply:
+        """The answer to `request`; `place`: the place in the run's plan of the unit
+        (scenario and repeat) it belongs to, which picks a rule's variant."""
         agent = self._agent_of(request)
         if request.nonessential:
             return _nonessential(request)
         for rule in self.script.rules:
             if _fits(rule.match, request, agent):
-                return self._from_rule(rule, request, agent)
+                return self._from_rule(rule, request, agent, place)
         return Reply(
             "unmatched",
             rule=None,
@@ -92,9 +95,11 @@ class Responder:
             ]
         return max(candidates)[1] if candidates else None
 
-    def _from_rule(self, rule: Rule, request: ParsedRequest, agent: str | None) -> Reply:
+    def _from_rule(
+        self, rule: Rule, request: ParsedRequest, agent: str | None, place: int | None
+    ) -> Reply:
         index = request.assistant_turns
-        turns = self._turns_of(rule, request, agent)
+        turns = self._turns_of(rule, request, agent, place)
         if index >= len(turns):
             if not rule.repeat_last:
                 text = f"stub: rule {rule.name!r} has no turn {index + 1} (it scripts {len(turns)})"
@@ -106,15 +111,24 @@ class Responder:
             return Reply("fault", rule.name, index + 1, agent, delay=turn.delay, fault=turn.fault)
         return self._render(rule, turn, index, request, agent)
 
-    def _turns_of(self, rule: Rule, request: ParsedRequest, agent: str | None) -> tuple[Turn, ...]:
-        """The rule's turns; with `variants`, the one this conversation was given."""
+    def _turns_of(
+        self, rule: Rule, request: ParsedRequest, agent: str | None, place: int | None
+    ) -> tuple[Turn, ...]:
+        """The rule's turns; with `variants`, the one this conversation was given: the
+        next after the rule's last new conversation in the same unit, starting at the
+        unit's place in the plan. So a split of the plan into shards, each with its own
+        stub, answers every unit as the whole run does. Not told a place (a stub
+        served alone), each new conversation gets the next variant."""
         if not rule.variants:
             return rule.turns
         key = (request.session_id, agent or "", rule.name)
         with self._lock:
             if key not in self._variant:
-                self._variant[key] = sum(1 for k in self._variant if k[2] == rule.name)
-            chosen = self._variant[key]
+                before = sum(
+                    1 for k, (_, p) in self._variant.items() if k[2] == rule.name and p == place
+                )
+                self._variant[key] = ((place or 0) + before, place)
+            chosen = self._variant[key][0]
         return rule.variants[chosen % len(rule.variants)]
 
     def _fault_due(

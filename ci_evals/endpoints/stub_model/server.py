@@ -115,6 +115,7 @@ class StubServer(LocalHTTPService):
         self._indexes = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._callers = itertools.count(1)
+        self._places: dict[str, int] = {}  # caller -> its unit's place in the plan
         super().__init__(port)
 
     # -- lifecycle -------------------------------------------------------------
@@ -167,9 +168,13 @@ class StubServer(LocalHTTPService):
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
 
-    def watch(self) -> StubWatch:
-        """A new caller: its environment, and later the requests of it no rule answered."""
-        return StubWatch(self, f"c{next(self._callers)}")
+    def watch(self, place: int | None = None) -> StubWatch:
+        """A new caller: its environment, and later the requests of it no rule answered.
+        `place`: its unit's place in the run's plan, which picks a rule's variants."""
+        caller = f"c{next(self._callers)}"
+        if place is not None:
+            self._places[caller] = place
+        return StubWatch(self, caller)
 
     # -- used by the handler ----------------------------------------------------------
 
@@ -314,7 +319,7 @@ class _Handler(LocalHandler):
         self._sent = bytearray()
         self._sent_headers = {}
         request = parse_request(decoded, headers)
-        reply = stub.responder.reply(request)
+        reply = stub.responder.reply(request, stub._places.get(caller_of(headers, KEY_PREFIX)))
         status = self._status_of(reply)
         stub._record(
             RequestRecord(

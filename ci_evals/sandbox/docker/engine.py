@@ -51,6 +51,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
 from ci_evals.errors import UserError
+from ci_evals.fs.abandoned import process_start
 from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
 from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
@@ -125,15 +126,6 @@ def owner_label(pid: int | None = None) -> str:
     from /proc) tells a live owner from a later process that got its pid."""
     pid = os.getpid() if pid is None else pid
     return f"{socket.gethostname()}:{pid}:{process_start(pid)}"
-
-
-def process_start(pid: int) -> str:
-    """When process `pid` started (field 22 of /proc/PID/stat), '' when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]  # fields after the command name
 
 
 class DockerSandbox:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ci_evals.fs.abandoned import process_start
 from ci_evals.sandbox.docker import engine
 
 
@@ -49,7 +50,7 @@ def _why(labels: dict[str, str], host: str, now: float, older_than_s: float | No
     owner_host, _, rest = labels.get(engine.LABEL_OWNER, "").partition(":")
     pid_text, _, started = rest.partition(":")
     if owner_host == host and pid_text.isdigit():
-        if engine.process_start(int(pid_text)) != started:
+        if process_start(int(pid_text)) != started:
             return "owner gone"
     elif owner_host != host and older_than_s is None:
         return None
