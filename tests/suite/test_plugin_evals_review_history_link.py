@@ -2,7 +2,7 @@
 must not make the host write outside the sandbox.
 
 The scaffold runs (in the sandbox) with the agent's private folder writable; the
-host lays the case's `history_file` copy there afterwards (`lay_history`). A
+host laid the case's `history_file` copy there afterwards (`lay_history`). A
 scaffold told to cheat plants `<private>/history/<name>` as a link to a host
 file: the host must not write through it (a planted fifo there would likewise
 block the host's open for writing).
@@ -17,21 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite.test_plugin_evals_context import _repository
+
 pytestmark = pytest.mark.slow
-
-
-def _repository(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"]):
-        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "x"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
 
 
 def test_a_scaffold_cannot_make_the_host_write_the_history_through_a_link(
