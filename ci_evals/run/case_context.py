@@ -16,7 +16,8 @@ ci-evals keeps all three inside the sandbox and out of the plugin's tree:
   `scaffold.log` beside the stage; a failure makes the stage an `error`
   naming the script;
 - the history is copied into the agent's private folder and resumed from there:
-  the CLI's transcript lands beside that copy;
+  the CLI's transcript lands beside that copy; it is copied before the scaffold
+  runs, which may write that folder (a link or fifo it left would be followed);
 - each add_dirs folder of the copy is bound read-only into the agent's sandbox.
   Like the CLI, the agent is not told of it (`--add-dir` is not passed).
 
@@ -142,13 +143,14 @@ def run_scaffold(
 
 def lay_history(history: str, case_copy: Path, private_root: Path) -> Path:
     """The history's copy in the agent's private folder, which the CLI resumes (and
-    writes its new transcript beside)."""
+    writes its new transcript beside). Called before the scaffold runs: the folder
+    must hold nothing a sandboxed process made (a link, a fifo)."""
     folder = private_root / HISTORY_DIR
-    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.mkdir(mode=0o700)  # a fresh folder: nothing of the sandbox's is written through
     dest = folder / Path(history).name
     for _ in copy_many([(str(case_copy / history), str(dest))]):
         pass
-    os.chmod(dest, 0o600)
+    os.chmod(dest, 0o600, follow_symlinks=False)
     return dest
 
 

@@ -781,6 +781,11 @@ def _lay_context(  # noqa: PLR0917 - one private call site
     assert context is not None
     case = copy_case(context, parent, within=plan.suite.link_root)
     private = parent / "agent"
+    # The history is laid before the scaffold runs: the scaffold may write the private
+    # folder, and a link or fifo it planted there would be followed by the host's write.
+    resume = None
+    if context.history_file is not None:
+        resume = lay_history(context.history_file, case, private)
     if context.scaffold_script is not None:
         run_scaffold(
             context.scaffold_script,
@@ -792,9 +797,6 @@ def _lay_context(  # noqa: PLR0917 - one private call site
             log=stage_dir / SCAFFOLD_LOG,
             max_output_bytes=stage.limits.max_output_bytes,
         )
-    resume = None
-    if context.history_file is not None:
-        resume = lay_history(context.history_file, case, private)
     return Laid(tuple(case / rel for rel in context.add_dirs), resume)
 
 

@@ -262,9 +262,13 @@ def decide_links(
     changes of the paths the run reads them at, when they could run more.
 
     Asked only when the answer could still go lower — not for stage 1, a
-    fallback, or an empty change — so the usual answer pays nothing.
+    fallback, or an empty change — so the usual answer pays nothing; and always
+    for a map that selects units, where stage 1 is not the whole answer (a case
+    whose folder links to a changed file is a unit the other changes may not name).
     """
-    if chosen.from_stage == 1 or chosen.head is None or not chosen.changed:
+    if chosen.head is None or not chosen.changed:
+        return chosen
+    if chosen.from_stage == 1 and not stage_map.selects_units:
         return chosen
     linked = linked_changes(repo, chosen.head, stage_map, changed_paths(chosen.matches))
     if not linked:

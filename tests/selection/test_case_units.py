@@ -299,7 +299,7 @@ def test_units_from_compute_stage_keep_only_those_the_suite_runs(drafted: Path) 
     # `--from-stage 1` (as the composite action passes it) is every case's one stage.
     first = argparse.Namespace(scenario=[], units=None, base=None, from_stage="1")
     assert from_stage_of(suite, first).stage is not None
-    with pytest.raises(UserError, match="--from-stage 2: a suite of cases"):
+    with pytest.raises(UserError, match=r"--from-stage 2: a suite of cases \(plugin_evals:\)"):
         from_stage_of(suite, argparse.Namespace(scenario=[], base=None, from_stage="2"))
 
 
