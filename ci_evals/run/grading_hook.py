@@ -9,7 +9,9 @@ After a stage that *completed* (the agent finished its turn), the hook:
 3. sets the stage's status from the verdict — `passed`, `failed` or `error` —
    and records the verdict in `results.json`.
 
-A stage that ended in `limit` or `error` keeps that status and is not graded.
+A stage that ended in `limit` or `error` keeps that status and is not graded,
+except a `claude plugin eval` case's run that reached its `max_turns`: the CLI
+grades such a run, and so does ci-evals (its turns say it reached the limit).
 A stage with no graders stays `completed`; one with graders that the hook did
 not grade (the run was interrupted first) is made an `error` by the runner.
 """
@@ -39,6 +41,10 @@ class GradingHook:
     async def __call__(self, ctx: StageContext) -> None:
         import asyncio  # noqa: PLC0415 - keep module import light
 
+        if _case_at_turn_limit(ctx):
+            # `claude plugin eval` grades a run that reached `max_turns` like any
+            # other (the files it wrote may pass); a case unit is graded so too.
+            ctx.result.status, ctx.result.limit_hit = "completed", None
         if ctx.result.status != "completed":
             return
         state = ctx.stage_dir / AFTER_DIR
@@ -71,3 +77,11 @@ class GradingHook:
         )
         verdict = await grade_state(job, agent=ctx.agent, abort=ctx.abort)
         apply_verdict(ctx.result, verdict)
+
+
+def _case_at_turn_limit(ctx: StageContext) -> bool:
+    return (
+        ctx.scenario.stage is not None  # a case unit
+        and ctx.result.status == "limit"
+        and ctx.result.limit_hit == "turns"
+    )

@@ -36,11 +36,6 @@ rules:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding, not fixed: a case run at max_turns is `limit` (failed, no score) "
-    "in ci-evals, graded by the CLI (GradingHook grades only completed stages)",
-)
 def test_a_run_at_its_turn_limit_is_graded_as_the_cli_grades_it(tmp_path: Path) -> None:
     plugin = write_tree(tmp_path / "turns", FILES)
     stub = tmp_path / "stub.yaml"
