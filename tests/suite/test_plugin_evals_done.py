@@ -11,7 +11,8 @@ The plugin, `helpdesk`, has a skill, a command and two MCP servers in `.mcp.json
 filtered out). The stub answers each arm by whether the plugin's skill is listed
 (`context_contains`); a rule without it is the without-plugin answer. Each part
 has its own deeper parity test (test_plugin_evals_parity, _mocks_parity,
-_context, _ablation, _grant): this one checks they hold together.
+_context, _ablation, _grant): this one checks they hold together. Last, the same
+suite under change selection (`compute-stage --json`), which needs no model.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from typing import Any
 import pytest
 
 from ci_evals.endpoints.stub_model import StubServer, load_script
+from ci_evals.main import main
 from ci_evals.workspace.mock_server import recording_key
+from tests.case_units_repo import commit
+from tests.conftest import git
 from tests.run_helpers import plugin_eval, run_ci_evals, write_files
-
-pytestmark = pytest.mark.slow
 
 TRACKER = "mcp__plugin_helpdesk_tracker"
 WIKI_SERVER = (
@@ -226,6 +228,7 @@ def _ci_evals(
     return done.returncode, document
 
 
+@pytest.mark.slow
 def test_one_suite_of_everything_scores_alike_with_and_without_the_plugin(
     tmp_path: Path,
 ) -> None:
@@ -279,6 +282,7 @@ def test_one_suite_of_everything_scores_alike_with_and_without_the_plugin(
     assert ours["mean_delta"] == pytest.approx((0.7 + 0.4 + 1.0) / 3)
 
 
+@pytest.mark.slow
 def test_a_pin_the_cli_would_not_replay_is_not_replayed(tmp_path: Path) -> None:
     """A `.replay/` file without the CLI's `recordedAt` and `model` (hand-written, or
     from an older tool): the CLI ignores it and asks the model; ci-evals replayed it
@@ -300,3 +304,31 @@ def test_a_pin_the_cli_would_not_replay_is_not_replayed(tmp_path: Path) -> None:
     assert (summary["arms"]["score"], summary["arms"]["score_without"]) == pytest.approx((0.5, 0.0))
     (mocks,) = (tmp_path / "run").glob("wiki/*/plugin-eval-mocks.json")
     assert json.loads(mocks.read_text())["calls"]["replay_hits"] == 0
+
+
+def test_a_change_to_one_case_folder_selects_only_that_case(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same suite under change selection: editing `greet`'s grader selects `greet`
+    alone, though its mocks, scaffold and the other cases sit beside it."""
+    write_files(repo / "helpdesk", PLUGIN_FILES)
+    write_files(
+        repo,
+        {
+            "ci-evals.yaml": "version: 1\nplugin: helpdesk\nplugin_evals: {tags: [core]}\n",
+            "stage_map.yaml": (
+                "version: 1\nroot: helpdesk\nevals: helpdesk/evals\n"
+                'entries:\n  - { glob: "**", cases: ["*"] }\nglobal: ["ci-evals.yaml"]\n'
+            ),
+        },
+    )
+    base = commit(repo, "the helpdesk plugin")
+    write_files(
+        repo / "helpdesk", {"evals/greet/graders/says-hello.md": "---\ntype: regex\n---\nHello\n"}
+    )
+    commit(repo, "loosen greet")
+    monkeypatch.chdir(repo)
+    assert main(["compute-stage", base, "--json"]) == 0
+    units = json.loads(capsys.readouterr().out)["units"]
+    assert (units["kind"], units["all"], units["ids"]) == ("cases", False, ["greet"])
+    assert git(repo, "status", "--porcelain") == ""
