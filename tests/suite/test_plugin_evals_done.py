@@ -289,6 +289,8 @@ def test_a_pin_the_cli_would_not_replay_is_not_replayed(tmp_path: Path) -> None:
     until this test found the difference. Both now ask the stub, whose answer fails
     `found` (the only case: `wiki`; its without-arm scores 0.0 in both)."""
     plugin = write_files(tmp_path / "helpdesk", PLUGIN_FILES)
+    # The CLI's schema requires `input`, `recordedAt` and `model`; a file lacking only
+    # `input` was also run through the CLI by hand: a miss too.
     bare = {"input": WIKI_CALL, "output": RECORDING["output"], "verdict": "ok"}
     _pin_wiki_recording(plugin, bare)
     stub = tmp_path / "stub.yaml"
