@@ -230,12 +230,26 @@ def _recordings(folder: Path, pinned: Mapping[str, str]) -> dict[str, Any]:
             continue
         if not isinstance(document, dict):
             continue
-        output, verdict = document.get("output"), document.get("verdict")
-        if isinstance(output, str) and len(output) <= 49152 and verdict in (
-            "ok", "tool_error", "abort",
-        ):  # fmt: skip
-            found[name] = {"verdict": verdict, "output": output}
+        if _replayable(document):
+            found[name] = {"verdict": document["verdict"], "output": document["output"]}
     return found
+
+
+def _replayable(document: dict[str, Any]) -> bool:
+    """The CLI's shape of a recording (`{input, output, verdict, recordedAt, model}`, as
+    `save_calls` writes one): a file lacking `input`, `recordedAt` or `model` is not
+    replayed by the CLI, which asks the model instead, so ci-evals does not replay it
+    either. `input` may hold anything (null too), `model` a string or null."""
+    output, verdict = document.get("output"), document.get("verdict")
+    model = document.get("model", 0)  # the key is required, its value may be null
+    return (
+        "input" in document
+        and isinstance(output, str)
+        and len(output) <= 49152
+        and verdict in ("ok", "tool_error", "abort")
+        and isinstance(document.get("recordedAt"), str)
+        and (model is None or isinstance(model, str))
+    )
 
 
 def _copy_files(source: Path, target: Path) -> None:
