@@ -108,7 +108,10 @@ def under_root(  # noqa: PLR0911 - one answer per case of the rewrite
         if not name.strip():
             covers = name in above
         else:
-            covers = bool(GlobMatcher([name]).matches("/".join(above)))  # all folders
+            try:
+                covers = bool(GlobMatcher([name]).matches("/".join(above)))  # all folders
+            except ValueError:  # `\[ /`: a folder name the matcher cannot take alone
+                return None
         if covers:
             return (EVERYTHING,)
         return (glob,)

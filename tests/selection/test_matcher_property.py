@@ -243,6 +243,12 @@ def _git_matches_in(workdir: Path, folder: str, glob: str, paths: list[str]) -> 
         )
     finally:
         ignore.unlink()
+        # The folders made for it go too: git would read a path the test names as a
+        # file (`m`) as the folder left on disk, and match it with `m/`.
+        folder_path = ignore.parent
+        while folder_path != repo:
+            folder_path.rmdir()
+            folder_path = folder_path.parent
     assert result.returncode in (0, 1), result.stderr.decode()
     return {p.decode("utf-8") for p in result.stdout.split(b"\0") if p}
 
