@@ -108,14 +108,16 @@ def test_init_on_cases_drafts_a_suite_that_runs_them_green(tmp_path: Path) -> No
     lines = proc.stdout.splitlines()
     assert lines[0] == (
         "drafted a suite running the plugin's 3 claude plugin eval case(s) in "
-        "greeter/quality/evals/ (plugin_evals:), each on the stub as its graders ask"
+        "greeter/quality/evals/ (plugin_evals:), each on the stub as its graders ask, "
+        "and a stage map sending each plugin file to the cases that name it"
     ), proc.stdout
     assert "not satisfied" not in proc.stdout
     assert lines[-1] == (
-        "next: git add -A && ci-evals check --model stub:stub/greeter.yaml && "
+        "next: git add -A && ci-evals check-coverage && "
+        "ci-evals check --model stub:stub/greeter.yaml && "
         "ci-evals run --model stub:stub/greeter.yaml"
     )
-    assert not (repo / "stage_map.yaml").exists()
+    assert (repo / "stage_map.yaml").is_file()  # the cases a change selects
     follow_printed_lines(repo, proc.stdout)
 
     (found,) = (repo / ".ci-evals" / "runs").glob("*/results.json")

@@ -417,12 +417,18 @@ def test_a_5xx_is_retried_by_the_proxy_like_a_529(status: int) -> None:
 
 
 def test_an_unreachable_upstream_is_a_502() -> None:
+    # Bound, never listening, held for the whole test: a connection is refused, and
+    # no other process on a busy machine can take the port meanwhile.
     with socket.socket() as placeholder:
         placeholder.bind(("127.0.0.1", 0))
-        port = placeholder.getsockname()[1]  # nothing listens there
-    settings = ProxySettings(
-        upstream=f"http://127.0.0.1:{port}", api_key=REAL_KEY, max_retries=2, retry_base_s=0.01
-    )
+        port = placeholder.getsockname()[1]
+        settings = ProxySettings(
+            upstream=f"http://127.0.0.1:{port}", api_key=REAL_KEY, max_retries=2, retry_base_s=0.01
+        )
+        _refused_through(settings)
+
+
+def _refused_through(settings: ProxySettings) -> None:
     with ForwardingProxy(settings) as proxy:
         status, _, body = post(proxy)
         assert status == 502

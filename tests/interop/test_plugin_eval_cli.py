@@ -196,7 +196,9 @@ def test_a_ci_evals_run_of_cases_exports_and_imports_to_the_same_scores(tmp_path
     plugin = _plugin(tmp_path)
     (tmp_path / "stub.yaml").write_text(STUB)
     (tmp_path / "ci-evals.yaml").write_text(
+        # The CLI's run above grants Write (--allow-tools): so does this suite.
         f"version: 1\nplugin: {plugin.name}\nplugin_evals:\n  tags: [smoke, yaml]\n"
+        "  allow_tools: [Write]\n"
     )
     done = ci_evals("run", "--model", "stub:stub.yaml", "--out", "run", cwd=tmp_path)
     assert (tmp_path / "run" / "results.json").is_file(), done.stdout + done.stderr
