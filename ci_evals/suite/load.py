@@ -136,12 +136,16 @@ class Stage:
     model: str | None = None
     tools: StageTools = field(default_factory=StageTools)
     env: Mapping[str, str] = field(default_factory=dict)  # added to the agent's (EVAL_*)
-    # A case unit's `context:` (scaffold, history, add_dirs), which `run.case_context` lays out.
-    context: CaseContext | None = None
     case: Case | None = None  # a case unit's case (its mocks are served per run)
     # The prompt of the run without the plugin (`ablation: with-without`): natural
     # language for a stage whose prompt is a plugin command. None: `prompt`.
     prompt_without: Template | None = None
+
+    @property
+    def context(self) -> CaseContext | None:
+        """A case unit's `context:` (scaffold, history, add_dirs), which
+        `run.case_context` lays out; None for a stage of a phased suite."""
+        return self.case.context if self.case is not None else None
 
     @property
     def fixture_dirname(self) -> str:
@@ -597,7 +601,6 @@ def _case_units(
             model=case.model,
             tools=tools,
             env=case.env,
-            context=case.context,
             case=case,
         )
         units.append(Scenario(id=case.unit_id, inputs={}, stage=stage, repeat=case.runs))
