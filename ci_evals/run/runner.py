@@ -98,7 +98,7 @@ from ci_evals.run.case_context import (
     run_scaffold,
     scaffold_env,
 )
-from ci_evals.sandbox.base import ON_HOST, SandboxConfig
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig, SandboxLost
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.ablation import ARMS, Arm, stage_for_arm, unrunnable
 from ci_evals.suite.load import Scenario, Stage, Suite
@@ -808,6 +808,8 @@ def _stage_budget(stage_cap: float | None, left: float | None) -> float | None:
 def _own_failure(exc: Exception) -> str:
     """One line for an error ci-evals raised during a stage (an OS error names its
     file once, not a blob of every path it was copying)."""
+    if isinstance(exc, SandboxLost):  # already the one line naming the engine or the OOM kill
+        return str(exc)
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         return one_line(f"ci-evals failed: {exc.strerror}{where}", 500, ellipsis="…")

@@ -83,6 +83,15 @@ class Spawn:
     cwd: Path
 
 
+class SandboxLost(Exception):
+    """The sandbox can run nothing more: its engine stopped answering, or its
+    container died (the kernel's OOM killer, at its memory limit). Not an
+    `OSError`, which a tool reports to the model as its command's failure: every
+    later call would fail the same way, so this ends the stage (or the grader) as
+    an `error`. Its text is one line naming the cause and what became of the
+    container."""
+
+
 @runtime_checkable
 class MemoryWatch(Protocol):
     """A sandbox that can tell when the kernel killed one of its processes at its

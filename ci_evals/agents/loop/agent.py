@@ -45,7 +45,7 @@ from ci_evals.agents.loop.tools import ToolBox, ToolRun
 from ci_evals.endpoints.base import ENDPOINT_NAMES
 from ci_evals.endpoints.pricing import Pricing
 from ci_evals.endpoints.pricing import Usage as PricedUsage
-from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.base import SandboxLost, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
 from ci_evals.text import one_line
 
@@ -130,6 +130,8 @@ class LoopAgent:
                 outcome = run.api_failure(exc)
             except anthropic.APIError as exc:  # connection, timeout, bad response
                 outcome = run.end("error", None, f"model call failed: {type(exc).__name__}: {exc}")
+            except SandboxLost as exc:  # its engine or container is gone: no tool can run
+                outcome = run.end("error", None, str(exc))
             finally:
                 unsubscribe()
             if outcome.error:

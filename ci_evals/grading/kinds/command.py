@@ -67,7 +67,7 @@ import yaml
 
 from ci_evals.fs.copyable import named_problem
 from ci_evals.fs.walk import walk
-from ci_evals.sandbox.base import ON_HOST, SandboxConfig
+from ci_evals.sandbox.base import ON_HOST, SandboxConfig, SandboxLost
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -465,6 +465,8 @@ def run_command_grader(
             return GraderResult(
                 grader=name, error=f"cannot run {grader.argv[0]}: {exc.strerror or exc}"
             )
+        except SandboxLost as exc:  # its engine or container is gone (one line naming it)
+            return GraderResult(grader=name, error=str(exc))
         rows: list[Criterion] = []
         error = None
         if results_file is not None and not run.timed_out:

@@ -26,6 +26,14 @@ container with SIGKILL — a command that ignores SIGTERM included; if even
 that fails, the container is killed and started again. Files move in and out
 as tar archives (`put_archive`/`get_archive`), never through a shell.
 
+Every engine call has a deadline (`calls`). When the engine stops answering
+(stalled, dropped, gone) or the container dies (the kernel's OOM killer at
+its memory limit: `State.OOMKilled`), the sandbox is lost: the container is
+removed if the engine answers again within `calls.REMOVE_S`, else left to
+`ci-evals gc`, and every later call raises `SandboxLost` with one line
+naming the engine (or the OOM kill) and what became of the container — not a
+tool failure the model would see again at every call.
+
 `spawn` (a long-lived process driven over stdio, e.g. an MCP server) returns
 an argv of the `docker` CLI: `docker exec -i` — the Protocol hands the caller
 a host argv to start and own, and the CLI is the engine's own, well-tested
@@ -42,6 +50,7 @@ import os
 import posixpath
 import shutil
 import socket
+import sys
 import tarfile
 import threading
 import time
@@ -54,8 +63,15 @@ from ci_evals.errors import UserError
 from ci_evals.fs.abandoned import process_start
 from ci_evals.process import ExecResult
 from ci_evals.sandbox import grader_identity
-from ci_evals.sandbox.base import DEFAULT_OUTPUT_CAP, SandboxSpec, Spawn, without_proxies
-from ci_evals.sandbox.docker import seccomp
+from ci_evals.sandbox.base import (
+    DEFAULT_OUTPUT_CAP,
+    SandboxLost,
+    SandboxSpec,
+    Spawn,
+    without_proxies,
+)
+from ci_evals.sandbox.docker import calls, seccomp
+from ci_evals.sandbox.docker.calls import Unanswered
 from ci_evals.sandbox.docker.stream import pump
 from ci_evals.sandbox.owners import Owners, give_back, hand_over, strip_setid
 from ci_evals.text import one_line
@@ -89,13 +105,20 @@ _KILL = 'kill -9 "-$(cat "$0")"'  # dash's kill: a negative pid is a group, no `
 _DRAIN_S = 2.0  # how long a finished command's output may stay open (see stream)
 _KILL_WAIT_S = 5.0
 _GET_CAP = 256 << 20  # `get` refuses larger files (the whole file is held in memory)
+_KILLED = 137  # 128 + SIGKILL: the OOM killer's (or our timeout's) end of a command
+_SETTLE_S = 1.0  # how long a SIGKILLed command's container may take to be seen stopped
+
+# Set once a removal found the engine unanswering: the next sandboxes closing (all
+# of them at Ctrl-C) try once, not `calls.REMOVE_S` each.
+_engine_failed = threading.Event()
 
 _client_lock = threading.Lock()
 _client_cache: list[docker.DockerClient] = []
 
 
 def client() -> docker.DockerClient:
-    """One engine client for the process (the SDK's pool is thread-safe); raises
+    """One engine client for the process's long calls (image builds, `gc`; the SDK's
+    pool is thread-safe); a sandbox's calls go through `calls.client`. Raises
     ImportError or docker's DockerException when there is no SDK or no engine."""
     with _client_lock:
         if not _client_cache:
@@ -112,8 +135,8 @@ def available() -> str | None:
     except ImportError:
         return "the docker package is not installed: pip install 'ci-evals[docker]'"
     try:
-        client().ping()
-    except docker.errors.DockerException as exc:
+        calls.call("a ping", lambda: calls.client().ping())
+    except (docker.errors.DockerException, Unanswered) as exc:
         return (
             f"the Docker engine is not reachable ({one_line(str(exc), 200)}): start it "
             "(`systemctl start docker`) or point DOCKER_HOST at it"
@@ -134,6 +157,8 @@ class DockerSandbox:
     name = "docker"
     isolated = True
     over_quota = False  # the engine caps memory and pids; the disk quota is bwrap's and local's
+    _lost: str | None = None  # why it can run nothing more (`SandboxLost`'s line)
+    _oom = False  # the engine said `OOMKilled`
 
     def __init__(
         self, spec: SandboxSpec, *, image: str, network: bool = False, run_id: str | None = None
@@ -178,9 +203,10 @@ class DockerSandbox:
         self._mounts = {WORKSPACE: self.workspace} | {str(p): p for p in spec.writable[1:]}
         # Owners changed for the sandbox user, given back at `close()`.
         self._owners: Owners = {}
-        self._api = client().api
         self._container: Any = None
+        self._id = ""
         try:
+            self._api, self._poll = _apis()
             if os.getuid() == 0:
                 for folder in spec.writable:  # the sandbox user must be able to write them
                     hand_over(folder, self.uid, self.gid, self._owners)
@@ -214,12 +240,17 @@ class DockerSandbox:
             LABEL_CREATED: str(int(time.time())),
         }
         image = self.image
-        if not image_known(image):
+        try:
+            known = calls.call("an image inspect", lambda: image_known(image, calls.client()))
+        except Unanswered as exc:
+            raise SandboxLost(str(exc)) from None
+        if not known:
             raise UserError(
                 f"the Docker engine has no image {image!r}",
                 hint="build it from its recipe: ci-evals sandbox build RECIPE",
             )
-        container = client().containers.create(
+        create = calls.client().containers.create
+        made = lambda: create(  # noqa: E731 - one call, tried again on a lost connection
             image,
             command=["sleep", "infinity"],
             init=True,
@@ -243,7 +274,17 @@ class DockerSandbox:
             detach=True,
         )
         try:
-            container.start()
+            container = calls.call("a container create", made)
+        except Unanswered as exc:
+            # It may have made one before its answer was lost: labelled, so `gc` finds it.
+            raise SandboxLost(
+                f"{exc}; a container it may have made is left to `ci-evals gc`"
+            ) from None
+        self._id = str(container.id)
+        try:
+            calls.call("a container start", container.start)
+        except Unanswered as exc:
+            raise self._lose(str(exc)) from None
         except BaseException:
             with contextlib.suppress(Exception):
                 container.remove(force=True, v=True)
@@ -252,7 +293,92 @@ class DockerSandbox:
 
     @property
     def container_id(self) -> str:
-        return str(self._container.id) if self._container is not None else ""
+        return self._id if self._container is not None else ""
+
+    @property
+    def memory_killed(self) -> int | None:
+        """Its memory limit, once the engine said the OOM killer acted in it (`MemoryWatch`)."""
+        return self.spec.memory_bytes if self._oom else None
+
+    # -- losing it -----------------------------------------------------------------------
+
+    def _lose(self, why: str) -> SandboxLost:
+        """The sandbox is lost (`why`: one line): its container removed, trying while
+        the engine may answer again, else left to `gc`; the error every later call
+        raises, naming both."""
+        if self._lost is None:
+            self._lost = f"{why}; {self._remove()}"
+        return SandboxLost(self._lost)
+
+    def _alive(self) -> None:
+        if self._lost is not None:
+            raise SandboxLost(self._lost)
+
+    def _remove(self) -> str:
+        """Remove the container; what became of it, as the end of a line."""
+        from docker.errors import APIError, NotFound  # noqa: PLC0415
+
+        short = self._id[:12]
+
+        def remove() -> None:
+            try:
+                self._poll.remove_container(self._id, force=True, v=True)
+            except NotFound:
+                return  # gone already (its init ended it, or a removal that timed out)
+            except APIError as exc:
+                if exc.status_code != 409:  # 409: a removal under way; asked again
+                    raise
+                time.sleep(0.2)
+                raise ConnectionError("removal in progress") from exc
+
+        deadline = calls.POLL_S if _engine_failed.is_set() else calls.REMOVE_S
+        try:
+            calls.call("a container removal", remove, deadline_s=deadline, keep_trying=True)
+        except (Unanswered, APIError) as exc:
+            if isinstance(exc, Unanswered):
+                _engine_failed.set()
+            said = f" ({one_line(str(exc), 200)})" if isinstance(exc, APIError) else ""
+            return (
+                f"its container {short} is left{said}: `ci-evals gc` removes it once "
+                f"the engine at {calls.address()} answers"
+            )
+        return f"its container {short} was removed"
+
+    def _dead(self, settle_s: float = 0.0) -> str | None:
+        """Why the container can run nothing more (it stopped: the OOM killer at its
+        memory limit, or anything else), or None while it still runs `settle_s`
+        later (a command SIGKILLed with its container is seen before the container's end)."""
+        from docker.errors import NotFound  # noqa: PLC0415
+
+        settled = time.monotonic() + settle_s
+        while True:
+            try:
+                info = calls.call(
+                    "a container inspect", lambda: self._api.inspect_container(self._id)
+                )
+            except Unanswered as exc:
+                raise self._lose(str(exc)) from None
+            except NotFound:
+                return "the docker sandbox's container was removed by someone else"
+            state = info.get("State") or {}
+            self._oom = self._oom or bool(state.get("OOMKilled"))
+            if not state.get("Running"):
+                break
+            if time.monotonic() >= settled:
+                return None
+            time.sleep(0.1)
+        if state.get("OOMKilled"):
+            mib = self.spec.memory_bytes / (1 << 20)
+            return (
+                f"the docker sandbox's memory limit ({mib:,.0f} MiB) was reached: the "
+                "kernel's OOM killer ended its container (State.OOMKilled), nothing more "
+                "can run in it"
+            )
+        error = f": {one_line(str(state['Error']), 200)}" if state.get("Error") else ""
+        return (
+            f"the docker sandbox's container stopped (exit code {state.get('ExitCode')}"
+            f"{error}), nothing more can run in it"
+        )
 
     def inner_path(self, path: Path | str) -> PurePosixPath:
         """Where host path `path` is inside: the workspace under /workspace, any
@@ -299,19 +425,27 @@ class DockerSandbox:
         pidfile = f"/tmp/.ci-evals-exec-{uuid.uuid4().hex}"  # noqa: S108 - the container's own /tmp
         script = _MERGED if merge_stderr else _START
         command = ["setsid", "-w", "/bin/sh", "-c", script, pidfile, *argv]
+        self._alive()
         try:
-            exec_id = self._api.exec_create(
-                self.container_id,
-                command,
-                stdin=stdin is not None,
-                stdout=True,
-                stderr=True,
-                tty=False,
-                environment=[f"{k}={v}" for k, v in {**env, **self._grader_env}.items()],
-                workdir=str(self.inner_path(cwd)),
-                user=self.exec_user,
+            exec_id = self._call_exec(
+                "an exec create",
+                lambda: self._api.exec_create(
+                    self._id,
+                    command,
+                    stdin=stdin is not None,
+                    stdout=True,
+                    stderr=True,
+                    tty=False,
+                    environment=[f"{k}={v}" for k, v in {**env, **self._grader_env}.items()],
+                    workdir=str(self.inner_path(cwd)),
+                    user=self.exec_user,
+                ),
             )["Id"]
-            raw = self._api.exec_start(exec_id, socket=True)
+            raw = self._call_exec(
+                "an exec start", lambda: self._api.exec_start(exec_id, socket=True)
+            )
+        except SandboxLost:
+            raise
         except Exception as exc:  # the engine refused: as when a program cannot start
             raise OSError(f"docker exec failed: {one_line(str(exc), 300)}") from exc
         # The SDK hands the hijacked connection over as a SocketIO around the socket.
@@ -331,6 +465,9 @@ class DockerSandbox:
             running = True
             if not pumped.timed_out:
                 code, running = self._exit_code(exec_id)
+            settle = _SETTLE_S if code == _KILLED else 0.0
+            if code in (None, _KILLED) and (dead := self._dead(settle)) is not None:
+                raise self._lose(dead)  # not the command's failure: the container's end
             # A command still running `_KILL_WAIT_S` after closing its output goes
             # too. What it started in the background outlives it, as in a shell
             # session, until `close()` (the pids limit bounds it).
@@ -355,14 +492,43 @@ class DockerSandbox:
             duration_s=time.monotonic() - start,
         )
 
+    def _call_exec(self, what: str, fn: Any) -> Any:
+        """An engine call starting an exec: the sandbox lost when the engine does not
+        answer, or when the engine refuses because the container has died."""
+        from docker.errors import APIError  # noqa: PLC0415
+
+        try:
+            return calls.call(what, fn)
+        except Unanswered as exc:
+            raise self._lose(str(exc)) from None
+        except APIError:
+            if (dead := self._dead()) is not None:
+                raise self._lose(dead) from None
+            raise
+
     def _inspect(self, exec_id: str) -> dict[str, Any]:
         """The exec's state; once `close()` removed the container (from another
         thread: an interrupted command), it is over, with no exit code."""
+        over = {"Running": False, "ExitCode": None}
+        if self._container is None:
+            return over
+        self._alive()
         try:
-            return dict(self._api.exec_inspect(exec_id))
+            return dict(
+                calls.call(
+                    "an exec inspect",
+                    lambda: self._poll.exec_inspect(exec_id),
+                    retry_stalls=True,
+                    given_up=lambda: self._container is None,
+                )
+            )
+        except Unanswered as exc:
+            if self._container is None:
+                return over
+            raise self._lose(str(exc)) from None
         except Exception:
             if self._container is None:
-                return {"Running": False, "ExitCode": None}
+                return over
             raise
 
     def _running(self, exec_id: str) -> bool:
@@ -384,17 +550,20 @@ class DockerSandbox:
         """SIGKILL the exec's process group inside; if it still runs after
         `_KILL_WAIT_S`, kill the container and start it again (the workspace is
         on the host; what ran in it and its /tmp are gone)."""
-        if self._container is None:  # closed meanwhile: nothing runs any more
+        if self._container is None or self._lost is not None:  # nothing runs any more
             return
-        killer = self._api.exec_create(
-            self.container_id, ["/bin/sh", "-c", _KILL, pidfile], user=self.exec_user
+        killer = self._call_exec(
+            "an exec create",
+            lambda: self._api.exec_create(
+                self._id, ["/bin/sh", "-c", _KILL, pidfile], user=self.exec_user
+            ),
         )["Id"]
-        self._api.exec_start(killer)
+        self._call_exec("an exec start", lambda: self._api.exec_start(killer))
         deadline = time.monotonic() + _KILL_WAIT_S
         while self._running(exec_id):
             if time.monotonic() > deadline:
-                self._container.kill()
-                self._container.start()
+                self._call_exec("a container kill", self._container.kill)
+                self._call_exec("a container start", self._container.start)
                 return
             time.sleep(0.02)
 
@@ -429,7 +598,15 @@ class DockerSandbox:
             entry.size, entry.mode, entry.mtime = len(data), 0o644, now
             entry.uid, entry.gid = self.uid, self.gid
             tar.addfile(entry, io.BytesIO(data))
-        if not self._container.put_archive(str(root), buffer.getvalue()):
+        self._alive()
+        try:
+            archive = buffer.getvalue()
+            written = calls.call(
+                "an archive upload", lambda: self._container.put_archive(str(root), archive)
+            )
+        except Unanswered as exc:
+            raise self._lose(str(exc)) from None
+        if not written:
             raise OSError(f"the engine refused to write {inner}")
 
     def get(self, path: Path) -> bytes:
@@ -437,13 +614,21 @@ class DockerSandbox:
         from docker.errors import NotFound  # noqa: PLC0415
 
         inner = self.inner_path(path)
-        try:
+        self._alive()
+
+        def fetch() -> tuple[bytes, dict[str, Any]]:
             stream, stat = self._container.get_archive(str(inner))
+            if int(stat.get("size", 0)) > _GET_CAP:
+                raise ValueError(f"{inner} is larger than {_GET_CAP >> 20} MiB")
+            return b"".join(stream), stat
+
+        try:
+            data, _ = calls.call("an archive download", fetch)
         except NotFound as exc:
             raise FileNotFoundError(str(inner)) from exc
-        if int(stat.get("size", 0)) > _GET_CAP:
-            raise ValueError(f"{inner} is larger than {_GET_CAP >> 20} MiB")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+        except Unanswered as exc:
+            raise self._lose(str(exc)) from None
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
             member = tar.next()
             if member is None or not member.isfile():
                 raise (
@@ -460,10 +645,11 @@ class DockerSandbox:
         container, self._container = self._container, None
         if container is None:
             return
-        from docker.errors import NotFound  # noqa: PLC0415
-
-        with contextlib.suppress(NotFound):
-            container.remove(force=True, v=True)
+        if self._lost is None:
+            fate = self._remove()
+            if not fate.endswith("was removed"):  # the engine stopped answering at the end
+                self._lost = fate
+                print(f"ci-evals: the docker sandbox's {fate}", file=sys.stderr)
         if os.getuid() == 0:  # root inside is root on the host: no setuid file stays
             for folder in self.spec.writable:
                 strip_setid(folder)
@@ -478,12 +664,21 @@ class DockerSandbox:
         self.close()
 
 
-def image_known(tag: str) -> bool:
+def _apis() -> tuple[Any, Any]:
+    """The API of calls answered within `calls.CALL_S`, and of polls tried for
+    `calls.POLL_S` at a time (until `CALL_S`)."""
+    try:
+        return calls.client().api, calls.client(calls.POLL_S).api
+    except Unanswered as exc:
+        raise SandboxLost(str(exc)) from None
+
+
+def image_known(tag: str, engine: docker.DockerClient | None = None) -> bool:
     """Whether the engine has an image of that tag (or id)."""
     from docker.errors import ImageNotFound  # noqa: PLC0415
 
     try:
-        client().images.get(tag)
+        (engine or client()).images.get(tag)
     except ImageNotFound:
         return False
     return True
