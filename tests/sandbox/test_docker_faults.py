@@ -32,7 +32,7 @@ ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 SLEEP = "sleep 97"  # what the agent runs when the engine fails under it
 
 
-def make_suite(root: Path) -> Path:
+def make_suite(root: Path, scenarios: str = "") -> Path:
     """A loop agent in the docker sandbox whose first tool call runs `SLEEP`."""
     (root / "plugin" / ".claude-plugin").mkdir(parents=True)
     (root / "plugin" / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "p"}))
@@ -58,19 +58,20 @@ def make_suite(root: Path) -> Path:
             agent: {kind: loop, max_steps: 5}
             sandbox: {kind: docker, image: python-mcp}
             limits: {timeout_s: 300}
+            {scenarios}
             stages:
               - name: build
                 prompt: wait for it
                 checks:
                   - { files: "nothing-here", count: 1 }
             """
-        )
+        ).replace("{scenarios}", scenarios)
     )
     return suite
 
 
-def start_run(root: Path, proxy: DockerProxy) -> subprocess.Popen[str]:
-    suite = make_suite(root)
+def start_run(root: Path, proxy: DockerProxy, scenarios: str = "") -> subprocess.Popen[str]:
+    suite = make_suite(root, scenarios)
     argv = [sys.executable, "-m", "ci_evals", "run", "--suite", str(suite)]
     argv += ["--model", f"stub:{root / 'stub.yaml'}", "--out", str(root / "out")]
     return subprocess.Popen(
@@ -160,6 +161,30 @@ def test_a_lost_engine_ends_the_stage_in_one_line_naming_it_and_its_container(
             assert "ci-evals gc" in error and not gone(container)
             proxy.resume()
             gc(proxy)
+        assert gone(container)
+
+
+def test_after_a_lost_engine_each_later_sandbox_asks_it_once_briefly(
+    tmp_path: Path, docker_image: str
+) -> None:
+    with DockerProxy(tmp_path) as proxy:
+        proc = start_run(tmp_path, proxy, "scenarios: [{id: first}, {id: second}]")
+        container = wait_for_the_command(proc)
+        proxy.stall()
+        said = finish(proc, 240)
+        result = read_results(tmp_path / "out")
+        errors = {s.id: s.stages[0].error or "" for s in result.scenarios}
+        assert proc.returncode == 1, said
+        assert errors["first"].endswith(
+            f"its container {container[:12]} is left: "
+            f"`ci-evals gc` removes it once the engine at {proxy.url} answers"
+        ), errors
+        # Not another call's deadline (calls.CALL_S) per stage still to come: one ping.
+        assert errors["second"].startswith(
+            f"the Docker engine at {proxy.url} did not answer a ping (it failed an earlier call)"
+        ), errors
+        proxy.resume()
+        gc(proxy)
         assert gone(container)
 
 

@@ -44,6 +44,10 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _clients: dict[float, docker.DockerClient] = {}
+# Set while the engine's last call went unanswered (cleared by any answer): then a
+# new sandbox asks once, briefly (`check`), before waiting out a call's deadline,
+# and a removal tries once: at Ctrl-C, or for each stage still to come.
+failing = threading.Event()
 
 
 class Unanswered(Exception):
@@ -114,9 +118,10 @@ def call(
     tries = 0
     while True:
         try:
-            return fn()
+            answer = fn()
         except Exception as exc:
             if not unanswered(exc):
+                failing.clear()  # it answered, with an error of its own
                 raise
             stall = stalled(exc)
             elapsed = time.monotonic() - start
@@ -134,9 +139,20 @@ def call(
                     else f"{_reason(exc)} ({tries} {'try' if tries == 1 else 'tries'})"
                 )
                 said = f"the Docker engine at {address()} did not answer {what}: {how}"
+                failing.set()
                 raise Unanswered(said) from exc
             if not stall:
                 time.sleep(wait)
+        else:
+            failing.clear()
+            return answer
+
+
+def check() -> None:
+    """Once the engine failed a call: one brief ping (`POLL_S`, no retry), so that
+    each sandbox still to open does not wait out a call's deadline; `Unanswered`."""
+    if failing.is_set():
+        call("a ping (it failed an earlier call)", lambda: client(POLL_S).ping(), deadline_s=0)
 
 
 def _reason(exc: BaseException) -> str:

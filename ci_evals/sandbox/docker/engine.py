@@ -108,9 +108,10 @@ _GET_CAP = 256 << 20  # `get` refuses larger files (the whole file is held in me
 _KILLED = 137  # 128 + SIGKILL: the OOM killer's (or our timeout's) end of a command
 _SETTLE_S = 1.0  # how long a SIGKILLed command's container may take to be seen stopped
 
-# Set once a removal found the engine unanswering: the next sandboxes closing (all
-# of them at Ctrl-C) try once, not `calls.REMOVE_S` each.
-_engine_failed = threading.Event()
+# Set while a removal found the engine unanswering: the next sandboxes closing (all
+# of them at Ctrl-C) try once, briefly, not `calls.REMOVE_S` each.
+_removal_failed = threading.Event()
+
 
 _client_lock = threading.Lock()
 _client_cache: list[docker.DockerClient] = []
@@ -331,17 +332,18 @@ class DockerSandbox:
                 time.sleep(0.2)
                 raise ConnectionError("removal in progress") from exc
 
-        deadline = calls.POLL_S if _engine_failed.is_set() else calls.REMOVE_S
+        deadline = calls.POLL_S if _removal_failed.is_set() else calls.REMOVE_S
         try:
             calls.call("a container removal", remove, deadline_s=deadline, keep_trying=True)
         except (Unanswered, APIError) as exc:
             if isinstance(exc, Unanswered):
-                _engine_failed.set()
+                _removal_failed.set()
             said = f" ({one_line(str(exc), 200)})" if isinstance(exc, APIError) else ""
             return (
                 f"its container {short} is left{said}: `ci-evals gc` removes it once "
                 f"the engine at {calls.address()} answers"
             )
+        _removal_failed.clear()
         return f"its container {short} was removed"
 
     def _dead(self, settle_s: float = 0.0) -> str | None:
@@ -668,6 +670,7 @@ def _apis() -> tuple[Any, Any]:
     """The API of calls answered within `calls.CALL_S`, and of polls tried for
     `calls.POLL_S` at a time (until `CALL_S`)."""
     try:
+        calls.check()
         return calls.client().api, calls.client(calls.POLL_S).api
     except Unanswered as exc:
         raise SandboxLost(str(exc)) from None
