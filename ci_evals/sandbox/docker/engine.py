@@ -308,15 +308,16 @@ class DockerSandbox:
         the engine may answer again, else left to `gc`; the error every later call
         raises, naming both."""
         if self._lost is None:
-            self._lost = f"{why}; {self._remove()}"
+            self._lost = f"{why}; its {self._remove()[1]}"
         return SandboxLost(self._lost)
 
     def _alive(self) -> None:
         if self._lost is not None:
             raise SandboxLost(self._lost)
 
-    def _remove(self) -> str:
-        """Remove the container; what became of it, as the end of a line."""
+    def _remove(self) -> tuple[bool, str]:
+        """Remove the container: whether it is gone, and what became of it ("container
+        ID was removed", "container ID is left: ...")."""
         from docker.errors import APIError, NotFound  # noqa: PLC0415
 
         short = self._id[:12]
@@ -340,11 +341,12 @@ class DockerSandbox:
                 _removal_failed.set()
             said = f" ({one_line(str(exc), 200)})" if isinstance(exc, APIError) else ""
             return (
-                f"its container {short} is left{said}: `ci-evals gc` removes it once "
-                f"the engine at {calls.address()} answers"
+                False,
+                f"container {short} is left{said}: `ci-evals gc` removes it once "
+                f"the engine at {calls.address()} answers",
             )
         _removal_failed.clear()
-        return f"its container {short} was removed"
+        return True, f"container {short} was removed"
 
     def _dead(self, settle_s: float = 0.0) -> str | None:
         """Why the container can run nothing more (it stopped: the OOM killer at its
@@ -352,6 +354,8 @@ class DockerSandbox:
         later (a command SIGKILLed with its container is seen before the container's end)."""
         from docker.errors import NotFound  # noqa: PLC0415
 
+        if self._container is None:  # closed by us (from another thread, at Ctrl-C)
+            return None
         settled = time.monotonic() + settle_s
         while True:
             try:
@@ -468,7 +472,8 @@ class DockerSandbox:
             if not pumped.timed_out:
                 code, running = self._exit_code(exec_id)
             settle = _SETTLE_S if code == _KILLED else 0.0
-            if code in (None, _KILLED) and (dead := self._dead(settle)) is not None:
+            closed = self._container is None  # from another thread (Ctrl-C): nothing to ask
+            if code in (None, _KILLED) and not closed and (dead := self._dead(settle)) is not None:
                 raise self._lose(dead)  # not the command's failure: the container's end
             # A command still running `_KILL_WAIT_S` after closing its output goes
             # too. What it started in the background outlives it, as in a shell
@@ -648,10 +653,10 @@ class DockerSandbox:
         if container is None:
             return
         if self._lost is None:
-            fate = self._remove()
-            if not fate.endswith("was removed"):  # the engine stopped answering at the end
-                self._lost = fate
-                print(f"ci-evals: the docker sandbox's {fate}", file=sys.stderr)
+            removed, fate = self._remove()
+            if not removed:  # the engine stopped answering at the end: one line says so
+                self._lost = f"the docker sandbox's {fate}"
+                print(f"ci-evals: {self._lost}", file=sys.stderr)
         if os.getuid() == 0:  # root inside is root on the host: no setuid file stays
             for folder in self.spec.writable:
                 strip_setid(folder)
