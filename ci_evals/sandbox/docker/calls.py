@@ -70,7 +70,9 @@ def client(read_s: float = CALL_S) -> docker.DockerClient:
         return made
     import docker  # noqa: PLC0415 - heavy (requests); only when a container is wanted
 
-    made = call("version", lambda: docker.from_env(timeout=max(1, int(read_s))), deadline_s=read_s)
+    made = call(
+        "a version query", lambda: docker.from_env(timeout=max(1, int(read_s))), deadline_s=read_s
+    )
     # The pool takes one number; each request takes the pair (`_set_request_timeout`).
     made.api.timeout = (CONNECT_S, read_s)  # type: ignore[assignment]
     with _lock:
