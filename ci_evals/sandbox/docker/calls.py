@@ -44,10 +44,12 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _clients: dict[float, docker.DockerClient] = {}
-# Set while the engine's last call went unanswered (cleared by any answer): then a
-# new sandbox asks once, briefly (`check`), before waiting out a call's deadline,
-# and a removal tries once: at Ctrl-C, or for each stage still to come.
+# Both cleared by any answer. `failing`: the engine's last try went unanswered, so
+# closing a sandbox (at Ctrl-C during a stall) tries its removal for `POLL_S`, not
+# `REMOVE_S`. `gave_up`: a call gave up on it, so a new sandbox asks once, briefly
+# (`check`), before waiting out a call's deadline for each stage still to come.
 failing = threading.Event()
+gave_up = threading.Event()
 
 
 class Unanswered(Exception):
@@ -124,8 +126,10 @@ def call(
         except Exception as exc:
             if not unanswered(exc):
                 failing.clear()  # it answered, with an error of its own
+                gave_up.clear()
                 raise
             stall = stalled(exc)
+            failing.set()
             elapsed = time.monotonic() - start
             wait = _BACKOFF_S[min(tries, len(_BACKOFF_S) - 1)]
             tries += 1
@@ -141,19 +145,20 @@ def call(
                     else f"{_reason(exc)} ({tries} {'try' if tries == 1 else 'tries'})"
                 )
                 said = f"the Docker engine at {address()} did not answer {what}: {how}"
-                failing.set()
+                gave_up.set()
                 raise Unanswered(said) from exc
             if not stall:
                 time.sleep(wait)
         else:
             failing.clear()
+            gave_up.clear()
             return answer
 
 
 def check() -> None:
     """Once the engine failed a call: one brief ping (`POLL_S`, no retry), so that
     each sandbox still to open does not wait out a call's deadline; `Unanswered`."""
-    if failing.is_set():
+    if gave_up.is_set():
         call("a ping (it failed an earlier call)", lambda: client(POLL_S).ping(), deadline_s=0)
 
 

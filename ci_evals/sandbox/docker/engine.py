@@ -315,8 +315,9 @@ class DockerSandbox:
         if self._lost is not None:
             raise SandboxLost(self._lost)
 
-    def _remove(self) -> tuple[bool, str]:
-        """Remove the container: whether it is gone, and what became of it ("container
+    def _remove(self, *, brief: bool = False) -> tuple[bool, str]:
+        """Remove the container, trying for `calls.REMOVE_S` (`brief`, or once a removal
+        failed: `calls.POLL_S`): whether it is gone, and what became of it ("container
         ID was removed", "container ID is left: ...")."""
         from docker.errors import APIError, NotFound  # noqa: PLC0415
 
@@ -333,7 +334,7 @@ class DockerSandbox:
                 time.sleep(0.2)
                 raise ConnectionError("removal in progress") from exc
 
-        deadline = calls.POLL_S if _removal_failed.is_set() else calls.REMOVE_S
+        deadline = calls.POLL_S if brief or _removal_failed.is_set() else calls.REMOVE_S
         try:
             calls.call("a container removal", remove, deadline_s=deadline, keep_trying=True)
         except (Unanswered, APIError) as exc:
@@ -653,7 +654,8 @@ class DockerSandbox:
         if container is None:
             return
         if self._lost is None:
-            removed, fate = self._remove()
+            # The engine not answering right now (a stall under Ctrl-C): a brief try.
+            removed, fate = self._remove(brief=calls.failing.is_set())
             if not removed:  # the engine stopped answering at the end: one line says so
                 self._lost = f"the docker sandbox's {fate}"
                 print(f"ci-evals: {self._lost}", file=sys.stderr)
