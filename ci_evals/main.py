@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, cast
 
-from ci_evals.commands import COMMANDS, NEEDS_REPORT_EXTRA, NEEDS_RUN_EXTRA, NO_AGENT_FLAGS
+from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA, NO_AGENT_FLAGS
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_handler, note_interrupt
 
 
@@ -73,16 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ci-evals: error: unknown command {name!r} (valid: {valid})", file=sys.stderr)
         return EXIT_USAGE
     module_name, summary = COMMANDS[name]
-    if name in NEEDS_RUN_EXTRA | NEEDS_REPORT_EXTRA:  # before the import (a traceback)
-        from ci_evals.requirements import require_report_extra, require_run_extra  # noqa: PLC0415
+    if name in NEEDS_RUN_EXTRA:  # before the import, which would fail with a traceback
+        from ci_evals.requirements import require_run_extra  # noqa: PLC0415
 
         flag = NO_AGENT_FLAGS.get(name)
         agent = flag is None or (flag != "" and flag not in rest)
         with error_handler() as code:
-            if name in NEEDS_REPORT_EXTRA:
-                require_report_extra(name)
-            else:
-                require_run_extra(name, agent=agent)
+            require_run_extra(name, agent=agent)
         if code[0] != EXIT_OK:
             return code[0]
     module = cast(CommandModule, importlib.import_module(module_name))

@@ -1,12 +1,12 @@
-"""The `report` extra, installed as `evals-comment.yml` installs it: from git.
+"""The core install, as `evals-comment.yml` installs it: from git, no extra.
 
 This project's installable files are committed in a git repository standing in
 for GitHub (`git+file://…`), and the workflow's own *Install ci-evals* step runs
-in a fresh venv: `pip install "ci-evals[report] @ git+SERVER/REPOSITORY@SHA"`
-(pydantic from the index, no agent SDK). On that install `report` writes every
-output, refuses an invalid results file in one line, `--version` names the
-commit, and the rest of the comment job — `baseline fetch`, then `comment
---from-artifact` — posts the sticky comment on the stand-in GitHub.
+in a fresh venv: `pip install "ci-evals @ git+SERVER/REPOSITORY@SHA"`
+(pydantic and the rest of the core from the index, no agent SDK). On that
+install `report` writes every output, refuses an invalid results file in one
+line, `--version` names the commit, and the rest of the comment job —
+`baseline fetch`, then `comment --from-artifact` — posts the sticky comment on the stand-in GitHub.
 """
 
 from __future__ import annotations

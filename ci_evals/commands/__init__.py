@@ -86,7 +86,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # Commands that drive agents, or check JSON Schemas (mcp-check), or read
 # results.json beside them: they need the `run` extra (claude-agent-sdk,
-# pydantic, jsonschema), checked by `main` before their module is imported.
+# anthropic, jsonschema), checked by `main` before their module is imported.
 NEEDS_RUN_EXTRA = frozenset(
     {
         "run",
@@ -104,7 +104,6 @@ NEEDS_RUN_EXTRA = frozenset(
 # Ways of running those commands that drive no agent: they need only pydantic
 # and jsonschema (what the `ci-evals-fixtures` pre-commit hook installs).
 NO_AGENT_FLAGS = {"check-fixtures": "--contracts-only", "fixtures": ""}
-# Commands that only read results.json (the pydantic models) and talk to GitHub:
-# the `report` extra is enough, so a trusted comment job installs no agent SDK.
-# `baseline fetch` needs nothing beyond the core (the standard library's HTTP).
-NEEDS_REPORT_EXTRA = frozenset({"report", "comment"})
+# `report`, `comment` and `baseline` are not listed: they read results.json
+# (pydantic, in the core) and talk to GitHub (the standard library's HTTP), so a
+# trusted comment job installs no agent SDK.
