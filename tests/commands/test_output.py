@@ -14,35 +14,11 @@ from typing import Any
 
 import jsonschema
 import pytest
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
-import ci_evals
 from ci_evals.commands.output import SCHEMAS
+from tests.cli_schemas import CLI_SCHEMAS, validate
 from tests.conftest import copy_example, git
 from tests.run_helpers import make_suite, run_ci_evals
-
-CLI_SCHEMAS = Path(ci_evals.__file__).parent / "schemas" / "cli"
-
-
-def _registry() -> Registry:
-    """Every CLI schema by its file URI, so `common.json#/...` resolves as an editor's does."""
-    resources = [
-        (path.as_uri(), Resource.from_contents(json.loads(path.read_text()), DRAFT202012))
-        for path in CLI_SCHEMAS.glob("*.json")
-    ]
-    return Registry().with_resources(resources)
-
-
-def validate(document: dict[str, Any], command: str) -> None:
-    path = CLI_SCHEMAS / f"{command}.json"
-    schema = json.loads(path.read_text())
-    jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(
-        {"$ref": path.as_uri()}, registry=_registry(), format_checker=None
-    )
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(document)]
-    assert not errors, errors
 
 
 def json_run(cwd: Path, command: str, *args: str, schema: str | None = None) -> dict[str, Any]:
@@ -225,3 +201,10 @@ def test_check_fixtures_quiet_and_verbose(tmp_path: Path) -> None:
         "binary score 100.0"
     )
     assert lines[at + 1] == "  pass contract:produces[0].files"  # each criterion below it
+
+
+def test_run_json_with_tasks_is_refused_in_the_error_document(tmp_path: Path) -> None:
+    document = json_run(tmp_path, "run", "--tasks", str(tmp_path), schema="error")
+    assert document["exit_code"] == 2
+    (problem,) = document["problems"]
+    assert problem["field"] == "--json" and "benchmark.json" in problem["hint"]
