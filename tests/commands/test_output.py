@@ -9,6 +9,7 @@ suite on the stub model, a real git repository for the stage map.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,10 @@ def test_every_command_schema_is_shipped_and_names_its_version() -> None:
         schema = json.loads((CLI_SCHEMAS / f"{command}.json").read_text())
         jsonschema.Draft202012Validator.check_schema(schema)
         assert schema["properties"]["schema"] == {"const": version}
-    assert {p.stem for p in CLI_SCHEMAS.glob("*.json")} == {*SCHEMAS, "common"}
+    # compute-stage's and mcp-check's documents predate `schema`: described, not versioned.
+    assert {p.stem for p in CLI_SCHEMAS.glob("*.json")} == {
+        *SCHEMAS, "common", "compute-stage", "mcp-check",
+    }  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +212,30 @@ def test_run_json_with_tasks_is_refused_in_the_error_document(tmp_path: Path) ->
     assert document["exit_code"] == 2
     (problem,) = document["problems"]
     assert problem["field"] == "--json" and "benchmark.json" in problem["hint"]
+
+
+def test_compute_stage_json_matches_its_schema(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug" / "a.md").write_text("a\n")
+    (tmp_path / "stage_map.yaml").write_text(
+        "version: 1\nroot: plug\nstages: [one, two]\nentries:\n  - glob: a.md\n    stage: 2\n"
+    )
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    (tmp_path / "plug" / "a.md").write_text("b\n")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
+    done = run_ci_evals(tmp_path, "compute-stage", "HEAD~1", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    validate(document, "compute-stage")
+    assert document["from_stage"] == 2 and document["reason"] == "matched"
+
+
+def test_mcp_check_json_matches_its_schema() -> None:
+    server = Path(__file__).parents[1] / "data" / "mcp" / "stdlib_server.py"
+    done = run_ci_evals(server.parent, "mcp-check", "--json", "--", sys.executable, str(server))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    validate(document, "mcp-check")
+    assert document["score"] == 100
