@@ -88,7 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(rest)
     with error_handler() as code:
         try:
-            code[0] = module.run(args)
+            if getattr(args, "json_command", None) and args.json:
+                from ci_evals.commands.output import json_output  # noqa: PLC0415
+
+                with json_output(args):
+                    code[0] = module.run(args)
+            else:
+                code[0] = module.run(args)
         finally:
             _close_sandboxes()
     return code[0]

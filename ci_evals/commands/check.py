@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from ci_evals.commands import output
 from ci_evals.commands.run import allow_tools_option, positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
 from ci_evals.grading.kinds.checks import TrajectoryUse
@@ -56,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     allow_tools_option(parser)
     isolation.add_option(parser)
+    output.add_json(parser, "check", "every problem with its file, line, column and field")
 
 
 def _by_place(found: list[UserError]) -> list[UserError]:
@@ -64,17 +66,21 @@ def _by_place(found: list[UserError]) -> list[UserError]:
 
 
 def run(args: argparse.Namespace) -> int:
+    emit: output.Emit | None = args.emit
     problems = Problems(collect=True)
     ready = prepare(args, dict(os.environ), problems)
     if problems.found:
         # Two scenarios sharing the suite's fixtures find the same missing folder.
-        found = list(dict.fromkeys(str(problem) for problem in _by_place(problems.found)))
-        for line in found:
+        unique = {str(problem): problem for problem in _by_place(problems.found)}
+        for line in unique:
             print(f"ci-evals check: {line}", file=sys.stderr)
         print(
-            f"ci-evals check: {_count(len(found), 'problem')}; nothing was started",
+            f"ci-evals check: {_count(len(unique), 'problem')}; nothing was started",
             file=sys.stderr,
         )
+        if emit is not None:
+            found = [output.problem(problem) for problem in unique.values()]
+            emit(EXIT_USAGE, {"ok": False, "problems": found, "warnings": [], "suite": None})
         return EXIT_USAGE
     assert ready is not None
     suite = ready.suite
@@ -88,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
                 f"ci-evals check: {_count(len(lines), 'problem')}; nothing was started",
                 file=sys.stderr,
             )
+            if emit is not None:  # the stub script's: no place in a file but the script's
+                found = [output.problem(UserError(line)) for line in lines]
+                emit(EXIT_USAGE, {"ok": False, "problems": found, "warnings": [], "suite": None})
             return EXIT_USAGE
     parts = [
         f"{os.path.relpath(suite.file)}: {_count(len(suite.stages), 'stage')}",
@@ -104,6 +113,17 @@ def run(args: argparse.Namespace) -> int:
     hidden = committed.hidden_line(files)
     if hidden is not None:  # it runs here, but a pull request would never run it
         print(f"ci-evals check: warning: {hidden}", file=sys.stderr)
+    if emit is not None:
+        checked = {
+            "file": os.path.relpath(suite.file),
+            "stages": len(suite.stages),
+            "scenarios": len(ready.scenarios),
+            "stage_map": None if suite.stage_map is None else os.path.relpath(suite.stage_map),
+            "model_endpoint": None if ready.endpoint is None else ready.endpoint.name,
+            "from_stage": None if ready.from_stage is None else ready.from_stage.number,
+        }
+        warnings = [] if hidden is None else [hidden]
+        emit(EXIT_OK, {"ok": True, "problems": [], "warnings": warnings, "suite": checked})
     return EXIT_OK
 
 

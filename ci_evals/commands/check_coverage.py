@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals import git
+from ci_evals.commands import output
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
 from ci_evals.selection.coverage import CoverageReport, check_coverage, leaving_link
 from ci_evals.selection.stage_map import default_map_path, load_stage_map
@@ -36,19 +38,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the stage map; once per map to check several (default: the nearest "
         "stage_map.yaml from the current folder up to the top of the repository)",
     )
+    output.add_json(
+        parser, "check-coverage", "per map, every problem with its file, line, column and field"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     actions = _actions_env()
+    emit: output.Emit | None = args.emit
+    # One document per map, for --json (None: not asked for).
+    maps: list[dict[str, object]] | None = None if emit is None else []
     # (`ci_evals.main.entry` runs this command with the cyclic collector off.)
-    if not args.map:
-        return _check_one(None, actions)
-    codes = [_check_one(path, actions) for path in dict.fromkeys(args.map)]
+    codes = [_check_one(path, actions, maps) for path in dict.fromkeys(args.map or [None])]
+    if emit is not None and maps is not None:
+        emit(max(codes), {"ok": max(codes) == EXIT_OK, "maps": maps})
     return max(codes)
 
 
-def _check_one(path: Path | None, actions: ActionsEnv | None) -> int:
-    """Check one stage map (None: the nearest); its exit code."""
+def _check_one(
+    path: Path | None, actions: ActionsEnv | None, maps: list[dict[str, object]] | None
+) -> int:
+    """Check one stage map (None: the nearest); its exit code. `maps`: --json's list,
+    where its document goes (then a map that cannot be read is its problem, and the
+    other maps are still checked)."""
     try:
         map_path = path if path is not None else default_map_path(Path.cwd())
         stage_map = load_stage_map(map_path)
@@ -57,7 +69,25 @@ def _check_one(path: Path | None, actions: ActionsEnv | None) -> int:
     except UserError as exc:
         if actions is not None:
             _report_map_error(actions, exc)
-        raise
+        if maps is None:
+            raise
+        print(f"ci-evals: error: {exc}", file=sys.stderr)
+        shown = exc.file if exc.file is not None else (None if path is None else str(path))
+        problem = {"kind": "invalid-map", **output.problem(exc)}
+        maps.append(
+            {"map": shown, "ok": False, "checked": None, "entries": None, "problems": [problem]}
+        )
+        return exc.exit_code
+    if maps is not None:
+        maps.append(
+            {
+                "map": report.stage_map.display,
+                "ok": report.ok,
+                "checked": report.checked,
+                "entries": len(stage_map.entries),
+                "problems": _problems(report),
+            }
+        )
     if report.ok:
         root = f"{stage_map.root}/" if stage_map.root else "the repository"
         print(
@@ -113,6 +143,43 @@ def _problem_lines(report: CoverageReport) -> list[str]:
             f"{_shown(report.unreadable_case)}: cannot be read, so a change selects every case"
         )
     return lines
+
+
+def _problems(report: CoverageReport) -> list[dict[str, object]]:
+    """`--json`: every problem the lines say, each with its kind and place."""
+    display = report.stage_map.display
+    found = [
+        ("uncovered", UserError(f"not covered by any entry in {display}", file=path))
+        for path in report.uncovered
+    ]
+    kinds = {"entries": "dead-entry", "global": "dead-global"}
+    found += [
+        (
+            "dead-except" if ".except[" in where else kinds[where.split("[")[0]],
+            UserError(
+                f"{glob!r} matches no staged file",
+                file=display,
+                line=line,
+                column=column,
+                field=where,
+            ),
+        )
+        for where, line, column, glob in _dead(report)
+    ]
+    found += [
+        ("no-case", UserError(text, file=display, line=line, column=column))
+        for line, column, text in _no_case(report)
+    ]
+    if report.unreadable_case is not None:
+        found.append(
+            (
+                "unreadable-case",
+                UserError(
+                    "cannot be read, so a change selects every case", file=report.unreadable_case
+                ),
+            )
+        )
+    return [{"kind": kind, **output.problem(error)} for kind, error in found]
 
 
 def _no_case(report: CoverageReport) -> list[tuple[int, int, str]]:

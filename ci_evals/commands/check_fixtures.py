@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ci_evals.commands import output
 from ci_evals.run import isolation
 
 
@@ -55,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(no model, no graders; what the ci-evals-fixtures pre-commit hook runs)",
     )
     isolation.add_option(parser)
+    output.add_verbosity(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ci_evals.commands import output
 from ci_evals.run import isolation
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import RunResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,10 +45,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the new results file (default: RUN_DIR/results.regraded-<time>.json)",
     )
     isolation.add_option(parser)
+    output.add_json(parser, "grade", "the re-graded run's verdict, counts and cost")
+    output.add_verbosity(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ci_evals.report.verify import problems  # noqa: PLC0415 - pydantic, the scoring rules
+    from ci_evals.results.outcome import run_document  # noqa: PLC0415
     from ci_evals.run import grade  # noqa: PLC0415
 
-    return grade.run(args, inconsistencies=problems)
+    emit: output.Emit | None = args.emit
+    if emit is None:
+        return grade.run(args, inconsistencies=problems)
+
+    def on_result(result: RunResult, run_dir: Path, results: Path, code: int) -> None:
+        document = run_document(result, run_dir, results)
+        emit(code, {"verdict": document["verdict"], "run": document})
+
+    return grade.run(args, inconsistencies=problems, on_result=on_result)

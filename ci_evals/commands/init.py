@@ -145,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
     def put(path: Path, text: str) -> None:
         _put(path, text, cwd, written, kept)
 
-    put(here / STAGE_MAP, drafting.render_stage_map(plan))
-    put(here / SUITE, drafting.render_suite(plan))
+    put(here / STAGE_MAP, with_schema(drafting.render_stage_map(plan), STAGE_MAP, here, top))
+    put(here / SUITE, with_schema(drafting.render_suite(plan), SUITE, here, top))
     put(here / plan.stub_file, drafting.render_stub(plan))
     for stage in plan.stages:
         folder = here / plan.fixture_dir(stage)
@@ -164,6 +164,26 @@ def run(args: argparse.Namespace) -> int:
         print(_hook_line(hook_file, map_path, cwd))
     _next(here, cwd, plan.stub_file)
     return EXIT_OK
+
+
+# The JSON Schemas the package ships for the two files (docs/json.md).
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_OF = {SUITE: "ci-evals.schema.json", STAGE_MAP: "stage_map.schema.json"}
+MODELINE = "# yaml-language-server: $schema="
+
+
+def with_schema(text: str, name: str, here: Path, top: Path) -> str:
+    """`text`, the draft of `name` (`ci-evals.yaml` or `stage_map.yaml`), headed by
+    the modeline that gives an editor its schema: this install's, by a path relative
+    to the suite's folder. Only when that lies inside the repository (a `.venv`
+    there, as the README makes it, or ci-evals itself): a path out of it, committed,
+    would name nothing on another machine. Then no line is written (docs/json.md
+    says how to point an editor at the schemas)."""
+    schema = SCHEMAS / SCHEMA_OF[name]
+    if not schema.is_relative_to(top.resolve()):
+        return text
+    relative = Path(os.path.relpath(schema, here.resolve())).as_posix()
+    return f"{MODELINE}{relative}\n{text}"
 
 
 def _put(path: Path, text: str, cwd: Path, written: list[str], kept: list[str]) -> None:
@@ -213,7 +233,12 @@ def _init_cases(
     kept: list[str] = []
     _put(
         here / SUITE,
-        draft_cases.render_suite(line, source.name, shown, drafted.grants),
+        with_schema(
+            draft_cases.render_suite(line, source.name, shown, drafted.grants),
+            SUITE,
+            here,
+            where.top,
+        ),
         cwd,
         written,
         kept,
@@ -233,7 +258,7 @@ def _init_cases(
             where.global_paths,
             marketplace=marketplace,
         )
-        _put(here / STAGE_MAP, text, cwd, written, kept)
+        _put(here / STAGE_MAP, with_schema(text, STAGE_MAP, here, where.top), cwd, written, kept)
         hook_file = where.top / PRECOMMIT
         map_path = Path(os.path.relpath(here / STAGE_MAP, where.top)).as_posix()
         _put(

@@ -13,8 +13,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ci_evals.commands import output
 from ci_evals.errors import EXIT_OK
+
+if TYPE_CHECKING:
+    from ci_evals.run.merge import Merged
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the merged run folder (default: .ci-evals/merged)",
     )
+    output.add_json(parser, "merge", "the shards and units merged, the merged run's verdict")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     upload.seal(merged.out, "the merged run folder")  # CI uploads it
     what = "task run(s)' units" if merged.tasks else "unit(s)"
     print(f"merged {merged.shards} shard(s), {merged.units} {what}: {merged.out}")
+    if args.emit is not None:
+        args.emit(EXIT_OK, _document(merged, signed=key is not None))
     if key is None:  # after the merge: a refusal stays one line
         print(
             f"ci-evals merge: the shards are unsigned (no {shard_mac.KEY_ENV}): each was held "
@@ -54,3 +62,21 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _document(merged: Merged, *, signed: bool) -> dict[str, object]:
+    """`--json`: what was merged, and the merged run as `run --json` says it (None for
+    a `--tasks` benchmark, whose verdicts are its benchmark.json's)."""
+    from ci_evals.results.model import read_results  # noqa: PLC0415
+    from ci_evals.results.outcome import run_document  # noqa: PLC0415
+
+    run = None if merged.tasks else run_document(read_results(merged.out), merged.out)
+    return {
+        "out": str(merged.out),
+        "shards": merged.shards,
+        "units": merged.units,
+        "tasks": merged.tasks,
+        "signed": signed,
+        "verdict": None if run is None else run["verdict"],
+        "run": run,
+    }

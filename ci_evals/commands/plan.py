@@ -1,8 +1,9 @@
 """`ci-evals plan`: split a run into shards for CI's job matrix (docs/scale-out.md).
 
 Prints `{"include": [{"shard": "I/K", ...}, ...]}` for `strategy.matrix` (no
-entry: nothing to run) and, in GitHub Actions, the step outputs `matrix`,
-`shards` and `from_stage`. The split is `ci_evals.run.split.plan`'s.
+entry: nothing to run; with `--json` inside the `ci-evals/plan/1` document)
+and, in GitHub Actions, the step outputs `matrix`, `shards` and `from_stage`.
+The split is `ci_evals.run.split.plan`'s.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
+from ci_evals.commands import output
 from ci_evals.commands.run import durations_option, positive_int
 from ci_evals.errors import EXIT_OK
 from ci_evals.github import actions as gha
@@ -44,13 +46,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shards", type=positive_int, required=True, metavar="K", help="how many shards"
     )
     durations_option(parser)
+    output.add_json(
+        parser,
+        "plan",
+        "the matrix, with the shard count and first stage; without it stdout is the bare matrix",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ci_evals.run import split  # noqa: PLC0415
 
     planned = split.plan(args)
-    print(planned.matrix)
+    if args.emit is not None:
+        import json  # noqa: PLC0415
+
+        args.emit(
+            EXIT_OK,
+            {
+                "matrix": json.loads(planned.matrix),
+                "shards": planned.shards,
+                "from_stage": planned.from_stage or None,
+            },
+        )
+    else:  # what `strategy.matrix: ${{ fromJSON(...) }}` reads as it is
+        print(planned.matrix)
     env = gha.ActionsEnv.from_environ(os.environ)
     if env is not None:
         gha.write_outputs(env, planned.outputs)

@@ -44,6 +44,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci_evals.commands import output
 from ci_evals.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.text import inert
@@ -117,6 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(schemaVersion 1), for tooling that reads the CLI's --json",
     )
     add_comment_key(parser)
+    output.add_json(parser, "report", "the run's verdict, counts and cost, and the summary")
 
 
 def add_comment_key(parser: argparse.ArgumentParser) -> None:
@@ -179,14 +181,46 @@ def run(args: argparse.Namespace) -> int:
         _annotate(result, found)
     if args.comment:
         _comment(env, markdown, key=args.comment_key)
+    code = EXIT_OK if run_passed(result, found) and fixtures_passed else EXIT_FAIL
     if found:
         print(
             f"ci-evals report: {args.run_dir}: the results file is inconsistent "
             f"({len(found)} problem(s), listed in the report): {inert(found[0])}",
             file=sys.stderr,
         )
-        return EXIT_USAGE
-    return EXIT_OK if run_passed(result, found) and fixtures_passed else EXIT_FAIL
+        code = EXIT_USAGE
+    if args.emit is not None:
+        args.emit(code, _document(result, args, found, fixtures_passed, markdown))
+    return code
+
+
+def _document(
+    result: RunResult,
+    args: argparse.Namespace,
+    found: Sequence[str],
+    fixtures_passed: bool,
+    markdown: str,
+) -> dict[str, object]:
+    """`--json`: the run as `run --json` says it, what the report found and wrote."""
+    from ci_evals.results.outcome import run_document  # noqa: PLC0415
+
+    run_dir = args.run_dir if args.run_dir.is_dir() else args.run_dir.parent
+    written = {
+        "junit": args.junit,
+        "markdown": args.markdown,
+        "html": args.html,
+        "plugin_eval_json": None if found else args.plugin_eval_json,
+    }
+    run = run_document(result, run_dir)
+    return {
+        # An inconsistent file has no verdict a reader may believe.
+        "verdict": "error" if found else run["verdict"],
+        "inconsistencies": list(found),
+        "fixtures_passed": None if args.fixtures is None else fixtures_passed,
+        "written": {key: None if path is None else str(path) for key, path in written.items()},
+        "markdown": markdown,
+        "run": run,
+    }
 
 
 def _plugin_eval_json(result: RunResult, found: Sequence[str], path: Path) -> None:

@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ci_evals.errors import UserError
+from ci_evals.commands import output
+from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.run import isolation
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import RunResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep each scenario's workspace (under $TMPDIR; its path is printed) "
         "instead of removing it at the end",
     )
+    output.add_json(parser, "run", "the verdict, counts, cost and run folder")
+    output.add_verbosity(parser)
 
 
 def allow_tools_option(parser: argparse.ArgumentParser) -> None:
@@ -152,6 +159,12 @@ def positive_int(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.tasks is not None:  # many suites: the benchmark
+        if args.emit is not None:
+            raise UserError(
+                "--json is one run's document; --tasks writes its benchmark as JSON already",
+                field="--json",
+                hint="read DIR/benchmark.json in the --out folder",
+            )
         from ci_evals.run import tasks  # noqa: PLC0415
 
         return tasks.run(args)
@@ -159,4 +172,20 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
     from ci_evals.run import plan  # noqa: PLC0415
 
-    return plan.run(args)
+    emit: output.Emit | None = args.emit
+    if emit is None:
+        return plan.run(args)
+    documents: list[dict[str, Any]] = []
+
+    def on_result(result: RunResult, run_dir: Path, code: int) -> None:
+        from ci_evals.results.outcome import run_document  # noqa: PLC0415
+
+        documents.append(run_document(result, run_dir))
+
+    code = plan.run(args, on_result)
+    if documents:
+        emit(code, {"verdict": documents[0]["verdict"], "run": documents[0]})
+    else:  # the change (or --units) left nothing to run: no run folder
+        assert code == EXIT_OK
+        emit(code, {"verdict": "nothing-to-run", "run": None})
+    return code

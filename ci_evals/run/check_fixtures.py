@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ci_evals.endpoints.base import Endpoint
+    from ci_evals.results.criteria import StageVerdict
     from ci_evals.suite.load import Scenario, Stage, Suite
 
 OUT_DIR = Path(".ci-evals") / "check-fixtures"
@@ -110,7 +111,8 @@ def _cases(suite: Suite, *, contracts_only: bool) -> int:
 
 
 def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
-    """Each chosen fixture graded with its stage's graders, as a run grades the stage."""
+    """Each chosen fixture graded with its stage's graders, as a run grades the stage
+    (`-q`: only the fixtures that fail are said; `-v`: every criterion too)."""
     import asyncio  # noqa: PLC0415 - ~30 ms the --contracts-only hook never needs
 
     from ci_evals.agents import Abort  # noqa: PLC0415
@@ -167,8 +169,7 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
                         grade_state(job, agent=agent, abort=Abort(), skip_reviewer=args.no_reviewer)
                     )
                     name = _name(suite, suite.fixture_dir(stage, scenario))
-                    where = f"stage {stage.number} {stage.name}"
-                    print(inert(f"{name} ({where}): {verdict.verdict} - {verdict.reason}"))
+                    _say(f"{name} (stage {stage.number} {stage.name})", verdict, args.verbosity)
                     report.append(
                         {"stage": stage.number, "fixture": name, **verdict.model_dump(mode="json")}
                     )
@@ -177,13 +178,24 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
             finally:
                 _done_with(work, keep=args.keep_workspace)
         (out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    for note in notes:
+    for note in notes if args.verbosity >= 0 else ():
         print(note)
     print(f"report: {out / REPORT_FILE}")
     if failing:
         print(f"{len(failing)} fixture(s) would fail: {', '.join(failing)}")
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _say(fixture: str, verdict: StageVerdict, verbosity: int) -> None:
+    """A fixture's verdict (`-q`: only one that did not pass; `-v`: each criterion).
+    Inert: it quotes the fixtures and the reviewer, a pull request's text."""
+    if verbosity >= 0 or verdict.verdict != "passed":
+        print(inert(f"{fixture}: {verdict.verdict} - {verdict.reason}"))
+    for criterion in verdict.criteria if verbosity > 0 else ():
+        mark = "pass" if criterion.passed else "FAIL"
+        why = f": {criterion.rationale}" if criterion.rationale else ""
+        print(inert(f"  {mark} {criterion.id}{why}")[:300])
 
 
 def _folders(given: Path | None) -> tuple[Path, Path]:

@@ -91,8 +91,13 @@ def _check_endpoint(
     return bool(reruns or judged)
 
 
-def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
-    """The re-grade `args` ask for (see the module doc); exit 0, 1 or 2."""
+def run(
+    args: argparse.Namespace,
+    inconsistencies: Inconsistencies,
+    on_result: Callable[[RunResult, Path, Path, int], None] | None = None,
+) -> int:
+    """The re-grade `args` ask for (see the module doc); exit 0, 1 or 2. `on_result`
+    is told the re-graded run, its folder, the new results file and the exit code."""
     from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
         environment_for,
     )
@@ -157,6 +162,24 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
     metered = opened.meter() if opened.meter is not None else None
     regrade.finish(result, suite, forwarded(metered) if metered is not None else None)
     regrade.write(output, result)
+    _say(result, targets, notes, quiet=getattr(args, "verbosity", 0) < 0)
+    print(f"results: {output}")
+    from ci_evals.results.summary import exit_code  # noqa: PLC0415
+
+    code = exit_code(result)
+    if on_result is not None:
+        on_result(result, run_dir, output, code)
+    return code
+
+
+def _say(result: RunResult, targets: list[Target], notes: list[str], *, quiet: bool) -> None:
+    """Each re-graded stage's verdict before and after, the notes, the repeats table
+    (nothing when quiet: the results line and the exit code say the verdict)."""
+    from ci_evals.grading import regrade  # noqa: PLC0415
+    from ci_evals.results.summary import repeat_table  # noqa: PLC0415
+
+    if quiet:
+        return
     for target in targets:
         line = (
             f"{regrade.label(result, target.scenario)} stage {target.result.number} "
@@ -168,9 +191,5 @@ def run(args: argparse.Namespace, inconsistencies: Inconsistencies) -> int:
         print(inert(line))  # ids from the results file, the reviewer's error
     for note in notes:
         print(note)
-    from ci_evals.results.summary import exit_code, repeat_table  # noqa: PLC0415
-
     if result.repeated:
         print(repeat_table(result.summaries))
-    print(f"results: {output}")
-    return exit_code(result)

@@ -15,7 +15,7 @@ import secrets
 import shlex
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -30,11 +30,11 @@ from ci_evals.endpoints.registry import endpoint_for
 from ci_evals.endpoints.replay import PREFIX as REPLAY_PREFIX
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs import upload
-from ci_evals.results.model import RunResult, Shard
+from ci_evals.results.model import RunResult, Shard, read_results
 from ci_evals.results.summary import exit_code, repeat_table
 from ci_evals.run import environ_block, isolation, provenance, score_change, shard, shard_mac
 from ci_evals.run.grading_hook import GradingHook
-from ci_evals.run.progress import make_progress, summary_table
+from ci_evals.run.progress import make_progress, summary_table, verdict_line
 from ci_evals.run.runner import Runner, RunPlan
 from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.sandbox.registry import HOST
@@ -66,9 +66,14 @@ class Prepared:
     shard: Shard | None = None  # `--shard I/K`: only these units
 
 
-def run(args: argparse.Namespace) -> int:
+# Told the finished run: its results, folder and exit code (`run --json`).
+OnResult = Callable[[RunResult, Path, int], None]
+
+
+def run(args: argparse.Namespace, on_result: OnResult | None = None) -> int:
     """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
-    first problem), then run; its exit code."""
+    first problem), then run; its exit code. `on_result` is told the run's outcome
+    (not called when there was nothing to run)."""
     # The environment as given, the shard key's name and value included: held in our
     # memory it is still a credential the sandbox's choice weighs (`isolation.choose`).
     environ = dict(os.environ)
@@ -83,9 +88,13 @@ def run(args: argparse.Namespace) -> int:
     plan = build(ready, args, environ)
     _say_single_arm(plan)
     with upload.sealed(plan.run_dir, "the run folder"):  # before it is signed
-        code = execute(plan, ready.endpoint, record=args.record)
+        code = execute(
+            plan, ready.endpoint, record=args.record, verbosity=getattr(args, "verbosity", 0)
+        )
     if key is not None and args.shard:
         shard_mac.sign(plan.run_dir, key)
+    if on_result is not None:
+        on_result(read_results(plan.run_dir), plan.run_dir, code)
     return code
 
 
@@ -387,8 +396,9 @@ def scenarios_for(suite: Suite, args: argparse.Namespace, start: Start) -> tuple
     return kept
 
 
-def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
-    """Run `plan` under SIGINT/SIGTERM handlers, grading as it goes; print its summary."""
+def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False, verbosity: int = 0) -> int:
+    """Run `plan` under SIGINT/SIGTERM handlers, grading as it goes; print its summary
+    (`verbosity` < 0: only the verdict line; > 0: every stage's detail as it goes)."""
     # Only infrastructure errors (the endpoint's 5xx/529) are retried; see ci_evals.agents.retry.
     agent = build_agent(plan.suite.agent, on_retry=_say_retry)
     options = EndpointOptions(
@@ -407,10 +417,17 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
             replayed_from=opened.replayed_from,
         )
         grading = GradingHook(keep_work=plan.keep_workspace)
-        runner = Runner(plan, agent, make_progress(sys.stderr), after_stage=grading)
+        progress = make_progress(sys.stderr, verbosity=verbosity)
+        runner = Runner(plan, agent, progress, after_stage=grading)
         result = asyncio.run(_run_with_signals(runner))
         notes = opened.notes
     runner.endpoint_closed()  # what was still in flight is settled and recorded now
+    if verbosity < 0:
+        print(verdict_line(result, plan.run_dir))
+        if runner.interrupted:
+            print("ci-evals: interrupted; partial results written", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return exit_code(result)
     print(summary_table(result))
     # Said when it explains something: scores that moved between repeats or since
     # the last run of this suite, or a first run (not under every run's table).

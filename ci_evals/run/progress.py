@@ -19,8 +19,9 @@ from datetime import datetime, timezone
 from typing import TextIO
 
 from ci_evals.agents import Progress
-from ci_evals.results import miss_source
+from ci_evals.results import miss_source, outcome
 from ci_evals.results.model import RunResult, StageResult
+from ci_evals.results.outcome import run_verdict
 from ci_evals.run.runner import RunListener, RunPlan
 from ci_evals.text import inert
 
@@ -53,11 +54,8 @@ def cost_kind(model_endpoint: str) -> str:
     """What a cost of this endpoint is when no money was spent: a stub's scripted
     tokens at list price ("simulated"), a replay's recorded ones ("replayed"); ""
     for a real model. Said beside every cost, so no line reads as a bill."""
-    if model_endpoint.startswith("stub:"):
-        return "simulated"
-    if model_endpoint.startswith("replay:"):
-        return "replayed"
-    return ""
+    kind = outcome.cost_kind(model_endpoint)
+    return "" if kind == "real" else kind
 
 
 def _costed(value: float | None, kind: str) -> str:
@@ -85,11 +83,14 @@ def _verdict_text(stage: StageResult) -> str:
 
 
 class PlainProgress(RunListener):
-    """Timestamped lines for logs."""
+    """Timestamped lines for logs; `verbose` adds each tool a stage calls as it runs
+    and each criterion of its verdict."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, verbose: bool = False) -> None:
         self.stream = stream or sys.stderr
+        self.verbose = verbose
         self._kind = ""  # cost_kind of the run's endpoint
+        self._last_tool: dict[str, str | None] = {}
 
     def _line(self, text: str) -> None:
         stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
@@ -114,9 +115,16 @@ class PlainProgress(RunListener):
 
     def stage_progress(self, scenario: str, stage: StageResult, progress: Progress) -> None:
         # Only what keeps a stage waiting (a slow hook): a log line per message
-        # would bury the stages' own lines.
+        # would bury the stages' own lines -- unless asked for (`-v`).
         if progress.note:
             self._line(f"{scenario} stage {stage.number} {stage.name}: {progress.note}")
+        elif self.verbose and progress.last_tool != self._last_tool.get(scenario):
+            self._last_tool[scenario] = progress.last_tool
+            if progress.last_tool:
+                self._line(
+                    f"{scenario} stage {stage.number} {stage.name}: turn {progress.turns} "
+                    f"{progress.last_tool}"
+                )
 
     def stage_finished(self, scenario: str, stage: StageResult) -> None:
         detail = f" ({stage.error})" if stage.error else ""
@@ -126,6 +134,11 @@ class PlainProgress(RunListener):
             f" turns={stage.turns or 0} cost={_costed(stage.cost_usd, self._kind)}"
             f" time={stage.duration_s or 0:.1f}s files={len(stage.produced)}{detail}"
         )
+        if self.verbose and stage.grading is not None:
+            for criterion in stage.grading.criteria:
+                mark = "pass" if criterion.passed else "FAIL"
+                extra = " (advisory)" if criterion.advisory else ""
+                self._line(f"  {scenario} stage {stage.number}: {mark} {criterion.id}{extra}")
 
     def run_finished(self, plan: RunPlan, result: RunResult) -> None:
         self._line(
@@ -210,10 +223,26 @@ class LiveProgress(RunListener):
         self._drawn = len(self._order)
 
 
-def make_progress(stream: TextIO | None = None) -> RunListener:
-    """Live lines on a terminal, plain timestamped lines otherwise (CI)."""
+def make_progress(stream: TextIO | None = None, *, verbosity: int = 0) -> RunListener:
+    """Live lines on a terminal, plain timestamped lines otherwise (CI); nothing when
+    quiet (`verbosity` < 0), plain lines with every tool and criterion when verbose
+    (> 0: a log to read back, even on a terminal)."""
     stream = stream or sys.stderr
+    if verbosity < 0:
+        return RunListener()
+    if verbosity > 0:
+        return PlainProgress(stream, verbose=True)
     return LiveProgress(stream) if stream.isatty() else PlainProgress(stream)
+
+
+def verdict_line(result: RunResult, run_dir: object) -> str:
+    """The one line `run -q` prints: the verdict, the stage runs, the cost, the folder."""
+    stages = sum(len(scenario.stages) for scenario in result.scenarios)
+    kind = cost_kind(result.model_endpoint)
+    return (
+        f"run {run_verdict(result)}: {stages} stage run(s), total cost "
+        f"{_costed(result.total_cost_usd, kind)}; run folder: {run_dir}"
+    )
 
 
 def _arms(result: RunResult) -> list[str]:

@@ -196,7 +196,7 @@ def _run_task(  # noqa: PLR0917 - one private call site
     ready = dataclasses.replace(ready, shard=record)  # the whole plan's units in this task
     plan = single.build(ready, task_args, environ)
     print(f"ci-evals: task {name}, configuration {configuration.label}", file=sys.stderr)
-    return single.execute(plan, endpoint, record=args.record)
+    return single.execute(plan, endpoint, record=args.record, verbosity=args.verbosity)
 
 
 def _write(out: Path, tables: list[ConfigurationTable]) -> None:

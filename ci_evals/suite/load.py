@@ -85,6 +85,8 @@ _STAGE_KEYS = (
     *GRADING_STAGE_KEYS,
     *CONTRACT_KEYS,
 )
+LIMIT_KEYS = ("max_turns", "timeout_s", "max_budget_usd", "max_output_mb", "max_output_files")
+SCENARIO_KEYS = ("id", "inputs", "fixtures", "git")
 # `ablation:` (and `run --ablation`): `with-without` also runs every unit without the plugin.
 ABLATIONS = ("none", "with-without")
 _SUITE_KEYS = (
@@ -703,9 +705,7 @@ def _load_plugin(
 
 
 def _load_limits(value: Field, defaults: Limits) -> Limits:
-    keys = value.mapping(
-        ("max_turns", "timeout_s", "max_budget_usd", "max_output_mb", "max_output_files")
-    )
+    keys = value.mapping(LIMIT_KEYS)
     max_turns = keys["max_turns"].as_int(minimum=1) if "max_turns" in keys else defaults.max_turns
     timeout = defaults.timeout_s
     if "timeout_s" in keys:
@@ -860,7 +860,7 @@ def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
     scenarios: list[Scenario] = []
     seen: dict[str, Field] = {}
     for item in value.sequence(allow_empty=False):
-        keys = item.mapping(("id", "inputs", "fixtures", "git"), required=("id",))
+        keys = item.mapping(SCENARIO_KEYS, required=("id",))
         id_field = keys["id"]
         scenario_id = id_field.as_str()
         # Scenario ids become folder names in the run folder.

@@ -18,6 +18,7 @@ from ci_evals import errors
 from ci_evals import main as main_module
 from ci_evals.errors import EXIT_INTERRUPTED, error_handler
 from ci_evals.results.model import read_results
+from tests.cli_schemas import validate
 from tests.paths import REPO
 from tests.run_helpers import make_suite, processes_mentioning
 
@@ -34,14 +35,16 @@ def _env(temp: Path) -> dict[str, str]:
     return env
 
 
-def _start(tmp_path: Path, rules: str | None = None) -> tuple[subprocess.Popen[str], Path]:
+def _start(
+    tmp_path: Path, rules: str | None = None, *more: str
+) -> tuple[subprocess.Popen[str], Path]:
     suite, stub = make_suite(tmp_path, rules=rules)
     out = tmp_path / "out"
     temp = tmp_path / "tmp"
     temp.mkdir()
     proc = subprocess.Popen(
         [str(CI_EVALS), "run", "--suite", str(suite), "--model", f"stub:{stub}",
-         "--from-stage", "4", "--out", str(out)],
+         "--from-stage", "4", "--out", str(out), *more],
         cwd=tmp_path, env=_env(temp), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )  # fmt: skip
@@ -126,6 +129,20 @@ def test_signals_during_a_stage_write_partial_results_and_exit_130(
     _assert_interrupted(proc, stderr, out)
     assert read_results(out).scenarios[0].stages[0].error == "the run was interrupted"
     assert f"run folder: {out}" in stdout or "ci-evals: interrupted" in stderr
+
+
+@pytest.mark.slow
+def test_run_json_interrupted_is_one_document_saying_so(tmp_path: Path) -> None:
+    proc, out = _start(tmp_path, HANG_RULES, "--json")
+    _wait_for_stage(tmp_path, proc)
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = _finish(proc)
+    _assert_interrupted(proc, stderr, out)
+    document = json.loads(stdout)  # the one document, the summary on stderr
+    validate(document, "run")
+    assert document["exit_code"] == 130 and document["verdict"] == "interrupted"
+    assert document["run"]["status"] == "interrupted" and document["run"]["run_dir"] == str(out)
+    assert f"run folder: {out}" in stderr
 
 
 @pytest.mark.slow
