@@ -17,13 +17,16 @@ import os
 import sys
 from pathlib import Path
 
+from ci_evals.agents import plugin_load
 from ci_evals.commands.run import allow_tools_option, positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
 from ci_evals.grading.kinds.checks import TrajectoryUse
 from ci_evals.run import isolation
 from ci_evals.run.plan import prepare
 from ci_evals.suite import committed, references
-from ci_evals.suite.load import Stage
+from ci_evals.suite.load import Plugin, Stage
+from ci_evals.suite.plugin_source import MANIFEST
+from ci_evals.text import display_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +69,9 @@ def _by_place(found: list[UserError]) -> list[UserError]:
 def run(args: argparse.Namespace) -> int:
     problems = Problems(collect=True)
     ready = prepare(args, dict(os.environ), problems)
+    if ready is not None:
+        for line in _load_check(ready.suite.plugin, problems):
+            print(f"ci-evals check: {line}", file=sys.stderr)
     if problems.found:
         # Two scenarios sharing the suite's fixtures find the same missing folder.
         found = list(dict.fromkeys(str(problem) for problem in _by_place(problems.found)))
@@ -105,6 +111,23 @@ def run(args: argparse.Namespace) -> int:
     if hidden is not None:  # it runs here, but a pull request would never run it
         print(f"ci-evals check: warning: {hidden}", file=sys.stderr)
     return EXIT_OK
+
+
+def _load_check(plugin: Plugin, problems: Problems) -> list[str]:
+    """Claude Code's own loader on the plugin (`agents.plugin_load`, ~0.4 s), as
+    `init` asks it: a plugin it refuses is a problem quoting its reason (every
+    stage would fail with it); the parts it drops, or that it could not be asked
+    (no CLI installed), are notes. A plugin without a manifest of its own or a
+    marketplace entry is named after its folder: nothing there can be refused."""
+    manifest = plugin.path / MANIFEST
+    if plugin.files is None or (plugin.marketplace is None and not manifest.is_file()):
+        return []  # the built-in empty plugin, or no manifest to refuse
+    verdict = plugin_load.ask(plugin.path, plugin.manifest_to_write)
+    refused = plugin_load.refusal(verdict)
+    if refused is not None:
+        where = plugin.marketplace or manifest
+        problems.report(UserError(refused, file=display_path(where), hint=plugin_load.FIX_HINT))
+    return plugin_load.notes(verdict)
 
 
 def _needs(stage: Stage) -> tuple[str, str | None, tuple[str, ...]]:
