@@ -239,13 +239,19 @@ def _init_case_files(
         _put(evals / case.folder / draft_case_files.CASE_FILE, case.text, where.cwd, written, kept)
     # Read back as `claude plugin eval` finds them: a folder kept as it was counts.
     evals, cases = draft_cases.find_cases(source)
-    parts = ", ".join(case.part for case in planned.cases)
+    parts = [case.part for case in planned.cases]
+    listed = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
     shown = os.path.relpath(evals, where.cwd)
     why = (
         f"drafted {len(planned.cases)} claude plugin eval case(s) in {shown}/, one per "
-        f"part ({parts}), and a suite running them (plugin_evals:) on the stub"
+        f"part ({listed}), and a suite running them (plugin_evals:) on the stub"
     )
     unchecked = [f"note: no case checks {line}" for line in planned.unchecked]
+    files = [evals / case.folder / draft_case_files.CASE_FILE for case in planned.cases]
+    # superpowers ignores `evals/`
+    hidden = committed.hidden_line(files, what="the cases", advice=committed.CASES_ADVICE)
+    if hidden is not None:
+        unchecked.append(f"note: {hidden}")
     cli_line = (
         f"the cases run with Claude Code's own runner too: claude plugin eval "
         f"{shlex.quote(os.path.relpath(source.path, where.cwd))} --trust-plugin"

@@ -197,3 +197,19 @@ def test_a_stage_draft_without_phases_says_cases_are_there(tmp_path: Path) -> No
         "note: no phases: `ci-evals init --format cases` drafts claude plugin eval cases "
         "instead, which `claude plugin eval` runs too (docs/onboarding.md)"
     ) in proc.stdout.splitlines()
+
+
+def test_an_eval_folder_git_ignores_is_said(tmp_path: Path) -> None:
+    # As obra/superpowers ships it: its .gitignore holds `evals/`.
+    repo = plugin_repo(
+        tmp_path,
+        {"skills/outline/SKILL.md": SKILL.format(name="outline"), ".gitignore": "evals/\n"},
+    )
+    proc = cli(repo, "init", "plugin", "--format", "cases")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "note: plugin/evals/skill-outline/case.yaml is ignored by git (plugin/.gitignore:1: "
+        "evals/): the cases would not be committed, nor run on a pull request; drop the "
+        'rule, or name another eval folder in the plugin\'s manifest ("experimental": '
+        '{"evals": "DIR"}) and draft again'
+    ) in proc.stdout.splitlines()
