@@ -5,7 +5,10 @@ rubric files, the scenarios, the fixtures a `--from-stage` needs, the stub
 script of `--model stub:PATH` (or a key for the real API), the sandbox: the
 very checks `run` makes (`run.plan.prepare`), but every problem is listed
 instead of stopping at the first. No stub server, agent or workspace is
-started. Exit 0 when a run could start, 2 with one line per problem. A suite
+started. It also asks Claude Code's own loader about the plugin, as `init`
+does (`plugin list`, which starts nothing of the plugin): a plugin it refuses
+is a problem, a part it drops a note. Exit 0 when a run could start, 2 with
+one line per problem. A suite
 git ignores (superpowers ignores `evals/`) runs, so it is a warning line, not
 a problem: the pull request that should run it would never see it.
 """

@@ -13,6 +13,10 @@ write the placeholders the drafted checks look for, and a
 `.pre-commit-config.yaml` (at the repository's top) running `check-coverage`.
 A file that exists is kept and said so. What it writes passes `check-coverage`
 and `ci-evals check` as it is, and runs end to end on the stub model.
+
+A plugin with `claude plugin eval` cases gets a suite running them
+(`plugin_evals:`); `--format cases` first drafts such cases, one per part, in
+the plugin's eval folder (`suite.draft_case_files`), which the CLI runs too.
 """
 
 from __future__ import annotations

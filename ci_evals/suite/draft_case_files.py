@@ -35,7 +35,8 @@ from ci_evals.config.plugin_hooks import Hook
 from ci_evals.errors import UserError
 from ci_evals.suite import draft_shapes, references
 from ci_evals.suite.draft_inputs import NO_HINT, example_value, shown_example
-from ci_evals.suite.plugin_source import PluginSource
+from ci_evals.suite.plugin_source import MANIFEST, PluginSource
+from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
 SCHEMA_VERSION = "1.1"  # the case schema the bundled CLI reads (it takes any 1.x)
@@ -47,6 +48,9 @@ _HOOK_RAN = r'"subtype":"hook_response"[^\n]*"hook_name":"SessionStart:startup"'
 _HOOK_OK = _HOOK_RAN + r'[^\n]*"outcome":"success"'
 _HOOK_FAILED = _HOOK_RAN + r'[^\n]*"outcome":"(?!success")'
 _NAME = re.compile(r"[^a-z0-9-]+")
+# A command's shell expansion (`` !`git status` ``, a ```! block): the CLI runs it
+# when it expands the command, as a Bash call under the run's permissions.
+_SHELL = re.compile(r"!`[^`\n]+`|^```!", re.MULTILINE)
 _JS_SPECIAL = re.compile(r"([\\^$.*+?()[\]{}|])")
 
 
@@ -67,13 +71,25 @@ def plan(source: PluginSource) -> CaseDraft:
     """A case per command, skill and agent of the plugin in `source`, and one for
     its SessionStart hooks; a `UserError` when no case could show any part fired."""
     plugin_dir, name = source.path, source.name
+    if source.origin != "manifest":
+        # The CLI finds a plugin by its manifest: without one it loads nothing, and
+        # refuses every case under its default ablation (measured: plugin-dev).
+        raise UserError(
+            f"claude plugin eval finds no plugin in {display_path(plugin_dir)}: it has no "
+            f"{MANIFEST} of its own (its name comes from its {source.origin})",
+            hint=f'add one ({{"name": "{name}"}}), or draft stages (init without --format cases)',
+        )
     cases: list[CaseFile] = []
+    unchecked: list[str] = []
     taken: set[str] = set()
     skills = {part.name: part for part in draft_shapes.skills(plugin_dir)}
     for command, path in references.command_files(plugin_dir, source.manifest).items():
         if command in skills:
             continue  # a skill of the same name is what Claude Code offers
         text = _read(path)
+        if (shell := _runs_shell("command", command, text)) is not None:
+            unchecked.append(shell)
+            continue
         hint = _field(text, "argument-hint")
         example = shown_example(text, name, command) or example_value(hint, command)
         cases.append(
@@ -85,6 +101,9 @@ def plan(source: PluginSource) -> CaseDraft:
         text = _read(plugin_dir / part.file)
         example = example_value(part.hint, part.name)
         if part.slash_only:
+            if (shell := _runs_shell("skill", part.name, text)) is not None:
+                unchecked.append(shell)
+                continue
             description = _field(text, "description")
             cases.append(_command_case(name, part.name, description, example, "skill", taken=taken))
         else:
@@ -93,7 +112,8 @@ def plan(source: PluginSource) -> CaseDraft:
         agent = _field(_read(plugin_dir / file), "name") or Path(file).stem
         cases.append(_agent_case(name, agent, taken))
     hooks = draft_shapes.hooks(plugin_dir, source.manifest)
-    checked, unchecked = _sorted_hooks(plugin_dir, hooks)
+    checked, unseen = _sorted_hooks(plugin_dir, hooks)
+    unchecked += unseen
     if checked:
         cases.append(_hooks_case(len(checked), taken))
     if not cases:
@@ -104,6 +124,18 @@ def plan(source: PluginSource) -> CaseDraft:
             "shows every hook",
         )
     return CaseDraft(tuple(cases), tuple(unchecked))
+
+
+def _runs_shell(kind: str, name: str, text: str) -> str | None:
+    """Why a case cannot run the command: it expands shell commands (None: it does not)."""
+    found = _SHELL.search(text)
+    if found is None:
+        return None
+    return (
+        f"the {kind} {name}: it runs `{found.group(0).strip()}` before the model sees it, "
+        "which ci-evals' case run refuses without a Bash grant ('Shell command permission "
+        "check failed'; claude plugin eval runs it): a stage draft runs it"
+    )
 
 
 def fired_lines(hooks: Sequence[Hook], plugin_dir: Path) -> tuple[str, ...]:
@@ -141,29 +173,49 @@ def _sorted_hooks(plugin_dir: Path, hooks: Sequence[Hook]) -> tuple[list[Hook], 
 def _skill_case(plugin: str, skill: str, example: str, taken: set[str]) -> CaseFile:
     named = f"{plugin}:{skill}"
     prompt = f"Use the Skill tool to run the skill `{named}`, then follow it for: {example}."
-    why = f"the Skill tool ran {named} (a with-only grader under the CLI's ablation)"
+    why = f"the Skill tool loaded {named}"
     return _tool_case("Skill", named, skill, prompt, why, taken=taken)
 
 
 def _agent_case(plugin: str, agent: str, taken: set[str]) -> CaseFile:
     named = f"{plugin}:{agent}"
     prompt = f"Use the Agent tool to launch the subagent `{named}` on: {NO_HINT}."
-    why = f"the Agent tool launched {named}"
+    why = f"the Agent tool ran the subagent {named}"
     return _tool_case("Agent", named, agent, prompt, why, taken=taken)
 
 
 def _tool_case(
     tool: str, named: str, name: str, prompt: str, why: str, *, taken: set[str]
 ) -> CaseFile:
-    """A case whose grader counts the `tool` call naming `named` (the part fired)."""
+    """A case whose graders count the `tool` call naming `named`, and find the CLI's
+    answer to it in the trace: a call counts even when refused (no such skill or
+    agent, as in the without-plugin arm); the answer shows the part loaded."""
     kind = tool.lower() if tool == "Skill" else "agent"
-    grader = {
+    used = {
         "name": f"{kind}-used",
         "type": "tool_used",
         "tool": tool,
         "input_match": _exactly(named),
     }
-    return _case(kind, name, prompt, [grader], why, taken=taken)
+    answer = skill_answer(named) if tool == "Skill" else agent_answer(named)
+    loaded = {
+        "name": "skill-loaded" if tool == "Skill" else "agent-ran",
+        "type": "regex",
+        "target": "trace",
+        "pattern": _JS_SPECIAL.sub(r"\\\1", answer),
+    }
+    return _case(kind, name, prompt, [used, loaded], why, taken=taken)
+
+
+def skill_answer(named: str) -> str:
+    """What the CLI's trace holds when the Skill tool loaded `named` (a JSON member:
+    an answer's words sit in the trace escaped, so none can fake it)."""
+    return f'"content":"Launching skill: {named}"'
+
+
+def agent_answer(named: str) -> str:
+    """What the CLI's trace holds when the subagent `named` ran to its end."""
+    return f'"agentType":"{named}"'
 
 
 def _command_case(

@@ -385,11 +385,16 @@ def _unmet(graders: Sequence[CaseGrader], plan: _Plan) -> list[str]:
 
 def _trace(plan: _Plan) -> str:
     """The planned run's trace, near enough: its calls' and last message's content
-    blocks as the CLI's stream-json lines hold them."""
-    blocks: list[object] = [
-        {"type": "tool_use", "id": "toolu_stub", "name": tool, "input": dict(given)}
-        for tool, given in plan.calls
-    ]
+    blocks as the CLI's stream-json lines hold them, and the CLI's answer to a
+    Skill or Agent call naming a part (the plugin's: it loads it)."""
+    blocks: list[object] = []
+    for tool, given in plan.calls:
+        blocks.append({"type": "tool_use", "id": "toolu_stub", "name": tool, "input": dict(given)})
+        if tool == "Skill" and "skill" in given:
+            answer = {"type": "tool_result", "content": f"Launching skill: {given['skill']}"}
+            blocks.append(answer)
+        elif tool == "Agent" and "subagent_type" in given:
+            blocks.append({"status": "completed", "agentType": given["subagent_type"]})
     blocks.append({"type": "text", "text": _last_text(plan)})
     return "\n".join([*plan.fired, *(compact_json(block) for block in blocks)])
 

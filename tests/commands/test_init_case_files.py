@@ -100,15 +100,16 @@ def test_skills_only_a_case_per_skill_that_both_tools_run_green(tmp_path: Path) 
     assert "input_match: shapes:outline(?![\\w:-])" in case
     assert "plugin_evals:" in (repo / "ci-evals.yaml").read_text()
     assert '"skills/outline/**"' in (repo / "stage_map.yaml").read_text()
-    assert ci_evals_results(repo) == {
-        "skill-outline": [("skill-used", True)],
-        "skill-outline-long": [("skill-used", True)],
-    }
+    both = [("skill-used", True), ("skill-loaded", True)]
+    assert ci_evals_results(repo) == {"skill-outline": both, "skill-outline-long": both}
     code, document = claude_plugin_eval(repo)
     assert code == 0
-    assert cli_graders(document) == {
-        "skill-outline": [("skill-used", True)],
-        "skill-outline-long": [("skill-used", True)],
+    assert cli_graders(document) == {"skill-outline": both, "skill-outline-long": both}
+    # Without the plugin the Skill call is still made (and counted), but nothing
+    # loads: the trace grader fails, so the case measures the plugin (Δ 1).
+    assert {c["name"]: c["aggregates"]["delta"] for c in document["cases"]} == {
+        "skill-outline": 1,
+        "skill-outline-long": 1,
     }
 
 
@@ -117,14 +118,15 @@ def test_agents_only_a_case_per_agent_whose_subagent_really_runs(tmp_path: Path)
     repo = plugin_repo(tmp_path, {"agents/critic.md": AGENT.format(name="critic")})
     printed = onboard(repo)
     assert "one per part (agent critic)" in printed.splitlines()[0]
-    assert ci_evals_results(repo) == {"agent-critic": [("agent-used", True)]}
+    both = [("agent-used", True), ("agent-ran", True)]
+    assert ci_evals_results(repo) == {"agent-critic": both}
     # The subagent ran and answered (the stub's rule for it), not a refused call.
     (stream,) = (repo / ".ci-evals" / "runs").glob("*/agent-critic/1-agent-critic/stream.jsonl")
     assert '"status":"completed"' in stream.read_text()
     assert "Findings of shapes:critic (stub)." in stream.read_text()
     code, document = claude_plugin_eval(repo)
     assert code == 0
-    assert cli_graders(document) == {"agent-critic": [("agent-used", True)]}
+    assert cli_graders(document) == {"agent-critic": both}
 
 
 @pytest.mark.slow
@@ -213,3 +215,39 @@ def test_an_eval_folder_git_ignores_is_said(tmp_path: Path) -> None:
         'rule, or name another eval folder in the plugin\'s manifest ("experimental": '
         '{"evals": "DIR"}) and draft again'
     ) in proc.stdout.splitlines()
+
+
+def test_a_plugin_without_a_manifest_is_refused_as_the_cli_finds_no_plugin(
+    tmp_path: Path,
+) -> None:
+    # As anthropics/claude-code's plugin-dev ships it: its marketplace entry alone
+    # names it, and the CLI refused every drafted case ("no plugin resolved").
+    repo = plugin_repo(tmp_path, {"skills/outline/SKILL.md": SKILL.format(name="outline")})
+    (repo / "plugin" / ".claude-plugin" / "plugin.json").unlink()
+    proc = cli(repo, "init", "plugin", "--format", "cases")
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines() == [
+        "ci-evals: error: claude plugin eval finds no plugin in plugin: it has no "
+        ".claude-plugin/plugin.json of its own (its name comes from its folder name) (add "
+        'one ({"name": "plugin"}), or draft stages (init without --format cases))'
+    ]
+    assert not (repo / "plugin" / "evals").exists()
+
+
+def test_a_command_that_runs_shell_commands_gets_no_case_and_a_note(tmp_path: Path) -> None:
+    # As commit-commands' /commit: `!`git status`` runs as the command expands.
+    repo = plugin_repo(
+        tmp_path,
+        {
+            "commands/commit.md": "---\ndescription: Commit\n---\n- Status: !`git status`\n",
+            "skills/outline/SKILL.md": SKILL.format(name="outline"),
+        },
+    )
+    proc = cli(repo, "init", "plugin", "--format", "cases")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "note: no case checks the command commit: it runs `!`git status`` before the model "
+        "sees it, which ci-evals' case run refuses without a Bash grant ('Shell command "
+        "permission check failed'; claude plugin eval runs it): a stage draft runs it"
+    ) in proc.stdout.splitlines()
+    assert sorted(p.name for p in (repo / "plugin" / "evals").iterdir()) == ["skill-outline"]
