@@ -4,10 +4,14 @@
 the wheel holds exactly the package's tracked files (code and its data: the
 sandbox recipes, the no-plugin manifest, py.typed), the sdist every tracked file
 of the repository (the tests read the example, the fixtures, the workflows and
-the hooks), the versions agree (and match the tag, when given one), and the wheel,
-installed with its `run` extra in a clean venv, runs `ci-evals --version` and
-the quickstart's example suite on the stub model — in a copy of the repository
-without `ci_evals/`, so nothing can be imported from the source tree.
+the hooks), the versions agree (and match the tag, when given one), a tag has its
+CHANGELOG.md entry, the metadata a package index shows is complete
+(`check_metadata`: what `twine check` checks, offline, and the links of the
+page), and the wheel, installed with its `run` extra in a clean venv, runs
+`ci-evals --version` and the quickstart's example suite on the stub model — in
+a copy of the repository without `ci_evals/`, so nothing can be imported from
+the source tree. Installed alone (no extra, as `pipx run` / `uvx` install it),
+it runs the hook's commands there too.
 
     python .ci/release.py [--out DIR] [--expect-version v0.1.0]
 
@@ -17,6 +21,7 @@ Exits 1 with one line per problem; the temporary folders go in every case.
 from __future__ import annotations
 
 import argparse
+import email.parser
 import os
 import re
 import shutil
@@ -33,6 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ["run", "--model", "stub:examples/labsmith/stub/labsmith.yaml", "--from-stage", "4"]
 # What setuptools writes into every sdist beside the tracked files.
 SDIST_GENERATED = re.compile(r"PKG-INFO|setup\.cfg|ci_evals\.egg-info/.*")
+# The package index page (pyproject's `readme`): short, not the whole README.
+LONG_DESCRIPTION = "PYPI.md"
+CHANGELOG = "CHANGELOG.md"
+MAX_DESCRIPTION_LINES = 80
+# What the index page needs of the core metadata (PEP 566, 639, 753).
+REQUIRED_FIELDS = ("Name", "Version", "Summary", "Requires-Python", "License-Expression")
+REQUIRED_URLS = ("Homepage", "Source", "Issues", "Changelog")
+# A Markdown link or image target: relative ones lead nowhere on an index page.
+LINK_TARGET = re.compile(r"\]\(([^)\s]+)[^)]*\)")
 # Variables that would let the venv import something other than the wheel.
 LEAKY_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONSAFEPATH")
 
@@ -75,6 +89,54 @@ def check_contents(wheel: Path, sdist: Path) -> list[str]:
     return problems + differences(sdist.name, sources, tracked(), "MANIFEST.in")
 
 
+def check_metadata(wheel: Path, sdist: Path) -> list[str]:
+    """What `twine check` and an index page need, offline: the core fields, the project
+    URLs, classifiers, the long description as Markdown (PYPI.md, short, every link
+    absolute), and the sdist's PKG-INFO saying the same. Both files are UTF-8 (core
+    metadata 2.1+), the description their body."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        wheel_meta = email.parser.Parser().parsestr(archive.read(name).decode("utf-8"))
+    with tarfile.open(sdist) as archive:
+        member = archive.extractfile(f"{sdist.name.removesuffix('.tar.gz')}/PKG-INFO")
+        if member is None:
+            return [f"{sdist.name} has no PKG-INFO"]
+        sdist_meta = email.parser.Parser().parsestr(member.read().decode("utf-8"))
+    problems = [f"{wheel.name}: no {f} in METADATA" for f in REQUIRED_FIELDS if not wheel_meta[f]]
+    urls = {u.split(",", 1)[0].strip() for u in wheel_meta.get_all("Project-URL") or []}
+    problems += [f"{wheel.name}: no Project-URL {u}" for u in REQUIRED_URLS if u not in urls]
+    classifiers = wheel_meta.get_all("Classifier") or []
+    if not classifiers:
+        problems.append(f"{wheel.name}: no Classifier ([project] classifiers)")
+    if not str(wheel_meta.get("Description-Content-Type", "")).startswith("text/markdown"):
+        problems.append(f"{wheel.name}: the long description is not declared text/markdown")
+    description = wheel_meta.get_payload()
+    wanted = (ROOT / LONG_DESCRIPTION).read_text(encoding="utf-8")
+    if not isinstance(description, str) or description.strip() != wanted.strip():
+        problems.append(f"{wheel.name}: the long description is not {LONG_DESCRIPTION}")
+    elif len(description.splitlines()) > MAX_DESCRIPTION_LINES:
+        problems.append(
+            f"{LONG_DESCRIPTION}: over {MAX_DESCRIPTION_LINES} lines: the index page is "
+            "a summary (README.md is the manual)"
+        )
+    for target in LINK_TARGET.findall(wanted):
+        if not target.startswith("https://"):
+            problems.append(f"{LONG_DESCRIPTION}: the link {target} is not absolute (https://)")
+    for field in ("Name", "Version", "Summary", "Description-Content-Type"):
+        if sdist_meta[field] != wheel_meta[field]:
+            problems.append(f"{sdist.name} and {wheel.name} differ in {field}")
+    return problems
+
+
+def check_changelog(version: str) -> list[str]:
+    """A tag's version has its entry in CHANGELOG.md (kept by hand): `## 1.2.3 …`."""
+    heading = re.compile(rf"## {re.escape(version)}(\s|$)")
+    text = (ROOT / CHANGELOG).read_text(encoding="utf-8")
+    if any(heading.match(line) for line in text.splitlines()):
+        return []
+    return [f"{CHANGELOG} has no `## {version}` entry: say what this release changes"]
+
+
 def snapshot(dest: Path) -> None:
     """The repository's tracked files but the package, committed in a new git repository."""
     for path in tracked():
@@ -112,7 +174,35 @@ def check_installed(wheel: Path, work: Path, version: str) -> list[str]:
     started = time.monotonic()
     run([str(venv / "bin" / "ci-evals"), *QUICKSTART], repo, env)
     print(f"release: the quickstart passed on the wheel in {time.monotonic() - started:.1f}s")
-    return problems
+    return problems + check_core(wheel, work, repo, env)
+
+
+def check_core(wheel: Path, work: Path, repo: Path, env: dict[str, str]) -> list[str]:
+    """The wheel without an extra in a venv of its own (what `pipx run` / `uvx` make of it):
+    the hook's commands run in the repository, and `report` reads the quickstart's run."""
+    venv = work / "core-venv"
+    run([sys.executable, "-m", "venv", str(venv)], work)
+    env = {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
+    run([*pip, "--disable-pip-version-check", str(wheel)], work, env)
+    tool = str(venv / "bin" / "ci-evals")
+    run([tool, "check-coverage"], repo, env)
+    run([tool, "compute-stage", "HEAD"], repo, env)
+    runs = sorted((repo / ".ci-evals" / "runs").glob("*/results.json"))
+    if not runs:
+        return ["the quickstart left no run folder under .ci-evals/runs/ for `report`"]
+    report = subprocess.run(
+        [tool, "report", str(runs[-1].parent)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if report.returncode != 0:
+        return [f"`ci-evals report` on the wheel alone: {report.stderr.strip()!r}"]
+    print("release: the wheel alone ran check-coverage, compute-stage and report")
+    return []
 
 
 def release_check(out: Path, expected: str | None) -> list[str]:
@@ -124,11 +214,13 @@ def release_check(out: Path, expected: str | None) -> list[str]:
     wheel, sdist = wheels[0], sdists[0]
     version = wheel.name.split("-")[1]
     print(f"release: built {wheel.name}, {sdist.name} in {time.monotonic() - started:.1f}s")
-    problems = check_contents(wheel, sdist)
+    problems = check_contents(wheel, sdist) + check_metadata(wheel, sdist)
     if sdist.name != f"ci_evals-{version}.tar.gz":
         problems.append(f"{sdist.name} and {wheel.name} differ in version")
     if expected is not None and expected.removeprefix("v") != version:
         problems.append(f"the tag {expected} is not the package's version {version}")
+    if expected is not None:
+        problems += check_changelog(version)
     with tempfile.TemporaryDirectory(prefix="ci-evals-release-") as work:
         problems += check_installed(wheel, Path(work), version)
     return problems

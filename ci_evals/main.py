@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, cast
 
-from ci_evals import __version__
 from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA, NO_AGENT_FLAGS
 from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_handler, note_interrupt
 
@@ -38,9 +37,27 @@ def _top_parser() -> argparse.ArgumentParser:
         + "\n\nRun `ci-evals COMMAND --help` for its options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"ci-evals {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="print the version (and commit) and exit"
+    )
     parser.add_argument("command", nargs="?", metavar="COMMAND")
     return parser
+
+
+class _Version(argparse.Action):
+    """`--version`: the commit is looked up (git, `direct_url.json`) only when asked."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from ci_evals.version import version_line  # noqa: PLC0415 - runs git
+
+        print(version_line())
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

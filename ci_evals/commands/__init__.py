@@ -84,9 +84,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 
-# Commands that drive agents, read results.json (pydantic models) or check
-# JSON Schemas (mcp-check): they need the `run` extra (claude-agent-sdk,
-# pydantic, jsonschema), checked by `main` before their module is imported.
+# Commands that drive agents, or check JSON Schemas (mcp-check), or read
+# results.json beside them: they need the `run` extra (claude-agent-sdk,
+# anthropic, jsonschema), checked by `main` before their module is imported.
 NEEDS_RUN_EXTRA = frozenset(
     {
         "run",
@@ -96,13 +96,14 @@ NEEDS_RUN_EXTRA = frozenset(
         "check",
         "grade",
         "check-fixtures",
-        "report",
         "import",
         "fixtures",
         "mcp-check",
-        "comment",
     }
 )
 # Ways of running those commands that drive no agent: they need only pydantic
 # and jsonschema (what the `ci-evals-fixtures` pre-commit hook installs).
 NO_AGENT_FLAGS = {"check-fixtures": "--contracts-only", "fixtures": ""}
+# `report`, `comment` and `baseline` are not listed: they read results.json
+# (pydantic, in the core) and talk to GitHub (the standard library's HTTP), so a
+# trusted comment job installs no agent SDK.
