@@ -10,12 +10,17 @@ prints (`git add -A && ci-evals check-coverage && ci-evals check --model
 stub:... && ci-evals run --model stub:...`). Prints one line per plugin
 (its outcome, the step that failed and its last line) and the counts, as
 docs/onboarding.md quotes them. Never commit the copies it reads.
+
+With `--format cases`, init drafts `claude plugin eval` cases, and after the
+printed lines the bundled CLI's own runner runs them against the drafted stub
+script, offline, with and without the plugin (step `claude plugin eval`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -48,13 +53,13 @@ def plugins(folder: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def onboard(name: str, plugin: Path) -> Outcome:
+def onboard(name: str, plugin: Path, draft: str = "stages") -> Outcome:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"sweep-{name}-") as tmp:
         repo = Path(tmp)
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         shutil.copytree(plugin, repo / "plugin", symlinks=True)
-        init = _run(repo, [str(CI_EVALS), "init", "plugin"])
+        init = _run(repo, [str(CI_EVALS), "init", "plugin", "--format", draft])
         if init.returncode != 0:
             return Outcome(name, "init", time.monotonic() - started, _last(init))
         first = init.stdout.splitlines()[0]
@@ -67,7 +72,47 @@ def onboard(name: str, plugin: Path) -> Outcome:
             if proc.returncode != 0:
                 label = words[1] if words[0] == str(CI_EVALS) else " ".join(words)
                 return Outcome(name, label, time.monotonic() - started, _last(proc))
+        if draft == "cases":
+            said = _claude_plugin_eval(repo)
+            if said:
+                return Outcome(name, "claude plugin eval", time.monotonic() - started, said)
         return Outcome(name, "green", time.monotonic() - started, first)
+
+
+def _claude_plugin_eval(repo: Path) -> str:
+    """The drafted cases run by the bundled CLI against the drafted stub script
+    (shared/notes/claude-plugin-eval.md: scratch HOME, fake key, no other
+    traffic); "" when every case passed, else what failed."""
+    from ci_evals.agents.plugin_load import bundled_cli  # noqa: PLC0415 - only for cases
+    from ci_evals.endpoints.stub_model import StubServer, load_script  # noqa: PLC0415
+
+    cli = bundled_cli()
+    if cli is None:
+        return "no Claude Code CLI (pip install claude-agent-sdk)"
+    (stub,) = (repo / "stub").glob("*.yaml")
+    out = repo / "cli-out.json"
+    (repo / "cli-home").mkdir()
+    argv = [str(cli), "plugin", "eval", str(repo / "plugin"), "--trust-plugin", "--no-publish"]
+    argv += ["--ablation", "with-without", "--json", str(out)]
+    argv += ["--output-dir", str(repo / "cli-results")]
+    with StubServer(load_script(stub)) as server:
+        env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": str(repo / "cli-home"),
+            "ANTHROPIC_BASE_URL": server.url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        proc = subprocess.run(
+            argv, cwd=repo, env=env, capture_output=True, text=True, timeout=1800, check=False
+        )
+    if not out.is_file():
+        return _last(proc)
+    cases = json.loads(out.read_text(encoding="utf-8"))["cases"]
+    failed = [c["name"] for c in cases if c["aggregates"]["score"] < 1]
+    if proc.returncode != 0 or failed:
+        return f"exit {proc.returncode}; failed: {', '.join(failed) or 'none'}"
+    return ""
 
 
 def _run(repo: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -84,12 +129,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--format", choices=("stages", "cases"), default="stages")
     args = parser.parse_args()
     todo = [item for folder in args.folders for item in plugins(folder)]
     outcomes = []
     with ThreadPoolExecutor(args.jobs) as pool:
         # Each line as its plugin ends: a sweep cut short still says what it saw.
-        for done in as_completed([pool.submit(onboard, *item) for item in todo]):
+        for done in as_completed([pool.submit(onboard, *item, args.format) for item in todo]):
             outcome = done.result()
             outcomes.append(outcome)
             print(

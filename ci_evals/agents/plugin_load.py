@@ -35,6 +35,10 @@ MANIFEST = ".claude-plugin/plugin.json"
 _TIMEOUT_S = 60.0
 _OUTPUT_CAP = 4 * 1024 * 1024
 _REASON_CHARS = 300
+FIX_HINT = (
+    "fix it as the reason says (claude plugin validate PLUGIN_DIR lists every problem); "
+    "as it is, every stage would fail with that reason"
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,26 @@ class LoadVerdict:
     def reason(self) -> str:
         """The refusal in a line: the CLI's words less its preamble and our paths."""
         return _short(self.errors[0]) if self.errors else ""
+
+
+def refusal(verdict: LoadVerdict) -> str | None:
+    """The one line saying Claude Code refuses the plugin; None when it loads it
+    (or could not be asked)."""
+    if verdict.loaded is False:
+        return f"Claude Code does not load this plugin: {verdict.reason}"
+    return None
+
+
+def notes(verdict: LoadVerdict) -> list[str]:
+    """What to say of a plugin it loads: each part it drops, or that it was not asked."""
+    if verdict.loaded is None:
+        return [
+            "note: could not ask Claude Code whether it loads the plugin (load check "
+            f"skipped): {verdict.unasked}"
+        ]
+    if verdict.loaded is False:
+        return []
+    return [f"note: Claude Code loads the plugin less a part: {error}" for error in verdict.errors]
 
 
 def bundled_cli() -> Path | None:

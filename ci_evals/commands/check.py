@@ -5,7 +5,10 @@ rubric files, the scenarios, the fixtures a `--from-stage` needs, the stub
 script of `--model stub:PATH` (or a key for the real API), the sandbox: the
 very checks `run` makes (`run.plan.prepare`), but every problem is listed
 instead of stopping at the first. No stub server, agent or workspace is
-started. Exit 0 when a run could start, 2 with one line per problem. A suite
+started. It also asks Claude Code's own loader about the plugin, as `init`
+does (`plugin list`, which starts nothing of the plugin): a plugin it refuses
+is a problem, a part it drops a note. Exit 0 when a run could start, 2 with
+one line per problem. A suite
 git ignores (superpowers ignores `evals/`) runs, so it is a warning line, not
 a problem: the pull request that should run it would never see it.
 """
@@ -17,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from ci_evals.agents import plugin_load
 from ci_evals.commands import output
 from ci_evals.commands.run import allow_tools_option, positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
@@ -24,7 +28,9 @@ from ci_evals.grading.kinds.checks import TrajectoryUse
 from ci_evals.run import isolation
 from ci_evals.run.plan import prepare
 from ci_evals.suite import committed, references
-from ci_evals.suite.load import Stage
+from ci_evals.suite.load import Plugin, Stage
+from ci_evals.suite.plugin_source import MANIFEST
+from ci_evals.text import display_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,35 +75,20 @@ def run(args: argparse.Namespace) -> int:
     emit: output.Emit | None = args.emit
     problems = Problems(collect=True)
     ready = prepare(args, dict(os.environ), problems)
+    if ready is not None:
+        for line in _load_check(ready.suite.plugin, problems):
+            print(f"ci-evals check: {line}", file=sys.stderr)
     if problems.found:
         # Two scenarios sharing the suite's fixtures find the same missing folder.
         unique = {str(problem): problem for problem in _by_place(problems.found)}
-        for line in unique:
-            print(f"ci-evals check: {line}", file=sys.stderr)
-        print(
-            f"ci-evals check: {_count(len(unique), 'problem')}; nothing was started",
-            file=sys.stderr,
-        )
-        if emit is not None:
-            found = [output.problem(problem) for problem in unique.values()]
-            emit(EXIT_USAGE, {"ok": False, "problems": found, "warnings": [], "suite": None})
-        return EXIT_USAGE
+        return _refused(list(unique.values()), emit)
     assert ready is not None
     suite = ready.suite
     unserved = getattr(ready.endpoint, "unserved", None)  # a stub script: its rules
     if callable(unserved):
         lines = unserved([_needs(stage) for stage in suite.stages])
-        for line in lines:
-            print(f"ci-evals check: {line}", file=sys.stderr)
-        if lines:
-            print(
-                f"ci-evals check: {_count(len(lines), 'problem')}; nothing was started",
-                file=sys.stderr,
-            )
-            if emit is not None:  # the stub script's: no place in a file but the script's
-                found = [output.problem(UserError(line)) for line in lines]
-                emit(EXIT_USAGE, {"ok": False, "problems": found, "warnings": [], "suite": None})
-            return EXIT_USAGE
+        if lines:  # the stub script's: no place in a file but the script's
+            return _refused([UserError(line) for line in lines], emit)
     parts = [
         f"{os.path.relpath(suite.file)}: {_count(len(suite.stages), 'stage')}",
         _count(len(ready.scenarios), "scenario"),
@@ -125,6 +116,34 @@ def run(args: argparse.Namespace) -> int:
         warnings = [] if hidden is None else [hidden]
         emit(EXIT_OK, {"ok": True, "problems": [], "warnings": warnings, "suite": checked})
     return EXIT_OK
+
+
+def _refused(found: list[UserError], emit: output.Emit | None) -> int:
+    """Print each problem and the count (and the JSON document under `--json`): exit 2."""
+    for problem in found:
+        print(f"ci-evals check: {problem}", file=sys.stderr)
+    print(f"ci-evals check: {_count(len(found), 'problem')}; nothing was started", file=sys.stderr)
+    if emit is not None:
+        problems = [output.problem(problem) for problem in found]
+        emit(EXIT_USAGE, {"ok": False, "problems": problems, "warnings": [], "suite": None})
+    return EXIT_USAGE
+
+
+def _load_check(plugin: Plugin, problems: Problems) -> list[str]:
+    """Claude Code's own loader on the plugin (`agents.plugin_load`, ~0.4 s), as
+    `init` asks it: a plugin it refuses is a problem quoting its reason (every
+    stage would fail with it); the parts it drops, or that it could not be asked
+    (no CLI installed), are notes. A plugin without a manifest of its own or a
+    marketplace entry is named after its folder: nothing there can be refused."""
+    manifest = plugin.path / MANIFEST
+    if plugin.files is None or (plugin.marketplace is None and not manifest.is_file()):
+        return []  # the built-in empty plugin, or no manifest to refuse
+    verdict = plugin_load.ask(plugin.path, plugin.manifest_to_write)
+    refused = plugin_load.refusal(verdict)
+    if refused is not None:
+        where = plugin.marketplace or manifest
+        problems.report(UserError(refused, file=display_path(where), hint=plugin_load.FIX_HINT))
+    return plugin_load.notes(verdict)
 
 
 def _needs(stage: Stage) -> tuple[str, str | None, tuple[str, ...]]:

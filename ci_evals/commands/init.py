@@ -13,6 +13,10 @@ write the placeholders the drafted checks look for, and a
 `.pre-commit-config.yaml` (at the repository's top) running `check-coverage`.
 A file that exists is kept and said so. What it writes passes `check-coverage`
 and `ci-evals check` as it is, and runs end to end on the stub model.
+
+A plugin with `claude plugin eval` cases gets a suite running them
+(`plugin_evals:`); `--format cases` first drafts such cases, one per part, in
+the plugin's eval folder (`suite.draft_case_files`), which the CLI runs too.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from ci_evals.agents import plugin_load
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
-from ci_evals.suite import committed, draft_case_map, draft_cases, precommit
+from ci_evals.suite import (
+    committed,
+    draft_case_files,
+    draft_case_map,
+    draft_cases,
+    draft_shapes,
+    precommit,
+)
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.draft_unread import unread_files
 from ci_evals.suite.plugin_source import (
@@ -50,6 +61,7 @@ PRECOMMIT = ".pre-commit-config.yaml"
 RUNS = ".ci-evals"  # where `run` and `check-fixtures` write, below the current folder
 GIT_DIR = ".git"
 OURS = (SUITE, STAGE_MAP, "stub/", "fixtures/", PRECOMMIT)  # what init writes
+FORMATS = ("stages", "cases")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +91,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the stages, in order, each running the command of its name, the plugin's "
         "only command, or CMD (default: phases when the commands read each other's "
         "output, else one stage with a scenario per command)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="stages",
+        help="stages: ci-evals' own suite (stages, scenarios, fixtures; the default); "
+        "cases: claude plugin eval cases in the plugin's eval folder, one per command, "
+        "skill, agent and SessionStart hook check, which `claude plugin eval` runs too "
+        "(for a plugin without phases; a plugin that has cases gets a suite running them)",
     )
     parser.add_argument(
         "--independent",
@@ -113,15 +134,12 @@ def run(args: argparse.Namespace) -> int:
     files = [path for path in files if plugin_dir / path != hook_file]
     global_paths = _global_paths(source, here, hook_file)
     evals, cases = draft_cases.find_cases(source)
+    where = _Where(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths)
+    if not cases and args.format == "cases":
+        _refuse_stage_options(args)
+        return _init_case_files(source, evals, where, marketplace=marketplace, notes=load_notes)
     if cases:  # the plugin's own `claude plugin eval` cases: a suite that runs them
-        return _init_cases(
-            source,
-            evals,
-            cases,
-            _Where(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths),
-            marketplace=marketplace,
-            notes=load_notes,
-        )
+        return _init_cases(source, evals, cases, where, marketplace=marketplace, notes=load_notes)
     if args.independent and args.stages is not None:
         raise UserError(
             "--independent and --stages ask for opposite drafts",
@@ -159,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     ignored = _ignore_run_folders(here, cwd)
 
     print(f"drafted {plan.why}")
-    _say(written, kept, ignored, load_notes)
+    _say(written, kept, ignored, [*load_notes, *_cases_instead(plan)])
     if os.path.relpath(hook_file, cwd) in kept:
         print(_hook_line(hook_file, map_path, cwd))
     _next(here, cwd, plan.stub_file)
@@ -186,6 +204,25 @@ def with_schema(text: str, name: str, here: Path, top: Path) -> str:
     return f"{MODELINE}{relative}\n{text}"
 
 
+def _refuse_stage_options(args: argparse.Namespace) -> None:
+    if args.stages is not None or args.independent:
+        raise UserError(
+            "--stages and --independent draft stages, not cases",
+            field="--format",
+            hint="leave them out with --format cases (each case runs alone)",
+        )
+
+
+def _cases_instead(plan: drafting.Draft) -> list[str]:
+    """A draft without phases (no commands, or independent ones) could be cases."""
+    if plan.calls or not any(stage.kind == "command" for stage in plan.stages):
+        return [
+            "note: no phases: `ci-evals init --format cases` drafts claude plugin eval "
+            "cases instead, which `claude plugin eval` runs too (docs/onboarding.md)"
+        ]
+    return []
+
+
 def _put(path: Path, text: str, cwd: Path, written: list[str], kept: list[str]) -> None:
     """Write `path` unless it exists (then it is kept, and said so)."""
     shown = os.path.relpath(path, cwd)
@@ -209,6 +246,51 @@ class _Where:
     global_paths: list[str]  # the map's globals, relative to `here`
 
 
+def _init_case_files(
+    source: PluginSource,
+    evals: Path,
+    where: _Where,
+    *,
+    marketplace: tuple[str, str] | None,
+    notes: list[str],
+) -> int:
+    """`--format cases` on a plugin without cases: a `claude plugin eval` case per
+    part in its eval folder (`draft_case_files`), then the suite that runs them."""
+    planned = draft_case_files.plan(source)
+    written: list[str] = []
+    kept: list[str] = []
+    for case in planned.cases:
+        _put(evals / case.folder / draft_case_files.CASE_FILE, case.text, where.cwd, written, kept)
+    # Read back as `claude plugin eval` finds them: a folder kept as it was counts.
+    evals, cases = draft_cases.find_cases(source)
+    parts = [case.part for case in planned.cases]
+    listed = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
+    shown = os.path.relpath(evals, where.cwd)
+    why = (
+        f"drafted {len(planned.cases)} claude plugin eval case(s) in {shown}/, one per "
+        f"part ({listed}), and a suite running them (plugin_evals:) on the stub"
+    )
+    unchecked = [f"note: no case checks {line}" for line in planned.unchecked]
+    files = [evals / case.folder / draft_case_files.CASE_FILE for case in planned.cases]
+    # superpowers ignores `evals/`
+    hidden = committed.hidden_line(files, what="the cases", advice=committed.CASES_ADVICE)
+    if hidden is not None:
+        unchecked.append(f"note: {hidden}")
+    cli_line = (
+        f"the cases run with Claude Code's own runner too: claude plugin eval "
+        f"{shlex.quote(os.path.relpath(source.path, where.cwd))} --trust-plugin"
+    )
+    return _init_cases(
+        source,
+        evals,
+        cases,
+        where,
+        marketplace=marketplace,
+        notes=[*notes, *unchecked],
+        drafted_cases=(why, written, kept, cli_line),
+    )
+
+
 def _init_cases(
     source: PluginSource,
     evals: Path,
@@ -217,20 +299,29 @@ def _init_cases(
     *,
     marketplace: tuple[str, str] | None,
     notes: list[str],
+    drafted_cases: tuple[str, list[str], list[str], str] | None = None,
 ) -> int:
     """A plugin with eval cases: the suite runs them (`plugin_evals:`), the stub
     script satisfies them, and the stage map sends each plugin file to the cases
-    that reach it (`draft_case_map`), checked on every commit by the hook."""
+    that reach it (`draft_case_map`), checked on every commit by the hook.
+    `drafted_cases`: the cases `--format cases` just wrote (the first line to
+    print, what it wrote and kept, the line running them with the CLI)."""
     here, cwd = where.here, where.cwd
-    drafted = draft_cases.draft(evals, cases, source.path)
+    hooks = draft_shapes.hooks(source.path, source.manifest)
+    drafted = draft_cases.draft(
+        evals,
+        cases,
+        source.path,
+        fired=draft_case_files.fired_lines(hooks, source.path),
+        repeat_last=bool(draft_shapes.loops(hooks)),
+    )
     plugin: object = Path(os.path.relpath(source.path, here)).as_posix()
     if marketplace is not None:
         plugin = {"marketplace": marketplace[0], "name": marketplace[1]}
     line = yaml.safe_dump({"plugin": plugin}, default_flow_style=False, width=1 << 16).strip()
     shown = Path(os.path.relpath(evals, here)).as_posix() + "/"
     stub_file = f"stub/{source.name}.yaml"
-    written: list[str] = []
-    kept: list[str] = []
+    first, written, kept, cli_line = drafted_cases or (None, [], [], None)
     _put(
         here / SUITE,
         with_schema(
@@ -270,7 +361,8 @@ def _init_cases(
         )
     ignored = _ignore_run_folders(here, cwd)
     print(
-        f"drafted a suite running the plugin's {len(drafted.cases)} claude plugin eval "
+        first
+        or f"drafted a suite running the plugin's {len(drafted.cases)} claude plugin eval "
         f"case(s) in {shown} (plugin_evals:), each on the stub as its graders ask"
         + (
             ", and a stage map sending each plugin file to the cases that name it"
@@ -284,6 +376,8 @@ def _init_cases(
         print(_hook_line(where.top / PRECOMMIT, map_path, cwd))
     for unmet in drafted.unmet:
         print(f"not satisfied on the stub: {unmet} (see {stub_file})")
+    if cli_line is not None:
+        print(cli_line)
     _next(here, cwd, stub_file, coverage=coverage)
     return EXIT_OK
 
@@ -359,17 +453,14 @@ def _refuse_unloadable(source: PluginSource) -> list[str]:
         return []
     verdict = plugin_load.ask(source.path, source.manifest_to_write)
     manifest = source.marketplace if source.origin == "marketplace entry" else None
-    file = manifest or source.path / MANIFEST
-    if verdict.loaded is False:
+    refused = plugin_load.refusal(verdict)
+    if refused is not None:
         raise UserError(
-            f"Claude Code does not load this plugin: {verdict.reason}",
-            file=file,
-            hint="fix it as the reason says (claude plugin validate PLUGIN_DIR lists every "
-            "problem); as it is, every stage would fail with that reason",
+            refused,
+            file=manifest or source.path / MANIFEST,
+            hint=plugin_load.FIX_HINT,
         )
-    if verdict.loaded is None:
-        return [f"note: could not ask Claude Code whether it loads the plugin: {verdict.unasked}"]
-    return [f"note: Claude Code loads the plugin less a part: {error}" for error in verdict.errors]
+    return plugin_load.notes(verdict)
 
 
 def _say(written: list[str], kept: list[str], ignored: str, notes: list[str]) -> None:

@@ -17,11 +17,22 @@ from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.text import display_path
 
+# Cases `init --format cases` drafts sit in the plugin's eval folder, which the
+# CLI finds by the manifest alone (and a folder below an ignored one cannot be
+# re-included: the rule itself must go).
+CASES_ADVICE = (
+    "drop the rule, or name another eval folder in the plugin's manifest "
+    '("experimental": {"evals": "DIR"}) and draft again'
+)
 
-def hidden_line(files: list[Path]) -> str | None:
-    """One line when git ignores the first of `files` (a suite, its map) that it
-    does, saying by which rule and what to do; None when a commit takes them all
-    (or they are in no work tree: nothing to commit them to)."""
+
+def hidden_line(
+    files: list[Path], *, what: str = "the suite", advice: str | None = None
+) -> str | None:
+    """One line when git ignores the first of `files` (a suite, its map; `what`)
+    that it does, saying by which rule and what to do (`advice`, else un-ignore
+    its folder or draft it elsewhere); None when a commit takes them all (or they
+    are in no work tree: nothing to commit them to)."""
     for path in files:
         try:
             rule = git.ignoring_rule(path.parent, path.name)
@@ -34,9 +45,12 @@ def hidden_line(files: list[Path]) -> str | None:
             source = git.toplevel(path.parent) / source
         return (
             f"{display_path(path)} is ignored by git ({display_path(source)}:{rule.line}: "
-            f"{rule.pattern}): the suite would not be committed, nor run on a pull request; "
-            f"un-ignore its folder ({_unignore(rule.pattern, path)}), or draft the suite "
-            "elsewhere (ci-evals init --into DIR)"
+            f"{rule.pattern}): {what} would not be committed, nor run on a pull request; "
+            + (
+                advice
+                or f"un-ignore its folder ({_unignore(rule.pattern, path)}), or draft the "
+                "suite elsewhere (ci-evals init --into DIR)"
+            )
         )
     return None
 

@@ -71,11 +71,22 @@ def find_cases(source: PluginSource) -> tuple[Path, list[Path]]:
     return folder, discover(folder, warnings, within=within)
 
 
-def draft(folder: Path, found: Sequence[Path], plugin_dir: Path | None = None) -> Draft:
+def draft(
+    folder: Path,
+    found: Sequence[Path],
+    plugin_dir: Path | None = None,
+    *,
+    fired: Sequence[str] = (),
+    repeat_last: bool = False,
+) -> Draft:
     """Read every case (of the plugin in `plugin_dir`; a `UserError` at its place for
-    one `run` would refuse) and script the stub for them."""
+    one `run` would refuse) and script the stub for them. `fired`: the trace lines
+    every run shows whatever the model does (the plugin's SessionStart hooks', as
+    `draft_case_files.fired_lines` gives them); `repeat_last`: the plugin has a Stop
+    hook that may feed a prompt back, which each rule's last turn answers."""
     cases = tuple(load_case(path, [], plugin_dir=plugin_dir) for path in found)
     judges: dict[str, dict[str, Any]] = {}
+    subagents: dict[str, dict[str, Any]] = {}
     agents: list[dict[str, Any]] = []
     unmet: list[str] = []
     called: set[str] = set()
@@ -84,19 +95,29 @@ def draft(folder: Path, found: Sequence[Path], plugin_dir: Path | None = None) -
             if isinstance(grader, Llm | Baseline):
                 line = _first_line(grader.criteria)
                 judges.setdefault(line, _judge_rule(len(judges) + 1, line))
-        rule, missed = _agent_rule(case)
-        called |= {_called(call) for turn in rule["turns"] for call in turn.get("tools", ())}
+        rule, missed = _agent_rule(case, tuple(fired))
+        if repeat_last:
+            rule = {"name": rule["name"], "match": rule["match"], "repeat_last": True} | rule
+        calls = [call for turn in rule["turns"] for call in turn.get("tools", ())]
+        called |= {_called(call) for call in calls}
+        for call in calls:  # a subagent it launches asks the model too: answered
+            if "agent" in call:
+                name = call["agent"]["name"]
+                subagents.setdefault(name, _subagent_rule(len(subagents) + 1, name))
         agents.append(rule)
         unmet += [f"{case.name}: {why}" for why in missed]
     grants = tuple(sorted(t for t in called if t not in READ_ONLY and entry_problem(t) is None))
-    return Draft(folder, cases, {"rules": [*judges.values(), *agents]}, tuple(unmet), grants)
+    # Judges first (a judge's prompt holds the agent's words), then subagents (a
+    # subagent's prompt may hold its case's), then the cases.
+    rules = [*judges.values(), *subagents.values(), *agents]
+    return Draft(folder, cases, {"rules": rules}, tuple(unmet), grants)
 
 
 def _called(call: Mapping[str, Any]) -> str:
     """The tool a stub script's call calls (`_call`)."""
     if "tool" in call:
         return str(call["tool"]["name"])
-    return "Write" if "write" in call else "Read"
+    return {"write": "Write", "agent": "Agent", "skill": "Skill"}.get(next(iter(call)), "Read")
 
 
 def render_suite(
@@ -135,6 +156,14 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), text)[:200]
 
 
+def _subagent_rule(number: int, name: str) -> dict[str, Any]:
+    return {
+        "name": f"subagent-{number}",
+        "match": {"agent": name},
+        "turns": [{"text": f"Findings of {name} (stub)."}],
+    }
+
+
 def _judge_rule(number: int, criterion: str) -> dict[str, Any]:
     return {
         "name": f"judge-{number}",
@@ -154,10 +183,11 @@ class _Plan:
     files: dict[str, list[str]] = field(default_factory=dict)  # path -> content lines
     text: list[str] = field(default_factory=list)
     sep: str = "\n"  # between the last message's samples
+    fired: tuple[str, ...] = ()  # trace lines every run shows (`draft`'s `fired`)
 
 
-def _agent_rule(case: Case) -> tuple[dict[str, Any], list[str]]:
-    plan, missed = _planned(case)
+def _agent_rule(case: Case, fired: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+    plan, missed = _planned(case, fired)
     calls = [_call(tool, given) for tool, given in plan.calls]
     # What the run writes and says first (a pattern's count then sees the rest), the
     # files written before any tool call (a Read may read them), calls last.
@@ -178,9 +208,9 @@ def _agent_rule(case: Case) -> tuple[dict[str, Any], list[str]]:
     return {"name": f"case-{case.unit_id}", "match": match, "turns": turns}, missed
 
 
-def _planned(case: Case) -> tuple[_Plan, list[str]]:
+def _planned(case: Case, fired: tuple[str, ...] = ()) -> tuple[_Plan, list[str]]:
     """What the case's run does for its graders, and what of them it cannot satisfy."""
-    plan = _Plan()
+    plan = _Plan(fired=fired)
     missed: list[str] = []
     # What the run writes and says first (a pattern's count then sees the rest), the
     # files written before any tool call (a Read may read them), calls last.
@@ -286,6 +316,7 @@ def _plan_order(grader: ToolOrder, plan: _Plan) -> str:
 # fit the tool, but the call is in the trace: `tool_used` counts it, as the CLI does).
 _INPUT_KEY = {"Read": "file_path", "Skill": "skill", "Bash": "command", "Glob": "pattern"}
 _INPUT_KEY |= {"Grep": "pattern", "WebFetch": "url", "WebSearch": "query", "Edit": "file_path"}
+_INPUT_KEY |= {"Agent": "subagent_type"}
 _PATH_TOOLS = frozenset({"Write", "Read", "Edit"})
 
 
@@ -354,13 +385,18 @@ def _unmet(graders: Sequence[CaseGrader], plan: _Plan) -> list[str]:
 
 def _trace(plan: _Plan) -> str:
     """The planned run's trace, near enough: its calls' and last message's content
-    blocks as the CLI's stream-json lines hold them."""
-    blocks: list[object] = [
-        {"type": "tool_use", "id": "toolu_stub", "name": tool, "input": dict(given)}
-        for tool, given in plan.calls
-    ]
+    blocks as the CLI's stream-json lines hold them, and the CLI's answer to a
+    Skill or Agent call naming a part (the plugin's: it loads it)."""
+    blocks: list[object] = []
+    for tool, given in plan.calls:
+        blocks.append({"type": "tool_use", "id": "toolu_stub", "name": tool, "input": dict(given)})
+        if tool == "Skill" and "skill" in given:
+            answer = {"type": "tool_result", "content": f"Launching skill: {given['skill']}"}
+            blocks.append(answer)
+        elif tool == "Agent" and "subagent_type" in given:
+            blocks.append({"status": "completed", "agentType": given["subagent_type"]})
     blocks.append({"type": "text", "text": _last_text(plan)})
-    return "\n".join(compact_json(block) for block in blocks)
+    return "\n".join([*plan.fired, *(compact_json(block) for block in blocks)])
 
 
 def _is(tool: str, given: Mapping[str, str], ref: ToolRef) -> bool:
@@ -389,6 +425,9 @@ def _call(tool: str, given: Mapping[str, str]) -> dict[str, Any]:
         return {"write": {"path": given["file_path"], "content": given["content"]}}
     if tool == "Read":
         return {"read": given["file_path"]}
+    if tool == "Agent" and set(given) == {"subagent_type"}:  # a launch the CLI runs
+        name = given["subagent_type"]
+        return {"agent": {"name": name, "prompt": f"Placeholder task for {name} (stub)."}}
     return {"tool": {"name": tool, "input": dict(given)}}
 
 
