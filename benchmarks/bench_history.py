@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 
+from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.matcher import GlobMatcher
@@ -313,39 +314,53 @@ def replay(
         for stage_map in kinds.values()
     }
     for position, commit in enumerate(commits):
-        parent = f"{commit}^1"
-        # What `compute-stage PARENT --head COMMIT` does, with the range and the
-        # diff computed once for every map (`diff.decide_change`).
-        change = diff_range.resolve(repo, parent, commit, deepen_tries=0)
-        assert isinstance(change, diff_range.Range), change
-        changed = [path for chunk in diff_range.diff_chunks(repo, change) for path in chunk]
-        for name, kinds in maps.items():
-            n = len(next(iter(kinds.values())).stages)
-            root = next(iter(kinds.values())).root + "/"
-            out["everything"] += n  # type: ignore[operator]
-            if any(path.startswith(root) for path in changed):
-                out["on.paths"] += n  # type: ignore[operator]
-            best = None if ideal is None else ideal(position, name)
-            ideal_runs = 0 if best is None else n - best + 1
-            out["ideal"] += ideal_runs  # type: ignore[operator]
-            paths_runs = n if any(path.startswith(root) for path in changed) else 0
-            if paths_runs < ideal_runs:  # a change on.paths cannot see (entry, suite)
-                out["on.paths below ideal"] += 1  # type: ignore[operator]
-            for kind, stage_map in kinds.items():
-                chosen = diff_range.decide_change(
-                    repo, stage_map, change, [changed], matcher=matchers[id(stage_map)]
-                )
-                runs = 0 if chosen.from_stage is None else n - chosen.from_stage + 1
-                tallies[kind].runs += runs
-                if runs < ideal_runs:
-                    tallies[kind].below_ideal.append(f"{commit[:10]} {name}: {chosen.detail}")
-                if runs > paths_runs:
-                    tallies[kind].above_paths.append(
-                        f"{commit[:10]} {name}: {runs} runs ({chosen.reason}): {chosen.detail}"
-                    )
-                out["answers"] += 1  # type: ignore[operator]
+        with git.shared_reads():  # one commit's reads, shared by every plugin's map
+            _replay_commit(repo, maps, commit, position, ideal, out, tallies, matchers)
     out.update(tallies)
     return out
+
+
+def _replay_commit(
+    repo: Path,
+    maps: dict[str, dict[str, StageMap]],
+    commit: str,
+    position: int,
+    ideal: Callable[[int, str], int | None] | None,
+    out: dict[str, int | Tally],
+    tallies: dict[str, Tally],
+    matchers: dict[int, GlobMatcher],
+) -> None:
+    parent = f"{commit}^1"
+    # What `compute-stage PARENT --head COMMIT` does, with the range and the
+    # diff computed once for every map (`diff.decide_change`).
+    change = diff_range.resolve(repo, parent, commit, deepen_tries=0)
+    assert isinstance(change, diff_range.Range), change
+    changed = [path for chunk in diff_range.diff_chunks(repo, change) for path in chunk]
+    for name, kinds in maps.items():
+        n = len(next(iter(kinds.values())).stages)
+        root = next(iter(kinds.values())).root + "/"
+        out["everything"] += n  # type: ignore[operator]
+        if any(path.startswith(root) for path in changed):
+            out["on.paths"] += n  # type: ignore[operator]
+        best = None if ideal is None else ideal(position, name)
+        ideal_runs = 0 if best is None else n - best + 1
+        out["ideal"] += ideal_runs  # type: ignore[operator]
+        paths_runs = n if any(path.startswith(root) for path in changed) else 0
+        if paths_runs < ideal_runs:  # a change on.paths cannot see (entry, suite)
+            out["on.paths below ideal"] += 1  # type: ignore[operator]
+        for kind, stage_map in kinds.items():
+            chosen = diff_range.decide_change(
+                repo, stage_map, change, [changed], matcher=matchers[id(stage_map)]
+            )
+            runs = 0 if chosen.from_stage is None else n - chosen.from_stage + 1
+            tallies[kind].runs += runs
+            if runs < ideal_runs:
+                tallies[kind].below_ideal.append(f"{commit[:10]} {name}: {chosen.detail}")
+            if runs > paths_runs:
+                tallies[kind].above_paths.append(
+                    f"{commit[:10]} {name}: {runs} runs ({chosen.reason}): {chosen.detail}"
+                )
+            out["answers"] += 1  # type: ignore[operator]
 
 
 def report(out: dict[str, int | Tally], kinds: list[str], show: int = 0) -> bool:
