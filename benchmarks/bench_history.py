@@ -28,6 +28,12 @@ Stage runs per (commit, plugin), n the plugin's stages, s the answer: n - s + 1
 Done when the drafted maps run <= 1.1x `on.paths` and never less than the
 ideal on any commit (exit 1 otherwise).
 
+A public history is replayed with today's maps (`--public`): a (commit,
+plugin) before the plugin's folder exists counts for none (no suite of it can
+be asked there), and every map decides each commit inside one
+`git.shared_reads()`, so the marketplace file and the tree's links are read
+once per commit, not once per plugin.
+
     .venv/bin/python benchmarks/bench_history.py [--plugins 6] [--commits 300] [--seed 7]
         [--repo DIR]
     .venv/bin/python benchmarks/bench_history.py --public DIR   # a fetched marketplace, by hand
