@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -302,11 +304,46 @@ def rev_parse(repo: Path, rev: str) -> str | None:
     return result.stdout.decode("ascii", "replace").strip() or None
 
 
+# Reads kept while `shared_reads()` is open: (what, repo, commit, ...) -> result.
+_SHARED: ContextVar[dict[tuple[str, ...], object] | None] = ContextVar("_SHARED", default=None)
+
+
+@contextmanager
+def shared_reads() -> Iterator[None]:
+    """Within: what `blob_at`, `folder_entries` and `links_below` read at a full
+    SHA is kept and reused, and `links_below` lists the commit's whole tree once.
+
+    For one change decided for many maps (a marketplace's plugins): each map
+    compares the same marketplace file at the same two commits and looks for
+    links under its own folder, a git process apiece that this makes one per
+    commit. An object named by a SHA never changes, so a kept read is the read.
+    Outside, nothing is kept: one map's `compute-stage` lists its folder only."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _kept(key: tuple[str, ...]) -> dict[tuple[str, ...], object] | None:
+    """The shared reads when open and `key`'s commit (key[2]) is a full SHA (a name
+    like `HEAD` moves: never kept)."""
+    shared = _SHARED.get()
+    return shared if shared is not None and _HEX.fullmatch(key[2].encode()) else None
+
+
 def blob_at(repo: Path, commit: str, path: str) -> bytes | None:
     """The content of `path` (repo-relative) at `commit` — `git show COMMIT:PATH` —
     or None when it is not a file there. `commit` is a SHA (never an option)."""
+    key = ("blob", str(repo), commit, path)
+    shared = _kept(key)
+    if shared is not None and key in shared:
+        return shared[key]  # type: ignore[return-value]
     result = run(repo, "cat-file", "blob", f"{commit}:{path}", check=False)
-    return result.stdout if result.returncode == 0 else None
+    found = result.stdout if result.returncode == 0 else None
+    if shared is not None:
+        shared[key] = found
+    return found
 
 
 def ref_names(repo: Path) -> list[str]:
@@ -500,9 +537,16 @@ class TreeEntry(NamedTuple):
 def folder_entries(repo: Path, commit: str, folders: Sequence[str]) -> dict[str, list[TreeEntry]]:
     """The entries of each folder (repo-relative, `""`: the top) in `commit`, one level,
     from one `git cat-file --batch`; a folder that is not a folder there is left out."""
-    specs = [f"{commit}:{folder}" if folder else f"{commit}^{{tree}}" for folder in folders]
+    shared = _kept(("folder", str(repo), commit))
     found: dict[str, list[TreeEntry]] = {}
+    if shared is not None:
+        kept = {f: shared.get(("folder", str(repo), commit, f), ()) for f in folders}
+        found = {f: got for f, got in kept.items() if isinstance(got, list)}
+        folders = [f for f, got in kept.items() if got == ()]
+    specs = [f"{commit}:{folder}" if folder else f"{commit}^{{tree}}" for folder in folders]
     for folder, got in zip(folders, objects(repo, specs), strict=True):
+        if shared is not None:  # None (not a folder) is kept too
+            shared[("folder", str(repo), commit, folder)] = None
         if got is None or got[0] != "tree":
             continue
         data, width = got[2], len(got[1]) // 2  # 20 bytes (SHA-1) or 32 (SHA-256)
@@ -518,6 +562,8 @@ def folder_entries(repo: Path, commit: str, folders: Sequence[str]) -> dict[str,
             entries.append(TreeEntry(mode, oid, lead + name))
             at = nul + 1 + width
         found[folder] = entries
+        if shared is not None:
+            shared[("folder", str(repo), commit, folder)] = entries
     return found
 
 
@@ -527,6 +573,22 @@ def links_below(repo: Path, commit: str, folders: Sequence[str]) -> list[TreeEnt
     git records a link as mode 120000 in the tree, so this reads trees only —
     never the work tree or the index —, and a listing with no link is told by
     one C-level search of the modes, not parsed."""
+    key = ("links", str(repo), commit)
+    shared = _kept(key)
+    if shared is not None:
+        if key not in shared:
+            shared[key] = _links_below(repo, commit, [""])
+        everywhere: list[TreeEntry] = shared[key]  # type: ignore[assignment]
+        # What `:(literal)FOLDER` selects: the folder itself and what is below it.
+        return [
+            e
+            for e in everywhere
+            if any(not f or e.path == f or e.path.startswith(f + "/") for f in folders)
+        ]
+    return _links_below(repo, commit, folders)
+
+
+def _links_below(repo: Path, commit: str, folders: Sequence[str]) -> list[TreeEntry]:
     specs = () if "" in folders else [f":(literal){folder}" for folder in folders]
     listing = ("ls-tree", "-z", "-r", "--full-tree")
     # First the modes alone (`--format`, git 2.36+): a tenth of the output to read,

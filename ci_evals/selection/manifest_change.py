@@ -33,6 +33,7 @@ either way.)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,15 +121,28 @@ def _compare(
 def _parse(data: bytes | None, where: str) -> dict[str, object]:
     if data is None:
         raise _Unclear(f"not a file at {where} (added or removed)")
-    import json  # noqa: PLC0415 - only when one of these files changed (kept off start-up)
-
-    try:
-        value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _Unclear(f"cannot be compared: not valid JSON at {where}") from None
+    value = _json(data)
+    if value is _INVALID:
+        raise _Unclear(f"cannot be compared: not valid JSON at {where}")
     if not isinstance(value, dict):
         raise _Unclear(f"cannot be compared: not a JSON object at {where}")
     return value
+
+
+_INVALID = object()
+
+
+# One change decided for many maps (a marketplace's plugins, `git.shared_reads`)
+# parses the same marketplace file once per side, not once per plugin: a large
+# file's parse outweighed all else. The views built from it never modify it.
+@functools.lru_cache(maxsize=8)
+def _json(data: bytes) -> object:
+    import json  # noqa: PLC0415 - only when one of these files changed (kept off start-up)
+
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return _INVALID
 
 
 def _without(data: dict[str, object], ignore: Sequence[str]) -> dict[str, object]:
