@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_evals.errors import UserError
 from ci_evals.run import isolation
+
+if TYPE_CHECKING:
+    from ci_evals.results.model import RunResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model replay:RUN_DIR)",
     )
     parser.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="finish the interrupted or partly errored run in RUN_DIR: the stages that "
+        "passed are kept (verified), the rest run again (docs/run.md)",
+    )
+    parser.add_argument(
         "--keep-workspace",
         action="store_true",
         help="keep each scenario's workspace (under $TMPDIR; its path is printed) "
@@ -159,4 +170,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
     from ci_evals.run import plan  # noqa: PLC0415
 
-    return plan.run(args)
+    return plan.run(args, problems=_saved_run_problems)
+
+
+def _saved_run_problems(result: RunResult, folder: Path) -> list[str]:
+    """What `report` checks of a run folder before it believes it: the file against
+    itself and the scoring rules (`report.verify`), and against the graders' files
+    beside it (`report.evidence`); `run --resume` keeps nothing of a run with any."""
+    from ci_evals.report import evidence, verify  # noqa: PLC0415 - pydantic
+
+    return [*verify.problems(result), *evidence.problems(result, folder)]
