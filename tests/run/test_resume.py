@@ -205,3 +205,28 @@ def test_an_interrupted_run_resumes_and_a_tampered_stage_is_not_kept(tmp_path: P
         "stage 3 for Acme Corp\n"
     )
     _trusted(result, tampered)
+
+
+def test_the_budget_counts_what_the_earlier_session_spent(tmp_path: Path) -> None:
+    """$0.04 for the run: stage 3 spent $0.028 before the outage, so stage 4 gets what
+    is left ($0.012, less than its $0.028), not a fresh $0.04."""
+    suite, stub = make_suite(tmp_path, rules=ERRS, budget_usd=0.04)
+    stub.write_text(USAGE + stub.read_text())
+    out = tmp_path / "out"
+    proc = _first_run(tmp_path, suite, stub)
+    _, stderr = _finish(proc)
+    assert proc.returncode == 1, stderr
+    spent = read_results(out).total_cost_usd
+    assert 0 < spent < 0.04
+    _heal(stub)
+
+    done = _resume(tmp_path, out)
+
+    assert done.returncode == 1, done.stderr
+    after = read_results(out)
+    assert _statuses(after) == [(3, "completed", "kept"), (4, "limit", "rerun"),
+                                (5, "skipped", None)]  # fmt: skip
+    stage4 = after.scenarios[0].stages[1]
+    assert stage4.limit_hit == "budget"
+    assert f"reached max_budget_usd ({0.04 - spent:.3f})" in (stage4.error or "")
+    _trusted(after, out)
