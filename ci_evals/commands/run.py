@@ -162,6 +162,8 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tasks is not None and args.resume is not None:
+        raise UserError("--resume finishes one suite's run", hint="leave --tasks out")
     if args.tasks is not None:  # many suites: the benchmark
         from ci_evals.run import tasks  # noqa: PLC0415
 
