@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci_evals.report.baseline import is_stub, stage_cost
+from ci_evals.report.baseline import costed_runs, is_stub
 from ci_evals.results.model import RunResult
 
 
@@ -179,19 +179,11 @@ def forecast(
 
 def _per_run(result: RunResult) -> dict[tuple[str, int], tuple[float, float | None]]:
     """(scenario, stage) -> this run's mean (cost, seconds) per run, with the plugin."""
-    seen: dict[tuple[str, int], list[tuple[float, float | None]]] = {}
-    for scenario in result.scenarios:
-        if scenario.arm == "without":
-            continue
-        for stage in scenario.stages:
-            cost = stage_cost(stage)
-            if cost is not None:
-                seen.setdefault((scenario.id, stage.number), []).append((cost, stage.duration_s))
     out: dict[tuple[str, int], tuple[float, float | None]] = {}
-    for key, values in seen.items():
-        times = [t for _, t in values if t is not None]
+    for key, runs in costed_runs(result).items():
+        times = [stage.duration_s for _, stage in runs if stage.duration_s is not None]
         out[key] = (
-            math.fsum(c for c, _ in values) / len(values),
+            math.fsum(cost for cost, _ in runs) / len(runs),
             math.fsum(times) / len(times) if times else None,
         )
     return out
