@@ -118,16 +118,16 @@ def test_the_gate_holds_a_run_above_it_until_a_label_or_a_dispatch_approves_it(
     assert dispatched.returncode == 0 and "started by workflow_dispatch" in dispatched.stdout
     assert output.read_text().count("gate=approved") == 2
 
-    # Priced in full and under the suite's own gate: open, no approval asked.
-    suite.write_text(suite.read_text() + "max_forecast_usd: 100\n")
+    # Priced in full, against the suite's own gate; --max-usd overrides it.
+    suite.write_text(suite.read_text() + "max_forecast_usd: 0.001\n")
     try:
         gated = ("forecast", "--suite", str(suite), "--from-stage", "4", "--history", str(later))
-        under = _ci_evals(tmp_path, *gated, GITHUB_EVENT_NAME="pull_request", **actions)
-        over = _ci_evals(tmp_path, *gated, "--max-usd", "0.001")
+        over = _ci_evals(tmp_path, *gated)
+        under = _ci_evals(tmp_path, *gated, "--max-usd", "100")
     finally:
-        suite.write_text(suite.read_text().replace("max_forecast_usd: 100\n", ""))
-    assert under.returncode == 0 and "Waiting" not in under.stdout + under.stderr
+        suite.write_text(suite.read_text().replace("max_forecast_usd: 0.001\n", ""))
     assert over.returncode == 1 and "is above max_forecast_usd $0.00" in over.stderr
+    assert under.returncode == 0 and "Waiting" not in under.stdout + under.stderr
 
 
 def test_with_no_history_every_price_is_unknown_never_guessed() -> None:
