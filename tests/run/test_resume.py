@@ -154,6 +154,15 @@ def test_a_partly_errored_run_resumes_keeping_what_passed(tmp_path: Path) -> Non
     assert len(after.resumed) == 1 and after.resumed[0].kept == 1
     assert after.resumed[0].rerun == 2
     _trusted(after, out)
+    report = subprocess.run(
+        [str(CI_EVALS), "report", str(out), "--markdown", str(tmp_path / "summary.md")],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert (
+        "**Resumed:** resumed once (run --resume): 1 stage(s) kept"
+        in (tmp_path / "summary.md").read_text()
+    )
 
     again = _resume(tmp_path, out)
     assert again.returncode == 2 and "the run passed: nothing to resume" in again.stderr
