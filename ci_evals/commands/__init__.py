@@ -11,6 +11,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ci_evals.commands.run",
         "run stages N..last of the suite's scenarios through the agent",
     ),
+    "forecast": (
+        "ci_evals.commands.forecast",
+        "price a run from the base's last runs before it starts; gate the spend",
+    ),
     "plan": (
         "ci_evals.commands.plan",
         "split a run into K shards for CI's job matrix, balanced by recorded durations",
@@ -90,6 +94,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 NEEDS_RUN_EXTRA = frozenset(
     {
         "run",
+        "forecast",
         "plan",
         "merge",
         "init",

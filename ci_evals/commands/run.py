@@ -107,6 +107,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model replay:RUN_DIR)",
     )
     parser.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="finish the interrupted or partly errored run in RUN_DIR: the stages that "
+        "passed are kept (verified), the rest run again (docs/run.md)",
+    )
+    parser.add_argument(
         "--keep-workspace",
         action="store_true",
         help="keep each scenario's workspace (under $TMPDIR; its path is printed) "
@@ -158,6 +165,8 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tasks is not None and args.resume is not None:
+        raise UserError("--resume finishes one suite's run", hint="leave --tasks out")
     if args.tasks is not None:  # many suites: the benchmark
         if args.emit is not None:
             raise UserError(
@@ -174,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
 
     emit: output.Emit | None = args.emit
     if emit is None:
-        return plan.run(args)
+        return plan.run(args, problems=_saved_run_problems)
     documents: list[dict[str, Any]] = []
 
     def on_result(result: RunResult, run_dir: Path, code: int) -> None:
@@ -182,10 +191,19 @@ def run(args: argparse.Namespace) -> int:
 
         documents.append(run_document(result, run_dir))
 
-    code = plan.run(args, on_result)
+    code = plan.run(args, on_result, problems=_saved_run_problems)
     if documents:
         emit(code, {"verdict": documents[0]["verdict"], "run": documents[0]})
     else:  # the change (or --units) left nothing to run: no run folder
         assert code == EXIT_OK
         emit(code, {"verdict": "nothing-to-run", "run": None})
     return code
+
+
+def _saved_run_problems(result: RunResult, folder: Path) -> list[str]:
+    """What `report` checks of a run folder before it believes it: the file against
+    itself and the scoring rules (`report.verify`), and against the graders' files
+    beside it (`report.evidence`); `run --resume` keeps nothing of a run with any."""
+    from ci_evals.report import evidence, verify  # noqa: PLC0415 - pydantic
+
+    return [*verify.problems(result), *evidence.problems(result, folder)]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -262,3 +263,26 @@ def view_state(state: Path, dest: Path) -> Path:
     held, _, _ = _copy_tree(state, dest, None, (), (), hard_links=True)
     restore_links({**held, **links}, dest, links_file(state))
     return dest
+
+
+def restore_state(state: Path, root: Path, *, keep: Collection[str] = ()) -> None:
+    """Make the live workspace `root` what the saved state `state` holds (`run
+    --resume`: a scenario goes on from the last stage it kept). Everything in
+    `root` but the top-level names in `keep` (its `.git`, which no state saves)
+    is removed; the state's files are copied in, its recorded links made again
+    as written, never followed."""
+    links = state_links(state)
+    staging = root.with_name(root.name + ".restoring")
+    held, _, _ = _copy_tree(state, staging, None, (), (), hard_links=False)
+    for entry in os.scandir(root):
+        if entry.name in keep:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    for entry in os.scandir(staging):
+        if entry.name not in keep:
+            os.rename(entry.path, root / entry.name)
+    shutil.rmtree(staging)
+    restore_links({**held, **links}, root, links_file(state))

@@ -217,15 +217,23 @@ def summaries(result: RunResult) -> list[StageSummary]:
 def stage_costs(result: RunResult) -> dict[tuple[str, int], float]:
     """Mean cost per run of each (scenario, stage) that ran with the plugin: the stage
     plus its reviewer (a run without it, under ablation, is not the stage's cost)."""
-    totals: dict[tuple[str, int], list[float]] = {}
+    return {
+        key: sum(cost for cost, _ in runs) / len(runs) for key, runs in costed_runs(result).items()
+    }
+
+
+def costed_runs(result: RunResult) -> dict[tuple[str, int], list[tuple[float, StageResult]]]:
+    """Each (scenario, stage)'s runs with the plugin that cost something (`stage_cost`),
+    with that cost."""
+    runs: dict[tuple[str, int], list[tuple[float, StageResult]]] = {}
     for scenario in result.scenarios:
         if scenario.arm == "without":
             continue
         for stage in scenario.stages:
             cost = stage_cost(stage)
             if cost is not None:
-                totals.setdefault((scenario.id, stage.number), []).append(cost)
-    return {key: sum(values) / len(values) for key, values in totals.items()}
+                runs.setdefault((scenario.id, stage.number), []).append((cost, stage))
+    return runs
 
 
 def stage_cost(stage: StageResult) -> float | None:

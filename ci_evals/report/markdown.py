@@ -195,6 +195,8 @@ def _headline(result: RunResult, problems: Sequence[str]) -> list[str]:
             "the suite disagree, so those stages are errors; see *Not passed*.",
             "",
         ]
+    if result.resumed:
+        lines += [f"**Resumed:** {text(result.resumed_note, REASON_LIMIT)}.", ""]
     if not result.isolated:
         lines += [
             f"**Not isolated:** the agent ran on the host (sandbox "

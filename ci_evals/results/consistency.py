@@ -159,7 +159,9 @@ def _total_cost(result: RunResult) -> Iterator[str]:
     if result.forwarded is not None:
         spent, what = result.forwarded.cost_usd, "the model endpoint forwarded"
     else:
-        spent, what = result.stages_cost_usd, "the stages and reviewers cost"
+        # A resumed run also spent what its discarded attempts cost (`Resumed`).
+        spent = result.stages_cost_usd + result.discarded_usd
+        what = "the stages and reviewers cost"
     if not math.isclose(result.total_cost_usd, spent, abs_tol=COST_TOLERANCE):
         yield f"total_cost_usd is {result.total_cost_usd:.6f} but {what} {spent:.6f}"
 

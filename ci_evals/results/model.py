@@ -44,6 +44,7 @@ __all__ = [
     "LimitHit",
     "ReplayedFrom",
     "ResourceLimits",
+    "Resumed",
     "Revision",
     "RunResult",
     "RunStatus",
@@ -223,6 +224,11 @@ class StageResult(_Model):
     # No grader sees these files, and later stages and reviewers load them.
     plugin_changes: list[FileChange] = Field(default_factory=list)
     plugin_changes_omitted: int = Field(default=0, ge=0)  # as `produced_omitted`
+    # `run --resume`: `kept` -- it passed (or completed) in an earlier session of the
+    # run and was kept with its evidence, not run again; `rerun` -- it ran again in a
+    # later session (the earlier attempt's folder was discarded). None: it ran in the
+    # run's first session.
+    resumed: Literal["kept", "rerun"] | None = None
 
 
 # Bytes a stage's listing (`produced`, `plugin_changes`) may take in results.json:
@@ -451,6 +457,17 @@ class ResourceLimits(_Model):
     seccomp: str | None = None
 
 
+class Resumed(_Model):
+    """One `ci-evals run --resume` of the run: when, what it kept and ran again, and
+    what the earlier sessions spent that no stage in the file accounts for any more
+    (the discarded attempts of the stages it ran again): the run's cost counts it."""
+
+    at: datetime
+    kept: int = Field(ge=0)  # stages kept with their evidence
+    rerun: int = Field(ge=0)  # stages set to run again (some may end skipped)
+    discarded_usd: float = Field(default=0.0, ge=0.0)
+
+
 class RunResult(_Model):
     version: int = VERSION
     run_id: str
@@ -507,6 +524,27 @@ class RunResult(_Model):
     merged_shards: list[ShardTiming] | None = None
     # `ci-evals import plugin-eval`: the document it was imported from (None: ci-evals ran it).
     imported_from: ImportedFrom | None = None
+    # `run --resume`: each session that finished this run after the first, in order.
+    resumed: list[Resumed] = Field(default_factory=list)
+
+    @property
+    def resumed_note(self) -> str:
+        """How the run was finished, for a headline: "resumed once: 4 stage(s) kept
+        with their evidence, 2 set to run again"; "" when it ran in one session."""
+        if not self.resumed:
+            return ""
+        kept = sum(1 for s in self.scenarios for stage in s.stages if stage.resumed == "kept")
+        rerun = sum(1 for s in self.scenarios for stage in s.stages if stage.resumed == "rerun")
+        times = "once" if len(self.resumed) == 1 else f"{len(self.resumed)} times"
+        return (
+            f"resumed {times} (run --resume): {kept} stage(s) kept with their evidence, "
+            f"{rerun} run again"
+        )
+
+    @property
+    def discarded_usd(self) -> float:
+        """What resumed sessions discarded: attempts no stage in the file counts."""
+        return math.fsum(session.discarded_usd for session in self.resumed)
 
     def repeats_of(self, scenario: ScenarioResult) -> int:
         """How many times `scenario` ran: its own count, else the run's `repeat`."""

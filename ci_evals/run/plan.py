@@ -32,7 +32,15 @@ from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs import upload
 from ci_evals.results.model import RunResult, Shard, read_results
 from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import environ_block, isolation, provenance, score_change, shard, shard_mac
+from ci_evals.run import (
+    environ_block,
+    isolation,
+    provenance,
+    resume,
+    score_change,
+    shard,
+    shard_mac,
+)
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table, verdict_line
 from ci_evals.run.runner import Runner, RunPlan
@@ -70,10 +78,15 @@ class Prepared:
 OnResult = Callable[[RunResult, Path, int], None]
 
 
-def run(args: argparse.Namespace, on_result: OnResult | None = None) -> int:
+def run(
+    args: argparse.Namespace,
+    on_result: OnResult | None = None,
+    problems: resume.Problems | None = None,
+) -> int:
     """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
     first problem), then run; its exit code. `on_result` is told the run's outcome
-    (not called when there was nothing to run)."""
+    (not called when there was nothing to run). `problems`: how a saved run disagrees
+    with itself or its folder (`run --resume` keeps nothing then)."""
     # The environment as given, the shard key's name and value included: held in our
     # memory it is still a credential the sandbox's choice weighs (`isolation.choose`).
     environ = dict(os.environ)
@@ -81,17 +94,30 @@ def run(args: argparse.Namespace, on_result: OnResult | None = None) -> int:
     # child inherits the shard key.
     key = shard_mac.take_key(os.environ)
     hide_credentials()
+    resumed = None
+    if getattr(args, "resume", None) is not None:
+        assert problems is not None
+        resumed = resume.read(args.resume, problems)
+        args = resume.arguments(args, resumed.saved, resumed.run_dir)
     ready = prepare(args, environ, Problems())  # raises at the first problem
     assert ready is not None and ready.endpoint is not None
+    endpoint = ready.endpoint
     if ready.from_stage is None:
         return EXIT_OK
-    plan = build(ready, args, environ)
+    if resumed is not None:
+        head = provenance.revision(ready.suite)
+        resume.require_same_suite(resumed.saved, ready.suite, head.commit if head else None)
+        ready = replace(ready, shard=resumed.saved.shard)
+        print(
+            f"ci-evals: resuming {resumed.saved.run_id}: {resumed.kept_count} stage(s) kept, "
+            f"{resumed.rerun_count} to run again",
+            file=sys.stderr,
+        )
+    plan = build(ready, args, environ, resumed=resumed)
     _say_single_arm(plan)
     with upload.sealed(plan.run_dir, "the run folder"):  # before it is signed
-        code = execute(
-            plan, ready.endpoint, record=args.record, verbosity=getattr(args, "verbosity", 0)
-        )
-    if key is not None and args.shard:
+        code = execute(plan, endpoint, record=args.record, verbosity=getattr(args, "verbosity", 0))
+    if key is not None and (args.shard or (resumed is not None and resumed.saved.shard)):
         shard_mac.sign(plan.run_dir, key)
     if on_result is not None:
         on_result(read_results(plan.run_dir), plan.run_dir, code)
@@ -248,13 +274,21 @@ def _checking(problems: Problems) -> Iterator[None]:
         problems.report(exc)
 
 
-def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) -> RunPlan:
+def build(
+    ready: Prepared,
+    args: argparse.Namespace,
+    environ: dict[str, str],
+    *,
+    resumed: resume.Resume | None = None,
+) -> RunPlan:
     """The run of a prepared suite: its id and folder (`--out`, or `run_dir`), its sandbox
-    ready (a docker image built at its first use)."""
+    ready (a docker image built at its first use); `resumed`: the run folder's run."""
     assert ready.from_stage is not None and ready.endpoint is not None
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    if resumed is not None:
+        run_id = resumed.saved.run_id
     run_dir = (args.out or RUNS_DIR / run_id).resolve()
-    if (run_dir / "results.json").exists():
+    if resumed is None and (run_dir / "results.json").exists():
         raise UserError(
             f"{run_dir} already holds a run", field="--out", hint="choose an empty folder"
         )
@@ -278,6 +312,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         revision=provenance.revision(ready.suite, ready.selection),
         shard=ready.shard,
         ablation=getattr(args, "ablation", None) or ready.suite.ablation,
+        resume=resumed,
     )
 
 
@@ -436,6 +471,8 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False, verbosit
             print(note)
     if result.repeated:
         print(repeat_table(result.summaries))
+    if result.resumed:
+        print(result.resumed_note)
     print(f"run folder: {plan.run_dir}")
     for line in _kept_workspaces(result):
         print(line)

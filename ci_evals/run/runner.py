@@ -70,11 +70,13 @@ from ci_evals.fs.snapshot import (
     diff_snapshots,
     take_snapshot,
 )
+from ci_evals.fs.state import restore_state
 from ci_evals.results.model import (
     RESULTS_FILE,
     Forwarded,
     ReplayedFrom,
     ResourceLimits,
+    Resumed,
     Revision,
     RunResult,
     ScenarioResult,
@@ -98,6 +100,7 @@ from ci_evals.run.case_context import (
     run_scaffold,
     scaffold_env,
 )
+from ci_evals.run.resume import Resume, require_same_units
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig, SandboxLost
 from ci_evals.sandbox.registry import close_all, kind_of, offline
 from ci_evals.suite.ablation import ARMS, Arm, stage_for_arm, unrunnable
@@ -146,6 +149,8 @@ class RunPlan:
     shard: Shard | None = None  # `run --shard I/K`: only its units run
     # `with-without`: every unit also runs without the plugin (`suite.ablation`).
     ablation: Literal["none", "with-without"] = "none"
+    # `run --resume`: the run folder read back, what is kept and what runs again.
+    resume: Resume | None = None
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -240,6 +245,10 @@ class _Scenario:
     # without-arm, the stages that cannot run without the plugin, with why.
     arm: Arm | None = None
     unrunnable: dict[int, str] = field(default_factory=dict)
+    # `run --resume`: its stages kept from the earlier session (not run again), and
+    # the saved state the first stage run again starts from (None: its fixtures).
+    kept: frozenset[int] = frozenset()
+    kept_state: Path | None = None
 
 
 class Runner:
@@ -313,6 +322,39 @@ class Runner:
                     continue
                 for arm in arms:  # a unit's arms together: a shard holds both
                     self._add(scenario, repeat, arm, place)
+        if plan.resume is not None:
+            try:
+                self._resume(plan.resume)
+            except UserError:
+                shutil.rmtree(self.work_root, ignore_errors=True)
+                raise
+
+    def _resume(self, resume: Resume) -> None:
+        """The run folder's run goes on: its id, start and cost so far; each unit's
+        kept stages in place (`run.resume`), the rest to run again."""
+        require_same_units(resume, self.result)
+        saved = resume.saved
+        self.result.run_id, self.result.started_at = saved.run_id, saved.started_at
+        self.result.resumed = [
+            *saved.resumed,
+            Resumed(
+                at=datetime.now(timezone.utc),
+                kept=resume.kept_count,
+                rerun=resume.rerun_count,
+                discarded_usd=0.0 if saved.forwarded is not None else resume.discarded_usd,
+            ),
+        ]
+        for state, old in zip(self._states, saved.scenarios, strict=True):
+            if resume.is_final(old):
+                stages = [stage.model_copy(update={"resumed": "kept"}) for stage in old.stages]
+            else:
+                kept = resume.kept_of(old)
+                stages = [stage.model_copy(update={"resumed": "kept"}) for stage in kept.stages]
+                state.kept_state = kept.state
+                stages += state.result.stages[len(stages) :]
+            state.kept = frozenset(stage.number for stage in stages if stage.resumed == "kept")
+            state.result.stages = stages
+            state.stage_results = {stage.number: stage for stage in stages}
 
     def _add(self, scenario: Scenario, repeat: int, arm: Arm | None, place: int) -> None:
         """A unit's arm as a scenario of the run; `place`: the unit's in the plan (the
@@ -362,10 +404,21 @@ class Runner:
         """Stages and their graders' model calls (reviewers) alike; with a metering
         endpoint, the larger of what it charged and what the CLIs reported (the two
         price tables differ: for a budget, take the higher)."""
-        reported = self.result.stages_cost_usd
+        reported = self.result.stages_cost_usd + self.result.discarded_usd
         if self.plan.meter is None:
             return reported
-        return max(reported, self.plan.meter().cost_usd)
+        return max(reported, self._metered().cost_usd)
+
+    def _metered(self) -> Forwarded:
+        """What the endpoint forwarded, in this session and (resumed) the earlier ones."""
+        assert self.plan.meter is not None
+        now = forwarded(self.plan.meter())
+        before = self.plan.resume.saved.forwarded if self.plan.resume is not None else None
+        if before is None:
+            return now
+        return Forwarded(
+            **{name: getattr(now, name) + getattr(before, name) for name in Forwarded.model_fields}
+        )
 
     def budget_left(self) -> float | None:
         budget = self.plan.suite.budget_usd
@@ -393,6 +446,14 @@ class Runner:
             ) from None  # fmt: skip
         except OSError as exc:
             raise UserError(f"{run_dir}: cannot make the run folder: {exc.strerror}") from None
+        if self.plan.resume is not None:
+            if file_sha256(run_dir / RESULTS_FILE) != self.plan.resume.digest:
+                owned.release(fd)
+                raise UserError(
+                    f"{run_dir / RESULTS_FILE} changed since it was read", field="--resume",
+                    hint="resume it again",
+                )  # fmt: skip
+            return fd
         if (run_dir / RESULTS_FILE).exists():
             owned.release(fd)
             raise UserError(
@@ -433,7 +494,11 @@ class Runner:
 
     async def _run_scenario(self, state: _Scenario) -> None:
         stopped: str | None = None  # why the remaining stages are skipped
+        if self.plan.resume is not None:
+            await asyncio.to_thread(self._discard, state)
         for stage in self.plan.stages_of(state.scenario):
+            if stage.number in state.kept:  # passed in an earlier session, evidence verified
+                continue
             stage_result = state.stage_results[stage.number]
             single = state.unrunnable.get(stage.number)
             if single is not None:  # recorded as such: the summary says single-arm, and why
@@ -453,6 +518,18 @@ class Runner:
                 self.listener.stage_finished(state.label, stage_result)
             if stage_result.status not in ("completed", "passed"):
                 stopped = f"stage {stage.number} ({stage.name}) ended with {stage_result.status}"
+
+    def _discard(self, state: _Scenario) -> None:
+        """`run --resume`: the folders of the stages that run again, as the earlier
+        attempt left them (a stale saved state, scorecard or trajectory), removed."""
+        for stage in self.plan.stages_of(state.scenario):
+            if stage.number in state.kept:
+                continue
+            old = self.plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
+            if old.is_symlink():
+                old.unlink()
+            elif old.exists():
+                shutil.rmtree(old)
 
     def _stop_reason(self) -> str | None:
         if self.interrupted:
@@ -596,7 +673,7 @@ class Runner:
         """The scenario's workspace, made before its first stage: in the without-arm
         with the plugin copy for the graders, but none offered to the agent."""
         if state.workspace is None:
-            state.workspace = await asyncio.to_thread(
+            workspace = await asyncio.to_thread(
                 create_workspace,
                 self.plan.suite,
                 self.plan.from_stage,
@@ -605,11 +682,18 @@ class Runner:
                 run_dir=self.plan.run_dir,
                 offered=state.arm != "without",
             )
+            if state.kept_state is not None:  # resumed: as its last kept stage left it
+                await asyncio.to_thread(
+                    restore_state, state.kept_state, workspace.root, keep=workspace.unrecorded
+                )
+            state.workspace = workspace
         return state.workspace
 
     def _started(self, state: _Scenario, stage_result: StageResult, request: StageRequest) -> None:
         stage_result.status = "running"
         stage_result.started_at = datetime.now(timezone.utc)
+        if self.plan.resume is not None:
+            stage_result.resumed = "rerun"
         stage_result.trajectory = _relative(request.trajectory_path, self.plan.run_dir)
         stage_result.stderr = _relative(request.stderr_path, self.plan.run_dir)
         self._write()
@@ -649,10 +733,10 @@ class Runner:
         what is pending, once its interval passed; `results.writer`)."""
         # The run's cost: what the endpoint forwarded when it meters, else the stages'.
         if self.plan.meter is not None:
-            self.result.forwarded = forwarded(self.plan.meter())
+            self.result.forwarded = self._metered()
             self.result.total_cost_usd = self.result.forwarded.cost_usd
         else:
-            self.result.total_cost_usd = self.result.stages_cost_usd
+            self.result.total_cost_usd = self.result.stages_cost_usd + self.result.discarded_usd
         try:
             if due:
                 self.writer.flush_due(self.result)

@@ -101,6 +101,7 @@ _SUITE_KEYS = (
     "stage_map",
     "model",
     "budget_usd",
+    "max_forecast_usd",
     "max_concurrency",
     "limits",
     "stages",
@@ -208,6 +209,9 @@ class Suite:
     stages: tuple[Stage, ...]
     scenarios: tuple[Scenario, ...]
     grading: SuiteGrading = field(default_factory=SuiteGrading)
+    # `ci-evals forecast`: a run forecast above this waits for a maintainer's approval
+    # (docs/run.md, *Forecast*); None: no gate.
+    max_forecast_usd: float | None = None
     extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
     source: Field | None = field(default=None, compare=False, repr=False)
     # The backend that runs stages and reviewers, and its options (`agent:`,
@@ -455,6 +459,7 @@ def load_suite(
         stage_map=stage_map,
         model=model,
         budget_usd=budget,
+        max_forecast_usd=_optional_number(keys.get("max_forecast_usd"), positive=True),
         limits=limits,
         stages=stages,
         scenarios=scenarios,

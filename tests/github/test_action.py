@@ -70,6 +70,8 @@ def test_the_action_has_the_documented_inputs_and_outputs() -> None:
         "results",
         "matrix",
         "shards",
+        "forecast_usd",
+        "gate",
     }
 
 
@@ -164,6 +166,8 @@ def test_the_action_runs_the_affected_stages_and_comments(
         "Install ci-evals",
         "Check the inputs",
         "Select the first stage to run",
+        "Fetch the baseline",
+        "Forecast the cost",
         "Run the evals",
         "Report",
     ], log
@@ -196,6 +200,9 @@ def test_the_action_runs_the_affected_stages_and_comments(
     assert "Grade the changed fixtures" in skipped, skipped
     assert {"Split the run into shards", "Merge the shards"} <= set(skipped), skipped
     assert (outputs["matrix"], outputs["shards"]) == ("", "")
+    # Priced before the run (no history: unknown), said in the summary; no gate set.
+    assert (outputs["gate"], outputs["forecast_usd"]) == ("open", "0.0000")
+    assert "## ci-evals: forecast" in summary and "cost unknown (no history" in summary
 
 
 @pytest.mark.slow
@@ -216,6 +223,8 @@ def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: Fak
         "fixture_stages": "",
         "units": "",  # a map of stages alone selects no units
         "units_json": "",
+        "forecast_usd": "",
+        "gate": "",
         "verdict": "skipped",
         "results": "",
         "matrix": "",
@@ -358,6 +367,8 @@ def test_the_action_sharded_with_nothing_to_run_plans_no_shard(
         "fixture_stages": "",
         "units": "",  # a map of stages alone selects no units
         "units_json": "",
+        "forecast_usd": "",
+        "gate": "",
         "verdict": "skipped",
         "results": "",
         "matrix": '{"include":[]}',  # plan's own answer: test `shards` in the jobs' `if:`

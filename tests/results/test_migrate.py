@@ -245,7 +245,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 13
+    assert result.version == VERSION == 14
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
@@ -277,7 +277,27 @@ def test_a_version_11_file_reads_as_a_run_of_one_arm(tmp_path: Path) -> None:
 
 def _as_version_12(data: dict[str, Any]) -> None:
     """A current file as version 12 wrote it: never an import."""
+    _as_version_13(data)
     del data["imported_from"]
+
+
+def _as_version_13(data: dict[str, Any]) -> None:
+    """A current file as version 13 wrote it: run in one session."""
+    del data["resumed"]
+    for scenario in data["scenarios"]:
+        for stage in scenario["stages"]:
+            del stage["resumed"]
+
+
+def test_a_version_13_file_reads_as_a_run_of_one_session(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 13, _as_version_13)
+
+    result = read_results(old)
+
+    assert result == current and problems(result) == []
+    assert result.resumed == [] and result.resumed_note == ""
+    assert {s.resumed for sc in result.scenarios for s in sc.stages} == {None}
 
 
 def test_a_version_12_file_reads_as_a_run_ci_evals_ran(tmp_path: Path) -> None:

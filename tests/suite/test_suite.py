@@ -332,6 +332,14 @@ def test_cwd_may_name_the_workspace(tmp_path: Path) -> None:
         ("model: 3\n", "ci-evals.yaml:4:8: model: expected a string, got an integer"),
         ("budget_usd: -1\n", "ci-evals.yaml:4:13: budget_usd: must be at least 0.0"),
         ("budget_usd: 0\n", "ci-evals.yaml:4:13: budget_usd: must be greater than 0"),
+        (
+            "max_forecast_usd: 0\n",
+            "ci-evals.yaml:4:19: max_forecast_usd: must be greater than 0",
+        ),
+        (
+            "max_forecast_usd: lots\n",
+            "ci-evals.yaml:4:19: max_forecast_usd: expected a number",
+        ),
         ("limits: { max_turns: 0 }\n", "ci-evals.yaml:4:22: limits.max_turns: must be at least 1"),
         (
             "limits: { timeout_s: 0 }\n",
