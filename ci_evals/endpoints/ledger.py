@@ -28,9 +28,10 @@ counts them. A response that said nothing of its usage and could have been
 whole (a body that is not a message, a non-streamed request sent that got no
 answer) is charged its whole reservation: its cost is unknown, and the worst
 case is the only bound we have; `Metered.unknown` counts them, and the
-recording says which way each exchange was charged. So the spend stays within the budget
-unless a response reports more than its reservation (an input bound that was
-wrong); the bound the tests hold it to is the budget plus one reservation.
+recording says which way each exchange was charged. So the spend stays within
+the budget unless a response reports more than its reservation (an input
+bound that was wrong); the bound the tests hold it to is the budget plus one
+reservation.
 
 The input bound: a token is never shorter than one byte of the request's
 JSON text (quotes, keys and escapes only add bytes), plus a fixed allowance
