@@ -9,8 +9,11 @@ stage 1 by `ci-evals run` as a subprocess with the real Claude Code CLI under
 the default sandbox (bubblewrap), for N in 4, 10, 50, 100, 400 up to `--max`
 (the default, 10, takes a few minutes; 100 about an hour on 2 busy cores).
 Per N and per `--jobs`: the wall time per stage run (wall / stage runs), the
-peak resident memory of the whole process tree (ci-evals and every CLI it
-started, sampled from /proc every 50 ms), and that every stage passed; then
+CPU time per stage run (user + system of ci-evals and every process it
+waited for: on a shared machine the steadier measure, since the wall time
+follows the machine's load), the peak resident memory of the whole process
+tree (ci-evals and every CLI it started, sampled from /proc every 50 ms), and
+that every stage passed; then
 `ci-evals report RUN_DIR` and `report RUN_DIR --html DIR` (median of 3). The
 ratios are against the smallest N: time per stage and peak memory should stay
 flat (~1), the reports grow linearly (their time per scenario ~1).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -44,6 +48,7 @@ class Measured:
     jobs: int
     stage_runs: int
     per_stage_s: float
+    cpu_per_stage_s: float
     peak_mib: float
     report_s: float
     html_s: float
@@ -67,7 +72,9 @@ def measure(base: Path, scenarios: int, jobs: int) -> Measured:
         "run", "--suite", str(suite), "--model", f"stub:{stub}",
         "--jobs", str(jobs), "--out", str(out),
     )  # fmt: skip
+    cpu_before = _children_cpu()
     wall, (peak,) = watched([run])
+    cpu = _children_cpu() - cpu_before
     result = read_results(out)
     stages = [stage for scenario in result.scenarios for stage in scenario.stages]
     not_passed = [s.status for s in stages if s.status != "completed"]
@@ -76,7 +83,13 @@ def measure(base: Path, scenarios: int, jobs: int) -> Measured:
     med = statistics.median
     report = med(timed("report", str(out)) for _ in range(3))
     html = med(timed("report", str(out), "--html", str(base / f"site{i}")) for i in range(3))
-    return Measured(scenarios, jobs, len(stages), wall / len(stages), peak, report, html)
+    runs = len(stages)
+    return Measured(scenarios, jobs, runs, wall / runs, cpu / runs, peak, report, html)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -103,6 +116,8 @@ def main() -> None:
             print(
                 f"N={scenarios:3d} --jobs {jobs}: {row.stage_runs:4d} stage runs, "
                 f"{row.per_stage_s:.2f} s/stage ({row.per_stage_s / first.per_stage_s:.2f}x), "
+                f"CPU {row.cpu_per_stage_s:.2f} s/stage "
+                f"({row.cpu_per_stage_s / first.cpu_per_stage_s:.2f}x), "
                 f"peak tree RSS {row.peak_mib:5.0f} MiB ({row.peak_mib / first.peak_mib:.2f}x), "
                 f"report {row.report_s:.2f} s, --html {row.html_s:.2f} s "
                 f"(per scenario {row.report_s / first.report_s / ratio:.2f}x, "
@@ -110,7 +125,7 @@ def main() -> None:
                 flush=True,
             )
     print(
-        f"ratios against N={sizes[0]} at the same --jobs: s/stage and peak memory flat = 1.00x, "
+        f"ratios against N={sizes[0]} at the same --jobs: per stage and peak memory flat = 1.00x, "
         "reports linear = 1.00x per scenario"
     )
 
