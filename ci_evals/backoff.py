@@ -16,7 +16,10 @@ retrying a 5xx or a rate limit) asks this module the same two questions:
 
 Whether a wait above the cap is waited (capped) or given up on is the caller's
 choice (`exceeds_cap`): the proxy caps, GitHub gives up (a step that sleeps an
-hour is worse than a red one). Stdlib only: the GitHub client is on a light path.
+hour is worse than a red one). A policy with `total_s` also bounds the whole
+operation, its requests and waits together (`RetryPolicy.deadline()`): capped
+waits alone still add up (3 tries of a paged listing, 5-minute waits between).
+Stdlib only: the GitHub client is on a light path.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class RetryPolicy:
 
     `attempts` counts the first try. `sleep` is how a synchronous caller waits
     (a test passes `list.append` to see the waits); async callers sleep on their own.
+    `total_s` bounds an operation's requests and waits together, on `clock`
+    (a test whose `sleep` only records passes a clock that the records advance).
     """
 
     attempts: int = 3
@@ -91,12 +96,20 @@ class RetryPolicy:
     cap_s: float = 60.0
     jitter: bool = False
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    total_s: float | None = None
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError("attempts must be at least 1")
         if self.first_s < 0 or self.cap_s < 0 or self.factor < 1:
             raise ValueError("first_s and cap_s must not be negative, factor at least 1")
+        if self.total_s is not None and self.total_s <= 0:
+            raise ValueError("total_s must be positive")
+
+    def deadline(self) -> Deadline:
+        """The overall deadline of one operation under this policy, starting now."""
+        return Deadline(self.total_s, self.clock)
 
     def retries_left(self, attempt: int) -> bool:
         """Whether failed try number `attempt` (1-based) may be followed by another."""
@@ -125,3 +138,30 @@ class RetryPolicy:
         if requested is not None:
             return min(self.cap_s, max(0.0, requested))
         return self.backoff(attempt)
+
+
+class Deadline:
+    """One bound on a whole operation, its requests and its waits (`RetryPolicy.total_s`);
+    `total_s` None: no bound."""
+
+    def __init__(self, total_s: float | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total_s = total_s
+        self._clock = clock
+        self._started = clock()
+
+    def left(self) -> float:
+        """Seconds left (never negative; infinite without a bound)."""
+        if self.total_s is None:
+            return float("inf")
+        return max(0.0, self.total_s - (self._clock() - self._started))
+
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+    def bounded(self, timeout: float) -> float:
+        """`timeout`, shortened to what is left."""
+        return min(timeout, self.left())
+
+    def cuts(self, timeout: float) -> bool:
+        """Whether what is left is shorter than `timeout`: a time-out then is the deadline's."""
+        return self.left() < timeout

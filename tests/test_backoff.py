@@ -102,3 +102,26 @@ def test_attempts_count_the_first_try() -> None:
         RetryPolicy(attempts=0)
     with pytest.raises(ValueError, match="negative"):
         RetryPolicy(first_s=-1.0)
+
+
+def test_a_deadline_counts_from_its_start_on_the_policys_clock() -> None:
+    now = [100.0]
+    policy = RetryPolicy(total_s=10.0, clock=lambda: now[0])
+    deadline = policy.deadline()
+    now[0] += 4.0
+    assert deadline.left() == 6.0
+    assert deadline.bounded(30.0) == 6.0 and deadline.cuts(30.0)
+    assert deadline.bounded(2.0) == 2.0 and not deadline.cuts(2.0)
+    now[0] += 7.0
+    assert deadline.left() == 0.0 and deadline.passed()
+
+
+def test_without_total_s_there_is_no_deadline() -> None:
+    deadline = RetryPolicy().deadline()
+    assert deadline.left() == float("inf") and not deadline.passed()
+    assert deadline.bounded(30.0) == 30.0
+
+
+def test_a_total_that_is_not_positive_is_refused() -> None:
+    with pytest.raises(ValueError, match="total_s"):
+        RetryPolicy(total_s=0.0)

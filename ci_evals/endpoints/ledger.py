@@ -19,13 +19,19 @@ A request is settled (`Ledger.settle`) when its response ends: its reservation
 is released and what it cost is added. A stream cut before `message_stop` is
 charged what it proved was used: its `message_start` usage (the input), and
 as many output tokens as bytes of content arrived, if more than it reported.
-A response that said nothing of its usage (a body that is not a message, a
-request sent that got no answer, a stream cut before `message_start`) is
-charged its whole reservation: its cost is unknown, and the worst case is the
-only bound we have; `Metered.unknown` counts them, and the recording says
-which way each exchange was charged. So the spend stays within the budget
-unless a response reports more than its reservation (an input bound that was
-wrong); the bound the tests hold it to is the budget plus one reservation.
+A streamed request that brought no content at all (its connection lost after
+the request left, or its stream cut before `message_start`) proved that no
+output reached us — a stream delivers output as it is made, the rule a cut
+stream is charged by —, but not what its input was: it is charged its input's
+bound (`WorstCase.input_cost_usd`), none of its output; `Metered.input_only`
+counts them. A response that said nothing of its usage and could have been
+whole (a body that is not a message, a non-streamed request sent that got no
+answer) is charged its whole reservation: its cost is unknown, and the worst
+case is the only bound we have; `Metered.unknown` counts them, and the
+recording says which way each exchange was charged. So the spend stays within
+the budget unless a response reports more than its reservation (an input
+bound that was wrong); the bound the tests hold it to is the budget plus one
+reservation.
 
 The input bound: a token is never shorter than one byte of the request's
 JSON text (quotes, keys and escapes only add bytes), plus a fixed allowance
@@ -50,7 +56,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ci_evals.endpoints.pricing import LONG_CONTEXT_TOKENS, PER_TOKEN, Pricing, Usage
 
@@ -77,6 +83,7 @@ class WorstCase:
     model: str | None
     max_tokens: int
     input_tokens: int  # the upper bound used
+    input_cost_usd: float  # of `cost_usd`, the input's part: all a stream with no output cost
 
     def describe(self) -> str:
         model = self.model or "an unknown model"
@@ -154,8 +161,9 @@ def worst_case(body: bytes, prices: Pricing, long_context: bool = False) -> Wors
     if long_context and input_tokens > LONG_CONTEXT_TOKENS:
         price = price.long_context()
     input_rate = max(price.input, price.cache_write, price.cache_write_1h, price.cache_read)
-    cost = PER_TOKEN * (input_tokens * input_rate + max_tokens * price.output)
-    return WorstCase(cost, model, max_tokens, input_tokens)
+    input_cost = PER_TOKEN * input_tokens * input_rate
+    cost = input_cost + PER_TOKEN * max_tokens * price.output
+    return WorstCase(cost, model, max_tokens, input_tokens, input_cost)
 
 
 def _extra_input(request: dict[str, Any]) -> int:
@@ -208,6 +216,12 @@ class Metered:
     cost_usd: float = 0.0  # settled: usage at our prices, or a reservation (module doc)
     usage: Usage = field(default_factory=Usage)
     unknown: int = 0  # of them, charged their reservation: their cost was never said
+    input_only: int = 0  # of them, streams that brought no output: charged their input's bound
+
+
+# How an exchange was charged: the usage it reported; what a cut stream proved
+# (`received`); its input's bound, no output (`input`); its whole reservation.
+Charge = Literal["usage", "received", "input", "reservation"]
 
 
 class Stopped(Exception):
@@ -228,6 +242,7 @@ class Ledger:
         self._requests = 0
         self._refused = 0
         self._unknown = 0
+        self._input_only = 0
 
     def admit(
         self,
@@ -278,13 +293,14 @@ class Ledger:
             self._requests += 1
 
     def settle(
-        self, reserved: float, cost: float, usage: Usage | None, *, unknown: bool = False
+        self, reserved: float, cost: float, usage: Usage | None, *, charge: Charge = "usage"
     ) -> None:
-        """Release a request's reservation and charge what it cost (`unknown`: its
-        reservation, since it never said)."""
+        """Release a request's reservation and charge what it cost; `charge` says how
+        it was known (`reservation`: never; `input`: its input's bound, no output)."""
         with self._changed:
             self._in_flight -= 1
-            self._unknown += unknown and reserved > 0
+            self._unknown += charge == "reservation" and reserved > 0
+            self._input_only += charge == "input" and reserved > 0
             # Float sums leave residue (0.1 + 0.2 - 0.1 - 0.2 is not 0): with nothing
             # in flight nothing is reserved, or `admit` would wait for no one.
             self._reserved = max(0.0, self._reserved - reserved) if self._in_flight else 0.0
@@ -311,7 +327,14 @@ class Ledger:
 
     def metered(self) -> Metered:
         with self._changed:
-            return Metered(self._requests, self._refused, self._spent, self._usage, self._unknown)
+            return Metered(
+                self._requests,
+                self._refused,
+                self._spent,
+                self._usage,
+                self._unknown,
+                self._input_only,
+            )
 
 
 def usd(amount: float) -> str:

@@ -77,6 +77,7 @@ from ci_evals.endpoints.exchange_log import MAX_EXCHANGE_BYTES, ExchangeLog
 from ci_evals.endpoints.faults import RETRIED_STATUSES, EndpointFault, Faults, status_fault
 from ci_evals.endpoints.ledger import (
     BadRequest,
+    Charge,
     Ledger,
     Metered,
     Stopped,
@@ -573,12 +574,13 @@ class _Exchange:
         self.response = bytearray()  # its first `keep_limit` bytes
         self.response_bytes = 0  # all of it
         self.caller = ""  # whose token it carried (`ForwardingProxy.watch`)
-        self.charge = "usage"  # how it was charged: usage, received, reservation
+        self.charge: Charge = "usage"  # how it was charged (`ledger.Charge`)
         self.upstream_broke = False  # the upstream side of a relayed response failed
         self.attempts: list[dict[str, Any]] = []
         self.parser = SSEUsage()
         self.cost = 0.0
         self.reserved = 0.0  # the worst case held for it in the budget (`ledger`)
+        self.input_bound = 0.0  # of it, the input's part
         self.admitted = False  # counted and reserved: it must be settled once
         self.settled = False
         self.maybe_sent = False  # no response, but upstream may have had (and billed) it
@@ -640,14 +642,15 @@ class _Exchange:
             self.admitted = True
             return True
         try:
-            worst = worst_case(self.body, proxy.prices, self.long_context).cost_usd
+            bound = worst_case(self.body, proxy.prices, self.long_context)
+            worst, input_bound = bound.cost_usd, bound.input_cost_usd
         except Unpriceable as exc:
             if proxy.settings.budget_usd is not None:
                 message = f"ci-evals proxy: cannot bound this request's cost for the budget: {exc}"
                 self._refuse(400, "invalid_request_error", message)
                 self.outcome = "refused_unpriced"
                 return False
-            worst = 0.0  # no budget to keep; the API will judge the request
+            worst = input_bound = 0.0  # no budget to keep; the API will judge the request
         try:
             refusal = proxy.ledger.admit(worst, proxy._stopping, self._client_gone)
         except Stopped:
@@ -658,7 +661,7 @@ class _Exchange:
             self._refuse(BUDGET_STATUS, "billing_error", refusal)
             self.outcome = "refused_budget"
             return False
-        self.reserved, self.admitted = worst, True
+        self.reserved, self.input_bound, self.admitted = worst, input_bound, True
         return True
 
     def _client_gone(self) -> bool:
@@ -703,14 +706,16 @@ class _Exchange:
                     conn, response = proxy._send(handler.command, handler.path, headers, self.body)
                 except (OSError, http.client.HTTPException) as exc:
                     self.attempts.append({"status": None, "error": type(exc).__name__})
-                    self.error = f"upstream unreachable: {type(exc).__name__}: {exc}"
+                    sent = not isinstance(exc, _NOT_SENT)
+                    lost = "the connection was lost after the request left" if sent else ""
+                    self.error = f"{lost or 'upstream unreachable'}: {type(exc).__name__}: {exc}"
                     retries_left = len(self.attempts) <= settings.max_retries
                     if isinstance(exc, _NOT_SENT) and retries_left:  # it never left: try again
                         proxy.faults.failed(self.caller, self._unreached(), retry_stage=False)
                         if self._backoff(began, None):
                             continue
                         return
-                    self.maybe_sent = not isinstance(exc, _NOT_SENT)
+                    self.maybe_sent = sent
                     self.outcome = "upstream_error"
                     self._refuse(502, "api_error", f"ci-evals proxy: {self.error}")
                     return
@@ -828,7 +833,8 @@ class _Exchange:
     def _settle(self) -> None:
         """Release the reservation and charge what the response cost, once: its
         usage; for a stream cut short, what it proved was used (`SSEUsage.received`);
-        its whole reservation only when nothing is known (`charge` says which)."""
+        for a stream that brought no output, its input's bound; its whole
+        reservation only when nothing is known (`charge` says which; `ledger`)."""
         if self.settled or not self.admitted:
             return
         self.settled = True
@@ -844,9 +850,13 @@ class _Exchange:
             model = self.parser.model or self._request_model()
             prices = self.proxy.prices
             cost = 0.0 if usage is None else prices.cost(model, usage, self.long_context)
+            if self._no_output_arrived(usage):
+                # A stream delivers output as it is made: none reached us, none is
+                # charged; what its input was it never said, so its bound is.
+                cost, self.charge = self.input_bound, "input"
             # No answer to a request that may have reached upstream (it closed, it
             # timed out), or a 2xx not a message that said nothing: the cost is unknown.
-            if (
+            elif (
                 self.maybe_sent
                 or (ok and usage is None)
                 or (ok and not complete and not self.streamed)
@@ -856,8 +866,15 @@ class _Exchange:
                 self.charge = "usage" if complete or not ok else "received"
             self.cost = cost
         finally:  # the reservation is released, whatever failed above
-            unknown = self.charge == "reservation"
-            self.proxy.ledger.settle(self.reserved, self.cost, usage, unknown=unknown)
+            self.proxy.ledger.settle(self.reserved, self.cost, usage, charge=self.charge)
+
+    def _no_output_arrived(self, usage: Usage | None) -> bool:
+        """A streamed request that brought nothing of its answer: its connection lost
+        after it left, or its stream cut before `message_start` said anything."""
+        asked_stream = (self.request or {}).get("stream") is True
+        nothing = usage is None and self.parser.output_bytes == 0
+        began = self.maybe_sent or (200 <= self.status < 300 and self.streamed)
+        return asked_stream and nothing and began
 
     def _read_message(self) -> bool:
         """Whether the response is complete: a stream's message_stop, or a JSON
@@ -951,8 +968,8 @@ class _Exchange:
             "usage": usage.as_dict() if usage is not None else None,
             "cost_usd": self.cost,
             "reserved_usd": self.reserved,
-            # usage: as reported; received: a stream cut short, what it proved;
-            # reservation: nothing known, the worst case (`ledger`).
+            # usage: as reported; received: a stream cut short, what it proved; input:
+            # a stream with no output, its input's bound; reservation: nothing known.
             "charged": self.charge if self.admitted else None,
             "response_bytes": self.response_bytes,
             "attempts": self.attempts,

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ci_evals.backoff import RetryPolicy
+from ci_evals.backoff import Deadline, RetryPolicy
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
 from ci_evals.github.comment import (
@@ -52,6 +52,7 @@ from ci_evals.github.comment import (
     _path,
     _split_repository,
     _StatusError,
+    passed,
     with_retries,
 )
 from ci_evals.github.safe_zip import ZipLimits, safe_extract
@@ -202,9 +203,19 @@ def _int(value: object) -> int | None:
 
 
 def _download(
-    url: str, token: str, api: str, target: Path, *, max_bytes: int, timeout: float
+    url: str,
+    token: str,
+    api: str,
+    target: Path,
+    *,
+    max_bytes: int,
+    timeout: float,
+    deadline: Deadline,
 ) -> None:
-    """The artifact's zip into `target`: one redirect, followed without the token, capped."""
+    """The artifact's zip into `target`: one redirect, followed without the token, capped,
+    within the fetch's `deadline` (each read's `timeout` shortened to it)."""
+    if deadline.passed():
+        raise UserError(f"the artifact download was not started: {passed(deadline)}")
     headers = {
         "Authorization": f"Bearer {token}",
         "Accept": "application/vnd.github+json",
@@ -214,8 +225,8 @@ def _download(
     opener = urllib.request.build_opener(_NoRedirect)
     request = urllib.request.Request(url, headers=headers)  # noqa: S310 - checked by the caller
     try:
-        with opener.open(request, timeout=timeout) as response:
-            _save(response, target, max_bytes)  # a server that serves it directly
+        with opener.open(request, timeout=deadline.bounded(timeout)) as response:
+            _save(response, target, max_bytes, deadline)  # a server that serves it directly
             return
     except urllib.error.HTTPError as exc:
         location = exc.headers.get("Location") if exc.code in (301, 302, 303, 307, 308) else None
@@ -238,8 +249,8 @@ def _download(
     # No token, no further redirects: the URL itself is the (short-lived) credential.
     blob = urllib.request.Request(where, headers={"User-Agent": USER_AGENT})  # noqa: S310
     try:
-        with opener.open(blob, timeout=timeout) as response:
-            _save(response, target, max_bytes)
+        with opener.open(blob, timeout=deadline.bounded(timeout)) as response:
+            _save(response, target, max_bytes, deadline)
     except urllib.error.HTTPError as exc:
         exc.close()
         raise UserError(f"the artifact download answered {exc.code}: {exc.reason}") from None
@@ -247,13 +258,19 @@ def _download(
         raise UserError(f"the artifact download failed: {one_line(str(exc), 300)}") from None
 
 
-def _save(response: http.client.HTTPResponse, target: Path, max_bytes: int) -> None:
+def _save(
+    response: http.client.HTTPResponse, target: Path, max_bytes: int, deadline: Deadline
+) -> None:
     length = response.headers.get("Content-Length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise _too_large(int(length), max_bytes)
     received = 0
     with target.open("wb") as out:
-        while chunk := response.read(_CHUNK):
+        # read1: what has arrived, so a server trickling a byte at a time meets the
+        # deadline between reads (read(n) would wait for n bytes, each read in time).
+        while chunk := response.read1(_CHUNK):
+            if deadline.passed():
+                raise UserError(f"the artifact download was cut: {passed(deadline)}")
             received += len(chunk)
             if received > max_bytes:
                 raise _too_large(received, max_bytes, more=True)
@@ -317,7 +334,7 @@ def _find(
         return None, looked
 
     # A single 502 or a secondary rate limit is no reason to compare with nothing.
-    found, looked = with_retries(look, request.retry, repository, _refused)
+    found, looked = with_retries(look, request.retry, repository, _refused, client.deadline)
     if found is not None:
         return found
     if looked == 0:
@@ -352,7 +369,9 @@ def fetch_baseline(settings: CommentSettings, request: FetchRequest) -> Source:
     api, repository, token = _checked(settings)
     source = Source(False, repository, request.workflow, request.branch, request.artifact)
     try:
-        found = _find(_Client(api, token, request.timeout), api, repository, request)
+        # One deadline for the whole fetch: the listing's pages, its retries, the download.
+        client = _Client(api, token, request.timeout, request.retry.deadline())
+        found = _find(client, api, repository, request)
         if isinstance(found, str):
             source = replace(source, reason=found)
         else:
@@ -366,7 +385,7 @@ def fetch_baseline(settings: CommentSettings, request: FetchRequest) -> Source:
                 head_sha=_string(run.get("head_sha")),
                 artifact_id=_int(artifact.get("id")),
             )
-            _unpack(artifact, request, api, token)
+            _unpack(artifact, request, api, token, client.deadline)
     except UserError as exc:
         write_source(request.out, replace(source, found=False, reason=f"refused: {exc}"))
         raise
@@ -374,7 +393,9 @@ def fetch_baseline(settings: CommentSettings, request: FetchRequest) -> Source:
     return source
 
 
-def _unpack(artifact: Mapping[str, Any], request: FetchRequest, api: str, token: str) -> None:
+def _unpack(
+    artifact: Mapping[str, Any], request: FetchRequest, api: str, token: str, deadline: Deadline
+) -> None:
     """The artifact's zip, downloaded and unpacked into `OUT/artifact/`; its results.json
     copied to `OUT/results.json`."""
     out = request.out
@@ -388,7 +409,10 @@ def _unpack(artifact: Mapping[str, Any], request: FetchRequest, api: str, token:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ci-evals-baseline-") as temp:
         archive = Path(temp) / "artifact.zip"
-        _download(url, token, api, archive, max_bytes=request.max_bytes, timeout=request.timeout)
+        _download(
+            url, token, api, archive, max_bytes=request.max_bytes, timeout=request.timeout,
+            deadline=deadline,
+        )  # fmt: skip
         files = safe_extract(archive, out / ARTIFACT_FOLDER, ZipLimits(request.max_bytes * 4))
     results = _results_in(files)
     if results is None:

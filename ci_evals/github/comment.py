@@ -25,6 +25,9 @@ Failure rules:
   than the cap (five minutes) is not waited for: the error is reported at once. The retried unit is
   the whole find-then-write, so a create that failed with a 5xx but did land
   is found and edited by the next attempt instead of posted twice;
+- the whole operation — every request, page and wait — has one deadline
+  (`RetryPolicy.total_s`, ten minutes): a wait that would pass it is not
+  waited, a request is cut at it, and the error says the deadline ended it;
 - a read-only token — what a pull request from a fork gets — answers 403 to
   the write (some setups 404 to the listing): not an error, the outcome says
   the comment was skipped, and the caller points at the step summary;
@@ -57,7 +60,7 @@ from pathlib import Path
 from typing import IO, Literal, TypeVar
 
 from ci_evals import backoff
-from ci_evals.backoff import RetryPolicy
+from ci_evals.backoff import Deadline, RetryPolicy
 from ci_evals.errors import UserError
 from ci_evals.github.event import PULL_REQUEST_EVENTS, load_event
 from ci_evals.text import one_line
@@ -98,8 +101,10 @@ class CommentOutcome:
 
 # A wait above `cap_s` is not waited for (the error is reported at once: a step
 # that sleeps for an hour is worse than one whose comment waits for the next run).
-# Five minutes: a secondary limit's `retry-after: 120` is waited out.
-DEFAULT_RETRY = RetryPolicy(attempts=3, first_s=2.0, cap_s=300.0)
+# Five minutes: a secondary limit's `retry-after: 120` is waited out. Ten minutes
+# for the whole operation (requests, pages, waits): three tries with five-minute
+# waits and 30-second requests would otherwise hold a step for over 20 minutes.
+DEFAULT_RETRY = RetryPolicy(attempts=3, first_s=2.0, cap_s=300.0, total_s=600.0)
 # A secondary rate limit that names no wait: GitHub's documentation says to wait
 # at least a minute before trying again (within the policy's cap).
 RATE_LIMIT_MIN_WAIT_S = 60.0
@@ -235,11 +240,14 @@ def _error_message(raw: bytes, fallback: str) -> str:
 class _Client:
     """Authenticated JSON requests to one API origin."""
 
-    def __init__(self, api: str, token: str, timeout: float) -> None:
+    def __init__(
+        self, api: str, token: str, timeout: float, deadline: Deadline | None = None
+    ) -> None:
         self._api = api
         self._origin = urllib.parse.urlsplit(api)[:2]
         self._token = token
         self._timeout = timeout
+        self.deadline = deadline or Deadline(None)  # the operation's, shared with its retries
         self._opener = urllib.request.build_opener(_NoRedirect)
 
     def request(
@@ -259,9 +267,17 @@ class _Client:
         )
         if data is not None:
             request.add_header("Content-Type", "application/json")
+        if self.deadline.passed():
+            raise UserError(f"GitHub API: {method} {_path(url)} not sent: {passed(self.deadline)}")
+        cut = self.deadline.cuts(self._timeout)
+        timeout = self.deadline.bounded(self._timeout)
         try:
-            raw, headers = self._within_deadline(request)
+            raw, headers = self._within_deadline(request, timeout)
         except TimeoutError:
+            if cut:
+                raise UserError(
+                    f"GitHub API: {method} {_path(url)} cut: {passed(self.deadline)}"
+                ) from None
             raise UserError(
                 f"GitHub API: {method} {_path(url)} did not finish within {self._timeout:g} s",
                 hint=f"check that {_origin_text(self._api)} is reachable (GITHUB_API_URL)",
@@ -275,7 +291,9 @@ class _Client:
             ) from None
         return self._json(method, url, raw), headers
 
-    def _within_deadline(self, request: urllib.request.Request) -> tuple[bytes, Message]:
+    def _within_deadline(
+        self, request: urllib.request.Request, timeout: float
+    ) -> tuple[bytes, Message]:
         """The reply's body and headers, the whole exchange within `timeout` seconds:
         the socket's timeout is per read, and a server that trickles a byte at a time
         would hold a step for ever. Past it the exchange is left to its daemon thread
@@ -285,14 +303,14 @@ class _Client:
 
         def exchange() -> None:
             try:
-                with self._opener.open(request, timeout=self._timeout) as response:
+                with self._opener.open(request, timeout=timeout) as response:
                     done.append((response.read(RESPONSE_LIMIT + 1), response.headers))
             except BaseException as exc:
                 failed.append(exc)
 
         worker = threading.Thread(target=exchange, name="github-request", daemon=True)
         worker.start()
-        worker.join(self._timeout)
+        worker.join(timeout)
         if failed:
             raise failed[0]
         if not done:
@@ -368,6 +386,23 @@ def retry_wait(exc: _StatusError, attempt: int, policy: RetryPolicy) -> float | 
     if requested is None and exc.status in (403, 429):  # a secondary limit, no wait named
         requested = min(policy.cap_s, max(RATE_LIMIT_MIN_WAIT_S, policy.backoff(attempt)))
     return policy.wait(attempt, requested)
+
+
+def passed(deadline: Deadline) -> str:
+    """The end of a message about an operation its overall deadline ended."""
+    return f"the overall deadline of {deadline.total_s:g} s for GitHub passed"
+
+
+def _past_deadline(
+    built: UserError, exc: _StatusError, wait: float, deadline: Deadline
+) -> UserError:
+    """`built` (the caller's error for `exc`), saying the deadline, not the tries, ended it."""
+    return UserError(
+        f"GitHub API: {exc.method} {exc.url} answered {exc.status}: {exc.message} "
+        f"(not retried: a wait of {wait:.0f} s would pass the overall deadline of "
+        f"{deadline.total_s:g} s for GitHub)",
+        hint=built.hint,
+    )
 
 
 def _reason(exc: BaseException) -> str:
@@ -541,15 +576,18 @@ def post_sticky_comment(
     """Create or edit the sticky comment for `marker_key` on the pull request (module doc)."""
     api, owner, name = checked_request(api_url, repository, pr_number, token, timeout)
     marker = sticky_marker(marker_key)
+    deadline = retry.deadline()
     target = _Target(
-        client=_Client(api, token, timeout),
+        client=_Client(api, token, timeout, deadline),
         repo_url=f"{api}/repos/{owner}/{name}",
         comments_url=f"{api}/repos/{owner}/{name}/issues/{pr_number}/comments",
         where=f"{owner}/{name}#{pr_number}",
         author=author,
     )
     text = comment_body(body, marker)
-    return with_retries(lambda: _upsert(target, marker, text), retry, target.where)
+    return with_retries(
+        lambda: _upsert(target, marker, text), retry, target.where, deadline=deadline
+    )
 
 
 def with_retries(
@@ -557,17 +595,23 @@ def with_retries(
     retry: RetryPolicy,
     where: str,
     error: Callable[[_StatusError, str, int], UserError] | None = None,
+    deadline: Deadline | None = None,
 ) -> _T:
-    """`call()`, tried again (`retry_wait`) while GitHub answers "try again later";
+    """`call()`, tried again (`retry_wait`) while GitHub answers "try again later" and
+    the wait fits in the operation's `deadline` (the policy's, from now, when not given);
     any other error status, or the last one, as a one-line `UserError` (`error`'s)."""
+    overall = deadline or retry.deadline()
     attempt = 1
     while True:
         try:
             return call()
         except _StatusError as exc:
             wait = retry_wait(exc, attempt, retry)
+            built = (error or _user_error)(exc, where, attempt)
             if wait is None:
-                raise (error or _user_error)(exc, where, attempt) from None
+                raise built from None
+            if wait >= overall.left():  # the try after the wait could not even start
+                raise _past_deadline(built, exc, wait, overall) from None
         retry.sleep(wait)
         attempt += 1
 

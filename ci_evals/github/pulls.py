@@ -41,10 +41,12 @@ def pull_request_head(
 ) -> PullRequestHead:
     """`GET /repos/OWNER/NAME/pulls/N`: its state, head SHA and head repository."""
     api, owner, name = checked_request(api_url, repository, pr_number, token, timeout)
-    client = _Client(api, token, timeout)
+    client = _Client(api, token, timeout, retry.deadline())
     where = f"{owner}/{name}#{pr_number}"
     url = f"{api}/repos/{owner}/{name}/pulls/{pr_number}"
-    reply, _ = with_retries(lambda: client.request("GET", url), retry, where)
+    reply, _ = with_retries(
+        lambda: client.request("GET", url), retry, where, deadline=client.deadline
+    )
     if not isinstance(reply, Mapping):
         raise UserError(f"GitHub API: GET /repos/{owner}/{name}/pulls/{pr_number}: not an object")
     head = reply.get("head")

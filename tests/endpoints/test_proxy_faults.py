@@ -25,9 +25,9 @@ from tests.endpoints.test_proxy import (
     _UpstreamHandler,
     cut_after,
     error,
+    hang_up,
     post,
     proxy_for,
-    settled,
     sse,
     sse_event,
 )
@@ -165,13 +165,33 @@ def test_a_huge_answer_is_relayed_whole_and_never_held_whole(kind: str) -> None:
 
 def test_the_recording_says_how_each_exchange_was_charged(tmp_path: Path) -> None:
     record = tmp_path / "exchanges.jsonl"
-    responses = (cut_after(3), cut_after(0), sse())
+    responses = (cut_after(3), cut_after(0), hang_up, hang_up, sse())
+    streams = (True, True, True, False, True)
     settings = {"record_path": record, "prices": TEST_PRICES, "budget_usd": 1.0}
     with Upstream(*responses) as up, proxy_for(up, **settings) as proxy:
-        for _ in range(3):
+        for n, stream in enumerate(streams, 1):
             with contextlib.suppress(http.client.HTTPException, OSError):
-                post(proxy, body=TEST_REQUEST)
-            settled(proxy)
-        wait_for(lambda: len(record.read_text().splitlines()) == 3)
+                post(proxy, body={**TEST_REQUEST, "stream": stream})
+            wait_for(lambda n=n: len(record.read_text().splitlines()) == n)  # type: ignore[misc]
     lines = [json.loads(line) for line in record.read_text().splitlines()]
-    assert [line["charged"] for line in lines] == ["received", "reservation", "usage"]
+    assert [line["charged"] for line in lines] == [
+        "received",  # cut after message_start: its input and the output that came
+        "input",  # cut before message_start: no output came, its input's bound
+        "input",  # a stream whose connection was lost after the request left
+        "reservation",  # a whole message lost: nothing known
+        "usage",
+    ]
+
+
+def test_a_connection_lost_after_the_request_left_is_named_and_worth_a_stage_retry() -> None:
+    # Before: "upstream unreachable", as if the request had never left.
+    with Upstream(hang_up) as up, proxy_for(up, prices=TEST_PRICES) as proxy:
+        watch = proxy.watch()
+        assert post_as(proxy, watch.env) == 502
+        wait_for(lambda: watch.fault(0.0) is not None)
+        fault = watch.fault(0.0)
+        assert fault is not None and fault.retry_stage  # the proxy cannot retry it: billed?
+        assert "the model API gave no answer: the connection was lost after the request left" in (
+            fault.text
+        )
+        assert "unreachable" not in fault.text

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.backoff import Deadline
 from ci_evals.errors import UserError
+from ci_evals.github.artifacts import FetchRequest, _download, fetch_baseline
+from ci_evals.github.comment import CommentSettings
 from ci_evals.github.safe_zip import ZipLimits, safe_extract
 from ci_evals.main import main
-from tests.github.test_comment import REPO
+from tests.github.test_comment import REPO, VirtualClock, deadline_policy, trickling_server
 from tests.github_actions_fake import TOKEN, ActionsGitHub, actions_github, zip_of
 from tests.paths import DATA
 
@@ -318,3 +321,29 @@ def test_a_transient_github_error_is_retried_not_no_baseline(
     assert fetch(out) == 0
     assert source(out)["found"] is True
     assert (out / "results.json").is_file()
+
+
+def test_baseline_fetch_retries_within_one_overall_deadline(
+    env: ActionsGitHub, tmp_path: Path
+) -> None:
+    # Before: every wait was bounded but not their sum with the requests.
+    clock = VirtualClock()
+    env.add_artifact(env.add_run(), run_folder_zip())
+    env.fail["GET"] = (403, {"message": "You have exceeded a secondary rate limit"}, {})
+    out = tmp_path / "baseline"
+    request = FetchRequest("evals.yml", "main", out, retry=deadline_policy(clock, total_s=150.0))
+    with pytest.raises(UserError, match=r"not retried: .* overall deadline of 150 s for GitHub"):
+        fetch_baseline(CommentSettings.from_environ(), request)
+    assert clock.waits == [60.0, 60.0]  # a secondary limit naming no wait: a minute each
+    assert "overall deadline" in str(source(out)["reason"])
+
+
+def test_a_trickling_artifact_download_is_cut_at_the_overall_deadline(tmp_path: Path) -> None:
+    # Each read came within its timeout, so `read(n)` waited for n bytes for ever.
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
+    cut = r"download was cut: the overall deadline of 1 s"
+    with trickling_server(head, b"P", every=0.1) as url, pytest.raises(UserError, match=cut):
+        _download(
+            f"{url}/zip", TOKEN, url, tmp_path / "a.zip",
+            max_bytes=10**6, timeout=30.0, deadline=Deadline(1.0),
+        )  # fmt: skip

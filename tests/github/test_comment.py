@@ -8,6 +8,7 @@ injected per method. The code under test talks real HTTP to it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -840,9 +841,10 @@ def test_a_secondary_rate_limit_naming_no_wait_waits_a_minute(github: FakeGitHub
     assert waits == [60.0]
 
 
-def test_a_server_that_trickles_its_answer_cannot_hold_the_step(github: FakeGitHub) -> None:
-    # A byte every 0.3 s keeps every socket read within its timeout: before,
-    # `report --comment` hung until the job was killed.
+@contextlib.contextmanager
+def trickling_server(head: bytes, piece: bytes, every: float) -> Iterator[str]:
+    """A server (its URL) that answers one request with `head`, then `piece` every
+    `every` seconds, each socket read in time, never done."""
     listener = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
@@ -850,20 +852,108 @@ def test_a_server_that_trickles_its_answer_cannot_hold_the_step(github: FakeGitH
         conn, _ = listener.accept()
         with conn:
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
-            while not stop.wait(0.3):
+            conn.sendall(head)
+            while not stop.wait(every):
                 try:
-                    conn.sendall(b"X-Slow: 1\r\n")
+                    conn.sendall(piece)
                 except OSError:
                     return
 
-    thread = threading.Thread(target=trickle, daemon=True)
-    thread.start()
-    began = time.monotonic()
+    threading.Thread(target=trickle, daemon=True).start()
     try:
-        with pytest.raises(UserError, match=r"did not finish within 2 s"):
-            post(github, api_url=f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=2.0)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
         stop.set()
         listener.close()
+
+
+TRICKLED_HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n", b"X-Slow: 1\r\n"
+
+
+def test_a_server_that_trickles_its_answer_cannot_hold_the_step(github: FakeGitHub) -> None:
+    # A byte every 0.3 s keeps every socket read within its timeout: before,
+    # `report --comment` hung until the job was killed.
+    began = time.monotonic()
+    late = r"did not finish within 2 s"
+    with (
+        trickling_server(*TRICKLED_HEADERS, every=0.3) as url,
+        pytest.raises(UserError, match=late),
+    ):
+        post(github, api_url=url, timeout=2.0)
     assert time.monotonic() - began < 6
+
+
+# ------------------------------------------------------------------ one overall deadline
+
+
+class VirtualClock:
+    """Real time plus the waits a test's `sleep` only records: the deadline counts
+    them as if they had been slept, and the test does not sleep."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def now(self) -> float:
+        return time.monotonic() + sum(self.waits)
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def deadline_policy(clock: VirtualClock, total_s: float = 600.0, attempts: int = 5) -> RetryPolicy:
+    return RetryPolicy(
+        attempts=attempts,
+        first_s=2.0,
+        cap_s=300.0,
+        sleep=clock.sleep,
+        total_s=total_s,
+        clock=clock.now,
+    )
+
+
+def test_waits_that_would_pass_the_overall_deadline_are_not_waited(github: FakeGitHub) -> None:
+    # Before: each wait was bounded (5 minutes), their sum was not: 5 tries of a
+    # secondary limit asking 300 s held the step for 20 minutes, then failed.
+    clock = VirtualClock()
+    github.fail["POST"] = (403, {"message": "secondary rate limit"}, {"Retry-After": "300"})
+    with pytest.raises(UserError) as info:
+        post(github, retry=deadline_policy(clock))
+    assert clock.waits == [300.0]  # a second 300 s wait would pass 600 s
+    message = str(info.value)
+    assert "403: secondary rate limit" in message
+    assert "not retried: a wait of 300 s would pass the overall deadline of 600 s" in message
+    assert github.methods() == ["GET", "POST", "GET", "POST"]
+
+
+def test_the_default_policy_has_an_overall_deadline() -> None:
+    from ci_evals.github.comment import DEFAULT_RETRY  # noqa: PLC0415
+
+    assert DEFAULT_RETRY.total_s is not None
+    assert DEFAULT_RETRY.total_s >= DEFAULT_RETRY.cap_s  # one capped wait fits
+
+
+def test_a_request_is_cut_at_the_overall_deadline(github: FakeGitHub) -> None:
+    # Each request has its own 30 s; the operation's deadline cuts one that is
+    # still trickling when it passes, and says so.
+    clock = VirtualClock()
+    cut = r"cut: the overall deadline of 1 s for GitHub passed"
+    with trickling_server(*TRICKLED_HEADERS, every=0.2) as url, pytest.raises(UserError, match=cut):
+        post(github, api_url=url, timeout=30.0, retry=deadline_policy(clock, total_s=1.0))
+
+
+def test_a_request_after_the_overall_deadline_is_not_sent(github: FakeGitHub) -> None:
+    # The deadline passed during a wait that fitted (a backoff, GitHub named none):
+    # the next try is not sent.
+    clock = VirtualClock()
+    github.fail["GET"] = (502, {"message": "Bad Gateway"}, {})
+    github.fail_times["GET"] = 1
+    overran = RetryPolicy(
+        attempts=3,
+        first_s=2.0,
+        sleep=lambda s: clock.sleep(s + 99.0),  # the wait overran (a suspended runner)
+        total_s=100.0,
+        clock=clock.now,
+    )
+    with pytest.raises(UserError, match=r"GET /repos/.* not sent: the overall deadline of 100 s"):
+        post(github, retry=overran)
+    assert github.methods() == ["GET"]

@@ -223,3 +223,17 @@ def test_no_review_once_the_run_budget_is_spent_is_not_a_pass(tmp_path: Path) ->
     reviewer = next(g for g in verdict.graders if g.grader == "reviewer")
     assert reviewer.error == "the run budget is spent: the reviewer was not run"
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.slow
+def test_a_reviewer_whose_endpoint_fails_makes_its_stage_an_error(tmp_path: Path) -> None:
+    # The model API answers every reviewer request 503: no verdict was reached, so
+    # the stage is an error naming it, never a pass or a fail.
+    down = "      - fault: {http_status: 503, times: 999, scope: server}\n"
+    suite, stub = make_review_suite(tmp_path / "suite", {"down": ""}, reviewer_turns={"down": down})
+    result, _ = run_graded(suite, stub, tmp_path / "run")
+    s1, s2 = result.scenarios[0].stages
+    assert (s1.status, s2.status) == ("error", "skipped"), s1.error
+    assert s1.error is not None and s1.error.startswith("reviewer: ")
+    assert "503" in s1.error
+    assert exit_code(result) == 1

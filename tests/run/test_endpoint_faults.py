@@ -33,11 +33,16 @@ def _script(fault: str, delay: float) -> str:
 
 
 def _run(
-    tmp_path: Path, fault: str, *extra: str, delay: float = 0.0, **suite: object
+    tmp_path: Path,
+    fault: str,
+    *extra: str,
+    delay: float = 0.0,
+    script: str | None = None,
+    **suite: object,
 ) -> tuple[int, str, Path, list[str]]:
     suite_file, _ = make_suite(tmp_path, **suite)  # type: ignore[arg-type]
     out = tmp_path / "out"
-    with StubServer(loads_script(_script(fault, delay))) as api:
+    with StubServer(loads_script(script or _script(fault, delay))) as api:
         env = base_env(
             ANTHROPIC_API_KEY=REAL_KEY, ANTHROPIC_BASE_URL=api.cli_env()["ANTHROPIC_BASE_URL"]
         )
@@ -94,3 +99,40 @@ def test_an_endpoint_that_stays_down_stops_the_run_after_three_stages(tmp_path: 
     assert len(said) == 1, stderr
     assert code == 1
     assert json.loads((out / "results.json").read_text())["status"] == "completed"
+
+
+def test_a_connection_lost_after_the_request_left_is_charged_its_input_and_named(
+    tmp_path: Path,
+) -> None:
+    # The API takes each request of stage 5 and closes the connection without a
+    # byte of answer. Before: each charged its whole reservation (max_tokens of
+    # output that never came), and the stage said "upstream unreachable".
+    code, stderr, out, rules = _run(tmp_path, "hang: 0.2", "--record", budget_usd=1.0)
+    stage = read_results(out).scenarios[0].stages[0]
+    assert (stage.status, stage.limit_hit) == ("error", None), (stage.error, stderr)
+    assert (
+        "the model endpoint failed: the model API gave no answer: the connection was lost "
+        "after the request left"
+    ) in str(stage.error)
+    assert stage.attempts == 3  # the proxy cannot retry it (it may be billed): the stage is
+    lines = [json.loads(line) for line in (out / "model-exchanges.jsonl").read_text().splitlines()]
+    lost = [line for line in lines if line["status"] == 502]
+    assert len(lost) == len(rules) >= 3
+    assert {line["charged"] for line in lost} == {"input"}, lost  # streams: no output came
+    assert all(0 < line["cost_usd"] < line["reserved_usd"] for line in lost)
+    assert code == 1
+
+
+def test_a_model_that_stalls_before_answering_is_waited_for(tmp_path: Path) -> None:
+    # 20 s of silence before each answer of stage 5 (the issue saw 60 s survived):
+    # no layer takes it for a lost connection; the stage completes, tried once.
+    stall = (
+        "rules:\n  - match: {command: demo:s5}\n    turns:\n"
+        "      - tools: [{write: {path: out5.md, content: done}}]\n        delay: 20\n"
+        "      - text: stage 5 done\n        delay: 20\n"
+    )
+    code, stderr, out, rules = _run(tmp_path, "", script=stall)
+    stage = read_results(out).scenarios[0].stages[0]
+    assert (stage.status, stage.attempts) == ("completed", 1), (stage.error, stderr)
+    assert len(rules) == 2  # nothing retried
+    assert code == 0
