@@ -5,7 +5,8 @@ trusted CI job can report on a run made elsewhere (docs/report.md). Prints the
 Markdown summary unless `--markdown FILE` takes it; `--junit FILE` writes the
 JUnit XML for CI test reporters. Files are written whole or not at all (a temp
 file in the same folder, then renamed over the target). In GitHub Actions the
-summary is also appended to the step summary.
+summary is also appended to the step summary, and the run's cost and token
+counts are step outputs (`cost_usd`, `input_tokens`, `output_tokens`).
 
 Exit 0 when every stage passed or completed in a finished run, 1 otherwise
 (a failed, errored, limited or unfinished stage; an interrupted run), 2 when
@@ -138,8 +139,10 @@ def run(args: argparse.Namespace) -> int:
         ActionsEnv,
         append_summary,
         commands_stopped,
+        write_outputs,
     )
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
+    from ci_evals.report.costs import usage_outputs  # noqa: PLC0415
     from ci_evals.report.imported_markdown import imported_section  # noqa: PLC0415
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
@@ -177,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
     if env is not None:
         append_summary(env, markdown)
         _annotate(result, found)
+        if not found:  # an inconsistent file's numbers are not reported as the run's
+            write_outputs(env, usage_outputs(result))
     if args.comment:
         _comment(env, markdown, key=args.comment_key)
     if found:
