@@ -9,8 +9,11 @@ independent commands as one stage with a scenario each; the first line printed
 says which and why), a
 `fixtures/<k>-<stage>-output/` folder per stage with a placeholder, a stub
 script whose rules match the stages' commands and the plugin's agents and
-write the placeholders the drafted checks look for, and a
-`.pre-commit-config.yaml` (at the repository's top) running `check-coverage`.
+write the placeholders the drafted checks look for, a
+`.pre-commit-config.yaml` (at the repository's top) running `check-coverage`
+and, for a suite of stages, `check-fixtures --contracts-only`, and — when no
+workflow of the repository runs ci-evals yet — `.github/workflows/evals.yml`
+using the action, pinned to a full commit SHA (`suite.draft_workflow`).
 A file that exists is kept and said so. What it writes passes `check-coverage`
 and `ci-evals check` as it is, and runs end to end on the stub model.
 """
@@ -30,7 +33,7 @@ from ci_evals.agents import plugin_load
 from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
-from ci_evals.suite import committed, draft_case_map, draft_cases, precommit
+from ci_evals.suite import committed, draft_case_map, draft_cases, draft_workflow, precommit
 from ci_evals.suite import draft as drafting
 from ci_evals.suite.draft_unread import unread_files
 from ci_evals.suite.plugin_source import (
@@ -81,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "output, else one stage with a scenario per command)",
     )
     parser.add_argument(
+        "--action",
+        metavar="OWNER/NAME@SHA",
+        help="the ci-evals action the drafted .github/workflows/evals.yml uses, pinned to "
+        "a full commit SHA (default: the commit this ci-evals was installed from, when known)",
+    )
+    parser.add_argument(
         "--independent",
         action="store_true",
         help="one stage with a scenario per command, even when a command reads a file "
@@ -96,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     source = _plugin_source(given, args.plugin, args.plugin_name)
     plugin_dir = source.path
     top = git.toplevel(cwd)  # the stage map lives in a repository
+    pin = draft_workflow.action_pin(args.action)  # a bad --action: before any file
     here = _suite_folder(args, cwd, top, source)
     marketplace = None
     if args.plugin_name is not None:
@@ -121,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             _Where(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths),
             marketplace=marketplace,
             notes=load_notes,
+            pin=pin,
         )
     if args.independent and args.stages is not None:
         raise UserError(
@@ -155,15 +166,64 @@ def run(args: argparse.Namespace) -> int:
         else:
             put(folder / plan.output_file(stage), drafting.render_fixture(stage))
     map_path = Path(os.path.relpath(here / STAGE_MAP, top)).as_posix()
-    put(hook_file, drafting.render_precommit(None if map_path == STAGE_MAP else map_path))
+    suite_path = Path(os.path.relpath(here / SUITE, top)).as_posix()
+    put(hook_file, _stage_hooks(map_path, suite_path))
+    workflow = _draft_workflow(pin, top, cwd, suite_path, map_path, written, kept)
     ignored = _ignore_run_folders(here, cwd)
 
     print(f"drafted {plan.why}")
-    _say(written, kept, ignored, load_notes)
+    _say(written, kept, ignored, load_notes, workflow)
     if os.path.relpath(hook_file, cwd) in kept:
         print(_hook_line(hook_file, map_path, cwd))
     _next(here, cwd, plan.stub_file)
     return EXIT_OK
+
+
+def _stage_hooks(map_path: str, suite_path: str) -> str:
+    """The pre-commit file for a suite of stages: coverage, and its fixtures' contracts."""
+    return drafting.render_precommit(
+        None if map_path == STAGE_MAP else map_path,
+        fixtures=True,
+        suite_arg=None if suite_path == SUITE else suite_path,
+    )
+
+
+def _draft_workflow(  # noqa: PLR0917 - the draft's places, both call sites
+    pin: draft_workflow.ActionPin,
+    top: Path,
+    cwd: Path,
+    suite_path: str,
+    map_path: str,
+    written: list[str],
+    kept: list[str],
+) -> str:
+    """Write .github/workflows/evals.yml when no workflow of the repository runs
+    ci-evals yet; the line to print about it ("" when nothing to say)."""
+    running = draft_workflow.workflows_running_ci_evals(top)
+    if running:
+        shown = os.path.relpath(top / running[0], cwd)
+        if suite_path == SUITE:
+            return f"{shown} runs ci-evals already: no workflow drafted"
+        return (
+            f"{shown} runs ci-evals already: no workflow drafted; for this suite add a "
+            f"ci-evals step with suite: {suite_path} and stage-map: {map_path}"
+        )
+    path = top / draft_workflow.WORKFLOW
+    text = draft_workflow.render_workflow(
+        pin,
+        suite=None if suite_path == SUITE else suite_path,
+        stage_map=None if map_path == STAGE_MAP else map_path,
+    )
+    _put(path, text, cwd, written, kept)
+    shown = os.path.relpath(path, cwd)
+    if shown in kept:
+        return ""
+    if pin.placeholder:
+        return (
+            f"{shown}: replace {pin.uses} with the repository you host or mirror ci-evals "
+            "in at a full commit SHA (or draft again with --action OWNER/NAME@SHA)"
+        )
+    return f"{shown}: the action pinned to {pin.uses} ({pin.source})"
 
 
 def _put(path: Path, text: str, cwd: Path, written: list[str], kept: list[str]) -> None:
@@ -197,6 +257,7 @@ def _init_cases(
     *,
     marketplace: tuple[str, str] | None,
     notes: list[str],
+    pin: draft_workflow.ActionPin,
 ) -> int:
     """A plugin with eval cases: the suite runs them (`plugin_evals:`), the stub
     script satisfies them, and the stage map sends each plugin file to the cases
@@ -211,6 +272,7 @@ def _init_cases(
     stub_file = f"stub/{source.name}.yaml"
     written: list[str] = []
     kept: list[str] = []
+    workflow = ""
     _put(
         here / SUITE,
         draft_cases.render_suite(line, source.name, shown, drafted.grants),
@@ -243,6 +305,9 @@ def _init_cases(
             written,
             kept,
         )
+        # The action selects with the map: without one there is nothing to draft.
+        suite_path = Path(os.path.relpath(here / SUITE, where.top)).as_posix()
+        workflow = _draft_workflow(pin, where.top, cwd, suite_path, map_path, written, kept)
     ignored = _ignore_run_folders(here, cwd)
     print(
         f"drafted a suite running the plugin's {len(drafted.cases)} claude plugin eval "
@@ -253,7 +318,7 @@ def _init_cases(
             else ""
         )
     )
-    _say(written, kept, ignored, notes)
+    _say(written, kept, ignored, notes, workflow)
     if coverage and os.path.relpath(where.top / PRECOMMIT, cwd) in kept:
         map_path = Path(os.path.relpath(here / STAGE_MAP, where.top)).as_posix()
         print(_hook_line(where.top / PRECOMMIT, map_path, cwd))
@@ -305,6 +370,10 @@ def _global_paths(source: PluginSource, here: Path, hook_file: Path) -> list[str
     if hook_file.is_relative_to(plugin_dir):  # a plugin at the top holds the hook's file
         hook = Path(os.path.relpath(hook_file, here)).as_posix()
         global_paths.append(hook if hook.startswith("../") else PRECOMMIT)
+    workflow = hook_file.parent / draft_workflow.WORKFLOW
+    if workflow.is_relative_to(plugin_dir):  # so is the workflow it drafts
+        shown = Path(os.path.relpath(workflow, here)).as_posix()
+        global_paths.append(shown if shown.startswith("../") else "/" + draft_workflow.WORKFLOW)
     if inside:  # the .gitignore init writes (or extends) for the run folders
         global_paths.append("/.gitignore")
     # A marketplace's plugin: the map compares its entry (`marketplace:`), so the
@@ -347,7 +416,10 @@ def _refuse_unloadable(source: PluginSource) -> list[str]:
     return [f"note: Claude Code loads the plugin less a part: {error}" for error in verdict.errors]
 
 
-def _say(written: list[str], kept: list[str], ignored: str, notes: list[str]) -> None:
+def _say(
+    written: list[str], kept: list[str], ignored: str, notes: list[str], workflow: str = ""
+) -> None:
+    """What init wrote and kept; `workflow`: the line about the drafted workflow."""
     for line in notes:
         print(line)
     for shown in written:
@@ -356,6 +428,8 @@ def _say(written: list[str], kept: list[str], ignored: str, notes: list[str]) ->
         print(ignored)
     for shown in kept:
         print(f"kept {shown} (exists; not overwritten)")
+    if workflow:
+        print(workflow)
 
 
 def _hook_line(path: Path, map_path: str, cwd: Path) -> str:
