@@ -9,8 +9,11 @@ independent commands as one stage with a scenario each; the first line printed
 says which and why), a
 `fixtures/<k>-<stage>-output/` folder per stage with a placeholder, a stub
 script whose rules match the stages' commands and the plugin's agents and
-write the placeholders the drafted checks look for, and a
-`.pre-commit-config.yaml` (at the repository's top) running `check-coverage`.
+write the placeholders the drafted checks look for, a
+`.pre-commit-config.yaml` (at the repository's top) running `check-coverage`
+and, for a suite of stages, `check-fixtures --contracts-only`, and — when no
+workflow of the repository runs ci-evals yet — `.github/workflows/evals.yml`
+using the action, pinned to a full commit SHA (`suite.draft_workflow`).
 A file that exists is kept and said so. What it writes passes `check-coverage`
 and `ci-evals check` as it is, and runs end to end on the stub model.
 
@@ -40,6 +43,7 @@ from ci_evals.suite import (
     draft_case_map,
     draft_cases,
     draft_shapes,
+    draft_workflow,
     precommit,
 )
 from ci_evals.suite import draft as drafting
@@ -102,6 +106,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(for a plugin without phases; a plugin that has cases gets a suite running them)",
     )
     parser.add_argument(
+        "--action",
+        metavar="OWNER/NAME@SHA",
+        help="the ci-evals action the drafted .github/workflows/evals.yml uses, pinned to "
+        "a full commit SHA (default: the commit this ci-evals was installed from, when known)",
+    )
+    parser.add_argument(
         "--independent",
         action="store_true",
         help="one stage with a scenario per command, even when a command reads a file "
@@ -117,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     source = _plugin_source(given, args.plugin, args.plugin_name)
     plugin_dir = source.path
     top = git.toplevel(cwd)  # the stage map lives in a repository
+    pin = draft_workflow.action_pin(args.action)  # a bad --action: before any file
     here = _suite_folder(args, cwd, top, source)
     marketplace = None
     if args.plugin_name is not None:
@@ -133,13 +144,10 @@ def run(args: argparse.Namespace) -> int:
     hook_file = top / PRECOMMIT
     files = [path for path in files if plugin_dir / path != hook_file]
     global_paths = _global_paths(source, here, hook_file)
-    evals, cases = draft_cases.find_cases(source)
     where = _Where(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths)
-    if not cases and args.format == "cases":
-        _refuse_stage_options(args)
-        return _init_case_files(source, evals, where, marketplace=marketplace, notes=load_notes)
-    if cases:  # the plugin's own `claude plugin eval` cases: a suite that runs them
-        return _init_cases(source, evals, cases, where, marketplace=marketplace, notes=load_notes)
+    as_cases = _as_cases(args, source, where, marketplace, load_notes, pin)
+    if as_cases is not None:
+        return as_cases
     if args.independent and args.stages is not None:
         raise UserError(
             "--independent and --stages ask for opposite drafts",
@@ -173,11 +181,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             put(folder / plan.output_file(stage), drafting.render_fixture(stage))
     map_path = Path(os.path.relpath(here / STAGE_MAP, top)).as_posix()
-    put(hook_file, drafting.render_precommit(None if map_path == STAGE_MAP else map_path))
+    suite_path = Path(os.path.relpath(here / SUITE, top)).as_posix()
+    put(hook_file, _stage_hooks(map_path, suite_path))
+    workflow = _draft_workflow(pin, top, cwd, suite_path, map_path, written, kept)
     ignored = _ignore_run_folders(here, cwd)
 
     print(f"drafted {plan.why}")
-    _say(written, kept, ignored, [*load_notes, *_cases_instead(plan)])
+    _say(written, kept, ignored, [*load_notes, *_cases_instead(plan)], workflow)
     if os.path.relpath(hook_file, cwd) in kept:
         print(_hook_line(hook_file, map_path, cwd))
     _next(here, cwd, plan.stub_file)
@@ -204,6 +214,27 @@ def with_schema(text: str, name: str, here: Path, top: Path) -> str:
     return f"{MODELINE}{relative}\n{text}"
 
 
+def _as_cases(  # noqa: PLR0917 - run's places, passed on
+    args: argparse.Namespace,
+    source: PluginSource,
+    where: _Where,
+    marketplace: tuple[str, str] | None,
+    notes: list[str],
+    pin: draft_workflow.ActionPin,
+) -> int | None:
+    """The plugin's own `claude plugin eval` cases: a suite that runs them; with
+    `--format cases` and none yet, cases drafted first. None: draft stages."""
+    evals, cases = draft_cases.find_cases(source)
+    if not cases and args.format == "cases":
+        _refuse_stage_options(args)
+        return _init_case_files(source, evals, where, marketplace=marketplace, notes=notes, pin=pin)
+    if cases:
+        return _init_cases(
+            source, evals, cases, where, marketplace=marketplace, notes=notes, pin=pin
+        )
+    return None
+
+
 def _refuse_stage_options(args: argparse.Namespace) -> None:
     if args.stages is not None or args.independent:
         raise UserError(
@@ -221,6 +252,53 @@ def _cases_instead(plan: drafting.Draft) -> list[str]:
             "cases instead, which `claude plugin eval` runs too (docs/onboarding.md)"
         ]
     return []
+
+
+def _stage_hooks(map_path: str, suite_path: str) -> str:
+    """The pre-commit file for a suite of stages: coverage, and its fixtures' contracts."""
+    return drafting.render_precommit(
+        None if map_path == STAGE_MAP else map_path,
+        fixtures=True,
+        suite_arg=None if suite_path == SUITE else suite_path,
+    )
+
+
+def _draft_workflow(  # noqa: PLR0917 - the draft's places, both call sites
+    pin: draft_workflow.ActionPin,
+    top: Path,
+    cwd: Path,
+    suite_path: str,
+    map_path: str,
+    written: list[str],
+    kept: list[str],
+) -> str:
+    """Write .github/workflows/evals.yml when no workflow of the repository runs
+    ci-evals yet; the line to print about it ("" when nothing to say)."""
+    running = draft_workflow.workflows_running_ci_evals(top)
+    if running:
+        shown = os.path.relpath(top / running[0], cwd)
+        if suite_path == SUITE:
+            return f"{shown} runs ci-evals already: no workflow drafted"
+        return (
+            f"{shown} runs ci-evals already: no workflow drafted; for this suite add a "
+            f"ci-evals step with suite: {suite_path} and stage-map: {map_path}"
+        )
+    path = top / draft_workflow.WORKFLOW
+    text = draft_workflow.render_workflow(
+        pin,
+        suite=None if suite_path == SUITE else suite_path,
+        stage_map=None if map_path == STAGE_MAP else map_path,
+    )
+    _put(path, text, cwd, written, kept)
+    shown = os.path.relpath(path, cwd)
+    if shown in kept:
+        return ""
+    if pin.placeholder:
+        return (
+            f"{shown}: replace {pin.uses} with the repository you host or mirror ci-evals "
+            "in at a full commit SHA (or draft again with --action OWNER/NAME@SHA)"
+        )
+    return f"{shown}: the action pinned to {pin.uses} ({pin.source})"
 
 
 def _put(path: Path, text: str, cwd: Path, written: list[str], kept: list[str]) -> None:
@@ -253,6 +331,7 @@ def _init_case_files(
     *,
     marketplace: tuple[str, str] | None,
     notes: list[str],
+    pin: draft_workflow.ActionPin,
 ) -> int:
     """`--format cases` on a plugin without cases: a `claude plugin eval` case per
     part in its eval folder (`draft_case_files`), then the suite that runs them."""
@@ -287,6 +366,7 @@ def _init_case_files(
         where,
         marketplace=marketplace,
         notes=[*notes, *unchecked],
+        pin=pin,
         drafted_cases=(why, written, kept, cli_line),
     )
 
@@ -299,6 +379,7 @@ def _init_cases(
     *,
     marketplace: tuple[str, str] | None,
     notes: list[str],
+    pin: draft_workflow.ActionPin,
     drafted_cases: tuple[str, list[str], list[str], str] | None = None,
 ) -> int:
     """A plugin with eval cases: the suite runs them (`plugin_evals:`), the stub
@@ -322,6 +403,7 @@ def _init_cases(
     shown = Path(os.path.relpath(evals, here)).as_posix() + "/"
     stub_file = f"stub/{source.name}.yaml"
     first, written, kept, cli_line = drafted_cases or (None, [], [], None)
+    workflow = ""
     _put(
         here / SUITE,
         with_schema(
@@ -359,6 +441,9 @@ def _init_cases(
             written,
             kept,
         )
+        # The action selects with the map: without one there is nothing to draft.
+        suite_path = Path(os.path.relpath(here / SUITE, where.top)).as_posix()
+        workflow = _draft_workflow(pin, where.top, cwd, suite_path, map_path, written, kept)
     ignored = _ignore_run_folders(here, cwd)
     print(
         first
@@ -370,7 +455,7 @@ def _init_cases(
             else ""
         )
     )
-    _say(written, kept, ignored, notes)
+    _say(written, kept, ignored, notes, workflow)
     if coverage and os.path.relpath(where.top / PRECOMMIT, cwd) in kept:
         map_path = Path(os.path.relpath(here / STAGE_MAP, where.top)).as_posix()
         print(_hook_line(where.top / PRECOMMIT, map_path, cwd))
@@ -424,6 +509,10 @@ def _global_paths(source: PluginSource, here: Path, hook_file: Path) -> list[str
     if hook_file.is_relative_to(plugin_dir):  # a plugin at the top holds the hook's file
         hook = Path(os.path.relpath(hook_file, here)).as_posix()
         global_paths.append(hook if hook.startswith("../") else PRECOMMIT)
+    workflow = hook_file.parent / draft_workflow.WORKFLOW
+    if workflow.is_relative_to(plugin_dir):  # so is the workflow it drafts
+        shown = Path(os.path.relpath(workflow, here)).as_posix()
+        global_paths.append(shown if shown.startswith("../") else "/" + draft_workflow.WORKFLOW)
     if inside:  # the .gitignore init writes (or extends) for the run folders
         global_paths.append("/.gitignore")
     # A marketplace's plugin: the map compares its entry (`marketplace:`), so the
@@ -463,7 +552,10 @@ def _refuse_unloadable(source: PluginSource) -> list[str]:
     return plugin_load.notes(verdict)
 
 
-def _say(written: list[str], kept: list[str], ignored: str, notes: list[str]) -> None:
+def _say(
+    written: list[str], kept: list[str], ignored: str, notes: list[str], workflow: str = ""
+) -> None:
+    """What init wrote and kept; `workflow`: the line about the drafted workflow."""
     for line in notes:
         print(line)
     for shown in written:
@@ -472,6 +564,8 @@ def _say(written: list[str], kept: list[str], ignored: str, notes: list[str]) ->
         print(ignored)
     for shown in kept:
         print(f"kept {shown} (exists; not overwritten)")
+    if workflow:
+        print(workflow)
 
 
 def _hook_line(path: Path, map_path: str, cwd: Path) -> str:

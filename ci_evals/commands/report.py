@@ -5,7 +5,8 @@ trusted CI job can report on a run made elsewhere (docs/report.md). Prints the
 Markdown summary unless `--markdown FILE` takes it; `--junit FILE` writes the
 JUnit XML for CI test reporters. Files are written whole or not at all (a temp
 file in the same folder, then renamed over the target). In GitHub Actions the
-summary is also appended to the step summary.
+summary is also appended to the step summary, and the run's cost and token
+counts are step outputs (`cost_usd`, `input_tokens`, `output_tokens`).
 
 Exit 0 when every stage passed or completed in a finished run, 1 otherwise
 (a failed, errored, limited or unfinished stage; an interrupted run), 2 when
@@ -136,11 +137,7 @@ def run(args: argparse.Namespace) -> int:
         against_baseline,
         baseline_comparison,
     )
-    from ci_evals.github.actions import (  # noqa: PLC0415
-        ActionsEnv,
-        append_summary,
-        commands_stopped,
-    )
+    from ci_evals.github.actions import ActionsEnv, commands_stopped  # noqa: PLC0415
     from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.imported_markdown import imported_section  # noqa: PLC0415
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
@@ -177,8 +174,7 @@ def run(args: argparse.Namespace) -> int:
         with commands_stopped(env):  # the summary quotes the results file
             print(markdown, end="")
     if env is not None:
-        append_summary(env, markdown)
-        _annotate(result, found)
+        _to_actions(env, result, found, markdown)
     if args.comment:
         _comment(env, markdown, key=args.comment_key)
     code = EXIT_OK if run_passed(result, found) and fixtures_passed else EXIT_FAIL
@@ -192,6 +188,18 @@ def run(args: argparse.Namespace) -> int:
     if args.emit is not None:
         args.emit(code, _document(result, args, found, fixtures_passed, markdown))
     return code
+
+
+def _to_actions(env: ActionsEnv, result: RunResult, found: Sequence[str], markdown: str) -> None:
+    """In Actions: the job summary, the annotations, and the run's cost and tokens as
+    step outputs (not an inconsistent file's numbers: they are not the run's)."""
+    from ci_evals.github.actions import append_summary, write_outputs  # noqa: PLC0415
+    from ci_evals.report.costs import usage_outputs  # noqa: PLC0415
+
+    append_summary(env, markdown)
+    _annotate(result, found)
+    if not found:
+        write_outputs(env, usage_outputs(result))
 
 
 def _document(

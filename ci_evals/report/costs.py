@@ -100,3 +100,20 @@ def cost_summary(current: RunResult, baseline: RunResult | None) -> CostSummary:
         no_estimate=why if saving is None else "",
         shards=shard_cost(current),
     )
+
+
+def usage_outputs(result: RunResult) -> dict[str, str]:
+    """The run's cost and token counts as step outputs (`cost_usd`, `input_tokens`,
+    `output_tokens`). Metered (the real API): what the proxy forwarded, the agent's
+    own calls included; else what the stages' CLIs reported (a stub's is simulated)."""
+    if result.forwarded is not None:
+        tokens_in, tokens_out = result.forwarded.input_tokens, result.forwarded.output_tokens
+    else:
+        stages = [stage for scenario in result.scenarios for stage in scenario.stages]
+        tokens_in = sum(stage.input_tokens or 0 for stage in stages)
+        tokens_out = sum(stage.output_tokens or 0 for stage in stages)
+    return {
+        "cost_usd": f"{result.total_cost_usd:.4f}",
+        "input_tokens": str(tokens_in),
+        "output_tokens": str(tokens_out),
+    }

@@ -43,23 +43,8 @@ def choose(
 
     if not needed:
         return SandboxConfig(registry.HOST)
-    requested = suite.sandbox
+    requested = asked(args, suite)
     name = args.isolation
-    if name == NONE:
-        requested = SandboxConfig(registry.HOST)
-    elif name is not None and name in suite.sandbox_options:
-        requested = SandboxConfig(name, suite.sandbox_options[name])
-    elif name is not None and name != requested.kind:
-        try:
-            requested = SandboxConfig(name, registry.KINDS.get(name).load(None, suite.root))
-        except UserError as exc:
-            # The suite may give it options beside its own kind's (suite.backends).
-            beside = f"sandbox: {{kind: {requested.kind}, {name}: {{...}}}}"
-            raise UserError(
-                f"--isolation {name}: {exc.message}",
-                file=suite.display,
-                hint=f"{exc.hint}; or, for --isolation, {beside}" if exc.hint else beside,
-            ) from None
     # In GitHub Actions the suite is the pull request's: it may not turn isolation
     # off, nor may the host stand in for a sandbox that cannot run; only the
     # workflow's own command line can (docs/isolation.md, *In GitHub Actions*).
@@ -79,6 +64,33 @@ def choose(
     return registry.choose(
         requested, secrets=secret_names(environ), host_may_stand_in=not in_actions
     )
+
+
+def asked(args: argparse.Namespace, suite: Suite) -> SandboxConfig:
+    """The sandbox the command line (`--isolation`) or else the suite asks for, before
+    any rule of where it may run (`choose`); `none` is the host's kind."""
+    from ci_evals.errors import UserError  # noqa: PLC0415
+    from ci_evals.sandbox import registry  # noqa: PLC0415
+    from ci_evals.sandbox.base import SandboxConfig  # noqa: PLC0415
+
+    requested = suite.sandbox
+    name = args.isolation
+    if name == NONE:
+        return SandboxConfig(registry.HOST)
+    if name is not None and name in suite.sandbox_options:
+        return SandboxConfig(name, suite.sandbox_options[name])
+    if name is not None and name != requested.kind:
+        try:
+            return SandboxConfig(name, registry.KINDS.get(name).load(None, suite.root))
+        except UserError as exc:
+            # The suite may give it options beside its own kind's (suite.backends).
+            beside = f"sandbox: {{kind: {requested.kind}, {name}: {{...}}}}"
+            raise UserError(
+                f"--isolation {name}: {exc.message}",
+                file=suite.display,
+                hint=f"{exc.hint}; or, for --isolation, {beside}" if exc.hint else beside,
+            ) from None
+    return requested
 
 
 def _turned_off(suite: Suite, kind: str) -> UserError:

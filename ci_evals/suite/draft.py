@@ -1017,13 +1017,30 @@ def render_fixture(stage: StagePlan) -> str:
     )
 
 
-def render_precommit(map_arg: str | None) -> str:
+def render_precommit(
+    map_arg: str | None, *, fixtures: bool = False, suite_arg: str | None = None
+) -> str:
+    """The hooks a suite needs: its stage map covers every plugin file and, for a suite
+    with fixtures, they hold the stages' contracts (`suite_arg`: the suite's path when
+    it is not at the repository's top, where check-fixtures looks)."""
     args = f"\n        args: [--map, {_q(map_arg)}]" if map_arg else ""
+    fixtures_hook = ""
+    if fixtures:
+        suite = f"\n        args: [--suite, {_q(suite_arg)}]" if suite_arg else ""
+        fixtures_hook = f"""\
+      - id: ci-evals-fixtures
+        name: fixtures hold the stages' contracts
+        entry: ci-evals check-fixtures --contracts-only{suite}
+        language: system
+        pass_filenames: false
+        always_run: true
+"""
     return f"""\
 # Drafted by `ci-evals init`: every commit checks that the stage map covers every
-# plugin file. `language: system` runs the ci-evals you installed; to pin ci-evals'
-# own hook instead (docs: README, check-coverage), use `repo:` its repository URL,
-# `rev:` a full commit SHA (`pre-commit autoupdate --freeze`) and `id: ci-evals-coverage`.
+# plugin file (and the fixtures, that they hold the stages' contracts).
+# `language: system` runs the ci-evals you installed; to pin ci-evals' own hooks
+# instead (docs: README, check-coverage), use `repo:` its repository URL, `rev:` a
+# full commit SHA (`pre-commit autoupdate --freeze`) and the same hook ids.
 repos:
   - repo: local
     hooks:
@@ -1033,4 +1050,4 @@ repos:
         language: system
         pass_filenames: false
         always_run: true
-"""
+{fixtures_hook}"""

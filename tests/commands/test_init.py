@@ -54,7 +54,8 @@ def snapshot(top: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) -> None:
     repo = repo_with_plugin(tmp_path)
-    proc = cli(repo, "init", "plugin", "--stages", STAGES)
+    pin = "acme/ci-evals@" + "0" * 40
+    proc = cli(repo, "init", "plugin", "--stages", STAGES, "--action", pin)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "drafted phases, as --stages names them: explore, architect, implement",
@@ -65,7 +66,9 @@ def test_init_drafts_a_suite_that_checks_and_runs_on_the_stub(tmp_path: Path) ->
         "wrote fixtures/2-architect-output/outputs/architect.md",
         "wrote fixtures/3-implement-output/outputs/implement.md",
         "wrote .pre-commit-config.yaml",
+        "wrote .github/workflows/evals.yml",
         "wrote .gitignore: /.ci-evals/ (run folders, never committed)",
+        f".github/workflows/evals.yml: the action pinned to {pin} (--action)",
         "next: git add -A && ci-evals check-coverage && ci-evals check --model "
         "stub:stub/feature-dev.yaml && ci-evals run --model stub:stub/feature-dev.yaml",
     ]
@@ -150,8 +153,8 @@ def test_a_plugin_at_the_repository_top_and_the_real_pre_commit_hook(tmp_path: P
     assert "wrote fixtures/1-feature-dev-output/outputs/feature-dev.md" in proc.stdout
     # Its own files live inside the plugin's root: global, so nothing is uncovered.
     assert (
-        'global: ["ci-evals.yaml", "stub", ".pre-commit-config.yaml", "/.gitignore"]'
-        in (repo / "stage_map.yaml").read_text()
+        'global: ["ci-evals.yaml", "stub", ".pre-commit-config.yaml", '
+        '"/.github/workflows/evals.yml", "/.gitignore"]' in (repo / "stage_map.yaml").read_text()
     )
     git(repo, "add", "-A")
     home = tmp_path / "pre-commit-home"
@@ -170,6 +173,7 @@ def test_a_plugin_at_the_repository_top_and_the_real_pre_commit_hook(tmp_path: P
     )
     assert framework.returncode == 0, framework.stdout + framework.stderr
     assert "stage map covers every plugin file" in framework.stdout
+    assert "fixtures hold the stages' contracts" in framework.stdout  # the second hook
     assert cli(repo, "check", "--model", "stub:stub/feature-dev.yaml").returncode == 0
 
 

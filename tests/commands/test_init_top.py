@@ -93,6 +93,7 @@ def test_the_copy_holds_what_a_commit_would_and_nothing_of_ours(tmp_path: Path) 
     assert copied(ws.plugin) == [
         ".claude-plugin/marketplace.json",
         ".claude-plugin/plugin.json",
+        ".github/workflows/evals.yml",  # drafted by init at the top, as the hooks' file
         ".gitignore",
         ".pre-commit-config.yaml",
         "commands/do.md",

@@ -44,6 +44,10 @@ ACTION = ROOT / "action.yml"
 STUB = "stub:examples/labsmith/stub/labsmith.yaml"  # relative to the workspace
 
 
+# The steps that install ci-evals: a job after the first has it already.
+INSTALLED = frozenset({"Key the pip cache on the lock", "Install ci-evals"})
+
+
 def load_action() -> dict[str, object]:
     data: dict[str, object] = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
     return data
@@ -68,11 +72,24 @@ def test_the_action_has_the_documented_inputs_and_outputs() -> None:
         "units_json",
         "verdict",
         "results",
+        "cost_usd",
+        "input_tokens",
+        "output_tokens",
         "matrix",
         "shards",
         "forecast_usd",
         "gate",
     }
+
+
+def test_the_marketplace_listing() -> None:
+    """What GitHub Marketplace shows: a description of at most 125 characters and a
+    branding of one of its Feather icons and colours (check-jsonschema checks the names)."""
+    action = load_action()
+    description = action["description"]
+    assert isinstance(description, str) and 40 <= len(description) <= 125, description
+    assert "pull request" in description and "Claude Code plugins" in description
+    assert action["branding"] == {"icon": "check-circle", "color": "green"}
 
 
 def test_no_input_is_interpolated_into_a_script() -> None:
@@ -94,10 +111,16 @@ def test_parse_outputs_reads_both_forms() -> None:
 # ------------------------------------------------------------------ running it
 
 
-def users_repository(tmp_path: Path) -> tuple[Path, str, str]:
+def users_repository(tmp_path: Path, *, budget_usd: float | None = None) -> tuple[Path, str, str]:
     """The example laid out at a repository's top; BASE, then a PR commit that
-    edits a stage-5 agent (so stage 5 is the first to run)."""
+    edits a stage-5 agent (so stage 5 is the first to run). `budget_usd`: the
+    suite's, instead of the example's $5 (less than a real model's worst case)."""
     repo = copy_example(tmp_path / "user-repo", readme=False).root
+    if budget_usd is not None:
+        suite = repo / "ci-evals.yaml"
+        text = suite.read_text(encoding="utf-8")
+        assert text.count("budget_usd: 5.0 ") == 1
+        suite.write_text(text.replace("budget_usd: 5.0 ", f"budget_usd: {budget_usd} "))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
@@ -112,7 +135,8 @@ def action_checkout(tmp_path: Path) -> Path:
     """What the runner checks out for `uses: OWNER/ci-evals@SHA`: this repository."""
     path = tmp_path / "action"
     path.mkdir()
-    for name in ("pyproject.toml", "README.md", "action.yml"):
+    for name in ("pyproject.toml", "README.md", "action.yml", "action/constraints.txt"):
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, path / name)
     shutil.copytree(
         ROOT / "ci_evals", path / "ci_evals", ignore=shutil.ignore_patterns("__pycache__")
@@ -163,9 +187,11 @@ def test_the_action_runs_the_affected_stages_and_comments(
     log = "\n".join(f"--- {s.name}: {s.returncode}\n{s.stdout}\n{s.stderr}" for s in actions.steps)
     ran = [s.name for s in actions.steps if s.returncode is not None]
     assert ran == [
+        "Key the pip cache on the lock",
         "Install ci-evals",
         "Check the inputs",
         "Select the first stage to run",
+        "Prepare the sandbox",
         "Fetch the baseline",
         "Forecast the cost",
         "Run the evals",
@@ -179,7 +205,18 @@ def test_the_action_runs_the_affected_stages_and_comments(
     data = json.loads(results.read_text(encoding="utf-8"))
     assert data["from_stage"] == 5
     assert data["model_endpoint"].startswith("stub:")
+    # The stub's cost (simulated) and tokens: the stages' own counts, not metered.
+    assert data["forwarded"] is None and data["total_cost_usd"] > 0
+    stages = [stage for scenario in data["scenarios"] for stage in scenario["stages"]]
+    assert outputs["cost_usd"] == f"{data['total_cost_usd']:.4f}", log
+    assert int(outputs["input_tokens"]) == sum(s["input_tokens"] or 0 for s in stages) > 0
+    assert int(outputs["output_tokens"]) == sum(s["output_tokens"] or 0 for s in stages) > 0
     assert (repo / ".ci-evals" / "run" / "junit.xml").is_file()
+    # The lock's copy for setup-python's cache key is gone before anything ran.
+    assert not list(repo.glob(".ci-evals-lock.*")), list(repo.iterdir())
+    (lock,) = [s for s in actions.steps if s.name == "Key the pip cache on the lock"]
+    assert lock.outputs["path"].startswith(".ci-evals-lock.")
+    assert lock.outputs["path"].endswith("/constraints.txt")
     site = repo / ".ci-evals" / "run" / "site"  # uploaded with the run folder
     assert "5 generate-chapter" in (site / "index.html").read_text(encoding="utf-8")
     summary = actions.summary.read_text(encoding="utf-8")
@@ -227,6 +264,9 @@ def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: Fak
         "gate": "",
         "verdict": "skipped",
         "results": "",
+        "cost_usd": "",
+        "input_tokens": "",
+        "output_tokens": "",
         "matrix": "",
         "shards": "",
     }, log
@@ -292,7 +332,7 @@ def test_the_action_sharded_plans_runs_each_shard_and_merges(
     assert matrix == {"include": [{"shard": f"{k}/2", "from_stage": "5"} for k in (1, 2)]}
     assert (planned["shards"], planned["from_stage"], planned["verdict"]) == ("2", "5", "")
     assert not (repo / ".ci-evals").exists()  # a plan runs nothing
-    installed = frozenset({"Install ci-evals"})
+    installed = INSTALLED
 
     for entry in matrix["include"]:
         shard = job(plan, f"shard-{entry['shard'][0]}", artifacts)
@@ -371,6 +411,9 @@ def test_the_action_sharded_with_nothing_to_run_plans_no_shard(
         "gate": "",
         "verdict": "skipped",
         "results": "",
+        "cost_usd": "",
+        "input_tokens": "",
+        "output_tokens": "",
         "matrix": '{"include":[]}',  # plan's own answer: test `shards` in the jobs' `if:`
         "shards": "0",
     }
@@ -398,7 +441,7 @@ def test_sharded_inputs_that_do_not_fit_stop_the_action(
         event={},
         base_env=runner_env(Path(sys.executable).parent),
     )
-    actions.run_action(ACTION, given, provided=frozenset({"Install ci-evals"}))
+    actions.run_action(ACTION, given, provided=INSTALLED)
     (failed,) = actions.failed()
     assert failed.name == "Check the inputs" and failed.returncode == 2
     assert f"::error title=ci-evals::{error}" in failed.stdout

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ci_evals.report.markdown import markdown_summary
 from ci_evals.results.model import write_results
+from tests.actions_runner import parse_outputs
 from tests.report.test_report import a_run, failed_stage, passed_stage, scenario, stage
 
 
@@ -25,7 +26,11 @@ def report(tmp_path: Path, result: object) -> subprocess.CompletedProcess[str]:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith("GITHUB_") and k != "RUNNER_TEMP"
     }
-    env |= {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    env |= {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+    }
     return subprocess.run(
         [
             sys.executable,
@@ -101,3 +106,21 @@ def test_a_stub_run_says_wiring_check_and_simulated(tmp_path: Path) -> None:
     summary = (tmp_path / "summary.md").read_text()
     cost = summary[summary.index("### Cost") :]  # report.costs: live, fixtures, simulated
     assert "simulated" in cost and "Served from fixtures" in cost
+
+
+def test_the_runs_cost_and_tokens_are_step_outputs(tmp_path: Path) -> None:
+    """Not metered (no `forwarded`): the stages' own counts, the total cost as written."""
+    first = passed_stage(1).model_copy(update={"input_tokens": 1200, "output_tokens": 340})
+    second = failed_stage(2).model_copy(update={"input_tokens": 800, "output_tokens": None})
+    done = report(tmp_path, a_run(scenario("acme", first, second)))
+    assert done.returncode == 1
+    outputs = parse_outputs((tmp_path / "output").read_text())
+    assert outputs == {"cost_usd": "0.6250", "input_tokens": "2000", "output_tokens": "340"}
+
+
+def test_an_inconsistent_results_file_gives_no_cost_outputs(tmp_path: Path) -> None:
+    edited = failed_stage(1).model_copy(update={"status": "passed"})  # its verdict: failed
+    done = report(tmp_path, a_run(scenario("acme", edited)))
+    assert done.returncode == 2
+    output = tmp_path / "output"
+    assert not output.exists() or parse_outputs(output.read_text()) == {}
