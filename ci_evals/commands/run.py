@@ -50,6 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run from the lowest stage the change BASE...HEAD can affect (as compute-stage)",
     )
     parser.add_argument(
+        "--base-run",
+        type=Path,
+        metavar="DIR",
+        help="with --base: the base branch's saved run (a run folder, or `baseline fetch "
+        "--out DIR`); when the change touches only graders it is re-graded instead of "
+        "running the agent (docs/run.md)",
+    )
+    parser.add_argument(
         "--scenario",
         action="append",
         default=[],
@@ -157,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         return tasks.run(args)
     if args.matrix is not None:
         raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
+    from ci_evals.report.verify import problems  # noqa: PLC0415 - a --base-run re-grade
     from ci_evals.run import plan  # noqa: PLC0415
 
-    return plan.run(args)
+    return plan.run(args, inconsistencies=problems)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ci_evals import git
 from ci_evals.agents import StageOutcome, StageRequest
@@ -32,7 +32,15 @@ from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, Problems, UserError
 from ci_evals.fs import upload
 from ci_evals.results.model import RunResult, Shard
 from ci_evals.results.summary import exit_code, repeat_table
-from ci_evals.run import environ_block, isolation, provenance, score_change, shard, shard_mac
+from ci_evals.run import (
+    environ_block,
+    isolation,
+    provenance,
+    regrade_base,
+    score_change,
+    shard,
+    shard_mac,
+)
 from ci_evals.run.grading_hook import GradingHook
 from ci_evals.run.progress import make_progress, summary_table
 from ci_evals.run.runner import Runner, RunPlan
@@ -40,12 +48,16 @@ from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.sandbox.registry import HOST
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
+from ci_evals.selection.grader_change import with_regrade
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.selection.units import Units, select_units, with_units
 from ci_evals.suite.ablation import unrunnable
 from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
 from ci_evals.suite.tool_grant import split_entries
 from ci_evals.workspace.create import check_fixtures
+
+if TYPE_CHECKING:
+    from ci_evals.run.grade import Inconsistencies
 
 RUNS_DIR = Path(".ci-evals") / "runs"
 RECORD_FILE = "model-exchanges.jsonl"
@@ -66,9 +78,10 @@ class Prepared:
     shard: Shard | None = None  # `--shard I/K`: only these units
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, inconsistencies: Inconsistencies | None = None) -> int:
     """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
-    first problem), then run; its exit code."""
+    first problem), then run; its exit code. `inconsistencies`: the report's check of
+    a results file, for a re-grade of `--base-run` when only graders changed."""
     # The environment as given, the shard key's name and value included: held in our
     # memory it is still a credential the sandbox's choice weighs (`isolation.choose`).
     environ = dict(os.environ)
@@ -80,6 +93,18 @@ def run(args: argparse.Namespace) -> int:
     assert ready is not None and ready.endpoint is not None
     if ready.from_stage is None:
         return EXIT_OK
+    if ready.selection is not None and ready.selection.regrade and inconsistencies is not None:
+        out = (args.out or RUNS_DIR / new_run_id()).resolve()
+        code = regrade_base.regrade(
+            args,
+            ready.selection,
+            scenarios=ready.scenarios,
+            suite_file=ready.suite.file,
+            out=out,
+            inconsistencies=inconsistencies,
+        )
+        if code is not None:
+            return code
     plan = build(ready, args, environ)
     _say_single_arm(plan)
     with upload.sealed(plan.run_dir, "the run folder"):  # before it is signed
@@ -243,7 +268,7 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
     """The run of a prepared suite: its id and folder (`--out`, or `run_dir`), its sandbox
     ready (a docker image built at its first use)."""
     assert ready.from_stage is not None and ready.endpoint is not None
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    run_id = new_run_id()
     run_dir = (args.out or RUNS_DIR / run_id).resolve()
     if (run_dir / "results.json").exists():
         raise UserError(
@@ -270,6 +295,10 @@ def build(ready: Prepared, args: argparse.Namespace, environ: dict[str, str]) ->
         shard=ready.shard,
         ablation=getattr(args, "ablation", None) or ready.suite.ablation,
     )
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
 def _shard_budget(suite: Suite, chosen: Shard | None) -> Suite:
@@ -358,6 +387,7 @@ def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
     units = select_units(stage_map, selection)
     selection = with_units(selection, units, stage_map)
+    selection = with_regrade(git.toplevel(suite.root), selection, stage_map)
     if selection.from_stage is None:
         print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
         return Start(None, selection, units)
@@ -365,6 +395,8 @@ def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     if units is not None:
         shown = "all" if units.ids is None else " ".join(units.ids)
         print(f"{units.kind}: {shown} ({units.reason}: {units.detail})")
+    if selection.regrade is not None:
+        print(f"regrade: {selection.regrade}")
     if suite.plugin_evals is not None:
         return Start(suite.scenarios[0].stage, selection, units)
     return Start(suite.stage(selection.from_stage), selection, units)
