@@ -97,6 +97,17 @@ def test_run_base_regrades_the_base_run_instead_of_running(tmp_path: Path) -> No
         s.status for s in base.scenarios[0].stages[:4]
     ]
 
+    # The report against main's run reads the delta as the graders', not the agent's.
+    proc = ci_evals(
+        "report", str(out), "--baseline", str(base_run / "results.json"),
+        "--markdown", str(tmp_path / "report.md"), cwd=repo,
+    )  # fmt: skip
+    markdown = (tmp_path / "report.md").read_text()
+    assert "**The graders changed:** 1 criteria now fail on the baseline's own outputs" in (
+        markdown
+    ), proc.stderr
+    assert "The agent ran" not in markdown
+
     # Without --base-run the agent runs (fail closed), and says why.
     proc = ci_evals(
         "run", "--suite", str(suite), "--model", f"stub:{stub}", "--base", "HEAD~1",
