@@ -22,6 +22,7 @@ one line: it would be half-read.
 | 11 | `StageResult.produced_omitted`, `plugin_changes_omitted`: what a listing's budget cut |
 | 12 | `ablation`, `mean_delta`, `ScenarioResult.arm`, `StageSummary.arms`: without the plugin |
 | 13 | `imported_from`: a run imported from a `claude plugin eval` document |
+| 14 | `repeats_stopped`: repeats not started, their k-of-K verdict decided (`stop_repeats_early`) |
 
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
@@ -37,7 +38,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 13
+VERSION = 14
 
 Data = dict[str, Any]
 
@@ -209,6 +210,14 @@ def _v12_to_v13(data: Data) -> Data:
     return data
 
 
+def _v13_to_v14(data: Data) -> Data:
+    """Add `repeats_stopped: {}`: a version 13 run started every repeat. (A version 13
+    reader refuses a version 14 file rather than count a stopped scenario's missing
+    repeats as lost.)"""
+    data.setdefault("repeats_stopped", {})
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -223,6 +232,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     10: _v10_to_v11,
     11: _v11_to_v12,
     12: _v12_to_v13,
+    13: _v13_to_v14,
 }
 
 

@@ -444,6 +444,13 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False) -> int:
         notes = opened.notes
     runner.endpoint_closed()  # what was still in flight is settled and recorded now
     print(summary_table(result))
+    if result.repeats_stopped:  # stop_repeats_early: said with what it saved
+        saved = sum(result.repeats_stopped.values())
+        each = ", ".join(f"{sid} {n}" for sid, n in result.repeats_stopped.items())
+        print(
+            f"adaptive repeats: {saved} repeat(s) not run, the k-of-K verdict decided "
+            f"before them ({each})"
+        )
     # Said when it explains something: scores that moved between repeats or since
     # the last run of this suite, or a first run (not under every run's table).
     if notes and score_change.scores_changed(result, plan.run_dir):

@@ -245,7 +245,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 13
+    assert result.version == VERSION == 14
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
@@ -277,7 +277,23 @@ def test_a_version_11_file_reads_as_a_run_of_one_arm(tmp_path: Path) -> None:
 
 def _as_version_12(data: dict[str, Any]) -> None:
     """A current file as version 12 wrote it: never an import."""
+    _as_version_13(data)
     del data["imported_from"]
+
+
+def _as_version_13(data: dict[str, Any]) -> None:
+    """A current file as version 13 wrote it: every repeat started."""
+    del data["repeats_stopped"]
+
+
+def test_a_version_13_file_reads_as_every_repeat_started(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 13, _as_version_13)
+
+    result = read_results(old)
+
+    assert result == current and result.repeats_stopped == {}
+    assert problems(result) == []
 
 
 def test_a_version_12_file_reads_as_a_run_ci_evals_ran(tmp_path: Path) -> None:
