@@ -58,6 +58,7 @@ class Delta:
     direction: Direction  # -1 a regression, +1 an improvement, 0 a change
     noise: Noise
     intervals: str = ""  # the two 95% intervals, when the noise was judged
+    history: str = ""  # a criterion's pass rate on main (`report --history`: `flakes`)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,8 @@ def _delta_line(delta: Delta) -> str:
         noise = _NOISE[delta.noise]
         if delta.intervals:
             noise += f", {delta.intervals}"
-    return f"- **{where}** {change} ({noise})"
+    line = f"- **{where}** {change} ({noise})"
+    return line + f" — {text(delta.history, REASON_LIMIT)}" if delta.history else line
 
 
 def _deltas(title: str, deltas: Sequence[Delta]) -> list[str]:
