@@ -108,10 +108,13 @@ def test_run_base_regrades_the_base_run_instead_of_running(tmp_path: Path) -> No
     ), proc.stderr
     assert "The agent ran" not in markdown
 
-    # Without --base-run the agent runs (fail closed), and says why.
+    # A base run of another commit than the merge base: the agent runs (fail closed).
+    suite.write_text(suite.read_text().replace("count: 1 }", "count: 2 }"))
+    git(repo, "commit", "-q", "-am", "another check change")
     proc = ci_evals(
         "run", "--suite", str(suite), "--model", f"stub:{stub}", "--base", "HEAD~1",
-        "--out", str(tmp_path / "ran"), cwd=repo,
+        "--base-run", str(base_run), "--out", str(tmp_path / "ran"), cwd=repo,
     )  # fmt: skip
-    assert "no --base-run to re-grade: the agent runs" in proc.stderr, proc.stderr
+    assert "the base run is not of the merge base" in proc.stderr, proc.stderr
+    assert "the agent runs" in proc.stderr
     assert read_results(tmp_path / "ran").regraded_at is None
