@@ -120,10 +120,26 @@ def regrade(
         isolation=getattr(args, "isolation", None),
     )
     code = grade.run(grade_args, inconsistencies=inconsistencies)
+    _record_change(regraded, selection)
     (out / "results.json").replace(out / BASE_RESULTS)
     regraded.replace(out / "results.json")
     print(f"re-graded run: {out} (the base's own results: {out / BASE_RESULTS})")
     return code
+
+
+def _record_change(path: Path, selection: Selection) -> None:
+    """The re-graded file's revision names the change's base and merge base, as a run
+    with `--base` records them: `report --baseline` then checks the baseline's age."""
+    from ci_evals.grading.regrade import write  # noqa: PLC0415 - pydantic
+    from ci_evals.results.model import read_results  # noqa: PLC0415
+
+    result = read_results(path)
+    if result.revision is None or not selection.merge_bases:
+        return
+    result.revision = result.revision.model_copy(
+        update={"base": selection.base, "merge_base": selection.merge_bases[0]}
+    )
+    write(path, result)
 
 
 def _say(line: str) -> None:

@@ -107,6 +107,7 @@ def test_run_base_regrades_the_base_run_instead_of_running(tmp_path: Path) -> No
         markdown
     ), proc.stderr
     assert "The agent ran" not in markdown
+    assert "Stale" not in markdown and "records no merge base" not in markdown  # main's run
 
     # A base run of another commit than the merge base: the agent runs (fail closed).
     suite.write_text(suite.read_text().replace("count: 1 }", "count: 2 }"))
