@@ -6,8 +6,9 @@ grading keys. When every changed path a stage reads is a grader's, the
 agent's behaviour cannot have changed, and re-grading the base branch's saved
 run (`ci-evals grade` on the baseline artifact) answers the question for the
 cost of the reviewer calls alone. What counts as a grader file, read from the
-suite at the merge base *and* at HEAD (so a file that becomes or stops being
-a grader counts on both sides):
+suite at HEAD (a file that stops being a grader there is the agent's, fail
+closed; the suite at the merge base is read to compare its other keys and the
+reviewers' front matter):
 
 - a file under one of a reviewer's `rubrics:` folders (`suite:` ones too);
 - a reviewer's `agent:` file, when its front matter (name, description,
@@ -77,12 +78,9 @@ def decide(repo: Path, chosen: Selection, stage_map: StageMap) -> Verdict:
     suites = sorted(suite_paths(stage_map.global_paths))
     if len(suites) != 1:
         return _run("the stage map names no single suite file among its globals")
-    sides: list[GraderFiles] = []
-    for commit in (*chosen.merge_bases, chosen.head):
-        read = _grader_files(repo, commit, suites[0], stage_map.root)
-        if isinstance(read, str):
-            return _run(read)
-        sides.append(read)
+    sides = _sides(repo, chosen, suites[0], stage_map.root)
+    if isinstance(sides, str):
+        return _run(sides)
     changed = _changed_graders(repo, chosen, suites[0], sides)
     if isinstance(changed, str):
         return _run(changed)
@@ -92,6 +90,27 @@ def decide(repo: Path, chosen: Selection, stage_map: StageMap) -> Verdict:
     shown = ", ".join(quote_path(p) for p in changed[:3])
     more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
     return Verdict(True, f"only graders changed: {shown}{more}")
+
+
+def _sides(repo: Path, chosen: Selection, suite: str, root: str) -> list[GraderFiles] | str:
+    """The suite's graders at each merge base and at HEAD (last); a string: why the
+    change runs."""
+    assert chosen.head is not None
+    # HEAD's suite first: most changes touch a file no grader reads, and stop there
+    # (compute-stage is a hot path: one `git cat-file` more, not one per merge base).
+    head = _grader_files(repo, chosen.head, suite, root)
+    if isinstance(head, str):
+        return head
+    for match in chosen.matches:
+        if match.stage is not None and not _is_grader(match.path, suite, head):
+            return f"{quote_path(match.path)} is read by the agent, not only by graders"
+    sides: list[GraderFiles] = []
+    for commit in chosen.merge_bases:
+        read = _grader_files(repo, commit, suite, root)
+        if isinstance(read, str):
+            return read
+        sides.append(read)
+    return [*sides, head]
 
 
 def _changed_graders(
@@ -122,6 +141,15 @@ def with_regrade(repo: Path, chosen: Selection, stage_map: StageMap) -> Selectio
     """`chosen` with `regrade` set when only graders changed (else as it was)."""
     verdict = decide(repo, chosen, stage_map)
     return replace(chosen, regrade=verdict.reason if verdict.regrade else None)
+
+
+def _is_grader(path: str, suite: str, side: GraderFiles) -> bool:
+    """`path` is the suite, or a file its graders read (at that side)."""
+    return (
+        path == suite
+        or path in side.agents
+        or any(_under(path, folder) for folder in side.rubric_folders)
+    )
 
 
 def _under(path: str, folder: str) -> bool:
