@@ -12,6 +12,7 @@ with the reason; one of another suite is refused (`UserError`, exit 2).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.github.artifacts import read_source
+from ci_evals.report import flakes
 from ci_evals.report.baseline import (
     Comparison,
     NoBaseline,
@@ -77,7 +79,37 @@ def baseline_comparison(
     notes = same_suite(result, baseline, baseline_file=_results_file(args.baseline))
     merge_base, why = merge_base_of(result, args.base)
     notes += revision_notes(result, baseline, merge_base, why)
-    return compare(result, baseline, notes), source
+    comparison = compare(result, baseline, notes)
+    ledger = history_ledger(args)
+    if ledger is not None:
+        comparison = with_history(comparison, ledger)
+    return comparison, source
+
+
+def history_ledger(args: argparse.Namespace) -> flakes.Ledger | None:
+    """`--history`'s runs as a flake ledger (None without it); an unreadable one: one line."""
+    given: list[Path] = getattr(args, "history", None) or []
+    if not given:
+        return None
+    runs = []
+    for path in given:
+        file = _results_file(path)
+        try:
+            runs.append(read_results(file))
+        except UserError as exc:
+            raise UserError(f"{exc.message}", file=file, field="--history") from None
+    low, high = getattr(args, "flaky_bounds", None) or (0.0, 1.0)
+    return flakes.build(runs, low, high)
+
+
+def with_history(comparison: Comparison, ledger: flakes.Ledger) -> Comparison:
+    """Each criterion's delta with its pass rate on main beside it."""
+    deltas = []
+    for delta in comparison.deltas:
+        number = int(delta.stage.split(" ", 1)[0])
+        note = flakes.history_note(ledger, delta.scenario, number, delta.what)
+        deltas.append(dataclasses.replace(delta, history=note) if note else delta)
+    return dataclasses.replace(comparison, deltas=tuple(deltas))
 
 
 def _results_file(path: Path) -> Path:

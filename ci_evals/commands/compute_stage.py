@@ -27,6 +27,7 @@ from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.github import actions as gha
 from ci_evals.selection import decide as selection
 from ci_evals.selection import diff as diff_range
+from ci_evals.selection import grader_change
 from ci_evals.selection import units as unit_selection
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, default_map_path, load_stage_map
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     )
     units = unit_selection.select_units(stage_map, chosen)
     chosen = unit_selection.with_units(chosen, units, stage_map)
+    chosen = grader_change.with_regrade(repo, chosen, stage_map)
 
     if chosen.reason == selection.BASE_MISSING:
         missing = _base_missing(repo, args.base, chosen)
@@ -127,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         document = chosen.as_json()
         if units is not None:
             document["units"] = units.as_json()
+        if chosen.regrade is not None:
+            document["regrade"] = {"reason": chosen.regrade}
         print(json.dumps(document, ensure_ascii=False))
     elif args.explain:
         print(explain(chosen, stage_map, units))
@@ -135,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"ci-evals compute-stage: {_one_line(chosen)}", file=sys.stderr)
         if units is not None:
             print(f"ci-evals compute-stage: {_units_line(units)}", file=sys.stderr)
+        if chosen.regrade is not None:
+            print(f"ci-evals compute-stage: regrade: {chosen.regrade}", file=sys.stderr)
     if actions is not None:
         write_actions(
             actions,
@@ -232,6 +238,8 @@ def explain(
         lines.append(f"answer:   run from stage {chosen.from_stage}{name}")
     lines.append(f"reason:   {chosen.reason} — {_one_line_detail(chosen.detail)}")
     lines += _units_lines(units)
+    if chosen.regrade is not None:
+        lines.append(f"regrade: {chosen.regrade} (run --base re-grades the base's saved run)")
     relevant, shown = selection.lowest_relevant(chosen.matches, EXPLAIN_LIMIT)
     ignored = chosen.changed - relevant if chosen.matches else 0
     if chosen.matches:
@@ -331,6 +339,8 @@ def write_actions(
         "matches_json": matches,
         "matches_truncated": "true" if truncated else "false",
         "fixture_stages": " ".join(map(str, fixtures)),
+        "regrade": "true" if chosen.regrade is not None else "false",
+        "regrade_reason": chosen.regrade or "",
     }
     if units is not None:
         outputs["units"] = units.text()

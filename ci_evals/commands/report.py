@@ -125,6 +125,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_comment_key(parser: argparse.ArgumentParser) -> None:
     """`--comment-key`, shared with `ci-evals comment`."""
     parser.add_argument(
+        "--history",
+        type=Path,
+        action="append",
+        metavar="RUN",
+        help="a recent run of the base branch (repeatable: run folders, results files, "
+        "`baseline fetch` folders): each criterion's pass rate on main, shown beside its "
+        "delta ('fails 2 of 10 on main (flaky)')",
+    )
+    parser.add_argument(
+        "--flaky-bounds",
+        type=_bounds,
+        metavar="LOW,HIGH",
+        help="a criterion whose pass rate on main lies strictly between these is flaky "
+        "(default: 0,1: it both passed and failed)",
+    )
+    parser.add_argument(
+        "--gate",
+        choices=("all", "stable"),
+        default="all",
+        help="stable (needs --history): a stage failing only on criteria flaky on main "
+        "does not fail the report; they are listed as not gated (default: all)",
+    )
+    parser.add_argument(
         "--comment-key",
         default="ci-evals",
         metavar="KEY",
@@ -132,13 +155,23 @@ def add_comment_key(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def _bounds(text: str) -> tuple[float, float]:
+    from ci_evals.report.flakes import parse_bounds  # noqa: PLC0415
+
+    try:
+        return parse_bounds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one step per option
     from ci_evals.commands.baseline_report import (  # noqa: PLC0415
         against_baseline,
         baseline_comparison,
+        history_ledger,
     )
     from ci_evals.github.actions import ActionsEnv, commands_stopped  # noqa: PLC0415
-    from ci_evals.report import run_passed  # noqa: PLC0415 - pydantic, the runner
+    from ci_evals.report import flakes, run_passed  # noqa: PLC0415 - pydantic, the runner
     from ci_evals.report.imported_markdown import imported_section  # noqa: PLC0415
     from ci_evals.report.junit import junit_xml  # noqa: PLC0415
     from ci_evals.report.markdown import markdown_summary  # noqa: PLC0415
@@ -147,6 +180,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.base is not None and args.baseline is None:
         raise UserError("--base compares with a baseline: give --baseline RUN too", field="--base")
+    if args.gate == "stable" and not args.history:
+        raise UserError(
+            "--gate stable needs main's recent runs", field="--gate", hint="add --history RUN"
+        )
     if args.comment:
         _check_comment_key(args.comment_key)  # before any file is written
     link = _html_link(args.html_url)
@@ -157,6 +194,13 @@ def run(args: argparse.Namespace) -> int:
     imported = imported_section(result)  # "" unless imported from claude plugin eval
     markdown = markdown_summary(result, found) + "\n" + (imported and imported + "\n")
     markdown += link + baseline
+    only_flaky = False
+    if args.gate == "stable" and not found:
+        ledger = history_ledger(args)
+        assert ledger is not None
+        lines, only_flaky = flakes.ungated(result, ledger)
+        markdown += "\n" + flakes.annotate(lines) if lines else ""
+        only_flaky = only_flaky and bool(lines) and result.status == "completed"
     if args.html is not None:
         _write_html(result, args, found, None if compared is None else compared[0])
     fixtures_passed = True
@@ -177,7 +221,8 @@ def run(args: argparse.Namespace) -> int:
         _to_actions(env, result, found, markdown)
     if args.comment:
         _comment(env, markdown, key=args.comment_key)
-    code = EXIT_OK if run_passed(result, found) and fixtures_passed else EXIT_FAIL
+    passed = run_passed(result, found) or only_flaky  # --gate stable: flaky failures only
+    code = EXIT_OK if passed and fixtures_passed else EXIT_FAIL
     if found:
         print(
             f"ci-evals report: {args.run_dir}: the results file is inconsistent "

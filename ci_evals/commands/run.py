@@ -55,6 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run from the lowest stage the change BASE...HEAD can affect (as compute-stage)",
     )
     parser.add_argument(
+        "--base-run",
+        type=Path,
+        metavar="DIR",
+        help="with --base: the base branch's saved run (a run folder, or `baseline fetch "
+        "--out DIR`); when the change touches only graders it is re-graded instead of "
+        "running the agent (docs/run.md)",
+    )
+    parser.add_argument(
         "--scenario",
         action="append",
         default=[],
@@ -179,11 +187,12 @@ def run(args: argparse.Namespace) -> int:
         return tasks.run(args)
     if args.matrix is not None:
         raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
+    from ci_evals.report.verify import problems  # noqa: PLC0415 - a --base-run re-grade
     from ci_evals.run import plan  # noqa: PLC0415
 
     emit: output.Emit | None = args.emit
     if emit is None:
-        return plan.run(args, problems=_saved_run_problems)
+        return plan.run(args, problems=_saved_run_problems, inconsistencies=problems)
     documents: list[dict[str, Any]] = []
 
     def on_result(result: RunResult, run_dir: Path, code: int) -> None:
@@ -191,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
 
         documents.append(run_document(result, run_dir))
 
-    code = plan.run(args, on_result, problems=_saved_run_problems)
+    code = plan.run(args, on_result, problems=_saved_run_problems, inconsistencies=problems)
     if documents:
         emit(code, {"verdict": documents[0]["verdict"], "run": documents[0]})
     else:  # the change (or --units) left nothing to run: no run folder

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 # The built-in grading keys of a stage (`grader_keys` adds the installed kinds').
 STAGE_KEYS = ("reviewer", *KINDS.builtin, "scoring")
-SUITE_KEYS = ("scoring", "repeat", "pass_at_least")
+SUITE_KEYS = ("scoring", "repeat", "pass_at_least", "stop_repeats_early")
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,9 @@ class SuiteGrading:
     scoring: PolicyOverride = field(default_factory=PolicyOverride)
     repeat: int = 1
     pass_at_least: int | None = None  # None: every repeat must pass
+    # Start no further repeat of a scenario once its k-of-K verdict cannot change
+    # (`ci_evals.run.adaptive`).
+    stop_repeats_early: bool = False
 
 
 def grader_keys(keys: Iterable[str], known: Collection[str]) -> tuple[str, ...]:
@@ -172,4 +175,7 @@ def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
         scoring=load_policy(extra["scoring"]) if "scoring" in extra else PolicyOverride(),
         repeat=repeat,
         pass_at_least=pass_at_least,
+        stop_repeats_early=(
+            extra["stop_repeats_early"].as_bool() if "stop_repeats_early" in extra else False
+        ),
     )

@@ -58,6 +58,7 @@ class Delta:
     direction: Direction  # -1 a regression, +1 an improvement, 0 a change
     noise: Noise
     intervals: str = ""  # the two 95% intervals, when the noise was judged
+    history: str = ""  # a criterion's pass rate on main (`report --history`: `flakes`)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,12 @@ class Comparison:
     rows: tuple[StageRow, ...]
     only_here: tuple[str, ...] = ()  # "acme 4 plan-chapter": not in the baseline
     only_baseline: tuple[str, ...] = ()  # in the baseline, and not served from fixtures here
+    # This run is the baseline's own run re-graded (`run --base-run`, `grade`): no agent
+    # ran, so every delta is the graders' (issue 36), not the agent's.
+    regraded: bool = False
+
+    # Criteria that fail in more runs than on the baseline (new ones that fail count).
+    now_failing: int = 0
 
     @property
     def regressions(self) -> list[Delta]:
@@ -370,6 +377,16 @@ def _criterion_deltas(
     return changes
 
 
+def _now_failing(old: StageSummary, new: StageSummary) -> int:
+    """The stage's criteria that fail in more of its runs than on the baseline."""
+    before = {(c.id, c.kind): c.runs - c.passed for c in old.summary.criteria}
+    return sum(
+        1
+        for c in new.summary.criteria
+        if c.runs - c.passed > 0 and c.runs - c.passed > before.get((c.id, c.kind), 0)
+    )
+
+
 def compare(current: RunResult, baseline: RunResult, notes: Sequence[str] = ()) -> Comparison:
     """Every difference between `baseline` and `current`, stage by stage."""
     old = {(s.scenario, s.stage): s for s in summaries(baseline)}
@@ -379,6 +396,7 @@ def compare(current: RunResult, baseline: RunResult, notes: Sequence[str] = ()) 
     deltas: list[Delta] = []
     rows: list[StageRow] = []
     only_here: list[str] = []
+    now_failing = 0
     for key, now in new.items():
         label = f"{now.stage} {now.name}"
         was = old.get(key)
@@ -386,6 +404,7 @@ def compare(current: RunResult, baseline: RunResult, notes: Sequence[str] = ()) 
             only_here.append(f"{now.scenario} {label}")
             continue
         if key in old_ran and key in new_ran:
+            now_failing += _now_failing(was, now)
             deltas.extend(_stage_deltas(now.scenario, label, was, now))
             deltas.extend(_arms_delta(now.scenario, label, was, now))
         elif (key in old_ran) != (key in new_ran):
@@ -421,4 +440,6 @@ def compare(current: RunResult, baseline: RunResult, notes: Sequence[str] = ()) 
         rows=tuple(rows),
         only_here=tuple(only_here),
         only_baseline=tuple(only_baseline),
+        now_failing=now_failing,
+        regraded=current.regraded_at is not None and current.run_id == baseline.run_id,
     )

@@ -55,7 +55,8 @@ def _delta_line(delta: Delta) -> str:
         noise = _NOISE[delta.noise]
         if delta.intervals:
             noise += f", {delta.intervals}"
-    return f"- **{where}** {change} ({noise})"
+    line = f"- **{where}** {change} ({noise})"
+    return line + f" — {text(delta.history, REASON_LIMIT)}" if delta.history else line
 
 
 def _deltas(title: str, deltas: Sequence[Delta]) -> list[str]:
@@ -112,6 +113,17 @@ def _counts(comparison: Comparison) -> str:
     )
 
 
+def _cause(comparison: Comparison) -> str:
+    """Whose delta this is: the graders' (a re-grade of the baseline's own run) or the agent's."""
+    if comparison.regraded:
+        return (
+            f"**The graders changed:** {comparison.now_failing} criteria now fail on the "
+            "baseline's own outputs (this is its run re-graded with this change's graders; "
+            "no agent ran)."
+        )
+    return "**The agent ran:** the deltas are the agent's (and any change to its graders)."
+
+
 def not_compared(reason: str) -> str:
     """*Against the baseline* when this run itself cannot be compared."""
     return f"### Against the baseline\n\nNot compared: {text(reason, REASON_LIMIT)}.\n"
@@ -129,7 +141,7 @@ def comparison_section(outcome: Comparison | NoBaseline, source: str | None = No
             "",
         ]
         return "\n".join(lines).rstrip("\n") + "\n"
-    lines += [_headline(outcome), ""]
+    lines += [_headline(outcome), "", _cause(outcome), ""]
     if outcome.notes:
         lines.extend(f"- {_note(note)}" for note in outcome.notes)
         lines.append("")

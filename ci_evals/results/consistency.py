@@ -214,6 +214,7 @@ def _repeats(result: RunResult, ran: dict[str, list[ScenarioResult]]) -> Iterato
     for sid, entries in ran.items():
         with_arm = [e for e in entries if e.arm == "with"]
         seen, count = sorted(e.repeat for e in with_arm), result.repeats_of(entries[0])
+        count -= result.repeats_stopped.get(sid, 0)  # decided early: never started
         if seen != list(range(count)):
             yield (
                 f"scenario {sid} has repeats {[r + 1 for r in seen]} but the run "

@@ -23,6 +23,7 @@ one line: it would be half-read.
 | 12 | `ablation`, `mean_delta`, `ScenarioResult.arm`, `StageSummary.arms`: without the plugin |
 | 13 | `imported_from`: a run imported from a `claude plugin eval` document |
 | 14 | `resumed` (each `run --resume` of the run), `StageResult.resumed` (`kept` or `rerun`) |
+| 15 | `repeats_stopped`: repeats not started, their k-of-K verdict decided (`stop_repeats_early`) |
 
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
@@ -38,7 +39,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 14
+VERSION = 15
 
 Data = dict[str, Any]
 
@@ -222,6 +223,14 @@ def _v13_to_v14(data: Data) -> Data:
     return data
 
 
+def _v14_to_v15(data: Data) -> Data:
+    """Add `repeats_stopped: {}`: a version 14 run started every repeat. (A version 14
+    reader refuses a version 15 file rather than count a stopped scenario's missing
+    repeats as lost.)"""
+    data.setdefault("repeats_stopped", {})
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -237,6 +246,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     11: _v11_to_v12,
     12: _v12_to_v13,
     13: _v13_to_v14,
+    14: _v14_to_v15,
 }
 
 

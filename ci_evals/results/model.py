@@ -518,6 +518,9 @@ class RunResult(_Model):
     # One per (scenario, stage), over its repeats: the k-of-n verdict and statistics.
     summaries: list[StageSummary] = Field(default_factory=list)
     regraded_at: datetime | None = None  # set by `ci-evals grade` on the file it writes
+    # `stop_repeats_early`: per scenario, the repeats not started because its k-of-K
+    # verdict was decided (`ci_evals.run.adaptive`); they are the last ones.
+    repeats_stopped: dict[str, int] = Field(default_factory=dict)
     # `run --shard I/K`: the shard this file holds (None: the whole run, or a merge of shards).
     shard: Shard | None = None
     # `ci-evals merge`: the shards it was merged from, each one's wall time (None: not merged).

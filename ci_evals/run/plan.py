@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ci_evals import git
 from ci_evals.agents import StageOutcome, StageRequest
@@ -36,6 +36,7 @@ from ci_evals.run import (
     environ_block,
     isolation,
     provenance,
+    regrade_base,
     resume,
     score_change,
     shard,
@@ -48,12 +49,16 @@ from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.sandbox.registry import HOST
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.decide import Selection
+from ci_evals.selection.grader_change import with_regrade
 from ci_evals.selection.stage_map import load_stage_map
 from ci_evals.selection.units import Units, select_units, with_units
 from ci_evals.suite.ablation import unrunnable
 from ci_evals.suite.load import Scenario, Stage, Suite, find_suite, load_suite
 from ci_evals.suite.tool_grant import split_entries
 from ci_evals.workspace.create import check_fixtures
+
+if TYPE_CHECKING:
+    from ci_evals.run.grade import Inconsistencies
 
 RUNS_DIR = Path(".ci-evals") / "runs"
 RECORD_FILE = "model-exchanges.jsonl"
@@ -82,11 +87,14 @@ def run(
     args: argparse.Namespace,
     on_result: OnResult | None = None,
     problems: resume.Problems | None = None,
+    inconsistencies: Inconsistencies | None = None,
 ) -> int:
     """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
     first problem), then run; its exit code. `on_result` is told the run's outcome
     (not called when there was nothing to run). `problems`: how a saved run disagrees
-    with itself or its folder (`run --resume` keeps nothing then)."""
+    with itself or its folder (`run --resume` keeps nothing then). `inconsistencies`:
+    the report's check of a results file, for a re-grade of `--base-run` when only
+    graders changed."""
     # The environment as given, the shard key's name and value included: held in our
     # memory it is still a credential the sandbox's choice weighs (`isolation.choose`).
     environ = dict(os.environ)
@@ -113,6 +121,20 @@ def run(
             f"{resumed.rerun_count} to run again",
             file=sys.stderr,
         )
+    elif ready.selection is not None and ready.selection.regrade and inconsistencies is not None:
+        out = (args.out or RUNS_DIR / new_run_id()).resolve()
+        code = regrade_base.regrade(
+            args,
+            ready.selection,
+            scenarios=ready.scenarios,
+            suite_file=ready.suite.file,
+            out=out,
+            inconsistencies=inconsistencies,
+        )
+        if code is not None:
+            if on_result is not None and (out / "results.json").is_file():
+                on_result(read_results(out), out, code)
+            return code
     plan = build(ready, args, environ, resumed=resumed)
     _say_single_arm(plan)
     with upload.sealed(plan.run_dir, "the run folder"):  # before it is signed
@@ -284,7 +306,7 @@ def build(
     """The run of a prepared suite: its id and folder (`--out`, or `run_dir`), its sandbox
     ready (a docker image built at its first use); `resumed`: the run folder's run."""
     assert ready.from_stage is not None and ready.endpoint is not None
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    run_id = new_run_id()
     if resumed is not None:
         run_id = resumed.saved.run_id
     run_dir = (args.out or RUNS_DIR / run_id).resolve()
@@ -314,6 +336,10 @@ def build(
         ablation=getattr(args, "ablation", None) or ready.suite.ablation,
         resume=resumed,
     )
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
 def _shard_budget(suite: Suite, chosen: Shard | None) -> Suite:
@@ -402,6 +428,7 @@ def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     selection = diff_range.compute(git.toplevel(suite.root), stage_map, args.base)
     units = select_units(stage_map, selection)
     selection = with_units(selection, units, stage_map)
+    selection = with_regrade(git.toplevel(suite.root), selection, stage_map)
     if selection.from_stage is None:
         print(f"nothing to run: {selection.reason} {selection.detail}".rstrip())
         return Start(None, selection, units)
@@ -409,6 +436,8 @@ def from_stage_of(suite: Suite, args: argparse.Namespace) -> Start:
     if units is not None:
         shown = "all" if units.ids is None else " ".join(units.ids)
         print(f"{units.kind}: {shown} ({units.reason}: {units.detail})")
+    if selection.regrade is not None:
+        print(f"regrade: {selection.regrade}")
     if suite.plugin_evals is not None:
         return Start(suite.scenarios[0].stage, selection, units)
     return Start(suite.stage(selection.from_stage), selection, units)
@@ -464,6 +493,13 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False, verbosit
             return EXIT_INTERRUPTED
         return exit_code(result)
     print(summary_table(result))
+    if result.repeats_stopped:  # stop_repeats_early: said with what it saved
+        saved = sum(result.repeats_stopped.values())
+        each = ", ".join(f"{sid} {n}" for sid, n in result.repeats_stopped.items())
+        print(
+            f"adaptive repeats: {saved} repeat(s) not run, the k-of-K verdict decided "
+            f"before them ({each})"
+        )
     # Said when it explains something: scores that moved between repeats or since
     # the last run of this suite, or a first run (not under every run's table).
     if notes and score_change.scores_changed(result, plan.run_dir):

@@ -88,8 +88,9 @@ from ci_evals.results.model import (
     listed,
     record_endpoint_misses,
 )
-from ci_evals.results.summary import SINGLE_ARM, mean_delta, summarize_run
+from ci_evals.results.summary import SINGLE_ARM, mean_delta, stage_verdict, summarize_run
 from ci_evals.results.writer import ResultsWriter
+from ci_evals.run import adaptive
 from ci_evals.run.case_context import (
     SCAFFOLD_LOG,
     Laid,
@@ -313,6 +314,8 @@ class Runner:
         ).resolve()
         abandoned.claim(self.work_root)
         self._states: list[_Scenario] = []
+        # Each scenario's finished repeats, for `stop_repeats_early`.
+        self._finished: dict[str, list[ScenarioResult]] = {}
         arms: tuple[Arm | None, ...] = ARMS if plan.ablation == "with-without" else (None,)
         place = -1
         for scenario in plan.scenarios:
@@ -468,7 +471,11 @@ class Runner:
 
         async def one(state: _Scenario) -> None:
             async with semaphore:
+                if self._verdict_decided(state):
+                    self._stop_repeat(state)
+                    return
                 await self._run_scenario(state)
+                self._finished.setdefault(state.scenario.id, []).append(state.result)
 
         ticker = asyncio.create_task(self._tick())
         try:
@@ -485,6 +492,39 @@ class Runner:
         if self.disk_full is not None:
             raise UserError(self.disk_full, exit_code=EXIT_USAGE)
         return self.result
+
+    def _early_stopping(self) -> bool:
+        """`stop_repeats_early` applies: a k-of-K rule on counts alone (see `adaptive`)."""
+        plan = self.plan
+        return (
+            plan.suite.grading.stop_repeats_early
+            and plan.ablation != "with-without"
+            and plan.shard is None
+            and self.result.score_at_least is None
+        )
+
+    def _verdict_decided(self, state: _Scenario) -> bool:
+        """Every stage of `state`'s scenario has a k-of-K verdict its finished repeats settle."""
+        finished = self._finished.get(state.scenario.id, [])
+        if not finished or not self._early_stopping():
+            return False
+        per_stage = [
+            [
+                stage_verdict(s, after_agent=s.number > self.result.from_stage).verdict
+                for run in finished
+                for s in run.stages
+                if s.number == number
+            ]
+            for number in state.stage_results
+        ]
+        total = self.plan.repeats_of(state.scenario)
+        return adaptive.scenario_decided(per_stage, total, self.plan.pass_at_least)
+
+    def _stop_repeat(self, state: _Scenario) -> None:
+        """Leave out a repeat whose scenario's verdict is decided: it never starts."""
+        self.result.scenarios.remove(state.result)
+        sid = state.scenario.id
+        self.result.repeats_stopped[sid] = self.result.repeats_stopped.get(sid, 0) + 1
 
     async def _tick(self) -> None:
         while True:

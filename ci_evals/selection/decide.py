@@ -117,6 +117,9 @@ class Selection:
     # Changed suite files the Selector held out (`Selector(hold=...)`): the caller
     # decides them by comparing their two versions (`suite_change`).
     held_out: tuple[str, ...] = ()
+    # Set when every changed path a stage reads is a grader's (`grader_change`): why a
+    # re-grade of the base's saved run answers for the change, with no agent run.
+    regrade: str | None = None
 
     def as_json(self) -> dict[str, object]:
         """The `--json` object: exactly these four keys."""

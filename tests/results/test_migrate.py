@@ -245,7 +245,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 14
+    assert result.version == VERSION == 15
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
@@ -282,11 +282,27 @@ def _as_version_12(data: dict[str, Any]) -> None:
 
 
 def _as_version_13(data: dict[str, Any]) -> None:
-    """A current file as version 13 wrote it: run in one session."""
+    """A current file as version 13 wrote it: run in one session, every repeat started."""
+    _as_version_14(data)
     del data["resumed"]
     for scenario in data["scenarios"]:
         for stage in scenario["stages"]:
             del stage["resumed"]
+
+
+def _as_version_14(data: dict[str, Any]) -> None:
+    """A current file as version 14 wrote it: every repeat started."""
+    del data["repeats_stopped"]
+
+
+def test_a_version_14_file_reads_as_every_repeat_started(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 14, _as_version_14)
+
+    result = read_results(old)
+
+    assert result == current and result.repeats_stopped == {}
+    assert problems(result) == []
 
 
 def test_a_version_13_file_reads_as_a_run_of_one_session(tmp_path: Path) -> None:
@@ -298,6 +314,7 @@ def test_a_version_13_file_reads_as_a_run_of_one_session(tmp_path: Path) -> None
     assert result == current and problems(result) == []
     assert result.resumed == [] and result.resumed_note == ""
     assert {s.resumed for sc in result.scenarios for s in sc.stages} == {None}
+    assert result.repeats_stopped == {}
 
 
 def test_a_version_12_file_reads_as_a_run_ci_evals_ran(tmp_path: Path) -> None:

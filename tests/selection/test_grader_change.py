@@ -1,0 +1,87 @@
+"""Which changes touch only graders, on a copy of the example's layout in a real repo.
+
+The example's reviewer `review-lab-plan` is named by `commands/plan-lab.md`
+(the agent under test reads it): a change to that reviewer runs the agent;
+a change to a rubric, or to a reviewer nothing names, re-grades.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ci_evals.selection import diff as diff_range
+from ci_evals.selection.grader_change import decide
+from ci_evals.selection.stage_map import load_stage_map
+from tests.conftest import git
+from tests.paths import REPO
+
+PLUGIN = "examples/labsmith/plugin"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("ci-evals.yaml", "stage_map.yaml"):
+        shutil.copy2(REPO / name, repo / name)
+    shutil.copytree(REPO / PLUGIN, repo / PLUGIN)
+    shutil.copytree(REPO / "fixtures", repo / "fixtures")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "example")
+    git(repo, "checkout", "-q", "-b", "pr")
+    return repo
+
+
+def _decide(repo: Path, *edits: tuple[str, str, str]) -> tuple[bool, str]:
+    for path, old, new in edits:
+        target = repo / path
+        text = target.read_text()
+        assert old in text, (path, old)
+        target.write_text(text.replace(old, new, 1))
+    git(repo, "commit", "-q", "-am", "change")
+    stage_map = load_stage_map(repo / "stage_map.yaml", cache=False)
+    verdict = decide(repo, diff_range.compute(repo, stage_map, "main"), stage_map)
+    return verdict.regrade, verdict.reason
+
+
+def _first_rubric(repo: Path, stage: str) -> str:
+    folder = repo / PLUGIN / "references/evaluation/checklist" / stage
+    return str(sorted(p for p in folder.rglob("*.md"))[0].relative_to(repo))
+
+
+def test_a_rubric_change_regrades(repo: Path) -> None:
+    rubric = _first_rubric(repo, "generate-chapter")
+    regrade, reason = _decide(repo, (rubric, "\n", "\nStricter now.\n"))
+    assert regrade, reason
+    assert reason.startswith("only graders changed: ")
+
+
+def test_a_threshold_change_regrades_and_a_limit_change_runs(repo: Path) -> None:
+    ci = "ci-evals.yaml"
+    assert _decide(repo, (ci, "analytic_mean_at_least: 3.0", "analytic_mean_at_least: 3.5"))[0]
+    regrade, reason = _decide(repo, (ci, "max_turns: 40", "max_turns: 41"))
+    assert not regrade and "changed more than its grading keys" in reason
+
+
+def test_a_reviewer_the_agent_is_told_about_runs(repo: Path) -> None:
+    body = f"{PLUGIN}/agents/review-lab-plan.md"
+    regrade, reason = _decide(repo, (body, "\n---\n", "\n---\nBe stricter.\n"))
+    assert not regrade
+    assert "names 'review-lab-plan'" in reason and "the agent under test may read" in reason
+
+
+def test_a_reviewer_whose_front_matter_changed_runs(repo: Path) -> None:
+    body = f"{PLUGIN}/agents/review-generated.md"
+    regrade, reason = _decide(repo, (body, "description: ", "description: Strict. "))
+    assert not regrade and "front matter" in reason
+
+
+def test_a_change_to_what_the_agent_reads_runs(repo: Path) -> None:
+    rubric = _first_rubric(repo, "plan-lab")
+    command = f"{PLUGIN}/commands/plan-chapter.md"
+    regrade, reason = _decide(repo, (rubric, "\n", "\nx\n"), (command, "\n", "\ny\n"))
+    assert not regrade and "is read by the agent" in reason
