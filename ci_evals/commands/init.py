@@ -35,6 +35,7 @@ from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
 from ci_evals.suite import (
+    command_shell,
     committed,
     draft_case_files,
     draft_case_map,
@@ -317,7 +318,7 @@ def _init_cases(
     )
     # Granted besides the stub's calls: what the shell expansions of the commands
     # the cases invoke need (the run's grant, not the commands' allowed-tools).
-    shell = draft_case_files.shell_grants(source, [case.prompt for case in drafted.cases])
+    shell = command_shell.shell_grants(source, [case.prompt for case in drafted.cases])
     grants = tuple(dict.fromkeys((*drafted.grants, *shell)))
     plugin: object = Path(os.path.relpath(source.path, here)).as_posix()
     if marketplace is not None:

@@ -15,7 +15,7 @@ tests/commands/test_init_case_files.py):
   A command that expands shell commands (`` !`git status` ``) runs them under the
   run's grant, not its own `allowed-tools` (both runners refuse them without
   one, tests/suite/test_plugin_evals_shell.py): its case names the command's
-  Bash rules in `allowed_tools` and the suite grants them (`shell_grants`);
+  Bash rules in `allowed_tools` and the suite grants them (`command_shell`);
 - hooks: SessionStart hooks are the only ones whose runs the CLI's trace shows
   (a `hook_response` line: `--include-hook-events` is not passed to its child),
   so one plain-prompt case checks they ran and succeeded; any other hook is
@@ -38,9 +38,9 @@ from ci_evals.config.front_matter import read_front_matter
 from ci_evals.config.plugin_hooks import Hook
 from ci_evals.errors import UserError
 from ci_evals.suite import draft_shapes, references
+from ci_evals.suite.command_shell import SHELL, shell_rules
 from ci_evals.suite.draft_inputs import NO_HINT, example_value, shown_example
 from ci_evals.suite.plugin_source import MANIFEST, PluginSource
-from ci_evals.suite.tool_grant import entry_problem, split_entries, tool_name
 from ci_evals.text import display_path
 
 CASE_FILE = "case.yaml"
@@ -53,14 +53,6 @@ _HOOK_RAN = r'"subtype":"hook_response"[^\n]*"hook_name":"SessionStart:startup"'
 _HOOK_OK = _HOOK_RAN + r'[^\n]*"outcome":"success"'
 _HOOK_FAILED = _HOOK_RAN + r'[^\n]*"outcome":"(?!success")'
 _NAME = re.compile(r"[^a-z0-9-]+")
-# A command's shell expansion (`` !`git status` ``, a ```! block): the CLI runs it
-# when it expands the command, as a Bash call under the run's permissions: in an
-# eval run the operator's grant, not the command's own `allowed-tools`
-# (measured: `claude plugin eval` without a Bash grant answers "Shell command
-# permission check failed ... Bash has been denied", as ci-evals does).
-_SHELL = re.compile(r"!`[^`\n]+`|^```!", re.MULTILINE)
-# A prompt invoking a command: `/NAME` or `/PLUGIN:NAME`, then its arguments.
-_INVOKED = re.compile(r"\s*/(?:([\w.-]+):)?([\w.:-]+)(?:\s|$)")
 _JS_SPECIAL = re.compile(r"([\\^$.*+?()[\]{}|])")
 
 
@@ -97,7 +89,7 @@ def plan(source: PluginSource) -> CaseDraft:
         if command in skills:
             continue  # a skill of the same name is what Claude Code offers
         text = _read(path)
-        rules = _shell_rules(text)
+        rules = shell_rules(text)
         if rules is None:
             unchecked.append(_no_rule("command", command, text))
             continue
@@ -118,7 +110,7 @@ def plan(source: PluginSource) -> CaseDraft:
         text = _read(plugin_dir / part.file)
         example = example_value(part.hint, part.name)
         if part.slash_only:
-            rules = _shell_rules(text)
+            rules = shell_rules(text)
             if rules is None:
                 unchecked.append(_no_rule("skill", part.name, text))
                 continue
@@ -148,43 +140,9 @@ def plan(source: PluginSource) -> CaseDraft:
     return CaseDraft(tuple(cases), tuple(unchecked))
 
 
-def shell_grants(source: PluginSource, prompts: Sequence[str]) -> tuple[str, ...]:
-    """The Bash rules a run of cases with `prompts` must grant (the suite's
-    `allow_tools`) for the shell expansions of the plugin's commands they invoke
-    (`/NAME ...` or `/PLUGIN:NAME ...`): each command's own `allowed-tools` rules."""
-    files = dict(references.command_files(source.path, source.manifest))
-    for part in draft_shapes.skills(source.path):
-        if part.slash_only:
-            files[part.name] = source.path / part.file
-    rules: list[str] = []
-    for prompt in prompts:
-        found = _INVOKED.match(prompt)
-        if found is None:
-            continue
-        prefix, name = found.groups()
-        if prefix is not None and prefix != source.name:
-            name = f"{prefix}:{name}"  # a command in a subfolder, `/dir:name`
-        if (path := files.get(name)) is not None:
-            rules += _shell_rules(_read(path)) or []
-    return tuple(dict.fromkeys(rules))
-
-
-def _shell_rules(text: str) -> list[str] | None:
-    """The Bash rules a run must grant for the command's shell expansions: none when
-    it has none; its own `allowed-tools` Bash entries (`Bash(git status:*)`); None
-    when it expands shell commands but names no Bash rule to grant."""
-    if _SHELL.search(text) is None:
-        return []
-    value = read_front_matter(text).fields.get("allowed-tools")
-    items = value if isinstance(value, list) else [value] if isinstance(value, str) else []
-    entries = [e for item in items for e in split_entries(str(item))]
-    rules = [e for e in entries if tool_name(e) == "Bash" and entry_problem(e) is None]
-    return rules or None
-
-
 def _no_rule(kind: str, name: str, text: str) -> str:
     """Why no case runs a command expanding shell commands without a Bash rule."""
-    found = _SHELL.search(text)
+    found = SHELL.search(text)
     shown = found.group(0).strip() if found is not None else "!"
     return (
         f"the {kind} {name}: it runs `{shown}` before the model sees it, which both "

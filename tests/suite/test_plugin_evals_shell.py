@@ -72,13 +72,13 @@ def _cli(repo: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[
     return run, _requests(record) if record.exists() else []
 
 
-def _ours(repo: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """`ci-evals run`'s stage of the case, and the model requests it made."""
+def _ours(repo: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """`ci-evals run`'s stage of the case, the model requests it made, what it said."""
     done = run_ci_evals(repo, "run", "--model", "stub:stub.yaml", "--out", name, "--record", *flags)
     results = repo / name / "results.json"
     assert results.is_file(), done.stdout + done.stderr
     ((stage,),) = [s["stages"] for s in json.loads(results.read_text())["scenarios"]]
-    return stage, _requests(repo / name / "model-exchanges.jsonl")
+    return stage, _requests(repo / name / "model-exchanges.jsonl"), done.stderr
 
 
 def _trace_result(run: dict[str, Any]) -> str:
@@ -99,19 +99,27 @@ def _trace_result(run: dict[str, Any]) -> str:
 def test_without_a_bash_grant_both_runners_refuse_the_expansion(tmp_path: Path) -> None:
     repo = write_files(tmp_path, FILES)
     theirs, their_requests = _cli(repo, "cli")
-    ours, our_requests = _ours(repo, "ours")
+    ours, our_requests, said = _ours(repo, "ours")
     # The command's own allowed-tools grants nothing in either: no model request.
     assert their_requests == [] and our_requests == []
     assert _trace_result(theirs) == REFUSED.replace("\\n", "\n")
     assert theirs["passed"] is False and theirs["score"] == 0
     assert ours["status"] == "error"
     assert ours["error"] == "the model never ran: " + REFUSED.replace("\\n", " ")
+    # Said before the run, with what to grant (the CLI says nothing).
+    assert (
+        'ci-evals: warning: case "st": its command expands shell commands before the model '
+        "sees it, which the run refuses unless granted (as claude plugin eval does; the "
+        "command's allowed-tools grants nothing in an eval run) \u2014 grant "
+        "Bash(git status:*) with allow_tools or --allow-tools"
+    ) in said.splitlines()
 
 
 def test_the_commands_rule_granted_runs_the_expansion(tmp_path: Path) -> None:
     repo = write_files(tmp_path, FILES)
-    ours, our_requests = _ours(repo, "ours", "--allow-tools", "Bash(git status:*)")
+    ours, our_requests, said = _ours(repo, "ours", "--allow-tools", "Bash(git status:*)")
     assert ours["status"] == "passed", ours
+    assert "expands shell commands" not in said
     (said,) = [
         block["text"]
         for message in our_requests[0]["messages"]
