@@ -59,8 +59,9 @@ def _requests(record: Path) -> list[dict[str, Any]]:
     return [line["request_body"] for line in lines if isinstance(line.get("request_body"), dict)]
 
 
-def _cli(repo: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The bundled CLI's one run of the case, and the model requests it made."""
+def _cli(repo: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """The bundled CLI's one run of the case, the model requests it made, and its
+    graded answer (the trace's result line; the kept run folder removed)."""
     record, out = repo / f"{name}.jsonl", repo / f"{name}.json"
     with StubServer(load_script(repo / "stub.yaml"), record_path=record) as server:
         done = plugin_eval(
@@ -69,7 +70,7 @@ def _cli(repo: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[
     assert out.is_file(), done.stdout + done.stderr
     (case,) = json.loads(out.read_text())["cases"]
     (run,) = case["arms"]["with"]
-    return run, _requests(record) if record.exists() else []
+    return run, _requests(record) if record.exists() else [], _trace_result(run)
 
 
 def _ours(repo: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
@@ -93,16 +94,16 @@ def _trace_result(run: dict[str, Any]) -> str:
                 path.chmod(0o700)
         shutil.rmtree(root, ignore_errors=True)
     (result,) = [line for line in lines if line.get("type") == "result"]
-    return str(result.get("result"))
+    return str(result.get("result", ""))
 
 
 def test_without_a_bash_grant_both_runners_refuse_the_expansion(tmp_path: Path) -> None:
     repo = write_files(tmp_path, FILES)
-    theirs, their_requests = _cli(repo, "cli")
+    theirs, their_requests, their_answer = _cli(repo, "cli")
     ours, our_requests, said = _ours(repo, "ours")
     # The command's own allowed-tools grants nothing in either: no model request.
     assert their_requests == [] and our_requests == []
-    assert _trace_result(theirs) == REFUSED.replace("\\n", "\n")
+    assert their_answer == REFUSED.replace("\\n", "\n")
     assert theirs["passed"] is False and theirs["score"] == 0
     assert ours["status"] == "error"
     assert ours["error"] == "the model never ran: " + REFUSED.replace("\\n", " ")
@@ -129,7 +130,7 @@ def test_the_commands_rule_granted_runs_the_expansion(tmp_path: Path) -> None:
     ]
     # The expansion's output (a clean repository) in place of the block.
     assert "```!" not in said and "(Bash completed with no output)" in said
-    theirs, _ = _cli(repo, "cli", "--allow-tools", "Bash(git status:*)")
+    theirs, _, _ = _cli(repo, "cli", "--allow-tools", "Bash(git status:*)")
     if shutil.which("socat") and shutil.which("bwrap"):
         assert theirs["error"] is None and theirs["passed"] is True, theirs
     else:  # the CLI's own sandbox is missing here: it refuses any Bash grant
