@@ -38,6 +38,7 @@ from ci_evals.errors import EXIT_OK, UserError
 from ci_evals.fs.copyable import COPY_HINT, confinement, copy_problem
 from ci_evals.fs.plugin_files import not_the_plugins, plugin_files
 from ci_evals.suite import (
+    command_shell,
     committed,
     draft_case_files,
     draft_case_map,
@@ -396,6 +397,10 @@ def _init_cases(
         fired=draft_case_files.fired_lines(hooks, source.path),
         repeat_last=bool(draft_shapes.loops(hooks)),
     )
+    # Granted besides the stub's calls: what the shell expansions of the commands
+    # the cases invoke need (the run's grant, not the commands' allowed-tools).
+    shell = command_shell.shell_grants(source, [case.prompt for case in drafted.cases])
+    grants = tuple(dict.fromkeys((*drafted.grants, *shell)))
     plugin: object = Path(os.path.relpath(source.path, here)).as_posix()
     if marketplace is not None:
         plugin = {"marketplace": marketplace[0], "name": marketplace[1]}
@@ -407,7 +412,7 @@ def _init_cases(
     _put(
         here / SUITE,
         with_schema(
-            draft_cases.render_suite(line, source.name, shown, drafted.grants),
+            draft_cases.render_suite(line, source.name, shown, grants),
             SUITE,
             here,
             where.top,

@@ -11,7 +11,11 @@ tests/commands/test_init_case_files.py):
 - an agent: the same with the Agent tool and `subagent_type: PLUGIN:NAME`;
 - a command (and a skill only a person may invoke): the prompt `/PLUGIN:NAME
   ARGS`. The CLI's trace holds no user message, so nothing in it shows the
-  expansion; an `llm` grader judges that the answer carried the command out;
+  expansion; an `llm` grader judges that the answer carried the command out.
+  A command that expands shell commands (`` !`git status` ``) runs them under the
+  run's grant, not its own `allowed-tools` (both runners refuse them without
+  one, tests/suite/test_plugin_evals_shell.py): its case names the command's
+  Bash rules in `allowed_tools` and the suite grants them (`command_shell`);
 - hooks: SessionStart hooks are the only ones whose runs the CLI's trace shows
   (a `hook_response` line: `--include-hook-events` is not passed to its child),
   so one plain-prompt case checks they ran and succeeded; any other hook is
@@ -34,6 +38,7 @@ from ci_evals.config.front_matter import read_front_matter
 from ci_evals.config.plugin_hooks import Hook
 from ci_evals.errors import UserError
 from ci_evals.suite import draft_shapes, references
+from ci_evals.suite.command_shell import SHELL, shell_rules
 from ci_evals.suite.draft_inputs import NO_HINT, example_value, shown_example
 from ci_evals.suite.plugin_source import MANIFEST, PluginSource
 from ci_evals.text import display_path
@@ -48,9 +53,6 @@ _HOOK_RAN = r'"subtype":"hook_response"[^\n]*"hook_name":"SessionStart:startup"'
 _HOOK_OK = _HOOK_RAN + r'[^\n]*"outcome":"success"'
 _HOOK_FAILED = _HOOK_RAN + r'[^\n]*"outcome":"(?!success")'
 _NAME = re.compile(r"[^a-z0-9-]+")
-# A command's shell expansion (`` !`git status` ``, a ```! block): the CLI runs it
-# when it expands the command, as a Bash call under the run's permissions.
-_SHELL = re.compile(r"!`[^`\n]+`|^```!", re.MULTILINE)
 _JS_SPECIAL = re.compile(r"([\\^$.*+?()[\]{}|])")
 
 
@@ -87,25 +89,37 @@ def plan(source: PluginSource) -> CaseDraft:
         if command in skills:
             continue  # a skill of the same name is what Claude Code offers
         text = _read(path)
-        if (shell := _runs_shell("command", command, text)) is not None:
-            unchecked.append(shell)
+        rules = shell_rules(text)
+        if rules is None:
+            unchecked.append(_no_rule("command", command, text))
             continue
         hint = _field(text, "argument-hint")
         example = shown_example(text, name, command) or example_value(hint, command)
         cases.append(
             _command_case(
-                name, command, _field(text, "description"), example, "command", taken=taken
+                name,
+                command,
+                _field(text, "description"),
+                example,
+                "command",
+                taken=taken,
+                allowed=rules,
             )
         )
     for part in skills.values():
         text = _read(plugin_dir / part.file)
         example = example_value(part.hint, part.name)
         if part.slash_only:
-            if (shell := _runs_shell("skill", part.name, text)) is not None:
-                unchecked.append(shell)
+            rules = shell_rules(text)
+            if rules is None:
+                unchecked.append(_no_rule("skill", part.name, text))
                 continue
             description = _field(text, "description")
-            cases.append(_command_case(name, part.name, description, example, "skill", taken=taken))
+            cases.append(
+                _command_case(
+                    name, part.name, description, example, "skill", taken=taken, allowed=rules
+                )
+            )
         else:
             cases.append(_skill_case(name, part.name, example, taken))
     for file in references.plugin_agents(plugin_dir, source.manifest):
@@ -126,15 +140,15 @@ def plan(source: PluginSource) -> CaseDraft:
     return CaseDraft(tuple(cases), tuple(unchecked))
 
 
-def _runs_shell(kind: str, name: str, text: str) -> str | None:
-    """Why a case cannot run the command: it expands shell commands (None: it does not)."""
-    found = _SHELL.search(text)
-    if found is None:
-        return None
+def _no_rule(kind: str, name: str, text: str) -> str:
+    """Why no case runs a command expanding shell commands without a Bash rule."""
+    found = SHELL.search(text)
+    shown = found.group(0).strip() if found is not None else "!"
     return (
-        f"the {kind} {name}: it runs `{found.group(0).strip()}` before the model sees it, "
-        "which ci-evals' case run refuses without a Bash grant ('Shell command permission "
-        "check failed'; claude plugin eval runs it): a stage draft runs it"
+        f"the {kind} {name}: it runs `{shown}` before the model sees it, which both "
+        "claude plugin eval and ci-evals refuse without a Bash grant ('Shell command "
+        "permission check failed'), and its allowed-tools names no Bash rule to grant: "
+        "add one (Bash(git status:*)), or a stage draft runs it"
     )
 
 
@@ -226,6 +240,7 @@ def _command_case(
     kind: str,
     *,
     taken: set[str],
+    allowed: Sequence[str] = (),
 ) -> CaseFile:
     invocation = f"/{plugin}:{command}"
     prompt = f"{invocation} {example}".rstrip()
@@ -242,7 +257,7 @@ def _command_case(
         f"the answer carries out {invocation} (a judge reads it: the CLI's trace holds "
         "no user message, so nothing in it shows the command's expansion)"
     )
-    return _case(kind, command, prompt, [grader], why, taken=taken)
+    return _case(kind, command, prompt, [grader], why, taken=taken, allowed=allowed)
 
 
 def _hooks_case(count: int, taken: set[str]) -> CaseFile:
@@ -270,14 +285,20 @@ def _case(
     *,
     taken: set[str],
     part: str | None = None,
+    allowed: Sequence[str] = (),
 ) -> CaseFile:
     folder = _folder(f"{kind}-{name}" if name else kind, taken)
+    execution: dict[str, Any] = {"prompt": prompt, "max_turns": 10}
+    if allowed:
+        # What its shell expansion needs: the run grants it (the suite's allow_tools,
+        # --allow-tools); listed here the CLI names it when a run does not.
+        execution["allowed_tools"] = list(allowed)
     body: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "name": folder,
         "description": f"Checks that {why}.",
         "tags": [kind],
-        "execution": {"prompt": prompt, "max_turns": 10},
+        "execution": execution,
         "runs": 1,
         "graders": graders,
     }

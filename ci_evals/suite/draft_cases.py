@@ -129,7 +129,7 @@ def render_suite(
         key = (
             f"plugin_evals:                   # every case; {keys}\n"
             f"  allow_tools: [{', '.join(grants)}]   # granted to every case, as --allow-tools: "
-            "what the stub's calls need\n"
+            "what the cases' calls and commands need\n"
         )
     return (
         f"# Drafted by `ci-evals init` from the `claude plugin eval` cases of {plugin_name} "

@@ -51,7 +51,7 @@ from ci_evals.grading.reviewer.rubrics import SUITE_PREFIX, suite_files
 from ci_evals.sandbox.base import SandboxConfig, SandboxOptions
 from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import StageMap, load_stage_map
-from ci_evals.suite import backends, contracts, references
+from ci_evals.suite import backends, command_shell, contracts, references
 from ci_evals.suite.case_context import CaseContext
 from ci_evals.suite.contracts import Contract
 from ci_evals.suite.plugin_eval_mocks import case_mocked_tools
@@ -594,8 +594,19 @@ def _case_units(
     for case in evals.cases:
         # The tools of the case's mocked servers are granted with no word, as the CLI does.
         mocked = case_mocked_tools(plugin.path, plugin.name, case.mocks) if case.mocks else []
-        tools, notes = case_grant(case, Grant(evals.allow_tools).with_mocked(mocked))
+        granted = Grant(evals.allow_tools).with_mocked(mocked)
+        tools, notes = case_grant(case, granted)
         said += notes
+        if source is not None and (
+            lacking := command_shell.ungranted(source, case.prompt, granted)
+        ):
+            # The CLI says nothing, and refuses the expansion before the model runs.
+            said.append(
+                f'case "{case.name}": its command expands shell commands before the model '
+                f"sees it, which the run refuses unless granted (as claude plugin eval "
+                f"does; the command's allowed-tools grants nothing in an eval run) \u2014 "
+                f"grant {', '.join(lacking)} with allow_tools or --allow-tools"
+            )
         stage = Stage(
             number=1,
             name=STAGE_NAME_CHARS.sub("-", case.unit_id.lower()).strip("-_") or "case",

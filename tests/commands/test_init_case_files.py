@@ -234,8 +234,9 @@ def test_a_plugin_without_a_manifest_is_refused_as_the_cli_finds_no_plugin(
     assert not (repo / "plugin" / "evals").exists()
 
 
-def test_a_command_that_runs_shell_commands_gets_no_case_and_a_note(tmp_path: Path) -> None:
-    # As commit-commands' /commit: `!`git status`` runs as the command expands.
+def test_a_shell_command_without_a_bash_rule_gets_no_case_and_a_note(tmp_path: Path) -> None:
+    # `!`git status`` runs as the command expands, under the run's grant; its
+    # allowed-tools names no Bash rule to grant (with one: test_plugin_evals_shell.py).
     repo = plugin_repo(
         tmp_path,
         {
@@ -247,7 +248,8 @@ def test_a_command_that_runs_shell_commands_gets_no_case_and_a_note(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert (
         "note: no case checks the command commit: it runs `!`git status`` before the model "
-        "sees it, which ci-evals' case run refuses without a Bash grant ('Shell command "
-        "permission check failed'; claude plugin eval runs it): a stage draft runs it"
+        "sees it, which both claude plugin eval and ci-evals refuse without a Bash grant "
+        "('Shell command permission check failed'), and its allowed-tools names no Bash "
+        "rule to grant: add one (Bash(git status:*)), or a stage draft runs it"
     ) in proc.stdout.splitlines()
     assert sorted(p.name for p in (repo / "plugin" / "evals").iterdir()) == ["skill-outline"]
