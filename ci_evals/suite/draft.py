@@ -1022,7 +1022,7 @@ def render_precommit(map_arg: str | None) -> str:
     return f"""\
 # Drafted by `ci-evals init`: every commit checks that the stage map covers every
 # plugin file. `language: system` runs the ci-evals you installed; to pin ci-evals'
-# own hook instead (docs: README, check-coverage), use `repo:` its repository URL,
+# own hook instead (docs/stage-map.md, check-coverage), use `repo:` its repository URL,
 # `rev:` a full commit SHA (`pre-commit autoupdate --freeze`) and `id: ci-evals-coverage`.
 repos:
   - repo: local
