@@ -172,6 +172,7 @@ def test_a_failing_run(tmp_path: Path, browser: Any) -> None:
     assert page.page.locator(".event").count() == 6
     assert page.page.locator(".event.depth-1").count() == 1  # the subagent's message, nested
     assert "1,000 in · 200 out" in stage  # tokens and cost per turn
+    assert "success, 3 turns, $0.01 (as the CLI counts it)" in stage  # the result, to the cent
     assert page.dialogs == [] and page.console == []
 
 
@@ -239,6 +240,7 @@ def test_a_loop_agent_trajectory(tmp_path: Path, browser: Any) -> None:
     stage = passed_stage(1)
     trajectory = "".join(
         [
+            line("LoopStarted", model="claude-haiku-4-5", sandbox="bwrap", prompt="Build it."),
             line(
                 "AssistantMessage",
                 step=1,
@@ -272,6 +274,9 @@ def test_a_loop_agent_trajectory(tmp_path: Path, browser: Any) -> None:
     assert "tool result: run_command" in text
     assert "exit_code 0" in text
     assert "nudge (no tool call)" in text
+    assert page.page.locator("h2:has-text('Prompt') + pre").inner_text() == "Build it."
+    assert "model used\tclaude-haiku-4-5" in page.page.locator("table").first.inner_text()
+    assert "loop started: the prompt" in text
     assert page.dialogs == [] and page.console == []
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ci_evals.endpoints.pricing import Pricing, Usage
-from ci_evals.report.html.markup import clipped_pre, esc, fold, money
+from ci_evals.report.html.markup import clipped_pre, esc, fold, money, seconds
 from ci_evals.report.html.source import Unreadable, open_in
 
 _PRICING = Pricing()
@@ -279,12 +279,15 @@ def _tool_result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str
 
 
 def _result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+    cost, took = data.get("total_cost_usd"), data.get("duration_ms")
     facts = [
-        f"{key.replace('_', ' ')} {data[key]}"
-        for key in ("subtype", "num_turns", "total_cost_usd", "duration_ms", "stop_reason")
-        if data.get(key) is not None
+        f"{data['subtype']}" if data.get("subtype") else "",
+        f"{data['num_turns']} turns" if data.get("num_turns") is not None else "",
+        f"{money(cost)} (as the CLI counts it)" if isinstance(cost, int | float) else "",
+        seconds(took / 1000) if isinstance(took, int | float) else "",
+        f"stop reason {data['stop_reason']}" if data.get("stop_reason") else "",
     ]
-    body = f'<div class="meta">{esc(", ".join(facts))}</div>'
+    body = f'<div class="meta">{esc(", ".join(f for f in facts if f))}</div>'
     if data.get("result") is not None:
         body += clipped_pre(_text(data["result"]), limits.text_chars)
     css = "result" + (" is-error" if data.get("is_error") else "")
@@ -345,6 +348,14 @@ def _hook(
     return "system" + (" is-error" if failed else ""), f"hook {name}", body
 
 
+def _loop_started(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+    """The loop agent's first line: its model, sandbox and the prompt."""
+    facts = [f"{key} {data[key]}" for key in ("model", "sandbox") if data.get(key)]
+    body = f'<div class="meta">{esc(", ".join(facts))}</div>'
+    body += clipped_pre(_text(data.get("prompt")), limits.text_chars)
+    return "user", "loop started: the prompt", body
+
+
 def _prompt(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
     """The prompt the stage was given (written first by the agents)."""
     return "user", "prompt", clipped_pre(_text(data.get("text")), limits.text_chars)
@@ -377,6 +388,7 @@ _RENDERERS = {
     "SystemMessage": _system,
     "HookEventMessage": _system,
     "Prompt": _prompt,
+    "LoopStarted": _loop_started,
     "TaskStartedMessage": _task,
     "TaskProgressMessage": _task,
     "TaskNotificationMessage": _task,
