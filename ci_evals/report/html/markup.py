@@ -37,6 +37,7 @@ th, td { border: 1px solid var(--line); padding: .25rem .5rem; text-align: left;
   vertical-align: top; }
 th { background: var(--code); }
 td { white-space: nowrap; } td.reason { white-space: normal; min-width: 24rem; }
+td code { white-space: normal; overflow-wrap: anywhere; }  /* a long path may break, a word not */
 code, pre { font: 12px/1.4 ui-monospace, monospace; background: var(--code); }
 pre { padding: .5rem; overflow-x: auto; white-space: pre-wrap; word-break: break-all;
   margin: .25rem 0; }

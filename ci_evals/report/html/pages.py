@@ -193,7 +193,7 @@ def _arms(result: RunResult) -> Iterator[str]:
         "never a verdict.</p>"
     )
     head = ["scenario", "stage", "with", "without", "Δ", "note"]
-    yield table(head, [[esc(cell) for cell in row] for row in rows])
+    yield table(head, [[esc(cell) for cell in row] for row in rows], wide=5)
 
 
 def _spread(value: Spread) -> str:
@@ -256,7 +256,7 @@ def _comparison(comparison: Comparison | NoBaseline) -> Iterator[str]:
             ]
             for d in deltas
         ]
-        yield table(["scenario", "stage", "what", "baseline", "this run", "noise"], rows)
+        yield table(["scenario", "stage", "what", "baseline", "this run", "noise"], rows, wide=5)
     rows = [
         [
             esc(r.scenario),
