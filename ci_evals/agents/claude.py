@@ -587,6 +587,7 @@ async def _drive(  # noqa: PLR0917 - one private call site
     started = time.monotonic()
     failure: BaseException | None = None
     messages = 0
+    _record_prompt(trajectory, request.prompt)
     try:
         # Safety net: if the stream does not end after the group is killed, stop waiting.
         with anyio.move_on_after(request.timeout_s + KILL_GRACE_S + DRAIN_AFTER_KILL_S):
@@ -625,6 +626,13 @@ async def _drive(  # noqa: PLR0917 - one private call site
     outcome.wall_s = time.monotonic() - started
     outcome.messages = messages
     return outcome
+
+
+def _record_prompt(trajectory: IO[str], prompt: str) -> None:
+    """The trajectory's first line: the CLI's messages do not repeat the prompt, and a
+    reader of the stage (`report --html`) needs it to judge what the agent did."""
+    line = {"time": time.time(), "elapsed_s": 0.0, "type": "Prompt", "text": prompt}
+    trajectory.write(json.dumps(line) + "\n")
 
 
 def _classify(

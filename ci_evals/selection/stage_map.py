@@ -1,6 +1,6 @@
 """`stage_map.yaml`: which plugin files belong to which stage, loaded once into frozen records.
 
-The format (documented in README.md, "The stage map"):
+The format (documented in docs/stage-map.md):
 
     version: 1
     root: plugin                 # the plugin folder; globs are relative to it

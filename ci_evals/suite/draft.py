@@ -1039,8 +1039,8 @@ def render_precommit(
 # Drafted by `ci-evals init`: every commit checks that the stage map covers every
 # plugin file (and the fixtures, that they hold the stages' contracts).
 # `language: system` runs the ci-evals you installed; to pin ci-evals' own hooks
-# instead (docs: README, check-coverage), use `repo:` its repository URL, `rev:` a
-# full commit SHA (`pre-commit autoupdate --freeze`) and the same hook ids.
+# instead (docs/stage-map.md, check-coverage), use `repo:` its repository URL, `rev:`
+# a full commit SHA (`pre-commit autoupdate --freeze`) and the same hook ids.
 repos:
   - repo: local
     hooks:

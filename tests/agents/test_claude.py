@@ -139,8 +139,9 @@ rules:
     assert env["IS_SANDBOX"] == "1" and env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
     assert env["ANTHROPIC_API_KEY"] == "stub-model-key"  # the stub's, never the user's
 
-    # The trajectory: every message, timestamps, tool inputs and results.
-    records = trajectory(stage_dir)
+    # The trajectory: the prompt, then every message, timestamps, tool inputs and results.
+    prompt, *records = trajectory(stage_dir)
+    assert prompt["type"] == "Prompt" and prompt["text"] == "/demo:s1 Acme"
     assert len(records) == outcome.messages
     assert all("time" in r and "elapsed_s" in r for r in records)
     types = [r["type"] for r in records]

@@ -172,6 +172,7 @@ def test_a_failing_run(tmp_path: Path, browser: Any) -> None:
     assert page.page.locator(".event").count() == 6
     assert page.page.locator(".event.depth-1").count() == 1  # the subagent's message, nested
     assert "1,000 in · 200 out" in stage  # tokens and cost per turn
+    assert "success, 3 turns, $0.01 (as the CLI counts it)" in stage  # the result, to the cent
     assert page.dialogs == [] and page.console == []
 
 
@@ -239,6 +240,7 @@ def test_a_loop_agent_trajectory(tmp_path: Path, browser: Any) -> None:
     stage = passed_stage(1)
     trajectory = "".join(
         [
+            line("LoopStarted", model="claude-haiku-4-5", sandbox="bwrap", prompt="Build it."),
             line(
                 "AssistantMessage",
                 step=1,
@@ -272,6 +274,9 @@ def test_a_loop_agent_trajectory(tmp_path: Path, browser: Any) -> None:
     assert "tool result: run_command" in text
     assert "exit_code 0" in text
     assert "nudge (no tool call)" in text
+    assert page.page.locator("h2:has-text('Prompt') + pre").inner_text() == "Build it."
+    assert "model used\tclaude-haiku-4-5" in page.page.locator("table").first.inner_text()
+    assert "loop started: the prompt" in text
     assert page.dialogs == [] and page.console == []
 
 
@@ -303,6 +308,13 @@ def test_a_real_run_of_the_example(tmp_path: Path, browser: Any) -> None:
     assert "follows-plan" in text and "reviewer" in text  # the reviewer's criteria
     assert "tool call Agent" in text
     assert "The reviewer's trajectory" in text
+    # The CLI backend writes the prompt first; the init message names the model used.
+    assert "Not recorded in the trajectory" not in text
+    assert (
+        page.page.locator("h2:has-text('Prompt') + pre").inner_text()
+        == "/labsmith:generate-chapter all"
+    )
+    assert "model used\tnot recorded" not in text
     assert page.dialogs == [] and page.console == []
 
 
@@ -501,3 +513,109 @@ def test_a_run_whose_ids_are_no_names_gets_no_site(tmp_path: Path) -> None:
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert "scenarios[0].id: an id that would be a folder is refused" in proc.stderr
     assert not (tmp_path / "site").exists()
+
+
+# ------------------------------------------------------------------------------ a failed run, read
+
+
+def read_run(tmp_path: Path) -> Path:
+    """A stub run of two scenarios, one stage failed, its trajectory as the CLI writes
+    it: the prompt first, the init message naming the model, a Write, a Stop hook."""
+    run = tmp_path / "run"
+    trajectory = "".join(
+        [
+            line("Prompt", text="/lab:write all\n\nWrite every planned chapter."),
+            line("SystemMessage", subtype="init", data={"model": "claude-opus-5-5", "tools": []}),
+            line(
+                "AssistantMessage",
+                model="claude-opus-5-5",
+                parent_tool_use_id=None,
+                content=[
+                    {
+                        "id": "w1",
+                        "name": "Write",
+                        "input": {"file_path": "lab/one.md", "content": "# One\n\nFirst line."},
+                    }
+                ],
+                usage={"input_tokens": 10, "output_tokens": 5},
+            ),
+            line(
+                "HookEventMessage",
+                subtype="hook_response",
+                hook_event_name="Stop",
+                data={
+                    "subtype": "hook_response",
+                    "hook_event": "Stop",
+                    "hook_name": "Stop",
+                    "exit_code": 2,
+                    "outcome": "error",
+                    "stderr": "add an exercise first",
+                },
+            ),
+            line("ResultMessage", subtype="success", num_turns=2, total_cost_usd=0.5, result="ok"),
+        ]
+    )
+    long_reason = "checklist 1 of 2 failed: b; " + "the plan names a chapter nobody wrote " * 2
+    acme = [passed_stage(1), failed_stage(2, long_reason)]
+    beta = [passed_stage(1), passed_stage(2)]
+    acme[0].duration_s, acme[0].cost_usd = 65.4, 0.125
+    for sid, stages in (("acme", acme), ("beta", beta)):
+        for s in stages:
+            lay_stage(run, sid, s, {}, trajectory)
+    write_results(
+        run,
+        a_run(scenario("acme", *acme), scenario("beta", *beta), model_endpoint="stub:s.yaml"),
+    )
+    return run
+
+
+@pytest.mark.slow
+def test_a_failed_run_as_its_reader_sees_it(tmp_path: Path, browser: Any) -> None:
+    index = site_of(read_run(tmp_path), tmp_path / "site")
+    page = Opened(browser, index)
+    assert page.page.inner_text(".tally") == "3 of 4 stages passed (1 failed)"
+    run_cell = page.page.locator("td", has_text="completed").first
+    assert "passed" not in (run_cell.locator(".status").get_attribute("class") or "")
+    facts = page.page.locator("table").first.inner_text()
+    assert "model used\tclaude-opus-5-5" in facts
+    assert "2026-03-04 05:06:07 UTC" in facts and ".000" not in facts  # to the second
+    first = page.page.locator("table").nth(1).locator("tbody tr").first.inner_text()
+    assert "$0.12" in first and "1 min 05 s" in first  # to the cent, to the second
+    assert "0.1250" not in page.text()
+    # The long reason takes the room the other cells leave: two lines at most, not three.
+    rows = page.page.locator("table").nth(1).locator("tbody tr")
+    assert rows.nth(1).bounding_box()["height"] < 2.2 * rows.nth(0).bounding_box()["height"]
+    assert (
+        page.page.locator("td", has_text="1 min 05 s").evaluate(
+            "e => getComputedStyle(e).whiteSpace"
+        )
+        == "nowrap"
+    )  # a time or a cost never split over two lines
+    assert page.page.locator("td.reason").nth(1).inner_text().startswith("checklist 1 of 2")
+    assert (
+        page.page.locator(".caveat").inner_text()
+        == "stub model: a wiring check, not a model verdict"
+    )
+
+    page.page.get_by_role("link", name="2 s2").first.click()
+    stage = page.text()
+    assert page.page.locator(".caveat").count() == 1  # the stub's caveat on every page
+    assert page.page.locator("h2", has_text="Prompt").count() == 1
+    assert (
+        "/lab:write all\n\nWrite every planned chapter."
+        in page.page.locator("pre").first.inner_text()
+    )
+    assert stage.count("the plan names a chapter nobody wrote") == 2  # the note, once; not again
+    write = page.page.locator(".event", has_text="tool call Write")
+    assert write.locator("pre").inner_text() == "# One\n\nFirst line."  # text, not JSON
+    assert "\\n" not in write.inner_text()
+    assert (
+        "Stop says:\n\nadd an exercise first"
+        in page.page.locator(".event", has_text="hook Stop").inner_text()
+    )
+    assert "model used\tclaude-opus-5-5" in page.page.locator("table").first.inner_text()
+    nav = page.page.locator("nav a").all_inner_texts()
+    assert nav == ["the run", "← acme · 1 s1", "beta · 1 s1 →"]
+    page.page.get_by_role("link", name="beta · 1 s1 →").click()
+    assert page.page.inner_text("h1").startswith("beta · 1 s1")
+    assert page.dialogs == [] and page.console == []

@@ -67,18 +67,32 @@ def _empty_folder(path: Path) -> bool:
 def _build(site: Site, build: Path) -> None:
     result = site.result
     title = f"ci-evals run {result.run_id}"
-    _write(build / "index.html", title, index_body(site), ())
+    note = result.origin_note  # a stub's or a replay's: on every page, not only the index
+    _write(build / "index.html", title, index_body(site), (), note)
     theirs = _baseline_stages(site)
-    home = [("index.html", "the run")]
-    for index, scenario in enumerate(result.scenarios):
-        before: StageResult | None = None
-        for stage in scenario.stages:
-            other = theirs.get((scenario.id, scenario.repeat, stage.number))
-            page = f"{title}: {scenario_label(result, scenario)} {stage_label(stage)}"
-            body = stage_body(site, scenario, stage, before=before, baseline=other)
-            _write(build / stage_page_name(index, stage), page, body, home)
-            # Its saved state is what the next stage started from.
-            before = stage if stage.trajectory or stage.produced_dir else None
+    pages = [
+        (index, scenario, stage, f"{scenario_label(result, scenario)} · {stage_label(stage)}")
+        for index, scenario in enumerate(result.scenarios)
+        for stage in scenario.stages
+    ]
+    before: StageResult | None = None
+    for at, (index, scenario, stage, label) in enumerate(pages):
+        if at and pages[at - 1][1] is not scenario:
+            before = None  # a scenario starts from its fixtures
+        other = theirs.get((scenario.id, scenario.repeat, stage.number))
+        body = stage_body(site, scenario, stage, before=before, baseline=other)
+        nav = [("index.html", "the run")]
+        if at:
+            nav.append(
+                (stage_page_name(pages[at - 1][0], pages[at - 1][2]), f"← {pages[at - 1][3]}")
+            )
+        if at + 1 < len(pages):
+            nav.append(
+                (stage_page_name(pages[at + 1][0], pages[at + 1][2]), f"{pages[at + 1][3]} →")
+            )
+        _write(build / stage_page_name(index, stage), f"{title}: {label}", body, nav, note)
+        # Its saved state is what the next stage started from.
+        before = stage if stage.trajectory or stage.produced_dir else None
 
 
 def _baseline_stages(site: Site) -> dict[tuple[str, int, int], StageResult]:
@@ -94,9 +108,11 @@ def _baseline_stages(site: Site) -> dict[tuple[str, int, int], StageResult]:
     }
 
 
-def _write(path: Path, title: str, body: Iterable[str], nav: Iterable[tuple[str, str]]) -> None:
+def _write(
+    path: Path, title: str, body: Iterable[str], nav: Iterable[tuple[str, str]], note: str
+) -> None:
     with path.open("w", encoding="utf-8") as out:
-        out.write(shell_start(title, nav=nav))
+        out.write(shell_start(title, nav=nav, note=note))
         for chunk in body:
             out.write(chunk)
         out.write(SHELL_END)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable
+from datetime import datetime, timezone
 
 from ci_evals.report import printable
 
@@ -35,6 +36,8 @@ table { border-collapse: collapse; margin: .5rem 0; }
 th, td { border: 1px solid var(--line); padding: .25rem .5rem; text-align: left;
   vertical-align: top; }
 th { background: var(--code); }
+td { white-space: nowrap; } td.reason { white-space: normal; min-width: 24rem; }
+td code { white-space: normal; overflow-wrap: anywhere; }  /* a long path may break, a word not */
 code, pre { font: 12px/1.4 ui-monospace, monospace; background: var(--code); }
 pre { padding: .5rem; overflow-x: auto; white-space: pre-wrap; word-break: break-all;
   margin: .25rem 0; }
@@ -61,8 +64,9 @@ def esc(value: object) -> str:
     return html.escape(text, quote=True)
 
 
-def shell_start(title: str, *, nav: Iterable[tuple[str, str]] = ()) -> str:
-    """The page up to the start of its content. `nav`: (href, label) of our own pages."""
+def shell_start(title: str, *, nav: Iterable[tuple[str, str]] = (), note: str = "") -> str:
+    """The page up to the start of its content. `nav`: (href, label) of our own pages;
+    `note`: the run's origin note (`caveat`), shown under it."""
     links = "".join(f'<a href="{esc(href)}">{esc(label)}</a>' for href, label in nav)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -71,6 +75,7 @@ def shell_start(title: str, *, nav: Iterable[tuple[str, str]] = ()) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>"
         + (f"<nav>{links}</nav>" if links else "")
+        + caveat(note)
     )
 
 
@@ -86,10 +91,20 @@ def _css(word: str) -> str:
     return re.sub(r"[^a-z-]", "", word.split(":", maxsplit=1)[0].lower()) or "muted"
 
 
-def table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
-    """A table; `head` is plain text, each cell of `rows` already HTML."""
+def table(head: Iterable[str], rows: Iterable[Iterable[str]], *, wide: int | None = None) -> str:
+    """A table; `head` is plain text, each cell of `rows` already HTML. Cells do not
+    wrap (a status or a cost split over two lines reads as two values) except those
+    of column `wide` (a reason, a rationale): it takes the room the others leave."""
     top = "".join(f"<th>{esc(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="reason">{c}</td>' if i == wide else f"<td>{c}</td>"
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
     return f"<table><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -116,4 +131,37 @@ def clipped_pre(text: str, limit: int) -> str:
 
 
 def money(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
+    """Dollars to the cent; a cost under half a cent is not shown as nothing spent."""
+    if value is None:
+        return "-"
+    if 0 < value < 0.005:
+        return "<$0.01"
+    return f"${value:,.2f}"
+
+
+def seconds(value: float | None) -> str:
+    """A duration to the second: `45 s`, `2 min 05 s`, `1 h 02 min`."""
+    if value is None:
+        return "-"
+    whole = round(value)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def moment(value: datetime | None) -> str:
+    """A point in time to the second, in UTC: `2026-03-04 05:06:07 UTC`."""
+    if value is None:
+        return "-"
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%d %H:%M:%S") + " UTC"
+
+
+def caveat(note: str) -> str:
+    """The run's origin note (a stub or a replay: no fresh model's verdict), as every
+    page shows it: a reader who lands on a stage page from a link must see it too."""
+    return f'<div class="note caveat"><p><b>{esc(note)}</b></p></div>' if note else ""

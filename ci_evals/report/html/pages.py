@@ -33,8 +33,17 @@ from ci_evals.report import (
 )
 from ci_evals.report.baseline import Comparison, NoBaseline
 from ci_evals.report.html.files import DiffBudget, StateRef, files_section, state_of
-from ci_evals.report.html.markup import esc, fold, money, status, table
-from ci_evals.report.html.timeline import Limits, timeline
+from ci_evals.report.html.markup import (
+    clipped_pre,
+    esc,
+    fold,
+    moment,
+    money,
+    seconds,
+    status,
+    table,
+)
+from ci_evals.report.html.timeline import Limits, opening, timeline
 from ci_evals.results import MISSED_BY, miss_source
 
 if TYPE_CHECKING:
@@ -66,8 +75,7 @@ def index_body(site: Site) -> Iterator[str]:
     passed = run_passed(result, problems)
     verdict = "passed" if passed else ("error" if problems else "failed")
     yield f"<h1>ci-evals run {esc(result.run_id)}: {status(verdict)}</h1>"
-    if result.origin_note:  # not a fresh model's verdict: a stub run, or a replay's origin
-        yield f'<div class="note"><p><b>{esc(result.origin_note)}</b></p></div>'
+    yield _tally(result)
     if problems:
         items = "".join(f"<li>{esc(p)}</li>" for p in problems)
         yield (
@@ -75,15 +83,21 @@ def index_body(site: Site) -> Iterator[str]:
             f"can be believed, and the run does not pass.</p><ul>{items}</ul></div>"
         )
     facts = [
-        ("status", status(result.status)),
-        ("model", esc(result.model or "the CLI's default")),
+        # The run's own status says it finished, not that it passed: never green
+        # beside a verdict that is not.
+        (
+            "run",
+            status(result.status, "muted" if result.status == "completed" and not passed else None),
+        ),
+        ("model asked for", esc(result.model or "the CLI's default")),
+        ("model used", esc(_models_used(site))),
         ("endpoint", esc(result.model_endpoint)),
         *_replayed_from(result),
         ("sandbox", esc(result.sandbox)),
         ("from stage", esc(result.from_stage)),
         ("total cost", esc(money(result.total_cost_usd) + result.cost_note)),
-        ("started", esc(result.started_at.isoformat())),
-        ("finished", esc(result.finished_at.isoformat() if result.finished_at else "-")),
+        ("started", esc(moment(result.started_at))),
+        ("finished", esc(moment(result.finished_at))),
     ]
     if result.repeats_text:
         facts.append(("repeats", esc(result.repeats_text)))
@@ -96,6 +110,37 @@ def index_body(site: Site) -> Iterator[str]:
     yield from _arms(result)
     if comparison is not None:
         yield from _comparison(comparison)
+
+
+def _tally(result: RunResult) -> str:
+    """ "8 of 10 stages passed": the run's stages with the plugin (a run without it is
+    compared, never counted), and what the others did."""
+    kinds: list[str] = [
+        kind
+        for scenario in result.scenarios
+        if scenario.arm != "without"
+        for _, kind in scenario_outcomes(result, scenario)
+    ]
+    passed = kinds.count("passed")
+    rest = [
+        f"{kinds.count(kind)} {word}"
+        for kind, word in (("failure", "failed"), ("error", "in error"), ("skipped", "skipped"))
+        if kinds.count(kind)
+    ]
+    tail = f" ({', '.join(rest)})" if rest else ""
+    css = "passed" if kinds and passed == len(kinds) else "failed"
+    return f'<p class="tally {css}">{passed} of {len(kinds)} stages passed{esc(tail)}</p>'
+
+
+def _models_used(site: Site) -> str:
+    """The models the CLI said it ran (each trajectory's init message), in order."""
+    found: dict[str, None] = {}
+    for scenario in site.result.scenarios:
+        for stage in scenario.stages:
+            model = opening(site.run_dir, stage.trajectory, site.limits).model
+            if model:
+                found[model] = None
+    return ", ".join(found) or "not recorded"
 
 
 def _replayed_from(result: RunResult) -> list[tuple[str, str]]:
@@ -127,13 +172,13 @@ def _scenario_table(result: RunResult, index: int, scenario: ScenarioResult) -> 
                 esc("-" if mean is None else f"{mean:.2f}"),
                 esc("-" if stage.turns is None else stage.turns),
                 esc(money(stage.cost_usd)),
-                esc("-" if stage.duration_s is None else f"{stage.duration_s:.1f}s"),
+                esc(seconds(stage.duration_s)),
                 esc(len(stage.produced)),
                 esc(reason(result, stage)),
             ]
         )
     head = ["stage", "status", "criteria", "mean", "turns", "cost", "time", "files", "reason"]
-    return table(head, rows)
+    return table(head, rows, wide=8)
 
 
 def _arms(result: RunResult) -> Iterator[str]:
@@ -148,7 +193,7 @@ def _arms(result: RunResult) -> Iterator[str]:
         "never a verdict.</p>"
     )
     head = ["scenario", "stage", "with", "without", "Δ", "note"]
-    yield table(head, [[esc(cell) for cell in row] for row in rows])
+    yield table(head, [[esc(cell) for cell in row] for row in rows], wide=5)
 
 
 def _spread(value: Spread) -> str:
@@ -211,7 +256,7 @@ def _comparison(comparison: Comparison | NoBaseline) -> Iterator[str]:
             ]
             for d in deltas
         ]
-        yield table(["scenario", "stage", "what", "baseline", "this run", "noise"], rows)
+        yield table(["scenario", "stage", "what", "baseline", "this run", "noise"], rows, wide=5)
     rows = [
         [
             esc(r.scenario),
@@ -251,16 +296,23 @@ def stage_body(
     why = reason(result, stage)
     if why:
         yield f'<p class="note">{esc(why)}</p>'
+    told = opening(run_dir, stage.trajectory, limits)
     facts = [
+        ("model used", told.model or "not recorded"),
         ("turns", stage.turns),
         ("tokens in / out", f"{stage.input_tokens or 0:,} / {stage.output_tokens or 0:,}"),
         ("cost", money(stage.cost_usd)),
         ("reviewer cost", money(stage.grading_cost_usd)),
-        ("time", "-" if stage.duration_s is None else f"{stage.duration_s:.1f}s"),
+        ("time", seconds(stage.duration_s)),
         ("limit hit", stage.limit_hit or "-"),
         ("attempts", stage.attempts or 1),
     ]
     yield table(["fact", "value"], [[esc(k), esc(v)] for k, v in facts])
+    yield "<h2>Prompt</h2>"
+    if told.prompt is None:
+        yield '<p class="muted">Not recorded in the trajectory (a run before ci-evals kept it).</p>'
+    else:
+        yield clipped_pre(told.prompt, limits.text_chars)
     if stage.endpoint_misses:
         items = "".join(f"<li>{esc(line)}</li>" for line in endpoint_miss_lines(stage))
         title = f"Requests {MISSED_BY[miss_source(stage.endpoint_misses)]} had no answer for"
@@ -268,7 +320,7 @@ def stage_body(
     if stage.plugin_changes:
         yield from _plugin_changes(stage)
     yield "<h2>Grading</h2>"
-    yield from _grading(stage)
+    yield from _grading(stage, told=why)
     yield "<h2>Files</h2>"
     here = state_of(run_dir, stage)
     earlier = state_of(run_dir, before) if before is not None else None
@@ -301,14 +353,16 @@ def _plugin_changes(stage: StageResult) -> Iterator[str]:
     yield table(["path in the plugin copy", "change", "bytes", "sha256"], rows)
 
 
-def _grading(stage: StageResult) -> Iterator[str]:
+def _grading(stage: StageResult, *, told: str) -> Iterator[str]:
+    """`told`: the reason the page already gave under its title (not said twice)."""
     verdict = stage.grading
     if verdict is None:
         yield '<p class="muted">Not graded.</p>'
         return
     mean = "-" if verdict.analytic_mean is None else f"{verdict.analytic_mean:.2f}"
+    said = "" if verdict.reason in told else f"{esc(verdict.reason)} · "
     yield (
-        f"<p>{status(verdict.verdict)} {esc(verdict.reason)} · analytic mean {esc(mean)} "
+        f"<p>{status(verdict.verdict)} {said}analytic mean {esc(mean)} "
         f"(threshold {esc(verdict.analytic_threshold)})</p>"
     )
     for line in grader_errors(stage):
@@ -318,7 +372,7 @@ def _grading(stage: StageResult) -> Iterator[str]:
             yield f'<p class="note">{esc(grader.grader)}: {esc(warning)}</p>'
     rows = [_criterion_row(c) for c in verdict.criteria]
     if rows:
-        yield table(["criterion", "kind", "score", "verdict", "source", "why"], rows)
+        yield table(["criterion", "kind", "score", "verdict", "source", "why"], rows, wide=5)
 
 
 def _criterion_row(c: Criterion) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ci_evals.endpoints.pricing import Pricing, Usage
-from ci_evals.report.html.markup import clipped_pre, esc, fold, money
+from ci_evals.report.html.markup import clipped_pre, esc, fold, money, seconds
 from ci_evals.report.html.source import Unreadable, open_in
 
 _PRICING = Pricing()
@@ -49,6 +49,54 @@ def timeline(run_dir: Path, rel: str | None, limits: Limits = Limits()) -> Itera
         return
     with handle:
         yield from _events(handle, limits)
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a trajectory's first lines say: the prompt the stage was given (the
+    `Prompt` line the agents write first) and the model the CLI said it runs
+    (its `init` message: the model it used, not the one asked for)."""
+
+    prompt: str | None = None
+    model: str | None = None
+
+
+_OPENING_LINES = 4  # the prompt, the init message (the loop agent's LoopStarted): first
+
+
+def opening(run_dir: Path, rel: str | None, limits: Limits = Limits()) -> Opening:
+    """The `Opening` of the trajectory at `run_dir/rel` (empty when it has none)."""
+    if rel is None:
+        return Opening()
+    prompt = model = None
+    try:
+        with open_in(run_dir, rel) as handle:
+            for _ in range(_OPENING_LINES):
+                line = handle.readline(limits.line_bytes)
+                if not line.endswith(b"\n"):
+                    break  # the end, or a line too long to be either
+                data = _json(line)
+                if data.get("type") == "Prompt" and isinstance(data.get("text"), str):
+                    prompt = data["text"]
+                if data.get("type") == "LoopStarted":  # the loop agent's first line says both
+                    prompt = data["prompt"] if isinstance(data.get("prompt"), str) else None
+                    model = data["model"] if isinstance(data.get("model"), str) else None
+                    break
+                inner = data.get("data")
+                if data.get("subtype") == "init" and isinstance(inner, dict):
+                    model = inner.get("model") if isinstance(inner.get("model"), str) else None
+                    break
+    except Unreadable:
+        pass
+    return Opening(prompt, model)
+
+
+def _json(line: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _events(handle: BinaryIO, limits: Limits) -> Iterator[str]:
@@ -146,9 +194,7 @@ def _block(block: Mapping[str, Any], limits: Limits) -> str:
     cut = limits.text_chars
     if "name" in block and "input" in block:  # a tool use (SDK: no "type" key)
         name = esc(block.get("name"))
-        return fold(
-            f"tool call <code>{name}</code>", clipped_pre(_text(block["input"]), cut), open_=True
-        )
+        return fold(f"tool call <code>{name}</code>", _tool_input(block["input"], cut), open_=True)
     if "tool_use_id" in block:  # a tool result
         error = " (error)" if block.get("is_error") else ""
         summary = f"tool result{error}"
@@ -158,6 +204,28 @@ def _block(block: Mapping[str, Any], limits: Limits) -> str:
     if "text" in block:
         return clipped_pre(_text(block["text"]), cut)
     return clipped_pre(_text(block), cut)
+
+
+_INLINE_CHARS = 100  # a longer value, or one with a line break, gets a block of its own
+
+
+def _tool_input(value: object, cut: int) -> str:
+    """A tool call's input as a reader wants it: each field by name, a text as text
+    (a Write's content, an Edit's old and new string, a Bash command with its line
+    breaks), not one JSON string with literal `\\n` in it."""
+    if not isinstance(value, dict) or not value:
+        return clipped_pre(_text(value), cut)
+    parts: list[str] = []
+    for key, item in value.items():
+        text = _text(item)
+        if isinstance(item, str) and ("\n" in text or len(text) > _INLINE_CHARS):
+            parts.append(
+                f'<div class="field"><code>{esc(key)}</code></div>{clipped_pre(text, cut)}'
+            )
+        else:
+            shown = text if len(text) <= cut else text[:cut] + " …"
+            parts.append(f'<div class="field"><code>{esc(key)}</code> {esc(shown)}</div>')
+    return "".join(parts)
 
 
 def _assistant(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
@@ -211,12 +279,15 @@ def _tool_result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str
 
 
 def _result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+    cost, took = data.get("total_cost_usd"), data.get("duration_ms")
     facts = [
-        f"{key.replace('_', ' ')} {data[key]}"
-        for key in ("subtype", "num_turns", "total_cost_usd", "duration_ms", "stop_reason")
-        if data.get(key) is not None
+        f"{data['subtype']}" if data.get("subtype") else "",
+        f"{data['num_turns']} turns" if data.get("num_turns") is not None else "",
+        f"{money(cost)} (as the CLI counts it)" if isinstance(cost, int | float) else "",
+        seconds(took / 1000) if isinstance(took, int | float) else "",
+        f"stop reason {data['stop_reason']}" if data.get("stop_reason") else "",
     ]
-    body = f'<div class="meta">{esc(", ".join(facts))}</div>'
+    body = f'<div class="meta">{esc(", ".join(f for f in facts if f))}</div>'
     if data.get("result") is not None:
         body += clipped_pre(_text(data["result"]), limits.text_chars)
     css = "result" + (" is-error" if data.get("is_error") else "")
@@ -226,14 +297,68 @@ def _result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
 def _system(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
     inner = data.get("data") if isinstance(data.get("data"), dict) else {}
     assert isinstance(inner, dict)
-    if data.get("subtype") == "init":
+    subtype = data.get("subtype")
+    if subtype == "init":
         facts = [
             f"model {inner.get('model')}",
             f"{len(inner.get('tools') or [])} tools",
             f"permissions {inner.get('permissionMode')}",
         ]
         return "system", "session started", f'<div class="meta">{esc(", ".join(facts))}</div>'
-    return "system", f"system: {data.get('subtype')}", ""
+    if subtype in ("hook_started", "hook_response"):
+        return _hook(data, inner, limits)
+    shown = {k: v for k, v in inner.items() if k not in _SYSTEM_NOISE and v not in (None, "")}
+    if not shown:
+        return "system", f"system: {subtype}", ""
+    return "system", f"system: {subtype}", _tool_input(shown, limits.text_chars)
+
+
+# The envelope every system frame repeats: not what it says.
+_SYSTEM_NOISE = frozenset({"type", "subtype", "session_id", "uuid", "cwd"})
+
+
+def _hook(
+    data: Mapping[str, Any], inner: Mapping[str, Any], limits: Limits
+) -> tuple[str, str, str]:
+    """A hook's start or end (`include_hook_events`): what it said, by name ("Stop
+    says: …"), and how it ended. What a hook says to the model steers the agent: a
+    reader of a failed run must not have to open a JSON fold to find it."""
+    event = inner.get("hook_event") or data.get("hook_event_name") or "a hook"
+    name = str(inner.get("hook_name") or event)
+    if data.get("subtype") == "hook_started":
+        return "system", f"hook {name} started", ""
+    facts = [
+        f"{key.replace('_', ' ')} {inner[key]}"
+        for key in ("outcome", "exit_code")
+        if inner.get(key) not in (None, "")
+    ]
+    said = [
+        str(inner[key]).strip()
+        for key in ("stderr", "output", "stdout")
+        if isinstance(inner.get(key), str) and str(inner[key]).strip()
+    ]
+    said = list(dict.fromkeys(said))  # the CLI copies stdout into output
+    body = f'<div class="meta">{esc(", ".join(facts))}</div>' if facts else ""
+    if said:
+        body += f"<p>{esc(name)} says:</p>" + clipped_pre("\n".join(said), limits.text_chars)
+    failed = inner.get("outcome") not in (None, "success") or inner.get("exit_code") not in (
+        None,
+        0,
+    )
+    return "system" + (" is-error" if failed else ""), f"hook {name}", body
+
+
+def _loop_started(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+    """The loop agent's first line: its model, sandbox and the prompt."""
+    facts = [f"{key} {data[key]}" for key in ("model", "sandbox") if data.get(key)]
+    body = f'<div class="meta">{esc(", ".join(facts))}</div>'
+    body += clipped_pre(_text(data.get("prompt")), limits.text_chars)
+    return "user", "loop started: the prompt", body
+
+
+def _prompt(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+    """The prompt the stage was given (written first by the agents)."""
+    return "user", "prompt", clipped_pre(_text(data.get("text")), limits.text_chars)
 
 
 def _task(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
@@ -261,6 +386,9 @@ _RENDERERS = {
     "ToolResult": _tool_result,
     "ResultMessage": _result,
     "SystemMessage": _system,
+    "HookEventMessage": _system,
+    "Prompt": _prompt,
+    "LoopStarted": _loop_started,
     "TaskStartedMessage": _task,
     "TaskProgressMessage": _task,
     "TaskNotificationMessage": _task,
