@@ -118,12 +118,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the run as a `claude plugin eval` aggregate-result.json "
         "(schemaVersion 1), for tooling that reads the CLI's --json",
     )
+    _add_history(parser)
     add_comment_key(parser)
     output.add_json(parser, "report", "the run's verdict, counts and cost, and the summary")
 
 
-def add_comment_key(parser: argparse.ArgumentParser) -> None:
-    """`--comment-key`, shared with `ci-evals comment`."""
+def _add_history(parser: argparse.ArgumentParser) -> None:
+    """`--history`, `--flaky-bounds`, `--gate`: the flake ledger (report's own: not
+    `comment`'s nor `forecast`'s, whose `--history` prices the run)."""
     parser.add_argument(
         "--history",
         type=Path,
@@ -147,6 +149,10 @@ def add_comment_key(parser: argparse.ArgumentParser) -> None:
         help="stable (needs --history): a stage failing only on criteria flaky on main "
         "does not fail the report; they are listed as not gated (default: all)",
     )
+
+
+def add_comment_key(parser: argparse.ArgumentParser) -> None:
+    """`--comment-key`, shared with `ci-evals comment`."""
     parser.add_argument(
         "--comment-key",
         default="ci-evals",

@@ -36,9 +36,12 @@ def test_independent_commands_are_scenarios_of_one_stage(tmp_path: Path) -> None
     repo = repo_with(tmp_path, DATA / "dev-kit")
     proc = cli(repo, "init", "plugin")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[:2] == [
+    assert proc.stdout.splitlines()[:3] == [
         "drafted independent commands (new-app, summarize, todo-scan): none reads another's "
         "output, so one stage runs each as its own scenario (phases instead: --stages A,B,...)",
+        # No phases: Claude Code's own case format would serve as well (issue 33).
+        "note: no phases: `ci-evals init --format cases` drafts claude plugin eval cases "
+        "instead, which `claude plugin eval` runs too (docs/onboarding.md)",
         "wrote stage_map.yaml",
     ]
     suite = (repo / "ci-evals.yaml").read_text()

@@ -122,7 +122,7 @@ def test_a_replayed_stub_recording_is_a_wiring_check_in_every_report(
     assert reports.headline in reports.comment
     assert reports.junit["origin_note"] == STUB_LABEL
     assert (reports.junit["replayed_from"], reports.junit["recorded_on"]) == ("stub", str(day))
-    assert f'<div class="note"><p><b>{STUB_LABEL}</b></p></div>' in reports.html
+    assert f'<div class="note caveat"><p><b>{STUB_LABEL}</b></p></div>' in reports.html
     assert reports.warnings == [f"::warning title=ci-evals%3A replayed recording::{STUB_LABEL}"]
 
 
