@@ -5,7 +5,8 @@ agree with itself and with the graders' files beside it (the checks `report`
 makes, passed down by the command), and each stage kept must still hold what
 the file says it produced. Then, per unit (a scenario's repeat, in its arm):
 
-- the stages that passed (or completed, without graders) from its first on are
+- the stages that passed (or completed, without graders: one with graders
+  completed was never graded) from its first on are
   **kept**, with their folders and costs, up to the first that did not;
 - a unit whose first stage not kept *failed* or hit a *limit* is final: that is
   a verdict, not an accident, and running it again would roll the dice until
@@ -200,11 +201,18 @@ def _require_free(run_dir: Path) -> None:
     owned.release(fd)
 
 
+def _went_on(stage: StageResult) -> bool:
+    """The stage passed, or completed without graders. A `completed` stage with
+    graders was never graded (the process was killed while they ran: results.json
+    is written as the run goes): no pass, it runs again."""
+    return stage.status in GOES_ON and (stage.status == "passed" or not stage.graded)
+
+
 def _final(scenario: ScenarioResult) -> bool:
     """Every stage of the unit has its verdict: all went on, or the first that did
     not failed, hit a limit, or cannot run without the plugin (a plan's property)."""
     for stage in scenario.stages:
-        if stage.status in GOES_ON:
+        if _went_on(stage):
             continue
         if stage.status in ("failed", "limit"):
             return True
@@ -218,7 +226,7 @@ def _kept(saved: RunResult, scenario: ScenarioResult, run_dir: Path) -> Kept:
     folder = run_dir / saved.folder_of(scenario)
     stages: list[StageResult] = []
     for stage in scenario.stages:
-        if stage.status not in GOES_ON:
+        if not _went_on(stage):
             break
         why = unverified(stage, run_dir, folder / f"{stage.number}-{stage.name}")
         if why is not None:

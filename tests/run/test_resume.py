@@ -239,3 +239,46 @@ def test_the_budget_counts_what_the_earlier_session_spent(tmp_path: Path) -> Non
     assert stage4.limit_hit == "budget"
     assert f"reached max_budget_usd ({0.04 - spent:.3f})" in (stage4.error or "")
     _trusted(after, out)
+
+
+def test_a_stage_killed_while_graded_is_not_kept(tmp_path: Path) -> None:
+    """SIGKILL (a CI job's hard timeout, the OOM killer) while stage 3's grader runs:
+    results.json last said `completed` for a stage with graders, i.e. never graded.
+    That is no pass: the resume runs it again instead of keeping it."""
+    suite, stub = _setup(tmp_path, default_rules())
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    wait = f"import os, time\nwhile os.path.exists({str(hold)!r}): time.sleep(0.1)\n"
+    grader = json.dumps({"id": "hold", "command": ["python3", "-c", wait], "timeout_s": 600})
+    text = suite.read_text()
+    stage3 = '  - name: s3\n    prompt: "/demo:s3 {company}"\n'
+    assert stage3 in text
+    suite.write_text(text.replace(stage3, f"{stage3}    graders:\n      - {grader}\n"))
+    out = tmp_path / "out"
+    proc = _first_run(tmp_path, suite, stub)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # until results.json records stage 3 completed
+            try:
+                saved = read_results(out)
+            except Exception:  # not written yet
+                saved = None
+            if saved is not None and saved.scenarios[0].stages[0].status == "completed":
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("stage 3 never completed")
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        _finish(proc)
+        hold.unlink()  # the grader (its own process group) ends
+    before = read_results(out)
+    assert before.scenarios[0].stages[0].graded and before.scenarios[0].stages[0].grading is None
+
+    done = _resume(tmp_path, out)
+
+    assert done.returncode == 0, done.stderr
+    after = read_results(out)
+    assert _statuses(after) == [(3, "passed", "rerun"), (4, "completed", "rerun"),
+                                (5, "completed", "rerun")]  # fmt: skip
+    _trusted(after, out)
