@@ -31,6 +31,7 @@ Hot path (compute-stage): PyYAML and git only.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -224,19 +225,63 @@ def _front_matter_changed(repo: Path, chosen: Selection, path: str) -> str:
     return ""
 
 
-def _needles(changed: Sequence[str], root: str, sides: Sequence[GraderFiles]) -> list[str]:
+# A path component as a glob writes it (`*`, `*-chapter`, `[a-z]*`): a file that names
+# a rubric folder through a glob (`references/evaluation/*/plan-lab/`) names it too.
+_GLOB_ERE = "[^/[:space:]]*[][*?][^/[:space:]]*"
+_GLOB_RE = r"[^/\s]*[\]\[*?][^/\s]*"
+_ERE_SPECIAL = frozenset(".[]()*+?{}|^$\\")
+
+
+@dataclass(frozen=True)
+class Needle:
+    """What a file the agent reads would write to reach a changed grader: `ere` for
+    `git grep -E`, `regex` (the same) for the stages' prompts."""
+
+    label: str
+    ere: str
+    regex: str
+
+
+def _literal(text: str) -> Needle:
+    ere = "".join("\\" + c if c in _ERE_SPECIAL else c for c in text)
+    return Needle(text, ere, re.escape(text))
+
+
+def _folder_needle(folder: str) -> Needle:
+    """A rubric folder (plugin-relative) as a file may name it: it or any folder
+    above it from two levels deep (`read everything in references/evaluation/`,
+    the start of the folder's own path), its second component written out or as a
+    glob (`references/*/plan-lab/`)."""
+    parts = folder.split("/")
+    if len(parts) == 1:
+        return _literal(folder)
+    first, second = _literal(parts[0]), _literal(parts[1])
+    return Needle(
+        "/".join(parts[:2]),
+        f"{first.ere}/({second.ere}|{_GLOB_ERE})",
+        f"{first.regex}/(?:{second.regex}|{_GLOB_RE})",
+    )
+
+
+def _needles(changed: Sequence[str], root: str, sides: Sequence[GraderFiles]) -> list[Needle]:
     """What a file the agent reads would name to reach a changed grader: a reviewer
     agent's name (its file's stem), a rubric folder as the plugin names it."""
-    needles: set[str] = set()
+    needles: dict[str, Needle] = {}
     for path in changed:
         for side in sides:
             if path in side.agents:
-                needles.add(posixpath.splitext(posixpath.basename(path))[0])
+                stem = posixpath.splitext(posixpath.basename(path))[0]
+                if stem:
+                    needles.setdefault(stem, _literal(stem))
             for folder in side.rubric_folders:
                 if _under(path, folder):
                     inside = posixpath.relpath(folder, root) if root else folder
-                    needles.add(folder if inside.startswith("..") else inside)
-    return sorted(n for n in needles if n and n != ".")
+                    if inside.startswith(".."):  # beside the suite: named as the repo does
+                        needles.setdefault(folder, _literal(folder))
+                    elif inside != ".":
+                        needle = _folder_needle(inside)
+                        needles.setdefault(needle.ere, needle)
+    return [needles[key] for key in sorted(needles)]
 
 
 def _named_elsewhere(
@@ -248,18 +293,18 @@ def _named_elsewhere(
     folders = set().union(*(s.rubric_folders for s in sides))
     for needle in _needles(changed, root, sides):
         for prompt in sides[-1].prompts:
-            if needle in prompt:
-                return f"a stage's prompt names {needle!r}: the agent is asked to read it"
-        args = ["grep", "-l", "-z", "-I", "-F", "-e", needle, head, "--"]
+            if re.search(needle.regex, prompt):
+                return f"a stage's prompt names {needle.label!r}: the agent is asked to read it"
+        args = ["grep", "-l", "-z", "-I", "-E", "-e", needle.ere, head, "--"]
         found = git.run(repo, *args, root or ".", check=False)
         if found.returncode not in (0, 1):
-            return f"cannot search the plugin for {needle!r}: {found.stderr.strip()}"
+            return f"cannot search the plugin for {needle.label!r}: {found.stderr.strip()}"
         for hit in git.split_z(found.stdout):
             path = hit.split(":", 1)[1] if hit.startswith(head + ":") else hit
             if path in grader_paths or any(_under(path, f) for f in folders):
                 continue
             return (
-                f"{quote_path(path)} names {needle!r}: the agent under test may read the "
-                "grader, so it is not only a grader's"
+                f"{quote_path(path)} names {needle.label!r}: the agent under test may read "
+                "the grader, so it is not only a grader's"
             )
     return ""

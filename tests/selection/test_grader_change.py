@@ -1,8 +1,9 @@
 """Which changes touch only graders, on a copy of the example's layout in a real repo.
 
 The example's reviewer `review-lab-plan` is named by `commands/plan-lab.md`
-(the agent under test reads it): a change to that reviewer runs the agent;
-a change to a rubric, or to a reviewer nothing names, re-grades.
+and its rubrics' folders (`references/evaluation/*/plan-lab/`) by the same
+command (the agent under test reads it): a change to either runs the agent; a
+change to a rubric, or to a reviewer, nothing names re-grades.
 """
 
 from __future__ import annotations
@@ -53,11 +54,48 @@ def _first_rubric(repo: Path, stage: str) -> str:
     return str(sorted(p for p in folder.rglob("*.md"))[0].relative_to(repo))
 
 
+def _unnamed_rubrics(repo: Path) -> None:
+    """On main: the commands stop telling the agent where the rubrics are."""
+    git(repo, "checkout", "-q", "main")
+    for stage in ("plan-lab", "generate-chapter"):
+        command = repo / PLUGIN / "commands" / f"{stage}.md"
+        text = command.read_text()
+        named = f" against\nthe rubrics in `references/evaluation/*/{stage}/`."
+        assert named in text
+        command.write_text(text.replace(named, "."))
+    git(repo, "commit", "-q", "-am", "the commands name no rubric")
+    git(repo, "checkout", "-q", "-B", "pr")
+
+
 def test_a_rubric_change_regrades(repo: Path) -> None:
+    _unnamed_rubrics(repo)
     rubric = _first_rubric(repo, "generate-chapter")
     regrade, reason = _decide(repo, (rubric, "\n", "\nStricter now.\n"))
     assert regrade, reason
     assert reason.startswith("only graders changed: ")
+
+
+def test_a_rubric_the_agent_is_pointed_to_runs(repo: Path) -> None:
+    """The example's command tells the agent the rubrics are in
+    `references/evaluation/*/generate-chapter/`: a glob names the folder too."""
+    rubric = _first_rubric(repo, "generate-chapter")
+    regrade, reason = _decide(repo, (rubric, "\n", "\nStricter now.\n"))
+    assert not regrade
+    assert "commands/generate-chapter.md" in reason and "names 'references/evaluation'" in reason
+
+
+def test_a_rubric_under_a_folder_the_agent_is_pointed_to_runs(repo: Path) -> None:
+    _unnamed_rubrics(repo)
+    skill = f"{PLUGIN}/skills/write-chapter/SKILL.md"
+    git(repo, "checkout", "-q", "main")
+    with (repo / skill).open("a") as out:
+        out.write("\nBefore you finish, self-check against everything in references/evaluation/.\n")
+    git(repo, "commit", "-q", "-am", "the skill points at the rubrics' parent folder")
+    git(repo, "checkout", "-q", "-B", "pr")
+    rubric = _first_rubric(repo, "plan-lab")
+    regrade, reason = _decide(repo, (rubric, "\n", "\nStricter now.\n"))
+    assert not regrade
+    assert "SKILL.md" in reason and "names 'references/evaluation'" in reason
 
 
 def test_a_threshold_change_regrades_and_a_limit_change_runs(repo: Path) -> None:
