@@ -18,7 +18,8 @@ the file says it produced. Then, per unit (a scenario's repeat, in its arm):
   kept stage's saved state (`after/`).
 
 A kept stage that cannot be verified (its saved state missing or changed, or
-it changed the plugin copy, which no state saves) is not kept: its unit runs
+it changed the plugin copy or, `git: true`, the workspace's `.git`, which no
+state saves) is not kept: its unit runs
 again from its first stage, said on stderr. What the earlier sessions spent
 stays spent: the run's budget and cost count it (`results.model.Resumed`).
 
@@ -36,7 +37,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ci_evals.errors import UserError
@@ -351,6 +352,26 @@ def require_same_suite(saved: RunResult, suite: Suite, commit: str | None) -> No
             "changed since (its digest differs)",
             field="--resume", hint="start a new run",
         )  # fmt: skip
+
+
+def without_git_history(resume: Resume, suite: Suite) -> Resume:
+    """`resume` less the kept stages of a scenario with `git: true`: its workspace's
+    `.git` (the commits, branches and index its stages left) is in no saved state,
+    so a stage after them would start from a repository they never left. Such a
+    unit runs again from its first stage, said on stderr."""
+    with_git = {scenario.id for scenario in suite.scenarios if scenario.git}
+    kept = dict(resume.kept)
+    for scenario in resume.saved.scenarios:
+        key = key_of(scenario)
+        if scenario.id in with_git and key in kept and kept[key].stages:
+            print(
+                f"ci-evals: {resume.saved.label_of(scenario)}: no stage is kept (its "
+                "workspace is a git repository, whose .git no saved state holds): it runs "
+                "again from its first stage",
+                file=sys.stderr,
+            )
+            kept[key] = Kept()
+    return replace(resume, kept=kept)
 
 
 def require_same_units(resume: Resume, result: RunResult) -> None:

@@ -282,3 +282,44 @@ def test_a_stage_killed_while_graded_is_not_kept(tmp_path: Path) -> None:
     assert _statuses(after) == [(3, "passed", "rerun"), (4, "completed", "rerun"),
                                 (5, "completed", "rerun")]  # fmt: skip
     _trusted(after, out)
+
+
+def test_a_git_scenario_resumes_from_its_first_stage(tmp_path: Path) -> None:
+    """`git: true`: stage 3 commits its work; no saved state holds the workspace's
+    `.git`, so keeping stage 3 would start stage 4 in a repository without that
+    commit. The unit runs again from its first stage, and stage 4 sees the commit."""
+    commit = "git add -A && git -c user.name=a -c user.email=a@b commit -qm stage-3-commit"
+    stage3 = (
+        "  - name: s3\n    match: {command: demo:s3}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(commit)}}}]\n"
+        '      - text: "stage 3 done"\n'
+    )
+    rules = default_rules().split("  - name: ")
+    rest = "".join("  - name: " + r for r in rules[1:] if not r.startswith(("s3\n", "s4\n")))
+    fault = "  - name: s4\n    match: {command: demo:s4}\n    turns:\n"
+    suite, stub = _setup(tmp_path, stage3 + rest + fault + "      - fault: {http_status: 400}\n")
+    text = suite.read_text()
+    assert "  - id: acme\n" in text
+    suite.write_text(text.replace("  - id: acme\n", "  - id: acme\n    git: true\n"))
+    out = tmp_path / "out"
+    proc = _first_run(tmp_path, suite, stub)
+    _, stderr = _finish(proc)
+    assert proc.returncode == 1, stderr
+    assert _statuses(read_results(out))[:2] == [(3, "completed", None), (4, "error", None)]
+    log = "git log --format=%s > log4.txt"
+    stage4 = (
+        "  - name: s4\n    match: {command: demo:s4}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(log)}}}]\n"
+        '      - text: "stage 4 done"\n'
+    )
+    stub.write_text(USAGE + "rules:\n" + stage3 + rest + stage4)
+
+    done = _resume(tmp_path, out)
+
+    assert done.returncode == 0, done.stderr
+    seen = (out / "acme" / "4-s4" / "after" / "log4.txt").read_text()
+    assert "stage-3-commit" in seen.splitlines()
+    assert "acme: no stage is kept (its workspace is a git repository" in done.stderr
+    after = read_results(out)
+    assert [s.resumed for s in after.scenarios[0].stages] == ["rerun", "rerun", "rerun"]
+    _trusted(after, out)
