@@ -210,6 +210,13 @@ def _front_matter(data: bytes | None) -> bytes | None:
     return data if end < 0 else data[: end + 4]
 
 
+def _agent_name(data: bytes | None) -> str | None:
+    """The `name:` of an agent file's front matter (None: none there)."""
+    front = _front_matter(data) or b""
+    found = re.search(rb"^name:[ \t]*['\"]?([^'\"\r\n]+?)['\"]?[ \t]*\r?$", front, re.MULTILINE)
+    return found.group(1).decode(errors="replace") if found else None
+
+
 def _front_matter_changed(repo: Path, chosen: Selection, path: str) -> str:
     assert chosen.head is not None
     head = _front_matter(git.blob_at(repo, chosen.head, path))
@@ -291,7 +298,12 @@ def _named_elsewhere(
     prompt, names it ("" when none does)."""
     grader_paths = set().union(*(s.agents for s in sides))
     folders = set().union(*(s.rubric_folders for s in sides))
-    for needle in _needles(changed, root, sides):
+    # Claude Code calls an agent by its front matter's `name:`, which may not be its stem.
+    named = (_agent_name(git.blob_at(repo, head, p)) for p in changed if p in grader_paths)
+    needles = _needles(changed, root, sides)
+    names = {name for name in named if name} - {n.label for n in needles}
+    needles += [_literal(name) for name in sorted(names)]
+    for needle in needles:
         for prompt in sides[-1].prompts:
             if re.search(needle.regex, prompt):
                 return f"a stage's prompt names {needle.label!r}: the agent is asked to read it"

@@ -123,3 +123,25 @@ def test_a_change_to_what_the_agent_reads_runs(repo: Path) -> None:
     command = f"{PLUGIN}/commands/plan-chapter.md"
     regrade, reason = _decide(repo, (rubric, "\n", "\nx\n"), (command, "\n", "\ny\n"))
     assert not regrade and "is read by the agent" in reason
+
+
+def test_a_reviewer_named_by_its_front_matter_name_runs(repo: Path) -> None:
+    """Claude Code calls an agent by its front matter's `name:`, not its file's:
+    a command that delegates to `plan-critic` uses `agents/review-generated.md`
+    when that file says `name: plan-critic`."""
+    body = f"{PLUGIN}/agents/review-generated.md"
+    git(repo, "checkout", "-q", "main")
+    text = (repo / body).read_text()
+    assert "name: review-generated\n" in text
+    (repo / body).write_text(text.replace("name: review-generated\n", "name: plan-critic\n"))
+    for other in ("agents/rubric-scorer.md", "commands/generate-chapter.md",
+                  "references/evaluation/README.md"):  # fmt: skip
+        path = repo / PLUGIN / other
+        path.write_text(path.read_text().replace("review-generated", "chapter reviewer"))
+    command = repo / PLUGIN / "commands" / "plan-chapter.md"
+    command.write_text(command.read_text() + "\nFinally, ask the plan-critic agent to check it.\n")
+    git(repo, "commit", "-q", "-am", "a reviewer the command delegates to by its name")
+    git(repo, "checkout", "-q", "-B", "pr")
+    regrade, reason = _decide(repo, (body, "\n---\n", "\n---\nBe stricter.\n"))
+    assert not regrade
+    assert "plan-chapter.md" in reason and "names 'plan-critic'" in reason
