@@ -10,7 +10,10 @@ suite at HEAD (a file that stops being a grader there is the agent's, fail
 closed; the suite at the merge base is read to compare its other keys and the
 reviewers' front matter):
 
-- a file under one of a reviewer's `rubrics:` folders (`suite:` ones too);
+- a file under one of a reviewer's `rubrics:` folders (`suite:` ones too) at
+  HEAD and at every merge base (one the change made a rubric was the agent's),
+  but never one Claude Code loads for the agent (`_loaded`: a command, hook,
+  agent, manifest, `.mcp.json`, a skill's `SKILL.md`);
 - a reviewer's `agent:` file, when its front matter (name, description,
   tools: what Claude Code shows the agent under test of every plugin agent)
   is unchanged — only the body the reviewer reads changed;
@@ -82,7 +85,7 @@ def decide(repo: Path, chosen: Selection, stage_map: StageMap) -> Verdict:
     sides = _sides(repo, chosen, suites[0], stage_map.root)
     if isinstance(sides, str):
         return _run(sides)
-    changed = _changed_graders(repo, chosen, suites[0], sides)
+    changed = _changed_graders(repo, chosen, suites[0], sides, stage_map.root)
     if isinstance(changed, str):
         return _run(changed)
     named = _named_elsewhere(repo, chosen.head, stage_map.root, changed, sides)
@@ -115,11 +118,9 @@ def _sides(repo: Path, chosen: Selection, suite: str, root: str) -> list[GraderF
 
 
 def _changed_graders(
-    repo: Path, chosen: Selection, suite: str, sides: Sequence[GraderFiles]
+    repo: Path, chosen: Selection, suite: str, sides: Sequence[GraderFiles], root: str
 ) -> list[str] | str:
     """Every relevant changed path, each a grader's; a string: why one is not."""
-    agents = frozenset().union(*(s.agents for s in sides))
-    rubrics = frozenset().union(*(s.rubric_folders for s in sides))
     changed: list[str] = []
     for match in chosen.matches:
         path = match.path
@@ -128,12 +129,14 @@ def _changed_graders(
         if path == suite:
             if any(s.rest != sides[-1].rest for s in sides):
                 return f"{quote_path(suite)} changed more than its grading keys"
-        elif path in agents:
+        elif not all(_is_grader(path, suite, side) for side in sides) or _loaded(path, root, sides):
+            # A grader's on every side: one the change itself made a rubric was the
+            # agent's at the base.
+            return f"{quote_path(path)} is read by the agent, not only by graders"
+        elif path in sides[-1].agents:
             why = _front_matter_changed(repo, chosen, path)
             if why:
                 return why
-        elif not any(_under(path, folder) for folder in rubrics):
-            return f"{quote_path(path)} is read by the agent, not only by graders"
         changed.append(path)
     return changed or "no grader changed"
 
@@ -150,6 +153,26 @@ def _is_grader(path: str, suite: str, side: GraderFiles) -> bool:
         path == suite
         or path in side.agents
         or any(_under(path, folder) for folder in side.rubric_folders)
+    )
+
+
+# What Claude Code loads of a plugin by itself (docs/suite.md): under a rubric folder
+# too, the agent under test reads it. A reviewer's own agent file is judged apart.
+LOADED_FOLDERS = ("commands", "agents", "hooks", ".claude-plugin")
+LOADED_FILES = (".mcp.json",)
+SKILL_FILE = "SKILL.md"
+
+
+def _loaded(path: str, root: str, sides: Sequence[GraderFiles]) -> bool:
+    """`path` is a plugin file Claude Code loads for the agent (a command, an agent
+    other than a reviewer, a hook, the manifest, a skill's SKILL.md)."""
+    if any(path in side.agents for side in sides) or not (not root or _under(path, root)):
+        return False
+    inside = posixpath.relpath(path, root) if root else path
+    return (
+        inside.split("/", 1)[0] in LOADED_FOLDERS
+        or inside in LOADED_FILES
+        or posixpath.basename(inside) == SKILL_FILE
     )
 
 

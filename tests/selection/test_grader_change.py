@@ -145,3 +145,21 @@ def test_a_reviewer_named_by_its_front_matter_name_runs(repo: Path) -> None:
     regrade, reason = _decide(repo, (body, "\n---\n", "\n---\nBe stricter.\n"))
     assert not regrade
     assert "plan-chapter.md" in reason and "names 'plan-critic'" in reason
+
+
+@pytest.mark.parametrize("folder", ["commands", "skills/lab-design"])
+def test_a_folder_made_a_rubric_in_the_same_change_is_still_the_agents(
+    repo: Path, folder: str
+) -> None:
+    """The change lists the agent's own files as rubrics, and edits them: at the base
+    they were no grader's, and a command or skill the plugin loads is the agent's."""
+    ci = "ci-evals.yaml"
+    rubrics = "      rubrics:\n        - references/evaluation/checklist/plan-lab\n"
+    edited = {"commands": "commands/plan-lab.md", "skills/lab-design": "skills/lab-design/SKILL.md"}
+    regrade, reason = _decide(
+        repo,
+        (ci, rubrics, f"{rubrics}        - {folder}\n"),
+        (f"{PLUGIN}/{edited[folder]}", "\n", "\nDo it differently now.\n"),
+    )
+    assert not regrade, reason
+    assert "is read by the agent" in reason
