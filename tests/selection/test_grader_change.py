@@ -8,6 +8,7 @@ change to a rubric, or to a reviewer, nothing names re-grades.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -163,3 +164,19 @@ def test_a_folder_made_a_rubric_in_the_same_change_is_still_the_agents(
     )
     assert not regrade, reason
     assert "is read by the agent" in reason
+
+
+def test_a_rubric_the_agent_reads_through_a_link_runs(repo: Path) -> None:
+    """A skill's checklist is a link to a rubric file: the agent reads the rubric (the
+    change's diff follows the link: the link's path is changed too)."""
+    _unnamed_rubrics(repo)
+    rubric = _first_rubric(repo, "plan-lab")
+    git(repo, "checkout", "-q", "main")
+    link = repo / PLUGIN / "skills" / "lab-design" / "checklist.md"
+    link.symlink_to(os.path.relpath(repo / rubric, link.parent))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the skill's checklist is the rubric")
+    git(repo, "checkout", "-q", "-B", "pr")
+    regrade, reason = _decide(repo, (rubric, "\n", "\nStricter now.\n"))
+    assert not regrade
+    assert "skills/lab-design/checklist.md is read by the agent" in reason
