@@ -323,3 +323,32 @@ def test_a_git_scenario_resumes_from_its_first_stage(tmp_path: Path) -> None:
     after = read_results(out)
     assert [s.resumed for s in after.scenarios[0].stages] == ["rerun", "rerun", "rerun"]
     _trusted(after, out)
+
+
+def test_a_stage_whose_recorded_name_is_not_the_suites_is_refused(tmp_path: Path) -> None:
+    """The kept stage's folder is found by its recorded name: a results file naming
+    stage 3 `../../elsewhere` would lay the next stage's workspace from outside the
+    run folder. The evidence check refuses it before anything is kept."""
+    suite, stub = _setup(tmp_path, ERRS)
+    out = tmp_path / "out"
+    proc = _first_run(tmp_path, suite, stub)
+    _, stderr = _finish(proc)
+    assert proc.returncode == 1, stderr
+    elsewhere = tmp_path / "elsewhere"
+    (out / "acme" / "3-s3").rename(elsewhere)
+    (out / "acme" / "3-x").mkdir()
+    os.symlink(elsewhere.parent, out / "acme" / "3-x" / "up")  # 3-x/up -> tmp_path
+    data = json.loads((out / "results.json").read_text())
+    stage = data["scenarios"][0]["stages"][0]
+    stage["name"] = "x/up/elsewhere"
+    for key in ("trajectory", "stderr", "produced_dir"):
+        if stage.get(key):
+            stage[key] = stage[key].replace("3-s3", "3-x/up/elsewhere")
+    (out / "results.json").write_text(json.dumps(data))
+    _heal(stub)
+
+    done = _resume(tmp_path, out)
+
+    assert done.returncode == 2, done.stderr
+    assert "its folder acme/3-x/up/elsewhere leads out of the run folder" in done.stderr
+    assert "Traceback" not in done.stderr
