@@ -3,9 +3,10 @@
 Copies the labsmith example (suite, stage map, plugin, fixtures) into a fresh
 git repository and commits a seeded month of pull requests with the mix a
 plugin's repository shows: edits to a command, skill or planner agent (the
-agent's files), to a rubric (a grader's), to a reviewer agent's body (a
-grader's, but `commands/plan-lab.md` names that reviewer: fail closed, it
-runs), to the suite's scoring threshold (a grader key), to the README.
+agent's files), to a rubric (a grader's, but `commands/generate-chapter.md`
+tells the agent where its rubrics are: fail closed, it runs), to a reviewer
+agent's body (a grader's, but `commands/plan-lab.md` names that reviewer:
+fail closed, it runs), to the suite's scoring threshold (a grader key), to the README.
 For each, in process, what `run --base` decides (`selection.diff.compute`,
 then `selection.grader_change.decide`): a re-grade of main's saved run, or a
 run from stage k.

@@ -85,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = cast(CommandModule, importlib.import_module(module_name))
     parser = argparse.ArgumentParser(prog=f"ci-evals {name}", description=summary)
     module.add_arguments(parser)
+    if "--json" in rest:
+        from ci_evals.commands.output import json_usage_errors  # noqa: PLC0415
+
+        json_usage_errors(parser, rest)
     args = parser.parse_args(rest)
     with error_handler() as code:
         try:

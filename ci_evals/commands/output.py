@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
-from typing import Any, TextIO
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn, TextIO
 
-from ci_evals.errors import EXIT_BUG, EXIT_INTERRUPTED, UserError
+from ci_evals.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 
@@ -137,6 +137,23 @@ def json_output(args: argparse.Namespace) -> Iterator[None]:
         if not emit.done and not isinstance(exc, SystemExit):
             emit.error(EXIT_BUG, [_bug(exc)])
         raise
+
+
+def json_usage_errors(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """With `--json` in `argv` for a command that takes it, argparse's own refusals
+    (an unknown option, a missing argument) are the error document too: argparse
+    would exit 2 with an empty stdout, which a reader cannot parse."""
+    command = parser.get_default("json_command")
+    if command is None or "--json" not in argv:
+        return
+
+    def error(message: str) -> NoReturn:
+        hint = f"see `{parser.prog} --help`"
+        Emit(command, sys.stdout).error(EXIT_USAGE, [problem(UserError(message, hint=hint))])
+        parser.print_usage(sys.stderr)
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {message}\n")
+
+    parser.error = error  # type: ignore[method-assign]
 
 
 def _bug(exc: BaseException) -> dict[str, Any]:

@@ -12,7 +12,8 @@ main (flaky)". A criterion main never ran says so too ("not run on main").
 stage whose every failing criterion is flaky on main does not fail the
 report, and the summary lists each of them as *Not gated (flaky on main)*:
 it reports, it never silently passes. A stage that failed for anything else
-(an error, a limit, a stable criterion, no history for it) still fails.
+(an error, a limit, a stable criterion, no history for it, a stage that did not
+run: skipped after the flaky failure) still fails.
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def ungated(result: RunResult, ledger: Ledger) -> tuple[list[str], bool]:
             continue
         label = result.label_of(scenario)
         for stage in scenario.stages:
-            if stage.status in {"passed", "completed", "skipped", "pending"}:
+            # A stage skipped or pending did not run: nothing says it would pass (the
+            # stages after a flaky failure are skipped), so it is gated.
+            if stage.status in {"passed", "completed"}:
                 continue
             verdict = stage.grading
             if stage.status != "failed" or verdict is None:

@@ -115,6 +115,7 @@ def run(
     if resumed is not None:
         head = provenance.revision(ready.suite)
         resume.require_same_suite(resumed.saved, ready.suite, head.commit if head else None)
+        resumed = resume.without_git_history(resumed, ready.suite)
         ready = replace(ready, shard=resumed.saved.shard)
         print(
             f"ci-evals: resuming {resumed.saved.run_id}: {resumed.kept_count} stage(s) kept, "

@@ -5,7 +5,8 @@ agree with itself and with the graders' files beside it (the checks `report`
 makes, passed down by the command), and each stage kept must still hold what
 the file says it produced. Then, per unit (a scenario's repeat, in its arm):
 
-- the stages that passed (or completed, without graders) from its first on are
+- the stages that passed (or completed, without graders: one with graders
+  completed was never graded) from its first on are
   **kept**, with their folders and costs, up to the first that did not;
 - a unit whose first stage not kept *failed* or hit a *limit* is final: that is
   a verdict, not an accident, and running it again would roll the dice until
@@ -17,7 +18,8 @@ the file says it produced. Then, per unit (a scenario's repeat, in its arm):
   kept stage's saved state (`after/`).
 
 A kept stage that cannot be verified (its saved state missing or changed, or
-it changed the plugin copy, which no state saves) is not kept: its unit runs
+it changed the plugin copy or, `git: true`, the workspace's `.git`, which no
+state saves) is not kept: its unit runs
 again from its first stage, said on stderr. What the earlier sessions spent
 stays spent: the run's budget and cost count it (`results.model.Resumed`).
 
@@ -35,7 +37,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ci_evals.errors import UserError
@@ -200,11 +202,18 @@ def _require_free(run_dir: Path) -> None:
     owned.release(fd)
 
 
+def _went_on(stage: StageResult) -> bool:
+    """The stage passed, or completed without graders. A `completed` stage with
+    graders was never graded (the process was killed while they ran: results.json
+    is written as the run goes): no pass, it runs again."""
+    return stage.status in GOES_ON and (stage.status == "passed" or not stage.graded)
+
+
 def _final(scenario: ScenarioResult) -> bool:
     """Every stage of the unit has its verdict: all went on, or the first that did
     not failed, hit a limit, or cannot run without the plugin (a plan's property)."""
     for stage in scenario.stages:
-        if stage.status in GOES_ON:
+        if _went_on(stage):
             continue
         if stage.status in ("failed", "limit"):
             return True
@@ -218,7 +227,7 @@ def _kept(saved: RunResult, scenario: ScenarioResult, run_dir: Path) -> Kept:
     folder = run_dir / saved.folder_of(scenario)
     stages: list[StageResult] = []
     for stage in scenario.stages:
-        if stage.status not in GOES_ON:
+        if not _went_on(stage):
             break
         why = unverified(stage, run_dir, folder / f"{stage.number}-{stage.name}")
         if why is not None:
@@ -343,6 +352,26 @@ def require_same_suite(saved: RunResult, suite: Suite, commit: str | None) -> No
             "changed since (its digest differs)",
             field="--resume", hint="start a new run",
         )  # fmt: skip
+
+
+def without_git_history(resume: Resume, suite: Suite) -> Resume:
+    """`resume` less the kept stages of a scenario with `git: true`: its workspace's
+    `.git` (the commits, branches and index its stages left) is in no saved state,
+    so a stage after them would start from a repository they never left. Such a
+    unit runs again from its first stage, said on stderr."""
+    with_git = {scenario.id for scenario in suite.scenarios if scenario.git}
+    kept = dict(resume.kept)
+    for scenario in resume.saved.scenarios:
+        key = key_of(scenario)
+        if scenario.id in with_git and key in kept and kept[key].stages:
+            print(
+                f"ci-evals: {resume.saved.label_of(scenario)}: no stage is kept (its "
+                "workspace is a git repository, whose .git no saved state holds): it runs "
+                "again from its first stage",
+                file=sys.stderr,
+            )
+            kept[key] = Kept()
+    return replace(resume, kept=kept)
 
 
 def require_same_units(resume: Resume, result: RunResult) -> None:

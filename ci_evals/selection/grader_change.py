@@ -10,7 +10,10 @@ suite at HEAD (a file that stops being a grader there is the agent's, fail
 closed; the suite at the merge base is read to compare its other keys and the
 reviewers' front matter):
 
-- a file under one of a reviewer's `rubrics:` folders (`suite:` ones too);
+- a file under one of a reviewer's `rubrics:` folders (`suite:` ones too) at
+  HEAD and at every merge base (one the change made a rubric was the agent's),
+  but never one Claude Code loads for the agent (`_loaded`: a command, hook,
+  agent, manifest, `.mcp.json`, a skill's `SKILL.md`);
 - a reviewer's `agent:` file, when its front matter (name, description,
   tools: what Claude Code shows the agent under test of every plugin agent)
   is unchanged — only the body the reviewer reads changed;
@@ -31,6 +34,7 @@ Hot path (compute-stage): PyYAML and git only.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -81,7 +85,7 @@ def decide(repo: Path, chosen: Selection, stage_map: StageMap) -> Verdict:
     sides = _sides(repo, chosen, suites[0], stage_map.root)
     if isinstance(sides, str):
         return _run(sides)
-    changed = _changed_graders(repo, chosen, suites[0], sides)
+    changed = _changed_graders(repo, chosen, suites[0], sides, stage_map.root)
     if isinstance(changed, str):
         return _run(changed)
     named = _named_elsewhere(repo, chosen.head, stage_map.root, changed, sides)
@@ -114,11 +118,9 @@ def _sides(repo: Path, chosen: Selection, suite: str, root: str) -> list[GraderF
 
 
 def _changed_graders(
-    repo: Path, chosen: Selection, suite: str, sides: Sequence[GraderFiles]
+    repo: Path, chosen: Selection, suite: str, sides: Sequence[GraderFiles], root: str
 ) -> list[str] | str:
     """Every relevant changed path, each a grader's; a string: why one is not."""
-    agents = frozenset().union(*(s.agents for s in sides))
-    rubrics = frozenset().union(*(s.rubric_folders for s in sides))
     changed: list[str] = []
     for match in chosen.matches:
         path = match.path
@@ -127,12 +129,14 @@ def _changed_graders(
         if path == suite:
             if any(s.rest != sides[-1].rest for s in sides):
                 return f"{quote_path(suite)} changed more than its grading keys"
-        elif path in agents:
+        elif not all(_is_grader(path, suite, side) for side in sides) or _loaded(path, root, sides):
+            # A grader's on every side: one the change itself made a rubric was the
+            # agent's at the base.
+            return f"{quote_path(path)} is read by the agent, not only by graders"
+        elif path in sides[-1].agents:
             why = _front_matter_changed(repo, chosen, path)
             if why:
                 return why
-        elif not any(_under(path, folder) for folder in rubrics):
-            return f"{quote_path(path)} is read by the agent, not only by graders"
         changed.append(path)
     return changed or "no grader changed"
 
@@ -149,6 +153,26 @@ def _is_grader(path: str, suite: str, side: GraderFiles) -> bool:
         path == suite
         or path in side.agents
         or any(_under(path, folder) for folder in side.rubric_folders)
+    )
+
+
+# What Claude Code loads of a plugin by itself (docs/suite.md): under a rubric folder
+# too, the agent under test reads it. A reviewer's own agent file is judged apart.
+LOADED_FOLDERS = ("commands", "agents", "hooks", ".claude-plugin")
+LOADED_FILES = (".mcp.json",)
+SKILL_FILE = "SKILL.md"
+
+
+def _loaded(path: str, root: str, sides: Sequence[GraderFiles]) -> bool:
+    """`path` is a plugin file Claude Code loads for the agent (a command, an agent
+    other than a reviewer, a hook, the manifest, a skill's SKILL.md)."""
+    if any(path in side.agents for side in sides) or not (not root or _under(path, root)):
+        return False
+    inside = posixpath.relpath(path, root) if root else path
+    return (
+        inside.split("/", 1)[0] in LOADED_FOLDERS
+        or inside in LOADED_FILES
+        or posixpath.basename(inside) == SKILL_FILE
     )
 
 
@@ -209,6 +233,13 @@ def _front_matter(data: bytes | None) -> bytes | None:
     return data if end < 0 else data[: end + 4]
 
 
+def _agent_name(data: bytes | None) -> str | None:
+    """The `name:` of an agent file's front matter (None: none there)."""
+    front = _front_matter(data) or b""
+    found = re.search(rb"^name:[ \t]*['\"]?([^'\"\r\n]+?)['\"]?[ \t]*\r?$", front, re.MULTILINE)
+    return found.group(1).decode(errors="replace") if found else None
+
+
 def _front_matter_changed(repo: Path, chosen: Selection, path: str) -> str:
     assert chosen.head is not None
     head = _front_matter(git.blob_at(repo, chosen.head, path))
@@ -224,19 +255,63 @@ def _front_matter_changed(repo: Path, chosen: Selection, path: str) -> str:
     return ""
 
 
-def _needles(changed: Sequence[str], root: str, sides: Sequence[GraderFiles]) -> list[str]:
+# A path component as a glob writes it (`*`, `*-chapter`, `[a-z]*`): a file that names
+# a rubric folder through a glob (`references/evaluation/*/plan-lab/`) names it too.
+_GLOB_ERE = "[^/[:space:]]*[][*?][^/[:space:]]*"
+_GLOB_RE = r"[^/\s]*[\]\[*?][^/\s]*"
+_ERE_SPECIAL = frozenset(".[]()*+?{}|^$\\")
+
+
+@dataclass(frozen=True)
+class Needle:
+    """What a file the agent reads would write to reach a changed grader: `ere` for
+    `git grep -E`, `regex` (the same) for the stages' prompts."""
+
+    label: str
+    ere: str
+    regex: str
+
+
+def _literal(text: str) -> Needle:
+    ere = "".join("\\" + c if c in _ERE_SPECIAL else c for c in text)
+    return Needle(text, ere, re.escape(text))
+
+
+def _folder_needle(folder: str) -> Needle:
+    """A rubric folder (plugin-relative) as a file may name it: it or any folder
+    above it from two levels deep (`read everything in references/evaluation/`,
+    the start of the folder's own path), its second component written out or as a
+    glob (`references/*/plan-lab/`)."""
+    parts = folder.split("/")
+    if len(parts) == 1:
+        return _literal(folder)
+    first, second = _literal(parts[0]), _literal(parts[1])
+    return Needle(
+        "/".join(parts[:2]),
+        f"{first.ere}/({second.ere}|{_GLOB_ERE})",
+        f"{first.regex}/(?:{second.regex}|{_GLOB_RE})",
+    )
+
+
+def _needles(changed: Sequence[str], root: str, sides: Sequence[GraderFiles]) -> list[Needle]:
     """What a file the agent reads would name to reach a changed grader: a reviewer
     agent's name (its file's stem), a rubric folder as the plugin names it."""
-    needles: set[str] = set()
+    needles: dict[str, Needle] = {}
     for path in changed:
         for side in sides:
             if path in side.agents:
-                needles.add(posixpath.splitext(posixpath.basename(path))[0])
+                stem = posixpath.splitext(posixpath.basename(path))[0]
+                if stem:
+                    needles.setdefault(stem, _literal(stem))
             for folder in side.rubric_folders:
                 if _under(path, folder):
                     inside = posixpath.relpath(folder, root) if root else folder
-                    needles.add(folder if inside.startswith("..") else inside)
-    return sorted(n for n in needles if n and n != ".")
+                    if inside.startswith(".."):  # beside the suite: named as the repo does
+                        needles.setdefault(folder, _literal(folder))
+                    elif inside != ".":
+                        needle = _folder_needle(inside)
+                        needles.setdefault(needle.ere, needle)
+    return [needles[key] for key in sorted(needles)]
 
 
 def _named_elsewhere(
@@ -246,20 +321,25 @@ def _named_elsewhere(
     prompt, names it ("" when none does)."""
     grader_paths = set().union(*(s.agents for s in sides))
     folders = set().union(*(s.rubric_folders for s in sides))
-    for needle in _needles(changed, root, sides):
+    # Claude Code calls an agent by its front matter's `name:`, which may not be its stem.
+    named = (_agent_name(git.blob_at(repo, head, p)) for p in changed if p in grader_paths)
+    needles = _needles(changed, root, sides)
+    names = {name for name in named if name} - {n.label for n in needles}
+    needles += [_literal(name) for name in sorted(names)]
+    for needle in needles:
         for prompt in sides[-1].prompts:
-            if needle in prompt:
-                return f"a stage's prompt names {needle!r}: the agent is asked to read it"
-        args = ["grep", "-l", "-z", "-I", "-F", "-e", needle, head, "--"]
+            if re.search(needle.regex, prompt):
+                return f"a stage's prompt names {needle.label!r}: the agent is asked to read it"
+        args = ["grep", "-l", "-z", "-I", "-E", "-e", needle.ere, head, "--"]
         found = git.run(repo, *args, root or ".", check=False)
         if found.returncode not in (0, 1):
-            return f"cannot search the plugin for {needle!r}: {found.stderr.strip()}"
+            return f"cannot search the plugin for {needle.label!r}: {found.stderr.strip()}"
         for hit in git.split_z(found.stdout):
             path = hit.split(":", 1)[1] if hit.startswith(head + ":") else hit
             if path in grader_paths or any(_under(path, f) for f in folders):
                 continue
             return (
-                f"{quote_path(path)} names {needle!r}: the agent under test may read the "
-                "grader, so it is not only a grader's"
+                f"{quote_path(path)} names {needle.label!r}: the agent under test may read "
+                "the grader, so it is not only a grader's"
             )
     return ""

@@ -179,6 +179,20 @@ def test_a_usage_error_is_the_error_document(tmp_path: Path) -> None:
     assert problem["text"].startswith("ci-evals.yaml:3:")
 
 
+def test_a_bad_option_is_the_error_document(tmp_path: Path) -> None:
+    """argparse's own refusals (an unknown option, a missing argument) are input
+    mistakes too: one error document on stdout, argparse's usage on stderr."""
+    done = run_ci_evals(tmp_path, "run", "--json", "--no-such-option")
+    document = json.loads(done.stdout)
+    validate(document, "error")
+    assert document["exit_code"] == done.returncode == 2 and document["command"] == "run"
+    (problem,) = document["problems"]
+    assert "--no-such-option" in problem["message"]
+    assert "usage: ci-evals run" in done.stderr and "--no-such-option" in done.stderr
+    missing = run_ci_evals(tmp_path, "report", "--json")
+    assert json.loads(missing.stdout)["command"] == "report" and missing.returncode == 2
+
+
 def test_report_json_on_a_missing_run_is_the_error_document(tmp_path: Path) -> None:
     document = json_run(tmp_path, "report", str(tmp_path / "none"), schema="error")
     assert document["exit_code"] == 2 and document["command"] == "report"

@@ -82,3 +82,47 @@ def test_a_regression_on_a_flaky_criterion_says_how_often_main_fails_it(tmp_path
     strict = ci_evals(*argv, "--gate", "stable", "--flaky-bounds", "0.1,0.5", cwd=repo)
     assert strict.returncode == 1
     assert "Not gated" not in strict.stdout
+
+
+@pytest.mark.slow
+def test_a_flaky_failure_that_skipped_the_stages_after_it_is_gated(tmp_path: Path) -> None:
+    """Stage 4 fails on a flaky criterion, so stage 5 never runs: `--gate stable` cannot
+    let that pass, nothing says stage 5 would have."""
+    repo = tmp_path / "repo"
+    suite, stub = make_suite(repo)
+    suite.write_text(
+        suite.read_text().replace(
+            'prompt: "/demo:s4 {company}"\n', 'prompt: "/demo:s4 {company}"\n' + CHECK
+        )
+    )
+    with_notes, without = (
+        v.replace("out5.md", "out4.md") for v in (WITH_NOTES, WITHOUT)
+    )  # fmt: skip
+    stage5 = "  - name: " + default_rules().split("  - name: ")[-1]
+
+    def rules(first: str, second: str) -> str:
+        return (
+            "rules:\n  - name: s4\n    match: {command: demo:s4}\n    variants:\n"
+            f"      - {first}\n      - {second}\n" + default_rules(3) + stage5
+        )
+
+    stub.write_text(rules(with_notes, without))
+    history = []
+    for n in (1, 2):
+        out = tmp_path / f"main-{n}"
+        ci_evals(
+            "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "4",
+            "--repeat", "3", "--out", str(out), cwd=repo,
+        )  # fmt: skip
+        history.append(out)
+    stub.write_text(rules(without, with_notes))  # the PR's run fails stage 4's notes
+    pr = tmp_path / "pr"
+    proc = ci_evals(
+        "run", "--suite", str(suite), "--model", f"stub:{stub}", "--from-stage", "4",
+        "--out", str(pr), cwd=repo,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    argv = ["report", str(pr), *(a for h in history for a in ("--history", str(h)))]
+    gated = ci_evals(*argv, "--gate", "stable", "--markdown", str(tmp_path / "g.md"), cwd=repo)
+    assert "fails 2 of 6 on main (flaky)" in (tmp_path / "g.md").read_text()
+    assert gated.returncode == 1, gated.stderr  # stage 5 was skipped: no pass seen

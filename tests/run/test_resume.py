@@ -239,3 +239,116 @@ def test_the_budget_counts_what_the_earlier_session_spent(tmp_path: Path) -> Non
     assert stage4.limit_hit == "budget"
     assert f"reached max_budget_usd ({0.04 - spent:.3f})" in (stage4.error or "")
     _trusted(after, out)
+
+
+def test_a_stage_killed_while_graded_is_not_kept(tmp_path: Path) -> None:
+    """SIGKILL (a CI job's hard timeout, the OOM killer) while stage 3's grader runs:
+    results.json last said `completed` for a stage with graders, i.e. never graded.
+    That is no pass: the resume runs it again instead of keeping it."""
+    suite, stub = _setup(tmp_path, default_rules())
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    wait = f"import os, time\nwhile os.path.exists({str(hold)!r}): time.sleep(0.1)\n"
+    grader = json.dumps({"id": "hold", "command": ["python3", "-c", wait], "timeout_s": 600})
+    text = suite.read_text()
+    stage3 = '  - name: s3\n    prompt: "/demo:s3 {company}"\n'
+    assert stage3 in text
+    suite.write_text(text.replace(stage3, f"{stage3}    graders:\n      - {grader}\n"))
+    out = tmp_path / "out"
+    proc = _first_run(tmp_path, suite, stub)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # until results.json records stage 3 completed
+            try:
+                saved = read_results(out)
+            except Exception:  # not written yet
+                saved = None
+            if saved is not None and saved.scenarios[0].stages[0].status == "completed":
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("stage 3 never completed")
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        _finish(proc)
+        hold.unlink()  # the grader (its own process group) ends
+    before = read_results(out)
+    assert before.scenarios[0].stages[0].graded and before.scenarios[0].stages[0].grading is None
+
+    done = _resume(tmp_path, out)
+
+    assert done.returncode == 0, done.stderr
+    after = read_results(out)
+    assert _statuses(after) == [(3, "passed", "rerun"), (4, "completed", "rerun"),
+                                (5, "completed", "rerun")]  # fmt: skip
+    _trusted(after, out)
+
+
+def test_a_git_scenario_resumes_from_its_first_stage(tmp_path: Path) -> None:
+    """`git: true`: stage 3 commits its work; no saved state holds the workspace's
+    `.git`, so keeping stage 3 would start stage 4 in a repository without that
+    commit. The unit runs again from its first stage, and stage 4 sees the commit."""
+    commit = "git add -A && git -c user.name=a -c user.email=a@b commit -qm stage-3-commit"
+    stage3 = (
+        "  - name: s3\n    match: {command: demo:s3}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(commit)}}}]\n"
+        '      - text: "stage 3 done"\n'
+    )
+    rules = default_rules().split("  - name: ")
+    rest = "".join("  - name: " + r for r in rules[1:] if not r.startswith(("s3\n", "s4\n")))
+    fault = "  - name: s4\n    match: {command: demo:s4}\n    turns:\n"
+    suite, stub = _setup(tmp_path, stage3 + rest + fault + "      - fault: {http_status: 400}\n")
+    text = suite.read_text()
+    assert "  - id: acme\n" in text
+    suite.write_text(text.replace("  - id: acme\n", "  - id: acme\n    git: true\n"))
+    out = tmp_path / "out"
+    proc = _first_run(tmp_path, suite, stub)
+    _, stderr = _finish(proc)
+    assert proc.returncode == 1, stderr
+    assert _statuses(read_results(out))[:2] == [(3, "completed", None), (4, "error", None)]
+    log = "git log --format=%s > log4.txt"
+    stage4 = (
+        "  - name: s4\n    match: {command: demo:s4}\n    turns:\n"
+        f"      - tools: [{{bash: {json.dumps(log)}}}]\n"
+        '      - text: "stage 4 done"\n'
+    )
+    stub.write_text(USAGE + "rules:\n" + stage3 + rest + stage4)
+
+    done = _resume(tmp_path, out)
+
+    assert done.returncode == 0, done.stderr
+    seen = (out / "acme" / "4-s4" / "after" / "log4.txt").read_text()
+    assert "stage-3-commit" in seen.splitlines()
+    assert "acme: no stage is kept (its workspace is a git repository" in done.stderr
+    after = read_results(out)
+    assert [s.resumed for s in after.scenarios[0].stages] == ["rerun", "rerun", "rerun"]
+    _trusted(after, out)
+
+
+def test_a_stage_whose_recorded_name_is_not_the_suites_is_refused(tmp_path: Path) -> None:
+    """The kept stage's folder is found by its recorded name: a results file naming
+    stage 3 `../../elsewhere` would lay the next stage's workspace from outside the
+    run folder. The evidence check refuses it before anything is kept."""
+    suite, stub = _setup(tmp_path, ERRS)
+    out = tmp_path / "out"
+    proc = _first_run(tmp_path, suite, stub)
+    _, stderr = _finish(proc)
+    assert proc.returncode == 1, stderr
+    elsewhere = tmp_path / "elsewhere"
+    (out / "acme" / "3-s3").rename(elsewhere)
+    (out / "acme" / "3-x").mkdir()
+    os.symlink(elsewhere.parent, out / "acme" / "3-x" / "up")  # 3-x/up -> tmp_path
+    data = json.loads((out / "results.json").read_text())
+    stage = data["scenarios"][0]["stages"][0]
+    stage["name"] = "x/up/elsewhere"
+    for key in ("trajectory", "stderr", "produced_dir"):
+        if stage.get(key):
+            stage[key] = stage[key].replace("3-s3", "3-x/up/elsewhere")
+    (out / "results.json").write_text(json.dumps(data))
+    _heal(stub)
+
+    done = _resume(tmp_path, out)
+
+    assert done.returncode == 2, done.stderr
+    assert "its folder acme/3-x/up/elsewhere leads out of the run folder" in done.stderr
+    assert "Traceback" not in done.stderr
