@@ -119,11 +119,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(schemaVersion 1), for tooling that reads the CLI's --json",
     )
     add_comment_key(parser)
+    _add_flakes(parser)
     output.add_json(parser, "report", "the run's verdict, counts and cost, and the summary")
 
 
-def add_comment_key(parser: argparse.ArgumentParser) -> None:
-    """`--comment-key`, shared with `ci-evals comment`."""
+def _add_flakes(parser: argparse.ArgumentParser) -> None:
+    """The flake ledger's options: the report's own (`forecast` has its `--history`)."""
     parser.add_argument(
         "--history",
         type=Path,
@@ -147,6 +148,10 @@ def add_comment_key(parser: argparse.ArgumentParser) -> None:
         help="stable (needs --history): a stage failing only on criteria flaky on main "
         "does not fail the report; they are listed as not gated (default: all)",
     )
+
+
+def add_comment_key(parser: argparse.ArgumentParser) -> None:
+    """`--comment-key`, shared with `ci-evals comment` and `ci-evals forecast`."""
     parser.add_argument(
         "--comment-key",
         default="ci-evals",
