@@ -144,9 +144,9 @@ def _add_flakes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gate",
         choices=("all", "stable"),
-        default="all",
         help="stable (needs --history): a stage failing only on criteria flaky on main "
-        "does not fail the report; they are listed as not gated (default: all)",
+        "does not fail the report; they are listed as not gated (default: the suite's "
+        "`gate:` as the run recorded it, else all)",
     )
 
 
@@ -194,13 +194,17 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one step p
     link = _html_link(args.html_url)
     result = read_results(args.run_dir)
     found = problems(result)
+    gate, gate_note = flakes.gate_of(result, args.gate, args.history)
+    if args.flaky_bounds is None:  # the suite's, as the run recorded them
+        args.flaky_bounds = result.flaky_bounds
     compared = None if found else baseline_comparison(result, args)
     baseline = against_baseline(result, args, found, compared=compared)
     imported = imported_section(result)  # "" unless imported from claude plugin eval
     markdown = markdown_summary(result, found) + "\n" + (imported and imported + "\n")
     markdown += link + baseline
     only_flaky = False
-    if args.gate == "stable" and not found:
+    markdown += gate_note and "\n" + gate_note + "\n"
+    if gate == "stable" and not found:
         ledger = history_ledger(args)
         assert ledger is not None
         lines, only_flaky = flakes.ungated(result, ledger)

@@ -627,6 +627,8 @@ def test_a_grader_only_change_regrades_mains_run_and_a_plugin_change_runs(
     graders = "**The graders changed:** 2 criteria now fail on the baseline's own outputs"
     assert graders in comment["body"], comment["body"]
     assert "The agent ran" not in comment["body"]
+    # main's fetched run is the flake ledger's history too (the report's --history).
+    assert "not run on main in 1 run(s)" in comment["body"], comment["body"]
 
     # A plugin change on the same base, with the same baseline fetched: the agent runs.
     git(repo, "checkout", "-q", base)
