@@ -23,11 +23,17 @@ rate (a stable pass, a broken change, a flaky stage), and
 `run.adaptive.decided` — the runner's own rule — counts how many repeats
 start. Simulated outcomes: the rule is exact, so this counts runs, not money.
 
-Forecast: `forecast_error` is the hook for the forecast of the "resume"
-helper (issue 36); it was not on main when this was written: printed as
-"not measured".
+Forecast: for the first `--actual N` pull requests that run the agent, the
+forecast `ci-evals forecast` would print (`report.forecast.forecast`, priced
+from the history the action would hold: main's run and the runs measured
+since, most recent first, at most 5) against a real run of that pull request
+on the stub model from its stage: the relative error of the cost and of the
+stages' time, per pull request and on average. The stub's cost is its
+token counts at list prices: deterministic, so the cost error says whether
+the pricing rule is right, not how a real model's spread behaves; the time
+error is the machine's own variance.
 
-    .venv/bin/python benchmarks/bench_month.py [--prs 40] [--seed 7] [--repeat 5]
+    .venv/bin/python benchmarks/bench_month.py [--prs 40] [--seed 7] [--repeat 5] [--actual 10]
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ci_evals.report.forecast import Planned, forecast
+from ci_evals.results.model import RunResult, read_results
 from ci_evals.run.adaptive import decided
 from ci_evals.selection import diff as diff_range
 from ci_evals.selection.grader_change import decide
@@ -59,6 +67,7 @@ ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",
 }
 PLUGIN = "examples/labsmith/plugin"
+STUB = "examples/labsmith/stub/labsmith.yaml"
 # Kinds of pull request, with how often each comes (weights), and the file each edits.
 KINDS = {
     "command": (30, f"{PLUGIN}/commands/plan-chapter.md"),
@@ -138,8 +147,7 @@ def measure(repo: Path, work: Path) -> tuple[dict[int, tuple[float, float]], flo
     """One real run on the stub (per stage: seconds, simulated $ summed over scenarios)
     and one real re-grade of it (seconds, $)."""
     run_dir = work / "main-run"
-    stub = "examples/labsmith/stub/labsmith.yaml"
-    done = _cli("run", "--model", f"stub:{stub}", "--out", str(run_dir), cwd=repo)
+    done = _cli("run", "--model", f"stub:{STUB}", "--out", str(run_dir), cwd=repo)
     if not (run_dir / "results.json").is_file():
         raise SystemExit(f"the example's run failed: {done.stderr[-2000:]}")
     results = json.loads((run_dir / "results.json").read_text())
@@ -153,7 +161,7 @@ def measure(repo: Path, work: Path) -> tuple[dict[int, tuple[float, float]], flo
             )
     start = time.perf_counter()
     out = work / "regraded.json"
-    _cli("grade", str(run_dir), "--model", f"stub:{stub}", "--output", str(out), cwd=repo)
+    _cli("grade", str(run_dir), "--model", f"stub:{STUB}", "--output", str(out), cwd=repo)
     seconds = time.perf_counter() - start
     if not out.is_file():
         raise SystemExit("the re-grade wrote nothing")
@@ -182,10 +190,51 @@ def repeats(
     return started, full
 
 
-def forecast_error() -> float | None:
-    """The forecast's mean relative error over the month: the "resume" helper's forecast
-    (issue 36) was not on main when this benchmark was written — the hook for it."""
-    return None
+HISTORY = 5  # the runs a forecast prices from, most recent first
+
+
+def _stage_seconds(result: RunResult) -> float:
+    return sum(s.duration_s or 0.0 for sc in result.scenarios for s in sc.stages)
+
+
+def forecast_errors(
+    repo: Path, work: Path, answers: list[tuple[str, int | None, bool]], actual: int
+) -> list[tuple[int, str, float, float, float, float]]:
+    """For the first `actual` pull requests that run the agent: (PR, kind, forecast $,
+    actual $, forecast stage-seconds, actual stage-seconds). Each priced from the
+    history before it, then run for real (the stub) and added to that history."""
+    history = [read_results(work / "main-run")]
+    main = history[0]
+    names = {s.number: s.name for s in main.scenarios[0].stages}
+    scenarios = [s.id for s in main.scenarios if s.arm == "with"]
+    rows = []
+    for n, (kind, stage, regrade) in enumerate(answers):
+        if stage is None or regrade or len(rows) >= actual:
+            continue
+        planned = [
+            Planned(scenario, number, names[number], runs=1)
+            for scenario in scenarios
+            for number in sorted(names)
+            if number >= stage
+        ]
+        priced = forecast(planned, history, stages_total=len(names), scenarios_total=len(scenarios))
+        _git(repo, "checkout", "-q", f"pr-{n}")
+        out = work / f"pr-{n}"
+        done = _cli(
+            "run", "--model", f"stub:{STUB}", "--from-stage", str(stage), "--out", str(out),
+            cwd=repo,
+        )  # fmt: skip
+        _git(repo, "checkout", "-q", "main")
+        if not (out / "results.json").is_file():
+            raise SystemExit(f"pull request {n}'s run failed: {done.stderr[-2000:]}")
+        ran = read_results(out)
+        rows.append((n, kind, priced.cost, ran.total_cost_usd, priced.seconds, _stage_seconds(ran)))
+        history = [ran, *history][:HISTORY]
+    return rows
+
+
+def _relative(forecast_value: float, actual_value: float) -> float:
+    return abs(forecast_value - actual_value) / actual_value if actual_value else 0.0
 
 
 def main() -> int:
@@ -193,6 +242,9 @@ def main() -> int:
     parser.add_argument("--prs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--actual", type=int, default=10, help="pull requests run for real to score the forecast"
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="bench-month-") as temp:
@@ -202,6 +254,7 @@ def main() -> int:
         make_repo(repo)
         stages, regrade_s, regrade_usd = measure(repo, work)
         answers = month(repo, args.prs, rng)
+        errors = forecast_errors(repo, work, answers, args.actual)
     rerun_s = rerun_usd = chosen_s = chosen_usd = 0.0
     regrades = runs = 0
     for kind, stage, regrade in answers:
@@ -235,9 +288,16 @@ def main() -> int:
     if full:
         print(f"repeats (K={args.repeat}, all must pass): {started} of {full} started, "
               f"{full - started} saved: ratio {started / full:.3f}")  # fmt: skip
-    error = forecast_error()
-    print("forecast error: " + ("not measured (no forecast on main yet)" if error is None
-                                else f"{error:.1%}"))  # fmt: skip
+    print(f"\nforecast vs actual ({len(errors)} PRs run for real, history <= {HISTORY} runs):")
+    for n, kind, cost, spent, secs, took in errors:
+        print(f"  PR {n:2} {kind:14} ${cost:.4f} vs ${spent:.4f}  "
+              f"{secs:5.1f} s vs {took:5.1f} s")  # fmt: skip
+    if errors:
+        cost_err = [_relative(c, a) for _, _, c, a, _, _ in errors]
+        time_err = [_relative(s, t) for _, _, _, _, s, t in errors]
+        print(f"forecast error: cost mean {sum(cost_err) / len(cost_err):.1%} "
+              f"(max {max(cost_err):.1%}); stage time mean "
+              f"{sum(time_err) / len(time_err):.1%} (max {max(time_err):.1%})")  # fmt: skip
     return 0
 
 

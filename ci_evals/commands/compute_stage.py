@@ -341,6 +341,9 @@ def write_actions(
         "fixture_stages": " ".join(map(str, fixtures)),
         "regrade": "true" if chosen.regrade is not None else "false",
         "regrade_reason": chosen.regrade or "",
+        # The commit BASE resolved to (from the event when no BASE was given): what
+        # `run --base` needs to re-grade the base's saved run.
+        "base": chosen.base or "",
     }
     if units is not None:
         outputs["units"] = units.text()

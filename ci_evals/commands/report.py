@@ -118,12 +118,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the run as a `claude plugin eval` aggregate-result.json "
         "(schemaVersion 1), for tooling that reads the CLI's --json",
     )
-    _add_history(parser)
     add_comment_key(parser)
+    _add_flakes(parser)
     output.add_json(parser, "report", "the run's verdict, counts and cost, and the summary")
 
 
-def _add_history(parser: argparse.ArgumentParser) -> None:
+def _add_flakes(parser: argparse.ArgumentParser) -> None:
     """`--history`, `--flaky-bounds`, `--gate`: the flake ledger (report's own: not
     `comment`'s nor `forecast`'s, whose `--history` prices the run)."""
     parser.add_argument(
@@ -145,14 +145,14 @@ def _add_history(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gate",
         choices=("all", "stable"),
-        default="all",
         help="stable (needs --history): a stage failing only on criteria flaky on main "
-        "does not fail the report; they are listed as not gated (default: all)",
+        "does not fail the report; they are listed as not gated (default: the suite's "
+        "`gate:` as the run recorded it, else all)",
     )
 
 
 def add_comment_key(parser: argparse.ArgumentParser) -> None:
-    """`--comment-key`, shared with `ci-evals comment`."""
+    """`--comment-key`, shared with `ci-evals comment` and `ci-evals forecast`."""
     parser.add_argument(
         "--comment-key",
         default="ci-evals",
@@ -195,13 +195,17 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one step p
     link = _html_link(args.html_url)
     result = read_results(args.run_dir)
     found = problems(result)
+    gate, gate_note = flakes.gate_of(result, args.gate, args.history)
+    if args.flaky_bounds is None:  # the suite's, as the run recorded them
+        args.flaky_bounds = result.flaky_bounds
     compared = None if found else baseline_comparison(result, args)
     baseline = against_baseline(result, args, found, compared=compared)
     imported = imported_section(result)  # "" unless imported from claude plugin eval
     markdown = markdown_summary(result, found) + "\n" + (imported and imported + "\n")
     markdown += link + baseline
     only_flaky = False
-    if args.gate == "stable" and not found:
+    markdown += gate_note and "\n" + gate_note + "\n"
+    if gate == "stable" and not found:
         ledger = history_ledger(args)
         assert ledger is not None
         lines, only_flaky = flakes.ungated(result, ledger)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 # The built-in grading keys of a stage (`grader_keys` adds the installed kinds').
 STAGE_KEYS = ("reviewer", *KINDS.builtin, "scoring")
-SUITE_KEYS = ("scoring", "repeat", "pass_at_least", "stop_repeats_early")
+SUITE_KEYS = ("scoring", "repeat", "pass_at_least", "stop_repeats_early", "gate", "flaky_bounds")
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,10 @@ class SuiteGrading:
     # Start no further repeat of a scenario once its k-of-K verdict cannot change
     # (`ci_evals.run.adaptive`).
     stop_repeats_early: bool = False
+    # `stable`: the report gates only on criteria stable on main's history (`report
+    # --history`); a flaky one reports, never silently passes (`ci_evals.report.flakes`).
+    gate: Literal["all", "stable"] = "all"
+    flaky_bounds: tuple[float, float] | None = None  # None: 0,1 (both passed and failed)
 
 
 def grader_keys(keys: Iterable[str], known: Collection[str]) -> tuple[str, ...]:
@@ -178,4 +182,27 @@ def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
         stop_repeats_early=(
             extra["stop_repeats_early"].as_bool() if "stop_repeats_early" in extra else False
         ),
+        gate=_gate(extra["gate"]) if "gate" in extra else "all",
+        flaky_bounds=_flaky_bounds(extra["flaky_bounds"]) if "flaky_bounds" in extra else None,
     )
+
+
+def _gate(field: Field) -> Literal["all", "stable"]:
+    value = field.as_str()
+    if value == "stable":
+        return "stable"
+    if value == "all":
+        return "all"
+    raise field.error(f"is {value!r}", hint="gate: all (the default) or stable")
+
+
+def _flaky_bounds(field: Field) -> tuple[float, float]:
+    """`[LOW, HIGH]`, 0 <= LOW < HIGH <= 1: a pass rate strictly between them is flaky."""
+    hint = "flaky_bounds: [LOW, HIGH] with 0 <= LOW < HIGH <= 1, e.g. [0.1, 0.9]"
+    items = field.sequence()
+    if len(items) != 2:
+        raise field.error(f"has {len(items)} item(s), not 2", hint=hint)
+    low, high = (item.as_number(minimum=0.0) for item in items)
+    if not 0.0 <= low < high <= 1.0:
+        raise field.error(f"is [{low}, {high}]", hint=hint)
+    return low, high

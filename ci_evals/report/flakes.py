@@ -14,6 +14,9 @@ report, and the summary lists each of them as *Not gated (flaky on main)*:
 it reports, it never silently passes. A stage that failed for anything else
 (an error, a limit, a stable criterion, no history for it, a stage that did not
 run: skipped after the flaky failure) still fails.
+The suite's `gate: stable` (with `flaky_bounds:`), recorded in the results
+file, does the same when `--gate` is not given; with no history it gates on
+every criterion and says so (nothing is known flaky: fail closed).
 """
 
 from __future__ import annotations
@@ -88,6 +91,23 @@ def parse_bounds(text: str) -> tuple[float, float]:
     if not 0.0 <= low < high <= 1.0:
         raise ValueError(f"need 0 <= LOW < HIGH <= 1, got {text!r}")
     return low, high
+
+
+def gate_of(
+    result: RunResult, given: str | None, history: Sequence[object] | None
+) -> tuple[str, str]:
+    """The gate the report applies — `--gate`, else the suite's `gate:` as the run
+    recorded it — and a note for the summary when the suite's `stable` cannot apply:
+    without main's history nothing is known flaky, so every criterion gates."""
+    if given is not None:
+        return given, ""
+    if result.gate == "stable" and not history:
+        return "all", (
+            "**Gated on every criterion:** the suite's `gate: stable` needs main's recent "
+            "runs (`report --history RUN`, the action's `baseline: true`); none given, so "
+            "no criterion is treated as flaky."
+        )
+    return result.gate, ""
 
 
 def ungated(result: RunResult, ledger: Ledger) -> tuple[list[str], bool]:

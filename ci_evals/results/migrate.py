@@ -24,6 +24,7 @@ one line: it would be half-read.
 | 13 | `imported_from`: a run imported from a `claude plugin eval` document |
 | 14 | `resumed` (each `run --resume` of the run), `StageResult.resumed` (`kept` or `rerun`) |
 | 15 | `repeats_stopped`: repeats not started, their k-of-K verdict decided (`stop_repeats_early`) |
+| 16 | `gate`, `flaky_bounds`: the suite's gate on criteria stable on main (`report --history`) |
 
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
@@ -39,7 +40,7 @@ from typing import Any
 
 from ci_evals.errors import UserError
 
-VERSION = 15
+VERSION = 16
 
 Data = dict[str, Any]
 
@@ -231,6 +232,15 @@ def _v14_to_v15(data: Data) -> Data:
     return data
 
 
+def _v15_to_v16(data: Data) -> Data:
+    """Add `gate: all`, `flaky_bounds: null`: a version 15 run's suite had no gate key,
+    so the report gates on every criterion. (A version 15 reader refuses a version 16
+    file rather than fail a run its suite said to gate only on stable criteria.)"""
+    data.setdefault("gate", "all")
+    data.setdefault("flaky_bounds", None)
+    return data
+
+
 # MIGRATIONS[n] takes a version-n file to version n + 1.
 MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     1: _v1_to_v2,
@@ -247,6 +257,7 @@ MIGRATIONS: dict[int, Callable[[Data], Data]] = {
     12: _v12_to_v13,
     13: _v13_to_v14,
     14: _v14_to_v15,
+    15: _v15_to_v16,
 }
 
 

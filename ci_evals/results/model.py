@@ -521,6 +521,11 @@ class RunResult(_Model):
     # `stop_repeats_early`: per scenario, the repeats not started because its k-of-K
     # verdict was decided (`ci_evals.run.adaptive`); they are the last ones.
     repeats_stopped: dict[str, int] = Field(default_factory=dict)
+    # The suite's `gate:` (`stable`: `report --history` gates only on criteria stable
+    # on main) and `flaky_bounds:` (None: 0,1), recorded for the report, which reads
+    # the results file, not the suite.
+    gate: Literal["all", "stable"] = "all"
+    flaky_bounds: tuple[float, float] | None = None
     # `run --shard I/K`: the shard this file holds (None: the whole run, or a merge of shards).
     shard: Shard | None = None
     # `ci-evals merge`: the shards it was merged from, each one's wall time (None: not merged).

@@ -297,6 +297,8 @@ class Runner:
             repeat=plan.repeat,
             pass_at_least=plan.pass_at_least,
             score_at_least=_score_at_least(plan.suite),
+            gate=plan.suite.grading.gate,
+            flaky_bounds=plan.suite.grading.flaky_bounds,
             shard=plan.shard,
             ablation=plan.ablation,
         )

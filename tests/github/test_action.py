@@ -34,8 +34,9 @@ from tests.actions_runner import (
 )
 from tests.conftest import copy_example, git
 from tests.github.test_comment import MARKER, PR, REPO, TOKEN, FakeGitHub, github
-from tests.github_actions_fake import ActionsGitHub, actions_github
+from tests.github_actions_fake import ActionsGitHub, actions_github, zip_of
 from tests.paths import REPO as REPO_DIR
+from tests.run.test_run_command import ci_evals
 
 __all__ = ["actions_github", "github"]  # the stand-in servers, shared with their own tests
 
@@ -79,6 +80,8 @@ def test_the_action_has_the_documented_inputs_and_outputs() -> None:
         "shards",
         "forecast_usd",
         "gate",
+        "regrade",
+        "regrade_reason",
     }
 
 
@@ -262,6 +265,8 @@ def test_a_change_that_affects_no_stage_runs_nothing(tmp_path: Path, github: Fak
         "units_json": "",
         "forecast_usd": "",
         "gate": "",
+        "regrade": "",  # nothing ran
+        "regrade_reason": "",
         "verdict": "skipped",
         "results": "",
         "cost_usd": "",
@@ -409,6 +414,8 @@ def test_the_action_sharded_with_nothing_to_run_plans_no_shard(
         "units_json": "",
         "forecast_usd": "",
         "gate": "",
+        "regrade": "",  # nothing ran
+        "regrade_reason": "",
         "verdict": "skipped",
         "results": "",
         "cost_usd": "",
@@ -566,3 +573,87 @@ def test_the_action_runs_only_the_cases_a_change_reaches(
     assert outputs["verdict"] == "passed", log
     results = json.loads(Path(outputs["results"]).read_text(encoding="utf-8"))
     assert sorted({s["id"] for s in results["scenarios"]}) == ["greet-basic", "greet-formal"]
+
+
+# ------------------------------------------------------------------ grader-only: re-grade
+
+NOTES_CHECK = '      - { id: has-notes, files: "notes.md", count: 1 }\n'
+
+
+def mains_run_artifact(tmp_path: Path, repo: Path, github: ActionsGitHub) -> dict[str, object]:
+    """main's last run (the stub, at the checked-out base commit), served as the
+    `ci-evals-run` artifact of evals.yml's last good run on main; its results."""
+    out = tmp_path / "main-run"
+    proc = ci_evals("run", "--suite", "ci-evals.yaml", "--model", STUB, "--out", str(out), cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    github.add_artifact(github.add_run(), zip_of(files))
+    results: dict[str, object] = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    return results
+
+
+@pytest.mark.slow
+def test_a_grader_only_change_regrades_mains_run_and_a_plugin_change_runs(
+    tmp_path: Path, actions_github: ActionsGitHub
+) -> None:
+    github = actions_github
+    repo, base, _ = users_repository(tmp_path)
+    git(repo, "checkout", "-q", base)
+    main_results = mains_run_artifact(tmp_path, repo, github)
+    # A check main's own outputs fail: only a grader changed (the suite's grading keys).
+    suite = repo / "ci-evals.yaml"
+    text = suite.read_text(encoding="utf-8")
+    anchor = '      - { id: chapter-implementer-used, trajectory: { subagent: "labsmith:chapter-implementer" } }\n'  # noqa: E501
+    assert text.count(anchor) == 1
+    suite.write_text(text.replace(anchor, anchor + NOTES_CHECK), encoding="utf-8")
+    git(repo, "commit", "-q", "-am", "a check")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    actions = runner(tmp_path, repo, github, head)
+
+    outputs = actions.run_action(
+        ACTION, {"base": base, "model": STUB, "comment": "true", "baseline": "true"}
+    )
+
+    log = actions.log()
+    assert outputs["regrade"] == "true", log
+    assert outputs["regrade_reason"].startswith("only graders changed: ci-evals.yaml"), log
+    (evals,) = [s for s in actions.steps if s.name == "Run the evals"]
+    assert "re-grading the base run" in evals.stderr, log
+    assert outputs["verdict"] == "failed", log  # the new check fails on main's outputs
+    data = json.loads(Path(outputs["results"]).read_text(encoding="utf-8"))
+    assert data["run_id"] == main_results["run_id"] and data["regraded_at"] is not None
+    assert (repo / ".ci-evals" / "run" / "results.base.json").is_file()
+    (comment,) = github.comments
+    graders = "**The graders changed:** 2 criteria now fail on the baseline's own outputs"
+    assert graders in comment["body"], comment["body"]
+    assert "The agent ran" not in comment["body"]
+    # main's fetched run is the flake ledger's history too (the report's --history).
+    assert "not run on main in 1 run(s)" in comment["body"], comment["body"]
+
+    # A plugin change on the same base, with the same baseline fetched: the agent runs.
+    git(repo, "checkout", "-q", base)
+    shutil.rmtree(repo / ".ci-evals")
+    agent = repo / "examples/labsmith/plugin/agents/chapter-implementer.md"
+    agent.write_text(agent.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    git(repo, "commit", "-q", "-am", "tweak the chapter implementer")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    second = dataclasses.replace(
+        actions,
+        temp=tmp_path / "second-job",
+        steps=[],
+        github={**actions.github, "sha": head},
+        event={**actions.event, "pull_request": {"number": PR, "head": {"sha": head}}},
+    )
+
+    outputs = second.run_action(
+        ACTION, {"base": base, "model": STUB, "comment": "true", "baseline": "true"},
+        provided=INSTALLED,
+    )  # fmt: skip
+
+    log = second.log()
+    assert (outputs["regrade"], outputs["regrade_reason"]) == ("false", ""), log
+    assert outputs["verdict"] == "passed", log
+    data = json.loads(Path(outputs["results"]).read_text(encoding="utf-8"))
+    assert data["regraded_at"] is None and data["run_id"] != main_results["run_id"]
+    assert data["from_stage"] == 5
+    assert not (repo / ".ci-evals" / "run" / "results.base.json").exists()

@@ -7,6 +7,7 @@ some repeats only (stub variants rotate by the repeat's place), so the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,15 @@ def test_a_rate_is_flaky_strictly_between_the_bounds() -> None:
         parse_bounds("0.9,0.1")
 
 
-@pytest.mark.slow
-def test_a_regression_on_a_flaky_criterion_says_how_often_main_fails_it(tmp_path: Path) -> None:
+def _history_and_pr(tmp_path: Path, suite_keys: str = "") -> tuple[Path, list[Path], Path]:
+    """The repository, main's two runs (notes fails 2 of 6) and the PR's run (fails
+    it once); `suite_keys`: more suite-level keys."""
     repo = tmp_path / "repo"
     suite, stub = make_suite(repo)
     text = suite.read_text().replace(
         'prompt: "/demo:s5 {company}"\n', 'prompt: "/demo:s5 {company}"\n' + CHECK
     )
-    suite.write_text(text)
+    suite.write_text(text + suite_keys)
     stub.write_text("rules:\n" + _stage5(WITH_NOTES, WITHOUT))
     history = []
     for n in (1, 2):
@@ -64,6 +66,12 @@ def test_a_regression_on_a_flaky_criterion_says_how_often_main_fails_it(tmp_path
         "--out", str(pr), cwd=repo,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
+    return repo, history, pr
+
+
+@pytest.mark.slow
+def test_a_regression_on_a_flaky_criterion_says_how_often_main_fails_it(tmp_path: Path) -> None:
+    repo, history, pr = _history_and_pr(tmp_path)
     argv = ["report", str(pr), "--baseline", str(history[0])]
     argv += [a for h in history for a in ("--history", str(h))]
     plain = ci_evals(*argv, "--markdown", str(tmp_path / "plain.md"), cwd=repo)
@@ -126,3 +134,44 @@ def test_a_flaky_failure_that_skipped_the_stages_after_it_is_gated(tmp_path: Pat
     gated = ci_evals(*argv, "--gate", "stable", "--markdown", str(tmp_path / "g.md"), cwd=repo)
     assert "fails 2 of 6 on main (flaky)" in (tmp_path / "g.md").read_text()
     assert gated.returncode == 1, gated.stderr  # stage 5 was skipped: no pass seen
+
+
+@pytest.mark.slow
+def test_a_suite_with_gate_stable_gates_on_stable_criteria_and_fails_closed(
+    tmp_path: Path,
+) -> None:
+    repo, history, pr = _history_and_pr(tmp_path, "gate: stable\nflaky_bounds: [0, 1]\n")
+    data = json.loads((pr / "results.json").read_text())
+    assert (data["gate"], data["flaky_bounds"]) == ("stable", [0.0, 1.0])  # recorded
+    argv = ["report", str(pr), "--baseline", str(history[0])]
+    argv += [a for h in history for a in ("--history", str(h))]
+
+    # No --gate: the suite's, as the run recorded it; the flaky criterion reports.
+    gated = ci_evals(*argv, "--markdown", str(tmp_path / "g.md"), cwd=repo)
+    markdown = (tmp_path / "g.md").read_text()
+    assert gated.returncode == 0, gated.stderr
+    assert "acme stage 5 (s5): notes (checklist) — fails 2 of 6 on main (flaky)" in markdown
+
+    # --gate all overrides the suite: the failure fails.
+    assert ci_evals(*argv, "--gate", "all", cwd=repo).returncode == 1
+
+    # Without main's history nothing is known flaky: every criterion gates, said so.
+    alone = ci_evals("report", str(pr), "--markdown", str(tmp_path / "a.md"), cwd=repo)
+    markdown = (tmp_path / "a.md").read_text()
+    assert alone.returncode == 1, alone.stderr
+    assert "**Gated on every criterion:** the suite's `gate: stable` needs main's" in markdown
+    assert "Not gated" not in markdown
+
+
+def test_a_bad_gate_key_is_one_line_naming_the_field(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    suite, _ = make_suite(repo)
+    suite.write_text(suite.read_text() + "gate: sometimes\nflaky_bounds: [0.9, 0.1]\n")
+    proc = ci_evals("check", "--suite", str(suite), cwd=repo)
+    assert proc.returncode == 2, proc.stderr
+    assert "gate" in proc.stderr and "gate: all (the default) or stable" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    suite.write_text(suite.read_text().replace("gate: sometimes\n", ""))
+    proc = ci_evals("check", "--suite", str(suite), cwd=repo)
+    assert proc.returncode == 2 and "flaky_bounds" in proc.stderr, proc.stderr
+    assert "0 <= LOW < HIGH <= 1" in proc.stderr

@@ -138,3 +138,16 @@ def test_with_no_history_every_price_is_unknown_never_guessed() -> None:
         "this run will run 1 of 4 stages x 1 of 1 scenarios x 3 repeats: cost unknown "
         "(no history: no earlier run to price it from)"
     )
+
+
+def test_forecast_has_its_own_history_and_comment_none_of_the_flake_options(
+    tmp_path: Path,
+) -> None:
+    # The report's flake options once came with `--comment-key`: forecast's own
+    # `--history` then clashed and every `ci-evals forecast` was a traceback.
+    done = _ci_evals(tmp_path, "forecast", "--help")
+    assert done.returncode == 0 and "--history" in done.stdout, done.stderr
+    done = _ci_evals(tmp_path, "comment", "--help")
+    assert done.returncode == 0 and "--gate" not in done.stdout, done.stderr
+    done = _ci_evals(tmp_path, "report", "--help")
+    assert "--flaky-bounds" in done.stdout and "--comment-key" in done.stdout

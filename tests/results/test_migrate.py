@@ -245,7 +245,7 @@ def test_a_version_7_replay_reads_as_of_unknown_origin(tmp_path: Path, endpoint:
 
     result = read_results(old)
 
-    assert result.version == VERSION == 15
+    assert result.version == VERSION == 16
     replay = endpoint.startswith("replay:")
     assert result.replayed_from == (ReplayedFrom(origin="unknown") if replay else None)
     assert problems(result) == []
@@ -292,7 +292,23 @@ def _as_version_13(data: dict[str, Any]) -> None:
 
 def _as_version_14(data: dict[str, Any]) -> None:
     """A current file as version 14 wrote it: every repeat started."""
+    _as_version_15(data)
     del data["repeats_stopped"]
+
+
+def _as_version_15(data: dict[str, Any]) -> None:
+    """A current file as version 15 wrote it: no gate key in its suite."""
+    del data["gate"], data["flaky_bounds"]
+
+
+def test_a_version_15_file_reads_as_gated_on_every_criterion(tmp_path: Path) -> None:
+    current = read_results(V2)
+    old, _ = _written_as(tmp_path, current, 15, _as_version_15)
+
+    result = read_results(old)
+
+    assert result == current and problems(result) == []
+    assert (result.gate, result.flaky_bounds) == ("all", None)
 
 
 def test_a_version_14_file_reads_as_every_repeat_started(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert read_results(path) == result
     assert read_results(tmp_path / "run") == result  # a run folder works too
     data = json.loads(path.read_text())
-    assert data["version"] == VERSION == 15
+    assert data["version"] == VERSION == 16
     assert data["started_at"] == "2026-01-02T03:04:05Z"
     assert data["scenarios"][0]["stages"][1]["limit_hit"] == "turns"
 
