@@ -306,7 +306,9 @@ def test_actions_outputs_are_complete(big: Path, tmp_path: Path) -> None:
     assert done.stdout == b"2\n"
     text = output.read_text(encoding="utf-8")
     assert "\nmatches_truncated=false\n" in text
-    assert text.endswith("fixture_stages=\n")  # no fixture changed
+    assert "\nfixture_stages=\n" in text  # no fixture changed
+    assert "\nregrade=false\nregrade_reason=\n" in text  # the plugin changed: a run
+    assert re.search(r"\nbase=[0-9a-f]{40}\n\Z", text), text[-200:]  # written to its last line
     values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     assert values["changed_count"] == "2300"
     records = json.loads(values["matches_json"])
