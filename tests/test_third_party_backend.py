@@ -437,7 +437,7 @@ def test_a_suite_runs_on_an_agent_sandbox_grader_and_endpoint_from_another_packa
         assert shown.returncode == 0, shown.stdout + shown.stderr
         page = (site / "stage-1-1.html").read_text()
         assert "<td><code>greeting</code></td>" in page
-        assert "</td><td>words</td><td>hello.txt: 3 word(s)" in page, page
+        assert '</td><td>words</td><td class="reason">hello.txt: 3 word(s)' in page, page
     audit = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
     assert ["put", str(Path(audit[0][1]).parent / "hello.txt")] == audit[0]  # the agent's write
     assert any(call[0] == "exec" and "test" in call[-1] for call in audit), audit  # the grader
