@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.timing import median_seconds
-from ci_evals.sandbox.bwrap import BwrapSandbox, Mounts, available
+from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.bwrap import BwrapSandbox, available
 
 ENV = {"PATH": "/usr/bin:/bin"}
 REQUEST = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10).read()"
@@ -70,7 +71,7 @@ def main() -> int:
     rows: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
-        mounts = Mounts(writable=(ws,), readonly=())
+        mounts = SandboxSpec(writable=(ws,), readonly=())
 
         def timed(action: object) -> float:
             action()  # type: ignore[operator]  # warm-up

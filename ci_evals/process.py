@@ -46,7 +46,6 @@ class ExecResult:
     stderr: bytes
     timed_out: bool = False
     stdout_dropped: int = 0  # bytes cut from the front of stdout by the cap
-    stderr_dropped: int = 0
     duration_s: float = 0.0
 
     @property
@@ -116,7 +115,6 @@ def run(
         stderr=err.data() if err else b"",
         timed_out=timed_out,
         stdout_dropped=out.dropped,
-        stderr_dropped=err.dropped if err else 0,
         duration_s=time.monotonic() - start,
     )
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from ci_evals.sandbox.base import SandboxConfig
-from ci_evals.sandbox.registry import KINDS, unavailable
+from ci_evals.sandbox.registry import KINDS
 
 
 def ready_sandbox(kind: str, request: pytest.FixtureRequest) -> SandboxConfig:
-    if (why := unavailable(kind)) is not None:
-        pytest.fail(f"{kind}: {why}")
     backend = KINDS.get(kind)
+    if (why := backend.available()) is not None:
+        pytest.fail(f"{kind}: {why}")
     if backend.runs_images:
         return SandboxConfig(kind, backend.image_options(request.getfixturevalue("docker_image")))
     return SandboxConfig(kind)

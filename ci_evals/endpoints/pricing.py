@@ -9,8 +9,7 @@ Models are looked up by their id without the date or provider decorations:
 `claude-sonnet-4-5-20250929`, `us.anthropic.claude-sonnet-4-5-20250929-v1:0`
 and `claude-sonnet-4-5@20250929` all price as `claude-sonnet-4-5`. A model
 not in the table is priced at the most expensive known price, field by field
-(`Pricing.ceiling`): for a budget, guessing high fails closed. A suite can add
-or correct entries with `Pricing().with_overrides({...})`.
+(`Pricing.ceiling`): for a budget, guessing high fails closed.
 
 Cache writes: `cache_write` is the 5-minute TTL price (1.25 x input); tokens
 the API reports as written with the 1-hour TTL cost 2 x input.
@@ -59,31 +58,6 @@ class Price:
         """The premium above `LONG_CONTEXT_TOKENS` of input: input rates x 2, output x 1.5."""
         return Price(
             2.0 * self.input, 1.5 * self.output, 2.0 * self.cache_write, 2.0 * self.cache_read
-        )
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], what: str = "price") -> Price:
-        """`{input, output, cache_write?, cache_read?}`; the cache prices default to the
-        usual ratios (1.25 x and 0.1 x input). Raises ValueError naming the bad key."""
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(
-                f"{what}: unknown key {unknown[0]!r} (known: {', '.join(sorted(names))})"
-            )
-        for required in ("input", "output"):
-            if required not in values:
-                raise ValueError(f"{what}: missing {required!r}")
-        numbers: dict[str, float] = {}
-        for key, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{what}: {key} must be a non-negative number, not {value!r}")
-            numbers[key] = float(value)
-        return cls(
-            input=numbers["input"],
-            output=numbers["output"],
-            cache_write=numbers.get("cache_write", 1.25 * numbers["input"]),
-            cache_read=numbers.get("cache_read", 0.1 * numbers["input"]),
         )
 
 
@@ -206,22 +180,6 @@ class Pricing:
     @property
     def prices(self) -> Mapping[str, Price]:
         return dict(self._prices)
-
-    def with_overrides(self, overrides: Mapping[str, Price | Mapping[str, Any]]) -> Pricing:
-        """A new table: these models added or replaced (a `Price` or a mapping for
-        `Price.from_mapping`, as a suite's YAML gives them)."""
-        table = dict(self._prices)
-        for name, value in overrides.items():
-            price = (
-                value
-                if isinstance(value, Price)
-                else Price.from_mapping(value, what=f"price of {name}")
-            )
-            table[model_key(name)] = price
-        return Pricing(table)
-
-    def is_known(self, model: str | None) -> bool:
-        return model is not None and model_key(model) in self._prices
 
     def price(self, model: str | None) -> Price:
         """The model's price; the ceiling when the model is unknown (or not reported)."""

@@ -142,7 +142,6 @@ class Enforced:
     pids: int
     memory_bytes: int | None  # None: no cgroup (only the per-process address space)
     address_space_bytes: int | None
-    file_bytes: int | None
     disk_bytes: int | None  # what the writable folders may grow by while it runs
     seccomp: str | None = None  # the filter every process runs under (None: none)
 

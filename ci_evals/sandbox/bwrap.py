@@ -25,7 +25,7 @@ with permissions bypassed, and may be hostile):
   write them without capabilities; `kernel.core_pattern` names a program the
   host runs as root).
 - A file system of its own: the system folders read-only, a minimal `/etc`
-  (`ETC_FILES`), a fresh `/tmp`, the `Mounts` (bound at the same paths), and
+  (`ETC_FILES`), a fresh `/tmp`, the spec's folders (bound at the same paths), and
   nothing else: not `/root`, `/home`, `/work`, `/run` (the Docker socket), the
   repository or the run folder. The root itself is read-only.
 - No network (`--unshare-net`): neither the host's loopback nor its abstract
@@ -118,10 +118,6 @@ INNER_PORT_FALLBACK = 8080 + FIRST_UNPRIVILEGED_PORT
 
 _PROBE_TIMEOUT_S = 10.0
 _KILL_WAIT_S = 5.0
-
-
-# What a sandbox sees of the host besides the system, each at its own path.
-Mounts = SandboxSpec
 
 
 @functools.cache

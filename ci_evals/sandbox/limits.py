@@ -208,7 +208,6 @@ def enforced(spec: SandboxSpec, cgroup: Cgroup | None) -> Enforced:
         pids=spec.pids,
         memory_bytes=None if cgroup is None else spec.memory_bytes,
         address_space_bytes=spec.address_space_bytes if cgroup is None else None,
-        file_bytes=spec.disk_bytes,
         disk_bytes=spec.disk_bytes,
         seccomp=launch.SUMMARY,
     )

@@ -44,11 +44,6 @@ def offline(config: SandboxConfig) -> bool:
     return kind_of(config).isolated and not config.options.network
 
 
-def unavailable(name: str) -> str | None:
-    """Why sandbox kind `name` cannot run on this machine, in one line; None when it can."""
-    return KINDS.get(name).available()
-
-
 def choose(
     requested: SandboxConfig, *, secrets: Sequence[str], host_may_stand_in: bool = True
 ) -> SandboxConfig:

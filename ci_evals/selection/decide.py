@@ -40,7 +40,8 @@ from ci_evals.selection.matcher import GlobMatcher
 if TYPE_CHECKING:
     from ci_evals.selection.stage_map import StageMap
 
-# Reason codes (the `reason` of `--json` and of the `reason` output).
+# Reason codes (the `reason` of `--json` and of the `reason` output; the JSON
+# Schema's enum, schemas/cli/compute-stage.json, lists the same).
 MATCHED = "matched"
 UNMATCHED_FILE = "unmatched-file"
 GLOBAL_FILE = "global-file"
@@ -56,20 +57,6 @@ BASE_EQUALS_HEAD = "base-equals-head"
 IGNORED = "ignored"  # outside root, not global, not a fixture
 STAGE_NONE = "stage-none"  # an entry with `stage: none` matches it (and no staged entry)
 LISTING_ONLY = "listing-only"  # the marketplace file or manifest: nothing Claude Code loads
-
-REASONS = (
-    MATCHED,
-    UNMATCHED_FILE,
-    GLOBAL_FILE,
-    FIXTURE_CHANGED,
-    CONTRACT_CHANGED,
-    LINK_TARGET_CHANGED,
-    BASE_MISSING,
-    BASE_ZERO_SHA,
-    NO_MERGE_BASE,
-    NO_RELEVANT_CHANGE,
-    BASE_EQUALS_HEAD,
-)
 
 _RULE_RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, MATCHED: 3}
 # (stage, rule rank) as one int, `stage * _RULES + rule rank`: what orders the

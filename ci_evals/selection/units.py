@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 CASES = "cases"
 MOCKS = "mocks"  # `<eval dir>/mocks/<server>/`, also in a case group's or a case's folder
 SCENARIOS = "scenarios"
-# Why every unit runs, beside the selection's own reasons (`decide.REASONS`).
+# Why every unit runs, beside the selection's own reasons (decide.py's codes).
 UNKNOWN_CASE = "unknown-case"  # an entry names a case or tag no case has
 UNREADABLE_CASE = "unreadable-case"
 # Reasons of a selection that cannot list its paths: every unit.

@@ -95,7 +95,6 @@ class Consumed:
     line: int
     file: str
     producer: int  # the stage whose contract produces it (0: the seed fixture)
-    producer_line: int | None  # that contract item's line (None: the seed)
     fields: tuple[str, ...] = ()
     headings: tuple[str, ...] = ()
     front_matter: tuple[str, ...] = ()
@@ -217,9 +216,8 @@ def load_consumes(value: Field, earlier: Upstream) -> tuple[Consumed, ...]:
         wanted = None
         if "from" in keys:
             wanted = _stage_key(keys["from"], earlier.names, earlier.stage)
-        consumed = Consumed(index, item.line, file[0], producer=0, producer_line=None, **reads)
-        producer, line = _producer(consumed, wanted, earlier, item)
-        items.append(replace(consumed, producer=producer, producer_line=line))
+        consumed = Consumed(index, item.line, file[0], producer=0, **reads)
+        items.append(replace(consumed, producer=_producer(consumed, wanted, earlier, item)))
     return tuple(items)
 
 
@@ -239,9 +237,7 @@ def _label(stage: int, names: Sequence[str]) -> str:
     return "the seed fixture (stage 0)" if stage == 0 else f"stage {stage} ({names[stage - 1]})"
 
 
-def _producer(
-    item: Consumed, wanted: int | None, earlier: Upstream, where: Field
-) -> tuple[int, int | None]:
+def _producer(item: Consumed, wanted: int | None, earlier: Upstream, where: Field) -> int:
     """The latest earlier stage whose contract produces all of `item` (or 0, the seed)."""
     names, seed_display = earlier.names, earlier.seed_display
     me = _label(earlier.stage, names)
@@ -253,11 +249,11 @@ def _producer(
                 continue
             missing = _unproduced(item, produced)
             if not missing:
-                return contract.stage, produced.line
+                return contract.stage
             if closest is None:
                 closest = (contract, produced, missing)
     if wanted in (None, 0) and any(_covers(item.file, f) for f in earlier.seed_files):
-        return 0, None
+        return 0
     if closest is not None:
         contract, produced, missing = closest
         raise where.error(

@@ -64,7 +64,6 @@ MAX_DEPTH = 16
 MAX_GRADER_FILES = 256
 MAX_MD_BYTES = 1 << 20
 SUPPORTED_MAJOR = 1
-PROSE_SCHEMA = "1.1"
 # What `claude plugin eval init --bare` writes: a suite still holding it is refused.
 BLANK_PROMPT = "TODO: describe what the agent should do"
 BLANK_CRITERIA = "TODO: describe what a successful response looks like"

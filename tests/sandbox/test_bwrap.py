@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.sandbox.bwrap import BwrapSandbox, Mounts, available
+from ci_evals.sandbox.base import SandboxSpec
+from ci_evals.sandbox.bwrap import BwrapSandbox, available
 from tests.paths import REPO
 from tests.run_helpers import bundled_cli
 
@@ -49,7 +50,7 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def sandbox(ws: Path) -> Iterator[BwrapSandbox]:
-    with BwrapSandbox(Mounts(writable=(ws,), readonly=())) as box:
+    with BwrapSandbox(SandboxSpec(writable=(ws,), readonly=())) as box:
         yield box
 
 
@@ -191,7 +192,7 @@ def test_the_command_gets_exactly_its_environment(sandbox: BwrapSandbox, ws: Pat
 def test_exact_environment_through_the_relay_too(ws: Path) -> None:
     with (
         _HostServer() as server,
-        BwrapSandbox(Mounts(writable=(ws,), readonly=()), endpoint=server.endpoint) as box,
+        BwrapSandbox(SandboxSpec(writable=(ws,), readonly=()), endpoint=server.endpoint) as box,
     ):
         result = box.exec(["/usr/bin/env", "-0"], cwd=ws, env={"PATH": "/usr/bin"}, timeout=10)
     got = dict(item.split("=", 1) for item in result.stdout.decode().split("\0") if item)
@@ -311,7 +312,7 @@ def test_only_the_mounts_are_writable(tmp_path: Path, ws: Path) -> None:
     tool.write_text("#!/bin/sh\necho tool ran\n")
     tool.chmod(0o755)
     (tool.parent / "neighbour").write_text("not bound")
-    with BwrapSandbox(Mounts(writable=(ws,), readonly=(tool,))) as box:
+    with BwrapSandbox(SandboxSpec(writable=(ws,), readonly=(tool,))) as box:
         assert sh(box, f"echo ok > {ws}/f && cat {ws}/f", ws) == "ok\n"
         assert sh(box, f"{tool}", ws) == "tool ran\n"
         for target in (REPO / "pwned", tool, Path("/pwned"), Path("/usr/pwned"), Path("/etc/x")):
@@ -462,7 +463,7 @@ CLIENT = textwrap.dedent(
 def test_the_model_endpoint_is_reachable_streaming_and_kept_alive(ws: Path) -> None:
     with _HostServer() as server:
         endpoint = server.endpoint
-        with BwrapSandbox(Mounts(writable=(ws,), readonly=()), endpoint=endpoint) as box:
+        with BwrapSandbox(SandboxSpec(writable=(ws,), readonly=()), endpoint=endpoint) as box:
             assert box.inner_url == f"http://127.0.0.1:{endpoint[1]}"
             result = box.exec(
                 [PYTHON, "-I", "-c", CLIENT, str(endpoint[1])], cwd=ws, env=ENV, timeout=20
@@ -511,7 +512,9 @@ def test_nothing_else_on_the_host_network_is_reachable(ws: Path) -> None:
     listener.listen()
     with _HostServer() as endpoint, _HostServer("other") as other, listener:
         other_port = other.endpoint[1]
-        with BwrapSandbox(Mounts(writable=(ws,), readonly=()), endpoint=endpoint.endpoint) as box:
+        with BwrapSandbox(
+            SandboxSpec(writable=(ws,), readonly=()), endpoint=endpoint.endpoint
+        ) as box:
             targets = [f"127.0.0.1:{other_port}", f"localhost:{other_port}", f"@{abstract}"]
             result = box.exec([PYTHON, "-I", "-c", PROBE, *targets], cwd=ws, env=ENV, timeout=20)
             assert result.returncode == 0, result.stderr
@@ -523,7 +526,7 @@ def test_nothing_else_on_the_host_network_is_reachable(ws: Path) -> None:
         )
         assert host.stdout.count(b"REACHED") == 3, host.stdout
         # and with no endpoint at all, not even the endpoint's port
-        with BwrapSandbox(Mounts(writable=(ws,), readonly=())) as box:
+        with BwrapSandbox(SandboxSpec(writable=(ws,), readonly=())) as box:
             port = endpoint.endpoint[1]
             result = box.exec(
                 ["bash", "-c", f"echo > /dev/tcp/127.0.0.1/{port} && echo REACHED"],
@@ -537,7 +540,7 @@ def test_nothing_else_on_the_host_network_is_reachable(ws: Path) -> None:
 def test_relay_passes_stdio_and_exit_status_through(ws: Path) -> None:
     with (
         _HostServer() as server,
-        BwrapSandbox(Mounts(writable=(ws,), readonly=()), endpoint=server.endpoint) as box,
+        BwrapSandbox(SandboxSpec(writable=(ws,), readonly=()), endpoint=server.endpoint) as box,
     ):
         result = box.exec(["cat"], cwd=ws, env=ENV, stdin=b'{"type": "user"}\n', timeout=10)
         assert (result.returncode, result.stdout) == (0, b'{"type": "user"}\n')
@@ -551,7 +554,7 @@ def test_close_leaves_no_thread_socket_or_process(ws: Path) -> None:
     threads_before = set(threading.enumerate())
     marker = f"ci-evals-close-{uuid.uuid4().hex}"
     with _HostServer() as server:
-        box = BwrapSandbox(Mounts(writable=(ws,), readonly=()), endpoint=server.endpoint)
+        box = BwrapSandbox(SandboxSpec(writable=(ws,), readonly=()), endpoint=server.endpoint)
         client = socket.socket(socket.AF_UNIX)
         try:
             private = box._private
@@ -612,7 +615,9 @@ def test_the_real_cli_in_the_sandbox_cannot_leak_write_or_linger(tmp_path: Path)
     cli = bundled_cli()
     with StubServer(loads_script(script, "stub.yaml", base_dir=tmp_path)) as server:
         endpoint = ("127.0.0.1", server.port)
-        with BwrapSandbox(Mounts(writable=(ws, base), readonly=(cli,)), endpoint=endpoint) as box:
+        with BwrapSandbox(
+            SandboxSpec(writable=(ws, base), readonly=(cli,)), endpoint=endpoint
+        ) as box:
             env = {
                 "PATH": "/usr/bin:/bin",
                 "SHELL": "/bin/bash",
@@ -708,7 +713,7 @@ def test_the_sdk_drives_the_cli_in_the_sandbox(
 
     stderr: list[str] = []
     with StubServer(loads_script(script, "stub.yaml", base_dir=tmp_path)) as server:
-        mounts = Mounts(writable=(ws, base), readonly=(cli,))
+        mounts = SandboxSpec(writable=(ws, base), readonly=(cli,))
         with BwrapSandbox(mounts, endpoint=("127.0.0.1", server.port)) as box:
             env = {
                 "PATH": "/usr/bin:/bin",
@@ -752,7 +757,7 @@ def test_the_sdk_drives_the_cli_in_the_sandbox(
 
 def test_the_sandboxs_tmp_is_capped(ws: Path) -> None:
     # Its /tmp is memory: filling it must not take the machine's.
-    with BwrapSandbox(Mounts(writable=(ws,), readonly=(), tmp_bytes=1 << 20)) as box:
+    with BwrapSandbox(SandboxSpec(writable=(ws,), readonly=(), tmp_bytes=1 << 20)) as box:
         script = "dd if=/dev/zero of=/tmp/fill bs=64k count=64 2>/dev/null; wc -c < /tmp/fill"
         fill = sh(box, script, ws)
     assert int(fill) <= 1 << 20  # 4 MiB asked for

@@ -88,8 +88,6 @@ _KEYS = {
     "llm": ("criteria", "focus"),
     "baseline": ("baseline_file", "criteria"),
 }
-# The key a `graders/<name>.md` body fills when the front matter leaves it out.
-BODY_KEY = {"regex": "pattern", "llm": "criteria", "baseline": "criteria"}
 _COUNT = re.compile(r"count:(\d+)")
 _FILE_MAX = 10 << 20  # the CLI reads a `{source: file}` target (and a baseline) up to 10 MiB
 # What the CLI sends a judge as an image, by the file's first bytes (regex fails on one).

@@ -72,10 +72,6 @@ _MAX_HITS = 10
 _HIT_CHARS = 160
 
 
-def is_agent_config(name: str) -> bool:
-    return name.lower() in AGENT_CONFIG
-
-
 def _renamed(name: str) -> bool:
     lowered = name.lower()
     return lowered in AGENT_CONFIG or lowered == GIT

@@ -496,7 +496,6 @@ class DockerSandbox:
             stdout=bytes(pumped.stdout.data),
             stderr=b"" if merge_stderr else bytes(pumped.stderr.data),
             stdout_dropped=pumped.stdout.dropped,
-            stderr_dropped=0 if merge_stderr else pumped.stderr.dropped,
             duration_s=time.monotonic() - start,
         )
 

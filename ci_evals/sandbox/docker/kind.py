@@ -76,7 +76,7 @@ class DockerKind:
         from ci_evals.sandbox.docker import seccomp  # noqa: PLC0415 - json + resources, on use
 
         spec = SandboxSpec(writable=())
-        return Enforced("docker", spec.pids, spec.memory_bytes, None, None, None, seccomp.SUMMARY)
+        return Enforced("docker", spec.pids, spec.memory_bytes, None, None, seccomp.SUMMARY)
 
     def open(self, spec: SandboxSpec, options: SandboxOptions) -> Sandbox:
         from ci_evals.sandbox.docker.engine import DockerSandbox  # noqa: PLC0415
