@@ -10,10 +10,15 @@ from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.sandbox.registry import KINDS
 
 
-def ready_sandbox(kind: str, request: pytest.FixtureRequest) -> SandboxConfig:
-    backend = KINDS.get(kind)
-    if (why := backend.available()) is not None:
+def needs(kind: str) -> None:
+    """Fail the test, saying why, when sandbox kind `kind` cannot run here."""
+    if (why := KINDS.get(kind).available()) is not None:
         pytest.fail(f"{kind}: {why}")
+
+
+def ready_sandbox(kind: str, request: pytest.FixtureRequest) -> SandboxConfig:
+    needs(kind)
+    backend = KINDS.get(kind)
     if backend.runs_images:
         return SandboxConfig(kind, backend.image_options(request.getfixturevalue("docker_image")))
     return SandboxConfig(kind)

@@ -21,8 +21,7 @@ from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from ci_evals.grading.kinds.trajectory import count_calls, read_tool_uses
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
-from ci_evals.sandbox.registry import KINDS
-from tests.sandbox_helpers import ready_sandbox
+from tests.sandbox_helpers import needs, ready_sandbox
 
 # A sandbox missing here fails its test saying why (docs/isolation.md says how to install).
 SANDBOXES = ["local", "bwrap", pytest.param("docker", marks=pytest.mark.docker)]
@@ -241,8 +240,7 @@ def test_calls_after_final_submit_in_one_answer_are_not_run(tmp_path: Path) -> N
 
 
 def test_bwrap_tools_cannot_write_outside(tmp_path: Path) -> None:
-    if (why := KINDS.get("bwrap").available()) is not None:
-        pytest.fail(f"bwrap: {why}")
+    needs("bwrap")
     # Outside the bound folders a path lands in the sandbox's own /tmp (gone with it)
     # or on the read-only system, never on the host.
     outside = tmp_path / "outside.txt"

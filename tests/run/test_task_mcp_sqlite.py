@@ -10,8 +10,8 @@ import pytest
 
 from ci_evals.main import main
 from ci_evals.results.model import read_results
-from ci_evals.sandbox.registry import unavailable
 from tests.paths import REPO
+from tests.sandbox_helpers import needs
 
 TASK = REPO / "tasks" / "mcp-sqlite-server"
 SUITE = TASK / "ci-evals.yaml"
@@ -38,8 +38,7 @@ def criteria(out: Path) -> dict[str, bool]:
     ],
 )
 def test_the_scripted_agent_builds_a_server_that_passes(tmp_path: Path, isolation: str) -> None:
-    if (why := unavailable(isolation)) is not None:
-        pytest.fail(f"{isolation}: {why}")
+    needs(isolation)
     code, out = run_task(tmp_path, isolation)
     result = read_results(out)
     [stage] = result.scenarios[0].stages

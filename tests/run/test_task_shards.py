@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ci_evals.results.model import read_results
-from ci_evals.sandbox.registry import unavailable
 from tests.run.test_run_command import ci_evals
+from tests.sandbox_helpers import needs
 from tests.shard_helpers import comparable
 
 TASK_SUITE = """\
@@ -59,8 +59,7 @@ STUB_WRITE = """\
 
 @pytest.fixture(autouse=True)
 def _needs_bwrap() -> None:
-    if (why := unavailable("bwrap")) is not None:
-        pytest.fail(f"bwrap: {why}")
+    needs("bwrap")
 
 
 def _tasks(tmp_path: Path) -> tuple[Path, Path]:

@@ -12,8 +12,8 @@ import pytest
 from ci_evals.endpoints.replay.recording import load_recording
 from ci_evals.main import main
 from ci_evals.results.model import read_results
-from ci_evals.sandbox.registry import unavailable
 from tests.paths import REPO
+from tests.sandbox_helpers import needs
 
 TASK = REPO / "tasks" / "mcp-sqlite-server"
 
@@ -69,8 +69,7 @@ def stub_for_both(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _needs_bwrap() -> None:
-    if (why := unavailable("bwrap")) is not None:
-        pytest.fail(f"bwrap: {why}")
+    needs("bwrap")
 
 
 def test_every_task_with_repeats_and_one_table(
