@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ci_evals.grading.reviewer.rubrics import KINDS, Kind, RubricSet, normalize_id
-from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD
+from ci_evals.grading.reviewer.rubrics import KINDS, Kind, RubricSet
+from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD, normalize_id
 from ci_evals.results.criteria import (
     ANALYTIC_MAX,
     ANALYTIC_MIN,
