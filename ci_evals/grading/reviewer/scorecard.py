@@ -37,7 +37,7 @@ from ci_evals.results.criteria import (
 from ci_evals.text import one_line
 
 # The analytic pass mark used for each criterion's own `passed` before a
-# policy is applied; `scoring.evaluate` recomputes it with the policy's threshold.
+# policy is applied; `results.verdict.evaluate` recomputes it with the policy's threshold.
 
 # A scorecard is a few KiB; a megabyte of output is a reviewer gone wrong.
 MAX_OUTPUT_CHARS = 1_000_000
