@@ -15,7 +15,7 @@ reviewer:                         # the plugin's own review agent, see reviewer/
 checks: [...]                     # see kinds/checks.py
 graders: [...]                    # command graders, see kinds/command.py
 mcp: [...]                        # MCP servers the agent built, see kinds/mcp.py
-scoring: {...}                    # overrides the suite's scoring, see scoring.py
+scoring: {...}                    # overrides the suite's scoring, see `load_policy`
 ```
 
 A stage key that is none of these may be a grader kind a package adds
@@ -38,7 +38,8 @@ from ci_evals.grading.kinds.base import Grader, LoadContext
 from ci_evals.grading.kinds.plugin_eval import PluginEvalGrader
 from ci_evals.grading.kinds.registry import KINDS, in_order
 from ci_evals.grading.reviewer.config import ReviewerConfig, load_reviewer
-from ci_evals.grading.scoring import PolicyOverride, load_policy
+from ci_evals.results import normalize_id
+from ci_evals.results.verdict import PolicyOverride
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
@@ -184,6 +185,65 @@ def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
         ),
         gate=_gate(extra["gate"]) if "gate" in extra else "all",
         flaky_bounds=_flaky_bounds(extra["flaky_bounds"]) if "flaky_bounds" in extra else None,
+    )
+
+
+# The keys of a `scoring:` mapping (suite or stage level) and its checklist rules.
+POLICY_KEYS = (
+    "checklist",
+    "analytic_mean_at_least",
+    "binary_score_at_least",
+    "weights",
+    "advisory",
+)
+CHECKLIST_RULES = ("all-pass",)
+
+
+def load_policy(field: Field) -> PolicyOverride:
+    """A `scoring:` mapping from ci-evals.yaml (suite or stage level).
+
+    ```yaml
+    scoring:
+      checklist: all-pass            # the only rule so far (and the default)
+      analytic_mean_at_least: 3.0
+      binary_score_at_least: 80      # optional
+      weights: {coherence: 2}
+      advisory: [style-nits]
+    ```
+    """
+    keys = field.mapping(POLICY_KEYS, what="scoring mapping")
+    if "checklist" in keys and keys["checklist"].as_str() not in CHECKLIST_RULES:
+        raise keys["checklist"].error(
+            f"unknown checklist rule {keys['checklist'].as_str()!r}",
+            hint="'all-pass'; to let a criterion fail without failing the stage, list it "
+            "under 'advisory'",
+        )
+    threshold = None
+    if "analytic_mean_at_least" in keys:
+        threshold = keys["analytic_mean_at_least"].as_number(minimum=1.0)
+        if threshold > 5.0:
+            raise keys["analytic_mean_at_least"].error(
+                f"must be at most 5 (analytic scores are 1-5), got {threshold}"
+            )
+    weights: dict[str, float] = {}
+    if "weights" in keys:
+        from ci_evals.config.yaml_source import ANY_KEY  # noqa: PLC0415 - loaded: `field` is one
+
+        for name, value in keys["weights"].mapping(ANY_KEY, what="mapping of id: weight").items():
+            weights[normalize_id(name)] = value.as_number(minimum=0.0)
+    advisory: frozenset[str] = frozenset()
+    if "advisory" in keys:
+        advisory = frozenset(normalize_id(a) for a in keys["advisory"].as_str_list())
+    binary = None
+    if "binary_score_at_least" in keys:
+        binary = keys["binary_score_at_least"].as_number(minimum=0.0)
+        if binary > 100.0:
+            raise keys["binary_score_at_least"].error(f"must be at most 100, got {binary}")
+    return PolicyOverride(
+        analytic_threshold=threshold,
+        weights=MappingProxyType(weights),
+        advisory=advisory,
+        binary_threshold=binary,
     )
 
 

@@ -7,6 +7,6 @@
   document);
 - `plugin_eval_export` — a ci-evals run as a document of the CLI's schema.
 
-Above `results` (the models it writes and reads) and `grading.scoring` (the one
-place a verdict is evaluated), beside `report`: `commands` call it.
+Above `results` (the models it writes and reads, and `results.verdict`, where
+a verdict is evaluated), beside `report`: `commands` call it.
 """

@@ -34,9 +34,8 @@ from pathlib import Path
 
 from ci_evals import __version__
 from ci_evals.fs.names import MAX_NAME, as_name, name_problem
-from ci_evals.grading.reviewer.rubrics import normalize_id
-from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.interop.plugin_eval_doc import Case, Document, Run
+from ci_evals.results import normalize_id
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.model import (
     IMPORTED_TOOL,
@@ -49,6 +48,7 @@ from ci_evals.results.model import (
     SuiteIdentity,
 )
 from ci_evals.results.summary import summarize_run
+from ci_evals.results.verdict import ScoringPolicy, evaluate
 from ci_evals.text import display_path, one_line
 
 GRADER = "plugin_eval"  # the one grader of a case unit, as `plugin_evals:` grades it

@@ -1,9 +1,8 @@
 """May a report believe this results file? `problems` lists every reason it may not.
 
 `ci_evals.results.consistency` checks how the file's parts fit together; this
-adds the scoring rules, which live above the results package
-(`ci_evals.grading.scoring`): every recorded verdict is evaluated again from
-its own criteria, under the policy the file records for it — the analytic
+adds the scoring rules (`ci_evals.results.verdict`): every recorded verdict is
+evaluated again from its own criteria, under the policy the file records for it — the analytic
 threshold, and each criterion's weight and advisory flag — and must come out
 the same: each criterion's `passed` from its score, the checklist flag, the
 analytic mean, the binary score, and a `passed` verdict passing again.
@@ -22,8 +21,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ci_evals.results import normalize_id
 from ci_evals.results.consistency import problems as file_problems
 from ci_evals.results.consistency import stage_where
+from ci_evals.results.verdict import ScoringPolicy, evaluate
 
 if TYPE_CHECKING:
     from ci_evals.results.criteria import StageVerdict
@@ -48,9 +49,6 @@ def problems(result: RunResult) -> list[str]:
 
 def verdict_problems(verdict: StageVerdict) -> list[str]:
     """Where `verdict` differs from evaluating its own criteria under its own policy again."""
-    from ci_evals.grading.reviewer.rubrics import normalize_id  # noqa: PLC0415
-    from ci_evals.grading.scoring import ScoringPolicy, evaluate  # noqa: PLC0415
-
     criteria = verdict.criteria
     weights: dict[str, float] = {}
     advisory: set[str] = set()

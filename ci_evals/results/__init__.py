@@ -4,6 +4,8 @@
   the one atomic write and the reader (earlier versions migrated forward);
 - `criteria` — criteria, what each grader returned, a stage's verdict;
 - `stats` — repeats: mean, stdev, 95% interval, k-of-n;
+- `verdict` — how a stage's verdict is decided: its criteria under the
+  scoring policy, or its status when nobody graded it;
 - `summary` — per (scenario, stage) summaries and the one exit-code rule;
 - `migrate` — earlier file versions brought to the current one;
 - `consistency` — whether a file agrees with itself (a report believes no
@@ -11,13 +13,14 @@
 
 Every report reads only these; nothing here runs an agent or a grader.
 Importing this package is cheap (no pydantic): the suite loader reads
-`DEFAULT_ANALYTIC_THRESHOLD` from here.
+`DEFAULT_ANALYTIC_THRESHOLD` and `normalize_id` from here.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Protocol
 
 # The seeds' default: a stage passes when the (weighted) mean of its analytic
@@ -28,6 +31,19 @@ DEFAULT_ANALYTIC_THRESHOLD = 3.0
 # A stage with graders left `completed`: the run stopped between the agent and
 # its graders (or the file was edited). Nobody judged it: an error, never a pass.
 NOT_GRADED = "not graded: the stage has graders but no verdict was recorded"
+
+
+# A criterion id's separators, all compared as `-` (`normalize_id`).
+_SEPARATORS = re.compile(r"[\s_]+")
+
+
+def normalize_id(name: str) -> str:
+    """The form criterion ids are compared in: lower case, `_`/spaces -> `-`, a path ->
+    its stem."""
+    text = name.strip()
+    if "/" in text or text.endswith(".md"):
+        text = Path(text).stem if text.endswith(".md") else text.rsplit("/", 1)[-1]
+    return _SEPARATORS.sub("-", text).lower()
 
 
 class _Miss(Protocol):  # `model.EndpointMiss`, without importing pydantic here

@@ -34,9 +34,8 @@ What is checked here (no grading code needed):
   they equal the recorded ones.
 
 The scoring rules themselves (each criterion's `passed` from its score, the
-checklist flag, the weighted means) live in `ci_evals.grading.scoring`, above
-this package: `ci_evals.report.verify` recomputes the verdicts with them and
-adds its findings to these.
+checklist flag, the weighted means) are `verdict`'s: `ci_evals.report.verify`
+recomputes the verdicts with them and adds its findings to these.
 
 What no check can catch is a file rewritten *consistently* (every score, verdict,
 summary and cost forged together): the file carries no signature.

@@ -25,7 +25,7 @@ Verdict = Literal["passed", "failed", "error"]
 # Where a criterion came from: one of the built-in graders, or the name of the
 # grader kind a package registers (entry-point group `ci_evals.graders`), so
 # its criteria say whose they are. Grading checks that a source is one of
-# these (`grading.files`); a results file is read wherever it is reported,
+# these (`grade_state.files`); a results file is read wherever it is reported,
 # perhaps where that package is not installed, so here a source is checked
 # only to be a name: letters, digits, `_`, `-`, `.`, at most 64 characters.
 BUILTIN_SOURCES = ("reviewer", "check", "command", "mcp", "plugin_eval")

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.results.model import RESULTS_FILE, RunResult, StageResult
-from ci_evals.results.summary import exit_code, stage_verdict
+from ci_evals.results.summary import exit_code
+from ci_evals.results.verdict import stage_verdict
 
 # The verdict of each stage run, counted (every key present, 0 when none).
 VERDICTS = ("passed", "failed", "error")

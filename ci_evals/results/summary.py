@@ -8,16 +8,8 @@ or, for a run of cases with a threshold below 1.0 (`RunResult.score_at_least`),
 under the mean run score's (`stats.mean_score_verdict`). With one repeat and
 no threshold the summary is simply that run's verdict.
 
-A run that reached no verdict still counts toward k-of-n:
-
-| stage status | counts as |
-|---|---|
-| `passed` / `failed` / `error` with a verdict | that verdict |
-| `completed` (the stage has no graders) | passed |
-| `completed` but the stage has graders (never graded) | error |
-| `limit` (turns, time, budget) | failed — a limit is the agent's failure |
-| `error` from the agent, `skipped`, `pending`, `running` | error — nothing was judged |
-| `error` with `endpoint_misses` (whatever its verdict) | error — the stub script did not answer |
+A stage that reached no verdict still counts toward k-of-n, as what
+`verdict.stage_verdict` says.
 
 The run passes (exit 0) when every summary passed.
 """
@@ -27,57 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD, NOT_GRADED
-from ci_evals.results.criteria import StageVerdict, Verdict
+from ci_evals.results.criteria import StageVerdict
 from ci_evals.results.model import RunResult, StageResult
 from ci_evals.results.stats import RepeatSummary, StageSummary, compare_arms, summarize_repeats
+from ci_evals.results.verdict import stage_verdict
 
 # How a without-arm's stage that cannot run without the plugin is recorded: `skipped`,
 # its error this and the reason (`suite.ablation.unrunnable` words it).
 SINGLE_ARM = "single-arm: "
-
-
-def stage_verdict(result: StageResult, *, after_agent: bool = False) -> StageVerdict:
-    """The stage's recorded verdict, or one standing in for a run without a verdict.
-
-    `after_agent`: an earlier stage's agent worked in this stage's workspace (the
-    stage is not the first the run ran in it). A stage of such a workspace that
-    never reached the model is then `failed`, not an error: what stopped the CLI
-    (a `!`git ...`` expansion that finds no repository) may be that agent's work
-    — it can delete or corrupt the workspace's `.git` — and an error would take
-    the run out of the k-of-n count ("not a verdict on the agent").
-    """
-    stub_missed = result.status == "error" and bool(result.endpoint_misses)
-    if (
-        result.grading is not None
-        and result.status in ("passed", "failed", "error")
-        and not stub_missed  # graded on answers nobody scripted: its verdict says nothing
-    ):
-        return result.grading
-    kind: Verdict
-    if stub_missed:
-        kind, reason = "error", result.error or "the stub model had no scripted answer"
-    elif result.status == "completed" and result.graded:
-        kind, reason = "error", NOT_GRADED
-    elif result.status == "completed":
-        kind, reason = "passed", "completed (no graders)"
-    elif result.status == "limit":
-        kind, reason = "failed", f"hit its {result.limit_hit} limit"
-    elif result.status == "error" and not result.model_ran and after_agent:
-        kind = "failed"
-        reason = f"in the workspace the stages before left: {result.error or 'no verdict'}"
-    else:
-        kind, reason = "error", f"{result.status}: {result.error or 'no verdict'}"
-    return StageVerdict(
-        verdict=kind,
-        reason=reason,
-        graders=(),
-        checklist_all_passed=None,
-        analytic_mean=None,
-        analytic_threshold=DEFAULT_ANALYTIC_THRESHOLD,
-        binary_score=None,
-        error=reason if kind == "error" else None,
-    )
 
 
 @dataclass

@@ -122,7 +122,7 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
     from ci_evals.agents.registry import build_agent  # noqa: PLC0415
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
     from ci_evals.endpoints.registry import no_endpoint  # noqa: PLC0415
-    from ci_evals.grading.pipeline import GradeJob, grade_state  # noqa: PLC0415
+    from ci_evals.grade_state.pipeline import GradeJob, grade_state  # noqa: PLC0415
 
     seed = _check_seed(suite, scenario)
     stages, notes = _chosen(suite, args.stage, scenario)

@@ -7,7 +7,7 @@ and scoring policy on it, and writes a new results file next to the old one
 (`results.regraded-<time>.json`, or `--output`); the run's own `results.json`
 is never changed. Reviewer scorecards are re-used when the reviewer's agent
 file, prompt and rubrics are unchanged, else the reviewer runs again
-(`--reviewer`, see `ci_evals.grading.regrade`). Exit 0 when every stage
+(`--reviewer`, see `ci_evals.grade_state.regrade`). Exit 0 when every stage
 passed (or completed), 1 otherwise; 2 (nothing written) when the saved
 results file is inconsistent (`inconsistencies`: the command passes
 `ci_evals.report.verify.problems`, a layer above this one).
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from ci_evals.endpoints.base import Endpoint
-    from ci_evals.grading.regrade import Target
+    from ci_evals.grade_state.regrade import Target
     from ci_evals.results.model import RunResult
 
     # Every way a results file disagrees with itself, one line each.
@@ -69,7 +69,7 @@ def _check_endpoint(
     """Whether the re-grade asks a model (a reviewer runs again, a case's judges are
     asked again); then the endpoint must answer (one line naming `--model` if not:
     fail closed, a judge never asked is no verdict)."""
-    from ci_evals.grading import regrade  # noqa: PLC0415
+    from ci_evals.grade_state import regrade  # noqa: PLC0415
 
     reruns = list(regrade.reruns(targets))
     judged = list(regrade.judged(targets))
@@ -104,7 +104,7 @@ def run(
     from ci_evals.agents.registry import build_agent  # noqa: PLC0415
     from ci_evals.endpoints.base import EndpointOptions  # noqa: PLC0415
     from ci_evals.endpoints.registry import endpoint_for, no_endpoint  # noqa: PLC0415
-    from ci_evals.grading import regrade  # noqa: PLC0415
+    from ci_evals.grade_state import regrade  # noqa: PLC0415
     from ci_evals.results.model import read_results, require_path_names  # noqa: PLC0415
     from ci_evals.run.runner import forwarded  # noqa: PLC0415
     from ci_evals.suite.load import load_suite  # noqa: PLC0415
@@ -175,7 +175,7 @@ def run(
 def _say(result: RunResult, targets: list[Target], notes: list[str], *, quiet: bool) -> None:
     """Each re-graded stage's verdict before and after, the notes, the repeats table
     (nothing when quiet: the results line and the exit code say the verdict)."""
-    from ci_evals.grading import regrade  # noqa: PLC0415
+    from ci_evals.grade_state import regrade  # noqa: PLC0415
     from ci_evals.results.summary import repeat_table  # noqa: PLC0415
 
     if quiet:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals.fs.state import AFTER_DIR, save_state
-from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
+from ci_evals.grade_state.pipeline import GradeJob, apply_verdict, grade_state
 
 if TYPE_CHECKING:
     from ci_evals.run.runner import StageContext

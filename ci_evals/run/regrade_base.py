@@ -130,7 +130,7 @@ def regrade(
 def _record_change(path: Path, selection: Selection) -> None:
     """The re-graded file's revision names the change's base and merge base, as a run
     with `--base` records them: `report --baseline` then checks the baseline's age."""
-    from ci_evals.grading.regrade import write  # noqa: PLC0415 - pydantic
+    from ci_evals.grade_state.regrade import write  # noqa: PLC0415 - pydantic
     from ci_evals.results.model import read_results  # noqa: PLC0415
 
     result = read_results(path)

@@ -88,7 +88,8 @@ from ci_evals.results.model import (
     listed,
     record_endpoint_misses,
 )
-from ci_evals.results.summary import SINGLE_ARM, mean_delta, stage_verdict, summarize_run
+from ci_evals.results.summary import SINGLE_ARM, mean_delta, summarize_run
+from ci_evals.results.verdict import stage_verdict
 from ci_evals.results.writer import ResultsWriter
 from ci_evals.run import adaptive
 from ci_evals.run.case_context import (

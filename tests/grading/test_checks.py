@@ -11,10 +11,10 @@ from claude_agent_sdk import AssistantMessage, TextBlock, ToolUseBlock
 
 from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
+from ci_evals.grading.config import load_policy
 from ci_evals.grading.kinds import checks as checkmod
 from ci_evals.grading.kinds.checks import load_checks, run_checks
 from ci_evals.grading.kinds.trajectory import tool_uses
-from ci_evals.grading.scoring import load_policy
 from tests.conftest import EXAMPLE
 
 PLAN_SCHEMA = {

@@ -14,11 +14,11 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from ci_evals.grade_state.files import grade_files
 from ci_evals.grading.config import StageGrading
-from ci_evals.grading.files import grade_files
 from ci_evals.grading.kinds.base import GradeContext, Grader
-from ci_evals.grading.scoring import ScoringPolicy
 from ci_evals.results.criteria import BUILTIN_SOURCES, Criterion, GraderResult
+from ci_evals.results.verdict import ScoringPolicy
 
 
 def criterion(source: str) -> Criterion:

@@ -12,12 +12,12 @@ import pytest
 
 from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
+from ci_evals.grade_state.files import grade_files
 from ci_evals.grading.config import STAGE_KEYS, StageGrading, load_stage_grading
-from ci_evals.grading.files import grade_files
 from ci_evals.grading.kinds.mcp import McpGrader
-from ci_evals.grading.scoring import ScoringPolicy
 from ci_evals.report.verify import verdict_problems
 from ci_evals.results.criteria import StageVerdict
+from ci_evals.results.verdict import ScoringPolicy
 from ci_evals.sandbox.base import SandboxConfig
 from ci_evals.sandbox.bwrap import available as bwrap_available
 from tests.paths import DATA

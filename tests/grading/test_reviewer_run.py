@@ -19,7 +19,7 @@ import pytest
 
 from ci_evals.agents import Abort
 from ci_evals.agents.registry import get_agent
-from ci_evals.grading.pipeline import GradeJob, grade_state
+from ci_evals.grade_state.pipeline import GradeJob, grade_state
 from ci_evals.results.model import RunResult, read_results
 from ci_evals.results.summary import exit_code
 from ci_evals.suite.load import load_suite

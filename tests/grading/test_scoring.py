@@ -4,8 +4,9 @@ import pytest
 
 from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
-from ci_evals.grading.scoring import PolicyOverride, ScoringPolicy, evaluate, load_policy
+from ci_evals.grading.config import load_policy
 from ci_evals.results.criteria import Criterion, GraderResult
+from ci_evals.results.verdict import PolicyOverride, ScoringPolicy, evaluate
 
 
 def crit(cid: str, kind: str, score: float, source: str = "reviewer") -> Criterion:

@@ -12,14 +12,14 @@ import pytest
 
 from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
+from ci_evals.grade_state.files import grade_files
 from ci_evals.grading.config import (
     StageGrading,
     load_stage_grading,
     load_suite_grading,
 )
-from ci_evals.grading.files import grade_files
 from ci_evals.grading.reviewer.scorecard import grade_scorecard
-from ci_evals.grading.scoring import ScoringPolicy
+from ci_evals.results.verdict import ScoringPolicy
 from tests.conftest import EXAMPLE
 
 PLUGIN = EXAMPLE.plugin

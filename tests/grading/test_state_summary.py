@@ -14,10 +14,10 @@ import pytest
 from ci_evals.errors import UserError
 from ci_evals.fs.state import copy_state, links_file, save_state, state_links, view_state
 from ci_evals.fs.walk import walk
-from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.results.criteria import Criterion, GraderResult
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult
 from ci_evals.results.summary import all_passed, repeat_table, summarize_run
+from ci_evals.results.verdict import ScoringPolicy, evaluate
 
 
 def test_a_saved_state_keeps_everything_and_shares_unchanged_files(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.stats import spread, summarize_repeats, t_quantile_975
+from ci_evals.results.verdict import ScoringPolicy, evaluate
 
 
 def run(goals: int, depth: float, error: bool = False) -> StageVerdict:

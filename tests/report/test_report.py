@@ -51,7 +51,7 @@ def criterion(cid: str, passed: bool, kind: str = "checklist", **kw: object) -> 
 
 
 def verdict(kind: str, reason: str, *criteria: Criterion, error: str | None = None) -> StageVerdict:
-    """A verdict whose numbers follow from its criteria, as `scoring.evaluate` gives them."""
+    """A verdict whose numbers follow from its criteria, as `verdict.evaluate` gives them."""
     counted = [c for c in criteria if not c.advisory]
     checklist = [c.passed for c in counted if c.kind == "checklist"]
     analytic = [c.score for c in counted if c.kind == "analytic" and c.score is not None]

@@ -7,12 +7,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.report.verify import problems
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict, Verdict
 from ci_evals.results.model import RunResult, ScenarioResult, StageResult
 from ci_evals.results.stats import compare_arms, summarize_repeats
 from ci_evals.results.summary import SINGLE_ARM, mean_delta, summarize_run
+from ci_evals.results.verdict import ScoringPolicy, evaluate
 from tests.results.verdicts import scored
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.grading.scoring import ScoringPolicy, evaluate
 from ci_evals.report.verify import problems
 from ci_evals.results.model import ScenarioResult, read_results, write_results
 from ci_evals.results.summary import summarize_run
+from ci_evals.results.verdict import ScoringPolicy, evaluate
 from ci_evals.run import shard
 from ci_evals.run.shard import Durations, Unit, assign
 from tests.conftest import git

@@ -29,10 +29,10 @@ import yaml
 import ci_evals
 from ci_evals.agents.loop import config as loop_config
 from ci_evals.errors import UserError
+from ci_evals.grading.config import CHECKLIST_RULES, POLICY_KEYS
 from ci_evals.grading.kinds import checks, command, mcp
 from ci_evals.grading.kinds.registry import KINDS as GRADER_KINDS
 from ci_evals.grading.reviewer.config import REVIEWER_KEYS
-from ci_evals.grading.scoring import CHECKLIST_RULES, POLICY_KEYS
 from ci_evals.sandbox.docker import kind as docker_kind
 from ci_evals.selection import stage_map as stage_map_loader
 from ci_evals.selection.stage_map import load_stage_map

@@ -5,7 +5,7 @@ in `ci-evals.yaml` (`GraderKind.load`, file:line errors) into frozen graders,
 and each grader grades a folder (`Grader.grade`). The registry (`registry`,
 a `ci_evals.registry.Registry`) maps stage keys to kinds, built in or from a
 package's `ci_evals.graders` entry point; `grading.config.load_stage_grading`
-and `grading.files` only loop over what it gives them. What a grader can do
+and `grade_state.files` only loop over what it gives them. What a grader can do
 beyond grading (its own scoring defaults, grading without a trajectory) is
 part of the Protocol, never looked up by name or attribute probing.
 
@@ -26,8 +26,8 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 if TYPE_CHECKING:
     from ci_evals.config.yaml_source import Field
-    from ci_evals.grading.scoring import PolicyOverride
     from ci_evals.results.criteria import GraderResult
+    from ci_evals.results.verdict import PolicyOverride
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ci_evals.grading.kinds.command import inside_folder, safe_name
-from ci_evals.grading.scoring import PolicyOverride
 from ci_evals.mcp import revisions, subtests
 from ci_evals.mcp.check import DEFAULT_ADVISORY, Policy, Report
+from ci_evals.results.verdict import PolicyOverride
 from ci_evals.sandbox.base import SandboxConfig
 
 if TYPE_CHECKING:

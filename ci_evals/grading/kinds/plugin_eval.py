@@ -57,7 +57,8 @@ from ci_evals.grading.kinds.base import GradeContext, LoadContext, ModelEndpoint
 from ci_evals.grading.kinds.js_json import stringify
 from ci_evals.grading.kinds.js_regex import JsRegex, JsRegexError, compile_js
 from ci_evals.grading.kinds.trajectory import ToolUse, last_assistant_text, tool_uses
-from ci_evals.grading.scoring import PolicyOverride
+from ci_evals.results import normalize_id
+from ci_evals.results.verdict import PolicyOverride
 
 if TYPE_CHECKING:
     from ci_evals.results.criteria import GraderResult, RawOutput
@@ -402,7 +403,6 @@ def _common(keys: Mapping[str, Field], name: str | None) -> tuple[str, float]:
 def check_names(graders: Sequence[CaseGrader], where: Field) -> None:
     """Grader names are unique (the CLI's rule), also as criterion ids compare them
     (lower case, `_` and spaces as `-`): a criterion's weight is looked up so."""
-    from ci_evals.grading.reviewer.rubrics import normalize_id  # noqa: PLC0415
 
     seen: dict[str, str] = {}
     for grader in graders:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,12 +37,12 @@ from typing import Any, Literal
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import host_state_problem
+from ci_evals.results import normalize_id
 
 Kind = Literal["checklist", "analytic"]
 KINDS: tuple[Kind, ...] = ("checklist", "analytic")
 Origin = Literal["plugin", "suite"]
 SUITE_PREFIX = "suite:"
-_SEPARATORS = re.compile(r"[\s_]+")
 
 
 class RubricError(UserError):
@@ -59,14 +58,6 @@ class Rubric:
     path: Path
     sha256: str
     origin: Origin = "plugin"  # the folder its path is relative to in the config
-
-
-def normalize_id(name: str) -> str:
-    """The form ids are compared in: lower case, `_`/spaces -> `-`, a path -> its stem."""
-    text = name.strip()
-    if "/" in text or text.endswith(".md"):
-        text = Path(text).stem if text.endswith(".md") else text.rsplit("/", 1)[-1]
-    return _SEPARATORS.sub("-", text).lower()
 
 
 class RubricSet(Mapping[str, Rubric]):

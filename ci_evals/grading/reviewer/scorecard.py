@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ci_evals.grading.reviewer.rubrics import KINDS, Kind, RubricSet, normalize_id
-from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD
+from ci_evals.grading.reviewer.rubrics import KINDS, Kind, RubricSet
+from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD, normalize_id
 from ci_evals.results.criteria import (
     ANALYTIC_MAX,
     ANALYTIC_MIN,
@@ -37,7 +37,7 @@ from ci_evals.results.criteria import (
 from ci_evals.text import one_line
 
 # The analytic pass mark used for each criterion's own `passed` before a
-# policy is applied; `scoring.evaluate` recomputes it with the policy's threshold.
+# policy is applied; `results.verdict.evaluate` recomputes it with the policy's threshold.
 
 # A scorecard is a few KiB; a megabyte of output is a reviewer gone wrong.
 MAX_OUTPUT_CHARS = 1_000_000

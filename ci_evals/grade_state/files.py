@@ -20,8 +20,8 @@ from ci_evals.grading.kinds.base import GradeContext, ModelEndpoint
 from ci_evals.grading.kinds.registry import KINDS
 from ci_evals.grading.reviewer.untrusted import CRITERION_ID as ADDRESSED_ID
 from ci_evals.grading.reviewer.untrusted import addressed_to_graders
-from ci_evals.grading.scoring import PolicyOverride, ScoringPolicy, evaluate
 from ci_evals.results.criteria import BUILTIN_SOURCES, GraderResult, StageVerdict
+from ci_evals.results.verdict import PolicyOverride, ScoringPolicy, evaluate
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 

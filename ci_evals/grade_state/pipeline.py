@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 from ci_evals.agents import Abort, Agent
 from ci_evals.fs.state import CHECKS_DIR, copy_state, state_links, view_state
-from ci_evals.grading.files import grade_files
+from ci_evals.grade_state.files import grade_files
 from ci_evals.grading.kinds.base import ModelEndpoint
 from ci_evals.grading.reviewer.review import ReviewJob, run_reviewer
-from ci_evals.grading.scoring import ScoringPolicy
 from ci_evals.results.criteria import GraderResult, StageVerdict
+from ci_evals.results.verdict import ScoringPolicy
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import Scenario, Stage, Suite
 

@@ -37,8 +37,8 @@ from ci_evals.endpoints.base import ENDPOINT_NAMES, Watch
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
+from ci_evals.grade_state.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.grading.kinds.plugin_eval import PluginEvalGrader
-from ci_evals.grading.pipeline import GradeJob, apply_verdict, grade_state
 from ci_evals.grading.reviewer.review import GRADER, fingerprint, plugin_relative, state_note
 from ci_evals.grading.reviewer.scorecard import grade_scorecard
 from ci_evals.results import MISSED_BY, miss_source

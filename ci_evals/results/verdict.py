@@ -1,19 +1,22 @@
-"""The scoring policy: when does a stage pass?
+"""How a stage's verdict is decided, graded or not: one place.
 
-Default (the seed's): every checklist criterion scores 1 and the mean of the
-analytic criteria is at least 3.0. Configurable per suite and per stage:
+A graded stage: `evaluate`, its graders' criteria under the `ScoringPolicy`
+(docs/grading.md, *Scoring policy*; the suite's and the stage's `scoring:`
+keys are read by `grading.config`). Fail closed: a grader error, no criteria,
+or only advisory ones make the stage `error`: nothing was held to a standard.
+A stage without such a verdict: `stage_verdict`, from its status, so that it
+still counts toward k-of-n (`summary`):
 
-- `analytic_mean_at_least` (`analytic_threshold`) — the analytic mean's pass
-  mark, also each analytic criterion's own `passed`;
-- `weights` — per criterion id; used for the analytic mean and the binary score;
-- `advisory` — criterion ids that are reported but never fail the stage;
-- `binary_score_at_least` (`binary_threshold`) — optionally, a minimum binary
-  score (0-100).
+| stage status | counts as |
+|---|---|
+| `passed` / `failed` / `error` with a verdict | that verdict |
+| `completed`: no graders / graders but never graded | passed / error |
+| `limit` (turns, time, budget) | failed: a limit is the agent's failure |
+| `error` from the agent, `skipped`, `pending`, `running` | error: nothing was judged |
+| `error` with `endpoint_misses` (whatever its verdict) | error: the stub did not answer |
 
-With repeats, the k-of-n rule is the suite's `pass_at_least` (see `stats`).
-
-Fail closed: a grader error makes the stage `error`; so do zero criteria, or
-only advisory ones — nothing was held to a standard, so nothing passed.
+Cheap to import (the suite loader takes the policy): pydantic only once a
+verdict is built.
 """
 
 from __future__ import annotations
@@ -23,21 +26,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ci_evals.grading.reviewer.rubrics import normalize_id
-from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD
+from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD, NOT_GRADED, normalize_id
 
 if TYPE_CHECKING:  # pydantic stays out of the config loaders' import cost
-    from ci_evals.config.yaml_source import Field
     from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict, Verdict
-
-POLICY_KEYS = (
-    "checklist",
-    "analytic_mean_at_least",
-    "binary_score_at_least",
-    "weights",
-    "advisory",
-)
-CHECKLIST_RULES = ("all-pass",)
+    from ci_evals.results.model import StageResult
 
 
 def _frozen_map(values: Mapping[str, float] | None = None) -> Mapping[str, float]:
@@ -57,7 +50,7 @@ class PolicyOverride:
 @dataclass(frozen=True)
 class ScoringPolicy:
     analytic_threshold: float = DEFAULT_ANALYTIC_THRESHOLD
-    # Keyed by normalised criterion id (see rubrics.normalize_id).
+    # Keyed by normalised criterion id (see `normalize_id`).
     weights: Mapping[str, float] = field(default_factory=_frozen_map)
     advisory: frozenset[str] = frozenset()
     binary_threshold: float | None = None
@@ -94,54 +87,6 @@ class ScoringPolicy:
 
     def is_advisory(self, criterion_id: str) -> bool:
         return normalize_id(criterion_id) in self.advisory
-
-
-def load_policy(field: Field) -> PolicyOverride:
-    """A `scoring:` mapping from ci-evals.yaml (suite or stage level).
-
-    ```yaml
-    scoring:
-      checklist: all-pass            # the only rule so far (and the default)
-      analytic_mean_at_least: 3.0
-      binary_score_at_least: 80      # optional
-      weights: {coherence: 2}
-      advisory: [style-nits]
-    ```
-    """
-    keys = field.mapping(POLICY_KEYS, what="scoring mapping")
-    if "checklist" in keys and keys["checklist"].as_str() not in CHECKLIST_RULES:
-        raise keys["checklist"].error(
-            f"unknown checklist rule {keys['checklist'].as_str()!r}",
-            hint="'all-pass'; to let a criterion fail without failing the stage, list it "
-            "under 'advisory'",
-        )
-    threshold = None
-    if "analytic_mean_at_least" in keys:
-        threshold = keys["analytic_mean_at_least"].as_number(minimum=1.0)
-        if threshold > 5.0:
-            raise keys["analytic_mean_at_least"].error(
-                f"must be at most 5 (analytic scores are 1-5), got {threshold}"
-            )
-    weights: dict[str, float] = {}
-    if "weights" in keys:
-        from ci_evals.config.yaml_source import ANY_KEY  # noqa: PLC0415 - loaded: `field` is one
-
-        for name, value in keys["weights"].mapping(ANY_KEY, what="mapping of id: weight").items():
-            weights[normalize_id(name)] = value.as_number(minimum=0.0)
-    advisory: frozenset[str] = frozenset()
-    if "advisory" in keys:
-        advisory = frozenset(normalize_id(a) for a in keys["advisory"].as_str_list())
-    binary = None
-    if "binary_score_at_least" in keys:
-        binary = keys["binary_score_at_least"].as_number(minimum=0.0)
-        if binary > 100.0:
-            raise keys["binary_score_at_least"].error(f"must be at most 100, got {binary}")
-    return PolicyOverride(
-        analytic_threshold=threshold,
-        weights=_frozen_map(weights),
-        advisory=advisory,
-        binary_threshold=binary,
-    )
 
 
 def apply_policy(criterion: Criterion, policy: ScoringPolicy) -> Criterion:
@@ -225,6 +170,51 @@ def evaluate(results: Sequence[GraderResult], policy: ScoringPolicy) -> StageVer
     if failures:
         return verdict("failed", "; ".join(failures))
     return verdict("passed", _summary(checklist, analytic_mean, binary))
+
+
+def stage_verdict(result: StageResult, *, after_agent: bool = False) -> StageVerdict:
+    """The stage's recorded verdict, or one standing in for a run without a verdict.
+
+    `after_agent`: an earlier stage's agent worked in this stage's workspace (the
+    stage is not the first the run ran in it). A stage of such a workspace that
+    never reached the model is then `failed`, not an error: what stopped the CLI
+    (a `!`git ...`` expansion that finds no repository) may be that agent's work
+    — it can delete or corrupt the workspace's `.git` — and an error would take
+    the run out of the k-of-n count ("not a verdict on the agent").
+    """
+    from ci_evals.results.criteria import StageVerdict  # noqa: PLC0415 - see TYPE_CHECKING
+
+    stub_missed = result.status == "error" and bool(result.endpoint_misses)
+    if (
+        result.grading is not None
+        and result.status in ("passed", "failed", "error")
+        and not stub_missed  # graded on answers nobody scripted: its verdict says nothing
+    ):
+        return result.grading
+    kind: Verdict
+    if stub_missed:
+        kind, reason = "error", result.error or "the stub model had no scripted answer"
+    elif result.status == "completed" and result.graded:
+        kind, reason = "error", NOT_GRADED
+    elif result.status == "completed":
+        kind, reason = "passed", "completed (no graders)"
+    elif result.status == "limit":
+        kind, reason = "failed", f"hit its {result.limit_hit} limit"
+    elif result.status == "error" and not result.model_ran and after_agent:
+        kind = "failed"
+        reason = f"in the workspace the stages before left: {result.error or 'no verdict'}"
+    else:
+        kind, reason = "error", f"{result.status}: {result.error or 'no verdict'}"
+    return StageVerdict(
+        verdict=kind,
+        reason=reason,
+        graders=(),
+        checklist_all_passed=None,
+        analytic_mean=None,
+        analytic_threshold=DEFAULT_ANALYTIC_THRESHOLD,
+        binary_score=None,
+        error=reason if kind == "error" else None,
+    )
 
 
 def _weighted_mean(criteria: Sequence[Criterion]) -> float | None:
