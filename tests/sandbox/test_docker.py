@@ -467,6 +467,7 @@ def test_sigint_to_a_process_using_the_sandbox_removes_its_container(
     assert _wait_gone(run_id) == []
 
 
+@pytest.mark.usefixtures("gc_alone")  # no other test's gc removes the crash's container first
 def test_gc_removes_what_a_crash_left_and_nothing_that_is_in_use(
     ws: Path, docker_image: str, spec: SandboxSpec, options: DockerOptions
 ) -> None:
@@ -486,6 +487,7 @@ def test_gc_removes_what_a_crash_left_and_nothing_that_is_in_use(
         run(live, ["true"])
 
 
+@pytest.mark.usefixtures("gc_alone")
 def test_gc_leaves_a_container_someone_else_started_from_our_image(docker_image: str) -> None:
     # `docker run` of a built image by a user or another tool is not ours: the image
     # must not hand its build container's labels (ci-evals=1, a dead owner) down.
