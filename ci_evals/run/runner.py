@@ -699,6 +699,11 @@ class Runner:
         stage_result.produced, stage_result.produced_omitted = listed(file_changes(changes.all))
         stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
         if self.after_stage is not None and not self.abort.is_set:
+            # The agent's end is recorded before the graders run (a reviewer may take
+            # minutes): killed meanwhile, results.json says `completed` and ungraded,
+            # which --resume runs again. Before, it said so only if a deferred write
+            # happened to fall due while grading.
+            self._write()
             graded = stage_for_arm(stage, state.arm)  # a case's with-only rule
             context = StageContext(
                 plan, state.scenario, graded, workspace, stage_dir, request, outcome,
