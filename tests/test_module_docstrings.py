@@ -1,0 +1,117 @@
+"""Module docstrings say why a module exists and link the docs page for the rest.
+
+A docstring over 20 lines had become a second copy of docs/*.md, which drifts
+from the page (issue 37 found 76). The test counts the lines of each module
+docstring under `ci_evals/`. Fast: files only.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tests.paths import REPO
+
+PACKAGE = REPO / "ci_evals"
+MAX_LINES = 20
+# Modules moved or split by other parts of issue 37 while this limit came in:
+# trimmed after issue 37's merges.
+MOVED_IN_ISSUE_37 = {
+    "selection/matcher.py",
+    "github/comment.py",
+    "grading/kinds/checks.py",
+    "grading/pipeline.py",
+    "grading/files.py",
+    "grading/regrade.py",
+    "endpoints/proxy.py",
+    "endpoints/stub_model/server.py",
+    "endpoints/replay/server.py",
+    "run/plan.py",
+    "run/split.py",
+}
+# Not yet trimmed when the limit came in (issue 37): each is to be cut to its why
+# and a link, its facts moved to the docs page, and then taken off this list.
+NOT_YET_TRIMMED: set[str] = {
+    "agents/environment.py",
+    "agents/loop/agent.py",
+    "agents/retry.py",
+    "backoff.py",
+    "commands/fixtures.py",
+    "commands/init.py",
+    "config/front_matter.py",
+    "endpoints/local_http.py",
+    "endpoints/pricing.py",
+    "endpoints/replay/promote.py",
+    "fs/copyable.py",
+    "fs/json_input.py",
+    "fs/plugin_files.py",
+    "fs/snapshot.py",
+    "fs/state.py",
+    "fs/walk.py",
+    "github/artifacts.py",
+    "github/event.py",
+    "github/fork_artifact.py",
+    "grading/__init__.py",
+    "grading/config.py",
+    "grading/kinds/js_regex.py",
+    "grading/kinds/mcp.py",
+    "grading/kinds/plugin_eval.py",
+    "grading/reviewer/review.py",
+    "grading/reviewer/rubrics.py",
+    "grading/reviewer/untrusted.py",
+    "interop/plugin_eval_export.py",
+    "interop/plugin_eval_import.py",
+    "mcp/check.py",
+    "report/evidence.py",
+    "results/migrate.py",
+    "results/summary.py",
+    "run/adaptive.py",
+    "run/case_context.py",
+    "run/check_fixtures.py",
+    "run/resume.py",
+    "run/runner.py",
+    "sandbox/base.py",
+    "sandbox/grader_identity.py",
+    "sandbox/limits.py",
+    "sandbox/nondumpable.py",
+    "sandbox/relay.py",
+    "selection/coverage.py",
+    "selection/decide.py",
+    "selection/diff.py",
+    "selection/grader_change.py",
+    "selection/links.py",
+    "selection/manifest_change.py",
+    "selection/map_cache.py",
+    "selection/stage_map.py",
+    "selection/units.py",
+    "suite/ablation.py",
+    "suite/backends.py",
+    "suite/contracts.py",
+    "suite/draft_case_files.py",
+    "suite/plugin_eval_mocks.py",
+    "suite/plugin_evals.py",
+    "suite/plugin_source.py",
+    "suite/tool_grant.py",
+    "workspace/create.py",
+    "workspace/mock_server.py",
+    "workspace/mocks.py",
+}
+
+
+def docstring_lines() -> dict[str, int]:
+    """Lines of each module docstring under ci_evals/, by path relative to it."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+        if doc is not None:
+            found[path.relative_to(PACKAGE).as_posix()] = len(doc.splitlines())
+    return found
+
+
+def test_no_module_docstring_is_over_20_lines() -> None:
+    lines = docstring_lines()
+    over = {name: n for name, n in lines.items() if n > MAX_LINES}
+    allowed = MOVED_IN_ISSUE_37 | NOT_YET_TRIMMED
+    assert sorted(set(over) - allowed) == [], "trim to the why and link the docs page"
+    # The allowlists shrink: a module trimmed (or gone) comes off them.
+    assert sorted(n for n in NOT_YET_TRIMMED if lines.get(n, 0) <= MAX_LINES) == []
+    assert set(lines) >= {"selection/units.py", "sandbox/bwrap.py"}  # sanity: the walk found them
