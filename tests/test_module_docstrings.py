@@ -33,7 +33,6 @@ MOVED_IN_ISSUE_37 = {
 NOT_YET_TRIMMED: set[str] = {
     "agents/environment.py",
     "agents/loop/agent.py",
-    "agents/retry.py",
     "backoff.py",
     "commands/init.py",
     "config/front_matter.py",
@@ -59,7 +58,6 @@ NOT_YET_TRIMMED: set[str] = {
     "interop/plugin_eval_import.py",
     "mcp/check.py",
     "report/evidence.py",
-    "results/migrate.py",
     "results/summary.py",
     "run/adaptive.py",
     "run/case_context.py",
@@ -76,7 +74,6 @@ NOT_YET_TRIMMED: set[str] = {
     "selection/links.py",
     "selection/manifest_change.py",
     "selection/map_cache.py",
-    "selection/stage_map.py",
     "selection/units.py",
     "suite/ablation.py",
     "suite/backends.py",
