@@ -70,9 +70,7 @@ NOT_YET_TRIMMED: set[str] = {
     "selection/coverage.py",
     "selection/decide.py",
     "selection/diff.py",
-    "selection/grader_change.py",
     "selection/links.py",
-    "selection/manifest_change.py",
     "selection/map_cache.py",
     "selection/units.py",
     "suite/ablation.py",
@@ -83,7 +81,6 @@ NOT_YET_TRIMMED: set[str] = {
     "suite/plugin_evals.py",
     "suite/plugin_source.py",
     "suite/tool_grant.py",
-    "workspace/create.py",
     "workspace/mock_server.py",
     "workspace/mocks.py",
 }
