@@ -32,7 +32,6 @@ MOVED_IN_ISSUE_37 = {
 # and a link, its facts moved to the docs page, and then taken off this list.
 NOT_YET_TRIMMED: set[str] = {
     "agents/environment.py",
-    "agents/loop/agent.py",
     "backoff.py",
     "commands/init.py",
     "config/front_matter.py",
@@ -58,9 +57,7 @@ NOT_YET_TRIMMED: set[str] = {
     "run/case_context.py",
     "run/check_fixtures.py",
     "sandbox/base.py",
-    "sandbox/limits.py",
     "sandbox/relay.py",
-    "selection/coverage.py",
     "selection/decide.py",
     "selection/diff.py",
     "selection/links.py",
