@@ -41,13 +41,9 @@ NOT_YET_TRIMMED: set[str] = {
     "grading/config.py",
     "results/summary.py",
     "selection/decide.py",
-    "selection/units.py",
-    "suite/ablation.py",
     "suite/backends.py",
     "suite/draft_case_files.py",
-    "suite/plugin_eval_mocks.py",
     "suite/plugin_source.py",
-    "suite/tool_grant.py",
     "workspace/mock_server.py",
     "workspace/mocks.py",
 }
