@@ -33,10 +33,7 @@ MOVED_IN_ISSUE_37 = {
 NOT_YET_TRIMMED: set[str] = {
     "backoff.py",
     "config/front_matter.py",
-    "endpoints/local_http.py",
     "fs/json_input.py",
-    "github/artifacts.py",
-    "github/fork_artifact.py",
     "grading/__init__.py",
     "grading/config.py",
     "results/summary.py",
