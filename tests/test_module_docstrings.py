@@ -35,12 +35,8 @@ NOT_YET_TRIMMED: set[str] = {
     "config/front_matter.py",
     "fs/json_input.py",
     "grading/__init__.py",
-    "grading/config.py",
     "results/summary.py",
     "selection/decide.py",
-    "suite/backends.py",
-    "suite/draft_case_files.py",
-    "suite/plugin_source.py",
     "workspace/mock_server.py",
     "workspace/mocks.py",
 }
