@@ -37,8 +37,6 @@ NOT_YET_TRIMMED: set[str] = {
     "grading/__init__.py",
     "results/summary.py",
     "selection/decide.py",
-    "workspace/mock_server.py",
-    "workspace/mocks.py",
 }
 
 
