@@ -5,21 +5,19 @@ endpoint failed, the proxy retrying the API's 429/529, the GitHub client
 retrying a 5xx or a rate limit) asks this module the same two questions:
 
 - `requested_wait(headers)`: did the server say how long? `retry-after-ms`
-  (milliseconds, as the Anthropic API sends it) first, then `retry-after` —
-  whole or decimal seconds, or an HTTP date (RFC 9110 §10.2.3). Anything else
-  (garbage, a negative number, `inf`/`nan`) is no answer: the caller backs off
-  on its own rather than trusting it. A date in the past is 0.
+  (as the Anthropic API sends it) first, then `retry-after` — whole or decimal
+  seconds, or an HTTP date (RFC 9110 §10.2.3; a date in the past is 0). Anything
+  else (garbage, a negative number, `inf`/`nan`) is no answer: the caller backs
+  off on its own rather than trusting it.
 - `RetryPolicy.wait(attempt, requested)`: the server's wait when it gave one,
-  else exponential backoff (`first_s * factor**(attempt-1)`), both capped at
-  `cap_s`; with `jitter`, the backoff is drawn from its upper half so parallel
-  clients that failed together do not come back together.
+  else `first_s * factor**(attempt-1)`, both capped at `cap_s`; with `jitter`,
+  drawn from the backoff's upper half, so clients that failed together do not
+  come back together.
 
 Whether a wait above the cap is waited (capped) or given up on is the caller's
-choice (`exceeds_cap`): the proxy caps, GitHub gives up (a step that sleeps an
-hour is worse than a red one). A policy with `total_s` also bounds the whole
-operation, its requests and waits together (`RetryPolicy.deadline()`): capped
-waits alone still add up (3 tries of a paged listing, 5-minute waits between).
-Stdlib only: the GitHub client is on a light path.
+(`exceeds_cap`): the proxy caps, GitHub gives up. `total_s` also bounds the whole
+operation, requests and waits together (`RetryPolicy.deadline()`). Stdlib only:
+the GitHub client is on a light path. Who retries what: docs/run.md.
 """
 
 from __future__ import annotations

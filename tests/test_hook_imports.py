@@ -1,19 +1,20 @@
-"""The pre-commit hook paths stay light: what they import, and how long importing takes.
+"""The pre-commit hook paths stay light: what they import, counted, never timed.
 
 Each hook runs as a commit runs it: a fresh interpreter in a copy of the
-labsmith example (its own git repository). Two facts are checked:
+labsmith example (its own git repository). What is checked is deterministic:
 
-- which heavy packages end up in `sys.modules` (deterministic): none of the
-  agent SDK, docker, pydantic, anthropic (the import-linter contract "The hook
-  paths import ..." says the same statically, but cannot see that the graders'
-  imports of the pydantic result records are lazy); and, for `check-fixtures
+- which heavy packages end up in `sys.modules`: none of the agent SDK, docker,
+  pydantic, anthropic (the import-linter contract "The hook paths import ..."
+  says the same statically, but cannot see that the graders' imports of the
+  pydantic result records are lazy); and, for `check-fixtures
   --contracts-only`, none of the backends its suite does not use (the lazy
   registries: no mcp or command grader kind, no bwrap sandbox module);
-- the import time of the hook's own modules, from `-X importtime` (the
-  cumulative time of every top-level import after the interpreter started,
-  lazy imports during the run included): the minimum of several runs, so a
-  loaded machine (which only ever adds time) does not fail it, while a new
-  heavy import (tens of ms on any machine) does.
+- for `check-coverage` and `compute-stage` (with the map cache warm, as on
+  every commit after the first): no third-party package and no heavy standard
+  library package at all, and how many modules the hook adds, held under a
+  ceiling. A new heavy import is tens of modules; a timed budget caught the
+  same thing but failed on a loaded machine. How long the imports take is
+  measured by benchmarks/bench_hook_imports.py.
 """
 
 from __future__ import annotations
@@ -43,20 +44,24 @@ UNUSED = (
     "ci_evals.sandbox.bwrap",
     "ci_evals.sandbox.limits",
 )
-# The import budget of the pre-commit hooks (issue 23). `check-fixtures
-# --contracts-only` loads the suite and checks JSON against the contracts'
-# schemas: jsonschema alone is ~60 ms of its ~155 ms (was ~210 ms with every
-# grader kind imported); measured and reported, not yet held to 150 ms.
-BUDGET_MS = {"check-coverage": 150.0, "compute-stage": 150.0}
-RUNS = 5
+# Standard-library packages that each pull in tens of modules; the hot hooks
+# need none of them (an HTTP client, an event loop, a thread pool, e-mail parsing).
+HEAVY_STDLIB = ("asyncio", "concurrent", "email", "http", "ssl", "urllib.request", "xml")
+# The modules each hot hook adds to a fresh interpreter, warm (issue 37
+# measured 66 and 78); the ceilings leave room for modules being split in
+# two, not for a new package. `check-fixtures --contracts-only` (258, with
+# jsonschema) is not held to one.
+MAX_MODULES = {"check-coverage": 90, "compute-stage": 100}
 MARK = "-- hook starts --"
-# Runs the hook in-process after marking stderr, then lists the watched modules loaded.
+# Runs the hook in-process after marking stderr, then lists, on its last line,
+# the modules it loaded (one space-separated line).
 PROBE = f"""
 import sys
+before = set(sys.modules)
 sys.stderr.write({MARK!r} + "\\n"); sys.stderr.flush()
 from ci_evals.main import main
 code = main(sys.argv[1:])
-print(" ".join(m for m in {HEAVY + UNUSED!r} if m in sys.modules), file=sys.stderr)
+print(" ".join(sorted(set(sys.modules) - before)), file=sys.stderr)
 """
 
 
@@ -78,10 +83,10 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
     return root, env
 
 
-def _run(root: Path, env: dict[str, str], argv: list[str]) -> tuple[float, set[str]]:
-    """(import milliseconds after the mark, watched modules loaded) of one fresh run."""
+def _run(root: Path, env: dict[str, str], argv: list[str]) -> set[str]:
+    """The modules one fresh run of the hook loaded."""
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", PROBE, *argv],
+        [sys.executable, "-c", PROBE, *argv],
         cwd=root,
         env=env,
         capture_output=True,
@@ -91,17 +96,7 @@ def _run(root: Path, env: dict[str, str], argv: list[str]) -> tuple[float, set[s
     assert MARK in result.stderr, result.stderr[-2000:]
     after = result.stderr.split(MARK + "\n", 1)[1].splitlines()
     assert result.returncode == 0, after[-20:]
-    loaded = set(after[-1].split())
-    micros = 0
-    for line in after:
-        parts = line.split("|")
-        if not line.startswith("import time:") or len(parts) != 3:
-            continue
-        cumulative, name = parts[1].strip(), parts[2]
-        # Top level: one space before the name (nested imports are indented further).
-        if cumulative.isdigit() and not name.startswith("  "):
-            micros += int(cumulative)
-    return micros / 1000, loaded
+    return set(after[-1].split())
 
 
 @pytest.mark.parametrize("hook", list(HOOKS))
@@ -109,7 +104,7 @@ def test_a_hook_imports_no_sdk_docker_pydantic_or_anthropic(
     example: tuple[Path, dict[str, str]], hook: str
 ) -> None:
     root, env = example
-    _, loaded = _run(root, env, HOOKS[hook])
+    loaded = _run(root, env, HOOKS[hook])
     assert loaded & set(HEAVY) == set()
 
 
@@ -117,17 +112,22 @@ def test_the_fixtures_hook_imports_no_backend_its_suite_does_not_use(
     example: tuple[Path, dict[str, str]],
 ) -> None:
     root, env = example
-    _, loaded = _run(root, env, HOOKS["check-fixtures --contracts-only"])
+    loaded = _run(root, env, HOOKS["check-fixtures --contracts-only"])
     assert loaded & set(UNUSED) == set()
 
 
-@pytest.mark.parametrize("hook", list(BUDGET_MS))
-def test_a_hook_imports_within_its_budget(example: tuple[Path, dict[str, str]], hook: str) -> None:
+@pytest.mark.parametrize("hook", list(MAX_MODULES))
+def test_a_hot_hook_loads_only_the_standard_library_and_few_modules(
+    example: tuple[Path, dict[str, str]], hook: str
+) -> None:
     root, env = example
-    _run(root, env, HOOKS[hook])  # writes the bytecode
-    times = [_run(root, env, HOOKS[hook])[0] for _ in range(RUNS)]
-    assert min(times) > 1.0  # sanity: the import lines were read
-    assert min(times) <= BUDGET_MS[hook], f"{hook}: imports took {sorted(times)} ms"
+    _run(root, env, HOOKS[hook])  # fills the map cache, as a repository's first commit does
+    loaded = _run(root, env, HOOKS[hook])
+    assert "ci_evals.main" in loaded  # sanity: the probe saw the hook's imports
+    tops = {name.split(".")[0] for name in loaded}
+    assert tops - set(sys.stdlib_module_names) == {"ci_evals"}
+    assert {m for m in loaded for h in HEAVY_STDLIB if m == h or m.startswith(h + ".")} == set()
+    assert len(loaded) <= MAX_MODULES[hook], (len(loaded), sorted(loaded))
 
 
 def test_the_git_hook_imports_nothing_from_the_repository(tmp_path: Path) -> None:

@@ -66,16 +66,18 @@ def test_a_group_that_ignores_sigterm_is_killed_after_the_grace() -> None:
     group = ProcessGroup([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
     assert group.proc.stdout is not None and group.proc.stdout.readline() == b"1\n"
     began = time.monotonic()
-    assert group.stop(grace_s=0.3) == -9
-    assert 0.3 <= time.monotonic() - began < 10.0
+    assert group.stop(grace_s=0.3) == -9  # SIGKILLed: the SIGTERM did nothing
+    assert time.monotonic() - began >= 0.3  # after the grace (a lower bound: load only adds)
 
 
 def test_a_finished_program_is_stopped_without_signals_or_waiting() -> None:
     group = ProcessGroup(["true"], stdin=subprocess.DEVNULL)
     group.proc.wait()
     began = time.monotonic()
-    assert group.stop(grace_s=30.0) == 0  # exit code kept: no signal was sent
-    assert time.monotonic() - began < 5.0
+    assert group.stop(grace_s=3600.0) == 0  # exit code kept: no signal was sent
+    # Not the grace: no order to observe in a program that has ended, so a bound,
+    # a minute against the hour it would otherwise wait.
+    assert time.monotonic() - began < 60.0
 
 
 def test_ctrl_c_inside_the_block_ends_the_group() -> None:

@@ -4,24 +4,18 @@ The agent runs with permissions bypassed and can run any shell command, so
 whatever is in its environment it can read, print into a produced file, or send
 to the model. CI jobs carry secrets in the environment (`GITHUB_TOKEN`, cloud
 keys, registry passwords); none of them may reach the agent. So the CLI gets
-only:
-
-- a few harmless variables from the user's environment (`ALLOWED_NAMES`,
-  `ALLOWED_PREFIXES`), so tools find programs and print text sensibly;
-- the model endpoint (`ENDPOINT_NAMES`), from the endpoint ci-evals opened: the
-  stub's URL, or the local proxy's URL and a per-run token (never the real key);
-- its own HOME, TMPDIR, CLAUDE_CODE_TMPDIR and XDG_RUNTIME_DIR inside a
-  private folder, so the CLI's config, transcripts, sockets and temp files land
-  in the run's own folder and nowhere else;
-- the switches the CLI needs to run unattended (`FIXED`);
-- in a sandbox without a network, the switches that make package managers
-  work offline (`OFFLINE`): a name lookup fails there at once, but npm
-  retries it for 71 s (`npx -y PKG` in a plugin's hook stalls its stage
-  minutes without a word); offline, it fails in under a second, saying the
-  package is not cached.
+only a few harmless variables of ours (`ALLOWED_NAMES`, `ALLOWED_PREFIXES`), the
+model endpoint ci-evals opened (`ENDPOINT_NAMES`: the stub's URL, or the local
+proxy's and a per-run token, never the real key), its own HOME, TMPDIR,
+CLAUDE_CODE_TMPDIR and XDG_RUNTIME_DIR in a private folder, the switches the CLI
+needs to run unattended (`FIXED`), and, without a network, the ones that make
+package managers fail at once offline instead of retrying for minutes
+(`OFFLINE`).
 
 `claude_agent_sdk` merges `os.environ` into the CLI's environment by default;
-`ci_evals.agents.claude` spawns the CLI with exactly this mapping instead.
+`ci_evals.agents.claude` spawns the CLI with exactly this mapping instead. The
+list in full: docs/run.md (*What a stage gets*); the offline switches:
+docs/onboarding.md (*Hooks that loop or wait on the network*).
 """
 
 from __future__ import annotations

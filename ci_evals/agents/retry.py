@@ -5,30 +5,18 @@ endpoint that says how it failed a stage (the forwarding proxy,
 `endpoints.faults`) decides two things here: the stage is an `error` naming
 the fault even when it ended as a timeout or on the budget
 (`agents.blame_endpoint`), and it is run again only when the fault is one the
-proxy could not retry itself (a stream cut, a connection lost after the
-request left: `EndpointFault.retry_stage`). A 529 or 5xx the proxy already
-retried as far as its policy goes is not retried again here: one layer owns
-the retries, so an outage costs a few requests per stage, not the product of
-three layers' tries. An endpoint that does not say (the stub, whose faults are
-scripted) leaves it to the CLI's API error: 5xx and 529 are run again.
+proxy could not retry itself (`EndpointFault.retry_stage`): one layer owns the
+retries, so an outage costs a few requests per stage, not the product of three
+layers' tries. An endpoint that does not say (the stub) leaves it to the CLI's
+API error: 5xx and 529 are run again.
 
-`RetryingAgent` runs a stage again with exponential backoff
-(`ci_evals.backoff`), a bounded number of times. A timeout, a turn or budget
-limit the agent ran into, an error of the CLI itself, and a failed verdict are
-never retried: they are results.
-
-`RetryingAgent` wraps any backend (the `Agent` protocol), so the stage agent
-and the reviewers are retried alike. Each failed attempt's trajectory and
-stderr are kept beside the final ones (`trajectory.attempt1.jsonl`, ...), its
-cost is added to the outcome's. A request with a `checkpoint` (the runner's
-stages) starts every attempt from the same files: the checkpoint is saved
-before the first attempt and restored before each next one, so nothing a
-failed attempt wrote, changed or deleted reaches the next or its verdict. When
-it cannot be restored the stage is not run again: its outcome is the failed
-attempt's, with why.
-
-Behind the proxy the CLI's own retries are off (`CLAUDE_CODE_MAX_RETRIES=0`);
-with another endpoint `CLAUDE_CODE_MAX_RETRIES` (passed through) tunes them.
+`RetryingAgent` wraps any backend (the `Agent` protocol), so the stage agent and
+the reviewers are retried alike, with exponential backoff (`ci_evals.backoff`); a
+timeout, a limit, a CLI error or a failed verdict is a result, never retried.
+Each attempt starts from the same files (the request's `checkpoint`, restored
+before each next one; when it cannot be, the stage is not run again), and each
+failed attempt's trajectory and stderr are kept beside the final ones, its cost
+added. Who retries what: docs/run.md (*Infrastructure errors*).
 """
 
 from __future__ import annotations

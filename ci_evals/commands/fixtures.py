@@ -1,37 +1,16 @@
 """`ci-evals fixtures update --from RUN_DIR --stage K`: a good run's stage becomes fixture K.
 
-Promoted only when:
-- the run was of this suite and this plugin (their SHA-256 in `results.json`
-  equal today's; `--force` promotes another revision's run anyway);
-- `results.json` agrees with itself: the very check `report` runs
-  (`report.verify`: statuses against verdicts, verdicts against their
-  criteria, summaries against the stages); a file it rejects promotes
-  nothing, `--force` or not — an edited `status` is not a pass;
-- stage K of the chosen scenario (and repeat) ended `passed`: its graders
-  passed (a `completed` stage had none, so nothing vouches for it);
-- its saved state (`after/`) still satisfies stage K's contract as it is now;
-- the files it produced are in `after/` exactly as `results.json` recorded
-  them (SHA-256), and it deleted no file of an earlier fixture (a fixture
-  cannot delete);
-- no file it produced lies in a `.git` (any case): a repository the agent
-  planted would become one inside the user's.
+A fixture is what later stages are graded on top of, so a promotion must never
+outrun the verdict: only a run of this suite and plugin (`--force` overrides
+that alone), whose `results.json` agrees with itself (`report.verify`), whose
+stage K `passed`, whose saved state still meets stage K's contract and holds
+exactly the files recorded, deleting none and adding no `.git`. A link the stage
+made comes back as a link only when it stays inside the workspace; the new
+fixture is written files first, by descriptor, links last (`fs.links`).
 
-A link the stage made is recorded beside the saved state, never kept in it
-(`state.links_file`, docs/isolation.md *The run folder*). Promoted, it becomes
-a link in the fixture again, as written — the plugin's user may want one —
-when `results.json` and that record agree on its target and it points at
-another file of the workspace (`a -> ../b` inside, never `/etc/...` or `../..`),
-resolved through the other links it recorded (`d -> .` and `e -> d/..` is out),
-and no produced path runs through a recorded link. The new fixture is written
-files first, by descriptor and never through a link, links last (`fs.links`).
-
-Fixture K becomes exactly the files stage K added or changed (`produced`),
-taken from `after/`; a summary lists what was added, changed and removed
-compared with the old fixture. The new folder is built beside the old one
-and swapped in; then every fixture set is checked against the contracts
-(`check-fixtures --contracts-only`), and a promotion that breaks a later
-stage's `consumes` is rolled back. `--dry-run` shows the summary and
-changes nothing.
+Fixture K becomes exactly the files stage K added or changed, built beside the
+old folder and swapped in; a promotion that breaks a later stage's `consumes` is
+rolled back. Every rule: docs/contracts.md (*Refreshing fixtures from a good run*).
 """
 
 from __future__ import annotations

@@ -2,24 +2,17 @@
 overwriting a file. PLUGIN_DIR is the plugin's folder (with or without a manifest,
 as Claude Code loads it), or with `--plugin` a marketplace's folder.
 
-Writes, in the current folder: `stage_map.yaml` (every plugin file given the
-stage it can affect, `suite.draft`), `ci-evals.yaml` (the stages `--stages`
-names; else commands that read each other's output as phases, writer first, and
-independent commands as one stage with a scenario each; the first line printed
-says which and why), a
-`fixtures/<k>-<stage>-output/` folder per stage with a placeholder, a stub
-script whose rules match the stages' commands and the plugin's agents and
-write the placeholders the drafted checks look for, a
-`.pre-commit-config.yaml` (at the repository's top) running `check-coverage`
-and, for a suite of stages, `check-fixtures --contracts-only`, and — when no
-workflow of the repository runs ci-evals yet — `.github/workflows/evals.yml`
-using the action, pinned to a full commit SHA (`suite.draft_workflow`).
-A file that exists is kept and said so. What it writes passes `check-coverage`
-and `ci-evals check` as it is, and runs end to end on the stub model.
-
-A plugin with `claude plugin eval` cases gets a suite running them
-(`plugin_evals:`); `--format cases` first drafts such cases, one per part, in
-the plugin's eval folder (`suite.draft_case_files`), which the CLI runs too.
+It writes, in the current folder, a stage map (`suite.draft`), a suite (the stages
+`--stages` names, else phases of commands that read each other's output, or one
+stage with a scenario per independent command; the first line printed says which
+and why), a placeholder fixture per stage, a stub script that writes what the
+drafted checks look for, a `.pre-commit-config.yaml`, and — when no workflow runs
+ci-evals yet — `.github/workflows/evals.yml` (`suite.draft_workflow`). A file that
+exists is kept and said so. What it writes passes `check-coverage` and
+`ci-evals check` as it is, and runs end to end on the stub model. A plugin with
+`claude plugin eval` cases gets a suite running them; `--format cases` first
+drafts such cases (`suite.draft_case_files`). The walk-through:
+docs/onboarding.md (*Draft the suite: `ci-evals init`*).
 """
 
 from __future__ import annotations

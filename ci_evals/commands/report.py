@@ -1,41 +1,19 @@
 """`ci-evals report RUN_DIR`: JUnit XML and a Markdown summary of a saved run.
 
 Reads only `RUN_DIR/results.json` — no suite, no agent, no model — so a
-trusted CI job can report on a run made elsewhere (docs/report.md). Prints the
-Markdown summary unless `--markdown FILE` takes it; `--junit FILE` writes the
-JUnit XML for CI test reporters. Files are written whole or not at all (a temp
-file in the same folder, then renamed over the target). In GitHub Actions the
-summary is also appended to the step summary, and the run's cost and token
-counts are step outputs (`cost_usd`, `input_tokens`, `output_tokens`).
+trusted CI job can report on a run made elsewhere. Files are written whole or
+not at all (a temp file in the same folder, then renamed over the target).
 
-Exit 0 when every stage passed or completed in a finished run, 1 otherwise
-(a failed, errored, limited or unfinished stage; an interrupted run), 2 when
-the run folder or its results file is missing or unreadable — or
-inconsistent (`ci_evals.report.verify`): then the reports are still written,
-headed `error` with every problem listed, and a line on stderr says so.
+Exit 0 when every stage passed or completed in a finished run, 1 otherwise, 2
+when the results file is missing, unreadable or inconsistent
+(`ci_evals.report.verify`: the reports are still written, headed `error`).
+Text from the results file is never a workflow command: the printed summary
+sits inside `::stop-commands::` (`github.actions.commands_stopped`), every
+other line that quotes the file goes through `text.inert`. A PR comment that
+could not be posted (`--comment`) is a warning, never the exit code.
 
-`--baseline RUN`: the summary gets *Against the baseline* (deltas per stage
-and criterion, regressions first) and *Cost* (what was served from fixtures
-and the estimated saving); a missing baseline is said, a baseline of another
-suite refused (exit 2). It never changes the exit code otherwise.
-
-In GitHub Actions it also prints an `::error`/`::warning` annotation per stage
-that did not pass (at most 10 per level; `report.annotations`). Text from the
-results file is never a workflow command: the printed summary sits inside
-`::stop-commands::` (`github.actions.commands_stopped`), every other line that
-quotes the file goes through `text.inert` (docs/github.md, *Untrusted text
-stays text*).
-
-`--plugin-eval-json PATH`: also the run as a `claude plugin eval` aggregate-result.json
-(`interop.plugin_eval_export`), not written for an inconsistent file.
-
-`--comment` (GitHub Actions, a pull request): also post the summary as the
-pull request's sticky comment, edited in place on every run (one per
-`--comment-key`). Outside a pull request, without `GITHUB_TOKEN` or with a
-read-only token (a fork's pull request) it prints a one-line note and goes on;
-a comment that could not be posted (a rate limit past the retry cap, a 422,
-GitHub unreachable) is a warning — on stderr, as an Actions annotation and in
-the step summary — never the exit code: the run's verdict decides it.
+Every option (`--baseline`, `--plugin-eval-json`, `--comment`, the Actions
+outputs and annotations): docs/report.md.
 """
 
 from __future__ import annotations

@@ -2,28 +2,22 @@
 
 Rubrics, the `front_matter` check and `suite draft` (a command's
 `argument-hint`) all read front matter here, so a file means the same to each
-and to Claude Code. The rule is the one Claude Code's own loader applies to
-commands, agents and skills (read from the bundled CLI, 2.1.x: the pattern
-`^---\\s*\\n([\\s\\S]*?)---\\s*\\n?`):
+and to Claude Code, whose loader (bundled CLI 2.1.x, the pattern
+`^---\\s*\\n([\\s\\S]*?)---\\s*\\n?`) it follows: a leading byte-order mark is
+ignored; the file opens with `---` and nothing but whitespace on that line
+(CRLF included); the block ends at the first `---` after that, even inside a
+line (`a---b`); no closing `---` means no front matter, all of it body (not an
+error); an empty block is an empty mapping.
 
-- a leading byte-order mark is ignored; the file opens with `---` and nothing
-  but whitespace after it on that line (CRLF included);
-- the block ends at the first `---` after that, even inside a line (`a---b`):
-  there is no escape for it, and the rest is body;
-- no closing `---`: the file has no front matter, all of it is body (Claude
-  Code loads it so, it is not an error);
-- an empty block is an empty mapping;
-- YAML that does not parse is read again as Claude Code reads it again: a
-  `key: value` line (the key letters, `_` and `-` only) whose plain value holds
-  one of ``{}[]*&#!|>%@` `` or `: ` gets that value quoted, unless it is a
-  flow list that parses, and leading tabs become two spaces each
-  (`argument-hint: [pr] [branch]` is not valid YAML, yet every command uses
-  it). A line ending in `\r` is one too (its `\r` left out); a key with a
-  digit is not: it stays as written. If it still fails, or the
-  YAML is a list or a scalar, the file has no fields and `problem` says why,
-  `file:line` pointing into the block. A caller decides whether that is an
-  error (a rubric, our own config) or a finding (an agent's output); a
-  plugin's file is never refused for it, as Claude Code does not refuse it.
+YAML that does not parse is read again as Claude Code reads it again: a
+`key: value` line (the key letters, `_` and `-` only) whose plain value holds one
+of ``{}[]*&#!|>%@` `` or `: ` gets that value quoted, unless it is a flow list
+that parses, and leading tabs become two spaces each (`argument-hint: [pr]
+[branch]` is not valid YAML, yet every command uses it), so is a line ending in
+`\\r` (left out), not a key with a digit. If it still fails, or is a list or a
+scalar, the file has no fields and `problem` says why at `file:line`. A caller decides
+whether that is an error (a rubric, our own config) or a finding (an agent's
+output); a plugin's file is never refused for it, as Claude Code does not.
 """
 
 from __future__ import annotations

@@ -1,53 +1,19 @@
 """The run's hard budget as the forwarding proxy keeps it: reserve, then settle.
 
-A Messages request is forwarded only once its **worst case** is reserved
-(`worst_case`): `max_tokens` of output plus an upper bound on its input
-tokens, both at the model's price (the input at its most expensive rate, a
-1-hour cache write). The rule (`Ledger.admit`), with `spent` what settled
-requests cost and `reserved` the worst cases of those admitted and not yet
-settled:
+A Messages request is forwarded only once its worst case (`worst_case`: its
+`max_tokens` of output plus an upper bound on its input, at the model's dearest
+rates) fits (`Ledger.admit`): refused (402) when it could not fit even if every
+request in flight cost nothing, admitted when the spend plus every reservation
+plus its own fits, else it waits for requests in flight to settle. Settled
+(`Ledger.settle`) when its response ends, it is charged what it proved it used;
+`Metered.input_only` and `Metered.unknown` count the exchanges charged their input
+bound or their whole reservation. So the spend stays within the budget unless a
+response reports more than its reservation: the tests hold it to the budget plus
+one reservation. A body is read once, by `loads_request`, and refused if the
+budget could misread it (a key twice, nested past `MAX_DEPTH`).
 
-- `spent` has reached the budget, or `spent + worst case` exceeds it: refused
-  (the proxy answers 402). Even if every request in flight cost nothing this
-  one might not fit, so it is not forwarded: the spend never passes the budget
-  because of a request's size.
-- `spent + reserved + worst case` is within the budget: admitted.
-- otherwise it waits until requests in flight settle (most cost far less than
-  their worst case) and is decided again.
-
-A request is settled (`Ledger.settle`) when its response ends: its reservation
-is released and what it cost is added. A stream cut before `message_stop` is
-charged what it proved was used: its `message_start` usage (the input), and
-as many output tokens as bytes of content arrived, if more than it reported.
-A streamed request that brought no content at all (its connection lost after
-the request left, or its stream cut before `message_start`) proved that no
-output reached us — a stream delivers output as it is made, the rule a cut
-stream is charged by —, but not what its input was: it is charged its input's
-bound (`WorstCase.input_cost_usd`), none of its output; `Metered.input_only`
-counts them. A response that said nothing of its usage and could have been
-whole (a body that is not a message, a non-streamed request sent that got no
-answer) is charged its whole reservation: its cost is unknown, and the worst
-case is the only bound we have; `Metered.unknown` counts them, and the
-recording says which way each exchange was charged. So the spend stays within
-the budget unless a response reports more than its reservation (an input
-bound that was wrong); the bound the tests hold it to is the budget plus one
-reservation.
-
-The input bound: a token is never shorter than one byte of the request's
-JSON text (quotes, keys and escapes only add bytes), plus a fixed allowance
-for the prompt the API adds (tool use), `IMAGE_TOKENS` per image, and the
-whole context window (`MAX_INPUT_TOKENS`) for anything whose tokens the body
-does not hold: a PDF, a URL or Files API source, MCP servers, server tools
-(web search and fetch bring pages into the prompt). Only the `source` of an
-image or document block counts (also inside a tool result's content), never a
-key of that name in a tool's schema or a tool call's input. A request that asks
-for the 1M window (`long_context`) and whose bound passes 200K tokens is
-reserved at the long-context premium (`pricing`). Not modelled, as in
-`pricing`: per-use billing of server tools.
-
-A body is read once, by `loads_request`, for every forwarded route: it must be
-one JSON object, with no key twice in any object (the API might honour another
-copy than the one the budget read) and nested at most `MAX_DEPTH` deep.
+The rules in full, the input bound and every way an exchange is charged:
+docs/run.md#budget.
 """
 
 from __future__ import annotations

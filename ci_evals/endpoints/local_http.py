@@ -7,21 +7,13 @@ threads, files). `stop()` is idempotent; `with Service(...) as s:` starts and
 stops it.
 
 The servers run in ci-evals' own process, outside any sandbox's memory limit,
-and whatever runs in the sandbox can reach them: `read_body` is the one
-reader of a request body for all of them. It takes a Content-Length body or
-strictly framed chunks (sizes plain hex, no extensions) of at most
-`MAX_REQUEST_BYTES`, and a `Content-Encoding: gzip` body inflates to at most
-`MAX_REQUEST_BYTES` too, read as it inflates; anything else is a
-`RefusedBody` (413 too large, 400 badly framed or encoded) and the connection
-is closed, since where the next request starts is unknown.
-
-Bytes are not the whole bound: `json.loads` of 32 MiB of `[{},{},...]` builds
-eleven million dicts (about 1.5 GB). `loads_body` counts first what the body
-can build — its `[`, `{` and `,` outside strings, an upper bound on its values
-— and refuses past `MAX_JSON_VALUES` (413), so a parse holds at most about
-100 bytes a value. And each service reads and parses at most
-`MAX_BODIES_IN_FLIGHT` bodies at once (`body_slot`): one more waits up to
-`SLOT_WAIT_S`, then is answered 503, which the CLI retries.
+and whatever runs in the sandbox can reach them: `read_body` is the one reader
+of a request body for all of them (at most `MAX_REQUEST_BYTES`, framed strictly,
+a gzip body inflated to that bound too; else `RefusedBody`, 413 or 400, and the
+connection closed), `loads_body` refuses a body that could build more than
+`MAX_JSON_VALUES` values before parsing it, and at most `MAX_BODIES_IN_FLIGHT`
+bodies are read at once (`body_slot`; one more waits `SLOT_WAIT_S`, then gets a
+503, which the CLI retries). The bounds and why: docs/stub-model.md.
 """
 
 from __future__ import annotations

@@ -5,21 +5,14 @@ worst case is reserved at these prices, and it is settled on the `usage` the
 API returns, priced here (the CLI's own `total_cost_usd` comes from its price
 table, which is wrong for models it does not know).
 
-Models are looked up by their id without the date or provider decorations:
-`claude-sonnet-4-5-20250929`, `us.anthropic.claude-sonnet-4-5-20250929-v1:0`
-and `claude-sonnet-4-5@20250929` all price as `claude-sonnet-4-5`. A model
-not in the table is priced at the most expensive known price, field by field
-(`Pricing.ceiling`): for a budget, guessing high fails closed.
-
-Cache writes: `cache_write` is the 5-minute TTL price (1.25 x input); tokens
-the API reports as written with the 1-hour TTL cost 2 x input.
-
-Long context: a request that asks for the 1M-token window (an `anthropic-beta`
-header naming `context-1m-...`) and has more than 200K input tokens (input,
-cache writes and cache reads together) is billed every input rate x 2 and
-output x 1.5 (`Price.long_context`); the tables here do not say which models
-offer the window, so any model asking for it is priced so. Not modelled:
-batch discounts, and server tools (web search) billed per use.
+Models are looked up by their id without the date or provider decorations
+(`us.anthropic.claude-sonnet-4-5-20250929-v1:0` prices as `claude-sonnet-4-5`).
+A model not in the table is priced at the most expensive known price, field by
+field (`Pricing.ceiling`): for a budget, guessing high fails closed.
+`cache_write` is the 5-minute TTL price, the 1-hour TTL costs 2 x input, and a request for the
+1M-token window past 200K input tokens is billed at `Price.long_context`. Not
+modelled: batch discounts, and server tools billed per use. The rates and
+their rules: docs/run.md#budget.
 """
 
 from __future__ import annotations

@@ -2,25 +2,19 @@
 
 The plugin is copied into every workspace and every reviewer's copy with
 `shutil.copytree(symlinks=False)`. A named pipe, a socket or a device in it, a
-link that dangles, or a link back to a folder it is in (`templates/loop -> .`,
-which a copy following links would repeat until paths are too long) each makes
-that copy fail mid-run, once per scenario. `copy_problem` walks the folder the
-way the copy will and names the first such entry, so the suite can refuse it
-before anything starts. A link into `/proc`, `/sys` or `/dev` is refused too:
-the copy would carry this machine's state (ci-evals' own environment, with
-its API key, through `/proc/self/environ`) to the agent.
+link that dangles, or a link back to a folder it is in (`templates/loop -> .`)
+each makes that copy fail mid-run, once per scenario. `copy_problem` walks the
+folder the way the copy will and names the first such entry, so the suite can
+refuse it before anything starts. A link into `/proc`, `/sys` or `/dev` is
+refused too: the copy would carry this machine's state (`/proc/self/environ`,
+with ci-evals' API key) to the agent.
 
-A pull request is hostile: a link it commits (`references/x.md ->
-../../.git/config`, which holds the job's token after `actions/checkout`, or
-`-> /home/runner/.ssh/id_rsa`) would hand what it points at to the agent, the
-model and the artifact. So, given the folder links may lead into (`within`,
-`confinement`: the repository), every link is resolved as the system resolves
-it — chains of links and linked folders included — and one that ends outside
-`within`, or in a `.git` at any depth below it, is refused (`outside_problem`).
-A link that stays inside (the plugin's own files, shared files of the
-repository) keeps working: the copy follows it as Claude Code would. The
-`.git` entries of the folder itself are never copied (`is_git`): a plugin at
-the repository's top holds the repository's own.
+A pull request is hostile: a link it commits (`-> ../../.git/config`, which holds
+the job's token after `actions/checkout`) would hand what it points at to the
+agent, the model and the artifact. So every link is resolved as the system
+resolves it, and one that ends outside `within` (the repository), or in a `.git`
+at any depth, is refused (`outside_problem`). docs/isolation.md (*Links a pull
+request commits*).
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
 """JSON that came from elsewhere (an artifact, a run folder), parsed so no input crashes.
 
-`json.loads` has failure modes besides `JSONDecodeError`, each a traceback
-for whoever reads a file someone else wrote: an integer of more than 4,300
-digits is a `ValueError` (CPython's int-to-string limit), nesting deeper than
-the interpreter's recursion limit a `RecursionError`, and `NaN`, `Infinity`
-and `1e999` are accepted as floats that then poison every sum. `parse` turns
-each into one `UserError` naming the file (and, for a syntax error, the line
-and column), and refuses values no ci-evals file holds:
+`json.loads` has failure modes besides `JSONDecodeError`, each a traceback for
+whoever reads a file someone else wrote: an integer of more than 4,300 digits is
+a `ValueError`, nesting deeper than the recursion limit a `RecursionError`, and
+`NaN`, `Infinity` and `1e999` are accepted as floats that then poison every sum.
+`parse` turns each into one `UserError` naming the file (and, for a syntax
+error, the line and column), and refuses values no ci-evals file holds:
+integers of magnitude 2**63 or more; floats not finite or of magnitude 1e15 or
+more; `NaN`/`Infinity`; nesting deeper than `MAX_DEPTH` (a results file is about
+8 deep; a caller that reads deeper files says so); and, with `text=True`, a lone
+surrogate (`"\\ud800"`: valid JSON, but no UTF-8 can encode it).
 
-- numbers: integers of magnitude 2**63 or more, floats that are not finite
-  or of magnitude 1e15 or more (costs, seconds, scores and token counts are
-  all far below), and the non-JSON constants `NaN`/`Infinity`;
-- nesting deeper than `MAX_DEPTH` arrays and objects (a results file is
-  about 8 deep; a caller that reads deeper files, a model request, says so);
-- with `text=True`, a string holding a lone surrogate (`"\\ud800"`): valid
-  JSON, but no UTF-8 can encode it, so whatever writes or hashes it later fails.
-
-`read_file` reads such a file first: a regular file only, never through a
-link (`O_NOFOLLOW`, then `fstat`: a FIFO, a device such as `/dev/zero` or a
-folder is refused) and at most `limit` bytes, so a file committed by a PR
-cannot make the reader wait, or read until it runs out of memory. `load_file`
-does both, for every reader of a run folder's JSON (a results file, a record of
-links, a shard's MAC).
+`read_file` reads such a file first: a regular file only, never through a link
+(`O_NOFOLLOW`, then `fstat`: a FIFO, a device or a folder is refused) and at most
+`limit` bytes, so a file committed by a PR cannot make the reader wait, or read
+until it runs out of memory. `load_file` does both, for every reader of a run
+folder's JSON (a results file, a record of links, a shard's MAC).
 """
 
 from __future__ import annotations

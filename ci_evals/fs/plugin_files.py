@@ -3,35 +3,17 @@
 A plugin can be the repository's top (`source: "./"` in its marketplace,
 obra/superpowers), and then its folder also holds the repository's `.git`, a
 developer's `.venv`, and ci-evals' own files: the suite, the stage map, the
-fixtures (the known-good answers a stage is graded against), the stub
-scripts and the run folders. A copy of all that would show the agent its
-answers, and a `.venv`'s links to `/usr/bin/python3` (outside the
-repository) or a run folder's dangling links would refuse the copy.
+fixtures (the known-good answers a stage is graded against), the stub scripts
+and the run folders. A copy of all that would show the agent its answers.
 
-So the copy takes, when the folder is in a git work tree, what a commit made
-now would hold of it: tracked files and untracked ones git does not ignore
-(`git.published_files`). That is what a marketplace install clones (the
-published plugin), plus the files a developer is about to commit (a new
-skill is evaluated before it is committed); what git ignores (`.venv`,
-`node_modules`, build output, `.ci-evals/`) is no part of the plugin. In
-GitHub Actions (`tracked_only`, `git.only_tracked`) only tracked files: there
-the pull request's content is exactly what git tracks, and an untracked file
-is one a CI step wrote (google-github-actions/auth's `gha-creds-*.json` at the
-checkout's top, a plugin at the top then taking it). Outside a work tree, or
-in a folder git ignores whole, every file is taken.
-
-Either way ci-evals' own files are left out (`PluginFiles.left`): the suite's
-folder when it lies inside the plugin (the layout `init` drafts,
-`evals/<plugin>/`), else the suite file, its stage map, fixtures, scaffold,
-`stub/` and `.ci-evals/` beside it; any `.ci-evals` folder (the default run
-root); any folder holding a ci-evals `results.json` (a run folder, `--out`)
-or a `ci-evals.yaml` (another plugin's suite, `evals/<other>/`); any Python
-virtual environment (`pyvenv.cfg`), ignored by git or not; and what a
-command adds (the run's own folder). `.git` is never taken.
-
-The suite lists the files once, at load (`Plugin.files`); the check at load
-(`fs.copyable`), the copies (`fs.plugin_copy`) and the plugin's digest
-(`fs.digest`) all read this one record, so they agree on what the plugin is.
+So the copy takes what a commit made now would hold (`git.published_files`; in
+GitHub Actions tracked files only, `git.only_tracked`: an untracked file there is
+one a CI step wrote), every file outside a work tree, and never ci-evals' own
+files (`PluginFiles.left`) nor `.git`. The suite lists the files once, at load
+(`Plugin.files`); the check at load (`fs.copyable`), the copies
+(`fs.plugin_copy`) and the plugin's digest (`fs.digest`) all read this one
+record, so they agree on what the plugin is. What is left out, and why:
+docs/suite.md (*What the copy takes*).
 """
 
 from __future__ import annotations

@@ -4,31 +4,19 @@ A snapshot records every regular file and symbolic link under a folder (links
 are recorded with their target, never followed; folders themselves are not
 recorded) with its stat identity and a SHA-256 of its content.
 
-Exact and fast at once: the content of every file is hashed, so a file that
-was rewritten with the same size and the same mtime (restored with `utime`)
-still counts as modified. Hashing is skipped only when `previous` (an earlier
-snapshot of the same folder) has the same file with the same device, inode,
-size, mtime *and ctime* -- ctime cannot be set from user space, and every write,
-truncate, chmod or `utime` moves it -- and the file's times were at least one
-"racy window" older than the moment that earlier snapshot started. That window
-is git's "racily clean" problem: file times come from a coarse clock, so a
-change made in the same clock tick as the snapshot could leave them equal. The
-window is 20 ms (Linux updates file times at least every 10 ms) on file systems
-with sub-second timestamps, 2 s where every timestamp is a whole second (FAT,
-HFS+, ext3). A clock stepped backwards during a run defeats it; nothing else
-should. Files that need hashing are hashed on two threads (hashlib releases
-the GIL for large buffers).
+Exact and fast at once: every file is hashed, except one that `previous` (an
+earlier snapshot of the same folder) has with the same device, inode, size,
+mtime *and ctime* (which user space cannot set), its times at least one "racy
+window" older than that snapshot's start (git's "racily clean" problem: 20 ms,
+or 2 s on file systems with whole-second times; a clock stepped backwards
+defeats it). Files that need hashing are hashed on two threads (hashlib releases
+the GIL). Pass stage k's "after" snapshot as `previous` to stage k+1's.
 
-Pass the "after" snapshot of stage k as `previous` to the snapshots of stage
-k+1, and only what the agent touched is read again.
-
-Files laid down from fixtures are not hashed at all until they matter: the
-workspace's baseline snapshot (`Workspace.baseline`, built from the stat of
-each copy as it was written) records them with `sha256=None` and the fixture
-file they were copied from (`source`). Their hash is computed from that source
-only when one of them is modified or deleted; unchanged ones are never read.
-So the first snapshot of a freshly laid workspace is as cheap as a warm one.
-The fixtures must not change while a run is in progress.
+Files laid down from fixtures are recorded by the workspace's baseline
+(`Workspace.baseline`) with `sha256=None` and their `source`: hashed from that
+fixture file only once modified or deleted, so the first snapshot of a fresh
+workspace is as cheap as a warm one. The fixtures must not change while a run
+is in progress. Measured: docs/suite.md (*What a stage produced*).
 """
 
 from __future__ import annotations

@@ -2,30 +2,19 @@
 
 After every stage that completed, the runner's grading hook saves the whole
 workspace (files and links, not just what the stage produced) as
-`<run>/<scenario>/<k>-<stage>/after/`. That folder is what the stage is graded
-on, now and later: `ci-evals grade RUN_DIR` re-grades it with a changed rubric,
-threshold or check without running the agent again, and checks over the whole
-workspace (files from fixtures or earlier stages) still see everything.
+`<run>/<scenario>/<k>-<stage>/after/`: what the stage is graded on, now and
+later (`ci-evals grade RUN_DIR` re-grades it without running the agent again).
+Saved states are never written to again; graders that may write get a fresh
+copy (`copy_state`), next to a pristine copy of the plugin.
 
-Saved states are never written to again. Graders that may write (the reviewer
-agent, command graders) get a fresh *copy* (`copy_state`), next to a pristine
-copy of the plugin, so nothing a grader does reaches the saved state, the
-live workspace or the next stage.
-
-A saved state holds folders and regular files only. The run folder is the CI
-artifact, and an uploader reads it on the host following links: a link the
-agent made (`after-env -> /proc/self/environ`) would upload the uploader's own
-environment. So each link, and each pipe, socket or device, is recorded as
-data in `<state>.links.json` beside the state (`after.links.json`: no name
-the agent chooses lands there), never written as one (docs/isolation.md, *The
-run folder*). A grader's private copy (`copy_state`, `view_state`) makes the
-links again from that record, as written and never followed, so a check on a
-link's target still sees it.
-
-Cost: the first stage of a scenario copies the whole workspace (kernel-side,
-reflinks where the file system has them); each later stage hard-links the
-files it did not change from the previous stage's saved state, and copies
-only what it produced.
+A saved state holds folders and regular files only: the run folder is the CI
+artifact, and an uploader follows links (`after-env -> /proc/self/environ` would
+upload its own environment). So each link, pipe, socket or device is recorded as
+data in `<state>.links.json` beside the state, never written as one; a grader's
+private copy (`copy_state`, `view_state`) makes the links again from that record.
+Each later stage hard-links the files it did not change from the previous saved
+state. In full: docs/grading.md (*The run folder: what grading keeps*) and
+docs/isolation.md (*The run folder*).
 """
 
 from __future__ import annotations

@@ -1,31 +1,20 @@
 """The one tree walk: every folder, file and link under a folder; one link policy.
 
-`walk(top)` yields `(rel, kind, entry)` for each entry below `top`: `rel` is
-its POSIX path relative to `top`, `kind` one of `dir`, `file` (a regular
-file), `link` (a symbolic link, whatever it points at) or `other` (a pipe, a
-socket, a device), and `entry` the `os.DirEntry`, which holds the full path
-(`entry.path`) and caches its `lstat` (`entry.stat(follow_symlinks=False)`).
-The kind comes from the directory listing itself where the file system says
-it (no system call per entry), so walking costs one `scandir` per folder.
+`walk(top)` yields `(rel, kind, entry)` for each entry below `top`: `rel` its POSIX
+path relative to `top`, `kind` one of `dir`, `file`, `link` (whatever it points
+at) or `other` (a pipe, a socket, a device), `entry` the `os.DirEntry` (its
+`lstat` cached). The kind comes from the listing itself where the file system says
+it, so a walk costs one `scandir` per folder. The order is stable: names sorted,
+a folder before its content, depth first. A folder is listed whole and closed
+before its entries are handed out, and there is no recursion: an agent can make
+a tree thousands of folders deep.
 
-The order is stable: each folder's entries sorted by name, a folder before
-everything in it, subfolders depth first in name order. A folder is listed
-whole and closed before its entries are handed out, so a deep tree never
-holds more than one folder open. No recursion: an agent can make a tree
-thousands of folders deep.
-
-Links are never followed by default (`kind` is `link`). With `follow_links`
-— the view a link-following copy of a plugin has — a link is classified by
-what it points at (`dir`, `file`, `other`) and a linked folder is entered; a
-link that cannot be followed (dangling, a loop of links, closed to us) stays
-`link`, and a folder that is one of the real folders it is inside, or above
-one (`a/b -> ..`), is `loop` and not entered, so a walk always ends.
-
-By default any error is raised (fixtures, checkpoints: a tree that cannot be
-read whole must not be copied in part). A live tree, one the agent may still
-be changing or may have closed to us, is walked with `skip_vanished` (a folder
-or entry removed or replaced meanwhile is passed over) and `skip_unreadable`
-(a folder that cannot be listed is passed over, its content unseen).
+Links are never followed by default. With `follow_links` (a link-following copy
+of a plugin) a link is classified by its target and a linked folder entered; one
+that cannot be followed stays `link`, and one that leads back into or above a
+folder it is inside is `loop`, not entered, so a walk always ends. Any error is
+raised by default (a tree that cannot be read whole must not be copied in part);
+a live tree is walked with `skip_vanished` and `skip_unreadable`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,19 @@
 """The baseline from GitHub: the results artifact of the last successful evals run on a branch.
 
 `fetch_baseline` asks the REST API, newest first, for the workflow's runs on
-the branch that succeeded (`GET /repos/O/R/actions/workflows/W/runs?branch=B&status=success`),
-takes the first run it can trust that still has the artifact
-(`GET /actions/runs/ID/artifacts?name=N`), downloads its zip
-(`GET /actions/artifacts/ID/zip`, which answers 302 with a short-lived URL
-on another host), unpacks it safely (`safe_zip`) and puts its `results.json`
-at `OUT/results.json`, where `ci-evals report --baseline OUT` reads it.
+the branch that succeeded, takes the first run it can trust that still has the
+artifact, downloads its zip (GitHub answers 302 with a short-lived URL on
+another host), unpacks it safely (`safe_zip`) and puts its `results.json` at
+`OUT/results.json`, where `ci-evals report --baseline OUT` reads it.
 
 Trust: only runs of this repository (`head_repository`) started by `push`,
-`schedule` or `workflow_dispatch` count (never a `pull_request*` event: a
-fork's pull request from a branch named `main` is a run "on main" too); the
-artifact's declared size and the bytes actually received are capped; the
-redirect is followed once, by hand, without the token (urllib would send the
-Authorization header to the storage host); the unpacked archive must hold
-plain files only.
-
+`schedule` or `workflow_dispatch` count (a fork's pull request from a branch
+named `main` is a run "on main" too); the artifact's size is capped; the redirect
+is followed once, by hand, without the token (urllib would send the
+Authorization header to the storage host); the archive must hold plain files.
 `OUT/baseline-source.json` says where the baseline came from, or why there is
-none (no such run, no artifact left, a refused artifact), so the report can say
-*No baseline* with the reason. No baseline is not an error.
+none, so the report can say *No baseline* with the reason. No baseline is not an
+error. docs/report.md (*The baseline in GitHub Actions*).
 """
 
 from __future__ import annotations

@@ -1,28 +1,19 @@
 """BASE and HEAD from a GitHub Actions event, when `compute-stage` gets no BASE.
 
-The payload file (`$GITHUB_EVENT_PATH`) says what the run is about:
-- `pull_request` / `pull_request_target`: `pull_request.base.sha` to the
-  checkout. actions/checkout checks out GitHub's synthetic merge commit by
-  default (parents: the base branch tip, then `pull_request.head.sha`); there
-  the merge commit's FIRST parent is the exact base — the merge adds exactly
-  the PR's changes on top of it — and it is present with `fetch-depth: 2`.
-  With fetch-depth 1 its parents are cut off: one `--deepen=1` fetch (when
-  deepening is allowed) shows them; otherwise, when HEAD is `GITHUB_SHA`,
-  `pull_request.base.sha` is used.
-- `push`: `before` (all zeros when the push created the branch). A push that
-  rewrote history (`forced`, or `before` not an ancestor of `after`) is marked
-  so the diff also covers the two tips (`selection.diff.resolve`).
-- `merge_group`: `merge_group.base_sha` / `head_sha`.
+The payload file (`$GITHUB_EVENT_PATH`) says what the run is about: for a pull
+request, GitHub's synthetic merge commit's first parent is the exact base (the
+merge adds exactly the PR's changes on top of it; one `--deepen=1` fetch shows
+it in a depth-1 clone, else `pull_request.base.sha`); for a push, `before` (a
+push that rewrote history is marked so the diff also covers the two tips,
+`selection.diff.resolve`); for a merge group, its `base_sha`.
 
 HEAD is always the checkout (`--head`, default `HEAD`): that is what gets
 evaluated. When it is not the commit the event is about, the answer would be
-about a different change, so that is an error (exit 2), not a guess.
-
-Decisions, all fail-closed:
-- a payload file that is missing or is not a JSON object: `UserError` (the
-  environment is broken; nothing sensible to compare);
-- an event without a base (`workflow_dispatch`, `schedule`, ...) or a payload
-  without a usable base SHA: base None, reason `base-missing` -> stage 1.
+about a different change, so that is an error (exit 2), not a guess. Fail
+closed: a payload file missing or not a JSON object is a `UserError`; an event
+without a base (`workflow_dispatch`, `schedule`, ...) or a payload without a
+usable base SHA gives base None, `base-missing`, and stage 1. Each event:
+docs/compute-stage.md.
 """
 
 from __future__ import annotations

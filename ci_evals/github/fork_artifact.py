@@ -5,24 +5,15 @@ cannot comment. It uploads an artifact instead — its `results.json` and a
 `pr.json` naming the pull request — and a separate workflow (`workflow_run`,
 the base repository's code and token) posts the comment. Everything in that
 artifact was written by code from the pull request, so it is data to check,
-never to trust:
+never to trust: only those two files are read, each under a size limit before
+any parsing (`RESULTS_LIMIT`, `PR_FILE_LIMIT`; from a zip, nothing unpacked to
+disk, at most `ZIP_ENTRIES` entries, `safe_zip.check_entry`: `ArtifactReader`);
+`pr.json` has an exact schema; and the pull request it names must be the one the
+`workflow_run` payload is about (its `head_sha`, which GitHub wrote; the caller
+also asks the REST API, `github.pulls`, which covers forks).
 
-- only two files are read (`results.json`, `pr.json`), each under a size
-  limit (`RESULTS_LIMIT`, `PR_FILE_LIMIT`) before any parsing: from a folder,
-  regular files only, never through a link; from the artifact's zip itself
-  (`actions/download-artifact` with `skip-decompress`), nothing is unpacked to
-  disk, at most `ZIP_ENTRIES` entries, each member read only up to its limit
-  whatever size it declares, and only a plain stored or deflated one
-  (`safe_zip.check_entry`: not encrypted, not LZMA) (`ArtifactReader`);
-- `pr.json` is exactly `{"version": 1, "pr_number": N, "head_sha": SHA}`;
-- the pull request it names must be the one the `workflow_run` payload is
-  about: its `head_sha` is the payload's `workflow_run.head_sha` (GitHub wrote
-  that, not the fork), and when the payload lists `pull_requests` (it does for
-  a branch of this repository, never for a fork) the number is among them.
-  The caller also asks the REST API that the pull request's head is that
-  commit (`github.pulls`), which covers forks.
-
-Anything wrong: one `UserError` saying what, and the caller posts nothing.
+Anything wrong: one `UserError` saying what, and the caller posts nothing. Each
+check and why: docs/github.md (*Pull requests from forks*).
 """
 
 from __future__ import annotations

@@ -2,27 +2,15 @@
 
 The suite loader keeps these keys as positioned YAML (`Stage.extra`,
 `Suite.extra`); it calls `load_stage_grading` / `load_suite_grading` on them
-and gets file:line errors for free. Per stage:
+and gets file:line errors for free. Per stage: `reviewer` (the plugin's own
+review agent: `reviewer/config.py`), `checks` (`kinds/checks.py`), `graders`
+(command graders: `kinds/command.py`), `mcp` (`kinds/mcp.py`) and `scoring`
+(overriding the suite's: `scoring.py`). A stage key that is none of these may be
+a grader kind a package adds (`kinds.registry`); `grader_keys` tells the suite
+loader which keys those are. Suite level: `scoring`, `repeat` (runs per
+scenario, default 1) and `pass_at_least` (k of `repeat`; default: all).
 
-```yaml
-reviewer:                         # the plugin's own review agent, see reviewer/config.py
-  agent: agents/review-lab-plan.md          # relative to the plugin folder
-  rubrics: [references/evaluation/checklist/plan-lab, references/evaluation/analytic/plan-lab]
-                                  # relative to the plugin folder; suite:PATH to the suite's
-  prompt: "Read {plugin}/agents/review-lab-plan.md ... Output format: json"
-  model: claude-opus-4-1          # optional judge model (default: the suite's)
-  require_all: true               # optional: every rubric criterion must be scored
-checks: [...]                     # see kinds/checks.py
-graders: [...]                    # command graders, see kinds/command.py
-mcp: [...]                        # MCP servers the agent built, see kinds/mcp.py
-scoring: {...}                    # overrides the suite's scoring, see `load_policy`
-```
-
-A stage key that is none of these may be a grader kind a package adds
-(`kinds.registry`); `grader_keys` tells the suite loader which keys those are.
-
-Suite level: `scoring`, `repeat` (runs per scenario, default 1) and
-`pass_at_least` (k of `repeat`; default: all).
+Every key, with an example: docs/grading.md (*In `ci-evals.yaml`*).
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """A ci-evals run as a `claude plugin eval` document: `report --plugin-eval-json PATH`.
 
 The document has the CLI's schemaVersion 1 shape, every key its own schema
-requires, so tooling written for the CLI's `--json` reads a ci-evals run:
-
-- one case per (scenario, stage): a case unit's case name (an imported run's
-  own), else `<scenario>/<number>-<stage>`; `runsPerCase` its repeats;
-- one run per repeat in `arms.with` (an imported run's without-plugin arm in
-  `arms.without`): `score` the verdict's binary score / 100, `costUsd` the
-  stage's and its graders' cost, `judgeCostUsd` the graders', `tracePath` the
-  trajectory (relative to the run folder);
-- one grader per criterion: `weight`, `passed`, `scored` (not advisory), its
-  `type` the criterion's source (`plugin_eval`, `check`, `reviewer`, ...); an
-  analytic criterion passes at its pass mark, its 1-5 score in `explanation`;
-- aggregates as the CLI computes them (a case's score is the mean of its runs').
+requires, so tooling written for the CLI's `--json` reads a ci-evals run: one
+case per (scenario, stage), one run per repeat in `arms.with` (an imported run's
+without-plugin arm in `arms.without`), one grader per criterion, and the
+aggregates as the CLI computes them.
 
 Fail closed, as everywhere: a run that is not a verdict (an `error`, a stage
 skipped or never run, a limit hit without one) is written as the CLI writes a
 run that ended on an error: `error` set, score 0, no graders — never a graded
-pass; a run that did not finish is `partial` (`interrupted`). What results.json
-does not record is written empty or 0: `promptMarkdown`, `dir` (except an
-imported case's), `timeoutSeconds`, `maxTurns`.
+pass; a run that did not finish is `partial`. What results.json does not record
+is written empty or 0. Field by field: docs/plugin-evals.md (*Exporting a
+ci-evals run*).
 """
 
 from __future__ import annotations

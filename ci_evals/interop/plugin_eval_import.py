@@ -2,28 +2,18 @@
 
 The document (`plugin_eval_doc`) becomes a `results.json` of the current version,
 so `report` (Markdown, JUnit, `--html`), the sticky comment and `--baseline` read
-it as any run:
+it as any run: each case a case unit, each run's graders the criteria of one
+`plugin_eval` grader, the stage's verdict evaluated from them by ci-evals' own
+scoring (so `report` re-checks it), the without-plugin arm kept beside the cases,
+out of every verdict and cost.
 
-- each case is a case unit (`unit: case`): a scenario named after it (as
-  `plugin_evals:` names it) running its one stage, `repeats` = its with-arm runs;
-- each run's graders are criteria of one `plugin_eval` grader (checklist 0/1,
-  the grader's weight; a `withOnly` grader the CLI did not score is advisory), and
-  the stage's verdict is evaluated from them by ci-evals' own scoring, so the
-  binary score is the CLI's run score x 100 and `report` re-checks it;
-- the without-plugin arm is kept beside the cases (`imported_from.cases[].without`,
-  the same stage records), out of every verdict and cost.
-
-Fail closed where the CLI does not (docs/plugin-evals.md, *Results both ways*):
-a run with an `error` (the CLI grades it anyway: a case of negative graders
-scores 1.00), one an agent mock aborted, and one whose paid graders the cost
-ceiling skipped are `error` stages, never a pass; the runs a partial document
-never ran are `skipped`, and the run is `interrupted` (never exit 0); a partial
-document, or one with skipped paid graders, is refused as a baseline
-(`ImportedFrom.baseline_refusal`). The run's `total_cost_usd` is its with-arm
-runs' cost (agent and judges); the document's total is `imported_from.cost_usd`.
-
-`tracePath` is never read: the document may name any file on this machine, and
-the run folder is uploaded. No trajectory is imported.
+Fail closed where the CLI does not: a run with an `error`, one an agent mock
+aborted, and one whose paid graders the cost ceiling skipped are `error` stages,
+never a pass; a partial document's missing runs are `skipped`, the run
+`interrupted`, and such a document is refused as a baseline
+(`ImportedFrom.baseline_refusal`). `tracePath` is never read: the document may
+name any file on this machine, and the run folder is uploaded. Field by field:
+docs/plugin-evals.md (*Importing a run of the CLI*).
 """
 
 from __future__ import annotations

@@ -4,25 +4,16 @@
 through `sandbox.spawn` (so it runs wherever the sandbox runs things: the
 host, bubblewrap, a container). Sub-tests share server processes in
 *chains* (`subtests.chains`): in a chain each runs only after every earlier
-one passed, so only well-formed traffic the server answered right went before
-it, and what may break or lock a session (a malformed line, an invalid
-request, a request without `_meta`) ends a chain. When a sub-test fails, its
-failure stands and the rest of its chain run again, each on a fresh process:
-an earlier sub-test cannot have caused a failure that is reported. A chain's
-processes all start at once, so the servers' start-up costs overlap.
+one passed, and what may break or lock a session ends a chain. When a sub-test
+fails, its failure stands and the rest of its chain run again, each on a fresh
+process: an earlier sub-test cannot have caused a failure that is reported. A
+chain's processes all start at once, so the servers' start-up costs overlap.
 
-The first chain's first request (`initialize`, or `server/discover`) decides
-the revision the others speak: without an explicit revision, the one the
-server negotiated (the handshake lets it answer an older one it supports);
-with one, the requested one, and `serves-revision` says whether it is served.
-`stdout-clean` and (2026-07-28) `cache-hints` are judged last, over every
-message of every process.
-
-Which sub-tests are *required* (decide the exit code, or the stage) and
-which *advisory* (reported and scored only) is the `Policy`. By default the
-two that servers built with the official SDKs fail — they send nothing back
-for a malformed line or an invalid request — are advisory, and so is
-`tools-call-success` unless the call was named.
+The first chain's first request decides the revision the others speak (the one
+negotiated, or the one asked for: `serves-revision` says whether it is served).
+`stdout-clean` and `cache-hints` are judged last, over every message of every
+process. Which sub-tests are *required* and which *advisory* is the `Policy`.
+The sub-tests, revisions and defaults: docs/mcp-check.md.
 """
 
 from __future__ import annotations

@@ -28,6 +28,11 @@ MAX_STDOUT_BYTES = 64 * 1024 * 1024  # read from one session; beyond it the serv
 MAX_EVENTS = 10_000  # messages kept from one session; a flood beyond it is one violation
 _READ_BYTES = 65536
 _EXIT_GRACE_S = 0.1  # after stdin closes, how long a server may take to exit on its own
+# After its stdout closed (or its stdin): how long to wait for the exit status and
+# stderr's last words. The exit follows at once, but on a loaded machine the
+# exiting process may not be scheduled for a while (0.1 s was seen too short);
+# a server that exited costs nothing, only one that keeps running waits it out.
+_EXITING_GRACE_S = 2.0
 _STOP_GRACE_S = 0.5  # then SIGTERM: what it started may clean up before SIGKILL
 _FIRST_ID_MIN, _FIRST_ID_SPAN = 1000, 1 << 30
 _WAIT_SLICE_S = 3600.0
@@ -179,11 +184,11 @@ class Session:
 
     def _ended(self) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=_EXIT_GRACE_S)  # its stdout closed: it is probably exiting
+            self._proc.wait(timeout=_EXITING_GRACE_S)  # its stdout closed: it is probably exiting
         code = self._proc.poll()
         if code is None:
             return ""
-        self._readers[1].join(timeout=_EXIT_GRACE_S)  # its last words on stderr
+        self._readers[1].join(timeout=_EXITING_GRACE_S)  # its last words on stderr
         last = self.stderr.strip().splitlines()
         tail = f"; stderr: {last[-1][:200]}" if last else ""
         return f" (it exited with code {code}{tail})"

@@ -3,20 +3,12 @@ where it does not.
 
 `report.verify` re-evaluates each verdict from the criteria the file records; a
 file rewritten from end to end into a consistent pass passes that. What the file
-cannot rewrite alone is what the graders left beside it, in each stage's folder
-(`<scenario>/[r<n>/]<number>-<name>/`): for every graded stage,
-
-- its saved state (`after/`): a verdict is only given to a stage that completed,
-  whose state was saved first;
-- every grader output it records (`raw_output`: the reviewer's final message, a
-  command's or an MCP check's log): a regular file inside the stage folder, of
-  its recorded size and SHA-256;
-- the reviewer's `scorecard.json`, which must hold the criteria (id, kind, score)
-  and error the file records, and its final message, which is read again as a
-  scorecard (`grading.reviewer.scorecard`) and must give the same scores;
-- and nothing the file does not account for: a `scorecard.json` or a grader log
-  beside a stage whose verdict records no such grader (a reviewer dropped from
-  the file) is a problem.
+cannot rewrite alone is what the graders left beside it, in each stage's folder:
+for every graded stage its saved state (`after/`), every grader output it records
+(`raw_output`, of its recorded size and SHA-256), the reviewer's `scorecard.json`
+and final message (read again as a scorecard: the same scores), and nothing the
+file does not account for (a grader log beside a stage whose verdict records no
+such grader).
 
 The folder is a shard's artifact, hostile: ids were checked as names first
 (`results.model.require_path_names`), no link is followed, no file read beyond

@@ -3,42 +3,16 @@
 `results.json` travels as a CI artifact, and the agent under test can write
 where it lies: anyone may have edited it. The report therefore believes no
 single field. `problems` cross-checks what the runner and `ci-evals grade`
-always write together, and lists every disagreement; a report of a file with
-any problem is an error, never a pass (docs/report.md).
+always write together (a shard's units, the run's totals and repeats, the same
+stages in every scenario, each stage's status against its verdict, each
+verdict against its criteria, the summaries recomputed), and lists every
+disagreement; a report of a file with any problem is an error, never a pass.
 
-What is checked here (no grading code needed):
-
-- a shard (`run --shard`): its scenarios are exactly its units, in plan order;
-- the run: a finished run has `finished_at` and no `pending`/`running` stage;
-  its `total_cost_usd` is what its endpoint forwarded (`forwarded.cost_usd`),
-  or without one the sum of the stages' and reviewers' costs; `repeat`
-  and `pass_at_least` fit; every scenario was run its `repeats` times (the
-  run's `repeat`, or a `claude plugin eval` case's own `runs`), each of its
-  repeats saying so alike;
-- the stages: every scenario (and repeat) has the same stages -- except that a
-  case unit (`unit: case`, all of a run's scenarios or none) runs its own
-  one stage, the same in each of its runs -- numbered from
-  `from_stage` on without a gap, with graders (`graded`) and an analytic
-  threshold that are the same in every scenario (they are the suite's); no
-  stage ran after one was skipped, nor (except in a re-graded file) after one
-  that did not pass;
-- each stage: its status is its verdict's (`passed`/`failed` need one), but
-  a stage with `endpoint_misses` is an `error` (or `limit`) whatever its verdict;
-  `limit` goes with `limit_hit`; a stage without graders has no verdict;
-- each verdict: a `passed` one has no grader error, no error, at least one
-  deciding (non-advisory) criterion, none of them failed, no failed checklist
-  and an analytic mean at or above its threshold; a `failed` one has no grader
-  error and some deciding criterion; scores are in range (checklist 0/1,
-  analytic 1-5) and an unscored criterion is advisory;
-- the summaries: recomputed from the stages (`summary.summarize_run`, k-of-n)
-  they equal the recorded ones.
-
-The scoring rules themselves (each criterion's `passed` from its score, the
-checklist flag, the weighted means) are `verdict`'s: `ci_evals.report.verify`
-recomputes the verdicts with them and adds its findings to these.
-
-What no check can catch is a file rewritten *consistently* (every score, verdict,
-summary and cost forged together): the file carries no signature.
+The scoring rules themselves live in `verdict` (this package):
+`ci_evals.report.verify` recomputes the verdicts with them and adds its
+findings to these. What no check can catch is a file rewritten *consistently*
+(every score, verdict, summary and cost forged together): the file carries no
+signature. Every check: docs/results.md#consistency.
 """
 
 from __future__ import annotations

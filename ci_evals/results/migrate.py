@@ -7,29 +7,11 @@ dicts, before any validation) and says in its docstring what changed;
 file of the current version. A file newer than this ci-evals is refused with
 one line: it would be half-read.
 
-| version | change |
-|---|---|
-| 1 | the first versioned file |
-| 2 | `StageResult.graded`: the suite configures graders for the stage; `sandbox`, `isolated` |
-| 3 | `suite` (suite path and plugin name) and `revision` (commit, dirty, base, merge base) |
-| 4 | `StageResult.stub_misses`: requests the stub model's script had no answer for |
-| 5 | `forwarded`: what the model endpoint forwarded; `total_cost_usd` is its cost when set |
-| 6 | `stub_misses` is `endpoint_misses` (outcome `diverged`: a replay); `shard`, `merged_shards` |
-| 7 | `StageResult.plugin_changes`: what the stage changed in the plugin copy |
-| 8 | `replayed_from`: a replay's recording's origin (stub or real model, which model, when) |
-| 9 | `score_at_least` (a run of cases with a threshold below 1.0); `RepeatSummary.score_at_least` |
-| 10 | `ScenarioResult.repeats` (a case's own runs), `ScenarioResult.unit` (`case`: its own stage) |
-| 11 | `StageResult.produced_omitted`, `plugin_changes_omitted`: what a listing's budget cut |
-| 12 | `ablation`, `mean_delta`, `ScenarioResult.arm`, `StageSummary.arms`: without the plugin |
-| 13 | `imported_from`: a run imported from a `claude plugin eval` document |
-| 14 | `resumed` (each `run --resume` of the run), `StageResult.resumed` (`kept` or `rerun`) |
-| 15 | `repeats_stopped`: repeats not started, their k-of-K verdict decided (`stop_repeats_early`) |
-| 16 | `gate`, `flaky_bounds`: the suite's gate on criteria stable on main (`report --history`) |
-
 From version 6 on, each migration only adds what is missing (`setdefault`),
 so it leaves a file alone that already has its fields: two branches that each
 add a version merge by chaining their migrations in either order (renumber
-one), and a file written by either branch reads the same.
+one), and a file written by either branch reads the same. Each version, what it
+added and how an older file is migrated: docs/results.md.
 """
 
 from __future__ import annotations

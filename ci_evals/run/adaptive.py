@@ -1,27 +1,18 @@
 """Adaptive repeats: start no further repeat of a scenario once its verdict is decided.
 
-With `repeat: K`, `pass_at_least: k` (default: all K) and `stop_repeats_early:
-true`, a scenario's repeats are started one by one (up to `--jobs` at once);
-before each, the finished repeats are counted per stage: `p` passed, `e`
-errors, and `r` repeats not finished (running or not started). The k-of-K
-verdict (`results.summary`) of a stage is then already decided when
+With `repeat: K`, `pass_at_least: k` and `stop_repeats_early: true`, a scenario's
+repeats are started one by one (up to `--jobs` at once); before each, the finished
+repeats are counted per stage: `p` passed, `e` errors, `r` not finished. A stage's
+k-of-K verdict (`results.summary`) is decided when `p >= k` (it passes whatever
+the rest do) or `p + e + r < k` (it cannot reach k, and the errors cannot have made
+the difference: it fails). When every stage is decided, the remaining repeats are
+not started, and the summary over the runs that ran gives the same verdict as all
+K would.
 
-- `p >= k`: it passes whatever the rest do; or
-- `p + e + r < k`: it cannot reach k, and the errors cannot have made the
-  difference either: it fails.
-
-When every stage of the scenario is decided, its remaining repeats are not
-started; the summary over the runs that did run gives the same verdict as
-all K would (`k` is cut to the runs present there: `p >= k` still holds, and
-`p + e < k - r <= min(k, n)` keeps a failure a failure, not an error).
-
-This is exact — no statistics, so no error rate to spend: the rule looks only
-at counts that can no longer change, so stopping on it is valid under
-optional stopping by construction. It is used only where the verdict is
-counts alone: not with `score_at_least` (an analytic mean threshold, whose
-mean moves with every run) nor under ablation (the arms are compared).
-What the runs left out would have cost is saved; their scores are not
-known, so the spread of a stopped stage rests on fewer runs.
+This is exact — no statistics, so no error rate to spend: the rule looks only at
+counts that can no longer change. It is used only where the verdict is counts
+alone: not with `score_at_least` nor under ablation. The rule and its proof:
+docs/grading.md (*Adaptive repeats*).
 """
 
 from __future__ import annotations

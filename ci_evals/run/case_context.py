@@ -2,27 +2,18 @@
 
 `claude plugin eval` runs a case's `scaffold_script` with `bash` as the user
 running it, on the host, in the run's folder; resumes `history_file` in place
-(`--resume`, which writes the new transcript into the plugin's own case folder
-on every run); and grants reads of each `add_dirs` folder where it lies.
-ci-evals keeps all three inside the sandbox and out of the plugin's tree:
-
-- the case's folder is copied (links followed, inside the repository only, as
-  the plugin is) beside the workspace, `<scenario>/case/`, and made read-only;
-- the scaffold runs in a sandbox of the run's kind, as the agent's user, in the
-  fresh workspace (a repository with no commit, as the CLI's run folder is in
-  one), with the CLI's environment (PATH, HOME, TMPDIR, TERM=dumb, ...: no
-  model endpoint, no token), the copy bound read-only (so `$(dirname "$0")`
-  finds the case's files) and the CLI's 120 s limit; its output is kept in
-  `scaffold.log` beside the stage; a failure makes the stage an `error`
-  naming the script;
-- the history is copied into the agent's private folder and resumed from there:
-  the CLI's transcript lands beside that copy; it is copied before the scaffold
-  runs, which may write that folder (a link or fifo it left would be followed);
-- each add_dirs folder of the copy is bound read-only into the agent's sandbox.
-  Like the CLI, the agent is not told of it (`--add-dir` is not passed).
+(writing the new transcript into the plugin's own case folder on every run); and
+grants reads of each `add_dirs` folder where it lies. ci-evals keeps all three
+inside the sandbox and out of the plugin's tree: the case's folder is copied
+read-only beside the workspace; the scaffold runs in a sandbox of the run's
+kind, as the agent's user, in the fresh workspace, with the CLI's environment
+and time limit, its output in `scaffold.log`; the history is resumed from a copy
+in the agent's private folder; each add_dirs folder of the copy is bound
+read-only into the agent's sandbox.
 
 The runner then takes the `before` snapshot: what the scaffold left is no file
-the stage created (`SCAFFOLD_FILES`, which the `plugin_eval` grader reads).
+the stage created (`SCAFFOLD_FILES`, which the `plugin_eval` grader reads). In
+full: docs/plugin-evals.md (*A case's context*).
 """
 
 from __future__ import annotations

@@ -1,26 +1,19 @@
 """`ci-evals check-fixtures` (its arguments: `ci_evals.commands.check_fixtures`):
 grade the curated fixtures; known-good work must pass.
 
-A fixture `fixtures/<k>-<name>-output/` is stage k's curated output (a
-scenario with its own fixtures has them in `fixtures/<folder>/`). Laid
-down as the workspace after stage k would be (the seed `fixtures/0-<name>/`,
-then fixtures 1..k merged over it, the plugin linked in), it is graded with
-stage k's reviewer, checks and command graders — exactly as a run grades the
-stage. The seed itself is no stage's output and has no graders: it is laid
-down alone, so a bad link or entry in it fails here as it would in a run.
-A fixture that does not pass means the rubric, the reviewer, a check or a
-threshold changed so that it would fail good work (or the fixture went
-stale). Trajectory checks are left out: a fixture has no trajectory.
+A fixture `fixtures/<k>-<name>-output/` is stage k's curated output. Laid down as
+the workspace after stage k would be, it is graded with stage k's reviewer,
+checks and command graders — exactly as a run grades the stage (trajectory
+checks left out: a fixture has no trajectory). A fixture that does not pass
+means the rubric, the reviewer, a check or a threshold changed so that it would
+fail good work (or the fixture went stale).
 
 First, before any model is called, every fixture set is checked against the
-phase contracts (`workspace.fixture_contracts`): fixture k satisfies stage
-k's `produces`, and the fixtures before stage k satisfy its `consumes`. A
-stale fixture is one line naming the fixture file, the contract field and
-the contract's line, and stops the command (exit 1). `--contracts-only` does
-only that: no model, no plugin copy, fast enough for the pre-commit hook
-(`ci-evals-fixtures`).
-
+phase contracts (`workspace.fixture_contracts`); a stale fixture is one line
+naming the fixture file, the contract field and its line, and stops the command
+(exit 1). `--contracts-only` does only that, fast enough for the pre-commit hook.
 Exit 0 when every checked fixture passed, 1 listing those that did not.
+docs/grading.md (*Checking the fixtures*).
 """
 
 from __future__ import annotations

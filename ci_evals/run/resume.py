@@ -3,30 +3,20 @@
 The run folder is read back as evidence, not trusted: the results file must
 agree with itself and with the graders' files beside it (the checks `report`
 makes, passed down by the command), and each stage kept must still hold what
-the file says it produced. Then, per unit (a scenario's repeat, in its arm):
+the file says it produced. Then, per unit (a scenario's repeat, in its arm),
+the stages that passed from its first on are **kept**; a unit whose first stage
+not kept *failed* or hit a *limit* is final (a verdict, not an accident: running
+it again would roll the dice until it passes); every other stage (an `error`, one
+never graded, still `running`, or skipped by the interrupt, the budget or the
+endpoint) **runs again** with every stage after it, from the last kept stage's
+saved state. A kept stage that cannot be verified sends its unit back to its
+first stage. What the earlier sessions spent stays spent
+(`results.model.Resumed`).
 
-- the stages that passed (or completed, without graders: one with graders
-  completed was never graded) from its first on are
-  **kept**, with their folders and costs, up to the first that did not;
-- a unit whose first stage not kept *failed* or hit a *limit* is final: that is
-  a verdict, not an accident, and running it again would roll the dice until
-  it passes. So is one skipped because it cannot run without the plugin;
-- every other stage (an `error`, one still `running` or `pending`, one
-  `skipped` because the run was interrupted, its budget spent, the endpoint
-  down) **runs again**, and every stage after it too: its inputs changed.
-  Its old folder is removed first; the unit's workspace is laid from the last
-  kept stage's saved state (`after/`).
-
-A kept stage that cannot be verified (its saved state missing or changed, or
-it changed the plugin copy or, `git: true`, the workspace's `.git`, which no
-state saves) is not kept: its unit runs
-again from its first stage, said on stderr. What the earlier sessions spent
-stays spent: the run's budget and cost count it (`results.model.Resumed`).
-
-Refused in one line, before anything starts: a folder without a run, a folder
-another ci-evals holds, a run of another suite or commit (the suite file's or
-the plugin's digest, or HEAD, changed), a merged or imported run, a run that
-passed, and a run where every stage has its verdict.
+Refused in one line, before anything starts: a folder without a run, one another
+ci-evals holds, a run of another suite or commit, a merged or imported run, a
+run that passed, and a run where every stage has its verdict. Every rule:
+docs/run.md (*Resuming a broken run*).
 """
 
 from __future__ import annotations

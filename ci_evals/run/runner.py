@@ -3,31 +3,20 @@
 The runner owns the order of things; everything else is delegated:
 `workspace` lays down the plugin copy and fixtures, the agent backend
 (`ci_evals.agents`) runs one stage, `snapshot` says what the stage produced,
-`results` writes `results.json`. The runner adds the rules between stages:
-
-- a stage that ends in `error` or `limit` stops its scenario; the stages after
-  it are `skipped`. Other scenarios go on.
-- once the run budget is spent, no new stage starts (the stages left are
-  `skipped`); a running stage gets at most what is left as its own budget.
-- once `ENDPOINT_DOWN_AFTER` stages in a row ended on the model endpoint's
-  fault, no new stage starts either: "the model endpoint is down", said once.
-- `results.json` is rewritten as stages start and end, at a bounded pace
-  (`results.writer`: a crash loses at most its last interval), and at once at
-  the end or an interrupt, so what is left is a truthful partial record.
-- a stage whose suite config has graders (`StageResult.graded`) ends
-  `passed`, `failed` or `error`, never `completed`: interrupted between the
-  agent and its graders, it is an `error` ("not graded").
-- `interrupt()` (Ctrl-C, SIGTERM) ends every running stage's processes, marks
-  the run `interrupted`, and lets the scenarios wind down.
-
-Layout of the run folder:
+`results` writes `results.json`. The runner adds the rules between stages: a
+stage in `error` or `limit` stops its scenario; a spent budget, or
+`ENDPOINT_DOWN_AFTER` stages in a row failed by the endpoint, starts no new
+stage; a stage with graders ends `passed`, `failed` or `error`, never
+`completed`; `results.json` is rewritten as stages start and end, at a bounded
+pace (`results.writer`), and at once at the end or an interrupt, so what is left
+is a truthful partial record; `interrupt()` (Ctrl-C, SIGTERM) ends every running
+stage's processes and lets the scenarios wind down.
 
     <run>/results.json
-    <run>/<scenario>/<k>-<stage>/trajectory.jsonl, stderr.log, produced/, after/ (grading)
-    <run>/<scenario>/r<i>/<k>-<stage>/...     a scenario run K > 1 times (--repeat, a case's
-                                              runs): one folder per repeat
-    $TMPDIR/ci-evals-<run-id>-*/<scenario>/  the workspace; removed at the end unless keep_workspace
-        plugin/  workspace/  agent/{home,tmp,run}
+    <run>/<scenario>/[r<i>/]<k>-<stage>/trajectory.jsonl, stderr.log, produced/, after/
+    $TMPDIR/ci-evals-<run-id>-*/<scenario>/  the workspace (plugin/ workspace/ agent/)
+
+Each rule and the run folder in full: docs/run.md.
 """
 
 from __future__ import annotations
@@ -700,6 +689,11 @@ class Runner:
         stage_result.produced, stage_result.produced_omitted = listed(file_changes(changes.all))
         stage_result.produced_dir = _relative(produced_dir, plan.run_dir)
         if self.after_stage is not None and not self.abort.is_set:
+            # The agent's end is recorded before the graders run (a reviewer may take
+            # minutes): killed meanwhile, results.json says `completed` and ungraded,
+            # which --resume runs again. Before, it said so only if a deferred write
+            # happened to fall due while grading.
+            self._write()
             graded = stage_for_arm(stage, state.arm)  # a case's with-only rule
             context = StageContext(
                 plan, state.scenario, graded, workspace, stage_dir, request, outcome,

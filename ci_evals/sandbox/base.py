@@ -4,26 +4,20 @@ its code execute.
 A sandbox is opened per stage (and per reviewer or command grader run) from a
 `SandboxSpec` — the folders it may write, the extra paths it may read, the one
 model endpoint it may reach — and closed when that stage ends; `close()` leaves
-nothing running. Backends (`local`, `bwrap`, `docker`) differ in how much
-of the host the agent can see, never in how callers use them:
+nothing running. Backends (`local`, `bwrap`, `docker`) differ in how much of the
+host the agent can see (docs/isolation.md), never in how callers use them:
+`spawn()` gives the host argv/env/cwd of a long-lived process the caller drives
+(the CLI the SDK talks to), `exec()` runs an argv to its end with a timeout and an
+output cap (`ci_evals.process.ExecResult`), `put()` / `get()` move files. Paths
+are the host's (`docker` shows the workspace at `/workspace` and translates:
+`DockerSandbox.inner_path`).
 
-- `spawn()` turns an argv into the host argv/env/cwd of a long-lived process
-  the caller drives itself (the CLI the SDK talks to over stdin/stdout);
-- `exec()` runs an argv to its end with a timeout and an output cap
-  (`ci_evals.process.ExecResult`; `merge_stderr` keeps both streams in order);
-- `put()` / `get()` move files in and out by their path inside the sandbox.
-
-Paths (`cwd`, `put`, `get`) are the host's: `local` and `bwrap` show every
-folder at its own path, `docker` shows the first writable folder (the
-workspace) at `/workspace` and translates (`DockerSandbox.inner_path`).
-
-A backend is a `SandboxKind` (one object, registered by name in `registry`,
-or by a package's `ci_evals.sandboxes` entry point): it reads its own block
-of the suite (`sandbox: {kind: K, ...}` -> its `SandboxOptions`, file:line
-errors), says whether it can run here, prepares what a run needs once (the
-docker kind builds the image), and opens sandboxes. What a command chose —
-the kind's name and its prepared options, a `SandboxConfig` — is passed to
-everything that opens one; nothing is set process-wide.
+A backend is a `SandboxKind` (registered by name in `registry`, or by a package's
+`ci_evals.sandboxes` entry point): it reads its own block of the suite
+(`sandbox: {kind: K, ...}` -> its `SandboxOptions`), says whether it can run
+here, prepares what a run needs once, and opens sandboxes. What a command chose,
+a `SandboxConfig`, is passed to everything that opens one; nothing is set
+process-wide.
 """
 
 from __future__ import annotations

@@ -1,47 +1,18 @@
 """The `bwrap` sandbox: each stage's processes in namespaces of their own, through bubblewrap.
 
-What the agent under test sees inside (it runs as our user, often root in CI,
-with permissions bypassed, and may be hostile):
+The agent under test runs as our user (often root in CI), with permissions
+bypassed, and may be hostile. Inside it has its own PID namespace (ci-evals'
+`/proc/<pid>/environ` out of reach; bwrap's init, PID 1, is started with an
+empty environment and, since the agent can rewrite its memory, with /dev/null
+as stdin and stdout: `launch.py` moves the real ones to descriptors 3 and 4 and
+`/bin/sh` takes them back, `TAKE_STDIO`), no capabilities, a file system of its
+own (`ETC_FILES`, a fresh `/tmp`, the `Mounts`), no network but the model
+endpoint (`relay.py` inside, `_Forwarder` on the host), exactly the environment
+it is given (bwrap reads its options from a memfd, off its command line), and
+the limits of `limits.py`.
 
-- Its own PID namespace: `/proc` lists only the sandbox's processes, so the
-  environment of ci-evals (`/proc/<pid>/environ`: ANTHROPIC_API_KEY,
-  GITHUB_TOKEN...) is out of reach. bwrap's own init is PID 1 there and shows
-  its environment too, so bwrap is always started with an empty one
-  (`launch.py` execs it with none). When the wrapped command exits, bwrap's init exits with its
-  status and the kernel kills everything left in the namespace, whatever
-  session it made (`setsid env -i sh -c 'sleep 40; ...'` included).
-  `--die-with-parent` ends the sandbox when ci-evals dies (Ctrl-C, SIGKILL).
-  That init runs as the agent's uid, dumpable (bwrap makes it so), and keeps
-  its stdin, stdout and stderr: code of the agent's can rewrite its memory
-  through `/proc/1/mem`. So it holds /dev/null as stdin and stdout (the Claude
-  CLI's socket pairs to the SDK would otherwise be there for it to write
-  frames into or read from): `launch.py` moves the real ones to descriptors 3
-  and 4, which bwrap's init closes and passes on, and `/bin/sh` takes them
-  back just before it execs the command (`TAKE_STDIO`). Its stderr stays
-  (bwrap's own errors go there): the stage's capped stderr log.
-- No capabilities (`--cap-drop ALL`): as root it would otherwise keep them
-  all, and could remount the read-only binds read-write or create device
-  nodes. `/proc/sys` and `/proc/sysrq-trigger` are read-only (uid 0 may
-  write them without capabilities; `kernel.core_pattern` names a program the
-  host runs as root).
-- A file system of its own: the system folders read-only, a minimal `/etc`
-  (`ETC_FILES`), a fresh `/tmp`, the spec's folders (bound at the same paths), and
-  nothing else: not `/root`, `/home`, `/work`, `/run` (the Docker socket), the
-  repository or the run folder. The root itself is read-only.
-- No network (`--unshare-net`): neither the host's loopback nor its abstract
-  Unix sockets (containerd's are a known escape). The one way out is the
-  model endpoint: `relay.py` listens on 127.0.0.1:PORT inside and passes each
-  connection through a Unix socket to `_Forwarder`, which connects to the real
-  endpoint on the host.
-- Exactly the environment it is given (`--clearenv`, then `--setenv` each),
-  and PWD, which bwrap sets to the working folder after `--chdir`; with no
-  network, less every `*_PROXY` (unreachable, and a proxy URL may carry a
-  password). bwrap reads its options from a memfd (`--args FD`, through
-  `launch.py`): its command line, which every host process can read, shows
-  the command but not the environment (a proxy password, the per-run token).
-- Limits (`limits.py`, through `launch.py`): a cgroup for pids and memory
-  where one can be made, rlimits on tasks, address space and file size
-  always, and a checked quota on what the writable folders may grow by.
+Why each of these, and what the agent can still do: docs/isolation.md (the
+sandbox kinds, Limits, and the known limits).
 """
 
 from __future__ import annotations

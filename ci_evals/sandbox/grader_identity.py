@@ -4,35 +4,18 @@ A hidden test starts the agent's program (`server.py`) and judges it; run as
 one uid in one PID namespace, that program could SIGSTOP the test, ptrace it,
 write to its stdout through `/proc/<pid>/fd/1`, or replace its results file,
 and pass every check without doing the work. So a sandbox opened with
-`SandboxSpec.grader_results` gives the command two things in its environment:
+`SandboxSpec.grader_results` gives the command `CI_EVALS_RESULTS` (a folder
+only the grader's identity can write) and `CI_EVALS_AS_AGENT` (a launcher that
+runs its arguments as the code under test's identity: as root, `setpriv` to
+`AGENT_UID` while the grader keeps only `GRADER_CAPS`; without root, a nested
+bwrap whose `/tmp` and folders are bound again from `nested-args`, a NUL-separated
+file read by `bwrap --args`). Neither launcher passes on the grader's variables
+or open files. Only a grader with `isolate_agent_code: true` gets any of this
+(`grading.kinds.command`).
 
-- `CI_EVALS_RESULTS`: a folder only the grader's identity can write (the
-  caller's host folder, empty, read back after the command ends; `junit:` and
-  `json_results:` name files in it);
-- `CI_EVALS_AS_AGENT`: a launcher that runs its arguments as the code under
-  test's identity, out of the grader's reach:
-  - as root (`bwrap` as root, `docker`): `setpriv` to uid `AGENT_UID` with
-    no capabilities (an empty bounding set too) and `no_new_privs`. The
-    grader keeps only what it needs to start and stop it (`GRADER_CAPS`:
-    setuid, setgid, kill, dac_override to write a folder handed to that uid,
-    setpcap to empty its bounding set); uid 10001 may neither
-    signal nor ptrace a root process, nor open its `/proc` entries, nor enter
-    the results folder (root's, mode 0700);
-  - without root (`bwrap` under a normal user, one uid): a nested bwrap with
-    a PID namespace and `/proc` of its own, the launcher's folder (and the
-    results in it) covered by an empty tmpfs, every capability dropped: the
-    grader's processes have no pid there, and no mount to reveal them
-    (mounts from the outer namespace are locked).
-
-Neither launcher passes on the grader's variables or open files: it unsets
-the two variables and a `python3 -I -S` helper closes every descriptor above
-2 while still the grader's. Without root the nested bwrap has a `/tmp` of
-its own (the sandbox's folders bound again there from `nested-args`, a NUL-
-separated file read by `bwrap --args`), so the grader's temporary folders
-are out of its reach. Only a grader with `isolate_agent_code: true` gets any
-of this (`grading.kinds.command`).
-
-The launchers are constant shell text ("$@" is the argv, never parsed).
+The launchers are constant shell text ("$@" is the argv, never parsed). What
+each identity can and cannot do: docs/isolation.md (*A command grader's two
+identities*).
 """
 
 from __future__ import annotations

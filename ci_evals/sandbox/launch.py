@@ -3,48 +3,18 @@ and the arguments that must stay off every command line.
 
     python3 -I -S launch.py SPEC
 
-SPEC names a JSON file in the sandbox's private folder (mode 0700), removed as
-soon as it is read. Its keys:
+SPEC names a JSON file in the sandbox's private folder (mode 0700), removed once
+read: `cgroup_procs` to join first, `rlimits` (set soft = hard), `pid_file` (where
+the reaper writes `PID STARTTIME`, so a reused pid is never mistaken for it),
+`argv` and `env` (exactly that environment), `args` (more arguments for `argv[0]`
+through a memfd, `--args FD`, off every command line) and `stdio_above` (the real
+stdin and stdout as descriptors 3 and 4, `STDIN_AT`/`STDOUT_AT`, for bubblewrap
+to take back: its init keeps descriptors 0-2 for the sandbox's life).
 
-- `cgroup_procs`: `cgroup.procs` files to join first (the sandbox's own cgroup:
-  its pids and memory limits hold for everything started from here on);
-- `rlimits`: `{"RLIMIT_NPROC": n, ...}`, set as soft and hard limit (the
-  program cannot raise them again);
-- `pid_file`: where the reaper writes `PID STARTTIME`, so the sandbox can
-  stop it (SIGTERM) and wait for it without mistaking a reused pid;
-- `argv`, `env`: what to run, with exactly that environment (ours is empty);
-- `args`: more arguments for `argv[0]`, handed over through a memfd as
-  `--args FD` (bubblewrap's way): the environment bubblewrap sets inside — a
-  proxy password, the per-run token — stays off its command line, which every
-  process on the host can read in /proc.
-- `stdio_above`: when true, the program gets /dev/null as its stdin and
-  stdout, and the real ones as descriptors 3 and 4 (`STDIN_AT`, `STDOUT_AT`;
-  not close-on-exec), for the command it starts to take back (bubblewrap's:
-  `BwrapSandbox.wrap`). bubblewrap's init, PID 1 in the sandbox, keeps its
-  stdin, stdout and stderr for the sandbox's life and closes every other
-  descriptor; it runs as the agent's uid, dumpable, so code of the agent's
-  could rewrite its memory (/proc/1/mem) and have it write frames of its own
-  into the Claude CLI's stdout or read its stdin (docs/isolation.md).
-
-The program runs under a seccomp filter (`_deny_reach_into_others`, applied
-just before the exec, after `PR_SET_NO_NEW_PRIVS`; inherited by everything it
-starts, bubblewrap's namespace included): `ptrace`, `process_vm_readv`,
-`process_vm_writev` and `pidfd_getfd` fail with EPERM, so code of the agent's
-cannot take the Claude CLI's stdout, write its memory or hold it at exit
-(docs/isolation.md). Another ABI than the host's (i386 or x32 on x86_64,
-arm on aarch64) is refused; on an architecture the filter does not know,
-nothing is started.
-
-This process stays as the program's grandparent and ends everything it
-started (`--isolation none` has no PID namespace to do it; under bwrap it
-makes sure the namespace is gone before we return). It dies with ci-evals
-(`PR_SET_PDEATHSIG`) and forks a reaper into a session of its own (a group
-kill of ours does not reach it) that is a child subreaper
-(`PR_SET_CHILD_SUBREAPER`: whatever double-forks or `setsid`s below it is
-re-parented to it, not to init) and gets SIGTERM when we die. When the
-program exits, or we die, or it is sent SIGTERM, it SIGKILLs every
-descendant, reaps them and exits; we exit with the program's status (a signal
-as the same signal), so when we are gone of our own accord, so is all of it.
+The program runs under a seccomp filter (`_deny_reach_into_others`); this process
+stays its grandparent, dies with ci-evals, and its reaper (a child subreaper in a
+session of its own) SIGKILLs every descendant when the program ends. Why each of
+these: docs/isolation.md (the sandbox kinds, Limits, and what the agent can still do).
 
 Standard library only, no ci_evals imports (run by the host's interpreter with
 `-I -S`, nothing of the environment or site-packages).

@@ -2,28 +2,20 @@
 
 bubblewrap and the host (`local`) have no limits of their own, so a fork,
 memory or disk bomb in a stage would take the CI machine down. Every process a
-`bwrap` or `local` sandbox starts goes through `launch.py`, which applies:
+`bwrap` or `local` sandbox starts goes through `launch.py`, which applies a
+cgroup of its own where one can be made (cgroup v1 `pids` and `memory`, or a
+delegated v2 subtree; emptied and removed at `close()`), rlimits as the floor
+everywhere (RLIMIT_NPROC, RLIMIT_FSIZE, and RLIMIT_AS only without a cgroup; soft
+= hard), and a checked quota on disk (`Quota`: a thread measures the writable
+folders and kills everything the sandbox runs once they grew by more than
+`disk_bytes`).
 
-- **a cgroup of its own**, where this process may create one: cgroup v1 `pids`
-  and `memory` hierarchies (root on most CI hosts and containers), or a
-  delegated cgroup v2 subtree whose new child offers both controllers.
-  `pids.max` counts every task (threads too) of the sandbox whatever its
-  session; the memory limit has no swap beyond it. At `close()` every process
-  left in it is killed and the cgroup removed.
-- **rlimits, the floor everywhere** (also when there is a cgroup):
-  RLIMIT_NPROC and RLIMIT_FSIZE (per file), and without a cgroup RLIMIT_AS
-  (per process: the only memory bound then; with a cgroup it would only fail
-  programs that reserve address space they never use, such as ASan's), soft =
-  hard, so the agent cannot raise them. RLIMIT_NPROC counts every process of
-  the *uid*, host processes included, and only in the forking process is it
-  checked: the sandbox gets the uid's count when it opens plus its `pids`, so
-  the host's own processes of that uid are never throttled (they carry no such
-  limit) and the sandbox cannot add more than about `pids`. The kernel does not
-  enforce it for root (uid 0 in the first user namespace), which CI often is:
-  there only the cgroup bounds the pids.
-- **a checked quota on disk** (`Quota`): the writable folders sit on the host's
-  disk, so a thread measures what they hold while the sandbox is open and,
-  once they grew by more than `disk_bytes`, kills everything the sandbox runs.
+RLIMIT_NPROC counts every process of the *uid*, host processes included, and is
+checked only in the forking process: the sandbox gets the uid's count when it
+opens plus its `pids`, so the host's own processes are never throttled. The
+kernel does not enforce it for root, which CI often is: there only the cgroup
+bounds the pids. Each limit, its default and where it holds: docs/isolation.md
+(*Limits*).
 """
 
 from __future__ import annotations

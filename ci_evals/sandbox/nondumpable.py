@@ -2,37 +2,20 @@
 from Python: no compiler, no binary in the repository.
 
 Why: the Claude CLI and the commands its Bash tool starts share a uid inside the
-sandbox, so the kernel lets any of them open `/proc/<cli>/mem` read-write and
-rewrite the CLI's memory (a forged trajectory or result frame) — a path, which
-no seccomp filter can see. The one check left is the kernel's *dumpable* flag:
-`prctl(PR_SET_DUMPABLE, 0)` in the CLI itself turns its `/proc/<pid>/*` root's
-and makes `open("/proc/<cli>/mem")` fail with EACCES for every process without
-`CAP_SYS_PTRACE` (none inside `bwrap`: its capabilities are dropped). Every
-execve resets the flag, so it must be set inside the CLI, after its exec: an
-`LD_PRELOAD` object whose initialiser makes that call, before the CLI's own code
-runs and long before it starts a tool.
+sandbox, so any of them could rewrite the CLI's memory through `/proc/<cli>/mem`,
+a path no seccomp filter sees. `prctl(PR_SET_DUMPABLE, 0)` inside the CLI closes
+it, and every execve resets the flag: hence an `LD_PRELOAD` object whose
+initialiser makes the call, fails closed (`exit_group(127)`) if the flag stays
+set, and takes `LD_PRELOAD` out of the environment so what the CLI starts does
+not load it. `loads_preload` and `preloaded` tell the caller when a CLI would
+ignore the object or pass it on, or a linker would skip it.
 
-The object (`shared_object`) is the smallest ELF the dynamic linkers (glibc's,
-musl's) load: two PT_LOAD segments (code read-execute; the initialiser array,
-one pointer slot and the dynamic section read-write), PT_DYNAMIC, PT_GNU_STACK
-(no executable stack), a symbol table naming only `environ` (the C library
-defines it), a RELATIVE relocation that points `DT_INIT_ARRAY`'s one entry at
-the code, and a GLOB_DAT one that fills the slot with `&environ`. The code needs
-no libc: it calls `prctl(PR_SET_DUMPABLE, 0)`, reads the flag back with
-`PR_GET_DUMPABLE`, and if it is not 0 writes one line to stderr and ends the
-process (`exit_group(127)`): fail closed, the CLI never runs dumpable with the
-object loaded. Then it takes every `LD_PRELOAD=` entry out of the environment,
-in place, so that what the CLI starts does not load it too (a program built
-with `-fsanitize=address` refuses to start after another preloaded library).
-The caller sets LD_PRELOAD for the CLI alone (`env LD_PRELOAD=… cli`), not for
-the processes that start it. A CLI that is a static ELF would ignore
-LD_PRELOAD silently, and one that is a script would have its interpreter take
-the object for itself (`#!/usr/bin/env node`: `env` loads it, takes LD_PRELOAD
-out and execs node without it, as a shell wrapper execs what it wraps);
-`loads_preload` tells the caller. glibc's linker also skips, with one line on
-stderr, an object it cannot load (a path with a space or a colon, which split
-LD_PRELOAD; a noexec mount): `preloaded` sees the object take LD_PRELOAD out of
-a real process before it hands it over.
+The object (`shared_object`) is the smallest ELF glibc's and musl's linkers load:
+two PT_LOAD segments (code read-execute; the initialiser array, one pointer slot
+and the dynamic section read-write), PT_DYNAMIC, PT_GNU_STACK, a symbol table
+naming only `environ`, a RELATIVE relocation pointing `DT_INIT_ARRAY`'s entry at
+the code and a GLOB_DAT one filling the slot with `&environ`; the code needs no
+libc. How it is used and tested: docs/isolation.md (*What the agent can still do*).
 """
 
 from __future__ import annotations

@@ -11,17 +11,12 @@ to the Unix socket (which the host side forwards to the model endpoint), and
 exits with ARGV's exit status, or 128+N when a signal N ended it. Signals sent
 to the relay (SIGTERM, SIGINT, SIGHUP) are passed on to ARGV.
 
-The relay makes itself non-dumpable before anything else (`_nondumpable`):
-it shares the agent's uid, so a dumpable relay would let any command of the
-agent's read its environment (`/proc/<relay>/environ`) and rewrite its code
-(`/proc/<relay>/mem`: the relay carries the model's traffic and reports the
-stage's exit status). The flag holds until an exec; ARGV, started by exec,
-gets its own (the Claude CLI's from its preloaded object, docs/isolation.md).
-A relay that cannot clear the flag runs nothing and exits 127.
-
-Standard library only, no ci_evals imports: the package is not visible inside
-the sandbox. The listening socket is bound before ARGV starts, so ARGV never
-sees a refused connection.
+The relay makes itself non-dumpable before anything else (`_nondumpable`; it
+shares the agent's uid and carries the model's traffic: docs/isolation.md); a
+relay that cannot clear the flag runs nothing and exits 127. Standard library
+only, no ci_evals imports: the package is not visible inside the sandbox. The
+listening socket is bound before ARGV starts, so ARGV never sees a refused
+connection.
 """
 
 from __future__ import annotations

@@ -4,27 +4,17 @@ A file under `root` that no entry covers would silently never trigger its
 stage; an entry that matches no file is a typo or a leftover after a rename.
 Both are found from the index (`git ls-files`, what the commit will contain),
 never the work tree: an untracked scratch file is not the map's business, and a
-file deleted but not yet staged is still part of the commit.
+file deleted but not yet staged is still part of the commit. Files that
+`compute-stage` handles before matching (`global` and `fixtures`) need no entry;
+a case map's entries must reach a case (`no_case`).
 
-Files that `compute-stage` handles before matching — those a `global` glob
-matches and everything under `fixtures` — need no entry (an entry matching
-only them is not dead, though: it matches a file). A `global` glob with
-wildcards (`stub/**`) that matches no staged file is dead like an entry; a
-plain global path is not, since it may name a file still to come (the usual
-workflow file).
-
-A case map (`evals:`) needs no entry for the eval folder (a case's folder
-selects that case, a mock the cases below it), but each of its entries must
-reach a case: a `cases:` glob or a tag that no case in the eval folder has
-would leave its plugin files reaching no case (`no_case`); so does a case
-file that cannot be read (`compute-stage` would then run every case).
-
-The run copies the plugin following its links and lays fixtures through
-linked folders, so a staged link under root or fixtures that resolves outside
-the repository or into `.git` (`fs.copyable`) would carry that file to the
-agent: `leaving_link` finds it from the index's links alone (one `git
-ls-files`; a linked folder is walked for the links inside it), so the hook
-refuses what `run` would refuse without walking the whole tree.
+The run copies the plugin following its links and lays fixtures through linked
+folders, so a staged link that resolves outside the repository or into `.git`
+(`fs.copyable`) would carry that file to the agent: `leaving_link` finds it from
+the index's links alone (one `git ls-files`; a linked folder is walked for the
+links inside it), so the hook refuses what `run` would refuse without walking
+the whole tree. What is reported, and how: docs/stage-map.md
+(*`ci-evals check-coverage` and the pre-commit hook*).
 """
 
 from __future__ import annotations

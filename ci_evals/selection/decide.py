@@ -2,25 +2,19 @@
 
 The pure decision: changed paths in, a `Selection` out; no git here (the git
 half, `ci_evals.selection.diff`, finds the paths for BASE...HEAD and makes the
-fallback selections when it cannot).
+fallback selections when it cannot). For one changed path, repo-relative: a
+`global` path -> stage 1 (`global-file`; a global suite file can be held out,
+`Selector(hold=)`, and decided by `suite_change`); a path under `fixtures/<k>-*/`
+(or a scenario's own) -> stage k+1 (`fixture-changed`), failing closed to stage 1
+when k+1 is no stage; a path under `root` -> the lowest stage of *every* entry
+that matches it (`matched`), or stage 1 when none covers it (`unmatched-file`);
+anything else is ignored.
 
-Rules for one changed path, repo-relative:
-- a `global` path (or a path inside a global folder) -> stage 1 (`global-file`);
-  a global suite file (`ci-evals.yaml`) can be held out (`Selector(hold=)`) and
-  decided by `suite_change` instead (`contract-changed` when only contracts changed);
-- a path under `fixtures/<k>-*/` -> stage k+1 (`fixture-changed`): fixture k is
-  the curated output of stage k and is what stage k+1 starts from; so is a
-  scenario's own `fixtures/<name>/<k>-*/`. A fixture path whose k+1 is not a
-  stage, or that is in neither kind of folder, fails closed to stage 1;
-- a path under `root` -> the lowest stage of *every* entry that matches it
-  (`matched`), or stage 1 when no entry covers it (`unmatched-file`);
-- anything else is ignored (stage None).
-A path can fall under several rules (a fixtures folder inside the plugin); the
-lowest stage wins. Over all paths the answer is the minimum stage; the path
-that decided it is the one with the lowest (stage, rule rank, path), where the
-rule rank is global-file < unmatched-file < fixture-changed < matched: among
-equal stages the broadest cause is reported, because it is the one that would
-still force that stage if the map's entries changed.
+Over all paths the answer is the minimum stage; the path that decided it is the
+one with the lowest (stage, rule rank, path), the rank global-file <
+unmatched-file < fixture-changed < matched: among equal stages the broadest cause
+is reported, because it is the one that would still force that stage if the
+map's entries changed. Every rule: docs/compute-stage.md.
 """
 
 from __future__ import annotations

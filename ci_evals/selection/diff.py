@@ -8,19 +8,12 @@ So are the map's marketplace file and manifest (`StageMap.compared_paths`,
 
 `resolve()` turns BASE and HEAD into SHAs and finds the merge base — the diff
 is always from the merge base (what `BASE...HEAD` means), never two-dot — or
-returns the fallback `Selection` when the change cannot be known exactly:
-
-- BASE is the all-zeros SHA (a push that created the branch): `base-zero-sha`;
-- BASE names no commit here: `base-missing`;
-- BASE and HEAD share no history in this clone, or the merge base git finds
-  lies on a shallow clone's boundary (listed in `.git/shallow`, its parents
-  cut off: git answered from a truncated history, a guess): `no-merge-base`.
-  A boundary commit that is BASE or HEAD itself is exact — the ancestry is seen
-  through real edges — and is accepted (a PR merge commit with fetch-depth 2);
-- BASE is HEAD: `none` (`base-equals-head`).
-
-In a shallow clone, and only there, it first deepens: a bounded number of
-`git fetch --deepen` tries. A HEAD that names no commit is a `UserError`.
+returns the fallback `Selection` when the change cannot be known exactly
+(`base-zero-sha`, `base-missing`, `no-merge-base` — a merge base on a shallow
+clone's boundary is a guess, unless it is BASE or HEAD itself — or `none` when
+BASE is HEAD). In a shallow clone, and only there, it first deepens (a bounded
+number of `git fetch --deepen` tries). A HEAD that names no commit is a
+`UserError`. Each fallback: docs/compute-stage.md.
 
 `diff_chunks()` lists the changed paths. A huge change is split into a few
 `git diff` runs over disjoint sets of folders, so the caller can match one

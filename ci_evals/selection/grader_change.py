@@ -5,28 +5,15 @@ the graders read the rubrics, the reviewer's agent file and the suite's
 grading keys. When every changed path a stage reads is a grader's, the
 agent's behaviour cannot have changed, and re-grading the base branch's saved
 run (`ci-evals grade` on the baseline artifact) answers the question for the
-cost of the reviewer calls alone. What counts as a grader file, read from the
-suite at HEAD (a file that stops being a grader there is the agent's, fail
-closed; the suite at the merge base is read to compare its other keys and the
-reviewers' front matter):
+cost of the reviewer calls alone. What counts as a grader file is read from the
+suite at HEAD (a file that stops being a grader there is the agent's); a rubric
+is never one Claude Code loads for the agent (`_loaded`), a reviewer's agent file
+counts only while its front matter is unchanged.
 
-- a file under one of a reviewer's `rubrics:` folders (`suite:` ones too) at
-  HEAD and at every merge base (one the change made a rubric was the agent's),
-  but never one Claude Code loads for the agent (`_loaded`: a command, hook,
-  agent, manifest, `.mcp.json`, a skill's `SKILL.md`);
-- a reviewer's `agent:` file, when its front matter (name, description,
-  tools: what Claude Code shows the agent under test of every plugin agent)
-  is unchanged — only the body the reviewer reads changed;
-- the suite itself, when it differs only in grading keys: a stage's
-  `reviewer`, `checks`, `graders`, `scoring`; the suite's `scoring`,
-  `pass_at_least`.
-
-Fail closed, and the answer is "run": any other relevant path, a suite or
-file that cannot be read or parsed, no merge base, or a grader file that a
-file the agent reads names (a command telling the agent to call the reviewer,
-a skill reading the rubric folder: `git grep -F` over the plugin at HEAD and
-the stages' prompts) — then the agent might read it, and it is not only a
-grader's.
+Fail closed, and the answer is "run": any other relevant path, a suite or file
+that cannot be read or parsed, no merge base, or a grader file that a file the
+agent reads names (`git grep -F` over the plugin at HEAD and the stages'
+prompts). Each rule: docs/compute-stage.md.
 
 Hot path (compute-stage): PyYAML and git only.
 """

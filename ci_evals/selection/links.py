@@ -7,21 +7,15 @@ is a change of the link, at the link's stage. git's diff names only
 `shared/x.md` (outside root: ignored), so `compute-stage` asks here which links
 the run follows and whether what they lead to changed.
 
-A link at HEAD under root or fixtures, or a link that *is* one of their
-folders or a folder above them, is followed in HEAD's tree as the file system
-would: relative to its folder, through further links on the way, and — for a
-folder — through the links inside it. What it reads changed when a changed
-path is the target, lies under it, is a folder above it, or is a link passed
-on the way; that change counts as a change of the path the run reads it at
-(`plugin/skills/shared/a.md` for `shared/a.md` under a folder link
-`plugin/skills/shared`). When it cannot be followed in git — absolute, out of
-the repository, dangling, a loop, or more links than `MAX_LINKS` — the link
-itself counts as changed: its content is not known from the commit, so its
-stage runs (fail closed, the reason says which).
-
-Links are rare, so finding them must cost little: one `git ls-tree -r` of root
-and fixtures at HEAD (trees only — no work tree, no index), told "no link" by
-one byte search; `diff` only asks when the answer could still go lower.
+A link at HEAD under root or fixtures (or one that is one of their folders or
+above them) is followed in HEAD's tree as the file system would; a change to
+its target, under it, above it or to a link on the way counts at the path the
+run reads it at. A link that cannot be followed in git (absolute, out of the
+repository, dangling, a loop, more than `MAX_LINKS`) counts as changed itself:
+fail closed. Links are rare, so finding them costs one `git ls-tree -r` of root
+and fixtures at HEAD, told "no link" by one byte search; `diff` only asks when
+the answer could still go lower. docs/compute-stage.md (*What the run reads,
+not what the map names*).
 """
 
 from __future__ import annotations

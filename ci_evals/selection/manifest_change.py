@@ -5,30 +5,17 @@ marketplaces edit it in most commits (another plugin's entry, a version bump).
 Listed as a `global`, each such edit ran every stage. With the stage map's
 `marketplace: {file, plugin}` the file is compared at the merge base and at
 HEAD (`git cat-file blob REV:PATH`), parsed, and only what loads this plugin
-counts: its own entry (the one object of `plugins` whose `name` is the map's
-`plugin`), the `renames` entries naming it, and everything else outside
-`plugins` (`metadata.pluginRoot` resolves the entry's `source`). With
-`ignore_metadata: [KEY, ...]` those keys are removed first — from the entry,
-from the file's top level and its `metadata` object, and from the plugin's own
-`.claude-plugin/plugin.json` — so a version bump or a new description changes
-nothing. Only keys Claude Code shows in listings and never loads from may be
-ignored (`METADATA_KEYS`), and only while their value is of a shape it reads
-(a string, a list of strings, an object): `"version": 1` makes the CLI refuse
-the whole manifest, so a value of another shape still counts.
+counts: its own entry, the `renames` chains that lead to or through its name
+(the loader follows them when an installed name is not found), and everything
+outside `plugins`. `ignore_metadata` keys are removed first, from the entry, the
+file and the plugin's own manifest — only keys Claude Code shows in listings and
+never loads from (`METADATA_KEYS`), and only while their value is of a shape it
+reads (`"version": 1` makes the CLI refuse the whole manifest).
 
-`renames` (the CLI's schema: an "append-only map of old plugin name → current
-name (or null when removed)"; the loader follows it when an installed name is
-not found, and migrates the user's settings) is the marketplace's history of
-every plugin's names: claude-plugins-official extends it for one plugin or
-another in several commits. What of it concerns this plugin is the chain of
-each name the loader would follow to it, or through it (`old -> plugin`,
-`older -> old -> plugin`, `plugin -> new`): the entries naming it.
-
-Fail closed: a file added or removed, unreadable, not a JSON object, a
-`plugins` that is not a list, the entry added, removed or named twice — each
-is a change Claude Code can see, and the detail says which. (An entry absent
-on both sides is no change to it: nothing of the plugin loads from the file
-either way.)
+Fail closed: a file added or removed, unreadable, not a JSON object, a `plugins`
+that is not a list, the entry added, removed or named twice — each is a change
+Claude Code can see, and the detail says which. Every rule:
+docs/compute-stage.md (*The marketplace entry and metadata*).
 """
 
 from __future__ import annotations

@@ -3,24 +3,18 @@
 Loading a 1,000-entry map costs more than the rest of the hook on a small
 repository: importing PyYAML and pathspec, parsing, validating every glob. The
 result depends only on inputs we can name, so it is saved under the
-repository's git dir (`.git/ci-evals/`; `git rev-parse --git-common-dir` when
-`.git` is not a plain folder) and reused when ALL of them are unchanged:
+repository's git dir (`.git/ci-evals/`) and reused when ALL of them are
+unchanged: the map file's bytes (kept whole and compared: no hashlib on the hot
+path), its path, the work-tree root and the map's folder; the ci-evals version
+and the source files that give the map its meaning; the installed pathspec and
+PyYAML; the Python version.
 
-- the map file's bytes (kept whole in the key and compared, not hashed: exact,
-  and no hashlib/OpenSSL import on the hot path), its absolute path, the
-  work-tree root and the map's folder (every stored path derives from them);
-- the ci-evals version and the source files that give the map its meaning
-  (`stage_map`, `matcher`, `global_globs`, `yaml_source`, this module): size, mtime, inode;
-- the installed pathspec and PyYAML (their `__init__.py`: size, mtime, inode;
-  a reinstall or upgrade rewrites it), and the Python version.
-
-Facts about the disk are checked again on every use (the root folder must
-still be a folder). Only maps that loaded without error are cached, so every
-error message still comes from the real loader. A cache that cannot be read,
-does not match its checksum, or does not parse is ignored (and rewritten);
-one that cannot be written is skipped. Set `CI_EVALS_NO_MAP_CACHE=1` to
-bypass it. `marshal` is used because it is built in and the fastest to load;
-a CRC-32 of the payload guards it against a truncated or corrupted file.
+Facts about the disk are checked again on every use. Only maps that loaded
+without error are cached, so every error message still comes from the real
+loader. A cache that cannot be read, does not match its CRC-32, or does not
+parse is ignored (and rewritten); one that cannot be written is skipped.
+`CI_EVALS_NO_MAP_CACHE=1` bypasses it. `marshal`: built in, and the fastest to
+load. docs/performance.md (*What makes it fast*: the map cache).
 """
 
 from __future__ import annotations

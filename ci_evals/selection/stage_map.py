@@ -1,35 +1,22 @@
 """`stage_map.yaml`: which plugin files belong to which stage, loaded once into frozen records.
 
-The format (documented in docs/stage-map.md):
-
     version: 1
     root: plugin                 # the plugin folder; globs are relative to it
     stages: [research, plan, generate]
     entries:
       - { glob: "agents/researcher.md", stage: 1 }
-      - { glob: "skills/plan/**",       stage: plan }
+      - { glob: "skills/plan/**",       stage: plan, except: [skills/plan/old/**] }
     global: [/ci-evals.yaml, stub/**]  # a change they match -> stage 1
     fixtures: fixtures           # fixtures/<k>-*/ changed -> stage k+1
-    marketplace: { file: /.claude-plugin/marketplace.json, plugin: NAME }
-    ignore_metadata: [version, description, author]
 
-A map can also select **units**, not only a stage (`ci_evals.selection.units`):
-an entry may list the `scenarios:` its files reach; and a map with `evals:`
-(the eval folder of a suite of `claude plugin eval` cases, under root) has
-no `stages:`, and its entries send files to cases by name glob (`cases:`)
-or tag (`tags:`), or to none (`stage: none`).
-
-An entry may say `stage: none` (no stage reads the files it matches: a README
-no command names) and list `except:` globs (files its glob matches that it
-leaves out). `marketplace` and `ignore_metadata` narrow a change to the
-marketplace file and to the plugin's manifest (`selection.manifest_change`).
-
-Paths (`root`, `fixtures`) are relative to the map file's folder and are
-stored repo-relative; `global` holds globs relative to that folder
-(`ci_evals.selection.global_globs`). Every mistake is a `UserError` naming
-file, line, column and field (exit 2); duplicate entries only warn. Globs are
-checked by `ci_evals.selection.matcher.glob_problem`, the same rules the
-matcher relies on.
+A map can also select units (`ci_evals.selection.units`: an entry's `scenarios:`,
+or a map of `claude plugin eval` cases with `evals:`), and narrow a change to the
+marketplace file or the plugin's manifest (`marketplace`, `ignore_metadata`:
+`selection.manifest_change`). Paths are relative to the map file's folder and
+stored repo-relative (`global`: `ci_evals.selection.global_globs`). Every mistake
+is a `UserError` naming file, line, column and field (exit 2); duplicate entries
+only warn. Globs are checked by `ci_evals.selection.matcher.glob_problem`, the
+same rules the matcher relies on. Every key: docs/stage-map.md.
 """
 
 from __future__ import annotations

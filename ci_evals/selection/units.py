@@ -2,23 +2,17 @@
 of a suite of stages whose map names them. The stage (`selection.decide`) says
 where the run starts; this says which units run.
 
-Rules for one changed path the selection found relevant (everything else
-selects no unit):
-- a path inside a case's folder of the eval folder (`evals:`) selects that case;
-  one under a `mocks/` folder of the eval folder (`<evals>/mocks/<server>/`, a
-  case group's or a case's own) selects every case below the folder that holds
-  that `mocks/`: the CLI grants every mocked tool to every case, so any of them
-  may call it; any other path inside the eval folder (a case that was renamed or
-  deleted, a group's notes) selects every case below its folder;
-- a path the entries match selects the units of *every* entry matching it
-  (`cases:` name globs, `tags:`, `scenarios:`), none for `stage: none`, and
-  every unit when one of those entries names no units or names a case that is
-  not there (a renamed case, a tag nobody carries: doubt);
-- a scenario's own fixture (`fixtures/<name>/<k>-*/`) selects that scenario;
-- anything else that selects a stage — a global, an uncovered file, the
-  suite's fixtures, a changed suite or manifest, a link's target — selects
-  every unit, as does a selection that fell back (no base, no merge base) and
-  a case file that cannot be read.
+For one changed path the selection found relevant: a path inside a case's
+folder selects that case, one under a `mocks/` folder every case below the
+folder that holds it (the CLI grants every mocked tool to every case), any other
+path of the eval folder every case below its folder; a path the entries match
+the units of *every* entry matching it (`cases:`, `tags:`, `scenarios:`; none for
+`stage: none`; every unit when an entry names no units or a case that is not
+there); a scenario's own fixture that scenario. Anything else that selects a
+stage — a global, an uncovered file, the suite's fixtures, a changed suite or
+manifest, a link's target — selects every unit, as do a fallback and a case file
+that cannot be read. docs/compute-stage.md (*Units: which cases (or scenarios)
+run*).
 """
 
 from __future__ import annotations

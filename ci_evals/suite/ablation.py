@@ -3,22 +3,16 @@
 Under ablation every unit (a scenario's repeat, a case's run) runs twice: with
 the plugin, as always, and without it -- no plugin copy offered to the agent,
 so none of its commands, skills, agents, hooks or MCP servers. What differs
-between the arms is decided here, from the loaded suite:
-
-- the prompt: a stage's `prompt_without` in the without-arm, else its prompt;
-- whether a stage can run without the plugin at all: one whose prompt is a
-  plugin slash command and has no `prompt_without` cannot (nothing would
-  expand it), so it runs single-arm, and so do the stages after it (their
-  workspace lacks its work); a case resuming a session (`history_file`) runs
-  single-arm too, as in `claude plugin eval`; the reason is recorded, never
-  dropped silently;
-- a case's graders: `claude plugin eval`'s with-only rule
-  (`grading.kinds.plugin_eval.with_only`): graded but not scored in the
-  with-arm, not run in the without-arm, unless every grader is with-only.
+between the arms is decided here, from the loaded suite: the prompt
+(`prompt_without` in the without-arm); whether a stage can run without the
+plugin at all (a plugin slash command without `prompt_without` cannot, nor can
+the stages after it, nor a case resuming a session: single-arm, the reason
+recorded); and a case's with-only graders
+(`grading.kinds.plugin_eval.with_only`).
 
 Graders are not part of an arm: reviewers and command graders get the pristine
 plugin copy in both (the runner makes it, and only the with-arm's agent is
-given it).
+given it). docs/run.md (*Ablation: with and without the plugin*).
 """
 
 from __future__ import annotations

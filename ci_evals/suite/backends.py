@@ -10,15 +10,11 @@ sandbox: {kind: bwrap, docker: {image: python-mcp}}   # docker's, for --isolatio
 
 A `sandbox:` block may also hold, under a kind's name, the options of a kind
 other than its own: each is loaded (checked by that kind, at its file:line)
-and kept for `--isolation K` (`Suite.sandbox_options`).
-
-The older forms still load, each with one warning naming its file:line and
-the form to write instead: the options of agent kind K under a top-level `K:`
-key (`loop:`), and a sandbox's under top-level keys of their own (`image:`,
-`network:`, `OLD_SANDBOX_KEYS`), which are the options of the kind that runs
-images (`SandboxKind.runs_images`), the suite's own or another's. A bare name
-is the documented form for a kind without options, so it never warns. No kind
-is named here: what a kind accepts is its own `load`.
+and kept for `--isolation K` (`Suite.sandbox_options`). The older forms (a
+top-level `loop:`, `image:`, `network:`: `OLD_SANDBOX_KEYS`) still load, each
+with one warning naming its file:line and the form to write instead. No kind
+is named here: what a kind accepts is its own `load`. docs/suite.md (*Backend
+options: the old forms*).
 """
 
 from __future__ import annotations

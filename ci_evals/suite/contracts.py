@@ -1,15 +1,10 @@
 """Phase contracts: what each stage `produces` and what it `consumes` of earlier stages.
 
-In `ci-evals.yaml`, per stage (docs/contracts.md):
-
 ```yaml
 produces:
-  - { files: "lab/plan.json", count: 1, schema: "plugin:templates/plan.schema.json",
-      fields: [/chapters/*/slug] }
-  - { files: "lab/lab.md", headings: ["## Chapters", "## Environment"] }
+  - { files: "lab/plan.json", count: 1, schema: "plugin:templates/plan.schema.json" }
 consumes:
   - { file: "lab/plan.json", fields: [/chapters/*/slug, /chapter_count] }
-  - { file: "lab/lab.md", from: plan-lab, headings: ["## Environment"] }
 ```
 
 Nothing here is a second checking engine: every item compiles to the
@@ -18,11 +13,10 @@ JSON Schema — a consumed JSON pointer becomes a small schema that requires
 it). A stage's `produces` becomes the grader `contract`, so a broken contract
 is a criterion of its own wherever the stage is graded (after a live stage,
 in `grade`, in `check-fixtures`); `consumes` is checked against the fixtures
-that come before the stage (`check-fixtures`).
-
-At load, every consumed item must be produced by an earlier stage's contract
-(or be a file of the stage-0 seed fixture, `fixtures/0-*/`): else one line
-naming the consuming item's file:line and both stages.
+that come before the stage (`check-fixtures`). At load, every consumed item
+must be produced by an earlier stage's contract (or be a file of the stage-0
+seed fixture): else one line naming the consuming item's file:line and both
+stages. Every key: docs/contracts.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,20 @@
 """`ci-evals init --format cases`: a plugin's parts drafted as `claude plugin eval`
 cases, so that the same suite runs with ci-evals and with Claude Code's own
-runner (shared/notes/claude-plugin-eval.md, docs/plugin-evals.md).
+runner.
 
-One case per part, each with a grader that shows the part fired, in what the
-CLI's run records (measured with the bundled CLI 2.1.337 on the stub model,
-tests/commands/test_init_case_files.py):
-
-- a skill: a prompt asking for the Skill tool and `PLUGIN:NAME`; a `tool_used`
-  on `Skill` whose `input_match` is that name (the CLI then loads the skill);
-- an agent: the same with the Agent tool and `subagent_type: PLUGIN:NAME`;
-- a command (and a skill only a person may invoke): the prompt `/PLUGIN:NAME
-  ARGS`. The CLI's trace holds no user message, so nothing in it shows the
-  expansion; an `llm` grader judges that the answer carried the command out.
-  A command that expands shell commands (`` !`git status` ``) runs them under the
-  run's grant, not its own `allowed-tools` (both runners refuse them without
-  one, tests/suite/test_plugin_evals_shell.py): its case names the command's
-  Bash rules in `allowed_tools` and the suite grants them (`command_shell`);
-- hooks: SessionStart hooks are the only ones whose runs the CLI's trace shows
-  (a `hook_response` line: `--include-hook-events` is not passed to its child),
-  so one plain-prompt case checks they ran and succeeded; any other hook is
-  named as unchecked (a stage draft checks it: its trajectory has every hook).
+One case per part (a skill, an agent, a command, the SessionStart hooks), each
+with a grader that shows the part fired in what the CLI's run records, measured
+with the bundled CLI 2.1.337 on the stub model
+(tests/commands/test_init_case_files.py). A command that expands shell commands
+runs them under the run's grant, not its own `allowed-tools`: its case names the
+command's Bash rules in `allowed_tools` and the suite grants them
+(`command_shell`). Hooks other than SessionStart leave nothing in the CLI's trace,
+so they are named as unchecked (a stage draft checks them: its trajectory has
+every hook).
 
 Pure: reads the plugin, returns the files' text; `commands/init.py` writes them.
+Each part's prompt and graders: docs/onboarding.md (*As `claude plugin eval`
+cases*).
 """
 
 from __future__ import annotations

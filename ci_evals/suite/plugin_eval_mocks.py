@@ -1,26 +1,18 @@
 """A case's MCP mocks (`<eval dir>/mocks/<server>/`), read as `claude plugin eval` reads them.
 
-The CLI's rules (its bundled code, 2.1.337; docs/plugin-evals.md, *MCP mocks*):
-
-- layers: the `mocks/` folder of the eval folder, of each case group on the way
-  down and of the case folder all apply, later layers overriding earlier ones
-  tool by tool (a `_server.md` agent of the deepest layer that has one answers
-  its `tools:`, a `<tool>.md` of any layer answers that tool instead);
-- `mocks/<server>/<tool>.md`: a fixed responder (the body, trimmed, is the
-  canned result, `{{input.<field>}}` echoes an argument) or `type: agent`;
-  front matter keys `type`, `expect`, `error`, `tools`, `abort_when` only;
-  `_server.md`: one agent answering `tools: [...]`; `_tools.json`: a saved
-  `tools/list` answer (what the model is shown); dot entries are skipped;
-- `mocks/.replay/<server>/<tool>-<sha256>.json`: adopted agent answers, pinned
-  by their content's SHA-256 at load (at most 2,000 a folder, 256 KiB each);
-- refused: a stub body (`TODO: replace with the canned result ...`), a name
-  that is no tool-name segment, `expect` guards the CLI refuses, `error` on an
-  agent, `abort_when` on a fixed responder, `tools` outside `_server.md`.
+The CLI's rules (its bundled code, 2.1.337): the `mocks/` folders of the eval
+folder, of each case group on the way down and of the case all apply, later
+layers overriding earlier ones tool by tool; `<tool>.md` is a fixed responder or
+an agent, `_server.md` one agent answering `tools: [...]`, `_tools.json` a saved
+`tools/list`, `.replay/<server>/<tool>-<sha256>.json` an adopted agent answer
+pinned by its content's SHA-256; what the CLI refuses (a stub body, a bad name,
+a key on the wrong kind of file) is refused.
 
 ci-evals adds: one `file:line:col` line per mistake; a folder under `mocks/`
 holding a `case.yaml` or `prompt.md` (a case the CLI never runs) is refused; a
 link in a mocks folder that leads out of the repository is refused
-(`fs.copyable.escaping_link`). Serving them is `workspace.mocks`'.
+(`fs.copyable.escaping_link`). Serving them is `workspace.mocks`'. Every rule
+and limit: docs/plugin-evals.md (*MCP mocks*).
 """
 
 from __future__ import annotations

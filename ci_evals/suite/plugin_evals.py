@@ -1,30 +1,19 @@
 """A plugin's `claude plugin eval` cases, found and read as the CLI reads them.
 
-The suite key `plugin_evals:` (docs/plugin-evals.md) names the eval folder
-(default: the manifest's `experimental.evals`, else `evals/`); every case in
-it becomes a case unit of the run. The CLI's rules, as its bundled code
-(2.1.337) applies them:
-
-- discovery: recursive, in sorted path order; a folder holding `case.yaml` or
-  `prompt.md` is a case (not descended into); `.git`, `node_modules`,
-  `.claude`, `results` and `mocks` are skipped; not deeper than 16 folders;
-- mocks: every `mocks/` folder from the eval folder down to the case
-  (`suite.plugin_eval_mocks`);
-- `prompt.md`: front matter (strict keys) and body (trimmed: the prompt);
-  `graders/*.md` (at most 256, each at most 1 MiB; one without front matter is
-  not a grader); `case.yaml` schema 1.x;
-- the merge: prompt.md's keys override case.yaml's, its body replaces
-  `execution.prompt`, `disallowed_tools` lists concatenate, the graders of
-  `graders/` are appended; the source is `prose`, `case_yaml` or `mixed`;
-- defaults: runs 3, max_turns 10, timeout_seconds 300; the CLI's ranges.
+The suite key `plugin_evals:` names the eval folder (default: the manifest's
+`experimental.evals`, else `evals/`); every case in it becomes a case unit of
+the run. Discovery, mocks, `prompt.md` and `graders/*.md`, `case.yaml` schema 1.x,
+the merge of the three and the defaults follow the CLI's bundled code (2.1.337)
+rule for rule, so a case means here what it means there.
 
 Where the CLI refuses, ci-evals refuses, with one `file:line:col` line. Where
 the CLI silently drops a key (an unknown key of case.yaml, its `context` or
 `execution`), ci-evals warns and goes on: such a case runs there. A case's
 `context:` is checked by `case_context`; what ci-evals cannot run (other
-`plugins:`, `artifact_publish: true`) is refused at its key, never
-ignored. The graders themselves are the `plugin_eval` grader kind's
-(`grading.kinds.plugin_eval`).
+`plugins:`, `artifact_publish: true`) is refused at its key, never ignored. The
+graders themselves are the `plugin_eval` grader kind's
+(`grading.kinds.plugin_eval`). Each rule: docs/plugin-evals.md (*What carries
+over unchanged*).
 """
 
 from __future__ import annotations

@@ -3,22 +3,18 @@
 Claude Code loads a folder as a plugin with or without a manifest. With
 `.claude-plugin/plugin.json`, its `name` names the commands (`/NAME:command`)
 and its component keys add folders to the standard ones. Without one, the
-components load from the standard folders (`commands/`, `agents/`, `skills/`,
-`hooks/hooks.json`, `.mcp.json`) and the name is the folder's own
-(`--plugin-dir DIR`, which is how ci-evals loads it) or, for a plugin
-installed from a marketplace, its entry's `name`. Official plugins ship both
-ways, so ci-evals accepts both (docs/suite.md, "The plugin").
-
-A marketplace is a folder holding `.claude-plugin/marketplace.json`: a list of
-plugin entries, each a `name` and a `source` (a folder relative to the
-marketplace, or a remote repository). A suite may name an entry
-(`plugin: {marketplace: ., name: NAME}`); only a folder of this repository can
-be evaluated. With no manifest of its own (or `strict: false`) the entry is
-the plugin's manifest, as Claude Code reads it.
+components load from the standard folders and the name is the folder's own
+(`--plugin-dir DIR`, which is how ci-evals loads it) or, for a plugin installed
+from a marketplace, its entry's `name`. Official plugins ship both ways, so
+ci-evals accepts both. A suite may name a marketplace entry (`plugin:
+{marketplace: ., name: NAME}`); only a folder of this repository can be
+evaluated, and with no manifest of its own (or `strict: false`) the entry is the
+plugin's manifest, as Claude Code reads it.
 
 ci-evals copies the plugin into every workspace as `plugin/`; a name that did
 not come from a manifest in the folder would be lost with the folder's name,
-so `PluginSource.manifest_to_write` is what the copy must carry.
+so `PluginSource.manifest_to_write` is what the copy must carry. docs/suite.md
+(*Plugin*).
 """
 
 from __future__ import annotations

@@ -3,25 +3,17 @@
 `claude plugin eval --allow-tools LIST` (here `plugin_evals.allow_tools:` and
 `ci-evals run --allow-tools LIST`) decides what the model is offered. Read from
 the bundled CLI (2.1.337) and checked by running it against a recording stub
-(tests/suite/test_plugin_evals_grant.py):
-
-- the read-only set (`READ_ONLY`) is always offered, whether or not the case's
-  `allowed_tools` names it; of it, the CLI's `-p` child offers Read, Glob,
-  Grep, Skill, Agent, ToolSearch and (deferred) TaskStop (`OFFERED`);
-- every other tool (Write, Edit, Bash, WebFetch, `mcp__*`, ...) only when the
-  operator grants it, and then in every case of the run: a case's
-  `allowed_tools` never narrows, and naming an ungranted tool there withholds
-  it all the same (the CLI prints `not granted (...)`);
-- a granted Write, Edit or NotebookEdit offers the three (one family);
-- tools of mocked MCP servers are granted (`Grant.with_mocked`);
-- `disallowed_tools` removes, last;
-- the child runs with `--permission-mode dontAsk`: a tool withheld is answered
-  `No such tool available: X. X is disabled for this session`, a call no
-  rule allows (a Read outside the working folder, an ungranted `mcp__` tool)
-  is refused; the model sees either as a tool error.
+(tests/suite/test_plugin_evals_grant.py): the read-only set (`READ_ONLY`, of
+which the CLI's `-p` child offers `OFFERED`) always; every other tool only when
+the operator grants it, then in every case of the run (a case's `allowed_tools`
+never narrows); Write, Edit and NotebookEdit as one family; mocked servers'
+tools (`Grant.with_mocked`); `disallowed_tools` removing last. The child runs
+with `--permission-mode dontAsk`: a tool withheld or a call no rule allows is a
+tool error the model sees.
 
 Inside ci-evals the agent still runs in the sandbox; the grant only decides
 what the model is offered and allowed (`StageTools.offered`, `.allowed`).
+docs/plugin-evals.md (*Tools: the operator's grant*).
 """
 
 from __future__ import annotations

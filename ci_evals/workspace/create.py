@@ -10,26 +10,14 @@ repository and the run folder: `$TMPDIR/ci-evals-<run-id>-*/`):
 
 Why copies and not links into the repository: the agent runs with permissions
 bypassed; a link into the repo would let it rewrite the plugin or the fixtures
-under test. The plugin is small, so copying it costs milliseconds. Fixtures can
-be large, so they are copied the way `cp -r` does it (kernel-side
-`copy_file_range`, which also makes reflinks on file systems that have them),
-from a merged plan (a file that a later fixture overwrites is copied once).
-The stat of every copy, taken as it is written, becomes the workspace's
-baseline snapshot, so the first snapshot of a stage need not read fixture
-files. `benchmarks/bench_workspace.py` measures it against `cp -r`.
-
-Symbolic links in a fixture are kept as links when their target stays inside
-their own fixture folder (which becomes the workspace root, so the link stays
-valid); an absolute link, or one that climbs out -- as written, or by way of
-other links -- is refused before anything is copied. The plugin copy
-dereferences links, so nothing in it points back into the repository.
-
-A fixture folder is not what the pull request committed, but what the
-checkout holds there: so `.git` entries are never laid (at any depth), nor,
-in a git work tree, what git ignores (credentials a CI step wrote, earlier
-run folders) or, in CI (`Suite.tracked_only`), what it does not track; and
-the repository's top (or above it) is refused as a fixture or scaffold
-folder (docs/isolation.md, *What a fixture or scaffold folder lays down*).
+under test. Fixtures are copied as `cp -r` does (`copy_file_range`, reflinks where
+the file system has them), from a merged plan (a file a later fixture overwrites
+is copied once); the stat of every copy becomes the workspace's baseline
+snapshot (`benchmarks/bench_workspace.py`). A fixture's links are kept only while
+they stay inside it, the plugin copy dereferences them, and a fixture lays down
+what the checkout holds less `.git` and what git ignores or, in CI, does not
+track: docs/suite.md and docs/isolation.md (*What a fixture or scaffold folder
+lays down*).
 """
 
 from __future__ import annotations

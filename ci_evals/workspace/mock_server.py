@@ -7,22 +7,14 @@ does not match is refused). Standard library only, Python 3.8+: it is copied
 into that folder, never imported from ci-evals there.
 
 It answers as the CLI's own stand-in (`--eval-mock-server`, 2.1.337) does:
-
-- `tools/list`: the spec's listings (`_tools.json`, else `{type: object}` with
-  no description);
-- `tools/call`, one at a time: `expect:` checked first (a violation is an
-  abort answer: `eval aborted by mock <nonce>: <server>/<tool> — ...`, an
-  error); a fixed responder's body with `{{input.<field>}}` and `{{file:...}}`
-  filled in (`error: true`: a tool error); an agent responder asks the model
-  (the CLI's system prompt word for word, `ERROR:`/`ABORT:` answers), or
-  answers from an adopted `.replay/` recording with no model call; at most the
-  spec's budget of agent-answered calls a run;
-- one JSON line per call appended to the spec's call log (the only file it
-  writes): the host reads it back as untrusted (`workspace.mocks.read_calls`).
-
+`tools/list` from the spec's listings; `tools/call`, one at a time, `expect:`
+checked first (a violation is an abort answer), then a fixed responder's body
+filled in, an agent responder's model answer (the CLI's system prompt word for
+word), or an adopted `.replay/` recording, within the spec's budget of agent
+calls. One JSON line per call goes to the spec's call log, the only file it
+writes, which the host reads back as untrusted (`workspace.mocks.read_calls`).
 It holds no key: an agent responder's request goes to the endpoint the CLI is
-given (`ANTHROPIC_BASE_URL`: the stub, or ci-evals' proxy with its per-run
-token and budget).
+given. docs/plugin-evals.md (*MCP mocks*).
 """
 
 from __future__ import annotations

@@ -1,25 +1,20 @@
 """A case's MCP mocks served inside the sandbox in place of the plugin's real servers.
 
 For a case unit (`plugin_evals:`), before anything runs (`serve_mocks`, called
-by `create_workspace`, so the change is part of the plugin copy as made):
-
-- the plugin copy's MCP declarations (`.mcp.json`, the manifest's
-  `mcpServers`) are replaced by one `.mcp.json` holding only the mocked
-  servers, under their own keys, each the stand-in `mock_server.py` run with
-  the sandbox's `python3`: Claude Code registers them as the plugin's
-  (`plugin:<plugin>:<server>`), so the model sees the CLI's tool names
-  (`mcp__plugin_<plugin>_<server>__<tool>`); a server with no mock is not
-  started, as in the CLI; a mock folder the plugin does not declare is a
-  standalone server (`mcp__<server>__<tool>`), given to the CLI by
-  `--mcp-config` (`StageRequest.mcp_servers`);
-- each stand-in's spec (responders, listings, adopted recordings, the nonce)
-  and the server script go to `<parent>/mocks/spec/`, which the sandbox mounts
-  read-only; its call log to `<parent>/mocks/log/`, writable there.
+by `create_workspace`, so the change is part of the plugin copy as made), the
+plugin copy's MCP declarations are replaced by one `.mcp.json` holding only the
+mocked servers, under their own keys, each the stand-in `mock_server.py`: Claude
+Code registers them as the plugin's, so the model sees the CLI's tool names; a
+server with no mock is not started, and a mock folder the plugin does not
+declare is a standalone server (`StageRequest.mcp_servers`). Each stand-in's spec
+and the server script go to `<parent>/mocks/spec/` (mounted read-only), its call
+log to `<parent>/mocks/log/`.
 
 After the stage the runner reads the log back (`read_calls`) as what it is:
 text the agent could have written. Bounded, line by line, each record checked
 for shape and this run's nonce; what is kept goes to `mock-calls.jsonl` beside
 the stage, new agent answers to `mock-recordings/` with the CLI's `ADOPT.txt`.
+docs/plugin-evals.md (*MCP mocks*).
 """
 
 from __future__ import annotations

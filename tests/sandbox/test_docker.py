@@ -164,7 +164,10 @@ def test_output_is_capped_keeping_the_tail(box: DockerSandbox) -> None:
 
 
 def test_a_command_ignoring_sigterm_is_killed_at_its_timeout(box: DockerSandbox) -> None:
-    start = time.monotonic()
+    # The container's first process, by its start time: the same one after the
+    # kill means the command was killed inside, not the container restarted.
+    first = "cut -d' ' -f22 /proc/1/stat"
+    init_started = sh(box, first)
     done = py(
         box,
         """
@@ -177,10 +180,9 @@ def test_a_command_ignoring_sigterm_is_killed_at_its_timeout(box: DockerSandbox)
         """,
         timeout=8,  # room for `docker exec` and Python to start on a busy machine
     )
-    took = time.monotonic() - start
     assert done.timed_out and done.returncode is None
     assert done.stdout == b"started\n"  # output up to the kill is kept
-    assert took < 8 + 2.5, took  # killed inside, not waited for (nor the container restarted)
+    assert sh(box, first) == init_started
     left = py(
         box,
         """
@@ -199,10 +201,9 @@ def test_a_command_ignoring_sigterm_is_killed_at_its_timeout(box: DockerSandbox)
 
 
 def test_a_background_process_holding_the_output_does_not_hang_exec(box: DockerSandbox) -> None:
-    start = time.monotonic()
+    # The timeout, 30 s, is shorter than the sleep: waiting for it would time out.
     done = box.exec(["sh", "-c", "sleep 60 & echo started"], cwd=box.workspace, env=ENV, timeout=30)
     assert done.returncode == 0 and done.stdout == b"started\n"
-    assert time.monotonic() - start < 10
 
 
 # -- confinement ------------------------------------------------------------------------
@@ -467,6 +468,7 @@ def test_sigint_to_a_process_using_the_sandbox_removes_its_container(
     assert _wait_gone(run_id) == []
 
 
+@pytest.mark.usefixtures("gc_alone")  # no other test's gc removes the crash's container first
 def test_gc_removes_what_a_crash_left_and_nothing_that_is_in_use(
     ws: Path, docker_image: str, spec: SandboxSpec, options: DockerOptions
 ) -> None:
@@ -486,6 +488,7 @@ def test_gc_removes_what_a_crash_left_and_nothing_that_is_in_use(
         run(live, ["true"])
 
 
+@pytest.mark.usefixtures("gc_alone")
 def test_gc_leaves_a_container_someone_else_started_from_our_image(docker_image: str) -> None:
     # `docker run` of a built image by a user or another tool is not ours: the image
     # must not hand its build container's labels (ci-evals=1, a dead owner) down.

@@ -140,6 +140,7 @@ def finish(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
         ("blip", "was removed"),
     ],
 )
+@pytest.mark.usefixtures("gc_alone")  # the container it leaves is its own gc's
 def test_a_lost_engine_ends_the_stage_in_one_line_naming_it_and_its_container(
     tmp_path: Path, docker_image: str, fault: str, fate: str
 ) -> None:
@@ -164,6 +165,7 @@ def test_a_lost_engine_ends_the_stage_in_one_line_naming_it_and_its_container(
         assert gone(container)
 
 
+@pytest.mark.usefixtures("gc_alone")  # the container it leaves is its own gc's
 def test_after_a_lost_engine_each_later_sandbox_asks_it_once_briefly(
     tmp_path: Path, docker_image: str
 ) -> None:
@@ -188,6 +190,7 @@ def test_after_a_lost_engine_each_later_sandbox_asks_it_once_briefly(
         assert gone(container)
 
 
+@pytest.mark.usefixtures("gc_alone")  # the container it leaves is its own gc's
 def test_sigterm_during_a_stall_ends_the_run_interrupted(tmp_path: Path, docker_image: str) -> None:
     with DockerProxy(tmp_path) as proxy:
         proc = start_run(tmp_path, proxy)

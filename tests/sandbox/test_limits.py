@@ -159,8 +159,8 @@ def test_a_disk_bomb_is_killed_by_the_quota(box: BwrapSandbox | LocalSandbox, ws
     script = "for i in 1 2 3 4 5 6 7 8; do head -c 20M /dev/zero > f$i; done; sleep 30"
     done = box.exec(["sh", "-c", script], cwd=ws, env=ENV, timeout=60)
     assert box.over_quota
+    # SIGKILL: killed, not ended by its sleep (which exits 0)
     assert done.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), done
-    assert done.duration_s < 30  # killed, not ended by its sleep
     assert sum(f.stat().st_size for f in ws.iterdir()) <= 8 * 20 * MIB
     with pytest.raises(OSError, match="disk quota"):  # and nothing more runs there
         box.exec(["true"], cwd=ws, env=ENV, timeout=20)

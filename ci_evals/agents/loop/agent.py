@@ -1,29 +1,20 @@
 """The `loop` backend: a bounded tool loop; the model decides, the tools act in the sandbox.
 
 Each step sends the conversation (through the configured context strategy,
-`context`) to the model with the five tools (`tools`), runs the
-tool calls it answers with inside the stage's sandbox, and sends their
-outputs back. `final_submit` ends the run `completed`; reaching the step
-ceiling (`loop.max_steps`, default 20) ends it halted — status `limit`,
-limit `turns`. The stage's time and budget limits end it as they end a
-`claude` stage; the runner checks the output limit after it, for both.
+`context`) to the model with the five tools (`tools`), runs the tool calls it
+answers with inside the stage's sandbox, and sends their outputs back.
+`final_submit` ends the run `completed`; reaching the step ceiling
+(`loop.max_steps`) ends it `limit` (`turns`). The stage's time and budget limits
+end it as they end a `claude` stage; the runner checks the output limit after it.
 
-**Why the `anthropic` client's Messages API, not claude-agent-sdk.** The
-loop is what is under test, so it must be ours: the step ceiling, the
-context strategy and every message in the trajectory are only exact if we
-hold the message list. The SDK drives the Claude Code CLI, which keeps its
-own context (compaction), its own turn count and system prompt — another
-agent than the one configured — and its in-process MCP tools arrive over a
-control channel that closes after ~60 s (`CLAUDE_CODE_STREAM_CLOSE_TIMEOUT`),
-so a 90 s `run_command` would fail for a reason that is not the agent's.
-Here a slow command is a slow function call. The stub model speaks the
-Messages API (a non-streaming request gets a JSON answer), so the loop runs
-offline like everything else; the cost is priced from each answer's usage
-(`endpoints.pricing`), as the forwarding proxy prices it.
-
-Where things run: the model calls leave the ci-evals process itself, for
-the endpoint in the stage's environment (the stub, or the proxy holding the
-key); the sandbox gets no endpoint and the tools' environment no token.
+It uses the `anthropic` client's Messages API, not claude-agent-sdk: the loop is
+what is under test, so the step ceiling, the context strategy and every message
+of the trajectory must be ours (docs/loop-agent.md, *Why the Messages API*). The
+stub model speaks the Messages API, so the loop runs offline; the cost is priced
+from each answer's usage (`endpoints.pricing`), as the forwarding proxy prices
+it. The model calls leave the ci-evals process itself, for the endpoint in the
+stage's environment; the sandbox gets no endpoint and the tools' environment no
+token.
 """
 
 from __future__ import annotations

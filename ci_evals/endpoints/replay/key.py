@@ -1,52 +1,19 @@
 """The normalised key a replayed request is matched by, and how two keys differ.
 
 A request's key is its route and its JSON body with what varies between two
-runs of the same agent — and does not change the model's answer — taken out
-(docs/replay.md, *How a request finds its answer*). A request carries text
-the run does not control (commands, skills, tool results: whatever a PR
-commits), so each normalisation applies only where the CLI itself puts that
-text, never to a string that merely contains it:
+runs of the same agent — and does not change the model's answer — taken out:
+the query string and every header, `metadata.user_id`, `cache_control` markers,
+tool-use ids (renumbered `toolu#1`, ...), the order of one message's tool results,
+and, in the CLI's environment block only, the run's temp folder, the kernel's
+`OS Version:`, today's date and the budget reminder; a subagent's id and duration
+in the CLI's hand-back. A request carries text the run does not control (commands,
+skills, tool results: whatever a PR commits), so each normalisation applies only
+where the CLI itself puts that text, never to a string that merely contains it.
+Everything else is kept as sent, so a changed prompt, command, tool or setting is
+a different request.
 
-- the query string (`?beta=true`) and every header: session ids, the CLI's
-  version, `anthropic-beta`, the key or token;
-- `metadata.user_id` (a device and session id per run);
-- a `cache_control` marker where the API reads one (a system prompt block, a
-  message's content block or a block of a tool result's content, a tool):
-  where the CLI puts prompt-caching breakpoints. A key of that name anywhere
-  else (a property of a tool's schema, a tool call's input) is kept;
-- the `id` of a tool call and the `tool_use_id` of its result (the fields of
-  a message's content blocks, not text naming them, nor a look-alike object
-  in a schema or an input), renumbered by first appearance (`toolu#1`);
-- the order of the tool results in one message: the CLI lists the results of
-  parallel tool calls (subagents above all) as they finish, so they are put
-  in the order of their calls (the API pairs a result with its call by id);
-- the CLI's environment block: the first `system` message of `messages`, one
-  text, that is the block in its whole shape (`# Environment`, `You have been
-  invoked in the following environment: `, then the working-directory line),
-  alone or after the CLI's ToolSearch paragraph (the deferred tools, one name
-  a line). Never a system prompt block: that is where a subagent's agent file
-  (its body) and `--append-system-prompt` go, so a block an agent file starts
-  with `# Environment` is kept as written. In the block:
-  - the run's temp folder (`…/ci-evals-<run-id>-<random>`, where the
-    workspaces are), the one its working-directory line names, as `$RUN_TMP`
-    and its run id as `$RUN_ID`, in any string of the request (no other
-    string can make a folder of its own vanish);
-  - its `OS Version:` line in the leading list, when it reads as a kernel
-    (`Linux 6.8.0-1021-azure`: a name and a release, no more), as `<os>`;
-  - its closing `Today's date is YYYY-MM-DD` as `<date>`, and what the stage
-    spent and has left in the budget paragraph just before it (`USD budget:
-    $0.05/$2; $1.95 remaining`: the cap is kept);
-- the same budget reminder when it is a whole `system` message;
-- the `x-anthropic-billing-header` when it is the first system prompt block,
-  whole;
-- in the hand-back the CLI appends to a subagent's result (the end of an
-  `Agent`/`Task` call's result): the subagent's id (`agentId: a…`, random per
-  run) as `$AGENT_ID` and its `duration_ms` as `<ms>`.
-
-Everything else is kept as sent — model, system, messages (roles, text,
-tool calls and results), tools, max_tokens, thinking, stream, tool_choice,
-temperature, stop sequences, ... — so a changed prompt, command, tool or
-setting is a different request.
+Each rule, where it applies and why: docs/replay.md (*How a request finds its
+answer*).
 """
 
 from __future__ import annotations

@@ -1,28 +1,18 @@
 """A recording made fit to commit (`ci-evals record promote RUN_DIR NAME`).
 
 A run folder is not committed; a recording promoted into the repository
-(`recordings/NAME/`) is, and may be public. So the copy keeps only what
-replay reads — an allow-list, so a field a later version records is left out
-until someone decides it belongs — and nothing that identifies the machine,
-the account or the session:
+(`recordings/NAME/`) is, and may be public. So the copy keeps only what replay
+reads — an allow-list, so a field a later version records is left out until
+someone decides it belongs — and nothing that identifies the machine, the
+account or the session: of each exchange its path, outcome, status, response
+`content-type`, request body less `metadata.user_id`, and response body; of the
+run's `results.json` the model, the kind of endpoint and the day it started.
 
-- of each exchange: `path`, `outcome`, `status`, the `content-type` of its
-  response headers, `request_body` without `metadata.user_id` (on the real
-  API an account and session identifier; the key ignores it), and
-  `response_body`; a cut exchange's mark (`exchange_log`) as it is. Request
-  headers (the CLI's session id, user agent), the other response headers
-  (`anthropic-organization-id`, `request-id`, `set-cookie`, ...), times,
-  costs and attempts are dropped;
-- of the run's `results.json`: the `model` it asked for, the kind of
-  endpoint that answered (`stub` or `anthropic`, no script path; null when
-  it names none or another) and the day it started (`started_at`, the date
-  alone), which every report of a replay says. Its session ids, paths and
-  verdicts are not copied.
-
-The recording is read as replay reads it first (a bad line is one error
-naming `file:line`, and nothing is written), the copy is read back the same
-way and must replay the same exchanges, and a folder that already holds a
-recording is never overwritten.
+The recording is read as replay reads it first (a bad line is one error naming
+`file:line`, and nothing is written), the copy is read back the same way and
+must replay the same exchanges, and a folder that already holds a recording is
+never overwritten. What is kept and dropped, field by field: docs/replay.md
+(*Promoting a recording*).
 """
 
 from __future__ import annotations

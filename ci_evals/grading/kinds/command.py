@@ -4,49 +4,20 @@
 graders:
   - id: plan-lint
     command: [python3, -m, labsmith_lint, lab/plan.json]   # argv, never a shell string
-    timeout_s: 60
   - id: unit
-    script: plugin:scripts/run-tests.sh     # or a path relative to the suite file
-    files: [plugin:scripts/helpers.py]      # what else of its folder it needs
-    args: [--fast]
-    cwd: lab                                # inside the folder (default: the folder itself)
-    junit: report.xml                       # optional, in $CI_EVALS_RESULTS: one criterion per test
-  - id: smoke
-    command: [./smoke]                      # the agent's own program: one identity
-    json_results: smoke.json                # optional: [{"name", "passed", "detail"?}]
+    script: plugin:scripts/run-tests.sh     # a private copy, with the `files:` it names
+    junit: report.xml                       # in $CI_EVALS_RESULTS: one criterion per test
   - id: hidden
     script: tests/check.sh                  # starts the agent's server via $CI_EVALS_AS_AGENT
     isolate_agent_code: true                # two identities: the verdict out of its reach
     json_results: hidden.json
 ```
 
-The command runs in its own process group with stdin closed; on timeout
-the whole group is killed (and so is anything it left running when it
-exits). Output (stdout and stderr together) keeps only the last
-`MAX_OUTPUT_BYTES`. The result is one checklist criterion for the exit
-code, plus one per sub-result when a results file is configured.
-
-A results file is read from `$CI_EVALS_RESULTS` (a fresh folder, never the
-graded folder). With `isolate_agent_code: true` the verdict stays out of the
-agent's code's reach (`sandbox.grader_identity`): the command runs as the
-grader's identity, which alone can write that folder, and starts the code
-under test through `$CI_EVALS_AS_AGENT`, as another uid or in namespaces of
-its own. Without it the command runs as the code under test's identity (as
-any stage does: no capabilities), the folder is writable by everything it
-runs, and so its verdict is only as trustworthy as the agent's code it runs
-(`python3 -m pkg` puts the graded folder first on `sys.path`). A grader that
-names `$CI_EVALS_AS_AGENT` without the key is refused at load.
-
-A `script:` runs from a private copy of itself and the `files:` the suite
-names next to it (never its folder, which may be the repository with
-`.git/config`), shown read-only.
-
-Fail closed: a command that cannot start, or a configured results file that
-is missing (after exit 0), unreadable or empty, makes the grader's result an
-error, not a pass.
-
-The command runs with the environment the caller passes (default: only PATH
-and LANG) in the sandbox the caller names.
+The program runs in its own process group, stdin closed, in the sandbox and with
+the environment the caller names; on timeout (or when it exits) the whole group
+is ended. Fail closed: a command that cannot start, or a configured results file
+missing, unreadable or empty after exit 0, makes the grader's result an error.
+Every key, the two identities and what each can write: docs/grading.md#command-graders.
 """
 
 from __future__ import annotations

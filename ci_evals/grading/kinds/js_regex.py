@@ -4,26 +4,14 @@
 `input_match` for JavaScript. A pattern is translated once, at load, into a
 Python pattern that matches the same strings; a construct whose meaning
 differs between the two engines and cannot be translated exactly is refused
-with one line naming it (docs/plugin-evals.md lists them), never matched
-differently. What is translated:
-
-- `.`, `^`, `$`: JavaScript's line terminators are `\\n`, `\\r`, U+2028 and
-  U+2029 (Python's only `\\n`), and `$` without `m` is the end of the text
-  (Python's also matches before a final newline);
-- `\\d`, `\\w`, `\\b`, `\\s` and their negations: JavaScript's are ASCII (`\\s`:
-  its own list of spaces); Python's, on text, are Unicode;
-- `(?<name>` and `\\k<name>`, `\\cX`, `\\u{...}`, `[^]`, `[]`, a `{` that is no
-  quantifier, `[` and doubled `&&`, `--`, `||`, `~~` inside a class;
-- without `u`/`v`, JavaScript sees text as UTF-16 code units: a character
-  outside the BMP is two (so `.` matches half of an emoji): the text and the
-  pattern's own such characters are split into surrogate pairs for Python.
-
-Refused: backreferences, octal escapes, `\\p{...}`, escapes of letters that
-JavaScript reads as the letter and Python as something else (`\\A`, `\\Z`,
-`\\z`, `\\a`, `\\e`, `\\G`, ...), Python-only groups (`(?P<`, `(?>`, `(?#`,
-`(?i)`), possessive quantifiers, escaped surrogates, `\\w`/`\\b` under `i`
-with `u`/`v` (they then also match U+017F and U+212A), set operations of
-`v`, and whatever Python's `re` cannot compile (a lookbehind of varying width).
+with one line naming it, never matched differently. Translated: line
+terminators and `$`, the ASCII classes (`\\d \\w \\b \\s`), named groups and the
+escapes and class syntax Python reads otherwise, and, without `u`/`v`, UTF-16
+code units (text and pattern split into surrogate pairs). Refused:
+backreferences, octal escapes, `\\p{...}`, letter escapes Python reads otherwise,
+Python-only groups, possessive quantifiers, escaped surrogates, `\\w`/`\\b` under
+`i` with `u`/`v`, `v`'s set operations, and what `re` cannot compile. The full
+lists: docs/plugin-evals.md (*JavaScript patterns*).
 """
 
 from __future__ import annotations

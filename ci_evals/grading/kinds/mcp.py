@@ -4,29 +4,20 @@
 mcp:
   - id: server
     command: [python3, server.py]       # argv, started in the graded folder (never a shell)
-    cwd: .                              # inside the folder (default: the folder itself)
     protocol: 2025-11-25                # the revision the task names: it must be served
-                                        # (default: ask 2025-11-25, check what is negotiated)
-    timeout_s: 10                       # every wait for a reply
     advisory: [tools-call]              # reported, not deciding (added to the defaults)
-    required: [parse-error]             # sub-tests that decide although advisory by default
     weights: {tools-call: 2}            # in the binary score (default 1 each)
-    unknown_tool: error                 # or error-or-isError (default): see below
-    tool: query                         # the tool `tools-call` calls (default: see mcp-check.md)
-    arguments: {sql: "select 1"}        # its arguments; with `tool`, the call must succeed
 ```
 
-Each sub-test (`ci_evals.mcp.subtests`, listed in docs/grading.md) runs
-against a fresh server process inside the stage's sandbox, and becomes one
-checklist criterion `<id>/<sub-test>` (source `mcp`), with the revision
-checked and the reason in its detail. Advisory sub-tests and weights reach
-the verdict through the stage's scoring policy (`scoring`), as if written in
-its `scoring:` (where ids compare by their last part: two mcp graders of one
-stage share them). The
+Each sub-test (`ci_evals.mcp.subtests`) runs against a fresh server process
+inside the stage's sandbox, and becomes one checklist criterion
+`<id>/<sub-test>` (source `mcp`), with the revision checked and the reason in
+its detail. Advisory sub-tests and weights reach the verdict through the
+stage's scoring policy (`scoring`), as if written in its `scoring:` (where ids
+compare by their last part: two mcp graders of one stage share them). The
 server's stderr of every session goes to `mcp-<id>.log` in the run folder.
-
-`unknown_tool: error-or-isError` accepts a result with `isError: true` for an
-unknown tool, as the official SDKs answer; `error` requires a JSON-RPC error.
+Every key (`cwd`, `timeout_s`, `required`, `unknown_tool`, `tool`, `arguments`)
+and sub-test: docs/grading.md (*MCP graders*) and docs/mcp-check.md.
 """
 
 from __future__ import annotations

@@ -2,37 +2,20 @@
 
 A grader object is the CLI's (case.yaml schema 1.x, or a `graders/<name>.md`
 front matter): `regex`, `tool_used`, `tool_order`, `file_exists`, `llm` and
-`baseline` (the judge: `plugin_eval_judge`). Each is one
-checklist criterion named after the grader, weighted by its `weight` (through
-the stage's scoring policy, so the binary score is the CLI's run score x 100).
-What each reads, as the CLI reads it (docs/plugin-evals.md):
+`baseline` (the judge: `plugin_eval_judge`). Each is one checklist criterion
+named after the grader, weighted by its `weight` (through the stage's scoring
+policy, so the binary score is the CLI's run score x 100). It reads what the CLI
+reads: the last message, the CLI's stream-json trace (`STREAM_FILE`), the files
+the stage created less those its scaffold left (`SCAFFOLD_FILES`), a file's text,
+the trajectory's tool calls, and the mocked tools' calls (`mock_calls_text`, by
+the names the runner wrote to `MOCKS_FILE`); a judge's votes go to `JUDGE_FILE`.
 
-- `last_message`: the text of the last assistant message that has text;
-- `trace`: the CLI's own stream-json lines (`STREAM_FILE`, which the runner
-  keeps for a case unit), each as JSON.stringify writes it;
-- `files`: the paths (relative, `/`-separated, sorted) of the files the stage
-  created: every file the stage left, less the paths its case's scaffold left
-  before it started (`SCAFFOLD_FILES`, which the runner writes beside the
-  trajectory; the CLI's "created, not modified": a path the scaffold made and
-  the agent changed or re-made is not in it);
-- `{source: file, path}`: that file's text, from the stage's files (missing:
-  the grader fails, as the CLI's throws and counts as failed);
-- tool calls: every `tool_use` in the trajectory, subagents' included, with its
-  input as JavaScript's `JSON.stringify` writes it for `input_match`;
-- `llm`'s focus: one of these texts (`trace`: its first and last 12 messages
-  past 24), `baseline`: the case's baseline file (read at load) and the trace.
-
-Patterns are JavaScript's, translated at load (`js_regex`); a pattern that
-would match differently is refused there. Fail closed where the CLI does not:
-a trajectory that cannot be read, or text a pattern cannot match as
-JavaScript would, makes the grader an error, never a silent fail; so does a
-judge that gives no verdict. `mock_calls` is the CLI's rendering of the
-trace's calls of mocked tools (`mock_calls_text`), by the names and nonce the
-runner wrote to `MOCKS_FILE` before the stage (`workspace.mocks`). A judge's
-votes, answers and evidence go to `JUDGE_FILE` in the stage's folder,
-recorded as the grader's raw output.
-Loading is the kind's (`load_grader`, file:line:col); `suite.plugin_evals`
-finds and merges the cases.
+Patterns are JavaScript's, translated at load (`js_regex`). Fail closed where
+the CLI does not: an unreadable trajectory, text a pattern cannot match as
+JavaScript would, or a judge with no verdict make the grader an error. Loading
+is the kind's (`load_grader`, file:line:col); `suite.plugin_evals` finds and
+merges the cases. Every target and rule, and where ci-evals differs from the
+CLI: docs/plugin-evals.md.
 """
 
 from __future__ import annotations

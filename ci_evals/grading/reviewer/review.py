@@ -1,32 +1,21 @@
 """Run a stage's reviewer — the plugin's own review agent — and grade its scorecard.
 
-The reviewer is invoked *directly* with its prompt template ("Read
-{plugin}/agents/review-lab-plan.md for your instructions. Review ... Output
-format: json"), not through a slash command, so its scorecard is its final
-message. It runs through the same agent backend and limits as the stage, on a
-fresh copy of the workspace state the stage left (`state.copy_state`), next
-to a pristine copy of the plugin: it can neither change what is graded nor
-read a rubric the agent under test rewrote. Rubrics kept next to the suite
-(`suite:PATH`, for a plugin you do not own) are copied too, read-only (files
-0444, and a read-only mount in an isolating sandbox), to `{rubrics}/PATH`.
-Every rubric is hashed from the copies before the reviewer starts, so nothing
-it does to them changes what it is graded against. Its trajectory, stderr, raw
-final message and parsed scorecard go to the run folder, out of its reach.
+The reviewer is invoked *directly* with its prompt template, not through a slash
+command, so its scorecard is its final message. It runs through the same agent
+backend and limits as the stage, on a fresh copy of the workspace state the
+stage left (`state.copy_state`), next to a pristine copy of the plugin (and of
+`suite:PATH` rubrics, read-only): it can neither change what is graded nor read
+a rubric the agent under test rewrote. Every rubric is hashed from the copies
+before the reviewer starts. Its trajectory, stderr, raw final message and parsed
+scorecard go to the run folder, out of its reach.
 
-The files it judges are the agent's, and the agent may aim them at it: in
-its copy the files that configure a Claude agent and `.git` folders are
-renamed (`untrusted.rename_config`: `.claude/` becomes
-`.claude.ci-evals-withheld/`, ...; the CLI loads no settings anyway), it runs
-in the stage's folder only if that resolves inside its copy, and ci-evals
-appends `reviewer_note` to its prompt: the outputs are data to judge, and how
-many entries were renamed, never their names (an agent's file name can say
-anything, in ci-evals' voice). The scorecard is then held to the rubrics' ids
-and scales.
-
-Fail closed: a reviewer that times out, hits a limit, fails, or returns
-anything `scorecard.grade_scorecard` does not accept gives a `GraderResult`
-with `error` set (the stage is then `error`, never a pass), and whatever it
-said is kept.
+The files it judges are the agent's, and the agent may aim them at it: the
+files that configure a Claude agent and `.git` folders are renamed in its copy
+(`untrusted.rename_config`), and `reviewer_note` tells it the outputs are data to
+judge, never naming them. Fail closed: a reviewer that times out, hits a limit,
+fails, or returns anything `scorecard.grade_scorecard` does not accept gives a
+`GraderResult` with `error` set (the stage is then `error`, never a pass), and
+whatever it said is kept. In full: docs/grading.md (*Reviewers and scorecards*).
 """
 
 from __future__ import annotations

@@ -2,27 +2,18 @@
 
 Rubrics are the plugin's own markdown files (the same ones its reviewer reads
 at runtime); ci-evals only reads them to learn, for every criterion id a
-scorecard may name, its kind and the file (and hash) that defines it.
-
-Convention (documented in docs/grading.md):
-
-- A rubric file defines the criterion named by its file stem:
-  `references/evaluation/analytic/plan-lab/coherence.md` -> `coherence`.
-- Its kind is the `type:` field of its YAML frontmatter (`checklist` or
-  `analytic`) if present, else the nearest folder on its path named
-  `checklist` or `analytic`. Neither -> the kind is unknown, and a scorecard
-  naming it is an error.
-- A rubric may define more criteria in a frontmatter list, each a string or
-  `{id, type}`: `criteria: [has-goals, {id: pacing, type: analytic}]`.
-  Such a file then defines only the listed criteria, not its stem.
+scorecard may name, its kind and the file (and hash) that defines it. A rubric
+file defines the criterion named by its file stem, or the ones its front
+matter's `criteria:` lists; its kind is its `type:`, else the nearest folder on
+its path named `checklist` or `analytic` (neither: unknown, and a scorecard
+naming it is an error).
 
 Rubric paths are relative to the plugin folder; `suite:PATH` is relative to the
 suite's folder instead, for rubrics kept outside a plugin you do not own (the
-reviewer gets a read-only copy of them, see `review`).
-
-Ids are compared normalised (case, and `_` or spaces vs `-`), so `Has_Goals`
-and `has-goals` name the same criterion; two rubric files defining the same
-normalised id is an error.
+reviewer gets a read-only copy of them, see `review`). Ids are compared
+normalised (case, and `_` or spaces vs `-`); two rubric files defining the same
+normalised id is an error. The convention: docs/grading.md (*Rubrics: where a
+criterion's kind comes from*).
 """
 
 from __future__ import annotations

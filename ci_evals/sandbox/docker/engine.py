@@ -1,45 +1,22 @@
 """The `docker` sandbox: a fresh container per sandbox, from the task's image.
 
-What the code inside gets (it may be hostile):
+What the code inside gets (it may be hostile): the image's file system
+read-only, a capped `/tmp` of its own, the workspace at `/workspace`; no network
+unless the suite opts in (`kind.DockerOptions`); CPU, memory and pids limits; a
+non-root user (`SANDBOX_UID` when ci-evals is root); no capabilities,
+`no-new-privileges`, a seccomp profile without the calls that reach into another
+process (`seccomp`); an init as PID 1. Labels (`LABEL`, the run id, the owning
+process) let `ci-evals gc` find what a crash left; `close()` removes the container.
 
-- The image's file system read-only, `/tmp` a tmpfs of its own capped at
-  `SandboxSpec.tmp_bytes`, the first writable folder (the workspace) at
-  `/workspace`, other writable and read-only folders at their own paths.
-- No network (`network_mode: none`: a loopback of its own, so neither the
-  host's loopback services nor the Docker bridge are reachable); a suite opts
-  in with `network: true` (`kind.DockerOptions`), and results say so.
-  Without it no `*_PROXY` variable (any case) reaches a command.
-- CPU, memory (swap included) and pids limits; a non-root user (the host's
-  uid when ci-evals is not root, else `SANDBOX_UID`, to which the writable
-  folders are handed); every capability dropped; `no-new-privileges`;
-  Docker's default seccomp profile without `ptrace`, `process_vm_*` and
-  `pidfd_getfd` (`seccomp`: no process reaches into another of its
-  uid); an init (docker-init, tini) as PID 1 that reaps orphans.
-- Labels (`LABEL`, the run id, the owning process) so `ci-evals gc` can find
-  what a crash left; `close()` removes the container (the runner closes
-  every sandbox in a `finally`, and `main` turns SIGTERM into Ctrl-C).
+`exec` runs an argv, never a shell string, in a session whose process group a
+timeout kills inside the container; files move as tar archives. Every engine
+call has a deadline (`calls`): when the engine stops answering or the container
+dies (`State.OOMKilled`), the sandbox is lost and every later call raises
+`SandboxLost`, one line naming the engine and what became of the container.
+`spawn` returns a `docker exec -i` argv (the CLI is the engine's own client for
+the attach stream), its environment passed by name, off the command line.
 
-`exec` runs an argv (never a shell string made from data) through the
-engine's exec API, in a session of its own (`setsid`) whose process group is
-written to a pid file, so a timeout kills the whole group inside the
-container with SIGKILL — a command that ignores SIGTERM included; if even
-that fails, the container is killed and started again. Files move in and out
-as tar archives (`put_archive`/`get_archive`), never through a shell.
-
-Every engine call has a deadline (`calls`). When the engine stops answering
-(stalled, dropped, gone) or the container dies (the kernel's OOM killer at
-its memory limit: `State.OOMKilled`), the sandbox is lost: the container is
-removed if the engine answers again within `calls.REMOVE_S`, else left to
-`ci-evals gc`, and every later call raises `SandboxLost` with one line
-naming the engine (or the OOM kill) and what became of the container — not a
-tool failure the model would see again at every call.
-
-`spawn` (a long-lived process driven over stdio, e.g. an MCP server) returns
-an argv of the `docker` CLI: `docker exec -i` — the Protocol hands the caller
-a host argv to start and own, and the CLI is the engine's own, well-tested
-client for the attach stream (stdin EOF, exit codes, signals); environment
-values travel in the CLI's environment (`--env NAME`), never on its command
-line, where other host processes could read them.
+Why each, and the details: docs/isolation.md#the-docker-sandbox.
 """
 
 from __future__ import annotations
