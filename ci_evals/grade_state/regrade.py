@@ -1,28 +1,14 @@
 """Re-grade a saved run: the graders again, on the saved stage states, no agent stage.
 
 For a changed rubric, threshold, weight or check: every stage that ran to
-completion left its workspace state in `<stage folder>/after/` (see `state`),
-and its trajectory. Checks and command graders simply run again on it, under
-the suite's *current* configuration. The reviewer is a grader too, but a
-model call; per stage it is
-
-- `reuse`d: its saved final message is parsed again against the current
-  rubrics and graded under the current policy (no model call). `auto`, the
-  default, does this when the reviewer's fingerprint — its agent file, prompt
-  template, rubric files, `require_all` and the note ci-evals sent it (worked
-  out again from the saved state: `reviewer.state_note`) — is unchanged since
-  the run;
-- `rerun`: the reviewer agent runs again on a copy of the saved state (needs a
-  model: `--model stub:PATH` or an API key). `auto` does this when the
-  fingerprint changed, or when there is no saved message (it timed out);
-- `skip`ped: left out; checks and command graders alone decide.
-
-A `claude plugin eval` case's judges (`llm`, `baseline`) are asked again, through
-the re-grade's model endpoint (`asks_model`; the stub, or the proxy and its
-budget), their cost the stage's grading cost, as in a run.
-
-A stage that ended in `limit`, `error` (from the agent) or `skipped` is not
-graded and keeps its status: nothing ran to grade.
+completion left its workspace state in `<stage folder>/after/` (see `state`)
+and its trajectory, so checks and command graders run again on it under the
+suite's *current* configuration. The reviewer is a model call: per stage it is
+`reuse`d (its saved final message parsed again; `auto` does this while the
+reviewer's fingerprint is unchanged), `rerun` (needs a model) or `skip`ped.
+A case's judges (`llm`, `baseline`) are asked again through the re-grade's
+endpoint. A stage that ended in `limit`, `error` or `skipped` keeps its status:
+nothing ran to grade. The modes and the fingerprint: docs/grading.md.
 """
 
 from __future__ import annotations
