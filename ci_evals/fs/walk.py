@@ -26,6 +26,10 @@ read whole must not be copied in part). A live tree, one the agent may still
 be changing or may have closed to us, is walked with `skip_vanished` (a folder
 or entry removed or replaced meanwhile is passed over) and `skip_unreadable`
 (a folder that cannot be listed is passed over, its content unseen).
+
+`selection.case_index` alone walks with `os.walk`, by the same policy (links not
+entered): it stops descending at a folder once its case file is seen, which this
+walk cannot be told (tests/test_claims.py keeps it the only one).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Iterator
 from operator import attrgetter
+from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 from typing import Literal
 
@@ -88,6 +93,19 @@ def walk(
                 below.append((rel + "/", entry.path))
             yield rel, kind, entry
         stack.extend(reversed(below))
+
+
+def files_ending(top: Path, suffix: str) -> list[Path]:
+    """Every file below `top` whose name ends in `suffix` (`top / rel`), in path order:
+    a regular file, or a link to one. A linked folder is not entered, and a folder
+    that cannot be listed or vanished is passed over (what pathlib's `rglob` did for
+    the rubric and command folders that read them here)."""
+    return sorted(
+        top / rel
+        for rel, kind, entry in walk(top, skip_vanished=True, skip_unreadable=True)
+        if entry.name.endswith(suffix)
+        and (kind == "file" or (kind == "link" and os.path.isfile(entry.path)))
+    )
 
 
 def _walk_following(
