@@ -111,11 +111,11 @@ def _folder(value: Field, name: str, folder: Path, roots: list[str]) -> str:
     if not os.path.isdir(real):
         raise value.error(f'case "{name}": add_dirs entry "{value.as_str()}" is not a folder')
     # Links are not entered; a case file is one that is no folder (a link to a file too).
-    for rel, _, entry in walk(real, skip_vanished=True, skip_unreadable=True):
+    for below, _, entry in walk(real, skip_vanished=True, skip_unreadable=True):
         if is_git(entry.name) or (entry.name in CASE_FILES and not os.path.isdir(entry.path)):
             raise value.error(
                 f'case "{name}": an add_dirs entry points inside a directory that holds case '
                 "definitions or version-control data \u2014 point it at the fixtures themselves",
-                hint=f"found in {posixpath.dirname(rel) or os.curdir}",
+                hint=f"found in {posixpath.dirname(below) or os.curdir}",
             )
     return rel
