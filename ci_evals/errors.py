@@ -98,6 +98,12 @@ class Problems:
         self.found.append(error)
 
 
+def print_user_error(exc: UserError, prog: str = "ci-evals") -> None:
+    """`PROG: error: ...` on stderr: how every user error is shown (a command that
+    goes on past one, as `check-coverage` past one map, shows it so too)."""
+    print(f"{prog}: error: {exc}", file=sys.stderr)
+
+
 @contextlib.contextmanager
 def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
     """Turn exceptions into an exit code stored in the yielded one-item list.
@@ -109,7 +115,7 @@ def error_handler(prog: str = "ci-evals") -> Iterator[list[int]]:
     try:
         yield code
     except UserError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print_user_error(exc, prog)
         code[0] = exc.exit_code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The one place that runs git.
+"""The one place that runs git (`run` to completion, `start` to stream).
 
 Always argv lists (never a shell string), always machine-readable output
 (`-z`, `--no-renames`, `--no-color`, `--no-ext-diff`), and parsing kept in pure
@@ -82,6 +82,17 @@ def run(
     if check and result.returncode != 0:
         raise GitError(result)
     return result
+
+
+def start(
+    repo: Path, *args: str, env: Mapping[str, str] | None = None
+) -> tuple[tuple[str, ...], process.ProcessGroup]:
+    """Start `git -C repo ARGS...` for the caller to drive through its pipes (stdin,
+    stdout, stderr), as `run` would start it: its own process group. Returns the
+    argv (for a `GitResult`) and the group; the caller stops it. `env`: as `run`'s.
+    Raises OSError (FileNotFoundError: no git on PATH) when git cannot start."""
+    argv = ("git", "-C", str(repo), *args)
+    return argv, process.ProcessGroup(argv, env=env)
 
 
 def split_z(output: bytes) -> list[str]:

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from ci_evals.commands import COMMANDS, NEEDS_RUN_EXTRA, NO_AGENT_FLAGS
-from ci_evals.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_handler, note_interrupt
+from ci_evals.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UserError,
+    error_handler,
+    note_interrupt,
+)
 
 
 class CommandModule(Protocol):
@@ -69,9 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     name, rest = args_list[0], args_list[1:]
     if name not in COMMANDS:
-        valid = ", ".join(COMMANDS)
-        print(f"ci-evals: error: unknown command {name!r} (valid: {valid})", file=sys.stderr)
-        return EXIT_USAGE
+        with error_handler() as code:  # printed as every user error is
+            raise UserError(f"unknown command {name!r}", hint=f"valid: {', '.join(COMMANDS)}")
+        return code[0]
     module_name, summary = COMMANDS[name]
     if name in NEEDS_RUN_EXTRA:  # before the import, which would fail with a traceback
         from ci_evals.requirements import require_run_extra  # noqa: PLC0415

@@ -10,8 +10,11 @@ compiler's last errors matter most), and the exit code, output and a
 Streaming processes the caller drives itself (git's `diff-tree --stdin`, an
 MCP server on stdio) are started with `ProcessGroup`: the same own session and
 group, and `stop()` ending all of it — SIGTERM, a grace, SIGKILL, reaped. The
-agent CLI is the one exception: the claude-agent-sdk transport starts it
-(`anyio.open_process`, `agents.claude`), with its own session likewise.
+exceptions (tests/test_claims.py lists them): the agent CLI, which the
+claude-agent-sdk transport starts (`anyio.open_process`, `agents.claude`), with
+its own session likewise; and the two scripts that run as programs of their own,
+`sandbox.launch` and `sandbox.relay`, which fork and exec what they were started
+for.
 """
 
 from __future__ import annotations
@@ -253,6 +256,13 @@ class ProcessGroup:
         """Send `signum` to the whole group; nothing happens when it is gone."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
+
+    def wait(self, timeout: float) -> int | None:
+        """The leader's exit code once it exits within `timeout` s; None while it runs."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def stop(self, grace_s: float = GRACE_S) -> int:
         """SIGTERM the group while its leader runs, give the leader `grace_s` to

@@ -22,11 +22,11 @@ from ci_evals.github.actions import ActionsEnv, write_outputs
 from ci_evals.github.artifacts import (
     DEFAULT_ARTIFACT,
     MAX_ZIP_BYTES,
-    RESULTS_FILE,
     FetchRequest,
     fetch_baseline,
 )
 from ci_evals.github.comment import CommentSettings
+from ci_evals.results import RESULTS_FILE
 
 
 def _positive_int(text: str) -> int:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_evals import git
 from ci_evals.commands import output
-from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError
+from ci_evals.errors import EXIT_FAIL, EXIT_OK, UserError, print_user_error
 from ci_evals.selection.coverage import CoverageReport, check_coverage, leaving_link
 from ci_evals.selection.stage_map import default_map_path, load_stage_map
 
@@ -71,7 +70,7 @@ def _check_one(
             _report_map_error(actions, exc)
         if maps is None:
             raise
-        print(f"ci-evals: error: {exc}", file=sys.stderr)
+        print_user_error(exc)
         shown = exc.file if exc.file is not None else (None if path is None else str(path))
         problem = {"kind": "invalid-map", **output.problem(exc)}
         maps.append(

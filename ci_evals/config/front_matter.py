@@ -1,8 +1,8 @@
 """The one reader of a Markdown file's YAML front matter, by Claude Code's rule.
 
-Rubrics, the `front_matter` check and `suite draft` (a command's
-`argument-hint`) all read front matter here, so a file means the same to each
-and to Claude Code, whose loader (bundled CLI 2.1.x, the pattern
+Rubrics, the `front_matter` check, `suite draft` (a command's `argument-hint`),
+a case's `prompt.md` and its mocks (`plugin_evals:`) all read front matter here,
+so a file means the same to each and to Claude Code, whose loader (bundled CLI 2.1.x, the pattern
 `^---\\s*\\n([\\s\\S]*?)---\\s*\\n?`) it follows: a leading byte-order mark is
 ignored; the file opens with `---` and nothing but whitespace on that line
 (CRLF included); the block ends at the first `---` after that, even inside a
@@ -23,7 +23,7 @@ output); a plugin's file is never refused for it, as Claude Code does not.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -50,6 +50,10 @@ class FrontMatter:
     body_line: int = 1  # the 1-based line the body starts on
     problem: str | None = None  # why `fields` is empty though the block is there
     problem_line: int | None = None  # the 1-based line of the file it points at
+    # The block as written (without its `---` lines), and the line it starts on: for a
+    # caller that parses it again to point at a field (`config.yaml_source`).
+    block: str = ""
+    block_line: int = 1
 
     def where(self, file: str) -> str:
         """`file:line` of the problem (or of the file's first line)."""
@@ -66,7 +70,9 @@ def read_front_matter(text: str) -> FrontMatter:
     body = text[match.end() :]
     first_line = text.count("\n", 0, match.start(1)) + 1  # the block's first line
     body_line = text.count("\n", 0, match.end()) + 1
-    found = FrontMatter(present=True, body=body, body_line=body_line)
+    found = FrontMatter(
+        present=True, body=body, body_line=body_line, block=block, block_line=first_line
+    )
     try:
         data = _load(block)
     except yaml.YAMLError as exc:
@@ -79,7 +85,7 @@ def read_front_matter(text: str) -> FrontMatter:
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else "a single value"
         return _with_problem(found, f"front matter is {kind}, not a mapping", first_line)
-    return FrontMatter(present=True, fields=data, body=body, body_line=body_line)
+    return replace(found, fields=data)
 
 
 def _load(block: str) -> object:
@@ -122,10 +128,4 @@ def _needs_quotes(value: str) -> bool:
 
 
 def _with_problem(found: FrontMatter, problem: str, line: int) -> FrontMatter:
-    return FrontMatter(
-        present=True,
-        body=found.body,
-        body_line=found.body_line,
-        problem=problem,
-        problem_line=line,
-    )
+    return replace(found, problem=problem, problem_line=line)

@@ -3,7 +3,8 @@
 `write_atomic` writes to a temporary file in the target's own folder (so the
 rename stays on one file system), syncs it, renames it over the target and
 syncs the folder; on any failure the temporary file is removed and the target
-is untouched. Used for `results.json`, re-graded results and report outputs.
+is untouched. Used for `results.json`, re-graded results, report outputs and
+the stage map's cache (`durable=False`).
 
 Only the standard library's os-level modules: `selection` may use it on the
 hot path.
@@ -23,12 +24,14 @@ if TYPE_CHECKING:
 DEFAULT_MODE = 0o644  # a CI artifact: readable by whoever uploads or reads it
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None, durable: bool = True) -> None:
     """Replace `path` with `data` atomically. The folder must exist.
 
     `mode` is the new file's permission bits; None keeps those of the file it
     replaces, or `DEFAULT_MODE` for a new file (mkstemp alone would give 0600).
-    Raises `OSError`; the target is then unchanged and no temporary file is left.
+    `durable=False` skips the two syncs (~10 ms): for a cache, which a crash may
+    lose or leave old, never half-written. Raises `OSError`; the target is then
+    unchanged and no temporary file is left.
     """
     if mode is None:
         try:
@@ -39,15 +42,17 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    _sync_folder(path.parent)
+    if durable:
+        _sync_folder(path.parent)
 
 
 def _sync_folder(folder: Path) -> None:

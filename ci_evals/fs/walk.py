@@ -15,6 +15,10 @@ that cannot be followed stays `link`, and one that leads back into or above a
 folder it is inside is `loop`, not entered, so a walk always ends. Any error is
 raised by default (a tree that cannot be read whole must not be copied in part);
 a live tree is walked with `skip_vanished` and `skip_unreadable`.
+
+`selection.case_index` alone walks with `os.walk`, by the same policy (links not
+entered): it stops descending at a folder once its case file is seen, which this
+walk cannot be told (tests/test_claims.py keeps it the only one).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Iterator
 from operator import attrgetter
+from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 from typing import Literal
 
@@ -77,6 +82,19 @@ def walk(
                 below.append((rel + "/", entry.path))
             yield rel, kind, entry
         stack.extend(reversed(below))
+
+
+def files_ending(top: Path, suffix: str) -> list[Path]:
+    """Every file below `top` whose name ends in `suffix` (`top / rel`), in path order:
+    a regular file, or a link to one. A linked folder is not entered, and a folder
+    that cannot be listed or vanished is passed over (what pathlib's `rglob` did for
+    the rubric and command folders that read them here)."""
+    return sorted(
+        top / rel
+        for rel, kind, entry in walk(top, skip_vanished=True, skip_unreadable=True)
+        if entry.name.endswith(suffix)
+        and (kind == "file" or (kind == "link" and os.path.isfile(entry.path)))
+    )
 
 
 def _walk_following(

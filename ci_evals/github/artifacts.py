@@ -51,10 +51,10 @@ from ci_evals.github.comment import (
     with_retries,
 )
 from ci_evals.github.safe_zip import ZipLimits, safe_extract
+from ci_evals.results import RESULTS_FILE
 from ci_evals.text import one_line
 
 SOURCE_FILE = "baseline-source.json"
-RESULTS_FILE = "results.json"
 ARTIFACT_FOLDER = "artifact"
 DEFAULT_ARTIFACT = "ci-evals-run"
 MAX_ZIP_BYTES = 256 * 1024 * 1024

@@ -30,8 +30,9 @@ from pathlib import Path
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
 from ci_evals.github.safe_zip import READ_ERRORS, check_entry
+from ci_evals.results import RESULTS_FILE as _RESULTS_FILE
 
-RESULTS_FILE = "results.json"
+RESULTS_FILE = _RESULTS_FILE  # the run's record, as `comment` names it from here
 PR_FILE = "pr.json"
 # Optional: check-fixtures' verdicts on the fixtures the change touched
 # (`comment --pack --fixtures`), shown as *Changed fixtures*.

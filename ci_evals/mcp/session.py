@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import secrets
-import subprocess
 import threading
 import time
 from typing import IO, Any
@@ -183,8 +182,7 @@ class Session:
             return self._stderr.decode("utf-8", "replace")
 
     def _ended(self) -> str:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=_EXITING_GRACE_S)  # its stdout closed: it is probably exiting
+        self._group.wait(_EXITING_GRACE_S)  # its stdout closed: it is probably exiting
         code = self._proc.poll()
         if code is None:
             return ""
@@ -243,8 +241,7 @@ class Session:
         if self._proc.stdin is not None:
             with contextlib.suppress(OSError, ValueError):
                 self._proc.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=_EXIT_GRACE_S)
+        self._group.wait(_EXIT_GRACE_S)
         self._group.stop(grace_s=_STOP_GRACE_S)
         for reader in self._readers:
             # A process that left the group may hold the pipes; its output is not waited for.

@@ -2,6 +2,7 @@
 
 - `model` — the pydantic models (`RunResult` → `ScenarioResult` → `StageResult`),
   the one atomic write and the reader (earlier versions migrated forward);
+- `top_fields` — a few top-level fields read without the model (replay's);
 - `criteria` — criteria, what each grader returned, a stage's verdict;
 - `stats` — repeats: mean, stdev, 95% interval, k-of-n;
 - `verdict` — how a stage's verdict is decided: its criteria under the
@@ -22,6 +23,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
+
+# A run's record, in its run folder (`model.read_results` reads it whole; replay
+# reads a few fields of one with `top_fields`).
+RESULTS_FILE = "results.json"
 
 # The seeds' default: a stage passes when the (weighted) mean of its analytic
 # criteria is at least this. The scoring policy defaults to it, the scorecard

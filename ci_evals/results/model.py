@@ -28,7 +28,7 @@ from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
 from ci_evals.fs.snapshot import Change
-from ci_evals.results import model_id_problem
+from ci_evals.results import RESULTS_FILE, model_id_problem
 from ci_evals.results.criteria import StageVerdict
 from ci_evals.results.migrate import VERSION, migrate
 from ci_evals.results.stats import StageSummary
@@ -66,7 +66,6 @@ __all__ = [
     "write_results",
 ]
 
-RESULTS_FILE = "results.json"
 WITHOUT_DIR = "without"  # a unit's run without the plugin, below its folder
 # A results file holds no trajectory and bounded listings (`LISTING_BUDGET`): a
 # run of thousands of stages stays far below. No more of one is ever read.

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ci_evals.fs.copy import copy_many
 from ci_evals.fs.plugin_copy import copy_plugin
+from ci_evals.fs.walk import walk
 from ci_evals.grading.kinds.plugin_eval import SCAFFOLD_FILES
 from ci_evals.sandbox.base import SandboxConfig, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
@@ -66,9 +67,9 @@ def copy_case(context: CaseContext, parent: Path, *, within: Path) -> Path:
     `within` only), then made read-only: what the sandbox binds of it."""
     dest = parent / CASE_COPY
     copy_plugin(context.folder, dest, within=within)
-    for top, _, files in os.walk(dest, topdown=False):
-        for path in [*(os.path.join(top, name) for name in files), top]:
-            os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o222)
+    # The copy holds no link (copy_plugin copies what one leads to): each entry is its own.
+    for path in [*(entry.path for _, _, entry in walk(dest)), os.fspath(dest)]:
+        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o222)
     return dest
 
 

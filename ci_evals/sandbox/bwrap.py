@@ -23,7 +23,6 @@ import functools
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -113,11 +112,12 @@ def available() -> str | None:
         shutil.which("true") or "/bin/true",
     ]
     try:
-        done = subprocess.run(
-            probe, capture_output=True, timeout=_PROBE_TIMEOUT_S, env={}, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = process.run(probe, timeout=_PROBE_TIMEOUT_S, env={})
+    except OSError as exc:
         return f"bubblewrap does not run here ({exc}): apt-get install bubblewrap"
+    if done.timed_out:  # worded as Python's TimeoutExpired says it
+        said = f"Command '{probe}' timed out after {_PROBE_TIMEOUT_S} seconds"
+        return f"bubblewrap does not run here ({said}): apt-get install bubblewrap"
     if done.returncode == 0:
         return None
     lines = done.stderr.decode(errors="replace").strip().splitlines()

@@ -24,11 +24,12 @@ import contextlib
 import os
 import shutil
 import struct
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ci_evals import process
 
 FILE_NAME = "ci-evals-nondumpable.so"
 # Sets a program's LD_PRELOAD and execs it (the Claude CLI's, in every sandbox).
@@ -431,17 +432,16 @@ def _is_script(program: Path) -> bool:
 def _check_loaded(path: Path) -> None:
     """Refuse (NotProtectable) an object the dynamic linker skips: `env` started with
     it, as the CLI is, prints an empty environment only if its initialiser ran."""
+    argv = [ENV_PROGRAM, "-i", f"LD_PRELOAD={path}", ENV_PROGRAM]
     try:
-        done = subprocess.run(
-            [ENV_PROGRAM, "-i", f"LD_PRELOAD={path}", ENV_PROGRAM],
-            capture_output=True,
-            timeout=_PROBE_TIMEOUT_S,
-            check=False,
-        )
+        done = process.run(argv, timeout=_PROBE_TIMEOUT_S)
+    except OSError as exc:
+        ran, said = False, str(exc)
+    else:
         ran = done.returncode == 0 and done.stdout == b""
         said = done.stderr.decode(errors="replace").strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        ran, said = False, str(exc)
+        if done.timed_out:  # worded as Python's TimeoutExpired says it
+            said = f"Command '{argv}' timed out after {_PROBE_TIMEOUT_S} seconds"
     if not ran:
         raise NotProtectable(
             f"{path}: the dynamic linker does not load it from here, so the Claude CLI "

@@ -132,12 +132,11 @@ def write(path: Path | None, cache_key: tuple[Any, ...], value: tuple[Any, ...])
     """Save `value` under `cache_key` (atomically); any failure just means no cache."""
     if path is None:
         return
+    # Imported only on a miss: a hit (the hook's usual case) needs no tempfile.
+    from ci_evals.fs.atomic import write_atomic  # noqa: PLC0415
+
     payload = marshal.dumps((cache_key, value))
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
+    with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_bytes(zlib.crc32(payload).to_bytes(_CHECK, "big") + payload)
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
+        # Not synced: a cache lost on a crash is only rebuilt.
+        write_atomic(path, zlib.crc32(payload).to_bytes(_CHECK, "big") + payload, durable=False)

@@ -2,7 +2,8 @@
 streamed as git finishes each pair (`PairSplitter` cuts its output per pair).
 
 Selection's huge-diff path (`diff.diff_chunks`) uses it; the generic git
-plumbing it builds on (`run`, `without_index`, `GitError`) stays in `ci_evals.git`.
+plumbing it builds on (`start`, `without_index`, `GitError`) stays in `ci_evals.git`,
+which starts the process.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ci_evals import git, process
+from ci_evals import git
 
 # Sent after each pair of trees; `diff-tree --stdin` echoes a line that is not
 # an object id. No path starts with "/", so after a name's NUL it is a clear end.
@@ -32,13 +33,13 @@ class TreeDiffer:
     """
 
     def __init__(self, repo: Path, *, timeout: float = git.DEFAULT_TIMEOUT) -> None:
-        self.argv = (
-            "git", "-C", str(repo), "diff-tree", "--stdin", "-r", "-z", "--name-only",
+        self.argv, self._group = git.start(
+            repo, "diff-tree", "--stdin", "-r", "-z", "--name-only",
             "--no-renames", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none",
+            env=git.without_index(),
         )  # fmt: skip
         self.timeout = timeout
         self._deadline = time.monotonic() + timeout
-        self._group = process.ProcessGroup(self.argv, env=git.without_index())
         self._proc = self._group.proc
         self._used = False
 

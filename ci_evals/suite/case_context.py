@@ -21,6 +21,7 @@ the add_dirs are bound read-only. Nothing is ever written in the plugin's tree.
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from ci_evals.config.yaml_source import Field
 from ci_evals.fs.copyable import is_git
+from ci_evals.fs.walk import walk
 
 CASE_FILES = ("case.yaml", "prompt.md")
 
@@ -108,11 +110,12 @@ def _folder(value: Field, name: str, folder: Path, roots: list[str]) -> str:
         )
     if not os.path.isdir(real):
         raise value.error(f'case "{name}": add_dirs entry "{value.as_str()}" is not a folder')
-    for top, dirs, files in os.walk(real):
-        if any(is_git(entry) for entry in (*dirs, *files)) or any(f in CASE_FILES for f in files):
+    # Links are not entered; a case file is one that is no folder (a link to a file too).
+    for below, _, entry in walk(real, skip_vanished=True, skip_unreadable=True):
+        if is_git(entry.name) or (entry.name in CASE_FILES and not os.path.isdir(entry.path)):
             raise value.error(
                 f'case "{name}": an add_dirs entry points inside a directory that holds case '
                 "definitions or version-control data \u2014 point it at the fixtures themselves",
-                hint=f"found in {os.path.relpath(top, real)}",
+                hint=f"found in {posixpath.dirname(below) or os.curdir}",
             )
     return rel

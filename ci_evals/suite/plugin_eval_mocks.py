@@ -48,7 +48,6 @@ MAX_GUARDS = 32
 SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 RECORDING = re.compile(r"[A-Za-z0-9_-]+-[0-9a-f]{64}\.json")
 _KEYS = ("type", "expect", "error", "tools", "abort_when")
-_BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
 _DIALECT = (
     'expect: /regex/ guards use a small dialect \u2014 literals, ".", escapes, character '
     "classes, and quantifiers (* + ? {m,n}) on single atoms, with optional ^ and $; no "
@@ -258,12 +257,9 @@ def _front(path: Path, text: str) -> tuple[dict[str, Field], Field, str]:
     where = loads("{}", shown)
     if not found.present:
         return {}, where, text
-    stripped = text.removeprefix("\ufeff")
-    block = _BLOCK.match(stripped)
-    assert block is not None  # read_front_matter found it by the same rule
-    if not block.group(1).strip():
+    if not found.block.strip():
         return {}, where, found.body
-    where = loads("\n" * stripped.count("\n", 0, block.start(1)) + block.group(1), shown)
+    where = loads("\n" * (found.block_line - 1) + found.block, shown)
     if not isinstance(where.node, yaml.MappingNode):
         raise where.error("frontmatter must be a YAML object")
     return _strict(where), where, found.body

@@ -72,8 +72,6 @@ _EXECUTION = (
 _CONTEXT = ("scaffold_script", "history_file", "add_dirs")
 _SUITE_KEYS = ("dir", "cases", "tags", "threshold", "judge_model", "allow_tools")
 _NOT_YET = "not supported yet by ci-evals"
-# Claude Code's front matter block (config.front_matter reads it by the same rule).
-_BLOCK = re.compile(r"---\s*\n(.*?)---\s*\n?", re.DOTALL)
 
 Source = Literal["prose", "case_yaml", "mixed"]
 
@@ -444,13 +442,10 @@ def _markdown(path: Path) -> tuple[Field | None, str]:
                 'unterminated frontmatter (opening "---" with no closing "---")', file=shown, line=1
             )
         return None, text
-    text = text.removeprefix("\ufeff")
-    block = _BLOCK.match(text)
-    assert block is not None  # read_front_matter found it by the same rule
-    if not block.group(1).strip():
+    if not found.block.strip():
         return loads("{}", shown), found.body
     # Blank lines before the block keep every line and column where the file has it.
-    keys = loads("\n" * text.count("\n", 0, block.start(1)) + block.group(1), shown)
+    keys = loads("\n" * (found.block_line - 1) + found.block, shown)
     if not isinstance(keys.node, yaml.MappingNode):
         raise keys.error("frontmatter must be a YAML object")
     return keys, found.body

@@ -23,6 +23,7 @@ from pathlib import Path
 from ci_evals.config.templates import Template
 from ci_evals.config.yaml_source import Field
 from ci_evals.errors import Problems
+from ci_evals.fs.walk import files_ending
 
 # `/NAME:command` where a slash command can start: the prompt's start or after
 # white space (so `http://host:80` is not one). Arguments follow after a space.
@@ -72,7 +73,7 @@ def _markdown(path: Path) -> Iterator[Path]:
         if path.suffix == ".md":
             yield path
         return
-    yield from (p for p in sorted(path.rglob("*.md")) if p.is_file())
+    yield from files_ending(path, ".md")
 
 
 def slash_commands(template: Template) -> list[tuple[str, str]]:

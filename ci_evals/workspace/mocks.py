@@ -36,6 +36,7 @@ from typing import Any
 from ci_evals.agents import StageRequest
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.checkpoint import FolderCheckpoint
+from ci_evals.fs.walk import walk
 from ci_evals.grading.kinds.plugin_eval import ABORT_MARK, MOCKS_FILE
 from ci_evals.suite.plugin_eval_mocks import (
     MAX_RECORDING_BYTES,
@@ -251,20 +252,16 @@ def _copy_files(source: Path, target: Path) -> None:
     """The regular files of a mock's folder (what `{{file:...}}` reads), no links, bounded."""
     target.mkdir(parents=True)
     total = 0
-    for top, dirs, names in os.walk(source):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
-        rel = os.path.relpath(top, source)
-        for name in names:
-            path = os.path.join(top, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                continue
-            size = os.path.getsize(path)
-            if size > _FILE_CAP or total + size > _FILES_CAP:
-                continue
-            total += size
-            out = target / rel / name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, out)
+    for rel, kind, entry in walk(source, skip_vanished=True, skip_unreadable=True):
+        if kind != "file":  # a link (to a file or a folder) is neither copied nor entered
+            continue
+        size = os.path.getsize(entry.path)
+        if size > _FILE_CAP or total + size > _FILES_CAP:
+            continue
+        total += size
+        out = target / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(entry.path, out)
 
 
 def _rewrite_declarations(plugin_copy: Path, shadows: Mapping[str, Any]) -> None:

@@ -259,7 +259,7 @@ class _Run:
         }
 
     def _tool_record(self, call: dict[str, Any], output: str, **fields: Any) -> None:
-        # `tool`, not `name`: only the call itself is a tool use to grading.trajectory.
+        # `tool`, not `name`: only the call itself is a tool use to grading.kinds.trajectory.
         self.record(
             "ToolResult",
             step=self.steps,

@@ -27,7 +27,6 @@ from ci_evals.endpoints.exchange_log import TRUNCATED
 from ci_evals.endpoints.replay.recording import (
     MAX_FILE_BYTES,
     RECORD_FILE,
-    RESULTS_FILE,
     load_recording,
     recorded_run,
     recording_file,
@@ -35,6 +34,8 @@ from ci_evals.endpoints.replay.recording import (
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
 from ci_evals.fs.atomic import write_atomic
+from ci_evals.results import RESULTS_FILE
+from ci_evals.results.top_fields import write_top_fields
 
 # What is kept of every exchange, of its response headers and of its request's metadata.
 KEPT = ("path", "outcome", "status", "response_headers", "request_body", "response_body")
@@ -78,7 +79,7 @@ def promote(run_dir: Path, target: Path) -> Promoted:
             # The day only, which the replay's reports name: not when someone worked.
             "started_at": recorded.recorded_on and recorded.recorded_on.isoformat(),
         }
-        write_atomic(target / RESULTS_FILE, (json.dumps(kept, indent=2) + "\n").encode())
+        write_top_fields(target / RESULTS_FILE, kept)
     copy = load_recording(target)
     if [e.digest for e in copy.exchanges] != [e.digest for e in recording.exchanges]:
         shutil.rmtree(target, ignore_errors=True)  # a bug of ours: leave nothing half-made

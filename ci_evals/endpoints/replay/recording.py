@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -39,11 +38,10 @@ from ci_evals.endpoints.local_http import MAX_JSON_VALUES, json_values
 from ci_evals.endpoints.replay.key import key_text, request_key, run_tmp_folders
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
-from ci_evals.results import model_id_problem
+from ci_evals.results import RESULTS_FILE, model_id_problem
+from ci_evals.results.top_fields import read_top_fields
 
 RECORD_FILE = "model-exchanges.jsonl"  # as `run --record` names it (run.plan)
-RESULTS_FILE = "results.json"  # the recorded run's, beside its recording
-MAX_RESULTS_BYTES = 16 * 1024 * 1024  # a results file holds no trajectory: far below
 # The proxy's outcomes for requests it answered itself, before any model saw them.
 _NEVER_SENT = frozenset({"refused_auth", "not_found", "bad_request"})
 _ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
@@ -116,14 +114,9 @@ def recorded_run(folder: Path) -> RecordedRun:
     unknown. A model or date that is there must be one: else one error naming
     the field (the model is asked for again and shown in every report)."""
     path = folder / RESULTS_FILE
-    if not os.path.lexists(path):
+    fields = read_top_fields(path, what="recorded run's results")
+    if fields is None:
         return RecordedRun()
-    data = json_input.read_file(path, MAX_RESULTS_BYTES, what="recorded run's results")
-    try:
-        value = json_input.parse(data.decode("utf-8"), file=path, text_only=True)
-    except UnicodeDecodeError:
-        raise UserError("the recorded run's results are not UTF-8 text", file=path) from None
-    fields = value if isinstance(value, dict) else {}
     endpoint = fields.get("model_endpoint")
     kind = endpoint.split(":", 1)[0] if isinstance(endpoint, str) else None
     return RecordedRun(

@@ -35,6 +35,7 @@ from ci_evals.config.yaml_source import Field
 from ci_evals.errors import UserError
 from ci_evals.fs.json_input import load_file
 from ci_evals.fs.links import Unreadable, read_inside
+from ci_evals.fs.walk import walk
 from ci_evals.grading.kinds import plugin_eval_judge as judge
 from ci_evals.grading.kinds.base import GradeContext, LoadContext, ModelEndpoint
 from ci_evals.grading.kinds.js_json import stringify
@@ -787,14 +788,8 @@ def compact_json(value: object) -> str:
 
 def created_files(folder: Path) -> list[str]:
     """Every file and link under `folder`, relative, sorted: what the stage created."""
-    found: list[str] = []
-    for top, dirs, files in os.walk(folder):
-        dirs.sort()
-        rel = os.path.relpath(top, folder)
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        found.extend(prefix + name for name in files)
-        found.extend(prefix + d for d in dirs if os.path.islink(os.path.join(top, d)))
-    return sorted(found)
+    walked = walk(folder, skip_vanished=True, skip_unreadable=True)
+    return sorted(rel for rel, kind, _ in walked if kind != "dir")  # a linked folder too
 
 
 def _file_text(folder: Path, path: str) -> tuple[str | None, str]:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from ci_evals.config.front_matter import read_front_matter
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import host_state_problem
+from ci_evals.fs.walk import files_ending
 from ci_evals.results import normalize_id
 
 Kind = Literal["checklist", "analytic"]
@@ -128,7 +129,7 @@ def _expand(root: Path, pattern: str, origin: Origin) -> Iterator[Path]:
         )
     for match in root.glob(pattern):
         # A folder (named or globbed) stands for every markdown file below it.
-        candidates = match.rglob("*.md") if match.is_dir() else (match,)
+        candidates = files_ending(match, ".md") if match.is_dir() else (match,)
         for path in candidates:
             if path.is_file() and path.suffix == ".md":
                 problem = host_state_problem(os.path.realpath(path))
