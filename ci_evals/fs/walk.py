@@ -3,11 +3,8 @@
 `walk(top)` yields `(rel, kind, entry)` for each entry below `top`: `rel` its POSIX
 path relative to `top`, `kind` one of `dir`, `file`, `link` (whatever it points
 at) or `other` (a pipe, a socket, a device), `entry` the `os.DirEntry` (its
-`lstat` cached). The kind comes from the listing itself where the file system says
-it, so a walk costs one `scandir` per folder. The order is stable: names sorted,
-a folder before its content, depth first. A folder is listed whole and closed
-before its entries are handed out, and there is no recursion: an agent can make
-a tree thousands of folders deep.
+`lstat` cached): one `scandir` per folder, names sorted, a folder before its
+content, depth first, no recursion (an agent can make a tree thousands deep).
 
 Links are never followed by default. With `follow_links` (a link-following copy
 of a plugin) a link is classified by its target and a linked folder entered; one
@@ -16,9 +13,8 @@ folder it is inside is `loop`, not entered, so a walk always ends. Any error is
 raised by default (a tree that cannot be read whole must not be copied in part);
 a live tree is walked with `skip_vanished` and `skip_unreadable`.
 
-`selection.case_index` alone walks with `os.walk`, by the same policy (links not
-entered): it stops descending at a folder once its case file is seen, which this
-walk cannot be told (tests/test_claims.py keeps it the only one).
+`selection.case_index` alone walks with `os.walk` (links not entered): it stops
+at a folder once its case file is seen (tests/test_claims.py keeps it the only one).
 """
 
 from __future__ import annotations
