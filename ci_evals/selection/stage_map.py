@@ -91,7 +91,7 @@ NO_STAGE = "none"
 
 
 @dataclass(frozen=True)
-class Entry:
+class MapEntry:
     glob: str  # as written (root-relative, gitignore style)
     stage: int | None  # 1-based stage number (names resolved at load); None: `stage: none`
     line: int  # 1-based line of the entry in the map file
@@ -143,7 +143,7 @@ class StageMap:
     display: str  # the map's path as messages show it (`text.display_path`: cwd-relative)
     root: str  # plugin folder, repo-relative POSIX, no trailing slash ("" = repo top)
     stages: tuple[str, ...]  # stage names, index 0 = stage 1
-    entries: tuple[Entry, ...]
+    entries: tuple[MapEntry, ...]
     global_globs: tuple[GlobalGlob, ...]  # the map file itself always first
     # The globals as root-relative globs, for the entries' matcher (see
     # `selection_globs`); None when one cannot be rewritten so exactly.
@@ -336,7 +336,7 @@ def _from_cache(value: object, file: Path, repo_root: Path, names: _Names) -> St
             path=names.path,
             root=str(root),
             stages=tuple(stages),
-            entries=tuple(Entry(*fields) for fields in entries),
+            entries=tuple(MapEntry(*fields) for fields in entries),
             global_globs=tuple(GlobalGlob(*fields) for fields in global_globs),
             root_globals=None if root_globals is None else tuple(root_globals),
             fixtures=None if fixtures is None else str(fixtures),
@@ -583,10 +583,10 @@ def _stages(node: Field) -> tuple[str, ...]:
 
 def _entries(
     node: Field, stages: tuple[str, ...], path: str, *, cases: bool = False
-) -> tuple[tuple[Entry, ...], list[str]]:
-    entries: list[Entry] = []
+) -> tuple[tuple[MapEntry, ...], list[str]]:
+    entries: list[MapEntry] = []
     warnings: list[str] = []
-    first_seen: dict[str, Entry] = {}
+    first_seen: dict[str, MapEntry] = {}
     for index, item in enumerate(node.sequence()):
         fields = item.mapping(
             _ENTRY_KEYS,
@@ -613,7 +613,7 @@ def _entries(
                 f"{key}: beside stage: none", hint="no stage reads the files: no unit either"
             )
         excepts = _excepts(fields["except"]) if "except" in fields else ()
-        entry = Entry(
+        entry = MapEntry(
             glob=glob,
             stage=stage,
             line=item.line,

@@ -31,7 +31,7 @@ USAGE_KEYS = (
 
 
 @dataclass(frozen=True)
-class Usage:
+class StubUsage:
     """Token counts reported for one turn; the CLI prices them into `total_cost_usd`."""
 
     input_tokens: int = 0
@@ -75,7 +75,7 @@ class Fault:
 class Turn:
     text: str | None
     tools: tuple[ToolCall, ...]
-    usage: Usage
+    usage: StubUsage
     stop_reason: str | None  # None: tool_use when there are tools, else end_turn
     delay: float
     fault: Fault | None
@@ -83,7 +83,7 @@ class Turn:
 
 
 @dataclass(frozen=True)
-class Match:
+class RequestMatch:
     """Conditions on a request; all given ones must hold. All None matches everything."""
 
     command: str | None = None
@@ -101,7 +101,7 @@ class Match:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    match: Match
+    match: RequestMatch
     turns: tuple[Turn, ...]  # with `variants`: the first variant
     repeat_last: bool
     where: str
@@ -118,7 +118,7 @@ class Rule:
 class Script:
     rules: tuple[Rule, ...]
     path: str = "<script>"
-    usage: Usage = field(default_factory=Usage)
+    usage: StubUsage = field(default_factory=StubUsage)
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def _parse_script(root: Field, base_dir: _Beside) -> Script:
     keys = root.mapping({"version", "usage", "rules"}, required=("rules",), what="stub script")
     if "version" in keys:
         keys["version"].as_int(minimum=1, maximum=1)
-    default_usage = _parse_usage(keys["usage"], Usage()) if "usage" in keys else Usage()
+    default_usage = _parse_usage(keys["usage"], StubUsage()) if "usage" in keys else StubUsage()
     rule_fields = keys["rules"].sequence(allow_empty=False)
     rules = tuple(
         _parse_rule(item, index, default_usage, base_dir) for index, item in enumerate(rule_fields)
@@ -193,7 +193,7 @@ def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
                 hint=f"{catch_all.name!r} ({catch_all.where}) has no 'match' and takes every "
                 "request; move it last",
             )
-        if rule.match == Match():
+        if rule.match == RequestMatch():
             catch_all = rule
         agent = rule.match.agent
         if agent is not None and agent not in launched and "{" not in agent:
@@ -208,14 +208,14 @@ def _where(f: Field) -> str:
     return f"{f.file}:{f.line}"
 
 
-def _parse_rule(item: Field, index: int, usage: Usage, base_dir: _Beside) -> Rule:
+def _parse_rule(item: Field, index: int, usage: StubUsage, base_dir: _Beside) -> Rule:
     keys = item.mapping({"name", "match", "turns", "variants", "repeat_last"}, what="rule")
     if "turns" not in keys and "variants" not in keys:
         raise item.error("missing required key 'turns'")
     if "turns" in keys and "variants" in keys:
         raise keys["variants"].error("a rule has 'turns' or 'variants', not both")
     name = keys["name"].as_str() if "name" in keys else f"rules[{index}]"
-    match = _parse_match(keys["match"]) if "match" in keys else Match()
+    match = _parse_match(keys["match"]) if "match" in keys else RequestMatch()
 
     def turn_list(f: Field) -> tuple[Turn, ...]:
         return tuple(_parse_turn(turn, usage, base_dir) for turn in f.sequence(allow_empty=False))
@@ -237,9 +237,9 @@ def _parse_rule(item: Field, index: int, usage: Usage, base_dir: _Beside) -> Rul
     )
 
 
-def _parse_match(f: Field) -> Match:
+def _parse_match(f: Field) -> RequestMatch:
     if f.is_null():
-        return Match()
+        return RequestMatch()
     keys = f.mapping(
         {
             "command",
@@ -258,7 +258,7 @@ def _parse_match(f: Field) -> Match:
         return keys[key].as_str() if key in keys else None
 
     command = text("command")
-    return Match(
+    return RequestMatch(
         command=command.lstrip("/") if command is not None else None,
         agent=text("agent"),
         prompt_contains=text("prompt_contains"),
@@ -270,13 +270,13 @@ def _parse_match(f: Field) -> Match:
     )
 
 
-def _parse_usage(f: Field, base: Usage) -> Usage:
+def _parse_usage(f: Field, base: StubUsage) -> StubUsage:
     keys = f.mapping(USAGE_KEYS, what="usage mapping")
     values = {key: keys[key].as_int(minimum=0) for key in keys}
-    return Usage(**{key: values.get(key, getattr(base, key)) for key in USAGE_KEYS})
+    return StubUsage(**{key: values.get(key, getattr(base, key)) for key in USAGE_KEYS})
 
 
-def _parse_turn(f: Field, usage: Usage, base_dir: _Beside) -> Turn:
+def _parse_turn(f: Field, usage: StubUsage, base_dir: _Beside) -> Turn:
     keys = f.mapping(
         {"text", "tools", "usage", "stop_reason", "delay", "fault"},
         what="turn (text, tools, usage, stop_reason, delay, fault)",
