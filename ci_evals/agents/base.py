@@ -53,7 +53,7 @@ class AgentKind(Protocol):
     def available(self) -> str | None:
         """Why it cannot run here, in one line; None when it can."""
 
-    def vary(self, options: object | None, variation: Variation) -> object | None:
+    def with_variation(self, options: object | None, variation: Variation) -> object | None:
         """`options` with a matrix configuration's system prompt or tools; a `UserError`
         when this agent has neither to vary."""
 

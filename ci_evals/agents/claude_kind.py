@@ -24,7 +24,7 @@ class ClaudeKind:
     def available(self) -> str | None:
         return None  # the SDK is a dependency; its CLI is bundled
 
-    def vary(self, options: object | None, variation: Variation) -> None:
+    def with_variation(self, options: object | None, variation: Variation) -> None:
         raise UserError(
             "agent claude has no system prompt or tool set to vary",
             hint="leave system_prompts and tool_sets out of the matrix",

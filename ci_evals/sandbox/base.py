@@ -175,9 +175,10 @@ class SandboxKind(Protocol):
         """It keeps the agent from the host (False for `local`: results say so)."""
 
     @property
-    def host_stands_in(self) -> bool:
-        """When it cannot run here, the host (`local`) may stand in for it when no
-        credential is at stake; False when what it runs on is part of the task (an image)."""
+    def falls_back_to_host(self) -> bool:
+        """When it cannot run here, the command may fall back to running on the host
+        (`local`) when no credential is at stake; False when what it runs on is part
+        of the task (an image)."""
 
     @property
     def runs_images(self) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class HostKind:
     """A sandbox kind with no options, whose sandboxes `make(spec)` builds."""
 
-    host_stands_in = True
+    falls_back_to_host = True
     runs_images = False
 
     def __init__(

@@ -43,7 +43,7 @@ class Configuration:
     model: str | None = None
     system_prompt: tuple[str, str] | None = None  # (name, text)
     tools: tuple[str, tuple[str, ...]] | None = None  # (name, tool names)
-    # The tool set as written: the agent kind checks its names there (`AgentKind.vary`).
+    # The tool set as written: the agent kind checks its names there (`AgentKind.with_variation`).
     tools_field: Field | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -73,7 +73,7 @@ class Configuration:
 
     def apply(self, suite: Suite, task: str) -> Suite:
         """`suite` as this configuration runs it (a varied prompt or tool set: its agent
-        kind's `vary`, which refuses when that agent has neither)."""
+        kind's `with_variation`, which refuses when that agent has neither)."""
         if self.system_prompt is None and self.tools is None:
             return suite
         variation = Variation(
@@ -82,7 +82,7 @@ class Configuration:
             where=self.tools_field,
         )
         try:
-            options = KINDS.get(suite.agent.kind).vary(suite.agent.options, variation)
+            options = KINDS.get(suite.agent.kind).with_variation(suite.agent.options, variation)
         except UserError as exc:
             if exc.file is not None:
                 raise
@@ -131,7 +131,7 @@ def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
 
 def _tool_names(value: Field) -> tuple[str, ...]:
     """A tool set's names as written (non-empty, no repeats); which names an agent
-    has is its kind's to say (`AgentKind.vary`, at this file:line)."""
+    has is its kind's to say (`AgentKind.with_variation`, at this file:line)."""
     names = value.as_str_list(allow_empty=False)
     for item, name in zip(value.sequence(), names, strict=True):
         if names.count(name) > 1:

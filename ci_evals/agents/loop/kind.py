@@ -24,7 +24,7 @@ class LoopKind:
     def available(self) -> str | None:
         return None
 
-    def vary(self, options: object | None, variation: Variation) -> LoopConfig:
+    def with_variation(self, options: object | None, variation: Variation) -> LoopConfig:
         config = options if isinstance(options, LoopConfig) else LoopConfig()
         if variation.system_prompt is not None:
             config = dataclasses.replace(config, system_prompt=variation.system_prompt)

@@ -33,7 +33,7 @@ class DockerKind:
     isolated = True
     # The image is part of the task (its tools, its /workspace): without an
     # engine the command stops; it never falls back to running on the host.
-    host_stands_in = False
+    falls_back_to_host = False
     runs_images = True
 
     def load(self, value: Field | None, suite_dir: Path) -> DockerOptions:
