@@ -132,7 +132,7 @@ class StageRequest:
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)
     # How the endpoint last failed this stage's requests since a time
-    # (`endpoints.base.FaultWatch.fault`); None: the endpoint does not say
+    # (`endpoints.base.FaultReportingCaller.fault`); None: the endpoint does not say
     # (the stub), and the CLI's own API error decides (`agents.retry`).
     endpoint_fault: Callable[[float], EndpointFault | None] | None = field(
         default=None, compare=False

@@ -483,7 +483,7 @@ class ForwardingProxy(LocalHTTPService):
 
 class ProxyWatch:
     """One caller of the proxy (a stage and its reviewers): its token, its faults
-    (`FaultWatch` in `endpoints.base`). The proxy answers every request, so
+    (`FaultReportingCaller` in `endpoints.base`). The proxy answers every request, so
     nothing goes unanswered (`misses` is empty)."""
 
     def __init__(self, env: Mapping[str, str], faults: Faults, caller: str) -> None:
