@@ -10,14 +10,14 @@ from ci_evals.errors import UserError
 if TYPE_CHECKING:
     from ci_evals.agents import Agent
     from ci_evals.agents.base import Variation
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 
 class ClaudeKind:
     name = "claude"
     needs_plugin = True
 
-    def load(self, value: Field | None) -> None:
+    def load(self, value: LocatedNode | None) -> None:
         if value is not None:
             value.mapping(("kind",), what="mapping (agent claude takes no options)")
 

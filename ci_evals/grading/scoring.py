@@ -27,7 +27,7 @@ from ci_evals.grading.reviewer.rubrics import normalize_id
 from ci_evals.results import DEFAULT_ANALYTIC_THRESHOLD
 
 if TYPE_CHECKING:  # pydantic stays out of the config loaders' import cost
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
     from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict, Verdict
 
 POLICY_KEYS = (
@@ -96,7 +96,7 @@ class ScoringPolicy:
         return normalize_id(criterion_id) in self.advisory
 
 
-def load_policy(field: Field) -> PolicyOverride:
+def load_policy(field: LocatedNode) -> PolicyOverride:
     """A `scoring:` mapping from ci-evals.yaml (suite or stage level).
 
     ```yaml

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from ci_evals.process import ExecResult
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 DEFAULT_OUTPUT_CAP = 64 * 1024
 
@@ -184,9 +184,9 @@ class SandboxKind(Protocol):
     def runs_images(self) -> bool:
         """It runs a ready image (`image_options`): `mcp-check --image` uses such a kind."""
 
-    def load(self, value: Field | None, suite_dir: Path) -> SandboxOptions:
+    def load(self, value: LocatedNode | None, suite_dir: Path) -> SandboxOptions:
         """Its options from its block of the suite (None: the suite named it bare, or
-        `--isolation` chose it); mistakes are `Field.error`s, at their file:line."""
+        `--isolation` chose it); mistakes are `LocatedNode.error`s, at their file:line."""
 
     def available(self) -> str | None:
         """Why it cannot run on this machine, in one line; None when it can."""

@@ -12,7 +12,7 @@ from ci_evals.errors import UserError
 from ci_evals.sandbox.base import Enforced, Sandbox, SandboxOptions, SandboxSpec
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 
 class HostKind:
@@ -34,7 +34,7 @@ class HostKind:
         self._make = make
         self._available = available
 
-    def load(self, value: Field | None, suite_dir: Path) -> SandboxOptions:
+    def load(self, value: LocatedNode | None, suite_dir: Path) -> SandboxOptions:
         if value is not None:
             value.mapping(("kind",), what=f"mapping (sandbox {self.name} takes no options)")
         return SandboxOptions()

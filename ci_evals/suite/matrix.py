@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ci_evals.agents.base import Variation
 from ci_evals.agents.registry import KINDS
-from ci_evals.config.yaml_source import ANY_KEY, Field, load
+from ci_evals.config.yaml_source import ANY_KEY, LocatedNode, load
 from ci_evals.errors import UserError
 from ci_evals.suite.load import Suite
 
@@ -44,7 +44,7 @@ class Configuration:
     system_prompt: tuple[str, str] | None = None  # (name, text)
     tools: tuple[str, tuple[str, ...]] | None = None  # (name, tool names)
     # The tool set as written: the agent kind checks its names there (`AgentKind.with_variation`).
-    tools_field: Field | None = field(default=None, compare=False, repr=False)
+    tools_field: LocatedNode | None = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:
@@ -115,7 +115,7 @@ def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
     prompts: list[tuple[str, str] | None] = [None]
     if "system_prompts" in keys:
         prompts = [(name, value.as_str()) for name, value in _named(keys["system_prompts"])]
-    tool_sets: list[tuple[str, Field] | None] = [None]
+    tool_sets: list[tuple[str, LocatedNode] | None] = [None]
     if "tool_sets" in keys:
         tool_sets = [(name, value) for name, value in _named(keys["tool_sets"])]
     return tuple(
@@ -129,7 +129,7 @@ def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
     )
 
 
-def _tool_names(value: Field) -> tuple[str, ...]:
+def _tool_names(value: LocatedNode) -> tuple[str, ...]:
     """A tool set's names as written (non-empty, no repeats); which names an agent
     has is its kind's to say (`AgentKind.with_variation`, at this file:line)."""
     names = value.as_str_list(allow_empty=False)
@@ -139,7 +139,7 @@ def _tool_names(value: Field) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _named(value: Field) -> list[tuple[str, Field]]:
+def _named(value: LocatedNode) -> list[tuple[str, LocatedNode]]:
     """A non-empty mapping of names (letters, digits, `_`, `-`) to values."""
     items = list(value.mapping(ANY_KEY).items())
     if not items:

@@ -38,7 +38,7 @@ from typing import Any, Literal
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
-from ci_evals.config.yaml_source import Field, loads
+from ci_evals.config.yaml_source import LocatedNode, loads
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import escaping_link
 from ci_evals.text import display_path
@@ -220,7 +220,7 @@ def _read_server(folder: Path, warnings: list[str]) -> _Layer | None:
     return layer
 
 
-def _read_responder(path: Path) -> tuple[MockResponder, tuple[str, ...], Field]:
+def _read_responder(path: Path) -> tuple[MockResponder, tuple[str, ...], LocatedNode]:
     text = _text(path)
     keys, where, body = _front(path, text)
     kind_text = keys["type"].as_str() if "type" in keys else "fixed"
@@ -259,7 +259,7 @@ def _read_responder(path: Path) -> tuple[MockResponder, tuple[str, ...], Field]:
     return MockResponder("fixed", body, path, source_hash, expect, is_error=is_error), tools, where
 
 
-def _front(path: Path, text: str) -> tuple[dict[str, Field], Field, str]:
+def _front(path: Path, text: str) -> tuple[dict[str, LocatedNode], LocatedNode, str]:
     """The front matter's keys (strict), where to point at the file, and the body."""
     shown = display_path(path)
     found = read_front_matter(text)
@@ -277,7 +277,7 @@ def _front(path: Path, text: str) -> tuple[dict[str, Field], Field, str]:
     return _strict(where), where, found.body
 
 
-def _tools(value: Field, path: Path) -> tuple[str, ...]:
+def _tools(value: LocatedNode, path: Path) -> tuple[str, ...]:
     if path.name != SERVER_FILE:
         raise value.error(
             f"`tools:` belongs in {SERVER_FILE} (a <tool>.md answers the tool it is named after)"
@@ -289,7 +289,7 @@ def _tools(value: Field, path: Path) -> tuple[str, ...]:
     return tools
 
 
-def _strict(where: Field) -> dict[str, Field]:
+def _strict(where: LocatedNode) -> dict[str, LocatedNode]:
     written = [str(k.value) for k, _ in where.node.value if isinstance(k, yaml.ScalarNode)]
     for key in written:
         if key not in _KEYS:
@@ -347,7 +347,7 @@ def _listings(path: Path) -> dict[str, Mapping[str, Any]]:
     return listings
 
 
-def _expect(value: Field) -> Mapping[str, Any]:
+def _expect(value: LocatedNode) -> Mapping[str, Any]:
     data = value.plain()
     if not isinstance(data, dict):
         raise value.error("expect: a mapping of argument names to allowed values")

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ci_evals.config import yaml_source
-from ci_evals.config.yaml_source import ANY_KEY, Field
+from ci_evals.config.yaml_source import ANY_KEY, LocatedNode
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import confinement, escape_problem, named_problem
 from ci_evals.text import display_path
@@ -159,7 +159,7 @@ def loads_script(text: str, name: str = "<script>", base_dir: Path | None = None
 # -- parsing ------------------------------------------------------------------
 
 
-def _parse_script(root: Field, base_dir: _Beside) -> Script:
+def _parse_script(root: LocatedNode, base_dir: _Beside) -> Script:
     keys = root.mapping({"version", "usage", "rules"}, required=("rules",), what="stub script")
     if "version" in keys:
         keys["version"].as_int(minimum=1, maximum=1)
@@ -172,7 +172,7 @@ def _parse_script(root: Field, base_dir: _Beside) -> Script:
     return Script(rules=rules, path=root.file, usage=default_usage)
 
 
-def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
+def _check_rules(rules: tuple[Rule, ...], fields: list[LocatedNode]) -> None:
     """Mistakes that load fine but could never work: duplicates, dead rules, unlaunched agents."""
     launched = {
         str(call.input.get("subagent_type"))
@@ -204,11 +204,11 @@ def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
             )
 
 
-def _where(f: Field) -> str:
+def _where(f: LocatedNode) -> str:
     return f"{f.file}:{f.line}"
 
 
-def _parse_rule(item: Field, index: int, usage: StubUsage, base_dir: _Beside) -> Rule:
+def _parse_rule(item: LocatedNode, index: int, usage: StubUsage, base_dir: _Beside) -> Rule:
     keys = item.mapping({"name", "match", "turns", "variants", "repeat_last"}, what="rule")
     if "turns" not in keys and "variants" not in keys:
         raise item.error("missing required key 'turns'")
@@ -217,7 +217,7 @@ def _parse_rule(item: Field, index: int, usage: StubUsage, base_dir: _Beside) ->
     name = keys["name"].as_str() if "name" in keys else f"rules[{index}]"
     match = _parse_match(keys["match"]) if "match" in keys else RequestMatch()
 
-    def turn_list(f: Field) -> tuple[Turn, ...]:
+    def turn_list(f: LocatedNode) -> tuple[Turn, ...]:
         return tuple(_parse_turn(turn, usage, base_dir) for turn in f.sequence(allow_empty=False))
 
     variants: tuple[tuple[Turn, ...], ...] = ()
@@ -237,7 +237,7 @@ def _parse_rule(item: Field, index: int, usage: StubUsage, base_dir: _Beside) ->
     )
 
 
-def _parse_match(f: Field) -> RequestMatch:
+def _parse_match(f: LocatedNode) -> RequestMatch:
     if f.is_null():
         return RequestMatch()
     keys = f.mapping(
@@ -270,13 +270,13 @@ def _parse_match(f: Field) -> RequestMatch:
     )
 
 
-def _parse_usage(f: Field, base: StubUsage) -> StubUsage:
+def _parse_usage(f: LocatedNode, base: StubUsage) -> StubUsage:
     keys = f.mapping(USAGE_KEYS, what="usage mapping")
     values = {key: keys[key].as_int(minimum=0) for key in keys}
     return StubUsage(**{key: values.get(key, getattr(base, key)) for key in USAGE_KEYS})
 
 
-def _parse_turn(f: Field, usage: StubUsage, base_dir: _Beside) -> Turn:
+def _parse_turn(f: LocatedNode, usage: StubUsage, base_dir: _Beside) -> Turn:
     keys = f.mapping(
         {"text", "tools", "usage", "stop_reason", "delay", "fault"},
         what="turn (text, tools, usage, stop_reason, delay, fault)",
@@ -311,7 +311,7 @@ def _parse_turn(f: Field, usage: StubUsage, base_dir: _Beside) -> Turn:
 _TOOL_KINDS = ("write", "edit", "read", "bash", "agent", "skill", "tool")
 
 
-def _parse_tool(f: Field, base_dir: _Beside) -> ToolCall:
+def _parse_tool(f: LocatedNode, base_dir: _Beside) -> ToolCall:
     keys = f.mapping(_TOOL_KINDS, what=f"tool call (one of: {', '.join(_TOOL_KINDS)})")
     if len(keys) != 1:
         raise f.error(f"a tool call has exactly one key, got {len(keys)}: {', '.join(keys)}")
@@ -319,14 +319,14 @@ def _parse_tool(f: Field, base_dir: _Beside) -> ToolCall:
     return _TOOL_PARSERS[kind](body, base_dir)
 
 
-def _shorthand(body: Field, key: str) -> dict[str, Field] | None:
+def _shorthand(body: LocatedNode, key: str) -> dict[str, LocatedNode] | None:
     """`read: PATH` is short for `read: {path: PATH}`; None when `body` is a mapping."""
     if isinstance(body.node, yaml.ScalarNode):
         return {key: body}
     return None
 
 
-def _write(body: Field, base_dir: _Beside) -> ToolCall:
+def _write(body: LocatedNode, base_dir: _Beside) -> ToolCall:
     keys = body.mapping({"path", "content", "content_file"}, required=("path",), what="write")
     if ("content" in keys) == ("content_file" in keys):
         raise body.error("write needs exactly one of 'content' or 'content_file'")
@@ -339,7 +339,7 @@ def _write(body: Field, base_dir: _Beside) -> ToolCall:
     )
 
 
-def _edit(body: Field, _base_dir: _Beside) -> ToolCall:
+def _edit(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = body.mapping(
         {"path", "old", "new", "replace_all"}, required=("path", "old", "new"), what="edit"
     )
@@ -353,12 +353,12 @@ def _edit(body: Field, _base_dir: _Beside) -> ToolCall:
     return ToolCall("Edit", tool_input, path_keys=("file_path",))
 
 
-def _read(body: Field, _base_dir: _Beside) -> ToolCall:
+def _read(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "path") or body.mapping({"path"}, required=("path",), what="read")
     return ToolCall("Read", {"file_path": keys["path"].as_str()}, path_keys=("file_path",))
 
 
-def _bash(body: Field, _base_dir: _Beside) -> ToolCall:
+def _bash(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "command") or body.mapping(
         {"command", "description", "timeout_ms"}, required=("command",), what="bash"
     )
@@ -370,7 +370,7 @@ def _bash(body: Field, _base_dir: _Beside) -> ToolCall:
     return ToolCall("Bash", tool_input)
 
 
-def _agent(body: Field, _base_dir: _Beside) -> ToolCall:
+def _agent(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = body.mapping(
         {"name", "prompt", "description", "background"}, required=("name", "prompt"), what="agent"
     )
@@ -388,7 +388,7 @@ def _agent(body: Field, _base_dir: _Beside) -> ToolCall:
     )
 
 
-def _skill(body: Field, _base_dir: _Beside) -> ToolCall:
+def _skill(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "name") or body.mapping(
         {"name", "args"}, required=("name",), what="skill"
     )
@@ -398,7 +398,7 @@ def _skill(body: Field, _base_dir: _Beside) -> ToolCall:
     return ToolCall("Skill", tool_input)
 
 
-def _raw_tool(body: Field, base_dir: _Beside) -> ToolCall:
+def _raw_tool(body: LocatedNode, base_dir: _Beside) -> ToolCall:
     keys = body.mapping({"name", "input", "input_files"}, required=("name",), what="tool")
     tool_input: Any = keys["input"].plain() if "input" in keys else {}
     if not isinstance(tool_input, dict):
@@ -410,7 +410,7 @@ def _raw_tool(body: Field, base_dir: _Beside) -> ToolCall:
     return ToolCall(keys["name"].as_str(), tool_input)
 
 
-def _read_beside(value: Field, base_dir: _Beside) -> str:
+def _read_beside(value: LocatedNode, base_dir: _Beside) -> str:
     """The text of the file `value` names, relative to the script's folder (read at
     load), which must lie in the repository (`fs.copyable.named_problem`)."""
     text = value.as_str()
@@ -441,7 +441,7 @@ _ERROR_STATUSES = range(400, 600)
 FAULT_SCOPES = ("session", "server")
 
 
-def _parse_fault(f: Field) -> Fault:
+def _parse_fault(f: LocatedNode) -> Fault:
     kinds = ("http_status", "malformed_sse", "disconnect", "hang")
     keys = f.mapping({*kinds, "message", "times", "scope"}, what="fault")
     chosen = [kind for kind in kinds if kind in keys]
@@ -467,7 +467,7 @@ def _parse_fault(f: Field) -> Fault:
     return Fault(kind, times=times, scope=scope)
 
 
-def _parse_hang(f: Field) -> float | None:
+def _parse_hang(f: LocatedNode) -> float | None:
     node = f.node
     if isinstance(node, yaml.ScalarNode) and node.value == "forever":
         return None

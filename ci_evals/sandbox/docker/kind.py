@@ -16,7 +16,7 @@ from ci_evals.sandbox.base import Enforced, Sandbox, SandboxOptions, SandboxSpec
 from ci_evals.sandbox.docker.recipe import find_recipe, load_recipe
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 KEYS = ("kind", "image", "network")
 
@@ -36,7 +36,7 @@ class DockerKind:
     falls_back_to_host = False
     runs_images = True
 
-    def load(self, value: Field | None, suite_dir: Path) -> DockerOptions:
+    def load(self, value: LocatedNode | None, suite_dir: Path) -> DockerOptions:
         if value is None:
             raise UserError(
                 "the docker sandbox needs an image",
