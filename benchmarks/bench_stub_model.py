@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ci_evals.endpoints.stub_model import StubServer, loads_script
-from ci_evals.endpoints.stub_model.script import Usage
+from ci_evals.endpoints.stub_model.script import StubUsage
 from ci_evals.endpoints.stub_model.sse import message_events
 from tests.stub_helpers import run_query
 
@@ -113,7 +113,7 @@ def bench_requests(repeats: int) -> None:
             "input": {"file_path": "/work/space/plan/lab.md", "content": "# Lab plan\n"},
         },
     ]
-    answer = b"".join(message_events("msg_1", "m", blocks, "tool_use", Usage()))
+    answer = b"".join(message_events("msg_1", "m", blocks, "tool_use", StubUsage()))
     base = baseline_server(answer)
     with StubServer(loads_script(SCRIPT)) as stub:
         # Interleave the two, so load on the shared machine hits both alike.

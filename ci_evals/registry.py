@@ -118,7 +118,8 @@ class Registry(Generic[T]):
             ) from exc
 
     def unknown(self, name: str) -> UserError:
-        """The error for a name nobody registered (callers add file:line with `Field.error`)."""
+        """The error for a name nobody registered (callers add file:line with
+        `LocatedNode.error`)."""
         return UserError(
             f"unknown {self.noun} {name!r}",
             hint=f"known: {', '.join(self.names())}; a package adds one with an entry point "

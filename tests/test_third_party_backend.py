@@ -155,7 +155,7 @@ class ScriptedKind:
     def available(self):
         return None
 
-    def vary(self, options, variation):
+    def with_variation(self, options, variation):
         raise UserError("agent scripted has nothing to vary")
 
     def create(self):
@@ -205,7 +205,7 @@ class Audited:
 class AuditedKind:
     name = "audited"
     isolated = False
-    host_stands_in = True
+    falls_back_to_host = True
     runs_images = False
 
     def load(self, value, suite_dir):

@@ -132,7 +132,7 @@ class StageRequest:
     # attempt and restores it before the next. Backends themselves ignore it.
     checkpoint: Checkpoint | None = field(default=None, compare=False)
     # How the endpoint last failed this stage's requests since a time
-    # (`endpoints.base.FaultWatch.fault`); None: the endpoint does not say
+    # (`endpoints.base.FaultReportingCaller.fault`); None: the endpoint does not say
     # (the stub), and the CLI's own API error decides (`agents.retry`).
     endpoint_fault: Callable[[float], EndpointFault | None] | None = field(
         default=None, compare=False
@@ -145,7 +145,7 @@ class StageRequest:
 
 
 @dataclass
-class Usage:
+class TokenUsage:
     """Token counts summed over a stage's result messages."""
 
     input_tokens: int = 0
@@ -184,7 +184,7 @@ class StageOutcome:
     limit: LimitKind | None = None
     error: str | None = None
     turns: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: TokenUsage = field(default_factory=TokenUsage)
     cost_usd: float = 0.0
     duration_ms: int = 0  # the CLI's own duration, summed over its result messages
     duration_api_ms: int = 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ci_evals.agents import Agent
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Variation:
 
     system_prompt: str | None = None
     tools: tuple[str, ...] | None = None
-    where: Field | None = None
+    where: LocatedNode | None = None
 
 
 class AgentKind(Protocol):
@@ -46,14 +46,14 @@ class AgentKind(Protocol):
     def needs_plugin(self) -> bool:
         """False: a suite may leave `plugin:` out (the agent runs a task, not a plugin)."""
 
-    def load(self, value: Field | None) -> object | None:
+    def load(self, value: LocatedNode | None) -> object | None:
         """Its options from its block (None: the suite named it bare); mistakes are
-        `Field.error`s at their file:line."""
+        `LocatedNode.error`s at their file:line."""
 
     def available(self) -> str | None:
         """Why it cannot run here, in one line; None when it can."""
 
-    def vary(self, options: object | None, variation: Variation) -> object | None:
+    def with_variation(self, options: object | None, variation: Variation) -> object | None:
         """`options` with a matrix configuration's system prompt or tools; a `UserError`
         when this agent has neither to vary."""
 

@@ -59,7 +59,7 @@ from ci_evals.agents import (
     Progress,
     StageOutcome,
     StageRequest,
-    Usage,
+    TokenUsage,
     over_memory,
     over_quota,
 )
@@ -422,9 +422,9 @@ def _text_of(message: AssistantMessage) -> str:
     return " ".join(block.text for block in message.content if isinstance(block, TextBlock))
 
 
-def _usage(results: list[ResultMessage]) -> Usage:
+def _usage(results: list[ResultMessage]) -> TokenUsage:
     """Session totals from the last `model_usage` (includes subagents), else summed `usage`."""
-    usage = Usage()
+    usage = TokenUsage()
     last = next((r.model_usage for r in reversed(results) if r.model_usage), None)
     if last:
         for per_model in last.values():

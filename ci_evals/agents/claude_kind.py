@@ -10,21 +10,21 @@ from ci_evals.errors import UserError
 if TYPE_CHECKING:
     from ci_evals.agents import Agent
     from ci_evals.agents.base import Variation
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 
 class ClaudeKind:
     name = "claude"
     needs_plugin = True
 
-    def load(self, value: Field | None) -> None:
+    def load(self, value: LocatedNode | None) -> None:
         if value is not None:
             value.mapping(("kind",), what="mapping (agent claude takes no options)")
 
     def available(self) -> str | None:
         return None  # the SDK is a dependency; its CLI is bundled
 
-    def vary(self, options: object | None, variation: Variation) -> None:
+    def with_variation(self, options: object | None, variation: Variation) -> None:
         raise UserError(
             "agent claude has no system prompt or tool set to vary",
             hint="leave system_prompts and tool_sets out of the matrix",

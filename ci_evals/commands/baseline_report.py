@@ -86,7 +86,7 @@ def baseline_comparison(
     return comparison, source
 
 
-def history_ledger(args: argparse.Namespace) -> flakes.Ledger | None:
+def history_ledger(args: argparse.Namespace) -> flakes.FlakeLedger | None:
     """`--history`'s runs as a flake ledger (None without it); an unreadable one: one line."""
     given: list[Path] = getattr(args, "history", None) or []
     if not given:
@@ -102,7 +102,7 @@ def history_ledger(args: argparse.Namespace) -> flakes.Ledger | None:
     return flakes.build(runs, low, high)
 
 
-def with_history(comparison: Comparison, ledger: flakes.Ledger) -> Comparison:
+def with_history(comparison: Comparison, ledger: flakes.FlakeLedger) -> Comparison:
     """Each criterion's delta with its pass rate on main beside it."""
     deltas = []
     for delta in comparison.deltas:

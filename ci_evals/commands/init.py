@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     hook_file = top / PRECOMMIT
     files = [path for path in files if plugin_dir / path != hook_file]
     global_paths = _global_paths(source, here, hook_file)
-    where = _Where(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths)
+    where = _DraftTarget(here=here, cwd=cwd, top=top, files=files, global_paths=global_paths)
     as_cases = _as_cases(args, source, where, marketplace, load_notes, pin)
     if as_cases is not None:
         return as_cases
@@ -211,7 +211,7 @@ def with_schema(text: str, name: str, here: Path, top: Path) -> str:
 def _as_cases(  # noqa: PLR0917 - run's places, passed on
     args: argparse.Namespace,
     source: PluginSource,
-    where: _Where,
+    where: _DraftTarget,
     marketplace: tuple[str, str] | None,
     notes: list[str],
     pin: draft_workflow.ActionPin,
@@ -308,7 +308,7 @@ def _put(path: Path, text: str, cwd: Path, written: list[str], kept: list[str]) 
 
 
 @dataclass(frozen=True)
-class _Where:
+class _DraftTarget:
     """Where a case suite is drafted, and what the map it drafts covers."""
 
     here: Path  # the suite's folder
@@ -321,7 +321,7 @@ class _Where:
 def _init_case_files(
     source: PluginSource,
     evals: Path,
-    where: _Where,
+    where: _DraftTarget,
     *,
     marketplace: tuple[str, str] | None,
     notes: list[str],
@@ -369,7 +369,7 @@ def _init_cases(
     source: PluginSource,
     evals: Path,
     cases: list[Path],
-    where: _Where,
+    where: _DraftTarget,
     *,
     marketplace: tuple[str, str] | None,
     notes: list[str],

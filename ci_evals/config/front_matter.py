@@ -41,7 +41,7 @@ _LEADING_TABS = re.compile(r"^\t+", re.MULTILINE)
 
 
 @dataclass(frozen=True)
-class FrontMatter:
+class ParsedFrontMatter:
     """What a file's front matter says. `present`: a closed block was found."""
 
     present: bool = False
@@ -60,17 +60,17 @@ class FrontMatter:
         return f"{file}:{self.problem_line or 1}"
 
 
-def read_front_matter(text: str) -> FrontMatter:
+def read_front_matter(text: str) -> ParsedFrontMatter:
     """Split `text` into its front matter (by Claude Code's rule) and body."""
     text = text.removeprefix(_BOM)
     match = _BLOCK.match(text)
     if match is None:
-        return FrontMatter(body=text)
+        return ParsedFrontMatter(body=text)
     block = match.group(1)
     body = text[match.end() :]
     first_line = text.count("\n", 0, match.start(1)) + 1  # the block's first line
     body_line = text.count("\n", 0, match.end()) + 1
-    found = FrontMatter(
+    found = ParsedFrontMatter(
         present=True, body=body, body_line=body_line, block=block, block_line=first_line
     )
     try:
@@ -127,5 +127,5 @@ def _needs_quotes(value: str) -> bool:
     return _NEEDS_QUOTES.search(value) is not None
 
 
-def _with_problem(found: FrontMatter, problem: str, line: int) -> FrontMatter:
+def _with_problem(found: ParsedFrontMatter, problem: str, line: int) -> ParsedFrontMatter:
     return replace(found, problem=problem, problem_line=line)

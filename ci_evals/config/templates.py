@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ci_evals.config.yaml_source import Field
+from ci_evals.config.yaml_source import LocatedNode
 from ci_evals.errors import UserError
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -60,7 +60,7 @@ class Template:
         return "".join(out)
 
 
-def parse_template(text: str, where: Field | None = None) -> Template:
+def parse_template(text: str, where: LocatedNode | None = None) -> Template:
     """Parse `text`; a lone brace or a bad placeholder is an error at `where`."""
     pieces: list[tuple[bool, str]] = []
     literal: list[str] = []
@@ -101,7 +101,7 @@ def parse_template(text: str, where: Field | None = None) -> Template:
     )
 
 
-def _error(where: Field | None, message: str, hint: str) -> UserError:
+def _error(where: LocatedNode | None, message: str, hint: str) -> UserError:
     if where is None:
         return UserError(message, hint=hint)
     return where.error(message, hint=hint)

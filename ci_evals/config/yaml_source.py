@@ -1,9 +1,9 @@
 """Read YAML config files keeping every value's line and column.
 
-PyYAML's composed node tree carries positions; `Field` wraps a node with the
+PyYAML's composed node tree carries positions; `LocatedNode` wraps a node with the
 file it came from and the dotted path of the key (`entries[3].stage`), so every
 validation error can name file, line, column and field in one line. Loaders
-(`stage_map`, `suite`) walk `Field`s and build frozen records; nothing else
+(`stage_map`, `suite`) walk `LocatedNode`s and build frozen records; nothing else
 should touch raw YAML.
 """
 
@@ -47,7 +47,7 @@ def _describe(node: yaml.Node) -> str:
     return _KIND_NAMES.get(node.tag, f"a value tagged {node.tag}")
 
 
-class Field:
+class LocatedNode:
     """One YAML node, where it is, and how to complain about it."""
 
     def __init__(self, node: yaml.Node, file: str, path: str) -> None:
@@ -73,12 +73,12 @@ class Field:
             hint=hint,
         )
 
-    def child(self, node: yaml.Node, key: str | int) -> Field:
+    def child(self, node: yaml.Node, key: str | int) -> LocatedNode:
         if isinstance(key, int):
             path = f"{self.path}[{key}]"
         else:
             path = f"{self.path}.{key}" if self.path else key
-        return Field(node, self.file, path)
+        return LocatedNode(node, self.file, path)
 
     # -- containers ---------------------------------------------------------
 
@@ -87,14 +87,14 @@ class Field:
         allowed: Collection[str],
         required: Collection[str] = (),
         what: str = "mapping",
-    ) -> dict[str, Field]:
+    ) -> dict[str, LocatedNode]:
         """The mapping's fields by key. Unknown, duplicate and missing keys are errors."""
         if not isinstance(self.node, yaml.MappingNode):
             raise self.error(f"expected a {what}, got {_describe(self.node)}")
-        fields: dict[str, Field] = {}
+        fields: dict[str, LocatedNode] = {}
         for key_node, value_node in self.node.value:
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR:
-                raise Field(key_node, self.file, self.path).error(
+                raise LocatedNode(key_node, self.file, self.path).error(
                     f"keys must be strings, got {_describe(key_node)}"
                 )
             key = str(key_node.value)
@@ -110,7 +110,7 @@ class Field:
             raise self.error(f"missing required key {missing[0]!r}")
         return fields
 
-    def sequence(self, allow_empty: bool = True) -> list[Field]:
+    def sequence(self, allow_empty: bool = True) -> list[LocatedNode]:
         if not isinstance(self.node, yaml.SequenceNode):
             raise self.error(f"expected a list, got {_describe(self.node)}")
         items = [self.child(node, index) for index, node in enumerate(self.node.value)]
@@ -175,7 +175,7 @@ class Field:
 
 
 class _AnyKey:
-    """A `Collection` that admits every key, for `Field.mapping` of free-form keys
+    """A `Collection` that admits every key, for `LocatedNode.mapping` of free-form keys
     (criterion ids, environment variable names, file names)."""
 
     def __contains__(self, key: object) -> bool:
@@ -191,7 +191,7 @@ class _AnyKey:
 ANY_KEY = _AnyKey()
 
 
-def _reject_non_finite(node: yaml.Node, where: Field) -> None:
+def _reject_non_finite(node: yaml.Node, where: LocatedNode) -> None:
     stack, seen = [node], set()
     while stack:
         current = stack.pop()
@@ -207,10 +207,12 @@ def _reject_non_finite(node: yaml.Node, where: Field) -> None:
             and current.tag == _FLOAT
             and not math.isfinite(float(_constructor().construct_object(current)))
         ):
-            raise _non_finite(Field(current, where.file, where.path), "; quote it to mean text")
+            raise _non_finite(
+                LocatedNode(current, where.file, where.path), "; quote it to mean text"
+            )
 
 
-def _non_finite(field: Field, more: str = "") -> UserError:
+def _non_finite(field: LocatedNode, more: str = "") -> UserError:
     written = str(field.node.value)
     if "inf" in written.lower() or "nan" in written.lower():
         return field.error(
@@ -225,8 +227,8 @@ def _constructor() -> yaml.constructor.SafeConstructor:
     return yaml.constructor.SafeConstructor()
 
 
-def load(path: Path, display: str | None = None) -> Field:
-    """Parse one YAML document into a root `Field`; syntax errors become `UserError`s.
+def load(path: Path, display: str | None = None) -> LocatedNode:
+    """Parse one YAML document into a root `LocatedNode`; syntax errors become `UserError`s.
 
     `display` is the name used in error messages (default: `path` as seen from
     the current folder, `text.display_path`).
@@ -243,7 +245,7 @@ def load(path: Path, display: str | None = None) -> Field:
     return loads(text, name)
 
 
-def loads(text: str, name: str) -> Field:
+def loads(text: str, name: str) -> LocatedNode:
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
@@ -259,7 +261,7 @@ def loads(text: str, name: str) -> Field:
             file=name,
             line=second.start_mark.line + 1 if second is not None else None,
         )
-    return Field(nodes[0], name, "")
+    return LocatedNode(nodes[0], name, "")
 
 
 def _syntax_error(exc: yaml.MarkedYAMLError, text: str, name: str) -> UserError:

@@ -43,7 +43,7 @@ def has_credential(environ: Mapping[str, str]) -> bool:
 
 
 @runtime_checkable
-class Watch(Protocol):
+class EndpointCaller(Protocol):
     """One caller of an endpoint (a stage with its reviewers): the environment
     its CLIs get, and afterwards the requests of theirs it had no answer for."""
 
@@ -54,8 +54,8 @@ class Watch(Protocol):
 
 
 @runtime_checkable
-class FaultWatch(Watch, Protocol):
-    """A `Watch` of an endpoint that sees the API fail (the forwarding proxy)."""
+class FaultReportingCaller(EndpointCaller, Protocol):
+    """An `EndpointCaller` whose endpoint sees the API fail (the forwarding proxy)."""
 
     def fault(self, since: float) -> EndpointFault | None:
         """The fault of this caller's last request, if it failed after `since`
@@ -69,11 +69,11 @@ class OpenEndpoint:
     name: str  # recorded in results: "anthropic", "stub:PATH" or "replay:RUN_DIR"
     env: Mapping[str, str] = field(repr=False)  # the agent's ENDPOINT_NAMES (URL, run token)
     model: str | None  # the model to ask for (None: the CLI's default)
-    # An endpoint that can tell callers apart (the stub) hands out a `Watch` per
+    # An endpoint that can tell callers apart (the stub) hands out an `EndpointCaller` per
     # caller; None: every caller uses `env`, and nothing can go unanswered.
     # It is told the place in the plan of the caller's unit (scenario and repeat):
     # what a scripted endpoint answers may depend on it, never on call order.
-    watch: Callable[[int | None], Watch] | None = field(default=None, repr=False)
+    watch: Callable[[int | None], EndpointCaller] | None = field(default=None, repr=False)
     # What it forwarded so far, for the run's cost (the forwarding proxy sees the
     # agent's own calls too); None: it does not meter (the stub, no endpoint).
     meter: Callable[[], Metered] | None = field(default=None, repr=False)

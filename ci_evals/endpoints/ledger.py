@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ci_evals.endpoints.pricing import LONG_CONTEXT_TOKENS, PER_TOKEN, Pricing, Usage
+from ci_evals.endpoints.pricing import LONG_CONTEXT_TOKENS, PER_TOKEN, PricedUsage, Pricing
 
 # The largest context window a model has (the 1M-token beta): no request can
 # be charged for more input than this.
@@ -180,7 +180,7 @@ class Metered:
     requests: int = 0  # Messages requests forwarded (count_tokens too)
     refused: int = 0  # Messages requests refused for the budget
     cost_usd: float = 0.0  # settled: usage at our prices, or a reservation (module doc)
-    usage: Usage = field(default_factory=Usage)
+    usage: PricedUsage = field(default_factory=PricedUsage)
     unknown: int = 0  # of them, charged their reservation: their cost was never said
     input_only: int = 0  # of them, streams that brought no output: charged their input's bound
 
@@ -204,7 +204,7 @@ class Ledger:
         self._reserved = 0.0
         self._in_flight = 0  # admitted, not yet settled: at 0, `_reserved` is exactly 0
         self._waiting = 0  # in `admit`, waiting for requests in flight to settle
-        self._usage = Usage()
+        self._usage = PricedUsage()
         self._requests = 0
         self._refused = 0
         self._unknown = 0
@@ -259,7 +259,7 @@ class Ledger:
             self._requests += 1
 
     def settle(
-        self, reserved: float, cost: float, usage: Usage | None, *, charge: Charge = "usage"
+        self, reserved: float, cost: float, usage: PricedUsage | None, *, charge: Charge = "usage"
     ) -> None:
         """Release a request's reservation and charge what it cost; `charge` says how
         it was known (`reservation`: never; `input`: its input's bound, no output)."""

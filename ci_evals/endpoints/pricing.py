@@ -55,7 +55,7 @@ class Price:
 
 
 @dataclass(frozen=True)
-class Usage:
+class PricedUsage:
     """Token counts of one response (or a sum of them), as the Messages API reports them."""
 
     input_tokens: int = 0
@@ -64,15 +64,15 @@ class Usage:
     cache_read_input_tokens: int = 0
     cache_creation_1h_input_tokens: int = 0  # the part of the writes with the 1-hour TTL
 
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+    def __add__(self, other: PricedUsage) -> PricedUsage:
+        return PricedUsage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     @classmethod
-    def from_api(cls, usage: Mapping[str, Any]) -> Usage:
+    def from_api(cls, usage: Mapping[str, Any]) -> PricedUsage:
         """From a `usage` object; missing or null counts are 0."""
         return cls().updated(usage)
 
-    def updated(self, usage: Mapping[str, Any]) -> Usage:
+    def updated(self, usage: Mapping[str, Any]) -> PricedUsage:
         """These counts with those present in `usage` replacing them.
 
         A stream's `message_delta.usage` carries cumulative counts, so the last
@@ -89,7 +89,7 @@ class Usage:
             value = breakdown.get("ephemeral_1h_input_tokens")
             if isinstance(value, int) and not isinstance(value, bool):
                 one_hour = value
-        return Usage(
+        return PricedUsage(
             input_tokens=count("input_tokens", self.input_tokens),
             output_tokens=count("output_tokens", self.output_tokens),
             cache_creation_input_tokens=count(
@@ -180,7 +180,7 @@ class Pricing:
             return self.ceiling
         return self._prices.get(model_key(model), self.ceiling)
 
-    def cost(self, model: str | None, usage: Usage, long_context: bool = False) -> float:
+    def cost(self, model: str | None, usage: PricedUsage, long_context: bool = False) -> float:
         """USD for `usage` at `model`'s price; with `long_context` (the request asked for
         the 1M window), at the premium when its input passed `LONG_CONTEXT_TOKENS`."""
         price = self.price(model)

@@ -94,7 +94,7 @@ from ci_evals.endpoints.local_http import (
     json_values,
     read_body,
 )
-from ci_evals.endpoints.pricing import Pricing, Usage, asks_long_context
+from ci_evals.endpoints.pricing import PricedUsage, Pricing, asks_long_context
 
 if TYPE_CHECKING:
     from ci_evals.results.model import EndpointMiss
@@ -188,7 +188,7 @@ class SSEUsage:
     """Reads `usage` and `model` from a Messages API event stream fed in pieces."""
 
     def __init__(self) -> None:
-        self.usage: Usage | None = None
+        self.usage: PricedUsage | None = None
         self.model: str | None = None
         self.error: str | None = None  # an `error` event's type, if the stream had one
         self.error_message: str | None = None
@@ -245,7 +245,7 @@ class SSEUsage:
             if isinstance(error, Mapping) and isinstance(error.get("message"), str):
                 self.error_message = error["message"]
 
-    def received(self, max_tokens: int | None) -> Usage | None:
+    def received(self, max_tokens: int | None) -> PricedUsage | None:
         """What a stream cut short proved was used: `message_start`'s input, and as
         many output tokens as it reported or as bytes of content arrived, if more
         (a token is never shorter than a byte), never past the request's
@@ -259,7 +259,7 @@ class SSEUsage:
 
     def _take(self, usage: object) -> None:
         if isinstance(usage, Mapping):
-            self.usage = (self.usage or Usage()).updated(usage)
+            self.usage = (self.usage or PricedUsage()).updated(usage)
 
 
 def _delta_bytes(delta: object) -> int:
@@ -361,7 +361,7 @@ class ForwardingProxy(LocalHTTPService):
         return self.ledger.spent_usd
 
     @property
-    def usage(self) -> Usage:
+    def usage(self) -> PricedUsage:
         """Token totals of every response forwarded so far."""
         return self.ledger.metered().usage
 
@@ -483,7 +483,7 @@ class ForwardingProxy(LocalHTTPService):
 
 class ProxyWatch:
     """One caller of the proxy (a stage and its reviewers): its token, its faults
-    (`FaultWatch` in `endpoints.base`). The proxy answers every request, so
+    (`FaultReportingCaller` in `endpoints.base`). The proxy answers every request, so
     nothing goes unanswered (`misses` is empty)."""
 
     def __init__(self, env: Mapping[str, str], faults: Faults, caller: str) -> None:
@@ -840,7 +840,7 @@ class _Exchange:
         self.settled = True
         self.cost = self.reserved  # if anything below fails
         self.charge = "reservation"
-        usage: Usage | None = None
+        usage: PricedUsage | None = None
         try:
             complete = self._read_message()
             usage = self.parser.usage
@@ -868,7 +868,7 @@ class _Exchange:
         finally:  # the reservation is released, whatever failed above
             self.proxy.ledger.settle(self.reserved, self.cost, usage, charge=self.charge)
 
-    def _no_output_arrived(self, usage: Usage | None) -> bool:
+    def _no_output_arrived(self, usage: PricedUsage | None) -> bool:
         """A streamed request that brought nothing of its answer: its connection lost
         after it left, or its stream cut before `message_start` said anything."""
         asked_stream = (self.request or {}).get("stream") is True
@@ -948,7 +948,7 @@ class _Exchange:
         model = (self.request or {}).get("model")
         return model if isinstance(model, str) else None
 
-    def record(self, model: str | None, usage: Usage | None) -> dict[str, Any]:
+    def record(self, model: str | None, usage: PricedUsage | None) -> dict[str, Any]:
         """The recording's line for this exchange (what a replay endpoint needs to answer)."""
         request_body: Any = self.request  # within MAX_DEPTH: json.dumps copes
         if request_body is None and self.body:

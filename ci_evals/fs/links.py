@@ -171,8 +171,9 @@ def _copy_in(source: Path, folder: int, name: str, record: Path | None) -> None:
 
 
 class Unreadable(Exception):
-    """`read_inside` refused or failed: the message says why (a link, not a regular
-    file, too large, missing), for a grader's detail."""
+    """A file under a folder was refused or could not be read without following a
+    link (`read_inside` here, `report.html.source` for the site): the message says
+    why (outside the folder, a link, not a regular file, too large, missing)."""
 
 
 def read_inside(top: Path, rel: str, limit: int) -> bytes:

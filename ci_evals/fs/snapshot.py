@@ -49,7 +49,7 @@ Kind = Literal["file", "link"]
 ChangeKind = Literal["added", "modified", "deleted"]
 
 
-class Entry(NamedTuple):
+class SnapshotEntry(NamedTuple):
     """One file or link. A NamedTuple, not a dataclass: a snapshot makes one per
     file, and a frozen dataclass takes ~5x longer to build."""
 
@@ -70,7 +70,7 @@ class Entry(NamedTuple):
 @dataclass(frozen=True)
 class Snapshot:
     root: Path
-    entries: Mapping[str, Entry]  # POSIX path relative to root -> entry
+    entries: Mapping[str, SnapshotEntry]  # POSIX path relative to root -> entry
     taken_ns: int  # wall clock when the walk started
 
 
@@ -146,7 +146,7 @@ def take_snapshot(
     taken_ns = time.time_ns()
     excluded = frozenset(p.strip("/") for p in exclude)
     reusable = _reusable(previous) if previous is not None and previous.root == root else {}
-    entries: dict[str, Entry] = {}
+    entries: dict[str, SnapshotEntry] = {}
     to_hash: list[tuple[str, str, os.stat_result]] = []
     seen = 0
     for rel, kind, found in walk(root, exclude=excluded, skip_vanished=True, skip_unreadable=True):
@@ -210,9 +210,9 @@ def diff_snapshots(before: Snapshot, after: Snapshot) -> Changes:
     )
 
 
-def seeded_entry(info: os.stat_result, source: str) -> Entry:
+def seeded_entry(info: os.stat_result, source: str) -> SnapshotEntry:
     """An entry for a file just copied from `source`, hashed only if it is ever needed."""
-    return Entry(
+    return SnapshotEntry(
         "file",
         info.st_size,
         info.st_mode & 0o7777,
@@ -226,12 +226,12 @@ def seeded_entry(info: os.stat_result, source: str) -> Entry:
     )
 
 
-def link_entry(info: os.stat_result, target: str) -> Entry:
+def link_entry(info: os.stat_result, target: str) -> SnapshotEntry:
     encoded = os.fsencode(target)
     return _entry("link", info, len(encoded), _sha(encoded), target=target)
 
 
-def content_hash(entry: Entry) -> str:
+def content_hash(entry: SnapshotEntry) -> str:
     """The entry's SHA-256, computing it from its fixture source if it was deferred."""
     if entry.sha256 is not None:
         return entry.sha256
@@ -241,7 +241,7 @@ def content_hash(entry: Entry) -> str:
     return result[2] if result is not None else "unknown:" + entry.source
 
 
-def _same_content(old: Entry, new: Entry) -> bool:
+def _same_content(old: SnapshotEntry, new: SnapshotEntry) -> bool:
     if old.sha256 is None and new.sha256 is None:
         # Both still the copy of a fixture file nobody has touched since.
         return old.source == new.source
@@ -252,7 +252,7 @@ def _same_content(old: Entry, new: Entry) -> bool:
     return before == after
 
 
-def _identity(entry: Entry) -> tuple[int, int, int, int, int]:
+def _identity(entry: SnapshotEntry) -> tuple[int, int, int, int, int]:
     return entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns
 
 
@@ -286,7 +286,7 @@ def copy_produced(changes: Changes | Iterable[Change], workspace: Path, dest: Pa
 # -- internals ----------------------------------------------------------------
 
 
-def _reusable(previous: Snapshot) -> dict[str, Entry]:
+def _reusable(previous: Snapshot) -> dict[str, SnapshotEntry]:
     """Entries of `previous` whose times were settled when it was taken."""
     limit = previous.taken_ns - racy_window(previous)
     return {
@@ -307,7 +307,7 @@ def racy_window(snapshot: Snapshot) -> int:
     return RACY_NS
 
 
-def _same_file(old: Entry, info: os.stat_result) -> bool:
+def _same_file(old: SnapshotEntry, info: os.stat_result) -> bool:
     return (
         old.ino == info.st_ino
         and old.dev == info.st_dev
@@ -325,8 +325,8 @@ def _entry(
     *,
     target: str | None = None,
     source: str | None = None,
-) -> Entry:
-    return Entry(
+) -> SnapshotEntry:
+    return SnapshotEntry(
         kind=kind,
         size=size,
         mode=stat.S_IMODE(info.st_mode),
@@ -340,7 +340,7 @@ def _entry(
     )
 
 
-def _change(rel: str, change: ChangeKind, entry: Entry) -> Change:
+def _change(rel: str, change: ChangeKind, entry: SnapshotEntry) -> Change:
     return Change(
         path=rel,
         change=change,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci_evals.agents import Abort, Agent
-from ci_evals.endpoints.base import ENDPOINT_NAMES, Watch
+from ci_evals.endpoints.base import ENDPOINT_NAMES, EndpointCaller
 from ci_evals.errors import UserError
 from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.state import AFTER_DIR
@@ -217,7 +217,7 @@ async def regrade(
     model: str | None,
     abort: Abort | None = None,
     sandbox: SandboxConfig = ON_HOST,
-    watch: Callable[[int | None], Watch] | None = None,
+    watch: Callable[[int | None], EndpointCaller] | None = None,
     endpoint: Mapping[str, str] | None = None,
 ) -> None:
     """Grade every target again; its stage result takes the new verdict.

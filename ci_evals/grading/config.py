@@ -30,7 +30,7 @@ from ci_evals.results import normalize_id
 from ci_evals.results.verdict import PolicyOverride
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 # The built-in grading keys of a stage (`grader_keys` adds the installed kinds').
 STAGE_KEYS = ("reviewer", *KINDS.builtin, "scoring")
@@ -98,7 +98,7 @@ def grader_keys(keys: Iterable[str], known: Collection[str]) -> tuple[str, ...]:
 
 
 def load_stage_grading(
-    extra: Mapping[str, Field],
+    extra: Mapping[str, LocatedNode],
     *,
     suite_dir: Path,
     plugin_dir: Path,
@@ -153,7 +153,7 @@ def _with_grader_defaults(scoring: PolicyOverride, graders: tuple[Grader, ...]) 
     return replace(scoring, weights=MappingProxyType(weights), advisory=scoring.advisory | advisory)
 
 
-def load_suite_grading(extra: Mapping[str, Field]) -> SuiteGrading:
+def load_suite_grading(extra: Mapping[str, LocatedNode]) -> SuiteGrading:
     """The suite-level grading keys (any subset of `SUITE_KEYS`)."""
     repeat = extra["repeat"].as_int(minimum=1) if "repeat" in extra else 1
     pass_at_least = None
@@ -187,7 +187,7 @@ POLICY_KEYS = (
 CHECKLIST_RULES = ("all-pass",)
 
 
-def load_policy(field: Field) -> PolicyOverride:
+def load_policy(field: LocatedNode) -> PolicyOverride:
     """A `scoring:` mapping from ci-evals.yaml (suite or stage level).
 
     ```yaml
@@ -235,7 +235,7 @@ def load_policy(field: Field) -> PolicyOverride:
     )
 
 
-def _gate(field: Field) -> Literal["all", "stable"]:
+def _gate(field: LocatedNode) -> Literal["all", "stable"]:
     value = field.as_str()
     if value == "stable":
         return "stable"
@@ -244,7 +244,7 @@ def _gate(field: Field) -> Literal["all", "stable"]:
     raise field.error(f"is {value!r}", hint="gate: all (the default) or stable")
 
 
-def _flaky_bounds(field: Field) -> tuple[float, float]:
+def _flaky_bounds(field: LocatedNode) -> tuple[float, float]:
     """`[LOW, HIGH]`, 0 <= LOW < HIGH <= 1: a pass rate strictly between them is flaky."""
     hint = "flaky_bounds: [LOW, HIGH] with 0 <= LOW < HIGH <= 1, e.g. [0.1, 0.9]"
     items = field.sequence()

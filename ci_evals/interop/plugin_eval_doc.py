@@ -78,7 +78,7 @@ class GraderDef:
 
 
 @dataclass(frozen=True)
-class Case:
+class DocCase:
     name: str
     dir: str
     prompt: str
@@ -95,7 +95,7 @@ class Case:
 
 
 @dataclass(frozen=True)
-class Plugin:
+class DocPlugin:
     name: str
     version: str | None
     path: str
@@ -117,8 +117,8 @@ class Document:
     judge_model: str | None
     threshold: float
     concurrency: int | None
-    plugins: tuple[Plugin, ...]
-    cases: tuple[Case, ...]
+    plugins: tuple[DocPlugin, ...]
+    cases: tuple[DocCase, ...]
 
 
 class _At:
@@ -276,16 +276,16 @@ def _model_id(at: _At) -> str:
     return value
 
 
-def _plugin(at: _At) -> Plugin:
+def _plugin(at: _At) -> DocPlugin:
     version = at.optional("version")
-    return Plugin(
+    return DocPlugin(
         name=at.key("name").text(allow_empty=False),
         version=None if version is None else version.text(),
         path=at.key("path").text(),
     )
 
 
-def _case(at: _At, *, partial: bool) -> Case:
+def _case(at: _At, *, partial: bool) -> DocCase:
     runs = at.key("runsPerCase").whole(1)
     arms = at.key("arms")
     with_runs = _runs(arms.key("with"), runs, partial=partial)
@@ -308,7 +308,7 @@ def _case(at: _At, *, partial: bool) -> Case:
     timeout = at.optional("timeoutSeconds")
     turns = at.optional("maxTurns")
     prompt = at.optional("promptMarkdown")
-    return Case(
+    return DocCase(
         name=at.key("name").text(allow_empty=False),
         dir=at.key("dir").text(),
         prompt="" if prompt is None else prompt.text(),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ci_evals import __version__
 from ci_evals.fs.names import MAX_NAME, as_name, name_problem
-from ci_evals.interop.plugin_eval_doc import Case, Document, Run
+from ci_evals.interop.plugin_eval_doc import DocCase, Document, Run
 from ci_evals.results import normalize_id
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.model import (
@@ -120,7 +120,7 @@ def imported_run(document: Document, *, commit: str | None = None) -> RunResult:
     return result
 
 
-def _scenario_ids(cases: tuple[Case, ...]) -> list[str]:
+def _scenario_ids(cases: tuple[DocCase, ...]) -> list[str]:
     """Each case's scenario id: its name as a folder name, unique (`-2`, `-3` after
     the first of two names that read alike), at most `MAX_NAME` characters."""
     taken: set[str] = set()
@@ -138,7 +138,7 @@ def _scenario_ids(cases: tuple[Case, ...]) -> list[str]:
     return ids
 
 
-def _criterion_ids(case: Case) -> dict[str, str]:
+def _criterion_ids(case: DocCase) -> dict[str, str]:
     """Grader name -> criterion id: the name, made unique as ci-evals compares ids
     (`normalize_id`: case, `_` and spaces, a path's stem), which the CLI does not."""
     names = [g.name for g in case.graders]

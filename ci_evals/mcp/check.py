@@ -31,7 +31,7 @@ from typing import Any
 
 from ci_evals.mcp import revisions, rules, subtests
 from ci_evals.mcp.session import NoReply, Session
-from ci_evals.mcp.subtests import Options, Outcome
+from ci_evals.mcp.subtests import Options, SubTestOutcome
 from ci_evals.sandbox.base import Sandbox
 
 DEFAULT_ADVISORY = frozenset({"parse-error", "invalid-request", "tools-call-success"})
@@ -113,8 +113,8 @@ class _Process:
 
 
 @dataclass(frozen=True)
-class _Run:
-    outcome: Outcome
+class _SubTestRun:
+    outcome: SubTestOutcome
     stderr: str
 
 
@@ -125,14 +125,14 @@ class _Revision:
     def __init__(self) -> None:
         self._set = threading.Event()
         self.options: Options | None = None
-        self.serves: Outcome | None = None  # `serves-revision`, when judged
+        self.serves: SubTestOutcome | None = None  # `serves-revision`, when judged
 
     def decide(self, options: Options, session: Session | None) -> Options:
         asked = options.revision
         if revisions.is_stateless(asked):
             supported = session.supported if session else None
             if supported is not None:
-                self.serves = Outcome(
+                self.serves = SubTestOutcome(
                     asked in supported,
                     f"server/discover lists supportedVersions {', '.join(supported)}"
                     + ("" if asked in supported else f": not {asked}"),
@@ -140,7 +140,7 @@ class _Revision:
         else:
             got = session.negotiated if session else None
             if got is not None and options.explicit:
-                self.serves = Outcome(
+                self.serves = SubTestOutcome(
                     got == asked,
                     f"initialize asked for {asked}, the server answered {got}"
                     + ("" if got == asked else f": it does not serve {asked}"),
@@ -202,7 +202,7 @@ class _Check:
         self.processes: list[_Process] = []
         self._lock = threading.Lock()
 
-    def run(self, jobs: int) -> dict[str, _Run]:
+    def run(self, jobs: int) -> dict[str, _SubTestRun]:
         # The first chain is submitted first: with one worker it still decides the
         # revision before a chain that waits for it runs.
         pool = ThreadPoolExecutor(max_workers=max(1, jobs))
@@ -211,7 +211,7 @@ class _Check:
                 pool.submit(self._chain, chain, decides=index == 0)
                 for index, chain in enumerate(self._chains)
             ]
-            runs: dict[str, _Run] = {}
+            runs: dict[str, _SubTestRun] = {}
             again: list[str] = []
             for future in futures:
                 judged, rest = future.result()
@@ -239,7 +239,7 @@ class _Check:
 
     def _chain(
         self, names: Sequence[str], *, decides: bool = False, opts: Options | None = None
-    ) -> tuple[dict[str, _Run], list[str]]:
+    ) -> tuple[dict[str, _SubTestRun], list[str]]:
         """`names` in order on one process, until one fails (its failure stands: only
         traffic the server answered right went before it) or the session speaks
         another revision; the rest are returned, to be run again each on its own."""
@@ -249,8 +249,8 @@ class _Check:
         if isinstance(session, str):
             if decides:
                 self.revision.decide(self._options, None)
-            return {names[0]: _Run(Outcome(False, session), "")}, list(names[1:])
-        outcomes: dict[str, Outcome] = {}
+            return {names[0]: _SubTestRun(SubTestOutcome(False, session), "")}, list(names[1:])
+        outcomes: dict[str, SubTestOutcome] = {}
         again: list[str] = []
         with session:
             for index, name in enumerate(names):
@@ -263,7 +263,7 @@ class _Check:
                     break
         label = f"the {names[0]} session" if len(names) == 1 else "the session of "
         self._finished(session, label + ", ".join(outcomes) if len(names) > 1 else label)
-        return {n: _Run(o, session.stderr) for n, o in outcomes.items()}, again
+        return {n: _SubTestRun(o, session.stderr) for n, o in outcomes.items()}, again
 
     def _finished(self, session: Session, label: str) -> None:
         seen = _Process(
@@ -296,27 +296,27 @@ class _Live:
             session.kill()
 
 
-def _judge(test: subtests.SubTest, session: Session, opts: Options) -> Outcome:
+def _judge(test: subtests.SubTest, session: Session, opts: Options) -> SubTestOutcome:
     try:
         return test(session, opts)
     except NoReply as exc:
-        return Outcome(False, str(exc))
+        return SubTestOutcome(False, str(exc))
     except Exception as exc:  # an answer we did not foresee fails its sub-test only
-        return Outcome(False, f"unexpected answer ({type(exc).__name__}: {exc})")
+        return SubTestOutcome(False, f"unexpected answer ({type(exc).__name__}: {exc})")
 
 
 def _results(
     tests: Mapping[str, subtests.SubTest],
-    runs: Mapping[str, _Run],
+    runs: Mapping[str, _SubTestRun],
     *,
-    serves: Outcome | None,
+    serves: SubTestOutcome | None,
     asked: Options,
     opts: Options,
     policy: Policy,
 ) -> list[SubTestResult]:
     """In report order: each sub-test, `serves-revision` after the first, and what a
-    sub-test judged on the way (`Outcome.also`) right after it."""
-    judged: list[tuple[str, Outcome, str]] = []
+    sub-test judged on the way (`SubTestOutcome.also`) right after it."""
+    judged: list[tuple[str, SubTestOutcome, str]] = []
     for index, name in enumerate(tests):
         run = runs[name]
         judged.append((name, run.outcome, run.stderr))
@@ -339,7 +339,7 @@ def _results(
     ]
 
 
-def _result(name: str, outcome: Outcome, policy: Policy, revision: str) -> SubTestResult:
+def _result(name: str, outcome: SubTestOutcome, policy: Policy, revision: str) -> SubTestResult:
     """A sub-test judged over every process (no stderr of its own)."""
     return SubTestResult(
         id=name,
@@ -350,7 +350,7 @@ def _result(name: str, outcome: Outcome, policy: Policy, revision: str) -> SubTe
     )
 
 
-def _reason(name: str, outcome: Outcome, revision: str) -> str:
+def _reason(name: str, outcome: SubTestOutcome, revision: str) -> str:
     """The outcome's reason, and for a failure the spec rule it breaks."""
     reason = outcome.reason
     if not outcome.passed and (rule := rules.cite(name, revision)):
@@ -368,13 +368,13 @@ def _stdout_clean(processes: Sequence[_Process], policy: Policy, revision: str) 
     if bad:
         where, text = bad[0]
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        outcome = Outcome(False, f"{text}, in {where}{more}")
+        outcome = SubTestOutcome(False, f"{text}, in {where}{more}")
     elif not seen:
-        outcome = Outcome(
+        outcome = SubTestOutcome(
             False, f"no JSON-RPC message on stdout in any of {count} sessions: nothing to judge"
         )
     else:
-        outcome = Outcome(True, f"only JSON-RPC on stdout in all {count} sessions")
+        outcome = SubTestOutcome(True, f"only JSON-RPC on stdout in all {count} sessions")
     return _result(name, outcome, policy, revision)
 
 
@@ -396,7 +396,7 @@ def _cache_hints(processes: Sequence[_Process], policy: Policy, revision: str) -
     """Every cacheable result any sub-test received carries valid cache hints."""
     name = subtests.CACHE_HINTS
     seen = 0
-    outcome: Outcome | None = None
+    outcome: SubTestOutcome | None = None
     for process in processes:
         for method, version, result in process.results:
             # Only what was asked in this revision (not meta-required's request without _meta).
@@ -407,14 +407,16 @@ def _cache_hints(processes: Sequence[_Process], policy: Policy, revision: str) -
             seen += 1
             problem = hints_problem(result)
             if problem is not None and outcome is None:
-                outcome = Outcome(
+                outcome = SubTestOutcome(
                     False, f"the {method} result (in {process.label}) {problem}: {_shown(result)}"
                 )
     if outcome is None:
         outcome = (
-            Outcome(True, f"ttlMs and cacheScope on all {seen} cacheable results")
+            SubTestOutcome(True, f"ttlMs and cacheScope on all {seen} cacheable results")
             if seen
-            else Outcome(False, "no cacheable result (server/discover, tools/list) came to judge")
+            else SubTestOutcome(
+                False, "no cacheable result (server/discover, tools/list) came to judge"
+            )
         )
     return _result(name, outcome, policy, revision)
 

@@ -58,14 +58,14 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SubTestOutcome:
     passed: bool
     reason: str
     # More sub-tests judged from the same exchange (`tools-call-success`).
-    also: tuple[tuple[str, Outcome], ...] = ()
+    also: tuple[tuple[str, SubTestOutcome], ...] = ()
 
 
-SubTest = Callable[[Session, Options], Outcome]
+SubTest = Callable[[Session, Options], SubTestOutcome]
 
 
 # -- talking to a session in its era -------------------------------------------
@@ -161,18 +161,18 @@ def _shown(value: object) -> str:
 # -- the handshake era ---------------------------------------------------------
 
 
-def initialize(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - one per failure
+def initialize(session: Session, opts: Options) -> SubTestOutcome:  # noqa: PLR0911 - one per failure
     """The handshake; records the revision the server answered (`session.negotiated`)."""
     params = revisions.initialize_params(opts.revision)
     sent = f"initialize (protocolVersion {opts.revision})"
     result = _result(session.request("initialize", params, opts.timeout_s), sent)
     if not isinstance(result, dict):
-        return Outcome(False, f"{sent} answered {_shown(result)}, not an object")
+        return SubTestOutcome(False, f"{sent} answered {_shown(result)}, not an object")
     version = result.get("protocolVersion")
     if not isinstance(version, str):
-        return Outcome(False, f"{sent}: no protocolVersion string in {_shown(result)}")
+        return SubTestOutcome(False, f"{sent}: no protocolVersion string in {_shown(result)}")
     if version not in revisions.HANDSHAKE:
-        return Outcome(
+        return SubTestOutcome(
             False,
             f"{sent} answered protocolVersion {version!r}, which is no handshake revision "
             f"({', '.join(revisions.HANDSHAKE)})",
@@ -181,25 +181,25 @@ def initialize(session: Session, opts: Options) -> Outcome:  # noqa: PLR0911 - o
     session.notify("notifications/initialized")
     session.started = True
     if not isinstance(result.get("capabilities"), dict):
-        return Outcome(False, f"{sent}: no capabilities object in {_shown(result)}")
+        return SubTestOutcome(False, f"{sent}: no capabilities object in {_shown(result)}")
     info = result.get("serverInfo")
     if not isinstance(info, dict) or not isinstance(info.get("name"), str):
-        return Outcome(False, f"{sent}: no serverInfo with a name in {_shown(result)}")
+        return SubTestOutcome(False, f"{sent}: no serverInfo with a name in {_shown(result)}")
     if not isinstance(info.get("version"), str):
-        return Outcome(False, f"{sent}: serverInfo has no version string: {_shown(info)}")
+        return SubTestOutcome(False, f"{sent}: serverInfo has no version string: {_shown(info)}")
     said = f"protocolVersion {version}, serverInfo {info['name']} {info['version']}".rstrip()
     if version != opts.revision:
         said += f" (asked for {opts.revision}; the server negotiated {version})"
-    return Outcome(True, said)
+    return SubTestOutcome(True, said)
 
 
-def version_negotiation(session: Session, opts: Options) -> Outcome:
+def version_negotiation(session: Session, opts: Options) -> SubTestOutcome:
     if revisions.is_stateless(opts.revision):
         return _stateless_version(session, opts)
     params = revisions.initialize_params(revisions.UNSERVED)
     answer = session.request("initialize", params, opts.timeout_s)
     if "error" in answer.body:
-        return Outcome(
+        return SubTestOutcome(
             False,
             f"asked for {revisions.UNSERVED}, it answered an error "
             f"({_shown(answer.body['error'])}) instead of a version it supports",
@@ -207,54 +207,56 @@ def version_negotiation(session: Session, opts: Options) -> Outcome:
     result = answer.body.get("result")
     version = result.get("protocolVersion") if isinstance(result, dict) else None
     if not isinstance(version, str) or not version:
-        return Outcome(
+        return SubTestOutcome(
             False, f"asked for {revisions.UNSERVED}, no protocolVersion in {_shown(result)}"
         )
     if version == revisions.UNSERVED:
-        return Outcome(False, f"claims to serve {revisions.UNSERVED}, a version no server serves")
+        return SubTestOutcome(
+            False, f"claims to serve {revisions.UNSERVED}, a version no server serves"
+        )
     # As a client goes on in the version offered: the session is left as `start` leaves it.
     session.negotiated = version
     session.notify("notifications/initialized")
     session.started = True
-    return Outcome(True, f"asked for {revisions.UNSERVED}, offered {version}")
+    return SubTestOutcome(True, f"asked for {revisions.UNSERVED}, offered {version}")
 
 
-def initialized_notification(session: Session, opts: Options) -> Outcome:
+def initialized_notification(session: Session, opts: Options) -> SubTestOutcome:
     start(session, opts)  # sends notifications/initialized
     return _no_stray_reply(session, opts, "notifications/initialized")
 
 
-def _no_stray_reply(session: Session, opts: Options, what: str) -> Outcome:
+def _no_stray_reply(session: Session, opts: Options, what: str) -> SubTestOutcome:
     stray = _after_marker(
         session, opts, what, lambda m: m.is_reply and not _id_in(m, session.sent_ids)
     )
     if stray is not None:
-        return Outcome(False, f"{what} got a reply: {_shown(stray.body)}")
-    return Outcome(True, f"no reply to {what}")
+        return SubTestOutcome(False, f"{what} got a reply: {_shown(stray.body)}")
+    return SubTestOutcome(True, f"no reply to {what}")
 
 
 # -- the stateless era -----------------------------------------------------------
 
 
-def discover(session: Session, opts: Options) -> Outcome:
+def discover(session: Session, opts: Options) -> SubTestOutcome:
     result = _result(call(session, opts, "server/discover", None), "server/discover")
     if not isinstance(result, dict):
-        return Outcome(False, f"server/discover answered {_shown(result)}, not an object")
+        return SubTestOutcome(False, f"server/discover answered {_shown(result)}, not an object")
     versions = result.get("supportedVersions")
     if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
-        return Outcome(False, f"no supportedVersions list in {_shown(result)}")
+        return SubTestOutcome(False, f"no supportedVersions list in {_shown(result)}")
     session.supported = tuple(versions)  # `serves-revision` is judged from it
     if not isinstance(result.get("capabilities"), dict):
-        return Outcome(False, f"no capabilities object in {_shown(result)}")
+        return SubTestOutcome(False, f"no capabilities object in {_shown(result)}")
     if result.get("resultType") != "complete":  # every 2026-07-28 result MUST carry one
-        return Outcome(False, f'no "resultType": "complete" in {_shown(result)}')
+        return SubTestOutcome(False, f'no "resultType": "complete" in {_shown(result)}')
     meta = result.get("_meta")
     info = meta.get(revisions.SERVER_INFO_KEY) if isinstance(meta, dict) else None
     named = f", serverInfo {info.get('name')}" if isinstance(info, dict) else " (no serverInfo)"
-    return Outcome(True, f"supportedVersions {', '.join(versions)}{named}")
+    return SubTestOutcome(True, f"supportedVersions {', '.join(versions)}{named}")
 
 
-def _stateless_version(session: Session, opts: Options) -> Outcome:
+def _stateless_version(session: Session, opts: Options) -> SubTestOutcome:
     """A request for an unserved version, first in the process and again after one it
     serves: a server that judged only the first request, and remembered it, is caught."""
     first = _unserved_request(session, opts, "the first request")
@@ -262,7 +264,7 @@ def _stateless_version(session: Session, opts: Options) -> Outcome:
         return first
     served = call(session, opts, "tools/list", None)
     if "error" in served.body:
-        return Outcome(
+        return SubTestOutcome(
             False,
             f"after refusing {revisions.UNSERVED}, tools/list for {opts.revision} got an "
             f"error: {_shown(served.body['error'])} (each request stands alone)",
@@ -270,48 +272,48 @@ def _stateless_version(session: Session, opts: Options) -> Outcome:
     again = _unserved_request(session, opts, f"a request after one for {opts.revision}")
     if again is not None:
         return again
-    return Outcome(
+    return SubTestOutcome(
         True,
         f"tools/list for {revisions.UNSERVED} got error {revisions.UNSUPPORTED_VERSION} "
         f"with data.supported, first and after a request for {opts.revision}",
     )
 
 
-def _unserved_request(session: Session, opts: Options, which: str) -> Outcome | None:
+def _unserved_request(session: Session, opts: Options, which: str) -> SubTestOutcome | None:
     """A failing outcome when `tools/list` for an unserved version is not refused right."""
     params = {"_meta": {**revisions.meta(opts.revision), revisions.VERSION_KEY: revisions.UNSERVED}}
     answer = session.request("tools/list", params, opts.timeout_s)
     sent = f"tools/list with _meta protocolVersion {revisions.UNSERVED} ({which})"
     if "error" not in answer.body:
-        return Outcome(False, f"{sent} was served: {_shown(answer.body)}")
+        return SubTestOutcome(False, f"{sent} was served: {_shown(answer.body)}")
     code = _error_code(answer)
     if code != revisions.UNSUPPORTED_VERSION:
-        return Outcome(
+        return SubTestOutcome(
             False,
             f"{sent} got error {_shown(answer.body['error'])}, not {revisions.UNSUPPORTED_VERSION}",
         )
     data = answer.body["error"].get("data")
     supported = data.get("supported") if isinstance(data, dict) else None
     if not isinstance(supported, list) or not supported:
-        return Outcome(
+        return SubTestOutcome(
             False, f"{sent} got error {code} without data.supported: {_shown(answer.body['error'])}"
         )
     return None
 
 
-def meta_required(session: Session, opts: Options) -> Outcome:
+def meta_required(session: Session, opts: Options) -> SubTestOutcome:
     answer = session.request("tools/list", {}, opts.timeout_s)
     code = _error_code(answer)
     if code == INVALID_PARAMS:
-        return Outcome(True, f"a request without _meta got error {code}")
-    return Outcome(
+        return SubTestOutcome(True, f"a request without _meta got error {code}")
+    return SubTestOutcome(
         False,
         f"tools/list without _meta (a request without _meta) got {_shown(answer.body)}, "
         f"not error {INVALID_PARAMS}",
     )
 
 
-def notification_no_reply(session: Session, opts: Options) -> Outcome:
+def notification_no_reply(session: Session, opts: Options) -> SubTestOutcome:
     params = {
         "requestId": UNKNOWN_TOOL,
         "reason": "ci-evals check",
@@ -332,25 +334,25 @@ def _tools(session: Session, opts: Options) -> list[Any]:
     return tools
 
 
-def tools_list(session: Session, opts: Options) -> Outcome:
+def tools_list(session: Session, opts: Options) -> SubTestOutcome:
     start(session, opts)
     tools = _tools(session, opts)
     if not tools:
-        return Outcome(False, "tools/list answered an empty tools list")
+        return SubTestOutcome(False, "tools/list answered an empty tools list")
     names = []
     for index, tool in enumerate(tools):
         name = tool.get("name") if isinstance(tool, dict) else None
         if not isinstance(name, str) or not name:
-            return Outcome(False, f"tools/list: tool {index} has no name: {_shown(tool)}")
+            return SubTestOutcome(False, f"tools/list: tool {index} has no name: {_shown(tool)}")
         assert isinstance(tool, dict)
         problem = schema_problem(tool.get("inputSchema"))
         if problem is not None:
-            return Outcome(False, f"tools/list: tool {name}: inputSchema {problem}")
+            return SubTestOutcome(False, f"tools/list: tool {name}: inputSchema {problem}")
         names.append(name)
-    return Outcome(True, f"{len(names)} tool(s): {', '.join(names)}")
+    return SubTestOutcome(True, f"{len(names)} tool(s): {', '.join(names)}")
 
 
-def tools_call(session: Session, opts: Options) -> Outcome:
+def tools_call(session: Session, opts: Options) -> SubTestOutcome:
     """Call a tool and judge the *shape* of the answer.
 
     The tool is the one named, else the first that requires no argument, else the
@@ -365,12 +367,12 @@ def tools_call(session: Session, opts: Options) -> Outcome:
     listed = [t for t in _tools(session, opts) if isinstance(t, dict)]
     tools = {t.get("name"): t for t in listed}
     if not tools:
-        return Outcome(False, "tools/list lists no tools to call")
+        return SubTestOutcome(False, "tools/list lists no tools to call")
     if opts.tool is not None:
         tool = tools.get(opts.tool)
         if tool is None:
             listed_names = ", ".join(map(str, tools))
-            return Outcome(False, f"tool {opts.tool} is not listed (tools: {listed_names})")
+            return SubTestOutcome(False, f"tool {opts.tool} is not listed (tools: {listed_names})")
     else:  # one that needs no arguments, and whose schema is sound, is the fair try
         easy = [t for t in listed if not _required(t) and not schema_problem(t.get("inputSchema"))]
         tool = (easy or listed)[0]
@@ -390,7 +392,7 @@ def tools_call(session: Session, opts: Options) -> Outcome:
     if not judged:
         return shape
     success = _call_success(answer, shown)
-    return Outcome(shape.passed, shape.reason, also=(("tools-call-success", success),))
+    return SubTestOutcome(shape.passed, shape.reason, also=(("tools-call-success", success),))
 
 
 def _required(tool: dict[str, Any]) -> list[Any]:
@@ -399,47 +401,55 @@ def _required(tool: dict[str, Any]) -> list[Any]:
     return required if isinstance(required, list) else []
 
 
-def _call_shape(answer: Message, tool: dict[str, Any], shown: str) -> Outcome:  # noqa: PLR0911
+def _call_shape(answer: Message, tool: dict[str, Any], shown: str) -> SubTestOutcome:  # noqa: PLR0911
     if "error" in answer.body:  # a protocol error (well formed: the session checked it)
-        return Outcome(True, f"{shown} -> JSON-RPC error {_shown(answer.body['error'])}")
+        return SubTestOutcome(True, f"{shown} -> JSON-RPC error {_shown(answer.body['error'])}")
     result = answer.body.get("result")
     if not isinstance(result, dict):
-        return Outcome(False, f"{shown} answered {_shown(result)}, not a CallToolResult object")
+        return SubTestOutcome(
+            False, f"{shown} answered {_shown(result)}, not a CallToolResult object"
+        )
     content = result.get("content")
     if not isinstance(content, list):
-        return Outcome(False, f"{shown} answered without a content list: {_shown(result)}")
+        return SubTestOutcome(False, f"{shown} answered without a content list: {_shown(result)}")
     for index, item in enumerate(content):
         problem = content_problem(item)
         if problem is not None:
-            return Outcome(False, f"{shown}: content[{index}] {problem}: {_shown(item)}")
+            return SubTestOutcome(False, f"{shown}: content[{index}] {problem}: {_shown(item)}")
     if "isError" in result and not isinstance(result["isError"], bool):
-        return Outcome(False, f"{shown}: isError is {_shown(result['isError'])}, not a boolean")
+        return SubTestOutcome(
+            False, f"{shown}: isError is {_shown(result['isError'])}, not a boolean"
+        )
     structured = result.get("structuredContent")
     if structured is not None and not isinstance(structured, dict):
-        return Outcome(False, f"{shown}: structuredContent is {_shown(structured)}, not an object")
+        return SubTestOutcome(
+            False, f"{shown}: structuredContent is {_shown(structured)}, not an object"
+        )
     output_schema = tool.get("outputSchema")
     failed = result.get("isError") is True
     if isinstance(output_schema, dict) and not failed:  # an error result carries no output
         if structured is None:
-            return Outcome(
+            return SubTestOutcome(
                 False, f"{shown}: an outputSchema is declared but no structuredContent came"
             )
         problem = instance_problem(structured, output_schema)
         if problem is not None:
-            return Outcome(
+            return SubTestOutcome(
                 False, f"{shown}: structuredContent does not match the outputSchema at {problem}"
             )
     kind = "a tool-level error (isError: true)" if failed else "a result"
-    return Outcome(True, f"{shown} -> {kind}: {_shown(content)}")
+    return SubTestOutcome(True, f"{shown} -> {kind}: {_shown(content)}")
 
 
-def _call_success(answer: Message, shown: str) -> Outcome:
+def _call_success(answer: Message, shown: str) -> SubTestOutcome:
     if "error" in answer.body:
-        return Outcome(False, f"{shown} got JSON-RPC error {_shown(answer.body['error'])}")
+        return SubTestOutcome(False, f"{shown} got JSON-RPC error {_shown(answer.body['error'])}")
     result = answer.body.get("result")
     if isinstance(result, dict) and result.get("isError") is True:
-        return Outcome(False, f"{shown} failed (isError: true): {_shown(result.get('content'))}")
-    return Outcome(True, f"{shown} succeeded")
+        return SubTestOutcome(
+            False, f"{shown} failed (isError: true): {_shown(result.get('content'))}"
+        )
+    return SubTestOutcome(True, f"{shown} succeeded")
 
 
 # ContentBlock (schema.ts): each type and the fields it must carry as strings.
@@ -469,30 +479,30 @@ def content_problem(item: object) -> str | None:
     return None
 
 
-def tools_call_unknown(session: Session, opts: Options) -> Outcome:
+def tools_call_unknown(session: Session, opts: Options) -> SubTestOutcome:
     start(session, opts)
     answer = call(session, opts, "tools/call", {"name": UNKNOWN_TOOL, "arguments": {}})
     if "error" in answer.body:
-        return Outcome(True, f"a JSON-RPC error: {_shown(answer.body['error'])}")
+        return SubTestOutcome(True, f"a JSON-RPC error: {_shown(answer.body['error'])}")
     result = answer.body.get("result")
     if isinstance(result, dict) and result.get("isError") is True:
         if opts.unknown_tool_is_error_result:
-            return Outcome(
+            return SubTestOutcome(
                 True, "a result with isError: true (accepted; the spec's example is -32602)"
             )
-        return Outcome(
+        return SubTestOutcome(
             False, "a result with isError: true, where a JSON-RPC error (-32602) is required"
         )
-    return Outcome(False, f"calling an unknown tool succeeded: {_shown(result)}")
+    return SubTestOutcome(False, f"calling an unknown tool succeeded: {_shown(result)}")
 
 
-def parse_error(session: Session, opts: Options) -> Outcome:
+def parse_error(session: Session, opts: Options) -> SubTestOutcome:
     start(session, opts)
     session.send_raw(MALFORMED_LINE)
     return _expect_error(session, opts, PARSE_ERROR, "a malformed JSON line", ids=(None,))
 
 
-def invalid_request(session: Session, opts: Options) -> Outcome:
+def invalid_request(session: Session, opts: Options) -> SubTestOutcome:
     start(session, opts)
     request_id = session.new_id()
     session.send({"jsonrpc": "2.0", "id": request_id, "method": 42})  # the method is not a string
@@ -503,7 +513,7 @@ def invalid_request(session: Session, opts: Options) -> Outcome:
 
 def _expect_error(
     session: Session, opts: Options, code: int, what: str, ids: tuple[object, ...]
-) -> Outcome:
+) -> SubTestOutcome:
     # Only an error can answer it: a stray result (to a notification) is another sub-test's.
     answer = _after_marker(
         session,
@@ -514,26 +524,26 @@ def _expect_error(
         keeps_serving=True,
     )
     if answer is None:
-        return Outcome(False, f"no reply to {what} (the request after it was answered)")
+        return SubTestOutcome(False, f"no reply to {what} (the request after it was answered)")
     if answer.reply_problem is not None:
-        return Outcome(False, f"the reply to {what} is not JSON-RPC: {answer.reply_problem}")
+        return SubTestOutcome(False, f"the reply to {what} is not JSON-RPC: {answer.reply_problem}")
     got = _error_code(answer)
     if got != code:
-        return Outcome(False, f"{what} got {_shown(answer.body)}, not error {code}")
+        return SubTestOutcome(False, f"{what} got {_shown(answer.body)}, not error {code}")
     if "id" not in answer.body or not _id_in(answer, ids):
         shown = json.dumps(answer.body.get("id")) if "id" in answer.body else "missing"
         allowed = " or ".join(json.dumps(i) for i in ids)
-        return Outcome(False, f"error {code} with id {shown}, where it must be {allowed}")
-    return Outcome(True, f"error {code}, id {json.dumps(answer.body['id'])}")
+        return SubTestOutcome(False, f"error {code} with id {shown}, where it must be {allowed}")
+    return SubTestOutcome(True, f"error {code}, id {json.dumps(answer.body['id'])}")
 
 
-def unknown_method(session: Session, opts: Options) -> Outcome:
+def unknown_method(session: Session, opts: Options) -> SubTestOutcome:
     start(session, opts)
     answer = call(session, opts, UNKNOWN_METHOD, None)
     got = _error_code(answer)
     if got == METHOD_NOT_FOUND:
-        return Outcome(True, f"error {got}")
-    return Outcome(
+        return SubTestOutcome(True, f"error {got}")
+    return SubTestOutcome(
         False, f"{UNKNOWN_METHOD} got {_shown(answer.body)}, not error {METHOD_NOT_FOUND}"
     )
 

@@ -47,7 +47,7 @@ class Rate:
 
 
 @dataclass(frozen=True)
-class Ledger:
+class FlakeLedger:
     rates: dict[Key, Rate]
     runs: int  # how many results files it was built from
     low: float = 0.0
@@ -61,7 +61,7 @@ class Ledger:
         return rate is not None and rate.flaky(self.low, self.high)
 
 
-def build(history: Iterable[RunResult], low: float = 0.0, high: float = 1.0) -> Ledger:
+def build(history: Iterable[RunResult], low: float = 0.0, high: float = 1.0) -> FlakeLedger:
     """Every criterion's pass count over the graded runs of `history`."""
     passed: dict[Key, int] = {}
     runs: dict[Key, int] = {}
@@ -79,7 +79,7 @@ def build(history: Iterable[RunResult], low: float = 0.0, high: float = 1.0) -> 
                     runs[key] = runs.get(key, 0) + 1
                     passed[key] = passed.get(key, 0) + (1 if criterion.passed else 0)
     rates = {key: Rate(passed[key], total) for key, total in runs.items()}
-    return Ledger(rates, count, low, high)
+    return FlakeLedger(rates, count, low, high)
 
 
 def parse_bounds(text: str) -> tuple[float, float]:
@@ -110,7 +110,7 @@ def gate_of(
     return result.gate, ""
 
 
-def ungated(result: RunResult, ledger: Ledger) -> tuple[list[str], bool]:
+def ungated(result: RunResult, ledger: FlakeLedger) -> tuple[list[str], bool]:
     """With `--gate stable`: the failing criteria that are flaky on main (one line each),
     and whether every stage that did not pass failed only on such criteria."""
     lines: list[str] = []
@@ -144,7 +144,7 @@ def ungated(result: RunResult, ledger: Ledger) -> tuple[list[str], bool]:
     return lines, only_flaky
 
 
-def history_note(ledger: Ledger, scenario: str, stage: int, what: str) -> str:
+def history_note(ledger: FlakeLedger, scenario: str, stage: int, what: str) -> str:
     """The ledger's word on a delta's criterion (`what`: "criterion ID (KIND)"), or ""."""
     if not what.startswith("criterion ") or not what.endswith(")"):
         return ""

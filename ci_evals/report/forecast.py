@@ -40,7 +40,7 @@ class Planned:
 
 
 @dataclass(frozen=True)
-class Price:
+class RunEstimate:
     """What one run of a (scenario, stage) costs and takes, from the history."""
 
     cost: float | None  # None: unknown
@@ -53,7 +53,7 @@ class Price:
 @dataclass(frozen=True)
 class Forecast:
     planned: tuple[Planned, ...]
-    prices: tuple[Price, ...]  # one per planned
+    prices: tuple[RunEstimate, ...]  # one per planned
     stages_total: int  # the suite's stages
     scenarios_total: int
     history: int  # how many history runs priced it
@@ -63,7 +63,7 @@ class Forecast:
     last_full_usd: float | None = None  # the last full run of the history (from stage 1, all)
 
     @property
-    def _pairs(self) -> list[tuple[Planned, Price]]:
+    def _pairs(self) -> list[tuple[Planned, RunEstimate]]:
         return list(zip(self.planned, self.prices, strict=True))
 
     @property
@@ -191,7 +191,7 @@ def _per_run(result: RunResult) -> dict[tuple[str, int], tuple[float, float | No
 
 def _price(
     unit: Planned, samples: dict[tuple[str, int], list[tuple[float, float | None]]]
-) -> Price:
+) -> RunEstimate:
     own = samples.get((unit.scenario, unit.number))
     basis = f"{len(own)} run(s)" if own else ""
     if not own:  # the stage's mean over the scenarios the history ran it in
@@ -199,10 +199,10 @@ def _price(
         own = [value for key in others for value in samples[key]]
         basis = f"the stage's mean over {len(others)} scenario(s)"
     if not own:
-        return Price(None, None, None, None, "no history")
+        return RunEstimate(None, None, None, None, "no history")
     costs = [c for c, _ in own]
     times = [t for _, t in own if t is not None]
-    return Price(
+    return RunEstimate(
         cost=math.fsum(costs) / len(costs),
         low=min(costs),
         high=max(costs),

@@ -36,11 +36,13 @@ ANALYTIC_MIN = 1.0
 ANALYTIC_MAX = 5.0
 
 
-class _Frozen(BaseModel):
+class FrozenRecord(BaseModel):
+    """A results record: immutable, and a key it does not know is refused."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Criterion(_Frozen):
+class Criterion(FrozenRecord):
     """One scored criterion, from a reviewer, a deterministic check, a command, an
     MCP server's sub-test or a grader kind a package adds (`source`)."""
 
@@ -61,7 +63,7 @@ class Criterion(_Frozen):
     rubric_sha256: str | None = None
 
 
-class RubricRef(_Frozen):
+class RubricRef(FrozenRecord):
     """A rubric file a reviewer was graded against (recorded for reproducibility)."""
 
     id: str
@@ -70,7 +72,7 @@ class RubricRef(_Frozen):
     sha256: str
 
 
-class RawOutput(_Frozen):
+class RawOutput(FrozenRecord):
     """A grader's raw output as saved in the run folder (never inside the workspace)."""
 
     path: str | None = None
@@ -78,7 +80,7 @@ class RawOutput(_Frozen):
     size: int = Field(ge=0)
 
 
-class GraderResult(_Frozen):
+class GraderResult(FrozenRecord):
     """What one grader produced for one stage run.
 
     `error` set means the grader could not produce a trustworthy scorecard
@@ -103,7 +105,7 @@ class GraderResult(_Frozen):
     reused: bool = False
 
 
-class StageVerdict(_Frozen):
+class StageVerdict(FrozenRecord):
     """A stage's verdict under a scoring policy, with everything that led to it."""
 
     verdict: Verdict

@@ -17,10 +17,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from ci_evals.errors import UserError
-from ci_evals.results.criteria import CriterionKind, StageVerdict, Verdict
+from ci_evals.results.criteria import CriterionKind, FrozenRecord, StageVerdict, Verdict
 
 # Two-sided 95% (the 0.975 quantile) of Student's t for 1..30 degrees of freedom.
 _T975 = (
@@ -49,11 +47,7 @@ def t_quantile_975(df: int) -> float:
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Spread(_Frozen):
+class Spread(FrozenRecord):
     """Statistics of one number over repeats. Fields are None where undefined."""
 
     n: int
@@ -75,7 +69,7 @@ def spread(values: Sequence[float]) -> Spread:
     return Spread(n=n, mean=mean, stdev=stdev, ci95_low=mean - half, ci95_high=mean + half)
 
 
-class CriterionSummary(_Frozen):
+class CriterionSummary(FrozenRecord):
     id: str
     kind: CriterionKind
     runs: int  # how many repeats scored this criterion
@@ -86,7 +80,7 @@ class CriterionSummary(_Frozen):
     score: Spread
 
 
-class RepeatSummary(_Frozen):
+class RepeatSummary(FrozenRecord):
     """A stage over its repeats, and its verdict under the k-of-n rule."""
 
     verdict: Verdict
@@ -105,7 +99,7 @@ class RepeatSummary(_Frozen):
     score_at_least: float | None = None
 
 
-class ArmsSummary(_Frozen):
+class ArmsSummary(FrozenRecord):
     """A stage with and without the plugin (`ablation: with-without`), as `claude plugin
     eval --ablation with-without` compares a case: each arm's score is the mean of its
     runs' scores (binary score / 100), `delta` = score - score_without. The verdict is
@@ -121,7 +115,7 @@ class ArmsSummary(_Frozen):
     without: RepeatSummary | None = None  # the without-arm's runs (None: single-arm)
 
 
-class StageSummary(_Frozen):
+class StageSummary(FrozenRecord):
     """One stage of one scenario over its repeats (what `results.json` keeps)."""
 
     scenario: str

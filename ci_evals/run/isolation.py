@@ -62,7 +62,7 @@ def choose(
             hint="run the shard in a sandbox (bwrap, docker), or without the key (unsigned)",
         )
     return registry.choose(
-        requested, secrets=secret_names(environ), host_may_stand_in=not in_actions
+        requested, secrets=secret_names(environ), may_fall_back_to_host=not in_actions
     )
 
 

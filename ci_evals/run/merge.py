@@ -80,7 +80,7 @@ _SAME_PLAN: tuple[tuple[str, Callable[[RunResult], Any]], ...] = (
 
 
 @dataclass(frozen=True)
-class _Read:
+class _LoadedResult:
     path: Path  # as given
     folder: Path  # the run folder its paths are relative to
     result: RunResult
@@ -132,7 +132,7 @@ def _checked(merged: RunResult, check: Check, out: Path) -> RunResult:
     return merged
 
 
-def _read(path: Path, check: Check, evidence: Evidence) -> _Read:
+def _read(path: Path, check: Check, evidence: Evidence) -> _LoadedResult:
     result = read_results(path)  # one line naming the file when unusable
     file = path / RESULTS_FILE if path.is_dir() else path
     require_path_names(result, file)  # before an id becomes a folder of --out
@@ -159,13 +159,13 @@ def _read(path: Path, check: Check, evidence: Evidence) -> _Read:
             file=file,
             hint=f"{len(disagree)} problem(s); merge the shards as `run --shard` left them",
         )
-    return _Read(path, file.parent, result)
+    return _LoadedResult(path, file.parent, result)
 
 
 Fields = Sequence[tuple[str, Callable[[RunResult], Any]]]
 
 
-def _same(shards: Sequence[_Read], fields: Fields) -> None:
+def _same(shards: Sequence[_LoadedResult], fields: Fields) -> None:
     first = shards[0]
     for other in shards[1:]:
         for name, value in fields:
@@ -178,7 +178,7 @@ def _same(shards: Sequence[_Read], fields: Fields) -> None:
                 )
 
 
-def _complete(shards: Sequence[_Read], roots: Sequence[Path] | None = None) -> None:
+def _complete(shards: Sequence[_LoadedResult], roots: Sequence[Path] | None = None) -> None:
     """Shards 1..K, each given once, and every unit of the plan once. `roots`: the shard
     argument each read belongs to (with --tasks a shard is a folder of runs), else its own."""
     first = shards[0].result.shard
@@ -215,14 +215,14 @@ def _complete(shards: Sequence[_Read], roots: Sequence[Path] | None = None) -> N
     _same_plan(shards, positions)
 
 
-def _same_plan(shards: Sequence[_Read], positions: dict[int, int]) -> None:
+def _same_plan(shards: Sequence[_LoadedResult], positions: dict[int, int]) -> None:
     """The units the shards hold, each at its place and in its shard, are the plan their
     `plan_sha256` names: a shard that lists another unit (a renamed scenario, a unit of
     another shard or place) is refused, naming it."""
     first = shards[0].result.shard
     assert first is not None
     held: list[tuple[shard.Unit, int]] = []
-    owner: list[_Read] = []
+    owner: list[_LoadedResult] = []
     for position in range(first.units_total):
         read = shards[positions[position]]
         record = read.result.shard
@@ -239,7 +239,7 @@ def _same_plan(shards: Sequence[_Read], positions: dict[int, int]) -> None:
         )
 
 
-def _merged(shards: Sequence[_Read]) -> RunResult:
+def _merged(shards: Sequence[_LoadedResult]) -> RunResult:
     results = sorted((r.result for r in shards), key=lambda r: r.shard.index if r.shard else 0)
     first = results[0]
     order = {
@@ -305,7 +305,7 @@ def _run_budget(results: Sequence[RunResult]) -> float | None:
     return first.shard.run_budget_usd
 
 
-def _plain_units(shards: Sequence[_Read]) -> None:
+def _plain_units(shards: Sequence[_LoadedResult]) -> None:
     """Every unit folder of every shard holds folders and regular files only: a link
     copied into the merged run would be followed by whatever reads or uploads it."""
     for read in shards:
@@ -335,7 +335,7 @@ def _plain_units(shards: Sequence[_Read]) -> None:
 _PLAIN = ("dir", "file")
 
 
-def _copy_units(shards: Sequence[_Read], out: Path) -> None:
+def _copy_units(shards: Sequence[_LoadedResult], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for read in shards:
         for scenario in read.result.scenarios:
@@ -367,9 +367,9 @@ def _check_run_dir(run_dir: object, bench: Path) -> None:
 
 
 def _merge_tasks(paths: Sequence[Path], out: Path, check: Check, evidence: Evidence) -> Merged:
-    runs: dict[str, list[_Read]] = {}
+    runs: dict[str, list[_LoadedResult]] = {}
     labels: dict[str, str] = {}  # configuration folder -> its label
-    every: list[_Read] = []
+    every: list[_LoadedResult] = []
     roots: list[Path] = []
     for path in paths:
         bench = path / BENCHMARK_JSON

@@ -46,7 +46,7 @@ from ci_evals.agents import (
     StageRequest,
 )
 from ci_evals.agents.environment import agent_environment
-from ci_evals.endpoints.base import FaultWatch, Watch
+from ci_evals.endpoints.base import EndpointCaller, FaultReportingCaller
 from ci_evals.endpoints.ledger import Metered
 from ci_evals.errors import EXIT_USAGE, UserError
 from ci_evals.fs import abandoned, owned
@@ -121,7 +121,7 @@ class RunPlan:
     endpoint: Mapping[str, str] = field(default_factory=dict, repr=False)
     # `OpenEndpoint.watch`: a caller per stage, whose unanswered requests make
     # the stage an error (the stub); None: every stage uses `endpoint`.
-    watch: Callable[[int | None], Watch] | None = field(default=None, repr=False)
+    watch: Callable[[int | None], EndpointCaller] | None = field(default=None, repr=False)
     # `OpenEndpoint.meter`: what the endpoint forwarded so far -- the run's cost
     # and budget (it includes the agent's own calls); None: the stages' costs.
     meter: Callable[[], Metered] | None = field(default=None, repr=False)
@@ -196,7 +196,7 @@ class StageContext:
     # What is left of the run budget once the stage's own cost is counted (None:
     # no run budget): the most the hook's agents may spend.
     budget_left: float | None = None
-    # The stage's own endpoint variables (its `Watch`'s), so that what its
+    # The stage's own endpoint variables (its `EndpointCaller`'s), so that what its
     # reviewers ask is counted with the stage; None: the plan's.
     endpoint: Mapping[str, str] | None = field(default=None, repr=False)
     # Every path the stage added, modified or deleted: `result.produced` may be cut
@@ -645,7 +645,7 @@ class Runner:
                 checkpoint=FolderCheckpoint(
                     (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
                 ),
-                endpoint_fault=watch.fault if isinstance(watch, FaultWatch) else None,
+                endpoint_fault=watch.fault if isinstance(watch, FaultReportingCaller) else None,
             ),
             workspace.mocks,
             stage_dir,
@@ -994,7 +994,7 @@ def _score_at_least(suite: Suite) -> float | None:
     return None if evals is None or evals.threshold >= 1.0 else evals.threshold
 
 
-def _record_misses(stage_result: StageResult, watch: Watch | None) -> None:
+def _record_misses(stage_result: StageResult, watch: EndpointCaller | None) -> None:
     if watch is not None:
         record_endpoint_misses(stage_result, watch.misses())
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from ci_evals.process import ExecResult
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 DEFAULT_OUTPUT_CAP = 64 * 1024
 
@@ -168,17 +168,18 @@ class SandboxKind(Protocol):
         """It keeps the agent from the host (False for `local`: results say so)."""
 
     @property
-    def host_stands_in(self) -> bool:
-        """When it cannot run here, the host (`local`) may stand in for it when no
-        credential is at stake; False when what it runs on is part of the task (an image)."""
+    def falls_back_to_host(self) -> bool:
+        """When it cannot run here, the command may fall back to running on the host
+        (`local`) when no credential is at stake; False when what it runs on is part
+        of the task (an image)."""
 
     @property
     def runs_images(self) -> bool:
         """It runs a ready image (`image_options`): `mcp-check --image` uses such a kind."""
 
-    def load(self, value: Field | None, suite_dir: Path) -> SandboxOptions:
+    def load(self, value: LocatedNode | None, suite_dir: Path) -> SandboxOptions:
         """Its options from its block of the suite (None: the suite named it bare, or
-        `--isolation` chose it); mistakes are `Field.error`s, at their file:line."""
+        `--isolation` chose it); mistakes are `LocatedNode.error`s, at their file:line."""
 
     def available(self) -> str | None:
         """Why it cannot run on this machine, in one line; None when it can."""

@@ -212,7 +212,7 @@ class BwrapSandbox(Launched):
         self._private: Path | None = None
         self._forwarder: _Forwarder | None = None
         self._python: tuple[str, list[str]] | None = None
-        self._grader: grader_identity.Launcher | None = None  # a command grader's identities
+        self._grader: grader_identity.AsAgentLauncher | None = None  # a command grader's identities
         self._owners: Owners = {}
         if mounts.grader_results is not None:
             self._open_grader()
@@ -227,7 +227,7 @@ class BwrapSandbox(Launched):
         writable folders go to the code under test's uid (the grader keeps
         `GRADER_CAPS` to start it, stop it and still write them)."""
         root = grader_identity.as_root()
-        self._grader = grader_identity.Launcher(
+        self._grader = grader_identity.AsAgentLauncher(
             "setpriv" if root else "nested",
             writable=self.mounts.writable,
             readonly=self.mounts.readonly,

@@ -81,7 +81,7 @@ def as_root() -> bool:
     return os.geteuid() == 0
 
 
-class Launcher:
+class AsAgentLauncher:
     """A private host folder holding the `as-agent` launcher and an empty
     `results` mount point; `close()` removes it."""
 

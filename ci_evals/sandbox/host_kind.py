@@ -12,13 +12,13 @@ from ci_evals.errors import UserError
 from ci_evals.sandbox.base import Enforced, Sandbox, SandboxOptions, SandboxSpec
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 
 class HostKind:
     """A sandbox kind with no options, whose sandboxes `make(spec)` builds."""
 
-    host_stands_in = True
+    falls_back_to_host = True
     runs_images = False
 
     def __init__(
@@ -34,7 +34,7 @@ class HostKind:
         self._make = make
         self._available = available
 
-    def load(self, value: Field | None, suite_dir: Path) -> SandboxOptions:
+    def load(self, value: LocatedNode | None, suite_dir: Path) -> SandboxOptions:
         if value is not None:
             value.mapping(("kind",), what=f"mapping (sandbox {self.name} takes no options)")
         return SandboxOptions()

@@ -187,12 +187,12 @@ def _kill_descendants() -> None:
         time.sleep(0.001)
 
 
-class _Stop(Exception):
+class _Signalled(Exception):
     pass
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop
+    raise _Signalled
 
 
 def _exit_like(status: int) -> None:
@@ -258,7 +258,7 @@ def _reaper(spec: dict[str, Any], parent: int) -> None:
     status = 1 << 8  # exit 1, unless the program's own status arrives
     try:
         if os.getppid() != parent:  # it died before PDEATHSIG was armed
-            raise _Stop
+            raise _Signalled
         program = os.fork()
         if program == 0:
             _exec(spec)
@@ -268,7 +268,7 @@ def _reaper(spec: dict[str, Any], parent: int) -> None:
             if pid == program:
                 status = got
                 break
-    except (_Stop, ChildProcessError):
+    except (_Signalled, ChildProcessError):
         status = signal.SIGKILL  # as if killed: what a stopped program's caller sees
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)

@@ -41,10 +41,10 @@ class LocalSandbox(Launched):
         self._launcher = Launcher(spec)
         # One identity here: a grader's code under test can reach the grader
         # (and anything else of ours); the variables are set all the same.
-        self._grader: grader_identity.Launcher | None = None
+        self._grader: grader_identity.AsAgentLauncher | None = None
         self._grader_env: dict[str, str] = {}
         if spec.grader_results is not None:
-            self._grader = grader_identity.Launcher("same")
+            self._grader = grader_identity.AsAgentLauncher("same")
             self._grader_env = grader_identity.environment(
                 str(spec.grader_results), str(self._grader.folder / grader_identity.LAUNCHER)
             )

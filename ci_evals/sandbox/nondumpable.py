@@ -69,7 +69,7 @@ class UnsupportedMachine(RuntimeError):
 # "LD_PRELOAD=" pattern and the slot the linker fills with `&environ` are, and
 # where the code itself starts (x86_64 and aarch64 address them relative to it).
 @dataclass(frozen=True)
-class _Layout:
+class _Addresses:
     code: int
     message: int
     pattern: int
@@ -100,7 +100,7 @@ class _Code:
         return out
 
 
-def _x86_64(layout: _Layout) -> bytes:
+def _x86_64(layout: _Addresses) -> bytes:
     """The initialiser for x86_64 (System V: rdi, rsi, rdx, r10, r8; syscall in rax;
     rax, rcx, rdx, rsi, rdi, r8, r10, r11 are the caller's to lose)."""
     code = _Code(layout.code)
@@ -157,7 +157,7 @@ def _movz(register: int, value: int) -> int:
     return 0xD2800000 | (value << 5) | register  # movz xN, #value
 
 
-def _aarch64(layout: _Layout) -> bytes:
+def _aarch64(layout: _Addresses) -> bytes:
     """The initialiser for aarch64 (x0..x5 arguments, the call number in x8, svc #0;
     x0..x17 are the caller's to lose)."""
     code = _Code(layout.code)
@@ -272,7 +272,7 @@ def shared_object(machine: str) -> bytes:
     pattern_at = message_at + len(REFUSAL)
     code_at = _align(pattern_at + len(_PATTERN), 16)
     # The code's size does not depend on the addresses: measure, then lay out.
-    text_end = code_at + len(build(_Layout(code_at, 0, 0, code_at)))
+    text_end = code_at + len(build(_Addresses(code_at, 0, 0, code_at)))
 
     # The read-write segment, later in the file, mapped _SEGMENT_GAP further on:
     # the initialiser array and the slot for &environ (both written by the
@@ -281,7 +281,7 @@ def shared_object(machine: str) -> bytes:
     init_array_at = data_at
     slot_at = init_array_at + 8
     dynamic_at = slot_at + 8
-    code = build(_Layout(code_at, message_at, pattern_at, slot_at + _SEGMENT_GAP))
+    code = build(_Addresses(code_at, message_at, pattern_at, slot_at + _SEGMENT_GAP))
     assert code_at + len(code) == text_end
     dynamic = [
         (_DT_HASH, hash_at),

@@ -45,17 +45,17 @@ def offline(config: SandboxConfig) -> bool:
 
 
 def choose(
-    requested: SandboxConfig, *, secrets: Sequence[str], host_may_stand_in: bool = True
+    requested: SandboxConfig, *, secrets: Sequence[str], may_fall_back_to_host: bool = True
 ) -> SandboxConfig:
     """The sandbox a command uses; a one-line warning on stderr when it is `local`.
 
     `requested` is the suite's `sandbox:` or `--isolation` (`none` = `local`).
     When its kind cannot run here and the host may stand in for it
-    (`SandboxKind.host_stands_in`; not for `docker`, whose image is part of
+    (`SandboxKind.falls_back_to_host`; not for `docker`, whose image is part of
     the task): with `secrets` in our environment (names of credentials a
     hostile agent could read from this process's /proc entry) the command
     stops before anything starts; without any (the stub model, the user's own
-    script) it goes on unisolated, saying so, unless `host_may_stand_in` is
+    script) it goes on unisolated, saying so, unless `may_fall_back_to_host` is
     False (in GitHub Actions, where only `--isolation none` runs unisolated).
     """
     kind = kind_of(requested)
@@ -68,14 +68,14 @@ def choose(
     why = kind.available()
     if why is None:
         return requested
-    if not kind.host_stands_in:
+    if not kind.falls_back_to_host:
         raise UserError(f"cannot start the {kind.name} sandbox: {why}")
     if secrets:
         raise UserError(
             f"cannot isolate the agent: {why}; {', '.join(secrets)} would be readable by it",
             hint="install it (docs/isolation.md), or pass --isolation none to run unisolated",
         )
-    if not host_may_stand_in:
+    if not may_fall_back_to_host:
         raise UserError(
             f"cannot isolate the agent: {why}; in GitHub Actions it runs unisolated only "
             "when the command line says so",

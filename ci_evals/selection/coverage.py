@@ -27,7 +27,7 @@ from itertools import takewhile
 from ci_evals import git
 from ci_evals.fs.copyable import escape_problem, escaping_link
 from ci_evals.selection.matcher import GlobMatcher, is_literal
-from ci_evals.selection.stage_map import Entry, GlobalGlob, StageMap
+from ci_evals.selection.stage_map import GlobalGlob, MapEntry, StageMap
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,14 @@ class CoverageReport:
     stage_map: StageMap
     checked: int  # staged files under root
     uncovered: tuple[str, ...]  # repo-relative paths, index order
-    dead: tuple[Entry, ...]  # entries matching no staged file, map order
+    dead: tuple[MapEntry, ...]  # entries matching no staged file, map order
     dead_globals: tuple[GlobalGlob, ...] = ()  # wildcard globals matching no staged file
     # (entry, position in its `except:`) of each except glob that leaves out no staged
     # file its entry's glob matches: a typo, or a leftover after a rename.
-    dead_excepts: tuple[tuple[Entry, int], ...] = ()
+    dead_excepts: tuple[tuple[MapEntry, int], ...] = ()
     # A case map's entries whose files reach no case: (entry, its field, what it names),
     # e.g. (entry, "cases[0]", "greet-*"); and a case file that cannot be read.
-    no_case: tuple[tuple[Entry, str, str], ...] = ()
+    no_case: tuple[tuple[MapEntry, str, str], ...] = ()
     unreadable_case: str | None = None
 
     @property
@@ -69,7 +69,7 @@ def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> 
     else:
         relative = [path[len(root) :] for path in staged if path.startswith(root)]
     matcher = GlobMatcher(stage_map.globs)
-    dead_excepts: tuple[tuple[Entry, int], ...] = ()
+    dead_excepts: tuple[tuple[MapEntry, int], ...] = ()
     if any(e.excepts for e in stage_map.entries):
         uncovered, dead, dead_excepts = _unmatched_with_excepts(stage_map, matcher, relative)
     else:
@@ -100,7 +100,7 @@ def check_coverage(stage_map: StageMap, staged: Sequence[str] | None = None) -> 
     )
 
 
-def _no_case(stage_map: StageMap) -> tuple[tuple[tuple[Entry, str, str], ...], str | None]:
+def _no_case(stage_map: StageMap) -> tuple[tuple[tuple[MapEntry, str, str], ...], str | None]:
     """Each `cases:` glob and `tags:` tag of a case map that no case of the work
     tree's eval folder has, and why a case cannot be read (if one cannot)."""
     from ci_evals.selection.case_index import read_cases  # noqa: PLC0415 - case maps only
@@ -108,7 +108,7 @@ def _no_case(stage_map: StageMap) -> tuple[tuple[tuple[Entry, str, str], ...], s
 
     assert stage_map.evals is not None
     index = read_cases(stage_map.repo_root, stage_map.evals)
-    found: list[tuple[Entry, str, str]] = []
+    found: list[tuple[MapEntry, str, str]] = []
     for entry in stage_map.entries:
         for n, pattern in enumerate(entry.cases):
             if not any(case_glob(pattern).fullmatch(c.name) for c in index.cases):
@@ -121,7 +121,7 @@ def _no_case(stage_map: StageMap) -> tuple[tuple[tuple[Entry, str, str], ...], s
 
 def _unmatched_with_excepts(
     stage_map: StageMap, matcher: GlobMatcher, paths: Sequence[str]
-) -> tuple[list[str], list[int], tuple[tuple[Entry, int], ...]]:
+) -> tuple[list[str], list[int], tuple[tuple[MapEntry, int], ...]]:
     """`unmatched` when entries have `except:` globs: the paths no except glob matches
     take the usual batch; each other path is decided alone (its entries less those
     that leave it out). Also the except globs that leave out nothing."""

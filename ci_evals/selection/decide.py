@@ -95,9 +95,9 @@ class Selection:
     head: str | None = None
     merge_bases: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())  # what was tried on the way (deepening, event)
-    # Changed suite files the Selector held out (`Selector(hold=...)`): the caller
+    # Changed suite files the Selector set aside (`Selector(compared=...)`): the caller
     # decides them by comparing their two versions (`suite_change`).
-    held_out: tuple[str, ...] = ()
+    to_compare: tuple[str, ...] = ()
     # Set when every changed path a stage reads is a grader's (`grader_change`): why a
     # re-grade of the base's saved run answers for the change, with no agent run.
     regrade: str | None = None
@@ -622,7 +622,9 @@ class Selector:
     rule, path) is below that, so each batch of plain files under root is
     searched only for such a path (`prune=False`: every path's rank is
     computed at once, the reference). Either way `Selection.matches` has every
-    path's record, computed when first read.
+    path's record, computed when first read. The `compared` paths (suite files,
+    decided by comparing their two versions) are not matched: they are set aside
+    in `Selection.to_compare`.
     """
 
     def __init__(
@@ -631,32 +633,34 @@ class Selector:
         matcher: GlobMatcher,
         *,
         prune: bool = True,
-        hold: frozenset[str] = frozenset(),
+        compared: frozenset[str] = frozenset(),
     ) -> None:
         self._rules = _Rules(stage_map, matcher)
-        self._hold = hold
-        self._held: list[str] = []
-        # Held paths outside root cannot be in a chunk that starts and ends under
+        self._compared = compared
+        self._set_aside: list[str] = []
+        # Compared paths outside root cannot be in a chunk that starts and ends under
         # root (a diff lists a folder's paths together); the scan is skipped there.
         # Skipping wrongly would only match the path as global: a full run.
         root = self._rules.root_prefix
-        self._hold_outside_root = bool(root) and not any(h.startswith(root) for h in hold)
+        self._compared_outside_root = bool(root) and not any(h.startswith(root) for h in compared)
         self._batches: list[_Batch] = []
         self._found: list[tuple[_Key, Match]] = []
         self._prune = prune
         self._bound = _NO_BOUND
 
     def add(self, paths: Sequence[str]) -> None:
-        # One or two held paths: a C-level scan of the chunk each (~1 ms per
+        # One or two compared paths: a C-level scan of the chunk each (~1 ms per
         # 100,000 paths), unless the chunk lies under root and they do not.
         root = self._rules.root_prefix
-        inside = self._hold_outside_root and paths and paths[0].startswith(root)
-        held = (
-            [] if inside and paths[-1].startswith(root) else [p for p in self._hold if p in paths]
+        inside = self._compared_outside_root and paths and paths[0].startswith(root)
+        set_aside = (
+            []
+            if inside and paths[-1].startswith(root)
+            else [p for p in self._compared if p in paths]
         )
-        if held:
-            self._held.extend(held)
-            paths = [path for path in paths if path not in self._hold]
+        if set_aside:
+            self._set_aside.extend(set_aside)
+            paths = [path for path in paths if path not in self._compared]
         if not paths:
             return
         batch = self._rules.batch(paths, self._bound if self._prune else None)
@@ -671,7 +675,7 @@ class Selector:
     def finish(self) -> Selection:
         matches = _Matches(self._batches)
         found = self._found
-        held = tuple(self._held)
+        to_compare = tuple(self._set_aside)
         if not found:
             detail = (
                 f"{len(matches)} changed path(s), none under the plugin root, global or a fixture"
@@ -684,13 +688,21 @@ class Selector:
                     "plugin root and not global or a fixture, or matched only by `stage: none` "
                     "entries"
                 )
-            return Selection(None, NO_RELEVANT_CHANGE, len(matches), matches, detail, held_out=held)
+            return Selection(
+                None, NO_RELEVANT_CHANGE, len(matches), matches, detail, to_compare=to_compare
+            )
         _, best = min(found, key=lambda item: item[0])
         if best.rule == GLOBAL_FILE and best.path.rpartition("/")[2] in CHECKOUT_FILES:
             best = best._replace(why=_CHECKOUT_WHY)
         detail = f"{quote_path(best.path)}: {best.why}"
         return Selection(
-            best.stage, best.rule, len(matches), matches, detail, decided_by=best, held_out=held
+            best.stage,
+            best.rule,
+            len(matches),
+            matches,
+            detail,
+            decided_by=best,
+            to_compare=to_compare,
         )
 
 

@@ -1,8 +1,8 @@
 """The change BASE...HEAD as git knows it: which commits, and which paths.
 
-A changed suite file (`ci-evals.yaml` among the map's global paths) is held out
-of the matching and decided by comparing its two versions
-(`suite_change.decide_held`): a change to contracts alone runs less than all.
+A changed suite file (`ci-evals.yaml` among the map's global paths) is set aside
+from the matching and decided by comparing its two versions
+(`suite_change.decide_compared`): a change to contracts alone runs less than all.
 So are the map's marketplace file and manifest (`StageMap.compared_paths`,
 `manifest_change`): another plugin's entry or a version bump runs nothing.
 
@@ -44,7 +44,7 @@ from ci_evals.selection.decide import (
 )
 from ci_evals.selection.links import decide_links
 from ci_evals.selection.matcher import GlobMatcher
-from ci_evals.selection.suite_change import decide_held, suite_paths
+from ci_evals.selection.suite_change import decide_compared, suite_paths
 from ci_evals.selection.tree_diff import TreeDiffer
 
 if TYPE_CHECKING:
@@ -329,14 +329,14 @@ def decide_change(
     """The selection for the resolved `change` whose changed paths are `chunks`
     (`diff_chunks`): one diff can be decided for several maps."""
     matcher = matcher or GlobMatcher(stage_map.selection_globs)
-    selector = Selector(stage_map, matcher, hold=held_paths(stage_map))
+    selector = Selector(stage_map, matcher, compared=compared_paths(stage_map))
     for chunk in chunks:
         selector.add(chunk)
-    held = decide_held(repo, _with_range(selector.finish(), change), stage_map, matcher)
-    return decide_links(repo, held, stage_map, matcher)
+    compared = decide_compared(repo, _with_range(selector.finish(), change), stage_map, matcher)
+    return decide_links(repo, compared, stage_map, matcher)
 
 
-def held_paths(stage_map: StageMap) -> frozenset[str]:
+def compared_paths(stage_map: StageMap) -> frozenset[str]:
     """The changed files decided by comparing their two versions, not by matching:
     suite files among the globals, the map's marketplace file and manifest."""
     return suite_paths(stage_map.global_paths) | stage_map.compared_paths
@@ -400,8 +400,8 @@ def compute_overlapped(
         chosen, stage_map, matcher = _consume(
             arrivals, failure, worker, prepare, prune=not every_record
         )
-        held = decide_held(repo, chosen, stage_map, matcher)
-        return decide_links(repo, held, stage_map, matcher), stage_map
+        compared = decide_compared(repo, chosen, stage_map, matcher)
+        return decide_links(repo, compared, stage_map, matcher), stage_map
     finally:
         sys.setswitchinterval(interval)
 
@@ -427,7 +427,7 @@ def _consume(
         assert isinstance(first, Selection)
         return first, stage_map, matcher
     assert isinstance(first, Range)
-    selector = Selector(stage_map, matcher, prune=prune, hold=held_paths(stage_map))
+    selector = Selector(stage_map, matcher, prune=prune, compared=compared_paths(stage_map))
     while (chunk := arrivals.get()) is not _DONE:
         selector.add(chunk)  # type: ignore[arg-type]
     worker.join()

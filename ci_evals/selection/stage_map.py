@@ -49,7 +49,7 @@ from ci_evals.selection.matcher import (
 from ci_evals.text import display_path
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 MAP_NAME = "stage_map.yaml"
 SUPPORTED_VERSION = 1
@@ -78,7 +78,7 @@ NO_STAGE = "none"
 
 
 @dataclass(frozen=True)
-class Entry:
+class MapEntry:
     glob: str  # as written (root-relative, gitignore style)
     stage: int | None  # 1-based stage number (names resolved at load); None: `stage: none`
     line: int  # 1-based line of the entry in the map file
@@ -130,7 +130,7 @@ class StageMap:
     display: str  # the map's path as messages show it (`text.display_path`: cwd-relative)
     root: str  # plugin folder, repo-relative POSIX, no trailing slash ("" = repo top)
     stages: tuple[str, ...]  # stage names, index 0 = stage 1
-    entries: tuple[Entry, ...]
+    entries: tuple[MapEntry, ...]
     global_globs: tuple[GlobalGlob, ...]  # the map file itself always first
     # The globals as root-relative globs, for the entries' matcher (see
     # `selection_globs`); None when one cannot be rewritten so exactly.
@@ -323,7 +323,7 @@ def _from_cache(value: object, file: Path, repo_root: Path, names: _Names) -> St
             path=names.path,
             root=str(root),
             stages=tuple(stages),
-            entries=tuple(Entry(*fields) for fields in entries),
+            entries=tuple(MapEntry(*fields) for fields in entries),
             global_globs=tuple(GlobalGlob(*fields) for fields in global_globs),
             root_globals=None if root_globals is None else tuple(root_globals),
             fixtures=None if fixtures is None else str(fixtures),
@@ -395,7 +395,7 @@ def _load(file: Path, repo_root: Path, folder: str, names: _Names) -> StageMap:
     )
 
 
-def _evals(node: Field, folder: str, repo_root: Path, root: str) -> str:
+def _evals(node: LocatedNode, folder: str, repo_root: Path, root: str) -> str:
     """`evals:`: the eval folder, relative to the map's folder, inside `root` (its
     changes are decided case by case; elsewhere they would be no plugin file)."""
     evals = _inside_repo(node, folder, repo_root, must_be_dir=True)
@@ -407,7 +407,7 @@ def _evals(node: Field, folder: str, repo_root: Path, root: str) -> str:
     return evals
 
 
-def _marketplace(node: Field, folder: str) -> MarketplaceRef:
+def _marketplace(node: LocatedNode, folder: str) -> MarketplaceRef:
     """`marketplace: {file: PATH, plugin: NAME}`: PATH as a global is written (relative
     to the map's folder, `../` to climb), naming one file."""
     keys = node.mapping(("file", "plugin"), ("file", "plugin"), what="mapping with file, plugin")
@@ -425,7 +425,7 @@ def _marketplace(node: Field, folder: str) -> MarketplaceRef:
     return MarketplaceRef(path, plugin, node.line)
 
 
-def _ignore_metadata(node: Field) -> tuple[str, ...]:
+def _ignore_metadata(node: LocatedNode) -> tuple[str, ...]:
     """`ignore_metadata: [version, ...]`: only keys Claude Code loads nothing from."""
     from ci_evals.selection.manifest_change import METADATA_KEYS  # noqa: PLC0415 - loader only
 
@@ -443,7 +443,7 @@ def _ignore_metadata(node: Field) -> tuple[str, ...]:
 
 
 def _globals(
-    top: dict[str, Field], folder: str, map_path: str, root: str, fixtures: str | None
+    top: dict[str, LocatedNode], folder: str, map_path: str, root: str, fixtures: str | None
 ) -> tuple[tuple[GlobalGlob, ...], tuple[str, ...] | None]:
     """The map itself, then `global` (or its default), then the files git applies at
     checkout (`checkout_globals`), once each; and their root-relative form."""
@@ -520,7 +520,7 @@ def checkout_globals(
     return found
 
 
-def _global_glob(item: Field, folder: str) -> tuple[str, str]:
+def _global_glob(item: LocatedNode, folder: str) -> tuple[str, str]:
     """One written global as (its folder, repo-relative; the glob relative to it), checked."""
     written = item.as_str()
     ups, glob = split_navigation(written)
@@ -544,7 +544,7 @@ def _global_glob(item: Field, folder: str) -> tuple[str, str]:
     return base, glob
 
 
-def _stages(node: Field) -> tuple[str, ...]:
+def _stages(node: LocatedNode) -> tuple[str, ...]:
     seen: dict[str, int] = {}
     for item in node.sequence(allow_empty=False):
         name = item.as_str()
@@ -569,11 +569,11 @@ def _stages(node: Field) -> tuple[str, ...]:
 
 
 def _entries(
-    node: Field, stages: tuple[str, ...], path: str, *, cases: bool = False
-) -> tuple[tuple[Entry, ...], list[str]]:
-    entries: list[Entry] = []
+    node: LocatedNode, stages: tuple[str, ...], path: str, *, cases: bool = False
+) -> tuple[tuple[MapEntry, ...], list[str]]:
+    entries: list[MapEntry] = []
     warnings: list[str] = []
-    first_seen: dict[str, Entry] = {}
+    first_seen: dict[str, MapEntry] = {}
     for index, item in enumerate(node.sequence()):
         fields = item.mapping(
             _ENTRY_KEYS,
@@ -600,7 +600,7 @@ def _entries(
                 f"{key}: beside stage: none", hint="no stage reads the files: no unit either"
             )
         excepts = _excepts(fields["except"]) if "except" in fields else ()
-        entry = Entry(
+        entry = MapEntry(
             glob=glob,
             stage=stage,
             line=item.line,
@@ -628,7 +628,7 @@ def _entries(
 
 
 def _unit_fields(
-    item: Field, fields: dict[str, Field], *, cases: bool
+    item: LocatedNode, fields: dict[str, LocatedNode], *, cases: bool
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """An entry's (scenarios, cases, tags): the units its files reach, checked against
     the kind of map (scenarios in a map of stages, cases and tags in a case map)."""
@@ -665,7 +665,7 @@ def _shown(stage: int | None) -> str:
     return NO_STAGE if stage is None else str(stage)
 
 
-def _excepts(node: Field) -> tuple[str, ...]:
+def _excepts(node: LocatedNode) -> tuple[str, ...]:
     """`except: [GLOB, ...]`: globs as the entry's are, relative to root."""
     found: list[str] = []
     for item in node.sequence(allow_empty=False):
@@ -677,7 +677,7 @@ def _excepts(node: Field) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _stage_field(node: Field, stages: tuple[str, ...]) -> int | None:
+def _stage_field(node: LocatedNode, stages: tuple[str, ...]) -> int | None:
     import yaml  # noqa: PLC0415 - only the real loader gets here
 
     if node.node.tag == "tag:yaml.org,2002:str" and node.as_str() == NO_STAGE:
@@ -695,7 +695,7 @@ def _stage_field(node: Field, stages: tuple[str, ...]) -> int | None:
 
 
 def _stage_number(
-    value: str | int, stages: tuple[str, ...], node: Field | None, file: str | None
+    value: str | int, stages: tuple[str, ...], node: LocatedNode | None, file: str | None
 ) -> int:
     number: int | None = None
     if isinstance(value, bool):
@@ -736,7 +736,7 @@ def _join(folder: str, path: str) -> str:
     return posixpath.normpath(posixpath.join(folder, path)) if folder else posixpath.normpath(path)
 
 
-def _inside_repo(node: Field, folder: str, repo_root: Path, must_be_dir: bool = False) -> str:
+def _inside_repo(node: LocatedNode, folder: str, repo_root: Path, must_be_dir: bool = False) -> str:
     """A folder path from the map (`root`, `fixtures`), checked to stay in the repo."""
     raw = node.as_str()
     if "\\" in raw:

@@ -87,20 +87,20 @@ class SuiteChange:
 _RANK = {GLOBAL_FILE: 0, UNMATCHED_FILE: 1, FIXTURE_CHANGED: 2, CONTRACT_CHANGED: 2, MATCHED: 3}
 
 
-def decide_held(
+def decide_compared(
     repo: Path,
     chosen: Selection,
     stage_map: StageMap | None = None,
     matcher: GlobMatcher | None = None,
 ) -> Selection:
-    """`chosen` with the files the Selector held out decided by comparing their two
+    """`chosen` with the files the Selector set aside decided by comparing their two
     versions: suite files by `compare`, the map's marketplace file and manifest
     (`StageMap.compared_paths`) by `manifest_change`."""
-    if not chosen.held_out:
+    if not chosen.to_compare:
         return chosen
     extra: list[Match] = []
     notes = list(chosen.notes)
-    for path in chosen.held_out:
+    for path in chosen.to_compare:
         if stage_map is not None and path in stage_map.compared_paths:
             assert matcher is not None
             match, note = _compared(repo, path, chosen, stage_map, matcher)
@@ -128,7 +128,7 @@ def decide_held(
     if best is None or best is chosen.decided_by:
         detail = chosen.detail
         unread = [m for m in extra if m.stage is None]
-        if best is None and unread:  # say why the held files select nothing
+        if best is None and unread:  # say why the compared files select nothing
             detail = (
                 f"{changed} changed path(s), none that a stage reads: "
                 f"{quote_path(unread[0].path)}: {unread[0].why}"
@@ -139,7 +139,7 @@ def decide_held(
             matches=matches,
             detail=detail,
             notes=tuple(notes),
-            held_out=(),
+            to_compare=(),
         )
     return replace(
         chosen,
@@ -150,7 +150,7 @@ def decide_held(
         detail=f"{quote_path(best.path)}: {best.why}",
         decided_by=best,
         notes=tuple(notes),
-        held_out=(),
+        to_compare=(),
     )
 
 

@@ -27,7 +27,7 @@ from ci_evals.selection.matcher import GlobMatcher
 
 if TYPE_CHECKING:
     from ci_evals.selection.case_index import CaseIndex, CaseInfo
-    from ci_evals.selection.stage_map import Entry, StageMap
+    from ci_evals.selection.stage_map import MapEntry, StageMap
 
 CASES = "cases"
 MOCKS = "mocks"  # `<eval dir>/mocks/<server>/`, also in a case group's or a case's folder
@@ -156,14 +156,14 @@ class _Walk:
                 raise _Every(decide.MATCHED, f"{shown}: {where} names no units: every unit")
             self.add(self._entry_units(entry, where), f"{shown}: {where}")
 
-    def _entries(self, inside: str) -> list[Entry]:
+    def _entries(self, inside: str) -> list[MapEntry]:
         indices = self.matcher.matches(inside)
         if self.excepts is not None and indices:
             left_out = {self.excepted_entry[i] for i in self.excepts.matches(inside)}
             indices = [i for i in indices if i not in left_out]
         return [self.map.entries[i] for i in indices]
 
-    def _entry_units(self, entry: Entry, where: str) -> list[str]:
+    def _entry_units(self, entry: MapEntry, where: str) -> list[str]:
         if entry.scenarios:
             return list(entry.scenarios)
         assert self.index is not None

@@ -30,7 +30,7 @@ import yaml
 from ci_evals.agents.base import AgentConfig, AgentKind
 from ci_evals.agents.registry import DEFAULT_AGENT
 from ci_evals.agents.registry import KINDS as AGENT_KINDS
-from ci_evals.config.yaml_source import ANY_KEY, Field
+from ci_evals.config.yaml_source import ANY_KEY, LocatedNode
 from ci_evals.errors import UserError
 from ci_evals.registry import Registry
 from ci_evals.sandbox.base import SandboxConfig, SandboxKind, SandboxOptions
@@ -49,7 +49,7 @@ _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 
 
-def load_agent(keys: Mapping[str, Field], root: Field) -> tuple[AgentConfig, AgentKind]:
+def load_agent(keys: Mapping[str, LocatedNode], root: LocatedNode) -> tuple[AgentConfig, AgentKind]:
     """The suite's agent (default `claude`) and its kind."""
     name_field, block = _split(keys.get("agent"), root, DEFAULT_AGENT, "agent")
     kind = _kind(AGENT_KINDS, name_field)
@@ -74,7 +74,7 @@ def load_agent(keys: Mapping[str, Field], root: Field) -> tuple[AgentConfig, Age
 
 
 def load_sandbox(
-    keys: Mapping[str, Field], root: Field, suite_dir: Path
+    keys: Mapping[str, LocatedNode], root: LocatedNode, suite_dir: Path
 ) -> tuple[SandboxConfig, dict[str, SandboxOptions]]:
     """The suite's sandbox (default `bwrap`), and by kind name the options its
     `sandbox:` gives other kinds (what `--isolation K` uses)."""
@@ -82,7 +82,7 @@ def load_sandbox(
     if name_field.as_str() == NO_ISOLATION:
         name_field = _scalar(HOST, name_field)
     kind = _kind(SANDBOX_KINDS, name_field)
-    others: dict[str, Field] = {}
+    others: dict[str, LocatedNode] = {}
     if block is not None:
         block, others = _others(block, kind.name)
     old = [(key, keys[key]) for key in OLD_SANDBOX_KEYS if key in keys]
@@ -103,8 +103,8 @@ def load_sandbox(
 
 
 def _old_form(
-    old: list[tuple[str, Field]], kind: SandboxKind, name: Field
-) -> tuple[Field | None, dict[str, Field]]:
+    old: list[tuple[str, LocatedNode]], kind: SandboxKind, name: LocatedNode
+) -> tuple[LocatedNode | None, dict[str, LocatedNode]]:
     """The top-level `image:`/`network:` as the block they meant: the options of the
     kind that runs images, the suite's own or (`--isolation`) another's; one warning."""
     owner = _image_kind(kind)
@@ -119,19 +119,19 @@ def _old_form(
     return None, {owner.name: _block(_scalar(owner.name, old[0][1]), old, "")}
 
 
-def _others(block: Field, chosen: str) -> tuple[Field, dict[str, Field]]:
+def _others(block: LocatedNode, chosen: str) -> tuple[LocatedNode, dict[str, LocatedNode]]:
     """`block` less its keys that name another sandbox kind, and each of those as a
     block of its own (`{kind: NAME, <its keys>}`, at the lines they are written)."""
     assert isinstance(block.node, yaml.MappingNode)  # _split returns only a mapping
     own: list[tuple[yaml.Node, yaml.Node]] = []
-    others: dict[str, Field] = {}
+    others: dict[str, LocatedNode] = {}
     for key, value in block.node.value:
         name = key.value if isinstance(key, yaml.ScalarNode) and key.tag == _STR else ""
         if not _names_a_kind(name, value):
             own.append((key, value))  # the chosen kind's (its load checks them)
             continue
         field = block.child(value, name)
-        at = Field(key, block.file, field.path)
+        at = LocatedNode(key, block.file, field.path)
         if name == chosen:
             raise at.error(
                 f"names the suite's own kind, whose options sit beside kind: {name}",
@@ -143,7 +143,7 @@ def _others(block: Field, chosen: str) -> tuple[Field, dict[str, Field]]:
         assert isinstance(value, yaml.MappingNode)  # as `mapping` checked
         others[name] = _with_kind(_scalar(name, at), value.value, field.path)
     node = yaml.MappingNode(_MAP, own, block.node.start_mark, block.node.end_mark)
-    return Field(node, block.file, block.path), others
+    return LocatedNode(node, block.file, block.path), others
 
 
 def _names_a_kind(key: str, value: yaml.Node) -> bool:
@@ -154,7 +154,7 @@ def _names_a_kind(key: str, value: yaml.Node) -> bool:
     return key not in ("", "kind") and isinstance(value, yaml.MappingNode) and key in SANDBOX_KINDS
 
 
-def _load_own(kind: SandboxKind, block: Field | None, suite_dir: Path) -> SandboxOptions:
+def _load_own(kind: SandboxKind, block: LocatedNode | None, suite_dir: Path) -> SandboxOptions:
     """`kind`'s options from its block. A mapping under a key it does not know is
     likely another kind's options under a misspelt name: the error says both."""
     try:
@@ -183,7 +183,7 @@ def _image_kind(chosen: SandboxKind) -> SandboxKind:
 
 
 @contextmanager
-def _at(name: Field) -> Iterator[None]:
+def _at(name: LocatedNode) -> Iterator[None]:
     """A kind's error that names no place (its block is missing) at the kind's name."""
     try:
         yield
@@ -193,7 +193,9 @@ def _at(name: Field) -> Iterator[None]:
         raise name.error(exc.message, hint=exc.hint) from None
 
 
-def _split(value: Field | None, root: Field, default: str, key: str) -> tuple[Field, Field | None]:
+def _split(
+    value: LocatedNode | None, root: LocatedNode, default: str, key: str
+) -> tuple[LocatedNode, LocatedNode | None]:
     """The field naming the kind and the block of its options (None: none written)."""
     if value is None:
         return _scalar(default, root, key), None
@@ -205,19 +207,19 @@ def _split(value: Field | None, root: Field, default: str, key: str) -> tuple[Fi
     return value, None
 
 
-def _kind(registry: Registry[K], name: Field) -> K:
+def _kind(registry: Registry[K], name: LocatedNode) -> K:
     try:
         return registry.get(name.as_str())
     except UserError as exc:
         raise name.error(exc.message, hint=exc.hint) from None
 
 
-def _scalar(text: str, where: Field, path: str | None = None) -> Field:
+def _scalar(text: str, where: LocatedNode, path: str | None = None) -> LocatedNode:
     node = yaml.ScalarNode(_STR, text, where.node.start_mark, where.node.end_mark)
-    return Field(node, where.file, where.path if path is None else path)
+    return LocatedNode(node, where.file, where.path if path is None else path)
 
 
-def _block(kind: Field, items: list[tuple[str, Field]], path: str) -> Field:
+def _block(kind: LocatedNode, items: list[tuple[str, LocatedNode]], path: str) -> LocatedNode:
     """`{kind: NAME, KEY: VALUE, ...}` made of the nodes where they are written, under
     `path` (so an error in an old-form option still names its own line and key)."""
     pairs: list[tuple[yaml.Node, yaml.Node]] = []
@@ -227,28 +229,30 @@ def _block(kind: Field, items: list[tuple[str, Field]], path: str) -> Field:
     return _with_kind(kind, pairs, path)
 
 
-def _with_kind(kind: Field, pairs: list[tuple[yaml.Node, yaml.Node]], path: str) -> Field:
+def _with_kind(
+    kind: LocatedNode, pairs: list[tuple[yaml.Node, yaml.Node]], path: str
+) -> LocatedNode:
     """The mapping of `pairs` led by `kind: NAME`, as a kind's `load` reads its block."""
     key = yaml.ScalarNode(_STR, "kind", kind.node.start_mark, kind.node.end_mark)
     node = yaml.MappingNode(
         _MAP, [(key, kind.node), *pairs], kind.node.start_mark, kind.node.end_mark
     )
-    return Field(node, kind.file, path)
+    return LocatedNode(node, kind.file, path)
 
 
 def _yaml(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _key(root: Field, name: str) -> Field | None:
+def _key(root: LocatedNode, name: str) -> LocatedNode | None:
     """The field of the key `name:` itself in the suite's mapping: a block value
     (`loop:` then its keys below) starts on the next line, the key on its own."""
     if isinstance(root.node, yaml.MappingNode):
         for key, _ in root.node.value:
             if isinstance(key, yaml.ScalarNode) and key.value == name:
-                return Field(key, root.file, name)
+                return LocatedNode(key, root.file, name)
     return None
 
 
-def _warn(where: Field, text: str) -> None:
+def _warn(where: LocatedNode, text: str) -> None:
     print(f"ci-evals: warning: {where.file}:{where.line}: {text}", file=sys.stderr, flush=True)

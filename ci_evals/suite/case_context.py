@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci_evals.config.yaml_source import Field
+from ci_evals.config.yaml_source import LocatedNode
 from ci_evals.fs.copyable import is_git
 from ci_evals.fs.walk import walk
 
@@ -49,7 +49,7 @@ class CaseContext:
 
 
 def load_context(
-    keys: Mapping[str, Field], name: str, folder: Path, plugin_dir: Path | None
+    keys: Mapping[str, LocatedNode], name: str, folder: Path, plugin_dir: Path | None
 ) -> CaseContext:
     """The `context:` keys (unknown ones already warned about) of case `name` in `folder`."""
     roots = [os.path.realpath(folder)]
@@ -67,7 +67,7 @@ def load_context(
     return CaseContext(folder, scaffold, history, tuple(dirs))
 
 
-def _inside(value: Field, name: str, folder: Path) -> tuple[str, str]:
+def _inside(value: LocatedNode, name: str, folder: Path) -> tuple[str, str]:
     """The path as written (normalised, `/`-separated) and its real path; the CLI's
     errors for one that escapes the case's folder or does not exist."""
     written = value.as_str()
@@ -89,7 +89,7 @@ def _within(real: str, roots: list[str]) -> bool:
     return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
-def _file(value: Field, name: str, folder: Path, roots: list[str], key: str) -> str:
+def _file(value: LocatedNode, name: str, folder: Path, roots: list[str], key: str) -> str:
     rel, real = _inside(value, name, folder)
     info = os.stat(real)
     if not _within(real, roots) or not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
@@ -100,7 +100,7 @@ def _file(value: Field, name: str, folder: Path, roots: list[str], key: str) -> 
     return rel
 
 
-def _folder(value: Field, name: str, folder: Path, roots: list[str]) -> str:
+def _folder(value: LocatedNode, name: str, folder: Path, roots: list[str]) -> str:
     rel, real = _inside(value, name, folder)
     if not _within(real, roots):
         raise value.error(

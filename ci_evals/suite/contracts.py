@@ -43,7 +43,7 @@ from ci_evals.selection.suite_change import covers as _covers
 from ci_evals.text import display_path
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 CONTRACT_GRADER = "contract"
 PRODUCES_KEYS = ("files", "count", "min", "max", "schema", "fields", "headings", "front_matter")
@@ -131,7 +131,7 @@ class Contract:
 
 
 def load_produces(
-    value: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
+    value: LocatedNode, *, suite_dir: Path, plugin_dir: Path, within: Path
 ) -> tuple[Produced, ...]:
     items = []
     for index, item in enumerate(value.sequence()):
@@ -160,7 +160,7 @@ def load_produces(
     return tuple(items)
 
 
-def _reads(keys: Mapping[str, Field]) -> dict[str, tuple[str, ...]]:
+def _reads(keys: Mapping[str, LocatedNode]) -> dict[str, tuple[str, ...]]:
     """`fields` (JSON pointers), `headings`, `front_matter` of an item, validated."""
     reads: dict[str, tuple[str, ...]] = {}
     if "fields" in keys:
@@ -194,7 +194,7 @@ class Upstream:
     seed_display: str | None  # the seed folder as shown, None when there is none
 
 
-def load_consumes(value: Field, earlier: Upstream) -> tuple[Consumed, ...]:
+def load_consumes(value: LocatedNode, earlier: Upstream) -> tuple[Consumed, ...]:
     items = []
     for index, item in enumerate(value.sequence()):
         keys = item.mapping(CONSUMES_KEYS, required=("file",), what="consumes item")
@@ -215,7 +215,7 @@ def load_consumes(value: Field, earlier: Upstream) -> tuple[Consumed, ...]:
     return tuple(items)
 
 
-def _stage_key(value: Field, names: Sequence[str], stage: int) -> int:
+def _stage_key(value: LocatedNode, names: Sequence[str], stage: int) -> int:
     text = str(value.plain()).strip()
     number = int(text) if text.isdigit() else (names.index(text) + 1 if text in names else None)
     if number is None or not 0 <= number < stage:
@@ -231,7 +231,7 @@ def _label(stage: int, names: Sequence[str]) -> str:
     return "the seed fixture (stage 0)" if stage == 0 else f"stage {stage} ({names[stage - 1]})"
 
 
-def _producer(item: Consumed, wanted: int | None, earlier: Upstream, where: Field) -> int:
+def _producer(item: Consumed, wanted: int | None, earlier: Upstream, where: LocatedNode) -> int:
     """The latest earlier stage whose contract produces all of `item` (or 0, the seed)."""
     names, seed_display = earlier.names, earlier.seed_display
     me = _label(earlier.stage, names)

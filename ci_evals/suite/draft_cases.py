@@ -10,7 +10,7 @@ their patterns find), and a last message holding a sample of each pattern on
 it; its `llm` and `baseline` judges get a rule answering PASS, before the
 agents' rules (a judge's prompt holds the agent's words). Samples are drawn from
 each pattern and checked with the grader's own matching; what the draft cannot
-satisfy is named (`Draft.unmet`), never silently left failing.
+satisfy is named (`CaseSuiteDraft.unmet`), never silently left failing.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _DONE = "Done."
 
 
 @dataclass(frozen=True)
-class Draft:
+class CaseSuiteDraft:
     """The suite and stub script for a plugin's cases."""
 
     evals: Path  # the eval folder
@@ -78,7 +78,7 @@ def draft(
     *,
     fired: Sequence[str] = (),
     repeat_last: bool = False,
-) -> Draft:
+) -> CaseSuiteDraft:
     """Read every case (of the plugin in `plugin_dir`; a `UserError` at its place for
     one `run` would refuse) and script the stub for them. `fired`: the trace lines
     every run shows whatever the model does (the plugin's SessionStart hooks', as
@@ -110,7 +110,7 @@ def draft(
     # Judges first (a judge's prompt holds the agent's words), then subagents (a
     # subagent's prompt may hold its case's), then the cases.
     rules = [*judges.values(), *subagents.values(), *agents]
-    return Draft(folder, cases, {"rules": rules}, tuple(unmet), grants)
+    return CaseSuiteDraft(folder, cases, {"rules": rules}, tuple(unmet), grants)
 
 
 def _called(call: Mapping[str, Any]) -> str:
@@ -141,7 +141,7 @@ def render_suite(
     )
 
 
-def render_stub(result: Draft) -> str:
+def render_stub(result: CaseSuiteDraft) -> str:
     header = (
         "# Drafted by `ci-evals init`: one rule per case, its turns satisfying the case's\n"
         "# graders on the stub model (a wiring check, not a verdict); judges answer PASS.\n"
@@ -176,7 +176,7 @@ def _judge_rule(number: int, criterion: str) -> dict[str, Any]:
 
 
 @dataclass
-class _Plan:
+class _CasePlan:
     """What the case's run must do: tool calls in order, files, the last message."""
 
     calls: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (tool, input)
@@ -208,9 +208,9 @@ def _agent_rule(case: Case, fired: tuple[str, ...] = ()) -> tuple[dict[str, Any]
     return {"name": f"case-{case.unit_id}", "match": match, "turns": turns}, missed
 
 
-def _planned(case: Case, fired: tuple[str, ...] = ()) -> tuple[_Plan, list[str]]:
+def _planned(case: Case, fired: tuple[str, ...] = ()) -> tuple[_CasePlan, list[str]]:
     """What the case's run does for its graders, and what of them it cannot satisfy."""
-    plan = _Plan(fired=fired)
+    plan = _CasePlan(fired=fired)
     missed: list[str] = []
     # What the run writes and says first (a pattern's count then sees the rest), the
     # files written before any tool call (a Read may read them), calls last.
@@ -243,7 +243,7 @@ def _planned(case: Case, fired: tuple[str, ...] = ()) -> tuple[_Plan, list[str]]
     return plan, missed + [line for line in unmet if line.split(":", 1)[0] not in said]
 
 
-def _plan_trace(case: Case, plan: _Plan) -> list[str]:
+def _plan_trace(case: Case, plan: _CasePlan) -> list[str]:
     """A trace pattern the planned calls and words do not show yet: said in the last
     message (the trace holds it)."""
     missed: list[str] = []
@@ -257,7 +257,7 @@ def _why(grader: CaseGrader, why: str) -> list[str]:
     return [f"{grader.name}: {why}"] if why else []
 
 
-def _plan_regex(grader: Regex, plan: _Plan) -> str:
+def _plan_regex(grader: Regex, plan: _CasePlan) -> str:
     if grader.match == "not_contains":
         return ""
     if grader.target == "mock_calls":  # what the mocks answer: the stub does not draft it
@@ -284,7 +284,7 @@ def _plan_regex(grader: Regex, plan: _Plan) -> str:
     return ""
 
 
-def _plan_used(grader: ToolUsed, plan: _Plan) -> str:
+def _plan_used(grader: ToolUsed, plan: _CasePlan) -> str:
     call = _call_for(grader.ref, plan)
     if call is None:
         return f"no input found that {grader.ref.tool}'s input_match matches"
@@ -294,7 +294,7 @@ def _plan_used(grader: ToolUsed, plan: _Plan) -> str:
     return ""
 
 
-def _plan_order(grader: ToolOrder, plan: _Plan) -> str:
+def _plan_order(grader: ToolOrder, plan: _CasePlan) -> str:
     """A call matching `before`, then one matching `after`: reusing what is planned."""
     before, after = _call_for(grader.before, plan), _call_for(grader.after, plan)
     if before is None or after is None:
@@ -320,7 +320,7 @@ _INPUT_KEY |= {"Agent": "subagent_type"}
 _PATH_TOOLS = frozenset({"Write", "Read", "Edit"})
 
 
-def _call_for(ref: ToolRef, plan: _Plan) -> tuple[str, dict[str, str]] | None:
+def _call_for(ref: ToolRef, plan: _CasePlan) -> tuple[str, dict[str, str]] | None:
     """A call `ref` matches: on a file the run writes when one fits, else on a sample."""
     key = _INPUT_KEY.get(ref.tool, "file_path" if ref.tool == "Write" else "input")
     if ref.tool in _PATH_TOOLS:
@@ -333,14 +333,14 @@ def _call_for(ref: ToolRef, plan: _Plan) -> tuple[str, dict[str, str]] | None:
     return ref.tool, {key: _as_path(value, 0) if ref.tool in _PATH_TOOLS else value}
 
 
-def _add_call(plan: _Plan, call: tuple[str, dict[str, str]], at: int) -> None:
+def _add_call(plan: _CasePlan, call: tuple[str, dict[str, str]], at: int) -> None:
     tool, given = call
     plan.calls.insert(at, (tool, dict(given)))
     if tool == "Write":  # the file it creates is one of the run's
         plan.files.setdefault(given["file_path"], [])
 
 
-def _unmet(graders: Sequence[CaseGrader], plan: _Plan) -> list[str]:
+def _unmet(graders: Sequence[CaseGrader], plan: _CasePlan) -> list[str]:
     """The graders the planned run would fail, by their own matching (a trace is
     judged by the last message and the calls' inputs, as the CLI's JSON holds them)."""
     text = _last_text(plan)
@@ -383,7 +383,7 @@ def _unmet(graders: Sequence[CaseGrader], plan: _Plan) -> list[str]:
     return missed
 
 
-def _trace(plan: _Plan) -> str:
+def _trace(plan: _CasePlan) -> str:
     """The planned run's trace, near enough: its calls' and last message's content
     blocks as the CLI's stream-json lines hold them, and the CLI's answer to a
     Skill or Agent call naming a part (the plugin's: it loads it)."""
@@ -409,12 +409,12 @@ def _first(calls: Sequence[tuple[str, Mapping[str, str]]], ref: ToolRef) -> int:
     return next((i for i, (tool, given) in enumerate(calls) if _is(tool, given, ref)), -1)
 
 
-def _content(plan: _Plan, path: str) -> str:
+def _content(plan: _CasePlan, path: str) -> str:
     lines = plan.files.get(path, [])
     return "\n".join(lines) + "\n" if lines else "drafted by ci-evals init\n"
 
 
-def _last_text(plan: _Plan) -> str:
+def _last_text(plan: _CasePlan) -> str:
     return plan.sep.join(plan.text) if plan.text else _DONE
 
 

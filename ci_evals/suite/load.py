@@ -28,7 +28,7 @@ from ci_evals import git
 from ci_evals.agents import Limits, StageTools
 from ci_evals.agents.base import AgentConfig
 from ci_evals.config.templates import NAME, Template, parse_template
-from ci_evals.config.yaml_source import Field, load
+from ci_evals.config.yaml_source import LocatedNode, load
 from ci_evals.errors import Problems, UserError
 from ci_evals.fs.copyable import (
     COPY_HINT,
@@ -129,12 +129,14 @@ class Stage:
     # stage's own YAML node.
     grading: StageGrading = field(default_factory=StageGrading)
     reviewer_prompt: Template | None = None
-    extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
-    source: Field | None = field(default=None, compare=False, repr=False)
+    extra: Mapping[str, LocatedNode] = field(default_factory=dict, compare=False, repr=False)
+    source: LocatedNode | None = field(default=None, compare=False, repr=False)
     # What it produces for later stages and consumes of earlier ones; its
     # `produces` is also in `grading` (the `contract` grader).
     contract: Contract | None = None
-    contract_fields: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
+    contract_fields: Mapping[str, LocatedNode] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     # A case unit's own model and tools (`plugin_evals:`); None: the run's model.
     model: str | None = None
     tools: StageTools = field(default_factory=StageTools)
@@ -212,8 +214,8 @@ class Suite:
     # `ci-evals forecast`: a run forecast above this waits for a maintainer's approval
     # (docs/run.md, *Forecast*); None: no gate.
     max_forecast_usd: float | None = None
-    extra: Mapping[str, Field] = field(default_factory=dict, compare=False, repr=False)
-    source: Field | None = field(default=None, compare=False, repr=False)
+    extra: Mapping[str, LocatedNode] = field(default_factory=dict, compare=False, repr=False)
+    source: LocatedNode | None = field(default=None, compare=False, repr=False)
     # The backend that runs stages and reviewers, and its options (`agent:`,
     # agents.registry), and where they run (`sandbox:`, sandbox.registry;
     # `--isolation` overrides): each kind validated its own block (suite.backends).
@@ -484,7 +486,7 @@ def load_suite(
     return suite
 
 
-def _ablation(value: Field | None) -> Literal["none", "with-without"]:
+def _ablation(value: LocatedNode | None) -> Literal["none", "with-without"]:
     if value is None:
         return "none"
     written = value.as_str()
@@ -496,7 +498,7 @@ def _ablation(value: Field | None) -> Literal["none", "with-without"]:
 
 
 def _confined(
-    value: Field | None, path: Path | None, repository: Path, what: str, *, laid: bool = False
+    value: LocatedNode | None, path: Path | None, repository: Path, what: str, *, laid: bool = False
 ) -> None:
     """Refuse a folder the suite names (`path`, if it exists) that resolves
     outside the repository or into its .git; one `laid` whole into workspaces
@@ -532,7 +534,7 @@ def _check_suite_rubrics(suite: Suite, problems: Problems) -> None:
 
 
 def _units(  # noqa: PLR0917 - one private call site
-    keys: Mapping[str, Field],
+    keys: Mapping[str, LocatedNode],
     limits: Limits,
     base: Path,
     plugin: Plugin,
@@ -564,7 +566,7 @@ def _units(  # noqa: PLR0917 - one private call site
 
 
 def _case_units(
-    keys: Mapping[str, Field],
+    keys: Mapping[str, LocatedNode],
     plugin: Plugin,
     base: Path,
     limits: Limits,
@@ -625,7 +627,7 @@ def _case_units(
     return replace(evals, grant_notes=tuple(said)), tuple(units)
 
 
-def _scaffold(value: Field | None, base: Path) -> Path | None:
+def _scaffold(value: LocatedNode | None, base: Path) -> Path | None:
     if value is None:
         return None
     path = _path(value, base)
@@ -634,17 +636,17 @@ def _scaffold(value: Field | None, base: Path) -> Path | None:
     return path
 
 
-def _path(value: Field, base: Path) -> Path:
+def _path(value: LocatedNode, base: Path) -> Path:
     return Path(os.path.normpath(base / value.as_str()))
 
 
-def _optional_str(value: Field | None) -> str | None:
+def _optional_str(value: LocatedNode | None) -> str | None:
     if value is None or value.is_null():
         return None
     return value.as_str()
 
 
-def _optional_number(value: Field | None, *, positive: bool) -> float | None:
+def _optional_number(value: LocatedNode | None, *, positive: bool) -> float | None:
     if value is None or value.is_null():
         return None
     number = value.as_number(minimum=0.0)
@@ -654,7 +656,7 @@ def _optional_number(value: Field | None, *, positive: bool) -> float | None:
 
 
 def _own_paths(
-    base: Path, file: Path, fixtures: Path, stage_map: Path | None, scaffold: Field | None
+    base: Path, file: Path, fixtures: Path, stage_map: Path | None, scaffold: LocatedNode | None
 ) -> tuple[tuple[Path, str], ...]:
     """ci-evals' own files, which no copy of the plugin takes where they lie inside
     it (`fs.plugin_files`): the suite's folder (when the plugin holds it, the
@@ -675,7 +677,7 @@ def _own_paths(
 
 
 def _load_plugin(
-    value: Field,
+    value: LocatedNode,
     base: Path,
     repository: Path,
     own: tuple[tuple[Path, str], ...] = (),
@@ -720,7 +722,7 @@ def _load_plugin(
     )
 
 
-def _load_limits(value: Field, defaults: Limits) -> Limits:
+def _load_limits(value: LocatedNode, defaults: Limits) -> Limits:
     keys = value.mapping(LIMIT_KEYS)
     max_turns = keys["max_turns"].as_int(minimum=1) if "max_turns" in keys else defaults.max_turns
     timeout = defaults.timeout_s
@@ -747,7 +749,7 @@ def _load_limits(value: Field, defaults: Limits) -> Limits:
 
 
 def _load_stages(
-    value: Field,
+    value: LocatedNode,
     defaults: Limits,
     *,
     suite_dir: Path,
@@ -756,7 +758,7 @@ def _load_stages(
     problems: Problems,
 ) -> tuple[Stage, ...]:
     stages: list[Stage] = []
-    seen: dict[str, Field] = {}
+    seen: dict[str, LocatedNode] = {}
     for number, item in enumerate(value.sequence(allow_empty=False), start=1):
         # A key that is none of ours may be a grader kind an installed package adds.
         added = grading_config.grader_keys(_keys_of(item), _STAGE_KEYS)
@@ -821,7 +823,7 @@ def _load_stages(
     return tuple(stages)
 
 
-def _keys_of(item: Field) -> list[str]:
+def _keys_of(item: LocatedNode) -> list[str]:
     """The string keys written in `item`, if it is a mapping (`mapping` checks the rest)."""
     if not isinstance(item.node, yaml.MappingNode):
         return []
@@ -872,9 +874,9 @@ def _load_contracts(
     return tuple(out)
 
 
-def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
+def _load_scenarios(value: LocatedNode) -> tuple[Scenario, ...]:
     scenarios: list[Scenario] = []
-    seen: dict[str, Field] = {}
+    seen: dict[str, LocatedNode] = {}
     for item in value.sequence(allow_empty=False):
         keys = item.mapping(SCENARIO_KEYS, required=("id",))
         id_field = keys["id"]
@@ -895,7 +897,7 @@ def _load_scenarios(value: Field) -> tuple[Scenario, ...]:
     return tuple(scenarios)
 
 
-def _scenario_fixtures(value: Field) -> str:
+def _scenario_fixtures(value: LocatedNode) -> str:
     """One folder name inside the suite's fixtures folder.
 
     Only there, and only one level down, can `compute-stage` tell which stage a
@@ -916,7 +918,7 @@ def _scenario_fixtures(value: Field) -> str:
     return name
 
 
-def _load_inputs(value: Field) -> dict[str, str]:
+def _load_inputs(value: LocatedNode) -> dict[str, str]:
     inputs: dict[str, str] = {}
     if value.is_null():
         return inputs
@@ -937,7 +939,7 @@ def _load_inputs(value: Field) -> dict[str, str]:
     return inputs
 
 
-def _written_keys(value: Field) -> list[str]:
+def _written_keys(value: LocatedNode) -> list[str]:
     if not isinstance(value.node, yaml.MappingNode):
         return []  # `mapping()` reports the wrong kind of node
     return [str(key.value) for key, _ in value.node.value if isinstance(key, yaml.ScalarNode)]
@@ -973,7 +975,7 @@ def _check_templates(stage: Stage, scenarios: tuple[Scenario, ...]) -> None:
 
 
 def _cross_check_stage_map(
-    suite: Suite, where: Field | None, stages_field: Field, problems: Problems
+    suite: Suite, where: LocatedNode | None, stages_field: LocatedNode, problems: Problems
 ) -> None:
     """The stage map must list the suite's stages, in order, for the same folders,
     and reach the suite's own rubrics (`suite:`).
@@ -1028,7 +1030,7 @@ def _check_scenarios_named(suite: Suite, stage_map: StageMap) -> None:
             )
 
 
-def _cross_check_case_map(suite: Suite, evals: PluginEvals, where: Field) -> None:
+def _cross_check_case_map(suite: Suite, evals: PluginEvals, where: LocatedNode) -> None:
     """A suite of cases selects its cases by a map with `evals:` (a case map) whose root
     is the suite's plugin and whose eval folder is the suite's, and which reaches the
     suite file: else `compute-stage` and `run --base` would select other cases, or none."""
@@ -1047,7 +1049,7 @@ def _cross_check_case_map(suite: Suite, evals: PluginEvals, where: Field) -> Non
 
 
 def _same_folder(  # noqa: PLR0917 - private, three call sites
-    where: Field, stage_map: StageMap, key: str, theirs: str, ours: Path, what: str
+    where: LocatedNode, stage_map: StageMap, key: str, theirs: str, ours: Path, what: str
 ) -> None:
     """The map's `key` folder (repo-relative `theirs`) is the suite's `ours`: else
     `compute-stage` would answer for another plugin, fixtures or eval folder than
@@ -1061,7 +1063,7 @@ def _same_folder(  # noqa: PLR0917 - private, three call sites
         )
 
 
-def _check_suite_reached(suite: Suite, stage_map: StageMap, where: Field) -> None:
+def _check_suite_reached(suite: Suite, stage_map: StageMap, where: LocatedNode) -> None:
     """The map reaches the suite file and the marketplace naming the plugin, and
     compares that plugin's entry when it compares one."""
     # The suite decides every stage: a map that does not reach it would answer
@@ -1081,7 +1083,7 @@ def _check_suite_reached(suite: Suite, stage_map: StageMap, where: Field) -> Non
             )
 
 
-def _require_mapped(path: Path, what: str, stage_map: StageMap, where: Field) -> None:
+def _require_mapped(path: Path, what: str, stage_map: StageMap, where: LocatedNode) -> None:
     unmapped = _unmapped(path, stage_map)
     if unmapped is not None:
         written = Path(os.path.relpath(path, stage_map.file.parent)).as_posix()

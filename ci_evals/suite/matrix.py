@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ci_evals.agents.base import Variation
 from ci_evals.agents.registry import KINDS
-from ci_evals.config.yaml_source import ANY_KEY, Field, load
+from ci_evals.config.yaml_source import ANY_KEY, LocatedNode, load
 from ci_evals.errors import UserError
 from ci_evals.suite.load import Suite
 
@@ -43,8 +43,8 @@ class Configuration:
     model: str | None = None
     system_prompt: tuple[str, str] | None = None  # (name, text)
     tools: tuple[str, tuple[str, ...]] | None = None  # (name, tool names)
-    # The tool set as written: the agent kind checks its names there (`AgentKind.vary`).
-    tools_field: Field | None = field(default=None, compare=False, repr=False)
+    # The tool set as written: the agent kind checks its names there (`AgentKind.with_variation`).
+    tools_field: LocatedNode | None = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:
@@ -73,7 +73,7 @@ class Configuration:
 
     def apply(self, suite: Suite, task: str) -> Suite:
         """`suite` as this configuration runs it (a varied prompt or tool set: its agent
-        kind's `vary`, which refuses when that agent has neither)."""
+        kind's `with_variation`, which refuses when that agent has neither)."""
         if self.system_prompt is None and self.tools is None:
             return suite
         variation = Variation(
@@ -82,7 +82,7 @@ class Configuration:
             where=self.tools_field,
         )
         try:
-            options = KINDS.get(suite.agent.kind).vary(suite.agent.options, variation)
+            options = KINDS.get(suite.agent.kind).with_variation(suite.agent.options, variation)
         except UserError as exc:
             if exc.file is not None:
                 raise
@@ -115,7 +115,7 @@ def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
     prompts: list[tuple[str, str] | None] = [None]
     if "system_prompts" in keys:
         prompts = [(name, value.as_str()) for name, value in _named(keys["system_prompts"])]
-    tool_sets: list[tuple[str, Field] | None] = [None]
+    tool_sets: list[tuple[str, LocatedNode] | None] = [None]
     if "tool_sets" in keys:
         tool_sets = [(name, value) for name, value in _named(keys["tool_sets"])]
     return tuple(
@@ -129,9 +129,9 @@ def load_matrix(path: Path | None) -> tuple[Configuration, ...]:
     )
 
 
-def _tool_names(value: Field) -> tuple[str, ...]:
+def _tool_names(value: LocatedNode) -> tuple[str, ...]:
     """A tool set's names as written (non-empty, no repeats); which names an agent
-    has is its kind's to say (`AgentKind.vary`, at this file:line)."""
+    has is its kind's to say (`AgentKind.with_variation`, at this file:line)."""
     names = value.as_str_list(allow_empty=False)
     for item, name in zip(value.sequence(), names, strict=True):
         if names.count(name) > 1:
@@ -139,7 +139,7 @@ def _tool_names(value: Field) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _named(value: Field) -> list[tuple[str, Field]]:
+def _named(value: LocatedNode) -> list[tuple[str, LocatedNode]]:
     """A non-empty mapping of names (letters, digits, `_`, `-`) to values."""
     items = list(value.mapping(ANY_KEY).items())
     if not items:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
-from ci_evals.config.yaml_source import Field, loads
+from ci_evals.config.yaml_source import LocatedNode, loads
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import escaping_link
 from ci_evals.text import display_path
@@ -58,7 +58,7 @@ Kind = Literal["fixed", "agent"]
 
 
 @dataclass(frozen=True)
-class Responder:
+class MockResponder:
     """One `<tool>.md` or `_server.md`: what answers a mocked tool's calls."""
 
     kind: Kind
@@ -80,7 +80,7 @@ class MockServer:
     """One `mocks/<server>/` folder, every layer merged."""
 
     name: str  # the folder's name: the server's key in the plugin's .mcp.json
-    tools: Mapping[str, Responder]  # tool name -> its responder, sorted by name
+    tools: Mapping[str, MockResponder]  # tool name -> its responder, sorted by name
     listings: Mapping[str, Mapping[str, Any]]  # `_tools.json` entries by tool name
     # Adopted recordings by replay folder: file name -> its SHA-256 (what was read at load).
     pinned: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -115,8 +115,8 @@ def load_mocks(
 
 @dataclass
 class _Layer:
-    tools: dict[str, Responder]
-    server_agent: tuple[Responder, tuple[str, ...]] | None
+    tools: dict[str, MockResponder]
+    server_agent: tuple[MockResponder, tuple[str, ...]] | None
     listings: dict[str, Mapping[str, Any]]
 
 
@@ -211,7 +211,7 @@ def _read_server(folder: Path, warnings: list[str]) -> _Layer | None:
     return layer
 
 
-def _read_responder(path: Path) -> tuple[Responder, tuple[str, ...], Field]:
+def _read_responder(path: Path) -> tuple[MockResponder, tuple[str, ...], LocatedNode]:
     text = _text(path)
     keys, where, body = _front(path, text)
     kind_text = keys["type"].as_str() if "type" in keys else "fixed"
@@ -231,7 +231,7 @@ def _read_responder(path: Path) -> tuple[Responder, tuple[str, ...], Field]:
                 + (" (it still holds the scaffolded placeholder)" if body else "")
             )
         abort = keys["abort_when"].as_str(allow_empty=True) if "abort_when" in keys else None
-        responder = Responder(
+        responder = MockResponder(
             "agent", body, path, source_hash, expect,
             abort_when=abort if abort is not None and abort.strip() else None,
         )  # fmt: skip
@@ -247,10 +247,10 @@ def _read_responder(path: Path) -> tuple[Responder, tuple[str, ...], Field]:
             hint="write the tool's canned answer as the body",
         )
     is_error = keys["error"].as_bool() if "error" in keys else False
-    return Responder("fixed", body, path, source_hash, expect, is_error=is_error), tools, where
+    return MockResponder("fixed", body, path, source_hash, expect, is_error=is_error), tools, where
 
 
-def _front(path: Path, text: str) -> tuple[dict[str, Field], Field, str]:
+def _front(path: Path, text: str) -> tuple[dict[str, LocatedNode], LocatedNode, str]:
     """The front matter's keys (strict), where to point at the file, and the body."""
     shown = display_path(path)
     found = read_front_matter(text)
@@ -265,7 +265,7 @@ def _front(path: Path, text: str) -> tuple[dict[str, Field], Field, str]:
     return _strict(where), where, found.body
 
 
-def _tools(value: Field, path: Path) -> tuple[str, ...]:
+def _tools(value: LocatedNode, path: Path) -> tuple[str, ...]:
     if path.name != SERVER_FILE:
         raise value.error(
             f"`tools:` belongs in {SERVER_FILE} (a <tool>.md answers the tool it is named after)"
@@ -277,7 +277,7 @@ def _tools(value: Field, path: Path) -> tuple[str, ...]:
     return tools
 
 
-def _strict(where: Field) -> dict[str, Field]:
+def _strict(where: LocatedNode) -> dict[str, LocatedNode]:
     written = [str(k.value) for k, _ in where.node.value if isinstance(k, yaml.ScalarNode)]
     for key in written:
         if key not in _KEYS:
@@ -335,7 +335,7 @@ def _listings(path: Path) -> dict[str, Mapping[str, Any]]:
     return listings
 
 
-def _expect(value: Field) -> Mapping[str, Any]:
+def _expect(value: LocatedNode) -> Mapping[str, Any]:
     data = value.plain()
     if not isinstance(data, dict):
         raise value.error("expect: a mapping of argument names to allowed values")
@@ -431,7 +431,7 @@ def _merge(name: str, layers: Sequence[_Layer], warnings: list[str]) -> MockServ
     """The CLI's merge (its `Ou`): the deepest `_server.md` agent answers its tools,
     then every layer's `<tool>.md` in order, later ones winning."""
     agent = next((layer.server_agent for layer in reversed(layers) if layer.server_agent), None)
-    tools: dict[str, Responder] = {}
+    tools: dict[str, MockResponder] = {}
     if agent is not None:
         for tool in agent[1]:
             tools[tool] = agent[0]

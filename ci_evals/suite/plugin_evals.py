@@ -30,7 +30,7 @@ from typing import Any, Literal
 import yaml
 
 from ci_evals.config.front_matter import read_front_matter
-from ci_evals.config.yaml_source import Field, load, loads
+from ci_evals.config.yaml_source import LocatedNode, load, loads
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import escape_problem, escaping_link, named_problem
 from ci_evals.fs.names import as_name
@@ -143,7 +143,7 @@ def case_grading(case: Case, judge_model: str = DEFAULT_JUDGE_MODEL) -> StageGra
 
 
 def load_plugin_evals(
-    value: Field,
+    value: LocatedNode,
     *,
     plugin_dir: Path,
     manifest: Mapping[str, object],
@@ -204,7 +204,7 @@ def load_plugin_evals(
     )
 
 
-def _grant(value: Field) -> tuple[str, ...]:
+def _grant(value: LocatedNode) -> tuple[str, ...]:
     """`allow_tools:` as `--allow-tools` takes it: each entry one the CLI takes."""
     entries = value.as_str_list()
     for entry in entries:
@@ -213,7 +213,7 @@ def _grant(value: Field) -> tuple[str, ...]:
     return tuple(dict.fromkeys(e.strip() for e in entries))
 
 
-def confined_evals(folder: Path, within: Path, where: Field | None = None) -> None:
+def confined_evals(folder: Path, within: Path, where: LocatedNode | None = None) -> None:
     """Refuse an eval folder that resolves outside `within` or into a `.git`, or holds
     a link that does (`fs.copyable.escaping_link`): its files would be read on the
     host and sent to the model (docs/plugin-evals.md, *Where the cases are*)."""
@@ -323,23 +323,23 @@ def load_case(folder: Path, warnings: list[str], *, plugin_dir: Path | None = No
     and checked."""
     yaml_path, prompt_path = folder / CASE_FILE, folder / PROMPT_FILE
     case_yaml = load(yaml_path) if yaml_path.is_file() else None
-    base: dict[str, Field] = {}
+    base: dict[str, LocatedNode] = {}
     if case_yaml is not None:
         base = case_yaml.mapping(_written(case_yaml), what="mapping (case.yaml must be an object)")
     prose = _read_prose(folder, prompt_path)
     if case_yaml is None and prose is None:
         raise UserError("neither case.yaml nor prompt.md is readable", file=display_path(folder))
-    top: dict[str, Field] = dict(base)
-    execution: dict[str, Field] = {}
+    top: dict[str, LocatedNode] = dict(base)
+    execution: dict[str, LocatedNode] = {}
     if "execution" in base:
         execution = base["execution"].mapping(_written(base["execution"]), what="mapping")
-    graders: list[tuple[Field, str | None, str]] = []
+    graders: list[tuple[LocatedNode, str | None, str]] = []
     if "graders" in base:
         graders = [(g, None, "") for g in base["graders"].sequence()]
-    disallowed: list[Field] = (
+    disallowed: list[LocatedNode] = (
         [execution["disallowed_tools"]] if "disallowed_tools" in execution else []
     )
-    prompt_field: Field | None = execution.get("prompt")
+    prompt_field: LocatedNode | None = execution.get("prompt")
     prompt_text = prompt_field.as_str(allow_empty=True) if prompt_field is not None else None
     if prose is not None:
         top.update(prose.top)
@@ -360,21 +360,21 @@ class _Merged:
     """A case's keys after the merge, each still where it was written."""
 
     folder: Path
-    where: Field  # the case file, for what is missing
+    where: LocatedNode  # the case file, for what is missing
     source: Source
-    top: dict[str, Field]
-    execution: dict[str, Field]
-    disallowed: list[Field]  # every `disallowed_tools` list, concatenated
-    graders: list[tuple[Field, str | None, str]]  # (object, file stem, body)
+    top: dict[str, LocatedNode]
+    execution: dict[str, LocatedNode]
+    disallowed: list[LocatedNode]  # every `disallowed_tools` list, concatenated
+    graders: list[tuple[LocatedNode, str | None, str]]  # (object, file stem, body)
     prompt: str | None
 
 
 @dataclass
 class _Prose:
-    top: dict[str, Field]
-    execution: dict[str, Field]
+    top: dict[str, LocatedNode]
+    execution: dict[str, LocatedNode]
     body: str
-    graders: list[tuple[Field, str | None, str]]
+    graders: list[tuple[LocatedNode, str | None, str]]
 
 
 def _read_prose(folder: Path, prompt_path: Path) -> _Prose | None:
@@ -418,7 +418,7 @@ def _read_prose(folder: Path, prompt_path: Path) -> _Prose | None:
     return prose
 
 
-def _markdown(path: Path) -> tuple[Field | None, str]:
+def _markdown(path: Path) -> tuple[LocatedNode | None, str]:
     """A case file's front matter as positioned YAML (None: it has none) and its body.
 
     The block is found by Claude Code's rule (`config.front_matter`), then read
@@ -451,11 +451,11 @@ def _markdown(path: Path) -> tuple[Field | None, str]:
     return keys, found.body
 
 
-def _file_field(path: Path) -> Field:
+def _file_field(path: Path) -> LocatedNode:
     return loads("{}", display_path(path))
 
 
-def _written(value: Field) -> list[str]:
+def _written(value: LocatedNode) -> list[str]:
     if not isinstance(value.node, yaml.MappingNode):
         return []
     return [str(k.value) for k, _ in value.node.value if isinstance(k, yaml.ScalarNode)]
@@ -543,7 +543,7 @@ def _check_top(case: _Merged, warnings: list[str], plugin_dir: Path | None) -> s
     return case.folder.name
 
 
-def _check_execution(execution: Mapping[str, Field], warnings: list[str]) -> dict[str, str]:
+def _check_execution(execution: Mapping[str, LocatedNode], warnings: list[str]) -> dict[str, str]:
     """The `execution` keys checked (prompt.md's merged in); the case's EVAL_* variables."""
     for key, value in execution.items():
         if key not in (*_EXECUTION, "prompt"):
@@ -564,7 +564,7 @@ def _check_execution(execution: Mapping[str, Field], warnings: list[str]) -> dic
     return _env(execution["env"]) if "env" in execution else {}
 
 
-def _schema_version(value: Field) -> None:
+def _schema_version(value: LocatedNode) -> None:
     if not isinstance(value.plain(), str):
         raise value.error('missing required field schema_version (e.g. "1.0"): write it quoted')
     written = value.as_str(allow_empty=True)
@@ -578,7 +578,7 @@ def _schema_version(value: Field) -> None:
         )
 
 
-def _context_keys(value: Field, warnings: list[str]) -> dict[str, Field]:
+def _context_keys(value: LocatedNode, warnings: list[str]) -> dict[str, LocatedNode]:
     """`context:`'s keys, an unknown one warned about and dropped (as the CLI drops it)."""
     keys = {}
     for key, item in value.mapping(_written(value)).items():
@@ -589,7 +589,7 @@ def _context_keys(value: Field, warnings: list[str]) -> dict[str, Field]:
     return keys
 
 
-def _plugins(value: Field, folder: Path, plugin_dir: Path | None) -> None:
+def _plugins(value: LocatedNode, folder: Path, plugin_dir: Path | None) -> None:
     """`plugins:` (folders relative to the case) replaces the plugins the CLI loads for
     the case; ci-evals takes it when it names the suite's plugin alone (what the CLI
     finds by itself) and refuses any other list: the suite's `plugin:` is what the
@@ -608,7 +608,10 @@ def _plugins(value: Field, folder: Path, plugin_dir: Path | None) -> None:
 
 
 def _graders(
-    written: list[tuple[Field, str | None, str]], where: Field, folder: Path, warnings: list[str]
+    written: list[tuple[LocatedNode, str | None, str]],
+    where: LocatedNode,
+    folder: Path,
+    warnings: list[str],
 ) -> tuple[CaseGrader, ...]:
     if not written:
         raise where.error("graders: at least one grader is required")
@@ -637,7 +640,7 @@ def _graders(
     return tuple(loaded)
 
 
-def _env(value: Field) -> dict[str, str]:
+def _env(value: LocatedNode) -> dict[str, str]:
     env: dict[str, str] = {}
     for key, item in value.mapping(_written(value), what="mapping of EVAL_* names to text").items():
         if not key.startswith("EVAL_"):
@@ -649,7 +652,7 @@ def _env(value: Field) -> dict[str, str]:
     return env
 
 
-def _whole(value: Field, low: int, high: int) -> int:
+def _whole(value: LocatedNode, low: int, high: int) -> int:
     """A whole number as JavaScript's schema takes it (`10.0` is 10)."""
     data: Any = value.plain()
     if isinstance(data, bool) or not isinstance(data, (int, float)) or not math.isfinite(data):
@@ -661,11 +664,11 @@ def _whole(value: Field, low: int, high: int) -> int:
     return int(data)
 
 
-def _at(value: Field) -> str:
+def _at(value: LocatedNode) -> str:
     return f"{value.file}:{value.line}:{value.column}"
 
 
-def _ignored(value: Field, key: str) -> str:
+def _ignored(value: LocatedNode, key: str) -> str:
     return (
         f"{_at(value)}: {key}: unknown key, ignored as claude plugin eval ignores it "
         "(a typo? remove or rename it)"

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ci_evals.config.templates import Template
-from ci_evals.config.yaml_source import Field
+from ci_evals.config.yaml_source import LocatedNode
 from ci_evals.errors import Problems
 from ci_evals.fs.walk import files_ending
 
@@ -112,7 +112,7 @@ def check_prompts(
 
 
 def check_reviewer_agent(
-    agent: Field, plugin_dir: Path, agents: tuple[str, ...], problems: Problems
+    agent: LocatedNode, plugin_dir: Path, agents: tuple[str, ...], problems: Problems
 ) -> None:
     """A reviewer's `agent:` names a file in the plugin; if not, list its agent files.
 

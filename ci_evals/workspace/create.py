@@ -37,8 +37,8 @@ from ci_evals.fs.plugin_copy import copy_plugin
 from ci_evals.fs.snapshot import (
     RACY_NS,
     Changes,
-    Entry,
     Snapshot,
+    SnapshotEntry,
     diff_snapshots,
     link_entry,
     seeded_entry,
@@ -431,10 +431,10 @@ def _init_repository(root: Path, committed: list[Path] | None, links: tuple[str,
         ) from None
 
 
-def _lay_down(plan: _Plan, root: Path) -> dict[str, Entry]:
+def _lay_down(plan: _Plan, root: Path) -> dict[str, SnapshotEntry]:
     """Create the plan under `root`; return snapshot entries for what was made."""
     base = str(root) + os.sep
-    entries: dict[str, Entry] = {}
+    entries: dict[str, SnapshotEntry] = {}
     # Sorted, parents come before their children.
     for rel in sorted(plan.dirs):
         os.mkdir(base + rel)

@@ -45,7 +45,7 @@ _FileCheck = FilesExist | HasHeadings | FrontMatter | JsonSchema
 
 
 @dataclass(frozen=True)
-class Report:
+class ContractReport:
     problems: tuple[str, ...]  # one line each: file, field, contract line
     checked: int  # contract items checked
     notes: tuple[str, ...]  # what could not be checked (a missing fixture folder)
@@ -59,7 +59,7 @@ def fixture_sets(suite: Suite, scenario: Scenario | None) -> list[Scenario | Non
     return [None, *own.values()]
 
 
-def check(suite: Suite, scenario: Scenario | None = None) -> Report:
+def check(suite: Suite, scenario: Scenario | None = None) -> ContractReport:
     """Every contract of `suite` against the fixtures (see the module doc)."""
     problems: list[str] = []
     notes: list[str] = []
@@ -90,7 +90,7 @@ def check(suite: Suite, scenario: Scenario | None = None) -> Report:
                     for produced in contract.produces:
                         checked += 1
                         problems.extend(_problems(suite, stage, produced, root, layout))
-    return Report(tuple(problems), checked, tuple(dict.fromkeys(notes)))
+    return ContractReport(tuple(problems), checked, tuple(dict.fromkeys(notes)))
 
 
 class _Layout:

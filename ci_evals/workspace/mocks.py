@@ -41,8 +41,8 @@ from ci_evals.grading.kinds.plugin_eval import ABORT_MARK, MOCKS_FILE
 from ci_evals.suite.plugin_eval_mocks import (
     MAX_RECORDING_BYTES,
     REPLAY_DIR,
+    MockResponder,
     MockServer,
-    Responder,
     declared_servers,
     registered_name,
     segment,
@@ -193,7 +193,7 @@ def _spec(  # noqa: PLR0917 - one private call site
     }
 
 
-def _responder(responder: Responder, base: str, server: MockServer) -> dict[str, Any]:
+def _responder(responder: MockResponder, base: str, server: MockServer) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "kind": responder.kind,
         "body": responder.body,

@@ -29,7 +29,7 @@ from ci_evals.endpoints.ledger import (
     Unpriceable,
     worst_case,
 )
-from ci_evals.endpoints.pricing import Price, Pricing, Usage, model_key
+from ci_evals.endpoints.pricing import Price, PricedUsage, Pricing, model_key
 from ci_evals.endpoints.proxy import ForwardingProxy, ProxySettings, SSEUsage
 from ci_evals.endpoints.stub_model import StubServer, loads_script
 from tests.stub_helpers import run_query
@@ -287,7 +287,7 @@ def test_forwards_with_the_real_key_and_streams_the_body_unchanged() -> None:
         assert got["headers"]["anthropic-beta"] == "x"
         assert got["headers"]["accept-encoding"] == "identity"
         assert got["body"] == REQUEST
-        assert proxy.usage == Usage(
+        assert proxy.usage == PricedUsage(
             input_tokens=1000, output_tokens=50, cache_read_input_tokens=2000
         )
         expected = (1000 * SONNET.input + 50 * SONNET.output + 2000 * SONNET.cache_read) / 1e6
@@ -316,7 +316,7 @@ def test_content_length_upstream_and_json_usage() -> None:
         status, _, body = post(proxy, body={**REQUEST, "stream": False})
         assert status == 200
         assert json.loads(body)["usage"] == usage
-        assert proxy.usage == Usage(input_tokens=107, output_tokens=13)
+        assert proxy.usage == PricedUsage(input_tokens=107, output_tokens=13)
 
 
 def test_the_client_gets_the_first_event_before_upstream_sends_the_rest() -> None:
@@ -570,7 +570,9 @@ def test_concurrent_requests_cannot_spend_past_the_budget() -> None:
     assert statuses.count(402) == n - forwarded == metered.refused
     assert metered.cost_usd == pytest.approx(forwarded * each)
     assert metered.cost_usd <= budget + worst
-    assert metered.usage == Usage(input_tokens=500 * forwarded, output_tokens=output * forwarded)
+    assert metered.usage == PricedUsage(
+        input_tokens=500 * forwarded, output_tokens=output * forwarded
+    )
 
 
 def test_a_request_that_fits_once_others_settle_waits_for_them() -> None:
@@ -975,7 +977,9 @@ def test_sse_usage_reads_events_split_anywhere() -> None:
     for i in range(0, len(stream), 7):
         parser.feed(stream[i : i + 7])
     assert parser.model == MODEL
-    assert parser.usage == Usage(input_tokens=5, output_tokens=42, cache_creation_input_tokens=9)
+    assert parser.usage == PricedUsage(
+        input_tokens=5, output_tokens=42, cache_creation_input_tokens=9
+    )
 
 
 def test_model_keys_drop_dates_and_provider_decorations() -> None:
@@ -1000,7 +1004,7 @@ def test_unknown_models_cost_the_ceiling() -> None:
 
 def test_one_hour_cache_writes_cost_twice_the_input_price() -> None:
     pricing = Pricing({"m": Price(input=1.0, output=0, cache_write=1.25, cache_read=0)})
-    usage = Usage().updated(
+    usage = PricedUsage().updated(
         {
             "cache_creation_input_tokens": 3_000_000,
             "cache_creation": {

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.endpoints.stub_model import Fault, Match, Script, Usage, load_script, loads_script
+from ci_evals.endpoints.stub_model import (
+    Fault,
+    RequestMatch,
+    Script,
+    StubUsage,
+    load_script,
+    loads_script,
+)
 from ci_evals.errors import UserError
 
 
@@ -55,9 +62,9 @@ def test_a_full_script_becomes_frozen_records(tmp_path: Path) -> None:
     )
     plan, catch_all = script.rules
     assert plan.name == "plan"
-    assert plan.match == Match(command="labsmith:plan-lab")  # the leading slash is optional
+    assert plan.match == RequestMatch(command="labsmith:plan-lab")  # the leading slash is optional
     first, second = plan.turns
-    assert first.usage == Usage(input_tokens=10, output_tokens=5)  # merged with the default
+    assert first.usage == StubUsage(input_tokens=10, output_tokens=5)  # merged with the default
     assert [call.name for call in first.tools] == [
         "Write",
         "Bash",
@@ -78,7 +85,7 @@ def test_a_full_script_becomes_frozen_records(tmp_path: Path) -> None:
     assert glob.input == {"pattern": "**/*.md"}
     assert (second.stop_reason, second.delay) == ("max_tokens", 0.5)
     assert catch_all.name == "rules[1]"
-    assert catch_all.match == Match()
+    assert catch_all.match == RequestMatch()
     assert catch_all.turns[0].fault == Fault("http_status", http_status=529, times=2)
 
 

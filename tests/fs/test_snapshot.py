@@ -16,8 +16,8 @@ from ci_evals.fs.snapshot import (
     COARSE_RACY_NS,
     RACY_NS,
     UNREADABLE,
-    Entry,
     Snapshot,
+    SnapshotEntry,
     copy_produced,
     diff_snapshots,
     racy_window,
@@ -266,7 +266,7 @@ def test_unreadable_files_count_as_present_and_changed_only_when_touched(tmp_pat
     entry = readable.entries["a.md"]
     unreadable = entry._replace(sha256=UNREADABLE)
 
-    def snap(e: Entry) -> Snapshot:
+    def snap(e: SnapshotEntry) -> Snapshot:
         return Snapshot(root=tmp_path, entries={"a.md": e}, taken_ns=info.st_mtime_ns)
 
     assert not diff_snapshots(snap(unreadable), snap(unreadable))  # same file, untouched

@@ -26,7 +26,7 @@ import pytest
 from ci_evals.report.baseline import compare
 from ci_evals.report.html import Site, write_site
 from ci_evals.report.html.files import DiffBudget, unified
-from ci_evals.report.html.timeline import Limits
+from ci_evals.report.html.timeline import TimelineCaps
 from ci_evals.report.verify import problems
 from ci_evals.results.criteria import Criterion, GraderResult, StageVerdict
 from ci_evals.results.model import FileChange, RunResult, read_results, write_results
@@ -350,7 +350,7 @@ def test_a_huge_trajectory_is_cut_not_read_whole(tmp_path: Path) -> None:
     page = (site / "stage-1-1.html").read_text()
     assert "<b>event not shown</b>" in page and "<p>3,145,8" in page and "bytes: too large" in page
     result = read_results(run)
-    small = Limits(page_chars=5_000, text_chars=50)
+    small = TimelineCaps(page_chars=5_000, text_chars=50)
     write_site(Site(result, run, [], limits=small), site)
     page = (site / "stage-1-1.html").read_text()
     assert "more events not shown" in page

@@ -29,13 +29,12 @@ from typing import IO, Any
 
 import anthropic
 
-from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, Usage, over_quota
+from ci_evals.agents import Abort, Progress, StageOutcome, StageRequest, TokenUsage, over_quota
 from ci_evals.agents.loop.config import DEFAULT_MODEL, LoopConfig
 from ci_evals.agents.loop.context import view
 from ci_evals.agents.loop.tools import ToolBox, ToolRun
 from ci_evals.endpoints.base import ENDPOINT_NAMES
-from ci_evals.endpoints.pricing import Pricing
-from ci_evals.endpoints.pricing import Usage as PricedUsage
+from ci_evals.endpoints.pricing import PricedUsage, Pricing
 from ci_evals.sandbox.base import SandboxLost, SandboxSpec
 from ci_evals.sandbox.registry import open_sandbox
 from ci_evals.text import one_line
@@ -97,7 +96,7 @@ class LoopAgent:
                 output_chars=config.output_chars,
                 command_timeout_s=config.command_timeout_s,
             )
-            run = _Run(request, config, tools, trajectory, on_progress)
+            run = _StageLoop(request, config, tools, trajectory, on_progress)
             task = asyncio.ensure_future(run.drive(client))
             loop = asyncio.get_running_loop()
             aborted: list[bool] = []
@@ -148,7 +147,7 @@ def _client(env: Mapping[str, str], session: str) -> anthropic.AsyncAnthropic | 
     )
 
 
-class _Run:
+class _StageLoop:
     """One stage's loop: the history, the step count, what it cost, the trajectory."""
 
     def __init__(
@@ -167,7 +166,7 @@ class _Run:
         self.model = request.model or DEFAULT_MODEL
         self.history: list[dict[str, Any]] = [{"role": "user", "content": request.prompt}]
         self.steps = 0
-        self.usage = Usage()
+        self.usage = TokenUsage()
         self.cost_usd = 0.0
         self.api_ms = 0
         self.records = 0

@@ -24,7 +24,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from ci_evals.config.yaml_source import Field
+from ci_evals.config.yaml_source import LocatedNode
 
 TOOL_NAMES = ("run_command", "write_file", "read_file", "list_directory", "final_submit")
 ContextStrategy = Literal["full", "window", "summary"]
@@ -63,7 +63,7 @@ _KEYS = (
 )
 
 
-def load_loop_config(value: Field, defaults: LoopConfig | None = None) -> LoopConfig:
+def load_loop_config(value: LocatedNode, defaults: LoopConfig | None = None) -> LoopConfig:
     """The loop's block (its `kind` aside) over `defaults`; UserError with file:line."""
     keys = value.mapping(("kind", *_KEYS))
     changes: dict[str, object] = {}
@@ -85,7 +85,7 @@ def load_loop_config(value: Field, defaults: LoopConfig | None = None) -> LoopCo
     return dataclasses.replace(defaults or LoopConfig(), **changes)  # type: ignore[arg-type]
 
 
-def load_tools(value: Field) -> tuple[str, ...]:
+def load_tools(value: LocatedNode) -> tuple[str, ...]:
     """A tool set: known names, no repeats; `final_submit` is always in it (without
     it a run could only ever be halted)."""
     names: list[str] = []
@@ -101,7 +101,7 @@ def load_tools(value: Field) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _load_context(value: Field, keep_last: int) -> tuple[ContextStrategy, int]:
+def _load_context(value: LocatedNode, keep_last: int) -> tuple[ContextStrategy, int]:
     keys = value.mapping(("strategy", "keep_last"), required=("strategy",))
     strategy = keys["strategy"].as_str()
     if strategy not in STRATEGIES:

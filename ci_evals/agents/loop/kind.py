@@ -11,20 +11,20 @@ from ci_evals.agents.loop.config import LoopConfig, load_loop_config, load_tools
 if TYPE_CHECKING:
     from ci_evals.agents import Agent
     from ci_evals.agents.base import Variation
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 
 class LoopKind:
     name = "loop"
     needs_plugin = False  # a task, not a plugin: the suite may leave `plugin:` out
 
-    def load(self, value: Field | None) -> LoopConfig:
+    def load(self, value: LocatedNode | None) -> LoopConfig:
         return LoopConfig() if value is None else load_loop_config(value)
 
     def available(self) -> str | None:
         return None
 
-    def vary(self, options: object | None, variation: Variation) -> LoopConfig:
+    def with_variation(self, options: object | None, variation: Variation) -> LoopConfig:
         config = options if isinstance(options, LoopConfig) else LoopConfig()
         if variation.system_prompt is not None:
             config = dataclasses.replace(config, system_prompt=variation.system_prompt)

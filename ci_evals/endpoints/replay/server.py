@@ -163,7 +163,7 @@ class ReplayServer(LocalHTTPService):
 
 
 class ReplayWatch:
-    """One caller (a stage and its reviewers): `env`, then its `misses()` (`Watch`)."""
+    """One caller (a stage and its reviewers): `env`, then its `misses()` (`EndpointCaller`)."""
 
     def __init__(self, server: ReplayServer, caller: str) -> None:
         self.server = server

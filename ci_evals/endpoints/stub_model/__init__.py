@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from ci_evals.endpoints.stub_model.script import (
     Fault,
-    Match,
+    RequestMatch,
     Rule,
     Script,
+    StubUsage,
     ToolCall,
     Turn,
-    Usage,
     load_script,
     loads_script,
 )
@@ -26,14 +26,14 @@ from ci_evals.endpoints.stub_model.server import RequestRecord, StubServer
 
 __all__ = [
     "Fault",
-    "Match",
+    "RequestMatch",
     "RequestRecord",
     "Rule",
     "Script",
     "StubServer",
+    "StubUsage",
     "ToolCall",
     "Turn",
-    "Usage",
     "load_script",
     "loads_script",
 ]

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ci_evals.endpoints.stub_model.request import ParsedRequest
-from ci_evals.endpoints.stub_model.script import Fault, Match, Rule, Script, ToolCall, Turn, Usage
+from ci_evals.endpoints.stub_model.script import (
+    Fault,
+    RequestMatch,
+    Rule,
+    Script,
+    StubUsage,
+    ToolCall,
+    Turn,
+)
 
 NONESSENTIAL_RULE = "(non-essential)"
 _PLACEHOLDER = re.compile(r"\{(cwd|args|arg[1-9]|prompt|turn|model)\}")
@@ -41,7 +49,7 @@ class Reply:
     agent: str | None
     blocks: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str = "end_turn"
-    usage: Usage = field(default_factory=Usage)
+    usage: StubUsage = field(default_factory=StubUsage)
     delay: float = 0.0
     fault: Fault | None = None
 
@@ -201,7 +209,7 @@ def _past_the_script(request: ParsedRequest) -> str:
     )
 
 
-def _fits(match: Match, request: ParsedRequest, agent: str | None) -> bool:
+def _fits(match: RequestMatch, request: ParsedRequest, agent: str | None) -> bool:
     checks = (
         match.command is None or request.command == match.command,
         match.agent is None or agent == match.agent,

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ci_evals.config import yaml_source
-from ci_evals.config.yaml_source import ANY_KEY, Field
+from ci_evals.config.yaml_source import ANY_KEY, LocatedNode
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import confinement, escape_problem, named_problem
 from ci_evals.text import display_path
@@ -31,7 +31,7 @@ USAGE_KEYS = (
 
 
 @dataclass(frozen=True)
-class Usage:
+class StubUsage:
     """Token counts reported for one turn; the CLI prices them into `total_cost_usd`."""
 
     input_tokens: int = 0
@@ -75,7 +75,7 @@ class Fault:
 class Turn:
     text: str | None
     tools: tuple[ToolCall, ...]
-    usage: Usage
+    usage: StubUsage
     stop_reason: str | None  # None: tool_use when there are tools, else end_turn
     delay: float
     fault: Fault | None
@@ -83,7 +83,7 @@ class Turn:
 
 
 @dataclass(frozen=True)
-class Match:
+class RequestMatch:
     """Conditions on a request; all given ones must hold. All None matches everything."""
 
     command: str | None = None
@@ -101,7 +101,7 @@ class Match:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    match: Match
+    match: RequestMatch
     turns: tuple[Turn, ...]  # with `variants`: the first variant
     repeat_last: bool
     where: str
@@ -118,7 +118,7 @@ class Rule:
 class Script:
     rules: tuple[Rule, ...]
     path: str = "<script>"
-    usage: Usage = field(default_factory=Usage)
+    usage: StubUsage = field(default_factory=StubUsage)
 
 
 @dataclass(frozen=True)
@@ -159,11 +159,11 @@ def loads_script(text: str, name: str = "<script>", base_dir: Path | None = None
 # -- parsing ------------------------------------------------------------------
 
 
-def _parse_script(root: Field, base_dir: _Beside) -> Script:
+def _parse_script(root: LocatedNode, base_dir: _Beside) -> Script:
     keys = root.mapping({"version", "usage", "rules"}, required=("rules",), what="stub script")
     if "version" in keys:
         keys["version"].as_int(minimum=1, maximum=1)
-    default_usage = _parse_usage(keys["usage"], Usage()) if "usage" in keys else Usage()
+    default_usage = _parse_usage(keys["usage"], StubUsage()) if "usage" in keys else StubUsage()
     rule_fields = keys["rules"].sequence(allow_empty=False)
     rules = tuple(
         _parse_rule(item, index, default_usage, base_dir) for index, item in enumerate(rule_fields)
@@ -172,7 +172,7 @@ def _parse_script(root: Field, base_dir: _Beside) -> Script:
     return Script(rules=rules, path=root.file, usage=default_usage)
 
 
-def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
+def _check_rules(rules: tuple[Rule, ...], fields: list[LocatedNode]) -> None:
     """Mistakes that load fine but could never work: duplicates, dead rules, unlaunched agents."""
     launched = {
         str(call.input.get("subagent_type"))
@@ -193,7 +193,7 @@ def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
                 hint=f"{catch_all.name!r} ({catch_all.where}) has no 'match' and takes every "
                 "request; move it last",
             )
-        if rule.match == Match():
+        if rule.match == RequestMatch():
             catch_all = rule
         agent = rule.match.agent
         if agent is not None and agent not in launched and "{" not in agent:
@@ -204,20 +204,20 @@ def _check_rules(rules: tuple[Rule, ...], fields: list[Field]) -> None:
             )
 
 
-def _where(f: Field) -> str:
+def _where(f: LocatedNode) -> str:
     return f"{f.file}:{f.line}"
 
 
-def _parse_rule(item: Field, index: int, usage: Usage, base_dir: _Beside) -> Rule:
+def _parse_rule(item: LocatedNode, index: int, usage: StubUsage, base_dir: _Beside) -> Rule:
     keys = item.mapping({"name", "match", "turns", "variants", "repeat_last"}, what="rule")
     if "turns" not in keys and "variants" not in keys:
         raise item.error("missing required key 'turns'")
     if "turns" in keys and "variants" in keys:
         raise keys["variants"].error("a rule has 'turns' or 'variants', not both")
     name = keys["name"].as_str() if "name" in keys else f"rules[{index}]"
-    match = _parse_match(keys["match"]) if "match" in keys else Match()
+    match = _parse_match(keys["match"]) if "match" in keys else RequestMatch()
 
-    def turn_list(f: Field) -> tuple[Turn, ...]:
+    def turn_list(f: LocatedNode) -> tuple[Turn, ...]:
         return tuple(_parse_turn(turn, usage, base_dir) for turn in f.sequence(allow_empty=False))
 
     variants: tuple[tuple[Turn, ...], ...] = ()
@@ -237,9 +237,9 @@ def _parse_rule(item: Field, index: int, usage: Usage, base_dir: _Beside) -> Rul
     )
 
 
-def _parse_match(f: Field) -> Match:
+def _parse_match(f: LocatedNode) -> RequestMatch:
     if f.is_null():
-        return Match()
+        return RequestMatch()
     keys = f.mapping(
         {
             "command",
@@ -258,7 +258,7 @@ def _parse_match(f: Field) -> Match:
         return keys[key].as_str() if key in keys else None
 
     command = text("command")
-    return Match(
+    return RequestMatch(
         command=command.lstrip("/") if command is not None else None,
         agent=text("agent"),
         prompt_contains=text("prompt_contains"),
@@ -270,13 +270,13 @@ def _parse_match(f: Field) -> Match:
     )
 
 
-def _parse_usage(f: Field, base: Usage) -> Usage:
+def _parse_usage(f: LocatedNode, base: StubUsage) -> StubUsage:
     keys = f.mapping(USAGE_KEYS, what="usage mapping")
     values = {key: keys[key].as_int(minimum=0) for key in keys}
-    return Usage(**{key: values.get(key, getattr(base, key)) for key in USAGE_KEYS})
+    return StubUsage(**{key: values.get(key, getattr(base, key)) for key in USAGE_KEYS})
 
 
-def _parse_turn(f: Field, usage: Usage, base_dir: _Beside) -> Turn:
+def _parse_turn(f: LocatedNode, usage: StubUsage, base_dir: _Beside) -> Turn:
     keys = f.mapping(
         {"text", "tools", "usage", "stop_reason", "delay", "fault"},
         what="turn (text, tools, usage, stop_reason, delay, fault)",
@@ -311,7 +311,7 @@ def _parse_turn(f: Field, usage: Usage, base_dir: _Beside) -> Turn:
 _TOOL_KINDS = ("write", "edit", "read", "bash", "agent", "skill", "tool")
 
 
-def _parse_tool(f: Field, base_dir: _Beside) -> ToolCall:
+def _parse_tool(f: LocatedNode, base_dir: _Beside) -> ToolCall:
     keys = f.mapping(_TOOL_KINDS, what=f"tool call (one of: {', '.join(_TOOL_KINDS)})")
     if len(keys) != 1:
         raise f.error(f"a tool call has exactly one key, got {len(keys)}: {', '.join(keys)}")
@@ -319,14 +319,14 @@ def _parse_tool(f: Field, base_dir: _Beside) -> ToolCall:
     return _TOOL_PARSERS[kind](body, base_dir)
 
 
-def _shorthand(body: Field, key: str) -> dict[str, Field] | None:
+def _shorthand(body: LocatedNode, key: str) -> dict[str, LocatedNode] | None:
     """`read: PATH` is short for `read: {path: PATH}`; None when `body` is a mapping."""
     if isinstance(body.node, yaml.ScalarNode):
         return {key: body}
     return None
 
 
-def _write(body: Field, base_dir: _Beside) -> ToolCall:
+def _write(body: LocatedNode, base_dir: _Beside) -> ToolCall:
     keys = body.mapping({"path", "content", "content_file"}, required=("path",), what="write")
     if ("content" in keys) == ("content_file" in keys):
         raise body.error("write needs exactly one of 'content' or 'content_file'")
@@ -339,7 +339,7 @@ def _write(body: Field, base_dir: _Beside) -> ToolCall:
     )
 
 
-def _edit(body: Field, _base_dir: _Beside) -> ToolCall:
+def _edit(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = body.mapping(
         {"path", "old", "new", "replace_all"}, required=("path", "old", "new"), what="edit"
     )
@@ -353,12 +353,12 @@ def _edit(body: Field, _base_dir: _Beside) -> ToolCall:
     return ToolCall("Edit", tool_input, path_keys=("file_path",))
 
 
-def _read(body: Field, _base_dir: _Beside) -> ToolCall:
+def _read(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "path") or body.mapping({"path"}, required=("path",), what="read")
     return ToolCall("Read", {"file_path": keys["path"].as_str()}, path_keys=("file_path",))
 
 
-def _bash(body: Field, _base_dir: _Beside) -> ToolCall:
+def _bash(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "command") or body.mapping(
         {"command", "description", "timeout_ms"}, required=("command",), what="bash"
     )
@@ -370,7 +370,7 @@ def _bash(body: Field, _base_dir: _Beside) -> ToolCall:
     return ToolCall("Bash", tool_input)
 
 
-def _agent(body: Field, _base_dir: _Beside) -> ToolCall:
+def _agent(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = body.mapping(
         {"name", "prompt", "description", "background"}, required=("name", "prompt"), what="agent"
     )
@@ -388,7 +388,7 @@ def _agent(body: Field, _base_dir: _Beside) -> ToolCall:
     )
 
 
-def _skill(body: Field, _base_dir: _Beside) -> ToolCall:
+def _skill(body: LocatedNode, _base_dir: _Beside) -> ToolCall:
     keys = _shorthand(body, "name") or body.mapping(
         {"name", "args"}, required=("name",), what="skill"
     )
@@ -398,7 +398,7 @@ def _skill(body: Field, _base_dir: _Beside) -> ToolCall:
     return ToolCall("Skill", tool_input)
 
 
-def _raw_tool(body: Field, base_dir: _Beside) -> ToolCall:
+def _raw_tool(body: LocatedNode, base_dir: _Beside) -> ToolCall:
     keys = body.mapping({"name", "input", "input_files"}, required=("name",), what="tool")
     tool_input: Any = keys["input"].plain() if "input" in keys else {}
     if not isinstance(tool_input, dict):
@@ -410,7 +410,7 @@ def _raw_tool(body: Field, base_dir: _Beside) -> ToolCall:
     return ToolCall(keys["name"].as_str(), tool_input)
 
 
-def _read_beside(value: Field, base_dir: _Beside) -> str:
+def _read_beside(value: LocatedNode, base_dir: _Beside) -> str:
     """The text of the file `value` names, relative to the script's folder (read at
     load), which must lie in the repository (`fs.copyable.named_problem`)."""
     text = value.as_str()
@@ -441,7 +441,7 @@ _ERROR_STATUSES = range(400, 600)
 FAULT_SCOPES = ("session", "server")
 
 
-def _parse_fault(f: Field) -> Fault:
+def _parse_fault(f: LocatedNode) -> Fault:
     kinds = ("http_status", "malformed_sse", "disconnect", "hang")
     keys = f.mapping({*kinds, "message", "times", "scope"}, what="fault")
     chosen = [kind for kind in kinds if kind in keys]
@@ -467,7 +467,7 @@ def _parse_fault(f: Field) -> Fault:
     return Fault(kind, times=times, scope=scope)
 
 
-def _parse_hang(f: Field) -> float | None:
+def _parse_hang(f: LocatedNode) -> float | None:
     node = f.node
     if isinstance(node, yaml.ScalarNode) and node.value == "forever":
         return None

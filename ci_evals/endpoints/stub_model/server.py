@@ -197,7 +197,7 @@ class StubServer(LocalHTTPService):
 
 class StubWatch:
     """One caller of a `StubServer` (a stage and its reviewers): `env` for its
-    CLIs, `misses()` for what the script had no answer to (`Watch` in
+    CLIs, `misses()` for what the script had no answer to (`EndpointCaller` in
     `ci_evals.endpoints.base`)."""
 
     def __init__(self, server: StubServer, caller: str) -> None:

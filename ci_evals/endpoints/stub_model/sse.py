@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ci_evals.endpoints.stub_model.script import Usage
+from ci_evals.endpoints.stub_model.script import StubUsage
 
 # Big Write contents are split into several deltas, as the real API does.
 _DELTA_CHARS = 4096
@@ -25,7 +25,7 @@ def event(name: str, data: Mapping[str, Any]) -> bytes:
     return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
-def _usage_json(usage: Usage) -> dict[str, int]:
+def _usage_json(usage: StubUsage) -> dict[str, int]:
     return {
         "input_tokens": usage.input_tokens,
         "cache_creation_input_tokens": usage.cache_creation_input_tokens,
@@ -39,7 +39,7 @@ def message_json(
     model: str,
     blocks: Sequence[Mapping[str, Any]],
     stop_reason: str,
-    usage: Usage,
+    usage: StubUsage,
 ) -> bytes:
     """The same message as one JSON body, for a request with `stream: false`.
 
@@ -63,7 +63,7 @@ def message_events(
     model: str,
     blocks: Sequence[Mapping[str, Any]],
     stop_reason: str,
-    usage: Usage,
+    usage: StubUsage,
 ) -> Iterator[bytes]:
     """The events of one streamed message made of `text` and `tool_use` blocks."""
     start_usage = {**_usage_json(usage), "output_tokens": 0}

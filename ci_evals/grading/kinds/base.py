@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
     from ci_evals.results.criteria import GraderResult
     from ci_evals.results.verdict import PolicyOverride
 
@@ -95,8 +95,9 @@ class GraderKind(Protocol):
     def name(self) -> str:
         """Its key in a stage of ci-evals.yaml (`checks`, `graders`, `mcp`)."""
 
-    def load(self, value: Field, ctx: LoadContext) -> tuple[Grader, ...]:
-        """Its graders from its key's value; mistakes are `Field.error`s at their file:line."""
+    def load(self, value: LocatedNode, ctx: LoadContext) -> tuple[Grader, ...]:
+        """Its graders from its key's value; mistakes are `LocatedNode.error`s at
+        their file:line."""
 
     def available(self) -> str | None:
         """Why its graders cannot run on this machine, in one line; None when they can.

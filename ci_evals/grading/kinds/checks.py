@@ -47,7 +47,7 @@ from ci_evals.grading.kinds.trajectory import (
 from ci_evals.text import one_line
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
     from ci_evals.grading.kinds.base import GradeContext, LoadContext
     from ci_evals.results.criteria import GraderResult
 
@@ -150,7 +150,7 @@ class _ChecksKind:
     def available(self) -> str | None:
         return None  # it reads files in this process
 
-    def load(self, value: Field, ctx: LoadContext) -> tuple[ChecksGrader, ...]:
+    def load(self, value: LocatedNode, ctx: LoadContext) -> tuple[ChecksGrader, ...]:
         return (
             ChecksGrader(
                 load_checks(
@@ -167,7 +167,7 @@ KIND = _ChecksKind()
 
 
 def load_checks(
-    field: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
+    field: LocatedNode, *, suite_dir: Path, plugin_dir: Path, within: Path
 ) -> tuple[Check, ...]:
     """A stage's `checks:` list. Schema files are read now, so a typo fails at load.
 
@@ -175,7 +175,7 @@ def load_checks(
     folder when written `plugin:PATH`.
     """
     checks: list[Check] = []
-    seen: dict[str, Field] = {}
+    seen: dict[str, LocatedNode] = {}
     for item in field.sequence():
         check = _load_one(item, _Where(suite_dir, plugin_dir, within))
         if check.id in seen:
@@ -188,7 +188,7 @@ def load_checks(
     return tuple(checks)
 
 
-def _load_one(item: Field, where: _Where) -> Check:
+def _load_one(item: LocatedNode, where: _Where) -> Check:
     raw = item.mapping([*_COMMON, *{k for keys in _KEYS.values() for k in keys}], what="check")
     kinds = [k for k in KINDS if k in raw]
     if len(kinds) != 1:
@@ -209,7 +209,7 @@ def _load_one(item: Field, where: _Where) -> Check:
 
 
 def _load_files(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
+    item: LocatedNode, raw: dict[str, LocatedNode], explicit_id: str | None, *_: object
 ) -> FilesExist:
     globs = _globs(raw["files"])
     bounds = {k: raw[k].as_int(minimum=0) for k in ("count", "min", "max") if k in raw}
@@ -229,7 +229,7 @@ def _load_files(
 
 
 def _load_headings(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
+    item: LocatedNode, raw: dict[str, LocatedNode], explicit_id: str | None, *_: object
 ) -> HasHeadings:
     if "require" not in raw:
         raise item.error("missing required key 'require'")
@@ -241,7 +241,7 @@ def _load_headings(
 
 
 def _load_front_matter(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
+    item: LocatedNode, raw: dict[str, LocatedNode], explicit_id: str | None, *_: object
 ) -> FrontMatter:
     if "require" not in raw:
         raise item.error("missing required key 'require'")
@@ -254,7 +254,7 @@ def _load_front_matter(
 
 
 def _load_json_schema(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, where: _Where
+    item: LocatedNode, raw: dict[str, LocatedNode], explicit_id: str | None, where: _Where
 ) -> JsonSchema:
     if "schema" not in raw:
         raise item.error("missing required key 'schema'")
@@ -269,7 +269,7 @@ def _load_json_schema(
 
 
 def _load_equals_length(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
+    item: LocatedNode, raw: dict[str, LocatedNode], explicit_id: str | None, *_: object
 ) -> EqualsLength:
     for key in ("field", "array"):
         if key not in raw:
@@ -285,7 +285,7 @@ def _load_equals_length(
 
 
 def _load_trajectory(
-    item: Field, raw: dict[str, Field], explicit_id: str | None, *_: object
+    item: LocatedNode, raw: dict[str, LocatedNode], explicit_id: str | None, *_: object
 ) -> TrajectoryUse:
     main = raw["trajectory"]
     kinds: tuple[What, ...] = ("tool", "skill", "subagent", "hook")
@@ -309,12 +309,12 @@ _LOADERS: dict[str, Callable[..., Check]] = {
 }
 
 
-def globs_of(value: Field) -> tuple[str, ...]:
+def globs_of(value: LocatedNode) -> tuple[str, ...]:
     """A path/glob or a list of them, each relative to the graded folder."""
     return _globs(value)
 
 
-def _globs(value: Field) -> tuple[str, ...]:
+def _globs(value: LocatedNode) -> tuple[str, ...]:
     if value.is_null():
         raise value.error("expected a path or glob")
     if isinstance(value.node, yaml.SequenceNode):
@@ -322,7 +322,7 @@ def _globs(value: Field) -> tuple[str, ...]:
     return (_relative(value),)
 
 
-def _relative(value: Field) -> str:
+def _relative(value: LocatedNode) -> str:
     text = value.as_str()
     parts = Path(text).parts
     if Path(text).is_absolute() or ".." in parts:
@@ -342,7 +342,7 @@ class _Where(NamedTuple):
 
 
 def load_schema(
-    value: Field, suite_dir: Path, plugin_dir: Path, within: Path
+    value: LocatedNode, suite_dir: Path, plugin_dir: Path, within: Path
 ) -> tuple[Mapping[str, Any], str]:
     """A JSON Schema given inline, as a suite-relative file or as `plugin:PATH`; checked.
 

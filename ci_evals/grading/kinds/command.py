@@ -41,7 +41,7 @@ from ci_evals.fs.walk import walk
 from ci_evals.sandbox.base import ON_HOST, SandboxConfig, SandboxLost
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
     from ci_evals.grading.kinds.base import GradeContext, LoadContext
     from ci_evals.results.criteria import Criterion, GraderResult
 
@@ -111,7 +111,7 @@ class _CommandKind:
     def available(self) -> str | None:
         return None  # the run's sandbox says whether it can run
 
-    def load(self, value: Field, ctx: LoadContext) -> tuple[CommandGrader, ...]:
+    def load(self, value: LocatedNode, ctx: LoadContext) -> tuple[CommandGrader, ...]:
         return load_command_graders(
             value, suite_dir=ctx.suite_dir, plugin_dir=ctx.plugin_dir, within=ctx.within
         )
@@ -129,7 +129,7 @@ def safe_name(name: str) -> str:
 
 
 def load_command_graders(
-    field: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
+    field: LocatedNode, *, suite_dir: Path, plugin_dir: Path, within: Path
 ) -> tuple[CommandGrader, ...]:
     """A stage's `graders:` list; ids must be unique. A `script:` and its `files:`
     lie in the repository (`within`), outside .git (`fs.copyable.named_problem`)."""
@@ -147,7 +147,7 @@ def load_command_graders(
 
 
 def load_command_grader(
-    item: Field, *, suite_dir: Path, plugin_dir: Path, within: Path
+    item: LocatedNode, *, suite_dir: Path, plugin_dir: Path, within: Path
 ) -> CommandGrader:
     keys = item.mapping(GRADER_KEYS, required=("id",), what="command grader")
     if ("command" in keys) == ("script" in keys):
@@ -210,7 +210,7 @@ def _names_as_agent(argv: Sequence[str], script_dir: Path | None, files: Sequenc
     return False
 
 
-def _named(value: Field, suite_dir: Path, plugin_dir: Path, within: Path) -> Path:
+def _named(value: LocatedNode, suite_dir: Path, plugin_dir: Path, within: Path) -> Path:
     """The path a `script:` or `files:` entry names (`plugin:PATH` or suite-relative),
     refused at its file:line when it is in a .git, absolute, or resolves (links
     followed) outside the repository `within` or into its .git."""
@@ -225,7 +225,7 @@ def _named(value: Field, suite_dir: Path, plugin_dir: Path, within: Path) -> Pat
     return base / name
 
 
-def _script_path(value: Field, suite_dir: Path, plugin_dir: Path, within: Path) -> Path:
+def _script_path(value: LocatedNode, suite_dir: Path, plugin_dir: Path, within: Path) -> Path:
     text = value.as_str()
     path = _named(value, suite_dir, plugin_dir, within)
     if not path.is_file():
@@ -241,7 +241,7 @@ def _script_path(value: Field, suite_dir: Path, plugin_dir: Path, within: Path) 
 
 
 def _script_file(
-    value: Field, script_dir: Path, suite_dir: Path, plugin_dir: Path, within: Path
+    value: LocatedNode, script_dir: Path, suite_dir: Path, plugin_dir: Path, within: Path
 ) -> str:
     """One of a script's `files:` (a file or folder next to it), relative to its folder."""
     text = value.as_str()
@@ -268,7 +268,7 @@ def _in_git(path: Path) -> bool:
     return any(part.lower() == ".git" for part in path.parts)
 
 
-def inside_folder(value: Field) -> str:
+def inside_folder(value: LocatedNode) -> str:
     """A path relative to the graded folder that stays inside it (file:line error otherwise)."""
     text = value.as_str()
     if Path(text).is_absolute() or ".." in Path(text).parts:

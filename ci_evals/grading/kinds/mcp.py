@@ -41,7 +41,7 @@ from ci_evals.results.verdict import PolicyOverride
 from ci_evals.sandbox.base import SandboxConfig
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
     from ci_evals.grading.kinds.base import GradeContext, LoadContext
     from ci_evals.results.criteria import GraderResult
 
@@ -208,7 +208,7 @@ class _McpKind:
     def available(self) -> str | None:
         return None  # the run's sandbox says whether the server can start
 
-    def load(self, value: Field, ctx: LoadContext) -> tuple[McpGrader, ...]:
+    def load(self, value: LocatedNode, ctx: LoadContext) -> tuple[McpGrader, ...]:
         graders: list[McpGrader] = []
         seen: dict[str, int] = {}
         for item in value.sequence(allow_empty=False):
@@ -225,7 +225,7 @@ class _McpKind:
 KIND = _McpKind()
 
 
-def load_mcp_grader(item: Field) -> McpGrader:
+def load_mcp_grader(item: LocatedNode) -> McpGrader:
     keys = item.mapping(GRADER_KEYS, required=("id", "command"), what="mcp grader")
     command = keys["command"]
     if not isinstance(command.node, yaml.SequenceNode):
@@ -272,7 +272,7 @@ def load_mcp_grader(item: Field) -> McpGrader:
     )
 
 
-def _revision(value: Field) -> str:
+def _revision(value: LocatedNode) -> str:
     plain = value.plain()
     # `protocol: 2025-11-25` unquoted is a YAML date.
     text = plain.isoformat() if isinstance(plain, datetime.date) else plain
@@ -283,7 +283,7 @@ def _revision(value: Field) -> str:
     return text
 
 
-def _subtest_ids(value: Field) -> list[str]:
+def _subtest_ids(value: LocatedNode) -> list[str]:
     names = value.as_str_list()
     for index, name in enumerate(names):
         if name not in subtests.ALL_IDS:

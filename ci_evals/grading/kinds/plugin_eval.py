@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 from ci_evals.agents import STREAM_CUT, STREAM_FILE, STREAM_MAX_BYTES
-from ci_evals.config.yaml_source import Field
+from ci_evals.config.yaml_source import LocatedNode
 from ci_evals.errors import UserError
 from ci_evals.fs.json_input import load_file
 from ci_evals.fs.links import Unreadable, read_inside
@@ -305,7 +305,7 @@ class _PluginEvalKind:
     def available(self) -> str | None:
         return None  # it reads files in this process
 
-    def load(self, value: Field, ctx: LoadContext) -> tuple[PluginEvalGrader, ...]:
+    def load(self, value: LocatedNode, ctx: LoadContext) -> tuple[PluginEvalGrader, ...]:
         items = value.sequence(allow_empty=False)
         graders = [load_grader(item, folder=ctx.suite_dir) for item in items]
         check_names(graders, value)
@@ -319,12 +319,12 @@ KIND = _PluginEvalKind()
 
 
 def load_grader(
-    item: Field, *, folder: Path, name: str | None = None, body: str = ""
+    item: LocatedNode, *, folder: Path, name: str | None = None, body: str = ""
 ) -> CaseGrader:
     """One grader object of the case in `folder`. `name`/`body`: a `graders/<name>.md`
     file's stem and body (the front matter's own `name` wins, as in the CLI; the
     body fills `pattern` or `criteria` when absent). Every mistake is an
-    `item`-relative `Field.error`."""
+    `item`-relative `LocatedNode.error`."""
     kind_field = item.mapping((*_COMMON, *{k for keys in _KEYS.values() for k in keys})).get("type")
     if kind_field is None:
         raise item.error(
@@ -345,8 +345,8 @@ def load_grader(
 
 def _load_kind(
     kind: str,
-    keys: Mapping[str, Field],
-    item: Field,
+    keys: Mapping[str, LocatedNode],
+    item: LocatedNode,
     named: tuple[str, float],
     *,
     body: str,
@@ -371,7 +371,7 @@ def _load_kind(
     return FileExists(grader_name, weight, path, cli_glob(path), exists)
 
 
-def _common(keys: Mapping[str, Field], name: str | None) -> tuple[str, float]:
+def _common(keys: Mapping[str, LocatedNode], name: str | None) -> tuple[str, float]:
     """The name (the file's stem unless the front matter names it) and the weight;
     `arm` is checked here (`with_only` reads it)."""
     weight = 1.0
@@ -384,7 +384,7 @@ def _common(keys: Mapping[str, Field], name: str | None) -> tuple[str, float]:
     return (keys["name"].as_str() if "name" in keys else str(name)), weight
 
 
-def check_names(graders: Sequence[CaseGrader], where: Field) -> None:
+def check_names(graders: Sequence[CaseGrader], where: LocatedNode) -> None:
     """Grader names are unique (the CLI's rule), also as criterion ids compare them
     (lower case, `_` and spaces as `-`): a criterion's weight is looked up so."""
 
@@ -403,7 +403,7 @@ def check_names(graders: Sequence[CaseGrader], where: Field) -> None:
 
 
 def _load_regex(
-    keys: Mapping[str, Field], item: Field, name: str, weight: float, body: str
+    keys: Mapping[str, LocatedNode], item: LocatedNode, name: str, weight: float, body: str
 ) -> Regex:
     if "pattern" in keys:
         pattern = keys["pattern"].as_str(allow_empty=True)
@@ -432,8 +432,8 @@ def _load_regex(
 
 def _load_judged(
     kind: str,
-    keys: Mapping[str, Field],
-    item: Field,
+    keys: Mapping[str, LocatedNode],
+    item: LocatedNode,
     common: tuple[str, float],
     *,
     body: str,
@@ -455,7 +455,7 @@ def _load_judged(
     return Baseline(name, weight, criteria, written.as_str(), _baseline(written, folder))
 
 
-def _baseline(value: Field, folder: Path) -> tuple[str, ...]:
+def _baseline(value: LocatedNode, folder: Path) -> tuple[str, ...]:
     """The baseline trajectory's messages (JSON lines, blank ones skipped), read now:
     a baseline that cannot be read fails its grader at every run of the CLI."""
     path = os.path.normpath(os.path.join(folder, value.as_str()))
@@ -489,7 +489,7 @@ def _baseline(value: Field, folder: Path) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _target(value: Field) -> Target:
+def _target(value: LocatedNode) -> Target:
     if value.is_null() or not isinstance(value.plain(), (str, dict)):
         raise value.error("expected last_message, trace, files or {source: file, path: P}")
     if isinstance(value.plain(), dict):
@@ -513,7 +513,9 @@ _PLAIN: dict[str, Target] = {
 }
 
 
-def _load_tool_used(keys: Mapping[str, Field], item: Field, name: str, weight: float) -> ToolUsed:
+def _load_tool_used(
+    keys: Mapping[str, LocatedNode], item: LocatedNode, name: str, weight: float
+) -> ToolUsed:
     if "tool" not in keys:
         raise item.error("missing required key 'tool'")
     match = None
@@ -524,7 +526,7 @@ def _load_tool_used(keys: Mapping[str, Field], item: Field, name: str, weight: f
     return ToolUsed(name, weight, ToolRef(keys["tool"].as_str(), match), low, high)
 
 
-def _tool_ref(value: Field) -> ToolRef:
+def _tool_ref(value: LocatedNode) -> ToolRef:
     if isinstance(value.plain(), str):
         return ToolRef(value.as_str())
     keys = value.mapping(("tool", "input_match"), required=("tool",))
@@ -534,7 +536,7 @@ def _tool_ref(value: Field) -> ToolRef:
     return ToolRef(keys["tool"].as_str(), match)
 
 
-def _js(where: Field, pattern: str, flags: str) -> JsRegex:
+def _js(where: LocatedNode, pattern: str, flags: str) -> JsRegex:
     try:
         return compile_js(pattern, flags)
     except JsRegexError as exc:

@@ -164,7 +164,7 @@ def judge(endpoint: ModelEndpoint, model: str, prompt: str) -> Ballot:
 def ask(endpoint: ModelEndpoint, model: str, prompt: str) -> tuple[str, float]:
     """One request to the endpoint; its text and what it cost. `JudgeError` when it
     gives no answer (unreachable, an HTTP error, not a Messages API reply)."""
-    from ci_evals.endpoints.pricing import Pricing, Usage  # noqa: PLC0415 - only when judging
+    from ci_evals.endpoints.pricing import PricedUsage, Pricing  # noqa: PLC0415 - only when judging
 
     base = endpoint.env.get("ANTHROPIC_BASE_URL", "")
     parts = urlsplit(base)
@@ -215,7 +215,7 @@ def ask(endpoint: ModelEndpoint, model: str, prompt: str) -> tuple[str, float]:
     answered = reply.get("model")
     cost = Pricing().cost(
         answered if isinstance(answered, str) else model,
-        Usage.from_api(usage if isinstance(usage, dict) else {}),
+        PricedUsage.from_api(usage if isinstance(usage, dict) else {}),
     )
     return text, cost
 

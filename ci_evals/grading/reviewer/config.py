@@ -12,7 +12,7 @@ from ci_evals.errors import Problems, UserError
 from ci_evals.grading.reviewer.rubrics import RubricSet, discover
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 REVIEWER_KEYS = ("agent", "rubrics", "prompt", "model", "require_all")
 
@@ -33,7 +33,7 @@ class ReviewerConfig:
 
 
 def load_reviewer(
-    value: Field, plugin_dir: Path, suite_dir: Path, problems: Problems
+    value: LocatedNode, plugin_dir: Path, suite_dir: Path, problems: Problems
 ) -> ReviewerConfig:
     """A stage's `reviewer:` mapping; a rubric problem goes to `problems`."""
     # The agent file itself is checked by the suite (ci_evals.suite.references),

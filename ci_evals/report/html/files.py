@@ -26,8 +26,9 @@ from itertools import islice
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal, cast
 
+from ci_evals.fs.links import Unreadable
 from ci_evals.report.html.markup import esc, fold, pre, table
-from ci_evals.report.html.source import Unreadable, read_capped
+from ci_evals.report.html.source import read_capped
 
 if TYPE_CHECKING:
     from ci_evals.results.model import FileChange, StageResult

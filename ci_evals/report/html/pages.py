@@ -43,7 +43,7 @@ from ci_evals.report.html.markup import (
     status,
     table,
 )
-from ci_evals.report.html.timeline import Limits, opening, timeline
+from ci_evals.report.html.timeline import TimelineCaps, opening, timeline
 from ci_evals.results import MISSED_BY, miss_source
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class Site:
     problems: Sequence[str]  # `verify.problems` of the results file
     comparison: Comparison | NoBaseline | None = None  # with `--baseline`
     baseline_dir: Path | None = None  # the baseline's run folder, when it is one
-    limits: Limits = field(default_factory=Limits)
+    limits: TimelineCaps = field(default_factory=TimelineCaps)
     diffs: DiffBudget = field(default_factory=DiffBudget)  # every page's diffs draw on it
 
 

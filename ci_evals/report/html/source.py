@@ -17,12 +17,10 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from ci_evals.fs.links import Unreadable
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class Unreadable(Exception):
-    """The path is outside the run folder, a link, not a regular file, or missing."""
 
 
 def open_in(top: Path, rel: str) -> BinaryIO:

@@ -9,9 +9,9 @@ call that started it. Every assistant turn shows its tokens and its cost at
 list price.
 
 A trajectory can be 100 MB. The file is read one line at a time, never
-whole: a line longer than `Limits.line_bytes` is skipped unparsed (its size
-said), each text is cut at `Limits.text_chars`, and once the timeline has
-written `Limits.page_chars` the rest is only counted, not parsed.
+whole: a line longer than `TimelineCaps.line_bytes` is skipped unparsed (its size
+said), each text is cut at `TimelineCaps.text_chars`, and once the timeline has
+written `TimelineCaps.page_chars` the rest is only counted, not parsed.
 """
 
 from __future__ import annotations
@@ -22,22 +22,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ci_evals.endpoints.pricing import Pricing, Usage
+from ci_evals.endpoints.pricing import PricedUsage, Pricing
+from ci_evals.fs.links import Unreadable
 from ci_evals.report.html.markup import clipped_pre, esc, fold, money, seconds
-from ci_evals.report.html.source import Unreadable, open_in
+from ci_evals.report.html.source import open_in
 
 _PRICING = Pricing()
 _CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
-class Limits:
+class TimelineCaps:
     page_chars: int = 2_000_000  # HTML written for one timeline before the rest is counted
     text_chars: int = 4_000  # of one text, tool input or tool output
     line_bytes: int = 1 << 20  # a longer line is skipped, not parsed
 
 
-def timeline(run_dir: Path, rel: str | None, limits: Limits = Limits()) -> Iterator[str]:
+def timeline(
+    run_dir: Path, rel: str | None, limits: TimelineCaps = TimelineCaps()
+) -> Iterator[str]:
     """HTML chunks for the trajectory at `run_dir/rel` (a note when there is none)."""
     if rel is None:
         yield '<p class="muted">No trajectory was recorded.</p>'
@@ -64,7 +67,7 @@ class Opening:
 _OPENING_LINES = 4  # the prompt, the init message (the loop agent's LoopStarted): first
 
 
-def opening(run_dir: Path, rel: str | None, limits: Limits = Limits()) -> Opening:
+def opening(run_dir: Path, rel: str | None, limits: TimelineCaps = TimelineCaps()) -> Opening:
     """The `Opening` of the trajectory at `run_dir/rel` (empty when it has none)."""
     if rel is None:
         return Opening()
@@ -99,7 +102,7 @@ def _json(line: bytes) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _events(handle: BinaryIO, limits: Limits) -> Iterator[str]:
+def _events(handle: BinaryIO, limits: TimelineCaps) -> Iterator[str]:
     written = 0
     depth: dict[str, int] = {}  # tool_use_id -> depth of what runs inside it
     number = 0
@@ -144,7 +147,7 @@ def _count_lines(handle: BinaryIO) -> int:
     return count + (last != b"\n")
 
 
-def _event(number: int, line: bytes, depth: dict[str, int], limits: Limits) -> str:
+def _event(number: int, line: bytes, depth: dict[str, int], limits: TimelineCaps) -> str:
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -190,7 +193,7 @@ def _text(value: object) -> str:
         return repr(value)
 
 
-def _block(block: Mapping[str, Any], limits: Limits) -> str:
+def _block(block: Mapping[str, Any], limits: TimelineCaps) -> str:
     cut = limits.text_chars
     if "name" in block and "input" in block:  # a tool use (SDK: no "type" key)
         name = esc(block.get("name"))
@@ -228,12 +231,12 @@ def _tool_input(value: object, cut: int) -> str:
     return "".join(parts)
 
 
-def _assistant(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _assistant(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     body = "".join(_block(b, limits) for b in _blocks(data))
     usage = data.get("usage")
     meta = ""
     if isinstance(usage, dict):
-        counted = Usage.from_api(usage)
+        counted = PricedUsage.from_api(usage)
         model = data.get("model") if isinstance(data.get("model"), str) else None
         cost = _PRICING.cost(model, counted)
         meta = (
@@ -245,7 +248,7 @@ def _assistant(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
     return "assistant", title, body + meta
 
 
-def _cache(usage: Usage) -> str:
+def _cache(usage: PricedUsage) -> str:
     if not (usage.cache_read_input_tokens or usage.cache_creation_input_tokens):
         return ""
     return (
@@ -254,7 +257,7 @@ def _cache(usage: Usage) -> str:
     )
 
 
-def _user(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _user(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     blocks = _blocks(data)
     if not blocks and isinstance(data.get("content"), str):
         return "user", "user", clipped_pre(data["content"], limits.text_chars)
@@ -265,7 +268,7 @@ def _user(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
     return css, title, "".join(_block(b, limits) for b in blocks)
 
 
-def _tool_result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _tool_result(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     """The loop agent's record of one tool run."""
     error = bool(data.get("is_error"))
     facts = [
@@ -278,7 +281,7 @@ def _tool_result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str
     return "tool-result" + (" is-error" if error else ""), f"tool result: {data.get('tool')}", body
 
 
-def _result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _result(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     cost, took = data.get("total_cost_usd"), data.get("duration_ms")
     facts = [
         f"{data['subtype']}" if data.get("subtype") else "",
@@ -294,7 +297,7 @@ def _result(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
     return css, "result", body
 
 
-def _system(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _system(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     inner = data.get("data") if isinstance(data.get("data"), dict) else {}
     assert isinstance(inner, dict)
     subtype = data.get("subtype")
@@ -318,7 +321,7 @@ _SYSTEM_NOISE = frozenset({"type", "subtype", "session_id", "uuid", "cwd"})
 
 
 def _hook(
-    data: Mapping[str, Any], inner: Mapping[str, Any], limits: Limits
+    data: Mapping[str, Any], inner: Mapping[str, Any], limits: TimelineCaps
 ) -> tuple[str, str, str]:
     """A hook's start or end (`include_hook_events`): what it said, by name ("Stop
     says: …"), and how it ended. What a hook says to the model steers the agent: a
@@ -348,7 +351,7 @@ def _hook(
     return "system" + (" is-error" if failed else ""), f"hook {name}", body
 
 
-def _loop_started(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _loop_started(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     """The loop agent's first line: its model, sandbox and the prompt."""
     facts = [f"{key} {data[key]}" for key in ("model", "sandbox") if data.get(key)]
     body = f'<div class="meta">{esc(", ".join(facts))}</div>'
@@ -356,12 +359,12 @@ def _loop_started(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, st
     return "user", "loop started: the prompt", body
 
 
-def _prompt(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _prompt(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     """The prompt the stage was given (written first by the agents)."""
     return "user", "prompt", clipped_pre(_text(data.get("text")), limits.text_chars)
 
 
-def _task(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _task(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     inner = data.get("data") if isinstance(data.get("data"), dict) else {}
     assert isinstance(inner, dict)
     what = data.get("description") or inner.get("description") or data.get("summary") or ""
@@ -371,11 +374,11 @@ def _task(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
     return "system", title, f'<div class="meta">{esc(text)}</div>'
 
 
-def _nudge(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _nudge(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     return "user", "nudge (no tool call)", clipped_pre(_text(data.get("text")), limits.text_chars)
 
 
-def _other(data: Mapping[str, Any], limits: Limits) -> tuple[str, str, str]:
+def _other(data: Mapping[str, Any], limits: TimelineCaps) -> tuple[str, str, str]:
     shown = {k: v for k, v in data.items() if k not in ("time", "elapsed_s", "type")}
     return "", str(data.get("type", "?")), fold("details", clipped_pre(_text(shown), 600))
 

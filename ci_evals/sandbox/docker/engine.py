@@ -167,11 +167,11 @@ class DockerSandbox:
         self.user = f"{self.uid}:{self.gid}"
         # A command grader runs as root inside (with `GRADER_CAPS` only) and starts
         # the code under test as `self.user` through the launcher (grader_identity).
-        self._launcher: grader_identity.Launcher | None = None
+        self._launcher: grader_identity.AsAgentLauncher | None = None
         self._grader_env: dict[str, str] = {}
         self.exec_user = self.user
         if spec.grader_results is not None:
-            self._launcher = grader_identity.Launcher("setpriv")
+            self._launcher = grader_identity.AsAgentLauncher("setpriv")
             self.exec_user = "0:0"
             inside = grader_identity.INSIDE
             self._grader_env = grader_identity.environment(

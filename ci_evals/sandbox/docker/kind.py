@@ -16,7 +16,7 @@ from ci_evals.sandbox.base import Enforced, Sandbox, SandboxOptions, SandboxSpec
 from ci_evals.sandbox.docker.recipe import find_recipe, load_recipe
 
 if TYPE_CHECKING:
-    from ci_evals.config.yaml_source import Field
+    from ci_evals.config.yaml_source import LocatedNode
 
 KEYS = ("kind", "image", "network")
 
@@ -33,10 +33,10 @@ class DockerKind:
     isolated = True
     # The image is part of the task (its tools, its /workspace): without an
     # engine the command stops; it never falls back to running on the host.
-    host_stands_in = False
+    falls_back_to_host = False
     runs_images = True
 
-    def load(self, value: Field | None, suite_dir: Path) -> DockerOptions:
+    def load(self, value: LocatedNode | None, suite_dir: Path) -> DockerOptions:
         if value is None:
             raise UserError(
                 "the docker sandbox needs an image",

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ci_evals.config.yaml_source import ANY_KEY, Field, load
+from ci_evals.config.yaml_source import ANY_KEY, LocatedNode, load
 from ci_evals.errors import UserError
 from ci_evals.fs.walk import walk
 
@@ -144,14 +144,14 @@ def load_recipe(path: Path, display: str | None = None) -> Recipe:
     )
 
 
-def _matching(field: Field, pattern: re.Pattern[str], what: str) -> str:
+def _matching(field: LocatedNode, pattern: re.Pattern[str], what: str) -> str:
     value = field.as_str()
     if not pattern.fullmatch(value):
         raise field.error(f"{value!r} is not valid", hint=f"use {what}")
     return value
 
 
-def _files(field: Field, base: Path) -> tuple[tuple[Path, PurePosixPath], ...]:
+def _files(field: LocatedNode, base: Path) -> tuple[tuple[Path, PurePosixPath], ...]:
     pairs: list[tuple[Path, PurePosixPath]] = []
     for source_text, destination in field.mapping(ANY_KEY).items():
         source = (base / source_text).resolve()
