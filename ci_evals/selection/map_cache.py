@@ -10,7 +10,8 @@ repository's git dir (`.git/ci-evals/`; `git rev-parse --git-common-dir` when
   and no hashlib/OpenSSL import on the hot path), its absolute path, the
   work-tree root and the map's folder (every stored path derives from them);
 - the ci-evals version and the source files that give the map its meaning
-  (`stage_map`, `matcher`, `global_globs`, `yaml_source`, this module): size, mtime, inode;
+  (`stage_map`, `glob_syntax`, `folder_index`, `global_globs`, `yaml_source`,
+  this module): size, mtime, inode;
 - the installed pathspec and PyYAML (their `__init__.py`: size, mtime, inode;
   a reinstall or upgrade rewrites it), and the Python version.
 
@@ -42,7 +43,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # ci_evals/
 # Our modules whose code decides what a map file means.
 _SOURCES = (
     "selection/stage_map.py",
-    "selection/matcher.py",
+    "selection/glob_syntax.py",
+    "selection/folder_index.py",  # (which regexes indexing asks for: saved with the map)
     "selection/global_globs.py",
     "config/yaml_source.py",
     "selection/map_cache.py",
