@@ -192,8 +192,8 @@ class BoundedSearch:
                 # (`fast`; None: none of them can) rules out most files with no
                 # look-up, given the file is matched at all (by the folder, `covered`,
                 # or an extension). Every path here sorts after the bound's when the
-                # folder does (`a/b/` > `a/a.md` > `a/`). (Inline, not a method: a
-                # call per folder costs ~4% of `lowest_below(keep=4096)`.)
+                # folder does (`a/b/` > `a/a.md` > `a/`). Inline, not a method: as a
+                # method (one call per folder) it made `keep=4096` searches ~5% slower.
                 narrow = False
                 fixed = min(floor, ext_low)
                 if fixed != none:
