@@ -26,7 +26,8 @@ from itertools import takewhile
 
 from ci_evals import git
 from ci_evals.fs.copyable import escape_problem, escaping_link
-from ci_evals.selection.matcher import GlobMatcher, is_literal
+from ci_evals.selection.glob_syntax import is_literal
+from ci_evals.selection.matcher import GlobMatcher
 from ci_evals.selection.stage_map import GlobalGlob, MapEntry, StageMap
 
 

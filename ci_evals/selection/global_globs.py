@@ -1,7 +1,7 @@
 """The stage map's `global` globs: a change they match runs every stage.
 
 A global is a glob with exactly the entries' meaning (gitignore style, see
-`ci_evals.selection.matcher`), relative to the stage map's folder instead of
+`ci_evals.selection.glob_syntax`), relative to the stage map's folder instead of
 `root` — what the same line would mean in a `.gitignore` kept next to the map.
 So `ci-evals.yaml` matches that name at any depth below the map's folder,
 `/ci-evals.yaml` only the one beside the map, `stub/**` everything under
@@ -21,7 +21,8 @@ Two forms are worked out at load time (and cached with the map):
 
 from __future__ import annotations
 
-from ci_evals.selection.matcher import GlobMatcher, is_literal, literal_glob
+from ci_evals.selection.glob_syntax import is_literal, literal_glob
+from ci_evals.selection.matcher import GlobMatcher
 
 # `under_root`'s answer for a global that matches everything under root.
 EVERYTHING = "**"

@@ -36,7 +36,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # ci_evals/
 # Our modules whose code decides what a map file means.
 _SOURCES = (
     "selection/stage_map.py",
-    "selection/matcher.py",
+    "selection/glob_syntax.py",
+    "selection/folder_index.py",  # (which regexes indexing asks for: saved with the map)
     "selection/global_globs.py",
     "config/yaml_source.py",
     "selection/map_cache.py",

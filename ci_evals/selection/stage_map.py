@@ -15,7 +15,7 @@ marketplace file or the plugin's manifest (`marketplace`, `ignore_metadata`:
 `selection.manifest_change`). Paths are relative to the map file's folder and
 stored repo-relative (`global`: `ci_evals.selection.global_globs`). Every mistake
 is a `UserError` naming file, line, column and field (exit 2); duplicate entries
-only warn. Globs are checked by `ci_evals.selection.matcher.glob_problem`, the
+only warn. Globs are checked by `ci_evals.selection.glob_syntax.glob_problem`, the
 same rules the matcher relies on. Every key: docs/stage-map.md.
 """
 
@@ -33,19 +33,19 @@ from ci_evals import git
 from ci_evals.errors import UserError
 from ci_evals.fs.copyable import escape_problem
 from ci_evals.selection import map_cache
+from ci_evals.selection.glob_syntax import (
+    glob_problem,
+    is_literal,
+    literal_glob,
+    remember_regexes,
+)
 from ci_evals.selection.global_globs import (
     CHECKOUT_FILES,
     repo_glob,
     split_navigation,
     under_root,
 )
-from ci_evals.selection.matcher import (
-    glob_problem,
-    is_literal,
-    literal_glob,
-    needed_regexes,
-    remember_regexes,
-)
+from ci_evals.selection.matcher import needed_regexes
 from ci_evals.text import display_path
 
 if TYPE_CHECKING:

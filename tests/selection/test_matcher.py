@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ci_evals.selection.matcher import GlobMatcher, glob_problem
+from ci_evals.selection.glob_syntax import glob_problem
+from ci_evals.selection.matcher import GlobMatcher
 
 
 def _matching(glob: str, paths: list[str]) -> list[str]:
@@ -285,7 +286,7 @@ def test_pruned_search_in_folders_it_need_not_build() -> None:
     matcher = GlobMatcher(globs)
     found = matcher.lowest_below(paths, rank_of, level_of, 1, (2, ""), keep=20)
     assert found == keys[:6]
-    built = set(matcher._folders)  # (private: what was built is the point here)
+    built = set(matcher._facts)  # (private: what was built is the point here)
     assert {"f", "g"} <= built
     assert not built & {"f/g", "f/g/h", "g/deep", "h", "h/i"}
 

@@ -24,8 +24,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
+from ci_evals.selection.glob_syntax import glob_problem, literal_glob
 from ci_evals.selection.global_globs import EVERYTHING, repo_glob, split_navigation, under_root
-from ci_evals.selection.matcher import GlobMatcher, glob_problem, literal_glob
+from ci_evals.selection.matcher import GlobMatcher
 from tests.conftest import git
 
 # Small alphabets, so that generated globs and paths actually meet.
