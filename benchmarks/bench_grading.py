@@ -74,6 +74,7 @@ def bench_checks(files: int, repeats: int) -> None:
             ),
             suite_dir=Path(tmp),
             plugin_dir=Path(tmp),
+            within=Path(tmp),
         )
         run_checks(checks, root)  # warm: imports, page cache
 
