@@ -12,7 +12,7 @@ reviewer:                         # the plugin's own review agent, see reviewer/
   prompt: "Read {plugin}/agents/review-lab-plan.md ... Output format: json"
   model: claude-opus-4-1          # optional judge model (default: the suite's)
   require_all: true               # optional: every rubric criterion must be scored
-checks: [...]                     # see kinds/checks.py
+checks: [...]                     # see kinds/checks/
 graders: [...]                    # command graders, see kinds/command.py
 mcp: [...]                        # MCP servers the agent built, see kinds/mcp.py
 scoring: {...}                    # overrides the suite's scoring, see scoring.py
