@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.timing import median_seconds
 from ci_evals.config import yaml_source
-from ci_evals.grading.kinds.checks import load_checks, run_checks
+from ci_evals.grading.kinds.checks.load import load_checks
+from ci_evals.grading.kinds.checks.run import run_checks
 from ci_evals.grading.kinds.command import CommandGrader, run_command_grader
 from ci_evals.grading.reviewer.scorecard import parse_scorecard
 
@@ -74,6 +75,7 @@ def bench_checks(files: int, repeats: int) -> None:
             ),
             suite_dir=Path(tmp),
             plugin_dir=Path(tmp),
+            within=Path(tmp),
         )
         run_checks(checks, root)  # warm: imports, page cache
 

@@ -5,7 +5,8 @@ says what a Kind is). Built-in kinds are `"module:attribute"` strings,
 imported on first use, so naming one backend never imports the others. A name
 that is not built in is looked up in the seam's entry-point group
 (`ci_evals.sandboxes`, `ci_evals.agents`, `ci_evals.graders`,
-`ci_evals.endpoints`): a package that declares
+`ci_evals.endpoints`; a registry with no group, such as the kinds of check,
+holds its built-ins alone): a package that declares
 
     [project.entry-points."ci_evals.sandboxes"]
     k8s = "my_package.k8s:KIND"
@@ -35,9 +36,10 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """The kinds of one seam: `noun` names it in messages, `group` is its entry-point group."""
+    """The kinds of one seam: `noun` names it in messages, `group` is its entry-point
+    group (None: built-ins only)."""
 
-    def __init__(self, noun: str, group: str, builtins: Mapping[str, str]) -> None:
+    def __init__(self, noun: str, group: str | None, builtins: Mapping[str, str]) -> None:
         self.noun = noun
         self.group = group
         self._builtins = dict(builtins)  # name -> "module:attribute"
@@ -120,16 +122,18 @@ class Registry(Generic[T]):
     def unknown(self, name: str) -> UserError:
         """The error for a name nobody registered (callers add file:line with
         `LocatedNode.error`)."""
-        return UserError(
-            f"unknown {self.noun} {name!r}",
-            hint=f"known: {', '.join(self.names())}; a package adds one with an entry point "
-            f"in group {self.group}",
-        )
+        hint = f"known: {', '.join(self.names())}"
+        if self.group is not None:
+            hint += f"; a package adds one with an entry point in group {self.group}"
+        return UserError(f"unknown {self.noun} {name!r}", hint=hint)
 
     def _entry_points(self) -> dict[str, metadata.EntryPoint]:
         if self._plugins is None:
-            from importlib import metadata  # noqa: PLC0415 - only for a name not built in
+            if self.group is None:
+                found = {}  # built-ins only: no metadata to read
+            else:
+                from importlib import metadata  # noqa: PLC0415 - only for a name not built in
 
-            found = {ep.name: ep for ep in metadata.entry_points(group=self.group)}
+                found = {ep.name: ep for ep in metadata.entry_points(group=self.group)}
             self._plugins = found
         return self._plugins

@@ -24,7 +24,7 @@ from ci_evals.agents import plugin_load
 from ci_evals.commands import output
 from ci_evals.commands.run import allow_tools_option, positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
-from ci_evals.grading.kinds.checks import TrajectoryUse
+from ci_evals.grading.kinds.checks.trajectory import TrajectoryUse
 from ci_evals.run import isolation
 from ci_evals.run.plan import prepare
 from ci_evals.suite import committed, references

@@ -212,7 +212,7 @@ def _passed_stage(ran: ScenarioResult, stage: Stage) -> StageResult:
 
 
 def _contract_holds(suite: Suite, stage: Stage, state: Path) -> None:
-    from ci_evals.grading.kinds.checks import run_checks  # noqa: PLC0415
+    from ci_evals.grading.kinds.checks.run import run_checks  # noqa: PLC0415
 
     if stage.contract is None:
         return

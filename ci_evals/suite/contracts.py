@@ -28,17 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci_evals.errors import UserError
-from ci_evals.grading.kinds.checks import (
-    Check,
-    ChecksGrader,
-    FilesExist,
-    FrontMatter,
-    HasHeadings,
-    JsonSchema,
-    globs_of,
-    load_schema,
-    normalize_heading,
-)
+from ci_evals.grading.kinds.checks.base import Check
+from ci_evals.grading.kinds.checks.files import FilesExist
+from ci_evals.grading.kinds.checks.front_matter import HasFrontMatter
+from ci_evals.grading.kinds.checks.grader import ChecksGrader
+from ci_evals.grading.kinds.checks.headings import HasHeadings, normalize_heading
+from ci_evals.grading.kinds.checks.json_schema import JsonSchema, load_schema
+from ci_evals.grading.kinds.checks.paths import globs_of
 from ci_evals.selection.suite_change import covers as _covers
 from ci_evals.text import display_path
 
@@ -107,7 +103,7 @@ def _content_checks(base: str, globs: tuple[str, ...], item: Produced | Consumed
     if item.headings:
         found.append(HasHeadings(f"{base}.headings", globs, item.headings))
     if item.front_matter:
-        found.append(FrontMatter(f"{base}.front_matter", globs, item.front_matter))
+        found.append(HasFrontMatter(f"{base}.front_matter", globs, item.front_matter))
     return found
 
 

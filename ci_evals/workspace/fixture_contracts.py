@@ -28,20 +28,18 @@ from typing import TYPE_CHECKING
 from ci_evals.errors import UserError
 from ci_evals.fs.copy import copy_file
 from ci_evals.fs.walk import walk
-from ci_evals.grading.kinds.checks import (
-    FilesExist,
-    FrontMatter,
-    HasHeadings,
-    JsonSchema,
-    check_outcomes,
-)
+from ci_evals.grading.kinds.checks.files import FilesExist
+from ci_evals.grading.kinds.checks.front_matter import HasFrontMatter
+from ci_evals.grading.kinds.checks.headings import HasHeadings
+from ci_evals.grading.kinds.checks.json_schema import JsonSchema
+from ci_evals.grading.kinds.checks.run import check_outcomes
 from ci_evals.suite.contracts import CONTRACT_GRADER, Consumed, Produced, seed_folder
 
 if TYPE_CHECKING:
     from ci_evals.suite.load import Scenario, Stage, Suite
 
 # The checks a contract item compiles to: each looks at files matching globs.
-_FileCheck = FilesExist | HasHeadings | FrontMatter | JsonSchema
+_FileCheck = FilesExist | HasHeadings | HasFrontMatter | JsonSchema
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,12 @@ from claude_agent_sdk import AssistantMessage, TextBlock, ToolUseBlock
 from ci_evals.config import yaml_source
 from ci_evals.errors import UserError
 from ci_evals.grading.config import load_policy
-from ci_evals.grading.kinds import checks as checkmod
-from ci_evals.grading.kinds.checks import load_checks, run_checks
+from ci_evals.grading.kinds.checks.base import Check
+from ci_evals.grading.kinds.checks.equals_length import _MISSING, dotted
+from ci_evals.grading.kinds.checks.files import FilesExist
+from ci_evals.grading.kinds.checks.headings import headings_of
+from ci_evals.grading.kinds.checks.load import load_checks
+from ci_evals.grading.kinds.checks.run import run_checks
 from ci_evals.grading.kinds.trajectory import tool_uses
 from tests.conftest import EXAMPLE
 
@@ -27,7 +31,7 @@ PLAN_SCHEMA = {
 }
 
 
-def load(text: str, tmp_path: Path) -> tuple[checkmod.Check, ...]:
+def load(text: str, tmp_path: Path) -> tuple[Check, ...]:
     plugin = tmp_path / "plugin"
     (plugin / "templates").mkdir(parents=True, exist_ok=True)
     (plugin / "templates" / "plan.schema.json").write_text(json.dumps(PLAN_SCHEMA))
@@ -154,7 +158,7 @@ def test_headings(ws: Path, tmp_path: Path) -> None:
 
 def test_headings_of_parses_atx_only_outside_fences() -> None:
     text = "#Not\n# One #\n   ## Two  words \n~~~\n# fenced\n~~~\n####### seven\n## \n"
-    assert checkmod.headings_of(text) == ["# One", "## Two words", "## "]
+    assert headings_of(text) == ["# One", "## Two words", "## "]
 
 
 # -- json schema -----------------------------------------------------------------
@@ -223,8 +227,8 @@ def test_equals_length(ws: Path, tmp_path: Path) -> None:
 
 def test_dotted_indexes_lists() -> None:
     doc = {"chapters": [{"slug": "a"}, {"slug": "b"}]}
-    assert checkmod.dotted(doc, "chapters.1.slug") == "b"
-    assert checkmod.dotted(doc, "chapters.2.slug") is checkmod._MISSING
+    assert dotted(doc, "chapters.1.slug") == "b"
+    assert dotted(doc, "chapters.2.slug") is _MISSING
 
 
 # -- trajectory ------------------------------------------------------------------
@@ -377,7 +381,7 @@ def test_load_errors_name_file_and_line(tmp_path: Path, text: str, message: str)
 
 def test_files_default_is_at_least_one(tmp_path: Path) -> None:
     [check] = load("- { files: a.md }\n", tmp_path)
-    assert check == checkmod.FilesExist(id="files:a.md", globs=("a.md",), min=1)
+    assert check == FilesExist(id="files:a.md", globs=("a.md",), min=1)
 
 
 def test_the_example_suite_loads_and_its_fixture_passes_the_checks() -> None:
@@ -396,7 +400,7 @@ def test_the_example_suite_loads_and_its_fixture_passes_the_checks() -> None:
     assert "plan-lab" in loaded
     assert load_policy(root["scoring"]).analytic_threshold == 3.0
     # Stage 3's curated fixture is known-good: its file checks must pass.
-    files_only = [c for c in loaded["plan-lab"] if not isinstance(c, checkmod.TrajectoryUse)]
+    files_only = [c for c in loaded["plan-lab"] if not c.reads_trajectory]
     result = run_checks(files_only, EXAMPLE.fixtures / "3-plan-lab-output")
     assert [c.id for c in result.criteria if not c.passed] == []
     # The files, headings and schema are in the stage's contract (`produces`) now.

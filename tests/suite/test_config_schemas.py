@@ -30,7 +30,9 @@ import ci_evals
 from ci_evals.agents.loop import config as loop_config
 from ci_evals.errors import UserError
 from ci_evals.grading.config import CHECKLIST_RULES, POLICY_KEYS
-from ci_evals.grading.kinds import checks, command, mcp
+from ci_evals.grading.kinds import command, mcp
+from ci_evals.grading.kinds.checks.base import ID
+from ci_evals.grading.kinds.checks.registry import CHECK_KINDS
 from ci_evals.grading.kinds.registry import KINDS as GRADER_KINDS
 from ci_evals.grading.reviewer.config import REVIEWER_KEYS
 from ci_evals.sandbox.docker import kind as docker_kind
@@ -117,13 +119,21 @@ def test_suite_schema_keys_are_the_loaders() -> None:
 
 
 def test_check_kinds_are_the_loaders() -> None:
+    """A check's branch is what its kind declares (`CheckKind.keys`), in the registry's order."""
     branches = SUITE_SCHEMA["properties"]["stages"]["items"]["properties"]["checks"]["items"]
-    found = {}
-    for branch in branches["oneOf"]:
-        (kind,) = branch["required"]
-        assert branch["additionalProperties"] is False
-        found[kind] = set(branch["properties"])
-    assert found == {kind: {*checks._COMMON, *own} for kind, own in checks._KEYS.items()}
+    declared = [
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {ID: {"type": "string"}, **CHECK_KINDS.get(name).keys},
+            "required": [name],
+        }
+        for name in CHECK_KINDS.builtin
+    ]
+    assert branches["oneOf"] == declared, (
+        "the `checks` items of ci_evals/schemas/ci-evals.schema.json, from the kinds' keys: "
+        + json.dumps({"oneOf": declared}, indent=2)
+    )
 
 
 def test_stage_map_schema_keys_are_the_loaders() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.errors import UserError
-from ci_evals.grading.kinds.checks import run_checks
+from ci_evals.grading.kinds.checks.run import run_checks
 from ci_evals.main import main
 from ci_evals.suite.contracts import pointer_schema
 from ci_evals.suite.load import load_suite

@@ -20,7 +20,7 @@ KINDS: Registry[GraderKind] = Registry(
     "grader kind",
     "ci_evals.graders",
     {
-        "checks": "ci_evals.grading.kinds.checks:KIND",
+        "checks": "ci_evals.grading.kinds.checks.grader:KIND",
         "graders": "ci_evals.grading.kinds.command:KIND",
         "mcp": "ci_evals.grading.kinds.mcp:KIND",
         "plugin_eval": "ci_evals.grading.kinds.plugin_eval:KIND",
