@@ -2,16 +2,8 @@
 what it called.
 
 No model is involved. Each check becomes one checklist criterion (source
-`check`), so a report shows checks and reviewer scores side by side. A check
-names its kind by one key (docs/grading.md#checks has the table):
-
-```yaml
-checks:
-  - { files: "lab/chapters/*.md", min: 3 }                  # count / min / max
-  - { headings: "lab/content/*.md", require: ["## Steps", "Check your work"] }
-  - { json_schema: "lab/plan.json", schema: "plugin:templates/plan.schema.json" }
-  - { trajectory: { subagent: "labsmith:lab-planner" } }    # or tool: / skill: / hook:
-```
+`check`), so a report shows checks and reviewer scores side by side; a check
+names its kind by one key (docs/grading.md#checks has the table and examples).
 
 Each kind is one class in the module named by its key (`files`, `headings`,
 `front_matter`, `json_schema`, `equals_length`, `trajectory`): its keys with
