@@ -70,10 +70,10 @@ _.trace_path
 # -- The Python API docs/grading.md lists for users' own graders.
 _.read_tool_uses
 
-# -- Unused, in files other branches of issue 37 rewrite: removed after those
-# merges (the report of branch h-vulture lists them). Delete each line with it.
-_.REVIEWER_MODES  # grading/regrade.py: commands/grade.py spells the same choices itself
-_.glob_regex  # selection/matcher.py: no caller
-_.budget_refusals  # endpoints/proxy.py: read only by tests/endpoints/test_proxy.py
-_.budget_exhausted  # endpoints/proxy.py: read only by tests/endpoints/test_proxy.py
-_.input_only  # endpoints/ledger.py Metered: read only by tests/endpoints/test_proxy.py
+# -- The proxy's and the ledger's counters: what the proxy refused and charged,
+# read by tests/endpoints/test_proxy.py to tell the cases apart from outside the
+# process's own code (the cost assertions alone cannot tell a refusal from a
+# request that was never sent).
+_.budget_refusals
+_.budget_exhausted
+_.input_only

@@ -41,7 +41,6 @@ from ci_evals.sandbox.base import ON_HOST, SandboxConfig
 from ci_evals.suite.load import Scenario, Stage, Suite
 
 ReviewerMode = Literal["auto", "reuse", "rerun", "skip"]
-REVIEWER_MODES: tuple[ReviewerMode, ...] = ("auto", "reuse", "rerun", "skip")
 GRADED_STATUSES = ("completed", "passed", "failed")
 
 

@@ -157,17 +157,6 @@ def _compile_problem(glob: str) -> GlobProblem | None:
     return None
 
 
-def glob_regex(glob: str) -> str:
-    """pathspec's regex for `glob` (GitIgnoreSpec style), without its directory-marker group.
-
-    Raises ValueError when `glob` is not usable (see `glob_problem`).
-    """
-    problem = glob_problem(glob)
-    if problem is not None:
-        raise ValueError(f"{glob!r}: {problem.message}")
-    return raw_regex(glob)
-
-
 def is_literal(segment: str) -> bool:
     """True when the glob segment `segment` only matches the name it spells."""
     return not _META.intersection(segment)
