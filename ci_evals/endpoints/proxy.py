@@ -91,6 +91,7 @@ from ci_evals.endpoints.local_http import (
     LocalHTTPService,
     LocalServer,
     RefusedBody,
+    error_body,
     json_values,
     read_body,
 )
@@ -177,11 +178,6 @@ class ProxySettings:
             cap_s=self.max_retry_wait_s,
             jitter=True,
         )
-
-
-def error_body(kind: str, message: str) -> bytes:
-    """An Anthropic-shaped error: `{"type": "error", "error": {"type": ..., "message": ...}}`."""
-    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
 
 
 class SSEUsage:
@@ -312,8 +308,8 @@ class ForwardingProxy(LocalHTTPService):
         if self._exchange_log is not None:
             self._exchange_log.open()
 
-    def _make_server(self, address: tuple[str, int]) -> _Server:
-        return _Server(address, _Handler, self)
+    def _make_server(self, address: tuple[str, int]) -> ProxyHTTPServer:
+        return ProxyHTTPServer(address, ProxyHandler, self)
 
     def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
         """Abort what is in flight, join every handler thread, close the recording."""
@@ -498,13 +494,14 @@ class ProxyWatch:
         return self._faults.last(self.caller, since)
 
 
-class _Server(LocalServer):
-    """Handler threads are daemons (never block exit) but tracked, so stop() joins them."""
+class ProxyHTTPServer(LocalServer):
+    """The socket server a `ForwardingProxy` runs. Handler threads are daemons (never
+    block exit) but tracked, so stop() joins them."""
 
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], handler: type[_Handler], proxy: ForwardingProxy
+        self, address: tuple[str, int], handler: type[ProxyHandler], proxy: ForwardingProxy
     ) -> None:
         self.proxy = proxy
         super().__init__(address, handler, proxy)
@@ -528,8 +525,10 @@ class _Server(LocalServer):
                 self.proxy._handlers.discard(threading.current_thread())
 
 
-class _Handler(LocalHandler):
-    server: _Server  # one debug line per exchange instead of the access log, no headers
+class ProxyHandler(LocalHandler):
+    """One connection to the proxy: probes answered here, each POST an `_Exchange`."""
+
+    server: ProxyHTTPServer  # one debug line per exchange instead of the access log, no headers
 
     def do_HEAD(self) -> None:
         self._probe()
@@ -542,23 +541,16 @@ class _Handler(LocalHandler):
 
     def _probe(self) -> None:
         if self.path.split("?", 1)[0] in PROBE_ROUTES:
-            self.reply(200, b"", content_type="text/plain")
+            self.respond(200, b"", "text/plain")
         else:
-            self.reply(404, error_body("not_found_error", f"ci-evals proxy: no route {self.path}"))
-
-    def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+            body = error_body("not_found_error", f"ci-evals proxy: no route {self.path}")
+            self.respond(404, body, "application/json")
 
 
 class _Exchange:
     """One POST: checked, forwarded (with retries), streamed back, accounted, recorded."""
 
-    def __init__(self, handler: _Handler) -> None:
+    def __init__(self, handler: ProxyHandler) -> None:
         self.handler = handler
         self.proxy = handler.server.proxy
         self.started = time.time()
@@ -690,7 +682,7 @@ class _Exchange:
         body = error_body(kind, message)
         self.status = status
         self.response += body
-        self.handler.reply(status, body)
+        self.handler.respond(status, body, "application/json")
 
     def _forward(self) -> None:
         proxy, settings, handler = self.proxy, self.proxy.settings, self.handler
@@ -769,6 +761,8 @@ class _Exchange:
             "text/event-stream"
         )
         self._answered()
+        # A body of a known length goes on as it comes; any other in chunks.
+        send = handler.chunk if length is None else handler.send_now
         client_ok = True
         upstream_ok = False
         try:
@@ -784,13 +778,10 @@ class _Exchange:
                 if self.parser.stopped or (length is not None and not response.length):
                     # Charged before the client has it all: its next request sees the spend.
                     self._settle()
-                framed = data if length is not None else b"%x\r\n%s\r\n" % (len(data), data)
-                handler.wfile.write(framed)
-                handler.wfile.flush()
+                send(data)
             if length is None:
                 self._settle()
-                handler.wfile.write(b"0\r\n\r\n")
-                handler.wfile.flush()
+                handler.chunk(b"")
         except (OSError, http.client.HTTPException) as exc:
             client_ok = False
             self.error = f"stream broken: {type(exc).__name__}: {exc}"
