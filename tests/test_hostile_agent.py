@@ -537,7 +537,7 @@ def test_isolation_none_says_so_and_really_is_unisolated(tmp_path: Path) -> None
     ]
     leak = (run.stage_dir / "produced" / "leak.txt").read_text()
     assert "- match:" in leak  # a host file outside the workspace: as documented
-    # ci-evals' own /proc environ holds no credential (`plan.hide_credentials`); its
+    # ci-evals' own /proc environ holds no credential (`process_environment.take`); its
     # memory still does, for whoever may ptrace it: what the warning says. (A name no
     # heuristic knows is no credential to it: passed on as any variable.)
     for name in SECRETS.keys() - {"DEPLOY_PHRASE"}:

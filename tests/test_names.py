@@ -13,16 +13,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ci_evals"
 
-# (class name, file relative to the package) pairs still allowed to clash.
-ALLOWED = {
-    # renamed by issue 37's http work (one reply helper for the three local servers)
-    ("_HTTPServer", "endpoints/replay/server.py"),
-    ("_HTTPServer", "endpoints/stub_model/server.py"),
-    ("_Handler", "endpoints/proxy.py"),
-    ("_Handler", "endpoints/replay/server.py"),
-    ("_Handler", "endpoints/stub_model/server.py"),
-}
-
 
 def class_names(root: Path) -> dict[str, list[str]]:
     """Each class name defined under `root` (nested classes too) -> the files defining it."""
@@ -46,7 +36,7 @@ def twice(root: Path, allowed: set[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def test_no_class_name_is_defined_twice() -> None:
-    assert twice(PACKAGE, ALLOWED) == {}
+    assert twice(PACKAGE, set()) == {}
 
 
 def test_a_second_definition_is_found(tmp_path: Path) -> None:

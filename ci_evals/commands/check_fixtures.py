@@ -9,6 +9,7 @@ stage's graders.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ci_evals.commands import output
@@ -62,4 +63,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ci_evals.run import check_fixtures  # noqa: PLC0415
 
-    return check_fixtures.run(args)
+    return check_fixtures.run(args, dict(os.environ))  # the environment, read once

@@ -86,14 +86,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.commands.report import _check_comment_key, _comment  # noqa: PLC0415
+    from ci_evals.commands.report import check_comment_key, post_comment  # noqa: PLC0415
     from ci_evals.report.forecast import forecast  # noqa: PLC0415 - pydantic
     from ci_evals.results.model import read_results  # noqa: PLC0415
     from ci_evals.run import plan  # noqa: PLC0415
     from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
     if args.comment:
-        _check_comment_key(args.comment_key)
+        check_comment_key(args.comment_key)
     if args.max_usd is not None and not args.max_usd > 0:
         raise UserError(f"--max-usd {args.max_usd}: must be above 0", field="--max-usd")
     suite = load_suite(args.suite or find_suite(Path.cwd()))
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             },
         )
     if args.comment:
-        _comment(env, markdown, key=args.comment_key)
+        post_comment(env, markdown, key=args.comment_key)
     return EXIT_FAIL if gate == "waiting" else EXIT_OK
 
 

@@ -8,6 +8,7 @@ contradicts itself is refused, exit 2.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,12 +55,13 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.results.outcome import run_document  # noqa: PLC0415
     from ci_evals.run import grade  # noqa: PLC0415
 
+    environ = dict(os.environ)  # read once, here; nothing below reads os.environ
     emit: output.Emit | None = args.emit
     if emit is None:
-        return grade.run(args, inconsistencies=problems)
+        return grade.run(args, environ, inconsistencies=problems)
 
     def on_result(result: RunResult, run_dir: Path, results: Path, code: int) -> None:
         document = run_document(result, run_dir, results)
         emit(code, {"verdict": document["verdict"], "run": document})
 
-    return grade.run(args, inconsistencies=problems, on_result=on_result)
+    return grade.run(args, environ, inconsistencies=problems, on_result=on_result)

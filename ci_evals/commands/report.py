@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one step p
             "--gate stable needs main's recent runs", field="--gate", hint="add --history RUN"
         )
     if args.comment:
-        _check_comment_key(args.comment_key)  # before any file is written
+        check_comment_key(args.comment_key)  # before any file is written
     link = _html_link(args.html_url)
     result = read_results(args.run_dir)
     found = problems(result)
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one step p
     if env is not None:
         _to_actions(env, result, found, markdown)
     if args.comment:
-        _comment(env, markdown, key=args.comment_key)
+        post_comment(env, markdown, key=args.comment_key)
     passed = run_passed(result, found) or only_flaky  # --gate stable: flaky failures only
     code = EXIT_OK if passed and fixtures_passed else EXIT_FAIL
     if found:
@@ -353,13 +353,13 @@ def _annotate(result: RunResult, found: Sequence[str]) -> None:
             print(line, file=sys.stderr)
 
 
-def _check_comment_key(key: str) -> None:
+def check_comment_key(key: str) -> None:
     from ci_evals.github.comment import sticky_marker  # noqa: PLC0415 - urllib
 
     sticky_marker(key)  # a UserError names the rule
 
 
-def _comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
+def post_comment(env: ActionsEnv | None, markdown: str, *, key: str) -> None:
     """Post or update the sticky PR comment; one line on stderr says what happened.
 
     stderr, because stdout may be the Markdown summary itself.

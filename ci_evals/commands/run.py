@@ -15,6 +15,7 @@ This module is the arguments; the run is `ci_evals.run.plan` (one suite) and
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +174,8 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ci_evals.run import process_environment  # noqa: PLC0415
+
     if args.tasks is not None and args.resume is not None:
         raise UserError("--resume finishes one suite's run", hint="leave --tasks out")
     if args.tasks is not None:  # many suites: the benchmark
@@ -184,15 +187,18 @@ def run(args: argparse.Namespace) -> int:
             )
         from ci_evals.run import tasks  # noqa: PLC0415
 
-        return tasks.run(args)
+        return tasks.run(args, process_environment.take(os.environ))
     if args.matrix is not None:
         raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
     from ci_evals.report.verify import problems  # noqa: PLC0415 - a --base-run re-grade
     from ci_evals.run import plan  # noqa: PLC0415
 
+    # Read once, the shard key and the credentials out of the process's (and its /proc
+    # entry's) before anything starts; nothing below reads os.environ.
+    started = process_environment.take(os.environ)
     emit: output.Emit | None = args.emit
     if emit is None:
-        return plan.run(args, problems=_saved_run_problems, inconsistencies=problems)
+        return plan.run(args, started, problems=_saved_run_problems, inconsistencies=problems)
     documents: list[dict[str, Any]] = []
 
     def on_result(result: RunResult, run_dir: Path, code: int) -> None:
@@ -200,7 +206,9 @@ def run(args: argparse.Namespace) -> int:
 
         documents.append(run_document(result, run_dir))
 
-    code = plan.run(args, on_result, problems=_saved_run_problems, inconsistencies=problems)
+    code = plan.run(
+        args, started, on_result, problems=_saved_run_problems, inconsistencies=problems
+    )
     if documents:
         emit(code, {"verdict": documents[0]["verdict"], "run": documents[0]})
     else:  # the change (or --units) left nothing to run: no run folder

@@ -1,5 +1,6 @@
-"""An HTTP server on 127.0.0.1 served by a daemon thread: the life cycle the stub
-model and the forwarding proxy share.
+"""An HTTP server on 127.0.0.1 served by a daemon thread: the life cycle, the
+request reading and the replies the stub model, the replay server and the
+forwarding proxy share.
 
 A subclass builds its server (`_make_server`) and says what stopping must
 undo besides the server itself (`_after_shutdown`: open connections, handler
@@ -7,13 +8,14 @@ threads, files). `stop()` is idempotent; `with Service(...) as s:` starts and
 stops it.
 
 The servers run in ci-evals' own process, outside any sandbox's memory limit,
-and whatever runs in the sandbox can reach them: `read_body` is the one reader
-of a request body for all of them (at most `MAX_REQUEST_BYTES`, framed strictly,
-a gzip body inflated to that bound too; else `RefusedBody`, 413 or 400, and the
-connection closed), `loads_body` refuses a body that could build more than
-`MAX_JSON_VALUES` values before parsing it, and at most `MAX_BODIES_IN_FLIGHT`
-bodies are read at once (`body_slot`; one more waits `SLOT_WAIT_S`, then gets a
-503, which the CLI retries). The bounds and why: docs/stub-model.md.
+and whatever runs in the sandbox can reach them: every request body is read by
+`read_body` and parsed by `loads_body` within bounds (bytes, values, bodies in
+flight: `body_slot`). The bounds and why: docs/stub-model.md.
+
+Every reply goes out through `LocalHandler`: `respond` (a whole body, its
+length said), `start_stream` and `chunk` (an event stream, chunked as it is
+made), `hang_up` (a connection dropped on purpose); an error's body is the
+API's shape (`error_body`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,8}\r?\n")
 _MAX_LINE = 1024  # a chunk-size or trailer line
 _MAX_TRAILERS = 64
 _INFLATE_STEP = 1024 * 1024
+# What the API streams its answer as (`start_stream`).
+EVENT_STREAM = "text/event-stream; charset=utf-8"
+
+
+def error_body(kind: str, message: str, request_id: str | None = None) -> bytes:
+    """An error as the API words it: `{"type": "error", "error": {"type": KIND,
+    "message": ...}}`, and the `request_id` the API adds, when there is one."""
+    payload: dict[str, object] = {"type": "error", "error": {"type": kind, "message": message}}
+    if request_id is not None:
+        payload["request_id"] = request_id
+    return json.dumps(payload).encode()
 
 
 class RefusedBody(Exception):
@@ -313,3 +326,49 @@ class LocalHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # each service records its exchanges its own way
+
+    def respond(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """A whole reply: its status, `Content-Type`, `Content-Length`, `headers`, and
+        the body (but to a `HEAD`, which asks for the headers alone)."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def start_stream(
+        self, status: int, content_type: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """The headers of a reply sent as it is made (an event stream): its body
+        follows in `chunk`s, the last one empty."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+
+    def chunk(self, data: bytes) -> None:
+        """One chunk of a chunked body, sent at once (`b""` ends the body)."""
+        self.send_now(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def send_now(self, data: bytes) -> None:
+        """`data` on the wire at once: a piece of a body as it is made."""
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def hang_up(self) -> None:
+        """Drop the connection now, as a server that fails mid-answer would."""
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)

@@ -1,52 +1,13 @@
 """A per-run forwarding endpoint that holds the real API key, so the agent never does.
 
 The agent's CLI gets `cli_env()`: `ANTHROPIC_BASE_URL` pointing here (127.0.0.1)
-and `ANTHROPIC_API_KEY` set to a random per-run token that is worthless
-anywhere else. Every request must carry that token (`x-api-key` or
-`Authorization: Bearer`); the proxy drops it and sends the real credential
-upstream. On the way it
-
-- forwards `POST /v1/messages` and `POST /v1/messages/count_tokens` (any query
-  string, e.g. `?beta=true`); answers the CLI's reachability probe
-  (`HEAD`/`GET` `/` and `/api/hello`) itself with an empty 200; refuses every
-  other path with 404. Nothing reaches upstream without the token;
-- streams the response as it arrives (each read is flushed to the client at
-  once) while reading the SSE events for `usage` and `model`; a JSON body is
-  read for them at its end;
-- enforces the run's hard budget (`ledger`): a `POST /v1/messages` is
-  forwarded only once its worst case (`max_tokens` and an upper bound on its
-  input, at the model's price) is reserved, and settled on the usage the
-  response reports (`pricing.Pricing`), so concurrent requests cannot spend
-  past it. A request that does not fit in what is left of the budget is
-  refused with **402 `billing_error`**, which the CLI does not retry (it ends
-  the run with `API Error: 402 ...`; a 400 is retried, a 403 is shown as
-  "Failed to authenticate", 429/5xx are retried); one that cannot be priced
-  (no `max_tokens`) with 400 `invalid_request_error`, and so is, on both
-  routes, a body the budget could read differently from the API
-  (`ledger.loads_request`) or one not framed strictly (chunk sizes plain hex,
-  Content-Length digits). Every exit settles the request, so no reservation
-  outlives its exchange;
-- limits concurrent upstream requests (`max_concurrency`; a streamed response
-  holds its slot until it ends) and is the one layer that retries a request
-  (`faults`): 429, 500, 502, 503, 504 and 529, and a connection that could not
-  be made, all before anything was sent to the client, honouring
-  `retry-after-ms` / `retry-after` (seconds or an HTTP date: `ci_evals.backoff`;
-  capped at `max_retry_wait_s`) or else exponential backoff with jitter,
-  `max_retries` times, then passes the last error through unchanged. The CLI
-  is told not to retry (`CLAUDE_CODE_MAX_RETRIES=0` in `cli_env`), and the
-  stage is run again only for what the proxy could not retry (`faults`). An
-  upstream that took the request and answered nothing is a 502 `api_error`;
-- gives each caller (`watch()`: a stage and its reviewers) its own token, and
-  keeps the fault of its last request (`faults.Faults`) for the agent wrapper;
-- keeps of a response only what the usage parser and the recording need
-  (`_Exchange.keep_limit`), never a whole answer of any size;
-- records, when `record_path` is set, one JSON line per exchange (see
-  `_Exchange.record`) with the auth headers removed, capped per exchange and
-  in total (`exchange_log`); the key and the token are scrubbed from every
-  line and never logged.
-
-`Accept-Encoding` is forced to `identity` upstream so the stream can be read
-on the fly. The real credential is never in `repr`, the recording or the log.
+and a random per-run token worthless anywhere else; the proxy checks it, drops
+it and sends the real credential upstream. It is also where the run's hard
+budget is enforced (a request forwarded only once its worst case is reserved
+in `ledger`, settled on the usage reported), the one layer that retries a
+request (`faults`; the CLI is told not to), and where exchanges are recorded
+(capped, key and token scrubbed). The real credential is never in `repr`, the
+recording or the log. Each route, status and rule: docs/run.md (*The model proxy*).
 """
 
 from __future__ import annotations
@@ -91,6 +52,7 @@ from ci_evals.endpoints.local_http import (
     LocalHTTPService,
     LocalServer,
     RefusedBody,
+    error_body,
     json_values,
     read_body,
 )
@@ -177,11 +139,6 @@ class ProxySettings:
             cap_s=self.max_retry_wait_s,
             jitter=True,
         )
-
-
-def error_body(kind: str, message: str) -> bytes:
-    """An Anthropic-shaped error: `{"type": "error", "error": {"type": ..., "message": ...}}`."""
-    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
 
 
 class SSEUsage:
@@ -312,8 +269,8 @@ class ForwardingProxy(LocalHTTPService):
         if self._exchange_log is not None:
             self._exchange_log.open()
 
-    def _make_server(self, address: tuple[str, int]) -> _Server:
-        return _Server(address, _Handler, self)
+    def _make_server(self, address: tuple[str, int]) -> ProxyHTTPServer:
+        return ProxyHTTPServer(address, ProxyHandler, self)
 
     def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
         """Abort what is in flight, join every handler thread, close the recording."""
@@ -498,13 +455,14 @@ class ProxyWatch:
         return self._faults.last(self.caller, since)
 
 
-class _Server(LocalServer):
-    """Handler threads are daemons (never block exit) but tracked, so stop() joins them."""
+class ProxyHTTPServer(LocalServer):
+    """The socket server a `ForwardingProxy` runs. Handler threads are daemons (never
+    block exit) but tracked, so stop() joins them."""
 
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], handler: type[_Handler], proxy: ForwardingProxy
+        self, address: tuple[str, int], handler: type[ProxyHandler], proxy: ForwardingProxy
     ) -> None:
         self.proxy = proxy
         super().__init__(address, handler, proxy)
@@ -528,8 +486,10 @@ class _Server(LocalServer):
                 self.proxy._handlers.discard(threading.current_thread())
 
 
-class _Handler(LocalHandler):
-    server: _Server  # one debug line per exchange instead of the access log, no headers
+class ProxyHandler(LocalHandler):
+    """One connection to the proxy: probes answered here, each POST an `_Exchange`."""
+
+    server: ProxyHTTPServer  # one debug line per exchange instead of the access log, no headers
 
     def do_HEAD(self) -> None:
         self._probe()
@@ -542,23 +502,16 @@ class _Handler(LocalHandler):
 
     def _probe(self) -> None:
         if self.path.split("?", 1)[0] in PROBE_ROUTES:
-            self.reply(200, b"", content_type="text/plain")
+            self.respond(200, b"", "text/plain")
         else:
-            self.reply(404, error_body("not_found_error", f"ci-evals proxy: no route {self.path}"))
-
-    def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+            body = error_body("not_found_error", f"ci-evals proxy: no route {self.path}")
+            self.respond(404, body, "application/json")
 
 
 class _Exchange:
     """One POST: checked, forwarded (with retries), streamed back, accounted, recorded."""
 
-    def __init__(self, handler: _Handler) -> None:
+    def __init__(self, handler: ProxyHandler) -> None:
         self.handler = handler
         self.proxy = handler.server.proxy
         self.started = time.time()
@@ -690,7 +643,7 @@ class _Exchange:
         body = error_body(kind, message)
         self.status = status
         self.response += body
-        self.handler.reply(status, body)
+        self.handler.respond(status, body, "application/json")
 
     def _forward(self) -> None:
         proxy, settings, handler = self.proxy, self.proxy.settings, self.handler
@@ -769,6 +722,8 @@ class _Exchange:
             "text/event-stream"
         )
         self._answered()
+        # A body of a known length goes on as it comes; any other in chunks.
+        send = handler.chunk if length is None else handler.send_now
         client_ok = True
         upstream_ok = False
         try:
@@ -784,13 +739,10 @@ class _Exchange:
                 if self.parser.stopped or (length is not None and not response.length):
                     # Charged before the client has it all: its next request sees the spend.
                     self._settle()
-                framed = data if length is not None else b"%x\r\n%s\r\n" % (len(data), data)
-                handler.wfile.write(framed)
-                handler.wfile.flush()
+                send(data)
             if length is None:
                 self._settle()
-                handler.wfile.write(b"0\r\n\r\n")
-                handler.wfile.flush()
+                handler.chunk(b"")
         except (OSError, http.client.HTTPException) as exc:
             client_ok = False
             self.error = f"stream broken: {type(exc).__name__}: {exc}"

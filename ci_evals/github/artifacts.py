@@ -34,20 +34,20 @@ from typing import Any
 from ci_evals.backoff import Deadline, RetryPolicy
 from ci_evals.errors import UserError
 from ci_evals.fs import json_input
-from ci_evals.github.comment import (
-    _TOKEN,
+from ci_evals.github.comment import CommentSettings
+from ci_evals.github.rest import (
     API_VERSION,
     DEFAULT_RETRY,
     PER_PAGE,
-    CommentSettings,
-    _api_base,
-    _Client,
-    _next_page,
-    _NoRedirect,
-    _path,
-    _split_repository,
-    _StatusError,
+    Client,
+    NoRedirect,
+    StatusError,
+    api_base,
+    api_path,
+    check_token,
+    next_page,
     passed,
+    split_repository,
     with_retries,
 )
 from ci_evals.github.safe_zip import ZipLimits, safe_extract
@@ -82,13 +82,9 @@ def _checked(settings: CommentSettings) -> tuple[str, str, str]:
             hint="in Actions: env: GITHUB_TOKEN: ${{ github.token }} (needs `actions: read`)",
         )
     assert settings.repository is not None and settings.token is not None
-    if not _TOKEN.fullmatch(settings.token):
-        raise UserError(
-            "the GitHub token is empty or contains spaces or control characters",
-            field="GITHUB_TOKEN",
-        )
-    _split_repository(settings.repository)
-    return _api_base(settings.api_url), settings.repository, settings.token
+    check_token(settings.token)
+    split_repository(settings.repository)
+    return api_base(settings.api_url), settings.repository, settings.token
 
 
 @dataclass(frozen=True)
@@ -163,7 +159,7 @@ def _trusted(run: Mapping[str, Any], repository: str, branch: str) -> bool:
     )
 
 
-def _runs(client: _Client, url: str) -> Iterator[Mapping[str, Any]]:
+def _runs(client: Client, url: str) -> Iterator[Mapping[str, Any]]:
     """The listed workflow runs, newest first, over pages, at most `MAX_RUNS`."""
     seen = 0
     next_url: str | None = url
@@ -173,15 +169,15 @@ def _runs(client: _Client, url: str) -> Iterator[Mapping[str, Any]]:
         page, headers = client.request("GET", next_url)
         runs = page.get("workflow_runs") if isinstance(page, dict) else None
         if not isinstance(runs, list):
-            raise UserError(f"GitHub API: GET {_path(next_url)} did not answer workflow runs")
+            raise UserError(f"GitHub API: GET {api_path(next_url)} did not answer workflow runs")
         for run in runs:
             if isinstance(run, dict) and seen < MAX_RUNS:
                 seen += 1
                 yield run
-        next_url = _next_page(headers, next_url)
+        next_url = next_page(headers, next_url)
 
 
-def _artifact(client: _Client, repo_url: str, run_id: int, name: str) -> Mapping[str, Any] | None:
+def _artifact(client: Client, repo_url: str, run_id: int, name: str) -> Mapping[str, Any] | None:
     query = urllib.parse.urlencode({"name": name, "per_page": PER_PAGE})
     page, _ = client.request("GET", f"{repo_url}/actions/runs/{run_id}/artifacts?{query}")
     items = page.get("artifacts") if isinstance(page, dict) else None
@@ -217,7 +213,7 @@ def _download(
         "X-GitHub-Api-Version": API_VERSION,
         "User-Agent": USER_AGENT,
     }
-    opener = urllib.request.build_opener(_NoRedirect)
+    opener = urllib.request.build_opener(NoRedirect)
     request = urllib.request.Request(url, headers=headers)  # noqa: S310 - checked by the caller
     try:
         with opener.open(request, timeout=deadline.bounded(timeout)) as response:
@@ -229,12 +225,12 @@ def _download(
         exc.close()
         if location is None:
             raise UserError(
-                f"GitHub API: GET {_path(url)} answered {status}: {reason}",
+                f"GitHub API: GET {api_path(url)} answered {status}: {reason}",
                 hint="the token needs `actions: read`" if status in (401, 403, 404) else None,
             ) from None
     except (OSError, http.client.HTTPException) as exc:
         raise UserError(
-            f"GitHub API: GET {_path(url)} failed: {exc}".replace(token, "***")
+            f"GitHub API: GET {api_path(url)} failed: {exc}".replace(token, "***")
         ) from None
     where = urllib.parse.urljoin(url, location)
     scheme = urllib.parse.urlsplit(where).scheme
@@ -305,7 +301,7 @@ def _check(request: FetchRequest) -> None:
 
 
 def _find(
-    client: _Client, api: str, repository: str, request: FetchRequest
+    client: Client, api: str, repository: str, request: FetchRequest
 ) -> tuple[Mapping[str, Any], Mapping[str, Any]] | str:
     """The newest trusted successful run with the artifact, and the artifact; else why not."""
     repo_url = f"{api}/repos/{repository}"
@@ -343,7 +339,7 @@ def _find(
     )
 
 
-def _refused(exc: _StatusError, where: str, attempts: int) -> UserError:
+def _refused(exc: StatusError, where: str, attempts: int) -> UserError:
     hint = "the token needs `actions: read`" if exc.status in (401, 403, 404) else None
     tries = f" ({attempts} tries)" if attempts > 1 else ""
     return UserError(
@@ -365,7 +361,9 @@ def fetch_baseline(settings: CommentSettings, request: FetchRequest) -> Source:
     source = Source(False, repository, request.workflow, request.branch, request.artifact)
     try:
         # One deadline for the whole fetch: the listing's pages, its retries, the download.
-        client = _Client(api, token, request.timeout, request.retry.deadline())
+        client = Client(
+            api, token, request.timeout, request.retry.deadline(), user_agent=USER_AGENT
+        )
         found = _find(client, api, repository, request)
         if isinstance(found, str):
             source = replace(source, reason=found)

@@ -3,8 +3,8 @@
 `workflow_run.pull_requests` is empty for a pull request from a fork, so the
 number in the artifact is checked the other way round: GitHub is asked for
 that pull request, and its head commit (and head repository) must be the ones
-the triggering run evaluated. The client, its limits and its retries are the
-sticky comment's (`github.comment`).
+the triggering run evaluated. The client, its limits and its retries are
+`github.rest`'s.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ from dataclasses import dataclass
 
 from ci_evals.backoff import RetryPolicy
 from ci_evals.errors import UserError
-from ci_evals.github.comment import (
-    DEFAULT_RETRY,
-    _Client,
-    checked_request,
-    with_retries,
-)
+from ci_evals.github.rest import DEFAULT_RETRY, Client, checked_request, with_retries
+
+USER_AGENT = "ci-evals (pull request head)"
 
 
 @dataclass(frozen=True)
@@ -41,7 +38,7 @@ def pull_request_head(
 ) -> PullRequestHead:
     """`GET /repos/OWNER/NAME/pulls/N`: its state, head SHA and head repository."""
     api, owner, name = checked_request(api_url, repository, pr_number, token, timeout)
-    client = _Client(api, token, timeout, retry.deadline())
+    client = Client(api, token, timeout, retry.deadline(), user_agent=USER_AGENT)
     where = f"{owner}/{name}#{pr_number}"
     url = f"{api}/repos/{owner}/{name}/pulls/{pr_number}"
     reply, _ = with_retries(

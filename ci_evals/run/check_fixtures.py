@@ -67,9 +67,10 @@ def _contracts(suite: Suite, scenario: Scenario | None) -> int:
     return EXIT_OK
 
 
-def run(args: argparse.Namespace) -> int:
-    """The contracts, then (unless `--contracts-only`) the fixtures graded; exit 0 or 1.
-    Imports only what the contracts need before `--contracts-only` returns (the hook)."""
+def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """The contracts, then (unless `--contracts-only`) the fixtures graded, with the
+    environment the command read (`environ`); exit 0 or 1. Imports only what the
+    contracts need before `--contracts-only` returns (the hook)."""
     from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
     if args.suite:
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     code = _contracts(suite, chosen)
     if code != EXIT_OK or args.contracts_only:
         return code
-    return _grade(args, suite, chosen or suite.scenarios[0])
+    return _grade(args, suite, chosen or suite.scenarios[0], environ)
 
 
 def _cases(suite: Suite, *, contracts_only: bool) -> int:
@@ -103,7 +104,9 @@ def _cases(suite: Suite, *, contracts_only: bool) -> int:
     )
 
 
-def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
+def _grade(
+    args: argparse.Namespace, suite: Suite, scenario: Scenario, environ: Mapping[str, str]
+) -> int:
     """Each chosen fixture graded with its stage's graders, as a run grades the stage
     (`-q`: only the fixtures that fail are said; `-v`: every criterion too)."""
     import asyncio  # noqa: PLC0415 - ~30 ms the --contracts-only hook never needs
@@ -125,7 +128,6 @@ def _grade(args: argparse.Namespace, suite: Suite, scenario: Scenario) -> int:
         print("no fixture to check" if seed is None else "no other fixture to check")
         return EXIT_OK
     reviewing = not args.no_reviewer and any(s.grading.reviewer for s in stages)
-    environ = dict(os.environ)
     endpoint = _endpoint(args.model, environ, reviewing)
     # Where it runs is settled (or refused) before anything is written.
     runs_programs = reviewing or any(g.sandboxed for s in stages for g in s.grading.graders)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -93,11 +92,13 @@ def _check_endpoint(
 
 def run(
     args: argparse.Namespace,
+    environ: Mapping[str, str],
     inconsistencies: Inconsistencies,
     on_result: Callable[[RunResult, Path, Path, int], None] | None = None,
 ) -> int:
-    """The re-grade `args` ask for (see the module doc); exit 0, 1 or 2. `on_result`
-    is told the re-graded run, its folder, the new results file and the exit code."""
+    """The re-grade `args` ask for (see the module doc), with the environment the
+    command read (`environ`); exit 0, 1 or 2. `on_result` is told the re-graded run,
+    its folder, the new results file and the exit code."""
     from ci_evals.agents.environment import (  # noqa: PLC0415 - heavy imports below
         environment_for,
     )
@@ -121,7 +122,6 @@ def run(
     suite = load_suite(suite_file)
     result = saved.model_copy(deep=True)
     targets, notes = regrade.plan(result, suite, run_dir, args.reviewer)
-    environ = dict(os.environ)
     reruns = list(regrade.reruns(targets))
     endpoint = endpoint_for(args.model)
     asks = _check_endpoint(endpoint, environ, result, targets)

@@ -33,7 +33,6 @@ from ci_evals.fs import upload
 from ci_evals.results.model import RunResult, Shard, read_results
 from ci_evals.results.summary import exit_code, repeat_table
 from ci_evals.run import (
-    environ_block,
     isolation,
     provenance,
     regrade_base,
@@ -43,6 +42,7 @@ from ci_evals.run import (
     shard_mac,
 )
 from ci_evals.run.grading_hook import GradingHook
+from ci_evals.run.process_environment import RunEnvironment
 from ci_evals.run.progress import make_progress, summary_table, verdict_line
 from ci_evals.run.runner import Runner, RunPlan
 from ci_evals.sandbox.base import SandboxConfig
@@ -85,23 +85,19 @@ OnResult = Callable[[RunResult, Path, int], None]
 
 def run(
     args: argparse.Namespace,
+    started: RunEnvironment,
     on_result: OnResult | None = None,
     problems: resume.Problems | None = None,
     inconsistencies: Inconsistencies | None = None,
 ) -> int:
     """`ci-evals run` on one suite (`commands/run.py`): checked first (raising at the
-    first problem), then run; its exit code. `on_result` is told the run's outcome
-    (not called when there was nothing to run). `problems`: how a saved run disagrees
-    with itself or its folder (`run --resume` keeps nothing then). `inconsistencies`:
-    the report's check of a results file, for a re-grade of `--base-run` when only
-    graders changed."""
-    # The environment as given, the shard key's name and value included: held in our
-    # memory it is still a credential the sandbox's choice weighs (`isolation.choose`).
-    environ = dict(os.environ)
-    # Out of the process environment (and its /proc entry) before anything starts: no
-    # child inherits the shard key.
-    key = shard_mac.take_key(os.environ)
-    hide_credentials()
+    first problem), then run; its exit code. `started`: the environment the command
+    took (`process_environment.take`, the shard key already out of the process's).
+    `on_result` is told the run's outcome (not called when there was nothing to run).
+    `problems`: how a saved run disagrees with itself or its folder (`run --resume`
+    keeps nothing then). `inconsistencies`: the report's check of a results file, for
+    a re-grade of `--base-run` when only graders changed."""
+    environ, key = started.variables, started.shard_key
     resumed = None
     if getattr(args, "resume", None) is not None:
         assert problems is not None
@@ -130,6 +126,7 @@ def run(
             scenarios=ready.scenarios,
             suite_file=ready.suite.file,
             out=out,
+            environ=shard_mac.without_key(environ),
             inconsistencies=inconsistencies,
         )
         if code is not None:
@@ -158,24 +155,6 @@ def _say_single_arm(plan: RunPlan) -> None:
             f"ci-evals: stage {number} ({stage.name}) runs only with the plugin: {why}",
             file=sys.stderr,
         )
-
-
-def hide_credentials() -> None:
-    """The model's key and token, and whatever else `secret_names` takes for a
-    credential, wiped from our `/proc/<pid>/environ` but kept in `os.environ` (the
-    proxy and the judge read them there): a grader's read of `/proc/self/environ`,
-    or any process of our uid, finds none of them (docs/isolation.md)."""
-    from ci_evals.agents.environment import secret_names  # noqa: PLC0415
-
-    names = {*secret_names(os.environ), "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
-    try:
-        environ_block.hide_kept(names)
-    except OSError as exc:
-        raise UserError(
-            f"cannot wipe the credentials from this process's /proc environ ({exc}): any "
-            "process of this user could read them there",
-            hint="run ci-evals on Linux with /proc mounted",
-        ) from None
 
 
 def prepare(
@@ -300,7 +279,7 @@ def _checking(problems: Problems) -> Iterator[None]:
 def build(
     ready: Prepared,
     args: argparse.Namespace,
-    environ: dict[str, str],
+    environ: Mapping[str, str],
     *,
     resumed: resume.Resume | None = None,
 ) -> RunPlan:

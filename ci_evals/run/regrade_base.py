@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,9 +85,11 @@ def regrade(
     scenarios: tuple[Scenario, ...],
     suite_file: Path,
     out: Path,
+    environ: Mapping[str, str],
     inconsistencies: Inconsistencies,
 ) -> int | None:
-    """Re-grade `--base-run` into `out` (its exit code), or None: run the agent instead."""
+    """Re-grade `--base-run` into `out` (its exit code), or None: run the agent instead;
+    `environ`: what the run hands on (`grade.run`'s)."""
     from ci_evals.results.model import read_results  # noqa: PLC0415 - pydantic
     from ci_evals.run import grade  # noqa: PLC0415
 
@@ -119,7 +122,7 @@ def regrade(
         output=regraded,
         isolation=getattr(args, "isolation", None),
     )
-    code = grade.run(grade_args, inconsistencies=inconsistencies)
+    code = grade.run(grade_args, environ, inconsistencies=inconsistencies)
     _record_change(regraded, selection)
     (out / "results.json").replace(out / BASE_RESULTS)
     regraded.replace(out / "results.json")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, ren
 from ci_evals.results.model import Shard, read_results
 from ci_evals.run import plan as single
 from ci_evals.run import shard, shard_mac
+from ci_evals.run.process_environment import RunEnvironment
 from ci_evals.suite.load import SUITE_FILE, Suite, load_suite
 from ci_evals.suite.matrix import Configuration, load_matrix
 
@@ -39,19 +40,16 @@ BENCHMARK_JSON = "benchmark.json"
 BENCHMARK_MD = "benchmark.md"
 
 
-def run(args: argparse.Namespace) -> int:
-    # As in `plan.run`: the environment as given (the key a credential the sandbox's
-    # choice weighs), then the key out of the process's before anything starts.
-    environ = dict(os.environ)
-    key = shard_mac.take_key(os.environ)
-    single.hide_credentials()
-    out, code = _benchmark(args, environ)
+def run(args: argparse.Namespace, started: RunEnvironment) -> int:
+    """`ci-evals run --tasks`, with the environment the command took (as `plan.run`)."""
+    out, code = _benchmark(args, started.variables)
+    key = started.shard_key
     if key is not None and args.shard:  # the whole benchmark folder: every task run of this shard
         shard_mac.sign(out, key)
     return code
 
 
-def _benchmark(args: argparse.Namespace, environ: dict[str, str]) -> tuple[Path, int]:
+def _benchmark(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Path, int]:
     for option, given in (
         ("--from-stage", args.from_stage),
         ("--base", args.base),
@@ -180,7 +178,7 @@ def _model(configuration: Configuration, number: int, task: str, given: str | No
 
 def _run_task(  # noqa: PLR0917 - one private call site
     args: argparse.Namespace,
-    environ: dict[str, str],
+    environ: Mapping[str, str],
     configuration: Configuration,
     model: str | None,
     name: str,

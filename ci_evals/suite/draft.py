@@ -138,7 +138,7 @@ def plan(
         command: path.relative_to(plugin_dir).as_posix()
         for command, path in references.command_files(plugin_dir, manifest).items()
     }
-    texts = {path: _read(plugin_dir / path) for path in files}
+    texts = {path: read_or_empty(plugin_dir / path) for path in files}
     hooks = tuple(draft_shapes.hooks(plugin_dir, manifest))
     fetching = {
         hook.command: fetch
@@ -168,7 +168,7 @@ def plan(
             hook_fetches=fetching,
         )
     if stages_arg is None and len(commands) > 1:
-        command_texts = {c: _read(plugin_dir / path) for c, path in commands.items()}
+        command_texts = {c: read_or_empty(plugin_dir / path) for c, path in commands.items()}
         found = [] if independent else draft_order.readings(command_texts, files)
         if not found:
             calls = _stages(None, commands, source, sorted(commands))
@@ -235,7 +235,7 @@ def _unnamed_parts(
         if part.name not in commands and not _names_any(said, (part.name,)):
             found.append(part)
     for path in references.plugin_agents(source.path, source.manifest):
-        name = _agent_name(path, texts.get(path, ""))
+        name = agent_name(path, texts.get(path, ""))
         if not _names_any(said, (name, Path(path).stem)):
             found.append(draft_shapes.agent_part(path, name))
     return found
@@ -247,7 +247,7 @@ def _unreached(
     """The parts no command reaches, directly or through a file it names (an agent
     naming a skill): those a command stage exercises need no stage of their own."""
     unreached = {entry.glob for entry in entries if entry.why == _UNNAMED}
-    return [part for part in parts if _glob_of(_unit_of(part.file)) in unreached]
+    return [part for part in parts if glob_of(unit_of(part.file)) in unreached]
 
 
 def _part_stages(
@@ -260,7 +260,8 @@ def _part_stages(
             stage = f"{part.kind}-{stage}"
         if stage in taken:
             raise UserError(
-                f"the {part.kind} {part.name!r} ({_q(part.file)}) makes no stage name of its own",
+                f"the {part.kind} {part.name!r} ({quoted(part.file)}) "
+                "makes no stage name of its own",
                 hint="name the stages: --stages NAME=COMMAND,... then add its stage by hand",
             )
         taken.add(stage)
@@ -362,7 +363,7 @@ def _why_phases(stages: Sequence[StagePlan], found: Sequence[draft_order.Reading
     return f"phases, in turn: {names} ({first.reader} reads {first.via}, from {first.writer}{also})"
 
 
-def _read(path: Path) -> str:
+def read_or_empty(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -383,7 +384,7 @@ def _stages(
     for stage, command in pairs:
         if stages_arg is None and (not STAGE_NAME.fullmatch(stage) or stage.isdigit()):
             raise UserError(
-                f"the command {command!r} ({_q(commands[command])}) makes no stage name",
+                f"the command {command!r} ({quoted(commands[command])}) makes no stage name",
                 hint="name each stage: --stages NAME=COMMAND,... (lowercase letters, digits, "
                 "'-' and '_')",
             )
@@ -399,7 +400,7 @@ def _stages(
     uses = [command for _, command in pairs]
     plans = []
     for number, (stage, command) in enumerate(pairs, start=1):
-        text = _read(source.path / commands[command])
+        text = read_or_empty(source.path / commands[command])
         plans.append(
             StagePlan(
                 number=number,
@@ -506,17 +507,17 @@ def _components(
 ) -> tuple[tuple[Component, ...], dict[str, int]]:
     first_stage: dict[str, int] = {}
     for plan_ in stages:
-        first_stage.setdefault(_unit_of(plan_.command_file), plan_.number)
+        first_stage.setdefault(unit_of(plan_.command_file), plan_.number)
     # Units: a skill's folder is one (its files name each other); any other file is its own.
     units: dict[str, list[str]] = {}
     for path in sorted(files):
-        units.setdefault(_unit_of(path), []).append(path)
+        units.setdefault(unit_of(path), []).append(path)
     stage_of: dict[str, int] = {}
     why: dict[str, str] = {}
     for key in units:
         if key in first_stage:
             stage_of[key] = first_stage[key]
-            users = [s for s in stages if _unit_of(s.command_file) == key]
+            users = [s for s in stages if unit_of(s.command_file) == key]
             what = users[0].kind if users[0].kind != "command" else "the command"
             what = f"the {what}" if users[0].kind != "command" else what
             why[key] = f"{what} of {', '.join(s.name for s in users)}"
@@ -527,23 +528,23 @@ def _components(
     entries = []
     for key in units:
         reason = why.get(key, _UNNAMED)
-        entries.append(Component(glob=_glob_of(key), stage=stage_of.get(key, 1), why=reason))
+        entries.append(Component(glob=glob_of(key), stage=stage_of.get(key, 1), why=reason))
     agents = {}
     for path in references.plugin_agents(source.path, source.manifest):
-        agents[_agent_name(path, texts.get(path, ""))] = stage_of.get(path, 1)
+        agents[agent_name(path, texts.get(path, ""))] = stage_of.get(path, 1)
     return tuple(entries), agents
 
 
 _UNNAMED = "named by no command: stage 1 runs everything"
 
 
-def _glob_of(key: str) -> str:
+def glob_of(key: str) -> str:
     if key.endswith("/**"):
         return _literal(key.removesuffix("/**")) + "/**"
     return "/" + _literal(key)  # anchored: a bare name would match at any depth
 
 
-def _unit_of(path: str) -> str:
+def unit_of(path: str) -> str:
     parts = path.split("/")
     return f"skills/{parts[1]}/**" if parts[0] == "skills" and len(parts) > 2 else path
 
@@ -591,13 +592,13 @@ def _unit_names(key: str, paths: Sequence[str], texts: Mapping[str, str]) -> tup
     stem = Path(path).stem
     found = {Path(path).name, path}
     if path.startswith("agents/"):
-        found.add(_agent_name(path, texts.get(path, "")))
+        found.add(agent_name(path, texts.get(path, "")))
     if len(stem) > 3 and stem.lower() not in ("readme", "license", "changelog"):
         found.add(stem)
     return tuple(sorted(found))
 
 
-def _agent_name(path: str, text: str) -> str:
+def agent_name(path: str, text: str) -> str:
     return _frontmatter_value(text, "name") or Path(path).stem
 
 
@@ -613,7 +614,7 @@ def _names_any(text: str, names: Sequence[str]) -> bool:
 # into the YAML as it is: otherwise a file name could add keys to the draft.
 
 
-def _q(text: str) -> str:
+def quoted(text: str) -> str:
     """`text` as a YAML double-quoted scalar, escaped by YAML's own emitter."""
     emitted = yaml.dump(
         text, Dumper=yaml.SafeDumper, default_style='"', allow_unicode=True, width=1 << 30
@@ -621,12 +622,12 @@ def _q(text: str) -> str:
     return emitted.rstrip("\n").removesuffix("\n...").rstrip("\n")
 
 
-def _c(text: str) -> str:
+def as_comment(text: str) -> str:
     """`text` for a YAML comment: as it is when it is one line of printable
-    characters (a comment ends only at a line break), else quoted as `_q` does."""
+    characters (a comment ends only at a line break), else quoted as `quoted` does."""
     if text.isprintable():  # no line break (\n, \r, U+0085, U+2028, U+2029), no control
         return text
-    return _q(text)
+    return quoted(text)
 
 
 def prompt_for(draft: Draft, stage: StagePlan) -> str:
@@ -669,15 +670,18 @@ def _where_to_write(output: str) -> str:
 
 def _plugin_line(draft: Draft) -> str:
     if draft.marketplace is None:
-        return f"plugin: {_q(draft.plugin)}"
+        return f"plugin: {quoted(draft.plugin)}"
     folder, name = draft.marketplace
-    return f"plugin: {{ marketplace: {_q(folder)}, name: {_q(name)} }}   # {_c(draft.plugin)}/"
+    return (
+        f"plugin: {{ marketplace: {quoted(folder)}, name: {quoted(name)} }}   "
+        f"# {as_comment(draft.plugin)}/"
+    )
 
 
 def render_suite(draft: Draft) -> str:
     lines = [
-        f"# Drafted by `ci-evals init` from {_c(draft.plugin)}/ ({_c(draft.plugin_name)}): "
-        "edit the",
+        f"# Drafted by `ci-evals init` from {as_comment(draft.plugin)}/ "
+        f"({as_comment(draft.plugin_name)}): edit the",
         "# prompts, checks and scenario inputs. Format: docs/suite.md; onboarding a plugin",
         "# you did not write: docs/onboarding.md.",
         "version: 1",
@@ -696,18 +700,18 @@ def render_suite(draft: Draft) -> str:
         lines += _shell_lines(stage)
         if stage.shared:
             lines.append("    # One command, several stages: say what this stage does and writes.")
-        lines.append(f"    prompt: {_q(prompt_for(draft, stage))}")
+        lines.append(f"    prompt: {quoted(prompt_for(draft, stage))}")
         lines += [
             "    checks:                     # the stub's placeholder; check what the stage writes",
             f"      - {{ id: {stage.name}-output-written, "
-            f"files: {_q(draft.output_file(stage))}, count: 1 }}",
+            f"files: {quoted(draft.output_file(stage))}, count: 1 }}",
         ]
         lines += _fired_lines(draft, stage)
     if draft.unstaged:
         lines.append(
             "# No stage of their own (--stages names every stage, or each command's "
             "scenario would run them again): "
-            f"{_c(', '.join(draft.unstaged))}"
+            f"{as_comment(', '.join(draft.unstaged))}"
         )
     lines.append("scenarios:")
     if draft.calls:
@@ -719,7 +723,9 @@ def render_suite(draft: Draft) -> str:
             value = _example(call) if call.input_name else ""
             if not call.args_in_shell:
                 value = (value + _where_to_write(draft.output_file(draft.stages[0]))).lstrip()
-            lines.append(f"    inputs: {{ command: {_q(call.command)}, arguments: {_q(value)} }}")
+            lines.append(
+                f"    inputs: {{ command: {quoted(call.command)}, arguments: {quoted(value)} }}"
+            )
             lines += _git_lines([call])
         return "\n".join(lines) + "\n"
     # One input per command (stages sharing a command share it), from its first stage.
@@ -731,7 +737,7 @@ def render_suite(draft: Draft) -> str:
     if inputs:
         lines.append("  - id: example                 # one set of inputs; add more")
         lines += [line for s in firsts.values() for line in _hint_line(s)]
-        values = ", ".join(f"{_q(name)}: {_q(value)}" for name, value in inputs.items())
+        values = ", ".join(f"{quoted(name)}: {quoted(value)}" for name, value in inputs.items())
         lines.append(f"    inputs: {{ {values} }}")
     else:
         lines.append("  - id: example")
@@ -761,7 +767,7 @@ def _fired_lines(draft: Draft, stage: StagePlan) -> list[str]:
     """Checks that the stage's part fired: the Skill or Agent call in the trajectory,
     and on stage 1 every hook a stub run of it can fire (each hook runs in every
     stage; once is enough)."""
-    named = _q(f"{draft.plugin_name}:{stage.command}")
+    named = quoted(f"{draft.plugin_name}:{stage.command}")
     lines = []
     if stage.kind == "skill" and stage.slash_only:
         lines.append(
@@ -781,13 +787,13 @@ def _fired_lines(draft: Draft, stage: StagePlan) -> list[str]:
         if why_not is None and hook.event not in checked:
             checked.add(hook.event)
             lines.append(
-                f"      - {{ trajectory: {{ hook: {_q(hook.event)} }} }}   "
-                f"# ran and exited 0: {_c(hook.command[:60])}"
+                f"      - {{ trajectory: {{ hook: {quoted(hook.event)} }} }}   "
+                f"# ran and exited 0: {as_comment(hook.command[:60])}"
             )
         elif why_not is not None:
             lines.append(
-                f"      # no check of the {_c(hook.event)} hook ({_c(hook.command[:60])}): "
-                f"{_c(why_not)}"
+                f"      # no check of the {as_comment(hook.event)} hook "
+                f"({as_comment(hook.command[:60])}): {as_comment(why_not)}"
             )
     if not draft.hooks and stage.kind == "session":
         lines.append(
@@ -803,12 +809,14 @@ def _git_lines(plans: Sequence[StagePlan]) -> list[str]:
     using = [s for s in plans if s.runs_git is not None]
     told = [s for s in plans if s.uses_git is not None]
     if using:
-        where = f"{_c(using[0].command_file)}:{using[0].runs_git}"
+        where = f"{as_comment(using[0].command_file)}:{using[0].runs_git}"
         lines = [f"    # {where} runs `!`git ...`` first: the workspace is a repository,"]
     elif told and told[0].uses_git is not None:
         line, words = told[0].uses_git
-        where = f"{_c(told[0].command_file)}:{line}"
-        lines = [f"    # {where} has the model run `{_c(words)}`: the workspace is a repository,"]
+        where = f"{as_comment(told[0].command_file)}:{line}"
+        lines = [
+            f"    # {where} has the model run `{as_comment(words)}`: the workspace is a repository,"
+        ]
     else:
         return []
     lines.append("    # the seed fixtures/0-<name>/ its one commit (docs/suite.md#a-git-workspace)")
@@ -824,7 +832,8 @@ def _shell_lines(stage: StagePlan) -> list[str]:
     if not stage.args_in_shell:
         return []
     return [
-        f"    # {_c(stage.command_file)} hands its arguments to a shell (`!`...$ARGUMENTS``):",
+        f"    # {as_comment(stage.command_file)} hands its arguments to a shell "
+        "(`!`...$ARGUMENTS``):",
         "    # nothing is added to them to say where to write; check what it writes itself",
     ]
 
@@ -833,12 +842,12 @@ def _asks_user_lines(stage: StagePlan, indent: str) -> list[str]:
     if stage.asks_user is None:
         return []
     line, text, others = stage.asks_user
-    where = f"{_c(stage.command_file)}:{line}"
+    where = f"{as_comment(stage.command_file)}:{line}"
     if others:
         where += f" (also line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})"
     return [
         f"{indent}# {where} stops for a person:",
-        f"{indent}#   {_q(text[:80])}",
+        f"{indent}#   {quoted(text[:80])}",
         f"{indent}# A stage runs unattended: answer in the prompt (docs/onboarding.md).",
     ]
 
@@ -848,23 +857,24 @@ def _hint_line(stage: StagePlan) -> list[str]:
     if stage.input_name is None:
         return []
     if stage.example is not None:
-        return [f"    # as {_c(stage.command_file)} shows it run"]
+        return [f"    # as {as_comment(stage.command_file)} shows it run"]
     if stage.argument_hint is None:
         return []
-    hint = _q(stage.argument_hint)
-    return [f"    # {_c(stage.command)}'s argument-hint is {hint}: a made-up value"]
+    hint = quoted(stage.argument_hint)
+    return [f"    # {as_comment(stage.command)}'s argument-hint is {hint}: a made-up value"]
 
 
 def render_stage_map(draft: Draft) -> str:
     names = ", ".join(stage.name for stage in draft.stages)
     lines = [
-        f"# Drafted by `ci-evals init` from {_c(draft.plugin)}/: which stage each plugin file can",
+        f"# Drafted by `ci-evals init` from {as_comment(draft.plugin)}/: "
+        "which stage each plugin file can",
         "# affect. A file maps to the lowest stage whose command (or a file such a command",
         "# names) names it; a file nothing names maps to stage 1, which runs everything, but",
         "# a README, licence or changelog nothing names to none (no stage reads it).",
         "# Refine by hand (docs/onboarding.md); `ci-evals check-coverage` keeps it complete.",
         "version: 1",
-        f"root: {_q(draft.plugin)}",
+        f"root: {quoted(draft.plugin)}",
         f"stages: [{names}]",
         "entries:",
     ]
@@ -872,28 +882,32 @@ def render_stage_map(draft: Draft) -> str:
     folded = _folders_at_stage_one(draft.entries, unread)
     for folder, (count, others) in folded.items():
         first = draft.stages[0].name
-        excepted = f"except: [{', '.join(_q(entry.glob) for entry in others)}], " if others else ""
+        excepted = (
+            f"except: [{', '.join(quoted(entry.glob) for entry in others)}], " if others else ""
+        )
         why = f"{count - len(others)} of its {count} entries at stage 1, as is a file added later"
         if others:
             why += "; the rest below"
-        lines.append(f"  - {{ glob: {_q(folder)}, {excepted}stage: {first} }}   # {why}")
+        lines.append(f"  - {{ glob: {quoted(folder)}, {excepted}stage: {first} }}   # {why}")
     inside = {id(entry) for _, others in folded.values() for entry in others}
     for entry in draft.entries:
         if _folder_of(entry.glob) in folded and id(entry) not in inside:
             continue  # stage 1 through its folder's entry
         if entry.glob in unread:
             why = "no command, skill or agent names it: no stage reads it"
-            lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: none }}   # {why}")
+            lines.append(f"  - {{ glob: {quoted(entry.glob)}, stage: none }}   # {why}")
             continue
         stage = draft.stages[entry.stage - 1].name
-        lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: {stage} }}   # {_c(entry.why)}")
-    globals_ = ", ".join(_q(path) for path in draft.global_paths)
+        lines.append(
+            f"  - {{ glob: {quoted(entry.glob)}, stage: {stage} }}   # {as_comment(entry.why)}"
+        )
+    globals_ = ", ".join(quoted(path) for path in draft.global_paths)
     lines += [f"global: [{globals_}]", "fixtures: fixtures"]
     lines += marketplace_lines(draft.marketplace)
     lines += [
         "# Keys Claude Code shows but loads nothing from: a change to them alone in",
         "# .claude-plugin/plugin.json or the marketplace entry runs no stage.",
-        f"ignore_metadata: [{', '.join(_q(key) for key in METADATA_KEYS)}]",
+        f"ignore_metadata: [{', '.join(quoted(key) for key in METADATA_KEYS)}]",
     ]
     return "\n".join(lines) + "\n"
 
@@ -908,8 +922,8 @@ def marketplace_lines(marketplace: tuple[str, str] | None) -> list[str]:
     return [
         "# The marketplace lists every plugin: only this plugin's entry (and what lies",
         "# outside its plugins list) is compared, parsed, at the base and the head.",
-        f"marketplace: {{ file: {_q(market if market.startswith('../') else '/' + market)}, "
-        f"plugin: {_q(name)} }}",
+        f"marketplace: {{ file: {quoted(market if market.startswith('../') else '/' + market)}, "
+        f"plugin: {quoted(name)} }}",
     ]
 
 
@@ -953,7 +967,8 @@ def render_stub(draft: Draft) -> str:
     loops = draft_shapes.loops(draft.hooks)
     if loops:
         lines += [
-            f"# The plugin's {loops[0].event} hook ({_c(loops[0].command[:60])}) may refuse to",
+            f"# The plugin's {loops[0].event} hook ({as_comment(loops[0].command[:60])}) "
+            "may refuse to",
             "# let a turn end and feed a prompt back; the CLI then asks for another turn, and",
             f"# ends it after {draft_shapes.STOP_HOOK_BLOCK_CAP} refusals in a row "
             "(CLAUDE_CODE_STOP_HOOK_BLOCK_CAP).",
@@ -972,26 +987,26 @@ def render_stub(draft: Draft) -> str:
             "    turns:",
         ]
         if stage.kind == "skill" and not stage.slash_only:
-            skill = _q(f"{draft.plugin_name}:{stage.command}")
+            skill = quoted(f"{draft.plugin_name}:{stage.command}")
             lines += ["      - tools:", f"          - skill: {{name: {skill}}}"]
         lines += [
             "      - tools:",
-            f'          - write: {{path: {_q(output)}, content: "{content}"}}',
+            f'          - write: {{path: {quoted(output)}, content: "{content}"}}',
         ]
         for agent, number in draft.agents.items():
             if number == stage.number:
                 task = f"Placeholder task for {agent} in stage {stage.name}: {{args}}"
                 lines.append(
-                    f"          - agent: {{name: {_q(f'{draft.plugin_name}:{agent}')}, "
-                    f"prompt: {_q(task)}}}"
+                    f"          - agent: {{name: {quoted(f'{draft.plugin_name}:{agent}')}, "
+                    f"prompt: {quoted(task)}}}"
                 )
-        lines.append(f"      - text: {_q(f'Stage {stage.name} done (stub).')}")
+        lines.append(f"      - text: {quoted(f'Stage {stage.name} done (stub).')}")
     for agent in draft.agents:
         lines += [
-            f"  - name: {_q(agent)}",
-            f"    match: {{agent: {_q(f'{draft.plugin_name}:{agent}')}}}",
+            f"  - name: {quoted(agent)}",
+            f"    match: {{agent: {quoted(f'{draft.plugin_name}:{agent}')}}}",
             "    turns:",
-            f"      - text: {_q(f'Placeholder findings of {agent} (stub).')}",
+            f"      - text: {quoted(f'Placeholder findings of {agent} (stub).')}",
         ]
     return "\n".join(lines) + "\n"
 
@@ -1000,11 +1015,11 @@ def _stub_match(draft: Draft, stage: StagePlan) -> str:
     """How the stub tells the stage's conversation: its slash command, else the
     part its prompt names (in backticks: no other prompt holds them so)."""
     if stage.kind == "session":
-        return f"prompt_contains: {_q(draft.output_file(stage))}, subagent: false"
+        return f"prompt_contains: {quoted(draft.output_file(stage))}, subagent: false"
     if stage.kind != "command" and not stage.slash_only:
         named = f"`{draft.plugin_name}:{stage.command}`"
-        return f"prompt_contains: {_q(named)}, subagent: false"
-    match = f"command: {_q(f'{draft.plugin_name}:{stage.command}')}"
+        return f"prompt_contains: {quoted(named)}, subagent: false"
+    match = f"command: {quoted(f'{draft.plugin_name}:{stage.command}')}"
     if stage.shared:
         match += f', prompt_contains: "ci-evals stage {stage.name}:"'
     return match
@@ -1023,10 +1038,10 @@ def render_precommit(
     """The hooks a suite needs: its stage map covers every plugin file and, for a suite
     with fixtures, they hold the stages' contracts (`suite_arg`: the suite's path when
     it is not at the repository's top, where check-fixtures looks)."""
-    args = f"\n        args: [--map, {_q(map_arg)}]" if map_arg else ""
+    args = f"\n        args: [--map, {quoted(map_arg)}]" if map_arg else ""
     fixtures_hook = ""
     if fixtures:
-        suite = f"\n        args: [--suite, {_q(suite_arg)}]" if suite_arg else ""
+        suite = f"\n        args: [--suite, {quoted(suite_arg)}]" if suite_arg else ""
         fixtures_hook = f"""\
       - id: ci-evals-fixtures
         name: fixtures hold the stages' contracts

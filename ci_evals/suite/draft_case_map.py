@@ -23,13 +23,13 @@ from pathlib import Path, PurePosixPath
 
 from ci_evals.selection.manifest_change import METADATA_KEYS
 from ci_evals.suite.draft import (
-    _agent_name,
-    _c,
-    _glob_of,
-    _q,
-    _read,
-    _unit_of,
+    agent_name,
+    as_comment,
+    glob_of,
     marketplace_lines,
+    quoted,
+    read_or_empty,
+    unit_of,
 )
 from ci_evals.suite.plugin_evals import Case
 
@@ -55,10 +55,10 @@ def entries(
     texts = {case.name: _case_text(case.folder) for case in cases}
     units: dict[str, list[str]] = {}
     for path in sorted(files):
-        units.setdefault(_unit_of(path), []).append(path)
+        units.setdefault(unit_of(path), []).append(path)
     found = []
     for key, paths in units.items():
-        glob = _glob_of(key)
+        glob = glob_of(key)
         if len(paths) == 1 and paths[0] in unread:
             found.append(
                 CaseEntry(glob, (), "no skill, command or agent names it: no case reads it")
@@ -85,14 +85,14 @@ def _pattern(
         names = {parts[1]}
         skill = plugin_dir / "skills" / parts[1] / "SKILL.md"
         if skill.is_file():
-            names.add(_agent_name("SKILL.md", _read(skill)))
+            names.add(agent_name("SKILL.md", read_or_empty(skill)))
         return f"skill {parts[1]}", _words(names)
     if parts[0] == "commands" and len(parts) == 2 and parts[1].endswith(".md"):
         name = parts[1].removesuffix(".md")
         options = (re.escape(f"/{plugin_name}:{name}"), re.escape(f"/{name}"))
         return f"command /{name}", re.compile(rf"(?:{'|'.join(options)})(?![\w-])", re.I)
     if parts[0] == "agents" and len(parts) == 2 and parts[1].endswith(".md"):
-        name = _agent_name(paths[0], _read(plugin_dir / paths[0]))
+        name = agent_name(paths[0], read_or_empty(plugin_dir / paths[0]))
         return f"agent {name}", _words({name})
     return "", None
 
@@ -104,10 +104,10 @@ def _words(names: set[str]) -> re.Pattern[str]:
 
 def _case_text(folder: Path) -> str:
     """Everything the case says: its prompt, case.yaml and graders (not its mocks)."""
-    texts = [_read(folder / name) for name in ("prompt.md", "case.yaml")]
+    texts = [read_or_empty(folder / name) for name in ("prompt.md", "case.yaml")]
     graders = folder / "graders"
     if graders.is_dir():
-        texts += [_read(path) for path in sorted(graders.glob("*.md"))]
+        texts += [read_or_empty(path) for path in sorted(graders.glob("*.md"))]
     return "\n".join(texts)
 
 
@@ -121,32 +121,40 @@ def render(
 ) -> str:
     """The map's text; `marketplace`: (its folder from the map's, the plugin's entry)."""
     lines = [
-        f"# Drafted by `ci-evals init` from {_c(plugin)}/: which cases a change to each plugin",
+        f"# Drafted by `ci-evals init` from {as_comment(plugin)}/: "
+        "which cases a change to each plugin",
         "# file can affect. A skill, command or agent goes to the cases whose prompt or",
         "# graders name it; what no case names, and what Claude Code loads for every case,",
         '# to every case (cases: ["*"]). A case\'s own folder selects that case, a mock the',
         "# cases below it. Refine by hand (docs/plugin-evals.md, Selecting cases by a change);",
         "# `ci-evals check-coverage` keeps it complete.",
         "version: 1",
-        f"root: {_q(plugin)}",
-        f"evals: {_q(evals)}",
+        f"root: {quoted(plugin)}",
+        f"evals: {quoted(evals)}",
         "entries:",
     ]
     for entry in found:
         if entry.cases is None:
-            lines.append(f"  - {{ glob: {_q(entry.glob)}, cases: {EVERY} }}   # {_c(entry.why)}")
+            lines.append(
+                f"  - {{ glob: {quoted(entry.glob)}, cases: {EVERY} }}   # {as_comment(entry.why)}"
+            )
         elif not entry.cases:
-            lines.append(f"  - {{ glob: {_q(entry.glob)}, stage: none }}   # {_c(entry.why)}")
+            lines.append(
+                f"  - {{ glob: {quoted(entry.glob)}, stage: none }}   # {as_comment(entry.why)}"
+            )
         else:
-            listed = ", ".join(_q(_literal_case(name)) for name in entry.cases)
-            lines.append(f"  - {{ glob: {_q(entry.glob)}, cases: [{listed}] }}   # {_c(entry.why)}")
-    globals_ = ", ".join(_q(path) for path in global_paths)
+            listed = ", ".join(quoted(_literal_case(name)) for name in entry.cases)
+            lines.append(
+                f"  - {{ glob: {quoted(entry.glob)}, cases: [{listed}] }}   "
+                f"# {as_comment(entry.why)}"
+            )
+    globals_ = ", ".join(quoted(path) for path in global_paths)
     lines.append(f"global: [{globals_}]")
     lines += marketplace_lines(marketplace)
     lines += [
         "# Keys Claude Code shows but loads nothing from: a change to them alone in",
         "# .claude-plugin/plugin.json runs no case.",
-        f"ignore_metadata: [{', '.join(_q(key) for key in METADATA_KEYS)}]",
+        f"ignore_metadata: [{', '.join(quoted(key) for key in METADATA_KEYS)}]",
     ]
     return "\n".join(lines) + "\n"
 

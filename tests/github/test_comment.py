@@ -925,7 +925,7 @@ def test_waits_that_would_pass_the_overall_deadline_are_not_waited(github: FakeG
 
 
 def test_the_default_policy_has_an_overall_deadline() -> None:
-    from ci_evals.github.comment import DEFAULT_RETRY  # noqa: PLC0415
+    from ci_evals.github.rest import DEFAULT_RETRY  # noqa: PLC0415
 
     assert DEFAULT_RETRY.total_s is not None
     assert DEFAULT_RETRY.total_s >= DEFAULT_RETRY.cap_s  # one capped wait fits

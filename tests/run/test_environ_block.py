@@ -48,12 +48,14 @@ def test_a_taken_key_is_not_in_proc_environ_of_the_process_or_its_child(tmp_path
         holder.kill()
 
 
-# Hides the credentials as `run` does, checks they are still in os.environ (the
-# proxy reads the key there), then waits to be read.
+# Takes the environment as `run` does, checks the credentials are still in os.environ
+# (the proxy reads the key there) and in what the run reads, then waits to be read.
 KEEPER = """
 import os, sys
-from ci_evals.run import plan
-plan.hide_credentials()
+from ci_evals.run import process_environment
+started = process_environment.take(os.environ)
+assert started.shard_key is None  # none given
+assert started.variables["ANTHROPIC_API_KEY"] == "sk-ant-kept-0001"
 assert os.environ["ANTHROPIC_API_KEY"] == "sk-ant-kept-0001"
 assert os.environ["ANTHROPIC_AUTH_TOKEN"] == "token-kept-0002"
 assert os.environ["GITHUB_TOKEN"] == "ghp_kept0003"

@@ -27,11 +27,13 @@ from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from ci_evals.endpoints.local_http import (
+    EVENT_STREAM,
     LocalHandler,
     LocalHTTPService,
     LocalServer,
     RefusedBody,
     caller_of,
+    error_body,
     loads_body,
     read_decoded_body,
 )
@@ -85,8 +87,8 @@ class ReplayServer(LocalHTTPService):
         self._callers = itertools.count(1)
         super().__init__(port)
 
-    def _make_server(self, address: tuple[str, int]) -> _HTTPServer:
-        return _HTTPServer(address, _Handler, self)
+    def _make_server(self, address: tuple[str, int]) -> ReplayHTTPServer:
+        return ReplayHTTPServer(address, ReplayHandler, self)
 
     def _after_shutdown(self, httpd: ThreadingHTTPServer) -> None:
         for conn in self.open_connections():
@@ -180,26 +182,30 @@ class ReplayWatch:
         ]
 
 
-class _HTTPServer(LocalServer):
+class ReplayHTTPServer(LocalServer):
+    """The socket server a `ReplayServer` runs; its handlers reach it as `replay`."""
+
     daemon_threads = False  # tracked, so server_close() can join them
     block_on_close = True
 
     def __init__(
-        self, address: tuple[str, int], handler: type[_Handler], replay: ReplayServer
+        self, address: tuple[str, int], handler: type[ReplayHandler], replay: ReplayServer
     ) -> None:
         self.replay = replay
         super().__init__(address, handler, replay)
 
 
-class _Handler(LocalHandler):
-    server: _HTTPServer
+class ReplayHandler(LocalHandler):
+    """One connection to the replay server: each request answered from the recording."""
+
+    server: ReplayHTTPServer
 
     def do_HEAD(self) -> None:
-        self._reply(200, b"", "text/plain")
+        self.respond(200, b"", "text/plain")
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] in ("/", "/api/hello"):
-            self._reply(200, b"", "text/plain")
+            self.respond(200, b"", "text/plain")
         else:
             self._error(404, "not_found_error", f"replay: no such endpoint {self.path}")
 
@@ -226,7 +232,7 @@ class _Handler(LocalHandler):
             return
         try:
             if answer is None:
-                self._reply(200, b'{"input_tokens": 0}', "application/json")
+                self.respond(200, b'{"input_tokens": 0}', "application/json")
             elif isinstance(answer, Divergence):
                 stream = isinstance(body, dict) and body.get("stream") is True
                 model = body.get("model") if isinstance(body, dict) else None
@@ -240,20 +246,16 @@ class _Handler(LocalHandler):
     def _serve(self, exchange: Exchange, folder: str | None) -> None:
         """The recorded response, its run's temp folder replaced by `folder` (`rewrite`)."""
         if exchange.status == 0:  # recorded as no response: the connection ends
-            self._hang_up()
+            self.hang_up()
             return
         body = moved(exchange.body, exchange.streamed, exchange.folders, folder)
         if not exchange.streamed:
-            self._reply(exchange.status, body, exchange.content_type)
+            self.respond(exchange.status, body, exchange.content_type)
             return
-        self.send_response(exchange.status)
-        self.send_header("Content-Type", exchange.content_type)
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        self.start_stream(exchange.status, exchange.content_type)
         for event in _events(body):
-            self._chunk(event)
-        self._chunk(b"")
+            self.chunk(event)
+        self.chunk(b"")
 
     def _diverged(self, text: str, model: str, stream: bool) -> None:
         """A message saying so, ending the turn: the CLI stops cleanly."""
@@ -268,7 +270,7 @@ class _Handler(LocalHandler):
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
         if not stream:
-            self._reply(200, json.dumps(message).encode(), "application/json")
+            self.respond(200, json.dumps(message).encode(), "application/json")
             return
         start = {**message, "content": [], "stop_reason": None}
         events = [
@@ -300,33 +302,13 @@ class _Handler(LocalHandler):
             ),
             ("message_stop", {"type": "message_stop"}),
         ]
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        self.start_stream(200, EVENT_STREAM)
         for name, data in events:
-            self._chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-        self._chunk(b"")
+            self.chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.chunk(b"")
 
     def _error(self, status: int, kind: str, message: str) -> None:
-        body = json.dumps({"type": "error", "error": {"type": kind, "message": message}})
-        self._reply(status, body.encode(), "application/json")
-
-    def _reply(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-    def _hang_up(self) -> None:
-        self.close_connection = True
-        self.connection.shutdown(socket.SHUT_RDWR)
+        self.respond(status, error_body(kind, message), "application/json")
 
 
 def _events(body: bytes) -> list[bytes]:

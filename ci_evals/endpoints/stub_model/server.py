@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci_evals.endpoints.exchange_log import ExchangeLog
 from ci_evals.endpoints.local_http import (
+    EVENT_STREAM,
     LocalHandler,
     LocalHTTPService,
     LocalServer,
@@ -122,8 +123,8 @@ class StubServer(LocalHTTPService):
 
     thread_name = "stub-model"
 
-    def _make_server(self, address: tuple[str, int]) -> _HTTPServer:
-        return _HTTPServer(address, _Handler, self)
+    def _make_server(self, address: tuple[str, int]) -> StubModelHTTPServer:
+        return StubModelHTTPServer(address, StubModelHandler, self)
 
     def _before_start(self) -> None:
         if self._exchange_log is not None:
@@ -220,17 +221,23 @@ class StubWatch:
         ]
 
 
-class _HTTPServer(LocalServer):
+class StubModelHTTPServer(LocalServer):
+    """The socket server a `StubServer` runs; its handlers reach the stub as `stub`."""
+
     daemon_threads = False  # tracked, so server_close() can join them
     block_on_close = True
 
-    def __init__(self, address: tuple[str, int], handler: type[_Handler], stub: StubServer) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[StubModelHandler], stub: StubServer
+    ) -> None:
         self.stub = stub
         super().__init__(address, handler, stub)
 
 
-class _Handler(LocalHandler):
-    server: _HTTPServer  # records replace the access log
+class StubModelHandler(LocalHandler):
+    """One connection to the stub: each request answered from the script and recorded."""
+
+    server: StubModelHTTPServer  # records replace the access log
 
     def setup(self) -> None:
         super().setup()
@@ -253,7 +260,7 @@ class _Handler(LocalHandler):
                 decoded = loads_body(body) if route == "/v1/messages" else None
         except RefusedBody as exc:
             self.close_connection = True  # where the next request starts is unknown
-            self._other(exc.status, sse.error_body(exc.status, f"stub: {exc}", "req_stub"),
+            self._other(exc.status, sse.status_error_body(exc.status, f"stub: {exc}", "req_stub"),
                         content_type="application/json")  # fmt: skip
             return
         except ValueError as exc:
@@ -270,15 +277,10 @@ class _Handler(LocalHandler):
 
     def _other(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
         self._record_plain(status)
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self.respond(status, body, content_type)
 
     def _not_found(self) -> None:
-        body = sse.error_body(404, f"stub: no such endpoint {self.path}", "req_stub")
+        body = sse.status_error_body(404, f"stub: no such endpoint {self.path}", "req_stub")
         self._other(404, body, content_type="application/json")
 
     def _record_plain(self, status: int) -> None:
@@ -305,7 +307,7 @@ class _Handler(LocalHandler):
     def _not_json(self, exc: ValueError) -> None:
         self._other(
             400,
-            sse.error_body(400, f"stub: request body is not JSON: {exc}", "req_stub"),
+            sse.status_error_body(400, f"stub: request body is not JSON: {exc}", "req_stub"),
             content_type="application/json",
         )
 
@@ -405,60 +407,42 @@ class _Handler(LocalHandler):
             self.close_connection = True
             return
         if fault is not None and fault.kind == "http_status":
-            body = sse.error_body(fault.http_status, fault.message, request_id)
-            self.send_response(fault.http_status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("request-id", request_id)
-            self.end_headers()
-            self.wfile.write(body)
-            self._sent += body
+            body = sse.status_error_body(fault.http_status, fault.message, request_id)
+            self._respond_recorded(fault.http_status, body, request_id)
             return
         if not stream:
             self._send_json(reply, model, message_id, request_id)
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("request-id", request_id)
-        self.end_headers()
+        self.start_stream(200, EVENT_STREAM, {"request-id": request_id})
         if fault is not None and fault.kind == "malformed_sse":
-            self._chunk(sse.MALFORMED_EVENT)
-            self._chunk(b"")
+            self.chunk(sse.MALFORMED_EVENT)
+            self.chunk(b"")
             return
         events = sse.message_events(message_id, model, reply.blocks, reply.stop_reason, reply.usage)
         for data in events:
-            self._chunk(data)
+            self.chunk(data)
             if fault is not None and fault.kind == "disconnect":
                 # Cut the stream after message_start, as a dropped connection would.
-                self._hang_up()
+                self.hang_up()
                 return
-        self._chunk(b"")  # the terminating zero-length chunk
+        self.chunk(b"")  # the terminating zero-length chunk
 
     def _send_json(self, reply: Reply, model: str, message_id: str, request_id: str) -> None:
         fault = reply.fault
         if fault is not None and fault.kind == "disconnect":
-            self._hang_up()
+            self.hang_up()
             return
         if fault is not None and fault.kind == "malformed_sse":
             body = sse.MALFORMED_JSON
         else:
             body = sse.message_json(message_id, model, reply.blocks, reply.stop_reason, reply.usage)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("request-id", request_id)
-        self.end_headers()
-        self.wfile.write(body)
+        self._respond_recorded(200, body, request_id)
+
+    def _respond_recorded(self, status: int, body: bytes, request_id: str) -> None:
+        """A Messages API reply with a JSON body, kept for the recording."""
+        self.respond(status, body, "application/json", {"request-id": request_id})
         self._sent += body
 
-    def _hang_up(self) -> None:
-        self.wfile.flush()
-        self.close_connection = True
-        self.connection.shutdown(socket.SHUT_RDWR)
-
-    def _chunk(self, data: bytes) -> None:
-        self._sent += data
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
+    def chunk(self, data: bytes) -> None:
+        self._sent += data  # for the recording
+        super().chunk(data)

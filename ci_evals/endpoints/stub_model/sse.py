@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ci_evals.endpoints.local_http import error_body
 from ci_evals.endpoints.stub_model.script import StubUsage
 
 # Big Write contents are split into several deltas, as the real API does.
@@ -121,12 +122,10 @@ def _split(text: str) -> list[str]:
     return [text[i : i + _DELTA_CHARS] for i in range(0, len(text), _DELTA_CHARS)]
 
 
-def error_body(status: int, message: str | None, request_id: str) -> bytes:
-    """An Anthropic-style JSON error body for an HTTP error status."""
+def status_error_body(status: int, message: str | None, request_id: str) -> bytes:
+    """The API's error body for an HTTP error status (its error type from the status)."""
     kind = _ERROR_TYPES.get(status, "api_error")
-    text = message or f"stub: scripted HTTP {status} ({kind})"
-    payload = {"type": "error", "error": {"type": kind, "message": text}, "request_id": request_id}
-    return json.dumps(payload).encode()
+    return error_body(kind, message or f"stub: scripted HTTP {status} ({kind})", request_id)
 
 
 _ERROR_TYPES = {
