@@ -3,7 +3,7 @@
 The suite, its stage map, the slash commands and reviewer agents it names, the
 rubric files, the scenarios, the fixtures a `--from-stage` needs, the stub
 script of `--model stub:PATH` (or a key for the real API), the sandbox: the
-very checks `run` makes (`run.plan.prepare`), but every problem is listed
+very checks `run` makes (`run.run_command.prepare`), but every problem is listed
 instead of stopping at the first. No stub server, agent or workspace is
 started. It also asks Claude Code's own loader about the plugin, as `init`
 does (`plugin list`, which starts nothing of the plugin): a plugin it refuses
@@ -26,7 +26,7 @@ from ci_evals.commands.run import allow_tools_option, positive_int
 from ci_evals.errors import EXIT_OK, EXIT_USAGE, Problems, UserError
 from ci_evals.grading.kinds.checks.trajectory import TrajectoryUse
 from ci_evals.run import isolation
-from ci_evals.run.plan import prepare
+from ci_evals.run.run_command import prepare
 from ci_evals.suite import committed, references
 from ci_evals.suite.load import Plugin, Stage
 from ci_evals.suite.plugin_source import MANIFEST

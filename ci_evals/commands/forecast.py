@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.commands.report import check_comment_key, post_comment  # noqa: PLC0415
     from ci_evals.report.forecast import forecast  # noqa: PLC0415 - pydantic
     from ci_evals.results.model import read_results  # noqa: PLC0415
-    from ci_evals.run import plan  # noqa: PLC0415
+    from ci_evals.run import run_command  # noqa: PLC0415
     from ci_evals.suite.load import find_suite, load_suite  # noqa: PLC0415
 
     if args.comment:
@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--max-usd {args.max_usd}: must be above 0", field="--max-usd")
     suite = load_suite(args.suite or find_suite(Path.cwd()))
     history = [read_results(path) for path in args.history]  # each checked, one line if not
-    start = plan.from_stage_of(suite, args)
-    scenarios = plan.scenarios_for(suite, args, start) if start.stage is not None else ()
+    start = run_command.from_stage_of(suite, args)
+    scenarios = run_command.scenarios_for(suite, args, start) if start.stage is not None else ()
     env = gha.ActionsEnv.from_environ()
     if start.stage is None or not scenarios:
         print("ci-evals forecast: nothing to run: nothing to price")

@@ -3,7 +3,7 @@
 Prints `{"include": [{"shard": "I/K", ...}, ...]}` for `strategy.matrix` (no
 entry: nothing to run; with `--json` inside the `ci-evals/plan/1` document)
 and, in GitHub Actions, the step outputs `matrix`, `shards` and `from_stage`.
-The split is `ci_evals.run.split.plan`'s.
+The split is `ci_evals.run.plan_shards.plan`'s.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ci_evals.run import split  # noqa: PLC0415
+    from ci_evals.run import plan_shards  # noqa: PLC0415
 
-    planned = split.plan(args)
+    planned = plan_shards.plan(args)
     if args.emit is not None:
         import json  # noqa: PLC0415
 

@@ -8,7 +8,7 @@ and the `Runner` takes over, grading every stage that completes
 without graders) — over `--repeat` runs, under the k-of-n rule — 1 when any
 did not, 130 when interrupted (Ctrl-C or SIGTERM; partial results are written).
 
-This module is the arguments; the run is `ci_evals.run.plan` (one suite) and
+This module is the arguments; the run is `ci_evals.run.run_command` (one suite) and
 `ci_evals.run.tasks` (`--tasks`).
 """
 
@@ -191,14 +191,16 @@ def run(args: argparse.Namespace) -> int:
     if args.matrix is not None:
         raise UserError("--matrix varies the agent over many tasks", hint="add --tasks DIR")
     from ci_evals.report.verify import problems  # noqa: PLC0415 - a --base-run re-grade
-    from ci_evals.run import plan  # noqa: PLC0415
+    from ci_evals.run import run_command  # noqa: PLC0415
 
     # Read once, the shard key and the credentials out of the process's (and its /proc
     # entry's) before anything starts; nothing below reads os.environ.
     started = process_environment.take(os.environ)
     emit: output.Emit | None = args.emit
     if emit is None:
-        return plan.run(args, started, problems=_saved_run_problems, inconsistencies=problems)
+        return run_command.run(
+            args, started, problems=_saved_run_problems, inconsistencies=problems
+        )
     documents: list[dict[str, Any]] = []
 
     def on_result(result: RunResult, run_dir: Path, code: int) -> None:
@@ -206,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
 
         documents.append(run_document(result, run_dir))
 
-    code = plan.run(
+    code = run_command.run(
         args, started, on_result, problems=_saved_run_problems, inconsistencies=problems
     )
     if documents:

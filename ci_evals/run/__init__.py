@@ -1,4 +1,4 @@
-"""Running a suite: `plan` (one suite's run: checked first, then built and
+"""Running a suite: `run_command` (one suite's run: checked first, then built and
 executed; `ci-evals run` and `check` call it), `tasks` (`run --tasks`: every task
 once per agent configuration), `isolation` (the `--isolation` option and its
 rule), `provenance` (what results record of the suite and revision), the

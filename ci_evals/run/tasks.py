@@ -30,7 +30,7 @@ from ci_evals.fs.atomic import write_atomic
 from ci_evals.fs.names import name_problem
 from ci_evals.results.benchmark import ConfigurationTable, TaskRow, as_json, render, task_row
 from ci_evals.results.model import Shard, read_results
-from ci_evals.run import plan as single
+from ci_evals.run import run_command as single
 from ci_evals.run import shard, shard_mac
 from ci_evals.run.process_environment import RunEnvironment
 from ci_evals.suite.load import SUITE_FILE, Suite, load_suite

@@ -19,7 +19,7 @@ import pytest
 
 from ci_evals.errors import UserError
 from ci_evals.main import main
-from ci_evals.run.plan import from_stage_of, scenarios_for
+from ci_evals.run.run_command import from_stage_of, scenarios_for
 from ci_evals.suite.load import load_suite
 from tests.case_units_repo import CASES, PLUGIN, SKILL_CASES, commit, plugin_repo, write
 from tests.conftest import git

@@ -41,7 +41,7 @@ from ci_evals.fs import json_input
 from ci_evals.results import RESULTS_FILE, model_id_problem
 from ci_evals.results.top_fields import read_top_fields
 
-RECORD_FILE = "model-exchanges.jsonl"  # as `run --record` names it (run.plan)
+RECORD_FILE = "model-exchanges.jsonl"  # as `run --record` names it (run.run_command)
 # The proxy's outcomes for requests it answered itself, before any model saw them.
 _NEVER_SENT = frozenset({"refused_auth", "not_found", "bad_request"})
 _ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})

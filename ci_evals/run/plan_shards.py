@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ci_evals.run import plan as single
+from ci_evals.run import run_command as single
 from ci_evals.run import shard, tasks
 from ci_evals.suite.load import find_suite, load_suite
 
