@@ -1,6 +1,8 @@
-"""The one rule for a name that becomes one component of a path: a scenario id, a
-stage name, a task's folder, an agent configuration's folder (docs/scale-out.md,
-*Names that become paths*).
+"""The rule a name read from a suite or a results file must pass to become one
+component of a path: a scenario id, a stage name, a task's folder
+(docs/scale-out.md, *Names that become paths*). Names ci-evals makes itself are
+made safe where they are made: an agent configuration's folder (`suite.matrix`:
+its number and a slug) and a mock's (`workspace.mock_server`: Claude Code's rule).
 
 A suite's ids are checked with it at load, and every id read back from a results
 file, a shard or an artifact is checked with it again before it is joined to a
