@@ -1,0 +1,71 @@
+"""Regressions of issue 37's behaviour-preserving refactors (review on branch int).
+
+Each test passes on main (4c771fd) and fails on int (135f2a9) unless said otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _deep_tree(top: Path, depth: int = 120) -> None:
+    """`top/a.txt` and, below it, folders nested past PATH_MAX (4096): every path
+    under the deepest ones is too long for any call that takes a whole path."""
+    top.mkdir()
+    (top / "a.txt").write_text("x")
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d" * 40, dir_fd=fd)
+            below = os.open("d" * 40, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        os.close(os.open("deep.txt", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def test_plugin_eval_created_files_passes_over_what_it_cannot_list(tmp_path: Path) -> None:
+    """main's os.walk passed over a folder it could not list (any OSError); int's
+    fs.walk skips only PermissionError / FileNotFoundError / NotADirectoryError, so
+    an agent's tree nested past PATH_MAX (ENAMETOOLONG) raises out of the
+    `plugin_eval` grader (the `files` target, `file_exists`) instead of a list."""
+    from ci_evals.grading.kinds.plugin_eval import created_files
+
+    top = tmp_path / "ws"
+    _deep_tree(top)
+    found = created_files(top)  # int: OSError [Errno 36] File name too long
+    assert "a.txt" in found
+
+
+def test_map_cache_key_covers_every_selection_module_the_map_depends_on() -> None:
+    """The stage map cache is trusted while `_SOURCES` (size, mtime, inode) and the
+    version are unchanged. What `_to_cache` stores depends on GlobMatcher
+    (`global_globs.under_root` -> `root_globals`, `needed_regexes`): on main all of
+    it was `selection/matcher.py`, listed. On int the matcher is split into
+    matcher, name_rules, folder_index, ranking, bounded_search, glob_syntax, and
+    only glob_syntax and folder_index are listed: an edit to name_rules.py (say)
+    leaves a stale cached map trusted."""
+    code = (
+        "import sys, ci_evals.selection.stage_map as s, ci_evals.selection.map_cache as c\n"
+        "s.load_stage_map  # noqa\n"
+        "import ci_evals.selection.manifest_change\n"
+        "mods = sorted(m for m in sys.modules if m.startswith('ci_evals.selection.'))\n"
+        "print('\\n'.join(mods)); print('--'); print('\\n'.join(c._SOURCES))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    imported, listed = done.stdout.split("--\n")
+    sources = set(listed.split())
+    missing = [
+        name
+        for name in imported.split()
+        if name.removeprefix("ci_evals.").replace(".", "/") + ".py" not in sources
+    ]
+    assert not missing, f"imported by the stage map loader, not in map_cache._SOURCES: {missing}"
