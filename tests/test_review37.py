@@ -5,12 +5,16 @@ Each test passes on main (4c771fd) and fails on int (135f2a9) unless said otherw
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
+
+from ci_evals.grading.kinds.plugin_eval import created_files
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,8 +41,6 @@ def test_plugin_eval_created_files_passes_over_what_it_cannot_list(tmp_path: Pat
     fs.walk skips only PermissionError / FileNotFoundError / NotADirectoryError, so
     an agent's tree nested past PATH_MAX (ENAMETOOLONG) raises out of the
     `plugin_eval` grader (the `files` target, `file_exists`) instead of a list."""
-    from ci_evals.grading.kinds.plugin_eval import created_files
-
     top = tmp_path / "ws"
     _deep_tree(top)
     found = created_files(top)  # int: OSError [Errno 36] File name too long
@@ -79,10 +81,6 @@ def test_shipped_checks_schema_refuses_what_the_check_loader_refuses() -> None:
     now takes a list of globs and an inline `schema:` (both the loader's), but it is
     still looser than the loader. `registry.py`'s docstring says tests hold the shipped
     schema to the kinds; they hold only the keys, not which are required."""
-    import json
-
-    import jsonschema
-
     schema = json.loads((REPO / "ci_evals/schemas/ci-evals.schema.json").read_text())
     items = schema["properties"]["stages"]["items"]["properties"]["checks"]["items"]
     validator = jsonschema.Draft202012Validator(items)
