@@ -95,3 +95,32 @@ def test_shipped_checks_schema_refuses_what_the_check_loader_refuses() -> None:
     ]
     accepted = [case for case in refused_by_the_loader if validator.is_valid(case)]
     assert not accepted, f"the schema accepts what the loader refuses: {accepted}"
+
+
+class _PackagedSandboxKind:
+    """A third-party sandbox kind written against main's `SandboxKind` protocol."""
+
+    name = "packaged"
+    isolated = True
+    host_stands_in = True  # main's name; int renamed it `falls_back_to_host`, no alias
+    runs_images = False
+
+    def available(self) -> str | None:
+        return "its runtime is not installed here"
+
+
+def test_a_third_party_sandbox_kind_of_main_still_falls_back_to_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37 was to preserve behaviour, yet it renamed the extension protocols'
+    members (`SandboxKind.host_stands_in` -> `falls_back_to_host`, `AgentKind.vary`
+    -> `with_variation`) with no alias: a package's kind that main ran now raises
+    AttributeError out of `registry.choose` (and `suite.matrix`), a traceback, not a
+    UserError. CHANGELOG lists it under Changed; tests/test_third_party_backend.py
+    was edited to follow."""
+    from ci_evals.sandbox import registry  # noqa: PLC0415 - patched below
+    from ci_evals.sandbox.base import SandboxConfig  # noqa: PLC0415
+
+    monkeypatch.setattr(registry, "kind_of", lambda _config: _PackagedSandboxKind())
+    chosen = registry.choose(SandboxConfig("packaged"), secrets=())
+    assert chosen.kind == "local"
