@@ -37,12 +37,25 @@ T = TypeVar("T")
 
 class Registry(Generic[T]):
     """The kinds of one seam: `noun` names it in messages, `group` is its entry-point
-    group (None: built-ins only)."""
+    group (None: built-ins only), `protocol` the seam's Kind Protocol, whose public
+    members a package's kind must have (checked when it loads)."""
 
-    def __init__(self, noun: str, group: str | None, builtins: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        noun: str,
+        group: str | None,
+        builtins: Mapping[str, str],
+        protocol: type | None = None,
+    ) -> None:
         self.noun = noun
         self.group = group
         self._builtins = dict(builtins)  # name -> "module:attribute"
+        # A package's kind written against another version of the seam (a member
+        # renamed since) would fail mid-run with an AttributeError; it is refused
+        # when it loads instead, in one line naming what it lacks.
+        self._members = (
+            () if protocol is None else tuple(n for n in vars(protocol) if not n.startswith("_"))
+        )
         self._loaded: dict[str, T] = {}
         self._plugins: dict[str, metadata.EntryPoint] | None = None
         self._lock = threading.Lock()
@@ -74,6 +87,13 @@ class Registry(Generic[T]):
         elif name in self._entry_points():
             with self.theirs(name, "failed to load"):
                 kind = self._entry_points()[name].load()
+                missing = [m for m in self._members if not hasattr(kind, m)]
+            if missing:
+                raise UserError(
+                    f"{self.noun} {name!r} ({self.origin(name)}) lacks {', '.join(missing)}",
+                    hint="it was written for another version of ci-evals' backends "
+                    "(CHANGELOG.md names renamed members): update or uninstall that package",
+                )
         else:
             raise self.unknown(name)
         with self._lock:

@@ -24,6 +24,7 @@ KINDS: Registry[AgentKind] = Registry(
         "claude": "ci_evals.agents.claude_kind:KIND",
         "loop": "ci_evals.agents.loop.kind:KIND",
     },
+    protocol=AgentKind,
 )
 
 

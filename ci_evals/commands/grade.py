@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.results.outcome import run_document  # noqa: PLC0415
     from ci_evals.run import grade  # noqa: PLC0415
 
-    environ = dict(os.environ)  # read once, here; nothing below reads os.environ
+    environ = dict(os.environ)  # read once, here; run/ reads os.environ no more
     emit: output.Emit | None = args.emit
     if emit is None:
         return grade.run(args, environ, inconsistencies=problems)

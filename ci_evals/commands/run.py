@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from ci_evals.run import run_command  # noqa: PLC0415
 
     # Read once, the shard key and the credentials out of the process's (and its /proc
-    # entry's) before anything starts; nothing below reads os.environ.
+    # entry's) before anything starts; run/ reads os.environ no more.
     started = process_environment.take(os.environ)
     emit: output.Emit | None = args.emit
     if emit is None:

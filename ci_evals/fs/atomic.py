@@ -30,7 +30,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None, durable: b
     `mode` is the new file's permission bits; None keeps those of the file it
     replaces, or `DEFAULT_MODE` for a new file (mkstemp alone would give 0600).
     `durable=False` skips the two syncs (~10 ms): for a cache, which a crash may
-    lose or leave old, never half-written. Raises `OSError`; the target is then
+    lose, leave old or (the data not yet on disk) leave short: its reader must check
+    it (the map cache's CRC-32 does). Raises `OSError`; the target is then
     unchanged and no temporary file is left.
     """
     if mode is None:

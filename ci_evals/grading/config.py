@@ -3,12 +3,13 @@
 The suite loader keeps these keys as positioned YAML (`Stage.extra`,
 `Suite.extra`); it calls `load_stage_grading` / `load_suite_grading` on them
 and gets file:line errors for free. Per stage: `reviewer` (the plugin's own
-review agent: `reviewer/config.py`), `checks` (`kinds/checks.py`), `graders`
+review agent: `reviewer/config.py`), `checks` (`kinds/checks/`), `graders`
 (command graders: `kinds/command.py`), `mcp` (`kinds/mcp.py`) and `scoring`
-(overriding the suite's: `scoring.py`). A stage key that is none of these may be
-a grader kind a package adds (`kinds.registry`); `grader_keys` tells the suite
-loader which keys those are. Suite level: `scoring`, `repeat` (runs per
-scenario, default 1) and `pass_at_least` (k of `repeat`; default: all).
+(overriding the suite's: `load_policy` here, the rules in `results.verdict`).
+A stage key that is none of these may be a grader kind a package adds
+(`kinds.registry`); `grader_keys` tells the suite loader which keys those are.
+Suite level: `scoring`, `repeat` (runs per scenario, default 1) and
+`pass_at_least` (k of `repeat`; default: all).
 
 Every key, with an example: docs/grading.md (*In `ci-evals.yaml`*).
 """

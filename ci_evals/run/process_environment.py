@@ -1,5 +1,6 @@
 """What `ci-evals run` takes from its process's environment: read once, when the command
-starts, then handed down; nothing below it reads `os.environ`.
+starts, then handed down: no module of `run/` reads `os.environ` (below it,
+only settings no credential is in: `DOCKER_HOST`, git's, the CLI lookup).
 
 Taking it is also the run's first security step, before anything starts: the
 shard key leaves the process environment (`shard_mac.take_key`: no child

@@ -41,7 +41,7 @@ BENCHMARK_MD = "benchmark.md"
 
 
 def run(args: argparse.Namespace, started: RunEnvironment) -> int:
-    """`ci-evals run --tasks`, with the environment the command took (as `plan.run`)."""
+    """`ci-evals run --tasks`, with the environment the command took (as `run_command.run`)."""
     out, code = _benchmark(args, started.variables)
     key = started.shard_key
     if key is not None and args.shard:  # the whole benchmark folder: every task run of this shard

@@ -31,6 +31,7 @@ KINDS: Registry[SandboxKind] = Registry(
         "bwrap": "ci_evals.sandbox.bwrap_kind:KIND",
         "docker": "ci_evals.sandbox.docker.kind:KIND",
     },
+    protocol=SandboxKind,
 )
 
 

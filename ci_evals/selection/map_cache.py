@@ -38,6 +38,10 @@ _SOURCES = (
     "selection/stage_map.py",
     "selection/glob_syntax.py",
     "selection/folder_index.py",  # (which regexes indexing asks for: saved with the map)
+    "selection/matcher.py",  # the matcher's parts: `root_globals` and regexes are theirs
+    "selection/name_rules.py",
+    "selection/ranking.py",
+    "selection/bounded_search.py",
     "selection/global_globs.py",
     "config/yaml_source.py",
     "selection/map_cache.py",

@@ -204,3 +204,32 @@ def test_map_cache_sources_exist_after_the_move() -> None:
     # change the cache key.
     for name in map_cache._SOURCES:
         assert (map_cache._PACKAGE / name).is_file(), name
+
+
+def test_map_cache_key_covers_every_selection_module_the_map_depends_on() -> None:
+    """The cache is trusted while `_SOURCES` (size, mtime, inode) and the version are
+    unchanged, so every selection module the map loader imports must be listed: the
+    matcher split into six modules (issue 37) first listed two of them, and an edit
+    to the others would have left a stale cached map trusted."""
+    code = (
+        "import sys, ci_evals.selection.stage_map as s, ci_evals.selection.map_cache as c\n"
+        "s.load_stage_map  # noqa\n"
+        "import ci_evals.selection.manifest_change\n"
+        "mods = sorted(m for m in sys.modules if m.startswith('ci_evals.selection.'))\n"
+        "print('\\n'.join(mods)); print('--'); print('\\n'.join(c._SOURCES))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(map_cache.__file__).resolve().parents[2],
+    )
+    imported, listed = done.stdout.split("--\n")
+    sources = set(listed.split())
+    missing = [
+        name
+        for name in imported.split()
+        if name.removeprefix("ci_evals.").replace(".", "/") + ".py" not in sources
+    ]
+    assert not missing, f"imported by the stage map loader, not in map_cache._SOURCES: {missing}"

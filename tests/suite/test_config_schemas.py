@@ -301,3 +301,28 @@ def test_a_map_with_both_stages_and_evals_is_refused_by_both(tmp_path: Path) -> 
     assert errors(document, MAP_SCHEMA)
     del document["stages"], document["evals"]
     assert errors(document, MAP_SCHEMA)  # neither: the loader asks for stages
+
+
+@pytest.mark.xfail(
+    strict=True, reason="known gap: the schema does not say which keys a check requires"
+)
+def test_shipped_checks_schema_refuses_what_the_check_loader_refuses() -> None:
+    """Known gap (found in issue 37's review, as old as the schema): the shipped schema
+    holds each check's keys, not which are required, so an editor accepts what the
+    loader refuses. Strict xfail: it fails loudly once the schema is fixed."""
+    schema = json.loads(
+        (Path(ci_evals.__file__).parent / "schemas/ci-evals.schema.json").read_text()
+    )
+    items = schema["properties"]["stages"]["items"]["properties"]["checks"]["items"]
+    validator = jsonschema.Draft202012Validator(items)
+    refused_by_the_loader = [
+        {"headings": "a.md"},  # missing required key 'require'
+        {"headings": "a.md", "require": []},  # as_str_list(allow_empty=False)
+        {"front_matter": "a.md"},  # missing required key 'require'
+        {"json_schema": "a.json"},  # missing required key 'schema'
+        {"equals_length": "a.json", "field": "n"},  # missing required key 'array'
+        {"trajectory": {}},  # names exactly one of tool, skill, subagent, hook
+        {"trajectory": {"tool": "Bash", "skill": "x"}},
+    ]
+    accepted = [case for case in refused_by_the_loader if validator.is_valid(case)]
+    assert not accepted, f"the schema accepts what the loader refuses: {accepted}"
