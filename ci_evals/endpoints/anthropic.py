@@ -53,7 +53,7 @@ class AnthropicEndpoint:
                 model=self.model or options.default_model,
                 meter=proxy.metered,
                 # A token per stage: the endpoint's faults are told to the stage they hit.
-                watch=proxy.watch,
+                new_caller=proxy.new_caller,
             )
 
 

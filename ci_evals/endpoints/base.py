@@ -73,7 +73,7 @@ class OpenEndpoint:
     # caller; None: every caller uses `env`, and nothing can go unanswered.
     # It is told the place in the plan of the caller's unit (scenario and repeat):
     # what a scripted endpoint answers may depend on it, never on call order.
-    watch: Callable[[int | None], EndpointCaller] | None = field(default=None, repr=False)
+    new_caller: Callable[[int | None], EndpointCaller] | None = field(default=None, repr=False)
     # What it forwarded so far, for the run's cost (the forwarding proxy sees the
     # agent's own calls too); None: it does not meter (the stub, no endpoint).
     meter: Callable[[], Metered] | None = field(default=None, repr=False)

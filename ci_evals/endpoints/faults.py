@@ -1,6 +1,6 @@
 """What the forwarding proxy saw the model API do wrong, per caller.
 
-The proxy hands every stage (with its reviewers) its own token (`proxy.ProxyWatch`),
+The proxy hands every stage (with its reviewers) its own token (`proxy.ProxyCaller`),
 so a failure is told to the stage whose request it was, not to whichever stage
 asks next. A caller's *fault* is the failure of its last request, set as soon
 as an attempt fails (a request the proxy is still retrying when the stage's

@@ -308,10 +308,10 @@ class ForwardingProxy(LocalHTTPService):
             "CLAUDE_CODE_MAX_RETRIES": "0",
         }
 
-    def watch(self, place: int | None = None) -> ProxyWatch:
+    def new_caller(self, place: int | None = None) -> ProxyCaller:
         """A new caller (a stage and its reviewers): its token, later its faults."""
         caller = f"c{next(self._callers)}"
-        return ProxyWatch(self.cli_env(caller), self.faults, caller)
+        return ProxyCaller(self.cli_env(caller), self.faults, caller)
 
     @property
     def spent_usd(self) -> float:
@@ -438,7 +438,7 @@ class ForwardingProxy(LocalHTTPService):
         return text
 
 
-class ProxyWatch:
+class ProxyCaller:
     """One caller of the proxy (a stage and its reviewers): its token, its faults
     (`FaultReportingCaller` in `endpoints.base`). The proxy answers every request, so
     nothing goes unanswered (`misses` is empty)."""
@@ -526,7 +526,7 @@ class _Exchange:
         self.response_headers: dict[str, str] = {}
         self.response = bytearray()  # its first `keep_limit` bytes
         self.response_bytes = 0  # all of it
-        self.caller = ""  # whose token it carried (`ForwardingProxy.watch`)
+        self.caller = ""  # whose token it carried (`ForwardingProxy.new_caller`)
         self.charge: Charge = "usage"  # how it was charged (`ledger.Charge`)
         self.upstream_broke = False  # the upstream side of a relayed response failed
         self.attempts: list[dict[str, Any]] = []

@@ -86,7 +86,7 @@ class StubEndpoint:
                 name=self.name,
                 env=server.cli_env(),
                 model=options.default_model,
-                watch=server.watch,
+                new_caller=server.new_caller,
                 notes=_variant_notes(script),
             )
 

@@ -216,12 +216,12 @@ async def regrade(
     model: str | None,
     abort: Abort | None = None,
     sandbox: SandboxConfig = ON_HOST,
-    watch: Callable[[int | None], EndpointCaller] | None = None,
+    new_caller: Callable[[int | None], EndpointCaller] | None = None,
     endpoint: Mapping[str, str] | None = None,
 ) -> None:
     """Grade every target again; its stage result takes the new verdict.
 
-    With `watch` (the stub), each reviewer that runs again, and each stage whose
+    With `new_caller` (the stub), each reviewer that runs again, and each stage whose
     judges are asked again, is its own caller: requests of it the script could not
     answer make its stage an `error`, as in a run. `endpoint`: the endpoint
     variables the judges ask through (None: there is none, and a judge is an error).
@@ -239,7 +239,9 @@ async def regrade(
             reused = reuse_reviewer(target, suite, run_dir)
         judging = asks_model(target.stage)
         caller = (
-            watch(None) if watch is not None and (target.reviewer == "rerun" or judging) else None
+            new_caller(None)
+            if new_caller is not None and (target.reviewer == "rerun" or judging)
+            else None
         )
         scenario = Scenario(id=target.scenario.id, inputs=dict(target.scenario.inputs))
         folder = out_dir / target.stage_dir.relative_to(run_dir)

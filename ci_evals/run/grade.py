@@ -155,7 +155,7 @@ def run(
                 env_for=env_for,
                 model=opened.model,
                 sandbox=sandbox,
-                watch=opened.watch,
+                new_caller=opened.new_caller,
                 endpoint=opened.env if asks else None,
             )
         )

@@ -456,7 +456,7 @@ def execute(plan: RunPlan, endpoint: Endpoint, *, record: bool = False, verbosit
             plan,
             endpoint=dict(opened.env),
             model=opened.model,
-            watch=opened.watch,
+            new_caller=opened.new_caller,
             meter=opened.meter,
             replayed_from=opened.replayed_from,
         )

@@ -119,9 +119,9 @@ class RunPlan:
     # The model endpoint's variables for the agent (`OpenEndpoint.env`: the stub's
     # URL, or the forwarding proxy's URL and per-run token).
     endpoint: Mapping[str, str] = field(default_factory=dict, repr=False)
-    # `OpenEndpoint.watch`: a caller per stage, whose unanswered requests make
+    # `OpenEndpoint.new_caller`: a caller per stage, whose unanswered requests make
     # the stage an error (the stub); None: every stage uses `endpoint`.
-    watch: Callable[[int | None], EndpointCaller] | None = field(default=None, repr=False)
+    new_caller: Callable[[int | None], EndpointCaller] | None = field(default=None, repr=False)
     # `OpenEndpoint.meter`: what the endpoint forwarded so far -- the run's cost
     # and budget (it includes the agent's own calls); None: the stages' costs.
     meter: Callable[[], Metered] | None = field(default=None, repr=False)
@@ -603,8 +603,8 @@ class Runner:
         without = state.arm == "without"
         stage_dir = plan.run_dir / state.folder / f"{stage.number}-{stage.name}"
         stage_dir.mkdir(parents=True, exist_ok=True)
-        watch = plan.watch(state.place) if plan.watch is not None else None
-        endpoint = plan.endpoint if watch is None else watch.env
+        caller = plan.new_caller(state.place) if plan.new_caller is not None else None
+        endpoint = plan.endpoint if caller is None else caller.env
         env = {
             **agent_environment(
                 plan.environ,
@@ -645,7 +645,7 @@ class Runner:
                 checkpoint=FolderCheckpoint(
                     (workspace.root, workspace.plugin), state.parent / f"checkpoint-{stage.number}"
                 ),
-                endpoint_fault=watch.fault if isinstance(watch, FaultReportingCaller) else None,
+                endpoint_fault=caller.fault if isinstance(caller, FaultReportingCaller) else None,
             ),
             workspace.mocks,
             stage_dir,
@@ -672,7 +672,7 @@ class Runner:
             _fill(stage_result, outcome, time.monotonic() - started)
             stage_result.status, stage_result.limit_hit = "limit", "output"
             stage_result.error = snapshots
-            _record_misses(stage_result, watch)
+            _record_misses(stage_result, caller)
             self._write()
             self.listener.stage_finished(state.label, stage_result)
             return
@@ -702,7 +702,7 @@ class Runner:
             )  # fmt: skip
             await self.after_stage(context)
         _never_graded(stage_result, interrupted=self.abort.is_set)
-        _record_misses(stage_result, watch)
+        _record_misses(stage_result, caller)
         self._write()
         self.listener.stage_finished(state.label, stage_result)
 
@@ -994,9 +994,9 @@ def _score_at_least(suite: Suite) -> float | None:
     return None if evals is None or evals.threshold >= 1.0 else evals.threshold
 
 
-def _record_misses(stage_result: StageResult, watch: EndpointCaller | None) -> None:
-    if watch is not None:
-        record_endpoint_misses(stage_result, watch.misses())
+def _record_misses(stage_result: StageResult, caller: EndpointCaller | None) -> None:
+    if caller is not None:
+        record_endpoint_misses(stage_result, caller.misses())
 
 
 def _relative(path: Path, run_dir: Path) -> str:

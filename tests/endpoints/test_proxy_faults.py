@@ -2,7 +2,7 @@
 and no answer kept whole.
 
 A real HTTP server stands in for the API (`test_proxy.Upstream`), injecting each
-fault; callers are told apart by the token their `watch()` gave them.
+fault; callers are told apart by the token their `new_caller()` gave them.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def wait_for(condition: object, seconds: float = 10.0) -> None:
 
 def test_a_cut_stream_is_the_fault_of_the_caller_it_hit_and_worth_a_stage_retry() -> None:
     with Upstream(cut_after(3), sse()) as up, proxy_for(up, prices=TEST_PRICES) as proxy:
-        first, second = proxy.watch(), proxy.watch()
+        first, second = proxy.new_caller(), proxy.new_caller()
         assert first.env["ANTHROPIC_API_KEY"] != second.env["ANTHROPIC_API_KEY"]
         # The CLI is told not to retry: the proxy owns the policy.
         assert first.env["CLAUDE_CODE_MAX_RETRIES"] == "0"
@@ -70,20 +70,20 @@ def test_a_cut_stream_is_the_fault_of_the_caller_it_hit_and_worth_a_stage_retry(
 def test_a_request_being_retried_is_already_a_fault_and_a_529_is_not_retried_twice() -> None:
     overloaded = error(529, "overloaded_error", {"retry-after": "1"})
     with Upstream(overloaded) as up, proxy_for(up, max_retries=2) as proxy:
-        watch = proxy.watch()
+        caller = proxy.new_caller()
         began = time.monotonic()
         answered: list[int] = []
-        thread = threading.Thread(target=lambda: answered.append(post_as(proxy, watch.env)))
+        thread = threading.Thread(target=lambda: answered.append(post_as(proxy, caller.env)))
         thread.start()
         # While the proxy waits out retry-after, the stage's time may run out: it
         # must already see the endpoint failing it (not read as slowness).
         wait_for(lambda: len(up.received) == 1)
-        wait_for(lambda: watch.fault(began) is not None, 0.9)
-        fault = watch.fault(began)
+        wait_for(lambda: caller.fault(began) is not None, 0.9)
+        fault = caller.fault(began)
         assert fault is not None and "HTTP 529 overloaded_error: up 529" in fault.text
         thread.join()
         assert answered == [529] and len(up.received) == 3
-        fault = watch.fault(began)
+        fault = caller.fault(began)
         assert fault is not None and "(3 tries)" in fault.text
         assert not fault.retry_stage  # retried here as far as the policy goes
 
@@ -99,10 +99,10 @@ def test_an_error_event_mid_stream_is_a_fault() -> None:
         handler.chunk(b"")
 
     with Upstream(overloaded_mid_stream) as up, proxy_for(up) as proxy:
-        watch = proxy.watch()
-        post_as(proxy, watch.env)
-        wait_for(lambda: watch.fault(0.0) is not None)
-        fault = watch.fault(0.0)
+        caller = proxy.new_caller()
+        post_as(proxy, caller.env)
+        wait_for(lambda: caller.fault(0.0) is not None)
+        fault = caller.fault(0.0)
         assert fault is not None and "overloaded_error: Overloaded" in fault.text
 
 
@@ -186,10 +186,10 @@ def test_the_recording_says_how_each_exchange_was_charged(tmp_path: Path) -> Non
 def test_a_connection_lost_after_the_request_left_is_named_and_worth_a_stage_retry() -> None:
     # Before: "upstream unreachable", as if the request had never left.
     with Upstream(hang_up) as up, proxy_for(up, prices=TEST_PRICES) as proxy:
-        watch = proxy.watch()
-        assert post_as(proxy, watch.env) == 502
-        wait_for(lambda: watch.fault(0.0) is not None)
-        fault = watch.fault(0.0)
+        caller = proxy.new_caller()
+        assert post_as(proxy, caller.env) == 502
+        wait_for(lambda: caller.fault(0.0) is not None)
+        fault = caller.fault(0.0)
         assert fault is not None and fault.retry_stage  # the proxy cannot retry it: billed?
         assert "the model API gave no answer: the connection was lost after the request left" in (
             fault.text

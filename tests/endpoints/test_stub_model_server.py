@@ -472,15 +472,15 @@ def test_a_bad_script_on_the_command_line_is_one_line(tmp_path: Path) -> None:
 
 def test_a_watch_sees_only_its_own_callers_misses(serve) -> None:  # type: ignore[no-untyped-def]
     server = serve("rules:\n  - match: {command: a:b}\n    turns: [{tools: [{read: x}]}]\n")
-    first, second = server.watch(), server.watch()
+    first, second = server.new_caller(), server.new_caller()
     assert first.env["ANTHROPIC_API_KEY"] != second.env["ANTHROPIC_API_KEY"]
     assert first.env["ANTHROPIC_BASE_URL"] == server.url
 
-    def ask(watch, prompt: dict[str, Any], turns: int = 0) -> None:  # type: ignore[no-untyped-def]
+    def ask(caller, prompt: dict[str, Any], turns: int = 0) -> None:  # type: ignore[no-untyped-def]
         messages = [prompt, env_block()]
         payload = body(messages)
         payload["messages"] += [{"role": "assistant", "content": "x"}] * turns
-        post(server, payload, {"x-api-key": watch.env["ANTHROPIC_API_KEY"]})
+        post(server, payload, {"x-api-key": caller.env["ANTHROPIC_API_KEY"]})
 
     ask(first, command_prompt("a:b", "x"))  # answered
     ask(first, command_prompt("other:cmd", "x"))  # no rule

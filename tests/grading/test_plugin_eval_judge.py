@@ -348,13 +348,13 @@ rules:
         "stub.yaml",
     )
     with StubServer(script) as server:
-        watch = server.watch()
+        caller = server.new_caller()
         result = _grade(
             (Llm("greets", 1.0, "The agent greets Alex."), Llm("other", 1.0, "Other")),
             stage,
-            ModelEndpoint(watch.env),
+            ModelEndpoint(caller.env),
         )
-        misses = watch.misses()
+        misses = caller.misses()
     # The first judge answered three times; the second matched no rule: the stub's
     # "no rule matched" text is no verdict (an error), and a miss of the stage.
     assert result.error is not None and result.error.startswith("other: judge: vote 1:")

@@ -54,7 +54,7 @@ class ReplayEndpoint:
                 name=self.name,
                 env=server.cli_env(),
                 model=recorded.model or options.default_model,
-                watch=server.watch,
+                new_caller=server.new_caller,
                 replayed_from=ReplayedFrom(
                     origin=recorded.origin or "unknown",
                     model=recorded.model,

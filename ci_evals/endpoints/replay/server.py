@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from ci_evals.results.model import EndpointMiss
 
 KEY = "replay-key"
-KEY_PREFIX = KEY + "."  # `replay-key.c3`: caller c3 (`ReplayServer.watch`)
+KEY_PREFIX = KEY + "."  # `replay-key.c3`: caller c3 (`ReplayServer.new_caller`)
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"
 _SHOWN_DIFFERENCES = 2
@@ -106,8 +106,8 @@ class ReplayServer(LocalHTTPService):
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
 
-    def watch(self, place: int | None = None) -> ReplayWatch:
-        return ReplayWatch(self, f"c{next(self._callers)}")
+    def new_caller(self, place: int | None = None) -> ReplayCaller:
+        return ReplayCaller(self, f"c{next(self._callers)}")
 
     @property
     def divergences(self) -> list[Divergence]:
@@ -164,7 +164,7 @@ class ReplayServer(LocalHTTPService):
         )
 
 
-class ReplayWatch:
+class ReplayCaller:
     """One caller (a stage and its reviewers): `env`, then its `misses()` (`EndpointCaller`)."""
 
     def __init__(self, server: ReplayServer, caller: str) -> None:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ci_evals.results.model import EndpointMiss
 
 KEY = "stub-model-key"
-KEY_PREFIX = KEY + "."  # `stub-model-key.c3`: caller c3 (`StubServer.watch`)
+KEY_PREFIX = KEY + "."  # `stub-model-key.c3`: caller c3 (`StubServer.new_caller`)
 # Outcomes that mean the script and the suite disagree (docs/stub-model.md).
 MISSED = ("unmatched", "exhausted")
 
@@ -76,7 +76,7 @@ class RequestRecord:
     session_id: str
     stream: bool
     status: int  # the HTTP status sent (0 for hang/disconnect before headers)
-    # Who asked: the tag in the API key a `watch()` handed out ('' for the plain
+    # Who asked: the tag in the API key a `new_caller()` handed out ('' for the plain
     # `cli_env()` key), so a runner can tell its stages' requests apart.
     caller: str = ""
     # For `unmatched` and `exhausted`: the text the stub answered with instead.
@@ -148,7 +148,7 @@ class StubServer(LocalHTTPService):
 
     def unmatched(self, caller: str | None = None) -> list[RequestRecord]:
         """Requests no rule fit, or that asked for a turn past a rule's last
-        (only `caller`'s, when given: see `watch`)."""
+        (only `caller`'s, when given: see `new_caller`)."""
         return [
             r
             for r in self.requests
@@ -169,13 +169,13 @@ class StubServer(LocalHTTPService):
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
 
-    def watch(self, place: int | None = None) -> StubWatch:
+    def new_caller(self, place: int | None = None) -> StubCaller:
         """A new caller: its environment, and later the requests of it no rule answered.
         `place`: its unit's place in the run's plan, which picks a rule's variants."""
         caller = f"c{next(self._callers)}"
         if place is not None:
             self._places[caller] = place
-        return StubWatch(self, caller)
+        return StubCaller(self, caller)
 
     # -- used by the handler ----------------------------------------------------------
 
@@ -196,7 +196,7 @@ class StubServer(LocalHTTPService):
         return f"msg_stub_{next(self._message_ids):06d}"
 
 
-class StubWatch:
+class StubCaller:
     """One caller of a `StubServer` (a stage and its reviewers): `env` for its
     CLIs, `misses()` for what the script had no answer to (`EndpointCaller` in
     `ci_evals.endpoints.base`)."""
