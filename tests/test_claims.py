@@ -2,13 +2,13 @@
 
 A module that says it is the one place that runs git, the one way a program is
 run, the one tree walk, the one atomic write, the one reader of front matter or
-of `results.json`, the one error printer, or the one way to build an agent or
-open a sandbox is believed by whoever reads it: a second way in makes the
-sentence a lie. Each rule here scans the source of every module (its syntax
-tree: what the code does, not what a comment says) and names each place that
-breaks it. An allowlist entry says why that place is no second way; the
-`test_rule_catches` cases feed each rule a module that breaks it, so a rule
-that stopped seeing anything would fail too.
+of `results.json`, the one error printer, the one way to build an agent or
+open a sandbox, or the command that reads the environment once is believed by
+whoever reads it: a second way in makes the sentence a lie. Each rule here
+scans the source of every module (its syntax tree: what the code does, not what
+a comment says) and names each place that breaks it. An allowlist entry says
+why that place is no second way; the `test_rule_catches` cases feed each rule a
+module that breaks it, so a rule that stopped seeing anything would fail too.
 """
 
 from __future__ import annotations
@@ -375,6 +375,28 @@ def sandboxes_opened_elsewhere(sources: Sources) -> list[str]:
     )
 
 
+# --- the environment: `ci-evals run` reads it once (run/process_environment.py) ----
+
+# run/ modules that touch the process's own environment to change it, not to read a
+# setting: each is a security step on the process itself.
+ENVIRON_WRITERS = {
+    "run/environ_block.py": "puts a hidden credential back into os.environ for the proxy",
+    "run/shard_mac.py": "pops the shard key out of the process's own environment",
+}
+
+
+def environ_read_in_run(sources: Sources) -> list[str]:
+    """`os.environ` or `os.getenv` in a run/ module outside ENVIRON_WRITERS: the
+    command takes the environment once and hands it down."""
+    return [
+        f"{path}:{node.lineno}: {_dotted(node)}"
+        for path, tree in sources.items()
+        if path.startswith("run/") and path not in ENVIRON_WRITERS
+        for node in _nodes(tree)
+        if isinstance(node, ast.Attribute) and _dotted(node) in ("os.environ", "os.getenv")
+    ]
+
+
 RULES: dict[str, Rule] = {
     "git": git_spawned_elsewhere,
     "process": programs_started_elsewhere,
@@ -385,6 +407,7 @@ RULES: dict[str, Rule] = {
     "errors": errors_printed_elsewhere,
     "agents": agents_built_elsewhere,
     "sandboxes": sandboxes_opened_elsewhere,
+    "environ": environ_read_in_run,
 }
 
 
@@ -408,6 +431,7 @@ BROKEN = {
     "errors": ("main.py", 'print(f"ci-evals: error: unknown command {name!r}")'),
     "agents": ("run/x.py", "agent = ClaudeAgent()"),
     "sandboxes": ("run/x.py", "box = kind_of(config).open(spec, config.options)"),
+    "environ": ("run/x.py", 'key = os.environ.get("ANTHROPIC_API_KEY")'),
 }
 
 
@@ -423,7 +447,14 @@ def test_rule_catches(rule: str) -> None:
 def test_allowlists_name_modules_that_exist() -> None:
     """An entry whose module moved or went away would excuse nothing, silently."""
     front_matter = [path for path, _ in OWN_FRONT_MATTER]
-    listed = [*PROCESS_STARTERS, *OWN_WALKS, *RENAMES, *front_matter, *OWN_ERROR_LINES]
+    listed = [
+        *PROCESS_STARTERS,
+        *OWN_WALKS,
+        *RENAMES,
+        *front_matter,
+        *OWN_ERROR_LINES,
+        *ENVIRON_WRITERS,
+    ]
     assert [path for path in listed if path not in _package()] == []
 
 
@@ -437,6 +468,7 @@ def test_allowlisted_modules_still_need_it() -> None:
             (RENAMES, renames_elsewhere),
             (OWN_ERROR_LINES, errors_printed_elsewhere),
             (PROCESS_STARTERS, programs_started_elsewhere),
+            (ENVIRON_WRITERS, environ_read_in_run),
         )
         for path in allowlist
         if not rule({f"{path}.copy": package[path]})
